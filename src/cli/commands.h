@@ -1,0 +1,11 @@
+// The `pith` binary's subcommands. Each cmd_*.cpp file registers its subcommands on the root
+// app; main.cpp only wires them together and maps errors to exit codes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace pith::cli {
+
+void add_model_commands(CLI::App& app);  // pith model info|gen
+
+}  // namespace pith::cli

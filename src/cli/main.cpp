@@ -1,0 +1,29 @@
+// pith: a programmable LLM serving system. Entry point of the single `pith` binary.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "common/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pith: a programmable LLM serving system (inferlets in WebAssembly)", "pith"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", PITH_VERSION);
+  spdlog::set_pattern("%^%L%$ %H:%M:%S.%e %v");
+
+  pith::cli::add_model_commands(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const pith::Error& e) {
+    std::fprintf(stderr, "pith: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pith: unexpected error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
