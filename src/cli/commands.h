@@ -7,5 +7,7 @@
 namespace pith::cli {
 
 void add_model_commands(CLI::App& app);  // pith model info|gen
+void add_tokenize_commands(CLI::App& app);  // pith tokenize|detokenize
+void add_bench_commands(CLI::App& app);  // pith bench matmul|model
 
 }  // namespace pith::cli

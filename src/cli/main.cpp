@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%^%L%$ %H:%M:%S.%e %v");
 
   pith::cli::add_model_commands(app);
+  pith::cli::add_tokenize_commands(app);
+  pith::cli::add_bench_commands(app);
 
   try {
     app.parse(argc, argv);

@@ -1,14 +1,20 @@
-// Parity of the optimised matmul against the slow reference, for every dtype and for token
-// counts on both sides of the decode / prefill path switch.
+// Parity of the optimised matmul against the slow reference, for every dtype, every kernel ISA
+// this CPU supports, odd shapes, and token counts on both sides of the decode / prefill path
+// switch (and of the register tiles' ragged edges). Also: the ISA paths agree with each other
+// to f32 rounding (same math), SIMD activation quantisation is bit-identical to the scalar one,
+// and bad input is a pith::Error.
 #include "engine/kernels/matmul.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
+#include "common/error.h"
 #include "common/fp16.h"
+#include "engine/kernels/matmul_kernels.h"
 
 namespace pith {
 
@@ -53,36 +59,163 @@ std::vector<uint8_t> make_weights(DType dtype, size_t rows, size_t cols, std::mt
   return out;
 }
 
+std::vector<float> make_acts(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = nd(rng);
+  return x;
+}
+
+std::vector<KernelIsa> supported_isas() {
+  std::vector<KernelIsa> out;
+  for (KernelIsa isa : {KernelIsa::Scalar, KernelIsa::Avx2, KernelIsa::Avx512})
+    if (isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+// Tolerance against the f64 reference, relative to |w_row|·|x_t| (which bounds the sum of
+// |products|, so it is the natural scale of summation and activation-rounding error).
+// bf16 rounding moves each activation by ≤ 2^-9 relative; int8 block quantisation by
+// ≤ amax/254: both well under 1e-2 of that scale.
+double tolerance(DType dtype) {
+  return (dtype == DType::F32 || dtype == DType::F16) ? 1e-5 : 1e-2;
+}
+
+// scale[t * rows + o] = |W row o| · |x row t|
+std::vector<double> output_scales(const WeightMatrix& w, const float* x, size_t n_tokens) {
+  std::vector<float> row(w.cols);
+  std::vector<double> wn(w.rows), out(n_tokens * w.rows);
+  for (size_t o = 0; o < w.rows; ++o) {
+    dequantize_row(w.dtype, w.row(o), row.data(), w.cols);
+    for (float v : row) wn[o] += double(v) * v;
+  }
+  for (size_t t = 0; t < n_tokens; ++t) {
+    double xn = 0;
+    for (size_t i = 0; i < w.cols; ++i) xn += double(x[t * w.cols + i]) * x[t * w.cols + i];
+    for (size_t o = 0; o < w.rows; ++o) out[t * w.rows + o] = std::sqrt(wn[o] * xn) + 1e-30;
+  }
+  return out;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want,
+                  const std::vector<double>& scale, double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i] / scale[i], want[i] / scale[i], tol) << what << " i=" << i;
+}
+
+struct Shape {
+  size_t rows, cols;
+};
+
 }  // namespace
 
-class MatmulParity : public ::testing::TestWithParam<std::tuple<DType, size_t>> {};
+class MatmulParity
+    : public ::testing::TestWithParam<std::tuple<DType, size_t, Shape>> {};
 
-TEST_P(MatmulParity, MatchesReference) {
-  auto [dtype, n_tokens] = GetParam();
-  std::mt19937 rng(42);
-  const size_t rows = 96, cols = 256;
-  auto wbytes = make_weights(dtype, rows, cols, rng);
-  WeightMatrix w{dtype, rows, cols, wbytes.data()};
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> x(n_tokens * cols);
-  for (auto& v : x) v = nd(rng);
+TEST_P(MatmulParity, EveryIsaMatchesReference) {
+  auto [dtype, n_tokens, shape] = GetParam();
+  size_t cols = shape.cols;
+  if (dtype_info(dtype).block_size > 1) cols = (cols + 31) / 32 * 32;
+  std::mt19937 rng(42 + n_tokens);
+  auto wbytes = make_weights(dtype, shape.rows, cols, rng);
+  WeightMatrix w{dtype, shape.rows, cols, wbytes.data()};
+  auto x = make_acts(n_tokens * cols, rng);
 
-  std::vector<float> want(n_tokens * rows), got(n_tokens * rows);
+  std::vector<float> want(n_tokens * shape.rows);
   matmul_reference(w, x.data(), n_tokens, want.data());
+  const auto scale = output_scales(w, x.data(), n_tokens);
   ThreadPool pool(2);
-  matmul(pool, w, x.data(), n_tokens, got.data());
-  // Tolerance: quantised-activation paths (q8_0/bf16 dot products) may round activations,
-  // giving ~1% relative error on a dot product of 256 terms.
-  double tol = (dtype == DType::F32 || dtype == DType::F16) ? 1e-4 : 3e-2;
-  for (size_t i = 0; i < want.size(); ++i) {
-    double scale = 1.0 + std::fabs(want[i]);
-    ASSERT_NEAR(got[i] / scale, want[i] / scale, tol) << "i=" << i;
+  std::vector<float> scalar_out;
+  for (KernelIsa isa : supported_isas()) {
+    std::vector<float> got(n_tokens * shape.rows, -1.0f);
+    matmul(pool, w, x.data(), n_tokens, got.data(), isa);
+    std::string what = std::string(isa_name(isa)) + " " + std::string(dtype_info(dtype).name);
+    expect_close(got, want, scale, tolerance(dtype), what);
+    // Every path does the same math (same activation rounding), so they agree far more
+    // tightly with each other than with the reference.
+    if (isa == KernelIsa::Scalar)
+      scalar_out = got;
+    else
+      expect_close(got, scalar_out, scale, 1e-6, what + " vs scalar");
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     AllDtypes, MatmulParity,
-    ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0),
-                       ::testing::Values(size_t{1}, size_t{3}, size_t{8}, size_t{33})));
+    ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0,
+                                         DType::Q4_0),
+                       ::testing::Values(size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{8},
+                                         size_t{33}, size_t{64}, size_t{70}),
+                       ::testing::Values(Shape{96, 256}, Shape{37, 96}, Shape{5, 33},
+                                         Shape{130, 520})));
+
+TEST(Matmul, DefaultOverloadUsesBestIsa) {
+  std::mt19937 rng(7);
+  auto wbytes = make_weights(DType::Q8_0, 40, 64, rng);
+  WeightMatrix w{DType::Q8_0, 40, 64, wbytes.data()};
+  auto x = make_acts(5 * 64, rng);
+  std::vector<float> a(5 * 40), b(5 * 40);
+  ThreadPool pool(2);
+  matmul(pool, w, x.data(), 5, a.data());
+  matmul(pool, w, x.data(), 5, b.data(), best_isa());
+  EXPECT_EQ(a, b);
+}
+
+TEST(Matmul, SingleThreadPoolGivesSameResult) {
+  std::mt19937 rng(8);
+  auto wbytes = make_weights(DType::BF16, 70, 128, rng);
+  WeightMatrix w{DType::BF16, 70, 128, wbytes.data()};
+  auto x = make_acts(9 * 128, rng);
+  std::vector<float> a(9 * 70), b(9 * 70);
+  ThreadPool one(1), two(3);
+  matmul(one, w, x.data(), 9, a.data());
+  matmul(two, w, x.data(), 9, b.data());
+  EXPECT_EQ(a, b);  // each output is computed by one thread in a fixed order
+}
+
+TEST(Matmul, QuantisedActivationsSimdMatchScalarExactly) {
+  if (!isa_supported(KernelIsa::Avx2)) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(9);
+  auto x = make_acts(32 * 40, rng);
+  // Edge blocks: all zero, a single huge value, exact .5 multiples after scaling.
+  for (size_t j = 0; j < 32; ++j) x[j] = 0.0f;
+  x[32] = 1e30f;
+  for (size_t j = 0; j < 32; ++j) x[64 + j] = (j % 2 ? 0.5f : -1.5f) * 127.0f / 127.0f;
+  x[64] = 127.0f;
+  std::vector<kernels::ActQ8> a(40), b(40);
+  kernels::quantize_act_q8_scalar(x.data(), a.data(), x.size());
+  kernels::quantize_act_q8_avx2(x.data(), b.data(), x.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].d, b[i].d) << "block " << i;
+    EXPECT_EQ(0, std::memcmp(a[i].qs, b[i].qs, 32)) << "block " << i;
+  }
+  EXPECT_EQ(a[0].d, 0.0f);
+  EXPECT_EQ(a[2].qs[0], 127);
+  EXPECT_EQ(a[2].qs[1], 0);  // 0.5 rounds half to even
+}
+
+TEST(Matmul, BadInputIsAnError) {
+  std::vector<uint8_t> data(34 * 4);
+  float x[64] = {}, y[4] = {};
+  ThreadPool pool(1);
+  WeightMatrix odd{DType::Q8_0, 2, 48, data.data()};  // 48 is not a multiple of 32
+  EXPECT_THROW(matmul(pool, odd, x, 1, y), Error);
+  WeightMatrix null_data{DType::F32, 2, 8, nullptr};
+  EXPECT_THROW(matmul(pool, null_data, x, 1, y), Error);
+  if (!isa_supported(KernelIsa::Avx512)) {
+    WeightMatrix ok{DType::F32, 2, 8, data.data()};
+    EXPECT_THROW(matmul(pool, ok, x, 1, y, KernelIsa::Avx512), Error);
+  }
+}
+
+TEST(Matmul, ZeroTokensWritesNothing) {
+  std::vector<float> wdata(8 * 4, 1.0f);
+  WeightMatrix w{DType::F32, 4, 8, wdata.data()};
+  float y[4] = {5, 5, 5, 5};
+  ThreadPool pool(2);
+  matmul(pool, w, nullptr, 0, y);
+  EXPECT_EQ(y[0], 5.0f);
+}
 
 }  // namespace pith

@@ -1,9 +1,15 @@
+// matmul's front end: input checks, activation preparation (bf16 rounding / int8
+// quantisation, in per-thread scratch), dispatch to the per-ISA kernels; plus the portable
+// scalar kernel, the f64 reference and row dequantisation.
 #include "engine/kernels/matmul.h"
 
+#include <cmath>
 #include <vector>
 
 #include "common/error.h"
 #include "common/fp16.h"
+#include "engine/kernels/matmul_kernels.h"
+#include "engine/kernels/vector_ops.h"
 
 namespace pith {
 
@@ -14,16 +20,8 @@ void dequantize_row(DType dtype, const void* src, float* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) dst[i] = s[i];
       return;
     }
-    case DType::F16: {
-      const uint16_t* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
-      return;
-    }
-    case DType::BF16: {
-      const uint16_t* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
-      return;
-    }
+    case DType::F16: return f16_to_f32_row(static_cast<const uint16_t*>(src), dst, n);
+    case DType::BF16: return bf16_to_f32_row(static_cast<const uint16_t*>(src), dst, n);
     case DType::Q8_0: {
       const BlockQ8_0* b = static_cast<const BlockQ8_0*>(src);
       for (size_t k = 0; k < n / 32; ++k) {
@@ -60,25 +58,137 @@ void matmul_reference(const WeightMatrix& w, const float* x, size_t n_tokens, fl
   }
 }
 
-// Portable baseline: rows split across the pool, each row dequantised once and applied to
-// every token. The SIMD kernels replace this per dtype.
-void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens, float* y) {
+namespace kernels {
+
+void quantize_act_q8_scalar(const float* x, ActQ8* out, size_t n) {
+  for (size_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + b * 32;
+    float m = 0;
+    for (size_t j = 0; j < 32; ++j) m = std::max(m, std::fabs(xb[j]));
+    out[b].d = f16_to_f32(f32_to_f16(m / 127.0f));
+    const float id = m != 0.0f ? 127.0f / m : 0.0f;
+    for (size_t j = 0; j < 32; ++j) out[b].qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
+  }
+}
+
+// Portable kernel with the same math as the SIMD ones: one row at a time against every token.
+void matmul_scalar(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
+                   float* y) {
   constexpr size_t kRowsPerTask = 16;
-  size_t n_tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
+  const size_t n_tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
+  const bool quant = w.dtype == DType::Q8_0 || w.dtype == DType::Q4_0;
   std::vector<std::vector<float>> scratch(pool.size(), std::vector<float>(w.cols));
   pool.parallel_for(n_tasks, [&](size_t task, size_t worker) {
     float* row = scratch[worker].data();
-    size_t end = std::min(w.rows, (task + 1) * kRowsPerTask);
+    const size_t end = std::min(w.rows, (task + 1) * kRowsPerTask);
     for (size_t o = task * kRowsPerTask; o < end; ++o) {
-      dequantize_row(w.dtype, w.row(o), row, w.cols);
-      for (size_t t = 0; t < n_tokens; ++t) {
-        const float* xt = x + t * w.cols;
-        float acc = 0;
-        for (size_t i = 0; i < w.cols; ++i) acc += row[i] * xt[i];
-        y[t * w.rows + o] = acc;
+      if (quant) {
+        // Integer dot per block, scaled by both block scales (dequantise gives d * q).
+        for (size_t t = 0; t < n_tokens; ++t) {
+          const ActQ8* a = x.q8 + t * x.blocks_per_token;
+          float acc = 0;
+          for (size_t b = 0; b < x.blocks_per_token; ++b) {
+            int32_t s = 0;
+            float wd;
+            if (w.dtype == DType::Q8_0) {
+              const auto& blk = reinterpret_cast<const BlockQ8_0*>(w.row(o))[b];
+              wd = f16_to_f32(blk.d);
+              for (size_t j = 0; j < 32; ++j) s += int32_t{blk.qs[j]} * a[b].qs[j];
+            } else {
+              const auto& blk = reinterpret_cast<const BlockQ4_0*>(w.row(o))[b];
+              wd = f16_to_f32(blk.d);
+              for (size_t j = 0; j < 16; ++j) {
+                s += ((blk.qs[j] & 0x0f) - 8) * int32_t{a[b].qs[j]};
+                s += ((blk.qs[j] >> 4) - 8) * int32_t{a[b].qs[j + 16]};
+              }
+            }
+            acc += static_cast<float>(s) * (wd * a[b].d);
+          }
+          y[t * w.rows + o] = acc;
+        }
+      } else {
+        dequantize_row(w.dtype, w.row(o), row, w.cols);
+        for (size_t t = 0; t < n_tokens; ++t) {
+          const float* xt = x.f32 + t * w.cols;
+          float acc = 0;
+          for (size_t i = 0; i < w.cols; ++i) acc += row[i] * xt[i];
+          y[t * w.rows + o] = acc;
+        }
       }
     }
   });
+}
+
+}  // namespace kernels
+
+namespace {
+
+// Per-thread scratch for prepared activations. A cache, not shared state: each thread that
+// calls matmul reuses its own buffer, so steady-state forwards do not allocate.
+template <typename T>
+T* scratch(size_t n) {
+  thread_local std::vector<uint8_t> buf;
+  if (buf.size() < n * sizeof(T)) buf.resize(n * sizeof(T));
+  return reinterpret_cast<T*>(buf.data());
+}
+
+}  // namespace
+
+void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens, float* y) {
+  matmul(pool, w, x, n_tokens, y, best_isa());
+}
+
+void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens, float* y,
+            KernelIsa isa) {
+  const DTypeInfo& info = dtype_info(w.dtype);
+  if (w.cols == 0 || w.cols % info.block_size != 0)
+    fail("matmul: {} weight has {} columns, not a positive multiple of its block size {}",
+         info.name, w.cols, info.block_size);
+  if (w.data == nullptr && w.rows > 0) fail("matmul: weight matrix has no data");
+  if (!isa_supported(isa)) fail("matmul: kernel ISA '{}' is not supported by this CPU", isa_name(isa));
+  if (n_tokens == 0 || w.rows == 0) return;
+
+  const size_t cols = w.cols;
+  kernels::PreparedActs acts;
+  // Activation preparation, split over tokens when there are many.
+  auto per_token = [&](auto&& fn) {
+    if (n_tokens >= 8)
+      pool.parallel_for(n_tokens, [&](size_t t, size_t) { fn(t); });
+    else
+      for (size_t t = 0; t < n_tokens; ++t) fn(t);
+  };
+  switch (w.dtype) {
+    case DType::F32:
+    case DType::F16: acts.f32 = x; break;
+    case DType::BF16: {
+      float* xr = scratch<float>(n_tokens * cols);
+      per_token([&](size_t t) {
+        for (size_t i = t * cols; i < (t + 1) * cols; ++i) xr[i] = bf16_to_f32(f32_to_bf16(x[i]));
+      });
+      acts.f32 = xr;
+      break;
+    }
+    case DType::Q8_0:
+    case DType::Q4_0: {
+      acts.blocks_per_token = cols / 32;
+      kernels::ActQ8* q = scratch<kernels::ActQ8>(n_tokens * acts.blocks_per_token);
+      const bool simd = isa != KernelIsa::Scalar;
+      per_token([&](size_t t) {
+        if (simd)
+          kernels::quantize_act_q8_avx2(x + t * cols, q + t * acts.blocks_per_token, cols);
+        else
+          kernels::quantize_act_q8_scalar(x + t * cols, q + t * acts.blocks_per_token, cols);
+      });
+      acts.q8 = q;
+      break;
+    }
+  }
+
+  switch (isa) {
+    case KernelIsa::Scalar: return kernels::matmul_scalar(pool, w, acts, n_tokens, y);
+    case KernelIsa::Avx2:
+    case KernelIsa::Avx512: return kernels::matmul_avx2(pool, w, acts, n_tokens, y);
+  }
 }
 
 }  // namespace pith

@@ -6,13 +6,19 @@
 //
 // The implementation picks a path by n_tokens: few tokens (decode) is bound by weight-read
 // bandwidth; many tokens (prefill, big decode batches) by arithmetic, so it tiles the weights
-// so that each loaded weight is reused across tokens.
+// so that each loaded weight is reused across tokens. The SIMD level (AVX-512, AVX2, scalar)
+// is chosen at run time from the CPU; see docs/kernels.md.
+//
+// Activations are first converted to the weight's dot type, as llama.cpp does: rounded to bf16
+// for BF16 weights, quantised to int8 per 32-block (scale fp16(amax/127)) for Q8_0 and Q4_0.
+// F32 and F16 weights use the f32 activations unchanged.
 #pragma once
 
 #include <cstddef>
 
 #include "common/thread_pool.h"
 #include "engine/dtype.h"
+#include "engine/kernels/cpu_features.h"
 
 namespace pith {
 
@@ -26,13 +32,21 @@ struct WeightMatrix {
 };
 
 // y[t][o] = sum_i W[o][i] * x[t][i] for t < n_tokens, o < w.rows.
+// Throws pith::Error when cols is not a multiple of the dtype's block size or data is null.
+// x and y must not overlap. Uses the pool's threads (and the caller's).
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens, float* y);
+
+// The same with an explicit kernel level (tests and benchmarks compare levels); throws
+// pith::Error when this CPU does not support `isa`.
+void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens, float* y,
+            KernelIsa isa);
 
 // Slow, obviously correct version (dequantise each row, f64 accumulate): the parity reference
 // for the optimised kernels in tests.
 void matmul_reference(const WeightMatrix& w, const float* x, size_t n_tokens, float* y);
 
-// Converts one row of `n` elements (a multiple of the block size) to f32.
+// Converts one row of `n` elements (a multiple of the block size) to f32 (embedding lookup).
+// Vectorised for f16/bf16; exact for every dtype.
 void dequantize_row(DType dtype, const void* src, float* dst, size_t n);
 
 }  // namespace pith

@@ -1,0 +1,130 @@
+// The matmul benchmark suite (see bench_matmul.h).
+#include "bench/bench_matmul.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "bench/machine_baselines.h"
+#include "common/fp16.h"
+#include "common/thread_pool.h"
+#include "engine/kernels/matmul.h"
+
+namespace pith::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One random row of `cols` elements in `dtype` (values ~N(0, 0.05), like trained weights).
+std::vector<uint8_t> random_row(DType dtype, size_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  std::vector<float> v(cols);
+  for (auto& x : v) x = nd(rng);
+  std::vector<uint8_t> out(row_bytes(dtype, cols));
+  switch (dtype) {
+    case DType::F32: std::memcpy(out.data(), v.data(), cols * 4); break;
+    case DType::F16:
+      for (size_t i = 0; i < cols; ++i) reinterpret_cast<uint16_t*>(out.data())[i] = f32_to_f16(v[i]);
+      break;
+    case DType::BF16:
+      for (size_t i = 0; i < cols; ++i) reinterpret_cast<uint16_t*>(out.data())[i] = f32_to_bf16(v[i]);
+      break;
+    case DType::Q8_0:
+      for (size_t b = 0; b < cols / 32; ++b) {
+        auto* blk = reinterpret_cast<BlockQ8_0*>(out.data()) + b;
+        blk->d = f32_to_f16(0.15f / 127);
+        for (size_t j = 0; j < 32; ++j) blk->qs[j] = static_cast<int8_t>(std::lround(v[b * 32 + j] * 127 / 0.15f));
+      }
+      break;
+    case DType::Q4_0:
+      for (size_t b = 0; b < cols / 32; ++b) {
+        auto* blk = reinterpret_cast<BlockQ4_0*>(out.data()) + b;
+        blk->d = f32_to_f16(0.02f);
+        for (size_t j = 0; j < 16; ++j) blk->qs[j] = static_cast<uint8_t>(rng());
+      }
+      break;
+  }
+  return out;
+}
+
+// A rows x cols matrix built from 64 distinct random rows (weights larger than the caches
+// behave the same whatever their values; this keeps generation of 100M+ elements fast).
+std::vector<uint8_t> random_matrix(DType dtype, size_t rows, size_t cols) {
+  std::mt19937 rng(1234);
+  std::vector<std::vector<uint8_t>> pool;
+  for (int i = 0; i < 64; ++i) pool.push_back(random_row(dtype, cols, rng));
+  const size_t rb = row_bytes(dtype, cols);
+  std::vector<uint8_t> out(rows * rb);
+  for (size_t r = 0; r < rows; ++r) std::memcpy(out.data() + r * rb, pool[(r * 37) % 64].data(), rb);
+  return out;
+}
+
+}  // namespace
+
+std::vector<MatmulShape> llama32_1b_shapes() {
+  return {
+      {"attn_q/o", 2048, 2048}, {"attn_k/v", 512, 2048}, {"ffn_gate/up", 8192, 2048},
+      {"ffn_down", 2048, 8192}, {"output", 128256, 2048},
+  };
+}
+
+nlohmann::json run_matmul_bench(const MatmulBenchOptions& o) {
+  ThreadPool pool(o.threads);
+  const auto shapes = o.shapes.empty() ? llama32_1b_shapes() : o.shapes;
+  fmt::print("matmul bench: {} threads, kernel isa {}, median of {} runs\n", o.threads,
+             isa_name(o.isa), o.reps);
+  const double bw = measure_read_bandwidth_gb_s(pool, size_t{2} << 30, 5);
+  const double peak = measure_peak_gflop_s(pool, 5);
+  fmt::print("baselines (same run): memory read {:.1f} GB/s, f32 FMA peak {:.1f} GFLOP/s\n", bw, peak);
+  fmt::print("{:<6} {:<12} {:>7} {:>6} {:>10} {:>9} {:>10} {:>8}\n", "dtype", "matrix", "shape",
+             "tokens", "ms", "GB/s", "GFLOP/s", "ratio");
+
+  nlohmann::json results = nlohmann::json::array();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (DType dtype : o.dtypes) {
+    for (const auto& shape : shapes) {
+      auto wbytes = random_matrix(dtype, shape.rows, shape.cols);
+      WeightMatrix w{dtype, shape.rows, shape.cols, wbytes.data()};
+      for (size_t n : o.tokens) {
+        if (shape.rows > 100000 && n > o.max_lm_head_tokens) continue;
+        std::vector<float> x(n * shape.cols), y(n * shape.rows);
+        for (auto& v : x) v = nd(rng);
+        matmul(pool, w, x.data(), n, y.data(), o.isa);  // warm-up
+        std::vector<double> times;
+        for (int r = 0; r < o.reps; ++r) {
+          auto t0 = Clock::now();
+          matmul(pool, w, x.data(), n, y.data(), o.isa);
+          times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        }
+        const double s = median(times);
+        const double gb_s = double(wbytes.size()) / s / 1e9;
+        const double gflop_s = 2.0 * shape.rows * shape.cols * n / s / 1e9;
+        // Few tokens: bound by reading weights; many: by arithmetic.
+        const bool decode = n <= 8;
+        const double ratio = decode ? gb_s / bw : gflop_s / peak;
+        fmt::print("{:<6} {:<12} {:>7} {:>6} {:>10.3f} {:>9.1f} {:>10.1f} {:>7.2f}{}\n",
+                   dtype_info(dtype).name, shape.name, fmt::format("{}x{}", shape.rows, shape.cols),
+                   n, s * 1e3, gb_s, gflop_s, ratio, decode ? " of bw" : " of peak");
+        results.push_back({{"dtype", dtype_info(dtype).name},
+                           {"matrix", shape.name},
+                           {"rows", shape.rows},
+                           {"cols", shape.cols},
+                           {"tokens", n},
+                           {"ms", s * 1e3},
+                           {"gb_s", gb_s},
+                           {"gflop_s", gflop_s},
+                           {"ratio", ratio},
+                           {"ratio_of", decode ? "bandwidth" : "fma_peak"}});
+      }
+    }
+  }
+  return {{"suite", "matmul"},         {"threads", o.threads},  {"isa", isa_name(o.isa)},
+          {"bandwidth_gb_s", bw},      {"fma_peak_gflop_s", peak}, {"results", results}};
+}
+
+}  // namespace pith::bench

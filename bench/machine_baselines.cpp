@@ -1,0 +1,124 @@
+// Memory-bandwidth and FMA-peak probes (see machine_baselines.h). The read loop uses AVX2
+// loads with four independent accumulators, prefetching ahead like the GEMV kernels do, so it
+// measures the same kind of traffic the decode path generates.
+#include "bench/machine_baselines.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "engine/kernels/cpu_features.h"
+
+namespace pith::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+float read_chunk_avx2(const float* p, size_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 32 <= n; i += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + i + 512), _MM_HINT_T0);
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+  }
+  __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
+}
+
+// 10 independent FMA chains of 8 lanes: enough to cover FMA latency x 2 pipes.
+float fma_loop_avx2(size_t iters) {
+  __m256 acc[10];
+  for (int j = 0; j < 10; ++j) acc[j] = _mm256_set1_ps(0.001f * j);
+  const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+  for (size_t i = 0; i < iters; ++i)
+#pragma GCC unroll 10
+    for (int j = 0; j < 10; ++j) acc[j] = _mm256_fmadd_ps(acc[j], m, c);
+  __m256 s = acc[0];
+  for (int j = 1; j < 10; ++j) s = _mm256_add_ps(s, acc[j]);
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return out[0];
+}
+#pragma GCC pop_options
+
+float read_chunk_scalar(const float* p, size_t n) {
+  float s = 0;
+  for (size_t i = 0; i < n; i += 16) s += p[i];  // one load per cache line
+  return s;
+}
+
+}  // namespace
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double measure_read_bandwidth_gb_s(ThreadPool& pool, size_t bytes, int reps) {
+  const size_t n = bytes / sizeof(float) / 64 * 64;
+  std::unique_ptr<float[], void (*)(void*)> buf(
+      static_cast<float*>(std::aligned_alloc(64, n * sizeof(float))), std::free);
+  // Touch every page in parallel so first-touch costs are outside the timing.
+  const size_t n_tasks = pool.size() * 16;
+  const size_t per = (n / n_tasks + 63) / 64 * 64;
+  pool.parallel_for(n_tasks, [&](size_t t, size_t) {
+    size_t b = std::min(n, t * per), e = std::min(n, b + per);
+    for (size_t i = b; i < e; ++i) buf[i] = 1.0f;
+  });
+  const bool simd = isa_supported(KernelIsa::Avx2);
+  std::vector<double> samples;
+  volatile float sink = 0;
+  for (int r = 0; r < reps; ++r) {
+    std::vector<float> partial(n_tasks);
+    auto t0 = Clock::now();
+    pool.parallel_for(n_tasks, [&](size_t t, size_t) {
+      size_t b = std::min(n, t * per), e = std::min(n, b + per);
+      partial[t] = simd ? read_chunk_avx2(buf.get() + b, e - b) : read_chunk_scalar(buf.get() + b, e - b);
+    });
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    for (float p : partial) sink = sink + p;
+    samples.push_back(double(n) * sizeof(float) / s / 1e9);
+  }
+  return median(samples);
+}
+
+double measure_peak_gflop_s(ThreadPool& pool, int reps) {
+  const bool simd = isa_supported(KernelIsa::Avx2);
+  const size_t iters = simd ? 20'000'000 : 50'000'000;
+  std::vector<double> samples;
+  volatile float sink = 0;
+  for (int r = 0; r < reps; ++r) {
+    std::vector<float> out(pool.size());
+    auto t0 = Clock::now();
+    pool.parallel_for(pool.size(), [&](size_t t, size_t) {
+      if (simd) {
+        out[t] = fma_loop_avx2(iters);
+      } else {
+        float a = 0.5f;
+        for (size_t i = 0; i < iters; ++i) a = a * 0.999999f + 1e-7f;
+        out[t] = a;
+      }
+    });
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    for (float v : out) sink = sink + v;
+    double flops = double(iters) * pool.size() * (simd ? 10 * 8 * 2 : 2);
+    samples.push_back(flops / s / 1e9);
+  }
+  return median(samples);
+}
+
+}  // namespace pith::bench

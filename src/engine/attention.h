@@ -1,0 +1,49 @@
+// Softmax attention of a batch's queries over paged KV (one layer), per sequence and head.
+//
+// Each sequence's queries attend to the slots of its own context, read through its page table
+// (physical ids in any order), restricted by its mask: causal by default, or run-length
+// visible/hidden runs per input (forward_batch.h). The K/V of the inputs themselves must
+// already be written to their slots. GQA: query head h reads KV head h / (n_heads/n_kv_heads).
+//
+// Work is split into tasks of (sequence, query head, chunk of up to 16 queries) on the thread
+// pool, so both one long prefill and many single-token decodes spread over all cores. Per
+// query: one pass of dot products over the visible K rows (contiguous [page_size][head_dim]
+// tiles), softmax with scale 1/sqrt(head_dim) (max-subtracted, sum in double like ggml), one
+// pass of weighted V rows. Cost O(visible_slots * head_dim) per (query, head).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "engine/kv_pool.h"
+
+namespace pith {
+
+struct AttentionSequence {
+  const float* q = nullptr;  // [n_inputs][n_heads * head_dim], RoPE applied
+  float* out = nullptr;      // [n_inputs][n_heads * head_dim]
+  uint32_t n_inputs = 0;
+  uint32_t context_len = 0;  // inputs occupy slots [context_len - n_inputs, context_len)
+  std::span<const uint32_t> pages;                   // page table, context order
+  const std::vector<std::vector<uint32_t>>* mask = nullptr;  // null or empty: causal
+};
+
+// Reusable buffers (per-worker score rows, the task list), so a forward allocates nothing once
+// warmed up.
+struct AttentionScratch {
+  struct Task {
+    uint32_t seq, head, q_begin, q_end;
+  };
+  std::vector<Task> tasks;
+  std::vector<std::vector<float>> scores;  // [worker][max context_len]
+  std::vector<std::vector<float>> acc;     // [worker][head_dim]
+};
+
+// Fills every sequence's `out` for one layer. Inputs are assumed validated (page ids in range,
+// masks summing to context_len, every query seeing at least one slot).
+void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_heads,
+               std::span<const AttentionSequence> seqs, AttentionScratch& scratch);
+
+}  // namespace pith

@@ -1,0 +1,369 @@
+// The engine's batched handlers: forward (the Llama decoder over a flattened batch of
+// sequences), embed_tokens, copy_kv and next_dist. Semantics follow llama.cpp's `llama` arch
+// exactly (docs/engine.md): RMSNorm, Q/K/V, RoPE on adjacent pairs, GQA softmax attention over
+// paged KV, SwiGLU, tied or untied LM head; f32 activations, accumulation and KV.
+//
+// One forward = one set of matrix multiplies over all T inputs of the batch ([T][d_model]
+// activations, prefill chunks and decode tokens mixed), attention per sequence over its own
+// pages, and the LM head only over the R inputs that asked for a distribution or logits.
+// Every buffer lives in Engine::Scratch and only grows, so steady-state calls do not allocate
+// activations.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+#include "engine/attention.h"
+#include "engine/rope.h"
+#include "engine/token_distribution.h"
+
+namespace pith {
+
+struct Engine::Scratch {
+  explicit Scratch(const ModelConfig& c) : rope(c) {}
+
+  RopeTable rope;
+  std::vector<float> x;       // [T][d_model] residual stream
+  std::vector<float> h;       // [T][d_model] normed input of a block
+  std::vector<float> q;       // [T][q_dim]
+  std::vector<float> k, v;    // [T][kv_dim]
+  std::vector<float> attn;    // [T][q_dim]
+  std::vector<float> tmp;     // [T][d_model] block output before the residual add
+  std::vector<float> gate;    // [T][d_ff]
+  std::vector<float> up;      // [T][d_ff]
+  std::vector<float> cos_t;   // [T][head_dim/2]
+  std::vector<float> sin_t;   // [T][head_dim/2]
+  std::vector<uint32_t> write_page, write_slot;  // [T] where each input's K/V goes
+  std::vector<float> out_h;   // [R][d_model] normed hidden states of the rows needing logits
+  std::vector<float> logits;  // [R][vocab]
+  std::vector<uint64_t> keys; // validation: written (page, slot) keys
+  std::vector<AttentionSequence> seqs;
+  AttentionScratch attention;
+};
+
+namespace {
+
+template <typename T>
+T* grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+// llama.cpp's rms_norm then mul: y = (x * 1/sqrt(mean(x^2) + eps)) * w, sum of squares in
+// double.
+void rmsnorm(const float* x, const float* w, float* y, uint32_t n, float eps) {
+  double sum = 0;
+  for (uint32_t i = 0; i < n; ++i) sum += double(x[i] * x[i]);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
+  for (uint32_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
+}
+
+// Runs fn(t) for t < n, spread over the pool when there is enough work to pay for dispatch.
+template <typename Fn>
+void for_each_token(ThreadPool& pool, size_t n, Fn&& fn) {
+  constexpr size_t kChunk = 4;
+  if (n < 2 * kChunk || pool.size() == 1) {
+    for (size_t t = 0; t < n; ++t) fn(t);
+    return;
+  }
+  pool.parallel_for((n + kChunk - 1) / kChunk, [&](size_t c, size_t) {
+    size_t end = std::min(n, (c + 1) * kChunk);
+    for (size_t t = c * kChunk; t < end; ++t) fn(t);
+  });
+}
+
+void check_matrix(const WeightMatrix& m, size_t rows, size_t cols, const char* name,
+                  size_t layer) {
+  if (m.data == nullptr || m.rows != rows || m.cols != cols)
+    fail("engine: weight {} (layer {}) is [{}][{}]{}, expected [{}][{}]", name, layer, m.rows,
+         m.cols, m.data ? "" : " without data", rows, cols);
+}
+
+void check_vector(const std::vector<float>& v, size_t n, const char* name, size_t layer) {
+  if (v.size() != n) fail("engine: {} (layer {}) has {} entries, expected {}", name, layer,
+                          v.size(), n);
+}
+
+void check_shapes(const ModelWeights& w) {
+  const ModelConfig& c = w.config;
+  if (c.n_layers == 0 || c.d_model == 0 || c.n_heads == 0 || c.n_kv_heads == 0 ||
+      c.head_dim == 0 || c.d_ff == 0 || c.vocab_size == 0)
+    fail("engine: model '{}' has an empty dimension", w.source);
+  if (c.n_heads % c.n_kv_heads != 0)
+    fail("engine: {} query heads is not a multiple of {} KV heads", c.n_heads, c.n_kv_heads);
+  if (w.layers.size() != c.n_layers)
+    fail("engine: model has {} layers of weights, config says {}", w.layers.size(), c.n_layers);
+  check_matrix(w.token_embd, c.vocab_size, c.d_model, "token_embd", 0);
+  check_matrix(w.output, c.vocab_size, c.d_model, "output", 0);
+  check_vector(w.output_norm, c.d_model, "output_norm", 0);
+  for (size_t l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& L = w.layers[l];
+    check_vector(L.attn_norm, c.d_model, "attn_norm", l);
+    check_vector(L.ffn_norm, c.d_model, "ffn_norm", l);
+    check_matrix(L.wq, c.q_dim(), c.d_model, "attn_q", l);
+    check_matrix(L.wk, c.kv_dim(), c.d_model, "attn_k", l);
+    check_matrix(L.wv, c.kv_dim(), c.d_model, "attn_v", l);
+    check_matrix(L.wo, c.d_model, c.q_dim(), "attn_output", l);
+    check_matrix(L.w_gate, c.d_ff, c.d_model, "ffn_gate", l);
+    check_matrix(L.w_up, c.d_ff, c.d_model, "ffn_up", l);
+    check_matrix(L.w_down, c.d_model, c.d_ff, "ffn_down", l);
+  }
+}
+
+KvShape kv_shape(const ModelConfig& c, uint32_t page_size) {
+  return KvShape{c.n_layers, c.n_kv_heads, c.head_dim, page_size};
+}
+
+}  // namespace
+
+Engine::Engine(std::shared_ptr<const ModelWeights> weights, const EngineOptions& options)
+    : weights_((PITH_CHECK(weights != nullptr), std::move(weights))),
+      pool_(options.n_threads),
+      kv_pool_((check_shapes(*weights_), kv_shape(weights_->config, options.kv_page_size)),
+               options.kv_memory_bytes),
+      embeds_(weights_->config.d_model, options.max_embeds),
+      scratch_(std::make_unique<Scratch>(weights_->config)) {}
+
+Engine::~Engine() = default;
+
+void Engine::validate(const std::vector<SequenceInput>& batch) const {
+  const ModelConfig& c = config();
+  const uint32_t ps = kv_pool_.page_size();
+  std::vector<uint64_t>& keys = scratch_->keys;
+  keys.clear();
+  std::vector<uint32_t> out_slots;
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const SequenceInput& s = batch[si];
+    const size_t n = s.n_inputs();
+    if (!s.tokens.empty() && !s.embed_slots.empty())
+      fail("forward: sequence {}: has both tokens ({}) and embed_slots ({}); give one",
+           si, s.tokens.size(), s.embed_slots.size());
+    if (n == 0) fail("forward: sequence {}: no inputs", si);
+    if (s.positions.size() != n)
+      fail("forward: sequence {}: {} positions for {} inputs", si, s.positions.size(), n);
+    for (size_t i = 0; i < s.tokens.size(); ++i)
+      if (s.tokens[i] < 0 || uint32_t(s.tokens[i]) >= c.vocab_size)
+        fail("forward: sequence {}: token {} at input {} out of range (vocab {})", si,
+             s.tokens[i], i, c.vocab_size);
+    for (size_t i = 0; i < s.embed_slots.size(); ++i)
+      if (!embeds_.allocated(s.embed_slots[i]))
+        fail("forward: sequence {}: input Embed slot {} at input {} is not allocated", si,
+             s.embed_slots[i], i);
+    if (s.kv_pages.empty()) fail("forward: sequence {}: empty KV page table", si);
+    for (size_t p = 0; p < s.kv_pages.size(); ++p)
+      if (!kv_pool_.allocated(s.kv_pages[p]))
+        fail("forward: sequence {}: KV page {} (entry {}) is {}", si, s.kv_pages[p], p,
+             kv_pool_.valid(s.kv_pages[p]) ? "not allocated" : "out of range");
+    if (s.last_page_len == 0 || s.last_page_len > ps)
+      fail("forward: sequence {}: last_page_len {} must be in [1, {}]", si, s.last_page_len, ps);
+    const uint64_t ctx = (uint64_t(s.kv_pages.size()) - 1) * ps + s.last_page_len;
+    if (n > ctx)
+      fail("forward: sequence {}: {} inputs do not fit a context of {} slots", si, n, ctx);
+    if (!s.mask.empty()) {
+      if (s.mask.size() != n)
+        fail("forward: sequence {}: mask has {} rows for {} inputs", si, s.mask.size(), n);
+      for (size_t i = 0; i < n; ++i) {
+        uint64_t total = 0, visible = 0;
+        for (size_t r = 0; r < s.mask[i].size(); ++r) {
+          total += s.mask[i][r];
+          if (r % 2 == 0) visible += s.mask[i][r];
+        }
+        if (total != ctx)
+          fail("forward: sequence {}: mask runs of input {} sum to {}, context is {} slots", si,
+               i, total, ctx);
+        if (visible == 0)
+          fail("forward: sequence {}: mask of input {} hides every slot", si, i);
+      }
+    }
+    for (size_t o = 0; o < s.outputs.size(); ++o) {
+      const OutputSpec& spec = s.outputs[o];
+      if (spec.input_index >= n)
+        fail("forward: sequence {}: output {} reads input {} of {}", si, o, spec.input_index, n);
+      if (spec.kind == OutputKind::TopK && spec.top_k == 0)
+        fail("forward: sequence {}: output {} asks for top-0", si, o);
+      if (spec.kind == OutputKind::Embed) {
+        if (!embeds_.allocated(spec.embed_slot))
+          fail("forward: sequence {}: output Embed slot {} is not allocated", si,
+               spec.embed_slot);
+        out_slots.push_back(spec.embed_slot);
+      }
+    }
+    for (uint64_t slot = ctx - n; slot < ctx; ++slot)
+      keys.push_back(uint64_t(s.kv_pages[slot / ps]) * ps + slot % ps);
+  }
+  std::sort(keys.begin(), keys.end());
+  auto dup = std::adjacent_find(keys.begin(), keys.end());
+  if (dup != keys.end())
+    fail("forward: KV slot {} of page {} is written twice in one batch", *dup % ps, *dup / ps);
+  std::sort(out_slots.begin(), out_slots.end());
+  auto dup_slot = std::adjacent_find(out_slots.begin(), out_slots.end());
+  if (dup_slot != out_slots.end())
+    fail("forward: output Embed slot {} is written twice in one batch", *dup_slot);
+}
+
+std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& batch) {
+  validate(batch);
+  const ModelConfig& c = config();
+  const ModelWeights& w = *weights_;
+  Scratch& s = *scratch_;
+  const uint32_t d = c.d_model, hd = c.head_dim, np = hd / 2;
+  const uint32_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), d_ff = c.d_ff;
+  const uint32_t ps = kv_pool_.page_size();
+
+  std::vector<SequenceResult> results(batch.size());
+  size_t T = 0;
+  for (const auto& seq : batch) T += seq.n_inputs();
+  if (T == 0) return results;
+
+  float* x = grow(s.x, T * d);
+  float* h = grow(s.h, T * d);
+  float* q = grow(s.q, T * q_dim);
+  float* k = grow(s.k, T * kv_dim);
+  float* v = grow(s.v, T * kv_dim);
+  float* attn = grow(s.attn, T * q_dim);
+  float* tmp = grow(s.tmp, T * d);
+  float* gate = grow(s.gate, T * d_ff);
+  float* up = grow(s.up, T * d_ff);
+  float* cos_t = grow(s.cos_t, T * np);
+  float* sin_t = grow(s.sin_t, T * np);
+  uint32_t* wpage = grow(s.write_page, T);
+  uint32_t* wslot = grow(s.write_slot, T);
+
+  // Flatten: input embeddings, RoPE angles and KV destinations per token. [T][...]
+  s.seqs.resize(batch.size());
+  size_t t = 0;
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const SequenceInput& seq = batch[si];
+    const uint32_t n = static_cast<uint32_t>(seq.n_inputs());
+    const uint32_t ctx = static_cast<uint32_t>((seq.kv_pages.size() - 1) * ps + seq.last_page_len);
+    s.seqs[si] = AttentionSequence{q + t * q_dim, attn + t * q_dim, n, ctx, seq.kv_pages, &seq.mask};
+    for (uint32_t i = 0; i < n; ++i, ++t) {
+      if (!seq.tokens.empty())
+        dequantize_row(w.token_embd.dtype, w.token_embd.row(uint32_t(seq.tokens[i])), x + t * d, d);
+      else
+        std::memcpy(x + t * d, embeds_.data(seq.embed_slots[i]), d * sizeof(float));
+      s.rope.angles(seq.positions[i], cos_t + t * np, sin_t + t * np);
+      const uint32_t slot = ctx - n + i;
+      wpage[t] = seq.kv_pages[slot / ps];
+      wslot[t] = slot % ps;
+    }
+  }
+
+  for (uint32_t l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& L = w.layers[l];
+    // Attention block: h = norm(x); q,k,v = W h; rope; K/V -> pages; attn; x += Wo attn.
+    for_each_token(pool_, T, [&](size_t i) {
+      rmsnorm(x + i * d, L.attn_norm.data(), h + i * d, d, c.rms_eps);
+    });
+    matmul(pool_, L.wq, h, T, q);
+    matmul(pool_, L.wk, h, T, k);
+    matmul(pool_, L.wv, h, T, v);
+    for_each_token(pool_, T, [&](size_t i) {
+      apply_rope(q + i * q_dim, c.n_heads, np, cos_t + i * np, sin_t + i * np);
+      apply_rope(k + i * kv_dim, c.n_kv_heads, np, cos_t + i * np, sin_t + i * np);
+      kv_pool_.write(wpage[i], wslot[i], l, k + i * kv_dim, v + i * kv_dim);
+    });
+    attention(pool_, kv_pool_, l, c.n_heads, s.seqs, s.attention);
+    matmul(pool_, L.wo, attn, T, tmp);
+    for (size_t i = 0; i < T * d; ++i) x[i] += tmp[i];
+
+    // Feed-forward block: x += Wdown (silu(Wgate h) * Wup h), h = norm(x).
+    for_each_token(pool_, T, [&](size_t i) {
+      rmsnorm(x + i * d, L.ffn_norm.data(), h + i * d, d, c.rms_eps);
+    });
+    matmul(pool_, L.w_gate, h, T, gate);
+    matmul(pool_, L.w_up, h, T, up);
+    for_each_token(pool_, T, [&](size_t i) {
+      float* g = gate + i * d_ff;
+      const float* u = up + i * d_ff;
+      for (uint32_t j = 0; j < d_ff; ++j) g[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
+    });
+    matmul(pool_, L.w_down, gate, T, tmp);
+    for (size_t i = 0; i < T * d; ++i) x[i] += tmp[i];
+  }
+
+  // Outputs. Embed outputs copy the final hidden state; the others share one LM-head matmul
+  // over just the R rows that need it.
+  size_t R = 0;
+  for (const auto& seq : batch)
+    for (const auto& o : seq.outputs) R += o.kind != OutputKind::Embed;
+  float* out_h = R ? grow(s.out_h, R * d) : nullptr;
+  size_t r = 0, base = 0;
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const SequenceInput& seq = batch[si];
+    results[si].outputs.resize(seq.outputs.size());
+    for (const auto& o : seq.outputs) {
+      const float* row = x + (base + o.input_index) * d;
+      if (o.kind == OutputKind::Embed) {
+        std::memcpy(embeds_.data(o.embed_slot), row, d * sizeof(float));
+        embeds_.set_position(o.embed_slot, seq.positions[o.input_index]);
+      } else {
+        rmsnorm(row, w.output_norm.data(), out_h + r * d, d, c.rms_eps);
+        ++r;
+      }
+    }
+    base += seq.n_inputs();
+  }
+  if (R == 0) return results;
+  const uint32_t V = c.vocab_size;
+  float* logits = grow(s.logits, R * V);
+  matmul(pool_, w.output, out_h, R, logits);
+  r = 0;
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const SequenceInput& seq = batch[si];
+    for (size_t oi = 0; oi < seq.outputs.size(); ++oi) {
+      const OutputSpec& o = seq.outputs[oi];
+      if (o.kind == OutputKind::Embed) continue;
+      const float* lr = logits + r * V;
+      if (o.kind == OutputKind::Logits)
+        results[si].outputs[oi].logits.assign(lr, lr + V);
+      else
+        results[si].outputs[oi].dist = top_k_distribution(lr, V, o.top_k);
+      ++r;
+    }
+  }
+  return results;
+}
+
+void Engine::embed_tokens(std::span<const int32_t> tokens, std::span<const uint32_t> positions,
+                          std::span<const uint32_t> slots) {
+  const ModelConfig& c = config();
+  if (tokens.size() != positions.size() || tokens.size() != slots.size())
+    fail("embed_tokens: {} tokens, {} positions, {} slots: lengths must match", tokens.size(),
+         positions.size(), slots.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || uint32_t(tokens[i]) >= c.vocab_size)
+      fail("embed_tokens: token {} at index {} out of range (vocab {})", tokens[i], i,
+           c.vocab_size);
+    if (!embeds_.allocated(slots[i]))
+      fail("embed_tokens: Embed slot {} at index {} is not allocated", slots[i], i);
+  }
+  const WeightMatrix& e = weights_->token_embd;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    dequantize_row(e.dtype, e.row(uint32_t(tokens[i])), embeds_.data(slots[i]), c.d_model);
+    embeds_.set_position(slots[i], positions[i]);
+  }
+}
+
+void Engine::copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_offset,
+                     uint32_t dst_offset, uint32_t n) {
+  if (!kv_pool_.allocated(src_page) || !kv_pool_.allocated(dst_page))
+    fail("copy_kv: page {} is not allocated", kv_pool_.allocated(src_page) ? dst_page : src_page);
+  kv_pool_.copy(src_page, dst_page, src_offset, dst_offset, n);
+}
+
+TokenDistribution Engine::next_dist(uint32_t embed_slot, uint32_t top_k) {
+  const ModelConfig& c = config();
+  if (!embeds_.allocated(embed_slot))
+    fail("next_dist: Embed slot {} is not allocated", embed_slot);
+  if (top_k == 0) fail("next_dist: top_k must be at least 1");
+  float* hn = grow(scratch_->out_h, c.d_model);
+  rmsnorm(embeds_.data(embed_slot), weights_->output_norm.data(), hn, c.d_model, c.rms_eps);
+  float* logits = grow(scratch_->logits, c.vocab_size);
+  matmul(pool_, weights_->output, hn, 1, logits);
+  return top_k_distribution(logits, c.vocab_size, top_k);
+}
+
+}  // namespace pith

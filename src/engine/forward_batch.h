@@ -1,0 +1,68 @@
+// The inputs and outputs of one batched forward call: the only way the layers above run the
+// model (paper Table 1, trait Forward). Shaped for many independent sequences (inferlets) per
+// batch, each with its own KV pages, explicit positions and attention mask.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace pith {
+
+// A next-token distribution truncated to its K most likely tokens, sorted by probability
+// (descending, ties by lower id). Probabilities are softmax over the full vocabulary.
+struct TokenDistribution {
+  std::vector<int32_t> ids;
+  std::vector<float> probs;
+};
+
+enum class OutputKind : uint8_t {
+  TopK,    // TokenDistribution with top_k entries
+  Logits,  // all vocab_size logits
+  Embed,   // the final hidden state (before the output norm) into an Embed slot
+};
+
+struct OutputSpec {
+  uint32_t input_index = 0;  // which input of the sequence produces this output
+  OutputKind kind = OutputKind::TopK;
+  uint32_t top_k = 256;
+  uint32_t embed_slot = 0;   // for OutputKind::Embed
+};
+
+// One sequence of a batch.
+//
+// KV layout: `kv_pages` is the page table of the sequence's context *after* this call, in
+// context order (physical ids, in any order of id). The context holds
+//   context_len = (kv_pages.size() - 1) * page_size + last_page_len
+// slots; the n inputs occupy the last n slots [context_len - n, context_len) and the forward
+// writes their K/V there. Earlier slots must already hold K/V.
+//
+// Positions are explicit (RoPE angle per input), independent of slots: attention sinks,
+// windows, tree drafts and modular caches rely on that.
+//
+// Mask: empty means causal over slots (input i sees slots [0, context_len - n + i]). Otherwise
+// one entry per input: run lengths over slots [0, context_len) alternating visible / hidden,
+// starting with a visible run (which may be 0); the runs sum to context_len.
+struct SequenceInput {
+  std::vector<int32_t> tokens;        // input token ids, or
+  std::vector<uint32_t> embed_slots;  // input Embed slots (exactly one of the two is non-empty)
+  std::vector<uint32_t> positions;    // one per input
+  std::vector<uint32_t> kv_pages;
+  uint32_t last_page_len = 0;
+  std::vector<std::vector<uint32_t>> mask;
+  std::vector<OutputSpec> outputs;
+
+  size_t n_inputs() const { return tokens.empty() ? embed_slots.size() : tokens.size(); }
+};
+
+// Results in the order of SequenceInput::outputs; `dist` or `logits` is filled per kind
+// (Embed outputs go to their slot and leave both empty).
+struct OutputResult {
+  TokenDistribution dist;
+  std::vector<float> logits;
+};
+
+struct SequenceResult {
+  std::vector<OutputResult> outputs;
+};
+
+}  // namespace pith

@@ -1,0 +1,140 @@
+// GGUF -> ModelWeights. GGUF tensor dims are in ggml order (dims[0] = row length = in
+// features), so a [out][in] matrix has dims {in, out}. Every tensor's shape and dtype is checked
+// against the config before use, and the error names the tensor.
+#include "engine/gguf_loader.h"
+
+#include <fmt/ranges.h>
+
+#include <chrono>
+#include <limits>
+
+#include "common/error.h"
+#include "engine/kernels/matmul.h"
+
+namespace pith {
+
+namespace {
+
+uint32_t get_u32(const GGUFFile& f, const std::string& key) {
+  uint64_t v = f.get_uint(key);
+  if (v > std::numeric_limits<uint32_t>::max()) fail("{}: metadata '{}' = {} is too large", f.path(), key, v);
+  return static_cast<uint32_t>(v);
+}
+
+uint32_t get_u32_or(const GGUFFile& f, const std::string& key, uint32_t fallback) {
+  return f.has(key) ? get_u32(f, key) : fallback;
+}
+
+const GGUFTensorInfo& require_tensor(const GGUFFile& f, const std::string& name) {
+  const GGUFTensorInfo* t = f.find_tensor(name);
+  if (!t) fail("{}: missing tensor '{}'", f.path(), name);
+  return *t;
+}
+
+// dims with trailing 1s dropped (ggml pads some vectors to rank 2+).
+std::vector<uint64_t> squeezed(const std::vector<uint64_t>& dims) {
+  std::vector<uint64_t> d = dims;
+  while (d.size() > 1 && d.back() == 1) d.pop_back();
+  return d;
+}
+
+WeightMatrix matrix(const GGUFFile& f, const std::string& name, size_t rows, size_t cols) {
+  const GGUFTensorInfo& t = require_tensor(f, name);
+  if (squeezed(t.dims) != std::vector<uint64_t>{cols, rows})
+    fail("{}: tensor '{}' has shape [{}], expected [{}, {}] (ggml order: in, out)", f.path(), name,
+         fmt::join(t.dims, ", "), cols, rows);
+  return WeightMatrix{t.dtype, rows, cols, t.data};
+}
+
+std::vector<float> vector_f32(const GGUFFile& f, const std::string& name, size_t n) {
+  const GGUFTensorInfo& t = require_tensor(f, name);
+  if (squeezed(t.dims) != std::vector<uint64_t>{n})
+    fail("{}: tensor '{}' has shape [{}], expected [{}]", f.path(), name, fmt::join(t.dims, ", "), n);
+  std::vector<float> out(n);
+  dequantize_row(t.dtype, t.data, out.data(), n);
+  return out;
+}
+
+}  // namespace
+
+ModelConfig gguf_model_config(const GGUFFile& f) {
+  ModelConfig c;
+  c.architecture = f.get_string("general.architecture");
+  if (c.architecture != "llama")
+    fail("{}: unsupported architecture '{}' (pith supports llama)", f.path(), c.architecture);
+  const std::string p = c.architecture + ".";
+  c.name = f.get_string_opt("general.name").value_or("");
+  c.n_layers = get_u32(f, p + "block_count");
+  c.d_model = get_u32(f, p + "embedding_length");
+  c.d_ff = get_u32(f, p + "feed_forward_length");
+  c.n_heads = get_u32(f, p + "attention.head_count");
+  c.n_kv_heads = get_u32_or(f, p + "attention.head_count_kv", c.n_heads);
+  if (c.n_heads == 0) fail("{}: {}attention.head_count is 0", f.path(), p);
+  c.head_dim = get_u32_or(f, p + "attention.key_length", c.d_model / c.n_heads);
+  uint32_t v_len = get_u32_or(f, p + "attention.value_length", c.head_dim);
+  if (v_len != c.head_dim)
+    fail("{}: attention.value_length {} differs from key_length {} (unsupported)", f.path(), v_len, c.head_dim);
+  uint32_t rope_dims = get_u32_or(f, p + "rope.dimension_count", c.head_dim);
+  if (rope_dims != c.head_dim)
+    fail("{}: partial rotary embedding (rope.dimension_count {} < head_dim {}) is not supported",
+         f.path(), rope_dims, c.head_dim);
+  c.rms_eps = static_cast<float>(f.get_float_or(p + "attention.layer_norm_rms_epsilon", 1e-5));
+  c.rope_theta = static_cast<float>(f.get_float_or(p + "rope.freq_base", 10000.0));
+  c.context_length = get_u32_or(f, p + "context_length", 2048);
+
+  if (f.has(p + "vocab_size")) {
+    c.vocab_size = get_u32(f, p + "vocab_size");
+  } else if (f.has("tokenizer.ggml.tokens")) {
+    c.vocab_size = static_cast<uint32_t>(f.get_string_array("tokenizer.ggml.tokens").size());
+  } else if (const auto* t = f.find_tensor("token_embd.weight"); t && t->dims.size() >= 2) {
+    c.vocab_size = static_cast<uint32_t>(std::min<uint64_t>(t->dims[1], UINT32_MAX));
+  }
+
+  // Rope scaling: llama3-style factors live in rope_freqs.weight; plain linear scaling is a
+  // constant factor; anything else (yarn, ...) is not implemented.
+  std::string scaling = f.get_string_opt(p + "rope.scaling.type").value_or("none");
+  if (scaling == "linear") {
+    float factor = static_cast<float>(f.get_float_or(p + "rope.scaling.factor", 1.0));
+    if (factor != 1.0f) c.rope_freq_factors.assign(c.head_dim / 2, factor);
+  } else if (scaling != "none" && scaling != "llama3") {
+    fail("{}: rope scaling type '{}' is not supported", f.path(), scaling);
+  }
+  if (f.find_tensor("rope_freqs.weight")) c.rope_freq_factors = vector_f32(f, "rope_freqs.weight", c.head_dim / 2);
+
+  c.tied_output = f.find_tensor("output.weight") == nullptr;
+  validate_config(c, f.path());
+  return c;
+}
+
+std::shared_ptr<ModelWeights> load_gguf_model(const std::string& path, const LoadOptions& options) {
+  auto file = std::make_shared<const GGUFFile>(path);
+  const GGUFFile& f = *file;
+  auto w = std::make_shared<ModelWeights>();
+  w->config = gguf_model_config(f);
+  w->source = path;
+  w->format = "gguf";
+  w->storage.push_back(file);
+  const ModelConfig& c = w->config;
+
+  w->token_embd = matrix(f, "token_embd.weight", c.vocab_size, c.d_model);
+  w->layers.resize(c.n_layers);
+  for (uint32_t i = 0; i < c.n_layers; ++i) {
+    const std::string b = fmt::format("blk.{}.", i);
+    LayerWeights& l = w->layers[i];
+    l.attn_norm = vector_f32(f, b + "attn_norm.weight", c.d_model);
+    l.wq = matrix(f, b + "attn_q.weight", c.q_dim(), c.d_model);
+    l.wk = matrix(f, b + "attn_k.weight", c.kv_dim(), c.d_model);
+    l.wv = matrix(f, b + "attn_v.weight", c.kv_dim(), c.d_model);
+    l.wo = matrix(f, b + "attn_output.weight", c.d_model, c.q_dim());
+    l.ffn_norm = vector_f32(f, b + "ffn_norm.weight", c.d_model);
+    l.w_gate = matrix(f, b + "ffn_gate.weight", c.d_ff, c.d_model);
+    l.w_up = matrix(f, b + "ffn_up.weight", c.d_ff, c.d_model);
+    l.w_down = matrix(f, b + "ffn_down.weight", c.d_model, c.d_ff);
+    log_layer_progress(options, path, i, c.n_layers);
+  }
+  w->output_norm = vector_f32(f, "output_norm.weight", c.d_model);
+  w->output = c.tied_output ? w->token_embd : matrix(f, "output.weight", c.vocab_size, c.d_model);
+  return w;
+}
+
+}  // namespace pith

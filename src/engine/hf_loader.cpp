@@ -1,0 +1,275 @@
+// Hugging Face folder -> ModelWeights (see hf_loader.h). safetensors shapes are row-major
+// [out, in], matching WeightMatrix directly.
+#include "engine/hf_loader.h"
+
+#include <fmt/ranges.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "engine/kernels/matmul.h"
+#include "engine/safetensors.h"
+
+namespace pith {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+size_t hf_row_for_pith_row(size_t r, uint32_t hd) {
+  size_t h = r / hd, j = r % hd;
+  return h * hd + (j % 2 == 0 ? j / 2 : hd / 2 + j / 2);
+}
+
+size_t pith_row_for_hf_row(size_t r, uint32_t hd) {
+  size_t h = r / hd, j = r % hd;
+  return h * hd + (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1);
+}
+
+namespace {
+
+json read_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open", path);
+  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) fail("{}: not valid JSON", path);
+  if (!j.is_object()) fail("{}: expected a JSON object", path);
+  return j;
+}
+
+// Typed config.json accessors that name the file and key on a missing or mistyped value.
+class ConfigReader {
+ public:
+  ConfigReader(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
+
+  uint32_t u32(const char* key) const {
+    if (!has(key)) fail("{}: missing key '{}'", path_, key);
+    return u32_of(j_[key], key);
+  }
+  uint32_t u32_or(const char* key, uint32_t fallback) const { return has(key) ? u32(key) : fallback; }
+  float f32_or(const char* key, float fallback) const { return has(key) ? num(j_[key], key) : fallback; }
+  bool bool_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_[key].is_boolean()) fail("{}: '{}' must be true or false", path_, key);
+    return j_[key].get<bool>();
+  }
+  std::string str_or(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_[key].is_string()) fail("{}: '{}' must be a string", path_, key);
+    return j_[key].get<std::string>();
+  }
+
+  uint32_t u32_of(const json& v, const std::string& key) const {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+        v.get<int64_t>() > std::numeric_limits<uint32_t>::max())
+      fail("{}: '{}' must be a non-negative integer", path_, key);
+    return static_cast<uint32_t>(v.get<int64_t>());
+  }
+  float num(const json& v, const std::string& key) const {
+    if (!v.is_number()) fail("{}: '{}' must be a number", path_, key);
+    return v.get<float>();
+  }
+
+  const json& j_;
+  std::string path_;
+};
+
+// All safetensors files of the checkpoint, and which one holds each tensor.
+struct Checkpoint {
+  std::vector<std::shared_ptr<const SafetensorsFile>> files;
+  std::map<std::string, const SafetensorsFile*> where;
+
+  const SafetensorsTensor* find(const std::string& name) const {
+    auto it = where.find(name);
+    return it == where.end() ? nullptr : it->second->find(name);
+  }
+};
+
+Checkpoint open_checkpoint(const std::string& folder) {
+  Checkpoint ck;
+  fs::path dir(folder);
+  fs::path index = dir / "model.safetensors.index.json";
+  if (fs::exists(index)) {
+    json j = read_json(index.string());
+    if (!j.contains("weight_map") || !j["weight_map"].is_object())
+      fail("{}: missing 'weight_map' object", index.string());
+    std::map<std::string, const SafetensorsFile*> by_file;
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      if (!it.value().is_string()) fail("{}: weight_map['{}'] is not a file name", index.string(), it.key());
+      std::string shard = it.value().get<std::string>();
+      if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
+        fail("{}: weight_map['{}'] = '{}' is not a file in the folder", index.string(), it.key(), shard);
+      auto f = by_file.find(shard);
+      if (f == by_file.end()) {
+        ck.files.push_back(std::make_shared<const SafetensorsFile>((dir / shard).string()));
+        f = by_file.emplace(shard, ck.files.back().get()).first;
+      }
+      if (!f->second->find(it.key()))
+        fail("{}: tensor '{}' is listed in {} but not present there", (dir / shard).string(), it.key(),
+             index.string());
+      ck.where[it.key()] = f->second;
+    }
+  } else if (fs::exists(dir / "model.safetensors")) {
+    ck.files.push_back(std::make_shared<const SafetensorsFile>((dir / "model.safetensors").string()));
+    for (const auto& t : ck.files.back()->tensors()) ck.where[t.name] = ck.files.back().get();
+  } else {
+    fail("{}: no model.safetensors or model.safetensors.index.json", folder);
+  }
+  return ck;
+}
+
+class HfBuilder {
+ public:
+  HfBuilder(const Checkpoint& ck, ModelWeights& w) : ck_(ck), w_(w) {}
+
+  const SafetensorsTensor& tensor(const std::string& name, std::vector<uint64_t> shape) {
+    const SafetensorsTensor* t = ck_.find(name);
+    if (!t) fail("{}: missing tensor '{}'", w_.source, name);
+    const std::string file = ck_.where.at(name)->path();
+    if (t->shape != shape)
+      fail("{}: tensor '{}' has shape [{}], expected [{}]", file, name, fmt::join(t->shape, ", "),
+           fmt::join(shape, ", "));
+    if (!t->dtype) fail("{}: tensor '{}' has unsupported dtype {} (pith reads F32, F16, BF16)", file, name, t->dtype_name);
+    return *t;
+  }
+
+  // In place when the data is aligned for its element type, else one copy.
+  WeightMatrix matrix(const std::string& name, size_t rows, size_t cols) {
+    const SafetensorsTensor& t = tensor(name, {rows, cols});
+    WeightMatrix m{*t.dtype, rows, cols, t.data};
+    size_t align = dtype_info(m.dtype).block_bytes;
+    if (reinterpret_cast<uintptr_t>(t.data) % align != 0) m.data = own_copy(t.data, t.n_bytes);
+    return m;
+  }
+
+  // Q/K rows reordered from HF split-half to pith's adjacent-pair rotary layout (one copy).
+  WeightMatrix rotary_matrix(const std::string& name, size_t rows, size_t cols, uint32_t head_dim) {
+    const SafetensorsTensor& t = tensor(name, {rows, cols});
+    WeightMatrix m{*t.dtype, rows, cols, nullptr};
+    size_t rb = m.row_bytes();
+    auto buf = std::make_shared<std::vector<uint8_t>>(t.n_bytes);
+    for (size_t r = 0; r < rows; ++r)
+      std::memcpy(buf->data() + r * rb, t.data + hf_row_for_pith_row(r, head_dim) * rb, rb);
+    m.data = buf->data();
+    w_.storage.push_back(buf);
+    return m;
+  }
+
+  std::vector<float> vector_f32(const std::string& name, size_t n) {
+    const SafetensorsTensor& t = tensor(name, {n});
+    std::vector<float> out(n);
+    std::vector<uint8_t> tmp(t.data, t.data + t.n_bytes);  // dequantize_row wants aligned input
+    dequantize_row(*t.dtype, tmp.data(), out.data(), n);
+    return out;
+  }
+
+ private:
+  const void* own_copy(const uint8_t* data, size_t n) {
+    auto buf = std::make_shared<std::vector<uint8_t>>(data, data + n);
+    w_.storage.push_back(buf);
+    return buf->data();
+  }
+
+  const Checkpoint& ck_;
+  ModelWeights& w_;
+};
+
+}  // namespace
+
+ModelConfig hf_model_config(const std::string& folder) {
+  const std::string path = (fs::path(folder) / "config.json").string();
+  if (!fs::exists(path)) fail("{}: not a Hugging Face model folder (no config.json)", folder);
+  json j = read_json(path);
+  ConfigReader r(j, path);
+  ModelConfig c;
+  std::string arch;
+  if (r.has("architectures")) {
+    if (!j["architectures"].is_array() || j["architectures"].empty() || !j["architectures"][0].is_string())
+      fail("{}: 'architectures' must be a list of names", path);
+    arch = j["architectures"][0].get<std::string>();
+  }
+  std::string model_type = r.str_or("model_type", "");
+  if (arch != "LlamaForCausalLM" && !(arch.empty() && model_type == "llama"))
+    fail("{}: unsupported architecture '{}' (pith supports LlamaForCausalLM)", path,
+         arch.empty() ? model_type : arch);
+  c.architecture = "llama";
+  c.name = fs::path(folder).filename().string();
+  if (c.name.empty()) c.name = fs::path(folder).parent_path().filename().string();
+  c.n_layers = r.u32("num_hidden_layers");
+  c.d_model = r.u32("hidden_size");
+  c.d_ff = r.u32("intermediate_size");
+  c.n_heads = r.u32("num_attention_heads");
+  c.n_kv_heads = r.u32_or("num_key_value_heads", c.n_heads);
+  if (c.n_heads == 0) fail("{}: 'num_attention_heads' is 0", path);
+  c.head_dim = r.u32_or("head_dim", c.d_model / c.n_heads);
+  c.vocab_size = r.u32("vocab_size");
+  c.context_length = r.u32_or("max_position_embeddings", 2048);
+  c.rms_eps = r.f32_or("rms_norm_eps", 1e-6f);
+  c.rope_theta = r.f32_or("rope_theta", 10000.0f);
+  c.tied_output = r.bool_or("tie_word_embeddings", false);
+  if (r.has("rope_scaling")) {
+    const json& s = j["rope_scaling"];
+    if (!s.is_object()) fail("{}: 'rope_scaling' must be an object", path);
+    ConfigReader sr(s, path + " rope_scaling");
+    std::string type = sr.str_or("rope_type", sr.str_or("type", "default"));
+    if (type == "llama3") {
+      for (const char* k : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+        if (!sr.has(k)) fail("{}: rope_scaling (llama3) is missing '{}'", path, k);
+      c.rope_freq_factors = llama3_rope_freq_factors(
+          c.head_dim, c.rope_theta, sr.num(s["factor"], "factor"), sr.num(s["low_freq_factor"], "low_freq_factor"),
+          sr.num(s["high_freq_factor"], "high_freq_factor"),
+          sr.u32("original_max_position_embeddings"));
+    } else if (type == "linear") {
+      if (!sr.has("factor")) fail("{}: rope_scaling (linear) is missing 'factor'", path);
+      c.rope_freq_factors.assign(c.head_dim / 2, sr.num(s["factor"], "factor"));
+    } else if (type != "default") {
+      fail("{}: rope_scaling type '{}' is not supported (llama3, linear)", path, type);
+    }
+  }
+  validate_config(c, path);
+  return c;
+}
+
+std::shared_ptr<ModelWeights> load_hf_model(const std::string& folder, const LoadOptions& options) {
+  auto w = std::make_shared<ModelWeights>();
+  w->config = hf_model_config(folder);
+  w->source = folder;
+  w->format = "hf";
+  Checkpoint ck = open_checkpoint(folder);
+  for (const auto& f : ck.files) w->storage.push_back(f);
+  ModelConfig& c = w->config;
+  HfBuilder b(ck, *w);
+
+  w->token_embd = b.matrix("model.embed_tokens.weight", c.vocab_size, c.d_model);
+  w->layers.resize(c.n_layers);
+  for (uint32_t i = 0; i < c.n_layers; ++i) {
+    const std::string p = fmt::format("model.layers.{}.", i);
+    LayerWeights& l = w->layers[i];
+    l.attn_norm = b.vector_f32(p + "input_layernorm.weight", c.d_model);
+    l.wq = b.rotary_matrix(p + "self_attn.q_proj.weight", c.q_dim(), c.d_model, c.head_dim);
+    l.wk = b.rotary_matrix(p + "self_attn.k_proj.weight", c.kv_dim(), c.d_model, c.head_dim);
+    l.wv = b.matrix(p + "self_attn.v_proj.weight", c.kv_dim(), c.d_model);
+    l.wo = b.matrix(p + "self_attn.o_proj.weight", c.d_model, c.q_dim());
+    l.ffn_norm = b.vector_f32(p + "post_attention_layernorm.weight", c.d_model);
+    l.w_gate = b.matrix(p + "mlp.gate_proj.weight", c.d_ff, c.d_model);
+    l.w_up = b.matrix(p + "mlp.up_proj.weight", c.d_ff, c.d_model);
+    l.w_down = b.matrix(p + "mlp.down_proj.weight", c.d_model, c.d_ff);
+    log_layer_progress(options, folder, i, c.n_layers);
+  }
+  w->output_norm = b.vector_f32("model.norm.weight", c.d_model);
+  if (c.tied_output) {
+    w->output = w->token_embd;
+  } else if (ck.find("lm_head.weight")) {
+    w->output = b.matrix("lm_head.weight", c.vocab_size, c.d_model);
+  } else {
+    fail("{}: missing tensor 'lm_head.weight' (and tie_word_embeddings is false)", folder);
+  }
+  return w;
+}
+
+}  // namespace pith

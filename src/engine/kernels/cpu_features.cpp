@@ -1,0 +1,64 @@
+// CPU feature detection through GCC's cpuid-backed builtins (they also check that the OS
+// saves the wide registers, XGETBV), cached in a function-local constant.
+#include "engine/kernels/cpu_features.h"
+
+namespace pith {
+
+namespace {
+CpuFeatures detect() {
+  __builtin_cpu_init();
+  CpuFeatures f;
+  f.avx2 = __builtin_cpu_supports("avx2");
+  f.fma = __builtin_cpu_supports("fma");
+  // F16C has no builtin name in GCC 12; every AVX2 CPU (Intel since Ivy Bridge, AMD since
+  // Piledriver) has it, so AVX2 + FMA implies it.
+  f.f16c = f.avx2 && f.fma;
+  f.avx512f = __builtin_cpu_supports("avx512f");
+  f.avx512bw = __builtin_cpu_supports("avx512bw");
+  f.avx512vl = __builtin_cpu_supports("avx512vl");
+  f.avx512dq = __builtin_cpu_supports("avx512dq");
+  f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+  f.avx512vnni = __builtin_cpu_supports("avx512vnni");
+  return f;
+}
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = detect();
+  return features;
+}
+
+bool isa_supported(KernelIsa isa) {
+  const CpuFeatures& f = cpu_features();
+  switch (isa) {
+    case KernelIsa::Scalar: return true;
+    case KernelIsa::Avx2: return f.avx2 && f.fma && f.f16c;
+    case KernelIsa::Avx512:
+      return f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+  }
+  return false;
+}
+
+KernelIsa best_isa() {
+  static const KernelIsa best = isa_supported(KernelIsa::Avx512) ? KernelIsa::Avx512
+                                : isa_supported(KernelIsa::Avx2) ? KernelIsa::Avx2
+                                                                 : KernelIsa::Scalar;
+  return best;
+}
+
+std::string_view isa_name(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::Scalar: return "scalar";
+    case KernelIsa::Avx2: return "avx2";
+    case KernelIsa::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+std::optional<KernelIsa> isa_from_name(std::string_view name) {
+  for (KernelIsa isa : {KernelIsa::Scalar, KernelIsa::Avx2, KernelIsa::Avx512})
+    if (isa_name(isa) == name) return isa;
+  return std::nullopt;
+}
+
+}  // namespace pith

@@ -1,0 +1,232 @@
+// AVX2 + FMA + F16C matmul kernels for every weight dtype.
+//
+// One register-tiled micro-kernel per dtype computes an R-rows x T-tokens block of outputs
+// over the whole inner dimension: per step it loads T activation vectors and R weight vectors
+// and does R*T multiply-adds, so each weight byte loaded is used T times and each activation
+// R times. Accumulators are 8-lane f32 vectors, reduced horizontally once at the end.
+//
+// Loop nest (matmul_tiled): tasks = blocks of rows, spread over the thread pool; inside a task,
+// tokens in chunks sized to stay in L2, then R-row groups, then T-token groups.
+//   - Decode (n_tokens ≤ 3): a single token group, so every weight row is streamed from memory
+//     exactly once (bandwidth-bound; small row blocks balance the threads).
+//   - Prefill / batches: the row block's weights stay in L1/L2 while every token chunk passes
+//     (compute-bound).
+// Q8_0 / Q4_0 use integer dot products on int8 activations (maddubs: u8 x s8 -> s16 pairs,
+// madd -> s32), one f32 scale multiply per 32-block.
+#include <algorithm>
+#include <cstring>
+
+#include "engine/kernels/matmul_kernels.h"
+#include "engine/kernels/simd_avx2.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace pith::kernels {
+
+namespace {
+
+// ---- float weights (F32, F16, BF16): f32 FMA ----
+
+template <DType D>
+inline __m256 load_w8(const uint8_t* row, size_t k) {
+  if constexpr (D == DType::F32) return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
+  if constexpr (D == DType::F16) return avx2::load_f16(reinterpret_cast<const uint16_t*>(row) + k);
+  if constexpr (D == DType::BF16) return avx2::load_bf16(reinterpret_cast<const uint16_t*>(row) + k);
+}
+
+template <DType D>
+inline float load_w1(const uint8_t* row, size_t k) {
+  if constexpr (D == DType::F32) return reinterpret_cast<const float*>(row)[k];
+  if constexpr (D == DType::F16) return _cvtsh_ss(reinterpret_cast<const uint16_t*>(row)[k]);
+  if constexpr (D == DType::BF16) {
+    uint32_t u = uint32_t{reinterpret_cast<const uint16_t*>(row)[k]} << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+}
+
+// out[t*ldy + r] = dot(W row r, x row t) for r < R, t < T.
+template <DType D, int R, int T>
+void tile_float(const uint8_t* w0, size_t w_stride, const float* x0, size_t k_total, float* y0,
+                size_t ldy) {
+  __m256 acc[R][T];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  size_t k = 0;
+  for (; k + 8 <= k_total; k += 8) {
+    __m256 xv[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(x0 + t * k_total + k);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      __m256 wv = load_w8<D>(w0 + r * w_stride, k);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      float s = avx2::hsum(acc[r][t]);
+      for (size_t kk = k; kk < k_total; ++kk) s += load_w1<D>(w0 + r * w_stride, kk) * x0[t * k_total + kk];
+      y0[t * ldy + r] = s;
+    }
+}
+
+// ---- quantised weights (Q8_0, Q4_0) against int8 activations ----
+
+template <DType D>
+inline __m256i load_wq(const uint8_t* row, size_t b, float* d) {
+  if constexpr (D == DType::Q8_0) {
+    const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
+    *d = _cvtsh_ss(blk->d);
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));
+  } else {
+    const BlockQ4_0* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
+    *d = _cvtsh_ss(blk->d);
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
+    __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
+    return _mm256_sub_epi8(u, _mm256_set1_epi8(8));
+  }
+}
+
+template <DType D, int R, int T>
+void tile_q8(const uint8_t* w0, size_t w_stride, const ActQ8* x0, size_t n_blocks, float* y0,
+             size_t ldy) {
+  __m256 acc[R][T];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (size_t b = 0; b < n_blocks; ++b) {
+    __m256i xq[T];
+    float xd[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const ActQ8& a = x0[t * n_blocks + b];
+      xq[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
+      xd[t] = a.d;
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      float wd;
+      __m256i wq = load_wq<D>(w0 + r * w_stride, b, &wd);
+      __m256i wabs = _mm256_sign_epi8(wq, wq);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        __m256i p16 = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(xq[t], wq));
+        __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+        acc[r][t] = _mm256_fmadd_ps(p, _mm256_set1_ps(wd * xd[t]), acc[r][t]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) y0[t * ldy + r] = avx2::hsum(acc[r][t]);
+}
+
+// ---- the loop nest ----
+
+template <int RMax, int TMax, typename Fn>
+void for_tile(int r, int t, Fn&& fn);
+
+template <DType D, int RMax, int TMax>
+void matmul_tiled(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
+                  float* y) {
+  constexpr bool kQuant = D == DType::Q8_0 || D == DType::Q4_0;
+  const size_t rows = w.rows, cols = w.cols, wstride = w.row_bytes();
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  // Bytes of one token's activations, to size token chunks to ~128 KiB (half of L2).
+  const size_t x_row_bytes = kQuant ? x.blocks_per_token * sizeof(ActQ8) : cols * sizeof(float);
+  size_t chunk = std::max<size_t>(TMax, (size_t{128} << 10) / x_row_bytes / TMax * TMax);
+  chunk = std::min(chunk, n_tokens);
+  // Row blocks: small for decode so both threads stay busy; larger for prefill so a block's
+  // weights are reused across a whole token chunk.
+  const size_t row_block = n_tokens <= size_t(TMax) ? 16 : 64;
+  const size_t n_tasks = (rows + row_block - 1) / row_block;
+
+  pool.parallel_for(n_tasks, [&](size_t task, size_t) {
+    const size_t r_begin = task * row_block, r_end = std::min(rows, r_begin + row_block);
+    for (size_t t0 = 0; t0 < n_tokens; t0 += chunk) {
+      const size_t t_end = std::min(n_tokens, t0 + chunk);
+      for (size_t r = r_begin; r < r_end; r += RMax) {
+        const int nr = static_cast<int>(std::min<size_t>(RMax, r_end - r));
+        for (size_t t = t0; t < t_end; t += TMax) {
+          const int nt = static_cast<int>(std::min<size_t>(TMax, t_end - t));
+          const uint8_t* w0 = wdata + r * wstride;
+          float* y0 = y + t * rows + r;
+          for_tile<RMax, TMax>(nr, nt, [&]<int R, int T>() {
+            if constexpr (kQuant)
+              tile_q8<D, R, T>(w0, wstride, x.q8 + t * x.blocks_per_token, x.blocks_per_token, y0,
+                               rows);
+            else
+              tile_float<D, R, T>(w0, wstride, x.f32 + t * cols, cols, y0, rows);
+          });
+        }
+      }
+    }
+  });
+}
+
+// Calls fn.template operator()<R, T>() for the runtime (r, t), 1 ≤ r ≤ RMax, 1 ≤ t ≤ TMax.
+template <int RMax, int TMax, typename Fn>
+void for_tile(int r, int t, Fn&& fn) {
+  if constexpr (RMax > 1) {
+    if (r < RMax) return for_tile<RMax - 1, TMax>(r, t, fn);
+  }
+  if constexpr (TMax > 1) {
+    if (t < TMax) return for_tile<RMax, TMax - 1>(r, t, fn);
+  }
+  fn.template operator()<RMax, TMax>();
+}
+
+}  // namespace
+
+void quantize_act_q8_avx2(const float* x, ActQ8* out, size_t n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (size_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + b * 32;
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(xb + 8 * i);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+    }
+    const float m = avx2::hmax(amax);
+    const float d = m / 127.0f;
+    out[b].d = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+    const __m256 id = _mm256_set1_ps(m != 0.0f ? 127.0f / m : 0.0f);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i)
+      q[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], id),
+                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    // Pack 32 int32 -> 32 int8 in order (packs work per 128-bit lane; permute restores order).
+    __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
+    __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
+    __m256i p = _mm256_packs_epi16(p01, p23);
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), p);
+  }
+}
+
+void matmul_avx2(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
+                 float* y) {
+  switch (w.dtype) {
+    case DType::F32: return matmul_tiled<DType::F32, 4, 3>(pool, w, x, n_tokens, y);
+    case DType::F16: return matmul_tiled<DType::F16, 4, 3>(pool, w, x, n_tokens, y);
+    case DType::BF16: return matmul_tiled<DType::BF16, 4, 3>(pool, w, x, n_tokens, y);
+    case DType::Q8_0: return matmul_tiled<DType::Q8_0, 4, 2>(pool, w, x, n_tokens, y);
+    case DType::Q4_0: return matmul_tiled<DType::Q4_0, 4, 2>(pool, w, x, n_tokens, y);
+  }
+}
+
+}  // namespace pith::kernels
+
+#pragma GCC pop_options

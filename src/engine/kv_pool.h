@@ -1,0 +1,107 @@
+// The paged KV cache: a pool of fixed-size pages preallocated once from a memory budget, each
+// page holding the keys and values of `page_size` token slots for every layer (paper §5.3,
+// PagedAttention-style). The pool only hands out physical page ids through a free list; the
+// control layer keeps reference counts and virtual handles above it. The forward pass never
+// assumes that a sequence's pages are contiguous or ordered by id: it follows the page table.
+//
+// Page layout (f32, one contiguous block of page_floats() floats per page):
+//
+//   page[layer][k|v][kv_head][slot < page_size][head_dim]
+//
+// so the K (or V) rows that one attention head reads from a page are one contiguous
+// [page_size][head_dim] tile: the inner loop of attention streams it linearly. Writing one
+// token scatters its kv_dim values into n_kv_heads rows of head_dim (cheap: one token, once).
+//
+// Cost: page_bytes = n_layers * 2 * page_size * kv_dim * 4. Llama-3.2-1B (16 layers, kv_dim
+// 512, 16-token pages): 1 MiB per page, i.e. 64 KiB per token.
+//
+// Memory is reserved uninitialised (the OS commits it on first touch); a freshly allocated
+// page holds garbage until the forward writes its slots.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace pith {
+
+struct KvShape {
+  uint32_t n_layers = 0;
+  uint32_t n_kv_heads = 0;
+  uint32_t head_dim = 0;
+  uint32_t page_size = 16;  // token slots per page
+
+  uint32_t kv_dim() const { return n_kv_heads * head_dim; }
+  // Floats in one page (all layers, K and V).
+  size_t page_floats() const { return size_t{n_layers} * 2 * page_size * kv_dim(); }
+  size_t page_bytes() const { return page_floats() * sizeof(float); }
+};
+
+class KvPool {
+ public:
+  // Preallocates floor(memory_bytes / page_bytes) pages. Throws pith::Error when the shape is
+  // empty or the budget does not hold a single page.
+  KvPool(const KvShape& shape, size_t memory_bytes);
+  KvPool(const KvPool&) = delete;
+  KvPool& operator=(const KvPool&) = delete;
+
+  const KvShape& shape() const { return shape_; }
+  uint32_t page_size() const { return shape_.page_size; }
+  uint32_t n_pages() const { return n_pages_; }
+  uint32_t n_free() const { return static_cast<uint32_t>(free_.size()); }
+
+  // Takes n pages from the free list, all or nothing: throws pith::Error ("out of KV pages")
+  // when fewer than n are free, leaving the pool unchanged. Fresh pools hand out ids in
+  // increasing order; after frees, the most recently freed pages come first.
+  std::vector<uint32_t> allocate(size_t n);
+  // Returns pages to the free list. Throws pith::Error on an id out of range or not allocated
+  // (double free), before freeing any of them.
+  void free(std::span<const uint32_t> pages);
+
+  bool valid(uint32_t page) const { return page < n_pages_; }
+  bool allocated(uint32_t page) const { return page < n_pages_ && allocated_[page] != 0; }
+
+  // The [page_size][head_dim] K or V tile of one (page, layer, kv_head). No bounds checks:
+  // callers validate page ids first (the forward validates its whole batch up front).
+  float* k(uint32_t page, uint32_t layer, uint32_t kv_head) {
+    return data_.get() + offset(page, layer, 0, kv_head);
+  }
+  float* v(uint32_t page, uint32_t layer, uint32_t kv_head) {
+    return data_.get() + offset(page, layer, 1, kv_head);
+  }
+  const float* k(uint32_t page, uint32_t layer, uint32_t kv_head) const {
+    return data_.get() + offset(page, layer, 0, kv_head);
+  }
+  const float* v(uint32_t page, uint32_t layer, uint32_t kv_head) const {
+    return data_.get() + offset(page, layer, 1, kv_head);
+  }
+
+  // Writes one token's K and V rows ([kv_dim] each, heads concatenated) of one layer into
+  // (page, slot).
+  void write(uint32_t page, uint32_t slot, uint32_t layer, const float* k_row,
+             const float* v_row);
+
+  // Copies n slots of K/V (all layers) from src_page[src_slot..] to dst_page[dst_slot..].
+  // Overlapping ranges of the same page are handled (memmove). Throws pith::Error on bad ids
+  // or ranges past the page end.
+  void copy(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot,
+            uint32_t n);
+
+ private:
+  size_t offset(uint32_t page, uint32_t layer, uint32_t kv, uint32_t kv_head) const {
+    size_t tile = size_t{shape_.page_size} * shape_.head_dim;
+    return size_t{page} * page_floats_ +
+           ((size_t{layer} * 2 + kv) * shape_.n_kv_heads + kv_head) * tile;
+  }
+
+  KvShape shape_;
+  size_t page_floats_ = 0;
+  uint32_t n_pages_ = 0;
+  std::unique_ptr<float[]> data_;      // [n_pages][page_floats]
+  std::vector<uint32_t> free_;         // stack of free page ids (back = next to hand out)
+  std::vector<uint8_t> allocated_;     // [n_pages]
+};
+
+}  // namespace pith

@@ -1,0 +1,39 @@
+// Loading a model from disk: the options every loader takes, the shared config validation, and
+// the load summary. `load_model` (model_weights.h) dispatches on the path: a file is GGUF
+// (gguf_loader.h), a folder is a Hugging Face checkpoint (hf_loader.h).
+//
+// Loaders map the files and point WeightMatrix at the mapping; only tensors whose layout must
+// change (HF Q/K rotary rows, misaligned safetensors data, norm vectors to f32) are copied, once.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/model_weights.h"
+
+namespace pith {
+
+struct LoadOptions {
+  bool quiet = false;  // no per-layer progress or summary on stderr
+};
+
+std::shared_ptr<const ModelWeights> load_model(const std::string& path, const LoadOptions& options);
+
+// Throws pith::Error ("SOURCE: ...") when the config is unusable: zero or absurd sizes, heads
+// that do not divide, odd head_dim, rope factors of the wrong length.
+void validate_config(const ModelConfig& config, const std::string& source);
+
+// "f32", "q8_0", or "mixed (f32, q8_0)" over all matrices.
+std::string dtype_summary(const ModelWeights& weights);
+
+// Peak resident set size of this process so far, in bytes (getrusage).
+size_t peak_rss_bytes();
+
+// One line: name, format, parameters, dtype, weight bytes, load time, peak RSS.
+std::string load_summary(const ModelWeights& weights, double load_seconds);
+
+// Logs per-layer progress to stderr unless quiet.
+void log_layer_progress(const LoadOptions& options, const std::string& source, uint32_t layer,
+                        uint32_t n_layers);
+
+}  // namespace pith

@@ -1,0 +1,51 @@
+// The weights of a loaded model, used in place from the memory-mapped file(s) where the
+// layout allows (no second copy). Matrices keep their file dtype; norm vectors are f32.
+//
+// Rotary layout: pith uses GGUF's convention internally, Q/K rows permuted so that RoPE
+// rotates adjacent pairs (2i, 2i+1). Hugging Face checkpoints use the split-half layout
+// (i, i + head_dim/2); their Q/K rows are permuted once at load time, so both formats of the
+// same model give bit-identical logits.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/kernels/matmul.h"
+#include "engine/model_config.h"
+
+namespace pith {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;   // [d_model]
+  WeightMatrix wq;                // [q_dim][d_model]
+  WeightMatrix wk;                // [kv_dim][d_model]
+  WeightMatrix wv;                // [kv_dim][d_model]
+  WeightMatrix wo;                // [d_model][q_dim]
+  std::vector<float> ffn_norm;    // [d_model]
+  WeightMatrix w_gate;            // [d_ff][d_model]
+  WeightMatrix w_up;              // [d_ff][d_model]
+  WeightMatrix w_down;            // [d_model][d_ff]
+};
+
+struct ModelWeights {
+  ModelConfig config;
+  std::string source;             // path it was loaded from
+  std::string format;             // "gguf" or "hf"
+  WeightMatrix token_embd;        // [vocab][d_model]
+  std::vector<LayerWeights> layers;
+  std::vector<float> output_norm; // [d_model]
+  WeightMatrix output;            // [vocab][d_model]; == token_embd when tied
+
+  size_t weight_bytes() const;    // bytes of all matrices (what one decode step streams)
+  size_t n_params() const;
+
+  // Keeps mappings and converted buffers alive for as long as the matrices point into them.
+  std::vector<std::shared_ptr<const void>> storage;
+};
+
+// Loads a GGUF file or a Hugging Face folder (config.json + *.safetensors). Throws pith::Error
+// naming the file and the problem on malformed, truncated or unsupported input.
+std::shared_ptr<const ModelWeights> load_model(const std::string& path);
+
+}  // namespace pith

@@ -1,0 +1,20 @@
+// From logits to what inferlets read: log-sum-exp and the top-K next-token distribution
+// (ids sorted by probability, descending, ties by lower id; probabilities are the softmax over
+// the full vocabulary, so they need not sum to 1 over the K entries).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/forward_batch.h"
+
+namespace pith {
+
+// log(sum(exp(logits))) over n entries, accumulated in double. Cost O(n).
+double logsumexp(const float* logits, size_t n);
+
+// The min(k, n) most likely tokens. Cost O(n + k log k) for the usual case where few logits
+// beat the running K-th best (a bounded min-heap), O(n log k) at worst.
+TokenDistribution top_k_distribution(const float* logits, size_t n, uint32_t k);
+
+}  // namespace pith

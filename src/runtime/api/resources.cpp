@@ -1,0 +1,104 @@
+// Host side of abi.h "resources: KV pages and embeddings": handle arrays are copied out of guest
+// memory (bounds-checked) and routed to the instance's ModelSession, whose handles are private
+// to the instance.
+#include "runtime/api/model_call.h"
+
+using namespace pith::runtime;
+using namespace pith::runtime::api;
+
+namespace {
+
+template <typename Alloc>
+pith_status_t alloc_into(Instance& inst, u32 n, u32 out, Alloc alloc) {
+  check_count(n);
+  GuestMemory mem(inst);
+  mem.bytes(out, uint64_t{n} * 4);
+  std::vector<uint32_t> handles;
+  pith_status_t st = alloc(session_of(inst), &handles);
+  if (st != PITH_OK) return st;
+  if (handles.size() != n) return PITH_ERR_INTERNAL;
+  mem.store_u32s(out, handles);
+  return PITH_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+u32 Z_pithZ_kvpage_alloc(Z_pith_instance_t* c, u32 queue, u32 n, u32 out) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    return alloc_into(inst, n, out, [&](ModelSession& s, std::vector<uint32_t>* h) {
+      return s.alloc_kvpages(queue, n, h);
+    });
+  });
+}
+
+u32 Z_pithZ_kvpage_dealloc(Z_pith_instance_t* c, u32 queue, u32 pages, u32 n) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    check_count(n);
+    return session_of(inst).dealloc_kvpages(queue, GuestMemory(inst).u32s(pages, n));
+  });
+}
+
+u32 Z_pithZ_emb_alloc(Z_pith_instance_t* c, u32 queue, u32 n, u32 out) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    return alloc_into(inst, n, out, [&](ModelSession& s, std::vector<uint32_t>* h) {
+      return s.alloc_embs(queue, n, h);
+    });
+  });
+}
+
+u32 Z_pithZ_emb_dealloc(Z_pith_instance_t* c, u32 queue, u32 embs, u32 n) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    check_count(n);
+    return session_of(inst).dealloc_embs(queue, GuestMemory(inst).u32s(embs, n));
+  });
+}
+
+u32 Z_pithZ_kvpage_copy(Z_pith_instance_t* c, u32 queue, u32 src, u32 dst, u32 src_offset,
+                        u32 dst_offset, u32 count) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    return session_of(inst).copy_kvpage(queue, src, dst, src_offset, dst_offset, count);
+  });
+}
+
+u32 Z_pithZ_kvpage_mask(Z_pith_instance_t* c, u32 queue, u32 page, u32 mask, u32 len) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    check_count(len);
+    const uint8_t* m = GuestMemory(inst).bytes(mask, len);
+    return session_of(inst).mask_kvpage(queue, page, std::span<const uint8_t>(m, len));
+  });
+}
+
+u32 Z_pithZ_kvpage_export(Z_pith_instance_t* c, u32 queue, u32 pages, u32 n, u32 name,
+                          u32 name_len) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    check_count(n);
+    GuestMemory mem(inst);
+    return session_of(inst).export_kvpages(queue, mem.u32s(pages, n), mem.string(name, name_len));
+  });
+}
+
+u32 Z_pithZ_kvpage_unexport(Z_pith_instance_t* c, u32 queue, u32 name, u32 name_len) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    return session_of(inst).unexport_kvpages(queue, GuestMemory(inst).string(name, name_len));
+  });
+}
+
+u32 Z_pithZ_kvpage_import(Z_pith_instance_t* c, u32 queue, u32 name, u32 name_len, u32 pages,
+                          u32 cap, u32 n_out) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    GuestMemory mem(inst);
+    mem.bytes(n_out, 4);
+    mem.bytes(pages, uint64_t{cap} * 4);
+    std::vector<uint32_t> handles;
+    pith_status_t st = session_of(inst).import_kvpages(queue, mem.string(name, name_len), &handles);
+    if (st != PITH_OK) return st;
+    uint32_t n = static_cast<uint32_t>(handles.size());
+    mem.store_u32s(pages, std::span<const uint32_t>(handles.data(), n < cap ? n : cap));
+    mem.store<uint32_t>(n_out, n);
+    return n > cap ? PITH_ERR_BUFFER_TOO_SMALL : PITH_OK;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,394 @@
+// One running inferlet: fiber, trap boundary, futures, inbox, subscriptions. See instance.h.
+#include "runtime/instance.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/error.h"
+#include "runtime/model_api.h"
+#include "runtime/native_module.h"
+#include "runtime/pubsub.h"
+#include "runtime/scheduler.h"
+
+namespace pith::runtime {
+
+namespace ctx = boost::context;
+
+Instance::Instance(uint64_t id, std::shared_ptr<const NativeModule> module,
+                   std::vector<std::string> args, InstanceLimits limits,
+                   InstanceServices services, EventSink sink)
+    : id_(id),
+      module_(std::move(module)),
+      args_(std::move(args)),
+      limits_(limits),
+      services_(services),
+      sink_(std::move(sink)) {
+  guest_ = calloc(1, module_->instance_size());
+  if (!guest_) fail("out of host memory for an instance of {} bytes", module_->instance_size());
+  exec_.memory_limit_pages = limits_.memory_pages;
+  exec_.cpu_limit_ns = limits_.cpu_ns;
+}
+
+Instance::~Instance() { free(guest_); }
+
+// ---------------------------------------------------------------- client side
+
+bool Instance::push_message(std::string message) {
+  std::lock_guard lock(mu_);
+  if (input_closed_ || exit_ || message.size() > limits_.max_message_bytes) return false;
+  while (!receivers_.empty()) {
+    uint32_t f = receivers_.front();
+    receivers_.pop_front();
+    if (futures_.count(f)) {  // skip receives the guest already dropped
+      complete_locked(f, PITH_OK, std::move(message));
+      return true;
+    }
+  }
+  if (inbox_.size() >= limits_.max_queued_messages) return false;
+  inbox_.push_back(std::move(message));
+  return true;
+}
+
+void Instance::close_input() {
+  std::lock_guard lock(mu_);
+  input_closed_ = true;
+  while (!receivers_.empty()) {
+    complete_locked(receivers_.front(), PITH_ERR_CLOSED, {});
+    receivers_.pop_front();
+  }
+}
+
+void Instance::kill() { kill_with(TrapCode::kKilled); }
+
+void Instance::kill_with(TrapCode code) {
+  if (!exec_.kill_pending) exec_.kill_pending = static_cast<int>(code);
+  wake();
+}
+
+ExitStatus Instance::wait() {
+  std::unique_lock lock(mu_);
+  ended_cv_.wait(lock, [&] { return exit_.has_value(); });
+  return *exit_;
+}
+
+std::optional<ExitStatus> Instance::exit_status() const {
+  std::lock_guard lock(mu_);
+  return exit_;
+}
+
+// ---------------------------------------------------------------- fiber and trap boundary
+
+void Instance::run_slice() {
+  set_current_execution(&exec_);
+  if (!started_) {
+    started_ = true;
+    fiber_ = ctx::fiber(std::allocator_arg,
+                        GuardedStack(limits_.stack_bytes, limits_.stack_guard_bytes, &stack_),
+                        [this](ctx::fiber&& caller) {
+                          caller_ = std::move(caller);
+                          body();
+                          return std::move(caller_);
+                        });
+  }
+  fiber_ = std::move(fiber_).resume();
+  set_current_execution(nullptr);
+}
+
+void Instance::body() {
+  exec_.guard_lo = stack_.guard_lo;
+  exec_.stack_lo = stack_.stack_lo;
+  exec_.stack_hi = stack_.stack_hi;
+  run_guarded();
+  // Back in host code for good: free the module instance (linear memory, tables) here, on the
+  // fiber, while this instance is still the thread's current execution.
+  exec_.in_host = 1;
+  module_->free_instance(guest_);
+}
+
+// Kept free of C++ objects with destructors: a trap siglongjmps back into this frame.
+void Instance::run_guarded() {
+  if (exec_.kill_pending) {  // killed before it ever ran
+    end_code_ = static_cast<TrapCode>(exec_.kill_pending);
+    return;
+  }
+  int code = sigsetjmp(exec_.trap_jmp, 1);
+  if (code == 0) {
+    exec_.in_host = 0;
+    module_->instantiate(guest_, this);
+    module_->start(guest_);
+    end_code_ = TrapCode::kNone;
+  } else {
+    end_code_ = static_cast<TrapCode>(code);
+  }
+}
+
+void Instance::park() {
+  {
+    std::lock_guard lock(mu_);
+    if (wake_token_) {
+      wake_token_ = false;
+      return;
+    }
+    parked_ = true;
+  }
+  caller_ = std::move(caller_).resume();
+}
+
+void Instance::yield_now() {
+  services_.scheduler->make_ready(shared_from_this());
+  caller_ = std::move(caller_).resume();
+}
+
+void Instance::wake() {
+  std::shared_ptr<Instance> self;
+  {
+    std::lock_guard lock(mu_);
+    if (!parked_) {
+      wake_token_ = true;
+      return;
+    }
+    parked_ = false;
+    self = weak_from_this().lock();
+  }
+  if (self) services_.scheduler->make_ready(std::move(self));
+}
+
+std::string Instance::describe_trap(TrapCode code) const {
+  switch (code) {
+    case TrapCode::kNone: return "exited with code 0";
+    case TrapCode::kExit: return fmt::format("exited with code {}", exec_.exit_code);
+    case TrapCode::kCpuLimit:
+      return fmt::format("killed: cpu time limit {:g} s", limits_.cpu_ns / 1e9);
+    case TrapCode::kKilled: return "killed: by request";
+    case TrapCode::kMemoryLimit:
+      return fmt::format("killed: memory limit {} MiB (the module's initial memory is larger)",
+                         limits_.memory_pages / 16);
+    case TrapCode::kHostError: return "killed: host error (see log)";
+    default: break;
+  }
+  std::string r = fmt::format("trap: {}", trap_text(code));
+  if (exec_.grow_refused)
+    r += fmt::format(" (after memory.grow was refused by the memory limit of {} MiB)",
+                     limits_.memory_pages / 16);
+  return r;
+}
+
+void Instance::finish() {
+  fiber_ = {};  // already empty; the stack went with the fiber's end
+  // Flush partial stdout/stderr lines.
+  for (int fd = 1; fd <= 2; ++fd) {
+    if (!stdio_partial_[fd].empty()) {
+      emit({InstanceEvent::Kind::kLog, fd == 2 ? PITH_LOG_WARN : PITH_LOG_INFO,
+            std::move(stdio_partial_[fd])});
+      stdio_partial_[fd].clear();
+    }
+  }
+  model_session_.reset();  // releases KV pages, embeddings, queues
+  std::map<uint32_t, Subscription> subs;
+  {
+    std::lock_guard lock(mu_);
+    subs.swap(subs_);
+  }
+  for (auto& [id, s] : subs) services_.pubsub->unsubscribe(s.topic, this, id);
+
+  ExitStatus st;
+  st.reason = describe_trap(end_code_);
+  if (end_code_ == TrapCode::kNone || end_code_ == TrapCode::kExit) {
+    st.kind = ExitStatus::Kind::kExited;
+    st.code = end_code_ == TrapCode::kExit ? exec_.exit_code : 0;
+  } else if (end_code_ >= TrapCode::kCpuLimit) {
+    st.kind = ExitStatus::Kind::kKilled;
+  } else {
+    st.kind = ExitStatus::Kind::kTrapped;
+  }
+  emit({InstanceEvent::Kind::kExit, 0, st.reason});
+  {
+    std::lock_guard lock(mu_);
+    futures_.clear();
+    inbox_.clear();
+    receivers_.clear();
+    exit_ = st;
+  }
+  ended_cv_.notify_all();
+}
+
+// ---------------------------------------------------------------- events
+
+void Instance::emit(InstanceEvent event) {
+  if (sink_) sink_(id_, event);
+}
+
+void Instance::write_stdio(int fd, std::string_view bytes) {
+  std::string& partial = stdio_partial_[fd == 2 ? 2 : 1];
+  int level = fd == 2 ? PITH_LOG_WARN : PITH_LOG_INFO;
+  for (char c : bytes) {
+    if (c == '\n') {
+      emit({InstanceEvent::Kind::kLog, level, std::move(partial)});
+      partial.clear();
+    } else if (partial.size() < 64 * 1024) {
+      partial += c;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- futures
+
+uint32_t Instance::next_handle_locked() { return next_handle_++; }
+
+pith_status_t Instance::new_future(uint32_t* id) {
+  std::lock_guard lock(mu_);
+  if (futures_.size() + subs_.size() >= limits_.max_handles) return PITH_ERR_LIMIT;
+  *id = next_handle_locked();
+  futures_.emplace(*id, Future{});
+  return PITH_OK;
+}
+
+void Instance::complete_locked(uint32_t id, pith_status_t status, std::string result) {
+  auto it = futures_.find(id);
+  if (it == futures_.end() || it->second.done) return;
+  it->second.done = true;
+  it->second.status = status;
+  it->second.result = std::move(result);
+  if (parked_) {
+    parked_ = false;
+    if (auto self = weak_from_this().lock()) services_.scheduler->make_ready(std::move(self));
+  } else {
+    wake_token_ = true;
+  }
+}
+
+void Instance::complete_future(uint32_t id, pith_status_t status, std::string result) {
+  std::lock_guard lock(mu_);
+  complete_locked(id, status, std::move(result));
+}
+
+pith_status_t Instance::poll_future(uint32_t id, bool* ready) {
+  std::lock_guard lock(mu_);
+  auto it = futures_.find(id);
+  if (it == futures_.end()) return PITH_ERR_BAD_HANDLE;
+  *ready = it->second.done;
+  return PITH_OK;
+}
+
+pith_status_t Instance::wait_any(const std::vector<uint32_t>& ids, uint32_t* index) {
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        auto it = futures_.find(ids[i]);
+        if (it == futures_.end()) return PITH_ERR_BAD_HANDLE;
+        if (it->second.done) {
+          *index = static_cast<uint32_t>(i);
+          return it->second.status;
+        }
+      }
+    }
+    if (exec_.kill_pending) return PITH_ERR_CANCELLED;  // the host-call boundary ends it
+    park();
+  }
+}
+
+pith_status_t Instance::future_result(uint32_t id, const std::string** result,
+                                      pith_status_t* status) {
+  std::lock_guard lock(mu_);
+  auto it = futures_.find(id);
+  if (it == futures_.end()) return PITH_ERR_BAD_HANDLE;
+  if (!it->second.done) return PITH_ERR_PENDING;
+  *result = &it->second.result;  // stable until drop_future (guest thread only)
+  *status = it->second.status;
+  return PITH_OK;
+}
+
+pith_status_t Instance::drop_future(uint32_t id) {
+  std::lock_guard lock(mu_);
+  if (futures_.erase(id) == 0) return PITH_ERR_BAD_HANDLE;
+  return PITH_OK;
+}
+
+// ---------------------------------------------------------------- inbox
+
+pith_status_t Instance::receive(uint32_t* future) {
+  std::lock_guard lock(mu_);
+  if (futures_.size() + subs_.size() >= limits_.max_handles) return PITH_ERR_LIMIT;
+  uint32_t id = next_handle_locked();
+  futures_.emplace(id, Future{});
+  *future = id;
+  if (!inbox_.empty()) {
+    complete_locked(id, PITH_OK, std::move(inbox_.front()));
+    inbox_.pop_front();
+  } else if (input_closed_) {
+    complete_locked(id, PITH_ERR_CLOSED, {});
+  } else {
+    receivers_.push_back(id);
+  }
+  return PITH_OK;
+}
+
+// ---------------------------------------------------------------- pub/sub
+
+pith_status_t Instance::subscribe(std::string topic, uint32_t* sub) {
+  {
+    std::lock_guard lock(mu_);
+    if (futures_.size() + subs_.size() >= limits_.max_handles) return PITH_ERR_LIMIT;
+    *sub = next_handle_locked();
+    subs_[*sub].topic = topic;
+  }
+  services_.pubsub->subscribe(topic, shared_from_this(), *sub);
+  return PITH_OK;
+}
+
+pith_status_t Instance::unsubscribe(uint32_t sub) {
+  std::string topic;
+  {
+    std::lock_guard lock(mu_);
+    auto it = subs_.find(sub);
+    if (it == subs_.end()) return PITH_ERR_BAD_HANDLE;
+    topic = it->second.topic;
+    for (uint32_t f : it->second.waiting) complete_locked(f, PITH_ERR_CLOSED, {});
+    subs_.erase(it);
+  }
+  services_.pubsub->unsubscribe(topic, this, sub);
+  return PITH_OK;
+}
+
+pith_status_t Instance::next_topic_message(uint32_t sub, uint32_t* future) {
+  std::lock_guard lock(mu_);
+  auto it = subs_.find(sub);
+  if (it == subs_.end()) return PITH_ERR_BAD_HANDLE;
+  if (futures_.size() + subs_.size() >= limits_.max_handles) return PITH_ERR_LIMIT;
+  uint32_t id = next_handle_locked();
+  futures_.emplace(id, Future{});
+  *future = id;
+  if (!it->second.queued.empty()) {
+    complete_locked(id, PITH_OK, std::move(it->second.queued.front()));
+    it->second.queued.pop_front();
+  } else {
+    it->second.waiting.push_back(id);
+  }
+  return PITH_OK;
+}
+
+void Instance::deliver(uint32_t sub, const std::string& message) {
+  std::lock_guard lock(mu_);
+  auto it = subs_.find(sub);
+  if (it == subs_.end()) return;
+  Subscription& s = it->second;
+  while (!s.waiting.empty()) {
+    uint32_t f = s.waiting.front();
+    s.waiting.pop_front();
+    if (futures_.count(f)) {  // skip futures the guest already dropped
+      complete_locked(f, PITH_OK, message);
+      return;
+    }
+  }
+  if (s.queued.size() < limits_.max_queued_messages) s.queued.push_back(message);
+}
+
+// ---------------------------------------------------------------- model
+
+ModelSession* Instance::model_session() {
+  if (!model_session_ && services_.model) model_session_ = services_.model->open_session(id_);
+  return model_session_.get();
+}
+
+}  // namespace pith::runtime

@@ -1,0 +1,108 @@
+// ModelApi: the abstract interface through which the runtime reaches the control layer for every
+// model-facing inferlet call (paper Table 1). The runtime decodes guest arguments (pointers,
+// lengths, handle arrays) into plain host values and calls these; it never sees physical pages.
+//
+// Ownership and isolation: the runtime opens one ModelSession per instance, lazily, at its first
+// model call. Every handle (model, queue, KV page, embedding) is issued by the session and is only
+// meaningful inside it, so an instance cannot name another instance's resources. Destroying the
+// session (when the instance ends, for any reason) releases everything it still holds, except
+// pages published with export_kvpages, which the control layer keeps until unexported.
+//
+// Threading: session methods are called on the instance's scheduler thread and must not block;
+// long work is queued and completed later through a Completion, which may be called from any
+// thread (exactly once; the runtime ignores completions of futures the guest already dropped).
+#pragma once
+
+#include <pith/abi.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pith::runtime {
+
+// Completes a guest future: status (PITH_OK or an error code) and result bytes laid out as
+// documented in abi.h for the call that created it.
+using Completion = std::function<void(pith_status_t status, std::string result)>;
+
+struct ForwardArgs {
+  std::vector<uint32_t> kv_pages;
+  uint32_t last_page_len = 0;
+  std::vector<uint32_t> input_embs;
+  std::vector<uint32_t> output_embs;
+  uint32_t adapter = 0;  // 0 = none
+};
+
+struct ForwardTokensArgs {
+  std::vector<uint32_t> tokens, positions;
+  std::vector<uint32_t> kv_pages;
+  uint32_t last_page_len = 0;
+  std::vector<uint8_t> attn_mask;  // empty = causal
+  std::vector<uint32_t> output_indices;
+  uint32_t top_k = 0;
+  uint32_t adapter = 0;
+};
+
+class ModelSession {
+ public:
+  virtual ~ModelSession() = default;
+
+  // Models and traits.
+  virtual pith_status_t open_model(std::string_view name, uint32_t* model) = 0;
+  virtual pith_status_t model_traits(uint32_t model, std::vector<std::string>* traits) = 0;
+  virtual pith_status_t model_info(uint32_t model, pith_model_info_t* info) = 0;
+
+  // Tokenizer (synchronous, cheap).
+  virtual pith_status_t tokenize(uint32_t model, std::string_view text,
+                                 std::vector<uint32_t>* tokens) = 0;
+  virtual pith_status_t detokenize(uint32_t model, std::span<const uint32_t> tokens,
+                                   std::string* text) = 0;
+  virtual pith_status_t vocab(uint32_t model, std::string* serialized) = 0;
+
+  // Queues.
+  virtual pith_status_t create_queue(uint32_t model, uint32_t* queue) = 0;
+  virtual pith_status_t destroy_queue(uint32_t queue) = 0;
+  virtual pith_status_t synchronize(uint32_t queue, Completion done) = 0;
+  virtual pith_status_t set_queue_priority(uint32_t queue, uint32_t priority) = 0;
+
+  // Resources.
+  virtual pith_status_t alloc_kvpages(uint32_t queue, uint32_t n, std::vector<uint32_t>* out) = 0;
+  virtual pith_status_t dealloc_kvpages(uint32_t queue, std::span<const uint32_t> pages) = 0;
+  virtual pith_status_t alloc_embs(uint32_t queue, uint32_t n, std::vector<uint32_t>* out) = 0;
+  virtual pith_status_t dealloc_embs(uint32_t queue, std::span<const uint32_t> embs) = 0;
+  virtual pith_status_t copy_kvpage(uint32_t queue, uint32_t src, uint32_t dst,
+                                    uint32_t src_offset, uint32_t dst_offset, uint32_t count) = 0;
+  virtual pith_status_t mask_kvpage(uint32_t queue, uint32_t page,
+                                    std::span<const uint8_t> mask) = 0;
+  virtual pith_status_t export_kvpages(uint32_t queue, std::span<const uint32_t> pages,
+                                       std::string_view name) = 0;
+  virtual pith_status_t unexport_kvpages(uint32_t queue, std::string_view name) = 0;
+  virtual pith_status_t import_kvpages(uint32_t queue, std::string_view name,
+                                       std::vector<uint32_t>* pages) = 0;
+
+  // Compute.
+  virtual pith_status_t embed_txt(uint32_t queue, std::span<const uint32_t> tokens,
+                                  std::span<const uint32_t> positions,
+                                  std::span<const uint32_t> embs) = 0;
+  virtual pith_status_t embed_img(uint32_t queue, std::span<const uint8_t> image,
+                                  std::span<const uint32_t> embs) = 0;
+  virtual pith_status_t forward(uint32_t queue, const ForwardArgs& args) = 0;
+  virtual pith_status_t next_dist(uint32_t queue, uint32_t emb, uint32_t top_k,
+                                  Completion done) = 0;
+  virtual pith_status_t forward_tokens(uint32_t queue, const ForwardTokensArgs& args,
+                                       Completion done) = 0;
+};
+
+class ModelApi {
+ public:
+  virtual ~ModelApi() = default;
+  virtual std::vector<std::string> model_names() = 0;
+  // One session per instance; instance_id is for accounting and logs only.
+  virtual std::unique_ptr<ModelSession> open_session(uint64_t instance_id) = 0;
+};
+
+}  // namespace pith::runtime

@@ -1,0 +1,68 @@
+// Runtime: the application layer's context object. It owns the native compiler and its cache,
+// the scheduler threads, the key-value store and the pub/sub registry, and launches instances
+// of uploaded programs. Several runtimes can live in one process (tests do); nothing is global
+// except the signal handlers and the wasm-rt function-type registry (see guest_execution.h).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/instance.h"
+#include "runtime/kv_store.h"
+#include "runtime/native_compiler.h"
+#include "runtime/program.h"
+#include "runtime/pubsub.h"
+
+namespace pith::runtime {
+
+class Scheduler;
+class ModelApi;
+
+struct RuntimeConfig {
+  NativeCompilerConfig compiler;   // compiler.cache_dir "" = default_cache_dir()
+  int threads = 1;                 // scheduler threads; instances are spread round-robin
+  uint64_t cpu_tick_ns = 10'000'000;
+  InstanceLimits limits;           // defaults for launches
+  KvStoreLimits store;
+  ModelApi* model = nullptr;       // not owned; nullptr = no model (run-local)
+  bool http_enabled = false;
+};
+
+// $XDG_CACHE_HOME/pith/native, else $HOME/.cache/pith/native, else /tmp/pith-native-<uid>.
+std::string default_cache_dir();
+
+class Runtime {
+ public:
+  explicit Runtime(RuntimeConfig config);
+  ~Runtime();  // kills and waits for all instances
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Registers module bytes; the native build starts in the background.
+  std::shared_ptr<Program> load_program(std::string wasm);
+  std::shared_ptr<Program> load_program_file(const std::string& path);
+
+  // Starts an instance. args[0] is the program name seen by the guest. Waits for the program's
+  // native build if it is still running. Throws pith::Error if the build failed.
+  std::shared_ptr<Instance> launch(const std::shared_ptr<Program>& program,
+                                   std::vector<std::string> args, EventSink sink = {},
+                                   std::optional<InstanceLimits> limits = std::nullopt);
+
+  KvStore& store() { return store_; }
+  PubSub& pubsub() { return pubsub_; }
+  const NativeCompiler& compiler() const { return compiler_; }
+  size_t live_instances() const;
+
+ private:
+  RuntimeConfig config_;
+  NativeCompiler compiler_;
+  KvStore store_;
+  PubSub pubsub_;
+  std::vector<std::unique_ptr<Scheduler>> schedulers_;
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace pith::runtime

@@ -1,0 +1,93 @@
+// Limited child processes for the native compiler. See subprocess.h.
+#include "runtime/subprocess.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "common/error.h"
+
+namespace pith::runtime {
+
+std::string ProcessResult::describe() const {
+  if (timed_out) return "killed: wall-clock limit";
+  if (signal == SIGXCPU || signal == SIGKILL) return fmt::format("killed by signal {} (CPU or memory limit)", signal);
+  if (signal) return fmt::format("killed by signal {}", signal);
+  return fmt::format("exit code {}", exit_code);
+}
+
+ProcessResult run_limited(const std::vector<std::string>& argv, const std::string& workdir,
+                          const ProcessLimits& limits) {
+  PITH_CHECK(!argv.empty());
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::string log_path = workdir + "/tool-output.txt";
+  int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (log_fd < 0) fail("{}: cannot create: {}", log_path, std::strerror(errno));
+
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(log_fd);
+    fail("cannot start {}: fork: {}", argv[0], std::strerror(errno));
+  }
+  if (pid == 0) {
+    // Child: only async-signal-safe calls until exec.
+    if (chdir(workdir.c_str()) != 0) _exit(126);
+    dup2(log_fd, 1);
+    dup2(log_fd, 2);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    rlimit cpu{limits.cpu_seconds, limits.cpu_seconds + 1};
+    rlimit as{limits.address_space, limits.address_space};
+    rlimit fsize{limits.file_size, limits.file_size};
+    setrlimit(RLIMIT_CPU, &cpu);
+    setrlimit(RLIMIT_AS, &as);
+    setrlimit(RLIMIT_FSIZE, &fsize);
+    setpgid(0, 0);  // its own process group: the wall-clock kill reaches cc1 too
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  close(log_fd);
+
+  ProcessResult result;
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration<double>(limits.wall_seconds);
+  int status = 0;
+  for (auto sleep = std::chrono::microseconds(200);;) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) fail("waitpid({}): {}", argv[0], std::strerror(errno));
+    if (std::chrono::steady_clock::now() > deadline && !result.timed_out) {
+      result.timed_out = true;
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(sleep);
+    if (sleep < std::chrono::milliseconds(20)) sleep *= 2;
+  }
+  if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result.signal = WTERMSIG(status);
+  }
+  std::ifstream in(log_path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  result.output = ss.str();
+  if (result.output.size() > 4096) result.output = result.output.substr(result.output.size() - 4096);
+  if (result.exit_code == 127 && result.output.empty())
+    result.output = fmt::format("{}: command not found", argv[0]);
+  return result;
+}
+
+}  // namespace pith::runtime

@@ -1,0 +1,297 @@
+// Tokenizer construction, encode and decode (see tokenizer.h). Behaviour follows llama.cpp's
+// llama-vocab.cpp (the reference the test vectors come from): special-token partition first,
+// then per fragment either regex split + byte-level BPE, or SentencePiece with a space
+// prepended to the first fragment and to every fragment that follows a literal token.
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "common/error.h"
+#include "engine/gguf.h"
+#include "tokenizer/byte_unicode.h"
+#include "tokenizer/hf_tokenizer_json.h"
+#include "tokenizer/tokenizer_impl.h"
+
+namespace pith {
+
+namespace {
+
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // "▁" U+2581
+
+// Control tokens that end a turn or the text in common chat models (llama.cpp's list).
+constexpr std::string_view kEogNames[] = {
+    "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+    "<EOT>", "<|end_of_text|>", "<｜end▁of▁sentence｜>", "<|return|>", "<|call|>"};
+
+bool is_literal_type(TokenType t) {
+  return t == TokenType::Control || t == TokenType::Unknown || t == TokenType::UserDefined;
+}
+
+std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(s.size());
+  size_t pos = 0;
+  for (size_t hit; (hit = s.find(from, pos)) != std::string_view::npos; pos = hit + from.size()) {
+    out.append(s, pos, hit - pos);
+    out += to;
+  }
+  out.append(s, pos);
+  return out;
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// "<0xNN>" → NN, or -1.
+int parse_byte_token(std::string_view t) {
+  if (t.size() != 6 || t.substr(0, 3) != "<0x" || t[5] != '>') return -1;
+  int hi = hex_digit(t[3]), lo = hex_digit(t[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+}  // namespace
+
+Tokenizer::Impl::Impl(Vocab vocab, std::string src) : v(std::move(vocab)), source(std::move(src)) {
+  v.validate(source);
+  const size_t n = v.tokens.size();
+  if (n > size_t(INT32_MAX)) fail("{}: vocab of {} tokens is too large", source, n);
+  const bool bpe = v.kind == VocabKind::BytePairBPE;
+  spm_prefix = !bpe && v.add_space_prefix;
+  index.reserve(n);
+  for (size_t i = 0; i < n; ++i) index[v.tokens[i]] = static_cast<int32_t>(i);  // last wins
+
+  ByteUnicode bu;
+  bytes.resize(n);
+  byte_tokens.fill(-1);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& t = v.tokens[i];
+    TokenType type = v.types[i];
+    if (is_literal_type(type)) {
+      bytes[i] = t;
+    } else if (type == TokenType::Byte) {
+      int b = parse_byte_token(t);
+      bytes[i] = b >= 0 ? std::string(1, static_cast<char>(b)) : t;
+    } else if (bpe) {
+      // A normal token whose text is not in the byte mapping (written in plain text by some
+      // converters) decodes as its own UTF-8 text.
+      auto raw = bu.decode(t);
+      bytes[i] = raw ? std::move(*raw) : t;
+    } else {
+      bytes[i] = replace_all(t, kSpace, " ");
+    }
+  }
+
+  if (bpe) {
+    for (int b = 0; b < 256; ++b) byte_tokens[b] = lookup(index, bu.text(static_cast<uint8_t>(b)));
+    if (v.ignore_merges) {
+      raw_index.reserve(n);
+      for (size_t i = 0; i < n; ++i)
+        if (!is_literal_type(v.types[i])) raw_index.try_emplace(bytes[i], static_cast<int32_t>(i));
+    }
+    std::string joined;
+    for (size_t r = 0; r < v.merges.size(); ++r) {
+      const auto& [a, b] = v.merges[r];
+      int32_t ia = lookup(index, a), ib = lookup(index, b);
+      joined.assign(a).append(b);
+      int32_t im = lookup(index, joined);
+      if (ia < 0 || ib < 0 || im < 0) continue;  // merge of/into unknown tokens: unusable
+      merger.add(ia, ib, im, static_cast<int32_t>(r));
+    }
+    std::string pattern = v.pre_regex.empty() ? PreTokenizer::regex_for(v.pre) : v.pre_regex;
+    pre.emplace(pattern);
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      if (v.types[i] != TokenType::Byte) continue;
+      int b = parse_byte_token(v.tokens[i]);
+      if (b >= 0 && byte_tokens[b] < 0) byte_tokens[b] = static_cast<int32_t>(i);
+    }
+    for (int b = 0; b < 128; ++b)  // vocabs without <0xNN> tokens: ASCII as itself
+      if (byte_tokens[b] < 0) byte_tokens[b] = lookup(index, std::string(1, char(b)));
+    spm = std::make_unique<SpmSegmenter>(index, v.scores, byte_tokens, v.unk_id);
+  }
+
+  for (size_t i = 0; i < n; ++i) {
+    TokenType t = v.types[i];
+    if (is_literal_type(t)) specials.add(static_cast<int32_t>(i), v.tokens[i], t == TokenType::UserDefined);
+  }
+
+  // End-of-generation set: the declared ids plus well-known end-of-turn control tokens.
+  for (int32_t id : {v.eos_id, v.eot_id, v.eom_id})
+    if (id >= 0) eog.push_back(id);
+  for (std::string_view name : kEogNames) {
+    int32_t id = lookup(index, name);
+    if (id >= 0 && is_literal_type(v.types[id])) {
+      eog.push_back(id);
+      if (v.eot_id < 0 && (name == "<|eot_id|>" || name == "<|im_end|>" || name == "<end_of_turn>"))
+        v.eot_id = id;
+    }
+  }
+  std::sort(eog.begin(), eog.end());
+  eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
+}
+
+void Tokenizer::Impl::check_id(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= v.tokens.size())
+    fail("token id {} is out of range (vocab size {})", id, v.tokens.size());
+}
+
+void Tokenizer::Impl::encode_bpe_word(std::string_view word, bool naive,
+                                      std::vector<int32_t>& out) const {
+  if (v.ignore_merges) {
+    if (int32_t id = lookup(raw_index, word); id >= 0) {
+      out.push_back(id);
+      return;
+    }
+  }
+  std::vector<int32_t> syms;
+  syms.reserve(word.size());
+  for (char c : word) syms.push_back(byte_tokens[static_cast<uint8_t>(c)]);
+  if (naive) {
+    merger.merge_naive(syms);
+  } else {
+    merger.merge(syms);
+  }
+  for (int32_t s : syms) {
+    if (s >= 0) {
+      out.push_back(s);
+    } else if (v.unk_id >= 0) {
+      out.push_back(v.unk_id);
+    }
+  }
+}
+
+void Tokenizer::Impl::encode(std::string_view text, bool add_special, bool parse_special,
+                             bool naive, std::vector<int32_t>& out) const {
+  if (add_special && v.add_bos) out.push_back(v.bos_id);
+  std::vector<SpecialTokenMatcher::Fragment> frags;
+  specials.partition(text, parse_special, frags);
+  std::vector<std::pair<uint32_t, uint32_t>> pieces;
+  bool after_literal = true;  // SentencePiece prepends a space to the first fragment too
+  for (const auto& f : frags) {
+    if (f.id >= 0) {
+      out.push_back(f.id);
+      after_literal = true;
+      continue;
+    }
+    if (spm) {
+      std::string s;
+      if (spm_prefix && after_literal) s = " ";
+      s += f.text;
+      spm->encode(replace_all(s, " ", kSpace), out);
+    } else {
+      pieces.clear();
+      pre->split(f.text, pieces);
+      for (auto [off, len] : pieces) encode_bpe_word(f.text.substr(off, len), naive, out);
+    }
+    after_literal = false;
+  }
+  if (add_special && v.add_eos) out.push_back(v.eos_id);
+}
+
+void Tokenizer::Impl::append_piece(std::string& out, int32_t id, bool skip_special,
+                                   bool& strip_space) const {
+  check_id(id);
+  TokenType t = v.types[id];
+  if (is_literal_type(t)) {
+    if (!(skip_special && t != TokenType::UserDefined)) out += bytes[id];
+    strip_space = spm_prefix;  // encode put a "▁" after every literal token
+    return;
+  }
+  const std::string& b = bytes[id];
+  if (strip_space && t == TokenType::Normal && !b.empty() && b[0] == ' ') {
+    out.append(b, 1);
+  } else {
+    out += b;
+  }
+  strip_space = false;
+}
+
+// ---- public API ----
+
+Tokenizer Tokenizer::from_vocab(Vocab vocab, const std::string& source) {
+  return Tokenizer(std::make_shared<const Impl>(std::move(vocab), source));
+}
+
+Tokenizer Tokenizer::from_gguf(const GGUFFile& file) {
+  return from_vocab(vocab_from_gguf(file), file.path());
+}
+
+Tokenizer Tokenizer::from_hf_folder(const std::string& dir) {
+  return from_vocab(read_hf_tokenizer(dir), dir);
+}
+
+Tokenizer Tokenizer::load(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return from_hf_folder(path);
+  if (!fs::exists(path, ec)) fail("{}: no such file or folder", path);
+  if (fs::path(path).filename() == "tokenizer.json")
+    return from_hf_folder(fs::path(path).parent_path().string());
+  GGUFFile f(path);
+  return from_gguf(f);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
+                                       bool parse_special) const {
+  std::vector<int32_t> out;
+  impl_->encode(text, add_special, parse_special, false, out);
+  return out;
+}
+
+std::vector<int32_t> Tokenizer::encode_naive(std::string_view text, bool add_special,
+                                             bool parse_special) const {
+  std::vector<int32_t> out;
+  impl_->encode(text, add_special, parse_special, true, out);
+  return out;
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
+  std::string out;
+  bool strip = impl_->spm_prefix;
+  for (int32_t id : ids) impl_->append_piece(out, id, skip_special, strip);
+  return out;
+}
+
+const std::string& Tokenizer::token_bytes(int32_t id) const {
+  impl_->check_id(id);
+  return impl_->bytes[id];
+}
+
+const std::string& Tokenizer::token_text(int32_t id) const {
+  impl_->check_id(id);
+  return impl_->v.tokens[id];
+}
+
+int32_t Tokenizer::find_token(std::string_view text) const { return lookup(impl_->index, text); }
+size_t Tokenizer::vocab_size() const { return impl_->v.tokens.size(); }
+VocabKind Tokenizer::kind() const { return impl_->v.kind; }
+
+TokenType Tokenizer::token_type(int32_t id) const {
+  impl_->check_id(id);
+  return impl_->v.types[id];
+}
+
+bool Tokenizer::is_special(int32_t id) const {
+  TokenType t = token_type(id);
+  return t == TokenType::Control || t == TokenType::Unknown;
+}
+
+bool Tokenizer::is_eog(int32_t id) const {
+  return std::binary_search(impl_->eog.begin(), impl_->eog.end(), id);
+}
+
+int32_t Tokenizer::bos_id() const { return impl_->v.bos_id; }
+int32_t Tokenizer::eos_id() const { return impl_->v.eos_id; }
+const std::vector<int32_t>& Tokenizer::eos_ids() const { return impl_->eog; }
+bool Tokenizer::add_bos() const { return impl_->v.add_bos; }
+std::string Tokenizer::bos_text() const { return bos_id() < 0 ? "" : impl_->v.tokens[bos_id()]; }
+std::string Tokenizer::eos_text() const { return eos_id() < 0 ? "" : impl_->v.tokens[eos_id()]; }
+const std::string& Tokenizer::chat_template() const { return impl_->v.chat_template; }
+const Vocab& Tokenizer::vocab() const { return impl_->v; }
+
+}  // namespace pith

@@ -1,0 +1,99 @@
+// Vocab validation and the GGUF loader (see vocab.h). The GGUF keys follow llama.cpp:
+// tokenizer.ggml.{model,pre,tokens,scores,token_type,merges,bos_token_id,eos_token_id,
+// eot_token_id,eom_token_id,unknown_token_id,padding_token_id,add_bos_token,add_eos_token,
+// add_space_prefix}, tokenizer.chat_template.
+#include "tokenizer/vocab.h"
+
+#include "common/error.h"
+#include "engine/gguf.h"
+
+namespace pith {
+
+void Vocab::validate(const std::string& source) const {
+  if (tokens.empty()) fail("{}: tokenizer has no tokens", source);
+  if (!scores.empty() && scores.size() != tokens.size())
+    fail("{}: tokenizer has {} scores for {} tokens", source, scores.size(), tokens.size());
+  if (types.size() != tokens.size())
+    fail("{}: tokenizer has {} token types for {} tokens", source, types.size(), tokens.size());
+  auto check_id = [&](int32_t id, const char* what) {
+    if (id < -1 || id >= static_cast<int64_t>(tokens.size()))
+      fail("{}: {} id {} is out of range (vocab size {})", source, what, id, tokens.size());
+  };
+  check_id(bos_id, "BOS");
+  check_id(eos_id, "EOS");
+  check_id(eot_id, "EOT");
+  check_id(eom_id, "EOM");
+  check_id(unk_id, "UNK");
+  check_id(pad_id, "PAD");
+  if (add_bos && bos_id < 0) fail("{}: add_bos_token is true but there is no BOS token", source);
+  if (add_eos && eos_id < 0) fail("{}: add_eos_token is true but there is no EOS token", source);
+}
+
+namespace {
+
+int32_t id_or(const GGUFFile& f, const std::string& key) {
+  // Some converters store "none" as -1 in a u32 (4294967295): anything outside 0..INT32_MAX
+  // means "no such token".
+  const GGUFValue* v = f.find(key);
+  if (!v) return -1;
+  if (auto* u = std::get_if<uint64_t>(&v->v)) return *u > uint64_t(INT32_MAX) ? -1 : int32_t(*u);
+  if (auto* i = std::get_if<int64_t>(&v->v)) return *i < 0 || *i > INT32_MAX ? -1 : int32_t(*i);
+  fail("{}: metadata '{}' is not an integer token id", f.path(), key);
+}
+
+}  // namespace
+
+Vocab vocab_from_gguf(const GGUFFile& f) {
+  if (!f.has("tokenizer.ggml.model"))
+    fail("{}: no tokenizer in this file (tokenizer.ggml.model missing)", f.path());
+  std::string model = f.get_string("tokenizer.ggml.model");
+  Vocab v;
+  if (model == "gpt2") {
+    v.kind = VocabKind::BytePairBPE;
+  } else if (model == "llama") {
+    v.kind = VocabKind::SentencePiece;
+  } else {
+    fail("{}: unsupported tokenizer model '{}' (supported: gpt2, llama)", f.path(), model);
+  }
+  v.pre = f.get_string_opt("tokenizer.ggml.pre").value_or("default");
+  v.tokens = f.get_string_array("tokenizer.ggml.tokens");
+  if (f.has("tokenizer.ggml.scores")) v.scores = f.get_f32_array("tokenizer.ggml.scores");
+  if (f.has("tokenizer.ggml.token_type")) {
+    auto t = f.get_i32_array("tokenizer.ggml.token_type");
+    v.types.reserve(t.size());
+    for (int32_t x : t) {
+      if (x < 0 || x > 6) fail("{}: token type {} is not a known type (0..6)", f.path(), x);
+      v.types.push_back(static_cast<TokenType>(x));
+    }
+  } else {
+    v.types.assign(v.tokens.size(), TokenType::Normal);
+  }
+  if (f.has("tokenizer.ggml.merges")) {
+    const auto& m = f.get_string_array("tokenizer.ggml.merges");
+    v.merges.reserve(m.size());
+    for (const auto& s : m) {
+      // llama.cpp splits at the first space after position 0 (a token may be " " itself
+      // only in exotic vocabs; byte-level tokens never contain a raw space).
+      size_t sp = s.find(' ', 1);
+      if (sp == std::string::npos) fail("{}: merge '{}' has no space separator", f.path(), s);
+      v.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+    }
+  }
+  v.bos_id = id_or(f, "tokenizer.ggml.bos_token_id");
+  v.eos_id = id_or(f, "tokenizer.ggml.eos_token_id");
+  v.eot_id = id_or(f, "tokenizer.ggml.eot_token_id");
+  v.eom_id = id_or(f, "tokenizer.ggml.eom_token_id");
+  v.unk_id = id_or(f, "tokenizer.ggml.unknown_token_id");
+  v.pad_id = id_or(f, "tokenizer.ggml.padding_token_id");
+  // llama.cpp defaults: SPM adds BOS, BPE adds BOS unless the model says otherwise.
+  v.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", v.bos_id >= 0);
+  v.add_eos = f.get_bool_or("tokenizer.ggml.add_eos_token", false);
+  v.add_space_prefix = f.get_bool_or("tokenizer.ggml.add_space_prefix",
+                                     v.kind == VocabKind::SentencePiece);
+  v.ignore_merges = v.kind == VocabKind::BytePairBPE && v.pre == "llama-bpe";
+  v.chat_template = f.get_string_opt("tokenizer.chat_template").value_or("");
+  v.validate(f.path());
+  return v;
+}
+
+}  // namespace pith

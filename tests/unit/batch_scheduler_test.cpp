@@ -1,0 +1,147 @@
+#include "control/batch_scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include "control/dispatch_policy.h"
+#include "common/error.h"
+
+namespace pith {
+
+namespace {
+
+CallInfo call(uint64_t id, CallType type, int64_t t, uint32_t tokens = 1,
+              std::vector<uint32_t> reads = {}, std::vector<uint32_t> writes = {}) {
+  CallInfo c;
+  c.id = id;
+  c.type = type;
+  c.enqueued_ns = t;
+  c.n_tokens = tokens;
+  c.reads = std::move(reads);
+  c.writes = std::move(writes);
+  return c;
+}
+
+using Takes = std::vector<std::pair<uint64_t, uint32_t>>;
+
+}  // namespace
+
+TEST(BatchScheduler, EmptyQueuesGiveEmptyPlan) {
+  std::vector<CallInfo> none;
+  std::vector<QueueView> qs{{1, 0, none}, {2, 0, none}};
+  EXPECT_TRUE(form_batch(qs, {}).empty());
+  EXPECT_EQ(count_eligible(qs), 0u);
+}
+
+TEST(BatchScheduler, HorizontalBatchingGroupsSameTypeHeadsAcrossQueues) {
+  std::vector<CallInfo> a{call(1, CallType::Forward, 10)};
+  std::vector<CallInfo> b{call(2, CallType::Forward, 20)};
+  std::vector<CallInfo> c{call(3, CallType::NextDist, 30)};
+  std::vector<QueueView> qs{{1, 0, a}, {2, 0, b}, {3, 0, c}};
+  auto plan = form_batch(qs, {});
+  EXPECT_EQ(plan.type, CallType::Forward);
+  EXPECT_EQ(plan.takes, (Takes{{1, 1}, {2, 1}}));
+  EXPECT_EQ(plan.n_calls, 2u);
+}
+
+TEST(BatchScheduler, PicksTypeWhoseOldestCallWaitedLongest) {
+  std::vector<CallInfo> a{call(1, CallType::Forward, 50)};
+  std::vector<CallInfo> b{call(2, CallType::Forward, 60)};
+  std::vector<CallInfo> c{call(3, CallType::NextDist, 5)};  // oldest overall
+  std::vector<QueueView> qs{{1, 0, a}, {2, 0, b}, {3, 0, c}};
+  auto plan = form_batch(qs, {});
+  EXPECT_EQ(plan.type, CallType::NextDist);
+  EXPECT_EQ(plan.takes, (Takes{{3, 1}}));
+}
+
+TEST(BatchScheduler, OnlyQueueHeadsAreEligible) {
+  // Queue 1's second call is a Forward, but its head is NextDist: the forward batch must not
+  // jump ahead of it (calls on one queue execute in order).
+  std::vector<CallInfo> a{call(1, CallType::NextDist, 100), call(2, CallType::Forward, 101)};
+  std::vector<CallInfo> b{call(3, CallType::Forward, 1)};
+  std::vector<QueueView> qs{{1, 0, a}, {2, 0, b}};
+  auto plan = form_batch(qs, {});
+  EXPECT_EQ(plan.type, CallType::Forward);
+  EXPECT_EQ(plan.takes, (Takes{{2, 1}}));
+}
+
+TEST(BatchScheduler, VerticalBatchingTakesNonConflictingSuccessors) {
+  // Three forwards on one queue writing distinct pages and reading only a shared prefix page.
+  std::vector<CallInfo> a{call(1, CallType::Forward, 1, 4, {9}, {1}),
+                          call(2, CallType::Forward, 2, 4, {9}, {2}),
+                          call(3, CallType::Forward, 3, 4, {9}, {3}),
+                          call(4, CallType::NextDist, 4)};
+  std::vector<QueueView> qs{{1, 0, a}};
+  auto plan = form_batch(qs, {});
+  EXPECT_EQ(plan.takes, (Takes{{1, 3}}));
+  EXPECT_EQ(plan.n_tokens, 12u);
+}
+
+TEST(BatchScheduler, VerticalBatchingStopsAtConflicts) {
+  // Second call writes the page the first writes: stop after one.
+  std::vector<CallInfo> ww{call(1, CallType::Forward, 1, 1, {}, {5}), call(2, CallType::Forward, 2, 1, {}, {5})};
+  // Second call reads the page the first writes (it needs its K/V): stop after one.
+  std::vector<CallInfo> rw{call(3, CallType::Forward, 1, 1, {}, {6}), call(4, CallType::Forward, 2, 1, {6}, {7})};
+  // Second call writes a page the first reads.
+  std::vector<CallInfo> wr{call(5, CallType::Forward, 1, 1, {8}, {9}), call(6, CallType::Forward, 2, 1, {}, {8})};
+  for (auto* q : {&ww, &rw, &wr}) {
+    std::vector<QueueView> qs{{1, 0, *q}};
+    EXPECT_EQ(form_batch(qs, {}).takes, (Takes{{1, 1}}));
+  }
+}
+
+TEST(BatchScheduler, HigherPriorityQueuesGoFirstAndTailIsCut) {
+  std::vector<CallInfo> low{call(1, CallType::Forward, 1, 100)};
+  std::vector<CallInfo> high{call(2, CallType::Forward, 5, 100)};
+  std::vector<CallInfo> mid{call(3, CallType::Forward, 3, 100)};
+  std::vector<QueueView> qs{{1, 0, low}, {2, 9, high}, {3, 5, mid}};
+  BatchLimits lim;
+  lim.max_tokens = 250;  // room for two of the three
+  auto plan = form_batch(qs, lim);
+  EXPECT_EQ(plan.takes, (Takes{{2, 1}, {3, 1}}));
+  EXPECT_EQ(plan.n_tokens, 200u);
+}
+
+TEST(BatchScheduler, SequenceAndCallLimits) {
+  std::vector<CallInfo> a{call(1, CallType::Forward, 1)}, b{call(2, CallType::Forward, 2)},
+      c{call(3, CallType::Forward, 3)};
+  std::vector<QueueView> qs{{1, 0, a}, {2, 0, b}, {3, 0, c}};
+  BatchLimits lim;
+  lim.max_seqs = 2;
+  EXPECT_EQ(form_batch(qs, lim).n_calls, 2u);
+  EagerPolicy eager;
+  EXPECT_EQ(form_batch(qs, eager.limit({})).n_calls, 1u);
+}
+
+TEST(BatchScheduler, OversizedLoneCallStillRuns) {
+  std::vector<CallInfo> a{call(1, CallType::Forward, 1, 5000)};
+  std::vector<QueueView> qs{{1, 0, a}};
+  BatchLimits lim;
+  lim.max_tokens = 512;
+  EXPECT_EQ(form_batch(qs, lim).n_calls, 1u);
+}
+
+TEST(DispatchPolicy, Decisions) {
+  AdaptivePolicy adaptive;
+  EXPECT_TRUE(adaptive.decide(1, 0).dispatch);
+  CountPolicy k(4, 1'000'000);
+  EXPECT_FALSE(k.decide(3, 10).dispatch);
+  EXPECT_TRUE(k.decide(4, 10).dispatch);
+  EXPECT_TRUE(k.decide(1, 1'000'000).dispatch);  // waited long enough
+  TimePolicy t(5'000'000);
+  auto d = t.decide(100, 1'000'000);
+  EXPECT_FALSE(d.dispatch);
+  EXPECT_EQ(d.recheck_after_ns, 4'000'000);
+  EXPECT_TRUE(t.decide(1, 5'000'000).dispatch);
+}
+
+TEST(DispatchPolicy, ParsesSpecs) {
+  EXPECT_STREQ(make_dispatch_policy("adaptive")->name(), "adaptive");
+  EXPECT_STREQ(make_dispatch_policy("eager")->name(), "eager");
+  EXPECT_STREQ(make_dispatch_policy("k:16")->name(), "k");
+  EXPECT_STREQ(make_dispatch_policy("t:2.5")->name(), "t");
+  EXPECT_THROW(make_dispatch_policy("fastest"), Error);
+  EXPECT_THROW(make_dispatch_policy("k:-3"), Error);
+  EXPECT_THROW(make_dispatch_policy("t:abc"), Error);
+}
+
+}  // namespace pith

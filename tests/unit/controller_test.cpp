@@ -1,0 +1,260 @@
+// The control layer against the real engine on the tiny test model: virtual resources,
+// command-queue ordering, batching, synchronize, contention and failure isolation.
+#include "control/controller.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "engine/model_loader.h"
+
+namespace pith {
+
+namespace {
+
+const std::string kModel = std::string(PITH_TEST_DATA) + "/models/tiny-f32.gguf";
+
+std::shared_ptr<const ModelWeights> weights() {
+  static auto w = load_model(kModel, LoadOptions{.quiet = true});
+  return w;
+}
+
+EngineOptions small_engine(size_t pages) {
+  EngineOptions o;
+  o.kv_page_size = 16;
+  const auto& c = weights()->config;
+  o.kv_memory_bytes = pages * size_t{c.n_layers} * 2 * 16 * c.kv_dim() * sizeof(float);
+  o.max_embeds = 64;
+  o.n_threads = 2;
+  return o;
+}
+
+// Submits a call and blocks until it completes.
+CallOutcome wait_for(const std::function<Status(Completion)>& submit) {
+  std::promise<CallOutcome> p;
+  auto f = p.get_future();
+  Status s = submit([&](CallOutcome&& o) { p.set_value(std::move(o)); });
+  if (s != Status::Ok) {
+    CallOutcome o;
+    o.status = s;
+    return o;
+  }
+  return f.get();
+}
+
+SequenceInput prefill(std::vector<int32_t> tokens, uint32_t first_pos, std::vector<uint32_t> pages,
+                      uint32_t last_len) {
+  SequenceInput s;
+  s.tokens = std::move(tokens);
+  for (size_t i = 0; i < s.tokens.size(); ++i) s.positions.push_back(first_pos + static_cast<uint32_t>(i));
+  s.kv_pages = std::move(pages);
+  s.last_page_len = last_len;
+  s.outputs.push_back({static_cast<uint32_t>(s.tokens.size() - 1), OutputKind::TopK, 5, 0});
+  return s;
+}
+
+}  // namespace
+
+TEST(Controller, HandlesArePerInstance) {
+  Engine engine(weights(), small_engine(16));
+  Controller ctl(engine, {});
+  ctl.register_instance(1, nullptr);
+  ctl.register_instance(2, nullptr);
+  std::vector<uint32_t> a, b;
+  ASSERT_EQ(ctl.alloc_pages(1, 3, a), Status::Ok);
+  ASSERT_EQ(ctl.alloc_pages(2, 1, b), Status::Ok);
+  EXPECT_EQ(ctl.pages_held(1), 3u);
+  // Instance 2 holds one handle; instance 1's other handles mean nothing to it.
+  uint32_t foreign = a[2];
+  EXPECT_EQ(ctl.dealloc_pages(2, std::vector<uint32_t>{foreign}), Status::BadHandle);
+  EXPECT_EQ(ctl.gauges().pages_free, 12u);
+  EXPECT_EQ(ctl.dealloc_pages(1, a), Status::Ok);
+  EXPECT_EQ(ctl.gauges().pages_free, 15u);
+  EXPECT_EQ(ctl.dealloc_pages(1, a), Status::BadHandle);  // already gone
+  ctl.release_instance(2);
+  EXPECT_EQ(ctl.gauges().pages_free, 16u);
+}
+
+TEST(Controller, ExportImportShareReferenceCountedPages) {
+  Engine engine(weights(), small_engine(8));
+  Controller ctl(engine, {});
+  ctl.register_instance(1, nullptr);
+  ctl.register_instance(2, nullptr);
+  std::vector<uint32_t> pages, imported;
+  ASSERT_EQ(ctl.alloc_pages(1, 2, pages), Status::Ok);
+  ASSERT_EQ(ctl.export_pages(1, "sys", pages, /*persistent=*/true), Status::Ok);
+  EXPECT_EQ(ctl.export_pages(1, "sys", pages, true), Status::AlreadyExists);
+  ctl.release_instance(1);  // exporter ends; persistent export keeps the pages
+  EXPECT_EQ(ctl.gauges().pages_free, 6u);
+  ASSERT_EQ(ctl.import_pages(2, "sys", imported), Status::Ok);
+  EXPECT_EQ(imported.size(), 2u);
+  EXPECT_EQ(ctl.remove_export("sys"), Status::Ok);
+  EXPECT_EQ(ctl.gauges().pages_free, 6u);  // still held by the importer
+  ASSERT_EQ(ctl.dealloc_pages(2, imported), Status::Ok);
+  EXPECT_EQ(ctl.gauges().pages_free, 8u);
+  EXPECT_EQ(ctl.import_pages(2, "sys", imported), Status::NotFound);
+
+  // A non-persistent export goes with its exporter.
+  ctl.register_instance(3, nullptr);
+  ASSERT_EQ(ctl.alloc_pages(3, 1, pages), Status::Ok);
+  ASSERT_EQ(ctl.export_pages(3, "tmp", pages, false), Status::Ok);
+  ctl.release_instance(3);
+  EXPECT_EQ(ctl.import_pages(2, "tmp", imported), Status::NotFound);
+  EXPECT_EQ(ctl.gauges().pages_free, 8u);
+}
+
+TEST(Controller, QueueRunsInOrderAndMatchesOnePrefill) {
+  Engine engine(weights(), small_engine(16));
+  Controller ctl(engine, {});
+  ctl.register_instance(1, nullptr);
+  QueueId q;
+  ASSERT_EQ(ctl.create_queue(1, q), Status::Ok);
+  std::vector<uint32_t> pages;
+  ASSERT_EQ(ctl.alloc_pages(1, 2, pages), Status::Ok);
+  std::vector<int32_t> prompt{1, 450, 496, 173, 701, 299, 432, 172, 975, 278, 173, 112,
+                              322, 278, 397, 710, 298};  // 17 tokens: spills into page 2
+  // Submit prefill(16) and decode(1) back to back without waiting: the decode reads the page
+  // the prefill writes, so it must run after it.
+  std::promise<CallOutcome> p1, p2;
+  std::vector<int32_t> head(prompt.begin(), prompt.end() - 1);
+  ASSERT_EQ(ctl.forward(1, q, prefill(head, 0, {pages[0]}, 16),
+                        [&](CallOutcome&& o) { p1.set_value(std::move(o)); }),
+            Status::Ok);
+  ASSERT_EQ(ctl.forward(1, q, prefill({prompt.back()}, 16, pages, 1),
+                        [&](CallOutcome&& o) { p2.set_value(std::move(o)); }),
+            Status::Ok);
+  auto o1 = p1.get_future().get();
+  auto o2 = p2.get_future().get();
+  ASSERT_EQ(o1.status, Status::Ok) << o1.error;
+  ASSERT_EQ(o2.status, Status::Ok) << o2.error;
+
+  // Reference: the whole prompt in one forward straight on the engine.
+  auto ref_pages = engine.kv_pool().allocate(2);
+  auto ref = engine.forward({prefill(prompt, 0, ref_pages, 1)});
+  const auto& got = o2.forward.outputs.at(0).dist;
+  const auto& want = ref[0].outputs.at(0).dist;
+  ASSERT_EQ(got.ids, want.ids);
+  for (size_t i = 0; i < got.probs.size(); ++i) EXPECT_NEAR(got.probs[i], want.probs[i], 1e-5);
+}
+
+TEST(Controller, HorizontalBatchingAcrossInstances) {
+  Engine engine(weights(), small_engine(32));
+  ControllerOptions opt;
+  opt.policy = "k:8";  // hold until all 8 are queued, so they must form one batch
+  Controller ctl(engine, opt);
+  std::atomic<uint32_t> max_calls{0};
+  ctl.set_batch_observer([&](const BatchStats& s) {
+    if (s.calls > max_calls) max_calls = s.calls;
+  });
+  std::vector<std::promise<CallOutcome>> done(8);
+  for (InstanceId i = 1; i <= 8; ++i) {
+    ctl.register_instance(i, nullptr);
+    QueueId q;
+    ASSERT_EQ(ctl.create_queue(i, q), Status::Ok);
+    std::vector<uint32_t> pages;
+    ASSERT_EQ(ctl.alloc_pages(i, 1, pages), Status::Ok);
+    ASSERT_EQ(ctl.forward(i, q, prefill({1, int32_t(100 + i), 7}, 0, pages, 3),
+                          [&, i](CallOutcome&& o) { done[i - 1].set_value(std::move(o)); }),
+              Status::Ok);
+  }
+  for (auto& d : done) EXPECT_EQ(d.get_future().get().status, Status::Ok);
+  EXPECT_EQ(max_calls.load(), 8u);
+  EXPECT_EQ(ctl.gauges().batches, 1u);
+}
+
+TEST(Controller, SynchronizeResolvesAfterEarlierCalls) {
+  Engine engine(weights(), small_engine(8));
+  Controller ctl(engine, {});
+  ctl.register_instance(1, nullptr);
+  QueueId q;
+  ASSERT_EQ(ctl.create_queue(1, q), Status::Ok);
+  std::vector<uint32_t> pages;
+  ASSERT_EQ(ctl.alloc_pages(1, 1, pages), Status::Ok);
+  std::atomic<bool> forward_done{false};
+  ASSERT_EQ(ctl.forward(1, q, prefill({1, 2, 3, 4}, 0, pages, 4),
+                        [&](CallOutcome&&) { forward_done = true; }),
+            Status::Ok);
+  std::promise<bool> synced;
+  ASSERT_EQ(ctl.synchronize(1, q, [&] { synced.set_value(forward_done.load()); }), Status::Ok);
+  EXPECT_TRUE(synced.get_future().get());
+  // On an idle queue it resolves at once.
+  bool now = false;
+  ASSERT_EQ(ctl.synchronize(1, q, [&] { now = true; }), Status::Ok);
+  EXPECT_TRUE(now);
+}
+
+TEST(Controller, BadRequestsFailAloneWithClearErrors) {
+  Engine engine(weights(), small_engine(8));
+  Controller ctl(engine, {});
+  ctl.register_instance(1, nullptr);
+  QueueId q;
+  ASSERT_EQ(ctl.create_queue(1, q), Status::Ok);
+  std::vector<uint32_t> pages;
+  ASSERT_EQ(ctl.alloc_pages(1, 1, pages), Status::Ok);
+  auto submit = [&](SequenceInput s) { return ctl.forward(1, q, std::move(s), [](CallOutcome&&) {}); };
+  EXPECT_EQ(submit(prefill({1, 99999}, 0, pages, 2)), Status::BadArgument);  // token id
+  EXPECT_NE(Controller::last_error().find("99999"), std::string::npos);
+  EXPECT_EQ(submit(prefill({1, 2}, 0, {pages[0] + 100}, 2)), Status::BadHandle);
+  EXPECT_EQ(submit(prefill({1, 2, 3}, 0, pages, 2)), Status::BadArgument);  // 3 inputs, 2 slots
+  EXPECT_EQ(submit(prefill({1, 2}, 0, pages, 17)), Status::BadArgument);    // > page size
+  auto masked = prefill({1, 2}, 0, pages, 2);
+  masked.mask = {{1, 0}, {1}};  // second row covers 1 slot, context has 2
+  EXPECT_EQ(submit(masked), Status::BadArgument);
+  EXPECT_EQ(ctl.forward(1, q + 999, prefill({1}, 0, pages, 1), nullptr), Status::BadHandle);
+  EXPECT_EQ(ctl.forward(2, q, prefill({1}, 0, pages, 1), nullptr), Status::Terminated);
+  // A good call still works afterwards.
+  auto o = wait_for([&](Completion c) { return ctl.forward(1, q, prefill({1, 2}, 0, pages, 2), std::move(c)); });
+  EXPECT_EQ(o.status, Status::Ok) << o.error;
+}
+
+TEST(Controller, ContentionTerminatesNewestInstancesAndQuotasRefuse) {
+  Engine engine(weights(), small_engine(6));
+  ControllerOptions opt;
+  Controller ctl(engine, opt);
+  std::promise<std::string> killed;
+  ctl.register_instance(1, [](const std::string&) { ADD_FAILURE() << "oldest must survive"; });
+  ctl.register_instance(2, [&](const std::string& why) { killed.set_value(why); });
+  std::vector<uint32_t> p1, p2;
+  ASSERT_EQ(ctl.alloc_pages(1, 2, p1), Status::Ok);
+  ASSERT_EQ(ctl.alloc_pages(2, 4, p2), Status::Ok);
+  // The older instance needs 3 more pages: the newer one is terminated to make room.
+  std::vector<uint32_t> more;
+  ASSERT_EQ(ctl.alloc_pages(1, 3, more), Status::Ok);
+  EXPECT_EQ(killed.get_future().get(), "KV memory needed by an older inferlet");
+  EXPECT_EQ(ctl.gauges().instances_killed_for_memory, 1u);
+  EXPECT_EQ(ctl.gauges().instances, 1u);
+  // Nobody newer left: the newest instance itself is refused, not killed.
+  ctl.register_instance(3, nullptr);
+  EXPECT_EQ(ctl.alloc_pages(3, 5, more), Status::OutOfKvPages);
+
+  Engine engine2(weights(), small_engine(8));
+  ControllerOptions q;
+  q.max_kv_pages_per_instance = 3;
+  Controller ctl2(engine2, q);
+  ctl2.register_instance(1, nullptr);
+  ASSERT_EQ(ctl2.alloc_pages(1, 3, p1), Status::Ok);
+  EXPECT_EQ(ctl2.alloc_pages(1, 1, p2), Status::QuotaExceeded);
+}
+
+TEST(Controller, ReleasingAnInstanceFailsItsPendingCalls) {
+  Engine engine(weights(), small_engine(8));
+  ControllerOptions opt;
+  opt.policy = "t:200";  // hold calls long enough to release the instance first
+  Controller ctl(engine, opt);
+  ctl.register_instance(1, nullptr);
+  QueueId q;
+  ASSERT_EQ(ctl.create_queue(1, q), Status::Ok);
+  std::vector<uint32_t> pages;
+  ASSERT_EQ(ctl.alloc_pages(1, 1, pages), Status::Ok);
+  std::promise<CallOutcome> p;
+  ASSERT_EQ(ctl.forward(1, q, prefill({1, 2}, 0, pages, 2), [&](CallOutcome&& o) { p.set_value(std::move(o)); }),
+            Status::Ok);
+  ctl.release_instance(1);
+  EXPECT_EQ(p.get_future().get().status, Status::Terminated);
+  EXPECT_EQ(ctl.gauges().pages_free, 8u);  // the queued call's reference went too
+}
+
+}  // namespace pith

@@ -1,0 +1,281 @@
+// Invariants of the batched forward handler on the bundled tiny models (GQA, llama3 rope
+// factors): whatever way the same computation is expressed — one prefill or N decodes, alone
+// or batched with others, pages in any physical order, a masked slot or a missing token, Embed
+// inputs or token ids, output Embed + next_dist or a TopK output, KV copied to other pages —
+// the logits agree (to summation-order noise), and invalid batches are rejected before any KV
+// is touched.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "common/error.h"
+#include "engine/token_distribution.h"
+#include "engine_test_util.h"
+
+namespace pith {
+namespace {
+
+constexpr float kTol = 2e-5f;  // summation-order noise on |logit| ~ 3
+
+std::vector<int32_t> random_tokens(size_t n, uint32_t seed, int32_t vocab = 1000) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(3, vocab - 1);
+  std::vector<int32_t> t{1};
+  while (t.size() < n) t.push_back(d(rng));
+  return t;
+}
+
+float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+class EngineForward : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    weights_ = test::load_test_model("tiny-f32");
+    engine_ = test::make_engine(weights_, kPageSize);
+  }
+  static constexpr uint32_t kPageSize = 4;  // small pages: many page boundaries
+  Engine& e() { return *engine_; }
+
+  // One decode step of `token` at context slot == position `pos` over `pages`.
+  std::vector<float> decode(const std::vector<uint32_t>& pages, int32_t token, uint32_t pos) {
+    SequenceInput s;
+    s.tokens = {token};
+    s.positions = {pos};
+    s.kv_pages.assign(pages.begin(), pages.begin() + test::pages_for(pos + 1, kPageSize));
+    s.last_page_len = test::last_len(pos + 1, kPageSize);
+    s.outputs = {{0, OutputKind::Logits, 0, 0}};
+    return e().forward({s})[0].outputs[0].logits;
+  }
+
+  std::shared_ptr<const ModelWeights> weights_;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(EngineForward, PrefillEqualsSingleTokenDecodes) {
+  auto tokens = random_tokens(37, 1);
+  auto prefill = test::prefill_logits(e(), tokens);
+  auto pages = e().kv_pool().allocate(test::pages_for(37, kPageSize));
+  for (uint32_t i = 0; i < tokens.size(); ++i)
+    EXPECT_LT(max_diff(decode(pages, tokens[i], i), prefill[i]), kTol) << "position " << i;
+}
+
+// Three sequences in one batch: a fresh prefill, a chunk continuing an existing context and a
+// single-token decode; each must match the same work done alone.
+TEST_F(EngineForward, BatchEqualsEachAlone) {
+  auto ta = random_tokens(11, 2), tb = random_tokens(23, 3), tc = random_tokens(9, 4);
+  auto& kv = e().kv_pool();
+  // Alone.
+  auto alone_a = test::prefill_logits(e(), ta);
+  auto alone_b = test::prefill_logits(e(), tb);
+  auto alone_c = test::prefill_logits(e(), tc);
+  // Batched: B's first 15 tokens and C's first 8 are already in their pages.
+  auto pa = kv.allocate(test::pages_for(11, kPageSize));
+  auto pb = kv.allocate(test::pages_for(23, kPageSize));
+  auto pc = kv.allocate(test::pages_for(9, kPageSize));
+  e().forward({test::prefill_input({tb.begin(), tb.begin() + 15}, pb, kPageSize),
+               test::prefill_input({tc.begin(), tc.begin() + 8}, pc, kPageSize)});
+  SequenceInput sa = test::prefill_input(ta, pa, kPageSize);
+  SequenceInput sb = test::prefill_input({tb.begin() + 15, tb.end()}, pb, kPageSize, 15);
+  SequenceInput sc = test::prefill_input({tc.begin() + 8, tc.end()}, pc, kPageSize, 8);
+  auto res = e().forward({sb, sa, sc});
+  ASSERT_EQ(res.size(), 3u);
+  for (size_t i = 0; i < ta.size(); ++i) EXPECT_LT(max_diff(res[1].outputs[i].logits, alone_a[i]), kTol);
+  for (size_t i = 0; i < 8; ++i) EXPECT_LT(max_diff(res[0].outputs[i].logits, alone_b[15 + i]), kTol);
+  EXPECT_LT(max_diff(res[2].outputs[0].logits, alone_c[8]), kTol);
+}
+
+TEST_F(EngineForward, ShuffledPhysicalPagesEqualOrdered) {
+  auto tokens = random_tokens(30, 5);
+  auto ordered = test::prefill_logits(e(), tokens);
+  auto pages = e().kv_pool().allocate(20);
+  std::mt19937 rng(7);
+  std::shuffle(pages.begin(), pages.end(), rng);
+  auto res = e().forward({test::prefill_input(tokens, pages, kPageSize)});
+  for (size_t i = 0; i < tokens.size(); ++i)
+    EXPECT_LT(max_diff(res[0].outputs[i].logits, ordered[i]), kTol);
+}
+
+// Hiding slot 4 from every later input == the sequence without token 4, positions kept.
+TEST_F(EngineForward, MaskedSlotEqualsSequenceWithoutIt) {
+  const uint32_t n = 13, gone = 4;
+  auto tokens = random_tokens(n, 6);
+  std::vector<int32_t> without;
+  std::vector<uint32_t> pos_without;
+  for (uint32_t i = 0; i < n; ++i)
+    if (i != gone) {
+      without.push_back(tokens[i]);
+      pos_without.push_back(i);
+    }
+  auto& kv = e().kv_pool();
+  auto p1 = kv.allocate(test::pages_for(n, kPageSize));
+  SequenceInput s1 = test::prefill_input(without, p1, kPageSize);
+  s1.positions = pos_without;
+  auto ref = e().forward({s1})[0].outputs;
+
+  auto p2 = kv.allocate(test::pages_for(n, kPageSize));
+  SequenceInput s2 = test::prefill_input(tokens, p2, kPageSize);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (i <= gone) s2.mask.push_back({i + 1, n - i - 1});
+    else s2.mask.push_back({gone, 1, i - gone, n - i - 1});
+  }
+  auto masked = e().forward({s2})[0].outputs;
+  for (uint32_t i = 0, j = 0; i < n; ++i) {
+    if (i == gone) continue;
+    EXPECT_LT(max_diff(masked[i].logits, ref[j].logits), kTol) << "input " << i;
+    ++j;
+  }
+  // An explicit causal mask is the same as no mask.
+  auto p3 = kv.allocate(test::pages_for(n, kPageSize));
+  SequenceInput s3 = test::prefill_input(tokens, p3, kPageSize);
+  for (uint32_t i = 0; i < n; ++i) s3.mask.push_back({i + 1, n - i - 1});
+  auto causal = e().forward({s3})[0].outputs;
+  auto plain = test::prefill_logits(e(), tokens);
+  for (uint32_t i = 0; i < n; ++i) EXPECT_LT(max_diff(causal[i].logits, plain[i]), kTol);
+}
+
+TEST_F(EngineForward, EmbedInputsEqualTokenInputs) {
+  auto tokens = random_tokens(10, 8);
+  auto ref = test::prefill_logits(e(), tokens);
+  auto slots = e().embeds().allocate(tokens.size());
+  std::vector<uint32_t> pos(tokens.size());
+  for (uint32_t i = 0; i < pos.size(); ++i) pos[i] = i;
+  e().embed_tokens(tokens, pos, slots);
+  EXPECT_EQ(e().embeds().position(slots[3]), 3u);
+  auto pages = e().kv_pool().allocate(test::pages_for(10, kPageSize));
+  SequenceInput s = test::prefill_input(tokens, pages, kPageSize);
+  s.tokens.clear();
+  s.embed_slots = slots;
+  auto res = e().forward({s});
+  for (size_t i = 0; i < tokens.size(); ++i)
+    EXPECT_LT(max_diff(res[0].outputs[i].logits, ref[i]), kTol);
+}
+
+TEST_F(EngineForward, OutputEmbedThenNextDistEqualsTopK) {
+  auto tokens = random_tokens(9, 9);
+  auto slot = e().embeds().allocate(1)[0];
+  auto pages = e().kv_pool().allocate(test::pages_for(9, kPageSize));
+  SequenceInput s = test::prefill_input(tokens, pages, kPageSize);
+  s.outputs = {{8, OutputKind::TopK, 50, 0}, {8, OutputKind::Embed, 0, slot},
+               {8, OutputKind::Logits, 0, 0}};
+  auto res = e().forward({s});
+  const auto& topk = res[0].outputs[0].dist;
+  ASSERT_EQ(topk.ids.size(), 50u);
+  EXPECT_TRUE(res[0].outputs[1].logits.empty() && res[0].outputs[1].dist.ids.empty());
+  EXPECT_EQ(e().embeds().position(slot), 8u);
+  auto nd = e().next_dist(slot, 50);
+  ASSERT_EQ(nd.ids, topk.ids);
+  for (size_t i = 0; i < 50; ++i) EXPECT_NEAR(nd.probs[i], topk.probs[i], 1e-6);
+  // TopK is the softmax of the logits, sorted.
+  const auto& lg = res[0].outputs[2].logits;
+  double lse = logsumexp(lg.data(), lg.size());
+  for (size_t i = 0; i < 50; ++i) {
+    EXPECT_NEAR(topk.probs[i], std::exp(lg[topk.ids[i]] - lse), 1e-6);
+    if (i) {
+      EXPECT_GE(topk.probs[i - 1], topk.probs[i]);
+    }
+  }
+  EXPECT_EQ(topk.ids[0], std::max_element(lg.begin(), lg.end()) - lg.begin());
+  // K larger than the vocabulary is clamped.
+  EXPECT_EQ(e().next_dist(slot, 5000).ids.size(), 1000u);
+}
+
+// Fork: copy a context's KV to new pages (at a different offset), continue on the copy.
+TEST_F(EngineForward, CopyKvThenContinueEqualsOriginal) {
+  auto tokens = random_tokens(14, 10);
+  auto& kv = e().kv_pool();
+  auto src = kv.allocate(test::pages_for(14, kPageSize));
+  e().forward({test::prefill_input({tokens.begin(), tokens.begin() + 10}, src, kPageSize)});
+  // Destination context: slot layout shifted by 1 relative to the source (slot 0 unused ->
+  // masked), so copies straddle pages.
+  auto dst = kv.allocate(test::pages_for(15, kPageSize));
+  for (uint32_t s = 0; s < 10; ++s) e().copy_kv(src[s / kPageSize], dst[(s + 1) / kPageSize],
+                                                s % kPageSize, (s + 1) % kPageSize, 1);
+  auto ref = e().forward({test::prefill_input({tokens.begin() + 10, tokens.end()}, src, kPageSize, 10)});
+  SequenceInput c = test::prefill_input({tokens.begin() + 10, tokens.end()}, dst, kPageSize, 10);
+  c.kv_pages.assign(dst.begin(), dst.begin() + test::pages_for(15, kPageSize));
+  c.last_page_len = test::last_len(15, kPageSize);
+  for (uint32_t i = 0; i < 4; ++i) c.mask.push_back({0, 1, 10 + i + 1, 4 - i - 1});
+  auto got = e().forward({c});
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_LT(max_diff(got[0].outputs[i].logits, ref[0].outputs[i].logits), kTol);
+  EXPECT_THROW(e().copy_kv(src[0], 999, 0, 0, 1), Error);
+  EXPECT_THROW(e().copy_kv(src[0], dst[0], 2, 0, 3), Error);
+}
+
+TEST_F(EngineForward, NoOutputsStillWritesKv) {
+  auto tokens = random_tokens(8, 11);
+  auto ref = test::prefill_logits(e(), tokens);
+  auto pages = e().kv_pool().allocate(test::pages_for(8, kPageSize));
+  SequenceInput s = test::prefill_input({tokens.begin(), tokens.end() - 1}, pages, kPageSize);
+  s.outputs.clear();
+  auto r = e().forward({s});
+  EXPECT_TRUE(r[0].outputs.empty());
+  EXPECT_LT(max_diff(decode(pages, tokens.back(), 7), ref[7]), kTol);
+}
+
+TEST_F(EngineForward, ThreadCountDoesNotChangeResults) {
+  auto tokens = random_tokens(20, 12);
+  auto two = test::prefill_logits(e(), tokens);
+  auto one_engine = test::make_engine(weights_, kPageSize, 1);
+  auto one = test::prefill_logits(*one_engine, tokens);
+  for (size_t i = 0; i < tokens.size(); ++i) EXPECT_LT(max_diff(one[i], two[i]), kTol);
+}
+
+// Each bad batch throws pith::Error, and the valid sequence batched before it wrote nothing.
+TEST_F(EngineForward, InvalidBatchesAreRejectedBeforeTouchingKv) {
+  auto& kv = e().kv_pool();
+  auto good_pages = kv.allocate(2);
+  auto bad_pages = kv.allocate(2);
+  const uint32_t n_floats = uint32_t(kv.shape().page_size * kv.shape().head_dim);
+  for (uint32_t p : good_pages) std::fill(kv.k(p, 0, 0), kv.k(p, 0, 0) + n_floats, 0.5f);
+  SequenceInput good = test::prefill_input(random_tokens(6, 13), good_pages, kPageSize);
+  auto base = [&] { return test::prefill_input(random_tokens(6, 14), bad_pages, kPageSize); };
+  std::vector<std::pair<const char*, SequenceInput>> bad;
+  { auto s = base(); s.kv_pages[1] = 100000; bad.push_back({"page out of range", s}); }
+  { auto s = base(); s.kv_pages[1] = kv.n_pages() - 1; bad.push_back({"page not allocated", s}); }
+  { auto s = base(); s.kv_pages.resize(1); bad.push_back({"inputs exceed context", s}); }
+  { auto s = base(); s.last_page_len = 0; bad.push_back({"last_page_len 0", s}); }
+  { auto s = base(); s.last_page_len = kPageSize + 1; bad.push_back({"last_page_len > page", s}); }
+  { auto s = base(); s.positions.pop_back(); bad.push_back({"positions count", s}); }
+  { auto s = base(); s.tokens[2] = 1000; bad.push_back({"token >= vocab", s}); }
+  { auto s = base(); s.tokens[2] = -1; bad.push_back({"negative token", s}); }
+  { auto s = base(); s.embed_slots = {0, 1, 2, 3, 4, 5}; bad.push_back({"tokens and embeds", s}); }
+  { auto s = base(); s.tokens.clear(); s.embed_slots = {0, 1, 2, 3, 4, 5}; bad.push_back({"embed slot not allocated", s}); }
+  { auto s = base(); s.tokens.clear(); s.positions.clear(); s.outputs.clear(); bad.push_back({"no inputs", s}); }
+  { auto s = base(); s.kv_pages.clear(); bad.push_back({"empty page table", s}); }
+  { auto s = base(); s.mask.assign(6, {1, 4}); bad.push_back({"mask sums short", s}); }
+  { auto s = base(); s.mask.assign(5, {6}); bad.push_back({"mask rows", s}); }
+  { auto s = base(); s.mask.assign(6, {0, 6}); bad.push_back({"mask hides all", s}); }
+  { auto s = base(); s.outputs.push_back({6, OutputKind::Logits, 0, 0}); bad.push_back({"output index", s}); }
+  { auto s = base(); s.outputs.push_back({0, OutputKind::TopK, 0, 0}); bad.push_back({"top 0", s}); }
+  { auto s = base(); s.outputs.push_back({0, OutputKind::Embed, 0, 7}); bad.push_back({"output slot", s}); }
+  { auto s = base(); s.kv_pages = good_pages; bad.push_back({"slot written twice", s}); }
+  for (auto& [what, s] : bad) {
+    std::vector<SequenceInput> batch{good, s};
+    EXPECT_THROW(e().forward(batch), Error) << what;
+  }
+  for (uint32_t p : good_pages)
+    for (uint32_t i = 0; i < n_floats; ++i) ASSERT_EQ(kv.k(p, 0, 0)[i], 0.5f);
+  // Bad arguments to the other handlers.
+  EXPECT_THROW(e().next_dist(3, 10), Error);
+  auto slot = e().embeds().allocate(1);
+  EXPECT_THROW(e().next_dist(slot[0], 0), Error);
+  std::vector<int32_t> tok{5};
+  std::vector<uint32_t> pos{0}, bad_slot{9};
+  EXPECT_THROW(e().embed_tokens(tok, pos, bad_slot), Error);
+  EXPECT_THROW(e().embed_tokens(std::vector<int32_t>{5000}, pos, slot), Error);
+  EXPECT_THROW(e().embed_tokens(tok, std::vector<uint32_t>{}, slot), Error);
+  // The good sequence alone still runs.
+  EXPECT_EQ(e().forward({good})[0].outputs.size(), 6u);
+}
+
+}  // namespace
+}  // namespace pith

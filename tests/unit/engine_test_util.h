@@ -1,0 +1,117 @@
+// Helpers shared by the engine tests: load a bundled model into an Engine, run a whole prompt
+// as one prefill (or one token per call), and read llama.cpp oracle files from tests/data.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/model_loader.h"
+
+namespace pith::test {
+
+inline std::string model_path(const std::string& name) {
+  return std::string(PITH_TEST_DATA) + "/models/" + name + ".gguf";
+}
+inline std::string oracle_path(const std::string& file) {
+  return std::string(PITH_TEST_DATA) + "/oracle/" + file;
+}
+
+inline std::shared_ptr<const ModelWeights> load_test_model(const std::string& name) {
+  LoadOptions opt;
+  opt.quiet = true;
+  return load_model(model_path(name), opt);
+}
+
+inline std::unique_ptr<Engine> make_engine(std::shared_ptr<const ModelWeights> w,
+                                           uint32_t page_size = 16, size_t n_threads = 2) {
+  EngineOptions o;
+  o.kv_page_size = page_size;
+  o.kv_memory_bytes = size_t{8} << 20;
+  o.max_embeds = 1024;
+  o.n_threads = n_threads;
+  return std::make_unique<Engine>(std::move(w), o);
+}
+
+inline uint32_t pages_for(uint32_t n_tokens, uint32_t page_size) {
+  return (n_tokens + page_size - 1) / page_size;
+}
+inline uint32_t last_len(uint32_t n_tokens, uint32_t page_size) {
+  return n_tokens - (pages_for(n_tokens, page_size) - 1) * page_size;
+}
+
+// A sequence of `tokens` occupying context slots [0, n) with positions 0..n-1 over `pages`,
+// asking for full logits at every input.
+inline SequenceInput prefill_input(const std::vector<int32_t>& tokens,
+                                   const std::vector<uint32_t>& pages, uint32_t page_size,
+                                   uint32_t first_pos = 0) {
+  SequenceInput s;
+  s.tokens = tokens;
+  uint32_t n = static_cast<uint32_t>(tokens.size());
+  for (uint32_t i = 0; i < n; ++i) s.positions.push_back(first_pos + i);
+  uint32_t ctx = first_pos + n;
+  s.kv_pages.assign(pages.begin(), pages.begin() + pages_for(ctx, page_size));
+  s.last_page_len = last_len(ctx, page_size);
+  for (uint32_t i = 0; i < n; ++i) s.outputs.push_back({i, OutputKind::Logits, 0, 0});
+  return s;
+}
+
+// Logits [n][vocab] of one prefill of `tokens`.
+inline std::vector<std::vector<float>> prefill_logits(Engine& e,
+                                                      const std::vector<int32_t>& tokens) {
+  uint32_t ps = e.kv_pool().page_size();
+  auto pages = e.kv_pool().allocate(pages_for(uint32_t(tokens.size()), ps));
+  auto res = e.forward({prefill_input(tokens, pages, ps)});
+  e.kv_pool().free(pages);
+  std::vector<std::vector<float>> out;
+  for (auto& o : res[0].outputs) out.push_back(std::move(o.logits));
+  return out;
+}
+
+struct OracleTop {
+  int32_t id;
+  double logit;
+};
+struct OraclePosition {
+  double logsumexp;
+  std::vector<OracleTop> top;
+};
+struct Oracle {
+  std::string model;
+  std::vector<int32_t> tokens;
+  std::vector<OraclePosition> positions;
+};
+
+inline Oracle read_oracle(const std::string& file) {
+  std::ifstream in(oracle_path(file));
+  if (!in) throw std::runtime_error("cannot open " + oracle_path(file));
+  nlohmann::json j = nlohmann::json::parse(in);
+  Oracle o;
+  o.model = j.at("model").get<std::string>();
+  o.tokens = j.at("tokens").get<std::vector<int32_t>>();
+  for (const auto& p : j.at("positions")) {
+    OraclePosition op;
+    op.logsumexp = p.at("logsumexp").get<double>();
+    for (const auto& t : p.at("top")) op.top.push_back({t.at("id").get<int32_t>(), t.at("logit").get<double>()});
+    o.positions.push_back(std::move(op));
+  }
+  return o;
+}
+
+// Raw [n_pos][n_vocab] f32 little-endian logits.
+inline std::vector<float> read_f32(const std::string& file) {
+  std::ifstream in(oracle_path(file), std::ios::binary | std::ios::ate);
+  if (!in) throw std::runtime_error("cannot open " + oracle_path(file));
+  size_t n = static_cast<size_t>(in.tellg()) / sizeof(float);
+  in.seekg(0);
+  std::vector<float> v(n);
+  in.read(reinterpret_cast<char*>(v.data()), std::streamsize(n * sizeof(float)));
+  return v;
+}
+
+}  // namespace pith::test

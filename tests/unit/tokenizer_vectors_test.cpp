@@ -1,0 +1,78 @@
+// Byte-exactness against llama.cpp's tokenizer test vectors (tests/data/tokenizer, copied
+// from the oracle): every input of ggml-vocab-llama-{bpe,spm}.gguf.inp must give exactly the
+// ids of the .out file (no BOS, parse_special = false; SentencePiece prepends its space), and
+// decode must give the input back.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/gguf.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pith {
+namespace {
+
+const std::string kDir = std::string(PITH_TEST_DATA) + "/tokenizer/";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << path;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Case {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+std::vector<Case> load_cases(const std::string& vocab) {
+  std::string inp = slurp(kDir + vocab + ".inp");
+  std::string out = slurp(kDir + vocab + ".out");
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> texts;
+  size_t pos = 0;
+  for (size_t hit; (hit = inp.find(sep, pos)) != std::string::npos; pos = hit + sep.size())
+    texts.push_back(inp.substr(pos, hit - pos));
+  std::vector<Case> cases;
+  std::istringstream lines(out);
+  std::string line;
+  for (const auto& t : texts) {
+    std::getline(lines, line);
+    Case c{t, {}};
+    std::istringstream ids(line);
+    for (int32_t id; ids >> id;) c.ids.push_back(id);
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+std::string show(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) s += std::to_string(id) + " ";
+  return s;
+}
+
+void check_vectors(const std::string& vocab) {
+  GGUFFile f(kDir + vocab);
+  Tokenizer tok = Tokenizer::from_gguf(f);
+  auto cases = load_cases(vocab);
+  ASSERT_EQ(cases.size(), 46u);
+  for (const auto& c : cases) {
+    auto ids = tok.encode(c.text, /*add_special=*/false, /*parse_special=*/false);
+    EXPECT_EQ(ids, c.ids) << "input: '" << c.text << "'\n got:      " << show(ids)
+                          << "\n expected: " << show(c.ids);
+    EXPECT_EQ(tok.decode(ids), c.text);
+    EXPECT_EQ(tok.encode_naive(c.text, false, false), c.ids);
+  }
+}
+
+TEST(TokenizerVectors, LlamaBpeMatchesLlamaCpp) { check_vectors("ggml-vocab-llama-bpe.gguf"); }
+TEST(TokenizerVectors, LlamaSpmMatchesLlamaCpp) { check_vectors("ggml-vocab-llama-spm.gguf"); }
+
+}  // namespace
+}  // namespace pith
