@@ -69,34 +69,68 @@ BatchPlan form_batch(std::span<const QueueView> queues, const BatchLimits& limit
     return a->pending.front().enqueued_ns < b->pending.front().enqueued_ns;
   });
 
-  auto fits = [&](const CallInfo& c) {
-    if (plan.n_calls == 0) return true;  // a lone oversized call still runs
-    if (limits.max_calls && plan.n_calls + 1 > limits.max_calls) return false;
-    if (limits.max_tokens && plan.n_tokens + c.n_tokens > limits.max_tokens) return false;
-    if (limits.max_seqs && plan.n_seqs + c.n_seqs > limits.max_seqs) return false;
-    return true;
-  };
-
-  // 3. Take each queue's head, then its non-conflicting same-type successors (vertical),
-  //    until the limits cut the tail.
   bool full = false;
-  for (const QueueView* q : order) {
-    if (full) break;
-    uint32_t taken = 0;
-    for (const auto& c : q->pending) {
-      if (c.type != plan.type) break;
-      if (taken > 0 && conflicts(c, q->pending.subspan(0, taken))) break;
-      if (!fits(c)) {
+  // Adds calls from the front of q (vertical batching); `accept` filters which calls this
+  // pass may take. Splits the first call that overflows the token budget when allowed.
+  auto take_from = [&](const QueueView& q, auto&& accept) {
+    QueueTake take{q.queue_id, 0, 0};
+    for (const auto& c : q.pending) {
+      if (c.type != plan.type || !accept(c)) break;
+      if (take.calls > 0 && conflicts(c, q.pending.subspan(0, take.calls))) break;
+      bool over_calls = limits.max_calls && plan.n_calls + 1 > limits.max_calls;
+      bool over_seqs = limits.max_seqs && plan.n_seqs + c.n_seqs > limits.max_seqs;
+      bool over_tokens = limits.max_tokens && plan.n_tokens + c.n_tokens > limits.max_tokens;
+      if (plan.n_calls > 0 && (over_calls || over_seqs)) {
         full = true;
         break;
       }
-      ++taken;
+      if (over_tokens) {
+        uint32_t room = limits.max_tokens - std::min(plan.n_tokens, limits.max_tokens);
+        if (c.splittable && room > 0) {
+          take.partial_tokens = room;
+          ++plan.n_calls;
+          plan.n_tokens += room;
+          plan.n_seqs += c.n_seqs;
+          full = true;
+          break;
+        }
+        if (plan.n_calls > 0) {  // cut the tail; a lone unsplittable call still runs
+          full = true;
+          break;
+        }
+      }
+      ++take.calls;
       ++plan.n_calls;
       plan.n_tokens += c.n_tokens;
       plan.n_seqs += c.n_seqs;
     }
-    if (taken > 0) plan.takes.emplace_back(q->queue_id, taken);
+    return take;
+  };
+
+  std::vector<QueueTake> taken(order.size());
+  const bool decode_first =
+      plan.type == CallType::Forward && limits.formation == BatchFormation::DecodeFirst;
+  if (decode_first) {
+    // 3a. Every single-token call first, then prefill calls FCFS into what is left.
+    for (size_t i = 0; i < order.size() && !full; ++i)
+      taken[i] = take_from(*order[i], [](const CallInfo& c) { return c.n_tokens <= 1; });
+    std::vector<size_t> prefill;
+    for (size_t i = 0; i < order.size(); ++i)
+      if (taken[i].calls == 0) prefill.push_back(i);
+    std::stable_sort(prefill.begin(), prefill.end(), [&](size_t a, size_t b) {
+      return order[a]->pending.front().enqueued_ns < order[b]->pending.front().enqueued_ns;
+    });
+    for (size_t i : prefill) {
+      if (full) break;
+      taken[i] = take_from(*order[i], [](const CallInfo&) { return true; });
+    }
+  } else {
+    // 3b. Strict priority / age order.
+    for (size_t i = 0; i < order.size() && !full; ++i)
+      taken[i] = take_from(*order[i], [](const CallInfo&) { return true; });
   }
+  for (const auto& t : taken)
+    if (t.calls > 0 || t.partial_tokens > 0) plan.takes.push_back(t);
   return plan;
 }
 

@@ -10,8 +10,14 @@
 //  - *Horizontal batching* groups calls of one type across queues.
 //  - The batch's type is the one whose oldest eligible call has waited longest.
 //  - Higher-priority queues go first; a batch over the limits (tokens, sequences) is cut
-//    from the tail. A single call larger than the token limit still runs alone (chunking, when
-//    enabled, has split it before it gets here).
+//    from the tail.
+//  - Chunked prefill (token budget set): a forward call larger than what is left of the budget
+//    is split, and its first part fills the batch; the rest stays at the head of its queue
+//    for the next batch. Without a budget a call of any size runs whole.
+//  - Prefill/decode-aware formation (Sarathi-style, the default): a forward batch first takes
+//    every pending single-token (decode) call up to the sequence limit, then fills the
+//    remaining token budget with prefill chunks in arrival order, so decodes never stall
+//    behind a long prompt. `fcfs` formation takes calls strictly by priority and age.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +42,7 @@ struct CallInfo {
   CallType type = CallType::Forward;
   uint32_t n_tokens = 0;  // tokens it adds to a batch (its share of the token budget)
   uint32_t n_seqs = 1;    // sequences it adds
+  bool splittable = false;  // a forward over several inputs that may run in chunks
   std::vector<uint32_t> reads;   // physical pages it reads (KV context)
   std::vector<uint32_t> writes;  // physical pages it writes (new K/V)
   int64_t enqueued_ns = 0;
@@ -48,16 +55,27 @@ struct QueueView {
   std::span<const CallInfo> pending;
 };
 
+enum class BatchFormation : uint8_t { DecodeFirst, Fcfs };
+
 struct BatchLimits {
-  uint32_t max_tokens = 0;  // 0: unlimited
+  uint32_t max_tokens = 0;  // 0: unlimited (and no chunking)
   uint32_t max_seqs = 0;    // 0: unlimited
   uint32_t max_calls = 0;   // 0: unlimited (the eager policy sets 1)
+  BatchFormation formation = BatchFormation::DecodeFirst;
+};
+
+// What one batch takes from one queue: `calls` whole calls from the front, then, when
+// partial_tokens > 0, the first partial_tokens inputs of the next call (a prefill chunk).
+struct QueueTake {
+  uint64_t queue_id = 0;
+  uint32_t calls = 0;
+  uint32_t partial_tokens = 0;
+  bool operator==(const QueueTake&) const = default;
 };
 
 struct BatchPlan {
   CallType type = CallType::Forward;
-  // (queue_id, number of calls taken from the front of that queue), in execution order.
-  std::vector<std::pair<uint64_t, uint32_t>> takes;
+  std::vector<QueueTake> takes;  // in execution order
   uint32_t n_calls = 0;
   uint32_t n_tokens = 0;
   uint32_t n_seqs = 0;

@@ -61,6 +61,11 @@ struct Controller::Payload {
   std::vector<uint32_t> held_pages, held_embeds;  // references released on completion
   Completion done;
   CallOutcome outcome;
+  // Chunked prefill: a chunk runs the first inputs of `parent` (still queued) and hands its
+  // outputs back; output_origin[i] is the parent output index of the chunk's output i.
+  std::shared_ptr<Payload> parent;
+  std::vector<uint32_t> output_origin;
+  std::vector<OutputResult> gathered;  // parent: outputs delivered by earlier chunks
 };
 
 Controller::Controller(Engine& engine, const ControllerOptions& options)
@@ -71,6 +76,7 @@ Controller::Controller(Engine& engine, const ControllerOptions& options)
       embed_refs_(engine.embeds(), engine.embeds().capacity()) {
   limits_.max_tokens = options.max_batch_tokens;
   limits_.max_seqs = options.max_batch_seqs;
+  limits_.formation = options.batch_formation;
   limits_ = policy_->limit(limits_);
   dispatcher_ = std::thread([this] { dispatcher_loop(); });
 }
@@ -396,6 +402,7 @@ Status Controller::forward(InstanceId id, QueueId q, SequenceInput seq, Completi
   CallInfo info;
   info.type = CallType::Forward;
   info.n_tokens = static_cast<uint32_t>(n);
+  info.splittable = n > 1;
   const size_t first_write_page = (ctx - n) / ps;
   for (size_t i = 0; i < seq.kv_pages.size(); ++i) {
     auto p = inst->pages.lookup(seq.kv_pages[i]);
@@ -513,6 +520,100 @@ Status Controller::copy_kv(InstanceId id, QueueId q, uint32_t src_handle, uint32
   return enqueue(id, q, std::move(info), std::move(payload));
 }
 
+// ---------------------------------------------------------------- chunked prefill
+
+std::shared_ptr<Controller::Payload> Controller::split_chunk_locked(std::shared_ptr<Payload>& rest,
+                                                                   CallInfo& info, uint32_t m) {
+  // `rest` runs inputs [0, n) into slots [ctx - n, ctx). The chunk takes inputs [0, m): its
+  // context ends at slot ctx - n + m, so it sees a prefix of the page table. `rest` keeps
+  // inputs [m, n) and its page table (its context still ends at ctx).
+  const uint32_t ps = page_size();
+  SequenceInput& seq = rest->seq;
+  const size_t n = seq.n_inputs();
+  const size_t ctx = (seq.kv_pages.size() - 1) * ps + seq.last_page_len;
+  const size_t chunk_ctx = ctx - n + m;
+  PITH_CHECK(m > 0 && m < n);
+
+  auto chunk = std::make_shared<Payload>();
+  chunk->type = CallType::Forward;
+  chunk->owner = rest->owner;
+  chunk->queue = rest->queue;
+  chunk->enqueued_ns = rest->enqueued_ns;
+  chunk->parent = rest;
+  SequenceInput& c = chunk->seq;
+  if (!seq.tokens.empty()) {
+    c.tokens.assign(seq.tokens.begin(), seq.tokens.begin() + m);
+    seq.tokens.erase(seq.tokens.begin(), seq.tokens.begin() + m);
+  } else {
+    c.embed_slots.assign(seq.embed_slots.begin(), seq.embed_slots.begin() + m);
+    seq.embed_slots.erase(seq.embed_slots.begin(), seq.embed_slots.begin() + m);
+  }
+  c.positions.assign(seq.positions.begin(), seq.positions.begin() + m);
+  seq.positions.erase(seq.positions.begin(), seq.positions.begin() + m);
+  const size_t chunk_pages = (chunk_ctx + ps - 1) / ps;
+  c.kv_pages.assign(seq.kv_pages.begin(), seq.kv_pages.begin() + chunk_pages);
+  c.last_page_len = static_cast<uint32_t>(chunk_ctx - (chunk_pages - 1) * ps);
+  if (!seq.mask.empty()) {
+    for (size_t i = 0; i < m; ++i) {
+      // Truncate the row's runs to the chunk's context.
+      std::vector<uint32_t> runs;
+      size_t covered = 0;
+      for (uint32_t r : seq.mask[i]) {
+        if (covered >= chunk_ctx) break;
+        uint32_t keep = static_cast<uint32_t>(std::min<size_t>(r, chunk_ctx - covered));
+        runs.push_back(keep);
+        covered += keep;
+      }
+      c.mask.push_back(std::move(runs));
+    }
+    seq.mask.erase(seq.mask.begin(), seq.mask.begin() + m);
+  }
+  // Outputs: those of inputs < m move to the chunk; the rest are re-indexed.
+  if (rest->gathered.empty()) {
+    rest->gathered.resize(seq.outputs.size());
+    rest->output_origin.resize(seq.outputs.size());
+    for (size_t i = 0; i < seq.outputs.size(); ++i) rest->output_origin[i] = static_cast<uint32_t>(i);
+  }
+  std::vector<OutputSpec> keep;
+  std::vector<uint32_t> keep_origin;
+  for (size_t i = 0; i < seq.outputs.size(); ++i) {
+    OutputSpec o = seq.outputs[i];
+    if (o.input_index < m) {
+      c.outputs.push_back(o);
+      chunk->output_origin.push_back(rest->output_origin[i]);
+    } else {
+      o.input_index -= m;
+      keep.push_back(o);
+      keep_origin.push_back(rest->output_origin[i]);
+    }
+  }
+  seq.outputs = std::move(keep);
+  rest->output_origin = std::move(keep_origin);
+
+  // The chunk holds its own references (the rest may be released while it runs).
+  chunk->held_pages = c.kv_pages;
+  chunk->held_embeds = c.embed_slots;
+  for (const auto& o : c.outputs)
+    if (o.kind == OutputKind::Embed) chunk->held_embeds.push_back(o.embed_slot);
+  page_refs_.retain(chunk->held_pages);
+  embed_refs_.retain(chunk->held_embeds);
+
+  // The rest's scheduling info: fewer tokens; it writes only the pages after the chunk.
+  info.n_tokens -= m;
+  info.splittable = info.n_tokens > 1;
+  std::vector<uint32_t> reads, writes;
+  const size_t first_write_page = chunk_ctx / ps;
+  for (size_t i = 0; i < seq.kv_pages.size(); ++i)
+    (i >= first_write_page ? writes : reads).push_back(seq.kv_pages[i]);
+  for (uint32_t e : info.reads)
+    if (e & kEmbedTag) reads.push_back(e);
+  for (uint32_t e : info.writes)
+    if (e & kEmbedTag) writes.push_back(e);
+  info.reads = std::move(reads);
+  info.writes = std::move(writes);
+  return chunk;
+}
+
 // ---------------------------------------------------------------- dispatch
 
 void Controller::set_batch_observer(std::function<void(const BatchStats&)> fn) {
@@ -565,14 +666,18 @@ void Controller::dispatcher_loop() {
     calls.reserve(plan.n_calls);
     const int64_t dispatch_ns = now_ns();
     int64_t max_wait = 0;
-    for (auto [qid, k] : plan.takes) {
-      Queue& q = queues_.at(qid);
-      for (uint32_t i = 0; i < k; ++i) {
+    for (const QueueTake& take : plan.takes) {
+      Queue& q = queues_.at(take.queue_id);
+      for (uint32_t i = 0; i < take.calls; ++i) {
         max_wait = std::max(max_wait, dispatch_ns - q.infos[i].enqueued_ns);
         calls.push_back(std::move(q.payloads.front()));
         q.payloads.pop_front();
       }
-      q.infos.erase(q.infos.begin(), q.infos.begin() + k);
+      q.infos.erase(q.infos.begin(), q.infos.begin() + take.calls);
+      if (take.partial_tokens > 0) {
+        max_wait = std::max(max_wait, dispatch_ns - q.infos.front().enqueued_ns);
+        calls.push_back(split_chunk_locked(q.payloads.front(), q.infos.front(), take.partial_tokens));
+      }
     }
 
     lock.unlock();
@@ -586,6 +691,22 @@ void Controller::dispatcher_loop() {
     for (auto& c : calls) {
       page_refs_.release(c->held_pages);
       embed_refs_.release(c->held_embeds);
+      if (c->parent) {
+        // A prefill chunk: hand its outputs (and any failure) to the rest of the call.
+        Payload& parent = *c->parent;
+        for (size_t i = 0; i < c->output_origin.size() && i < c->outcome.forward.outputs.size(); ++i)
+          parent.gathered[c->output_origin[i]] = std::move(c->outcome.forward.outputs[i]);
+        if (c->outcome.status != Status::Ok && parent.outcome.status == Status::Ok)
+          parent.outcome = std::move(c->outcome);
+        continue;
+      }
+      if (!c->gathered.empty()) {
+        // The last chunk of a chunked call: merge earlier chunks' outputs back in order.
+        auto& outs = c->outcome.forward.outputs;
+        for (size_t i = 0; i < c->output_origin.size() && i < outs.size(); ++i)
+          c->gathered[c->output_origin[i]] = std::move(outs[i]);
+        outs = std::move(c->gathered);
+      }
       auto qit = queues_.find(c->queue);
       if (qit == queues_.end()) {
         c->outcome.status = Status::Terminated;  // released while in flight
@@ -613,7 +734,7 @@ void Controller::dispatcher_loop() {
     // follow them.
     if (observer) observer({plan.type, plan.n_calls, plan.n_tokens, plan.n_seqs, max_wait, backend_ns});
     for (auto& c : calls)
-      if (c->done) c->done(std::move(c->outcome));
+      if (c->done && !c->parent) c->done(std::move(c->outcome));
     for (auto& f : deferred) f();
     lock.lock();
   }
@@ -628,7 +749,7 @@ void Controller::execute(CallType type, std::vector<std::shared_ptr<Payload>>& c
     case CallType::Forward: {
       std::vector<SequenceInput> batch;
       batch.reserve(calls.size());
-      for (auto& c : calls) batch.push_back(std::move(c->seq));
+      for (auto& c : calls) batch.push_back(c->parent ? c->seq : std::move(c->seq));
       try {
         auto results = engine_.forward(batch);
         for (size_t i = 0; i < calls.size(); ++i) calls[i]->outcome.forward = std::move(results[i]);

@@ -39,8 +39,9 @@ using QueueId = uint64_t;
 
 struct ControllerOptions {
   std::string policy = "adaptive";      // adaptive | eager | k[:K] | t[:MS]
-  uint32_t max_batch_tokens = 0;         // 0: unlimited (chunked prefill comes with issue 7)
+  uint32_t max_batch_tokens = 512;       // token budget per batch; 0: unlimited, no chunking
   uint32_t max_batch_seqs = 256;
+  BatchFormation batch_formation = BatchFormation::DecodeFirst;
   uint32_t max_kv_pages_per_instance = 0;  // 0: no quota
 };
 
@@ -163,6 +164,7 @@ class Controller {
   Status enqueue(InstanceId id, QueueId q, CallInfo info, std::shared_ptr<Payload> payload);
   void release_instance_locked(InstanceId id, std::vector<std::function<void()>>& deferred);
   bool make_room_locked(InstanceId requester, uint32_t n, std::vector<std::function<void()>>& deferred);
+  std::shared_ptr<Payload> split_chunk_locked(std::shared_ptr<Payload>& rest, CallInfo& info, uint32_t m);
   void dispatcher_loop();
   void execute(CallType type, std::vector<std::shared_ptr<Payload>>& calls);
 

@@ -21,7 +21,7 @@ CallInfo call(uint64_t id, CallType type, int64_t t, uint32_t tokens = 1,
   return c;
 }
 
-using Takes = std::vector<std::pair<uint64_t, uint32_t>>;
+using Takes = std::vector<QueueTake>;
 
 }  // namespace
 
@@ -142,6 +142,27 @@ TEST(DispatchPolicy, ParsesSpecs) {
   EXPECT_THROW(make_dispatch_policy("fastest"), Error);
   EXPECT_THROW(make_dispatch_policy("k:-3"), Error);
   EXPECT_THROW(make_dispatch_policy("t:abc"), Error);
+}
+
+TEST(BatchScheduler, ChunkingSplitsTheCallThatOverflowsTheBudget) {
+  auto long_call = call(1, CallType::Forward, 1, 1000);
+  long_call.splittable = true;
+  std::vector<CallInfo> a{long_call};
+  std::vector<CallInfo> b{call(2, CallType::Forward, 2, 1)}, c{call(3, CallType::Forward, 3, 1)};
+  std::vector<QueueView> qs{{1, 0, a}, {2, 0, b}, {3, 0, c}};
+  BatchLimits lim;
+  lim.max_tokens = 512;
+  // Decode-first: both decodes, then 510 tokens of the prompt.
+  auto plan = form_batch(qs, lim);
+  EXPECT_EQ(plan.takes, (Takes{{2, 1, 0}, {3, 1, 0}, {1, 0, 510}}));
+  EXPECT_EQ(plan.n_tokens, 512u);
+  // FCFS: the prompt arrived first and takes the whole budget; the decodes wait.
+  lim.formation = BatchFormation::Fcfs;
+  plan = form_batch(qs, lim);
+  EXPECT_EQ(plan.takes, (Takes{{1, 0, 512}}));
+  // Unlimited budget: no chunking, everything runs.
+  plan = form_batch(qs, {});
+  EXPECT_EQ(plan.n_tokens, 1002u);
 }
 
 }  // namespace pith

@@ -257,4 +257,88 @@ TEST(Controller, ReleasingAnInstanceFailsItsPendingCalls) {
   EXPECT_EQ(ctl.gauges().pages_free, 8u);  // the queued call's reference went too
 }
 
+
+TEST(Controller, ChunkedPrefillMatchesWholePrefillAndRespectsBudget) {
+  Engine engine(weights(), small_engine(16));
+  ControllerOptions opt;
+  opt.max_batch_tokens = 16;
+  Controller ctl(engine, opt);
+  std::vector<uint32_t> batch_tokens;
+  std::mutex mu;
+  ctl.set_batch_observer([&](const BatchStats& s) {
+    std::lock_guard lock(mu);
+    batch_tokens.push_back(s.tokens);
+  });
+  ctl.register_instance(1, nullptr);
+  QueueId q;
+  ASSERT_EQ(ctl.create_queue(1, q), Status::Ok);
+  std::vector<uint32_t> pages;
+  ASSERT_EQ(ctl.alloc_pages(1, 4, pages), Status::Ok);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 50; ++i) prompt.push_back(1 + (i * 37) % 997);
+  auto make = [&](std::vector<uint32_t> pg) {
+    SequenceInput s = prefill(prompt, 0, std::move(pg), 50 - 48);
+    s.outputs = {{49, OutputKind::TopK, 5, 0}, {10, OutputKind::TopK, 5, 0}, {30, OutputKind::Logits, 0, 0}};
+    // A non-causal row pattern: input 20 may not see slot 3 (checks mask truncation per chunk).
+    s.mask.assign(50, {});
+    for (uint32_t i = 0; i < 50; ++i) s.mask[i] = {i + 1, 50 - (i + 1)};
+    s.mask[20] = {3, 1, 17, 29};
+    return s;
+  };
+  auto got = wait_for([&](Completion c) { return ctl.forward(1, q, make(pages), std::move(c)); });
+  ASSERT_EQ(got.status, Status::Ok) << got.error;
+  {
+    std::lock_guard lock(mu);
+    ASSERT_GE(batch_tokens.size(), 4u);
+    for (uint32_t t : batch_tokens) EXPECT_LE(t, 16u);
+  }
+  auto ref_pages = engine.kv_pool().allocate(4);
+  auto ref = engine.forward({make(ref_pages)});
+  ASSERT_EQ(got.forward.outputs.size(), 3u);
+  for (int o : {0, 1}) {
+    EXPECT_EQ(got.forward.outputs[o].dist.ids, ref[0].outputs[o].dist.ids) << o;
+    for (size_t i = 0; i < 5; ++i)
+      EXPECT_NEAR(got.forward.outputs[o].dist.probs[i], ref[0].outputs[o].dist.probs[i], 1e-5);
+  }
+  ASSERT_EQ(got.forward.outputs[2].logits.size(), ref[0].outputs[2].logits.size());
+  for (size_t i = 0; i < ref[0].outputs[2].logits.size(); ++i)
+    EXPECT_NEAR(got.forward.outputs[2].logits[i], ref[0].outputs[2].logits[i], 1e-4);
+}
+
+TEST(Controller, DecodesGoFirstWhilePrefillIsChunked) {
+  Engine engine(weights(), small_engine(32));
+  ControllerOptions opt;
+  opt.max_batch_tokens = 32;
+  opt.policy = "k:2";  // hold until both calls are queued
+  Controller ctl(engine, opt);
+  std::vector<BatchStats> batches;
+  std::mutex mu;
+  ctl.set_batch_observer([&](const BatchStats& s) {
+    std::lock_guard lock(mu);
+    batches.push_back(s);
+  });
+  ctl.register_instance(1, nullptr);
+  ctl.register_instance(2, nullptr);
+  QueueId q1, q2;
+  ASSERT_EQ(ctl.create_queue(1, q1), Status::Ok);
+  ASSERT_EQ(ctl.create_queue(2, q2), Status::Ok);
+  std::vector<uint32_t> p1, p2;
+  ASSERT_EQ(ctl.alloc_pages(1, 7, p1), Status::Ok);
+  ASSERT_EQ(ctl.alloc_pages(2, 1, p2), Status::Ok);
+  std::vector<int32_t> long_prompt(100, 7);
+  std::promise<CallOutcome> long_done, decode_done;
+  // The long prompt arrives first; the decode call must still run in the first batch.
+  ASSERT_EQ(ctl.forward(1, q1, prefill(long_prompt, 0, p1, 100 - 6 * 16),
+                        [&](CallOutcome&& o) { long_done.set_value(std::move(o)); }),
+            Status::Ok);
+  ASSERT_EQ(ctl.forward(2, q2, prefill({5}, 0, p2, 1), [&](CallOutcome&& o) { decode_done.set_value(std::move(o)); }),
+            Status::Ok);
+  EXPECT_EQ(decode_done.get_future().get().status, Status::Ok);
+  EXPECT_EQ(long_done.get_future().get().status, Status::Ok);
+  std::lock_guard lock(mu);
+  ASSERT_GE(batches.size(), 4u);  // 100 prefill tokens in a 32-token budget
+  EXPECT_EQ(batches[0].calls, 2u);   // decode + the first prefill chunk
+  EXPECT_EQ(batches[0].tokens, 32u); // the chunk filled exactly what the decode left
+}
+
 }  // namespace pith
