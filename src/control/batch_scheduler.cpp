@@ -107,30 +107,23 @@ BatchPlan form_batch(std::span<const QueueView> queues, const BatchLimits& limit
     return take;
   };
 
-  std::vector<QueueTake> taken(order.size());
-  const bool decode_first =
-      plan.type == CallType::Forward && limits.formation == BatchFormation::DecodeFirst;
-  if (decode_first) {
-    // 3a. Every single-token call first, then prefill calls FCFS into what is left.
+  auto record = [&](const QueueTake& t) {
+    if (t.calls > 0 || t.partial_tokens > 0) plan.takes.push_back(t);
+    return t.calls > 0 || t.partial_tokens > 0;
+  };
+  if (plan.type == CallType::Forward && limits.formation == BatchFormation::DecodeFirst) {
+    // 3a. Every single-token call first, then prefill calls (priority, then arrival order)
+    //     into what is left of the budget.
+    std::vector<bool> used(order.size(), false);
     for (size_t i = 0; i < order.size() && !full; ++i)
-      taken[i] = take_from(*order[i], [](const CallInfo& c) { return c.n_tokens <= 1; });
-    std::vector<size_t> prefill;
-    for (size_t i = 0; i < order.size(); ++i)
-      if (taken[i].calls == 0) prefill.push_back(i);
-    std::stable_sort(prefill.begin(), prefill.end(), [&](size_t a, size_t b) {
-      return order[a]->pending.front().enqueued_ns < order[b]->pending.front().enqueued_ns;
-    });
-    for (size_t i : prefill) {
-      if (full) break;
-      taken[i] = take_from(*order[i], [](const CallInfo&) { return true; });
-    }
+      used[i] = record(take_from(*order[i], [](const CallInfo& c) { return c.n_tokens <= 1; }));
+    for (size_t i = 0; i < order.size() && !full; ++i)
+      if (!used[i]) record(take_from(*order[i], [](const CallInfo&) { return true; }));
   } else {
     // 3b. Strict priority / age order.
     for (size_t i = 0; i < order.size() && !full; ++i)
-      taken[i] = take_from(*order[i], [](const CallInfo&) { return true; });
+      record(take_from(*order[i], [](const CallInfo&) { return true; }));
   }
-  for (const auto& t : taken)
-    if (t.calls > 0 || t.partial_tokens > 0) plan.takes.push_back(t);
   return plan;
 }
 
