@@ -78,6 +78,7 @@ Controller::Controller(Engine& engine, const ControllerOptions& options)
   limits_.max_seqs = options.max_batch_seqs;
   limits_.formation = options.batch_formation;
   limits_ = policy_->limit(limits_);
+  if (options.prefix_cache) prefix_cache_ = std::make_unique<PrefixCache>(page_refs_, page_size());
   dispatcher_ = std::thread([this] { dispatcher_loop(); });
 }
 
@@ -95,6 +96,7 @@ Controller::~Controller() {
     std::vector<InstanceId> ids;
     for (auto& [id, _] : instances_) ids.push_back(id);
     for (auto id : ids) release_instance_locked(id, deferred);
+    prefix_cache_.reset();
   }
   for (auto& f : deferred) f();
 }
@@ -201,9 +203,10 @@ Status Controller::synchronize(InstanceId id, QueueId q, std::function<void()> d
 
 bool Controller::make_room_locked(InstanceId requester, uint32_t n,
                                   std::vector<std::function<void()>>& deferred) {
-  // Contention policy (paper §5.2): terminate the most recently launched instances, newer than
-  // the requester, until enough pages are free. (Unreferenced cached pages are reclaimed
-  // first once the prefix cache exists.)
+  // First give back cached pages nobody uses (LRU leaves of the prefix cache); then the
+  // contention policy (paper §5.2): terminate the most recently launched instances, newer
+  // than the requester, until enough pages are free.
+  if (prefix_cache_ && page_refs_.n_free() < n) prefix_cache_->evict(n - page_refs_.n_free());
   uint64_t requester_seq = instances_.at(requester).launch_seq;
   while (page_refs_.n_free() < n) {
     InstanceId victim = 0;
@@ -337,6 +340,38 @@ std::vector<std::string> Controller::list_exports() const {
   std::vector<std::string> names;
   for (const auto& [name, _] : exports_) names.push_back(name);
   return names;
+}
+
+Status Controller::prefix_match(InstanceId id, std::span<const int32_t> tokens,
+                                std::vector<uint32_t>& handles, size_t& matched) {
+  std::lock_guard lock(mu_);
+  Instance* inst = find_instance(id);
+  if (!inst) return reject(Status::Terminated, "unknown instance");
+  handles.clear();
+  matched = 0;
+  if (!prefix_cache_) return Status::Ok;
+  std::vector<uint32_t> phys;
+  matched = prefix_cache_->match(tokens, phys);
+  for (uint32_t p : phys) handles.push_back(inst->pages.insert(p));  // takes match's reference
+  return Status::Ok;
+}
+
+Status Controller::prefix_insert(InstanceId id, std::span<const int32_t> tokens,
+                                 std::span<const uint32_t> handles) {
+  std::lock_guard lock(mu_);
+  Instance* inst = find_instance(id);
+  if (!inst) return reject(Status::Terminated, "unknown instance");
+  if (tokens.size() < handles.size() * size_t{page_size()})
+    return reject(Status::BadArgument, fmt::format("{} pages need {} tokens, got {}", handles.size(),
+                                                   handles.size() * size_t{page_size()}, tokens.size()));
+  std::vector<uint32_t> phys;
+  for (uint32_t h : handles) {
+    auto p = inst->pages.lookup(h);
+    if (!p) return reject(Status::BadHandle, fmt::format("page handle {}", h));
+    phys.push_back(*p);
+  }
+  if (prefix_cache_) prefix_cache_->insert(tokens, phys);
+  return Status::Ok;
 }
 
 uint32_t Controller::pages_held(InstanceId id) const {
@@ -632,6 +667,11 @@ ControllerGauges Controller::gauges() const {
   uint32_t depth = 0;
   for (const auto& [_, q] : queues_) depth += static_cast<uint32_t>(q.infos.size());
   g.queue_depth = depth;
+  if (prefix_cache_) {
+    g.pages_cached = prefix_cache_->stats().cached_pages;
+    g.prefix_hit_tokens = prefix_cache_->stats().hit_tokens;
+    g.prefix_miss_tokens = prefix_cache_->stats().miss_tokens;
+  }
   return g;
 }
 

@@ -28,6 +28,7 @@
 #include "control/batch_scheduler.h"
 #include "control/dispatch_policy.h"
 #include "control/handle_table.h"
+#include "control/prefix_cache.h"
 #include "control/ref_counts.h"
 #include "control/status.h"
 #include "engine/engine.h"
@@ -43,6 +44,7 @@ struct ControllerOptions {
   uint32_t max_batch_seqs = 256;
   BatchFormation batch_formation = BatchFormation::DecodeFirst;
   uint32_t max_kv_pages_per_instance = 0;  // 0: no quota
+  bool prefix_cache = true;                // --no-prefix-cache turns it off
 };
 
 // The result of a queued call, delivered to its Completion.
@@ -72,6 +74,8 @@ struct ControllerGauges {
   uint32_t queue_depth = 0;    // pending calls over all queues
   uint64_t batches = 0, calls = 0, tokens = 0;
   uint64_t instances_killed_for_memory = 0;
+  uint32_t pages_cached = 0;               // owned by the prefix cache
+  uint64_t prefix_hit_tokens = 0, prefix_miss_tokens = 0;
 };
 
 class Controller {
@@ -110,6 +114,14 @@ class Controller {
   Status import_pages(InstanceId id, const std::string& name, std::vector<uint32_t>& handles);
   Status remove_export(const std::string& name);
   std::vector<std::string> list_exports() const;
+  // Radix prefix cache (system service). prefix_match imports the longest cached prefix of
+  // `tokens` (whole pages) read-only into the instance and sets `matched` to its token count;
+  // prefix_insert offers the instance's computed pages for tokens[0 : n_pages * page_size].
+  // With the cache disabled, match finds nothing and insert does nothing.
+  Status prefix_match(InstanceId id, std::span<const int32_t> tokens, std::vector<uint32_t>& handles,
+                      size_t& matched);
+  Status prefix_insert(InstanceId id, std::span<const int32_t> tokens, std::span<const uint32_t> handles);
+
   // Pages this instance can see through handles (for listings and quotas).
   uint32_t pages_held(InstanceId id) const;
 
@@ -177,6 +189,7 @@ class Controller {
   std::condition_variable work_cv_;
   RefCounts<KvPool> page_refs_;
   RefCounts<EmbedPool> embed_refs_;
+  std::unique_ptr<PrefixCache> prefix_cache_;  // null when disabled; destroyed before the refs
   std::unordered_map<InstanceId, Instance> instances_;
   std::map<QueueId, Queue> queues_;  // ordered: stable scheduler input
   std::map<std::string, Export> exports_;

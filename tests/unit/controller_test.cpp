@@ -341,4 +341,69 @@ TEST(Controller, DecodesGoFirstWhilePrefillIsChunked) {
   EXPECT_EQ(batches[0].tokens, 32u); // the chunk filled exactly what the decode left
 }
 
+TEST(Controller, PrefixCacheSharesPagesAndIsReclaimedUnderPressure) {
+  Engine engine(weights(), small_engine(8));
+  Controller ctl(engine, {});
+  ctl.register_instance(1, nullptr);
+  ctl.register_instance(2, nullptr);
+  QueueId q1;
+  ASSERT_EQ(ctl.create_queue(1, q1), Status::Ok);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back(3 + i * 11);
+  std::vector<uint32_t> pages;
+  ASSERT_EQ(ctl.alloc_pages(1, 3, pages), Status::Ok);
+  auto o = wait_for([&](Completion c) { return ctl.forward(1, q1, prefill(prompt, 0, pages, 8), std::move(c)); });
+  ASSERT_EQ(o.status, Status::Ok);
+  ASSERT_EQ(ctl.prefix_insert(1, prompt, std::span(pages).first(2)), Status::Ok);
+  EXPECT_EQ(ctl.gauges().pages_cached, 2u);
+
+  // Instance 2 asks for the same prompt: two pages (32 tokens) come from the cache.
+  std::vector<uint32_t> shared;
+  size_t matched = 0;
+  ASSERT_EQ(ctl.prefix_match(2, prompt, shared, matched), Status::Ok);
+  EXPECT_EQ(matched, 32u);
+  ASSERT_EQ(shared.size(), 2u);
+  EXPECT_EQ(ctl.gauges().prefix_hit_tokens, 32u);
+  EXPECT_EQ(ctl.gauges().prefix_miss_tokens, 8u);
+
+  // Its continuation from the cached pages equals the owner's full prefill.
+  QueueId q2;
+  ASSERT_EQ(ctl.create_queue(2, q2), Status::Ok);
+  std::vector<uint32_t> tail;
+  ASSERT_EQ(ctl.alloc_pages(2, 1, tail), Status::Ok);
+  std::vector<uint32_t> table = shared;
+  table.push_back(tail[0]);
+  auto cont = wait_for([&](Completion c) {
+    return ctl.forward(2, q2, prefill(std::vector<int32_t>(prompt.begin() + 32, prompt.end()), 32, table, 8),
+                       std::move(c));
+  });
+  ASSERT_EQ(cont.status, Status::Ok);
+  EXPECT_EQ(cont.forward.outputs[0].dist.ids, o.forward.outputs[0].dist.ids);
+
+  // Everyone lets go; the cache still holds 2 pages, and gives them back under pressure.
+  ctl.release_instance(1);
+  ctl.release_instance(2);
+  EXPECT_EQ(ctl.gauges().pages_free, 6u);
+  ctl.register_instance(3, nullptr);
+  std::vector<uint32_t> all;
+  ASSERT_EQ(ctl.alloc_pages(3, 8, all), Status::Ok);
+  EXPECT_EQ(ctl.gauges().pages_cached, 0u);
+}
+
+TEST(Controller, PrefixCacheCanBeDisabled) {
+  Engine engine(weights(), small_engine(8));
+  ControllerOptions opt;
+  opt.prefix_cache = false;
+  Controller ctl(engine, opt);
+  ctl.register_instance(1, nullptr);
+  std::vector<uint32_t> pages, got;
+  ASSERT_EQ(ctl.alloc_pages(1, 1, pages), Status::Ok);
+  std::vector<int32_t> prompt(16, 5);
+  ASSERT_EQ(ctl.prefix_insert(1, prompt, pages), Status::Ok);
+  size_t matched = 99;
+  ASSERT_EQ(ctl.prefix_match(1, prompt, got, matched), Status::Ok);
+  EXPECT_EQ(matched, 0u);
+  EXPECT_TRUE(got.empty());
+}
+
 }  // namespace pith
