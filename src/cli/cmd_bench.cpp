@@ -6,7 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_batching.h"
 #include "bench/bench_matmul.h"
+#include "bench/bench_overhead.h"
+#include "bench/bench_model.h"
+#include "bench/bench_runtime.h"
+#include "bench/bench_serving.h"
+#include "bench/bench_tokenizer.h"
 #include "cli/commands.h"
 #include "common/error.h"
 
@@ -64,12 +70,169 @@ void add_matmul_suite(CLI::App& bench) {
   });
 }
 
+
+void add_tokenizer_suite(CLI::App& bench) {
+  auto o = std::make_shared<bench::TokenizerBenchOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto* cmd = bench.add_subcommand("tokenizer", "tokenizer encode/decode throughput (MB/s)");
+  cmd->add_option("-m,--model", o->model, "GGUF file, HF folder or tokenizer.json")->required();
+  cmd->add_option("file", o->file, "text file (default: a generated mixed corpus)");
+  cmd->add_option("--bytes", o->bytes, "size of the generated corpus in bytes");
+  cmd->add_option("--reps", o->reps, "timed runs (the median is reported)");
+  cmd->add_flag("--json", *json, "print a JSON summary as the last line");
+  cmd->callback([o, json] {
+    auto j = bench::run_tokenizer_bench(*o);
+    if (*json) fmt::print("{}\n", j.dump());
+  });
+}
+
+struct ModelArgs {
+  bench::ModelBenchOptions o;
+  std::vector<size_t> batch;
+  bool json = false;
+};
+
+void add_model_suite(CLI::App& bench) {
+  auto args = std::make_shared<ModelArgs>();
+  auto* cmd = bench.add_subcommand("model", "Whole-model prefill / decode / batch-decode tokens/s");
+  cmd->add_option("-m,--model", args->o.model_path, "GGUF file or Hugging Face folder")->required();
+  cmd->add_option("-p,--n-prompt", args->o.n_prompt, "prompt tokens of the prefill test (0: skip)")
+      ->capture_default_str();
+  cmd->add_option("-n,--n-gen", args->o.n_gen, "tokens of the decode test (0: skip)")->capture_default_str();
+  cmd->add_option("-t,--threads", args->o.threads, "threads (including the caller)")->capture_default_str();
+  cmd->add_option("--batch", args->batch, "batch sizes for aggregate decode, e.g. 1,8,32")->delimiter(',');
+  cmd->add_option("--batch-steps", args->o.batch_steps, "decode steps per batch run")->capture_default_str();
+  cmd->add_option("-r,--reps", args->o.reps, "timed runs per test (the median is reported)")
+      ->capture_default_str();
+  cmd->add_option("--llama-bench", args->o.llama_bench,
+                  "path of llama.cpp's llama-bench, run on the same file in the same run");
+  cmd->add_flag("--json", args->json, "print a JSON summary as the last line");
+  cmd->callback([args] {
+    if (args->o.threads == 0) fail("--threads must be at least 1");
+    if (args->o.reps < 1) fail("--reps must be at least 1");
+    if (args->o.batch_steps == 0 && !args->batch.empty()) fail("--batch-steps must be at least 1");
+    args->o.batch_sizes = args->batch;
+    auto j = bench::run_model_bench(args->o);
+    if (args->json) fmt::print("{}\n", j.dump());
+  });
+}
+
+void add_runtime_suites(CLI::App& bench) {  // pith bench launch|calls (bench/bench_runtime.h)
+  auto o = std::make_shared<bench::RuntimeBenchOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto* launch = bench.add_subcommand("launch", "inferlet launch latency: warm, cold, concurrent");
+  auto* calls = bench.add_subcommand("calls", "cost of a non-model host call from guest code");
+  for (auto* cmd : {launch, calls}) {
+    cmd->add_option("--inferlets", o->inferlet_dir, "folder with echo/big/calls.wasm");
+    cmd->add_option("--cache-dir", o->cache_dir, "native code cache for warm runs");
+    cmd->add_option("--reps", o->reps, "timed runs (medians are reported)");
+    cmd->add_option("--threads", o->threads, "scheduler threads");
+    cmd->add_flag("--json", *json, "print a JSON summary as the last line");
+  }
+  launch->add_option("--launches", o->launches, "sequential warm launches per run");
+  launch->add_option("--instances", o->instances, "concurrent idle instances");
+  launch->add_option("--cold-reps", o->cold_reps, "cold launches (each compiles from scratch)");
+  calls->add_option("--calls", o->calls, "host calls per run");
+  launch->callback([o, json] {
+    auto j = bench::run_launch_bench(*o);
+    if (*json) fmt::print("{}\n", j.dump());
+  });
+  calls->callback([o, json] {
+    auto j = bench::run_calls_bench(*o);
+    if (*json) fmt::print("{}\n", j.dump());
+  });
+}
+
 }  // namespace
+
+void add_batching_suite(CLI::App& bench) {  // pith bench batching (bench/bench_batching.h)
+  auto o = std::make_shared<bench::BatchingBenchOptions>();
+  auto policy = std::make_shared<std::string>("adaptive");
+  auto json = std::make_shared<bool>(false);
+  auto* cmd = bench.add_subcommand("batching", "dispatch policies with N concurrent text-completion inferlets (paper Table 5)");
+  cmd->add_option("-m,--model", o->model, "model file (GGUF or HF folder)")->required();
+  cmd->add_option("--policy", *policy, "adaptive | eager | k[:K] | t[:MS] | all");
+  cmd->add_option("--instances", o->instances, "concurrent inferlets");
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "prompt length per inferlet");
+  cmd->add_option("--max-tokens", o->max_tokens, "tokens generated per inferlet");
+  cmd->add_option("--runs", o->runs, "runs per policy (the median is reported)");
+  cmd->add_option("-t,--threads", o->threads, "engine threads");
+  cmd->add_option("--inferlets", o->inferlet_dir, "folder holding greedy_abi.wasm");
+  cmd->add_option("--cache-dir", o->cache_dir, "native code cache");
+  cmd->add_flag("--json", *json, "print a JSON summary as the last line");
+  cmd->callback([o, policy, json] {
+    if (*policy == "all")
+      o->policies = {"adaptive", "k", "t"};
+    else
+      o->policies = {*policy};
+    auto result = bench::run_batching_bench(*o);
+    if (*json) fmt::print("{}\n", result.dump());
+  });
+}
+
+void add_overhead_suite(CLI::App& bench) {  // pith bench overhead (bench/bench_overhead.h)
+  auto o = std::make_shared<bench::OverheadBenchOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto* cmd = bench.add_subcommand("overhead", "cost of programmability: control/forward call overhead, inferlet vs fused TPOT");
+  cmd->add_option("-m,--model", o->model, "model file (GGUF or HF folder)")->required();
+  cmd->add_option("--instances", o->instances, "concurrent inferlets for the forward-call overhead");
+  cmd->add_option("--decode-tokens", o->decode_tokens, "tokens per TPOT measurement");
+  cmd->add_option("--runs", o->runs, "runs (the median is reported)");
+  cmd->add_option("-t,--threads", o->threads, "engine threads");
+  cmd->add_option("--inferlets", o->inferlet_dir, "folder holding greedy_abi.wasm and overhead.wasm");
+  cmd->add_option("--cache-dir", o->cache_dir, "native code cache");
+  cmd->add_flag("--json", *json, "print a JSON summary as the last line");
+  cmd->callback([o, json] {
+    auto result = bench::run_overhead_bench(*o);
+    if (*json) fmt::print("{}\n", result.dump());
+  });
+}
+
+void add_serving_suites(CLI::App& bench) {  // pith bench prefix-cache|chunked-prefill
+  auto pc = std::make_shared<bench::PrefixCacheBenchOptions>();
+  auto pc_json = std::make_shared<bool>(false);
+  auto* p = bench.add_subcommand("prefix-cache", "radix prefix cache on vs off: shared system prompt");
+  p->add_option("-m,--model", pc->model, "model file (GGUF or HF folder)")->required();
+  p->add_option("--requests", pc->requests, "requests");
+  p->add_option("--system-tokens", pc->system_tokens, "shared system prompt length");
+  p->add_option("--question-tokens", pc->question_tokens, "distinct question length");
+  p->add_option("--max-tokens", pc->max_tokens, "tokens generated per request");
+  p->add_option("--concurrency", pc->concurrency, "requests in flight at a time");
+  p->add_option("-t,--threads", pc->threads, "engine threads");
+  p->add_flag("--json", *pc_json, "print a JSON summary as the last line");
+  p->callback([pc, pc_json] {
+    auto r = bench::run_prefix_cache_bench(*pc);
+    if (*pc_json) fmt::print("{}\n", r.dump());
+  });
+
+  auto cp = std::make_shared<bench::ChunkedPrefillBenchOptions>();
+  auto cp_json = std::make_shared<bool>(false);
+  auto* c = bench.add_subcommand("chunked-prefill", "chunked prefill on vs off: a long prompt among short ones");
+  c->add_option("-m,--model", cp->model, "model file (GGUF or HF folder)")->required();
+  c->add_option("--long-tokens", cp->long_tokens, "long prompt length");
+  c->add_option("--short-requests", cp->short_requests, "short requests arriving with it");
+  c->add_option("--short-tokens", cp->short_tokens, "short prompt length");
+  c->add_option("--decoders", cp->decoders, "requests already generating");
+  c->add_option("--decode-tokens", cp->decode_tokens, "tokens each decoder generates");
+  c->add_option("--max-batch-tokens", cp->budget, "token budget of the chunked configuration");
+  c->add_option("-t,--threads", cp->threads, "engine threads");
+  c->add_flag("--json", *cp_json, "print a JSON summary as the last line");
+  c->callback([cp, cp_json] {
+    auto r = bench::run_chunked_prefill_bench(*cp);
+    if (*cp_json) fmt::print("{}\n", r.dump());
+  });
+}
 
 void add_bench_commands(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Performance benchmarks");
   bench->require_subcommand(1);
   add_matmul_suite(*bench);
+  add_model_suite(*bench);
+  add_tokenizer_suite(*bench);
+  add_runtime_suites(*bench);
+  add_batching_suite(*bench);
+  add_overhead_suite(*bench);
+  add_serving_suites(*bench);
 }
 
 }  // namespace pith::cli

@@ -120,18 +120,18 @@ void run_logits(const LogitsArgs& a) {
   }
   auto result = engine.forward({s});
 
-  nlohmann::json out;
+  nlohmann::ordered_json out;
   out["tokens"] = tokens;
-  out["positions"] = nlohmann::json::array();
+  out["positions"] = nlohmann::ordered_json::array();
   for (uint32_t i = 0; i < n; ++i) {
     const std::vector<float>& lg = result[0].outputs[i].logits;
     TokenDistribution top = top_k_distribution(lg.data(), lg.size(), a.top);
     double lse = logsumexp(lg.data(), lg.size());
     if (a.json) {
-      nlohmann::json p;
+      nlohmann::ordered_json p;
       p["pos"] = i;
       p["logsumexp"] = lse;
-      p["top"] = nlohmann::json::array();
+      p["top"] = nlohmann::ordered_json::array();
       for (int32_t id : top.ids) p["top"].push_back({{"id", id}, {"logit", lg[id]}});
       out["positions"].push_back(std::move(p));
     } else {

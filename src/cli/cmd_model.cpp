@@ -1,29 +1,146 @@
-// pith model info: what a model file holds.
+// pith model info | gen: what a model file or folder holds, and random-weight models with real
+// Llama 3 shapes for tests and benchmarks.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli/commands.h"
+#include "common/error.h"
+#include "common/thread_pool.h"
 #include "engine/gguf.h"
+#include "engine/model_gen.h"
+#include "engine/model_loader.h"
 
 namespace pith::cli {
 
 namespace {
 
-void model_info(const std::string& path) {
-  GGUFFile f(path);
-  std::string arch = f.get_string_opt("general.architecture").value_or("?");
-  fmt::print("file: {} (GGUF v{}, {} bytes)\n", path, f.version(), f.file_size());
-  fmt::print("architecture: {}\n", arch);
-  if (auto name = f.get_string_opt("general.name")) fmt::print("name: {}\n", *name);
-  fmt::print("tensors: {}\n", f.tensors().size());
-  uint64_t params = 0;
-  for (const auto& t : f.tensors()) params += t.n_elements;
-  fmt::print("parameters: {}\n", params);
-  if (f.has("tokenizer.ggml.model"))
-    fmt::print("tokenizer: {} ({} tokens)\n", f.get_string("tokenizer.ggml.model"),
-               f.get_string_array("tokenizer.ggml.tokens").size());
-  fmt::print("chat template: {}\n", f.has("tokenizer.chat_template") ? "yes" : "no");
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+
+// Tokenizer kind and chat-template presence, from GGUF metadata or HF tokenizer files.
+void describe_tokenizer(const std::string& path, ordered_json& j) {
+  if (!fs::is_directory(path)) {
+    GGUFFile f(path);
+    if (f.has("tokenizer.ggml.model")) {
+      j["tokenizer"] = {{"kind", f.get_string("tokenizer.ggml.model")},
+                        {"pre", f.get_string_opt("tokenizer.ggml.pre").value_or("")},
+                        {"tokens", f.has("tokenizer.ggml.tokens") ? f.get_string_array("tokenizer.ggml.tokens").size() : 0}};
+    } else {
+      j["tokenizer"] = nullptr;
+    }
+    j["chat_template"] = f.has("tokenizer.chat_template");
+    j["gguf_version"] = f.version();
+    return;
+  }
+  // Plain (std::map) json: ordered_json's linear key lookup is quadratic on a 128k vocab.
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
+  };
+  nlohmann::json tok = read(fs::path(path) / "tokenizer.json");
+  if (tok.is_object() && tok.contains("model") && tok["model"].is_object()) {
+    const auto& m = tok["model"];
+    j["tokenizer"] = {{"kind", m.value("type", std::string("?"))},
+                      {"byte_fallback", m.value("byte_fallback", false)},
+                      {"tokens", m.contains("vocab") ? m["vocab"].size() : 0}};
+  } else {
+    j["tokenizer"] = nullptr;
+  }
+  nlohmann::json cfg = read(fs::path(path) / "tokenizer_config.json");
+  j["chat_template"] = (cfg.is_object() && cfg.contains("chat_template") && !cfg["chat_template"].is_null()) ||
+                       fs::exists(fs::path(path) / "chat_template.jinja");
+}
+
+void model_info(const std::string& path, bool as_json) {
+  auto w = load_model(path, LoadOptions{.quiet = true});
+  const ModelConfig& c = w->config;
+  ordered_json j;
+  j["path"] = path;
+  j["format"] = w->format;
+  j["architecture"] = c.architecture;
+  j["name"] = c.name;
+  j["n_layers"] = c.n_layers;
+  j["d_model"] = c.d_model;
+  j["n_heads"] = c.n_heads;
+  j["n_kv_heads"] = c.n_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["d_ff"] = c.d_ff;
+  j["vocab_size"] = c.vocab_size;
+  j["context_length"] = c.context_length;
+  j["rms_eps"] = c.rms_eps;
+  j["rope_theta"] = c.rope_theta;
+  j["rope_freq_factors"] = c.rope_freq_factors;
+  j["tied_output"] = c.tied_output;
+  j["dtype"] = dtype_summary(*w);
+  j["n_params"] = w->n_params();
+  j["weight_bytes"] = w->weight_bytes();
+  describe_tokenizer(path, j);
+  if (as_json) {
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("model: {} ({})\n", path, w->format == "gguf" ? fmt::format("GGUF v{}", j["gguf_version"].get<int>()) : "Hugging Face folder");
+  fmt::print("architecture: {}{}\n", c.architecture, c.name.empty() ? "" : "  name: " + c.name);
+  fmt::print("layers: {}  d_model: {}  heads: {}  kv heads: {}  head_dim: {}  d_ff: {}\n", c.n_layers,
+             c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff);
+  fmt::print("vocab: {}  context: {}  rms_eps: {:g}  output: {}\n", c.vocab_size, c.context_length, c.rms_eps,
+             c.tied_output ? "tied (token_embd)" : "untied");
+  std::string scaling = "none";
+  if (!c.rope_freq_factors.empty())
+    scaling = fmt::format("per-pair factors {:g}..{:g}", c.rope_freq_factors.front(), c.rope_freq_factors.back());
+  fmt::print("rope: theta {:g}, scaling {}\n", c.rope_theta, scaling);
+  fmt::print("weights: {}, {} parameters, {:.1f} MiB in matrices\n", dtype_summary(*w), w->n_params(),
+             double(w->weight_bytes()) / (1 << 20));
+  if (j["tokenizer"].is_null()) {
+    fmt::print("tokenizer: none\n");
+  } else {
+    fmt::print("tokenizer: {} ({} tokens)\n", j["tokenizer"]["kind"].get<std::string>(),
+               j["tokenizer"]["tokens"].get<size_t>());
+  }
+  fmt::print("chat template: {}\n", j["chat_template"].get<bool>() ? "yes" : "no");
+}
+
+// "2G", "500M", "64K" or plain bytes.
+uint64_t parse_size(const std::string& s) {
+  size_t pos = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(s, &pos);
+  } catch (const std::exception&) {
+    fail("invalid size '{}' (e.g. 2G, 500M, 1048576)", s);
+  }
+  std::string unit = s.substr(pos);
+  uint64_t mul = 1;
+  if (unit == "K" || unit == "k") mul = 1ull << 10;
+  else if (unit == "M" || unit == "m") mul = 1ull << 20;
+  else if (unit == "G" || unit == "g") mul = 1ull << 30;
+  else if (!unit.empty()) fail("invalid size '{}' (e.g. 2G, 500M, 1048576)", s);
+  return v * mul;
+}
+
+struct GenArgs {
+  ModelGenOptions opt;
+  std::string dtype = "f32";
+  std::string shard_size = "2G";
+  size_t threads = 0;
+};
+
+void model_gen(GenArgs& a) {
+  auto dt = dtype_from_name(a.dtype);
+  if (!dt) fail("unknown dtype '{}' (f32, f16, bf16, q8_0, q4_0)", a.dtype);
+  a.opt.dtype = *dt;
+  a.opt.shard_bytes = parse_size(a.shard_size);
+  ThreadPool pool(a.threads);
+  ModelGenResult r = generate_model(a.opt, pool);
+  fmt::print("wrote {} ({} {}, {} format): {} parameters, {:.1f} MiB in {} file(s), {:.2f} s ({:.0f} MiB/s)\n",
+             a.opt.output, a.opt.preset, a.dtype, a.opt.format, r.n_params, double(r.bytes) / (1 << 20),
+             r.files.size(), r.seconds, double(r.bytes) / (1 << 20) / std::max(r.seconds, 1e-9));
 }
 
 }  // namespace
@@ -32,10 +149,28 @@ void add_model_commands(CLI::App& app) {
   auto* model = app.add_subcommand("model", "Inspect and generate model files");
   model->require_subcommand(1);
 
-  auto* info = model->add_subcommand("info", "Print a model's architecture, shapes and tokenizer");
+  auto* info = model->add_subcommand("info", "Print a model's architecture, shapes, dtypes and tokenizer");
   static std::string info_path;
+  static bool info_json = false;
   info->add_option("model", info_path, "GGUF file or Hugging Face folder")->required();
-  info->callback([] { model_info(info_path); });
+  info->add_flag("--json", info_json, "Print as JSON");
+  info->callback([] { model_info(info_path, info_json); });
+
+  auto* gen = model->add_subcommand("gen", "Write a random-weight Llama model (real shapes, real vocabulary)");
+  static GenArgs g;
+  g.opt.vocab_path = "tests/data/tokenizer/ggml-vocab-llama-bpe.gguf";
+  gen->add_option("--preset", g.opt.preset, "tiny, llama3.2-1b, llama3.2-3b or llama3.1-8b")->capture_default_str();
+  gen->add_option("--dtype", g.dtype, "Matrix dtype: f32, f16, bf16, q8_0 (q4_0; quantised: GGUF only)")
+      ->capture_default_str();
+  gen->add_option("--vocab", g.opt.vocab_path, "GGUF file whose tokenizer.* metadata is copied")->capture_default_str();
+  gen->add_option("--format", g.opt.format, "gguf (a file) or hf (a folder)")->capture_default_str();
+  gen->add_option("--seed", g.opt.seed, "Random seed")->capture_default_str();
+  gen->add_option("-o,--output", g.opt.output, "Output GGUF file or HF folder")->required();
+  gen->add_option("--shard-size", g.shard_size, "HF: start a new safetensors shard above this size")
+      ->capture_default_str();
+  gen->add_option("--threads", g.threads, "Worker threads (0: one per core)")->capture_default_str();
+  gen->add_flag("-q,--quiet", g.opt.quiet, "No progress on stderr");
+  gen->callback([] { model_gen(g); });
 }
 
 }  // namespace pith::cli

@@ -7,7 +7,10 @@
 namespace pith::cli {
 
 void add_model_commands(CLI::App& app);  // pith model info|gen
+void add_logits_commands(CLI::App& app);  // pith logits
 void add_tokenize_commands(CLI::App& app);  // pith tokenize|detokenize
 void add_bench_commands(CLI::App& app);  // pith bench matmul|model
+void add_inferlet_commands(CLI::App& app);  // pith run-local, pith inferlet build
+void add_chat_template_commands(CLI::App& app);  // pith chat-template
 
 }  // namespace pith::cli

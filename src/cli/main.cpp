@@ -13,8 +13,11 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%^%L%$ %H:%M:%S.%e %v");
 
   pith::cli::add_model_commands(app);
+  pith::cli::add_logits_commands(app);
   pith::cli::add_tokenize_commands(app);
   pith::cli::add_bench_commands(app);
+  pith::cli::add_inferlet_commands(app);
+  pith::cli::add_chat_template_commands(app);
 
   try {
     app.parse(argc, argv);

@@ -10,6 +10,8 @@ namespace {
 // How long a worker spins waiting for the next job before it sleeps. Long enough to bridge
 // the gap between two matmuls of one forward pass, short enough that an idle pool is idle.
 constexpr auto kSpin = std::chrono::microseconds(200);
+// Pause iterations (~10-40 ns each) the caller spins for straggling workers before yielding.
+constexpr int kWaitSpins = 4096;
 }  // namespace
 
 ThreadPool::ThreadPool(size_t n_threads) {
@@ -44,8 +46,15 @@ void ThreadPool::parallel_for(size_t n_tasks, const std::function<void(size_t, s
   }
   wake_.notify_all();
   run_tasks(0);
-  // Wait for every worker to leave the job before `fn` goes out of scope.
-  while (pending_workers_.load(std::memory_order_acquire) != 0) _mm_pause();
+  // Wait for every worker to leave the job before `fn` goes out of scope. Spin briefly (the
+  // usual case: workers finish their last task within microseconds), then yield so that a
+  // descheduled worker on an oversubscribed machine gets the core instead of our spin.
+  for (int spins = 0; pending_workers_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < kWaitSpins)
+      _mm_pause();
+    else
+      std::this_thread::yield();
+  }
 }
 
 void ThreadPool::run_tasks(size_t worker) {

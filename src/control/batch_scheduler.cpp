@@ -117,6 +117,12 @@ BatchPlan form_batch(std::span<const QueueView> queues, const BatchLimits& limit
     std::vector<bool> used(order.size(), false);
     for (size_t i = 0; i < order.size() && !full; ++i)
       used[i] = record(take_from(*order[i], [](const CallInfo& c) { return c.n_tokens <= 1; }));
+    if (const uint32_t threshold = limits.long_prefill_threshold) {
+      // Short prefills before long ones.
+      for (size_t i = 0; i < order.size() && !full; ++i)
+        if (!used[i] && order[i]->pending.front().n_tokens <= threshold)
+          used[i] = record(take_from(*order[i], [&](const CallInfo& c) { return c.n_tokens <= threshold; }));
+    }
     for (size_t i = 0; i < order.size() && !full; ++i)
       if (!used[i]) record(take_from(*order[i], [](const CallInfo&) { return true; }));
   } else {

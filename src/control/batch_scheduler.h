@@ -17,7 +17,10 @@
 //  - Prefill/decode-aware formation (Sarathi-style, the default): a forward batch first takes
 //    every pending single-token (decode) call up to the sequence limit, then fills the
 //    remaining token budget with prefill chunks in arrival order, so decodes never stall
-//    behind a long prompt. `fcfs` formation takes calls strictly by priority and age.
+//    behind a long prompt. With a long-prefill threshold, prefills up to that many tokens go
+//    before longer ones (each class in arrival order), so a short prompt never waits for the
+//    chunks of a long one (vLLM's long_prefill_token_threshold plays the same role).
+//    `fcfs` formation takes calls strictly by priority and age.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +65,7 @@ struct BatchLimits {
   uint32_t max_seqs = 0;    // 0: unlimited
   uint32_t max_calls = 0;   // 0: unlimited (the eager policy sets 1)
   BatchFormation formation = BatchFormation::DecodeFirst;
+  uint32_t long_prefill_threshold = 0;  // DecodeFirst: prefills above this go last; 0: off
 };
 
 // What one batch takes from one queue: `calls` whole calls from the front, then, when

@@ -77,6 +77,8 @@ Controller::Controller(Engine& engine, const ControllerOptions& options)
   limits_.max_tokens = options.max_batch_tokens;
   limits_.max_seqs = options.max_batch_seqs;
   limits_.formation = options.batch_formation;
+  limits_.long_prefill_threshold =
+      options.long_prefill_threshold ? options.long_prefill_threshold : options.max_batch_tokens / 4;
   limits_ = policy_->limit(limits_);
   if (options.prefix_cache) prefix_cache_ = std::make_unique<PrefixCache>(page_refs_, page_size());
   dispatcher_ = std::thread([this] { dispatcher_loop(); });
@@ -174,6 +176,32 @@ Status Controller::create_queue(InstanceId id, QueueId& out) {
   out = next_queue_id_++;
   queues_[out].owner = id;
   inst->queues.push_back(out);
+  return Status::Ok;
+}
+
+Status Controller::destroy_queue(InstanceId id, QueueId q) {
+  std::vector<std::function<void()>> deferred;
+  {
+    std::lock_guard lock(mu_);
+    Queue* queue = find_queue(id, q);
+    if (!queue) return reject(Status::BadHandle, "unknown queue");
+    for (auto& p : queue->payloads) {
+      page_refs_.release(p->held_pages);
+      embed_refs_.release(p->held_embeds);
+      if (p->done)
+        deferred.push_back([done = std::move(p->done)]() mutable {
+          CallOutcome o;
+          o.status = Status::Terminated;
+          o.error = "queue destroyed";
+          done(std::move(o));
+        });
+    }
+    for (auto& [_, fn] : queue->sync_waiters) deferred.push_back(std::move(fn));
+    queues_.erase(q);
+    auto& qs = instances_.at(id).queues;
+    qs.erase(std::remove(qs.begin(), qs.end(), q), qs.end());
+  }
+  for (auto& f : deferred) f();
   return Status::Ok;
 }
 
@@ -372,6 +400,12 @@ Status Controller::prefix_insert(InstanceId id, std::span<const int32_t> tokens,
   }
   if (prefix_cache_) prefix_cache_->insert(tokens, phys);
   return Status::Ok;
+}
+
+bool Controller::has_page(InstanceId id, uint32_t handle) const {
+  std::lock_guard lock(mu_);
+  auto it = instances_.find(id);
+  return it != instances_.end() && it->second.pages.lookup(handle).has_value();
 }
 
 uint32_t Controller::pages_held(InstanceId id) const {

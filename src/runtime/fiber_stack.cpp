@@ -8,6 +8,10 @@
 
 #include "common/error.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace pith::runtime {
 
 boost::context::stack_context GuardedStack::allocate() {
@@ -32,6 +36,11 @@ boost::context::stack_context GuardedStack::allocate() {
 
 void GuardedStack::deallocate(boost::context::stack_context& sc) noexcept {
   char* top = static_cast<char*>(sc.sp);
+#if defined(__SANITIZE_ADDRESS__)
+  // Frames abandoned by a trap's longjmp leave poisoned shadow behind; clear it before the
+  // addresses can be reused by another mapping.
+  ASAN_UNPOISON_MEMORY_REGION(top - sc.size, sc.size);
+#endif
   munmap(top - sc.size - guard_, sc.size + guard_);
 }
 

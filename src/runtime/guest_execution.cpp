@@ -6,6 +6,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -46,7 +48,7 @@ void chain(int sig, siginfo_t* info, void* uctx) {
 
 void on_fault(int sig, siginfo_t* info, void* uctx) {
   GuestExecution* exec = t_current;
-  if (exec && !exec->in_host) {
+  if (exec && !exec->in_host && !exec->interpreted) {
     auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
     if (exec->memory && exec->memory->data) {
       auto base = reinterpret_cast<uintptr_t>(exec->memory->data);
@@ -64,8 +66,23 @@ void on_tick(int, siginfo_t*, void*) {
   exec->cpu_used_ns = exec->cpu_used_ns + t_tick_ns;
   if (exec->cpu_limit_ns && exec->cpu_used_ns >= exec->cpu_limit_ns && !exec->kill_pending)
     exec->kill_pending = static_cast<int>(TrapCode::kCpuLimit);
+  exec->slice_ns = exec->slice_ns + t_tick_ns;
+  if (exec->interpreted) return;  // the interpreter loop polls kill_pending and slice_ns
   if (exec->kill_pending && !exec->in_host)
     raise_trap(*exec, static_cast<TrapCode>(exec->kill_pending));
+  if (exec->slice_limit_ns && exec->slice_ns >= exec->slice_limit_ns && !exec->in_host &&
+      exec->preempt) {
+    exec->slice_ns = 0;
+    // Unblock the tick for whatever runs next on this thread; sigreturn restores the mask when
+    // this instance resumes and the handler returns into its guest code.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGVTALRM);
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+    exec->in_host = 1;  // while parked and while the scheduler switches, it is not in guest code
+    exec->preempt(exec->owner);
+    exec->in_host = 0;  // resumed: back into the interrupted guest code
+  }
 }
 
 }  // namespace
@@ -94,7 +111,7 @@ GuestExecution* current_execution() { return t_current; }
 void set_current_execution(GuestExecution* exec) { t_current = exec; }
 
 void raise_trap(GuestExecution& exec, TrapCode code) {
-  exec.in_host = 0;
+  exec.in_host = 1;  // leaving guest code for good: a tick during the jump must not re-raise
   siglongjmp(exec.trap_jmp, static_cast<int>(code));
 }
 
@@ -110,25 +127,35 @@ void install_signal_handlers() {
     PITH_CHECK(sigaction(SIGBUS, &sa, &g_old_bus) == 0);
     struct sigaction tick {};
     tick.sa_sigaction = on_tick;
-    tick.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    tick.sa_flags = SA_SIGINFO | SA_RESTART;  // on the fiber's stack: it may switch fibers
     sigemptyset(&tick.sa_mask);
     PITH_CHECK(sigaction(SIGVTALRM, &tick, nullptr) == 0);
   });
 }
 
-void ensure_alt_signal_stack() {
+namespace {
+constexpr size_t kAltStackSize = 64 * 1024;
+}
+
+AltSignalStack::AltSignalStack() {
   stack_t old{};
-  if (sigaltstack(nullptr, &old) == 0 && !(old.ss_flags & SS_DISABLE) && old.ss_size >= 65536)
-    return;
-  // One per thread for the thread's lifetime (a thread exiting with it installed is fine: the
-  // kernel forgets it; the 64 KiB mapping is reclaimed at process exit).
-  constexpr size_t kSize = 64 * 1024;
-  void* mem = mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  PITH_CHECK(mem != MAP_FAILED);
+  if (sigaltstack(nullptr, &old) == 0 && !(old.ss_flags & SS_DISABLE) &&
+      old.ss_size >= kAltStackSize)
+    return;  // the thread has one already (e.g. from a sanitizer): keep it
+  mem_ = mmap(nullptr, kAltStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  PITH_CHECK(mem_ != MAP_FAILED);
   stack_t ss{};
-  ss.ss_sp = mem;
-  ss.ss_size = kSize;
+  ss.ss_sp = mem_;
+  ss.ss_size = kAltStackSize;
   PITH_CHECK(sigaltstack(&ss, nullptr) == 0);
+}
+
+AltSignalStack::~AltSignalStack() {
+  if (!mem_) return;
+  stack_t ss{};
+  ss.ss_flags = SS_DISABLE;
+  sigaltstack(&ss, nullptr);
+  munmap(mem_, kAltStackSize);
 }
 
 CpuTicker::CpuTicker(uint64_t tick_ns) {

@@ -18,6 +18,9 @@
 //  - SIGVTALRM from a per-thread CPU-time timer (CpuTicker): each tick charges the running
 //    instance; past its limit the instance is killed, immediately if it is in guest code, at the
 //    next host-call boundary if it is inside a host call (host code is never longjmp'd out of).
+//    A tick in guest code after a full time slice preempts the instance (a fiber switch from the
+//    handler, which therefore runs on the fiber's own stack, not the alternate one), so a
+//    spinning guest cannot starve the others on its thread.
 #pragma once
 
 #include <wasm-rt.h>
@@ -61,10 +64,24 @@ struct GuestExecution {
   // Fiber stack: [stack_lo, stack_hi) usable, [guard_lo, stack_lo) PROT_NONE guard.
   uintptr_t guard_lo = 0, stack_lo = 0, stack_hi = 0;
 
-  volatile sig_atomic_t in_host = 0;       // inside a host call / runtime code
+  // 0 only while guest code runs on the fiber. Starts at 1: the scheduler's code between
+  // setting the current execution and switching to the fiber must never be a trap target.
+  volatile sig_atomic_t in_host = 1;
+  // Interpreter tier: the guest is wabt's interpreter, i.e. host C++ code. Faults are never
+  // traps, ticks never jump or switch; kills and preemption happen between instruction batches
+  // and at host-call boundaries (which then return instead of jumping).
+  bool interpreted = false;
   volatile sig_atomic_t kill_pending = 0;  // a TrapCode to raise at the next safe point
   volatile uint64_t cpu_used_ns = 0;       // charged by CpuTicker ticks
   uint64_t cpu_limit_ns = 0;               // 0 = unlimited
+
+  // Preemption: after slice_limit_ns of CPU in one run, a tick that lands in guest code calls
+  // preempt(owner) from the signal handler, which parks the fiber at the back of the ready queue
+  // (safe: guest code holds no host locks and never is inside malloc).
+  volatile uint64_t slice_ns = 0;
+  uint64_t slice_limit_ns = 0;  // 0 = never preempt
+  void (*preempt)(void* owner) = nullptr;
+  void* owner = nullptr;
   int exit_code = 0;                       // for TrapCode::kExit
 };
 
@@ -79,8 +96,18 @@ void set_current_execution(GuestExecution* exec);
 // Installs the SIGSEGV/SIGBUS/SIGVTALRM handlers once per process (idempotent, thread-safe).
 void install_signal_handlers();
 
-// Gives the calling thread an alternate signal stack (needed to handle a fiber stack overflow).
-void ensure_alt_signal_stack();
+// Gives the calling thread an alternate signal stack for its lifetime (needed to handle a fiber
+// stack overflow) unless it has one; removes and frees it again on destruction.
+class AltSignalStack {
+ public:
+  AltSignalStack();
+  ~AltSignalStack();
+  AltSignalStack(const AltSignalStack&) = delete;
+  AltSignalStack& operator=(const AltSignalStack&) = delete;
+
+ private:
+  void* mem_ = nullptr;
+};
 
 // A per-thread CPU-time interval timer delivering SIGVTALRM to its own thread every `tick_ns`
 // of that thread's CPU time. Create it on the thread that runs guests.

@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 #include "runtime/model_api.h"
-#include "runtime/native_module.h"
+#include "runtime/guest_module.h"
 #include "runtime/pubsub.h"
 #include "runtime/scheduler.h"
 
@@ -14,7 +14,7 @@ namespace pith::runtime {
 
 namespace ctx = boost::context;
 
-Instance::Instance(uint64_t id, std::shared_ptr<const NativeModule> module,
+Instance::Instance(uint64_t id, std::shared_ptr<const GuestModule> module,
                    std::vector<std::string> args, InstanceLimits limits,
                    InstanceServices services, EventSink sink)
     : id_(id),
@@ -23,13 +23,20 @@ Instance::Instance(uint64_t id, std::shared_ptr<const NativeModule> module,
       limits_(limits),
       services_(services),
       sink_(std::move(sink)) {
-  guest_ = calloc(1, module_->instance_size());
-  if (!guest_) fail("out of host memory for an instance of {} bytes", module_->instance_size());
   exec_.memory_limit_pages = limits_.memory_pages;
   exec_.cpu_limit_ns = limits_.cpu_ns;
+  exec_.slice_limit_ns = limits_.time_slice_ns;
+  exec_.preempt = &Instance::preempt_from_signal;
+  exec_.owner = this;
 }
 
-Instance::~Instance() { free(guest_); }
+void Instance::preempt_from_signal(void* self) {
+  static_cast<Instance*>(self)->yield_now();
+}
+
+Instance::~Instance() = default;
+
+const char* Instance::tier() const { return module_->tier(); }
 
 // ---------------------------------------------------------------- client side
 
@@ -79,6 +86,7 @@ std::optional<ExitStatus> Instance::exit_status() const {
 // ---------------------------------------------------------------- fiber and trap boundary
 
 void Instance::run_slice() {
+  exec_.slice_ns = 0;
   set_current_execution(&exec_);
   if (!started_) {
     started_ = true;
@@ -98,28 +106,11 @@ void Instance::body() {
   exec_.guard_lo = stack_.guard_lo;
   exec_.stack_lo = stack_.stack_lo;
   exec_.stack_hi = stack_.stack_hi;
-  run_guarded();
-  // Back in host code for good: free the module instance (linear memory, tables) here, on the
-  // fiber, while this instance is still the thread's current execution.
-  exec_.in_host = 1;
-  module_->free_instance(guest_);
-}
-
-// Kept free of C++ objects with destructors: a trap siglongjmps back into this frame.
-void Instance::run_guarded() {
   if (exec_.kill_pending) {  // killed before it ever ran
     end_code_ = static_cast<TrapCode>(exec_.kill_pending);
     return;
   }
-  int code = sigsetjmp(exec_.trap_jmp, 1);
-  if (code == 0) {
-    exec_.in_host = 0;
-    module_->instantiate(guest_, this);
-    module_->start(guest_);
-    end_code_ = TrapCode::kNone;
-  } else {
-    end_code_ = static_cast<TrapCode>(code);
-  }
+  end_code_ = module_->run(*this);
 }
 
 void Instance::park() {

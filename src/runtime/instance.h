@@ -4,9 +4,9 @@
 // so a guest can only ever name its own resources.
 //
 // Life cycle: created by Runtime::launch, run by one Scheduler thread as a fiber. The guest runs
-// inside run_guarded(): a trap, proc_exit, the CPU limit or a kill jumps back there; the module
-// instance is then freed on the fiber and, back on the scheduler, finish() releases everything
-// else and reports the ExitStatus ("exited with code 0", "trap: out of bounds memory access",
+// inside GuestModule::run (native or interpreter tier), which returns how it ended (trap,
+// proc_exit, CPU limit, kill) after freeing the module instance; back on the scheduler,
+// finish() releases everything else and reports the ExitStatus ("exited with code 0", "trap: out of bounds memory access",
 // "killed: cpu time limit 5 s") to the client. Other instances are never affected.
 //
 // Threading: the guest side (host calls) runs on the scheduler thread; the client side
@@ -34,7 +34,7 @@
 
 namespace pith::runtime {
 
-class NativeModule;
+class GuestModule;
 class Scheduler;
 class KvStore;
 class PubSub;
@@ -64,6 +64,7 @@ struct InstanceLimits {
   size_t max_handles = 4096;           // live futures + subscriptions
   size_t max_message_bytes = 4 << 20;  // msg_send / broadcast / inbox message size
   size_t max_queued_messages = 4096;   // client inbox and each subscription
+  uint64_t time_slice_ns = 20'000'000; // CPU time before a spinning guest is preempted
 };
 
 // What an instance reaches outside itself; owned by the Runtime.
@@ -77,7 +78,7 @@ struct InstanceServices {
 
 class Instance : public std::enable_shared_from_this<Instance> {
  public:
-  Instance(uint64_t id, std::shared_ptr<const NativeModule> module,
+  Instance(uint64_t id, std::shared_ptr<const GuestModule> module,
            std::vector<std::string> args, InstanceLimits limits, InstanceServices services,
            EventSink sink);
   ~Instance();
@@ -104,6 +105,7 @@ class Instance : public std::enable_shared_from_this<Instance> {
   const std::vector<std::string>& args() const { return args_; }
   const InstanceLimits& limits() const { return limits_; }
   const InstanceServices& services() const { return services_; }
+  const char* tier() const;  // the GuestModule tier this instance runs in
   void emit(InstanceEvent event);
   void write_stdio(int fd, std::string_view bytes);  // fd 1/2: split into log lines
   void park();        // until wake(); returns at once if a wake came in between
@@ -141,21 +143,20 @@ class Instance : public std::enable_shared_from_this<Instance> {
     std::deque<uint32_t> waiting;  // futures waiting for the next message
   };
 
-  void body();  // the fiber's body: instantiate, run _start, free the module instance
-  void run_guarded();
+  static void preempt_from_signal(void* self);
+  void body();  // the fiber's body: module_->run(*this)
   std::string describe_trap(TrapCode code) const;
   uint32_t next_handle_locked();
   void complete_locked(uint32_t id, pith_status_t status, std::string result);
 
   const uint64_t id_;
-  std::shared_ptr<const NativeModule> module_;
+  std::shared_ptr<const GuestModule> module_;
   std::vector<std::string> args_;
   InstanceLimits limits_;
   InstanceServices services_;
   EventSink sink_;
 
   // Guest state (scheduler thread only).
-  void* guest_ = nullptr;  // the wasm2c instance struct, module_->instance_size() bytes
   GuestExecution exec_;
   StackBounds stack_;
   boost::context::fiber fiber_;   // the instance's fiber while suspended

@@ -83,6 +83,11 @@ class ModelSession {
   virtual pith_status_t unexport_kvpages(uint32_t queue, std::string_view name) = 0;
   virtual pith_status_t import_kvpages(uint32_t queue, std::string_view name,
                                        std::vector<uint32_t>* pages) = 0;
+  // The server's radix prefix cache (abi.h prefix_match / prefix_insert).
+  virtual pith_status_t prefix_match(uint32_t queue, std::span<const uint32_t> tokens,
+                                     std::vector<uint32_t>* pages, uint32_t* matched) = 0;
+  virtual pith_status_t prefix_insert(uint32_t queue, std::span<const uint32_t> tokens,
+                                      std::span<const uint32_t> pages) = 0;
 
   // Compute.
   virtual pith_status_t embed_txt(uint32_t queue, std::span<const uint32_t> tokens,

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -67,27 +66,43 @@ struct ImportLine {
   std::string module, name;
 };
 
+// wasm2c marks each import declaration with a comment: /* import: 'module' 'name' */
 std::vector<ImportLine> parse_imports(const std::string& header) {
-  static const std::regex re(R"(/\* import: '([^']*)' '([^']*)' \*/)");
+  static constexpr std::string_view kTag = "/* import: '";
   std::vector<ImportLine> out;
-  for (auto it = std::sregex_iterator(header.begin(), header.end(), re);
-       it != std::sregex_iterator(); ++it)
-    out.push_back({(*it)[1].str(), (*it)[2].str()});
+  for (size_t pos = header.find(kTag); pos != std::string::npos; pos = header.find(kTag, pos)) {
+    pos += kTag.size();
+    size_t end_mod = header.find('\'', pos);
+    size_t start_name = header.find('\'', end_mod + 1);
+    size_t end_name = header.find('\'', start_name + 1);
+    if (end_mod == std::string::npos || start_name == std::string::npos ||
+        end_name == std::string::npos)
+      fail("unexpected wasm2c output: malformed import comment");
+    out.push_back({header.substr(pos, end_mod - pos),
+                   header.substr(start_name + 1, end_name - start_name - 1)});
+    pos = end_name;
+  }
   return out;
 }
 
-// Builds the shim: stable entry points independent of the module's import set.
+// Builds the shim: stable entry points independent of the module's import set. The generated
+// instantiate function takes one instance pointer per imported module, in order.
 std::string make_shim(const std::string& header) {
-  static const std::regex inst(R"(void Z_guest_instantiate\(Z_guest_instance_t\*([^)]*)\);)");
-  std::smatch m;
-  if (!std::regex_search(header, m, inst))
+  static constexpr std::string_view kDecl = "void Z_guest_instantiate(Z_guest_instance_t*";
+  size_t pos = header.find(kDecl);
+  if (pos == std::string::npos)
     fail("wasm2c output has no instantiate function (unexpected wasm2c version?)");
+  size_t end = header.find(");", pos);
+  std::string params = header.substr(pos + kDecl.size(), end - pos - kDecl.size());
   std::string args;
-  std::string rest = m[1].str();  // ", struct Z_pith_instance_t*, struct Z_wasi_..._t*"
-  static const std::regex param(R"(struct (Z_[A-Za-z0-9_]+_instance_t)\*)");
-  for (auto it = std::sregex_iterator(rest.begin(), rest.end(), param);
-       it != std::sregex_iterator(); ++it)
-    args += fmt::format(", (struct {}*)host", (*it)[1].str());
+  static constexpr std::string_view kStruct = "struct ";
+  for (size_t p = params.find(kStruct); p != std::string::npos; p = params.find(kStruct, p)) {
+    p += kStruct.size();
+    size_t star = params.find('*', p);
+    if (star == std::string::npos) fail("unexpected wasm2c output: instantiate parameters");
+    args += fmt::format(", (struct {}*)host", params.substr(p, star - p));
+    p = star;
+  }
   if (header.find("void Z_guestZ__start(Z_guest_instance_t*);") == std::string::npos)
     fail("module exports no _start function: build the inferlet as a WASI command "
          "(a main function)");

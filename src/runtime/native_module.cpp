@@ -3,7 +3,10 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+
 #include "common/error.h"
+#include "runtime/instance.h"
 
 namespace pith::runtime {
 
@@ -25,6 +28,26 @@ std::shared_ptr<NativeModule> NativeModule::load(const std::string& so_path) {
   m->instance_size_ = size_fn();
   init_fn();  // registers function types; runs no guest code
   return m;
+}
+
+TrapCode NativeModule::run(Instance& instance) const {
+  GuestExecution& exec = instance.exec();
+  void* const guest = calloc(1, instance_size_);
+  if (!guest) return TrapCode::kHostError;
+  volatile TrapCode end = TrapCode::kNone;  // volatile: written on both sides of the jump
+  // Nothing with a destructor lives between here and the guest: a trap jumps back to this frame.
+  int code = sigsetjmp(exec.trap_jmp, 1);
+  if (code == 0) {
+    exec.in_host = 0;
+    instantiate_(guest, &instance);
+    start_(guest);
+  } else {
+    end = static_cast<TrapCode>(code);
+  }
+  exec.in_host = 1;  // host code from here on: never a trap target again
+  free_(guest);
+  free(guest);
+  return end;
 }
 
 NativeModule::~NativeModule() {

@@ -8,9 +8,11 @@
 #include <memory>
 #include <string>
 
+#include "runtime/guest_module.h"
+
 namespace pith::runtime {
 
-class NativeModule {
+class NativeModule final : public GuestModule {
  public:
   // Throws pith::Error if the object cannot be loaded or lacks the shim symbols.
   static std::shared_ptr<NativeModule> load(const std::string& so_path);
@@ -18,11 +20,11 @@ class NativeModule {
   NativeModule(const NativeModule&) = delete;
   NativeModule& operator=(const NativeModule&) = delete;
 
+  const char* tier() const override { return "native"; }
+  // The trap boundary: sigsetjmp here, then instantiate + _start; a trap, proc_exit or kill
+  // siglongjmps back and the module instance (linear memory, tables) is freed either way.
+  TrapCode run(Instance& instance) const override;
   size_t instance_size() const { return instance_size_; }
-  // Must run on the instance's fiber inside run_guarded (it may trap).
-  void instantiate(void* instance, void* host) const { instantiate_(instance, host); }
-  void start(void* instance) const { start_(instance); }
-  void free_instance(void* instance) const { free_(instance); }
   const std::string& path() const { return path_; }
 
  private:

@@ -1,14 +1,17 @@
-// Uploaded modules and their background native build. See program.h.
+// Uploaded modules, their tiers and the background native build. See program.h.
 #include "runtime/program.h"
 
+#include "common/error.h"
+#include "runtime/interp_module.h"
 #include "runtime/native_compiler.h"
 #include "runtime/native_module.h"
 
 namespace pith::runtime {
 
-Program::Program(std::string wasm, const NativeCompiler& compiler)
-    : wasm_(std::move(wasm)), hash_(sha256_hex(wasm_)) {
-  std::string cached = compiler.cached(wasm_);
+Program::Program(std::string wasm, std::shared_ptr<const NativeCompiler> compiler,
+                 TierPolicy policy)
+    : wasm_(std::move(wasm)), hash_(sha256_hex(wasm_)), policy_(policy) {
+  std::string cached = policy_ == TierPolicy::kInterpreterOnly ? "" : compiler->cached(wasm_);
   if (!cached.empty()) {
     std::promise<std::shared_ptr<const NativeModule>> p;
     try {
@@ -19,10 +22,11 @@ Program::Program(std::string wasm, const NativeCompiler& compiler)
     native_ = p.get_future().share();
     return;
   }
-  // The compiler outlives programs (both owned by the Runtime, compiler declared first).
-  native_ = std::async(std::launch::async, [this, &compiler]() {
+  if (policy_ != TierPolicy::kNativeOnly) interp_ = InterpModule::load(wasm_);  // throws if bad
+  if (policy_ == TierPolicy::kInterpreterOnly) return;
+  native_ = std::async(std::launch::async, [this, compiler]() {
               auto t0 = std::chrono::steady_clock::now();
-              std::string so = compiler.compile(wasm_);
+              std::string so = compiler->compile(wasm_);
               compile_seconds_ = std::chrono::duration<double>(
                                      std::chrono::steady_clock::now() - t0).count();
               return std::shared_ptr<const NativeModule>(NativeModule::load(so));
@@ -34,9 +38,26 @@ Program::~Program() {
 }
 
 bool Program::native_ready() const {
-  return native_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  return native_.valid() &&
+         native_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
 }
 
-std::shared_ptr<const NativeModule> Program::native() { return native_.get(); }
+std::shared_ptr<const NativeModule> Program::native() {
+  if (!native_.valid()) fail("program {}: native tier disabled", hash_.substr(0, 12));
+  return native_.get();
+}
+
+std::shared_ptr<const GuestModule> Program::module_for_launch() {
+  if (policy_ == TierPolicy::kInterpreterOnly) return interp_;
+  if (policy_ == TierPolicy::kNativeOnly || !interp_) return native();
+  if (native_ready()) {
+    try {
+      return native_.get();
+    } catch (const Error&) {
+      return interp_;  // e.g. the C compiler hit its limits: keep serving from the interpreter
+    }
+  }
+  return interp_;
+}
 
 }  // namespace pith::runtime

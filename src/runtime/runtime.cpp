@@ -8,8 +8,12 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "runtime/native_module.h"
+#include "runtime/guest_module.h"
 #include "runtime/scheduler.h"
+
+namespace pith::runtime::api {
+size_t host_import_table(const void* const** table);  // api/host_imports.cpp
+}
 
 namespace pith::runtime {
 
@@ -20,16 +24,20 @@ std::string default_cache_dir() {
 }
 
 namespace {
-NativeCompilerConfig with_cache_dir(NativeCompilerConfig c) {
+NativeCompilerConfig with_defaults(NativeCompilerConfig c) {
   if (c.cache_dir.empty()) c.cache_dir = default_cache_dir();
+  if (c.cc.empty() || c.cc == "cc") c.cc = PITH_DEFAULT_CC;
+  if (c.wasm2c.empty() || c.wasm2c == "wasm2c") c.wasm2c = PITH_DEFAULT_WASM2C;
   return c;
 }
 }  // namespace
 
 Runtime::Runtime(RuntimeConfig config)
     : config_(std::move(config)),
-      compiler_(with_cache_dir(config_.compiler)),
+      compiler_(std::make_shared<const NativeCompiler>(with_defaults(config_.compiler))),
       store_(config_.store) {
+  const void* const* imports = nullptr;
+  PITH_CHECK(api::host_import_table(&imports) > 0 && imports[0] != nullptr);
   if (config_.threads < 1) fail("runtime: threads must be >= 1 (got {})", config_.threads);
   for (int i = 0; i < config_.threads; ++i)
     schedulers_.push_back(std::make_unique<Scheduler>(config_.cpu_tick_ns));
@@ -40,7 +48,7 @@ Runtime::~Runtime() { schedulers_.clear(); }
 std::shared_ptr<Program> Runtime::load_program(std::string wasm) {
   if (wasm.size() < 8 || wasm.compare(0, 4, std::string("\0asm", 4)) != 0)
     fail("not a WebAssembly module (bad magic)");
-  return std::make_shared<Program>(std::move(wasm), compiler_);
+  return std::make_shared<Program>(std::move(wasm), compiler_, config_.tiers);
 }
 
 std::shared_ptr<Program> Runtime::load_program_file(const std::string& path) {
@@ -58,7 +66,7 @@ std::shared_ptr<Program> Runtime::load_program_file(const std::string& path) {
 std::shared_ptr<Instance> Runtime::launch(const std::shared_ptr<Program>& program,
                                           std::vector<std::string> args, EventSink sink,
                                           std::optional<InstanceLimits> limits) {
-  std::shared_ptr<const NativeModule> module = program->native();
+  std::shared_ptr<const GuestModule> module = program->module_for_launch();
   uint64_t id = next_id_.fetch_add(1);
   Scheduler* sched = schedulers_[id % schedulers_.size()].get();
   InstanceServices services{sched, &store_, &pubsub_, config_.model, config_.http_enabled};

@@ -29,6 +29,7 @@ struct RuntimeConfig {
   KvStoreLimits store;
   ModelApi* model = nullptr;       // not owned; nullptr = no model (run-local)
   bool http_enabled = false;
+  TierPolicy tiers = TierPolicy::kAuto;
 };
 
 // $XDG_CACHE_HOME/pith/native, else $HOME/.cache/pith/native, else /tmp/pith-native-<uid>.
@@ -53,12 +54,12 @@ class Runtime {
 
   KvStore& store() { return store_; }
   PubSub& pubsub() { return pubsub_; }
-  const NativeCompiler& compiler() const { return compiler_; }
+  const NativeCompiler& compiler() const { return *compiler_; }
   size_t live_instances() const;
 
  private:
   RuntimeConfig config_;
-  NativeCompiler compiler_;
+  std::shared_ptr<const NativeCompiler> compiler_;
   KvStore store_;
   PubSub pubsub_;
   std::vector<std::unique_ptr<Scheduler>> schedulers_;

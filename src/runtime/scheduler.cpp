@@ -52,7 +52,7 @@ size_t Scheduler::live() const {
 }
 
 void Scheduler::loop() {
-  ensure_alt_signal_stack();
+  AltSignalStack alt_stack;
   CpuTicker ticker(tick_ns_);
   for (;;) {
     std::shared_ptr<Instance> inst;
@@ -66,9 +66,14 @@ void Scheduler::loop() {
     if (inst->ended()) continue;  // a stale wake-up after the end
     inst->run_slice();
     if (inst->ended()) {
+      // Leave the live set first, so a client woken by finish() sees a consistent count; the
+      // destructor still cannot stop the loop before finish() returns (same thread).
+      {
+        std::lock_guard lock(mu_);
+        live_.erase(inst.get());
+      }
       inst->finish();
       std::lock_guard lock(mu_);
-      live_.erase(inst.get());
       if (live_.empty()) idle_cv_.notify_all();
     }
   }

@@ -35,27 +35,34 @@ ProcessResult run_limited(const std::vector<std::string>& argv, const std::strin
   int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (log_fd < 0) fail("{}: cannot create: {}", log_path, std::strerror(errno));
 
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(log_fd);
-    fail("cannot start {}: fork: {}", argv[0], std::strerror(errno));
-  }
+  // Everything the child needs is prepared here: after vfork it may only make system calls.
+  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const rlimit cpu{limits.cpu_seconds, limits.cpu_seconds + 1};
+  const rlimit as{limits.address_space, limits.address_space};
+  const rlimit fsize{limits.file_size, limits.file_size};
+  const char* dir = workdir.c_str();
+  char* const* child_argv = args.data();
+
+  // vfork: the child borrows the parent's address space until exec, so starting a tool costs the
+  // same in a server with gigabytes mapped (fork would copy its page tables: milliseconds). The
+  // child makes the same system calls posix_spawn makes, then execs or _exits.
+  pid_t pid = vfork();
   if (pid == 0) {
-    // Child: only async-signal-safe calls until exec.
-    if (chdir(workdir.c_str()) != 0) _exit(126);
+    if (chdir(dir) != 0) _exit(126);
     dup2(log_fd, 1);
     dup2(log_fd, 2);
-    int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, 0);
-    rlimit cpu{limits.cpu_seconds, limits.cpu_seconds + 1};
-    rlimit as{limits.address_space, limits.address_space};
-    rlimit fsize{limits.file_size, limits.file_size};
     setrlimit(RLIMIT_CPU, &cpu);
     setrlimit(RLIMIT_AS, &as);
     setrlimit(RLIMIT_FSIZE, &fsize);
     setpgid(0, 0);  // its own process group: the wall-clock kill reaches cc1 too
-    execvp(args[0], args.data());
+    execvp(child_argv[0], child_argv);
     _exit(127);
+  }
+  if (devnull >= 0) close(devnull);
+  if (pid < 0) {
+    close(log_fd);
+    fail("cannot start {}: vfork: {}", argv[0], std::strerror(errno));
   }
   close(log_fd);
 

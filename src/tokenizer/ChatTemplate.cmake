@@ -13,6 +13,7 @@ add_library(pith_chat_template
   ${CMAKE_CURRENT_LIST_DIR}/jinja_tests.cpp
   ${CMAKE_CURRENT_LIST_DIR}/jinja_methods.cpp
   ${CMAKE_CURRENT_LIST_DIR}/jinja_globals.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/jinja_format.cpp
 )
 target_include_directories(pith_chat_template PUBLIC ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(pith_chat_template PUBLIC pith_common nlohmann_json::nlohmann_json)

@@ -5,13 +5,48 @@
 
 namespace pith {
 
+namespace {
+constexpr int kShortWord = 12;
+}  // namespace
+
 void BpeMerger::add(int32_t left, int32_t right, int32_t merged, int32_t rank) {
-  table_.try_emplace(key(left, right), Entry{rank, merged});
+  if (left < 0 || right < 0) return;
+  if ((count_ + 1) * 2 > slots_.size()) grow();
+  const uint64_t k = key(left, right);
+  for (size_t i = hash(k) & mask_;; i = (i + 1) & mask_) {
+    Slot& s = slots_[i];
+    if (s.key == k) return;  // keep the first (lowest) rank
+    if (s.key == kEmpty) {
+      s = {k, rank, merged};
+      ++count_;
+      return;
+    }
+  }
+}
+
+void BpeMerger::grow() {
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(old.empty() ? 1024 : old.size() * 2, Slot{});
+  mask_ = slots_.size() - 1;
+  for (const Slot& s : old) {
+    if (s.key == kEmpty) continue;
+    for (size_t i = hash(s.key) & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i].key == kEmpty) {
+        slots_[i] = s;
+        break;
+      }
+    }
+  }
 }
 
 void BpeMerger::merge(std::vector<int32_t>& symbols) const {
   const int n = static_cast<int>(symbols.size());
   if (n < 2) return;
+  // Short words (most of them): the rescanning loop does fewer lookups and no allocation.
+  if (n <= kShortWord) {
+    merge_naive(symbols);
+    return;
+  }
   // Linked list over the symbol array; a merged-away symbol gets id INT32_MIN.
   std::vector<int> prev(n), next(n);
   for (int i = 0; i < n; ++i) {
@@ -33,7 +68,7 @@ void BpeMerger::merge(std::vector<int32_t>& symbols) const {
   heap.reserve(n);
   auto consider = [&](int l, int r) {
     if (l < 0 || r < 0) return;
-    if (const Entry* e = find(symbols[l], symbols[r])) {
+    if (const Slot* e = find(symbols[l], symbols[r])) {
       heap.push_back({e->rank, l, r, symbols[l], symbols[r]});
       std::push_heap(heap.begin(), heap.end(), worse);
     }
@@ -62,7 +97,7 @@ void BpeMerger::merge_naive(std::vector<int32_t>& symbols) const {
     int best = -1;
     int32_t best_rank = INT32_MAX;
     for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-      const Entry* e = find(symbols[i], symbols[i + 1]);
+      const Slot* e = find(symbols[i], symbols[i + 1]);
       if (e && e->rank < best_rank) best_rank = e->rank, best = static_cast<int>(i);
     }
     if (best < 0) return;

@@ -11,7 +11,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 namespace pith {
@@ -19,9 +18,9 @@ namespace pith {
 class BpeMerger {
  public:
   // Registers merge (left, right) → merged with priority `rank` (lower merges first). A pair
-  // registered twice keeps its first (lowest) rank.
+  // registered twice keeps its first (lowest) rank. Ids must be >= 0.
   void add(int32_t left, int32_t right, int32_t merged, int32_t rank);
-  size_t size() const { return table_.size(); }
+  size_t size() const { return count_; }
 
   // Merges `symbols` in place. Ids < 0 (bytes missing from the vocab) never merge.
   void merge(std::vector<int32_t>& symbols) const;
@@ -31,19 +30,39 @@ class BpeMerger {
   void merge_naive(std::vector<int32_t>& symbols) const;
 
  private:
-  struct Entry {
-    int32_t rank;
-    int32_t merged;
+  // Open-addressing hash table (linear probing, power-of-two size, load <= 1/2): one cache
+  // line per lookup, which is most of the cost of merging.
+  struct Slot {
+    uint64_t key = kEmpty;
+    int32_t rank = 0;
+    int32_t merged = 0;
   };
+  static constexpr uint64_t kEmpty = ~uint64_t(0);
   static uint64_t key(int32_t l, int32_t r) {
     return (uint64_t(uint32_t(l)) << 32) | uint32_t(r);
   }
-  const Entry* find(int32_t l, int32_t r) const {
-    if (l < 0 || r < 0) return nullptr;
-    auto it = table_.find(key(l, r));
-    return it == table_.end() ? nullptr : &it->second;
+  static size_t hash(uint64_t k) {  // murmur3 finalizer: every key bit reaches the low bits
+    k ^= k >> 33;
+    k *= 0xFF51AFD7ED558CCDull;
+    k ^= k >> 33;
+    k *= 0xC4CEB9FE1A85EC53ull;
+    k ^= k >> 33;
+    return static_cast<size_t>(k);
   }
-  std::unordered_map<uint64_t, Entry> table_;
+  const Slot* find(int32_t l, int32_t r) const {
+    if (l < 0 || r < 0 || slots_.empty()) return nullptr;
+    const uint64_t k = key(l, r);
+    for (size_t i = hash(k) & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.key == k) return &s;
+      if (s.key == kEmpty) return nullptr;
+    }
+  }
+  void grow();
+
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  size_t count_ = 0;
 };
 
 }  // namespace pith

@@ -20,7 +20,8 @@ struct Expr {
   enum class Kind {
     Literal,   // value
     Name,      // name
-    ListLit,   // args: items (also tuples)
+    ListLit,   // args: items
+    TupleLit,  // args: items
     DictLit,   // args: key0, value0, key1, value1, ...
     GetAttr,   // args[0].name
     GetItem,   // args[0][args[1]]
@@ -75,6 +76,7 @@ struct Stmt {
     Continue,
     FilterBlock,  // filter: expr is a Filter node whose input (args[0]) is null; bodies[0]
     Generation,   // {% generation %} bodies[0] (Hugging Face's assistant-mask extension)
+    With,         // with params[i].name = params[i].default_value, ...: bodies[0] in a new scope
   };
   Kind kind;
   int line = 0;
@@ -85,7 +87,7 @@ struct Stmt {
   std::vector<Body> bodies;
   Body else_body;
   Target target;
-  std::vector<MacroParam> params;
+  std::vector<MacroParam> params;  // Macro parameters; With assignments
 };
 
 // A parsed template: parse once, render many times.

@@ -30,7 +30,7 @@ std::vector<std::optional<Value>> bind_args(CallArgs& args,
 int64_t to_int_arg(const std::optional<Value>& v, int64_t fallback, const std::string& what) {
   if (!v || v->is_none() || v->is_undefined()) return fallback;
   if (v->is_int() || v->is_bool()) return v->as_int();
-  if (v->is_float()) return static_cast<int64_t>(v->as_double());
+  if (v->is_float()) return double_to_int(v->as_double());
   fail("{} expects an integer, got {}", what, v->type_name());
 }
 
@@ -130,7 +130,7 @@ Value get_item(const Value& obj, const Value& key) {
       break;
   }
   if (key.is_string()) return get_attr(obj, key.as_string());
-  return Value::undefined(fmt::format("'{}' has no attribute '{}'", obj.type_name(), key.str()));
+  return Value::undefined(fmt::format("{} has no element {}", obj.type_name(), key.repr()));
 }
 
 }  // namespace pith::jinja

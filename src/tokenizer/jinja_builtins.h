@@ -1,8 +1,8 @@
 // The Jinja built-ins a chat template can call: filters (`x | trim`), tests (`x is defined`),
 // methods of str/dict/list values (`s.strip()`, `d.items()`) and global functions (`range`,
 // `namespace`, `raise_exception`, `strftime_now`, ...). Each family lives in its own file
-// (jinja_filters.cpp, jinja_tests.cpp, jinja_methods.cpp, jinja_globals.cpp); this header is
-// their shared interface. Errors are thrown as pith::Error without a line: the interpreter
+// (jinja_filters.cpp, jinja_tests.cpp, jinja_methods.cpp, jinja_globals.cpp, jinja_format.cpp
+// for printf-style `%`, shared helpers in jinja_builtins.cpp); this header is their interface. Errors are thrown as pith::Error without a line: the interpreter
 // adds the line of the expression being evaluated.
 #pragma once
 
@@ -36,6 +36,10 @@ std::optional<Value> get_global(const std::string& name);
 std::vector<std::optional<Value>> bind_args(CallArgs& args,
                                             std::initializer_list<const char*> params,
                                             const std::string& what);
+
+// Python printf-style formatting: `format % args` where args is a tuple, a dict (for
+// `%(key)s`) or a single value (jinja_format.cpp).
+std::string percent_format(const std::string& format, const Value& args);
 
 // Helpers shared by the builtins.
 int64_t to_int_arg(const std::optional<Value>& v, int64_t fallback, const std::string& what);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <string_view>
 
@@ -22,7 +23,8 @@ constexpr std::string_view kFilters[] = {
     "join",    "last",    "length",     "list",     "lower",    "map",       "max",
     "min",     "reject",  "rejectattr", "replace",  "reverse",  "round",     "safe",
     "select",  "selectattr", "sort",    "string",   "sum",      "title",     "tojson",
-    "trim",    "unique",  "upper",      "wordcount", "center",  "batch",     "forceescape"};
+    "trim",    "unique",  "upper",      "wordcount", "center",  "batch",     "forceescape",
+    "format"};
 
 std::string what_of(const std::string& name) { return "filter '" + name + "'"; }
 
@@ -33,8 +35,11 @@ Value attribute_of(const Value& item, const std::string& path) {
   while (true) {
     size_t dot = path.find('.', start);
     std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    cur = numeric ? get_item(cur, Value(static_cast<int64_t>(std::stoll(part)))) : get_item(cur, Value(part));
+    int64_t index = 0;
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
+    bool numeric = !part.empty() && ec == std::errc() && end == part.data() + part.size() &&
+                   part[0] != '-';
+    cur = numeric ? get_item(cur, Value(index)) : get_item(cur, Value(part));
     if (dot == std::string::npos) return cur;
     start = dot + 1;
   }
@@ -105,8 +110,9 @@ std::string escape_html(const std::string& s) {
 Value to_int(const Value& v, const Value& dflt, int base) {
   if (v.is_int() || v.is_bool()) return Value(v.as_int());
   if (v.is_float()) {
-    if (!std::isfinite(v.as_double())) return dflt;
-    return Value(static_cast<int64_t>(v.as_double()));
+    double d = v.as_double();
+    if (!std::isfinite(d) || d >= 9.2e18 || d <= -9.2e18) return dflt;
+    return Value(static_cast<int64_t>(d));
   }
   if (v.is_string()) {
     std::string s = text::strip(v.as_string(), nullptr, true, true);
@@ -119,7 +125,8 @@ Value to_int(const Value& v, const Value& dflt, int base) {
     long long r = std::strtoll(digits.c_str(), &end, base);
     if (*end == '\0' && errno == 0) return Value(static_cast<int64_t>(r));
     double d = std::strtod(digits.c_str(), &end);  // Jinja falls back to int(float(s))
-    if (*end == '\0' && std::isfinite(d)) return Value(static_cast<int64_t>(d));
+    if (*end == '\0' && std::isfinite(d) && d < 9.2e18 && d > -9.2e18)
+      return Value(static_cast<int64_t>(d));
     return dflt;
   }
   return dflt;
@@ -180,6 +187,13 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
     return input;
   }
   if (name == "safe") return input;
+  if (name == "format") {
+    if (!args.positional.empty() && !args.keyword.empty())
+      fail("{}: can't handle positional and keyword arguments at the same time", what);
+    Dict kw;
+    for (auto& [k, v] : args.keyword) kw.set(k, v);
+    return Value(percent_format(input.str(), args.keyword.empty() ? Value::tuple(args.positional) : Value(std::move(kw))));
+  }
   if (name == "string") {
     bind_args(args, {}, what);
     return input.is_string() ? input : Value(input.str());
@@ -201,7 +215,22 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
   }
   if (name == "upper") return Value(text::upper(input.str()));
   if (name == "lower") return Value(text::lower(input.str()));
-  if (name == "title") return Value(text::title(input.str()));
+  if (name == "title") {
+    // Jinja's do_title, not Python's str.title: a word starts after whitespace, '-', '(',
+    // '{', '[' or '<' only, so "they're" stays "They're".
+    std::u32string u = text::decode(input.str());
+    bool start = true;
+    for (char32_t& c : u) {
+      bool sep = text::is_space(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+      if (sep) {
+        start = true;
+        continue;
+      }
+      c = start ? text::to_upper(c) : text::to_lower(c);
+      start = false;
+    }
+    return Value(text::encode(u));
+  }
   if (name == "capitalize") return Value(text::capitalize(input.str()));
   if (name == "replace") {
     auto a = bind_args(args, {"old", "new", "count"}, what);
@@ -237,7 +266,7 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
     if (input.is_undefined()) return Value(List{});
     if (!input.is_dict()) fail("{}: can only get item pairs from a mapping", what);
     List out;
-    for (const auto& [k, v] : input.as_dict().entries()) out.emplace_back(List{Value(k), v});
+    for (const auto& [k, v] : input.as_dict().entries()) out.push_back(Value::tuple(List{Value(k), v}));
     return Value(std::move(out));
   }
   if (name == "reverse") {
@@ -251,6 +280,7 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
     std::reverse(items.begin(), items.end());
     return Value(std::move(items));
   }
+  if ((name == "int" || name == "float") && input.is_undefined()) fail("{}", input.undefined_hint());
   if (name == "int") {
     auto a = bind_args(args, {"default", "base"}, what);
     return to_int(input, a[0] ? *a[0] : Value(int64_t{0}), static_cast<int>(to_int_arg(a[1], 10, what)));
@@ -262,14 +292,19 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
   if (name == "abs") {
     bind_args(args, {}, what);
     if (input.is_float()) return Value(std::fabs(input.as_double()));
-    if (input.is_int() || input.is_bool()) return Value(input.as_int() < 0 ? -input.as_int() : input.as_int());
+    if (input.is_int() || input.is_bool()) {
+      if (input.as_int() == INT64_MIN) fail("integer overflow");
+      return Value(input.as_int() < 0 ? -input.as_int() : input.as_int());
+    }
     fail("bad operand type for abs(): '{}'", input.type_name());
   }
   if (name == "round") {
     auto a = bind_args(args, {"precision", "method"}, what);
     int64_t precision = to_int_arg(a[0], 0, what);
     std::string method = to_string_arg(a[1], "common", what);
+    if (input.is_undefined()) fail("{}", input.undefined_hint());
     if (!input.is_number()) fail("{} needs a number", what);
+    if (method == "common" && !input.is_float() && precision >= 0) return Value(input.as_int());  // round(int) is an int
     double scale = std::pow(10.0, static_cast<double>(precision));
     double x = input.as_double() * scale;
     double r = method == "common" ? std::nearbyint(x)  // Python round(): half to even
@@ -352,7 +387,7 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
     std::string by = to_string_arg(a[1], "key", what);
     bool reverse = a[2] && a[2]->truthy();
     List items;
-    for (const auto& [k, v] : input.as_dict().entries()) items.emplace_back(List{Value(k), v});
+    for (const auto& [k, v] : input.as_dict().entries()) items.push_back(Value::tuple(List{Value(k), v}));
     size_t idx = by == "value" ? 1 : 0;
     std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
       Value kx = sort_key(x.as_list()[idx], case_sensitive), ky = sort_key(y.as_list()[idx], case_sensitive);
@@ -378,6 +413,8 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
                                                 : std::string(static_cast<size_t>(std::max<int64_t>(0, to_int_arg(a[0], 4, what))), ' ');
     bool first = a[1] && a[1]->truthy();
     bool blank = a[2] && a[2]->truthy();
+    if (input.is_undefined()) fail("{}", input.undefined_hint());
+    if (!input.is_string()) fail("{} needs a string, got {}", what, input.type_name());
     std::string s = input.str();
     std::string out;
     size_t start = 0;
@@ -397,7 +434,16 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
   }
   if (name == "wordcount") {
     bind_args(args, {}, what);
-    return Value(static_cast<int64_t>(text::split(input.str(), nullptr, -1).size()));
+    // Jinja counts `\w+` runs: letters, digits and '_' (any non-ASCII, non-space code point
+    // counts as a word character here).
+    int64_t words = 0;
+    bool in_word = false;
+    for (char32_t c : text::decode(input.str())) {
+      bool w = (c < 0x80) ? (std::isalnum(static_cast<int>(c)) || c == '_') : !text::is_space(c);
+      if (w && !in_word) ++words;
+      in_word = w;
+    }
+    return Value(words);
   }
   if (name == "center") {
     auto a = bind_args(args, {"width"}, what);

@@ -32,10 +32,11 @@ Value range(CallArgs& args) {
   }
   if (step == 0) fail("range() arg 3 must not be zero");
   List out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (static_cast<int64_t>(out.size()) >= kMaxRange)
       fail("range too big. The sandbox blocks ranges larger than MAX_RANGE ({}).", kMaxRange);
     out.emplace_back(i);
+    if (__builtin_add_overflow(i, step, &i)) break;
   }
   return Value(std::move(out));
 }

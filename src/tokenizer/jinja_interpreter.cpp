@@ -44,24 +44,20 @@ std::string py_type(const Value& v) {
   fail("unsupported operand type(s) for {}: '{}' and '{}'", op, py_type(a), py_type(b));
 }
 
-int64_t checked(bool overflow, int64_t v) {
-  if (overflow) fail("integer overflow");
-  return v;
-}
-
 Value repeat(const Value& seq, int64_t n) {
   if (n < 0) n = 0;
   if (seq.is_string()) {
-    if (seq.as_string().size() * static_cast<uint64_t>(n) > (64u << 20))
+    if (n > 0 && seq.as_string().size() > (64u << 20) / static_cast<uint64_t>(n))
       fail("string repetition too large");
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
     return Value(std::move(out));
   }
-  if (seq.as_list().size() * static_cast<uint64_t>(n) > (1u << 20)) fail("list repetition too large");
+  if (n > 0 && seq.as_list().size() > (1u << 20) / static_cast<uint64_t>(n))
+    fail("list repetition too large");
   List out;
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
-  return Value(std::move(out));
+  return seq.is_tuple() ? Value::tuple(std::move(out)) : Value(std::move(out));
 }
 
 Value arithmetic(const std::string& op, const Value& a, const Value& b) {
@@ -70,30 +66,36 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   bool ints = nums && !a.is_float() && !b.is_float();
   if (op == "+") {
     if (ints) {
-      int64_t r;
-      return Value(checked(__builtin_add_overflow(a.as_int(), b.as_int(), &r), r));
+      int64_t r = 0;
+      if (__builtin_add_overflow(a.as_int(), b.as_int(), &r)) fail("integer overflow");
+      return Value(r);
     }
     if (nums) return Value(a.as_double() + b.as_double());
     if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
     if (a.is_list() && b.is_list()) {
+      if (a.is_tuple() != b.is_tuple())
+        fail("can only concatenate {} (not \"{}\") to {}", a.is_tuple() ? "tuple" : "list",
+             b.is_tuple() ? "tuple" : "list", a.is_tuple() ? "tuple" : "list");
       List out = a.as_list();
       out.insert(out.end(), b.as_list().begin(), b.as_list().end());
-      return Value(std::move(out));
+      return a.is_tuple() ? Value::tuple(std::move(out)) : Value(std::move(out));
     }
     bad_operands(op, a, b);
   }
   if (op == "-") {
     if (ints) {
-      int64_t r;
-      return Value(checked(__builtin_sub_overflow(a.as_int(), b.as_int(), &r), r));
+      int64_t r = 0;
+      if (__builtin_sub_overflow(a.as_int(), b.as_int(), &r)) fail("integer overflow");
+      return Value(r);
     }
     if (nums) return Value(a.as_double() - b.as_double());
     bad_operands(op, a, b);
   }
   if (op == "*") {
     if (ints) {
-      int64_t r;
-      return Value(checked(__builtin_mul_overflow(a.as_int(), b.as_int(), &r), r));
+      int64_t r = 0;
+      if (__builtin_mul_overflow(a.as_int(), b.as_int(), &r)) fail("integer overflow");
+      return Value(r);
     }
     if (nums) return Value(a.as_double() * b.as_double());
     if ((a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) return repeat(a, b.as_int());
@@ -101,7 +103,7 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     bad_operands(op, a, b);
   }
   if (!nums) {
-    if (op == "%" && a.is_string()) fail("unsupported construct: printf-style string formatting with '%'");
+    if (op == "%" && a.is_string()) return Value(percent_format(a.as_string(), b));
     bad_operands(op, a, b);
   }
   if (op == "/") {
@@ -128,12 +130,19 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   if (op == "**") {
     if (ints && b.as_int() >= 0) {
       int64_t base = a.as_int(), e = b.as_int(), r = 1;
-      while (e-- > 0) {
-        if (__builtin_mul_overflow(r, base, &r)) fail("integer overflow");
+      while (e > 0) {  // exponentiation by squaring
+        if ((e & 1) && __builtin_mul_overflow(r, base, &r)) fail("integer overflow");
+        e >>= 1;
+        if (e > 0 && __builtin_mul_overflow(base, base, &base)) fail("integer overflow");
       }
       return Value(r);
     }
-    return Value(std::pow(a.as_double(), b.as_double()));
+    double r = std::pow(a.as_double(), b.as_double());
+    if (std::isinf(r) && std::isfinite(a.as_double()) && std::isfinite(b.as_double())) {
+      if (a.as_double() == 0) fail("0.0 cannot be raised to a negative power");
+      fail("(34, 'Numerical result out of range')");
+    }
+    return Value(r);
   }
   fail("unknown operator '{}'", op);
 }
@@ -191,11 +200,16 @@ std::vector<size_t> slice_indices(int64_t n, const Value& start_v, const Value& 
   int64_t start = clamp(as_index(start_v, "start"), step > 0 ? 0 : n - 1);
   int64_t stop = clamp(as_index(stop_v, "stop"), step > 0 ? n : -1);
   std::vector<size_t> out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(static_cast<size_t>(i));
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+    out.push_back(static_cast<size_t>(i));
+    if (__builtin_add_overflow(i, step, &i)) break;
+  }
   return out;
 }
 
 enum class Flow { Normal, Break, Continue };
+
+constexpr int kMaxMacroDepth = 100;  // Python would raise RecursionError; we must not overflow
 
 using Frame = std::unordered_map<std::string, Value>;
 
@@ -318,6 +332,14 @@ class Interpreter {
       }
       case Stmt::Kind::Generation:
         return exec_body(s.bodies[0]);
+      case Stmt::Kind::With: {
+        Frame frame;
+        for (const auto& p : s.params) frame[p.name] = eval(*p.default_value);
+        frames_.push_back(std::move(frame));
+        Flow f = exec_body(s.bodies[0]);
+        frames_.pop_back();
+        return f;
+      }
     }
     return Flow::Normal;
   }
@@ -398,6 +420,9 @@ class Interpreter {
         frame[k] = v;
         given[i] = true;
       }
+      if (macro_depth_ >= kMaxMacroDepth)
+        fail("macro '{}': recursion deeper than {} calls", s.text, kMaxMacroDepth);
+      ++macro_depth_;
       size_t saved_floor = floor_;
       int saved_line = line_;
       frames_.push_back(std::move(frame));
@@ -415,10 +440,12 @@ class Interpreter {
       } catch (...) {
         frames_.pop_back();
         floor_ = saved_floor;
+        --macro_depth_;
         throw;
       }
       frames_.pop_back();
       floor_ = saved_floor;
+      --macro_depth_;
       line_ = saved_line;
       return Value(std::move(result));
     });
@@ -447,11 +474,12 @@ class Interpreter {
         return e.value;
       case Expr::Kind::Name:
         return lookup(e.name);
-      case Expr::Kind::ListLit: {
+      case Expr::Kind::ListLit:
+      case Expr::Kind::TupleLit: {
         List l;
         l.reserve(e.args.size());
         for (const auto& a : e.args) l.push_back(eval(*a));
-        return Value(std::move(l));
+        return e.kind == Expr::Kind::TupleLit ? Value::tuple(std::move(l)) : Value(std::move(l));
       }
       case Expr::Kind::DictLit: {
         Dict d;
@@ -485,7 +513,7 @@ class Interpreter {
           List out;
           for (size_t i : slice_indices(static_cast<int64_t>(l.size()), parts[0], parts[1], parts[2]))
             out.push_back(l[i]);
-          return Value(std::move(out));
+          return obj.is_tuple() ? Value::tuple(std::move(out)) : Value(std::move(out));
         }
         if (obj.is_string()) {
           const std::string& s = obj.as_string();
@@ -500,6 +528,7 @@ class Interpreter {
             out.push_back(u[i]);
           return Value(text::encode(out));
         }
+        if (obj.is_dict()) fail("unhashable type: 'slice'");
         fail("'{}' object is not subscriptable", py_type(obj));
       }
       case Expr::Kind::Call: {
@@ -571,6 +600,7 @@ class Interpreter {
   std::vector<Frame> frames_;
   size_t floor_ = 0;  // frames below this (except frame 0) are hidden: a macro is running
   int line_ = 0;
+  int macro_depth_ = 0;
 };
 
 }  // namespace

@@ -110,13 +110,27 @@ class Lexer {
     tokens_.push_back(Token{Token::Kind::Text, std::string(t), line_});
   }
 
+  // Python's `\s*`: ASCII and Unicode whitespace (NBSP, ideographic space, ...).
+  void skip_whitespace() {
+    while (pos_ < src_.size()) {
+      unsigned char c = static_cast<unsigned char>(src_[pos_]);
+      if (c < 0x80) {
+        if (!is_ws(static_cast<char>(c)) && !(c >= 0x1C && c <= 0x1F)) return;
+        line_ += c == '\n';
+        ++pos_;
+        continue;
+      }
+      size_t n = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+      std::u32string cp = text::decode(std::string_view(src_).substr(pos_, n));
+      if (cp.size() != 1 || !text::is_space(cp[0])) return;
+      pos_ += n;
+    }
+  }
+
   // After a closing `%}`/`#}`: `-` eats all following whitespace; plain trims one newline.
   void after_close(char sign, bool trim_newline) {
     if (sign == '-') {
-      while (pos_ < src_.size() && is_ws(src_[pos_])) {
-        line_ += src_[pos_] == '\n';
-        ++pos_;
-      }
+      skip_whitespace();
     } else if (sign != '+' && trim_newline && pos_ < src_.size() && src_[pos_] == '\n') {
       ++line_;
       ++pos_;

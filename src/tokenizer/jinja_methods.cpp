@@ -33,6 +33,49 @@ const std::string* optional_chars(const std::optional<Value>& v, const std::stri
   return &v->as_string();
 }
 
+// Python str.format for plain fields: "{}", "{0}", "{name}", "{{", "}}". Format specs and
+// attribute/index access inside fields are rejected with an error naming them.
+std::string brace_format(const std::string& s, const CallArgs& args) {
+  std::string out;
+  size_t auto_index = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '}') {
+      if (i + 1 < s.size() && s[i + 1] == '}') ++i;
+      else fail("Single '}}' encountered in format string");
+      out.push_back('}');
+      continue;
+    }
+    if (c != '{') {
+      out.push_back(c);
+      continue;
+    }
+    if (i + 1 < s.size() && s[i + 1] == '{') {
+      out.push_back('{');
+      ++i;
+      continue;
+    }
+    size_t close = s.find('}', i);
+    if (close == std::string::npos) fail("Single '{{' encountered in format string");
+    std::string field = s.substr(i + 1, close - i - 1);
+    i = close;
+    if (field.find_first_of(":!.[") != std::string::npos)
+      fail("unsupported construct: str.format field '{{{}}}'", field);
+    const Value* v = nullptr;
+    if (field.empty() || std::isdigit(static_cast<unsigned char>(field[0]))) {
+      size_t idx = field.empty() ? auto_index++ : std::stoul(field.substr(0, 6));
+      if (idx >= args.positional.size()) fail("Replacement index {} out of range for positional args tuple", idx);
+      v = &args.positional[idx];
+    } else {
+      for (const auto& [k, val] : args.keyword)
+        if (k == field) v = &val;
+      if (!v) fail("KeyError: '{}'", field);
+    }
+    out += v->str();
+  }
+  return out;
+}
+
 Value string_method(const std::string& s, const std::string& name, CallArgs& args) {
   std::string what = "str." + name + "()";
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
@@ -157,6 +200,7 @@ Value string_method(const std::string& s, const std::string& name, CallArgs& arg
     if (name == "islower" || name == "isupper") return Value(cased);
     return Value(true);
   }
+  if (name == "format") return Value(brace_format(s, args));
   fail("unsupported method str.{}()", name);
 }
 
@@ -167,7 +211,7 @@ Value dict_method(const Value& obj, const std::string& name, CallArgs& args) {
     bind_args(args, {}, what);
     List out;
     for (const auto& [k, v] : d.entries()) {
-      if (name == "items") out.emplace_back(List{Value(k), v});
+      if (name == "items") out.push_back(Value::tuple(List{Value(k), v}));
       else if (name == "keys") out.emplace_back(k);
       else out.push_back(v);
     }
@@ -207,7 +251,7 @@ bool is_string_method(const std::string& n) {
       "strip",  "lstrip", "rstrip", "upper",      "lower",   "title",   "capitalize",
       "swapcase", "startswith", "endswith", "split", "rsplit", "splitlines", "replace",
       "find",   "rfind",  "index",  "rindex",     "count",   "join",    "isdigit",
-      "isalpha", "isalnum", "isspace", "islower", "isupper"};
+      "isalpha", "isalnum", "isspace", "islower", "isupper", "format"};
   for (const char* k : kNames)
     if (n == k) return true;
   return false;

@@ -33,6 +33,11 @@ std::string describe(const Token& t) {
   return "token";
 }
 
+// Nesting limit for statements and expressions: real templates nest a handful of levels; the
+// limit keeps hostile input from overflowing the stack of the (recursive-descent) parser and
+// of the tree-walking interpreter.
+constexpr int kMaxNesting = 200;
+
 class Parser {
  public:
   explicit Parser(std::vector<Token> tokens) : toks_(std::move(tokens)) {}
@@ -129,6 +134,7 @@ class Parser {
   }
 
   StmtPtr parse_statement() {
+    Nest nest(*this);
     const Token& t = next();
     auto s = std::make_unique<Stmt>();
     s->line = t.line;
@@ -219,6 +225,19 @@ class Parser {
       expect_block_end();
       s->bodies.push_back(parse_body({"endfilter"}, &found));
       expect_block_end();
+    } else if (tag == "with") {
+      s->kind = Stmt::Kind::With;
+      while (cur().kind != K::BlockEnd) {
+        if (!s->params.empty()) expect_op(",");
+        MacroParam p;
+        p.name = expect_name("a variable name");
+        expect_op("=");
+        p.default_value = parse_expression(true);
+        s->params.push_back(std::move(p));
+      }
+      expect_block_end();
+      s->bodies.push_back(parse_body({"endwith"}, &found));
+      expect_block_end();
     } else if (tag == "generation") {
       s->kind = Stmt::Kind::Generation;
       expect_block_end();
@@ -287,7 +306,7 @@ class Parser {
       else break;
     }
     if (!is_tuple) return std::move(items[0]);
-    auto e = make(Expr::Kind::ListLit, line);
+    auto e = make(Expr::Kind::TupleLit, line);
     e->args = std::move(items);
     return e;
   }
@@ -297,6 +316,7 @@ class Parser {
   }
 
   ExprPtr parse_condexpr() {
+    Nest nest(*this);
     ExprPtr e1 = parse_or();
     while (at_name("if")) {
       int line = cur().line;
@@ -343,6 +363,7 @@ class Parser {
   }
 
   ExprPtr parse_not() {
+    Nest nest(*this);
     if (at_name("not")) {
       int line = next().line;
       auto e = make(Expr::Kind::Not, line);
@@ -420,6 +441,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter) {
+    Nest nest(*this);
     ExprPtr node;
     if (at_op("-") || at_op("+")) {
       const Token& t = next();
@@ -469,7 +491,7 @@ class Parser {
       next();
       ExprPtr e;
       if (at_op(")")) {
-        e = make(Expr::Kind::ListLit, line);  // empty tuple
+        e = make(Expr::Kind::TupleLit, line);  // empty tuple
       } else {
         e = parse_tuple(true);
       }
@@ -638,9 +660,20 @@ class Parser {
     return e;
   }
 
+  // RAII nesting counter.
+  struct Nest {
+    explicit Nest(Parser& p) : p_(p) {
+      if (++p_.depth_ > kMaxNesting)
+        p_.error_at(p_.cur().line, fmt::format("template nests deeper than {} levels", kMaxNesting));
+    }
+    ~Nest() { --p_.depth_; }
+    Parser& p_;
+  };
+
   std::vector<Token> toks_;
   size_t i_ = 0;
   int loop_depth_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

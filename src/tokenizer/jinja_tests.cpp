@@ -49,25 +49,39 @@ bool apply_test(const std::string& name, const Value& v, CallArgs& args) {
   if (name == "string") return v.is_string();
   if (name == "mapping") return v.is_dict();
   if (name == "iterable") return v.kind() == K::List || v.kind() == K::Dict || v.is_string() || v.is_undefined();
-  if (name == "sequence") return v.kind() == K::List || v.kind() == K::Dict || v.is_string();
+  if (name == "sequence")  // Jinja2's Undefined defines __len__ and __getitem__
+    return v.kind() == K::List || v.kind() == K::Dict || v.is_string() || v.is_undefined();
   if (name == "callable") return v.is_callable();
   if (name == "escaped") return false;
   if (name == "filter") return v.is_string() && is_known_filter(v.as_string());
   if (name == "test") return v.is_string() && is_known_test(v.as_string());
   if (name == "lower" || name == "upper") {
-    if (!v.is_string()) return false;
-    const std::string& s = v.as_string();
-    return name == "lower" ? text::lower(s) == s : text::upper(s) == s;
+    // Python str(v).islower() / isupper(): some cased character, none of the other case.
+    bool cased = false;
+    for (char32_t c : text::decode(v.str())) {
+      if (name == "lower" ? text::to_lower(c) != c : text::to_upper(c) != c) return false;
+      cased = cased || text::is_cased(c);
+    }
+    return cased;
   }
   if (name == "odd" || name == "even" || name == "divisibleby") {
     if (v.is_undefined()) fail("{}", v.undefined_hint());
-    if (!v.is_int() && !v.is_bool()) fail("test '{}' needs an integer, got {}", name, v.type_name());
-    int64_t n = v.as_int();
-    if (name == "odd") return n % 2 != 0;
-    if (name == "even") return n % 2 == 0;
-    const Value& d = required(args, name);
-    if (!d.is_int() || d.as_int() == 0) fail("divisibleby needs a non-zero integer");
-    return n % d.as_int() == 0;
+    if (!v.is_number()) fail("test '{}' needs a number, got {}", name, v.type_name());
+    const Value divisor = name == "divisibleby" ? required(args, name) : Value(int64_t{2});
+    if (!divisor.is_number()) fail("test '{}' needs a number", name);
+    if (v.is_float() || divisor.is_float()) {  // Python float %: sign of the divisor
+      double d = divisor.as_double();
+      if (d == 0) fail("float modulo");
+      double r = std::fmod(v.as_double(), d);
+      if (r != 0 && ((r < 0) != (d < 0))) r += d;
+      return name == "odd" ? r == 1 : r == 0;
+    }
+    int64_t n = v.as_int(), d = divisor.as_int();
+    if (d == 0) fail("integer division or modulo by zero");
+    if (d == -1) return name != "odd";
+    int64_t r = n % d;
+    if (r != 0 && ((r < 0) != (d < 0))) r += d;
+    return name == "odd" ? r == 1 : r == 0;
   }
   if (name == "eq" || name == "equalto" || name == "==") return values_equal(v, required(args, name));
   if (name == "ne" || name == "!=") return !values_equal(v, required(args, name));

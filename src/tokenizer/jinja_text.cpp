@@ -153,6 +153,18 @@ std::string capitalize(std::string_view s) {
 }
 
 std::string strip(std::string_view s, const std::string* chars, bool left, bool right) {
+  if (!chars) {
+    // Fast path: both ends stop at an ASCII non-space byte, so no decoding is needed.
+    auto ascii_space = [](unsigned char c) { return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20); };
+    size_t b = 0, e = s.size();
+    if (left)
+      while (b < e && ascii_space(static_cast<unsigned char>(s[b]))) ++b;
+    if (right)
+      while (e > b && ascii_space(static_cast<unsigned char>(s[e - 1]))) --e;
+    bool left_ok = !left || b == e || static_cast<unsigned char>(s[b]) < 0x80;
+    bool right_ok = !right || b == e || static_cast<unsigned char>(s[e - 1]) < 0x80;
+    if (left_ok && right_ok) return std::string(s.substr(b, e - b));
+  }
   std::u32string u = decode(s);
   std::u32string set = chars ? decode(*chars) : std::u32string();
   auto strippable = [&](char32_t c) {

@@ -44,6 +44,12 @@ Value Value::undefined(std::string hint) {
   return v;
 }
 
+Value Value::tuple(List items) {
+  Value v(std::move(items));
+  v.tuple_ = true;
+  return v;
+}
+
 Value Value::none() {
   Value v;
   v.kind_ = Kind::None;
@@ -194,21 +200,31 @@ std::string format_float(double d) {
   std::string digits;
   for (char c : mant)
     if (c != '.') digits.push_back(c);
-  std::string out = neg ? "-" : "";
+  std::string out;
+  if (neg) out.push_back('-');
   if (exp < -4 || exp >= 16) {
-    out += digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    out.push_back(digits[0]);
+    if (digits.size() > 1) {
+      out.push_back('.');
+      out.append(digits, 1, std::string::npos);
+    }
     char ebuf[16];
     std::snprintf(ebuf, sizeof ebuf, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
-    out += ebuf;
+    out.append(ebuf);
   } else if (exp < 0) {
-    out += "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+    out.append("0.");
+    out.append(static_cast<size_t>(-exp - 1), '0');
+    out.append(digits);
   } else {
     size_t int_len = static_cast<size_t>(exp) + 1;
     if (digits.size() <= int_len) {
-      out += digits + std::string(int_len - digits.size(), '0') + ".0";
+      out.append(digits);
+      out.append(int_len - digits.size(), '0');
+      out.append(".0");
     } else {
-      out += digits.substr(0, int_len) + "." + digits.substr(int_len);
+      out.append(digits, 0, int_len);
+      out.push_back('.');
+      out.append(digits, int_len, std::string::npos);
     }
   }
   return out;
@@ -230,7 +246,7 @@ std::string repr_string(const std::string& s) {
     } else if (c == '\t') {
       out += "\\t";
     } else if (c < 0x20 || c == 0x7F) {
-      char buf[8];
+      char buf[16];
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
       out += buf;
     } else {
@@ -248,12 +264,13 @@ std::string Value::repr() const {
     case Kind::String:
       return repr_string(*str_);
     case Kind::List: {
-      std::string out = "[";
+      std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < list_->size(); ++i) {
         if (i) out += ", ";
         out += (*list_)[i].repr();
       }
-      return out + "]";
+      if (tuple_ && list_->size() == 1) out += ",";
+      return out + (tuple_ ? ")" : "]");
     }
     case Kind::Dict: {
       std::string out = "{";
@@ -286,6 +303,12 @@ std::string Value::str() const {
     case Kind::Callable: return "<function " + fn_->name + ">";
   }
   return "";
+}
+
+int64_t double_to_int(double d) {
+  if (!std::isfinite(d)) fail("cannot convert float {} to integer", format_float(d));
+  if (d >= 9223372036854775808.0 || d < -9223372036854775808.0) fail("integer out of range: {}", format_float(d));
+  return static_cast<int64_t>(d);
 }
 
 // ---- comparisons ----
@@ -347,7 +370,7 @@ namespace {
 void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out.push_back('"');
   auto hex4 = [&](unsigned v) {
-    char buf[8];
+    char buf[16];
     std::snprintf(buf, sizeof buf, "\\u%04x", v);
     out += buf;
   };

@@ -69,6 +69,8 @@ class Value {
   static Value none();
   static Value make_namespace(Dict attrs);
   static Value callable(std::string name, std::function<Value(CallArgs&)> fn);
+  // A Python tuple: a List that prints as `(a, b)` (dict.items() pairs, `(1, 2)` literals).
+  static Value tuple(List items);
 
   static Value from_json(const nlohmann::json& j);
   static Value from_json(const nlohmann::ordered_json& j);
@@ -82,6 +84,7 @@ class Value {
   bool is_number() const { return is_int() || is_float() || is_bool(); }  // Python: bool is int
   bool is_string() const { return kind_ == Kind::String; }
   bool is_list() const { return kind_ == Kind::List; }
+  bool is_tuple() const { return tuple_; }
   bool is_dict() const { return kind_ == Kind::Dict; }
   bool is_namespace() const { return kind_ == Kind::Namespace; }
   bool is_callable() const { return kind_ == Kind::Callable; }
@@ -104,6 +107,7 @@ class Value {
 
  private:
   Kind kind_ = Kind::Undefined;
+  bool tuple_ = false;  // List that is a Python tuple (repr only)
   int64_t int_ = 0;
   double float_ = 0;
   std::shared_ptr<const std::string> str_;  // String, and Undefined's hint
@@ -112,6 +116,9 @@ class Value {
   std::shared_ptr<Dict> ns_;
   std::shared_ptr<const Callable> fn_;
 };
+
+// Truncates a finite double to int64 (Python int(x)); throws when out of range.
+int64_t double_to_int(double d);
 
 // Python `==` (numbers across int/float/bool, deep for lists and dicts) and `<` (numbers,
 // strings, lists; anything else throws pith::Error like Python's TypeError).

@@ -17,7 +17,11 @@ void SpmSegmenter::encode(std::string_view text, std::vector<int32_t>& out) cons
   std::vector<Sym> sym;
   sym.reserve(text.size());
   for (size_t off = 0; off < text.size();) {
-    size_t n = std::min(utf8::sequence_length(static_cast<uint8_t>(text[off])), text.size() - off);
+    // One symbol per character. llama.cpp trusts the lead byte's length even when the bytes
+    // are not valid UTF-8 (and so can swallow part of a following "▁"); taking invalid bytes
+    // one by one gives the same result on valid text and keeps invalid text lossless.
+    size_t n = utf8::valid_sequence_at(text, off);
+    if (n == 0) n = 1;
     int i = static_cast<int>(sym.size());
     sym.push_back({uint32_t(off), uint32_t(n), i - 1, off + n < text.size() ? i + 1 : -1});
     off += n;

@@ -3,6 +3,8 @@
 // one symbol per UTF-8 character; the adjacent pair whose concatenation is a vocab token with
 // the highest score merges first (leftmost on ties), until no pair forms a token. A final
 // symbol that is not a token is emitted as byte-fallback tokens <0xNN>, one per byte.
+// Bytes that are not part of valid UTF-8 are symbols of their own (so they come out as
+// byte-fallback tokens and decode back unchanged).
 //
 // Cost: O(n log n) per fragment (heap of candidate pairs over a linked list of symbols).
 #pragma once

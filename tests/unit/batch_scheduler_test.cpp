@@ -165,4 +165,21 @@ TEST(BatchScheduler, ChunkingSplitsTheCallThatOverflowsTheBudget) {
   EXPECT_EQ(plan.n_tokens, 1002u);
 }
 
+TEST(BatchScheduler, ShortPrefillsGoBeforeLongOnesWithAThreshold) {
+  auto long_call = call(1, CallType::Forward, 1, 4000);
+  long_call.splittable = true;
+  std::vector<CallInfo> a{long_call};
+  auto short_call = call(2, CallType::Forward, 2, 50);
+  short_call.splittable = true;
+  std::vector<CallInfo> b{short_call};
+  std::vector<QueueView> qs{{1, 0, a}, {2, 0, b}};
+  BatchLimits lim;
+  lim.max_tokens = 512;
+  // Pure FCFS among prefills: the long prompt (older) takes the whole budget.
+  EXPECT_EQ(form_batch(qs, lim).takes, (Takes{{1, 0, 512}}));
+  // With a threshold the short prompt runs now and the long one gets the rest.
+  lim.long_prefill_threshold = 128;
+  EXPECT_EQ(form_batch(qs, lim).takes, (Takes{{2, 1, 0}, {1, 0, 462}}));
+}
+
 }  // namespace pith

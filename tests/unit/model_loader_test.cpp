@@ -1,18 +1,28 @@
-// load_model on the oracle's tiny GGUFs (config, shapes, dtypes, rope factors, tied/untied)
-// and on malformed inputs (every failure is a pith::Error naming the file).
+// load_model on the oracle's tiny GGUFs (config, shapes, dtypes, rope factors, tied/untied), on
+// generated HF folders, and on malformed inputs (every failure is a pith::Error naming the file
+// and the problem).
 #include "engine/model_loader.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <vector>
 
 #include "common/error.h"
 #include "engine/gguf_loader.h"
+#include "engine/gguf_writer.h"
 #include "engine/hf_loader.h"
 #include "engine/kernels/matmul.h"
+#include "engine/model_gen.h"
+#include "engine/safetensors.h"
 
 namespace pith {
 
@@ -20,13 +30,29 @@ namespace {
 const std::string kModels = std::string(PITH_TEST_DATA) + "/models/";
 const LoadOptions kQuiet{.quiet = true};
 
+// Per-process scratch folder, removed when the test program exits.
+const std::filesystem::path& temp_dir() {
+  struct Dir {
+    std::filesystem::path path;
+    Dir() : path(std::filesystem::temp_directory_path() / ("pith_loader_test_" + std::to_string(::getpid()))) {
+      std::filesystem::create_directories(path);
+    }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static Dir dir;
+  return dir.path;
+}
+
 std::vector<char> read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
 std::string write_temp(const std::vector<char>& bytes, const std::string& name) {
-  auto path = std::filesystem::temp_directory_path() / ("pith_loader_test_" + name);
+  auto path = temp_dir() / name;
   std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return path.string();
 }
@@ -176,6 +202,190 @@ TEST(ModelLoader, HfRowPermutationRoundTrips) {
   // pith row 2i <- HF row i; pith row 2i+1 <- HF row hd/2 + i (head 1 of hd 16).
   EXPECT_EQ(hf_row_for_pith_row(16 + 4, 16), 16u + 2);
   EXPECT_EQ(hf_row_for_pith_row(16 + 5, 16), 16u + 8 + 2);
+}
+
+
+namespace {
+
+// tiny-f32.gguf rewritten with metadata overrides, dropped tensors and re-declared dims.
+std::string rewrite_gguf(const std::string& name, const std::map<std::string, GGUFValue>& overrides,
+                         const std::set<std::string>& drop = {},
+                         const std::map<std::string, std::vector<uint64_t>>& dims = {},
+                         uint32_t alignment = 32) {
+  GGUFFile src(kModels + "tiny-f32.gguf");
+  auto path = temp_dir() / (name + ".gguf");
+  GGUFWriter w(path.string(), alignment);
+  for (const auto& [k, v] : src.metadata()) w.set(k, overrides.count(k) ? overrides.at(k) : v);
+  for (const auto& [k, v] : overrides) w.set(k, v);
+  for (const auto& t : src.tensors())
+    if (!drop.count(t.name)) w.add_tensor(t.name, dims.count(t.name) ? dims.at(t.name) : t.dims, t.dtype);
+  for (const auto& t : src.tensors())
+    if (!drop.count(t.name)) w.write(t.data, t.n_bytes);
+  w.finish();
+  return path.string();
+}
+
+GGUFValue u32(uint32_t v) { return {GGUFType::U32, uint64_t{v}}; }
+GGUFValue str(const std::string& v) { return {GGUFType::STRING, v}; }
+
+// A freshly generated tiny HF folder (the oracle's 1000-token vocab) to break in one place.
+std::string hf_folder(const std::string& name) {
+  auto dir = temp_dir() / name;
+  std::filesystem::remove_all(dir);
+  ModelGenOptions o;
+  o.vocab_path = kModels + "tiny-f32.gguf";
+  o.format = "hf";
+  o.dtype = DType::BF16;
+  o.output = dir.string();
+  o.quiet = true;
+  ThreadPool pool(1);
+  generate_model(o, pool);
+  return dir.string();
+}
+
+void edit_config(const std::string& dir, const std::function<void(nlohmann::json&)>& edit) {
+  auto path = std::filesystem::path(dir) / "config.json";
+  nlohmann::json j;
+  {
+    std::ifstream in(path);
+    j = nlohmann::json::parse(in);
+  }
+  edit(j);
+  std::ofstream(path) << j.dump(2);
+}
+
+}  // namespace
+
+TEST(ModelLoader, RewrittenGgufRoundTrips) {
+  auto w = load_model(rewrite_gguf("same", {}), kQuiet);
+  auto ref = load_model(kModels + "tiny-f32.gguf", kQuiet);
+  EXPECT_EQ(std::memcmp(w->layers[1].w_down.data, ref->layers[1].w_down.data, 64 * 192 * 4), 0);
+  EXPECT_EQ(w->config.rope_freq_factors, ref->config.rope_freq_factors);
+}
+
+TEST(ModelLoader, UnalignedGgufTensorsAreCopiedNotMisread) {
+  // general.alignment 1 packs tensors right after the header: f32 data at odd addresses.
+  auto p = rewrite_gguf("align1", {}, {}, {}, 1);
+  GGUFFile f(p);
+  EXPECT_EQ(f.get_uint("general.alignment"), 1u);
+  bool misaligned = false;
+  for (const auto& t : f.tensors()) misaligned |= reinterpret_cast<uintptr_t>(t.data) % 4 != 0;
+  auto w = load_model(p, kQuiet);
+  auto ref = load_model(kModels + "tiny-f32.gguf", kQuiet);
+  EXPECT_TRUE(misaligned);  // the header length makes the data section odd-aligned
+  EXPECT_GT(w->storage.size(), 1u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(w->layers[0].wq.data) % 4, 0u);
+  EXPECT_EQ(std::memcmp(w->layers[0].wq.data, ref->layers[0].wq.data, 64 * 64 * 4), 0);
+  EXPECT_EQ(w->layers[1].ffn_norm, ref->layers[1].ffn_norm);
+  EXPECT_EQ(w->config.rope_freq_factors, ref->config.rope_freq_factors);
+}
+
+TEST(ModelLoader, BadGgufModelsNameTheProblem) {
+  auto p = rewrite_gguf("ffn", {{"llama.feed_forward_length", u32(128)}});
+  expect_load_error(p, {p, "blk.0.ffn_gate.weight", "expected [64, 128]"});
+  p = rewrite_gguf("drop", {}, {"blk.1.ffn_down.weight"});
+  expect_load_error(p, {p, "missing tensor 'blk.1.ffn_down.weight'"});
+  p = rewrite_gguf("dims", {}, {}, {{"blk.0.ffn_up.weight", {192, 64}}});
+  expect_load_error(p, {p, "'blk.0.ffn_up.weight' has shape [192, 64], expected [64, 192]"});
+  p = rewrite_gguf("arch", {{"general.architecture", str("gpt2")}});
+  expect_load_error(p, {p, "unsupported architecture 'gpt2'"});
+  p = rewrite_gguf("kv", {{"llama.attention.head_count_kv", u32(3)}});
+  expect_load_error(p, {p, "not a multiple of n_kv_heads 3"});
+  p = rewrite_gguf("type", {{"llama.block_count", str("two")}});
+  expect_load_error(p, {p, "llama.block_count"});
+  p = rewrite_gguf("yarn", {{"llama.rope.scaling.type", str("yarn")}});
+  expect_load_error(p, {p, "rope scaling type 'yarn' is not supported"});
+  p = rewrite_gguf("nolayers", {{"llama.block_count", u32(0)}});
+  expect_load_error(p, {p, "n_layers = 0"});
+  p = rewrite_gguf("rope", {}, {}, {{"rope_freqs.weight", {4, 2}}});
+  expect_load_error(p, {p, "rope_freqs.weight"});
+}
+
+TEST(ModelLoader, LoadsGeneratedHfFolder) {
+  auto dir = hf_folder("hf_ok");
+  auto w = load_model(dir, kQuiet);
+  EXPECT_EQ(w->format, "hf");
+  EXPECT_EQ(w->config.n_layers, 2u);
+  EXPECT_EQ(w->config.head_dim, 16u);
+  EXPECT_TRUE(w->config.tied_output);
+  EXPECT_EQ(w->config.rope_freq_factors, llama3_rope_freq_factors(16, 500000.0f, 32, 1, 4, 8192));
+  EXPECT_EQ(dtype_summary(*w), "bf16");
+  SafetensorsFile st(dir + "/model.safetensors");
+  const auto* v = st.find("model.layers.0.self_attn.v_proj.weight");
+  EXPECT_EQ(std::memcmp(w->layers[0].wv.data, v->data, v->n_bytes), 0);
+  const auto* k = st.find("model.layers.1.self_attn.k_proj.weight");
+  size_t rb = w->layers[1].wk.row_bytes();
+  for (size_t r = 0; r < 32; ++r)
+    EXPECT_EQ(std::memcmp(w->layers[1].wk.row(r), k->data + hf_row_for_pith_row(r, 16) * rb, rb), 0) << r;
+}
+
+TEST(ModelLoader, BadHfFoldersNameTheProblem) {
+  namespace fs = std::filesystem;
+  auto dir = hf_folder("hf_missing_key");
+  edit_config(dir, [](nlohmann::json& j) { j.erase("hidden_size"); });
+  expect_load_error(dir, {"config.json", "missing key 'hidden_size'"});
+
+  dir = hf_folder("hf_arch");
+  edit_config(dir, [](nlohmann::json& j) { j["architectures"] = {"MistralForCausalLM"}; });
+  expect_load_error(dir, {"config.json", "unsupported architecture 'MistralForCausalLM'"});
+
+  dir = hf_folder("hf_type");
+  edit_config(dir, [](nlohmann::json& j) { j["num_key_value_heads"] = "two"; });
+  expect_load_error(dir, {"config.json", "'num_key_value_heads' must be a non-negative integer"});
+
+  dir = hf_folder("hf_rope");
+  edit_config(dir, [](nlohmann::json& j) { j["rope_scaling"]["rope_type"] = "yarn"; });
+  expect_load_error(dir, {"config.json", "rope_scaling type 'yarn' is not supported"});
+
+  dir = hf_folder("hf_rope_key");
+  edit_config(dir, [](nlohmann::json& j) { j["rope_scaling"].erase("low_freq_factor"); });
+  expect_load_error(dir, {"config.json", "missing 'low_freq_factor'"});
+
+  dir = hf_folder("hf_shape");
+  edit_config(dir, [](nlohmann::json& j) { j["intermediate_size"] = 128; });
+  expect_load_error(dir, {"model.safetensors", "'model.layers.0.mlp.gate_proj.weight' has shape [192, 64], expected [128, 64]"});
+
+  dir = hf_folder("hf_untied");
+  edit_config(dir, [](nlohmann::json& j) { j["tie_word_embeddings"] = false; });
+  expect_load_error(dir, {dir, "missing tensor 'lm_head.weight'"});
+
+  dir = hf_folder("hf_badjson");
+  std::ofstream(fs::path(dir) / "config.json") << "{\"hidden_size\": ";
+  expect_load_error(dir, {"config.json", "not valid JSON"});
+
+  dir = hf_folder("hf_noconfig");
+  fs::remove(fs::path(dir) / "config.json");
+  expect_load_error(dir, {dir, "no config.json"});
+
+  dir = hf_folder("hf_noweights");
+  fs::remove(fs::path(dir) / "model.safetensors");
+  expect_load_error(dir, {dir, "no model.safetensors"});
+
+  dir = hf_folder("hf_trunc");
+  auto st = (fs::path(dir) / "model.safetensors").string();
+  fs::resize_file(st, fs::file_size(st) - 100);
+  expect_load_error(dir, {st, "extends past end of file"});
+
+  dir = hf_folder("hf_index");
+  std::ofstream(fs::path(dir) / "model.safetensors.index.json")
+      << R"({"weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors"}})";
+  expect_load_error(dir, {"model-00001-of-00002.safetensors", "cannot open"});
+
+  dir = hf_folder("hf_escape");
+  std::ofstream(fs::path(dir) / "model.safetensors.index.json")
+      << R"({"weight_map": {"model.embed_tokens.weight": "../etc/passwd"}})";
+  expect_load_error(dir, {"index.json", "is not a file in the folder"});
+
+  // A weight stored as I32 (not a float type pith computes with).
+  dir = hf_folder("hf_dtype");
+  std::string hdr = R"({"model.embed_tokens.weight":{"dtype":"I32","shape":[1000,64],"data_offsets":[0,256000]}})";
+  {
+    std::ofstream out(fs::path(dir) / "model.safetensors", std::ios::binary);
+    uint64_t n = hdr.size();
+    out.write(reinterpret_cast<const char*>(&n), 8);
+    out << hdr << std::string(256000, '\0');
+  }
+  expect_load_error(dir, {"model.safetensors", "unsupported dtype I32"});
 }
 
 }  // namespace pith

@@ -2,9 +2,9 @@
  *
  * An inferlet is a WebAssembly module (wasm32, WASI preview 1) that imports the functions below
  * from module "pith". This header is the single source of truth for that boundary: the guest
- * SDK includes it to declare the imports; the host (src/runtime/api/*.cpp) includes it for the
- * status codes, handle types and struct layouts, and mirrors every function in one file per
- * capability (sdk section "args" <-> src/runtime/api/args.cpp, and so on).
+ * SDK includes it to declare the imports; the host includes it for the status codes, handle
+ * types and struct layouts, and mirrors every function in one file per capability (section
+ * "args" <-> src/runtime/api/args.cpp, and so on).
  *
  * Conventions (all functions):
  *  - Names are pith_<object>_<verb>; the Wasm import name is the C name without "pith_".
@@ -128,7 +128,8 @@ PITH_IMPORT(future_poll) pith_status_t pith_future_poll(pith_future_t f, uint32_
 /* Parks the instance until f completes. Returns the operation's own status: PITH_OK, or the
  * error the operation ended with (e.g. PITH_ERR_OUT_OF_KV_PAGES, PITH_ERR_CLOSED). */
 PITH_IMPORT(future_wait) pith_status_t pith_future_wait(pith_future_t f);
-/* Parks until any of fs[0..n) completes; *index receives its position in fs. */
+/* Parks until any of fs[0..n) completes; *index receives its position in fs and the return
+ * value is that future's own status, as pith_future_wait would return it. */
 PITH_IMPORT(future_wait_any) pith_status_t pith_future_wait_any(const pith_future_t* fs,
                                                                 uint32_t n, uint32_t* index);
 /* Result bytes of a completed future (PITH_ERR_PENDING if not completed). The layout of the
@@ -174,6 +175,8 @@ typedef struct pith_model_info_t {
   uint32_t vocab_size;
   uint32_t max_positions;    /* context length the model was trained for */
   uint32_t eos_token;        /* UINT32_MAX if none */
+  uint32_t bos_token;        /* UINT32_MAX if none */
+  uint32_t add_bos;          /* 1 if prompts should start with bos_token */
 } pith_model_info_t;
 PITH_IMPORT(model_info) pith_status_t pith_model_info(pith_model_t model, pith_model_info_t* info);
 
@@ -235,6 +238,23 @@ PITH_IMPORT(kvpage_import) pith_status_t pith_kvpage_import(pith_queue_t queue, 
                                                             uint32_t name_len, pith_kvpage_t* pages,
                                                             uint32_t cap, uint32_t* n);
 
+/* ---- the server's radix prefix cache (api/resources.cpp) ---------------------------------- */
+
+/* Looks up the longest cached prefix of tokens[0..n) in whole pages (positions 0.., causal)
+ * and imports its pages read-only into this instance: up to cap new handles are written to
+ * pages, *n_pages = the number of matched pages, *matched = matched tokens (n_pages *
+ * tokens_per_page). Write to a shared page only after copying it (kvpage_copy). With the cache
+ * disabled (--no-prefix-cache) nothing matches. */
+PITH_IMPORT(prefix_match) pith_status_t pith_prefix_match(pith_queue_t queue, const uint32_t* tokens,
+                                                          uint32_t n, pith_kvpage_t* pages,
+                                                          uint32_t cap, uint32_t* n_pages,
+                                                          uint32_t* matched);
+/* Offers computed pages to the cache: pages[i] holds the K/V of tokens[i*P .. (i+1)*P) at
+ * positions 0.. (P = tokens_per_page; n >= n_pages * P). Blocks already cached keep their copy. */
+PITH_IMPORT(prefix_insert) pith_status_t pith_prefix_insert(pith_queue_t queue, const uint32_t* tokens,
+                                                            uint32_t n, const pith_kvpage_t* pages,
+                                                            uint32_t n_pages);
+
 /* ---- compute (api/compute.cpp) ----------------------------------------------------------- */
 
 /* Writes token embeddings for tokens[i] at positions[i] into embs[i] (embed_txt). */
@@ -295,7 +315,7 @@ PITH_IMPORT(forward_tokens) pith_status_t pith_forward_tokens(
 #if defined(__wasm32__)
 _Static_assert(sizeof(pith_forward_args_t) == 28, "wasm32 layout");
 _Static_assert(sizeof(pith_forward_tokens_args_t) == 48, "wasm32 layout");
-_Static_assert(sizeof(pith_model_info_t) == 16, "wasm32 layout");
+_Static_assert(sizeof(pith_model_info_t) == 24, "wasm32 layout");
 #endif
 
 #ifdef __cplusplus

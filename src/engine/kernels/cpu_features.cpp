@@ -2,6 +2,8 @@
 // saves the wide registers, XGETBV), cached in a function-local constant.
 #include "engine/kernels/cpu_features.h"
 
+#include <cpuid.h>
+
 namespace pith {
 
 namespace {
@@ -10,9 +12,10 @@ CpuFeatures detect() {
   CpuFeatures f;
   f.avx2 = __builtin_cpu_supports("avx2");
   f.fma = __builtin_cpu_supports("fma");
-  // F16C has no builtin name in GCC 12; every AVX2 CPU (Intel since Ivy Bridge, AMD since
-  // Piledriver) has it, so AVX2 + FMA implies it.
-  f.f16c = f.avx2 && f.fma;
+  // GCC 12's __builtin_cpu_supports("f16c") answers 0 even where the CPU has it, so read
+  // cpuid leaf 1 (ECX bit 29) directly; AVX2's OS-support check above covers the registers.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx)) f.f16c = f.avx2 && (ecx & bit_F16C) != 0;
   f.avx512f = __builtin_cpu_supports("avx512f");
   f.avx512bw = __builtin_cpu_supports("avx512bw");
   f.avx512vl = __builtin_cpu_supports("avx512vl");

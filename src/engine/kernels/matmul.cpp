@@ -162,10 +162,17 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_to
     case DType::F16: acts.f32 = x; break;
     case DType::BF16: {
       float* xr = scratch<float>(n_tokens * cols);
+      uint16_t* xb = nullptr;
+      if (isa == KernelIsa::Avx512 && cpu_features().avx512bf16) xb = scratch<uint16_t>(n_tokens * cols);
       per_token([&](size_t t) {
-        for (size_t i = t * cols; i < (t + 1) * cols; ++i) xr[i] = bf16_to_f32(f32_to_bf16(x[i]));
+        for (size_t i = t * cols; i < (t + 1) * cols; ++i) {
+          uint16_t b = f32_to_bf16(x[i]);
+          xr[i] = bf16_to_f32(b);
+          if (xb) xb[i] = b;
+        }
       });
       acts.f32 = xr;
+      acts.bf16 = xb;
       break;
     }
     case DType::Q8_0:
@@ -186,8 +193,8 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_to
 
   switch (isa) {
     case KernelIsa::Scalar: return kernels::matmul_scalar(pool, w, acts, n_tokens, y);
-    case KernelIsa::Avx2:
-    case KernelIsa::Avx512: return kernels::matmul_avx2(pool, w, acts, n_tokens, y);
+    case KernelIsa::Avx2: return kernels::matmul_avx2(pool, w, acts, n_tokens, y);
+    case KernelIsa::Avx512: return kernels::matmul_avx512(pool, w, acts, n_tokens, y);
   }
 }
 

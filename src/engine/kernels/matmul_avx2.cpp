@@ -15,6 +15,7 @@
 // madd -> s32), one f32 scale multiply per 32-block.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "engine/kernels/matmul_kernels.h"
 #include "engine/kernels/simd_avx2.h"
@@ -25,6 +26,10 @@
 namespace pith::kernels {
 
 namespace {
+
+// From this many tokens on, the packed f32 GEMM (gemm_avx2.cpp) beats the register tiles,
+// whose int8/16-bit dot products cost more ops per multiply-add but read weights only once.
+constexpr size_t kGemmMinTokens = 24;
 
 // ---- float weights (F32, F16, BF16): f32 FMA ----
 
@@ -56,8 +61,18 @@ void tile_float(const uint8_t* w0, size_t w_stride, const float* x0, size_t k_to
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  // Decode-sized tiles stream their rows from memory: prefetch the next tile's rows (the
+  // hardware prefetchers lose track of R interleaved short streams).
+  constexpr bool kPrefetch = T <= 2;
+  constexpr size_t kElem = D == DType::F32 ? 4 : 2;
   size_t k = 0;
   for (; k + 8 <= k_total; k += 8) {
+    if constexpr (kPrefetch) {
+      if ((k * kElem) % 64 == 0)
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r)
+          _mm_prefetch(reinterpret_cast<const char*>(w0 + (R + r) * w_stride + k * kElem), _MM_HINT_T0);
+    }
     __m256 xv[T];
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) xv[t] = _mm256_loadu_ps(x0 + t * k_total + k);
@@ -104,6 +119,8 @@ void tile_q8(const uint8_t* w0, size_t w_stride, const ActQ8* x0, size_t n_block
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
+  constexpr size_t kBlockBytes = D == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+  constexpr size_t kPfTiles = 1;
   for (size_t b = 0; b < n_blocks; ++b) {
     __m256i xq[T];
     float xd[T];
@@ -115,6 +132,8 @@ void tile_q8(const uint8_t* w0, size_t w_stride, const ActQ8* x0, size_t n_block
     }
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
+      if constexpr (T <= 2)  // decode: prefetch the next tile's rows (see tile_float)
+        _mm_prefetch(reinterpret_cast<const char*>(w0 + (kPfTiles * R + r) * w_stride + b * kBlockBytes), _MM_HINT_T0);
       float wd;
       __m256i wq = load_wq<D>(w0 + r * w_stride, b, &wd);
       __m256i wabs = _mm256_sign_epi8(wq, wq);
@@ -218,6 +237,29 @@ void quantize_act_q8_avx2(const float* x, ActQ8* out, size_t n) {
 
 void matmul_avx2(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
                  float* y) {
+  if (n_tokens >= kGemmMinTokens) {
+    const float* xf = x.f32;
+    if (x.q8 != nullptr) {
+      // d * q of each quantised activation, exactly representable in f32.
+      thread_local std::vector<float> deq;
+      const size_t nb = x.blocks_per_token, cols = w.cols;
+      if (deq.size() < n_tokens * cols) deq.resize(n_tokens * cols);
+      float* out = deq.data();
+      pool.parallel_for(n_tokens, [&](size_t t, size_t) {
+        for (size_t b = 0; b < nb; ++b) {
+          const ActQ8& a = x.q8[t * nb + b];
+          const __m256 d = _mm256_set1_ps(a.d);
+          for (int q = 0; q < 4; ++q) {
+            __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.qs + 8 * q));
+            _mm256_storeu_ps(out + t * cols + b * 32 + 8 * q,
+                             _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
+          }
+        }
+      });
+      xf = out;
+    }
+    return gemm_avx2(pool, w, xf, n_tokens, y);
+  }
   switch (w.dtype) {
     case DType::F32: return matmul_tiled<DType::F32, 4, 3>(pool, w, x, n_tokens, y);
     case DType::F16: return matmul_tiled<DType::F16, 4, 3>(pool, w, x, n_tokens, y);

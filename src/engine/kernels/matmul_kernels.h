@@ -26,9 +26,11 @@ struct ActQ8 {
 static_assert(sizeof(ActQ8) == 36);
 
 // Prepared activations for one matmul: `q8` for Q8_0/Q4_0 weights ([n_tokens][cols/32]
-// blocks), otherwise `f32` ([n_tokens][cols], possibly bf16-rounded).
+// blocks), otherwise `f32` ([n_tokens][cols], possibly bf16-rounded), plus `bf16`
+// ([n_tokens][cols]) for the AVX512_BF16 kernel.
 struct PreparedActs {
   const float* f32 = nullptr;
+  const uint16_t* bf16 = nullptr;  // BF16 weights on AVX512_BF16 CPUs: the same values packed
   const ActQ8* q8 = nullptr;
   size_t blocks_per_token = 0;
 };
@@ -42,6 +44,9 @@ void matmul_scalar(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& 
 void matmul_avx2(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
                  float* y);
 void quantize_act_q8_avx2(const float* x, ActQ8* out, size_t n);
+// The packed f32 GEMM behind matmul_avx2 for many tokens (gemm_avx2.cpp); x is f32 in the
+// weight's dot type.
+void gemm_avx2(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens, float* y);
 void matmul_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
                    size_t n_tokens, float* y);
 

@@ -4,7 +4,7 @@
 // host_call(ctx, body):
 //  1. at entry, raises a pending kill (CPU limit, kill request) and refuses to run host code with
 //     less than 64 KiB of fiber stack left ("call stack exhausted"): no C++ object is alive yet,
-//     so the trap's siglongjmp is safe;
+//     so the trap's siglongjmp is safe (interpreter tier: see end_guest);
 //  2. marks the instance "in host" (faults and CPU ticks then never longjmp out of host code);
 //  3. runs body; a GuestError becomes its status code, any other exception PITH_ERR_INTERNAL
 //     with the message logged to the instance;
@@ -47,17 +47,32 @@ __attribute__((noinline)) uint32_t run_host_body(Instance& inst, Body& body) {
   }
 }
 
+// Ends the guest with `code`: a jump to the trap boundary in the native tier; in the interpreter
+// tier the code is left in kill_pending and the interpreter adapter turns it into a trap when
+// the host function returns (its return value is then never seen by the guest).
+inline void end_guest(GuestExecution& ex, TrapCode code) {
+  if (!ex.kill_pending) ex.kill_pending = static_cast<int>(code);
+  if (!ex.interpreted) raise_trap(ex, static_cast<TrapCode>(ex.kill_pending));
+}
+
 template <typename Body>
 inline uint32_t host_call(void* ctx, Body body) {
   Instance& inst = instance_of(ctx);
   GuestExecution& ex = inst.exec();
-  if (ex.kill_pending) raise_trap(ex, static_cast<TrapCode>(ex.kill_pending));
+  if (ex.kill_pending) {
+    end_guest(ex, static_cast<TrapCode>(ex.kill_pending));
+    return PITH_ERR_CANCELLED;
+  }
   auto sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-  if (sp - ex.stack_lo < 64 * 1024) raise_trap(ex, TrapCode::kStackExhausted);
+  if (sp - ex.stack_lo < 64 * 1024) {
+    end_guest(ex, TrapCode::kStackExhausted);
+    return PITH_ERR_CANCELLED;
+  }
+  sig_atomic_t was_in_host = ex.in_host;  // the interpreter tier runs "in host" throughout
   ex.in_host = 1;
   uint32_t r = run_host_body(inst, body);
-  ex.in_host = 0;
-  if (ex.kill_pending) raise_trap(ex, static_cast<TrapCode>(ex.kill_pending));
+  ex.in_host = was_in_host;
+  if (ex.kill_pending) end_guest(ex, static_cast<TrapCode>(ex.kill_pending));
   return r;
 }
 

@@ -71,6 +71,8 @@ typedef double f64;
   X(kvpage_export, u32, (u32, u32, u32, u32, u32))             \
   X(kvpage_unexport, u32, (u32, u32, u32))                     \
   X(kvpage_import, u32, (u32, u32, u32, u32, u32, u32))        \
+  X(prefix_match, u32, (u32, u32, u32, u32, u32, u32, u32))    \
+  X(prefix_insert, u32, (u32, u32, u32, u32, u32))             \
   X(embed_txt, u32, (u32, u32, u32, u32, u32))                 \
   X(embed_img, u32, (u32, u32, u32, u32, u32))                 \
   X(forward, u32, (u32, u32))                                  \

@@ -101,4 +101,33 @@ u32 Z_pithZ_kvpage_import(Z_pith_instance_t* c, u32 queue, u32 name, u32 name_le
   });
 }
 
+u32 Z_pithZ_prefix_match(Z_pith_instance_t* c, u32 queue, u32 tokens, u32 n, u32 pages, u32 cap,
+                         u32 n_pages_out, u32 matched_out) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    check_count(n);
+    GuestMemory mem(inst);
+    mem.bytes(n_pages_out, 4);
+    mem.bytes(matched_out, 4);
+    mem.bytes(pages, uint64_t{cap} * 4);
+    std::vector<uint32_t> handles;
+    uint32_t matched = 0;
+    pith_status_t st = session_of(inst).prefix_match(queue, mem.u32s(tokens, n), &handles, &matched);
+    if (st != PITH_OK) return st;
+    uint32_t k = static_cast<uint32_t>(handles.size());
+    mem.store_u32s(pages, std::span<const uint32_t>(handles.data(), k < cap ? k : cap));
+    mem.store<uint32_t>(n_pages_out, k);
+    mem.store<uint32_t>(matched_out, matched);
+    return k > cap ? PITH_ERR_BUFFER_TOO_SMALL : PITH_OK;
+  });
+}
+
+u32 Z_pithZ_prefix_insert(Z_pith_instance_t* c, u32 queue, u32 tokens, u32 n, u32 pages, u32 n_pages) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    check_count(n);
+    check_count(n_pages);
+    GuestMemory mem(inst);
+    return session_of(inst).prefix_insert(queue, mem.u32s(tokens, n), mem.u32s(pages, n_pages));
+  });
+}
+
 }  // extern "C"

@@ -1,0 +1,136 @@
+#include "bench/bench_batching.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <random>
+
+#include "common/error.h"
+#include "engine/model_loader.h"
+#include "server/serving_stack.h"
+
+namespace pith::bench {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string inferlet_file(const BatchingBenchOptions& o, const std::string& name) {
+  std::string dir = o.inferlet_dir.empty() ? PITH_BUILD_INFERLET_DIR : o.inferlet_dir;
+  std::string p = dir + "/" + name + ".wasm";
+  if (!fs::exists(p)) fail("{}: not found (build the inferlets, or pass --inferlets DIR)", p);
+  return p;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct RunResult {
+  double seconds = 0;
+  double mean_batch = 0;
+  uint64_t tokens = 0;
+};
+
+RunResult run_once(const BatchingBenchOptions& o, const std::string& policy, const std::string& wasm) {
+  ServingOptions so;
+  so.model_path = o.model;
+  so.quiet_load = true;
+  so.engine.n_threads = static_cast<size_t>(o.threads);
+  // Room for every instance's context at once: no contention in this benchmark.
+  so.engine.kv_memory_bytes = 0;
+  so.control.policy = policy;
+  so.runtime.compiler.cache_dir = o.cache_dir;
+  {
+    // Size the KV pool from the model: pages for instances * (prompt + generated) tokens.
+    auto probe = load_model(o.model, LoadOptions{.quiet = true});
+    const auto& c = probe->config;
+    size_t per_token = size_t{c.n_layers} * 2 * c.kv_dim() * sizeof(float);
+    size_t tokens = size_t(o.instances) * (o.prompt_tokens + o.max_tokens + 2 * so.engine.kv_page_size);
+    so.engine.kv_memory_bytes = tokens * per_token;
+  }
+  ServingStack stack(so);
+  std::atomic<uint64_t> calls{0}, batches{0};
+  stack.controller().set_batch_observer([&](const BatchStats& s) {
+    if (s.type == CallType::Forward) {
+      calls += s.calls;
+      ++batches;
+    }
+  });
+  auto program = stack.runtime().load_program_file(wasm);
+  const uint32_t vocab = stack.weights().config.vocab_size;
+  std::mt19937 rng(1234);
+  std::vector<std::vector<std::string>> args;
+  for (int i = 0; i < o.instances; ++i) {
+    std::string csv;
+    for (int t = 0; t < o.prompt_tokens; ++t) {
+      if (t) csv.push_back(',');
+      csv.append(std::to_string(rng() % vocab));
+    }
+    args.push_back({"greedy_abi", "--tokens", csv, "--max-tokens", std::to_string(o.max_tokens)});
+  }
+  // Warm the program (native build) outside the timed region.
+  stack.launch(program, {"greedy_abi", "--tokens", "1", "--max-tokens", "1"})->wait();
+  calls = 0;
+  batches = 0;
+
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<runtime::Instance>> insts;
+  for (auto& a : args) insts.push_back(stack.launch(program, a));
+  for (auto& i : insts) {
+    auto st = i->wait();
+    if (st.kind != runtime::ExitStatus::Kind::kExited || st.code != 0)
+      fail("batching bench: an instance ended with '{}'", st.reason);
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  RunResult r;
+  r.seconds = secs;
+  r.mean_batch = batches ? double(calls) / double(batches) : 0;
+  r.tokens = uint64_t(o.instances) * uint64_t(o.max_tokens);
+  return r;
+}
+
+}  // namespace
+
+nlohmann::json run_batching_bench(const BatchingBenchOptions& o) {
+  if (o.model.empty()) fail("pith bench batching needs -m MODEL");
+  const std::string wasm = inferlet_file(o, "greedy_abi");
+  std::vector<std::string> policies = o.policies;
+  if (std::find(policies.begin(), policies.end(), "eager") == policies.end())
+    policies.insert(policies.begin(), "eager");
+
+  fmt::print("batching: {} instances x ({} prompt + {} generated tokens), model {}, {} runs\n",
+             o.instances, o.prompt_tokens, o.max_tokens, o.model, o.runs);
+  fmt::print("{:<10} {:>10} {:>12} {:>12} {:>10}\n", "policy", "req/s", "tok/s", "mean batch", "seconds");
+  nlohmann::json per_policy = nlohmann::json::object();
+  for (const auto& p : policies) {
+    std::vector<double> secs, batch;
+    for (int r = 0; r < o.runs; ++r) {
+      auto res = run_once(o, p, wasm);
+      secs.push_back(res.seconds);
+      batch.push_back(res.mean_batch);
+    }
+    double s = median(secs);
+    double rps = o.instances / s;
+    double tps = double(o.instances) * o.max_tokens / s;
+    per_policy[p] = {{"req_per_s", rps}, {"tok_per_s", tps}, {"mean_batch", median(batch)}, {"seconds", s}};
+    fmt::print("{:<10} {:>10.2f} {:>12.1f} {:>12.1f} {:>10.2f}\n", p, rps, tps, median(batch), s);
+  }
+  const std::string main_policy = o.policies.empty() ? "eager" : o.policies.front();
+  double eager = per_policy["eager"]["req_per_s"].get<double>();
+  nlohmann::json out;
+  out["suite"] = "batching";
+  out["policy"] = main_policy;
+  out["req_per_s"] = per_policy[main_policy]["req_per_s"];
+  out["ratio_vs_eager"] = per_policy[main_policy]["req_per_s"].get<double>() / eager;
+  out["instances"] = o.instances;
+  out["per_policy"] = per_policy;
+  fmt::print("{} vs eager: {:.2f}x\n", main_policy, out["ratio_vs_eager"].get<double>());
+  return out;
+}
+
+}  // namespace pith::bench

@@ -1,0 +1,237 @@
+// The model benchmark suite (see bench_model.h).
+#include "bench/bench_model.h"
+
+#include <fmt/format.h>
+
+#include <time.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+
+#include "bench/machine_baselines.h"
+#include "common/error.h"
+#include "engine/engine.h"
+#include "engine/model_loader.h"
+
+namespace pith::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// CPU seconds used by this process (all threads). With 1 thread it is the compute time even
+// on a loaded machine; with more it also counts the pool's spin-waits.
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+// One sequence's KV pages and context length, grown as tokens are appended.
+struct Sequence {
+  std::vector<uint32_t> pages;
+  size_t ctx = 0;
+};
+
+// The forward input appending `tokens` to `s` (allocating pages as needed), asking for the
+// top-1 token after the last one.
+SequenceInput append(Engine& engine, Sequence& s, std::vector<int32_t> tokens) {
+  const uint32_t ps = engine.kv_pool().page_size();
+  const size_t n = tokens.size(), new_ctx = s.ctx + n;
+  const size_t need = (new_ctx + ps - 1) / ps;
+  if (need > s.pages.size()) {
+    auto more = engine.kv_pool().allocate(need - s.pages.size());
+    s.pages.insert(s.pages.end(), more.begin(), more.end());
+  }
+  SequenceInput in;
+  in.tokens = std::move(tokens);
+  for (size_t i = 0; i < n; ++i) in.positions.push_back(static_cast<uint32_t>(s.ctx + i));
+  in.kv_pages = s.pages;
+  in.last_page_len = static_cast<uint32_t>(new_ctx - (need - 1) * ps);
+  in.outputs.push_back(OutputSpec{static_cast<uint32_t>(n - 1), OutputKind::TopK, 1, 0});
+  s.ctx = new_ctx;
+  return in;
+}
+
+void release(Engine& engine, Sequence& s) {
+  engine.kv_pool().free(s.pages);
+  s = Sequence{};
+}
+
+int32_t next_token(const SequenceResult& r) { return r.outputs.at(0).dist.ids.at(0); }
+
+// Tokens/s of one prefill; adds the process CPU seconds it took to *cpu_seconds.
+double run_prefill(Engine& engine, size_t n_prompt, std::mt19937& rng, double* cpu_seconds) {
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(engine.config().vocab_size) - 1);
+  std::vector<int32_t> tokens(n_prompt);
+  for (auto& t : tokens) t = tok(rng);
+  Sequence s;
+  const double c0 = process_cpu_seconds();
+  auto t0 = Clock::now();
+  engine.forward({append(engine, s, tokens)});
+  double sec = seconds_since(t0);
+  *cpu_seconds += process_cpu_seconds() - c0;
+  release(engine, s);
+  return double(n_prompt) / sec;
+}
+
+// B sequences decoding `steps` tokens each from an empty context; aggregate tokens/s.
+double run_decode(Engine& engine, size_t batch, size_t steps, std::mt19937& rng) {
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(engine.config().vocab_size) - 1);
+  std::vector<Sequence> seqs(batch);
+  std::vector<int32_t> next(batch);
+  for (auto& t : next) t = tok(rng);
+  auto t0 = Clock::now();
+  for (size_t step = 0; step < steps; ++step) {
+    std::vector<SequenceInput> inputs;
+    for (size_t b = 0; b < batch; ++b) inputs.push_back(append(engine, seqs[b], {next[b]}));
+    auto results = engine.forward(inputs);
+    for (size_t b = 0; b < batch; ++b) next[b] = next_token(results[b]);
+  }
+  double sec = seconds_since(t0);
+  for (auto& s : seqs) release(engine, s);
+  return double(batch * steps) / sec;
+}
+
+template <typename Fn>
+double median_of(int reps, Fn&& fn) {
+  std::vector<double> v;
+  for (int r = 0; r < reps; ++r) v.push_back(fn());
+  return median(v);
+}
+
+// Bytes one decode step streams: every layer matrix and the LM head (one embedding row is
+// negligible).
+size_t decode_weight_bytes(const ModelWeights& w) {
+  auto bytes = [](const WeightMatrix& m) { return m.rows * m.row_bytes(); };
+  size_t total = bytes(w.output);
+  for (const auto& l : w.layers)
+    total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.w_gate) +
+             bytes(l.w_up) + bytes(l.w_down);
+  return total;
+}
+
+struct LlamaBenchResult {
+  double pp_tok_s = 0, tg_tok_s = 0;
+  std::string version;
+};
+
+double samples_median(const nlohmann::json& e) {
+  if (e.contains("samples_ts") && e["samples_ts"].is_array() && !e["samples_ts"].empty()) {
+    std::vector<double> v;
+    for (const auto& x : e["samples_ts"]) v.push_back(x.get<double>());
+    return median(v);
+  }
+  return e.value("avg_ts", 0.0);
+}
+
+LlamaBenchResult run_llama_bench(const ModelBenchOptions& o) {
+  std::string cmd = fmt::format("'{}' -m '{}' -p {} -n {} -t {} -r {} -o json 2>/dev/null",
+                                o.llama_bench, o.model_path, o.n_prompt, o.n_gen, o.threads, o.reps);
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  if (!p) fail("cannot run llama-bench: {}", cmd);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p.get())) > 0) out.append(buf, n);
+  nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+  if (j.is_discarded() || !j.is_array()) fail("llama-bench gave no JSON (command: {})", cmd);
+  LlamaBenchResult r;
+  for (const auto& e : j) {
+    if (e.value("n_gen", 0) > 0)
+      r.tg_tok_s = samples_median(e);
+    else if (e.value("n_prompt", 0) > 0)
+      r.pp_tok_s = samples_median(e);
+    r.version = e.value("build_commit", std::string{});
+  }
+  return r;
+}
+
+}  // namespace
+
+nlohmann::json run_model_bench(const ModelBenchOptions& o) {
+  if (o.n_prompt == 0 && o.n_gen == 0) fail("bench model: nothing to run (-p 0 -n 0)");
+  auto weights = load_model(o.model_path, LoadOptions{.quiet = true});
+  const ModelConfig& c = weights->config;
+
+  EngineOptions eo;
+  eo.n_threads = o.threads;
+  size_t max_batch = 0;
+  for (size_t b : o.batch_sizes) max_batch = std::max(max_batch, b);
+  const size_t page_bytes = size_t{c.n_layers} * 2 * eo.kv_page_size * c.kv_dim() * sizeof(float);
+  const size_t pages = (o.n_prompt + eo.kv_page_size - 1) / eo.kv_page_size +
+                       (o.n_gen + eo.kv_page_size - 1) / eo.kv_page_size +
+                       max_batch * ((o.batch_steps + eo.kv_page_size - 1) / eo.kv_page_size) + 4;
+  eo.kv_memory_bytes = pages * page_bytes;
+  Engine engine(weights, eo);
+
+  const size_t wbytes = decode_weight_bytes(*weights);
+  fmt::print("model bench: {} ({} layers, d_model {}, vocab {}), {} threads, median of {} runs\n",
+             o.model_path, c.n_layers, c.d_model, c.vocab_size, o.threads, o.reps);
+  fmt::print("weights streamed per decode step: {:.1f} MiB\n", wbytes / 1048576.0);
+
+  ThreadPool bw_pool(o.threads);
+  const double bw = measure_read_bandwidth_gb_s(bw_pool, o.bandwidth_bytes, 5);
+  const double floor = bw * 1e9 / double(wbytes);
+  fmt::print("memory read bandwidth: {:.2f} GB/s -> decode floor {:.2f} tok/s\n", bw, floor);
+
+  std::mt19937 rng(1);
+  double pp = 0, tg = 0, pp_cpu = 0;
+  if (o.n_prompt > 0) {
+    double cpu = 0;
+    run_prefill(engine, std::min<size_t>(o.n_prompt, 64), rng, &cpu);  // warm-up
+    cpu = 0;
+    pp = median_of(o.reps, [&] { return run_prefill(engine, o.n_prompt, rng, &cpu); });
+    pp_cpu = double(o.n_prompt) * o.reps / cpu;
+    fmt::print("pp{}: {:.2f} tok/s ({:.2f} tokens per process-CPU-second)\n", o.n_prompt, pp, pp_cpu);
+  }
+  if (o.n_gen > 0) {
+    run_decode(engine, 1, 4, rng);  // warm-up
+    tg = median_of(o.reps, [&] { return run_decode(engine, 1, o.n_gen, rng); });
+    fmt::print("tg{}: {:.2f} tok/s = {:.2f} of the decode floor\n", o.n_gen, tg, tg / floor);
+  }
+  nlohmann::json batch = nlohmann::json::object();
+  for (size_t b : o.batch_sizes) {
+    if (b == 0) fail("bench model: batch size 0");
+    double agg = median_of(o.reps, [&] { return run_decode(engine, b, o.batch_steps, rng); });
+    batch[std::to_string(b)] = agg;
+    fmt::print("batch {:>3} decode ({} steps): {:.2f} tok/s aggregate{}\n", b, o.batch_steps, agg,
+               pp > 0 ? fmt::format(" = {:.2f} of prefill", agg / pp) : "");
+  }
+
+  nlohmann::json j = {{"suite", "model"},
+                      {"model", o.model_path},
+                      {"threads", o.threads},
+                      {"n_prompt", o.n_prompt},
+                      {"n_gen", o.n_gen},
+                      {"reps", o.reps},
+                      {"pp_tok_s", pp},
+                      {"pp_tok_per_cpu_s", pp_cpu},
+                      {"tg_tok_s", tg},
+                      {"batch_tg_tok_s", batch},
+                      {"batch_steps", o.batch_steps},
+                      {"bandwidth_gb_s", bw},
+                      {"weight_bytes_per_token", wbytes},
+                      {"decode_floor_tok_s", floor},
+                      {"tg_over_floor", tg / floor}};
+  if (!o.llama_bench.empty()) {
+    LlamaBenchResult lb = run_llama_bench(o);
+    fmt::print("llama.cpp ({}): pp{} {:.2f} tok/s, tg{} {:.2f} tok/s\n", lb.version, o.n_prompt,
+               lb.pp_tok_s, o.n_gen, lb.tg_tok_s);
+    if (lb.pp_tok_s > 0) fmt::print("pith / llama.cpp: prefill {:.2f}x", pp / lb.pp_tok_s);
+    if (lb.tg_tok_s > 0) fmt::print(", decode {:.2f}x", tg / lb.tg_tok_s);
+    fmt::print("\n");
+    j["llama_cpp"] = {{"pp_tok_s", lb.pp_tok_s}, {"tg_tok_s", lb.tg_tok_s}, {"build", lb.version}};
+    j["pp_vs_llama_cpp"] = lb.pp_tok_s > 0 ? pp / lb.pp_tok_s : 0.0;
+    j["tg_vs_llama_cpp"] = lb.tg_tok_s > 0 ? tg / lb.tg_tok_s : 0.0;
+  }
+  return j;
+}
+
+}  // namespace pith::bench

@@ -1,0 +1,38 @@
+// `pith bench model`: whole-model throughput through the engine's batched forward, shaped like
+// llama-bench so the numbers compare directly:
+//   - prefill (pp): one sequence of `n_prompt` random tokens in one forward, logits for the
+//     last one; tokens/s = n_prompt / time.
+//   - decode (tg): one sequence generating `n_gen` tokens one forward at a time from an empty
+//     context; tokens/s = n_gen / time.
+//   - batch decode: B sequences decoding together, one forward per step with one token each,
+//     `batch_steps` steps from an empty context; aggregate tokens/s = B * steps / time.
+// Each figure is the median of `reps` runs after a warm-up. The same run measures the memory
+// read bandwidth with the same thread count, and from it the decode floor: bandwidth divided
+// by the weight bytes one decode step streams (every layer matrix and the LM head).
+// Optionally runs llama.cpp's llama-bench on the same file in the same run for the ratios.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pith::bench {
+
+struct ModelBenchOptions {
+  std::string model_path;
+  size_t n_prompt = 512;
+  size_t n_gen = 128;
+  size_t threads = 2;
+  std::vector<size_t> batch_sizes;  // empty: no batch decode
+  size_t batch_steps = 16;
+  int reps = 3;
+  size_t bandwidth_bytes = size_t{2} << 30;
+  std::string llama_bench;  // path of llama-bench to run beside (empty: not run)
+};
+
+// Runs the suite, printing a readable report to stdout; returns the JSON summary.
+nlohmann::json run_model_bench(const ModelBenchOptions& options);
+
+}  // namespace pith::bench

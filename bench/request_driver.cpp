@@ -1,0 +1,89 @@
+#include "bench/request_driver.h"
+
+#include <algorithm>
+#include <future>
+
+#include "common/error.h"
+
+namespace pith::bench {
+
+namespace {
+
+CallOutcome call(Controller& ctl, const std::function<Status(Completion)>& submit) {
+  std::promise<CallOutcome> p;
+  auto f = p.get_future();
+  Status s = submit([&p](CallOutcome&& o) { p.set_value(std::move(o)); });
+  if (s != Status::Ok) fail("request: call rejected: {} ({})", status_name(s), Controller::last_error());
+  CallOutcome o = f.get();
+  if (o.status != Status::Ok) fail("request: call failed: {} {}", status_name(o.status), o.error);
+  return o;
+}
+
+}  // namespace
+
+RequestTiming run_request(Controller& ctl, InstanceId id, const RequestSpec& spec) {
+  RequestTiming t;
+  t.arrival = Clock::now();
+  const uint32_t ps = ctl.page_size();
+  ctl.register_instance(id, nullptr);
+  QueueId q;
+  if (ctl.create_queue(id, q) != Status::Ok) fail("request: no queue");
+
+  std::vector<uint32_t> pages;
+  size_t matched = 0;
+  if (spec.use_prefix_cache) ctl.prefix_match(id, spec.prompt, pages, matched);
+  if (matched == spec.prompt.size()) {  // keep one token to compute: it yields the first output
+    matched -= ps;
+    Status st = ctl.dealloc_pages(id, std::vector<uint32_t>{pages.back()});
+    if (st != Status::Ok) fail("request: dealloc");
+    pages.pop_back();
+  }
+  const size_t total = spec.prompt.size() + spec.max_tokens;
+  const size_t need = (total + ps - 1) / ps;
+  std::vector<uint32_t> fresh;
+  if (need > pages.size()) {
+    Status st = ctl.alloc_pages(id, static_cast<uint32_t>(need - pages.size()), fresh);
+    if (st != Status::Ok) fail("request: alloc: {}", status_name(st));
+  }
+  pages.insert(pages.end(), fresh.begin(), fresh.end());
+
+  auto sequence = [&](std::vector<int32_t> tokens, size_t first_pos) {
+    SequenceInput s;
+    s.tokens = std::move(tokens);
+    size_t end = first_pos + s.tokens.size();
+    for (size_t i = 0; i < s.tokens.size(); ++i) s.positions.push_back(static_cast<uint32_t>(first_pos + i));
+    size_t used = (end + ps - 1) / ps;
+    s.kv_pages.assign(pages.begin(), pages.begin() + used);
+    s.last_page_len = static_cast<uint32_t>(end - (used - 1) * ps);
+    s.outputs.push_back({static_cast<uint32_t>(s.tokens.size() - 1), OutputKind::TopK, 1, 0});
+    return s;
+  };
+
+  std::vector<int32_t> rest(spec.prompt.begin() + matched, spec.prompt.end());
+  t.prefill_tokens = static_cast<uint32_t>(rest.size());
+  auto o = call(ctl, [&](Completion c) { return ctl.forward(id, q, sequence(rest, matched), std::move(c)); });
+  t.first_token = Clock::now();
+  t.tokens.push_back(t.first_token);
+  if (spec.use_prefix_cache)
+    ctl.prefix_insert(id, spec.prompt, std::span(pages).first(spec.prompt.size() / ps));
+  int32_t next = o.forward.outputs[0].dist.ids[0];
+  size_t pos = spec.prompt.size();
+  for (int i = 1; i < spec.max_tokens; ++i) {
+    o = call(ctl, [&](Completion c) { return ctl.forward(id, q, sequence({next}, pos), std::move(c)); });
+    t.tokens.push_back(Clock::now());
+    next = o.forward.outputs[0].dist.ids[0];
+    ++pos;
+  }
+  t.done = Clock::now();
+  ctl.release_instance(id);
+  return t;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p / 100.0 * double(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+}  // namespace pith::bench

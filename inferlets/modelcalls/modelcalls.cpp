@@ -1,0 +1,68 @@
+// modelcalls: exercises the model-facing ABI end to end against whatever ModelApi the runtime
+// has (the runtime tests attach a fake one): model list, open, traits, tokenize, queue, KV pages,
+// a fused forward whose future carries a distribution, and error codes. Reports each step as a
+// message "step: result" so the test can check the decoding in both directions.
+#include <pith/pith.hpp>
+#include <string.h>
+
+static std::string status(pith_status_t s) { return pith::status_name(s); }
+
+int main() {
+  auto models = pith::available_models();
+  if (!models) {
+    pith::send("models: " + status(models.status()));
+    return 0;
+  }
+  pith::send("models: " + (*models)[0] + "," + (*models)[1]);
+  auto model = pith::Model::open((*models)[0]);
+  if (!model) return 1;
+  auto missing = pith::Model::open("no-such-model");
+  pith::send("open missing: " + status(missing.status()));
+
+  auto ids = model->tokenize("hello");
+  std::string t;
+  for (uint32_t id : *ids) t += std::to_string(id) + " ";
+  pith::send("tokens: " + t);
+  pith::send("text: " + model->detokenize(*ids).value_or("?"));
+
+  auto queue = pith::Queue::create(*model);
+  auto pages = queue->alloc_kvpages(3);
+  pith::send("pages: " + std::to_string((*pages)[0]) + "," + std::to_string((*pages)[2]));
+  auto too_many = queue->alloc_kvpages(1000);
+  pith::send("too many: " + status(too_many.status()));
+
+  uint32_t positions[5] = {0, 1, 2, 3, 4};
+  uint32_t out_index = 4;
+  pith_forward_tokens_args_t args;
+  memset(&args, 0, sizeof args);
+  args.tokens = ids->data();
+  args.positions = positions;
+  args.token_count = static_cast<uint32_t>(ids->size());
+  args.kv_pages = pages->data();
+  args.kv_page_count = 1;
+  args.last_page_len = args.token_count;
+  args.output_indices = &out_index;
+  args.output_count = 1;
+  args.top_k = 2;
+  pith::Future f = queue->forward_tokens(args);
+  auto dist = f.get();
+  if (!dist) {
+    pith::send("forward: " + status(dist.status()));
+    return 1;
+  }
+  uint32_t k = 0, top = 0;
+  float p = 0;
+  memcpy(&k, dist->data(), 4);
+  memcpy(&top, dist->data() + 4, 4);
+  memcpy(&p, dist->data() + 4 + 4 * k, 4);
+  pith::send("dist: k=" + std::to_string(k) + " top=" + std::to_string(top) +
+             " p=" + std::to_string(static_cast<int>(p * 100)));
+
+  pith_status_t s = pith_kvpage_dealloc(queue->handle(), pages->data(), 3);
+  pith::send("dealloc: " + status(s));
+  s = pith_kvpage_dealloc(queue->handle(), pages->data(), 1);  // already freed
+  pith::send("double dealloc: " + status(s));
+  s = pith_kvpage_alloc(queue->handle(), 1, reinterpret_cast<pith_kvpage_t*>(0xfffffff0u));
+  pith::send("bad pointer: " + status(s));
+  return 0;
+}

@@ -1,0 +1,9 @@
+// spin: never ends and never calls the host; only the CPU-time limit (or a kill) stops it.
+#include <pith/pith.hpp>
+
+static volatile unsigned long counter = 0;
+
+int main() {
+  pith::send("spinning");
+  for (;;) counter = counter + 1;
+}

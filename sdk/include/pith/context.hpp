@@ -1,0 +1,368 @@
+// pith/context.hpp: a token context over KV pages the inferlet owns, and the generate loop.
+//
+//   auto model = pith::Model::open("");
+//   auto ctx = pith::Context::create(*model);
+//   ctx->fill("Hello,");
+//   auto out = ctx->generate(pith::Sampler::greedy(), pith::Stop{.max_tokens = 10});
+//
+// A Context keeps, for every slot of its KV pages, the token and its position (positions are
+// explicit, so pages can be dropped from the middle of a context). Tokens are appended as
+// *pending* and computed by the next flush/decode_step, one fused forward each.
+//
+// Sharing: fork() shares the full pages with the child and copies the partial last page;
+// pages that came from the prefix cache or an import are read-only and are copied before
+// being written (copy-on-write). A per-instance reference count keeps a page shared by
+// several contexts of this inferlet alive until the last one lets go.
+//
+// The server's prefix cache is used by default: the first flush looks up the longest cached
+// prefix of the prompt and computes only the rest, then offers its full pages to the cache.
+#pragma once
+
+#include <pith/pith.hpp>
+#include <pith/sampling.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pith {
+
+namespace detail {
+// Contexts of this instance that hold each page (fork shares pages inside one inferlet).
+inline std::map<pith_kvpage_t, int>& page_refs() {
+  static std::map<pith_kvpage_t, int> refs;
+  return refs;
+}
+}  // namespace detail
+
+struct Generation {
+  std::string text;
+  std::vector<uint32_t> tokens;
+  std::string finish_reason;  // "length", "eos", "stop", or an error status name
+};
+
+class Context {
+ public:
+  static Result<Context> create(const Model& model) {
+    pith_model_info_t info{};
+    pith_status_t s = pith_model_info(model.handle(), &info);
+    if (s != PITH_OK) return Result<Context>::error(s);
+    Result<Queue> q = Queue::create(model);
+    if (!q) return Result<Context>::error(q.status());
+    return Context(model, static_cast<Queue&&>(*q), info);
+  }
+
+  Context() = default;  // an empty, unusable context (Result<Context> needs one)
+  Context(Context&&) = default;
+  Context& operator=(Context&&) = default;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  ~Context() { release_pages(0); }
+
+  const Model& model() const { return model_; }
+  const Queue& queue() const { return queue_; }
+  const pith_model_info_t& info() const { return info_; }
+  uint32_t page_size() const { return info_.tokens_per_page; }
+  // Every token of the context, computed and pending, in slot order.
+  const std::vector<uint32_t>& tokens() const { return tokens_; }
+  size_t computed() const { return computed_; }
+  const std::vector<pith_kvpage_t>& pages() const { return pages_; }
+  // Prompt tokens this context computed itself (not served by the prefix cache or an import).
+  uint32_t prefilled_tokens() const { return prefilled_; }
+  void set_prefix_cache(bool on) { use_prefix_cache_ = on; }
+  // The position the next appended token gets (default: one after the last).
+  void set_next_position(uint32_t p) { next_pos_ = p; }
+  uint32_t next_position() const { return next_pos_; }
+
+  // Appends text (tokenized by the model, special tokens recognised) or tokens as pending.
+  pith_status_t fill(std::string_view text) {
+    Result<std::vector<uint32_t>> ids = model_.tokenize(text);
+    if (!ids) return ids.status();
+    fill_tokens(*ids);
+    return PITH_OK;
+  }
+  void fill_tokens(const std::vector<uint32_t>& ids) {
+    for (uint32_t t : ids) {
+      tokens_.push_back(t);
+      positions_.push_back(next_pos_++);
+    }
+  }
+
+  // Computes the K/V of every pending token.
+  pith_status_t flush() {
+    if (computed_ == tokens_.size()) return PITH_OK;
+    Result<std::vector<Distribution>> r = run(0, 0);
+    return r.status();
+  }
+
+  // Computes the pending tokens (at least one) and returns the next-token distribution after
+  // the last one, truncated to top_k.
+  Result<Distribution> decode_step(uint32_t top_k = 256) {
+    if (computed_ == tokens_.size()) return Result<Distribution>::error(PITH_ERR_BAD_ARGUMENT);
+    Result<std::vector<Distribution>> r = run(1, top_k);
+    if (!r) return Result<Distribution>::error(r.status());
+    if (r->empty()) return Result<Distribution>::error(PITH_ERR_INTERNAL);
+    return (*r)[0];
+  }
+
+  // The generate loop: decode, sample, append, until a stop condition holds.
+  Generation generate(Sampler sampler, Stop stop) {
+    Generation g;
+    if (stop.eos_ids.empty() && info_.eos_token != UINT32_MAX) stop.eos_ids.push_back(info_.eos_token);
+    std::vector<uint32_t> generated;
+    for (;;) {
+      Result<Distribution> d = decode_step(sampler.candidates());
+      if (!d) {
+        g.finish_reason = status_name(d.status());
+        break;
+      }
+      uint32_t tok = sampler.sample(*d);
+      generated.push_back(tok);
+      fill_tokens({tok});
+      Result<std::string> text = model_.detokenize(generated);
+      g.text = text ? *text : std::string();
+      const char* why = stop.check(generated, g.text);
+      if (*why) {
+        g.finish_reason = why;
+        break;
+      }
+    }
+    g.tokens = generated;
+    return g;
+  }
+
+  // A child context sharing this one's computed pages (prefix sharing): full pages are
+  // shared, the partial last page is copied so both can append. Pending tokens are copied.
+  Result<Context> fork() {
+    pith_status_t s = flush();
+    if (s != PITH_OK) return Result<Context>::error(s);
+    Result<Context> child = Context::create(model_);
+    if (!child) return child;
+    Context& c = *child;
+    c.tokens_ = tokens_;
+    c.positions_ = positions_;
+    c.computed_ = computed_;
+    c.next_pos_ = next_pos_;
+    c.use_prefix_cache_ = use_prefix_cache_;
+    c.inserted_ = true;
+    for (size_t i = 0; i < pages_.size(); ++i) {
+      bool partial = i + 1 == pages_.size() && computed_ % page_size() != 0;
+      if (partial) {
+        Result<std::vector<pith_kvpage_t>> p = c.queue_.alloc_kvpages(1);
+        if (!p) return Result<Context>::error(p.status());
+        uint32_t filled = static_cast<uint32_t>(computed_ % page_size());
+        // The copy runs on the parent's queue, after the parent's writes to the page.
+        s = pith_kvpage_copy(queue_.handle(), pages_[i], (*p)[0], 0, 0, filled);
+        if (s != PITH_OK) return Result<Context>::error(s);
+        Future sync = queue_.synchronize();
+        s = sync.wait();
+        if (s != PITH_OK) return Result<Context>::error(s);
+        c.adopt((*p)[0], false);
+      } else {
+        ++detail::page_refs()[pages_[i]];
+        c.pages_.push_back(pages_[i]);
+        c.shared_.push_back(true);
+        shared_[i] = true;
+      }
+    }
+    return child;
+  }
+
+  // Hides slots [begin, end) of the context from attention (mask_kvpage), e.g. a window or a
+  // finished sub-task. drop_masked_pages() then frees pages whose every slot is hidden.
+  pith_status_t mask(size_t begin, size_t end) {
+    if (end > computed_ || begin > end) return PITH_ERR_BAD_ARGUMENT;
+    const uint32_t ps = page_size();
+    if (masks_.size() < pages_.size()) masks_.resize(pages_.size());
+    for (size_t p = begin / ps; p <= (end - 1) / ps && begin < end; ++p) {
+      auto& m = masks_[p];
+      if (m.empty()) m.assign(ps, 0);
+      for (size_t s = 0; s < ps; ++s) {
+        size_t slot = p * ps + s;
+        if (slot >= begin && slot < end) m[s] = 1;
+      }
+      pith_status_t st = pith_kvpage_mask(queue_.handle(), pages_[p], m.data(), ps);
+      if (st != PITH_OK) return st;
+    }
+    return PITH_OK;
+  }
+  // Frees the pages (other than the last) whose every slot is masked; the context keeps its
+  // remaining slots and their positions. Returns the number of pages dropped.
+  size_t drop_masked_pages() {
+    const uint32_t ps = page_size();
+    size_t dropped = 0;
+    for (size_t p = 0; p + 1 < pages_.size();) {
+      bool all = p < masks_.size() && !masks_[p].empty() &&
+                 std::all_of(masks_[p].begin(), masks_[p].end(), [](uint8_t b) { return b != 0; });
+      if (!all) {
+        ++p;
+        continue;
+      }
+      unref(pages_[p]);
+      pages_.erase(pages_.begin() + long(p));
+      shared_.erase(shared_.begin() + long(p));
+      masks_.erase(masks_.begin() + long(p));
+      tokens_.erase(tokens_.begin() + long(p * ps), tokens_.begin() + long((p + 1) * ps));
+      positions_.erase(positions_.begin() + long(p * ps), positions_.begin() + long((p + 1) * ps));
+      computed_ -= ps;
+      ++dropped;
+    }
+    return dropped;
+  }
+
+  // Publishes the computed state under `name` (pages + tokens/positions in the store), so
+  // another inferlet can continue from it with Context::import_state.
+  pith_status_t export_state(std::string_view name) {
+    pith_status_t s = flush();
+    if (s != PITH_OK) return s;
+    s = pith_kvpage_export(queue_.handle(), pages_.data(), static_cast<uint32_t>(pages_.size()), name.data(),
+                           static_cast<uint32_t>(name.size()));
+    if (s != PITH_OK) return s;
+    std::string blob;
+    uint32_t n = static_cast<uint32_t>(computed_);
+    blob.append(reinterpret_cast<const char*>(&n), 4);
+    blob.append(reinterpret_cast<const char*>(tokens_.data()), size_t{n} * 4);
+    blob.append(reinterpret_cast<const char*>(positions_.data()), size_t{n} * 4);
+    return store_set(std::string("pith.ctx.") + std::string(name), blob);
+  }
+  static Result<Context> import_state(const Model& model, std::string_view name) {
+    Result<Context> r = Context::create(model);
+    if (!r) return r;
+    Context& c = *r;
+    Result<std::string> blob = store_get(std::string("pith.ctx.") + std::string(name));
+    if (!blob || blob->size() < 4) return Result<Context>::error(PITH_ERR_NOT_FOUND);
+    uint32_t n;
+    memcpy(&n, blob->data(), 4);
+    if (blob->size() != 4 + size_t{n} * 8) return Result<Context>::error(PITH_ERR_BAD_ARGUMENT);
+    c.tokens_.resize(n);
+    c.positions_.resize(n);
+    memcpy(c.tokens_.data(), blob->data() + 4, size_t{n} * 4);
+    memcpy(c.positions_.data(), blob->data() + 4 + size_t{n} * 4, size_t{n} * 4);
+    c.computed_ = n;
+    c.next_pos_ = n ? c.positions_.back() + 1 : 0;
+    c.inserted_ = true;
+    std::vector<pith_kvpage_t> pages((n + c.page_size() - 1) / c.page_size() + 1);
+    uint32_t got = 0;
+    pith_status_t s = pith_kvpage_import(c.queue_.handle(), name.data(), static_cast<uint32_t>(name.size()),
+                                         pages.data(), static_cast<uint32_t>(pages.size()), &got);
+    if (s != PITH_OK) return Result<Context>::error(s);
+    for (uint32_t i = 0; i < got; ++i) c.adopt(pages[i], true);
+    return r;
+  }
+
+ private:
+  Context(const Model& model, Queue&& q, pith_model_info_t info)
+      : model_(model), queue_(static_cast<Queue&&>(q)), info_(info) {}
+
+  void adopt(pith_kvpage_t p, bool shared) {
+    ++detail::page_refs()[p];
+    pages_.push_back(p);
+    shared_.push_back(shared);
+  }
+  void unref(pith_kvpage_t p) {
+    auto& refs = detail::page_refs();
+    auto it = refs.find(p);
+    if (it == refs.end() || --it->second == 0) {
+      if (it != refs.end()) refs.erase(it);
+      pith_kvpage_dealloc(queue_.handle(), &p, 1);
+    }
+  }
+  void release_pages(size_t from) {
+    if (!queue_.handle()) return;  // moved-from
+    for (size_t i = from; i < pages_.size(); ++i) unref(pages_[i]);
+    pages_.resize(from);
+    shared_.resize(from);
+  }
+
+  // Looks the prompt up in the server's prefix cache before the first computation.
+  void use_prefix_cache_for_prompt() {
+    if (!use_prefix_cache_ || computed_ != 0 || !pages_.empty() || tokens_.size() < page_size()) return;
+    std::vector<pith_kvpage_t> hit(tokens_.size() / page_size());
+    uint32_t n_pages = 0, matched = 0;
+    if (pith_prefix_match(queue_.handle(), tokens_.data(), static_cast<uint32_t>(tokens_.size()), hit.data(),
+                          static_cast<uint32_t>(hit.size()), &n_pages, &matched) != PITH_OK)
+      return;
+    // Keep at least one token to compute: it produces the next distribution.
+    if (matched >= tokens_.size() && n_pages > 0) {
+      pith_kvpage_dealloc(queue_.handle(), &hit[n_pages - 1], 1);
+      --n_pages;
+      matched -= page_size();
+    }
+    for (uint32_t i = 0; i < n_pages; ++i) adopt(hit[i], true);
+    computed_ = matched;
+  }
+
+  // Makes sure the page about to receive writes at slot `computed_` is private.
+  pith_status_t own_last_page() {
+    const uint32_t ps = page_size();
+    size_t idx = computed_ / ps;
+    if (computed_ % ps == 0 || idx >= pages_.size() || !shared_[idx]) return PITH_OK;
+    Result<std::vector<pith_kvpage_t>> fresh = queue_.alloc_kvpages(1);
+    if (!fresh) return fresh.status();
+    pith_status_t s = pith_kvpage_copy(queue_.handle(), pages_[idx], (*fresh)[0], 0, 0,
+                                       static_cast<uint32_t>(computed_ % ps));
+    if (s != PITH_OK) return s;
+    unref(pages_[idx]);
+    pages_[idx] = (*fresh)[0];
+    ++detail::page_refs()[(*fresh)[0]];
+    shared_[idx] = false;
+    return PITH_OK;
+  }
+
+  // One fused forward over the pending tokens; n_out = 1 asks for the distribution after the
+  // last one.
+  Result<std::vector<Distribution>> run(uint32_t n_out, uint32_t top_k) {
+    using R = Result<std::vector<Distribution>>;
+    const bool first = computed_ == 0;
+    if (first) use_prefix_cache_for_prompt();
+    pith_status_t s = own_last_page();
+    if (s != PITH_OK) return R::error(s);
+    const uint32_t ps = page_size();
+    const size_t total = tokens_.size();
+    const size_t need = (total + ps - 1) / ps;
+    if (need > pages_.size()) {
+      Result<std::vector<pith_kvpage_t>> fresh = queue_.alloc_kvpages(static_cast<uint32_t>(need - pages_.size()));
+      if (!fresh) return R::error(fresh.status());
+      for (pith_kvpage_t p : *fresh) adopt(p, false);
+    }
+    const uint32_t n = static_cast<uint32_t>(total - computed_);
+    uint32_t last = n - 1;
+    pith_forward_tokens_args_t a{};
+    a.tokens = tokens_.data() + computed_;
+    a.positions = positions_.data() + computed_;
+    a.token_count = n;
+    a.kv_pages = pages_.data();
+    a.kv_page_count = static_cast<uint32_t>(need);
+    a.last_page_len = static_cast<uint32_t>(total - (need - 1) * ps);
+    a.output_indices = &last;
+    a.output_count = n_out;
+    a.top_k = top_k;
+    Future f = queue_.forward_tokens(a);
+    Result<std::string> bytes = f.get();
+    if (!bytes) return R::error(bytes.status());
+    prefilled_ += n > 1 ? n : 0;
+    computed_ = total;
+    if (first && use_prefix_cache_ && !inserted_) {
+      inserted_ = true;
+      uint32_t full = static_cast<uint32_t>(total / ps);
+      if (full > 0)
+        pith_prefix_insert(queue_.handle(), tokens_.data(), static_cast<uint32_t>(full * ps), pages_.data(), full);
+    }
+    return parse_distributions(*bytes);
+  }
+
+  Model model_;
+  Queue queue_;
+  pith_model_info_t info_{};
+  std::vector<uint32_t> tokens_, positions_;
+  size_t computed_ = 0;
+  uint32_t next_pos_ = 0;
+  std::vector<pith_kvpage_t> pages_;
+  std::vector<bool> shared_;               // read-only: copy before writing
+  std::vector<std::vector<uint8_t>> masks_;  // per page, 1 = hidden (mask())
+  bool use_prefix_cache_ = true;
+  bool inserted_ = false;
+  uint32_t prefilled_ = 0;
+};
+
+}  // namespace pith

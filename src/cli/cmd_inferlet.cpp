@@ -1,0 +1,120 @@
+// pith run-local PROGRAM.wasm [ARGS...]: runs an inferlet in-process without a server or a model
+// (model calls return PITH_ERR_NO_MODEL). Its send() messages go to stdout, one per line; its
+// logs (pith_log, stdout/stderr) to stderr; each stdin line becomes a client message, EOF closes
+// the input. Exit code: the inferlet's own, or 1 with the reason if it trapped or was killed.
+// A module not yet in the native cache starts on the interpreter tier at once; its native build
+// runs in the background and is finished (and cached for the next run) before the command exits.
+//
+// pith inferlet build FILE.cpp... -o FILE.wasm: compiles an inferlet with clang++-14 and the SDK.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/commands.h"
+#include "common/error.h"
+#include "runtime/inferlet_builder.h"
+#include "runtime/runtime.h"
+
+namespace pith::cli {
+
+namespace {
+
+struct RunLocalArgs {
+  std::string program;
+  std::vector<std::string> args;
+  double cpu_limit_s = 5;
+  uint32_t memory_mib = 64;
+  std::string cache_dir;
+  bool no_stdin = false;
+  bool verbose = false;
+};
+
+int run_local(const RunLocalArgs& a) {
+  runtime::RuntimeConfig config;
+  config.compiler.cache_dir = a.cache_dir;
+  if (a.cpu_limit_s < 0) fail("--cpu-limit must be >= 0 (0 = unlimited)");
+  if (a.memory_mib == 0 || a.memory_mib > 4096) fail("--memory-mib must be in 1..4096");
+  config.limits.cpu_ns = static_cast<uint64_t>(a.cpu_limit_s * 1e9);
+  config.limits.memory_pages = a.memory_mib * 16;
+  runtime::Runtime rt(config);
+  auto program = rt.load_program_file(a.program);
+
+  std::mutex out_mu;
+  auto sink = [&](uint64_t, const runtime::InstanceEvent& e) {
+    std::lock_guard lock(out_mu);
+    if (e.kind == runtime::InstanceEvent::Kind::kMessage) {
+      fmt::print("{}\n", e.text);
+      std::fflush(stdout);
+    } else if (e.kind == runtime::InstanceEvent::Kind::kLog) {
+      static const char* levels[] = {"debug", "info", "warn", "error"};
+      fmt::print(stderr, "[{}] {}\n", levels[e.level & 3], e.text);
+    }
+  };
+  std::vector<std::string> argv = {a.program};
+  argv.insert(argv.end(), a.args.begin(), a.args.end());
+  auto inst = rt.launch(program, argv, sink);
+  if (a.verbose) {
+    fmt::print(stderr, "pith: instance {} of {} runs on the {} tier\n", inst->id(), a.program,
+               inst->tier());
+  }
+
+  if (a.no_stdin) {
+    inst->close_input();
+  } else {
+    // Detached: a blocking read must not keep the process alive after the instance ends.
+    std::weak_ptr<runtime::Instance> weak = inst;
+    std::thread([weak] {
+      std::string line;
+      while (std::getline(std::cin, line)) {
+        auto i = weak.lock();
+        if (!i || !i->push_message(line)) return;
+      }
+      if (auto i = weak.lock()) i->close_input();
+    }).detach();
+  }
+  runtime::ExitStatus st = inst->wait();
+  if (a.verbose) fmt::print(stderr, "pith: {}: {}\n", a.program, st.reason);
+  if (st.kind == runtime::ExitStatus::Kind::kExited) return st.code;
+  fmt::print(stderr, "pith: {}: {}\n", a.program, st.reason);
+  return 1;
+}
+
+}  // namespace
+
+void add_inferlet_commands(CLI::App& app) {
+  auto a = std::make_shared<RunLocalArgs>();
+  auto* run = app.add_subcommand("run-local", "Run an inferlet in-process, without a model");
+  run->add_option("program", a->program, "inferlet .wasm file")->required();
+  run->add_option("args", a->args, "arguments passed to the inferlet (after --)");
+  run->add_option("--cpu-limit", a->cpu_limit_s, "CPU time limit in seconds (0 = none)");
+  run->add_option("--memory-mib", a->memory_mib, "linear-memory cap in MiB");
+  run->add_option("--cache-dir", a->cache_dir, "native code cache (default ~/.cache/pith/native)");
+  run->add_flag("--no-stdin", a->no_stdin, "do not forward stdin lines as messages");
+  run->add_flag("-v,--verbose", a->verbose, "report the execution tier and the exit reason");
+  run->callback([a] {
+    int code = run_local(*a);
+    std::fflush(stdout);
+    if (code != 0) std::exit(code);
+  });
+
+  auto b = std::make_shared<runtime::InferletBuildOptions>();
+  auto* inferlet = app.add_subcommand("inferlet", "Inferlet tools");
+  inferlet->require_subcommand(1);
+  auto* build = inferlet->add_subcommand("build", "Compile C++ sources to an inferlet .wasm");
+  build->add_option("sources", b->sources, "C++ source files")->required();
+  build->add_option("-o,--output", b->output, "output .wasm file")->required();
+  build->add_option("--compiler", b->compiler, "clang++ for wasm32-wasi (default clang++-14)");
+  build->add_option("--flag", b->extra_flags, "extra compiler flag (repeatable)");
+  build->callback([b] {
+    runtime::build_inferlet(*b);
+    fmt::print("built {}\n", b->output);
+  });
+}
+
+}  // namespace pith::cli

@@ -1,0 +1,255 @@
+// The compute-bound path of matmul (prefill, large decode batches) for AVX2+FMA: a packed
+// f32 GEMM shared by every weight dtype.
+//
+// Why one f32 kernel: with AVX2 (no VNNI, no BF16 dot) an int8 block dot costs ~7 vector ops
+// per 32 multiply-adds (sign, maddubs, madd, convert, scale, fma), while f32 FMA does 8 per op.
+// So weights are dequantised once into a packed f32 panel (exact for every dtype: fp16 scale x
+// int8 fits in 24 bits) and reused by every token; activations are the prepared ones in f32
+// (bf16-rounded for BF16, d*q of the int8 quantisation for Q8_0/Q4_0 — also exact), so the
+// result is the same math as the integer path up to f32 summation order.
+//
+// Blocking (per task = a block of kRowBlock rows, spread over the pool):
+//   for each k-block of kKc columns:
+//     pack the task's rows into [kRowBlock/16][kKc][16] f32 panels (L2, 64 KiB)
+//     for each 16-row panel:                       (16 KiB, L1)
+//       for each group of 6 tokens: micro-kernel 6 tokens x 16 rows over kKc, 12
+//         accumulators, += into y (first k-block stores)
+// Activations are packed once per call, k-major per group of 6 tokens.
+// The micro-kernel per k: 2 panel loads + 6 activation broadcasts + 12 FMAs (FMA-bound).
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "engine/kernels/matmul_kernels.h"
+#include "engine/kernels/simd_avx2.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace pith::kernels {
+
+namespace {
+
+constexpr size_t kNr = 16;         // rows per micro-panel (two 8-lane vectors)
+constexpr int kMr = 6;             // tokens per micro-kernel call
+constexpr size_t kKc = 256;        // columns per k-block (a multiple of 32: whole quant blocks)
+constexpr size_t kRowBlock = 64;   // rows per task
+constexpr size_t kTokenChunk = 96; // tokens whose packed k-block stays in L2 (96 KiB)
+
+// Dequantises columns [k0, k0 + n) of one weight row into dst (f32). k0 and n are multiples
+// of 32 for quantised dtypes.
+void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float* dst) {
+  switch (dtype) {
+    case DType::F32: std::memcpy(dst, reinterpret_cast<const float*>(row) + k0, n * 4); return;
+    case DType::F16: {
+      const uint16_t* s = reinterpret_cast<const uint16_t*>(row) + k0;
+      size_t i = 0;
+      for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, avx2::load_f16(s + i));
+      for (; i < n; ++i) dst[i] = _cvtsh_ss(s[i]);
+      return;
+    }
+    case DType::BF16: {
+      const uint16_t* s = reinterpret_cast<const uint16_t*>(row) + k0;
+      size_t i = 0;
+      for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, avx2::load_bf16(s + i));
+      for (; i < n; ++i) {
+        uint32_t u = uint32_t{s[i]} << 16;
+        std::memcpy(dst + i, &u, 4);
+      }
+      return;
+    }
+    case DType::Q8_0: {
+      const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + k0 / 32;
+      for (size_t j = 0; j < n / 32; ++j) {
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(b[j].d));
+        for (int q = 0; q < 4; ++q) {
+          __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b[j].qs + 8 * q));
+          _mm256_storeu_ps(dst + j * 32 + 8 * q, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
+        }
+      }
+      return;
+    }
+    case DType::Q4_0: {
+      const BlockQ4_0* b = reinterpret_cast<const BlockQ4_0*>(row) + k0 / 32;
+      for (size_t j = 0; j < n / 32; ++j) {
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(b[j].d));
+        __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[j].qs));
+        __m128i lo = _mm_sub_epi8(_mm_and_si128(v, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
+        __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
+        const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+        for (int q = 0; q < 4; ++q)
+          _mm256_storeu_ps(dst + j * 32 + 8 * q, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[q]))));
+      }
+      return;
+    }
+  }
+}
+
+// In-register 8x8 transpose: v[j] becomes column j of the 8 input rows.
+inline void transpose8x8(__m256 v[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    v[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+// Packs rows [r0, r0 + nr) x columns [k0, k0 + kc) into panels [nr/16 rounded up][kc][16],
+// zero-filling rows past nr. `tmp` holds 8 * kc floats: 8 rows are dequantised, then
+// transposed 8x8 at a time into the panel.
+void pack_panels(const WeightMatrix& w, size_t r0, size_t nr, size_t k0, size_t kc, float* panels,
+                 float* tmp) {
+  const size_t n_panels = (nr + kNr - 1) / kNr;
+  for (size_t p = 0; p < n_panels; ++p) {
+    float* panel = panels + p * kc * kNr;
+    for (size_t half = 0; half < 2; ++half) {
+      for (size_t i = 0; i < 8; ++i) {
+        const size_t r = p * kNr + half * 8 + i;
+        if (r < nr)
+          dequant_segment(w.dtype, w.row(r0 + r), k0, kc, tmp + i * kc);
+        else
+          std::memset(tmp + i * kc, 0, kc * sizeof(float));
+      }
+      size_t k = 0;
+      for (; k + 8 <= kc; k += 8) {
+        __m256 v[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(tmp + i * kc + k);
+        transpose8x8(v);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) _mm256_store_ps(panel + (k + j) * kNr + half * 8, v[j]);
+      }
+      for (; k < kc; ++k)
+        for (size_t i = 0; i < 8; ++i) panel[k * kNr + half * 8 + i] = tmp[i * kc + k];
+    }
+  }
+}
+
+// `x` is packed k-major: x[k * kMr + t] (6 contiguous activations per k).
+template <int MT>
+void micro_kernel(const float* panel, const float* x, size_t kc, float* y, size_t ldy,
+                  size_t nr, bool accumulate) {
+  __m256 c0[MT], c1[MT];
+#pragma GCC unroll 8
+  for (int t = 0; t < MT; ++t) c0[t] = c1[t] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (size_t k = 0; k < kc; ++k) {
+    const __m256 w0 = _mm256_load_ps(panel + k * kNr), w1 = _mm256_load_ps(panel + k * kNr + 8);
+#pragma GCC unroll 8
+    for (int t = 0; t < MT; ++t) {
+      const __m256 xb = _mm256_broadcast_ss(x + k * kMr + t);
+      c0[t] = _mm256_fmadd_ps(w0, xb, c0[t]);
+      c1[t] = _mm256_fmadd_ps(w1, xb, c1[t]);
+    }
+  }
+  if (nr == kNr) {
+#pragma GCC unroll 8
+    for (int t = 0; t < MT; ++t) {
+      float* yt = y + t * ldy;
+      if (accumulate) {
+        c0[t] = _mm256_add_ps(c0[t], _mm256_loadu_ps(yt));
+        c1[t] = _mm256_add_ps(c1[t], _mm256_loadu_ps(yt + 8));
+      }
+      _mm256_storeu_ps(yt, c0[t]);
+      _mm256_storeu_ps(yt + 8, c1[t]);
+    }
+  } else {
+    alignas(32) float tmp[kNr];
+    // Unrolled so c0/c1 are only ever indexed by constants and stay in registers.
+#pragma GCC unroll 8
+    for (int t = 0; t < MT; ++t) {
+      _mm256_store_ps(tmp, c0[t]);
+      _mm256_store_ps(tmp + 8, c1[t]);
+      float* yt = y + t * ldy;
+      for (size_t i = 0; i < nr; ++i) yt[i] = accumulate ? yt[i] + tmp[i] : tmp[i];
+    }
+  }
+}
+
+template <typename Fn>
+void for_mt(int mt, Fn&& fn) {
+  switch (mt) {
+    case 1: return fn.template operator()<1>();
+    case 2: return fn.template operator()<2>();
+    case 3: return fn.template operator()<3>();
+    case 4: return fn.template operator()<4>();
+    case 5: return fn.template operator()<5>();
+    default: return fn.template operator()<6>();
+  }
+}
+
+// Per-thread buffers (a cache: each pool thread reuses its own).
+struct GemmScratch {
+  std::vector<float, std::allocator<float>> panels;
+  std::vector<float> row_tmp;
+};
+
+}  // namespace
+
+// y[t][r] = sum_k x[t][k] * W[r][k], x f32 [n_tokens][w.cols] (already in the dot type).
+void gemm_avx2(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens, float* y) {
+  const size_t rows = w.rows, cols = w.cols;
+  // Activations packed per group of 6 tokens, k-major: xp[g][k][6] (zero-padded last group).
+  // Rows of x are cols*4 bytes apart, often a multiple of 4 KiB, so reading 6 of them in
+  // lockstep would conflict in L1; packed, the micro-kernel reads one contiguous stream.
+  const size_t n_groups = (n_tokens + kMr - 1) / kMr;
+  thread_local std::vector<float> xp_buf;
+  if (xp_buf.size() < n_groups * cols * kMr) xp_buf.resize(n_groups * cols * kMr);
+  float* xp = xp_buf.data();
+  pool.parallel_for(n_groups, [&](size_t g, size_t) {
+    float* dst = xp + g * cols * kMr;
+    for (int t = 0; t < kMr; ++t) {
+      const size_t tok = g * kMr + t;
+      if (tok < n_tokens) {
+        const float* src = x + tok * cols;
+        for (size_t k = 0; k < cols; ++k) dst[k * kMr + t] = src[k];
+      } else {
+        for (size_t k = 0; k < cols; ++k) dst[k * kMr + t] = 0.0f;
+      }
+    }
+  });
+
+  const size_t n_tasks = (rows + kRowBlock - 1) / kRowBlock;
+  pool.parallel_for(n_tasks, [&](size_t task, size_t) {
+    thread_local GemmScratch s;
+    // +8 floats so the panels can start on a 32-byte boundary.
+    if (s.panels.size() < kRowBlock * kKc + 8) s.panels.resize(kRowBlock * kKc + 8);
+    if (s.row_tmp.size() < 8 * kKc) s.row_tmp.resize(8 * kKc);
+    float* panels = s.panels.data();
+    panels += (32 - reinterpret_cast<uintptr_t>(panels) % 32) % 32 / sizeof(float);
+
+    const size_t r0 = task * kRowBlock, nr = std::min(kRowBlock, rows - r0);
+    const size_t n_panels = (nr + kNr - 1) / kNr;
+    for (size_t k0 = 0; k0 < cols; k0 += kKc) {
+      const size_t kc = std::min(kKc, cols - k0);
+      pack_panels(w, r0, nr, k0, kc, panels, s.row_tmp.data());
+      for (size_t c0 = 0; c0 < n_tokens; c0 += kTokenChunk) {
+        const size_t c1 = std::min(n_tokens, c0 + kTokenChunk);
+        for (size_t p = 0; p < n_panels; ++p) {
+          const size_t prow = std::min(kNr, nr - p * kNr);
+          for (size_t t0 = c0; t0 < c1; t0 += kMr) {
+            const int mt = static_cast<int>(std::min<size_t>(kMr, c1 - t0));
+            for_mt(mt, [&]<int MT>() {
+              micro_kernel<MT>(panels + p * kc * kNr, xp + (t0 / kMr) * cols * kMr + k0 * kMr, kc,
+                               y + t0 * rows + r0 + p * kNr, rows, prow, k0 > 0);
+            });
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace pith::kernels
+
+#pragma GCC pop_options

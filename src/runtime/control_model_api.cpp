@@ -1,0 +1,426 @@
+#include "runtime/control_model_api.h"
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+namespace pith::runtime {
+
+pith_status_t to_abi_status(Status s) {
+  switch (s) {
+    case Status::Ok: return PITH_OK;
+    case Status::BadHandle: return PITH_ERR_BAD_HANDLE;
+    case Status::OutOfKvPages: return PITH_ERR_OUT_OF_KV_PAGES;
+    case Status::QuotaExceeded: return PITH_ERR_OUT_OF_KV_PAGES;
+    case Status::OutOfEmbeds: return PITH_ERR_OUT_OF_EMBEDS;
+    case Status::BadArgument: return PITH_ERR_BAD_ARGUMENT;
+    case Status::NotFound: return PITH_ERR_NOT_FOUND;
+    case Status::AlreadyExists: return PITH_ERR_ALREADY_EXISTS;
+    case Status::Terminated: return PITH_ERR_CANCELLED;
+    case Status::Unsupported: return PITH_ERR_UNSUPPORTED;
+  }
+  return PITH_ERR_INTERNAL;
+}
+
+namespace {
+
+std::vector<uint32_t> bools_to_runs(const std::vector<uint8_t>& visible) {
+  std::vector<uint32_t> runs;
+  uint8_t want = 1;  // runs start with a visible run
+  uint32_t len = 0;
+  for (uint8_t v : visible) {
+    if ((v != 0) == (want != 0)) {
+      ++len;
+    } else {
+      runs.push_back(len);
+      want = !want;
+      len = 1;
+    }
+  }
+  runs.push_back(len);
+  return runs;
+}
+
+std::vector<uint8_t> runs_to_bools(const std::vector<uint32_t>& runs, size_t n) {
+  std::vector<uint8_t> v;
+  v.reserve(n);
+  uint8_t vis = 1;
+  for (uint32_t r : runs) {
+    v.insert(v.end(), r, vis);
+    vis = !vis;
+  }
+  v.resize(n, 0);
+  return v;
+}
+
+void append_dist(std::string& out, const TokenDistribution& d) {
+  uint32_t k = static_cast<uint32_t>(d.ids.size());
+  size_t at = out.size();
+  out.resize(at + 4 + 8 * size_t{k});
+  char* p = out.data() + at;
+  std::memcpy(p, &k, 4);
+  std::memcpy(p + 4, d.ids.data(), 4 * size_t{k});
+  std::memcpy(p + 4 + 4 * size_t{k}, d.probs.data(), 4 * size_t{k});
+}
+
+constexpr uint32_t kModelHandle = 1;
+constexpr uint32_t kMaxPriority = 7;
+constexpr uint32_t kDefaultTopK = 256;
+
+}  // namespace
+
+std::vector<std::vector<uint32_t>> bitmask_to_runs(std::span<const uint8_t> mask, size_t rows,
+                                                   size_t context_len) {
+  const size_t row_bytes = (context_len + 7) / 8;
+  std::vector<std::vector<uint32_t>> out;
+  out.reserve(rows);
+  std::vector<uint8_t> visible(context_len);
+  for (size_t r = 0; r < rows; ++r) {
+    const uint8_t* row = mask.data() + r * row_bytes;
+    for (size_t j = 0; j < context_len; ++j) visible[j] = (row[j >> 3] >> (j & 7)) & 1;
+    out.push_back(bools_to_runs(visible));
+  }
+  return out;
+}
+
+// One instance's view of the model (see the header comment for what it tracks).
+class ControlSession final : public ModelSession {
+ public:
+  ControlSession(ControlModelApi& api, uint64_t instance_id)
+      : api_(api), ctl_(api.controller()), id_(instance_id) {
+    ContentionKillFn kill = api.on_kill();
+    ctl_.register_instance(id_, [kill, id = id_](const std::string& reason) {
+      if (kill) kill(id, reason);
+    });
+  }
+  ~ControlSession() override { ctl_.release_instance(id_); }
+
+  // ---- models and traits
+  pith_status_t open_model(std::string_view name, uint32_t* model) override {
+    if (!name.empty() && name != api_.model_name()) return PITH_ERR_NOT_FOUND;
+    *model = kModelHandle;
+    return PITH_OK;
+  }
+  pith_status_t model_traits(uint32_t model, std::vector<std::string>* traits) override {
+    if (model != kModelHandle) return PITH_ERR_BAD_HANDLE;
+    *traits = {"allocate", "forward", "input_text", "tokenize", "output_text", "prefix_cache"};
+    return PITH_OK;
+  }
+  pith_status_t model_info(uint32_t model, pith_model_info_t* info) override {
+    if (model != kModelHandle) return PITH_ERR_BAD_HANDLE;
+    const auto& cfg = ctl_.model_config();
+    info->tokens_per_page = ctl_.page_size();
+    info->vocab_size = cfg.vocab_size;
+    info->max_positions = cfg.context_length;
+    int32_t eos = api_.tokenizer().eos_id();
+    info->eos_token = eos < 0 ? UINT32_MAX : static_cast<uint32_t>(eos);
+    int32_t bos = api_.tokenizer().bos_id();
+    info->bos_token = bos < 0 ? UINT32_MAX : static_cast<uint32_t>(bos);
+    info->add_bos = api_.tokenizer().add_bos() && bos >= 0 ? 1 : 0;
+    return PITH_OK;
+  }
+
+  // ---- tokenizer: special tokens in the text are recognised (inferlets build chat prompts
+  // with them); no BOS is added (the caller decides).
+  pith_status_t tokenize(uint32_t model, std::string_view text, std::vector<uint32_t>* tokens) override {
+    if (model != kModelHandle) return PITH_ERR_BAD_HANDLE;
+    auto ids = api_.tokenizer().encode(text, /*add_special=*/false, /*parse_special=*/true);
+    tokens->assign(ids.begin(), ids.end());
+    return PITH_OK;
+  }
+  pith_status_t detokenize(uint32_t model, std::span<const uint32_t> tokens, std::string* text) override {
+    if (model != kModelHandle) return PITH_ERR_BAD_HANDLE;
+    const auto n = api_.tokenizer().vocab_size();
+    std::vector<int32_t> ids;
+    ids.reserve(tokens.size());
+    for (uint32_t t : tokens) {
+      if (t >= n) return PITH_ERR_BAD_ARGUMENT;
+      ids.push_back(static_cast<int32_t>(t));
+    }
+    *text = api_.tokenizer().decode(ids);
+    return PITH_OK;
+  }
+  pith_status_t vocab(uint32_t model, std::string* serialized) override {
+    if (model != kModelHandle) return PITH_ERR_BAD_HANDLE;
+    const Tokenizer& tok = api_.tokenizer();
+    serialized->clear();
+    for (size_t i = 0; i < tok.vocab_size(); ++i) {
+      const std::string& b = tok.token_bytes(static_cast<int32_t>(i));
+      uint32_t len = static_cast<uint32_t>(b.size());
+      serialized->append(reinterpret_cast<const char*>(&len), 4);
+      serialized->append(b);
+    }
+    return PITH_OK;
+  }
+
+  // ---- queues
+  pith_status_t create_queue(uint32_t model, uint32_t* queue) override {
+    if (model != kModelHandle) return PITH_ERR_BAD_HANDLE;
+    QueueId q;
+    Status st = ctl_.create_queue(id_, q);
+    if (st != Status::Ok) return to_abi_status(st);
+    queues_.push_back({q, std::make_shared<std::atomic<int32_t>>(PITH_OK)});
+    *queue = static_cast<uint32_t>(queues_.size());
+    return PITH_OK;
+  }
+  pith_status_t destroy_queue(uint32_t queue) override {
+    QueueState* q = find(queue);
+    if (!q) return PITH_ERR_BAD_HANDLE;
+    Status st = ctl_.destroy_queue(id_, q->id);
+    q->id = 0;
+    return to_abi_status(st);
+  }
+  pith_status_t synchronize(uint32_t queue, Completion done) override {
+    QueueState* q = find(queue);
+    if (!q) return PITH_ERR_BAD_HANDLE;
+    auto err = q->deferred_error;
+    return to_abi_status(ctl_.synchronize(id_, q->id, [err, done = std::move(done)] {
+      done(err->exchange(PITH_OK), {});
+    }));
+  }
+  pith_status_t set_queue_priority(uint32_t queue, uint32_t priority) override {
+    QueueState* q = find(queue);
+    if (!q) return PITH_ERR_BAD_HANDLE;
+    if (priority > kMaxPriority) return PITH_ERR_BAD_ARGUMENT;
+    return to_abi_status(ctl_.set_queue_priority(id_, q->id, static_cast<int32_t>(priority)));
+  }
+
+  // ---- resources
+  pith_status_t alloc_kvpages(uint32_t queue, uint32_t n, std::vector<uint32_t>* out) override {
+    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    return to_abi_status(ctl_.alloc_pages(id_, n, *out));
+  }
+  pith_status_t dealloc_kvpages(uint32_t queue, std::span<const uint32_t> pages) override {
+    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    Status st = ctl_.dealloc_pages(id_, pages);
+    if (st == Status::Ok)
+      for (uint32_t p : pages) page_masks_.erase(p);
+    return to_abi_status(st);
+  }
+  pith_status_t alloc_embs(uint32_t queue, uint32_t n, std::vector<uint32_t>* out) override {
+    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    return to_abi_status(ctl_.alloc_embeds(id_, n, *out));
+  }
+  pith_status_t dealloc_embs(uint32_t queue, std::span<const uint32_t> embs) override {
+    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    Status st = ctl_.dealloc_embeds(id_, embs);
+    if (st == Status::Ok)
+      for (uint32_t e : embs) emb_pos_.erase(e);
+    return to_abi_status(st);
+  }
+  pith_status_t copy_kvpage(uint32_t queue, uint32_t src, uint32_t dst, uint32_t src_offset,
+                            uint32_t dst_offset, uint32_t count) override {
+    QueueState* q = find(queue);
+    if (!q) return PITH_ERR_BAD_HANDLE;
+    return to_abi_status(ctl_.copy_kv(id_, q->id, src, dst, src_offset, dst_offset, count, record(*q)));
+  }
+  pith_status_t mask_kvpage(uint32_t queue, uint32_t page, std::span<const uint8_t> mask) override {
+    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    if (!ctl_.has_page(id_, page)) return PITH_ERR_BAD_HANDLE;
+    if (mask.size() > ctl_.page_size()) return PITH_ERR_BAD_ARGUMENT;
+    std::vector<uint8_t> hidden(ctl_.page_size(), 0);
+    bool any = false;
+    for (size_t i = 0; i < mask.size(); ++i) any |= (hidden[i] = mask[i] != 0);
+    if (any)
+      page_masks_[page] = std::move(hidden);
+    else
+      page_masks_.erase(page);
+    return PITH_OK;
+  }
+  pith_status_t export_kvpages(uint32_t queue, std::span<const uint32_t> pages, std::string_view name) override {
+    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    return to_abi_status(ctl_.export_pages(id_, std::string(name), pages, /*persistent=*/true));
+  }
+  pith_status_t unexport_kvpages(uint32_t queue, std::string_view name) override {
+    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    return to_abi_status(ctl_.remove_export(std::string(name)));
+  }
+  pith_status_t import_kvpages(uint32_t queue, std::string_view name, std::vector<uint32_t>* pages) override {
+    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    return to_abi_status(ctl_.import_pages(id_, std::string(name), *pages));
+  }
+
+  // ---- prefix cache
+  pith_status_t prefix_match(uint32_t queue, std::span<const uint32_t> tokens, std::vector<uint32_t>* pages,
+                             uint32_t* matched) override {
+    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    std::vector<int32_t> ids(tokens.begin(), tokens.end());
+    size_t m = 0;
+    Status st = ctl_.prefix_match(id_, ids, *pages, m);
+    *matched = static_cast<uint32_t>(m);
+    return to_abi_status(st);
+  }
+  pith_status_t prefix_insert(uint32_t queue, std::span<const uint32_t> tokens,
+                              std::span<const uint32_t> pages) override {
+    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    std::vector<int32_t> ids(tokens.begin(), tokens.end());
+    return to_abi_status(ctl_.prefix_insert(id_, ids, pages));
+  }
+
+  // ---- compute
+  pith_status_t embed_txt(uint32_t queue, std::span<const uint32_t> tokens, std::span<const uint32_t> positions,
+                          std::span<const uint32_t> embs) override {
+    QueueState* q = find(queue);
+    if (!q) return PITH_ERR_BAD_HANDLE;
+    std::vector<int32_t> ids(tokens.begin(), tokens.end());
+    Status st = ctl_.embed_tokens(id_, q->id, std::move(ids), {positions.begin(), positions.end()},
+                                  {embs.begin(), embs.end()}, record(*q));
+    if (st == Status::Ok)
+      for (size_t i = 0; i < embs.size(); ++i) emb_pos_[embs[i]] = positions[i];
+    return to_abi_status(st);
+  }
+  pith_status_t embed_img(uint32_t, std::span<const uint8_t>, std::span<const uint32_t>) override {
+    return PITH_ERR_UNSUPPORTED;  // text-only models
+  }
+  pith_status_t forward(uint32_t queue, const ForwardArgs& args) override {
+    QueueState* q = find(queue);
+    if (!q) return PITH_ERR_BAD_HANDLE;
+    if (args.adapter != 0) return PITH_ERR_UNSUPPORTED;  // no adapters are loaded
+    if (args.output_embs.size() > args.input_embs.size()) return PITH_ERR_BAD_ARGUMENT;
+    SequenceInput seq;
+    seq.embed_slots = args.input_embs;
+    for (uint32_t e : args.input_embs) {
+      auto it = emb_pos_.find(e);
+      if (it == emb_pos_.end()) return PITH_ERR_BAD_ARGUMENT;  // an Embed with no content yet
+      seq.positions.push_back(it->second);
+    }
+    seq.kv_pages = args.kv_pages;
+    seq.last_page_len = args.last_page_len;
+    const size_t first_out = args.input_embs.size() - args.output_embs.size();
+    for (size_t j = 0; j < args.output_embs.size(); ++j)
+      seq.outputs.push_back({static_cast<uint32_t>(first_out + j), OutputKind::Embed, 0, args.output_embs[j]});
+    pith_status_t ms = apply_page_masks(seq);
+    if (ms != PITH_OK) return ms;
+    std::vector<std::pair<uint32_t, uint32_t>> out_pos;
+    for (size_t j = 0; j < args.output_embs.size(); ++j)
+      out_pos.emplace_back(args.output_embs[j], seq.positions[first_out + j]);
+    Status st = ctl_.forward(id_, q->id, std::move(seq), record(*q));
+    if (st == Status::Ok)
+      for (auto [e, p] : out_pos) emb_pos_[e] = p;
+    return to_abi_status(st);
+  }
+  pith_status_t next_dist(uint32_t queue, uint32_t emb, uint32_t top_k, Completion done) override {
+    QueueState* q = find(queue);
+    if (!q) return PITH_ERR_BAD_HANDLE;
+    top_k = clamp_top_k(top_k);
+    auto err = q->deferred_error;
+    return to_abi_status(ctl_.next_dist(id_, q->id, emb, top_k,
+                                        [err, done = std::move(done)](CallOutcome&& o) {
+                                          if (o.status != Status::Ok) return done(to_abi_status(o.status), {});
+                                          if (int32_t e = err->exchange(PITH_OK)) return done(e, {});
+                                          std::string bytes;
+                                          append_dist(bytes, o.dist);
+                                          done(PITH_OK, std::move(bytes));
+                                        }));
+  }
+  pith_status_t forward_tokens(uint32_t queue, const ForwardTokensArgs& args, Completion done) override {
+    QueueState* q = find(queue);
+    if (!q) return PITH_ERR_BAD_HANDLE;
+    if (args.adapter != 0) return PITH_ERR_UNSUPPORTED;
+    if (args.positions.size() != args.tokens.size() || args.kv_pages.empty()) return PITH_ERR_BAD_ARGUMENT;
+    SequenceInput seq;
+    seq.tokens.assign(args.tokens.begin(), args.tokens.end());
+    for (uint32_t t : args.tokens)
+      if (t >= ctl_.model_config().vocab_size) return PITH_ERR_BAD_ARGUMENT;
+    seq.positions = args.positions;
+    seq.kv_pages = args.kv_pages;
+    seq.last_page_len = args.last_page_len;
+    const size_t ctx = context_len(seq);
+    if (!args.attn_mask.empty()) {
+      if (args.attn_mask.size() != seq.tokens.size() * ((ctx + 7) / 8)) return PITH_ERR_BAD_ARGUMENT;
+      seq.mask = bitmask_to_runs(args.attn_mask, seq.tokens.size(), ctx);
+    }
+    const uint32_t k = clamp_top_k(args.top_k);
+    for (uint32_t i : args.output_indices) seq.outputs.push_back({i, OutputKind::TopK, k, 0});
+    pith_status_t ms = apply_page_masks(seq);
+    if (ms != PITH_OK) return ms;
+    auto err = q->deferred_error;
+    return to_abi_status(ctl_.forward(id_, q->id, std::move(seq),
+                                      [err, done = std::move(done)](CallOutcome&& o) {
+                                        if (o.status != Status::Ok) return done(to_abi_status(o.status), {});
+                                        if (int32_t e = err->exchange(PITH_OK)) return done(e, {});
+                                        std::string bytes;
+                                        for (const auto& out : o.forward.outputs) append_dist(bytes, out.dist);
+                                        done(PITH_OK, std::move(bytes));
+                                      }));
+  }
+
+ private:
+  struct QueueState {
+    QueueId id = 0;  // 0: destroyed
+    std::shared_ptr<std::atomic<int32_t>> deferred_error;
+  };
+
+  QueueState* find(uint32_t handle) {
+    if (handle == 0 || handle > queues_.size() || queues_[handle - 1].id == 0) return nullptr;
+    return &queues_[handle - 1];
+  }
+
+  // Completion for a fire-and-forget command: remember its failure for the queue's next future.
+  pith::Completion record(QueueState& q) {
+    auto err = q.deferred_error;
+    return [err](CallOutcome&& o) {
+      if (o.status != Status::Ok) err->store(to_abi_status(o.status));
+    };
+  }
+
+  uint32_t clamp_top_k(uint32_t k) const {
+    uint32_t vocab = ctl_.model_config().vocab_size;
+    if (k == 0) k = kDefaultTopK;
+    return std::min(k, vocab);
+  }
+
+  size_t context_len(const SequenceInput& seq) const {
+    return seq.kv_pages.empty() ? 0 : (seq.kv_pages.size() - 1) * ctl_.page_size() + seq.last_page_len;
+  }
+
+  // Hides the slots mask_kvpage hid in any page of the table, on top of the given (or causal)
+  // mask.
+  pith_status_t apply_page_masks(SequenceInput& seq) const {
+    if (page_masks_.empty()) return PITH_OK;
+    const uint32_t ps = ctl_.page_size();
+    const size_t ctx = context_len(seq), n = seq.n_inputs();
+    if (n > ctx || seq.last_page_len == 0 || seq.last_page_len > ps) return PITH_ERR_BAD_ARGUMENT;
+    std::vector<size_t> hidden;
+    for (size_t i = 0; i < seq.kv_pages.size(); ++i) {
+      auto it = page_masks_.find(seq.kv_pages[i]);
+      if (it == page_masks_.end()) continue;
+      for (size_t s = 0; s < ps && i * ps + s < ctx; ++s)
+        if (it->second[s]) hidden.push_back(i * ps + s);
+    }
+    if (hidden.empty()) return PITH_OK;
+    if (seq.mask.empty()) {
+      for (size_t r = 0; r < n; ++r) seq.mask.push_back({static_cast<uint32_t>(ctx - n + r + 1),
+                                                         static_cast<uint32_t>(n - r - 1)});
+    } else if (seq.mask.size() != n) {
+      return PITH_ERR_BAD_ARGUMENT;
+    }
+    for (auto& row : seq.mask) {
+      auto visible = runs_to_bools(row, ctx);
+      for (size_t s : hidden) visible[s] = 0;
+      row = bools_to_runs(visible);
+    }
+    return PITH_OK;
+  }
+
+  ControlModelApi& api_;
+  Controller& ctl_;
+  uint64_t id_;
+  std::vector<QueueState> queues_;
+  std::unordered_map<uint32_t, uint32_t> emb_pos_;                   // Embed handle -> position
+  std::unordered_map<uint32_t, std::vector<uint8_t>> page_masks_;    // page handle -> hidden slots
+};
+
+ControlModelApi::ControlModelApi(Controller& controller, const Tokenizer& tokenizer,
+                                 std::string model_name, ContentionKillFn on_kill)
+    : controller_(controller),
+      tokenizer_(tokenizer),
+      model_name_(std::move(model_name)),
+      on_kill_(std::move(on_kill)) {}
+
+std::unique_ptr<ModelSession> ControlModelApi::open_session(uint64_t instance_id) {
+  return std::make_unique<ControlSession>(*this, instance_id);
+}
+
+}  // namespace pith::runtime

@@ -1,0 +1,55 @@
+// ControlModelApi: the runtime's ModelApi implemented over the control layer (Controller) and
+// the model's tokenizer. It is the seam between the application layer and the control layer:
+// it turns the guest-facing call shapes of abi.h (handles, bit masks, fire-and-forget queue
+// commands, serialized futures) into Controller calls, and keeps the per-instance state the
+// ABI implies but the controller does not need:
+//  - the instance's queue handles (small integers) -> controller queue ids;
+//  - the position each Embed was produced for (embed_txt / forward outputs), so a forward
+//    over Embeds runs at their positions;
+//  - per-page token masks set by mask_kvpage, applied to every forward that reads the page;
+//  - execution-time errors of fire-and-forget commands, reported by the queue's next future.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "control/controller.h"
+#include "runtime/model_api.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pith::runtime {
+
+// Called when the contention policy terminates an instance to free KV memory; the server
+// ends the instance with this reason.
+using ContentionKillFn = std::function<void(uint64_t instance_id, const std::string& reason)>;
+
+class ControlModelApi final : public ModelApi {
+ public:
+  ControlModelApi(Controller& controller, const Tokenizer& tokenizer, std::string model_name,
+                  ContentionKillFn on_kill = {});
+
+  std::vector<std::string> model_names() override { return {model_name_}; }
+  std::unique_ptr<ModelSession> open_session(uint64_t instance_id) override;
+
+  Controller& controller() { return controller_; }
+  const Tokenizer& tokenizer() const { return tokenizer_; }
+  const std::string& model_name() const { return model_name_; }
+  const ContentionKillFn& on_kill() const { return on_kill_; }
+
+ private:
+  Controller& controller_;
+  const Tokenizer& tokenizer_;
+  std::string model_name_;
+  ContentionKillFn on_kill_;
+};
+
+// Maps a control-layer status to the ABI's code.
+pith_status_t to_abi_status(Status s);
+
+// abi.h's bit mask (row-major, ceil(context_len / 8) bytes a row, bit j of a row = slot j,
+// least significant bit first, set = may attend) to the engine's run-length rows.
+std::vector<std::vector<uint32_t>> bitmask_to_runs(std::span<const uint8_t> mask, size_t rows,
+                                                   size_t context_len);
+
+}  // namespace pith::runtime

@@ -1,0 +1,54 @@
+#include "server/serving_stack.h"
+
+#include <filesystem>
+
+#include "engine/model_loader.h"
+
+namespace pith {
+
+ServingStack::ServingStack(ServingOptions options) : options_(std::move(options)) {
+  weights_ = load_model(options_.model_path, LoadOptions{.quiet = options_.quiet_load});
+  tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(options_.model_path));
+  model_name_ = weights_->config.name.empty()
+                    ? std::filesystem::path(options_.model_path).stem().string()
+                    : weights_->config.name;
+  engine_ = std::make_unique<Engine>(weights_, options_.engine);
+  controller_ = std::make_unique<Controller>(*engine_, options_.control);
+  model_api_ = std::make_unique<runtime::ControlModelApi>(
+      *controller_, *tokenizer_, model_name_,
+      [this](uint64_t id, const std::string& reason) { kill_for_memory(id, reason); });
+  runtime::RuntimeConfig rc = options_.runtime;
+  rc.model = model_api_.get();
+  runtime_ = std::make_unique<runtime::Runtime>(rc);
+}
+
+ServingStack::~ServingStack() {
+  runtime_.reset();     // ends every instance (their sessions release control-layer state)
+  model_api_.reset();
+  controller_.reset();  // stops the dispatcher
+}
+
+std::shared_ptr<runtime::Instance> ServingStack::launch(const std::shared_ptr<runtime::Program>& program,
+                                                        std::vector<std::string> args,
+                                                        runtime::EventSink sink) {
+  auto inst = runtime_->launch(program, std::move(args), std::move(sink));
+  std::lock_guard lock(mu_);
+  // Forget ended instances as we go so the map stays small.
+  for (auto it = instances_.begin(); it != instances_.end();)
+    it = it->second.expired() ? instances_.erase(it) : std::next(it);
+  instances_[inst->id()] = inst;
+  return inst;
+}
+
+void ServingStack::kill_for_memory(uint64_t instance_id, const std::string& reason) {
+  std::shared_ptr<runtime::Instance> inst;
+  {
+    std::lock_guard lock(mu_);
+    auto it = instances_.find(instance_id);
+    if (it != instances_.end()) inst = it->second.lock();
+  }
+  (void)reason;  // TODO(runtime): carry the contention reason into the instance's exit text
+  if (inst) inst->kill();
+}
+
+}  // namespace pith

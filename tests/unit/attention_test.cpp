@@ -1,0 +1,125 @@
+// Paged attention against a slow, obviously correct reference (dense double-precision softmax
+// attention over the same slots), for head sizes that take the AVX2 path (multiples of 8, with
+// and without a 16-wide remainder) and the scalar path (not a multiple of 8), GQA groups,
+// shuffled pages, causal and run-length masks, and thread counts that switch between
+// per-group and per-head tasks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "engine/attention.h"
+
+namespace pith {
+namespace {
+
+struct Shape {
+  uint32_t head_dim, n_heads, n_kv_heads, page_size;
+  size_t threads;
+};
+
+class AttentionParity : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(AttentionParity, MatchesDenseReference) {
+  const Shape sh = GetParam();
+  const uint32_t layer = 1;
+  KvShape ks{2, sh.n_kv_heads, sh.head_dim, sh.page_size};
+  KvPool kv(ks, ks.page_bytes() * 64);
+  ThreadPool pool(sh.threads);
+  std::mt19937 rng(sh.head_dim * 131 + sh.n_heads);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+
+  // Two sequences: 37 slots with the last 5 as inputs (causal), 20 slots with 3 masked inputs.
+  struct Seq {
+    uint32_t ctx, n;
+    bool masked;
+  };
+  std::vector<Seq> specs{{37, 5, false}, {20, 3, true}};
+  std::vector<std::vector<uint32_t>> pages;
+  std::vector<std::vector<std::vector<uint32_t>>> masks(specs.size());
+  std::vector<std::vector<float>> qs, outs;
+  std::vector<AttentionSequence> seqs;
+  const uint32_t q_dim = sh.n_heads * sh.head_dim;
+  for (size_t si = 0; si < specs.size(); ++si) {
+    auto p = kv.allocate((specs[si].ctx + sh.page_size - 1) / sh.page_size);
+    std::shuffle(p.begin(), p.end(), rng);
+    pages.push_back(p);
+    for (uint32_t slot = 0; slot < specs[si].ctx; ++slot) {
+      std::vector<float> k(ks.kv_dim()), v(ks.kv_dim());
+      for (auto& x : k) x = nd(rng);
+      for (auto& x : v) x = nd(rng);
+      kv.write(p[slot / sh.page_size], slot % sh.page_size, layer, k.data(), v.data());
+    }
+    qs.emplace_back(size_t{specs[si].n} * q_dim);
+    for (auto& x : qs.back()) x = nd(rng);
+    outs.emplace_back(size_t{specs[si].n} * q_dim, -1.0f);
+    if (specs[si].masked) {
+      const uint32_t c = specs[si].ctx;
+      masks[si] = {{3, 5, c - 8}, {0, 2, 1, 7, c - 10}, {c}};
+    }
+  }
+  for (size_t si = 0; si < specs.size(); ++si)
+    seqs.push_back({qs[si].data(), outs[si].data(), specs[si].n, specs[si].ctx, pages[si], &masks[si]});
+  AttentionScratch scratch;
+  attention(pool, kv, layer, sh.n_heads, seqs, scratch);
+
+  const uint32_t hd = sh.head_dim, group = sh.n_heads / sh.n_kv_heads;
+  for (size_t si = 0; si < specs.size(); ++si) {
+    const Seq& sp = specs[si];
+    for (uint32_t i = 0; i < sp.n; ++i) {
+      std::vector<bool> vis(sp.ctx, false);
+      if (masks[si].empty()) {
+        for (uint32_t s = 0; s <= sp.ctx - sp.n + i; ++s) vis[s] = true;
+      } else {
+        uint32_t s = 0;
+        for (size_t r = 0; r < masks[si][i].size(); ++r)
+          for (uint32_t j = 0; j < masks[si][i][r]; ++j, ++s) vis[s] = r % 2 == 0;
+      }
+      for (uint32_t h = 0; h < sh.n_heads; ++h) {
+        const float* q = qs[si].data() + size_t{i} * q_dim + size_t{h} * hd;
+        const uint32_t kvh = h / group;
+        std::vector<double> sc(sp.ctx, -INFINITY);
+        double mx = -INFINITY;
+        for (uint32_t s = 0; s < sp.ctx; ++s) {
+          if (!vis[s]) continue;
+          const float* k = kv.k(pages[si][s / sh.page_size], layer, kvh) + size_t{s % sh.page_size} * hd;
+          double a = 0;
+          for (uint32_t d = 0; d < hd; ++d) a += double(q[d]) * k[d];
+          sc[s] = a / std::sqrt(double(hd));
+          mx = std::max(mx, sc[s]);
+        }
+        double sum = 0;
+        std::vector<double> out(hd, 0.0);
+        for (uint32_t s = 0; s < sp.ctx; ++s) {
+          if (!vis[s]) continue;
+          double p = std::exp(sc[s] - mx);
+          sum += p;
+          const float* v = kv.v(pages[si][s / sh.page_size], layer, kvh) + size_t{s % sh.page_size} * hd;
+          for (uint32_t d = 0; d < hd; ++d) out[d] += p * v[d];
+        }
+        const float* got = outs[si].data() + size_t{i} * q_dim + size_t{h} * hd;
+        for (uint32_t d = 0; d < hd; ++d)
+          ASSERT_NEAR(got[d], out[d] / sum, 2e-5) << "seq " << si << " input " << i << " head " << h;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionParity,
+    ::testing::Values(Shape{16, 4, 2, 4, 1},    // AVX2, GQA 2, per-group tasks
+                      Shape{16, 4, 2, 4, 3},    // AVX2, per-head tasks
+                      Shape{24, 6, 2, 5, 2},    // AVX2 with an 8-wide remainder, GQA 3
+                      Shape{128, 8, 2, 16, 2},  // Llama-sized heads, GQA 4
+                      Shape{12, 4, 4, 3, 2},    // scalar path (12 % 8 != 0), MHA
+                      Shape{6, 8, 1, 7, 1}),    // scalar path, MQA (one KV head)
+    [](const ::testing::TestParamInfo<Shape>& info) {
+      const Shape& s = info.param;
+      return "hd" + std::to_string(s.head_dim) + "_h" + std::to_string(s.n_heads) + "_kv" +
+             std::to_string(s.n_kv_heads) + "_ps" + std::to_string(s.page_size) + "_t" +
+             std::to_string(s.threads);
+    });
+
+}  // namespace
+}  // namespace pith

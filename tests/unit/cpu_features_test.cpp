@@ -1,0 +1,38 @@
+// Kernel ISA levels: names round-trip, the best level is supported, levels are nested (a CPU
+// with AVX-512 kernels also runs the AVX2 ones), and the flags agree with the compiler's view.
+#include "engine/kernels/cpu_features.h"
+
+#include <gtest/gtest.h>
+
+namespace pith {
+
+TEST(CpuFeatures, NamesRoundTrip) {
+  for (KernelIsa isa : {KernelIsa::Scalar, KernelIsa::Avx2, KernelIsa::Avx512})
+    EXPECT_EQ(isa_from_name(isa_name(isa)), isa);
+  EXPECT_FALSE(isa_from_name("sse9").has_value());
+}
+
+TEST(CpuFeatures, LevelsAreNestedAndBestIsSupported) {
+  EXPECT_TRUE(isa_supported(KernelIsa::Scalar));
+  EXPECT_TRUE(isa_supported(best_isa()));
+  if (isa_supported(KernelIsa::Avx512)) {
+    EXPECT_TRUE(isa_supported(KernelIsa::Avx2));
+  }
+  if (best_isa() == KernelIsa::Avx2) {
+    EXPECT_FALSE(isa_supported(KernelIsa::Avx512));
+  }
+}
+
+TEST(CpuFeatures, FlagsAreConsistent) {
+  const CpuFeatures& f = cpu_features();
+  EXPECT_EQ(&f, &cpu_features());  // detected once
+  EXPECT_EQ(f.avx2, __builtin_cpu_supports("avx2") != 0);
+  if (f.avx2) {
+    EXPECT_TRUE(f.f16c);  // every AVX2 CPU has F16C; the cpuid read must see it
+  }
+  if (f.avx512bw || f.avx512vl || f.avx512dq) {
+    EXPECT_TRUE(f.avx512f);
+  }
+}
+
+}  // namespace pith

@@ -1,0 +1,272 @@
+// pith model gen: presets, the normal sampler, and generated models in every dtype x format
+// loading back with the requested shapes; GGUF and HF outputs of one seed hold identical
+// weights after the rotary row permutation.
+#include "engine/model_gen.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.h"
+#include "engine/gguf.h"
+#include "engine/kernels/matmul.h"
+#include "engine/model_loader.h"
+#include "engine/normal_rng.h"
+#include "engine/safetensors.h"
+
+namespace pith {
+
+namespace {
+namespace fs = std::filesystem;
+// The oracle's 1000-token vocabulary keeps generated tiny models small.
+const std::string kVocab = std::string(PITH_TEST_DATA) + "/models/tiny-f32.gguf";
+const LoadOptions kQuiet{.quiet = true};
+
+// Per-process scratch folder, removed when the test program exits.
+const std::filesystem::path& temp_dir() {
+  struct Dir {
+    std::filesystem::path path;
+    Dir() : path(std::filesystem::temp_directory_path() / ("pith_gen_test_" + std::to_string(::getpid()))) {
+      std::filesystem::create_directories(path);
+    }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static Dir dir;
+  return dir.path;
+}
+
+std::string temp_path(const std::string& name) { return (temp_dir() / name).string(); }
+
+ModelGenOptions tiny(DType dtype, const std::string& format, const std::string& out, uint64_t seed = 7) {
+  ModelGenOptions o;
+  o.preset = "tiny";
+  o.dtype = dtype;
+  o.vocab_path = kVocab;
+  o.format = format;
+  o.seed = seed;
+  o.output = out;
+  o.quiet = true;
+  return o;
+}
+
+std::vector<char> read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void expect_same_matrix(const WeightMatrix& a, const WeightMatrix& b, const std::string& what) {
+  ASSERT_EQ(a.dtype, b.dtype) << what;
+  ASSERT_EQ(a.rows, b.rows) << what;
+  ASSERT_EQ(a.cols, b.cols) << what;
+  EXPECT_EQ(std::memcmp(a.data, b.data, a.rows * a.row_bytes()), 0) << what;
+}
+
+void expect_same_weights(const ModelWeights& a, const ModelWeights& b) {
+  EXPECT_EQ(a.config.n_layers, b.config.n_layers);
+  EXPECT_EQ(a.config.vocab_size, b.config.vocab_size);
+  EXPECT_EQ(a.config.rope_freq_factors, b.config.rope_freq_factors);
+  EXPECT_EQ(a.config.rope_theta, b.config.rope_theta);
+  EXPECT_EQ(a.config.rms_eps, b.config.rms_eps);
+  EXPECT_EQ(a.config.tied_output, b.config.tied_output);
+  expect_same_matrix(a.token_embd, b.token_embd, "token_embd");
+  expect_same_matrix(a.output, b.output, "output");
+  EXPECT_EQ(a.output_norm, b.output_norm);
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    const LayerWeights &x = a.layers[i], &y = b.layers[i];
+    expect_same_matrix(x.wq, y.wq, "wq");
+    expect_same_matrix(x.wk, y.wk, "wk");
+    expect_same_matrix(x.wv, y.wv, "wv");
+    expect_same_matrix(x.wo, y.wo, "wo");
+    expect_same_matrix(x.w_gate, y.w_gate, "w_gate");
+    expect_same_matrix(x.w_up, y.w_up, "w_up");
+    expect_same_matrix(x.w_down, y.w_down, "w_down");
+    EXPECT_EQ(x.attn_norm, y.attn_norm);
+    EXPECT_EQ(x.ffn_norm, y.ffn_norm);
+  }
+}
+}  // namespace
+
+TEST(ModelGen, PresetsHaveLlama3Shapes) {
+  ModelPreset p1 = model_preset("llama3.2-1b");
+  EXPECT_EQ(p1.config.n_layers, 16u);
+  EXPECT_EQ(p1.config.d_model, 2048u);
+  EXPECT_EQ(p1.config.n_heads, 32u);
+  EXPECT_EQ(p1.config.n_kv_heads, 8u);
+  EXPECT_EQ(p1.config.head_dim, 64u);
+  EXPECT_EQ(p1.config.d_ff, 8192u);
+  EXPECT_TRUE(p1.config.tied_output);
+  EXPECT_FLOAT_EQ(p1.config.rope_theta, 500000.0f);
+  ASSERT_EQ(p1.config.rope_freq_factors.size(), 32u);
+  EXPECT_FLOAT_EQ(p1.config.rope_freq_factors.back(), 32.0f);
+  ModelPreset p3 = model_preset("llama3.2-3b");
+  EXPECT_EQ(p3.config.n_layers, 28u);
+  EXPECT_EQ(p3.config.d_model, 3072u);
+  EXPECT_EQ(p3.config.n_heads, 24u);
+  EXPECT_EQ(p3.config.head_dim, 128u);
+  EXPECT_TRUE(p3.config.tied_output);
+  ModelPreset p8 = model_preset("llama3.1-8b");
+  EXPECT_EQ(p8.config.n_layers, 32u);
+  EXPECT_EQ(p8.config.d_ff, 14336u);
+  EXPECT_FALSE(p8.config.tied_output);
+  EXPECT_THROW(model_preset("llama3.3-70b"), Error);
+}
+
+TEST(ModelGen, ZigguratSamplesAreStandardNormal) {
+  NormalZiggurat z;
+  Xoshiro256 rng(42);
+  const int n = 400000;
+  double s1 = 0, s2 = 0, s4 = 0;
+  int beyond2 = 0, beyond3 = 0;
+  for (int i = 0; i < n; ++i) {
+    double x = z(rng);
+    s1 += x, s2 += x * x, s4 += x * x * x * x;
+    beyond2 += std::fabs(x) > 2;
+    beyond3 += std::fabs(x) > 3.5;  // the tail path (r = 3.44)
+  }
+  EXPECT_NEAR(s1 / n, 0.0, 0.01);
+  EXPECT_NEAR(s2 / n, 1.0, 0.01);
+  EXPECT_NEAR(s4 / n, 3.0, 0.06);
+  EXPECT_NEAR(double(beyond2) / n, 0.0455, 0.002);
+  EXPECT_NEAR(double(beyond3) / n, 4.65e-4, 1.2e-4);
+  Xoshiro256 a(5), b(5);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(z(a), z(b));
+}
+
+TEST(ModelGen, GgufAndHfOfOneSeedLoadToIdenticalWeights) {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    const std::string name(dtype_info(dt).name);
+    std::string g = temp_path(name + ".gguf"), h = temp_path(name + "_hf");
+    ThreadPool pool(2);
+    ModelGenResult rg = generate_model(tiny(dt, "gguf", g), pool);
+    ModelGenResult rh = generate_model(tiny(dt, "hf", h), pool);
+    EXPECT_EQ(rg.n_params, rh.n_params);
+    EXPECT_EQ(rh.files.size(), 4u);  // model.safetensors, config.json, tokenizer.json, tokenizer_config.json
+    EXPECT_TRUE(fs::exists(fs::path(h) / "tokenizer.json"));
+    auto wg = load_model(g, kQuiet);
+    auto wh = load_model(h, kQuiet);
+    EXPECT_EQ(wg->format, "gguf");
+    EXPECT_EQ(wh->format, "hf");
+    EXPECT_EQ(wg->config.d_model, 64u);
+    EXPECT_EQ(wg->config.n_kv_heads, 2u);
+    EXPECT_EQ(wg->config.vocab_size, 1000u);
+    EXPECT_EQ(dtype_summary(*wg), name);
+    EXPECT_EQ(wg->n_params(), rg.n_params);
+    expect_same_weights(*wg, *wh);
+    // The HF file itself is in split-half order: its q_proj row 1 is pith row 2.
+    SafetensorsFile st((fs::path(h) / "model.safetensors").string());
+    const auto* q = st.find("model.layers.0.self_attn.q_proj.weight");
+    ASSERT_NE(q, nullptr);
+    size_t rb = wg->layers[0].wq.row_bytes();
+    EXPECT_EQ(std::memcmp(q->data + rb, wg->layers[0].wq.row(2), rb), 0);
+    EXPECT_NE(std::memcmp(q->data + rb, wg->layers[0].wq.row(1), rb), 0);
+  }
+}
+
+TEST(ModelGen, WeightsHaveTheRequestedDistribution) {
+  std::string g = temp_path("dist.gguf");
+  ThreadPool pool(2);
+  generate_model(tiny(DType::F32, "gguf", g, 3), pool);
+  auto w = load_model(g, kQuiet);
+  const WeightMatrix& m = w->layers[1].w_gate;
+  const float* x = static_cast<const float*>(m.data);
+  double s2 = 0;
+  for (size_t i = 0; i < m.rows * m.cols; ++i) s2 += double(x[i]) * x[i];
+  EXPECT_NEAR(std::sqrt(s2 / double(m.rows * m.cols)), 0.02, 0.001);
+  for (float v : w->layers[0].attn_norm) EXPECT_NEAR(v, 1.0f, 0.15f);
+  // GGUF copies the vocabulary's tokenizer metadata.
+  GGUFFile f(g), v(kVocab);
+  EXPECT_EQ(f.get_string_array("tokenizer.ggml.tokens"), v.get_string_array("tokenizer.ggml.tokens"));
+  EXPECT_EQ(f.get_f32_array("tokenizer.ggml.scores"), v.get_f32_array("tokenizer.ggml.scores"));
+  EXPECT_EQ(f.get_uint("tokenizer.ggml.bos_token_id"), 1u);
+  EXPECT_EQ(f.get_string("general.architecture"), "llama");
+}
+
+TEST(ModelGen, QuantisedGgufMatchesF32WithinHalfAStep) {
+  std::string f = temp_path("ref.gguf");
+  ThreadPool pool(2);
+  generate_model(tiny(DType::F32, "gguf", f), pool);
+  auto ref = load_model(f, kQuiet);
+  for (DType dt : {DType::Q8_0, DType::Q4_0}) {
+    std::string q = temp_path(std::string(dtype_info(dt).name) + ".gguf");
+    generate_model(tiny(dt, "gguf", q), pool);
+    auto w = load_model(q, kQuiet);
+    EXPECT_EQ(dtype_summary(*w), dtype_info(dt).name);
+    const WeightMatrix &a = w->layers[0].wk, &b = ref->layers[0].wk;
+    std::vector<float> x(a.cols), y(b.cols);
+    for (size_t r = 0; r < a.rows; ++r) {
+      dequantize_row(a.dtype, a.row(r), x.data(), a.cols);
+      dequantize_row(b.dtype, b.row(r), y.data(), b.cols);
+      for (size_t blk = 0; blk < a.cols / 32; ++blk) {
+        float amax = 0;
+        for (size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(y[blk * 32 + j]));
+        // Q8_0 rounds to the nearest step; Q4_0's range [-8, 7] clamps one end by a full step.
+        float tol = dt == DType::Q8_0 ? 0.5f * amax / 127 : amax / 8;
+        for (size_t j = 0; j < 32; ++j)
+          ASSERT_LE(std::fabs(x[blk * 32 + j] - y[blk * 32 + j]), tol + 2e-3f * amax) << r;
+      }
+    }
+    EXPECT_EQ(w->layers[0].ffn_norm, ref->layers[0].ffn_norm);  // norms stay f32
+  }
+}
+
+TEST(ModelGen, OutputIsDeterministicAcrossThreadCounts) {
+  std::string a = temp_path("t1.gguf"), b = temp_path("t3.gguf");
+  ThreadPool p1(1), p3(3);
+  generate_model(tiny(DType::BF16, "gguf", a, 11), p1);
+  generate_model(tiny(DType::BF16, "gguf", b, 11), p3);
+  EXPECT_EQ(read_all(a), read_all(b));
+  std::string c = temp_path("seed12.gguf");
+  generate_model(tiny(DType::BF16, "gguf", c, 12), p3);
+  EXPECT_NE(read_all(a), read_all(c));
+}
+
+TEST(ModelGen, ShardedHfFolderLoadsLikeASingleFile) {
+  std::string one = temp_path("one_hf"), many = temp_path("many_hf");
+  ThreadPool pool(2);
+  generate_model(tiny(DType::F16, "hf", one), pool);
+  ModelGenOptions o = tiny(DType::F16, "hf", many);
+  o.shard_bytes = 40000;
+  ModelGenResult r = generate_model(o, pool);
+  EXPECT_TRUE(fs::exists(fs::path(many) / "model.safetensors.index.json"));
+  size_t shards = 0;
+  for (const auto& f : r.files) shards += fs::path(f).filename().string().starts_with("model-0000");
+  EXPECT_GT(shards, 2u);
+  EXPECT_TRUE(fs::exists(fs::path(many) / fmt::format("model-00001-of-{:05d}.safetensors", shards)));
+  EXPECT_FALSE(fs::exists(fs::path(many) / "model.safetensors"));
+  expect_same_weights(*load_model(one, kQuiet), *load_model(many, kQuiet));
+  // Regenerating unsharded into the same folder removes the old shards and index.
+  generate_model(tiny(DType::F16, "hf", many), pool);
+  EXPECT_FALSE(fs::exists(fs::path(many) / "model.safetensors.index.json"));
+  EXPECT_FALSE(fs::exists(fs::path(many) / fmt::format("model-00001-of-{:05d}.safetensors", shards)));
+  expect_same_weights(*load_model(one, kQuiet), *load_model(many, kQuiet));
+}
+
+TEST(ModelGen, BadRequestsAreClearErrors) {
+  ThreadPool pool(1);
+  auto expect_error = [&](ModelGenOptions o, const std::string& part) {
+    try {
+      generate_model(o, pool);
+      ADD_FAILURE() << "expected an error: " << part;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  expect_error(tiny(DType::Q8_0, "hf", temp_path("q8_hf")), "cannot be written to a Hugging Face folder");
+  auto o = tiny(DType::F32, "gguf", temp_path("x.gguf"));
+  o.preset = "huge";
+  expect_error(o, "unknown model preset 'huge'");
+  o = tiny(DType::F32, "onnx", temp_path("x.onnx"));
+  expect_error(o, "unknown model format 'onnx'");
+  o = tiny(DType::F32, "gguf", temp_path("x.gguf"));
+  o.vocab_path = "/nonexistent/vocab.gguf";
+  expect_error(o, "/nonexistent/vocab.gguf");
+}
+
+}  // namespace pith

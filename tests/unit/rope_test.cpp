@@ -1,0 +1,68 @@
+// RoPE: angles follow theta and per-pair frequency factors (to f32 precision of ggml's
+// recurrence), the rotation acts on adjacent pairs and preserves each pair's norm, and bad
+// configurations are rejected with pith::Error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/error.h"
+#include "engine/rope.h"
+
+namespace pith {
+namespace {
+
+ModelConfig config(uint32_t head_dim, float theta, std::vector<float> ff = {}) {
+  ModelConfig c;
+  c.head_dim = head_dim;
+  c.rope_theta = theta;
+  c.rope_freq_factors = std::move(ff);
+  return c;
+}
+
+TEST(Rope, AnglesFollowThetaAndFreqFactors) {
+  std::vector<float> ff{1, 1, 1, 1, 3.2922626f, 32, 32, 32};  // the oracle models' llama3 factors
+  RopeTable t(config(16, 500000.0f, ff));
+  ASSERT_EQ(t.n_pairs(), 8u);
+  for (uint32_t pos : {0u, 1u, 7u, 299u, 4095u}) {
+    float c[8], s[8];
+    t.angles(pos, c, s);
+    for (uint32_t i = 0; i < 8; ++i) {
+      double a = pos * std::pow(500000.0, -2.0 * i / 16) / ff[i];
+      // f32 recurrence: relative angle error ~ i ulps, i.e. |Δ| ≲ 1e-6 * |a| + 1e-7.
+      EXPECT_NEAR(c[i], std::cos(a), 2e-6 * std::abs(a) + 1e-6) << pos << " " << i;
+      EXPECT_NEAR(s[i], std::sin(a), 2e-6 * std::abs(a) + 1e-6) << pos << " " << i;
+    }
+  }
+}
+
+TEST(Rope, RotatesAdjacentPairsOfEveryHead) {
+  RopeTable t(config(4, 10000.0f));
+  float c[2], s[2];
+  t.angles(3, c, s);
+  float x[8] = {1, 0, 0, 1, 2, 0, 3, 4};  // 2 heads of 4
+  apply_rope(x, 2, 2, c, s);
+  const double a0 = 3.0, a1 = 3.0 / 100.0;  // theta^(-2i/4) = 1, 1/100
+  EXPECT_NEAR(x[0], std::cos(a0), 1e-6);
+  EXPECT_NEAR(x[1], std::sin(a0), 1e-6);
+  EXPECT_NEAR(x[2], -std::sin(a1), 1e-6);
+  EXPECT_NEAR(x[3], std::cos(a1), 1e-6);
+  EXPECT_NEAR(x[4], 2 * std::cos(a0), 1e-6);
+  EXPECT_NEAR(std::hypot(x[6], x[7]), 5.0, 1e-5);  // norm of (3, 4) kept
+  // Position 0 is the identity.
+  t.angles(0, c, s);
+  float y[4] = {0.5f, -1, 2, 3};
+  apply_rope(y, 1, 2, c, s);
+  EXPECT_EQ(y[0], 0.5f);
+  EXPECT_EQ(y[3], 3.0f);
+}
+
+TEST(Rope, RejectsBadConfigs) {
+  EXPECT_THROW(RopeTable(config(15, 10000.0f)), Error);
+  EXPECT_THROW(RopeTable(config(0, 10000.0f)), Error);
+  EXPECT_THROW(RopeTable(config(16, 0.0f)), Error);
+  EXPECT_THROW(RopeTable(config(16, 10000.0f, {1, 2, 3})), Error);
+  EXPECT_THROW(RopeTable(config(4, 10000.0f, {1, 0})), Error);
+}
+
+}  // namespace
+}  // namespace pith
