@@ -88,6 +88,7 @@ void add_tokenizer_suite(CLI::App& bench) {
 
 struct ModelArgs {
   bench::ModelBenchOptions o;
+  size_t bandwidth_mib = 2048;
   std::vector<size_t> batch;
   bool json = false;
 };
@@ -104,6 +105,8 @@ void add_model_suite(CLI::App& bench) {
   cmd->add_option("--batch-steps", args->o.batch_steps, "decode steps per batch run")->capture_default_str();
   cmd->add_option("-r,--reps", args->o.reps, "timed runs per test (the median is reported)")
       ->capture_default_str();
+  cmd->add_option("--bandwidth-mib", args->bandwidth_mib, "buffer streamed by the read-bandwidth test")
+      ->capture_default_str();
   cmd->add_option("--llama-bench", args->o.llama_bench,
                   "path of llama.cpp's llama-bench, run on the same file in the same run");
   cmd->add_flag("--json", args->json, "print a JSON summary as the last line");
@@ -112,6 +115,8 @@ void add_model_suite(CLI::App& bench) {
     if (args->o.reps < 1) fail("--reps must be at least 1");
     if (args->o.batch_steps == 0 && !args->batch.empty()) fail("--batch-steps must be at least 1");
     args->o.batch_sizes = args->batch;
+    if (args->bandwidth_mib < 16) fail("--bandwidth-mib must be at least 16");
+    args->o.bandwidth_bytes = args->bandwidth_mib << 20;
     auto j = bench::run_model_bench(args->o);
     if (args->json) fmt::print("{}\n", j.dump());
   });

@@ -12,5 +12,6 @@ void add_tokenize_commands(CLI::App& app);  // pith tokenize|detokenize
 void add_bench_commands(CLI::App& app);  // pith bench matmul|model
 void add_inferlet_commands(CLI::App& app);  // pith run-local, pith inferlet build
 void add_chat_template_commands(CLI::App& app);  // pith chat-template
+void add_run_commands(CLI::App& app);  // pith run -m MODEL (in-process serving stack)
 
 }  // namespace pith::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   pith::cli::add_bench_commands(app);
   pith::cli::add_inferlet_commands(app);
   pith::cli::add_chat_template_commands(app);
+  pith::cli::add_run_commands(app);
 
   try {
     app.parse(argc, argv);

@@ -1,3 +1,5 @@
+// Streaming GGUF v3 writer (see gguf_writer.h): used by `pith model gen` and by tests that
+// build malformed or re-laid-out variants of real models.
 #include "engine/gguf_writer.h"
 
 #include <cerrno>

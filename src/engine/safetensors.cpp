@@ -1,3 +1,5 @@
+// safetensors reader and streaming writer (see safetensors.h). The reader trusts nothing in the
+// header: every offset, size and dtype is checked before a tensor pointer is handed out.
 #include "engine/safetensors.h"
 
 #include <fmt/ranges.h>

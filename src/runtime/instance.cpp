@@ -4,6 +4,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 #include "common/error.h"
 #include "runtime/model_api.h"
 #include "runtime/guest_module.h"
@@ -13,6 +17,24 @@
 namespace pith::runtime {
 
 namespace ctx = boost::context;
+
+// AddressSanitizer must be told about every stack switch (Debian's boost.context is built
+// without its own annotations); these are no-ops in normal builds.
+#if defined(__SANITIZE_ADDRESS__)
+namespace {
+void asan_start_switch(void** fake, const void* bottom, size_t size) {
+  __sanitizer_start_switch_fiber(fake, bottom, size);
+}
+void asan_finish_switch(void* fake, const void** bottom_old, size_t* size_old) {
+  __sanitizer_finish_switch_fiber(fake, bottom_old, size_old);
+}
+}  // namespace
+#else
+namespace {
+void asan_start_switch(void**, const void*, size_t) {}
+void asan_finish_switch(void*, const void**, size_t*) {}
+}  // namespace
+#endif
 
 Instance::Instance(uint64_t id, std::shared_ptr<const GuestModule> module,
                    std::vector<std::string> args, InstanceLimits limits,
@@ -93,12 +115,18 @@ void Instance::run_slice() {
     fiber_ = ctx::fiber(std::allocator_arg,
                         GuardedStack(limits_.stack_bytes, limits_.stack_guard_bytes, &stack_),
                         [this](ctx::fiber&& caller) {
+                          asan_finish_switch(nullptr, &sched_stack_bottom_, &sched_stack_size_);
                           caller_ = std::move(caller);
                           body();
+                          asan_start_switch(nullptr, sched_stack_bottom_, sched_stack_size_);
                           return std::move(caller_);
                         });
   }
+  void* fake = nullptr;
+  asan_start_switch(&fake, reinterpret_cast<const void*>(stack_.stack_lo),
+                    stack_.stack_hi - stack_.stack_lo);
   fiber_ = std::move(fiber_).resume();
+  asan_finish_switch(fake, nullptr, nullptr);
   set_current_execution(nullptr);
 }
 
@@ -122,12 +150,19 @@ void Instance::park() {
     }
     parked_ = true;
   }
+  switch_to_scheduler();
+}
+
+void Instance::switch_to_scheduler() {
+  void* fake = nullptr;
+  asan_start_switch(&fake, sched_stack_bottom_, sched_stack_size_);
   caller_ = std::move(caller_).resume();
+  asan_finish_switch(fake, &sched_stack_bottom_, &sched_stack_size_);
 }
 
 void Instance::yield_now() {
   services_.scheduler->make_ready(shared_from_this());
-  caller_ = std::move(caller_).resume();
+  switch_to_scheduler();
 }
 
 void Instance::wake() {

@@ -144,6 +144,7 @@ class Instance : public std::enable_shared_from_this<Instance> {
   };
 
   static void preempt_from_signal(void* self);
+  void switch_to_scheduler();  // from the fiber; returns when resumed
   void body();  // the fiber's body: module_->run(*this)
   std::string describe_trap(TrapCode code) const;
   uint32_t next_handle_locked();
@@ -161,6 +162,8 @@ class Instance : public std::enable_shared_from_this<Instance> {
   StackBounds stack_;
   boost::context::fiber fiber_;   // the instance's fiber while suspended
   boost::context::fiber caller_;  // the scheduler, while the fiber runs
+  const void* sched_stack_bottom_ = nullptr;  // the scheduler thread's stack (ASan builds)
+  size_t sched_stack_size_ = 0;
   bool started_ = false;
   TrapCode end_code_ = TrapCode::kNone;
   std::string stdio_partial_[3];

@@ -186,7 +186,10 @@ template <typename EncodeFn>
 void Tokenizer::Impl::encode_cached(std::string_view word, WordCache& cache,
                                     std::vector<int32_t>& out, const EncodeFn& encode_word) const {
   if (auto it = cache.find(word); it != cache.end()) {
-    out.insert(out.end(), out.begin() + it->second.first, out.begin() + it->second.second);
+    // Copy by index after reserving: inserting a vector's own range into it is undefined.
+    auto [first, last] = it->second;
+    out.reserve(out.size() + (last - first));
+    for (uint32_t i = first; i < last; ++i) out.push_back(out[i]);
     return;
   }
   size_t begin = out.size();
@@ -212,7 +215,8 @@ void Tokenizer::Impl::encode(std::string_view text, bool add_special, bool parse
     }
     if (spm) {
       std::string s;
-      if (spm_prefix && after_literal) s = " ";
+      s.reserve(f.text.size() + 1);
+      if (spm_prefix && after_literal) s.push_back(' ');  // (not `s = " "`: gcc 12 -Wrestrict)
       s += f.text;
       const std::string escaped = replace_all(s, " ", kSpace);
       auto seg = [&](std::string_view w, std::vector<int32_t>& o) { spm->encode(w, o); };

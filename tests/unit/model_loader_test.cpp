@@ -388,4 +388,52 @@ TEST(ModelLoader, BadHfFoldersNameTheProblem) {
   expect_load_error(dir, {"model.safetensors", "unsupported dtype I32"});
 }
 
+
+TEST(GGUFWriter, StreamsAcrossTensorsWithPaddingAndRoundTrips) {
+  auto path = (temp_dir() / "writer.gguf").string();
+  std::vector<float> a(3 * 5), b(7);  // 60 and 28 bytes: b starts at the next 32-byte boundary
+  for (size_t i = 0; i < a.size(); ++i) a[i] = float(i);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = -float(i);
+  std::vector<std::string> strs = {"x", "", "zz"};
+  {
+    GGUFWriter w(path);
+    w.set_string("general.architecture", "test");
+    w.set_u32("n", 7);
+    w.set_f32("f", 0.5f);
+    w.set_bool("b", true);
+    GGUFArray arr;
+    arr.elem_type = GGUFType::STRING;
+    arr.count = strs.size();
+    arr.strings = strs;
+    w.set("s", {GGUFType::ARRAY, arr});
+    w.add_tensor("a", {5, 3}, DType::F32);
+    w.add_tensor("b", {7}, DType::F32);
+    std::vector<char> both(88);
+    std::memcpy(both.data(), a.data(), 60);
+    std::memcpy(both.data() + 60, b.data(), 28);
+    w.write(both.data(), 50);  // one call spanning the end of 'a' and the start of 'b'
+    w.write(both.data() + 50, 38);
+    EXPECT_THROW(w.write(both.data(), 1), Error);  // nothing left to write
+    w.finish();
+  }
+  GGUFFile f(path);
+  EXPECT_EQ(f.get_uint("n"), 7u);
+  EXPECT_EQ(f.get_float("f"), 0.5);
+  EXPECT_TRUE(f.get_bool_or("b", false));
+  EXPECT_EQ(f.get_string_array("s"), strs);
+  const auto* ta = f.find_tensor("a");
+  const auto* tb = f.find_tensor("b");
+  ASSERT_TRUE(ta && tb);
+  EXPECT_EQ(ta->dims, (std::vector<uint64_t>{5, 3}));
+  EXPECT_EQ(tb->offset, 64u);
+  EXPECT_EQ(std::memcmp(ta->data, a.data(), 60), 0);
+  EXPECT_EQ(std::memcmp(tb->data, b.data(), 28), 0);
+
+  GGUFWriter bad(path + ".bad");
+  EXPECT_THROW(bad.add_tensor("q", {33}, DType::Q8_0), Error);  // not a whole block
+  EXPECT_THROW(bad.set_u32("general.alignment", 64), Error);     // fixed by the constructor
+  bad.add_tensor("x", {4}, DType::F32);
+  EXPECT_THROW(bad.finish(), Error);  // declared data never written
+}
+
 }  // namespace pith

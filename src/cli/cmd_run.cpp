@@ -1,0 +1,77 @@
+// pith run -m MODEL PROGRAM.wasm -- ARGS: runs an inferlet in-process against a model — the
+// whole serving stack (engine, control layer, runtime) without the HTTP server.
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "cli/attached_instance.h"
+#include "cli/commands.h"
+#include "common/error.h"
+#include "server/serving_stack.h"
+
+namespace pith::cli {
+
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::string program;
+  std::vector<std::string> args;
+  size_t threads = 0;
+  std::string kv_memory = "256M";
+  uint32_t kv_page_size = 16;
+  std::string cache_dir;
+  bool no_stdin = false;
+  bool verbose = false;
+};
+
+size_t parse_bytes(const std::string& s) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    fail("'{}' is not a size (e.g. 512M, 2G)", s);
+  }
+  std::string unit = s.substr(used);
+  double mul = unit.empty() ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0 : unit == "G" ? 1073741824.0 : -1;
+  if (mul < 0 || v <= 0) fail("'{}' is not a size (e.g. 512M, 2G)", s);
+  return static_cast<size_t>(v * mul);
+}
+
+int run(const RunArgs& a) {
+  ServingOptions so;
+  so.model_path = a.model;
+  so.quiet_load = !a.verbose;
+  so.engine.n_threads = a.threads;
+  so.engine.kv_memory_bytes = parse_bytes(a.kv_memory);
+  so.engine.kv_page_size = a.kv_page_size;
+  so.runtime.compiler.cache_dir = a.cache_dir;
+  ServingStack stack(so);
+  auto program = stack.runtime().load_program_file(a.program);
+  std::vector<std::string> argv = {a.program};
+  argv.insert(argv.end(), a.args.begin(), a.args.end());
+  return attach(stack.launch(program, argv, terminal_sink()), a.program, a.no_stdin, a.verbose);
+}
+
+}  // namespace
+
+void add_run_commands(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  auto* run_cmd = app.add_subcommand("run", "Run an inferlet in-process against a model (pith run -m MODEL PROGRAM.wasm -- ARGS)");
+  run_cmd->add_option("-m,--model", a->model, "model: GGUF file or Hugging Face folder")->required();
+  run_cmd->add_option("program", a->program, "inferlet .wasm file")->required();
+  run_cmd->add_option("args", a->args, "arguments passed to the inferlet (after --)");
+  run_cmd->add_option("-t,--threads", a->threads, "engine threads (0: one per core)");
+  run_cmd->add_option("--kv-memory", a->kv_memory, "KV cache budget, e.g. 256M, 2G");
+  run_cmd->add_option("--kv-page-size", a->kv_page_size, "tokens per KV page");
+  run_cmd->add_option("--cache-dir", a->cache_dir, "native code cache (default ~/.cache/pith/native)");
+  run_cmd->add_flag("--no-stdin", a->no_stdin, "do not forward stdin lines as messages");
+  run_cmd->add_flag("-v,--verbose", a->verbose, "model load progress and instance status on stderr");
+  run_cmd->callback([a] {
+    int code = run(*a);
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace pith::cli
