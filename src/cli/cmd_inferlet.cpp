@@ -9,13 +9,11 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <iostream>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "cli/attached_instance.h"
 #include "cli/commands.h"
 #include "common/error.h"
 #include "runtime/inferlet_builder.h"
@@ -45,44 +43,9 @@ int run_local(const RunLocalArgs& a) {
   runtime::Runtime rt(config);
   auto program = rt.load_program_file(a.program);
 
-  std::mutex out_mu;
-  auto sink = [&](uint64_t, const runtime::InstanceEvent& e) {
-    std::lock_guard lock(out_mu);
-    if (e.kind == runtime::InstanceEvent::Kind::kMessage) {
-      fmt::print("{}\n", e.text);
-      std::fflush(stdout);
-    } else if (e.kind == runtime::InstanceEvent::Kind::kLog) {
-      static const char* levels[] = {"debug", "info", "warn", "error"};
-      fmt::print(stderr, "[{}] {}\n", levels[e.level & 3], e.text);
-    }
-  };
   std::vector<std::string> argv = {a.program};
   argv.insert(argv.end(), a.args.begin(), a.args.end());
-  auto inst = rt.launch(program, argv, sink);
-  if (a.verbose) {
-    fmt::print(stderr, "pith: instance {} of {} runs on the {} tier\n", inst->id(), a.program,
-               inst->tier());
-  }
-
-  if (a.no_stdin) {
-    inst->close_input();
-  } else {
-    // Detached: a blocking read must not keep the process alive after the instance ends.
-    std::weak_ptr<runtime::Instance> weak = inst;
-    std::thread([weak] {
-      std::string line;
-      while (std::getline(std::cin, line)) {
-        auto i = weak.lock();
-        if (!i || !i->push_message(line)) return;
-      }
-      if (auto i = weak.lock()) i->close_input();
-    }).detach();
-  }
-  runtime::ExitStatus st = inst->wait();
-  if (a.verbose) fmt::print(stderr, "pith: {}: {}\n", a.program, st.reason);
-  if (st.kind == runtime::ExitStatus::Kind::kExited) return st.code;
-  fmt::print(stderr, "pith: {}: {}\n", a.program, st.reason);
-  return 1;
+  return attach(rt.launch(program, argv, terminal_sink()), a.program, a.no_stdin, a.verbose);
 }
 
 }  // namespace

@@ -21,6 +21,11 @@ struct RunArgs {
   std::string kv_memory = "256M";
   uint32_t kv_page_size = 16;
   std::string cache_dir;
+  std::string batch_policy = "adaptive";
+  uint32_t max_batch_tokens = 512;
+  std::string batch_formation = "decode-first";
+  bool no_prefix_cache = false;
+  uint32_t max_kv_pages_per_inferlet = 0;
   bool no_stdin = false;
   bool verbose = false;
 };
@@ -47,6 +52,14 @@ int run(const RunArgs& a) {
   so.engine.kv_memory_bytes = parse_bytes(a.kv_memory);
   so.engine.kv_page_size = a.kv_page_size;
   so.runtime.compiler.cache_dir = a.cache_dir;
+  so.control.policy = a.batch_policy;
+  so.control.max_batch_tokens = a.max_batch_tokens;
+  if (a.batch_formation == "fcfs")
+    so.control.batch_formation = BatchFormation::Fcfs;
+  else if (a.batch_formation != "decode-first")
+    fail("--batch-formation must be decode-first or fcfs, not '{}'", a.batch_formation);
+  so.control.prefix_cache = !a.no_prefix_cache;
+  so.control.max_kv_pages_per_instance = a.max_kv_pages_per_inferlet;
   ServingStack stack(so);
   auto program = stack.runtime().load_program_file(a.program);
   std::vector<std::string> argv = {a.program};
@@ -66,6 +79,11 @@ void add_run_commands(CLI::App& app) {
   run_cmd->add_option("--kv-memory", a->kv_memory, "KV cache budget, e.g. 256M, 2G");
   run_cmd->add_option("--kv-page-size", a->kv_page_size, "tokens per KV page");
   run_cmd->add_option("--cache-dir", a->cache_dir, "native code cache (default ~/.cache/pith/native)");
+  run_cmd->add_option("--batch-policy", a->batch_policy, "adaptive | eager | k[:K] | t[:MS]");
+  run_cmd->add_option("--max-batch-tokens", a->max_batch_tokens, "token budget per batch (0: unlimited, no chunked prefill)");
+  run_cmd->add_option("--batch-formation", a->batch_formation, "decode-first (Sarathi-style) or fcfs");
+  run_cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "disable the radix prefix cache");
+  run_cmd->add_option("--max-kv-pages-per-inferlet", a->max_kv_pages_per_inferlet, "KV page quota per inferlet (0: none)");
   run_cmd->add_flag("--no-stdin", a->no_stdin, "do not forward stdin lines as messages");
   run_cmd->add_flag("-v,--verbose", a->verbose, "model load progress and instance status on stderr");
   run_cmd->callback([a] {

@@ -89,6 +89,14 @@ void Instance::close_input() {
 
 void Instance::kill() { kill_with(TrapCode::kKilled); }
 
+void Instance::terminate(std::string reason) {
+  {
+    std::lock_guard lock(mu_);
+    if (terminate_reason_.empty()) terminate_reason_ = std::move(reason);
+  }
+  kill_with(TrapCode::kKilled);
+}
+
 void Instance::kill_with(TrapCode code) {
   if (!exec_.kill_pending) exec_.kill_pending = static_cast<int>(code);
   wake();
@@ -185,7 +193,10 @@ std::string Instance::describe_trap(TrapCode code) const {
     case TrapCode::kExit: return fmt::format("exited with code {}", exec_.exit_code);
     case TrapCode::kCpuLimit:
       return fmt::format("killed: cpu time limit {:g} s", limits_.cpu_ns / 1e9);
-    case TrapCode::kKilled: return "killed: by request";
+    case TrapCode::kKilled: {
+      std::lock_guard lock(mu_);
+      return terminate_reason_.empty() ? "killed: by request" : "terminated: " + terminate_reason_;
+    }
     case TrapCode::kMemoryLimit:
       return fmt::format("killed: memory limit {} MiB (the module's initial memory is larger)",
                          limits_.memory_pages / 16);

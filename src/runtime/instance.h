@@ -91,6 +91,9 @@ class Instance : public std::enable_shared_from_this<Instance> {
   bool push_message(std::string message);
   void close_input();  // pending and later receives complete with PITH_ERR_CLOSED
   void kill();         // ends the instance at its next safe point ("killed: by request")
+  // Ends it the same way with the host's reason ("terminated: <reason>"), e.g. the contention
+  // policy's "KV memory needed by an older inferlet".
+  void terminate(std::string reason);
   ExitStatus wait();   // blocks until the instance has ended and released its resources
   std::optional<ExitStatus> exit_status() const;
 
@@ -166,6 +169,7 @@ class Instance : public std::enable_shared_from_this<Instance> {
   size_t sched_stack_size_ = 0;
   bool started_ = false;
   TrapCode end_code_ = TrapCode::kNone;
+  std::string terminate_reason_;  // set by terminate() (guarded by mu_)
   std::string stdio_partial_[3];
   std::unique_ptr<ModelSession> model_session_;
 

@@ -47,8 +47,7 @@ void ServingStack::kill_for_memory(uint64_t instance_id, const std::string& reas
     auto it = instances_.find(instance_id);
     if (it != instances_.end()) inst = it->second.lock();
   }
-  (void)reason;  // TODO(runtime): carry the contention reason into the instance's exit text
-  if (inst) inst->kill();
+  if (inst) inst->terminate(reason);
 }
 
 }  // namespace pith

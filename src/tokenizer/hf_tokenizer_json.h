@@ -24,7 +24,9 @@ class Tokenizer;
 Vocab read_hf_tokenizer(const std::string& dir);
 
 // Writes a standard tokenizer.json for `vocab` to `path`. Throws pith::Error when the file
-// cannot be written or the vocab's pre-tokenizer is unknown.
+// cannot be written or the vocab's pre-tokenizer is unknown. Token texts should be unique (a
+// JSON object maps text → id): with duplicates the last id wins and reading the file back
+// leaves the other ids as unused placeholders.
 void write_hf_tokenizer_json(const Vocab& vocab, const std::string& path);
 void write_hf_tokenizer_json(const Tokenizer& tokenizer, const std::string& path);
 

@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""End-to-end: `pith run -m MODEL PROGRAM.wasm -- ARGS` through the whole serving stack.
+
+Usage: run_cli.py PITH MODEL INFERLET_DIR
+Checks that text_completion generates the requested number of tokens deterministically (greedy
+twice gives the same ids), that a trapping inferlet exits 1 with its reason, and that a bad
+model path is a clear error, not a crash.
+"""
+import subprocess
+import sys
+
+pith, model, inferlets = sys.argv[1], sys.argv[2], sys.argv[3]
+
+
+def run(*args, expect):
+    # Random weights may generate byte tokens that do not form UTF-8: compare bytes.
+    p = subprocess.run([pith, *args], capture_output=True, timeout=300)
+    p.stdout = p.stdout.decode("utf-8", "replace")
+    p.stderr = p.stderr.decode("utf-8", "replace")
+    if p.returncode != expect:
+        sys.exit(f"FAIL: {' '.join(args)} exited {p.returncode}, expected {expect}\n"
+                 f"stdout: {p.stdout}\nstderr: {p.stderr}")
+    return p
+
+
+completion = [ "run", "-m", model, f"{inferlets}/text_completion.wasm", "--no-stdin", "--",
+               "--prompt", "Hello world", "--max-tokens", "6", "--tokens"]
+a = run(*completion, expect=0).stdout.splitlines()
+b = run(*completion, expect=0).stdout.splitlines()
+assert len(a) >= 2, a
+ids = a[-1].split(",")
+assert len(ids) == 6 and all(i.isdigit() for i in ids), a
+assert a == b, (a, b)
+
+trap = run("run", "-m", model, f"{inferlets}/traps.wasm", "--no-stdin", "--", "unreachable", expect=1)
+assert "trap: unreachable" in trap.stderr, trap.stderr
+
+bad = run("run", "-m", "/nonexistent/model.gguf", f"{inferlets}/text_completion.wasm", expect=1)
+assert "/nonexistent/model.gguf" in bad.stderr, bad.stderr
+print("1 passed, 0 failed")
