@@ -128,18 +128,7 @@ void Controller::release_instance_locked(InstanceId id, std::vector<std::functio
   for (QueueId qid : inst.queues) {
     auto qit = queues_.find(qid);
     if (qit == queues_.end()) continue;
-    for (auto& p : qit->second.payloads) {
-      page_refs_.release(p->held_pages);
-      embed_refs_.release(p->held_embeds);
-      if (p->done)
-        deferred.push_back([done = std::move(p->done)]() mutable {
-          CallOutcome o;
-          o.status = Status::Terminated;
-          o.error = "instance terminated";
-          done(std::move(o));
-        });
-    }
-    for (auto& [_, fn] : qit->second.sync_waiters) deferred.push_back(std::move(fn));
+    drop_pending_locked(qit->second, "instance terminated", deferred);
     queues_.erase(qit);
   }
   inst.pages.for_each([&](uint32_t, uint32_t phys) { page_refs_.release(phys); });
@@ -154,6 +143,27 @@ void Controller::release_instance_locked(InstanceId id, std::vector<std::functio
   instances_.erase(it);
   // In-flight calls of this instance still hold their references; they are released when the
   // batch completes, and their completions see Status::Terminated there.
+}
+
+void Controller::drop_pending_locked(Queue& queue, const char* why,
+                                     std::vector<std::function<void()>>& deferred) {
+  // Pending calls give back their references and complete with Status::Terminated; waiters
+  // on synchronize are released too (after the completions, outside the lock).
+  for (auto& p : queue.payloads) {
+    page_refs_.release(p->held_pages);
+    embed_refs_.release(p->held_embeds);
+    if (p->done)
+      deferred.push_back([done = std::move(p->done), why]() mutable {
+        CallOutcome o;
+        o.status = Status::Terminated;
+        o.error = why;
+        done(std::move(o));
+      });
+  }
+  for (auto& [_, fn] : queue.sync_waiters) deferred.push_back(std::move(fn));
+  queue.payloads.clear();
+  queue.infos.clear();
+  queue.sync_waiters.clear();
 }
 
 Controller::Instance* Controller::find_instance(InstanceId id) {
@@ -185,18 +195,7 @@ Status Controller::destroy_queue(InstanceId id, QueueId q) {
     std::lock_guard lock(mu_);
     Queue* queue = find_queue(id, q);
     if (!queue) return reject(Status::BadHandle, "unknown queue");
-    for (auto& p : queue->payloads) {
-      page_refs_.release(p->held_pages);
-      embed_refs_.release(p->held_embeds);
-      if (p->done)
-        deferred.push_back([done = std::move(p->done)]() mutable {
-          CallOutcome o;
-          o.status = Status::Terminated;
-          o.error = "queue destroyed";
-          done(std::move(o));
-        });
-    }
-    for (auto& [_, fn] : queue->sync_waiters) deferred.push_back(std::move(fn));
+    drop_pending_locked(*queue, "queue destroyed", deferred);
     queues_.erase(q);
     auto& qs = instances_.at(id).queues;
     qs.erase(std::remove(qs.begin(), qs.end(), q), qs.end());

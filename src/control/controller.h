@@ -181,6 +181,7 @@ class Controller {
   Queue* find_queue(InstanceId id, QueueId q);
   Status enqueue(InstanceId id, QueueId q, CallInfo info, std::shared_ptr<Payload> payload);
   void release_instance_locked(InstanceId id, std::vector<std::function<void()>>& deferred);
+  void drop_pending_locked(Queue& queue, const char* why, std::vector<std::function<void()>>& deferred);
   bool make_room_locked(InstanceId requester, uint32_t n, std::vector<std::function<void()>>& deferred);
   std::shared_ptr<Payload> split_chunk_locked(std::shared_ptr<Payload>& rest, CallInfo& info, uint32_t m);
   void dispatcher_loop();
