@@ -729,7 +729,17 @@ void Controller::dispatcher_loop() {
         work_cv_.wait(lock);
         continue;
       }
-      DispatchDecision d = policy_->decide(eligible, now_ns() - oldest);
+      DispatchState ds;
+      ds.n_eligible = eligible;
+      const int64_t now = now_ns();
+      ds.oldest_wait_ns = now - oldest;
+      ds.since_last_batch_ns = now - last_batch_end_ns_;
+      ds.last_backend_ns = last_backend_ns_;
+      for (QueueId q : last_batch_queues_) {
+        auto it = queues_.find(q);
+        if (it != queues_.end() && it->second.infos.empty()) ++ds.returning;
+      }
+      DispatchDecision d = policy_->decide(ds);
       if (d.dispatch) break;
       work_cv_.wait_for(lock, std::chrono::nanoseconds(std::max<int64_t>(d.recheck_after_ns, 1000)));
     }
@@ -797,6 +807,10 @@ void Controller::dispatcher_loop() {
         }
       }
     }
+    last_batch_queues_.clear();
+    for (const QueueTake& t : plan.takes) last_batch_queues_.push_back(t.queue_id);
+    last_batch_end_ns_ = now_ns();
+    last_backend_ns_ = backend_ns;
     ++counters_.batches;
     counters_.calls += plan.n_calls;
     counters_.tokens += plan.n_tokens;

@@ -206,6 +206,11 @@ class Controller {
   ControllerGauges counters_;
   std::function<void(const BatchStats&)> batch_observer_;
 
+  // The last batch, for the adaptive policy's wait for returning callers.
+  std::vector<QueueId> last_batch_queues_;
+  int64_t last_batch_end_ns_ = 0;
+  int64_t last_backend_ns_ = 0;
+
   bool stop_ = false;
   std::thread dispatcher_;
 };

@@ -121,17 +121,34 @@ TEST(BatchScheduler, OversizedLoneCallStillRuns) {
 }
 
 TEST(DispatchPolicy, Decisions) {
+  auto state = [](size_t n, int64_t waited, size_t returning = 0, int64_t since = 0, int64_t backend = 0) {
+    DispatchState s;
+    s.n_eligible = n;
+    s.oldest_wait_ns = waited;
+    s.returning = returning;
+    s.since_last_batch_ns = since;
+    s.last_backend_ns = backend;
+    return s;
+  };
   AdaptivePolicy adaptive;
-  EXPECT_TRUE(adaptive.decide(1, 0).dispatch);
-  CountPolicy k(4, 1'000'000);
-  EXPECT_FALSE(k.decide(3, 10).dispatch);
-  EXPECT_TRUE(k.decide(4, 10).dispatch);
-  EXPECT_TRUE(k.decide(1, 1'000'000).dispatch);  // waited long enough
-  TimePolicy t(5'000'000);
-  auto d = t.decide(100, 1'000'000);
+  EXPECT_TRUE(adaptive.decide(state(1, 0)).dispatch);
+  // Callers of the last batch are still coming back: wait, bounded by a quarter of its time.
+  auto d = adaptive.decide(state(3, 0, /*returning=*/5, /*since=*/1'000'000, /*backend=*/20'000'000));
   EXPECT_FALSE(d.dispatch);
   EXPECT_EQ(d.recheck_after_ns, 4'000'000);
-  EXPECT_TRUE(t.decide(1, 5'000'000).dispatch);
+  EXPECT_TRUE(adaptive.decide(state(3, 0, 5, 5'000'000, 20'000'000)).dispatch);
+  EXPECT_TRUE(adaptive.decide(state(3, 0, 5, 5'000'000, 400'000'000)).dispatch);  // 5 ms cap
+  EagerPolicy eager;
+  EXPECT_TRUE(eager.decide(state(1, 0, 5, 0, 20'000'000)).dispatch);
+  CountPolicy k(4, 1'000'000);
+  EXPECT_FALSE(k.decide(state(3, 10)).dispatch);
+  EXPECT_TRUE(k.decide(state(4, 10)).dispatch);
+  EXPECT_TRUE(k.decide(state(1, 1'000'000)).dispatch);  // waited long enough
+  TimePolicy t(5'000'000);
+  d = t.decide(state(100, 1'000'000));
+  EXPECT_FALSE(d.dispatch);
+  EXPECT_EQ(d.recheck_after_ns, 4'000'000);
+  EXPECT_TRUE(t.decide(state(1, 5'000'000)).dispatch);
 }
 
 TEST(DispatchPolicy, ParsesSpecs) {
