@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <mutex>
 
+#include "bench/inferlet_files.h"
+#include "bench/machine_baselines.h"
 #include "common/error.h"
 #include "engine/model_loader.h"
 #include "server/serving_stack.h"
@@ -16,19 +18,10 @@ namespace pith::bench {
 
 namespace {
 
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 std::string inferlet_file(const OverheadBenchOptions& o, const std::string& name) {
-  std::string dir = o.inferlet_dir.empty() ? PITH_BUILD_INFERLET_DIR : o.inferlet_dir;
-  std::string p = dir + "/" + name + ".wasm";
-  if (!fs::exists(p)) fail("{}: not found (build the inferlets, or pass --inferlets DIR)", p);
-  return p;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  return find_inferlet(o.inferlet_dir.empty() ? PITH_BUILD_INFERLET_DIR : o.inferlet_dir, name);
 }
 
 ServingOptions stack_options(const OverheadBenchOptions& o, size_t kv_tokens) {

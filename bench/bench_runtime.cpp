@@ -1,6 +1,8 @@
 // The runtime benchmark suites (see bench_runtime.h).
 #include "bench/bench_runtime.h"
 
+#include "bench/inferlet_files.h"
+
 #include <fmt/format.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -43,10 +45,7 @@ double percentile(std::vector<double> v, double p) {
 double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
 
 std::string wasm_path(const RuntimeBenchOptions& o, const std::string& name) {
-  std::string dir = o.inferlet_dir.empty() ? PITH_BUILD_INFERLET_DIR : o.inferlet_dir;
-  std::string p = dir + "/" + name + ".wasm";
-  if (!fs::exists(p)) fail("{}: not found (build the inferlets, or pass --inferlets DIR)", p);
-  return p;
+  return find_inferlet(o.inferlet_dir.empty() ? PITH_BUILD_INFERLET_DIR : o.inferlet_dir, name);
 }
 
 std::string read_bytes(const std::string& path) {
