@@ -34,12 +34,11 @@ RunResult run_once(const BatchingBenchOptions& o, const std::string& policy, con
   so.model_path = o.model;
   so.quiet_load = true;
   so.engine.n_threads = static_cast<size_t>(o.threads);
-  // Room for every instance's context at once: no contention in this benchmark.
-  so.engine.kv_memory_bytes = 0;
   so.control.policy = policy;
   so.runtime.compiler.cache_dir = o.cache_dir;
   {
-    // Size the KV pool from the model: pages for instances * (prompt + generated) tokens.
+    // Room for every instance's context at once (no contention in this benchmark): pages for
+    // instances * (prompt + generated) tokens of this model.
     auto probe = load_model(o.model, LoadOptions{.quiet = true});
     const auto& c = probe->config;
     size_t per_token = size_t{c.n_layers} * 2 * c.kv_dim() * sizeof(float);

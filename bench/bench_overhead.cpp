@@ -24,17 +24,14 @@ std::string inferlet_file(const OverheadBenchOptions& o, const std::string& name
   return find_inferlet(o.inferlet_dir.empty() ? PITH_BUILD_INFERLET_DIR : o.inferlet_dir, name);
 }
 
-ServingOptions stack_options(const OverheadBenchOptions& o, size_t kv_tokens) {
+ServingOptions stack_options(const OverheadBenchOptions& o) {
   ServingOptions so;
   so.model_path = o.model;
   so.quiet_load = true;
   so.engine.n_threads = static_cast<size_t>(o.threads);
   so.runtime.compiler.cache_dir = o.cache_dir;
   so.runtime.threads = 1;
-  so.engine.kv_memory_bytes = 0;
-  so.engine.kv_page_size = 16;
   so.control.max_batch_seqs = 4096;
-  (void)kv_tokens;
   return so;
 }
 
@@ -90,7 +87,7 @@ nlohmann::json run_overhead_bench(const OverheadBenchOptions& o) {
   const std::string overhead = inferlet_file(o, "overhead");
   const int prompt_tokens = 16, per_instance = 8;
 
-  ServingOptions so = stack_options(o, 0);
+  ServingOptions so = stack_options(o);
   size_kv(so, size_t(o.instances) * (prompt_tokens + per_instance + 32) + 4096);
   ServingStack stack(so);
   const uint32_t vocab = stack.weights().config.vocab_size;

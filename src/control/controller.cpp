@@ -836,7 +836,7 @@ void Controller::execute(CallType type, std::vector<std::shared_ptr<Payload>>& c
     case CallType::Forward: {
       std::vector<SequenceInput> batch;
       batch.reserve(calls.size());
-      for (auto& c : calls) batch.push_back(c->parent ? c->seq : std::move(c->seq));
+      for (auto& c : calls) batch.push_back(std::move(c->seq));
       try {
         auto results = engine_.forward(batch);
         for (size_t i = 0; i < calls.size(); ++i) calls[i]->outcome.forward = std::move(results[i]);
