@@ -1,7 +1,12 @@
-# pith_add_inferlet(NAME [SOURCES...]): builds an inferlet to ${CMAKE_CURRENT_BINARY_DIR}/NAME.wasm
+# pith_add_inferlet(NAME [SOURCES...] [C_SOURCES files...] [INCLUDE_DIRS dirs...]
+#                   [C_FLAGS flags...]): builds an inferlet to ${CMAKE_CURRENT_BINARY_DIR}/NAME.wasm
 # with Debian's clang-14 for wasm32-wasi (wasi-libc, libc++ for wasm32), no exceptions, no SIMD
-# (wasm2c 1.0.32 rejects SIMD). SOURCES default to NAME/NAME.cpp. Creates target inferlet_NAME
-# whose WASM_FILE property is the output path (use $<TARGET_PROPERTY:inferlet_NAME,WASM_FILE>).
+# (wasm2c 1.0.32 rejects SIMD). SOURCES default to NAME/NAME.cpp. C_SOURCES are third-party C
+# files (e.g. an embedded JavaScript engine) compiled as C into objects of their own with C_FLAGS
+# and without -Werror (their warnings are not ours), then linked in. INCLUDE_DIRS serve both (as
+# -isystem for the C++ sources, so third-party headers do not trip -Werror). Creates target
+# inferlet_NAME whose WASM_FILE property is the output path
+# (use $<TARGET_PROPERTY:inferlet_NAME,WASM_FILE>).
 # Without clang-14 / wasm-ld the inferlets are skipped with a message (tests needing them too).
 # The same flags are used by `pith inferlet build` (src/cli/cmd_inferlet.cpp).
 find_program(PITH_WASM_CLANG NAMES clang++-14 clang++)
@@ -22,17 +27,41 @@ function(pith_add_inferlet name)
   if(NOT PITH_INFERLETS_ENABLED)
     return()
   endif()
-  set(sources ${ARGN})
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "C_SOURCES;INCLUDE_DIRS;C_FLAGS")
+  set(sources ${arg_UNPARSED_ARGUMENTS})
   if(NOT sources)
     set(sources ${CMAKE_CURRENT_SOURCE_DIR}/${name}/${name}.cpp)
   endif()
   set(out ${CMAKE_CURRENT_BINARY_DIR}/${name}.wasm)
   file(GLOB sdk_headers ${PROJECT_SOURCE_DIR}/sdk/include/pith/*)
+  set(objects)
+  set(c_includes)
+  set(cxx_includes)
+  set(include_deps)
+  foreach(d ${arg_INCLUDE_DIRS})
+    list(APPEND c_includes -I${d})
+    list(APPEND cxx_includes -isystem ${d})
+    file(GLOB d_headers ${d}/*.h)
+    list(APPEND include_deps ${d_headers})
+  endforeach()
+  foreach(c ${arg_C_SOURCES})
+    get_filename_component(stem ${c} NAME_WE)
+    set(obj ${CMAKE_CURRENT_BINARY_DIR}/${name}.dir/${stem}.o)
+    add_custom_command(
+      OUTPUT ${obj}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/${name}.dir
+      COMMAND ${PITH_WASM_CLANG} -x c --target=wasm32-wasi --sysroot=/usr -O2 -std=c11 -w
+              ${c_includes} ${arg_C_FLAGS} -c ${c} -o ${obj}
+      DEPENDS ${c} ${include_deps}
+      COMMENT "Building C object ${stem}.o for inferlet ${name}"
+      VERBATIM)
+    list(APPEND objects ${obj})
+  endforeach()
   add_custom_command(
     OUTPUT ${out}
     COMMAND ${PITH_WASM_CLANG} ${PITH_INFERLET_FLAGS} -I${PROJECT_SOURCE_DIR}/sdk/include
-            ${sources} -o ${out}
-    DEPENDS ${sources} ${sdk_headers}
+            ${cxx_includes} ${sources} ${objects} -o ${out}
+    DEPENDS ${sources} ${objects} ${sdk_headers} ${include_deps}
     COMMENT "Building inferlet ${name}.wasm"
     VERBATIM)
   add_custom_target(inferlet_${name} ALL DEPENDS ${out})

@@ -10,7 +10,8 @@ PACKAGES=(
   libboost-dev libboost-context-dev libboost-system-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcurl4-openssl-dev libpcre2-dev libxxhash-dev libssl-dev
+  libcurl4-openssl-dev libpcre2-dev libxxhash-dev libssl-dev libtomlplusplus-dev
+  duktape-dev  # agent_codeact compiles duktape.c into an inferlet
   # Wasm: wasm2c/interpreter for the runtime, clang + wasi sysroot for building inferlets
   wabt clang-14 lld-14
   wasi-libc libc++-14-dev-wasm32 libc++abi-14-dev-wasm32 libclang-rt-14-dev-wasm32

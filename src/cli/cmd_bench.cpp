@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench/bench_batching.h"
+#include "bench/bench_grammar.h"
 #include "bench/bench_matmul.h"
 #include "bench/bench_overhead.h"
 #include "bench/bench_model.h"
@@ -228,6 +229,23 @@ void add_serving_suites(CLI::App& bench) {  // pith bench prefix-cache|chunked-p
   });
 }
 
+void add_grammar_suite(CLI::App& bench) {  // pith bench grammar (bench/bench_grammar.h)
+  auto o = std::make_shared<bench::GrammarBenchOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto* cmd = bench.add_subcommand("grammar", "constrained decoding: grammar mask over the whole vocabulary, us per token");
+  cmd->add_option("-m,--model", o->model, "GGUF file, HF folder or tokenizer.json (the vocabulary)")->required();
+  cmd->add_option("--grammar", o->grammar_file, "GBNF file (default: the built-in JSON grammar)");
+  cmd->add_option("--tokens", o->tokens, "generated tokens per pass")->capture_default_str();
+  cmd->add_option("--naive-steps", o->naive_steps, "steps of the naive baseline")->capture_default_str();
+  cmd->add_option("--context-frames", o->context_frames, "stack nodes per cached context")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "random walk seed")->capture_default_str();
+  cmd->add_flag("--json", *json, "print a JSON summary as the last line");
+  cmd->callback([o, json] {
+    auto j = bench::run_grammar_bench(*o);
+    if (*json) fmt::print("{}\n", j.dump());
+  });
+}
+
 void add_bench_commands(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Performance benchmarks");
   bench->require_subcommand(1);
@@ -238,6 +256,7 @@ void add_bench_commands(CLI::App& app) {
   add_batching_suite(*bench);
   add_overhead_suite(*bench);
   add_serving_suites(*bench);
+  add_grammar_suite(*bench);
 }
 
 }  // namespace pith::cli

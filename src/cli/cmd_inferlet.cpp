@@ -6,6 +6,7 @@
 // runs in the background and is finished (and cached for the next run) before the command exits.
 //
 // pith inferlet build FILE.cpp... -o FILE.wasm: compiles an inferlet with clang++-14 and the SDK.
+// pith inferlet new NAME [-o DIR]: scaffolds DIR/NAME/{NAME.cpp,README.md} (inferlet_scaffold.h).
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -15,6 +16,7 @@
 
 #include "cli/attached_instance.h"
 #include "cli/commands.h"
+#include "cli/inferlet_scaffold.h"
 #include "common/error.h"
 #include "runtime/inferlet_builder.h"
 #include "runtime/runtime.h"
@@ -29,6 +31,7 @@ struct RunLocalArgs {
   double cpu_limit_s = 5;
   uint32_t memory_mib = 64;
   std::string cache_dir;
+  std::vector<std::string> http_allow;
   bool no_stdin = false;
   bool verbose = false;
 };
@@ -40,6 +43,7 @@ int run_local(const RunLocalArgs& a) {
   if (a.memory_mib == 0 || a.memory_mib > 4096) fail("--memory-mib must be in 1..4096");
   config.limits.cpu_ns = static_cast<uint64_t>(a.cpu_limit_s * 1e9);
   config.limits.memory_pages = a.memory_mib * 16;
+  config.http_allow = a.http_allow;
   runtime::Runtime rt(config);
   auto program = rt.load_program_file(a.program);
 
@@ -58,6 +62,10 @@ void add_inferlet_commands(CLI::App& app) {
   run->add_option("--cpu-limit", a->cpu_limit_s, "CPU time limit in seconds (0 = none)");
   run->add_option("--memory-mib", a->memory_mib, "linear-memory cap in MiB");
   run->add_option("--cache-dir", a->cache_dir, "native code cache (default ~/.cache/pith/native)");
+  run->add_option("--inferlet-http-allow", a->http_allow,
+                  "hosts the inferlet may reach over HTTP: HOST or HOST:PORT, comma-separated (default: none)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
   run->add_flag("--no-stdin", a->no_stdin, "do not forward stdin lines as messages");
   run->add_flag("-v,--verbose", a->verbose, "report the execution tier and the exit reason");
   run->callback([a] {
@@ -77,6 +85,18 @@ void add_inferlet_commands(CLI::App& app) {
   build->callback([b] {
     runtime::build_inferlet(*b);
     fmt::print("built {}\n", b->output);
+  });
+
+  auto n = std::make_shared<std::pair<std::string, std::string>>();  // name, directory
+  auto* scaffold = inferlet->add_subcommand("new", "Create a new inferlet project: NAME/NAME.cpp and NAME/README.md");
+  scaffold->add_option("name", n->first, "inferlet name (letters, digits, '_', '-')")->required();
+  scaffold->add_option("-o,--output-dir", n->second, "where to create NAME/ (default: .)");
+  scaffold->callback([n] {
+    for (const std::string& f : scaffold_inferlet(n->first, n->second)) fmt::print("created {}\n", f);
+    std::string dir = (n->second.empty() ? std::string(".") : n->second) + "/" + n->first;
+    fmt::print("build: pith inferlet build {0}/{1}.cpp -o {0}/{1}.wasm\n"
+               "run:   pith run -m MODEL.gguf {0}/{1}.wasm -- --prompt \"Hello\"\n",
+               dir, n->first);
   });
 }
 

@@ -1,5 +1,6 @@
 // pith run -m MODEL PROGRAM.wasm -- ARGS: runs an inferlet in-process against a model — the
-// whole serving stack (engine, control layer, runtime) without the HTTP server.
+// whole serving stack (engine, control layer, runtime) without the HTTP server. Without -m the
+// same command runs the program on a pith server (cmd_client.cpp).
 #include <fmt/format.h>
 
 #include <memory>
@@ -26,6 +27,7 @@ struct RunArgs {
   std::string batch_formation = "decode-first";
   bool no_prefix_cache = false;
   uint32_t max_kv_pages_per_inferlet = 0;
+  std::vector<std::string> http_allow;
   bool no_stdin = false;
   bool verbose = false;
 };
@@ -60,6 +62,7 @@ int run(const RunArgs& a) {
     fail("--batch-formation must be decode-first or fcfs, not '{}'", a.batch_formation);
   so.control.prefix_cache = !a.no_prefix_cache;
   so.control.max_kv_pages_per_instance = a.max_kv_pages_per_inferlet;
+  so.runtime.http_allow = a.http_allow;
   ServingStack stack(so);
   auto program = stack.runtime().load_program_file(a.program);
   std::vector<std::string> argv = {a.program};
@@ -71,9 +74,10 @@ int run(const RunArgs& a) {
 
 void add_run_commands(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
-  auto* run_cmd = app.add_subcommand("run", "Run an inferlet in-process against a model (pith run -m MODEL PROGRAM.wasm -- ARGS)");
-  run_cmd->add_option("-m,--model", a->model, "model: GGUF file or Hugging Face folder")->required();
-  run_cmd->add_option("program", a->program, "inferlet .wasm file")->required();
+  auto* run_cmd = app.add_subcommand(
+      "run", "Run an inferlet on a pith server (pith run PROGRAM.wasm|.cpp -- ARGS), or in-process with -m MODEL");
+  run_cmd->add_option("-m,--model", a->model, "model: GGUF file or Hugging Face folder (runs in-process, no server)");
+  run_cmd->add_option("program", a->program, "inferlet .wasm file (without -m also a .cpp source, built first)")->required();
   run_cmd->add_option("args", a->args, "arguments passed to the inferlet (after --)");
   run_cmd->add_option("-t,--threads", a->threads, "engine threads (0: one per core)");
   run_cmd->add_option("--kv-memory", a->kv_memory, "KV cache budget, e.g. 256M, 2G");
@@ -84,10 +88,16 @@ void add_run_commands(CLI::App& app) {
   run_cmd->add_option("--batch-formation", a->batch_formation, "decode-first (Sarathi-style) or fcfs");
   run_cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "disable the radix prefix cache");
   run_cmd->add_option("--max-kv-pages-per-inferlet", a->max_kv_pages_per_inferlet, "KV page quota per inferlet (0: none)");
+  run_cmd->add_option("--inferlet-http-allow", a->http_allow,
+                      "hosts inferlets may reach over HTTP: HOST or HOST:PORT, comma-separated (default: none)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
   run_cmd->add_flag("--no-stdin", a->no_stdin, "do not forward stdin lines as messages");
   run_cmd->add_flag("-v,--verbose", a->verbose, "model load progress and instance status on stderr");
-  run_cmd->callback([a] {
-    int code = run(*a);
+  RemoteRun remote = add_remote_run_options(*run_cmd);
+  run_cmd->get_option("--detach")->excludes("--model");  // detaching needs a server
+  run_cmd->callback([a, remote] {
+    int code = a->model.empty() ? remote(a->program, a->args, a->no_stdin, a->verbose) : run(*a);
     if (code != 0) throw CLI::RuntimeError(code);
   });
 }

@@ -4,14 +4,26 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
+#include <string>
+#include <vector>
+
 namespace pith::cli {
 
 void add_model_commands(CLI::App& app);  // pith model info|gen
 void add_logits_commands(CLI::App& app);  // pith logits
 void add_tokenize_commands(CLI::App& app);  // pith tokenize|detokenize
 void add_bench_commands(CLI::App& app);  // pith bench matmul|model
-void add_inferlet_commands(CLI::App& app);  // pith run-local, pith inferlet build
+void add_inferlet_commands(CLI::App& app);  // pith run-local, pith inferlet build|new
 void add_chat_template_commands(CLI::App& app);  // pith chat-template
 void add_run_commands(CLI::App& app);  // pith run -m MODEL (in-process serving stack)
+void add_serve_commands(CLI::App& app);  // pith serve (HTTP server)
+void add_client_commands(CLI::App& app);  // pith ps|kill|programs|complete (a pith server's HTTP API)
+
+// `pith run` without -m (cmd_client.cpp): registers --server, --api-key and --detach on the run
+// subcommand and returns what runs PROGRAM on the server; the result is the exit code.
+using RemoteRun = std::function<int(const std::string& program, const std::vector<std::string>& args,
+                                    bool no_stdin, bool verbose)>;
+RemoteRun add_remote_run_options(CLI::App& run_cmd);
 
 }  // namespace pith::cli

@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   pith::cli::add_inferlet_commands(app);
   pith::cli::add_chat_template_commands(app);
   pith::cli::add_run_commands(app);
+  pith::cli::add_client_commands(app);
+  pith::cli::add_serve_commands(app);
 
   try {
     app.parse(argc, argv);

@@ -763,6 +763,13 @@ void Controller::dispatcher_loop() {
       }
     }
 
+    uint32_t prefill_tokens = 0, decode_tokens = 0;
+    if (plan.type == CallType::Forward)
+      for (const auto& c : calls) {
+        const size_t n = c->seq.n_inputs();
+        (n == 1 && !c->parent && c->gathered.empty() ? decode_tokens : prefill_tokens) += static_cast<uint32_t>(n);
+      }
+
     lock.unlock();
     const int64_t t0 = now_ns();
     execute(plan.type, calls);
@@ -814,12 +821,15 @@ void Controller::dispatcher_loop() {
     ++counters_.batches;
     counters_.calls += plan.n_calls;
     counters_.tokens += plan.n_tokens;
+    counters_.prefill_tokens += prefill_tokens;
+    counters_.decode_tokens += decode_tokens;
     auto observer = batch_observer_;
     lock.unlock();
 
     // Statistics, then completions (they carry results), then the synchronize waiters that
     // follow them.
-    if (observer) observer({plan.type, plan.n_calls, plan.n_tokens, plan.n_seqs, max_wait, backend_ns});
+    if (observer)
+      observer({plan.type, plan.n_calls, plan.n_tokens, plan.n_seqs, prefill_tokens, decode_tokens, max_wait, backend_ns});
     for (auto& c : calls)
       if (c->done && !c->parent) c->done(std::move(c->outcome));
     for (auto& f : deferred) f();

@@ -66,6 +66,9 @@ using KillFn = std::function<void(const std::string& reason)>;
 struct BatchStats {
   CallType type;
   uint32_t calls = 0, tokens = 0, seqs = 0;
+  // Forward input tokens split by kind: a sequence with one input is a decode step, more
+  // (or any chunk of a chunked prefill) is prefill.
+  uint32_t prefill_tokens = 0, decode_tokens = 0;
   int64_t max_wait_ns = 0;     // oldest call's wait from submission to dispatch
   int64_t backend_ns = 0;      // engine time
 };
@@ -76,6 +79,7 @@ struct ControllerGauges {
   uint32_t instances = 0;
   uint32_t queue_depth = 0;    // pending calls over all queues
   uint64_t batches = 0, calls = 0, tokens = 0;
+  uint64_t prefill_tokens = 0, decode_tokens = 0;  // forward inputs (see BatchStats)
   uint64_t instances_killed_for_memory = 0;
   uint32_t pages_cached = 0;               // owned by the prefix cache
   uint64_t prefix_hit_tokens = 0, prefix_miss_tokens = 0;

@@ -1,9 +1,12 @@
 #include "runtime/control_model_api.h"
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+
+#include "engine/token_distribution.h"
 
 namespace pith::runtime {
 
@@ -62,6 +65,34 @@ void append_dist(std::string& out, const TokenDistribution& d) {
   std::memcpy(p, &k, 4);
   std::memcpy(p + 4, d.ids.data(), 4 * size_t{k});
   std::memcpy(p + 4 + 4 * size_t{k}, d.probs.data(), 4 * size_t{k});
+}
+
+// PITH_TOP_K_ALL: the whole vocabulary in id order, probabilities = softmax of the logits.
+void append_full_dist(std::string& out, const std::vector<float>& logits) {
+  const uint32_t k = static_cast<uint32_t>(logits.size());
+  const float lse = static_cast<float>(logsumexp(logits.data(), logits.size()));
+  size_t at = out.size();
+  out.resize(at + 4 + 8 * size_t{k});
+  char* p = out.data() + at;
+  std::memcpy(p, &k, 4);
+  for (uint32_t i = 0; i < k; ++i) std::memcpy(p + 4 + 4 * size_t{i}, &i, 4);
+  for (uint32_t i = 0; i < k; ++i) {
+    float pr = std::exp(logits[i] - lse);
+    std::memcpy(p + 4 + 4 * size_t{k} + 4 * size_t{i}, &pr, 4);
+  }
+}
+
+// A top-K distribution covering the whole vocabulary, reordered by token id (next_dist with
+// PITH_TOP_K_ALL).
+void append_dist_by_id(std::string& out, const TokenDistribution& d) {
+  TokenDistribution byid;
+  byid.ids.resize(d.ids.size());
+  byid.probs.assign(d.ids.size(), 0.0f);
+  for (size_t i = 0; i < d.ids.size(); ++i) {
+    byid.ids[i] = static_cast<int32_t>(i);
+    byid.probs[static_cast<size_t>(d.ids[i])] = d.probs[i];
+  }
+  append_dist(out, byid);
 }
 
 constexpr uint32_t kModelHandle = 1;
@@ -151,6 +182,15 @@ class ControlSession final : public ModelSession {
       serialized->append(reinterpret_cast<const char*>(&len), 4);
       serialized->append(b);
     }
+    return PITH_OK;
+  }
+
+  pith_status_t vocab_special(uint32_t model, std::vector<uint32_t>* ids) override {
+    if (model != kModelHandle) return PITH_ERR_BAD_HANDLE;
+    const Tokenizer& tok = api_.tokenizer();
+    ids->clear();
+    for (size_t i = 0; i < tok.vocab_size(); ++i)
+      if (tok.is_special(static_cast<int32_t>(i))) ids->push_back(static_cast<uint32_t>(i));
     return PITH_OK;
   }
 
@@ -303,14 +343,18 @@ class ControlSession final : public ModelSession {
   pith_status_t next_dist(uint32_t queue, uint32_t emb, uint32_t top_k, Completion done) override {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
+    const bool all = top_k == PITH_TOP_K_ALL;
     top_k = clamp_top_k(top_k);
     auto err = q->deferred_error;
     return to_abi_status(ctl_.next_dist(id_, q->id, emb, top_k,
-                                        [err, done = std::move(done)](CallOutcome&& o) {
+                                        [err, all, done = std::move(done)](CallOutcome&& o) {
                                           if (o.status != Status::Ok) return done(to_abi_status(o.status), {});
                                           if (int32_t e = err->exchange(PITH_OK)) return done(e, {});
                                           std::string bytes;
-                                          append_dist(bytes, o.dist);
+                                          if (all)
+                                            append_dist_by_id(bytes, o.dist);
+                                          else
+                                            append_dist(bytes, o.dist);
                                           done(PITH_OK, std::move(bytes));
                                         }));
   }
@@ -332,7 +376,8 @@ class ControlSession final : public ModelSession {
       seq.mask = bitmask_to_runs(args.attn_mask, seq.tokens.size(), ctx);
     }
     const uint32_t k = clamp_top_k(args.top_k);
-    for (uint32_t i : args.output_indices) seq.outputs.push_back({i, OutputKind::TopK, k, 0});
+    const OutputKind kind = args.top_k == PITH_TOP_K_ALL ? OutputKind::Logits : OutputKind::TopK;
+    for (uint32_t i : args.output_indices) seq.outputs.push_back({i, kind, k, 0});
     pith_status_t ms = apply_page_masks(seq);
     if (ms != PITH_OK) return ms;
     auto err = q->deferred_error;
@@ -341,7 +386,12 @@ class ControlSession final : public ModelSession {
                                         if (o.status != Status::Ok) return done(to_abi_status(o.status), {});
                                         if (int32_t e = err->exchange(PITH_OK)) return done(e, {});
                                         std::string bytes;
-                                        for (const auto& out : o.forward.outputs) append_dist(bytes, out.dist);
+                                        for (const auto& out : o.forward.outputs) {
+                                          if (out.logits.empty())
+                                            append_dist(bytes, out.dist);
+                                          else
+                                            append_full_dist(bytes, out.logits);
+                                        }
                                         done(PITH_OK, std::move(bytes));
                                       }));
   }

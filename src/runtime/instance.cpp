@@ -238,7 +238,7 @@ void Instance::finish() {
   } else {
     st.kind = ExitStatus::Kind::kTrapped;
   }
-  emit({InstanceEvent::Kind::kExit, 0, st.reason});
+  emit({InstanceEvent::Kind::kExit, static_cast<int>(st.kind), st.reason, st.code});
   {
     std::lock_guard lock(mu_);
     futures_.clear();
@@ -340,6 +340,13 @@ pith_status_t Instance::drop_future(uint32_t id) {
   std::lock_guard lock(mu_);
   if (futures_.erase(id) == 0) return PITH_ERR_BAD_HANDLE;
   return PITH_OK;
+}
+
+bool Instance::future_pending(uint32_t id) const {
+  std::lock_guard lock(mu_);
+  if (exit_) return false;
+  auto it = futures_.find(id);
+  return it != futures_.end() && !it->second.done;
 }
 
 // ---------------------------------------------------------------- inbox

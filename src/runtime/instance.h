@@ -40,12 +40,14 @@ class KvStore;
 class PubSub;
 class ModelApi;
 class ModelSession;
+class HttpClient;
 
 struct InstanceEvent {
   enum class Kind { kMessage, kLog, kExit };
   Kind kind;
-  int level = 0;     // PITH_LOG_* for kLog
+  int level = 0;     // PITH_LOG_* for kLog; ExitStatus::Kind for kExit
   std::string text;  // message bytes, log line, or exit reason
+  int code = 0;      // kExit: the exit code
 };
 using EventSink = std::function<void(uint64_t instance_id, const InstanceEvent&)>;
 
@@ -73,7 +75,7 @@ struct InstanceServices {
   KvStore* store = nullptr;
   PubSub* pubsub = nullptr;
   ModelApi* model = nullptr;  // nullptr: model calls return PITH_ERR_NO_MODEL
-  bool http_enabled = false;
+  HttpClient* http = nullptr; // nullptr: HTTP calls return PITH_ERR_NOT_ENABLED
 };
 
 class Instance : public std::enable_shared_from_this<Instance> {
@@ -122,6 +124,9 @@ class Instance : public std::enable_shared_from_this<Instance> {
   pith_status_t wait_any(const std::vector<uint32_t>& ids, uint32_t* index);  // parks
   pith_status_t future_result(uint32_t id, const std::string** result, pith_status_t* status);
   pith_status_t drop_future(uint32_t id);
+  // True while the future exists, is not completed and the instance has not ended (any thread):
+  // work for a future that is no longer pending can be abandoned.
+  bool future_pending(uint32_t id) const;
 
   // Client inbox.
   pith_status_t receive(uint32_t* future);

@@ -62,6 +62,12 @@ class ModelSession {
   virtual pith_status_t detokenize(uint32_t model, std::span<const uint32_t> tokens,
                                    std::string* text) = 0;
   virtual pith_status_t vocab(uint32_t model, std::string* serialized) = 0;
+  // Ids of control/unknown tokens; sessions without a tokenizer keep this default.
+  virtual pith_status_t vocab_special(uint32_t model, std::vector<uint32_t>* ids) {
+    (void)model;
+    (void)ids;
+    return PITH_ERR_UNSUPPORTED;
+  }
 
   // Queues.
   virtual pith_status_t create_queue(uint32_t model, uint32_t* queue) = 0;

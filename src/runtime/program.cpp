@@ -1,6 +1,8 @@
 // Uploaded modules, their tiers and the background native build. See program.h.
 #include "runtime/program.h"
 
+#include <thread>
+
 #include "common/error.h"
 #include "runtime/interp_module.h"
 #include "runtime/native_compiler.h"
@@ -24,18 +26,24 @@ Program::Program(std::string wasm, std::shared_ptr<const NativeCompiler> compile
   }
   if (policy_ != TierPolicy::kNativeOnly) interp_ = InterpModule::load(wasm_);  // throws if bad
   if (policy_ == TierPolicy::kInterpreterOnly) return;
-  native_ = std::async(std::launch::async, [this, compiler]() {
-              auto t0 = std::chrono::steady_clock::now();
-              std::string so = compiler->compile(wasm_);
-              compile_seconds_ = std::chrono::duration<double>(
-                                     std::chrono::steady_clock::now() - t0).count();
-              return std::shared_ptr<const NativeModule>(NativeModule::load(so));
-            }).share();
+  // A detached builder that owns everything it touches (bytes, compiler, result slots), so
+  // dropping a Program, or stopping the server, never waits for a C compiler still running.
+  // (std::async would: its last future blocks in its destructor.)
+  auto promise = std::make_shared<std::promise<std::shared_ptr<const NativeModule>>>();
+  native_ = promise->get_future().share();
+  std::thread([promise, compiler, wasm = wasm_, seconds = compile_seconds_]() {
+    try {
+      auto t0 = std::chrono::steady_clock::now();
+      std::string so = compiler->compile(wasm);
+      seconds->store(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      promise->set_value(std::shared_ptr<const NativeModule>(NativeModule::load(so)));
+    } catch (...) {
+      promise->set_exception(std::current_exception());
+    }
+  }).detach();
 }
 
-Program::~Program() {
-  if (native_.valid()) native_.wait();  // never leave the builder thread running on `this`
-}
+Program::~Program() = default;
 
 bool Program::native_ready() const {
   return native_.valid() &&

@@ -6,6 +6,7 @@
 // unless the policy is native-only.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -42,7 +43,7 @@ class Program {
 
   bool native_ready() const;  // native build finished (successfully or not)
   std::shared_ptr<const NativeModule> native();  // waits; throws pith::Error on build failure
-  double compile_seconds() const { return compile_seconds_; }  // 0 if it came from the cache
+  double compile_seconds() const { return compile_seconds_->load(); }  // 0 if it came from the cache
 
  private:
   std::string wasm_;
@@ -50,7 +51,7 @@ class Program {
   TierPolicy policy_;
   std::shared_ptr<const InterpModule> interp_;  // parsed when native code was not cached
   std::shared_future<std::shared_ptr<const NativeModule>> native_;
-  double compile_seconds_ = 0;
+  std::shared_ptr<std::atomic<double>> compile_seconds_ = std::make_shared<std::atomic<double>>(0.0);
 };
 
 }  // namespace pith::runtime

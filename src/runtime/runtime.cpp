@@ -39,11 +39,18 @@ Runtime::Runtime(RuntimeConfig config)
   const void* const* imports = nullptr;
   PITH_CHECK(api::host_import_table(&imports) > 0 && imports[0] != nullptr);
   if (config_.threads < 1) fail("runtime: threads must be >= 1 (got {})", config_.threads);
+  if (!config_.http_allow.empty())
+    http_ = std::make_unique<HttpClient>(HttpConfig{.allow = config_.http_allow,
+                                                    .timeout_ms = config_.http_timeout_ms,
+                                                    .max_response_bytes = config_.http_max_response_bytes});
   for (int i = 0; i < config_.threads; ++i)
     schedulers_.push_back(std::make_unique<Scheduler>(config_.cpu_tick_ns));
 }
 
-Runtime::~Runtime() { schedulers_.clear(); }
+Runtime::~Runtime() {
+  schedulers_.clear();  // ends every instance first; then in-flight HTTP is aborted
+  http_.reset();
+}
 
 std::shared_ptr<Program> Runtime::load_program(std::string wasm) {
   if (wasm.size() < 8 || wasm.compare(0, 4, std::string("\0asm", 4)) != 0)
@@ -69,7 +76,7 @@ std::shared_ptr<Instance> Runtime::launch(const std::shared_ptr<Program>& progra
   std::shared_ptr<const GuestModule> module = program->module_for_launch();
   uint64_t id = next_id_.fetch_add(1);
   Scheduler* sched = schedulers_[id % schedulers_.size()].get();
-  InstanceServices services{sched, &store_, &pubsub_, config_.model, config_.http_enabled};
+  InstanceServices services{sched, &store_, &pubsub_, config_.model, http_.get()};
   auto inst = std::make_shared<Instance>(id, std::move(module), std::move(args),
                                          limits.value_or(config_.limits), services,
                                          std::move(sink));

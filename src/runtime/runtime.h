@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/http_client.h"
 #include "runtime/instance.h"
 #include "runtime/kv_store.h"
 #include "runtime/native_compiler.h"
@@ -28,7 +29,12 @@ struct RuntimeConfig {
   InstanceLimits limits;           // defaults for launches
   KvStoreLimits store;
   ModelApi* model = nullptr;       // not owned; nullptr = no model (run-local)
-  bool http_enabled = false;
+  // Inferlet HTTP (abi.h "HTTP"): the hosts guests may reach, "host" (any port) or "host:port"
+  // (pith run/serve --inferlet-http-allow). Empty = HTTP disabled: calls return
+  // PITH_ERR_NOT_ENABLED and the instance log says so.
+  std::vector<std::string> http_allow;
+  uint32_t http_timeout_ms = 10'000;          // per request, connect included
+  size_t http_max_response_bytes = 4 << 20;   // larger responses fail with PITH_ERR_LIMIT
   TierPolicy tiers = TierPolicy::kAuto;
 };
 
@@ -54,6 +60,7 @@ class Runtime {
 
   KvStore& store() { return store_; }
   PubSub& pubsub() { return pubsub_; }
+  HttpClient* http() { return http_.get(); }  // nullptr when HTTP is disabled
   const NativeCompiler& compiler() const { return *compiler_; }
   size_t live_instances() const;
 
@@ -62,6 +69,7 @@ class Runtime {
   std::shared_ptr<const NativeCompiler> compiler_;
   KvStore store_;
   PubSub pubsub_;
+  std::unique_ptr<HttpClient> http_;  // outlives the schedulers: instances call it until they end
   std::vector<std::unique_ptr<Scheduler>> schedulers_;
   std::atomic<uint64_t> next_id_{1};
 };

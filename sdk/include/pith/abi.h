@@ -69,6 +69,8 @@ enum {
   PITH_ERR_CANCELLED = 14,         /* the future was dropped or the queue destroyed */
   PITH_ERR_ALREADY_EXISTS = 15,    /* export name already used */
   PITH_ERR_INTERNAL = 16,          /* host failure; the message is in the instance log */
+  PITH_ERR_TIMEOUT = 17,           /* no complete answer in time (HTTP) */
+  PITH_ERR_NETWORK = 18,           /* the peer could not be reached or broke off (HTTP) */
 };
 
 /* ---- handles ----------------------------------------------------------------------------- */
@@ -150,9 +152,20 @@ PITH_IMPORT(store_delete) pith_status_t pith_store_delete(const char* key, uint3
 PITH_IMPORT(store_exists) pith_status_t pith_store_exists(const char* key, uint32_t key_len,
                                                           uint32_t* exists);
 
-/* ---- HTTP (api/http.cpp): PITH_ERR_NOT_ENABLED until the server enables it ----------------- */
+/* ---- HTTP (api/http.cpp) ----------------------------------------------------------------
+ * The server decides which hosts inferlets may reach (pith run/serve --inferlet-http-allow
+ * HOST[:PORT],...); without that list every call returns PITH_ERR_NOT_ENABLED. Only http and https
+ * URLs; redirects are not followed (a 3xx comes back as the result).
+ * The call itself returns PITH_ERR_NOT_ENABLED (HTTP off, scheme or host not allowed: the instance
+ * log says which host was refused), PITH_ERR_BAD_ARGUMENT (not a URL) or PITH_ERR_LIMIT (POST body
+ * larger than the message size limit). The future then ends with PITH_OK and the result bytes
+ * uint32 HTTP status code (little endian) followed by the response body, for every HTTP status
+ * (404 and 500 too); or with PITH_ERR_TIMEOUT (the server's timeout, default 10 s), PITH_ERR_LIMIT
+ * (body larger than the server's cap, default 4 MiB; never truncated) or PITH_ERR_NETWORK
+ * (connect/TLS/protocol failure), the result bytes then holding a one-line description.
+ * POST sends Content-Type application/json when the body starts with '{' or '[', else
+ * application/octet-stream. Dropping the future or ending the instance aborts the request. */
 
-/* Future result: uint32 status code, then the body bytes. */
 PITH_IMPORT(http_get) pith_status_t pith_http_get(const char* url, uint32_t url_len,
                                                   pith_future_t* future);
 PITH_IMPORT(http_post) pith_status_t pith_http_post(const char* url, uint32_t url_len,
@@ -191,6 +204,11 @@ PITH_IMPORT(detokenize) pith_status_t pith_detokenize(pith_model_t model, const 
 /* The vocabulary: for each token id in order, uint32 byte length then the bytes. */
 PITH_IMPORT(vocab_get) pith_status_t pith_vocab_get(pith_model_t model, void* buf, uint32_t cap,
                                                     uint32_t* len);
+/* Ids of the special tokens (control and unknown: BOS, EOS, "<|eot_id|>", "<unk>", ...), whose
+ * vocab_get bytes are a name rather than text: grammar masks must never produce them. Writes up
+ * to cap ids in increasing order; *n = their count (PITH_ERR_BUFFER_TOO_SMALL if cap < *n). */
+PITH_IMPORT(vocab_special) pith_status_t pith_vocab_special(pith_model_t model, uint32_t* ids,
+                                                            uint32_t cap, uint32_t* n);
 
 /* ---- command queues (api/queue.cpp) ------------------------------------------------------ */
 
@@ -285,7 +303,10 @@ PITH_IMPORT(forward_with_adapter) pith_status_t pith_forward_with_adapter(
 
 /* Next-token distribution of an output embedding (get_next_dist). Future result: uint32 k, then
  * k uint32 token ids, then k float32 probabilities, sorted by decreasing probability. top_k = 0
- * means the host's default (the whole vocabulary is never sent). */
+ * means the host's default; top_k = PITH_TOP_K_ALL asks for the whole vocabulary instead, in
+ * token-id order (k = vocab_size, ids 0..k-1, NOT sorted): what grammar masks, watermarks and
+ * likelihood scoring need, since the token they care about may lie outside any top-K. */
+#define PITH_TOP_K_ALL 0xFFFFFFFFu
 PITH_IMPORT(next_dist) pith_status_t pith_next_dist(pith_queue_t queue, pith_emb_t emb,
                                                     uint32_t top_k, pith_future_t* future);
 
@@ -294,7 +315,8 @@ PITH_IMPORT(next_dist) pith_status_t pith_next_dist(pith_queue_t queue, pith_emb
  * row-major, rows of ceil(context_len / 8) bytes, bit set = may attend; context_len =
  * (kv_page_count - 1) * tokens_per_page + last_page_len; the host checks attn_mask_len
  * against it. Future result: for each of the output_count output indices, the get_next_dist
- * layout (uint32 k, ids, probs) back to back. */
+ * layout (uint32 k, ids, probs) back to back (top_k = PITH_TOP_K_ALL: full vocabulary, id order,
+ * about 1 MB per output for a 128k vocabulary). */
 typedef struct pith_forward_tokens_args_t {
   PITH_GUEST_PTR(const uint32_t) tokens;
   PITH_GUEST_PTR(const uint32_t) positions;

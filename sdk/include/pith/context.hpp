@@ -18,10 +18,12 @@
 // prefix of the prompt and computes only the rest, then offers its full pages to the cache.
 #pragma once
 
+#include <pith/attention_mask.hpp>
 #include <pith/pith.hpp>
 #include <pith/sampling.hpp>
 
 #include <map>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -54,7 +56,14 @@ class Context {
 
   Context() = default;  // an empty, unusable context (Result<Context> needs one)
   Context(Context&&) = default;
-  Context& operator=(Context&&) = default;
+  // Not defaulted: the pages this context holds must be released before it takes the other's.
+  Context& operator=(Context&& other) {
+    if (this != &other) {
+      this->~Context();
+      new (this) Context(std::move(other));
+    }
+    return *this;
+  }
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
   ~Context() { release_pages(0); }
@@ -69,6 +78,11 @@ class Context {
   const std::vector<pith_kvpage_t>& pages() const { return pages_; }
   // Prompt tokens this context computed itself (not served by the prefix cache or an import).
   uint32_t prefilled_tokens() const { return prefilled_; }
+  // Every token this context computed itself, prompt and decode steps alike: equal to
+  // computed() - cached/imported tokens when nothing was ever recomputed.
+  uint32_t forwarded_tokens() const { return forwarded_; }
+  // Prompt tokens served by the server's prefix cache at the first flush.
+  uint32_t cached_tokens() const { return cached_; }
   void set_prefix_cache(bool on) { use_prefix_cache_ = on; }
   // The position the next appended token gets (default: one after the last).
   void set_next_position(uint32_t p) { next_pos_ = p; }
@@ -94,6 +108,20 @@ class Context {
     Result<std::vector<Distribution>> r = run(0, 0);
     return r.status();
   }
+  // flush / decode_step with an explicit attention mask: one row per pending token, context_len
+  // = tokens().size() (pith/attention_mask.hpp). Such a forward neither uses nor feeds the
+  // prefix cache.
+  pith_status_t flush(const AttentionMask& mask) {
+    if (computed_ == tokens_.size()) return PITH_OK;
+    return run(0, 0, false, &mask).status();
+  }
+  Result<Distribution> decode_step(uint32_t top_k, const AttentionMask& mask) {
+    if (computed_ == tokens_.size()) return Result<Distribution>::error(PITH_ERR_BAD_ARGUMENT);
+    Result<std::vector<Distribution>> r = run(1, top_k, false, &mask);
+    if (!r) return Result<Distribution>::error(r.status());
+    if (r->empty()) return Result<Distribution>::error(PITH_ERR_INTERNAL);
+    return (*r)[0];
+  }
 
   // Computes the pending tokens (at least one) and returns the next-token distribution after
   // the last one, truncated to top_k.
@@ -103,6 +131,43 @@ class Context {
     if (!r) return Result<Distribution>::error(r.status());
     if (r->empty()) return Result<Distribution>::error(PITH_ERR_INTERNAL);
     return (*r)[0];
+  }
+
+  // decode_step in two halves, so that the forwards of several contexts are in flight together
+  // and batch on the server (e.g. the beams of a beam search): start_step queues the forward,
+  // finish_step waits for it. Call nothing else on this context in between.
+  pith_status_t start_step(uint32_t top_k = 256) {
+    if (computed_ == tokens_.size()) return PITH_ERR_BAD_ARGUMENT;
+    return begin_run(1, top_k);
+  }
+  Result<Distribution> finish_step() {
+    Result<std::vector<Distribution>> r = end_run();
+    if (!r) return Result<Distribution>::error(r.status());
+    if (r->empty()) return Result<Distribution>::error(PITH_ERR_INTERNAL);
+    return (*r)[0];
+  }
+
+  // Computes the pending tokens and returns the distribution after each of them, in order:
+  // one forward with an output per input (speculative verification, Jacobi iterations,
+  // likelihood scoring). top_k = PITH_TOP_K_ALL gives full-vocabulary distributions.
+  Result<std::vector<Distribution>> decode_all(uint32_t top_k = 1) {
+    if (computed_ == tokens_.size()) return Result<std::vector<Distribution>>::error(PITH_ERR_BAD_ARGUMENT);
+    return run(0, top_k, true);
+  }
+
+  // Forgets the tokens from slot n on (computed or pending) and frees the pages past them; the
+  // next appended token takes the position of the first forgotten one. Rolls back rejected
+  // draft tokens: later writes overwrite their K/V slots (a shared page is copied first).
+  void truncate(size_t n) {
+    if (n >= tokens_.size()) return;
+    next_pos_ = positions_[n];
+    tokens_.resize(n);
+    positions_.resize(n);
+    if (computed_ > n) computed_ = n;
+    release_pages((n + page_size() - 1) / page_size());
+    if (masks_.size() > pages_.size()) masks_.resize(pages_.size());
+    // A page this context offered to the prefix cache must not change under the cache.
+    if (n % page_size() != 0 && n / page_size() < offered_pages_) shared_[n / page_size()] = true;
   }
 
   // The generate loop: decode, sample, append, until a stop condition holds.
@@ -145,6 +210,7 @@ class Context {
     c.next_pos_ = next_pos_;
     c.use_prefix_cache_ = use_prefix_cache_;
     c.inserted_ = true;
+    c.masks_ = masks_;  // shared pages keep their host-side mask; the copied page gets it below
     for (size_t i = 0; i < pages_.size(); ++i) {
       bool partial = i + 1 == pages_.size() && computed_ % page_size() != 0;
       if (partial) {
@@ -158,6 +224,7 @@ class Context {
         s = sync.wait();
         if (s != PITH_OK) return Result<Context>::error(s);
         c.adopt((*p)[0], false);
+        if (s = c.remask(i); s != PITH_OK) return Result<Context>::error(s);
       } else {
         ++detail::page_refs()[pages_[i]];
         c.pages_.push_back(pages_[i]);
@@ -210,6 +277,37 @@ class Context {
     return dropped;
   }
 
+  // Appends an exported state (export_state) after this context's computed slots, keeping the
+  // exporter's positions: modules prefilled once and composed per request (Prompt Cache,
+  // inferlets/modular_caching). If the last page is partly filled, its free slots are padded
+  // (token 0) and hidden so the import starts on a page boundary. Imported pages are read-only
+  // (copied before a write). Nothing may be pending.
+  pith_status_t import_append(std::string_view name) {
+    if (computed_ != tokens_.size()) return PITH_ERR_BAD_ARGUMENT;
+    std::vector<uint32_t> toks, pos;
+    if (pith_status_t s = read_state(name, toks, pos); s != PITH_OK) return s;
+    const uint32_t ps = page_size();
+    if (size_t used = computed_ % ps; used != 0) {
+      const size_t pad_begin = computed_;
+      tokens_.resize(tokens_.size() + (ps - used), 0);
+      positions_.resize(positions_.size() + (ps - used), 0);
+      computed_ = tokens_.size();
+      if (pith_status_t s = mask(pad_begin, computed_); s != PITH_OK) return s;
+    }
+    std::vector<pith_kvpage_t> pages((toks.size() + ps - 1) / ps + 1);
+    uint32_t got = 0;
+    pith_status_t s = pith_kvpage_import(queue_.handle(), name.data(), static_cast<uint32_t>(name.size()),
+                                         pages.data(), static_cast<uint32_t>(pages.size()), &got);
+    if (s != PITH_OK) return s;
+    for (uint32_t i = 0; i < got; ++i) adopt(pages[i], true);
+    tokens_.insert(tokens_.end(), toks.begin(), toks.end());
+    positions_.insert(positions_.end(), pos.begin(), pos.end());
+    computed_ = tokens_.size();
+    if (!pos.empty()) next_pos_ = pos.back() + 1;
+    inserted_ = true;  // composed pages are no causal prefix: keep them out of the prefix cache
+    return PITH_OK;
+  }
+
   // Publishes the computed state under `name` (pages + tokens/positions in the store), so
   // another inferlet can continue from it with Context::import_state.
   pith_status_t export_state(std::string_view name) {
@@ -229,15 +327,9 @@ class Context {
     Result<Context> r = Context::create(model);
     if (!r) return r;
     Context& c = *r;
-    Result<std::string> blob = store_get(std::string("pith.ctx.") + std::string(name));
-    if (!blob || blob->size() < 4) return Result<Context>::error(PITH_ERR_NOT_FOUND);
-    uint32_t n;
-    memcpy(&n, blob->data(), 4);
-    if (blob->size() != 4 + size_t{n} * 8) return Result<Context>::error(PITH_ERR_BAD_ARGUMENT);
-    c.tokens_.resize(n);
-    c.positions_.resize(n);
-    memcpy(c.tokens_.data(), blob->data() + 4, size_t{n} * 4);
-    memcpy(c.positions_.data(), blob->data() + 4 + size_t{n} * 4, size_t{n} * 4);
+    if (pith_status_t s = read_state(name, c.tokens_, c.positions_); s != PITH_OK)
+      return Result<Context>::error(s);
+    uint32_t n = static_cast<uint32_t>(c.tokens_.size());
     c.computed_ = n;
     c.next_pos_ = n ? c.positions_.back() + 1 : 0;
     c.inserted_ = true;
@@ -249,10 +341,43 @@ class Context {
     for (uint32_t i = 0; i < got; ++i) c.adopt(pages[i], true);
     return r;
   }
+  // Withdraws a state published by export_state; its pages are freed once no importer holds them.
+  static pith_status_t remove_export(const Model& model, std::string_view name) {
+    Result<Queue> q = Queue::create(model);
+    if (!q) return q.status();
+    pith_status_t s = pith_kvpage_unexport(q->handle(), name.data(), static_cast<uint32_t>(name.size()));
+    store_delete(std::string("pith.ctx.") + std::string(name));
+    return s;
+  }
 
  private:
   Context(const Model& model, Queue&& q, pith_model_info_t info)
       : model_(model), queue_(static_cast<Queue&&>(q)), info_(info) {}
+
+  // The tokens and positions export_state stored under `name`.
+  static pith_status_t read_state(std::string_view name, std::vector<uint32_t>& toks, std::vector<uint32_t>& pos) {
+    Result<std::string> blob = store_get(std::string("pith.ctx.") + std::string(name));
+    if (!blob || blob->size() < 4) return PITH_ERR_NOT_FOUND;
+    uint32_t n;
+    memcpy(&n, blob->data(), 4);
+    if (blob->size() != 4 + size_t{n} * 8) return PITH_ERR_BAD_ARGUMENT;
+    toks.resize(n);
+    pos.resize(n);
+    memcpy(toks.data(), blob->data() + 4, size_t{n} * 4);
+    memcpy(pos.data(), blob->data() + 4 + size_t{n} * 4, size_t{n} * 4);
+    return PITH_OK;
+  }
+  // Masks live on the host per page handle: a page replaced by a copy needs its mask again.
+  pith_status_t remask(size_t p) {
+    if (p >= masks_.size() || masks_[p].empty()) return PITH_OK;
+    return pith_kvpage_mask(queue_.handle(), pages_[p], masks_[p].data(), page_size());
+  }
+  // True if slots [0, n) hold positions 0, 1, ...: what the prefix cache assumes.
+  bool default_positions(size_t n) const {
+    for (size_t i = 0; i < n && i < positions_.size(); ++i)
+      if (positions_[i] != i) return false;
+    return true;
+  }
 
   void adopt(pith_kvpage_t p, bool shared) {
     ++detail::page_refs()[p];
@@ -277,6 +402,7 @@ class Context {
   // Looks the prompt up in the server's prefix cache before the first computation.
   void use_prefix_cache_for_prompt() {
     if (!use_prefix_cache_ || computed_ != 0 || !pages_.empty() || tokens_.size() < page_size()) return;
+    if (!default_positions(tokens_.size())) return;
     std::vector<pith_kvpage_t> hit(tokens_.size() / page_size());
     uint32_t n_pages = 0, matched = 0;
     if (pith_prefix_match(queue_.handle(), tokens_.data(), static_cast<uint32_t>(tokens_.size()), hit.data(),
@@ -290,6 +416,7 @@ class Context {
     }
     for (uint32_t i = 0; i < n_pages; ++i) adopt(hit[i], true);
     computed_ = matched;
+    cached_ = matched;
   }
 
   // Makes sure the page about to receive writes at slot `computed_` is private.
@@ -306,27 +433,43 @@ class Context {
     pages_[idx] = (*fresh)[0];
     ++detail::page_refs()[(*fresh)[0]];
     shared_[idx] = false;
-    return PITH_OK;
+    return remask(idx);
   }
 
   // One fused forward over the pending tokens; n_out = 1 asks for the distribution after the
-  // last one.
-  Result<std::vector<Distribution>> run(uint32_t n_out, uint32_t top_k) {
-    using R = Result<std::vector<Distribution>>;
+  // last one. An explicit mask (rows = pending tokens) bypasses the prefix cache.
+  Result<std::vector<Distribution>> run(uint32_t n_out, uint32_t top_k, bool every_input = false,
+                                        const AttentionMask* mask = nullptr) {
+    pith_status_t s = begin_run(n_out, top_k, every_input, mask);
+    if (s != PITH_OK) return Result<std::vector<Distribution>>::error(s);
+    return end_run();
+  }
+
+  // The first half of run(): queues the forward over the pending tokens (the host copies the
+  // arguments, so the context may change afterwards) and keeps its future in pending_.
+  pith_status_t begin_run(uint32_t n_out, uint32_t top_k, bool every_input = false,
+                          const AttentionMask* mask = nullptr) {
+    if (pending_.valid()) return PITH_ERR_BAD_ARGUMENT;  // one step in flight at a time
     const bool first = computed_ == 0;
-    if (first) use_prefix_cache_for_prompt();
+    if (first && !mask) use_prefix_cache_for_prompt();
     pith_status_t s = own_last_page();
-    if (s != PITH_OK) return R::error(s);
+    if (s != PITH_OK) return s;
     const uint32_t ps = page_size();
     const size_t total = tokens_.size();
     const size_t need = (total + ps - 1) / ps;
     if (need > pages_.size()) {
       Result<std::vector<pith_kvpage_t>> fresh = queue_.alloc_kvpages(static_cast<uint32_t>(need - pages_.size()));
-      if (!fresh) return R::error(fresh.status());
+      if (!fresh) return fresh.status();
       for (pith_kvpage_t p : *fresh) adopt(p, false);
     }
     const uint32_t n = static_cast<uint32_t>(total - computed_);
+    if (mask && (mask->rows() != n || mask->context_len() != total)) return PITH_ERR_BAD_ARGUMENT;
     uint32_t last = n - 1;
+    std::vector<uint32_t> every;
+    if (every_input) {
+      for (uint32_t i = 0; i < n; ++i) every.push_back(i);
+      n_out = n;
+    }
     pith_forward_tokens_args_t a{};
     a.tokens = tokens_.data() + computed_;
     a.positions = positions_.data() + computed_;
@@ -334,19 +477,42 @@ class Context {
     a.kv_pages = pages_.data();
     a.kv_page_count = static_cast<uint32_t>(need);
     a.last_page_len = static_cast<uint32_t>(total - (need - 1) * ps);
-    a.output_indices = &last;
+    a.output_indices = every_input ? every.data() : &last;
     a.output_count = n_out;
     a.top_k = top_k;
-    Future f = queue_.forward_tokens(a);
-    Result<std::string> bytes = f.get();
+    if (mask) {
+      a.attn_mask = mask->bytes().data();
+      a.attn_mask_len = static_cast<uint32_t>(mask->bytes().size());
+    }
+    pith_future_t f = 0;
+    s = pith_forward_tokens(queue_.handle(), &a, &f);
+    if (s != PITH_OK) return s;
+    pending_ = Future(f);
+    pending_total_ = total;
+    pending_first_ = first && !mask && default_positions(total);  // may feed the prefix cache
+    pending_every_ = every_input;
+    return PITH_OK;
+  }
+
+  // The second half: waits for the queued forward and takes its result.
+  Result<std::vector<Distribution>> end_run() {
+    using R = Result<std::vector<Distribution>>;
+    if (!pending_.valid()) return R::error(PITH_ERR_BAD_ARGUMENT);
+    Result<std::string> bytes = pending_.get();
+    pending_.reset();
     if (!bytes) return R::error(bytes.status());
-    prefilled_ += n > 1 ? n : 0;
+    const size_t total = pending_total_;
+    const uint32_t n = static_cast<uint32_t>(total - computed_);
+    if (!pending_every_) prefilled_ += n > 1 ? n : 0;  // decode_all verifies drafts, no prompt
+    forwarded_ += n;
     computed_ = total;
-    if (first && use_prefix_cache_ && !inserted_) {
+    const uint32_t ps = page_size();
+    if (pending_first_ && use_prefix_cache_ && !inserted_) {
       inserted_ = true;
       uint32_t full = static_cast<uint32_t>(total / ps);
       if (full > 0)
         pith_prefix_insert(queue_.handle(), tokens_.data(), static_cast<uint32_t>(full * ps), pages_.data(), full);
+      offered_pages_ = full;
     }
     return parse_distributions(*bytes);
   }
@@ -363,6 +529,13 @@ class Context {
   bool use_prefix_cache_ = true;
   bool inserted_ = false;
   uint32_t prefilled_ = 0;
+  uint32_t forwarded_ = 0;
+  Future pending_;  // the forward of a started step (begin_run .. end_run)
+  size_t pending_total_ = 0;
+  bool pending_first_ = false;
+  bool pending_every_ = false;  // the started forward has an output per input (decode_all)
+  uint32_t offered_pages_ = 0;  // leading pages given to the prefix cache (read-only after truncate)
+  uint32_t cached_ = 0;
 };
 
 }  // namespace pith

@@ -16,6 +16,7 @@
 
 #include <pith/abi.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <string>
 #include <string_view>
@@ -44,6 +45,8 @@ inline const char* status_name(pith_status_t s) {
     case PITH_ERR_CANCELLED: return "cancelled";
     case PITH_ERR_ALREADY_EXISTS: return "already exists";
     case PITH_ERR_INTERNAL: return "internal error";
+    case PITH_ERR_TIMEOUT: return "timeout";
+    case PITH_ERR_NETWORK: return "network error";
   }
   return "unknown status";
 }
@@ -60,6 +63,7 @@ class Result {
   T& operator*() { return value_; }
   const T& operator*() const { return value_; }
   T* operator->() { return &value_; }
+  const T* operator->() const { return &value_; }
   T value_or(T other) const { return ok() ? value_ : std::move(other); }
 
  private:
@@ -125,11 +129,18 @@ class Future {
  public:
   Future() = default;
   explicit Future(pith_future_t f) : f_(f) {}
-  Future(Future&& o) noexcept : f_(std::exchange(o.f_, 0)) {}
+  // A future for a call that failed before it started: wait() returns s at once.
+  static Future failed(pith_status_t s) {
+    Future f;
+    f.error_ = s;
+    return f;
+  }
+  Future(Future&& o) noexcept : f_(std::exchange(o.f_, 0)), error_(o.error_) {}
   Future& operator=(Future&& o) noexcept {
     if (this != &o) {
       reset();
       f_ = std::exchange(o.f_, 0);
+      error_ = o.error_;
     }
     return *this;
   }
@@ -144,7 +155,7 @@ class Future {
     return f_ && pith_future_poll(f_, &r) == PITH_OK && r;
   }
   // Parks until completion; returns the operation's status.
-  pith_status_t wait() const { return f_ ? pith_future_wait(f_) : PITH_ERR_BAD_HANDLE; }
+  pith_status_t wait() const { return f_ ? pith_future_wait(f_) : error_; }
   // Waits, then returns the result bytes (or the operation's error).
   Result<std::string> get() const {
     pith_status_t s = wait();
@@ -160,6 +171,7 @@ class Future {
 
  private:
   pith_future_t f_ = 0;
+  pith_status_t error_ = PITH_ERR_BAD_HANDLE;  // what wait() says without a handle
 };
 
 // Parks until one of the futures completes; returns its index (or -1 on a bad handle).
@@ -170,6 +182,60 @@ inline int wait_any(const std::vector<const Future*>& fs) {
   pith_status_t s = pith_future_wait_any(hs.data(), static_cast<uint32_t>(hs.size()), &index);
   if (s == PITH_ERR_BAD_HANDLE || s == PITH_ERR_BAD_ARGUMENT) return -1;
   return static_cast<int>(index);
+}
+
+// Parks until every future has completed (built on wait_any, so the instance sleeps until the
+// last one); returns each one's status, in order. A future without a handle (Future::failed)
+// counts as completed with its error.
+inline std::vector<pith_status_t> when_all(const std::vector<const Future*>& fs) {
+  std::vector<pith_status_t> status(fs.size(), PITH_ERR_PENDING);
+  std::vector<size_t> left;
+  for (size_t i = 0; i < fs.size(); ++i) {
+    if (fs[i]->valid())
+      left.push_back(i);
+    else
+      status[i] = fs[i]->wait();
+  }
+  std::vector<pith_future_t> hs;
+  while (!left.empty()) {
+    hs.clear();
+    for (size_t i : left) hs.push_back(fs[i]->handle());
+    uint32_t index = UINT32_MAX;
+    pith_status_t s = pith_future_wait_any(hs.data(), static_cast<uint32_t>(hs.size()), &index);
+    if (index >= left.size()) {
+      // No index: either a future's own status was one the host reports without it (bad
+      // handle), or the wait itself failed (the instance is ending). Poll to tell them apart.
+      bool progressed = false;
+      for (size_t j = 0; j < left.size();) {
+        uint32_t ready = 0;
+        if (pith_future_poll(hs[j], &ready) == PITH_OK && ready) {
+          status[left[j]] = pith_future_wait(hs[j]);
+          left.erase(left.begin() + static_cast<long>(j));
+          hs.erase(hs.begin() + static_cast<long>(j));
+          progressed = true;
+        } else {
+          ++j;
+        }
+      }
+      if (!progressed) {
+        for (size_t i : left) status[i] = s;
+        break;
+      }
+      continue;
+    }
+    status[left[index]] = s;
+    left.erase(left.begin() + static_cast<long>(index));
+  }
+  return status;
+}
+inline std::vector<pith_status_t> when_all(const std::vector<Future>& fs) {
+  std::vector<const Future*> ps;
+  for (const Future& f : fs) ps.push_back(&f);
+  return when_all(ps);
+}
+template <typename... F>
+std::vector<pith_status_t> when_all(const Future& first, const F&... rest) {
+  return when_all(std::vector<const Future*>{&first, &rest...});
 }
 
 // ---- client messaging -------------------------------------------------------------------------
@@ -235,6 +301,40 @@ inline bool store_exists(std::string_view key) {
   return pith_store_exists(key.data(), static_cast<uint32_t>(key.size()), &e) == PITH_OK && e;
 }
 
+// ---- HTTP (abi.h "HTTP": the server's allow list decides which hosts answer) ---------------------
+
+struct HttpResponse {
+  uint32_t status = 0;  // the HTTP status code (404 and 500 are responses, not errors)
+  std::string body;
+};
+
+// Starts a request; a refused or malformed one gives a Future::failed with the call's status.
+inline Future http_get_async(std::string_view url) {
+  pith_future_t f = 0;
+  pith_status_t s = pith_http_get(url.data(), static_cast<uint32_t>(url.size()), &f);
+  return s == PITH_OK ? Future(f) : Future::failed(s);
+}
+inline Future http_post_async(std::string_view url, std::string_view body) {
+  pith_future_t f = 0;
+  pith_status_t s = pith_http_post(url.data(), static_cast<uint32_t>(url.size()), body.data(),
+                                   static_cast<uint32_t>(body.size()), &f);
+  return s == PITH_OK ? Future(f) : Future::failed(s);
+}
+// Waits for an HTTP future: the response, or PITH_ERR_TIMEOUT / LIMIT / NETWORK / NOT_ENABLED.
+inline Result<HttpResponse> http_response(const Future& f) {
+  Result<std::string> bytes = f.get();
+  if (!bytes) return Result<HttpResponse>::error(bytes.status());
+  if (bytes->size() < 4) return Result<HttpResponse>::error(PITH_ERR_INTERNAL);
+  HttpResponse r;
+  memcpy(&r.status, bytes->data(), 4);
+  r.body = bytes->substr(4);
+  return r;
+}
+inline Result<HttpResponse> http_get(std::string_view url) { return http_response(http_get_async(url)); }
+inline Result<HttpResponse> http_post(std::string_view url, std::string_view body) {
+  return http_response(http_post_async(url, body));
+}
+
 // ---- models (sketch; the control layer implements the host side) -----------------------------
 
 inline Result<std::vector<std::string>> available_models() {
@@ -283,6 +383,38 @@ class Model {
     return detail::read_sized([&](char* b, uint32_t cap, uint32_t* len) {
       return pith_detokenize(m_, ids.data(), static_cast<uint32_t>(ids.size()), b, cap, len);
     });
+  }
+  // The bytes of every token, indexed by id (pith_vocab_get; about 1.3 MB for 128k tokens).
+  Result<std::vector<std::string>> vocab() const {
+    using R = Result<std::vector<std::string>>;
+    Result<std::string> blob = detail::read_sized(
+        [&](char* b, uint32_t cap, uint32_t* len) { return pith_vocab_get(m_, b, cap, len); }, 1u << 21);
+    if (!blob) return R::error(blob.status());
+    std::vector<std::string> out;
+    const std::string& s = *blob;
+    for (size_t at = 0; at + 4 <= s.size();) {
+      uint32_t n;
+      memcpy(&n, s.data() + at, 4);
+      if (at + 4 + n > s.size()) return R::error(PITH_ERR_INTERNAL);
+      out.emplace_back(s.data() + at + 4, n);
+      at += 4 + size_t{n};
+    }
+    return out;
+  }
+  // Ids of the special tokens (pith_vocab_special), increasing.
+  Result<std::vector<uint32_t>> special_tokens() const {
+    std::vector<uint32_t> ids(512);
+    for (;;) {
+      uint32_t n = 0;
+      pith_status_t s = pith_vocab_special(m_, ids.data(), static_cast<uint32_t>(ids.size()), &n);
+      if (s == PITH_ERR_BUFFER_TOO_SMALL) {
+        ids.resize(n);
+        continue;
+      }
+      if (s != PITH_OK) return Result<std::vector<uint32_t>>::error(s);
+      ids.resize(n);
+      return ids;
+    }
   }
 
  private:

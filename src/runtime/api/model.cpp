@@ -83,6 +83,21 @@ u32 Z_pithZ_detokenize(Z_pith_instance_t* c, u32 model, u32 tokens, u32 n, u32 b
   });
 }
 
+u32 Z_pithZ_vocab_special(Z_pith_instance_t* c, u32 model, u32 ids, u32 cap, u32 n_out) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    GuestMemory mem(inst);
+    mem.bytes(n_out, 4);
+    std::vector<uint32_t> special;
+    pith_status_t st = session_of(inst).vocab_special(model, &special);
+    if (st != PITH_OK) return st;
+    uint32_t n = static_cast<uint32_t>(special.size());
+    uint32_t w = n < cap ? n : cap;
+    mem.store_u32s(ids, std::span<const uint32_t>(special.data(), w));
+    mem.store<uint32_t>(n_out, n);
+    return n > cap ? PITH_ERR_BUFFER_TOO_SMALL : PITH_OK;
+  });
+}
+
 u32 Z_pithZ_vocab_get(Z_pith_instance_t* c, u32 model, u32 buf, u32 cap, u32 len) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
     std::string vocab;

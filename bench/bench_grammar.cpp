@@ -1,0 +1,164 @@
+// The grammar-mask benchmark suite (see bench_grammar.h).
+#include "bench/bench_grammar.h"
+
+#include <fmt/format.h>
+#include <pith/grammar_matcher.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "common/error.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pith::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using grammar::Automaton;
+using grammar::Matcher;
+
+double since_us(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+struct Walk {
+  std::vector<double> us;         // per step: mask + accept
+  std::vector<uint32_t> states;   // the matcher state each mask was computed for
+  size_t documents = 0;           // completed documents
+};
+
+// One seeded random walk of `steps` tokens under the grammar (see the header for the policy).
+Walk random_walk(Automaton& a, const std::vector<std::string>& vocab, size_t steps, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Matcher m(a);
+  std::vector<uint64_t> mask;
+  std::vector<uint32_t> allowed, structural;
+  Walk w;
+  for (size_t step = 0; step < steps; ++step) {
+    w.states.push_back(m.state());
+    auto t0 = Clock::now();
+    m.fill_mask(mask);
+    double mask_us = since_us(t0);
+    allowed.clear();
+    structural.clear();
+    for (uint32_t t = 0; t < vocab.size(); ++t) {
+      if (!Matcher::allowed(mask, t)) continue;
+      allowed.push_back(t);
+      if (vocab[t].size() <= 2 && vocab[t].find_first_of("{}[]\",:0123456789tfn-()+*") != std::string::npos)
+        structural.push_back(t);
+    }
+    if (allowed.empty() || (m.is_complete() && rng() % 3 == 0)) {
+      w.documents += m.is_complete();
+      m.reset();
+      w.us.push_back(mask_us);
+      continue;
+    }
+    uint32_t pick = !structural.empty() && rng() % 2 ? structural[rng() % structural.size()]
+                                                     : allowed[rng() % allowed.size()];
+    t0 = Clock::now();
+    if (!m.accept_token(pick)) fail("grammar bench: an allowed token was rejected (token {})", pick);
+    w.us.push_back(mask_us + since_us(t0));
+  }
+  return w;
+}
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / double(v.size());
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * double(v.size())))];
+}
+
+}  // namespace
+
+nlohmann::json run_grammar_bench(const GrammarBenchOptions& o) {
+  if (o.tokens == 0) fail("--tokens must be at least 1");
+  const Tokenizer tok = Tokenizer::load(o.model);
+  std::vector<std::string> vocab;
+  std::vector<bool> special;  // control tokens never match a grammar
+  for (size_t i = 0; i < tok.vocab_size(); ++i) {
+    vocab.push_back(tok.token_bytes(static_cast<int32_t>(i)));
+    special.push_back(tok.is_special(static_cast<int32_t>(i)));
+  }
+  std::string text = grammar::json_gbnf();
+  if (!o.grammar_file.empty()) {
+    std::ifstream in(o.grammar_file, std::ios::binary);
+    if (!in) fail("{}: cannot open", o.grammar_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  grammar::Grammar g;
+  std::string err;
+  auto t0 = Clock::now();
+  if (!grammar::Grammar::parse(text, &g, &err)) fail("grammar: {}", err);
+  const double parse_ms = since_us(t0) / 1e3;
+  t0 = Clock::now();
+  TokenTrie trie(vocab, special);
+  const double trie_ms = since_us(t0) / 1e3;
+  Automaton a(g, trie, o.context_frames);
+  fmt::print("grammar bench: {} over {} ({} tokens, {} trie nodes), {} tokens per pass\n",
+             o.grammar_file.empty() ? "JSON" : o.grammar_file, o.model, vocab.size(), trie.nodes(), o.tokens);
+  fmt::print("  compile grammar     {:10.3f} ms ({} rules)\n", parse_ms, g.rule_count());
+  fmt::print("  build token trie    {:10.3f} ms\n", trie_ms);
+
+  Walk cold = random_walk(a, vocab, o.tokens, o.seed);
+  const size_t cold_contexts = a.context_count();
+  Walk warm = random_walk(a, vocab, o.tokens, o.seed + 1);
+  const double us = mean(warm.us), p50 = percentile(warm.us, 0.5), p99 = percentile(warm.us, 0.99);
+  fmt::print("  cold pass           {:10.1f} us/token mean (lazy classification of {} contexts included)\n",
+             mean(cold.us), cold_contexts);
+  fmt::print("  timed pass          {:10.1f} us/token mean, p50 {:.1f}, p99 {:.1f} ({} documents, {} new contexts)\n",
+             us, p50, p99, warm.documents, a.context_count() - cold_contexts);
+
+  // Baseline on the first states of the timed walk; the masks must agree.
+  std::vector<double> naive_us, same_us;
+  std::vector<uint64_t> fast(a.mask_words()), naive(a.mask_words());
+  for (size_t i = 0; i < std::min(o.naive_steps, warm.states.size()); ++i) {
+    t0 = Clock::now();
+    a.fill_mask_naive(warm.states[i], naive.data());
+    naive_us.push_back(since_us(t0));
+    t0 = Clock::now();
+    a.fill_mask(warm.states[i], fast.data());
+    same_us.push_back(since_us(t0));
+    if (fast != naive) fail("grammar bench: fast and naive masks differ at step {}", i);
+  }
+  nlohmann::json j = {{"suite", "grammar"},
+                      {"model", o.model},
+                      {"grammar", o.grammar_file.empty() ? "json" : o.grammar_file},
+                      {"vocab", vocab.size()},
+                      {"trie_nodes", trie.nodes()},
+                      {"tokens", o.tokens},
+                      {"context_frames", o.context_frames},
+                      {"parse_ms", parse_ms},
+                      {"trie_ms", trie_ms},
+                      {"cold_us_per_token", mean(cold.us)},
+                      {"p50_us", p50},
+                      {"p99_us", p99},
+                      {"contexts", a.context_count()},
+                      {"deferred_subtrees", a.deferred_count()},
+                      {"dfa_states", a.state_count()}};
+  if (!naive_us.empty()) {
+    const double nv = mean(naive_us);
+    fmt::print("  naive mask (base)   {:10.1f} us/token over {} steps, masks identical; speedup {:.0f}x\n", nv,
+               naive_us.size(), nv / us);
+    fmt::print("  fast, same states   {:10.1f} us/token\n", mean(same_us));
+    j["naive_us_per_token"] = nv;
+    j["fast_us_same_states"] = mean(same_us);
+    j["naive_steps"] = naive_us.size();
+    j["speedup_vs_naive"] = nv / us;
+  }
+  j["us_per_token"] = us;
+  return j;
+}
+
+}  // namespace pith::bench

@@ -1,0 +1,132 @@
+// agent_codeact: a CodeAct agent (Wang et al. 2024): each turn the model thinks, its action is
+// JavaScript, the inferlet runs that code in an embedded engine (Duktape, compiled into this
+// Wasm module) and feeds the result back into the same KV context as an observation — no
+// round trip to a client, no re-prefill.
+//
+//   agent_codeact [--task TEXT] [--turns 2] [--think-tokens 8] [--answer-tokens 8]
+//                 [--code TEMPLATE] [--seed 1]
+//
+// The tiny test models write no JavaScript, so the action is a code template filled with what
+// the model generated: "{ids}" becomes the JS array of the turn's thought token ids. The default
+// template hashes them (h = (h * 31 + id) % 1000003, a value a client can recompute); --code
+// supplies another. A JavaScript error becomes the observation "Error: ..." and the agent goes
+// on (see README: how errors work without setjmp in wasm32). Sends the final answer text, then
+// a JSON report with every turn (thought ids, code, result, context size before/after).
+#include <duktape.h>
+#include <pith/context.hpp>
+#include <pith/flags.hpp>
+#include <pith/json.hpp>
+#include <stdlib.h>
+
+namespace {
+
+const char* kDefaultCode =
+    "var ids = {ids}; var h = 0;\n"
+    "for (var i = 0; i < ids.length; i++) h = (h * 31 + ids[i]) % 1000003;\n"
+    "'checksum ' + h;";
+
+struct Agent {
+  pith::Model model;
+  pith::Context ctx;
+  std::string task, code_template;
+  uint32_t turns = 2, think_tokens = 8, answer_tokens = 8, turn = 0, errors = 0;
+  uint64_t seed = 1;
+  std::vector<uint32_t> thought;  // the current turn's thought tokens
+  std::string code;               // the current turn's action
+  std::string report;             // JSON objects of the finished turns, comma-separated
+};
+Agent* g_agent = nullptr;  // the fatal handler's way back to the agent (Duktape gives it no state of ours)
+
+void run_turns();
+
+// A turn's result goes into the context as an observation.
+void observe(const std::string& result, bool error) {
+  Agent& a = *g_agent;
+  size_t before = a.ctx.tokens().size();
+  std::string obs = "\nObservation: " + result;
+  a.ctx.fill(obs);
+  pith::Json j;
+  j.num("turn", a.turn).raw("thought", pith::Json::array(a.thought)).str("code", a.code).str("result", result)
+      .boolean("error", error).str("observation", obs).num("context_before", double(before))
+      .num("context_after", double(a.ctx.tokens().size()));
+  a.report += (a.report.empty() ? "" : ",") + j.dump();
+  ++a.turn;
+}
+
+// Duktape's fatal handler, reached for every uncaught JavaScript error (duk_wasm_prelude.h). It
+// must not return: the agent carries on from here, leaving the evaluation's frames (and its
+// Duktape heap) abandoned below — bounded by the number of turns.
+void on_js_error(void*, const char* msg) {
+  ++g_agent->errors;
+  observe(std::string("Error: ") + (msg ? msg : "unknown"), true);
+  run_turns();
+}
+
+std::string eval_js(const std::string& code) {
+  duk_context* js = duk_create_heap(nullptr, nullptr, nullptr, nullptr, on_js_error);
+  if (!js) return "Error: no JavaScript heap";
+  duk_peval_lstring(js, code.data(), code.size());
+  std::string result = duk_safe_to_string(js, -1);
+  duk_destroy_heap(js);
+  return result;
+}
+
+std::string fill_template(const std::string& tmpl, const std::vector<uint32_t>& ids) {
+  std::string arr = "[";
+  for (size_t i = 0; i < ids.size(); ++i) arr += (i ? "," : "") + std::to_string(ids[i]);
+  arr += "]";
+  std::string out = tmpl;
+  for (size_t at = out.find("{ids}"); at != std::string::npos; at = out.find("{ids}", at + arr.size()))
+    out.replace(at, 5, arr);
+  return out;
+}
+
+[[noreturn]] void finish() {
+  Agent& a = *g_agent;
+  a.ctx.fill("\nFinal answer:");
+  pith::Generation g = a.ctx.generate(pith::Sampler::greedy(), pith::Stop{.max_tokens = a.answer_tokens, .stop_at_eos = false});
+  pith::send(g.text);
+  pith::Json j;
+  j.num("turns", a.turn).num("errors", a.errors).num("context_tokens", double(a.ctx.tokens().size()))
+      .num("computed_tokens", a.ctx.forwarded_tokens()).raw("answer_tokens", pith::Json::array(g.tokens))
+      .raw("steps", "[" + a.report + "]");
+  pith::send(j.dump());
+  exit(0);  // also the way out of an error continuation: never return into Duktape
+}
+
+void run_turns() {
+  Agent& a = *g_agent;
+  while (a.turn < a.turns) {
+    a.ctx.fill("\nThought:");
+    pith::Generation g = a.ctx.generate(pith::Sampler::temperature(0.8f, a.seed + a.turn),
+                                        pith::Stop{.max_tokens = a.think_tokens, .stop_at_eos = false});
+    a.thought = g.tokens;
+    a.code = fill_template(a.code_template, g.tokens);
+    a.ctx.fill("\nCode:\n" + a.code);
+    observe(eval_js(a.code), false);
+  }
+  finish();
+}
+
+}  // namespace
+
+int main() {
+  pith::Flags f;
+  Agent a;
+  a.task = f.str("--task", "Compute a checksum of your thoughts with JavaScript.");
+  a.code_template = f.str("--code", kDefaultCode);
+  a.turns = f.u32("--turns", 2);
+  a.think_tokens = f.u32("--think-tokens", 8);
+  a.answer_tokens = f.u32("--answer-tokens", 8);
+  a.seed = f.u64("--seed", 1);
+  if (!f.unknown().empty()) return pith::send("error: unknown argument " + f.unknown()), 2;
+  auto model = pith::Model::open("");
+  auto ctx = model ? pith::Context::create(*model) : pith::Result<pith::Context>::error(model.status());
+  if (!ctx) return pith::send(std::string("error: ") + pith::status_name(ctx.status())), 1;
+  a.model = *model;
+  a.ctx = static_cast<pith::Context&&>(*ctx);
+  if (a.ctx.info().add_bos) a.ctx.fill_tokens({a.ctx.info().bos_token});
+  a.ctx.fill("You solve tasks by writing JavaScript.\nTask: " + a.task);
+  g_agent = &a;
+  run_turns();
+}

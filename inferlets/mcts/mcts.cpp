@@ -1,0 +1,108 @@
+// mcts: Monte-Carlo tree search over the next --depth tokens (beyond the paper). Every tree node
+// owns a Context forked from its parent's (so the tree shares KV pages along each path); an
+// iteration selects a leaf by PUCT, expands it with its --expand most likely tokens as priors,
+// values it by a greedy rollout of --rollout tokens in a throw-away fork (value = exp of the
+// rollout's mean token log-probability), and backs the value up the path (pith/mcts.hpp).
+//
+//   mcts --prompt TEXT [--iterations 24] [--expand 3] [--depth 4] [--rollout 4] [--c-puct 1.5]
+//
+// Sends the text of the most visited path, then a JSON report with the whole tree (per node:
+// parent, token, prior, visits, value_sum, evals, eval_sum), so a client can check it.
+#include <pith/flags.hpp>
+#include <pith/json.hpp>
+#include <pith/mcts.hpp>
+#include <pith/parallel.hpp>
+
+#include <math.h>
+
+#include <map>
+#include <memory>
+
+int main() {
+  pith::Flags f;
+  std::string prompt = f.str("--prompt", "The best opening move is");
+  uint32_t iterations = f.u32("--iterations", 24), n_expand = f.u32("--expand", 3), max_depth = f.u32("--depth", 4),
+           rollout = f.u32("--rollout", 4);
+  double c_puct = f.real("--c-puct", 1.5);
+  if (!f.unknown().empty()) return pith::send("error: unknown argument " + f.unknown()), 2;
+  if (rollout == 0 || n_expand == 0) return pith::send("error: --rollout and --expand must be positive"), 2;
+
+  auto model = pith::Model::open("");
+  auto root = model ? pith::Context::create(*model) : pith::Result<pith::Context>::error(model.status());
+  if (!root) return pith::send(std::string("error: ") + pith::status_name(root.status())), 1;
+  if (root->info().add_bos) root->fill_tokens({root->info().bos_token});
+  root->fill(prompt);
+
+  pith::MctsTree tree(c_puct);
+  std::map<uint32_t, std::unique_ptr<pith::Context>> ctx;  // node -> its context (created on first visit)
+  std::map<uint32_t, double> first_value;                  // a node's value, once evaluated
+  ctx[0] = std::make_unique<pith::Context>(static_cast<pith::Context&&>(*root));
+  pith::TokenLedger ledger;
+  uint32_t node_forks = 0, rollout_forks = 0, shared_pages = 0;
+
+  for (uint32_t it = 0; it < iterations; ++it) {
+    std::vector<uint32_t> path = tree.select();
+    uint32_t leaf = path.back();
+    double value;
+    if (auto seen = first_value.find(leaf); seen != first_value.end()) {
+      value = seen->second;  // a terminal node selected again: its rollout is deterministic
+    } else {
+      if (!ctx.count(leaf)) {
+        const pith::MctsNode& n = tree.node(leaf);
+        pith::Context& parent = *ctx[static_cast<uint32_t>(n.parent)];
+        auto kid = parent.fork();
+        if (!kid) return pith::send(std::string("error: fork: ") + pith::status_name(kid.status())), 1;
+        ++node_forks;
+        shared_pages += pith::shared_prefix_pages(parent, *kid);
+        kid->fill_tokens({n.token});
+        ctx[leaf] = std::make_unique<pith::Context>(static_cast<pith::Context&&>(*kid));
+      }
+      pith::Context& c = *ctx[leaf];
+      auto d = c.decode_step(n_expand > 256 ? n_expand : 256);
+      if (!d) return pith::send(std::string("error: decode: ") + pith::status_name(d.status())), 1;
+      if (tree.node(leaf).depth < max_depth) {
+        std::vector<std::pair<uint32_t, float>> moves;
+        for (size_t i = 0; i < d->ids.size() && i < n_expand; ++i) moves.push_back({d->ids[i], d->probs[i]});
+        tree.expand(leaf, moves);
+      }
+      // Rollout: greedy continuation in a throw-away fork.
+      auto roll = c.fork();
+      if (!roll) return pith::send(std::string("error: fork: ") + pith::status_name(roll.status())), 1;
+      ++rollout_forks;
+      shared_pages += pith::shared_prefix_pages(c, *roll);
+      roll->fill_tokens({d->ids[0]});
+      double logprob = ::log(double(d->probs[0]));
+      std::vector<pith::Branch> b{{&*roll, pith::Sampler::greedy(), pith::Stop{.max_tokens = rollout - 1, .stop_at_eos = false}, {}, 0, false}};
+      if (rollout > 1) pith::generate_parallel(b);
+      logprob += b[0].logprob;
+      value = ::exp(logprob / rollout);
+      first_value[leaf] = value;
+      ledger.computed(*roll);
+      ledger.branch(*roll);
+    }
+    tree.backup(path, value);
+  }
+
+  std::string nodes = "[";
+  for (size_t i = 0; i < tree.nodes().size(); ++i) {
+    const pith::MctsNode& n = tree.nodes()[i];
+    pith::Json j;
+    j.num("id", double(i)).num("parent", n.parent).num("token", n.token).num("prior", n.prior).num("depth", n.depth)
+        .num("visits", n.visits).num("value_sum", n.value_sum).num("evals", n.evals).num("eval_sum", n.eval_sum)
+        .raw("children", pith::Json::array(n.children));
+    nodes += (i ? "," : "") + j.dump();
+  }
+  nodes += "]";
+  for (auto& [id, c] : ctx) ledger.computed(*c);
+
+  std::vector<uint32_t> best = tree.best_path();
+  pith::send(model->detokenize(best).value_or(""));
+  pith::Json j;
+  j.num("iterations", iterations).num("expansions", tree.expansions()).num("nodes", double(tree.nodes().size()))
+      .num("root_visits", tree.node(0).visits).num("node_forks", node_forks).num("rollout_forks", rollout_forks)
+      .num("forks", node_forks + rollout_forks).num("shared_pages", shared_pages)
+      .num("tokens_forwarded", double(ledger.forwarded)).num("branch_tokens", double(ledger.independent))
+      .raw("best_path", pith::Json::array(best)).raw("tree", nodes);
+  pith::send(j.dump());
+  return 0;
+}

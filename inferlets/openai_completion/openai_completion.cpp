@@ -1,0 +1,168 @@
+// openai_completion: the built-in inferlet behind pith serve's OpenAI-compatible endpoints.
+// The server renders the chat template and tokenizes; this program prefills the prompt once
+// (through the prefix cache), forks it into n choices that share the prompt's pages, and
+// samples them round-robin. It streams one message per generated token so the server can
+// produce SSE chunks, usage and logprobs:
+//
+//   usage <prompt_tokens> <cached_tokens>
+//   tok <choice> <token> <logprob> [<id>:<logprob>,...]     (alternatives only with --logprobs K)
+//   end <choice> <stop|length> <completion_tokens>
+//   error <text>
+//
+//   openai_completion --tokens ID,ID,... [--max-tokens N] [--temperature T] [--top-p P]
+//                     [--top-k K] [--min-p P] [--seed S] [--stop STR]... [--n N] [--logprobs K]
+#include <math.h>
+#include <pith/context.hpp>
+#include <stdio.h>
+#include <stdlib.h>
+
+namespace {
+
+struct Request {
+  std::vector<uint32_t> prompt;
+  pith::SamplerConfig sampling;
+  pith::Stop stop;
+  uint32_t n = 1;
+  uint32_t logprobs = 0;  // alternatives per token (0: only the chosen token's logprob)
+};
+
+bool parse_tokens(const std::string& s, std::vector<uint32_t>& out) {
+  const char* p = s.c_str();
+  while (*p) {
+    char* end = nullptr;
+    unsigned long v = strtoul(p, &end, 10);
+    if (end == p) return false;
+    out.push_back(static_cast<uint32_t>(v));
+    p = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',') return false;
+  }
+  return !out.empty();
+}
+
+const char* parse_args(Request& r) {
+  std::vector<std::string> a = pith::args();
+  r.stop.max_tokens = 16;
+  for (size_t i = 1; i < a.size(); ++i) {
+    if (i + 1 >= a.size()) return "missing value after an argument";
+    const std::string& k = a[i];
+    const std::string& v = a[++i];
+    if (k == "--tokens") { if (!parse_tokens(v, r.prompt)) return "--tokens needs ID,ID,..."; }
+    else if (k == "--max-tokens") r.stop.max_tokens = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
+    else if (k == "--temperature") r.sampling.temperature = strtof(v.c_str(), nullptr);
+    else if (k == "--top-p") r.sampling.top_p = strtof(v.c_str(), nullptr);
+    else if (k == "--top-k") r.sampling.top_k = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
+    else if (k == "--min-p") r.sampling.min_p = strtof(v.c_str(), nullptr);
+    else if (k == "--seed") r.sampling.seed = strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--stop") r.stop.strings.push_back(v);
+    else if (k == "--n") r.n = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
+    else if (k == "--logprobs") r.logprobs = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
+    else return "unknown argument";
+  }
+  if (r.prompt.empty()) return "--tokens is required";
+  if (r.n == 0) return "--n must be at least 1";
+  return nullptr;
+}
+
+std::string fmt_float(double x) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.6g", isfinite(x) ? x : -9999.0);
+  return buf;
+}
+
+struct Choice {
+  pith::Context ctx;
+  pith::Sampler sampler;
+  std::vector<uint32_t> generated;
+  bool done = false;
+};
+
+int fail(const std::string& what) {
+  pith::send("error " + what);
+  return 1;
+}
+
+}  // namespace
+
+int main() {
+  Request req;
+  if (const char* err = parse_args(req)) return fail(err);
+
+  auto model = pith::Model::open("");
+  if (!model) return fail(pith::status_name(model.status()));
+  auto root = pith::Context::create(*model);
+  if (!root) return fail(pith::status_name(root.status()));
+  if (req.stop.eos_ids.empty() && root->info().eos_token != UINT32_MAX)
+    req.stop.eos_ids.push_back(root->info().eos_token);
+  // With n > 1 the prompt but its last token is computed once and forked, so the choices share
+  // its pages; each choice computes the last token itself, which yields its first distribution.
+  const uint32_t last = req.prompt.back();
+  std::vector<uint32_t> head(req.prompt.begin(), req.prompt.end() - 1);
+  if (req.n == 1) {
+    root->fill_tokens(req.prompt);
+  } else {
+    root->fill_tokens(head);
+    if (pith_status_t s = root->flush(); s != PITH_OK) return fail(pith::status_name(s));
+    pith::send("usage " + std::to_string(req.prompt.size()) + " " + std::to_string(root->cached_tokens()));
+  }
+  std::vector<Choice> choices;
+  for (uint32_t i = 0; i < req.n; ++i) {
+    pith::SamplerConfig sc = req.sampling;
+    sc.seed = req.sampling.seed + i;
+    if (i + 1 == req.n) {
+      choices.push_back(Choice{std::move(*root), pith::Sampler(sc), {}, false});
+    } else {
+      auto child = root->fork();
+      if (!child) return fail(pith::status_name(child.status()));
+      choices.push_back(Choice{std::move(*child), pith::Sampler(sc), {}, false});
+    }
+    if (req.n > 1) choices.back().ctx.fill_tokens({last});
+  }
+  bool reported_usage = req.n > 1;
+
+  const uint32_t want = req.logprobs > 0 ? (req.logprobs > 20 ? 20 : req.logprobs) : 0;
+  uint32_t live = req.n;
+  while (live > 0) {
+    for (uint32_t i = 0; i < req.n; ++i) {
+      Choice& c = choices[i];
+      if (c.done) continue;
+      // The last prompt token is computed by the first step (flush left the distribution unread).
+      uint32_t k = c.sampler.candidates();
+      if (k < want) k = want;
+      if (k < 1) k = 1;
+      auto d = c.ctx.decode_step(k);
+      if (!d) return fail(std::string("decode: ") + pith::status_name(d.status()));
+      if (!reported_usage) {  // the prefix-cache lookup happened in the first computation
+        reported_usage = true;
+        pith::send("usage " + std::to_string(req.prompt.size()) + " " + std::to_string(c.ctx.cached_tokens()));
+      }
+      uint32_t tok = c.sampler.sample(*d);
+      double lp = -9999.0;
+      std::string alts;
+      for (size_t j = 0; j < d->ids.size(); ++j) {
+        if (d->ids[j] == tok) lp = log(d->probs[j]);
+        if (j < want) {
+          if (!alts.empty()) alts += ",";
+          alts += std::to_string(d->ids[j]) + ":" + fmt_float(log(d->probs[j]));
+        }
+      }
+      std::string msg = "tok " + std::to_string(i) + " " + std::to_string(tok) + " " + fmt_float(lp);
+      if (want) msg += " " + alts;
+      pith::send(msg);
+      c.generated.push_back(tok);
+      c.ctx.fill_tokens({tok});
+      std::string text;
+      if (!req.stop.strings.empty()) {
+        auto t = model->detokenize(c.generated);
+        if (t) text = *t;
+      }
+      const char* why = req.stop.check(c.generated, text);
+      if (*why) {
+        c.done = true;
+        --live;
+        const char* reason = (why[0] == 'l') ? "length" : "stop";
+        pith::send("end " + std::to_string(i) + " " + reason + " " + std::to_string(c.generated.size()));
+      }
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,169 @@
+// pith/constrained.hpp: grammar-constrained generation on a Context (the paper's "EBNF
+// decoding"): each step asks for the full-vocabulary distribution (PITH_TOP_K_ALL), masks it
+// with the grammar (pith/grammar_matcher.hpp) and samples among the allowed tokens only, so the
+// grammar holds for any model and any temperature, not just when the top-K happens to contain a
+// valid token.
+//
+//   auto trie = pith::vocabulary_trie(*model);
+//   pith::grammar::Automaton a(grammar, *trie);
+//   pith::ConstrainedGeneration g = pith::generate_constrained(*ctx, a, {.max_tokens = 64});
+//
+// Budget: when the shortest completion of the input (in bytes) no longer fits in the tokens
+// left, generation stops sampling and appends that completion (tokenized greedily over the
+// vocabulary trie), so the output is always a complete sentence of the grammar. The forced
+// tokens are counted in `forced` and may take the output past max_tokens by a few tokens.
+#pragma once
+
+#include <math.h>
+#include <pith/context.hpp>
+#include <pith/grammar_matcher.hpp>
+#include <pith/rng.hpp>
+
+#include <string>
+#include <vector>
+
+namespace pith {
+
+// The model's vocabulary as a token trie, special tokens left out.
+inline Result<TokenTrie> vocabulary_trie(const Model& model) {
+  Result<std::vector<std::string>> vocab = model.vocab();
+  if (!vocab) return Result<TokenTrie>::error(vocab.status());
+  std::vector<bool> excluded(vocab->size(), false);
+  Result<std::vector<uint32_t>> special = model.special_tokens();
+  if (special) {
+    for (uint32_t id : *special)
+      if (id < excluded.size()) excluded[id] = true;
+  } else {  // a host without pith_vocab_special: fall back to the shape of Llama 3's names
+    for (size_t i = 0; i < vocab->size(); ++i) excluded[i] = looks_special((*vocab)[i]);
+  }
+  return TokenTrie(static_cast<std::vector<std::string>&&>(*vocab), excluded);
+}
+
+// Samples from a full-vocabulary distribution (ids in id order, as PITH_TOP_K_ALL returns it)
+// restricted to the tokens whose mask bit is set: the arg max when temperature <= 0 (ties: the
+// lower id, as the engine orders them), else weights p^(1/T) over the allowed tokens. Tokens
+// whose probability underflowed to 0 are drawn uniformly only if every allowed one did.
+// Returns UINT32_MAX if the mask allows nothing.
+inline uint32_t sample_masked(const Distribution& d, const std::vector<uint64_t>& mask, float temperature, Rng& rng) {
+  const size_t n = d.probs.size();
+  uint32_t best = UINT32_MAX, first = UINT32_MAX;
+  float best_p = -1.0f;
+  size_t count = 0;
+  for (size_t w = 0; w < mask.size(); ++w) {
+    for (uint64_t bits = mask[w]; bits; bits &= bits - 1) {
+      const size_t i = w * 64 + static_cast<size_t>(__builtin_ctzll(bits));
+      if (i >= n) break;
+      if (first == UINT32_MAX) first = static_cast<uint32_t>(i);
+      ++count;
+      if (d.probs[i] > best_p) {
+        best_p = d.probs[i];
+        best = static_cast<uint32_t>(i);
+      }
+    }
+  }
+  if (best == UINT32_MAX || temperature <= 0) return best;
+  if (best_p <= 0) {  // every allowed probability underflowed: uniform over the allowed ones
+    size_t k = static_cast<size_t>(rng.uniform() * double(count));
+    for (size_t w = 0; w < mask.size(); ++w)
+      for (uint64_t bits = mask[w]; bits; bits &= bits - 1)
+        if (k-- == 0) return static_cast<uint32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits)));
+    return first;
+  }
+  // p^(1/T) relative to the best allowed token: exp(log(p / p_best) / T), no overflow.
+  const double inv_t = 1.0 / double(temperature), log_best = ::log(double(best_p));
+  double total = 0;
+  std::vector<double> weight;
+  std::vector<uint32_t> ids;
+  for (size_t w = 0; w < mask.size(); ++w)
+    for (uint64_t bits = mask[w]; bits; bits &= bits - 1) {
+      const size_t i = w * 64 + static_cast<size_t>(__builtin_ctzll(bits));
+      if (i >= n || d.probs[i] <= 0) continue;
+      double x = ::exp((::log(double(d.probs[i])) - log_best) * inv_t);
+      total += x;
+      weight.push_back(x);
+      ids.push_back(static_cast<uint32_t>(i));
+    }
+  double r = rng.uniform() * total;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    r -= weight[k];
+    if (r <= 0) return ids[k];
+  }
+  return best;
+}
+
+struct ConstrainedConfig {
+  uint32_t max_tokens = 64;
+  float temperature = 0.0f;  // 0: greedy among the allowed tokens
+  uint64_t seed = 0;
+  bool stop_at_eos = true;   // the end token is allowed once the input is a complete sentence
+};
+
+struct ConstrainedGeneration {
+  std::string text;              // the bytes of the generated tokens, as the grammar saw them
+  std::vector<uint32_t> tokens;  // sampled, then forced
+  uint32_t sampled = 0;          // tokens chosen by the model (one forward each)
+  uint32_t forced = 0;           // tokens of the completion appended at the budget's end
+  std::string finish_reason;     // "eos", "complete" (nothing else allowed), "budget", or an error
+  uint64_t mask_ns = 0;          // total time spent computing masks
+  uint64_t allowed_total = 0;    // sum over steps of the number of allowed tokens
+};
+
+// Generates from ctx (its pending tokens are the prompt) under the automaton's grammar.
+inline ConstrainedGeneration generate_constrained(Context& ctx, grammar::Automaton& a, const ConstrainedConfig& c) {
+  ConstrainedGeneration g;
+  grammar::Matcher m(a);
+  Rng rng(c.seed);
+  const uint32_t eos = ctx.info().eos_token;
+  std::vector<uint64_t> mask;
+  for (;;) {
+    const size_t left = c.max_tokens > g.tokens.size() ? c.max_tokens - g.tokens.size() : 0;
+    const std::string rest = m.completion();
+    if (!m.is_complete() && rest.size() >= left) {  // finish within the budget: force the rest
+      for (size_t at = 0; at < rest.size();) {
+        int32_t t = a.trie().longest_prefix(std::string_view(rest).substr(at));
+        if (t < 0 || !m.accept_token(static_cast<uint32_t>(t))) {
+          g.finish_reason = "internal error";
+          return g;
+        }
+        g.tokens.push_back(static_cast<uint32_t>(t));
+        g.text += a.trie().bytes(static_cast<uint32_t>(t));
+        ++g.forced;
+        at += a.trie().bytes(static_cast<uint32_t>(t)).size();
+      }
+      g.finish_reason = "budget";
+      return g;
+    }
+    if (m.is_complete() && left == 0) {
+      g.finish_reason = "budget";
+      return g;
+    }
+    Result<Distribution> d = ctx.decode_step(PITH_TOP_K_ALL);
+    if (!d) {
+      g.finish_reason = status_name(d.status());
+      return g;
+    }
+    const uint64_t t0 = now_ns();
+    m.fill_mask(mask, c.stop_at_eos ? eos : UINT32_MAX);
+    g.mask_ns += now_ns() - t0;
+    for (uint64_t w : mask) g.allowed_total += static_cast<uint64_t>(__builtin_popcountll(w));
+    const uint32_t tok = sample_masked(*d, mask, c.temperature, rng);
+    if (tok == UINT32_MAX) {  // complete and nothing may follow (eos not wanted)
+      g.finish_reason = "complete";
+      return g;
+    }
+    if (tok == eos && m.is_complete()) {
+      g.finish_reason = "eos";
+      return g;
+    }
+    if (!m.accept_token(tok)) {
+      g.finish_reason = "internal error";
+      return g;
+    }
+    g.tokens.push_back(tok);
+    g.text += a.trie().bytes(tok);
+    ++g.sampled;
+    ctx.fill_tokens({tok});
+  }
+}
+
+}  // namespace pith

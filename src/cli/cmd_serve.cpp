@@ -1,0 +1,114 @@
+// pith serve -m MODEL [--host H] [--port P] [--config pith.toml] ...: the HTTP server
+// (src/server/api_server.h). Every option can also come from a PITH_* environment variable
+// (PITH_PORT, PITH_API_KEY, ...) or a key of the TOML file (port = 8080, api_key = ["k"], ...;
+// dashes or underscores). Precedence: flag > environment > file > default.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <toml++/toml.h>
+
+#include <memory>
+
+#include "cli/commands.h"
+#include "common/error.h"
+#include "server/api_server.h"
+
+namespace pith::cli {
+
+namespace {
+
+std::string env_name(const std::string& long_name) {
+  std::string e = "PITH_";
+  for (char c : long_name) e += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return e;
+}
+
+std::string toml_scalar(const toml::node& n, const std::string& key, const std::string& file) {
+  if (auto s = n.value<std::string>()) return *s;
+  if (auto b = n.value_exact<bool>()) return *b ? "true" : "false";
+  if (auto i = n.value_exact<int64_t>()) return std::to_string(*i);
+  if (auto d = n.value_exact<double>()) return fmt::format("{}", *d);
+  fail("{}: '{}' must be a string, number or boolean", file, key);
+}
+
+// Applies the TOML file's keys to options that neither a flag nor the environment set.
+void apply_toml(CLI::App& cmd, const std::string& file) {
+  toml::table table;
+  try {
+    table = toml::parse_file(file);
+  } catch (const toml::parse_error& e) {
+    fail("{}: {} (line {})", file, std::string(e.description()), e.source().begin.line);
+  }
+  const toml::table* t = &table;
+  if (auto serve = table["serve"].as_table()) t = serve;  // [serve] section or top level
+  for (const auto& [k, v] : *t) {
+    std::string key(k.str());
+    if (v.is_table()) continue;
+    std::string name = key;
+    std::replace(name.begin(), name.end(), '_', '-');
+    CLI::Option* opt = cmd.get_option_no_throw("--" + name);
+    if (!opt || name == "config") fail("{}: unknown option '{}'", file, key);
+    if (opt->count() > 0) continue;  // a flag or the environment wins
+    if (const toml::array* arr = v.as_array()) {
+      for (const auto& e : *arr) opt->add_result(toml_scalar(e, key, file));
+    } else {
+      opt->add_result(toml_scalar(v, key, file));
+    }
+    opt->run_callback();
+  }
+}
+
+}  // namespace
+
+void add_serve_commands(CLI::App& app) {
+  auto cfg = std::make_shared<server::ServeConfig>();
+  auto config_file = std::make_shared<std::string>();
+  auto verbose = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand("serve", "Serve a model over HTTP: inferlet lifecycle API, OpenAI-compatible endpoints, metrics");
+  auto add = [&](CLI::Option* o) {
+    // Every long option is also PITH_<NAME> in the environment.
+    o->envname(env_name(o->get_single_name()));
+    return o;
+  };
+  add(cmd->add_option("-m,--model", cfg->model, "model: GGUF file or Hugging Face folder"));
+  add(cmd->add_option("--host", cfg->host, "listen address"));
+  add(cmd->add_option("--port", cfg->port, "listen port (0: any free port)"));
+  cmd->add_option("--config", *config_file, "TOML file with any of these options (e.g. port = 8080)")->envname("PITH_CONFIG");
+  add(cmd->add_option("--cache-dir", cfg->cache_dir, "uploaded programs and native code (default ~/.cache/pith)"));
+  add(cmd->add_option("-t,--threads", cfg->threads, "engine threads (0: one per core)"));
+  add(cmd->add_option("--kv-memory", cfg->kv_memory, "KV cache budget, e.g. 512M, 2G"));
+  add(cmd->add_option("--kv-page-size", cfg->kv_page_size, "tokens per KV page"));
+  add(cmd->add_option("--chat-template", cfg->chat_template, "Jinja chat template file (default: the model's)"));
+  add(cmd->add_option("--batch-policy", cfg->batch_policy, "adaptive | eager | k[:K] | t[:MS]"));
+  add(cmd->add_option("--max-batch-tokens", cfg->max_batch_tokens, "token budget per batch (0: unlimited)"));
+  add(cmd->add_option("--batch-formation", cfg->batch_formation, "decode-first or fcfs"));
+  add(cmd->add_flag("--no-prefix-cache", cfg->no_prefix_cache, "disable the radix prefix cache"));
+  add(cmd->add_option("--max-kv-pages-per-inferlet", cfg->max_kv_pages_per_inferlet, "KV page quota per inferlet (0: none)"));
+  add(cmd->add_option("--runtime-threads", cfg->runtime_threads, "threads running inferlets"));
+  add(cmd->add_option("--inferlet-cpu-limit", cfg->inferlet_cpu_limit_s, "CPU seconds per inferlet instance (0: none)"));
+  add(cmd->add_option("--inferlet-memory-mb", cfg->inferlet_memory_mb, "linear memory cap per inferlet, MiB"));
+  add(cmd->add_option("--inferlet-http-allow", cfg->inferlet_http_allow, "hosts inferlets may call (host or host:port)")->delimiter(','));
+  add(cmd->add_option("--api-key", cfg->api_keys, "accepted API key (repeatable); without keys no auth")->delimiter(','));
+  add(cmd->add_option("--api-keys-file", cfg->api_keys_file, "file with one API key per line"));
+  add(cmd->add_option("--max-upload-bytes", cfg->max_upload_bytes, "largest program upload"));
+  add(cmd->add_option("--max-body-bytes", cfg->max_body_bytes, "largest request body other than uploads"));
+  add(cmd->add_option("--max-instances", cfg->max_instances, "instances running at once (all clients)"));
+  add(cmd->add_option("--max-instances-per-key", cfg->max_instances_per_key, "instances running at once per API key (0: no per-key limit)"));
+  add(cmd->add_option("--event-buffer", cfg->event_buffer, "events kept per instance for (re)connecting streams"));
+  add(cmd->add_option("--orphan-grace", cfg->orphan_grace_s, "seconds a non-detached instance survives without an event stream"));
+  add(cmd->add_option("--log-interval", cfg->log_interval_s, "seconds between stats lines (0: off)"));
+  add(cmd->add_flag("-v,--verbose", *verbose, "debug logging"));
+  cmd->callback([cmd, cfg, config_file, verbose] {
+    if (!config_file->empty()) apply_toml(*cmd, *config_file);
+    if (cfg->model.empty()) fail("no model: pass -m MODEL (or PITH_MODEL, or model = \"...\" in the config file)");
+    // A server logs to stderr (stdout stays free for whatever supervises it).
+    auto logger = spdlog::stderr_color_mt("pith-serve");
+    spdlog::set_default_logger(logger);
+    spdlog::set_pattern("%^%L%$ %H:%M:%S.%e %v");
+    if (*verbose) spdlog::set_level(spdlog::level::debug);
+    server::ApiServer server(*cfg);
+    int code = server.run();
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+}  // namespace pith::cli

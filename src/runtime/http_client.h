@@ -1,0 +1,78 @@
+// HttpClient: the host side of inferlet HTTP (abi.h "HTTP", paper Table 1 http_get/http_post).
+// One worker thread drives every transfer through libcurl's multi interface, so a request never
+// blocks a scheduler thread: the guest's fiber parks on its future and the worker completes it.
+//
+// Policy lives here, checked before a request is queued: the URL must be http or https and name
+// a host on the allow list ("host" = any port, "host:port" = that port only, the scheme's default
+// port when the URL names none). Redirects are never followed (a 3xx is returned as is), so a
+// listed host cannot bounce a guest to an unlisted one. A transfer fails with PITH_ERR_TIMEOUT
+// after timeout_ms and with PITH_ERR_LIMIT when the body exceeds max_response_bytes (never
+// truncated). libcurl honours the usual proxy environment variables (http_proxy, no_proxy).
+//
+// Cancellation: each request carries a `wanted` predicate (the instance still exists and the
+// future was not dropped), polled by the worker; an unwanted transfer is aborted and its
+// completion never runs. Destroying the client aborts every transfer the same way.
+#pragma once
+
+#include <pith/abi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pith::runtime {
+
+struct HttpConfig {
+  std::vector<std::string> allow;       // "host" or "host:port"; empty = HTTP disabled
+  uint32_t timeout_ms = 10'000;         // the whole request, connect included
+  size_t max_response_bytes = 4 << 20;  // a larger body fails the request
+  size_t max_in_flight = 256;           // transfers run at once; later ones wait their turn
+};
+
+// Completes the guest's future (status, result bytes); called on the worker thread.
+using HttpDone = std::function<void(pith_status_t status, std::string result)>;
+
+struct HttpRequest {
+  std::string method;  // "GET" or "POST"
+  std::string url;
+  std::string body;    // POST only
+};
+
+class HttpClient {
+ public:
+  // Throws pith::Error naming a malformed allow-list entry.
+  explicit HttpClient(HttpConfig config);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  const HttpConfig& config() const { return config_; }
+
+  // PITH_OK if the URL may be fetched. Otherwise PITH_ERR_BAD_ARGUMENT (not a URL) or
+  // PITH_ERR_NOT_ENABLED (scheme or host refused), with a line for the instance log in *why.
+  pith_status_t check(std::string_view url, std::string* why) const;
+
+  // Queues a checked request. Result bytes on success: uint32 HTTP status (little endian), then
+  // the body; on failure a one-line description. `wanted` may be called from the worker thread
+  // until the request ends; once it returns false the transfer is aborted and `done` is dropped.
+  void start(HttpRequest request, std::function<bool()> wanted, HttpDone done);
+
+  // Transfers queued or running (tests).
+  size_t in_flight() const;
+
+ private:
+  struct Worker;
+  HttpConfig config_;
+  struct AllowEntry {
+    std::string host;   // lower case, no trailing dot; IPv6 literals keep their brackets
+    uint32_t port = 0;  // 0 = any
+  };
+  std::vector<AllowEntry> allow_;
+  std::unique_ptr<Worker> worker_;
+};
+
+}  // namespace pith::runtime

@@ -1,0 +1,420 @@
+#include "server/openai_api.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "common/error.h"
+#include "tokenizer/chat_template.h"
+
+namespace pith::server {
+
+using nlohmann::json;
+
+namespace {
+
+// Reads an optional number field with a range check.
+template <typename T>
+std::optional<T> number_field(const json& body, const char* key, double lo, double hi) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) fail("'{}' must be a number", key);
+  double v = it->get<double>();
+  if (std::is_integral_v<T> && v != std::floor(v)) fail("'{}' must be an integer", key);
+  if (!(v >= lo && v <= hi)) fail("'{}' must be between {} and {}, got {}", key, lo, hi, v);
+  return static_cast<T>(v);
+}
+
+std::vector<int32_t> tokens_of(const json& arr, const Tokenizer& tok) {
+  std::vector<int32_t> out;
+  for (const auto& v : arr) {
+    if (!v.is_number_integer()) fail("'prompt' token arrays must hold integers");
+    int64_t id = v.get<int64_t>();
+    if (id < 0 || static_cast<size_t>(id) >= tok.vocab_size()) fail("prompt token {} is outside the vocabulary", id);
+    out.push_back(static_cast<int32_t>(id));
+  }
+  return out;
+}
+
+std::string message_content(const json& m) {
+  auto it = m.find("content");
+  if (it == m.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_array()) {  // content parts: only text is supported by a text-only model
+    std::string out;
+    for (const auto& part : *it) {
+      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+        fail("only text content parts are supported by this model");
+      out += part["text"].get<std::string>();
+    }
+    return out;
+  }
+  fail("message 'content' must be a string or an array of text parts");
+}
+
+}  // namespace
+
+std::vector<std::string> CompletionRequest::inferlet_args() const {
+  std::string ids;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (i) ids += ',';
+    ids += std::to_string(prompt[i]);
+  }
+  std::vector<std::string> a = {"--tokens", ids, "--max-tokens", std::to_string(max_tokens),
+                                "--temperature", fmt::format("{}", temperature), "--top-p", fmt::format("{}", top_p),
+                                "--top-k", std::to_string(top_k), "--min-p", fmt::format("{}", min_p),
+                                "--seed", std::to_string(seed), "--n", std::to_string(n)};
+  if (logprobs) a.insert(a.end(), {"--logprobs", std::to_string(std::max<uint32_t>(top_logprobs, 1))});
+  for (const auto& s : stop) a.insert(a.end(), {"--stop", s});
+  return a;
+}
+
+CompletionRequest parse_completion_request(const json& body, bool chat, const Tokenizer& tok,
+                                           const ChatTemplate& chat_template, uint32_t context_length,
+                                           uint64_t default_seed) {
+  if (!body.is_object()) fail("the request body must be a JSON object");
+  CompletionRequest r;
+  r.chat = chat;
+  if (body.contains("model") && !body["model"].is_null()) {
+    if (!body["model"].is_string()) fail("'model' must be a string");
+    r.model = body["model"].get<std::string>();
+  }
+  if (body.contains("stream") && !body["stream"].is_null()) {
+    if (!body["stream"].is_boolean()) fail("'stream' must be a boolean");
+    r.stream = body["stream"].get<bool>();
+  }
+  if (auto so = body.find("stream_options"); so != body.end() && so->is_object())
+    r.include_usage = so->value("include_usage", false);
+  if (body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>()) fail("'echo' is not supported");
+  if (body.contains("suffix") && !body["suffix"].is_null()) fail("'suffix' is not supported");
+
+  if (chat) {
+    auto it = body.find("messages");
+    if (it == body.end() || !it->is_array() || it->empty()) fail("'messages' must be a non-empty array");
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    for (const auto& m : *it) {
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+        fail("every message needs a string 'role'");
+      messages.push_back({{"role", m["role"].get<std::string>()}, {"content", message_content(m)}});
+    }
+    nlohmann::ordered_json vars = {{"messages", messages}, {"add_generation_prompt", true}};
+    if (!tok.bos_text().empty()) vars["bos_token"] = tok.bos_text();
+    if (!tok.eos_text().empty()) vars["eos_token"] = tok.eos_text();
+    std::string text;
+    try {
+      text = chat_template.render(ChatTemplate::variables_for(vars));
+    } catch (const std::exception& e) {
+      fail("chat template: {}", e.what());
+    }
+    r.prompt = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
+  } else {
+    auto it = body.find("prompt");
+    if (it == body.end() || it->is_null()) fail("'prompt' is required");
+    const json* p = &*it;
+    if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+    if (p->is_string())
+      r.prompt = tok.encode(p->get<std::string>(), /*add_special=*/true, /*parse_special=*/false);
+    else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer())
+      r.prompt = tokens_of(*p, tok);
+    else if (p->is_array() && p->size() > 1)
+      fail("batched prompts are not supported: send one request per prompt");
+    else
+      fail("'prompt' must be a string or an array of token ids");
+  }
+  if (r.prompt.empty()) fail("the prompt is empty");
+  if (r.prompt.size() >= context_length)
+    fail("the prompt has {} tokens; this model's maximum context length is {} tokens", r.prompt.size(), context_length);
+  const uint32_t room = context_length - static_cast<uint32_t>(r.prompt.size());
+
+  std::optional<uint32_t> max_tokens = number_field<uint32_t>(body, "max_completion_tokens", 1, 1e9);
+  if (!max_tokens) max_tokens = number_field<uint32_t>(body, "max_tokens", 1, 1e9);
+  r.max_tokens = max_tokens.value_or(chat ? room : 16);
+  if (r.max_tokens > room)
+    fail("the prompt ({} tokens) plus max_tokens ({}) exceeds this model's maximum context length of {} tokens",
+         r.prompt.size(), r.max_tokens, context_length);
+  r.temperature = number_field<float>(body, "temperature", 0, 2).value_or(1.0f);
+  r.top_p = number_field<float>(body, "top_p", 0, 1).value_or(1.0f);
+  if (r.top_p <= 0) fail("'top_p' must be greater than 0");
+  int64_t top_k = number_field<int64_t>(body, "top_k", -1, 1e9).value_or(0);
+  r.top_k = top_k < 0 ? 0 : static_cast<uint32_t>(top_k);
+  r.min_p = number_field<float>(body, "min_p", 0, 1).value_or(0.0f);
+  auto seed = number_field<int64_t>(body, "seed", -9.2e18, 9.2e18);
+  r.seed = seed ? static_cast<uint64_t>(*seed) : default_seed;
+  r.n = number_field<uint32_t>(body, "n", 1, 16).value_or(1);
+  if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
+    if (it->is_string()) r.stop.push_back(it->get<std::string>());
+    else if (it->is_array()) {
+      for (const auto& s : *it) {
+        if (!s.is_string()) fail("'stop' must be a string or an array of strings");
+        r.stop.push_back(s.get<std::string>());
+      }
+    } else fail("'stop' must be a string or an array of strings");
+    if (r.stop.size() > 16) fail("at most 16 stop strings");
+    std::erase(r.stop, std::string());
+  }
+  if (chat) {
+    if (auto it = body.find("logprobs"); it != body.end() && !it->is_null()) {
+      if (!it->is_boolean()) fail("'logprobs' must be a boolean");
+      r.logprobs = it->get<bool>();
+    }
+    r.top_logprobs = number_field<uint32_t>(body, "top_logprobs", 0, 20).value_or(0);
+    if (r.top_logprobs > 0 && !r.logprobs) fail("'top_logprobs' requires 'logprobs': true");
+  } else if (auto lp = number_field<uint32_t>(body, "logprobs", 0, 20)) {
+    r.logprobs = true;
+    r.top_logprobs = *lp;
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------- ChoiceText
+
+ChoiceText::ChoiceText(const Tokenizer& tokenizer, std::vector<std::string> stops)
+    : decoder_(tokenizer, /*skip_special=*/true, /*at_text_start=*/false), stops_(std::move(stops)) {}
+
+std::string ChoiceText::release(std::string s) {
+  text_ += s;
+  return s;
+}
+
+std::string ChoiceText::push(int32_t token) {
+  if (stopped_) return "";
+  held_ += decoder_.push(token);
+  size_t best = std::string::npos;
+  for (const auto& s : stops_) best = std::min(best, held_.find(s));
+  if (best != std::string::npos) {
+    stopped_ = true;
+    std::string out = held_.substr(0, best);
+    held_.clear();
+    return release(std::move(out));
+  }
+  // Hold back the longest suffix that could still grow into a stop string.
+  size_t keep = 0;
+  for (const auto& s : stops_)
+    for (size_t k = std::min(s.size() - 1, held_.size()); k > keep; --k)
+      if (held_.compare(held_.size() - k, k, s, 0, k) == 0) {
+        keep = k;
+        break;
+      }
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return release(std::move(out));
+}
+
+std::string ChoiceText::finish() {
+  if (stopped_) return "";
+  std::string out = std::move(held_) + decoder_.flush();
+  held_.clear();
+  return release(std::move(out));
+}
+
+// ---------------------------------------------------------------- CompletionSession
+
+CompletionSession::CompletionSession(const CompletionRequest& request, const Tokenizer& tokenizer, std::string id,
+                                     std::string model, int64_t created)
+    : req_(request), tok_(tokenizer), id_(std::move(id)), model_(std::move(model)), created_(created) {
+  prompt_tokens_ = static_cast<uint32_t>(req_.prompt.size());
+  for (uint32_t i = 0; i < req_.n; ++i) {
+    choices_.push_back(Choice{ChoiceText(tok_, req_.stop), 0, "", json(), 0, false});
+    if (req_.logprobs)
+      choices_.back().logprobs = req_.chat ? json{{"content", json::array()}}
+                                           : json{{"tokens", json::array()}, {"token_logprobs", json::array()},
+                                                  {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+  }
+}
+
+bool CompletionSession::all_done() const {
+  return std::all_of(choices_.begin(), choices_.end(), [](const Choice& c) { return !c.finish_reason.empty(); });
+}
+
+uint32_t CompletionSession::completion_tokens() const {
+  uint32_t n = 0;
+  for (const auto& c : choices_) n += c.tokens;
+  return n;
+}
+
+json CompletionSession::usage() const {
+  uint32_t completion = completion_tokens();
+  return {{"prompt_tokens", prompt_tokens_},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt_tokens_ + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+}
+
+json CompletionSession::chunk(json choices) const {
+  json c = {{"id", id_},
+            {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", created_},
+            {"model", model_},
+            {"system_fingerprint", nullptr},
+            {"choices", std::move(choices)}};
+  if (req_.include_usage) c["usage"] = nullptr;
+  return c;
+}
+
+json CompletionSession::choice_delta(uint32_t index, const std::string& text, const json* logprobs,
+                                     const std::string& finish_reason) {
+  Choice& c = choices_[index];
+  json fr = finish_reason.empty() ? json(nullptr) : json(finish_reason);
+  json lp = logprobs ? *logprobs : json(nullptr);
+  if (req_.chat) {
+    json delta = json::object();
+    if (!c.sent_role) {
+      delta["role"] = "assistant";
+      c.sent_role = true;
+    }
+    if (!text.empty() || finish_reason.empty()) delta["content"] = text;
+    return {{"index", index}, {"delta", delta}, {"logprobs", lp}, {"finish_reason", fr}};
+  }
+  return {{"index", index}, {"text", text}, {"logprobs", lp}, {"finish_reason", fr}};
+}
+
+json CompletionSession::logprob_entry(int32_t token, double logprob,
+                                      const std::vector<std::pair<int32_t, double>>& top) const {
+  auto bytes_of = [](const std::string& s) {
+    json b = json::array();
+    for (unsigned char ch : s) b.push_back(static_cast<int>(ch));
+    return b;
+  };
+  const std::string& piece = tok_.token_bytes(token);
+  json e = {{"token", piece}, {"logprob", logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", json::array()}};
+  for (const auto& [id, lp] : top) {
+    const std::string& p = tok_.token_bytes(id);
+    e["top_logprobs"].push_back({{"token", p}, {"logprob", lp}, {"bytes", bytes_of(p)}});
+  }
+  return e;
+}
+
+std::vector<json> CompletionSession::on_message(std::string_view m) {
+  std::vector<json> out;
+  auto word = [&m]() {
+    while (!m.empty() && m.front() == ' ') m.remove_prefix(1);
+    size_t sp = m.find(' ');
+    std::string_view w = m.substr(0, sp);
+    m = sp == std::string_view::npos ? std::string_view() : m.substr(sp + 1);
+    return w;
+  };
+  auto num = [](std::string_view w, auto& v) {
+    auto [p, ec] = std::from_chars(w.data(), w.data() + w.size(), v);
+    if (ec != std::errc() || p != w.data() + w.size()) fail("completion inferlet sent a malformed number '{}'", w);
+  };
+  auto fnum = [](std::string_view w) {
+    std::string s(w);
+    char* end = nullptr;
+    double v = std::strtod(s.c_str(), &end);
+    if (end != s.c_str() + s.size()) fail("completion inferlet sent a malformed number '{}'", w);
+    return v;
+  };
+  std::string_view kind = word();
+  if (kind == "error") fail("generation failed: {}", m);
+  if (kind == "usage") {
+    num(word(), prompt_tokens_);
+    num(word(), cached_tokens_);
+    return out;
+  }
+  uint32_t index = 0;
+  num(word(), index);
+  if (index >= choices_.size()) fail("completion inferlet sent choice {} of {}", index, choices_.size());
+  Choice& c = choices_[index];
+  if (kind == "tok") {
+    int32_t token = 0;
+    num(word(), token);
+    if (token < 0 || static_cast<size_t>(token) >= tok_.vocab_size()) fail("completion inferlet sent token {}", token);
+    double lp = fnum(word());
+    std::vector<std::pair<int32_t, double>> top;
+    std::string_view alts = word();
+    while (!alts.empty() && top.size() < req_.top_logprobs) {
+      size_t comma = alts.find(',');
+      std::string_view a = alts.substr(0, comma);
+      size_t colon = a.find(':');
+      int32_t id = 0;
+      num(a.substr(0, colon), id);
+      if (id >= 0 && static_cast<size_t>(id) < tok_.vocab_size()) top.emplace_back(id, fnum(a.substr(colon + 1)));
+      alts = comma == std::string_view::npos ? std::string_view() : alts.substr(comma + 1);
+    }
+    if (!c.finish_reason.empty() || c.text.stopped()) return out;
+    saw_token_ = true;
+    ++c.tokens;
+    std::string delta = c.text.push(token);
+    json lp_delta;
+    if (req_.logprobs) {
+      if (req_.chat) {
+        lp_delta = {{"content", json::array({logprob_entry(token, lp, top)})}};
+        c.logprobs["content"].push_back(lp_delta["content"][0]);
+      } else {
+        json top_map = json::object();
+        for (const auto& [id, v] : top) top_map[tok_.token_bytes(id)] = v;
+        lp_delta = {{"tokens", {tok_.token_bytes(token)}},
+                    {"token_logprobs", {lp}},
+                    {"top_logprobs", {top_map}},
+                    {"text_offset", {c.text_offset}}};
+        for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+          c.logprobs[k].push_back(lp_delta[k][0]);
+      }
+    }
+    c.text_offset += delta.size();
+    if (c.text.stopped()) c.finish_reason = "stop";
+    if (req_.stream && (!delta.empty() || req_.logprobs || !c.sent_role))
+      out.push_back(chunk(json::array({choice_delta(index, delta, req_.logprobs ? &lp_delta : nullptr, "")})));
+    if (req_.stream && !c.finish_reason.empty())
+      out.push_back(chunk(json::array({choice_delta(index, "", nullptr, c.finish_reason)})));
+    return out;
+  }
+  if (kind == "end") {
+    std::string_view reason = word();
+    if (!c.finish_reason.empty()) return out;
+    std::string rest = c.text.finish();
+    c.finish_reason = reason == "length" ? "length" : "stop";
+    if (req_.stream) {
+      if (!rest.empty()) out.push_back(chunk(json::array({choice_delta(index, rest, nullptr, "")})));
+      out.push_back(chunk(json::array({choice_delta(index, "", nullptr, c.finish_reason)})));
+    }
+    return out;
+  }
+  fail("completion inferlet sent an unknown message '{}'", kind);
+}
+
+std::vector<json> CompletionSession::finish() {
+  std::vector<json> out;
+  for (uint32_t i = 0; i < choices_.size(); ++i) {
+    Choice& c = choices_[i];
+    if (!c.finish_reason.empty()) continue;
+    std::string rest = c.text.finish();
+    c.finish_reason = c.tokens >= req_.max_tokens ? "length" : "stop";
+    if (req_.stream) {
+      if (!rest.empty()) out.push_back(chunk(json::array({choice_delta(i, rest, nullptr, "")})));
+      out.push_back(chunk(json::array({choice_delta(i, "", nullptr, c.finish_reason)})));
+    }
+  }
+  if (req_.stream && req_.include_usage) {
+    json u = chunk(json::array());
+    u["usage"] = usage();
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
+json CompletionSession::response() const {
+  json choices = json::array();
+  for (uint32_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    json lp = req_.logprobs ? c.logprobs : json(nullptr);
+    if (req_.chat)
+      choices.push_back({{"index", i},
+                         {"message", {{"role", "assistant"}, {"content", c.text.text()}}},
+                         {"logprobs", lp},
+                         {"finish_reason", c.finish_reason}});
+    else
+      choices.push_back({{"index", i}, {"text", c.text.text()}, {"logprobs", lp}, {"finish_reason", c.finish_reason}});
+  }
+  return {{"id", id_},
+          {"object", req_.chat ? "chat.completion" : "text_completion"},
+          {"created", created_},
+          {"model", model_},
+          {"system_fingerprint", nullptr},
+          {"choices", std::move(choices)},
+          {"usage", usage()}};
+}
+
+}  // namespace pith::server

@@ -1,0 +1,257 @@
+// The grammar SDK headers (sdk/include/pith/grammar*.hpp, token_trie.hpp) compiled natively:
+// GBNF parse errors, acceptance/rejection of whole strings, completions, and the fast vocabulary
+// mask against the naive per-token matcher on synthetic and the real Llama 3 vocabulary.
+#include <gtest/gtest.h>
+#include <pith/grammar_matcher.hpp>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+using pith::TokenTrie;
+using pith::grammar::Automaton;
+using pith::grammar::Grammar;
+using pith::grammar::Matcher;
+
+const char* kArith = R"gbnf(
+# integer arithmetic with optional single spaces
+root   ::= expr
+expr   ::= term ( ws [-+] ws term )*
+term   ::= factor ( ws [*/] ws factor )*
+factor ::= number | "(" ws expr ws ")"
+number ::= [0-9]+
+ws     ::= " "?
+)gbnf";
+
+Grammar compile(std::string_view text) {
+  Grammar g;
+  std::string err;
+  EXPECT_TRUE(Grammar::parse(text, &g, &err)) << err;
+  return g;
+}
+
+std::string error_of(std::string_view text) {
+  Grammar g;
+  std::string err;
+  EXPECT_FALSE(Grammar::parse(text, &g, &err)) << text;
+  return err;
+}
+
+std::vector<std::string> byte_vocab() {
+  std::vector<std::string> v;
+  for (int b = 0; b < 256; ++b) v.emplace_back(1, static_cast<char>(b));
+  return v;
+}
+
+// A grammar over the 256 single-byte tokens: the matcher then sees plain strings.
+struct Bytes {
+  explicit Bytes(std::string_view text) : g(compile(text)), trie(byte_vocab()), a(g, trie) {}
+  bool matches(std::string_view s) {
+    Matcher m(a);
+    return m.accept_bytes(s) && m.is_complete();
+  }
+  bool prefix(std::string_view s) {
+    Matcher m(a);
+    return m.accept_bytes(s);
+  }
+  Grammar g;
+  TokenTrie trie;
+  Automaton a;
+};
+
+TEST(GrammarParse, ErrorsNameWhatAndWhere) {
+  struct Case {
+    const char* text;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"", "no rules"},
+      {"   # only a comment\n", "no rules"},
+      {"root ::= foo", "line 1, column 10: undefined rule 'foo'"},
+      {"root ::= \"abc", "unterminated string literal"},
+      {"root ::= \"ab\ncd\"", "unterminated string literal"},
+      {"root ::= [abc", "unterminated character class"},
+      {"root ::= \"\\q\"", "unknown escape '\\q'"},
+      {"root ::= \"\\x4\"", "hex digits"},
+      {"root ::= a\na ::= a \"x\" | \"y\"", "left recursion: a -> a"},
+      {"root ::= b\nb ::= c \"x\"\nc ::= \"\" | b", "left recursion"},
+      {"root ::= (\"a\"?)*", "left recursion"},
+      {"root ::= \"a\"\nroot ::= \"b\"", "line 2, column 1: rule 'root' is defined twice"},
+      {"root ::= \"a\" )", "line 1, column 14: unexpected ')'"},
+      {"root ::= \"a\" @", "unexpected character '@'"},
+      {"root ::= a\na ::= \"x\" a", "derives no finite string"},
+      {"root = \"a\"", "expected '::=' after rule name 'root'"},
+      {"::= \"a\"", "expected a rule name"},
+      {"root ::= \"a\"{3,2}", "n < m"},
+      {"root ::= \"a\"{2", "expected '}'"},
+      {"root ::= \"a\"{5000}", "repetition bound above"},
+      {"root ::= ( \"a\" ", "expected ')'"},
+      {"start ::= \"a\"", "no rule 'root'"},
+      {"root ::= [z-a]", "reversed"},
+      {"root ::= []", "empty character class"},
+      {"root ::= [^\\x00-\\U0010FFFF]", "matches nothing"},
+      {"root ::= \"\\uD800\"", "not a Unicode scalar value"},
+  };
+  for (const Case& c : cases) {
+    std::string err = error_of(c.text);
+    EXPECT_NE(err.find(c.expect), std::string::npos) << "grammar: " << c.text << "\nerror: " << err;
+  }
+}
+
+TEST(GrammarParse, CustomRootAndHelperRules) {
+  Grammar g;
+  std::string err;
+  ASSERT_TRUE(Grammar::parse("start ::= item+\nitem ::= [a-c] \",\"?", &g, &err, "start")) << err;
+  EXPECT_EQ(g.rule_name(g.root()), "start");
+  EXPECT_GT(g.rule_count(), 2u);  // the repetition and the optional became helper rules
+}
+
+TEST(GrammarMatch, Json) {
+  Bytes j(pith::grammar::json_gbnf());
+  for (const char* ok : {"{}", " [ ]\n", "0", "-0.0E-1", "true", "null", "\"\"",
+                         "{\"a\": [1, -2.5e+3, true, false, null, \"x\\n\\u00e9\"]}",
+                         "[[[[]]], {\"k\": {\"l\": {}}}]", "\"\xC3\xA9\xE2\x82\xAC\xF0\x9D\x84\x9E\"",
+                         "{\"a\":1,\"b\":\"\\\\\\/\"}"})
+    EXPECT_TRUE(j.matches(ok)) << ok;
+  for (const char* bad : {"{", "[1,]", "01", "{\"a\" 1}", "\"\x01\"", "tru", "\"\\x\"", "[1 2]",
+                          "\"\xC3\x28\"", "\"\xED\xA0\x80\"", "{'a': 1}", "1.", "-", "[1]]", "\"\xF5\x80\x80\x80\""})
+    EXPECT_FALSE(j.matches(bad)) << bad;
+  // Viable prefixes are accepted incrementally, dead ones are not.
+  EXPECT_TRUE(j.prefix("{\"a\": [1, 2"));
+  EXPECT_TRUE(j.prefix("\"\xE2\x82"));  // half a character
+  EXPECT_FALSE(j.prefix("{\"a\": ]"));
+  EXPECT_FALSE(j.prefix("[01"));
+}
+
+TEST(GrammarMatch, ArithmeticRepetitionClassesAndAnyChar) {
+  Bytes a(kArith);
+  for (const char* ok : {"1", "1+2", "(1 + 2) * 3", "((42))", "7/8-9"}) EXPECT_TRUE(a.matches(ok)) << ok;
+  for (const char* bad : {"", "+1", "1+", "(1", "1  + 2", "a", "1)"}) EXPECT_FALSE(a.matches(bad)) << bad;
+
+  Bytes r("root ::= \"a\"{2,3} \"b\"");
+  EXPECT_TRUE(r.matches("aab"));
+  EXPECT_TRUE(r.matches("aaab"));
+  EXPECT_FALSE(r.matches("ab"));
+  EXPECT_FALSE(r.matches("aaaab"));
+
+  Bytes c("root ::= [^a\\n]+ \"\\n\"");
+  EXPECT_TRUE(c.matches("b\xC3\xA9z\n"));
+  EXPECT_FALSE(c.matches("bad\n"));
+  EXPECT_FALSE(c.matches("\x80\n"));  // a lone continuation byte is not a character
+
+  Bytes any("root ::= . . \"!\"  # two characters of any length");
+  EXPECT_TRUE(any.matches("x\xF0\x9F\x98\x80!"));
+  EXPECT_FALSE(any.matches("x!"));
+
+  Bytes multi("root ::= ( \"ab\" | \"c\" )*\n  \"d\"");  // newlines inside a rule are whitespace
+  EXPECT_TRUE(multi.matches("abcabd"));
+  EXPECT_FALSE(multi.matches("abad"));
+}
+
+TEST(GrammarMatch, CompletionFinishesAnyViablePrefix) {
+  Bytes j(pith::grammar::json_gbnf());
+  const std::string doc = "{\"key\": [1.5e3, {\"x\": \"\xC3\xA9\\u00e9\"}, true], \"n\": null}";
+  for (size_t cut = 0; cut <= doc.size(); ++cut) {
+    Matcher m(j.a);
+    ASSERT_TRUE(m.accept_bytes(doc.substr(0, cut))) << cut;
+    std::string rest = m.completion();
+    ASSERT_TRUE(m.accept_bytes(rest)) << doc.substr(0, cut) << " + " << rest;
+    EXPECT_TRUE(m.is_complete()) << doc.substr(0, cut) << " + " << rest;
+  }
+}
+
+// Random walks under the grammar: at every step the fast mask equals the naive one.
+void expect_masks_match(Automaton& a, uint32_t seed, int steps) {
+  std::mt19937 rng(seed);
+  Matcher m(a);
+  std::vector<uint64_t> fast, naive(a.mask_words());
+  for (int step = 0; step < steps; ++step) {
+    m.fill_mask(fast);
+    a.fill_mask_naive(m.state(), naive.data());
+    ASSERT_EQ(fast, naive) << "seed " << seed << " step " << step;
+    std::vector<uint32_t> allowed;
+    for (uint32_t t = 0; t < a.trie().vocab_size(); ++t)
+      if (Matcher::allowed(fast, t)) allowed.push_back(t);
+    if (allowed.empty() || (m.is_complete() && rng() % 4 == 0)) {
+      m.reset();
+      continue;
+    }
+    ASSERT_TRUE(m.accept_token(allowed[rng() % allowed.size()]));
+  }
+}
+
+TEST(GrammarMask, EqualsNaiveOnSyntheticVocabulary) {
+  std::vector<std::string> vocab = byte_vocab();
+  const std::string alphabet = "{}[]\",:0123456789-.eE+tfnrual \n\\u\xC3\xA9";
+  std::mt19937 rng(7);
+  for (int i = 0; i < 3000; ++i) {
+    std::string t;
+    for (size_t len = 1 + rng() % 6; t.size() < len;) t += alphabet[rng() % alphabet.size()];
+    vocab.push_back(t);
+  }
+  vocab.push_back("<|eot_id|>");
+  std::vector<bool> special(vocab.size(), false);
+  special.back() = true;
+  TokenTrie trie(vocab, special);
+  for (const char* text : {pith::grammar::json_gbnf(), kArith}) {
+    Grammar g = compile(text);
+    for (uint32_t frames : {1u, 2u, 3u, 5u}) {
+      Automaton a(g, trie, frames);
+      for (uint32_t seed = 1; seed <= 3; ++seed) expect_masks_match(a, seed * 100 + frames, 60);
+    }
+  }
+}
+
+TEST(GrammarMask, EqualsNaiveOnLlama3Vocabulary) {
+  pith::Tokenizer tok = pith::Tokenizer::load(std::string(PITH_TEST_DATA) + "/tokenizer/ggml-vocab-llama-bpe.gguf");
+  ASSERT_GT(tok.vocab_size(), 128000u);
+  std::vector<std::string> vocab;
+  std::vector<bool> special;
+  for (size_t i = 0; i < tok.vocab_size(); ++i) {
+    vocab.push_back(tok.token_bytes(static_cast<int32_t>(i)));
+    special.push_back(tok.is_special(static_cast<int32_t>(i)));
+  }
+  TokenTrie trie(vocab, special);
+  Grammar g = compile(pith::grammar::json_gbnf());
+  Automaton a(g, trie);
+  Matcher m(a);
+  std::vector<uint64_t> fast, naive(a.mask_words());
+  auto count = [](const std::vector<uint64_t>& mask) {
+    size_t n = 0;
+    for (uint64_t w : mask) n += static_cast<size_t>(__builtin_popcountll(w));
+    return n;
+  };
+  // Feed a document token by token (greedy longest tokens), comparing masks at each step.
+  const std::string doc = "{\"name\": \"caf\xC3\xA9 \\\"x\\\"\", \"list\": [1, -2.5, true], \"o\": {}}";
+  size_t at = 0, steps = 0;
+  const uint32_t eot = static_cast<uint32_t>(tok.find_token("<|eot_id|>"));
+  while (at < doc.size()) {
+    m.fill_mask(fast);
+    a.fill_mask_naive(m.state(), naive.data());
+    ASSERT_EQ(fast, naive) << "after " << doc.substr(0, at);
+    EXPECT_FALSE(Matcher::allowed(fast, eot));
+    if (at == 10) {
+      EXPECT_GT(count(fast), 100000u) << "inside a string almost every token fits";
+    }
+    if (at == 1) {
+      EXPECT_LT(count(fast), 20000u) << "after '{' only keys, spaces or '}'";
+    }
+    int32_t t = trie.longest_prefix(doc.substr(at));
+    ASSERT_GE(t, 0);
+    ASSERT_TRUE(Matcher::allowed(fast, static_cast<uint32_t>(t))) << vocab[static_cast<size_t>(t)];
+    ASSERT_TRUE(m.accept_token(static_cast<uint32_t>(t)));
+    at += vocab[static_cast<size_t>(t)].size();
+    ++steps;
+  }
+  EXPECT_TRUE(m.is_complete());
+  m.fill_mask(fast, eot);
+  EXPECT_TRUE(Matcher::allowed(fast, eot)) << "a complete document allows the end token";
+  EXPECT_GT(steps, 10u);
+}
+
+}  // namespace

@@ -1,0 +1,157 @@
+// The OpenAI surface without a server: request validation, stop-string hold-back while
+// streaming, and CompletionSession turning inferlet messages into responses and chunks.
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "server/openai_api.h"
+#include "tokenizer/chat_template.h"
+
+namespace pith::server {
+namespace {
+
+using nlohmann::json;
+
+const Tokenizer& tok() {
+  static const Tokenizer t = Tokenizer::load(std::string(PITH_TEST_DATA) + "/tokenizer/ggml-vocab-llama-bpe.gguf");
+  return t;
+}
+
+const ChatTemplate& tmpl() {
+  static const ChatTemplate t(
+      "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
+      "{{ m['content'] }}<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant"
+      "<|end_header_id|>\n\n{% endif %}");
+  return t;
+}
+
+CompletionRequest parse(const json& body, bool chat = false) {
+  return parse_completion_request(body, chat, tok(), tmpl(), 128, 42);
+}
+
+TEST(OpenAiRequest, CompletionDefaultsAndTokens) {
+  CompletionRequest r = parse({{"prompt", "Hello world"}});
+  EXPECT_EQ(r.prompt, tok().encode("Hello world", true, false));
+  EXPECT_EQ(r.prompt.front(), tok().bos_id());
+  EXPECT_EQ(r.max_tokens, 16u);
+  EXPECT_FLOAT_EQ(r.temperature, 1.0f);
+  EXPECT_EQ(r.seed, 42u);
+  EXPECT_EQ(r.n, 1u);
+  CompletionRequest ids = parse({{"prompt", {1, 2, 3}}, {"max_tokens", 4}, {"seed", 9}, {"stop", "x"}});
+  EXPECT_EQ(ids.prompt, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(ids.seed, 9u);
+  EXPECT_EQ(ids.stop, std::vector<std::string>{"x"});
+  auto args = ids.inferlet_args();
+  EXPECT_EQ(args[0], "--tokens");
+  EXPECT_EQ(args[1], "1,2,3");
+}
+
+TEST(OpenAiRequest, ChatUsesTemplateAndSpecialTokens) {
+  CompletionRequest r = parse({{"messages", {{{"role", "user"}, {"content", "Hi"}}}}}, true);
+  std::string text = tok().decode(r.prompt);
+  EXPECT_NE(text.find("<|start_header_id|>assistant<|end_header_id|>"), std::string::npos) << text;
+  EXPECT_EQ(r.prompt.front(), tok().bos_id());
+  EXPECT_EQ(r.max_tokens, 128u - r.prompt.size());  // chat default: the rest of the context
+}
+
+TEST(OpenAiRequest, Rejections) {
+  auto bad = [](const json& body, bool chat = false) {
+    EXPECT_THROW(parse(body, chat), Error) << body.dump();
+  };
+  bad(json::array());
+  bad({{"prompt", nullptr}});
+  bad({{"prompt", "x"}, {"temperature", 3}});
+  bad({{"prompt", "x"}, {"top_p", 0}});
+  bad({{"prompt", "x"}, {"max_tokens", 0}});
+  bad({{"prompt", "x"}, {"max_tokens", 1000}});  // beyond the context
+  bad({{"prompt", "x"}, {"n", 0}});
+  bad({{"prompt", "x"}, {"stop", 3}});
+  bad({{"prompt", {1, -2}}});
+  bad({{"prompt", {"a", "b"}}});  // batched prompts
+  bad({{"messages", json::array()}}, true);
+  bad({{"messages", {{{"content", "no role"}}}}}, true);
+  bad({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"top_logprobs", 2}}, true);  // needs logprobs
+}
+
+std::vector<int32_t> ids_of(const std::string& s) { return tok().encode(s, false, false); }
+
+std::string stream_through(ChoiceText& c, const std::string& s) {
+  std::string out;
+  for (int32_t id : ids_of(s)) out += c.push(id);
+  return out;
+}
+
+TEST(ChoiceText, StopStringIsCutAndNeverStreamed) {
+  ChoiceText c(tok(), {"STOP"});
+  std::string out = stream_through(c, "Hello STOP and more");
+  EXPECT_TRUE(c.stopped());
+  EXPECT_EQ(out, "Hello ");
+  EXPECT_EQ(c.text(), "Hello ");
+  EXPECT_EQ(c.finish(), "");
+}
+
+TEST(ChoiceText, HeldBackPrefixIsReleasedWhenItDoesNotMatch) {
+  ChoiceText c(tok(), {"ab!"});
+  std::string out = stream_through(c, "x ab");
+  EXPECT_EQ(out.size() + 2, std::string("x ab").size());  // "ab" could still become "ab!"
+  out += stream_through(c, "c");
+  out += c.finish();
+  EXPECT_FALSE(c.stopped());
+  EXPECT_EQ(out, "x abc");
+}
+
+TEST(ChoiceText, IncompleteUtf8WaitsForItsLastByte) {
+  ChoiceText c(tok(), {});
+  std::string all;
+  for (int32_t id : ids_of("héllo wörld 🎉")) all += c.push(id);
+  all += c.finish();
+  EXPECT_EQ(all, "héllo wörld 🎉");
+}
+
+TEST(CompletionSession, MessagesBecomeAResponse) {
+  CompletionRequest r = parse({{"prompt", "Hi"}, {"max_tokens", 3}, {"logprobs", 2}});
+  CompletionSession s(r, tok(), "cmpl-1", "tiny", 7);
+  auto ids = ids_of(" one two");
+  s.on_message("usage 2 0");
+  for (int32_t id : ids) s.on_message("tok 0 " + std::to_string(id) + " -0.5 " + std::to_string(id) + ":-0.5,5:-1.5");
+  s.on_message("end 0 length " + std::to_string(ids.size()));
+  EXPECT_TRUE(s.all_done());
+  s.finish();
+  json j = s.response();
+  EXPECT_EQ(j["choices"][0]["text"], " one two");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["completion_tokens"], ids.size());
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 2);
+  EXPECT_EQ(j["choices"][0]["logprobs"]["tokens"].size(), ids.size());
+  EXPECT_EQ(j["choices"][0]["logprobs"]["top_logprobs"][0].size(), 2u);
+  EXPECT_THROW(s.on_message("tok 5 1 -1"), Error);  // no such choice
+  EXPECT_THROW(s.on_message("bogus"), Error);
+  EXPECT_THROW(s.on_message("error out of KV pages"), Error);
+}
+
+TEST(CompletionSession, StreamingChatChunks) {
+  CompletionRequest r = parse({{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"stream", true},
+                               {"max_tokens", 4}, {"stream_options", {{"include_usage", true}}}},
+                              true);
+  CompletionSession s(r, tok(), "chatcmpl-1", "tiny", 7);
+  std::string text;
+  bool first = true;
+  for (int32_t id : ids_of("Yes.")) {
+    for (const json& c : s.on_message("tok 0 " + std::to_string(id) + " -0.1")) {
+      EXPECT_EQ(c["object"], "chat.completion.chunk");
+      if (first) {
+        EXPECT_EQ(c["choices"][0]["delta"]["role"], "assistant");
+      }
+      first = false;
+      text += c["choices"][0]["delta"].value("content", "");
+    }
+  }
+  auto last = s.finish();
+  ASSERT_EQ(last.size(), 2u);  // finish_reason chunk, then the usage chunk
+  EXPECT_EQ(last[0]["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(last[1]["choices"].empty());
+  EXPECT_EQ(last[1]["usage"]["completion_tokens"], ids_of("Yes.").size());
+  EXPECT_EQ(text, "Yes.");
+}
+
+}  // namespace
+}  // namespace pith::server
