@@ -7,6 +7,7 @@
 
 #include "cli/attached_instance.h"
 #include "cli/commands.h"
+#include "common/byte_size.h"
 #include "common/error.h"
 #include "server/serving_stack.h"
 
@@ -32,26 +33,13 @@ struct RunArgs {
   bool verbose = false;
 };
 
-size_t parse_bytes(const std::string& s) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    fail("'{}' is not a size (e.g. 512M, 2G)", s);
-  }
-  std::string unit = s.substr(used);
-  double mul = unit.empty() ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0 : unit == "G" ? 1073741824.0 : -1;
-  if (mul < 0 || v <= 0) fail("'{}' is not a size (e.g. 512M, 2G)", s);
-  return static_cast<size_t>(v * mul);
-}
 
 int run(const RunArgs& a) {
   ServingOptions so;
   so.model_path = a.model;
   so.quiet_load = !a.verbose;
   so.engine.n_threads = a.threads;
-  so.engine.kv_memory_bytes = parse_bytes(a.kv_memory);
+  so.engine.kv_memory_bytes = parse_byte_size(a.kv_memory);
   so.engine.kv_page_size = a.kv_page_size;
   so.runtime.compiler.cache_dir = a.cache_dir;
   so.control.policy = a.batch_policy;

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <random>
 
+#include "common/byte_size.h"
 #include "common/error.h"
 #include "server/builtin_programs.h"
 #include "server/openai_api.h"
@@ -59,19 +60,6 @@ std::string default_cache_root() {
   return "/tmp/pith-cache";
 }
 
-size_t parse_size(const std::string& s) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    fail("'{}' is not a size (e.g. 512M, 2G)", s);
-  }
-  std::string unit = s.substr(used);
-  double mul = unit.empty() ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0 : unit == "G" ? 1073741824.0 : -1;
-  if (mul < 0 || v <= 0) fail("'{}' is not a size (e.g. 512M, 2G)", s);
-  return static_cast<size_t>(v * mul);
-}
 
 std::optional<uint64_t> parse_id(const std::string& s) {
   if (s.empty() || s.size() > 19) return std::nullopt;
@@ -155,7 +143,7 @@ void ApiServer::load_model() {
     ServingOptions so;
     so.model_path = cfg_.model;
     so.engine.n_threads = cfg_.threads;
-    so.engine.kv_memory_bytes = parse_size(cfg_.kv_memory);
+    so.engine.kv_memory_bytes = parse_byte_size(cfg_.kv_memory);
     so.engine.kv_page_size = cfg_.kv_page_size;
     so.control.policy = cfg_.batch_policy;
     so.control.max_batch_tokens = cfg_.max_batch_tokens;
