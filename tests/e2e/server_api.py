@@ -175,6 +175,27 @@ def restart(pith, model):
             check(time.time() - t0 < 1.0, "re-upload after restart is instant")
 
 
+def greedy_matches_engine(s):
+    """text_completion through the server == a greedy loop on the engine directly (pith logits)."""
+    import subprocess
+    r = s.run(W("text_completion"), ["--prompt", "Hello world", "--max-tokens", "8", "--tokens"])
+    check(r.ok(), f"text_completion {r.exit}")
+    got = [int(x) for x in r.messages[-1].split(",")]
+
+    def logits(*args):
+        p = subprocess.run([pith, "logits", "-m", model, "--top", "1", "--json", *args], capture_output=True, text=True,
+                           timeout=120)
+        return json.loads(p.stdout)
+
+    ids = logits("--prompt", "Hello world")["tokens"]
+    want = []
+    for _ in range(8):
+        t = logits("--no-bos", "--tokens", ",".join(map(str, ids)))["positions"][-1]["top"][0]["id"]
+        want.append(t)
+        ids.append(t)
+    check(got == want, f"server greedy {got} != engine greedy {want}")
+
+
 def bad_input(s):
     expect_error(s, 400, "POST", "/v1/instances", "{not json", {"Content-Type": "application/json"})
     expect_error(s, 404, "POST", "/v1/instances", {"program": "0" * 64})
@@ -293,6 +314,39 @@ def auth(pith, model):
         check(s.stop() == 0, "graceful exit with auth")
 
 
+def limits(pith, model):
+    """Keys file, per-key and total instance limits (429), request body limit (413)."""
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".keys", delete=False) as f:
+        f.write("# team keys\nk1\n  k2  \n")
+        keys = f.name
+    try:
+        with Server(pith, model, "--api-keys-file", keys, "--max-instances-per-key", "2", "--max-instances", "3",
+                    "--max-body-bytes", "2000") as s:
+            s.api_key = "k1"
+            h = s.upload(W("echo"))
+            a = [s.launch(h, []), s.launch(h, [])]
+            expect_error(s, 429, "POST", "/v1/instances", {"program": h})
+            s.api_key = "k2"
+            b = s.launch(h, [])
+            data = expect_error(s, 429, "POST", "/v1/instances", {"program": h})
+            check("3 instances" in data["error"]["message"], f"total limit message {data}")
+            expect_error(s, 413, "POST", "/v1/instances", {"program": h, "args": ["x" * 3000]})
+            for iid in a + [b]:
+                s.request("DELETE", f"/v1/instances/{iid}")
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                _, lst = s.request("GET", "/v1/instances")
+                if all(i["state"] == "finished" for i in lst["instances"]):
+                    break
+                time.sleep(0.1)
+            check(s.launch(h, ["--no-wait"]), "launch again once instances ended")
+            s.api_key = "k3"
+            expect_error(s, 401, "GET", "/v1/instances")
+    finally:
+        os.unlink(keys)
+
+
 def config_sources(pith, model):
     """TOML file < PITH_* environment < flags."""
     import subprocess
@@ -355,6 +409,7 @@ def metrics(s):
 
 with Server(pith, model, "--log-interval", "1") as s:
     lifecycle(s)
+    greedy_matches_engine(s)
     bad_input(s)
     openai(s)
     concurrency(s)
@@ -362,6 +417,7 @@ with Server(pith, model, "--log-interval", "1") as s:
     code = s.stop()
     check(code == 0, f"graceful shutdown exit code {code}")
 auth(pith, model)
+limits(pith, model)
 attachment(pith, model)
 restart(pith, model)
 config_sources(pith, model)
