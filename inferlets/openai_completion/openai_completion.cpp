@@ -119,6 +119,8 @@ int main() {
   }
   bool reported_usage = req.n > 1;
 
+  size_t max_stop = 0;
+  for (const auto& s : req.stop.strings) max_stop = s.size() > max_stop ? s.size() : max_stop;
   const uint32_t want = req.logprobs > 0 ? (req.logprobs > 20 ? 20 : req.logprobs) : 0;
   uint32_t live = req.n;
   while (live > 0) {
@@ -152,7 +154,10 @@ int main() {
       c.ctx.fill_tokens({tok});
       std::string text;
       if (!req.stop.strings.empty()) {
-        auto t = model->detokenize(c.generated);
+        // Stop::check only looks at the end of the text: decode a tail long enough to hold the
+        // longest stop string (every token yields at least one byte), not the whole generation.
+        const size_t tail = std::min(c.generated.size(), max_stop + 4);
+        auto t = model->detokenize(std::vector<uint32_t>(c.generated.end() - tail, c.generated.end()));
         if (t) text = *t;
       }
       const char* why = req.stop.check(c.generated, text);

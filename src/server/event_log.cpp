@@ -48,8 +48,10 @@ EventLog::Read EventLog::read_after(uint64_t after) const {
   std::lock_guard lock(mu_);
   uint64_t first = events_.empty() ? next_id_ : events_.front().id;
   if (after + 1 < first) r.dropped = first - after - 1;
-  for (const auto& e : events_)
-    if (e.id > after) r.events.push_back(e);
+  // Ids are consecutive, so the first event to return is found by offset, not by a scan (a
+  // streaming request re-reads after every token).
+  const size_t skip = after >= first ? static_cast<size_t>(after - first + 1) : 0;
+  for (size_t i = std::min(skip, events_.size()); i < events_.size(); ++i) r.events.push_back(events_[i]);
   r.closed = closed_;
   return r;
 }
