@@ -12,11 +12,30 @@
 #include "bench/machine_baselines.h"
 #include "common/error.h"
 #include "engine/model_loader.h"
+#include "engine/model_weights.h"
 #include "server/serving_stack.h"
 
 namespace pith::bench {
 
 namespace {
+
+// What one decode token costs this model's matrices: bytes streamed when it runs alone (every
+// matrix read once; the embedding table only when it is also the LM head) and FLOPs.
+struct TokenCost {
+  double bytes = 0;
+  double flops = 0;
+};
+TokenCost token_cost(const ModelWeights& w) {
+  TokenCost c;
+  auto add = [&](const WeightMatrix& m) {
+    c.bytes += double(m.rows) * double(m.row_bytes());
+    c.flops += 2.0 * double(m.rows) * double(m.cols);
+  };
+  for (const auto& l : w.layers)
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*m);
+  add(w.output);
+  return c;
+}
 
 
 std::string inferlet_file(const BatchingBenchOptions& o, const std::string& name) {
@@ -122,6 +141,29 @@ nlohmann::json run_batching_bench(const BatchingBenchOptions& o) {
   out["instances"] = o.instances;
   out["per_policy"] = per_policy;
   fmt::print("{} vs eager: {:.2f}x\n", main_policy, out["ratio_vs_eager"].get<double>());
+
+  // The roofline of batching on this machine, measured now: alone, a token streams every
+  // weight (bandwidth-bound); batched, the weights are shared and the token costs its FLOPs
+  // (compute-bound at best at the FMA peak). Their quotient bounds what any dispatch policy can
+  // gain over eager, whatever the scheduler does.
+  ThreadPool pool(static_cast<size_t>(o.threads));
+  const double bw = measure_read_bandwidth_gb_s(pool, size_t{1} << 30, 3);
+  const double peak = measure_peak_gflop_s(pool, 3);
+  const TokenCost cost = token_cost(*load_model(o.model, LoadOptions{.quiet = true}));
+  const double eager_floor = bw * 1e9 / cost.bytes, batched_ceiling = peak * 1e9 / cost.flops;
+  const double bound = batched_ceiling / std::min(eager_floor, batched_ceiling);
+  const double eager_tps = per_policy["eager"]["tok_per_s"].get<double>();
+  const double main_tps = per_policy[main_policy]["tok_per_s"].get<double>();
+  out["read_bandwidth_gb_s"] = bw;
+  out["peak_gflop_s"] = peak;
+  out["eager_floor_tok_s"] = eager_floor;
+  out["batched_ceiling_tok_s"] = batched_ceiling;
+  out["roofline_ratio_bound"] = bound;
+  fmt::print("roofline (measured now: {:.1f} GB/s read, {:.0f} GFLOP/s FMA peak; {:.1f} MB and {:.1f} MFLOP per token):\n"
+             "  eager {:.0f} tok/s = {:.2f} of its bandwidth floor {:.0f} tok/s; {} {:.0f} tok/s = {:.2f} of the compute ceiling {:.0f} tok/s\n"
+             "  no policy can beat eager by more than {:.1f}x on this machine and weight format\n",
+             bw, peak, cost.bytes / 1e6, cost.flops / 1e6, eager_tps, eager_tps / eager_floor, eager_floor,
+             main_policy, main_tps, main_tps / batched_ceiling, batched_ceiling, bound);
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "engine/attention.h"
 #include "engine/kernels/vector_ops.h"
+#include "engine/lm_head.h"
 #include "engine/rope.h"
 #include "engine/token_distribution.h"
 
@@ -41,6 +42,10 @@ struct Engine::Scratch {
   std::vector<float> logits;  // [R][vocab]
   std::vector<uint64_t> keys; // validation: written (page, slot) keys
   std::vector<std::pair<uint32_t, uint32_t>> output_jobs;  // (sequence, output) of LM-head rows
+  std::vector<uint32_t> top_ks;                            // k of each top-K row
+  std::vector<TokenDistribution> dists;                    // results of the top-K rows
+  LmHeadScratch lm_head;
+  std::vector<size_t> seq_base;                            // first flattened input of each sequence
   std::vector<AttentionSequence> seqs;
   AttentionScratch attention;
 };
@@ -277,48 +282,62 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     add(tmp, x, T * d);
   }
 
-  // Outputs. Embed outputs copy the final hidden state; the others share one LM-head matmul
-  // over just the R rows that need it.
-  size_t R = 0;
-  for (const auto& seq : batch)
-    for (const auto& o : seq.outputs) R += o.kind != OutputKind::Embed;
+  // Outputs. Embed outputs copy the final hidden state; the others share the LM head over
+  // just the R rows that need it: top-K rows first (fused LM head, no logit matrix), then the
+  // rows that want full logits (one matmul).
+  auto& jobs = s.output_jobs;
+  jobs.clear();
+  for (int pass = 0; pass < 2; ++pass) {
+    const OutputKind kind = pass == 0 ? OutputKind::TopK : OutputKind::Logits;
+    for (size_t si = 0; si < batch.size(); ++si)
+      for (size_t oi = 0; oi < batch[si].outputs.size(); ++oi)
+        if (batch[si].outputs[oi].kind == kind)
+          jobs.push_back({static_cast<uint32_t>(si), static_cast<uint32_t>(oi)});
+  }
+  const size_t R = jobs.size();
   float* out_h = R ? grow(s.out_h, R * d) : nullptr;
-  size_t r = 0, base = 0;
+  size_t base = 0;
+  std::vector<size_t>& seq_base = s.seq_base;
+  seq_base.resize(batch.size());
   for (size_t si = 0; si < batch.size(); ++si) {
     const SequenceInput& seq = batch[si];
     results[si].outputs.resize(seq.outputs.size());
+    seq_base[si] = base;
     for (const auto& o : seq.outputs) {
-      const float* row = x + (base + o.input_index) * d;
-      if (o.kind == OutputKind::Embed) {
-        std::memcpy(embeds_.data(o.embed_slot), row, d * sizeof(float));
-        embeds_.set_position(o.embed_slot, seq.positions[o.input_index]);
-      } else {
-        rmsnorm(row, w.output_norm.data(), out_h + r * d, d, c.rms_eps);
-        ++r;
-      }
+      if (o.kind != OutputKind::Embed) continue;
+      std::memcpy(embeds_.data(o.embed_slot), x + (base + o.input_index) * d, d * sizeof(float));
+      embeds_.set_position(o.embed_slot, seq.positions[o.input_index]);
     }
     base += seq.n_inputs();
   }
   if (R == 0) return results;
-  const uint32_t V = c.vocab_size;
-  float* logits = grow(s.logits, R * V);
-  matmul(pool_, w.output, out_h, R, logits);
-  // Distributions / logit copies: O(vocab) each (top-K scan, logsumexp), spread over the pool.
-  auto& jobs = s.output_jobs;
-  jobs.clear();
-  for (size_t si = 0; si < batch.size(); ++si)
-    for (size_t oi = 0; oi < batch[si].outputs.size(); ++oi)
-      if (batch[si].outputs[oi].kind != OutputKind::Embed)
-        jobs.push_back({static_cast<uint32_t>(si), static_cast<uint32_t>(oi)});
-  pool_.parallel_for(jobs.size(), [&](size_t j, size_t) {
-    const OutputSpec& o = batch[jobs[j].first].outputs[jobs[j].second];
-    OutputResult& res = results[jobs[j].first].outputs[jobs[j].second];
-    const float* lr = logits + j * V;
-    if (o.kind == OutputKind::Logits)
-      res.logits.assign(lr, lr + V);
-    else
-      res.dist = top_k_distribution(lr, V, o.top_k);
+  for_each_token(pool_, R, [&](size_t j) {
+    const size_t si = jobs[j].first;
+    const OutputSpec& o = batch[si].outputs[jobs[j].second];
+    rmsnorm(x + (seq_base[si] + o.input_index) * d, w.output_norm.data(), out_h + j * d, d, c.rms_eps);
   });
+  size_t n_topk = 0;
+  while (n_topk < R && batch[jobs[n_topk].first].outputs[jobs[n_topk].second].kind == OutputKind::TopK)
+    ++n_topk;
+  const uint32_t V = c.vocab_size;
+  if (n_topk > 0) {
+    s.top_ks.resize(n_topk);
+    for (size_t j = 0; j < n_topk; ++j) s.top_ks[j] = batch[jobs[j].first].outputs[jobs[j].second].top_k;
+    s.dists.resize(n_topk);
+    lm_head_top_k(pool_, w.output, out_h, n_topk, s.top_ks.data(), s.lm_head, s.dists.data());
+    for (size_t j = 0; j < n_topk; ++j)
+      results[jobs[j].first].outputs[jobs[j].second].dist = std::move(s.dists[j]);
+  }
+  if (n_topk < R) {
+    const size_t n_logits = R - n_topk;
+    float* logits = grow(s.logits, n_logits * V);
+    matmul(pool_, w.output, out_h + n_topk * d, n_logits, logits);
+    pool_.parallel_for(n_logits, [&](size_t j, size_t) {
+      const auto& job = jobs[n_topk + j];
+      const float* lr = logits + j * V;
+      results[job.first].outputs[job.second].logits.assign(lr, lr + V);
+    });
+  }
   return results;
 }
 
@@ -356,9 +375,9 @@ TokenDistribution Engine::next_dist(uint32_t embed_slot, uint32_t top_k) {
   if (top_k == 0) fail("next_dist: top_k must be at least 1");
   float* hn = grow(scratch_->out_h, c.d_model);
   rmsnorm(embeds_.data(embed_slot), weights_->output_norm.data(), hn, c.d_model, c.rms_eps);
-  float* logits = grow(scratch_->logits, c.vocab_size);
-  matmul(pool_, weights_->output, hn, 1, logits);
-  return top_k_distribution(logits, c.vocab_size, top_k);
+  TokenDistribution d;
+  lm_head_top_k(pool_, weights_->output, hn, 1, &top_k, scratch_->lm_head, &d);
+  return d;
 }
 
 }  // namespace pith

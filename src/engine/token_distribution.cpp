@@ -1,9 +1,8 @@
-// Top-K selection over a logit row with a bounded heap. See token_distribution.h.
+// Top-K selection and softmax normalisers over logit rows. See token_distribution.h.
 #include "engine/token_distribution.h"
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "engine/kernels/simd_avx2.h"
 #include "engine/kernels/vector_ops.h"
@@ -16,6 +15,15 @@ double sum_exp_scalar(const float* x, size_t n, float m) {
   double sum = 0;
   for (size_t i = 0; i < n; ++i) sum += std::exp(double(x[i]) - m);
   return sum;
+}
+
+// `a` ranks before `b`: higher logit, ties by lower id.
+inline bool better(const TopKSelector::Entry& a, const TopKSelector::Entry& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+// Heap comparator putting the worst entry at the front.
+inline bool heap_order(const TopKSelector::Entry& a, const TopKSelector::Entry& b) {
+  return better(a, b);
 }
 
 #pragma GCC push_options
@@ -34,48 +42,123 @@ double sum_exp_avx2(const float* x, size_t n, float m) {
   }
   return total + sum_exp_scalar(x + i, n - i, m);
 }
+
+// Indices (relative to x) of the lanes >= threshold, 8 at a time; calls on_hit(i) for each and
+// re-reads the threshold after every hit (it only rises).
+template <typename Threshold, typename OnHit>
+size_t scan_ge_avx2(const float* x, size_t n, Threshold&& threshold, OnHit&& on_hit) {
+  __m256 th = _mm256_set1_ps(threshold());
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    // Four groups per test: the common case (nothing beats the threshold) is one branch.
+    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+    const __m256 c = _mm256_loadu_ps(x + i + 16), d = _mm256_loadu_ps(x + i + 24);
+    const __m256 any = _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(a, th, _CMP_GE_OQ), _mm256_cmp_ps(b, th, _CMP_GE_OQ)),
+                                    _mm256_or_ps(_mm256_cmp_ps(c, th, _CMP_GE_OQ), _mm256_cmp_ps(d, th, _CMP_GE_OQ)));
+    if (_mm256_movemask_ps(any) == 0) continue;
+    for (size_t j = i; j < i + 32; j += 8) {
+      unsigned mask = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + j), th, _CMP_GE_OQ)));
+      while (mask != 0) {
+        const unsigned lane = static_cast<unsigned>(__builtin_ctz(mask));
+        mask &= mask - 1;
+        on_hit(j + lane);
+        th = _mm256_set1_ps(threshold());
+      }
+    }
+  }
+  return i;
+}
 #pragma GCC pop_options
 
 }  // namespace
 
 double logsumexp(const float* logits, size_t n) {
   if (n == 0) return -INFINITY;
+  const SoftmaxPartial p = softmax_partial(logits, n);
+  return combine_logsumexp(&p, 1);
+}
+
+SoftmaxPartial softmax_partial(const float* logits, size_t n) {
+  SoftmaxPartial p;
+  if (n == 0) return p;
   const KernelIsa isa = best_isa();
-  const float mx = max_value(logits, n, isa);
-  if (std::isinf(mx)) return mx;
-  const double sum = isa == KernelIsa::Scalar ? sum_exp_scalar(logits, n, mx)
-                                              : sum_exp_avx2(logits, n, mx);
-  return mx + std::log(sum);
+  p.max = max_value(logits, n, isa);
+  if (std::isinf(p.max)) return p;  // all -inf (sum 0) or an +inf entry (max decides)
+  p.sum = isa == KernelIsa::Scalar ? sum_exp_scalar(logits, n, p.max) : sum_exp_avx2(logits, n, p.max);
+  return p;
+}
+
+double combine_logsumexp(const SoftmaxPartial* parts, size_t n_parts, size_t stride) {
+  float m = -INFINITY;
+  for (size_t i = 0; i < n_parts; ++i) m = std::max(m, parts[i * stride].max);
+  if (std::isinf(m)) return m;
+  double sum = 0;
+  for (size_t i = 0; i < n_parts; ++i) {
+    const SoftmaxPartial& p = parts[i * stride];
+    if (p.sum > 0) sum += p.sum * std::exp(double(p.max) - m);
+  }
+  return m + std::log(sum);
+}
+
+void TopKSelector::reset(uint32_t k) {
+  k_ = k;
+  heap_.clear();
+  heap_.reserve(k);
+}
+
+void TopKSelector::offer(float logit, int32_t id) {
+  const Entry e{logit, id};
+  if (heap_.size() < k_) {
+    heap_.push_back(e);
+    std::push_heap(heap_.begin(), heap_.end(), heap_order);
+  } else if (better(e, heap_.front())) {
+    std::pop_heap(heap_.begin(), heap_.end(), heap_order);
+    heap_.back() = e;
+    std::push_heap(heap_.begin(), heap_.end(), heap_order);
+  }
+}
+
+void TopKSelector::scan(const float* logits, size_t n, int32_t first_id) {
+  if (k_ == 0) return;
+  size_t i = 0;
+  // Fill: every entry is kept until there are k.
+  for (; i < n && heap_.size() < k_; ++i) offer(logits[i], first_id + static_cast<int32_t>(i));
+  if (i < n && best_isa() != KernelIsa::Scalar) {
+    // `>=` lets equal logits through to `offer`, which breaks the tie by id.
+    i += scan_ge_avx2(
+        logits + i, n - i, [&] { return heap_.front().logit; },
+        [&](size_t j) { offer(logits[i + j], first_id + static_cast<int32_t>(i + j)); });
+  }
+  for (; i < n; ++i)
+    if (logits[i] >= heap_.front().logit) offer(logits[i], first_id + static_cast<int32_t>(i));
+}
+
+void TopKSelector::merge(const TopKSelector& other) {
+  for (const Entry& e : other.heap_) offer(e.logit, e.id);
+}
+
+std::vector<TopKSelector::Entry> TopKSelector::sorted() const {
+  std::vector<Entry> out = heap_;
+  std::sort(out.begin(), out.end(), better);
+  return out;
+}
+
+TokenDistribution TopKSelector::distribution(double lse) const {
+  TokenDistribution d;
+  const std::vector<Entry> best = sorted();
+  d.ids.resize(best.size());
+  d.probs.resize(best.size());
+  for (size_t i = 0; i < best.size(); ++i) {
+    d.ids[i] = best[i].id;
+    d.probs[i] = static_cast<float>(std::exp(double(best[i].logit) - lse));
+  }
+  return d;
 }
 
 TokenDistribution top_k_distribution(const float* logits, size_t n, uint32_t k) {
-  TokenDistribution d;
-  size_t kk = std::min<size_t>(k, n);
-  if (kk == 0) return d;
-  // `better(a, b)`: a ranks before b. The heap keeps the worst kept entry at its front.
-  auto better = [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  };
-  std::vector<int32_t> heap;
-  heap.reserve(kk);
-  for (size_t i = 0; i < n; ++i) {
-    int32_t id = static_cast<int32_t>(i);
-    if (heap.size() < kk) {
-      heap.push_back(id);
-      std::push_heap(heap.begin(), heap.end(), better);
-    } else if (better(id, heap.front())) {
-      std::pop_heap(heap.begin(), heap.end(), better);
-      heap.back() = id;
-      std::push_heap(heap.begin(), heap.end(), better);
-    }
-  }
-  std::sort(heap.begin(), heap.end(), better);
-  double lse = logsumexp(logits, n);
-  d.ids = std::move(heap);
-  d.probs.resize(kk);
-  for (size_t i = 0; i < kk; ++i)
-    d.probs[i] = static_cast<float>(std::exp(double(logits[d.ids[i]]) - lse));
-  return d;
+  TopKSelector sel(static_cast<uint32_t>(std::min<size_t>(k, n)));
+  sel.scan(logits, n, 0);
+  return sel.distribution(logsumexp(logits, n));
 }
 
 }  // namespace pith

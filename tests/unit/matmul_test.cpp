@@ -9,12 +9,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <vector>
 
 #include "common/error.h"
 #include "common/fp16.h"
 #include "engine/kernels/matmul_kernels.h"
+#include "engine/lm_head.h"
+#include "engine/token_distribution.h"
 
 namespace pith {
 
@@ -216,6 +219,66 @@ TEST(Matmul, ZeroTokensWritesNothing) {
   ThreadPool pool(2);
   matmul(pool, w, nullptr, 0, y);
   EXPECT_EQ(y[0], 5.0f);
+}
+
+// matmul_blocks hands out every (row block, token chunk) exactly once, with the same values
+// as matmul (same kernels, so bit-identical), across token counts on both sides of the
+// tile/GEMM switch and of the 128-token chunk, and a row count that is not a block multiple.
+TEST(Matmul, BlocksMatchMatmulExactly) {
+  std::mt19937 rng(21);
+  ThreadPool pool(2);
+  const size_t rows = 2 * kMatmulBlockRows + 37, cols = 64;
+  for (DType dt : {DType::F32, DType::BF16, DType::Q8_0}) {
+    auto wdata = make_weights(dt, rows, cols, rng);
+    WeightMatrix w{dt, rows, cols, wdata.data()};
+    for (size_t n : {size_t{1}, size_t{5}, size_t{30}, size_t{200}}) {
+      auto x = make_acts(n * cols, rng);
+      std::vector<float> ref(n * rows), got(n * rows, NAN);
+      std::vector<int> seen(n * rows, 0);
+      matmul(pool, w, x.data(), n, ref.data());
+      std::mutex mu;
+      matmul_blocks(pool, w, x.data(), n, [&](const MatmulBlock& b) {
+        ASSERT_LT(b.worker, pool.size());
+        std::lock_guard<std::mutex> lock(mu);
+        for (size_t t = 0; t < b.n_tokens; ++t)
+          for (size_t r = 0; r < b.n_rows; ++r) {
+            got[(b.t0 + t) * rows + b.r0 + r] = b.y[t * b.n_rows + r];
+            ++seen[(b.t0 + t) * rows + b.r0 + r];
+          }
+      });
+      for (size_t i = 0; i < ref.size(); ++i) {
+        ASSERT_EQ(seen[i], 1) << dtype_info(dt).name << " n=" << n << " i=" << i;
+        ASSERT_EQ(got[i], ref[i]) << dtype_info(dt).name << " n=" << n << " i=" << i;
+      }
+    }
+  }
+}
+
+// The fused LM head gives what matmul + top_k_distribution give on the materialised logits.
+TEST(Matmul, FusedLmHeadMatchesUnfused) {
+  std::mt19937 rng(5);
+  const size_t vocab = 5 * kMatmulBlockRows + 11, cols = 96;
+  auto wdata = make_weights(DType::BF16, vocab, cols, rng);
+  WeightMatrix w{DType::BF16, vocab, cols, wdata.data()};
+  for (size_t threads : {size_t{1}, size_t{2}}) {
+    ThreadPool pool(threads);
+    for (size_t n : {size_t{1}, size_t{40}}) {
+      auto h = make_acts(n * cols, rng);
+      std::vector<uint32_t> ks(n);
+      for (size_t r = 0; r < n; ++r) ks[r] = r % 3 == 0 ? 1 : (r % 3 == 1 ? 50 : 100000);
+      std::vector<TokenDistribution> got(n);
+      LmHeadScratch scratch;
+      lm_head_top_k(pool, w, h.data(), n, ks.data(), scratch, got.data());
+      std::vector<float> logits(n * vocab);
+      matmul(pool, w, h.data(), n, logits.data());
+      for (size_t r = 0; r < n; ++r) {
+        const TokenDistribution ref = top_k_distribution(logits.data() + r * vocab, vocab, ks[r]);
+        ASSERT_EQ(got[r].ids, ref.ids) << "row " << r;
+        for (size_t i = 0; i < ref.probs.size(); ++i)
+          ASSERT_NEAR(got[r].probs[i], ref.probs[i], 1e-6f * ref.probs[i] + 1e-12f);
+      }
+    }
+  }
 }
 
 }  // namespace pith

@@ -1,9 +1,12 @@
 // Top-K next-token distributions: sorted by probability with ties broken by lower id,
 // probabilities from the softmax over the whole vocabulary, K clamped to the vocabulary, and
-// logsumexp stable for large logits.
+// logsumexp stable for large logits; the streaming pieces (TopKSelector over blocks in any
+// order, SoftmaxPartial combination) give the same result as one pass over the whole row.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 
 #include "engine/token_distribution.h"
@@ -48,6 +51,51 @@ TEST(TokenDistribution, LogsumexpIsStable) {
   EXPECT_NEAR(logsumexp(lg.data(), 2), 1000.0 + std::log(2.0), 1e-9);
   auto d = top_k_distribution(lg.data(), 2, 2);
   EXPECT_NEAR(d.probs[0], 0.5f, 1e-7);
+}
+
+// Blocks scanned in a shuffled order by several selectors, then merged: same ids as the
+// one-pass distribution, including ties that straddle blocks.
+TEST(TokenDistribution, SelectorIsOrderIndependent) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0, 2);
+  std::vector<float> lg(10000);
+  for (auto& x : lg) x = std::round(nd(rng) * 8) / 8;  // coarse values: many exact ties
+  for (uint32_t k : {1u, 7u, 256u}) {
+    const TokenDistribution ref = top_k_distribution(lg.data(), lg.size(), k);
+    constexpr size_t kBlock = 300;
+    std::vector<size_t> order((lg.size() + kBlock - 1) / kBlock);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    TopKSelector a(k), b(k);
+    std::vector<SoftmaxPartial> parts(order.size());
+    for (size_t i = 0; i < order.size(); ++i) {
+      const size_t b0 = order[i] * kBlock, n = std::min(kBlock, lg.size() - b0);
+      (i % 2 ? a : b).scan(lg.data() + b0, n, static_cast<int32_t>(b0));
+      parts[order[i]] = softmax_partial(lg.data() + b0, n);
+    }
+    a.merge(b);
+    const double lse = combine_logsumexp(parts.data(), parts.size());
+    EXPECT_NEAR(lse, logsumexp(lg.data(), lg.size()), 1e-6);  // f32 exp sums, other grouping
+    const TokenDistribution d = a.distribution(lse);
+    EXPECT_EQ(d.ids, ref.ids) << "k=" << k;
+    ASSERT_EQ(d.probs.size(), ref.probs.size());
+    for (size_t i = 0; i < d.probs.size(); ++i) EXPECT_NEAR(d.probs[i], ref.probs[i], 1e-6f * ref.probs[i]);
+  }
+}
+
+// -inf (masked) logits never outrank finite ones; an all -inf row still yields k entries.
+TEST(TokenDistribution, MaskedLogits) {
+  std::vector<float> lg(64, -INFINITY);
+  lg[40] = 1.0f;
+  lg[3] = 2.0f;
+  auto d = top_k_distribution(lg.data(), lg.size(), 3);
+  ASSERT_EQ(d.ids.size(), 3u);
+  EXPECT_EQ(d.ids[0], 3);
+  EXPECT_EQ(d.ids[1], 40);
+  EXPECT_EQ(d.probs[2], 0.0f);
+  std::vector<float> all(16, -INFINITY);
+  EXPECT_EQ(top_k_distribution(all.data(), all.size(), 4).ids.size(), 4u);
+  EXPECT_TRUE(std::isinf(combine_logsumexp(nullptr, 0)));
 }
 
 }  // namespace

@@ -32,6 +32,7 @@ namespace {
 
 constexpr size_t kNr = 16;         // rows per micro-panel (two 8-lane vectors)
 constexpr int kMr = 6;             // tokens per micro-kernel call
+static_assert(kMr == kGemmTokenGroup);
 constexpr size_t kKc = 256;        // columns per k-block (a multiple of 32: whole quant blocks)
 constexpr size_t kRowBlock = 64;   // rows per task
 constexpr size_t kTokenChunk = 96; // tokens whose packed k-block stays in L2 (96 KiB)
@@ -196,9 +197,7 @@ struct GemmScratch {
 
 }  // namespace
 
-// y[t][r] = sum_k x[t][k] * W[r][k], x f32 [n_tokens][w.cols] (already in the dot type).
-void gemm_avx2(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens, float* y) {
-  const size_t rows = w.rows, cols = w.cols;
+const float* pack_gemm_acts_avx2(ThreadPool& pool, const float* x, size_t n_tokens, size_t cols) {
   // Activations packed per group of 6 tokens, k-major: xp[g][k][6] (zero-padded last group).
   // Rows of x are cols*4 bytes apart, often a multiple of 4 KiB, so reading 6 of them in
   // lockstep would conflict in L1; packed, the micro-kernel reads one contiguous stream.
@@ -218,35 +217,49 @@ void gemm_avx2(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n
       }
     }
   });
+  return xp;
+}
 
-  const size_t n_tasks = (rows + kRowBlock - 1) / kRowBlock;
-  pool.parallel_for(n_tasks, [&](size_t task, size_t) {
-    thread_local GemmScratch s;
-    // +8 floats so the panels can start on a 32-byte boundary.
-    if (s.panels.size() < kRowBlock * kKc + 8) s.panels.resize(kRowBlock * kKc + 8);
-    if (s.row_tmp.size() < 8 * kKc) s.row_tmp.resize(8 * kKc);
-    float* panels = s.panels.data();
-    panels += (32 - reinterpret_cast<uintptr_t>(panels) % 32) % 32 / sizeof(float);
+void gemm_avx2_rows(const WeightMatrix& w, const float* xp, size_t t_begin, size_t t_end,
+                    size_t r_begin, size_t r_end, float* y, size_t ldy) {
+  thread_local GemmScratch s;
+  // +8 floats so the panels can start on a 32-byte boundary.
+  if (s.panels.size() < kRowBlock * kKc + 8) s.panels.resize(kRowBlock * kKc + 8);
+  if (s.row_tmp.size() < 8 * kKc) s.row_tmp.resize(8 * kKc);
+  float* panels = s.panels.data();
+  panels += (32 - reinterpret_cast<uintptr_t>(panels) % 32) % 32 / sizeof(float);
+  const size_t cols = w.cols;
 
-    const size_t r0 = task * kRowBlock, nr = std::min(kRowBlock, rows - r0);
+  for (size_t r0 = r_begin; r0 < r_end; r0 += kRowBlock) {
+    const size_t nr = std::min(kRowBlock, r_end - r0);
     const size_t n_panels = (nr + kNr - 1) / kNr;
     for (size_t k0 = 0; k0 < cols; k0 += kKc) {
       const size_t kc = std::min(kKc, cols - k0);
       pack_panels(w, r0, nr, k0, kc, panels, s.row_tmp.data());
-      for (size_t c0 = 0; c0 < n_tokens; c0 += kTokenChunk) {
-        const size_t c1 = std::min(n_tokens, c0 + kTokenChunk);
+      for (size_t c0 = t_begin; c0 < t_end; c0 += kTokenChunk) {
+        const size_t c1 = std::min(t_end, c0 + kTokenChunk);
         for (size_t p = 0; p < n_panels; ++p) {
           const size_t prow = std::min(kNr, nr - p * kNr);
           for (size_t t0 = c0; t0 < c1; t0 += kMr) {
             const int mt = static_cast<int>(std::min<size_t>(kMr, c1 - t0));
             for_mt(mt, [&]<int MT>() {
               micro_kernel<MT>(panels + p * kc * kNr, xp + (t0 / kMr) * cols * kMr + k0 * kMr, kc,
-                               y + t0 * rows + r0 + p * kNr, rows, prow, k0 > 0);
+                               y + (t0 - t_begin) * ldy + (r0 - r_begin) + p * kNr, ldy, prow, k0 > 0);
             });
           }
         }
       }
     }
+  }
+}
+
+// y[t][r] = sum_k x[t][k] * W[r][k], x f32 [n_tokens][w.cols] (already in the dot type).
+void gemm_avx2(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens, float* y) {
+  const float* xp = pack_gemm_acts_avx2(pool, x, n_tokens, w.cols);
+  const size_t n_tasks = (w.rows + kRowBlock - 1) / kRowBlock;
+  pool.parallel_for(n_tasks, [&](size_t task, size_t) {
+    const size_t r0 = task * kRowBlock;
+    gemm_avx2_rows(w, xp, 0, n_tokens, r0, std::min(w.rows, r0 + kRowBlock), y + r0, w.rows);
   });
 }
 

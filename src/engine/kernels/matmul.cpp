@@ -138,16 +138,20 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_to
   matmul(pool, w, x, n_tokens, y, best_isa());
 }
 
-void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens, float* y,
-            KernelIsa isa) {
+namespace {
+
+void check_matmul_args(const WeightMatrix& w, KernelIsa isa) {
   const DTypeInfo& info = dtype_info(w.dtype);
   if (w.cols == 0 || w.cols % info.block_size != 0)
     fail("matmul: {} weight has {} columns, not a positive multiple of its block size {}",
          info.name, w.cols, info.block_size);
   if (w.data == nullptr && w.rows > 0) fail("matmul: weight matrix has no data");
   if (!isa_supported(isa)) fail("matmul: kernel ISA '{}' is not supported by this CPU", isa_name(isa));
-  if (n_tokens == 0 || w.rows == 0) return;
+}
 
+// Converts the activations to the weight's dot type (in the calling thread's scratch).
+kernels::PreparedActs prepare_acts(ThreadPool& pool, const WeightMatrix& w, const float* x,
+                                   size_t n_tokens, KernelIsa isa) {
   const size_t cols = w.cols;
   kernels::PreparedActs acts;
   // Activation preparation, split over tokens when there are many.
@@ -190,12 +194,66 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_to
       break;
     }
   }
+  return acts;
+}
 
+void run_kernel(ThreadPool& pool, const WeightMatrix& w, const kernels::PreparedActs& acts,
+                size_t n_tokens, float* y, KernelIsa isa) {
   switch (isa) {
     case KernelIsa::Scalar: return kernels::matmul_scalar(pool, w, acts, n_tokens, y);
     case KernelIsa::Avx2: return kernels::matmul_avx2(pool, w, acts, n_tokens, y);
     case KernelIsa::Avx512: return kernels::matmul_avx512(pool, w, acts, n_tokens, y);
   }
+}
+
+// The activations of tokens [t0, ...) of a prepared set.
+kernels::PreparedActs offset_acts(const kernels::PreparedActs& a, size_t t0, size_t cols) {
+  kernels::PreparedActs o = a;
+  if (o.f32) o.f32 += t0 * cols;
+  if (o.bf16) o.bf16 += t0 * cols;
+  if (o.q8) o.q8 += t0 * a.blocks_per_token;
+  return o;
+}
+
+}  // namespace
+
+void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens, float* y,
+            KernelIsa isa) {
+  check_matmul_args(w, isa);
+  if (n_tokens == 0 || w.rows == 0) return;
+  run_kernel(pool, w, prepare_acts(pool, w, x, n_tokens, isa), n_tokens, y, isa);
+}
+
+void matmul_blocks(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens,
+                   const MatmulBlockFn& consume) {
+  const KernelIsa isa = best_isa();
+  check_matmul_args(w, isa);
+  if (n_tokens == 0 || w.rows == 0) return;
+  const kernels::PreparedActs acts = prepare_acts(pool, w, x, n_tokens, isa);
+  const size_t n_blocks = (w.rows + kMatmulBlockRows - 1) / kMatmulBlockRows;
+  // AVX2: the path and the row-independent activation work (GEMM packing) are decided once
+  // for all n_tokens, exactly as matmul does, then every block runs on one thread.
+  kernels::Avx2BlockActs avx2;
+  if (isa == KernelIsa::Avx2) avx2 = kernels::prepare_avx2_blocks(pool, w, acts, n_tokens);
+  static_assert(kMatmulBlockTokens % kernels::kGemmTokenGroup == 0);
+  pool.parallel_for(n_blocks, [&](size_t b, size_t worker) {
+    thread_local ThreadPool inline_pool(1);
+    thread_local std::vector<float> ybuf;
+    const size_t r0 = b * kMatmulBlockRows, nr = std::min(kMatmulBlockRows, w.rows - r0);
+    for (size_t t0 = 0; t0 < n_tokens; t0 += kMatmulBlockTokens) {
+      const size_t nt = std::min(kMatmulBlockTokens, n_tokens - t0);
+      if (ybuf.size() < nt * nr) ybuf.resize(nt * nr);
+      if (isa == KernelIsa::Avx2) {
+        kernels::matmul_avx2_rows(w, avx2, t0, t0 + nt, r0, r0 + nr, ybuf.data(), nr);
+      } else {
+        // Other ISAs keep no per-call activation state worth sharing: run the kernel on the
+        // block's rows with a one-thread pool.
+        const WeightMatrix sub{w.dtype, nr, w.cols, w.row(r0)};
+        run_kernel(inline_pool, sub, offset_acts(acts, t0, w.cols), nt, ybuf.data(), isa);
+      }
+      consume(MatmulBlock{worker, r0, nr, t0, nt, ybuf.data()});
+    }
+  });
 }
 
 }  // namespace pith

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "common/thread_pool.h"
 #include "engine/dtype.h"
@@ -40,6 +41,26 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_to
 // pith::Error when this CPU does not support `isa`.
 void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens, float* y,
             KernelIsa isa);
+
+// One block of a blocked matmul's output: y[t][r] for tokens [t0, t0 + n_tokens) and rows
+// [r0, r0 + n_rows), row-major with stride n_rows.
+struct MatmulBlock {
+  size_t worker;  // pool worker that computed it (index for per-worker state)
+  size_t r0, n_rows;
+  size_t t0, n_tokens;
+  const float* y;
+};
+using MatmulBlockFn = std::function<void(const MatmulBlock&)>;
+inline constexpr size_t kMatmulBlockRows = 256;    // fixed: callers may rely on the partition
+inline constexpr size_t kMatmulBlockTokens = 120;  // a block's output stays within ~120 KiB
+
+// y = W x computed in blocks of kMatmulBlockRows rows that are handed to `consume` on the
+// worker that computed them, while still in its cache; the full [n_tokens][rows] result is never
+// written. For reductions over rows (LM head -> softmax + top-K) that would otherwise write and
+// re-read n_tokens x vocab floats. Same kernels and results as matmul; consume runs
+// concurrently on different workers (for different blocks).
+void matmul_blocks(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens,
+                   const MatmulBlockFn& consume);
 
 // Slow, obviously correct version (dequantise each row, f64 accumulate): the parity reference
 // for the optimised kernels in tests.

@@ -156,41 +156,47 @@ void tile_q8(const uint8_t* w0, size_t w_stride, const ActQ8* x0, size_t n_block
 template <int RMax, int TMax, typename Fn>
 void for_tile(int r, int t, Fn&& fn);
 
+// Rows [r_begin, r_end) x tokens [t_begin, t_end) on the calling thread, into
+// y[(t - t_begin) * ldy + (r - r_begin)]. r_begin is a multiple of RMax for the same tiling as matmul.
 template <DType D, int RMax, int TMax>
-void matmul_tiled(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
-                  float* y) {
+void tiled_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_begin, size_t t_end,
+                size_t r_begin, size_t r_end, float* y, size_t ldy) {
   constexpr bool kQuant = D == DType::Q8_0 || D == DType::Q4_0;
-  const size_t rows = w.rows, cols = w.cols, wstride = w.row_bytes();
+  const size_t cols = w.cols, wstride = w.row_bytes();
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   // Bytes of one token's activations, to size token chunks to ~128 KiB (half of L2).
   const size_t x_row_bytes = kQuant ? x.blocks_per_token * sizeof(ActQ8) : cols * sizeof(float);
-  size_t chunk = std::max<size_t>(TMax, (size_t{128} << 10) / x_row_bytes / TMax * TMax);
-  chunk = std::min(chunk, n_tokens);
+  const size_t chunk = std::max<size_t>(TMax, (size_t{128} << 10) / x_row_bytes / TMax * TMax);
+  for (size_t t0 = t_begin; t0 < t_end; t0 += chunk) {
+    const size_t t_stop = std::min(t_end, t0 + chunk);
+    for (size_t r = r_begin; r < r_end; r += RMax) {
+      const int nr = static_cast<int>(std::min<size_t>(RMax, r_end - r));
+      for (size_t t = t0; t < t_stop; t += TMax) {
+        const int nt = static_cast<int>(std::min<size_t>(TMax, t_stop - t));
+        const uint8_t* w0 = wdata + r * wstride;
+        float* y0 = y + (t - t_begin) * ldy + (r - r_begin);
+        for_tile<RMax, TMax>(nr, nt, [&]<int R, int T>() {
+          if constexpr (kQuant)
+            tile_q8<D, R, T>(w0, wstride, x.q8 + t * x.blocks_per_token, x.blocks_per_token, y0, ldy);
+          else
+            tile_float<D, R, T>(w0, wstride, x.f32 + t * cols, cols, y0, ldy);
+        });
+      }
+    }
+  }
+}
+
+template <DType D, int RMax, int TMax>
+void matmul_tiled(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
+                  float* y) {
   // Row blocks: small for decode so both threads stay busy; larger for prefill so a block's
   // weights are reused across a whole token chunk.
   const size_t row_block = n_tokens <= size_t(TMax) ? 16 : 64;
-  const size_t n_tasks = (rows + row_block - 1) / row_block;
-
+  const size_t n_tasks = (w.rows + row_block - 1) / row_block;
   pool.parallel_for(n_tasks, [&](size_t task, size_t) {
-    const size_t r_begin = task * row_block, r_end = std::min(rows, r_begin + row_block);
-    for (size_t t0 = 0; t0 < n_tokens; t0 += chunk) {
-      const size_t t_end = std::min(n_tokens, t0 + chunk);
-      for (size_t r = r_begin; r < r_end; r += RMax) {
-        const int nr = static_cast<int>(std::min<size_t>(RMax, r_end - r));
-        for (size_t t = t0; t < t_end; t += TMax) {
-          const int nt = static_cast<int>(std::min<size_t>(TMax, t_end - t));
-          const uint8_t* w0 = wdata + r * wstride;
-          float* y0 = y + t * rows + r;
-          for_tile<RMax, TMax>(nr, nt, [&]<int R, int T>() {
-            if constexpr (kQuant)
-              tile_q8<D, R, T>(w0, wstride, x.q8 + t * x.blocks_per_token, x.blocks_per_token, y0,
-                               rows);
-            else
-              tile_float<D, R, T>(w0, wstride, x.f32 + t * cols, cols, y0, rows);
-          });
-        }
-      }
-    }
+    const size_t r_begin = task * row_block;
+    tiled_rows<D, RMax, TMax>(w, x, 0, n_tokens, r_begin, std::min(w.rows, r_begin + row_block),
+                              y + r_begin, w.rows);
   });
 }
 
@@ -235,38 +241,70 @@ void quantize_act_q8_avx2(const float* x, ActQ8* out, size_t n) {
   }
 }
 
+namespace {
+
+// d * q of each quantised activation, exactly representable in f32 (the GEMM's input for
+// Q8_0/Q4_0 weights), in the calling thread's scratch.
+const float* dequantize_acts(ThreadPool& pool, const PreparedActs& x, size_t n_tokens, size_t cols) {
+  thread_local std::vector<float> deq;
+  const size_t nb = x.blocks_per_token;
+  if (deq.size() < n_tokens * cols) deq.resize(n_tokens * cols);
+  float* out = deq.data();
+  pool.parallel_for(n_tokens, [&](size_t t, size_t) {
+    for (size_t b = 0; b < nb; ++b) {
+      const ActQ8& a = x.q8[t * nb + b];
+      const __m256 d = _mm256_set1_ps(a.d);
+      for (int q = 0; q < 4; ++q) {
+        __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.qs + 8 * q));
+        _mm256_storeu_ps(out + t * cols + b * 32 + 8 * q,
+                         _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
+      }
+    }
+  });
+  return out;
+}
+
+template <typename Fn>
+void for_dtype_tiles(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::F32: return fn.template operator()<DType::F32, 4, 3>();
+    case DType::F16: return fn.template operator()<DType::F16, 4, 3>();
+    case DType::BF16: return fn.template operator()<DType::BF16, 4, 3>();
+    case DType::Q8_0: return fn.template operator()<DType::Q8_0, 4, 2>();
+    case DType::Q4_0: return fn.template operator()<DType::Q4_0, 4, 2>();
+  }
+}
+
+}  // namespace
+
 void matmul_avx2(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
                  float* y) {
   if (n_tokens >= kGemmMinTokens) {
-    const float* xf = x.f32;
-    if (x.q8 != nullptr) {
-      // d * q of each quantised activation, exactly representable in f32.
-      thread_local std::vector<float> deq;
-      const size_t nb = x.blocks_per_token, cols = w.cols;
-      if (deq.size() < n_tokens * cols) deq.resize(n_tokens * cols);
-      float* out = deq.data();
-      pool.parallel_for(n_tokens, [&](size_t t, size_t) {
-        for (size_t b = 0; b < nb; ++b) {
-          const ActQ8& a = x.q8[t * nb + b];
-          const __m256 d = _mm256_set1_ps(a.d);
-          for (int q = 0; q < 4; ++q) {
-            __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.qs + 8 * q));
-            _mm256_storeu_ps(out + t * cols + b * 32 + 8 * q,
-                             _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
-          }
-        }
-      });
-      xf = out;
-    }
+    const float* xf = x.q8 != nullptr ? dequantize_acts(pool, x, n_tokens, w.cols) : x.f32;
     return gemm_avx2(pool, w, xf, n_tokens, y);
   }
-  switch (w.dtype) {
-    case DType::F32: return matmul_tiled<DType::F32, 4, 3>(pool, w, x, n_tokens, y);
-    case DType::F16: return matmul_tiled<DType::F16, 4, 3>(pool, w, x, n_tokens, y);
-    case DType::BF16: return matmul_tiled<DType::BF16, 4, 3>(pool, w, x, n_tokens, y);
-    case DType::Q8_0: return matmul_tiled<DType::Q8_0, 4, 2>(pool, w, x, n_tokens, y);
-    case DType::Q4_0: return matmul_tiled<DType::Q4_0, 4, 2>(pool, w, x, n_tokens, y);
+  for_dtype_tiles(w.dtype, [&]<DType D, int R, int T>() { matmul_tiled<D, R, T>(pool, w, x, n_tokens, y); });
+}
+
+Avx2BlockActs prepare_avx2_blocks(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
+                                  size_t n_tokens) {
+  Avx2BlockActs a;
+  a.acts = &x;
+  a.n_tokens = n_tokens;
+  if (n_tokens >= kGemmMinTokens) {
+    const float* xf = x.q8 != nullptr ? dequantize_acts(pool, x, n_tokens, w.cols) : x.f32;
+    a.gemm_packed = pack_gemm_acts_avx2(pool, xf, n_tokens, w.cols);
   }
+  return a;
+}
+
+void matmul_avx2_rows(const WeightMatrix& w, const Avx2BlockActs& a, size_t t_begin, size_t t_end,
+                      size_t r_begin, size_t r_end, float* y, size_t ldy) {
+  if (a.gemm_packed != nullptr)
+    return gemm_avx2_rows(w, a.gemm_packed, t_begin, t_end, r_begin, r_end, y, ldy);
+  for_dtype_tiles(w.dtype, [&]<DType D, int R, int T>() {
+    tiled_rows<D, R, T>(w, *a.acts, t_begin, t_end, r_begin, r_end, y, ldy);
+  });
 }
 
 }  // namespace pith::kernels

@@ -47,6 +47,27 @@ void quantize_act_q8_avx2(const float* x, ActQ8* out, size_t n);
 // The packed f32 GEMM behind matmul_avx2 for many tokens (gemm_avx2.cpp); x is f32 in the
 // weight's dot type.
 void gemm_avx2(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens, float* y);
+// Its two halves, for callers that run many row ranges against the same activations
+// (matmul_blocks): pack once (into the calling thread's scratch; tokens in groups of
+// kGemmTokenGroup), then rows [r_begin, r_end) x tokens [t_begin, t_end) on the calling thread,
+// t_begin a multiple of kGemmTokenGroup, into y[(t - t_begin) * ldy + (r - r_begin)].
+inline constexpr size_t kGemmTokenGroup = 6;
+const float* pack_gemm_acts_avx2(ThreadPool& pool, const float* x, size_t n_tokens, size_t cols);
+void gemm_avx2_rows(const WeightMatrix& w, const float* xp, size_t t_begin, size_t t_end,
+                    size_t r_begin, size_t r_end, float* y, size_t ldy);
+
+// matmul_avx2 split the same way: `prepare` picks the path for n_tokens (as matmul_avx2 does)
+// and does the activation work that does not depend on the rows; `rows` runs one row range of
+// tokens [t_begin, t_end) on the calling thread into y[(t - t_begin) * ldy + (r - r_begin)].
+struct Avx2BlockActs {
+  const PreparedActs* acts = nullptr;
+  size_t n_tokens = 0;
+  const float* gemm_packed = nullptr;  // set when the GEMM path is taken
+};
+Avx2BlockActs prepare_avx2_blocks(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
+                                  size_t n_tokens);
+void matmul_avx2_rows(const WeightMatrix& w, const Avx2BlockActs& a, size_t t_begin, size_t t_end,
+                      size_t r_begin, size_t r_end, float* y, size_t ldy);
 void matmul_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
                    size_t n_tokens, float* y);
 

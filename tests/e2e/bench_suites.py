@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Every `pith bench SUITE --json` that runs on a model ends with one JSON object on its last
+line holding the keys the issues name (other tools parse them), on the tiny model with small
+sizes so the whole file takes seconds; plus the checks that hold whatever the machine's speed
+(the prefix cache computes fewer prompt tokens, the roofline bound is >= 1, rates are > 0).
+
+usage: bench_suites.py PITH TINY_MODEL INFERLET_DIR
+"""
+import json
+import subprocess
+import sys
+import tempfile
+
+
+def bench(pith, *args):
+    p = subprocess.run([pith, "bench", *args, "--json"], capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        sys.exit(f"FAIL: pith bench {' '.join(args)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+    lines = [l for l in p.stdout.splitlines() if l.strip()]
+    try:
+        out = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError) as e:
+        sys.exit(f"FAIL: pith bench {args[0]}: last line is not JSON ({e})\n{p.stdout}")
+    assert out.get("suite") == args[0], out
+    return out
+
+
+def need(out, *keys):
+    missing = [k for k in keys if k not in out]
+    assert not missing, f"{out.get('suite')}: missing {missing} in {sorted(out)}"
+
+
+def positive(out, *keys):
+    for k in keys:
+        assert isinstance(out[k], (int, float)) and out[k] > 0, f"{out['suite']}: {k} = {out[k]}"
+
+
+def main():
+    pith, model, inferlets = sys.argv[1], sys.argv[2], sys.argv[3]
+    with tempfile.TemporaryDirectory(prefix="pith_bench_") as cache:
+        m = bench(pith, "model", "-m", model, "-p", "16", "-n", "4", "-r", "1", "--batch", "1,2",
+                  "--batch-steps", "2", "--bandwidth-mib", "64")
+        need(m, "pp_tok_s", "tg_tok_s", "batch_tg_tok_s", "bandwidth_gb_s", "decode_floor_tok_s")
+        positive(m, "pp_tok_s", "tg_tok_s", "bandwidth_gb_s", "decode_floor_tok_s")
+        assert set(m["batch_tg_tok_s"]) == {"1", "2"}, m["batch_tg_tok_s"]
+
+        b = bench(pith, "batching", "-m", model, "--policy", "adaptive", "--instances", "4",
+                  "--prompt-tokens", "4", "--max-tokens", "2", "--runs", "1",
+                  "--inferlets", inferlets, "--cache-dir", cache)
+        need(b, "req_per_s", "ratio_vs_eager", "per_policy", "roofline_ratio_bound",
+             "eager_floor_tok_s", "batched_ceiling_tok_s")
+        positive(b, "req_per_s", "ratio_vs_eager", "eager_floor_tok_s", "batched_ceiling_tok_s")
+        assert b["roofline_ratio_bound"] >= 1.0, b
+        assert set(b["per_policy"]) == {"eager", "adaptive"}, b["per_policy"]
+
+        o = bench(pith, "overhead", "-m", model, "--instances", "8", "--decode-tokens", "4",
+                  "--runs", "1", "--inferlets", inferlets, "--cache-dir", cache)
+        need(o, "control_call_us", "forward_call_us", "tpot_inferlet_ms", "tpot_fused_ms", "overhead_pct")
+        positive(o, "control_call_us", "tpot_inferlet_ms", "tpot_fused_ms")
+
+    p = bench(pith, "prefix-cache", "-m", model, "--requests", "6", "--system-tokens", "64",
+              "--question-tokens", "8", "--max-tokens", "2", "--concurrency", "2")
+    need(p, "prefill_tokens_on", "prefill_tokens_off", "speedup")
+    # 6 x 72 tokens without the cache; with it the shared 64 tokens (4 full pages) are computed
+    # by the first 2 concurrent requests only.
+    assert p["prefill_tokens_off"] == 6 * 72, p
+    assert p["prefill_tokens_on"] < p["prefill_tokens_off"], p
+
+    c = bench(pith, "chunked-prefill", "-m", model, "--long-tokens", "300", "--short-requests", "3",
+              "--short-tokens", "8", "--decoders", "1", "--decode-tokens", "4", "--max-batch-tokens", "64")
+    need(c, "ttft_p99_ratio", "throughput_loss_pct")
+    positive(c, "ttft_p99_ratio")
+    print("bench suites: JSON contracts hold")
+
+
+if __name__ == "__main__":
+    main()
