@@ -175,6 +175,9 @@ class Context {
     Generation g;
     if (stop.eos_ids.empty() && info_.eos_token != UINT32_MAX) stop.eos_ids.push_back(info_.eos_token);
     std::vector<uint32_t> generated;
+    // Stop strings are matched against a decoded tail, so a step costs O(longest stop string),
+    // not O(tokens so far); the whole text is decoded once, at the end.
+    const size_t stop_bytes = stop.max_string_bytes();
     for (;;) {
       Result<Distribution> d = decode_step(sampler.candidates());
       if (!d) {
@@ -184,14 +187,14 @@ class Context {
       uint32_t tok = sampler.sample(*d);
       generated.push_back(tok);
       fill_tokens({tok});
-      Result<std::string> text = model_.detokenize(generated);
-      g.text = text ? *text : std::string();
-      const char* why = stop.check(generated, g.text);
+      const std::string tail = stop_bytes ? model_.detokenize_tail(generated, stop_bytes) : std::string();
+      const char* why = stop.check(generated, tail);
       if (*why) {
         g.finish_reason = why;
         break;
       }
     }
+    g.text = model_.detokenize(generated).value_or("");
     g.tokens = generated;
     return g;
   }

@@ -102,15 +102,19 @@ inline ParallelStats generate_parallel(std::vector<Branch>& bs) {
       b->logprob += detail::logprob_of(*d, tok);
       b->out.tokens.push_back(tok);
       b->ctx->fill_tokens({tok});
-      Result<std::string> text = b->ctx->model().detokenize(b->out.tokens);
-      b->out.text = text ? *text : std::string();
-      const char* why = b->stop.check(b->out.tokens, b->out.text);
+      const size_t stop_bytes = b->stop.max_string_bytes();
+      const std::string tail =
+          stop_bytes ? b->ctx->model().detokenize_tail(b->out.tokens, stop_bytes) : std::string();
+      const char* why = b->stop.check(b->out.tokens, tail);
       if (*why) {
         b->done = true;
         b->out.finish_reason = why;
       }
     }
   }
+  // The whole texts, decoded once (a tail per step was enough for the stop checks).
+  for (Branch& b : bs)
+    if (b.ctx) b.out.text = b.ctx->model().detokenize(b.out.tokens).value_or("");
   return st;
 }
 

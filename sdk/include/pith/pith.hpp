@@ -384,6 +384,17 @@ class Model {
       return pith_detokenize(m_, ids.data(), static_cast<uint32_t>(ids.size()), b, cap, len);
     });
   }
+  // The decoded end of `ids`: the text of its last tokens, at least `min_bytes` + 4 long (or
+  // all of it), so that a UTF-8 character cut at the start cannot reach the last `min_bytes`.
+  // What a stop-string check needs each step, at O(min_bytes) instead of O(len(ids)).
+  std::string detokenize_tail(const std::vector<uint32_t>& ids, size_t min_bytes) const {
+    size_t n = ids.size() < min_bytes + 4 ? ids.size() : min_bytes + 4;
+    for (;;) {
+      std::string t = detokenize(std::vector<uint32_t>(ids.end() - static_cast<ptrdiff_t>(n), ids.end())).value_or("");
+      if (t.size() >= min_bytes + 4 || n == ids.size()) return t;
+      n = ids.size() < 2 * n ? ids.size() : 2 * n;
+    }
+  }
   // The bytes of every token, indexed by id (pith_vocab_get; about 1.3 MB for 128k tokens).
   Result<std::vector<std::string>> vocab() const {
     using R = Result<std::vector<std::string>>;

@@ -147,7 +147,15 @@ struct Stop {
   bool stop_at_eos = true;
   std::vector<std::string> strings;     // stop when the generated text ends with one of these
 
-  // "length", "eos", "stop" or "" (keep going); `text` is the generated text so far.
+  // Length of the longest stop string: how much of the text's end check() looks at.
+  size_t max_string_bytes() const {
+    size_t n = 0;
+    for (const auto& s : strings) n = s.size() > n ? s.size() : n;
+    return n;
+  }
+
+  // "length", "eos", "stop" or "" (keep going); `text` is the generated text so far, or any
+  // suffix of it at least max_string_bytes() long (Model::detokenize_tail).
   const char* check(const std::vector<uint32_t>& generated, const std::string& text) const {
     if (!generated.empty() && stop_at_eos &&
         std::find(eos_ids.begin(), eos_ids.end(), generated.back()) != eos_ids.end())
