@@ -12,31 +12,11 @@
 #include "bench/machine_baselines.h"
 #include "common/error.h"
 #include "engine/model_loader.h"
-#include "engine/model_weights.h"
 #include "server/serving_stack.h"
 
 namespace pith::bench {
 
 namespace {
-
-// What one decode token costs this model's matrices: bytes streamed when it runs alone (every
-// matrix read once; the embedding table only when it is also the LM head) and FLOPs.
-struct TokenCost {
-  double bytes = 0;
-  double flops = 0;
-};
-TokenCost token_cost(const ModelWeights& w) {
-  TokenCost c;
-  auto add = [&](const WeightMatrix& m) {
-    c.bytes += double(m.rows) * double(m.row_bytes());
-    c.flops += 2.0 * double(m.rows) * double(m.cols);
-  };
-  for (const auto& l : w.layers)
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*m);
-  add(w.output);
-  return c;
-}
-
 
 std::string inferlet_file(const BatchingBenchOptions& o, const std::string& name) {
   return find_inferlet(o.inferlet_dir.empty() ? PITH_BUILD_INFERLET_DIR : o.inferlet_dir, name);
@@ -149,8 +129,8 @@ nlohmann::json run_batching_bench(const BatchingBenchOptions& o) {
   ThreadPool pool(static_cast<size_t>(o.threads));
   const double bw = measure_read_bandwidth_gb_s(pool, size_t{1} << 30, 3);
   const double peak = measure_peak_gflop_s(pool, 3);
-  const TokenCost cost = token_cost(*load_model(o.model, LoadOptions{.quiet = true}));
-  const double eager_floor = bw * 1e9 / cost.bytes, batched_ceiling = peak * 1e9 / cost.flops;
+  const DecodeTokenCost cost = decode_token_cost(*load_model(o.model, LoadOptions{.quiet = true}));
+  const double eager_floor = bw * 1e9 / double(cost.bytes), batched_ceiling = peak * 1e9 / cost.flops;
   const double bound = batched_ceiling / std::min(eager_floor, batched_ceiling);
   const double eager_tps = per_policy["eager"]["tok_per_s"].get<double>();
   const double main_tps = per_policy[main_policy]["tok_per_s"].get<double>();

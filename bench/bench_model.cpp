@@ -106,17 +106,6 @@ double median_of(int reps, Fn&& fn) {
   return median(v);
 }
 
-// Bytes one decode step streams: every layer matrix and the LM head (one embedding row is
-// negligible).
-size_t decode_weight_bytes(const ModelWeights& w) {
-  auto bytes = [](const WeightMatrix& m) { return m.rows * m.row_bytes(); };
-  size_t total = bytes(w.output);
-  for (const auto& l : w.layers)
-    total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.w_gate) +
-             bytes(l.w_up) + bytes(l.w_down);
-  return total;
-}
-
 struct LlamaBenchResult {
   double pp_tok_s = 0, tg_tok_s = 0;
   std::string version;
@@ -171,7 +160,7 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   eo.kv_memory_bytes = pages * page_bytes;
   Engine engine(weights, eo);
 
-  const size_t wbytes = decode_weight_bytes(*weights);
+  const size_t wbytes = decode_token_cost(*weights).bytes;
   fmt::print("model bench: {} ({} layers, d_model {}, vocab {}), {} threads, median of {} runs\n",
              o.model_path, c.n_layers, c.d_model, c.vocab_size, o.threads, o.reps);
   fmt::print("weights streamed per decode step: {:.1f} MiB\n", wbytes / 1048576.0);

@@ -121,4 +121,16 @@ double measure_peak_gflop_s(ThreadPool& pool, int reps) {
   return median(samples);
 }
 
+DecodeTokenCost decode_token_cost(const ModelWeights& w) {
+  DecodeTokenCost c;
+  auto add = [&](const WeightMatrix& m) {
+    c.bytes += m.rows * m.row_bytes();
+    c.flops += 2.0 * double(m.rows) * double(m.cols);
+  };
+  for (const auto& l : w.layers)
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*m);
+  add(w.output);
+  return c;
+}
+
 }  // namespace pith::bench

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/thread_pool.h"
+#include "engine/model_weights.h"
 
 namespace pith::bench {
 
@@ -18,6 +19,16 @@ double measure_read_bandwidth_gb_s(ThreadPool& pool, size_t bytes, int reps);
 // Median over `reps` of the f32 multiply-add rate of all pool threads, in GFLOP/s (an FMA
 // counts 2 flops). Uses AVX2+FMA when available, else scalar.
 double measure_peak_gflop_s(ThreadPool& pool, int reps);
+
+// What one decode token costs a model's matrices: the bytes it streams when it runs alone
+// (every layer matrix and the LM head; one embedding row is negligible) and its FLOPs. With
+// the probes above these give the decode floor (bandwidth / bytes) and the batched ceiling
+// (peak / FLOPs).
+struct DecodeTokenCost {
+  size_t bytes = 0;
+  double flops = 0;
+};
+DecodeTokenCost decode_token_cost(const ModelWeights& w);
 
 // Median of a vector of samples (copied).
 double median(std::vector<double> v);

@@ -119,8 +119,7 @@ int main() {
   }
   bool reported_usage = req.n > 1;
 
-  size_t max_stop = 0;
-  for (const auto& s : req.stop.strings) max_stop = s.size() > max_stop ? s.size() : max_stop;
+  const size_t stop_bytes = req.stop.max_string_bytes();
   const uint32_t want = req.logprobs > 0 ? (req.logprobs > 20 ? 20 : req.logprobs) : 0;
   uint32_t live = req.n;
   while (live > 0) {
@@ -153,13 +152,8 @@ int main() {
       c.generated.push_back(tok);
       c.ctx.fill_tokens({tok});
       std::string text;
-      if (!req.stop.strings.empty()) {
-        // Stop::check only looks at the end of the text: decode a tail long enough to hold the
-        // longest stop string (every token yields at least one byte), not the whole generation.
-        const size_t tail = std::min(c.generated.size(), max_stop + 4);
-        auto t = model->detokenize(std::vector<uint32_t>(c.generated.end() - tail, c.generated.end()));
-        if (t) text = *t;
-      }
+      // Stop::check only looks at the end of the text: a decoded tail, not the whole generation.
+      if (stop_bytes) text = model->detokenize_tail(c.generated, stop_bytes);
       const char* why = req.stop.check(c.generated, text);
       if (*why) {
         c.done = true;

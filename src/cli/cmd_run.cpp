@@ -33,7 +33,6 @@ struct RunArgs {
   bool verbose = false;
 };
 
-
 int run(const RunArgs& a) {
   ServingOptions so;
   so.model_path = a.model;

@@ -39,7 +39,7 @@ struct Engine::Scratch {
   std::vector<float> sin_t;   // [T][head_dim/2]
   std::vector<uint32_t> write_page, write_slot;  // [T] where each input's K/V goes
   std::vector<float> out_h;   // [R][d_model] normed hidden states of the rows needing logits
-  std::vector<float> logits;  // [R][vocab]
+  std::vector<float> logits;  // [R_logits][vocab] of the rows that asked for full logits
   std::vector<uint64_t> keys; // validation: written (page, slot) keys
   std::vector<std::pair<uint32_t, uint32_t>> output_jobs;  // (sequence, output) of LM-head rows
   std::vector<uint32_t> top_ks;                            // k of each top-K row
@@ -287,12 +287,13 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
   // rows that want full logits (one matmul).
   auto& jobs = s.output_jobs;
   jobs.clear();
-  for (int pass = 0; pass < 2; ++pass) {
-    const OutputKind kind = pass == 0 ? OutputKind::TopK : OutputKind::Logits;
+  size_t n_topk = 0;
+  for (OutputKind kind : {OutputKind::TopK, OutputKind::Logits}) {
     for (size_t si = 0; si < batch.size(); ++si)
       for (size_t oi = 0; oi < batch[si].outputs.size(); ++oi)
         if (batch[si].outputs[oi].kind == kind)
           jobs.push_back({static_cast<uint32_t>(si), static_cast<uint32_t>(oi)});
+    if (kind == OutputKind::TopK) n_topk = jobs.size();
   }
   const size_t R = jobs.size();
   float* out_h = R ? grow(s.out_h, R * d) : nullptr;
@@ -316,9 +317,6 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     const OutputSpec& o = batch[si].outputs[jobs[j].second];
     rmsnorm(x + (seq_base[si] + o.input_index) * d, w.output_norm.data(), out_h + j * d, d, c.rms_eps);
   });
-  size_t n_topk = 0;
-  while (n_topk < R && batch[jobs[n_topk].first].outputs[jobs[n_topk].second].kind == OutputKind::TopK)
-    ++n_topk;
   const uint32_t V = c.vocab_size;
   if (n_topk > 0) {
     s.top_ks.resize(n_topk);

@@ -17,13 +17,10 @@ double sum_exp_scalar(const float* x, size_t n, float m) {
   return sum;
 }
 
-// `a` ranks before `b`: higher logit, ties by lower id.
+// `a` ranks before `b`: higher logit, ties by lower id. As a heap comparator it keeps the
+// worst kept entry at the front.
 inline bool better(const TopKSelector::Entry& a, const TopKSelector::Entry& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-}
-// Heap comparator putting the worst entry at the front.
-inline bool heap_order(const TopKSelector::Entry& a, const TopKSelector::Entry& b) {
-  return better(a, b);
 }
 
 #pragma GCC push_options
@@ -88,15 +85,13 @@ SoftmaxPartial softmax_partial(const float* logits, size_t n) {
   return p;
 }
 
-double combine_logsumexp(const SoftmaxPartial* parts, size_t n_parts, size_t stride) {
+double combine_logsumexp(const SoftmaxPartial* parts, size_t n_parts) {
   float m = -INFINITY;
-  for (size_t i = 0; i < n_parts; ++i) m = std::max(m, parts[i * stride].max);
+  for (size_t i = 0; i < n_parts; ++i) m = std::max(m, parts[i].max);
   if (std::isinf(m)) return m;
   double sum = 0;
-  for (size_t i = 0; i < n_parts; ++i) {
-    const SoftmaxPartial& p = parts[i * stride];
-    if (p.sum > 0) sum += p.sum * std::exp(double(p.max) - m);
-  }
+  for (size_t i = 0; i < n_parts; ++i)
+    if (parts[i].sum > 0) sum += parts[i].sum * std::exp(double(parts[i].max) - m);
   return m + std::log(sum);
 }
 
@@ -110,11 +105,11 @@ void TopKSelector::offer(float logit, int32_t id) {
   const Entry e{logit, id};
   if (heap_.size() < k_) {
     heap_.push_back(e);
-    std::push_heap(heap_.begin(), heap_.end(), heap_order);
+    std::push_heap(heap_.begin(), heap_.end(), better);
   } else if (better(e, heap_.front())) {
-    std::pop_heap(heap_.begin(), heap_.end(), heap_order);
+    std::pop_heap(heap_.begin(), heap_.end(), better);
     heap_.back() = e;
-    std::push_heap(heap_.begin(), heap_.end(), heap_order);
+    std::push_heap(heap_.begin(), heap_.end(), better);
   }
 }
 

@@ -32,7 +32,7 @@ struct SoftmaxPartial {
   double sum = 0;
 };
 SoftmaxPartial softmax_partial(const float* logits, size_t n);
-double combine_logsumexp(const SoftmaxPartial* parts, size_t n_parts, size_t stride = 1);
+double combine_logsumexp(const SoftmaxPartial* parts, size_t n_parts);
 
 // Keeps the k best (logit, id) pairs offered, in any order of arrival: a min-heap on the
 // ranking (higher logit first, ties by lower id) whose worst entry is the threshold a

@@ -60,7 +60,6 @@ std::string default_cache_root() {
   return "/tmp/pith-cache";
 }
 
-
 std::optional<uint64_t> parse_id(const std::string& s) {
   if (s.empty() || s.size() > 19) return std::nullopt;
   uint64_t v = 0;
