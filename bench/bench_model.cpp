@@ -5,6 +5,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -165,10 +166,12 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
              o.model_path, c.n_layers, c.d_model, c.vocab_size, o.threads, o.reps);
   fmt::print("weights streamed per decode step: {:.1f} MiB\n", wbytes / 1048576.0);
 
+  // The floor's bandwidth is sampled before the tests and between the decode runs (the host's
+  // bandwidth drifts by 10-20 % over minutes here); its median gives the floor.
   ThreadPool bw_pool(o.threads);
-  const double bw = measure_read_bandwidth_gb_s(bw_pool, o.bandwidth_bytes, 5);
-  const double floor = bw * 1e9 / double(wbytes);
-  fmt::print("memory read bandwidth: {:.2f} GB/s -> decode floor {:.2f} tok/s\n", bw, floor);
+  ReadBandwidthProbe probe(bw_pool, o.bandwidth_bytes);
+  std::vector<double> bw_samples;
+  for (int i = 0; i < 3; ++i) bw_samples.push_back(probe.sample());
 
   std::mt19937 rng(1);
   double pp = 0, tg = 0, pp_cpu = 0;
@@ -182,9 +185,20 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   }
   if (o.n_gen > 0) {
     run_decode(engine, 1, 4, rng);  // warm-up
-    tg = median_of(o.reps, [&] { return run_decode(engine, 1, o.n_gen, rng); });
-    fmt::print("tg{}: {:.2f} tok/s = {:.2f} of the decode floor\n", o.n_gen, tg, tg / floor);
+    tg = median_of(o.reps, [&] {
+      bw_samples.push_back(probe.sample());
+      return run_decode(engine, 1, o.n_gen, rng);
+    });
+    bw_samples.push_back(probe.sample());
   }
+  const double bw = median(bw_samples);
+  const double floor = bw * 1e9 / double(wbytes);
+  fmt::print("memory read bandwidth: {:.2f} GB/s (median of {} samples, {:.1f}-{:.1f}) -> decode "
+             "floor {:.2f} tok/s\n",
+             bw, bw_samples.size(), *std::min_element(bw_samples.begin(), bw_samples.end()),
+             *std::max_element(bw_samples.begin(), bw_samples.end()), floor);
+  if (o.n_gen > 0)
+    fmt::print("tg{}: {:.2f} tok/s = {:.2f} of the decode floor\n", o.n_gen, tg, tg / floor);
   nlohmann::json batch = nlohmann::json::object();
   for (size_t b : o.batch_sizes) {
     if (b == 0) fail("bench model: batch size 0");
@@ -206,6 +220,7 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
                       {"batch_tg_tok_s", batch},
                       {"batch_steps", o.batch_steps},
                       {"bandwidth_gb_s", bw},
+                      {"bandwidth_samples_gb_s", bw_samples},
                       {"weight_bytes_per_token", wbytes},
                       {"decode_floor_tok_s", floor},
                       {"tg_over_floor", tg / floor}};

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/error.h"
 #include "engine/kernels/cpu_features.h"
 
 namespace pith::bench {
@@ -68,31 +69,38 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double measure_read_bandwidth_gb_s(ThreadPool& pool, size_t bytes, int reps) {
-  const size_t n = bytes / sizeof(float) / 64 * 64;
-  std::unique_ptr<float[], void (*)(void*)> buf(
-      static_cast<float*>(std::aligned_alloc(64, n * sizeof(float))), std::free);
+ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, size_t bytes)
+    : pool_(pool), buf_(nullptr, std::free) {
+  n_ = bytes / sizeof(float) / 64 * 64;
+  buf_.reset(static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(64, n_) * sizeof(float))));
+  if (!buf_) fail("bandwidth probe: cannot allocate {} bytes", bytes);
   // Touch every page in parallel so first-touch costs are outside the timing.
-  const size_t n_tasks = pool.size() * 16;
-  const size_t per = (n / n_tasks + 63) / 64 * 64;
-  pool.parallel_for(n_tasks, [&](size_t t, size_t) {
-    size_t b = std::min(n, t * per), e = std::min(n, b + per);
-    for (size_t i = b; i < e; ++i) buf[i] = 1.0f;
+  n_tasks_ = pool.size() * 16;
+  per_task_ = (n_ / n_tasks_ + 63) / 64 * 64;
+  pool.parallel_for(n_tasks_, [&](size_t t, size_t) {
+    size_t b = std::min(n_, t * per_task_), e = std::min(n_, b + per_task_);
+    for (size_t i = b; i < e; ++i) buf_[i] = 1.0f;
   });
+}
+
+double ReadBandwidthProbe::sample() {
   const bool simd = isa_supported(KernelIsa::Avx2);
-  std::vector<double> samples;
   volatile float sink = 0;
-  for (int r = 0; r < reps; ++r) {
-    std::vector<float> partial(n_tasks);
-    auto t0 = Clock::now();
-    pool.parallel_for(n_tasks, [&](size_t t, size_t) {
-      size_t b = std::min(n, t * per), e = std::min(n, b + per);
-      partial[t] = simd ? read_chunk_avx2(buf.get() + b, e - b) : read_chunk_scalar(buf.get() + b, e - b);
-    });
-    double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    for (float p : partial) sink = sink + p;
-    samples.push_back(double(n) * sizeof(float) / s / 1e9);
-  }
+  std::vector<float> partial(n_tasks_);
+  auto t0 = Clock::now();
+  pool_.parallel_for(n_tasks_, [&](size_t t, size_t) {
+    size_t b = std::min(n_, t * per_task_), e = std::min(n_, b + per_task_);
+    partial[t] = simd ? read_chunk_avx2(buf_.get() + b, e - b) : read_chunk_scalar(buf_.get() + b, e - b);
+  });
+  double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (float p : partial) sink = sink + p;
+  return double(n_) * sizeof(float) / s / 1e9;
+}
+
+double measure_read_bandwidth_gb_s(ThreadPool& pool, size_t bytes, int reps) {
+  ReadBandwidthProbe probe(pool, bytes);
+  std::vector<double> samples;
+  for (int r = 0; r < reps; ++r) samples.push_back(probe.sample());
   return median(samples);
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "common/thread_pool.h"
@@ -12,8 +13,22 @@
 
 namespace pith::bench {
 
-// Median over `reps` passes of reading `bytes` (split across the pool's threads) in GB/s
-// (1e9 bytes/s). The buffer is allocated and written once before timing.
+// Streams a buffer of `bytes` (allocated and written once, at construction) split across the
+// pool's threads; each sample() is one timed pass in GB/s (1e9 bytes/s). A benchmark that
+// compares against the bandwidth takes samples between its own timed runs, so that the host's
+// drift (other tenants, frequency) affects both sides alike.
+class ReadBandwidthProbe {
+ public:
+  ReadBandwidthProbe(ThreadPool& pool, size_t bytes);
+  double sample();
+
+ private:
+  ThreadPool& pool_;
+  std::unique_ptr<float[], void (*)(void*)> buf_;
+  size_t n_ = 0, n_tasks_ = 0, per_task_ = 0;
+};
+
+// Median over `reps` samples of a ReadBandwidthProbe of `bytes`.
 double measure_read_bandwidth_gb_s(ThreadPool& pool, size_t bytes, int reps);
 
 // Median over `reps` of the f32 multiply-add rate of all pool threads, in GFLOP/s (an FMA

@@ -177,6 +177,33 @@ TEST(Matmul, SingleThreadPoolGivesSameResult) {
   EXPECT_EQ(a, b);  // each output is computed by one thread in a fixed order
 }
 
+// Decode (1-2 tokens) splits the rows into byte-sized tasks and streams quantised rows one at
+// a time; a ragged row count across many tasks and thread counts must still give every row,
+// exactly as the scalar kernel does.
+TEST(Matmul, DecodeRowTasksCoverEveryRow) {
+  std::mt19937 rng(10);
+  const size_t rows = 1030, cols = 64;
+  for (DType dt : {DType::Q8_0, DType::Q4_0, DType::BF16, DType::F32}) {
+    auto wbytes = make_weights(dt, rows, cols, rng);
+    WeightMatrix w{dt, rows, cols, wbytes.data()};
+    for (size_t n : {size_t{1}, size_t{2}}) {
+      auto x = make_acts(n * cols, rng);
+      ThreadPool one(1);
+      std::vector<float> want(n * rows);
+      matmul(one, w, x.data(), n, want.data(), KernelIsa::Scalar);
+      const auto scale = output_scales(w, x.data(), n);
+      for (size_t threads : {size_t{1}, size_t{2}, size_t{3}}) {
+        ThreadPool pool(threads);
+        std::vector<float> got(n * rows, NAN);
+        matmul(pool, w, x.data(), n, got.data());
+        expect_close(got, want, scale, 1e-6,
+                     std::string(dtype_info(dt).name) + " n=" + std::to_string(n) +
+                         " threads=" + std::to_string(threads));
+      }
+    }
+  }
+}
+
 TEST(Matmul, QuantisedActivationsSimdMatchScalarExactly) {
   if (!isa_supported(KernelIsa::Avx2)) GTEST_SKIP() << "no AVX2";
   std::mt19937 rng(9);
