@@ -3,6 +3,7 @@
 // scalar kernel, the f64 reference and row dequantisation.
 #include "engine/kernels/matmul.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -69,6 +70,13 @@ void quantize_act_q8_scalar(const float* x, ActQ8* out, size_t n) {
     const float id = m != 0.0f ? 127.0f / m : 0.0f;
     for (size_t j = 0; j < 32; ++j) out[b].qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
   }
+}
+
+size_t decode_row_block(const WeightMatrix& w, size_t n_threads, size_t align) {
+  const size_t by_bytes = (size_t{256} << 10) / std::max<size_t>(1, w.row_bytes());
+  const size_t by_balance = (w.rows + 4 * n_threads - 1) / (4 * n_threads);
+  const size_t rows = std::max<size_t>(16, std::min(by_bytes, by_balance));
+  return (rows + align - 1) / align * align;
 }
 
 // Portable kernel with the same math as the SIMD ones: one row at a time against every token.

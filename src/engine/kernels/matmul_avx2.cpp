@@ -35,11 +35,6 @@ namespace {
 // whose int8/16-bit dot products cost more ops per multiply-add but read weights only once.
 constexpr size_t kGemmMinTokens = 24;
 
-// How far ahead (bytes) a streaming decode tile prefetches along its rows; about twice the
-// bytes one core consumes during a DRAM round trip here (8 KB matched a plain read loop's
-// bandwidth for Q8_0; 1-2 KB fell 5-15 % short).
-constexpr size_t kStreamAheadBytes = 8192;
-
 // ---- float weights (F32, F16, BF16): f32 FMA ----
 
 template <DType D>
@@ -214,17 +209,6 @@ void tiled_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_begin, si
       }
     }
   }
-}
-
-// Rows per task when decoding: about 256 KiB of weights, so that a task's stream is long
-// against the prefetch distance and few tasks start cold (16-row tasks, 35 KB of a 2048-column
-// Q8_0 matrix, ran 10-15 % slower), yet at least 4 tasks per thread to balance the threads;
-// a multiple of `align` (the tile height).
-size_t decode_row_block(const WeightMatrix& w, size_t n_threads, size_t align) {
-  const size_t by_bytes = (size_t{256} << 10) / std::max<size_t>(1, w.row_bytes());
-  const size_t by_balance = (w.rows + 4 * n_threads - 1) / (4 * n_threads);
-  const size_t rows = std::max<size_t>(16, std::min(by_bytes, by_balance));
-  return (rows + align - 1) / align * align;
 }
 
 template <DType D, int RMax, int TMax>

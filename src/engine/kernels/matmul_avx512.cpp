@@ -1,7 +1,8 @@
 // AVX-512 matmul kernels (F/BW/VL/DQ), with AVX512_BF16 (vdpbf16ps) for BF16 weights and
 // AVX512_VNNI (vpdpbusd) for Q8_0/Q4_0 where the CPU has them.
 //
-// Same loop nest and math as matmul_avx2.cpp (see there), with:
+// Same loop nest and math as matmul_avx2.cpp (see there; decode prefetches kStreamAheadBytes
+// ahead along its rows, in byte-sized row tasks), with:
 //   - float weights: 16-lane FMA tiles of 4 rows x 4 tokens, masked loads for the K tail;
 //   - BF16 with AVX512_BF16: activations packed to bf16 (already rounded to bf16 by the
 //     front end, so the products are the same as the FMA path's) and vdpbf16ps, 32 products
@@ -52,15 +53,28 @@ inline __m512 load_w16(const uint8_t* row, size_t k, __mmask16 m) {
   }
 }
 
-template <DType D, int R, int T>
+// Software prefetch for streaming decode: kStreamAheadBytes ahead along each of the R rows.
+template <int R>
+inline void prefetch_ahead(const uint8_t* w0, size_t w_stride, size_t byte_offset) {
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+    _mm_prefetch(reinterpret_cast<const char*>(w0 + r * w_stride + byte_offset + kStreamAheadBytes),
+                 _MM_HINT_T0);
+}
+
+template <DType D, int R, int T, bool kStream = false>
 void tile_float(const uint8_t* w0, size_t w_stride, const float* x0, size_t k_total, float* y0,
                 size_t ldy) {
+  constexpr size_t kElem = D == DType::F32 ? 4 : 2;
   __m512 acc[R][T];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   for (size_t k = 0; k < k_total; k += 16) {
+    if constexpr (kStream) {
+      if ((k * kElem) % 64 == 0) prefetch_ahead<R>(w0, w_stride, k * kElem);
+    }
     const size_t left = k_total - k;
     const __mmask16 m = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
     __m512 xv[T];
@@ -125,12 +139,30 @@ void for_tile(int r, int t, Fn&& fn) {
   fn.template operator()<RMax, TMax>();
 }
 
-// The loop nest of matmul_avx2.cpp; Tile(R, T) is one of the micro-kernels above.
+// The loop nest of matmul_avx2.cpp; tile<R, T, kStream>(r, t) is one of the micro-kernels
+// above. Decode (n_tokens ≤ TMax) runs byte-sized row tasks whose tiles prefetch ahead along
+// their rows (kStream). Unlike the AVX2 path it keeps R-row tiles: with one row, a single
+// accumulator chain per token would bound a core to one 64-byte vector per FMA latency.
+// (Not measured on an AVX-512 machine: the VM this was written on has AVX2 only.)
 template <int RMax, int TMax, typename TileFn>
-void tiled(ThreadPool& pool, size_t rows, size_t n_tokens, size_t x_row_bytes, TileFn&& tile) {
+void tiled(ThreadPool& pool, const WeightMatrix& w, size_t n_tokens, size_t x_row_bytes,
+           TileFn&& tile) {
+  const size_t rows = w.rows;
+  if (n_tokens <= size_t(TMax)) {
+    const size_t row_block = decode_row_block(w, pool.size(), RMax);
+    const int nt = static_cast<int>(n_tokens);
+    pool.parallel_for((rows + row_block - 1) / row_block, [&](size_t task, size_t) {
+      const size_t r_begin = task * row_block, r_end = std::min(rows, r_begin + row_block);
+      for (size_t r = r_begin; r < r_end; r += RMax) {
+        const int nr = static_cast<int>(std::min<size_t>(RMax, r_end - r));
+        for_tile<RMax, TMax>(nr, nt, [&]<int R, int T>() { tile.template operator()<R, T, true>(r, 0); });
+      }
+    });
+    return;
+  }
   size_t chunk = std::max<size_t>(TMax, (size_t{128} << 10) / x_row_bytes / TMax * TMax);
   chunk = std::min(chunk, n_tokens);
-  const size_t row_block = n_tokens <= size_t(TMax) ? 16 : 64;
+  const size_t row_block = 64;
   const size_t n_tasks = (rows + row_block - 1) / row_block;
   pool.parallel_for(n_tasks, [&](size_t task, size_t) {
     const size_t r_begin = task * row_block, r_end = std::min(rows, r_begin + row_block);
@@ -140,7 +172,7 @@ void tiled(ThreadPool& pool, size_t rows, size_t n_tokens, size_t x_row_bytes, T
         const int nr = static_cast<int>(std::min<size_t>(RMax, r_end - r));
         for (size_t t = t0; t < t_end; t += TMax) {
           const int nt = static_cast<int>(std::min<size_t>(TMax, t_end - t));
-          for_tile<RMax, TMax>(nr, nt, [&]<int R, int T>() { tile.template operator()<R, T>(r, t); });
+          for_tile<RMax, TMax>(nr, nt, [&]<int R, int T>() { tile.template operator()<R, T, false>(r, t); });
         }
       }
     }
@@ -152,8 +184,8 @@ void matmul_float(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x
                   float* y) {
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   const size_t wstride = w.row_bytes(), rows = w.rows, cols = w.cols;
-  tiled<4, 4>(pool, rows, n_tokens, cols * sizeof(float), [&]<int R, int T>(size_t r, size_t t) {
-    tile_float<D, R, T>(wdata + r * wstride, wstride, x.f32 + t * cols, cols, y + t * rows + r, rows);
+  tiled<4, 4>(pool, w, n_tokens, cols * sizeof(float), [&]<int R, int T, bool S>(size_t r, size_t t) {
+    tile_float<D, R, T, S>(wdata + r * wstride, wstride, x.f32 + t * cols, cols, y + t * rows + r, rows);
   });
 }
 
@@ -162,11 +194,11 @@ void matmul_quant(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x
                   float* y) {
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   const size_t wstride = w.row_bytes(), rows = w.rows, nb = x.blocks_per_token;
-  tiled<4, 4>(pool, rows, n_tokens, nb * sizeof(ActQ8), [&]<int R, int T>(size_t r, size_t t) {
+  tiled<4, 4>(pool, w, n_tokens, nb * sizeof(ActQ8), [&]<int R, int T, bool S>(size_t r, size_t t) {
     if constexpr (kVnni)
-      vnni::tile_q8<D, R, T>(wdata + r * wstride, wstride, x.q8 + t * nb, nb, y + t * rows + r, rows);
+      vnni::tile_q8<D, R, T, S>(wdata + r * wstride, wstride, x.q8 + t * nb, nb, y + t * rows + r, rows);
     else
-      plain::tile_q8<D, R, T>(wdata + r * wstride, wstride, x.q8 + t * nb, nb, y + t * rows + r, rows);
+      plain::tile_q8<D, R, T, S>(wdata + r * wstride, wstride, x.q8 + t * nb, nb, y + t * rows + r, rows);
   });
 }
 
@@ -178,7 +210,7 @@ namespace {
 
 // BF16 x BF16 with vdpbf16ps: 16 lanes, each the sum of 2 adjacent products, 32 elements/step.
 // `xb` holds the bf16 activations [n_tokens][cols].
-template <int R, int T>
+template <int R, int T, bool kStream = false>
 void tile_bf16_dp(const uint8_t* w0, size_t w_stride, const uint16_t* xb, size_t k_total,
                   float* y0, size_t ldy) {
   __m512 acc[R][T];
@@ -187,6 +219,7 @@ void tile_bf16_dp(const uint8_t* w0, size_t w_stride, const uint16_t* xb, size_t
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   for (size_t k = 0; k < k_total; k += 32) {
+    if constexpr (kStream) prefetch_ahead<R>(w0, w_stride, k * 2);
     const size_t left = k_total - k;
     const __mmask32 m = left >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << left) - 1);
     __m512bh xv[T];
@@ -210,8 +243,8 @@ void matmul_bf16_dp(ThreadPool& pool, const WeightMatrix& w, const PreparedActs&
                     size_t n_tokens, float* y) {
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   const size_t wstride = w.row_bytes(), rows = w.rows, cols = w.cols;
-  tiled<4, 4>(pool, rows, n_tokens, cols * sizeof(uint16_t), [&]<int R, int T>(size_t r, size_t t) {
-    tile_bf16_dp<R, T>(wdata + r * wstride, wstride, x.bf16 + t * cols, cols, y + t * rows + r, rows);
+  tiled<4, 4>(pool, w, n_tokens, cols * sizeof(uint16_t), [&]<int R, int T, bool S>(size_t r, size_t t) {
+    tile_bf16_dp<R, T, S>(wdata + r * wstride, wstride, x.bf16 + t * cols, cols, y + t * rows + r, rows);
   });
 }
 

@@ -39,6 +39,18 @@ struct PreparedActs {
 // SIMD versions, which must give identical blocks.
 void quantize_act_q8_scalar(const float* x, ActQ8* out, size_t n);
 
+// Decode (a single token group) is bandwidth-bound: every weight row is streamed from memory
+// once. The SIMD paths then walk rows one at a time and prefetch this far ahead (bytes) along
+// the task's contiguous rows: about twice what one core consumes during a DRAM round trip
+// (on the 2-core Zen 3 VM, 8 KB matched a plain read loop's bandwidth for Q8_0 rows; 1-2 KB
+// fell 5-15 % short, and R interleaved rows prefetching the next tile 5-10 %).
+inline constexpr size_t kStreamAheadBytes = 8192;
+
+// Rows per decode task: about 256 KiB of weights, so a task's stream is long against the
+// prefetch distance and few tasks start cold (16-row tasks, 35 KB of a 2048-column Q8_0
+// matrix, ran 10-15 % slower), yet at least 4 tasks per thread; a multiple of `align`.
+size_t decode_row_block(const WeightMatrix& w, size_t n_threads, size_t align);
+
 void matmul_scalar(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
                    float* y);
 void matmul_avx2(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
