@@ -16,6 +16,14 @@
 //         accumulators, += into y (first k-block stores)
 // Activations are packed once per call, k-major per group of 6 tokens.
 // The micro-kernel per k: 2 panel loads + 6 activation broadcasts + 12 FMAs (FMA-bound).
+//
+// Batched decode (tens of tokens) reuses each packed panel for few tokens, so the 8x8
+// transposes of the packing (24 shuffles per 64 weights, on the 2 shuffle pipes) cost ~15 % of
+// the multiply-adds at 32 tokens. The token-lane variant (gemm_lanes_*) turns the product
+// around: 8 *tokens* per vector, each weight broadcast from a dequantised row-major copy
+// (no transpose), results gathered per row in a small [rows][tokens] buffer and transposed once
+// at the end. Its micro-kernel per k: 2 activation loads + 6 weight broadcasts + 12 FMAs, i.e.
+// the same arithmetic intensity as the panel kernel.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -197,27 +205,37 @@ struct GemmScratch {
 
 }  // namespace
 
-const float* pack_gemm_acts_avx2(ThreadPool& pool, const float* x, size_t n_tokens, size_t cols) {
-  // Activations packed per group of 6 tokens, k-major: xp[g][k][6] (zero-padded last group).
-  // Rows of x are cols*4 bytes apart, often a multiple of 4 KiB, so reading 6 of them in
-  // lockstep would conflict in L1; packed, the micro-kernel reads one contiguous stream.
-  const size_t n_groups = (n_tokens + kMr - 1) / kMr;
+namespace {
+
+// Activations packed per group of `group` tokens, k-major: xp[g][k][group] (zero-padded last
+// group), in the calling thread's scratch. Rows of x are cols*4 bytes apart, often a multiple
+// of 4 KiB, so reading several of them in lockstep would conflict in L1; packed, a
+// micro-kernel reads one contiguous stream.
+const float* pack_token_groups(ThreadPool& pool, const float* x, size_t n_tokens, size_t cols,
+                               size_t group) {
+  const size_t n_groups = (n_tokens + group - 1) / group;
   thread_local std::vector<float> xp_buf;
-  if (xp_buf.size() < n_groups * cols * kMr) xp_buf.resize(n_groups * cols * kMr);
+  if (xp_buf.size() < n_groups * cols * group) xp_buf.resize(n_groups * cols * group);
   float* xp = xp_buf.data();
   pool.parallel_for(n_groups, [&](size_t g, size_t) {
-    float* dst = xp + g * cols * kMr;
-    for (int t = 0; t < kMr; ++t) {
-      const size_t tok = g * kMr + t;
+    float* dst = xp + g * cols * group;
+    for (size_t t = 0; t < group; ++t) {
+      const size_t tok = g * group + t;
       if (tok < n_tokens) {
         const float* src = x + tok * cols;
-        for (size_t k = 0; k < cols; ++k) dst[k * kMr + t] = src[k];
+        for (size_t k = 0; k < cols; ++k) dst[k * group + t] = src[k];
       } else {
-        for (size_t k = 0; k < cols; ++k) dst[k * kMr + t] = 0.0f;
+        for (size_t k = 0; k < cols; ++k) dst[k * group + t] = 0.0f;
       }
     }
   });
   return xp;
+}
+
+}  // namespace
+
+const float* pack_gemm_acts_avx2(ThreadPool& pool, const float* x, size_t n_tokens, size_t cols) {
+  return pack_token_groups(pool, x, n_tokens, cols, kMr);
 }
 
 void gemm_avx2_rows(const WeightMatrix& w, const float* xp, size_t t_begin, size_t t_end,
@@ -260,6 +278,106 @@ void gemm_avx2(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n
   pool.parallel_for(n_tasks, [&](size_t task, size_t) {
     const size_t r0 = task * kRowBlock;
     gemm_avx2_rows(w, xp, 0, n_tokens, r0, std::min(w.rows, r0 + kRowBlock), y + r0, w.rows);
+  });
+}
+
+// ---- token-lane variant (batched decode) ----
+
+namespace {
+
+constexpr int kLaneRows = 6;            // weight rows per micro-kernel
+constexpr size_t kLaneRowBlock = 48;    // rows dequantised per k-block (a multiple of kLaneRows)
+static_assert(kLaneRowBlock % kLaneRows == 0);
+constexpr size_t kLane = kGemmLaneGroup;  // tokens per vector
+
+// acc(r, token group g) over kc columns: w holds R dequantised rows (stride ldw), x the packed
+// activations of G token groups (stride x_stride between groups, [k][8] within one); results
+// go to yt[r * ldt + g * 8 + lane], added to what is there unless this is the first k-block.
+template <int R, int G>
+void lane_kernel(const float* w, size_t ldw, const float* x, size_t x_stride, size_t kc,
+                 float* yt, size_t ldt, bool accumulate) {
+  __m256 c[R][G];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) c[r][g] = _mm256_setzero_ps();
+#pragma GCC unroll 2
+  for (size_t k = 0; k < kc; ++k) {
+    __m256 xv[G];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) xv[g] = _mm256_loadu_ps(x + g * x_stride + k * kLane);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 wb = _mm256_broadcast_ss(w + r * ldw + k);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) c[r][g] = _mm256_fmadd_ps(wb, xv[g], c[r][g]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      float* p = yt + r * ldt + g * kLane;
+      if (accumulate) c[r][g] = _mm256_add_ps(c[r][g], _mm256_loadu_ps(p));
+      _mm256_storeu_ps(p, c[r][g]);
+    }
+}
+
+// Calls fn.template operator()<R, G>() for 1 ≤ r ≤ kLaneRows, 1 ≤ g ≤ 2.
+template <int R = kLaneRows, typename Fn>
+void for_lane_tile(int r, int g, Fn&& fn) {
+  if constexpr (R > 1) {
+    if (r < R) return for_lane_tile<R - 1>(r, g, fn);
+  }
+  if (g >= 2) return fn.template operator()<R, 2>();
+  fn.template operator()<R, 1>();
+}
+
+}  // namespace
+
+const float* pack_lane_acts_avx2(ThreadPool& pool, const float* x, size_t n_tokens, size_t cols) {
+  return pack_token_groups(pool, x, n_tokens, cols, kLane);
+}
+
+void gemm_lanes_avx2_rows(const WeightMatrix& w, const float* xp, size_t t_begin, size_t t_end,
+                          size_t r_begin, size_t r_end, float* y, size_t ldy) {
+  const size_t cols = w.cols, nt = t_end - t_begin;
+  const size_t g_begin = t_begin / kLane, n_groups = (nt + kLane - 1) / kLane;
+  const size_t ldt = n_groups * kLane;
+  thread_local std::vector<float> wbuf, yt;
+  if (wbuf.size() < kLaneRowBlock * kKc) wbuf.resize(kLaneRowBlock * kKc);
+  if (yt.size() < kLaneRowBlock * ldt) yt.resize(kLaneRowBlock * ldt);
+  for (size_t r0 = r_begin; r0 < r_end; r0 += kLaneRowBlock) {
+    const size_t nr = std::min(kLaneRowBlock, r_end - r0);
+    for (size_t k0 = 0; k0 < cols; k0 += kKc) {
+      const size_t kc = std::min(kKc, cols - k0);
+      for (size_t i = 0; i < nr; ++i) dequant_segment(w.dtype, w.row(r0 + i), k0, kc, wbuf.data() + i * kKc);
+      for (size_t rr = 0; rr < nr; rr += kLaneRows) {
+        const int mr = static_cast<int>(std::min<size_t>(kLaneRows, nr - rr));
+        for (size_t g = 0; g < n_groups; g += 2) {
+          const int mg = static_cast<int>(std::min<size_t>(2, n_groups - g));
+          for_lane_tile(mr, mg, [&]<int R, int G>() {
+            lane_kernel<R, G>(wbuf.data() + rr * kKc, kKc, xp + (g_begin + g) * cols * kLane + k0 * kLane,
+                              cols * kLane, kc, yt.data() + rr * ldt + g * kLane, ldt, k0 > 0);
+          });
+        }
+      }
+    }
+    // [rows][tokens] -> y[token][row]
+    for (size_t t = 0; t < nt; ++t) {
+      float* yrow = y + t * ldy + (r0 - r_begin);
+      for (size_t i = 0; i < nr; ++i) yrow[i] = yt[i * ldt + t];
+    }
+  }
+}
+
+void gemm_lanes_avx2(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens,
+                     float* y) {
+  const float* xp = pack_lane_acts_avx2(pool, x, n_tokens, w.cols);
+  const size_t n_tasks = (w.rows + kLaneRowBlock - 1) / kLaneRowBlock;
+  pool.parallel_for(n_tasks, [&](size_t task, size_t) {
+    const size_t r0 = task * kLaneRowBlock;
+    gemm_lanes_avx2_rows(w, xp, 0, n_tokens, r0, std::min(w.rows, r0 + kLaneRowBlock), y + r0, w.rows);
   });
 }
 

@@ -243,7 +243,8 @@ void matmul_blocks(ThreadPool& pool, const WeightMatrix& w, const float* x, size
   // for all n_tokens, exactly as matmul does, then every block runs on one thread.
   kernels::Avx2BlockActs avx2;
   if (isa == KernelIsa::Avx2) avx2 = kernels::prepare_avx2_blocks(pool, w, acts, n_tokens);
-  static_assert(kMatmulBlockTokens % kernels::kGemmTokenGroup == 0);
+  static_assert(kMatmulBlockTokens % kernels::kGemmTokenGroup == 0 &&
+                kMatmulBlockTokens % kernels::kGemmLaneGroup == 0);
   pool.parallel_for(n_blocks, [&](size_t b, size_t worker) {
     thread_local ThreadPool inline_pool(1);
     thread_local std::vector<float> ybuf;

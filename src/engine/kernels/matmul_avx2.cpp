@@ -34,6 +34,13 @@ namespace {
 // From this many tokens on, the packed f32 GEMM (gemm_avx2.cpp) beats the register tiles,
 // whose int8/16-bit dot products cost more ops per multiply-add but read weights only once.
 constexpr size_t kGemmMinTokens = 24;
+// Below this many tokens the GEMM runs in its token-lane variant (gemm_avx2.cpp: no panel
+// transposes). `pith bench matmul --dtype q8_0 --tokens 24 32 48 64 96`, interleaved runs:
+// 1.0-1.25x the panel GEMM's GFLOP/s at 24-96 tokens (e.g. 32 tokens on a 2048x2048 Q8_0
+// matrix 125.6 -> 150.8), a wash at 128; prefill-sized calls keep the panel GEMM, whose token
+// chunks stay in L2. Below kGemmMinTokens both lose to the register tiles (4 tokens: 34 vs
+// 104 GFLOP/s).
+constexpr size_t kGemmLaneMaxTokens = 128;
 
 // ---- float weights (F32, F16, BF16): f32 FMA ----
 
@@ -181,7 +188,10 @@ void tiled_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_begin, si
   // Bytes of one token's activations, to size token chunks to ~128 KiB (half of L2).
   const size_t x_row_bytes = kQuant ? x.blocks_per_token * sizeof(ActQ8) : cols * sizeof(float);
   if constexpr (kQuant) {
-    if (t_end - t_begin <= size_t(TMax)) {  // decode: stream the rows one at a time
+    // Decode: stream the rows one at a time. (Float rows keep the R-row tiles with next-tile
+    // prefetch: one row with two accumulators, or a prefetch along each row, decoded the 1B
+    // F16/BF16 models 5-15 % slower in interleaved runs.)
+    if (t_end - t_begin <= size_t(TMax)) {
       const int nt = static_cast<int>(t_end - t_begin);
       for (size_t r = r_begin; r < r_end; ++r)
         for_tile<1, TMax>(1, nt, [&]<int R, int T>() {
@@ -307,6 +317,7 @@ void matmul_avx2(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
                  float* y) {
   if (n_tokens >= kGemmMinTokens) {
     const float* xf = x.q8 != nullptr ? dequantize_acts(pool, x, n_tokens, w.cols) : x.f32;
+    if (n_tokens < kGemmLaneMaxTokens) return gemm_lanes_avx2(pool, w, xf, n_tokens, y);
     return gemm_avx2(pool, w, xf, n_tokens, y);
   }
   for_dtype_tiles(w.dtype, [&]<DType D, int R, int T>() { matmul_tiled<D, R, T>(pool, w, x, n_tokens, y); });
@@ -319,13 +330,17 @@ Avx2BlockActs prepare_avx2_blocks(ThreadPool& pool, const WeightMatrix& w, const
   a.n_tokens = n_tokens;
   if (n_tokens >= kGemmMinTokens) {
     const float* xf = x.q8 != nullptr ? dequantize_acts(pool, x, n_tokens, w.cols) : x.f32;
-    a.gemm_packed = pack_gemm_acts_avx2(pool, xf, n_tokens, w.cols);
+    a.token_lanes = n_tokens < kGemmLaneMaxTokens;
+    a.gemm_packed = a.token_lanes ? pack_lane_acts_avx2(pool, xf, n_tokens, w.cols)
+                                  : pack_gemm_acts_avx2(pool, xf, n_tokens, w.cols);
   }
   return a;
 }
 
 void matmul_avx2_rows(const WeightMatrix& w, const Avx2BlockActs& a, size_t t_begin, size_t t_end,
                       size_t r_begin, size_t r_end, float* y, size_t ldy) {
+  if (a.gemm_packed != nullptr && a.token_lanes)
+    return gemm_lanes_avx2_rows(w, a.gemm_packed, t_begin, t_end, r_begin, r_end, y, ldy);
   if (a.gemm_packed != nullptr)
     return gemm_avx2_rows(w, a.gemm_packed, t_begin, t_end, r_begin, r_end, y, ldy);
   for_dtype_tiles(w.dtype, [&]<DType D, int R, int T>() {

@@ -68,6 +68,16 @@ const float* pack_gemm_acts_avx2(ThreadPool& pool, const float* x, size_t n_toke
 void gemm_avx2_rows(const WeightMatrix& w, const float* xp, size_t t_begin, size_t t_end,
                     size_t r_begin, size_t r_end, float* y, size_t ldy);
 
+// The token-lane variant of that GEMM for batched decode (tens of tokens; see gemm_avx2.cpp):
+// activations packed per group of kGemmLaneGroup tokens, t_begin a multiple of it; same
+// conventions as above.
+inline constexpr size_t kGemmLaneGroup = 8;
+void gemm_lanes_avx2(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens,
+                     float* y);
+const float* pack_lane_acts_avx2(ThreadPool& pool, const float* x, size_t n_tokens, size_t cols);
+void gemm_lanes_avx2_rows(const WeightMatrix& w, const float* xp, size_t t_begin, size_t t_end,
+                          size_t r_begin, size_t r_end, float* y, size_t ldy);
+
 // matmul_avx2 split the same way: `prepare` picks the path for n_tokens (as matmul_avx2 does)
 // and does the activation work that does not depend on the rows; `rows` runs one row range of
 // tokens [t_begin, t_end) on the calling thread into y[(t - t_begin) * ldy + (r - r_begin)].
@@ -75,6 +85,7 @@ struct Avx2BlockActs {
   const PreparedActs* acts = nullptr;
   size_t n_tokens = 0;
   const float* gemm_packed = nullptr;  // set when the GEMM path is taken
+  bool token_lanes = false;            // ... in its token-lane variant
 };
 Avx2BlockActs prepare_avx2_blocks(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
                                   size_t n_tokens);
