@@ -94,6 +94,16 @@ void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float
   }
 }
 
+// Requests columns [k0, k0 + n) of a weight row into L2 ahead of their k-block. A k-block
+// reads a short segment (272-1024 bytes) of each of many rows, strided streams the hardware
+// prefetcher does not pick up, so without this the dequantisation waits on DRAM for every
+// segment; prefetched while the previous k-block is multiplied, they arrive in time.
+inline void prefetch_segment(DType dtype, const uint8_t* row, size_t k0, size_t n) {
+  const size_t b0 = row_bytes(dtype, k0), b1 = row_bytes(dtype, k0 + n);
+  for (size_t b = b0; b < b1; b += 64) _mm_prefetch(reinterpret_cast<const char*>(row + b), _MM_HINT_T1);
+  _mm_prefetch(reinterpret_cast<const char*>(row + b1 - 1), _MM_HINT_T1);
+}
+
 // In-register 8x8 transpose: v[j] becomes column j of the 8 input rows.
 inline void transpose8x8(__m256 v[8]) {
   __m256 t[8], u[8];
@@ -124,9 +134,10 @@ void pack_panels(const WeightMatrix& w, size_t r0, size_t nr, size_t k0, size_t 
     for (size_t half = 0; half < 2; ++half) {
       for (size_t i = 0; i < 8; ++i) {
         const size_t r = p * kNr + half * 8 + i;
-        if (r < nr)
+        if (r < nr) {
           dequant_segment(w.dtype, w.row(r0 + r), k0, kc, tmp + i * kc);
-        else
+          if (k0 + kc < w.cols) prefetch_segment(w.dtype, w.row(r0 + r), k0 + kc, std::min(kKc, w.cols - k0 - kc));
+        } else
           std::memset(tmp + i * kc, 0, kc * sizeof(float));
       }
       size_t k = 0;
@@ -351,7 +362,14 @@ void gemm_lanes_avx2_rows(const WeightMatrix& w, const float* xp, size_t t_begin
     const size_t nr = std::min(kLaneRowBlock, r_end - r0);
     for (size_t k0 = 0; k0 < cols; k0 += kKc) {
       const size_t kc = std::min(kKc, cols - k0);
-      for (size_t i = 0; i < nr; ++i) dequant_segment(w.dtype, w.row(r0 + i), k0, kc, wbuf.data() + i * kKc);
+      for (size_t i = 0; i < nr; ++i) {
+        dequant_segment(w.dtype, w.row(r0 + i), k0, kc, wbuf.data() + i * kKc);
+        // The same rows' next k-block, or after the last one the next row block's first.
+        if (k0 + kc < cols)
+          prefetch_segment(w.dtype, w.row(r0 + i), k0 + kc, std::min(kKc, cols - k0 - kc));
+        else if (r0 + kLaneRowBlock + i < r_end)
+          prefetch_segment(w.dtype, w.row(r0 + kLaneRowBlock + i), 0, std::min(kKc, cols));
+      }
       for (size_t rr = 0; rr < nr; rr += kLaneRows) {
         const int mr = static_cast<int>(std::min<size_t>(kLaneRows, nr - rr));
         for (size_t g = 0; g < n_groups; g += 2) {
