@@ -72,8 +72,10 @@ double median(std::vector<double> v) {
 
 ReadBandwidthProbe::ReadBandwidthProbe(ThreadPool& pool, size_t bytes)
     : pool_(pool), buf_(nullptr, std::free) {
+  if (bytes < (size_t{1} << 20))
+    fail("bandwidth probe: a {}-byte buffer is too small to time (need at least 1 MiB)", bytes);
   n_ = bytes / sizeof(float) / 64 * 64;
-  buf_.reset(static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(64, n_) * sizeof(float))));
+  buf_.reset(static_cast<float*>(std::aligned_alloc(64, n_ * sizeof(float))));
   if (!buf_) fail("bandwidth probe: cannot allocate {} bytes", bytes);
   // Touch every page in parallel so first-touch costs are outside the timing.
   n_tasks_ = pool.size() * 16;

@@ -43,6 +43,9 @@ def main():
         need(m, "pp_tok_s", "tg_tok_s", "batch_tg_tok_s", "bandwidth_gb_s", "decode_floor_tok_s")
         positive(m, "pp_tok_s", "tg_tok_s", "bandwidth_gb_s", "decode_floor_tok_s")
         assert set(m["batch_tg_tok_s"]) == {"1", "2"}, m["batch_tg_tok_s"]
+        # The floor's bandwidth: 3 samples before the tests, one before each decode run, one after.
+        assert len(m["bandwidth_samples_gb_s"]) == 3 + 1 + 1, m["bandwidth_samples_gb_s"]
+        assert min(m["bandwidth_samples_gb_s"]) <= m["bandwidth_gb_s"] <= max(m["bandwidth_samples_gb_s"])
 
         b = bench(pith, "batching", "-m", model, "--policy", "adaptive", "--instances", "4",
                   "--prompt-tokens", "4", "--max-tokens", "2", "--runs", "1",

@@ -334,16 +334,6 @@ void lane_kernel(const float* w, size_t ldw, const float* x, size_t x_stride, si
     }
 }
 
-// Calls fn.template operator()<R, G>() for 1 ≤ r ≤ kLaneRows, 1 ≤ g ≤ 2.
-template <int R = kLaneRows, typename Fn>
-void for_lane_tile(int r, int g, Fn&& fn) {
-  if constexpr (R > 1) {
-    if (r < R) return for_lane_tile<R - 1>(r, g, fn);
-  }
-  if (g >= 2) return fn.template operator()<R, 2>();
-  fn.template operator()<R, 1>();
-}
-
 }  // namespace
 
 const float* pack_lane_acts_avx2(ThreadPool& pool, const float* x, size_t n_tokens, size_t cols) {
@@ -374,7 +364,7 @@ void gemm_lanes_avx2_rows(const WeightMatrix& w, const float* xp, size_t t_begin
         const int mr = static_cast<int>(std::min<size_t>(kLaneRows, nr - rr));
         for (size_t g = 0; g < n_groups; g += 2) {
           const int mg = static_cast<int>(std::min<size_t>(2, n_groups - g));
-          for_lane_tile(mr, mg, [&]<int R, int G>() {
+          for_tile<kLaneRows, 2>(mr, mg, [&]<int R, int G>() {
             lane_kernel<R, G>(wbuf.data() + rr * kKc, kKc, xp + (g_begin + g) * cols * kLane + k0 * kLane,
                               cols * kLane, kc, yt.data() + rr * ldt + g * kLane, ldt, k0 > 0);
           });

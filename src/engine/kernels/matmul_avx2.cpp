@@ -174,9 +174,6 @@ void tile_q8(const uint8_t* w0, size_t w_stride, const ActQ8* x0, size_t n_block
 
 // ---- the loop nest ----
 
-template <int RMax, int TMax, typename Fn>
-void for_tile(int r, int t, Fn&& fn);
-
 // Rows [r_begin, r_end) x tokens [t_begin, t_end) on the calling thread, into
 // y[(t - t_begin) * ldy + (r - r_begin)]. r_begin is a multiple of RMax for the same tiling as matmul.
 template <DType D, int RMax, int TMax>
@@ -234,18 +231,6 @@ void matmul_tiled(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x
     tiled_rows<D, RMax, TMax>(w, x, 0, n_tokens, r_begin, std::min(w.rows, r_begin + row_block),
                               y + r_begin, w.rows);
   });
-}
-
-// Calls fn.template operator()<R, T>() for the runtime (r, t), 1 ≤ r ≤ RMax, 1 ≤ t ≤ TMax.
-template <int RMax, int TMax, typename Fn>
-void for_tile(int r, int t, Fn&& fn) {
-  if constexpr (RMax > 1) {
-    if (r < RMax) return for_tile<RMax - 1, TMax>(r, t, fn);
-  }
-  if constexpr (TMax > 1) {
-    if (t < TMax) return for_tile<RMax, TMax - 1>(r, t, fn);
-  }
-  fn.template operator()<RMax, TMax>();
 }
 
 }  // namespace

@@ -127,18 +127,6 @@ namespace vnni {
 #undef PITH_DOT_I8
 #pragma GCC pop_options
 
-// Calls fn.template operator()<R, T>() for the runtime (r, t), 1 ≤ r ≤ RMax, 1 ≤ t ≤ TMax.
-template <int RMax, int TMax, typename Fn>
-void for_tile(int r, int t, Fn&& fn) {
-  if constexpr (RMax > 1) {
-    if (r < RMax) return for_tile<RMax - 1, TMax>(r, t, fn);
-  }
-  if constexpr (TMax > 1) {
-    if (t < TMax) return for_tile<RMax, TMax - 1>(r, t, fn);
-  }
-  fn.template operator()<RMax, TMax>();
-}
-
 // The loop nest of matmul_avx2.cpp; tile<R, T, kStream>(r, t) is one of the micro-kernels
 // above. Decode (n_tokens ≤ TMax) runs byte-sized row tasks whose tiles prefetch ahead along
 // their rows (kStream). Unlike the AVX2 path it keeps R-row tiles: with one row, a single

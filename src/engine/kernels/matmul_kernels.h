@@ -39,11 +39,27 @@ struct PreparedActs {
 // SIMD versions, which must give identical blocks.
 void quantize_act_q8_scalar(const float* x, ActQ8* out, size_t n);
 
+// Calls fn.template operator()<R, T>() for the runtime (r, t), 1 ≤ r ≤ RMax, 1 ≤ t ≤ TMax:
+// how the loop nests pick a register tile for a ragged edge. Always inlined, so that the
+// tile (compiled for the caller's ISA) can be inlined into the caller in turn.
+template <int RMax, int TMax, typename Fn>
+[[gnu::always_inline]] inline void for_tile(int r, int t, Fn&& fn) {
+  if constexpr (RMax > 1) {
+    if (r < RMax) return for_tile<RMax - 1, TMax>(r, t, fn);
+  }
+  if constexpr (TMax > 1) {
+    if (t < TMax) return for_tile<RMax, TMax - 1>(r, t, fn);
+  }
+  fn.template operator()<RMax, TMax>();
+}
+
 // Decode (a single token group) is bandwidth-bound: every weight row is streamed from memory
-// once. The SIMD paths then walk rows one at a time and prefetch this far ahead (bytes) along
-// the task's contiguous rows: about twice what one core consumes during a DRAM round trip
-// (on the 2-core Zen 3 VM, 8 KB matched a plain read loop's bandwidth for Q8_0 rows; 1-2 KB
-// fell 5-15 % short, and R interleaved rows prefetching the next tile 5-10 %).
+// once, and the SIMD paths prefetch this far ahead (bytes) along the task's contiguous rows
+// (AVX2 walks quantised rows one at a time; AVX2 float tiles keep prefetching the next tile;
+// AVX-512 tiles prefetch along each of their rows): about twice what one core consumes during
+// a DRAM round trip (on the 2-core Zen 3 VM, 8 KB matched a plain load loop over the same
+// Q8_0 rows; 1-2 KB fell 5-15 % short, and R interleaved rows prefetching the next tile
+// 5-10 %).
 inline constexpr size_t kStreamAheadBytes = 8192;
 
 // Rows per decode task: about 256 KiB of weights, so a task's stream is long against the
