@@ -35,6 +35,10 @@ constexpr const char* kFallbackChatTemplate =
     "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' "
     "}}{%- endif %}";
 
+std::string mib(size_t bytes) {
+  return fmt::format("{:.1f} MiB", double(bytes) / double(1 << 20));
+}
+
 // The /v1 routes (matched outside the coroutine: GCC 12 miscompiles brace-init arrays in
 // coroutine frames).
 struct Route {
@@ -136,13 +140,19 @@ void ApiServer::load_model() {
         std::make_unique<OpenAiRoutes>(*context_, *launcher_, served, std::move(chat_template));
     register_serving_metrics(metrics_, *stack_);
 
+    const BackendInfo backend = stack_->backend().info();
     const auto g = stack_->controller().gauges();
-    spdlog::info(
-        "model {} loaded in {:.1f} s: {} layers, context {}, KV pool {} pages x {} tokens ({}), {} "
-        "engine threads, {} runtime threads",
-        model_name_, std::chrono::duration<double>(Clock::now() - t0).count(),
-        stack_->weights().config.n_layers, served.context_length, g.pages_total, cfg.kv_page_size,
-        cfg.kv_memory, stack_->engine().threads().size(), settings_.serving.runtime.threads);
+    spdlog::info("model {} loaded in {:.1f} s: {} layers, context {}, {} runtime threads",
+                 model_name_, std::chrono::duration<double>(Clock::now() - t0).count(),
+                 stack_->weights().config.n_layers, served.context_length,
+                 settings_.serving.runtime.threads);
+    spdlog::info("backend {} on {}{}: weights {}, KV pool {} ({} pages x {} tokens), workspace {}",
+                 backend.name, backend.device,
+                 backend.device_memory_bytes
+                     ? fmt::format(" ({} device memory)", mib(backend.device_memory_bytes))
+                     : "",
+                 mib(backend.weight_bytes), mib(backend.kv_bytes), g.pages_total, cfg.kv_page_size,
+                 mib(backend.workspace_bytes));
     ready_ = true;
   } catch (const std::exception& e) {
     spdlog::error("cannot serve {}: {}", cfg.model, e.what());
