@@ -74,7 +74,7 @@ void add_serve_commands(CLI::App& app) {
   add(cmd->add_option("--port", cfg->port, "listen port (0: any free port)"));
   cmd->add_option("--config", *config_file, "TOML file with any of these options (e.g. port = 8080)")->envname("PITH_CONFIG");
   add(cmd->add_option("--cache-dir", cfg->cache_dir, "uploaded programs and native code (default ~/.cache/pith)"));
-  add(cmd->add_option("--device", cfg->device, "cpu, cuda or cuda:N (default auto: cuda when a GPU is present)"));
+  add(add_device_option(*cmd, cfg->device));
   add(cmd->add_option("--gpu-memory-fraction", cfg->gpu_memory_fraction,
                       "share of the GPU's memory for weights, KV pool and scratch (0-1]"));
   add(cmd->add_option("-t,--threads", cfg->threads, "engine threads (0: one per core)"));

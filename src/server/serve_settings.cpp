@@ -8,6 +8,7 @@
 #include "common/byte_size.h"
 #include "common/error.h"
 #include "control/dispatch_policy.h"
+#include "engine/backend.h"
 
 namespace pith::server {
 
@@ -56,12 +57,20 @@ void seconds_option(const char* option, double v) {
 
 }  // namespace
 
-bool valid_device_name(const std::string& device) {
-  if (device == "auto" || device == "cpu" || device == "cuda") return true;
-  if (!device.starts_with("cuda:") || device.size() == 5 || device.size() > 8) return false;
-  for (size_t i = 5; i < device.size(); ++i)
-    if (device[i] < '0' || device[i] > '9') return false;
-  return true;
+void check_device(const std::string& device) {
+  if (device.empty()) fail("--device must name a device: auto, cpu, cuda or cuda:N");
+  bool cuda = false;
+  try {
+    cuda = device_is_cuda(device);  // the backend factory's own parser
+  } catch (const Error& e) {
+    fail("--device: {}", e.what());
+  }
+  // Which GPU index exists is the backend's to say; that there is none at all is known now.
+  if (cuda && device != "auto" && !device_is_cuda("auto"))
+    fail(
+        "--device {}: no CUDA device is available (none on this machine, or pith was built without "
+        "CUDA)",
+        device);
 }
 
 std::string default_cache_root() {
@@ -77,8 +86,7 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   if (c.cache_dir.empty()) c.cache_dir = default_cache_root();
 
   // Inference layer.
-  require(valid_device_name(c.device), "--device",
-          fmt::format("must be auto, cpu, cuda or cuda:N, not '{}'", c.device));
+  check_device(c.device);
   require(std::isfinite(c.gpu_memory_fraction) && c.gpu_memory_fraction > 0 &&
               c.gpu_memory_fraction <= 1,
           "--gpu-memory-fraction", fmt::format("must be in (0, 1], not {}", c.gpu_memory_fraction));
@@ -126,6 +134,8 @@ ServeSettings resolve_serve_config(ServeConfig c) {
 
   ServingOptions& so = s.serving;
   so.model_path = c.model;
+  so.engine.device = c.device;
+  so.engine.gpu_memory_fraction = c.gpu_memory_fraction;
   so.engine.n_threads = c.threads;
   so.engine.kv_memory_bytes = kv_bytes;
   so.engine.kv_page_size = c.kv_page_size;

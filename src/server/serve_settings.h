@@ -23,9 +23,10 @@ struct ServeSettings {
 // Throws pith::Error naming the first invalid option.
 ServeSettings resolve_serve_config(ServeConfig config);
 
-// Whether `device` is one `--device` accepts: auto, cpu, cuda or cuda:N (syntax only; whether
-// that GPU exists is the backend's question when it is built).
-bool valid_device_name(const std::string& device);
+// Accepts what make_backend parses (auto, cpu, cuda, cuda:N); throws pith::Error for anything
+// else, and for a CUDA device when no GPU is available at all (whether index N exists is the
+// backend's to say when it is built).
+void check_device(const std::string& device);
 
 // XDG_CACHE_HOME/pith, else ~/.cache/pith.
 std::string default_cache_root();

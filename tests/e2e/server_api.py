@@ -403,6 +403,9 @@ def bad_options(pith, model):
             f.write('gpu_memory_fraction = 0.5\n')
         with Server(pith, model, "--config", cfg, "--device", "cpu", env={"PITH_GPU_MEMORY_FRACTION": "0.8"}) as s:
             check(s.request("GET", "/health")[0] == 200, "serving with --device cpu")
+            log = s.server_log()
+            check("backend cpu on" in log and "weights" in log and "KV pool" in log,
+                  f"startup log names the backend and its memory: {log}")
             check(s.stop() == 0, "graceful exit (--device cpu)")
 
 

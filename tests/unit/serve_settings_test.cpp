@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "engine/backend.h"
 
 namespace pith::server {
 namespace {
@@ -33,6 +34,8 @@ std::string rejection(const ServeConfig& c) {
 
 TEST(ServeSettings, ConvertsEveryOption) {
   ServeConfig c = base();
+  c.device = "cpu";
+  c.gpu_memory_fraction = 0.5;
   c.threads = 3;
   c.kv_memory = "64M";
   c.kv_page_size = 32;
@@ -49,6 +52,8 @@ TEST(ServeSettings, ConvertsEveryOption) {
   ServeSettings s = resolve_serve_config(c);
   const ServingOptions& so = s.serving;
   EXPECT_EQ(so.model_path, "model.gguf");
+  EXPECT_EQ(so.engine.device, "cpu");
+  EXPECT_DOUBLE_EQ(so.engine.gpu_memory_fraction, 0.5);
   EXPECT_EQ(so.engine.n_threads, 3u);
   EXPECT_EQ(so.engine.kv_memory_bytes, size_t{64} << 20);
   EXPECT_EQ(so.engine.kv_page_size, 32u);
@@ -121,10 +126,29 @@ TEST(ServeSettings, EachInvalidOptionIsNamed) {
 }
 
 TEST(ServeSettings, DeviceNames) {
-  for (const char* ok : {"auto", "cpu", "cuda", "cuda:0", "cuda:7", "cuda:15"})
-    EXPECT_TRUE(valid_device_name(ok)) << ok;
-  for (const char* bad : {"", "gpu", "CUDA", "cuda:", "cuda:-1", "cuda:1a", "cuda:0:1", "cpu:0"})
-    EXPECT_FALSE(valid_device_name(bad)) << bad;
+  for (const char* ok : {"auto", "cpu"}) EXPECT_NO_THROW(check_device(ok)) << ok;
+  for (const char* bad : {"", "gpu", "CUDA", "cuda:", "cuda:-1", "cuda:1a", "cuda:0:1", "cpu:0"}) {
+    try {
+      check_device(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--device"), std::string::npos) << e.what();
+    }
+  }
+  // A CUDA device is refused up front exactly when there is no GPU at all.
+  const bool have_gpu = device_is_cuda("auto");
+  for (const char* cuda : {"cuda", "cuda:0"}) {
+    if (have_gpu) {
+      EXPECT_NO_THROW(check_device(cuda));
+    } else {
+      try {
+        check_device(cuda);
+        ADD_FAILURE() << "accepted '" << cuda << "' without a GPU";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
+      }
+    }
+  }
 }
 
 TEST(ServeSettings, KeyAndTemplateFilesAreReadUpFront) {
