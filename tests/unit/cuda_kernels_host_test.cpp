@@ -434,13 +434,27 @@ TEST(CudaKernelsHost, TopKLargeVocabulary) {
   check_topk(logits, rows, vocab, {50, 1}, 50);
 }
 
+TEST(CudaKernelsHost, TopKManyRowsUseLargeChunks) {
+  // Enough rows for 8192-entry chunks (ragged last chunk), a different k on every row,
+  // greedy rows among them, quantised logits for ties.
+  const uint32_t rows = 300, vocab = 30000;
+  ASSERT_EQ(kern::topk_workspace(rows, vocab, 200).chunk, 8192u);
+  std::vector<float> logits = random_floats(size_t{rows} * vocab, 61, 3.0f);
+  for (auto& x : logits) x = std::round(x * 8) / 8;
+  std::vector<uint32_t> ks(rows);
+  for (uint32_t r = 0; r < rows; ++r) ks[r] = r % 5 == 0 ? 1 : (r * 37) % 201;
+  check_topk(logits, rows, vocab, ks, 200);
+}
+
 TEST(CudaKernelsHost, WorkspaceCoversEveryRowsCandidates) {
   kern::TopKWorkspace w = kern::topk_workspace(256, 256000, 1024);
-  EXPECT_EQ(w.chunk, 4096u);
-  EXPECT_EQ(w.n_chunks, 63u);
-  EXPECT_GE(w.bytes, w.ids_at + size_t{256} * 63 * 1024 * sizeof(int32_t));
-  EXPECT_GE(w.ids_at, w.logits_at + size_t{256} * 63 * 1024 * sizeof(float));
-  EXPECT_GE(w.logits_at, size_t{256} * 63 * 2 * sizeof(float));
+  EXPECT_EQ(w.chunk, 8192u);
+  EXPECT_EQ(w.n_chunks, 32u);
+  EXPECT_GE(w.bytes, w.ids_at + size_t{256} * 32 * 1024 * sizeof(int32_t));
+  EXPECT_GE(w.ids_at, w.logits_at + size_t{256} * 32 * 1024 * sizeof(float));
+  EXPECT_GE(w.logits_at, size_t{256} * 32 * 2 * sizeof(float));
+  // One row: small chunks, so the vocabulary spreads over many blocks.
+  EXPECT_EQ(kern::topk_workspace(1, 128256, 50).chunk, 2048u);
 }
 
 TEST(CudaKernelsHost, OrderKeysFollowFloatOrder) {

@@ -22,11 +22,18 @@ namespace pith::cuda::kern {
 inline constexpr uint32_t kTopKThreads = 256;   // phase 1 block
 inline constexpr uint32_t kMergeThreads = 512;  // phase 2 block: half the largest sort
 inline constexpr uint32_t kTopKLimit = 1024;    // largest k
-inline constexpr uint32_t kChunkMax = 4096;     // largest phase-1 chunk
+inline constexpr uint32_t kChunkMax = 8192;     // largest phase-1 chunk
 inline constexpr uint32_t kRadixBins = 256;
 
-// Larger k needs larger chunks for phase 1 to thin the candidates out.
-PITH_HD uint32_t topk_chunk(uint32_t k_max) { return k_max > 512 ? 4096 : 2048; }
+// Vocabulary entries per phase-1 block. Larger k needs larger chunks for phase 1 to thin the
+// candidates out; many rows allow larger chunks (fewer blocks, each block's fixed cost of
+// syncs spread over more logits) while the grid still fills the GPU (~8 blocks per SM of a
+// 132-SM H100); few rows want small chunks so that enough blocks run at all.
+PITH_HD uint32_t topk_chunk(uint32_t rows, uint32_t vocab, uint32_t k_max) {
+  uint32_t chunk = k_max > 512 ? 4096 : 2048;
+  while (chunk < kChunkMax && size_t{rows} * ceil_div(vocab, chunk * 2) >= 132 * 8) chunk *= 2;
+  return chunk;
+}
 
 // Key order = float order (-inf lowest; -0 is +0, equal as the CPU compares them); the sign
 // bit flips the rest for negatives.
@@ -54,7 +61,7 @@ struct TopKWorkspace {
 PITH_HD TopKWorkspace topk_workspace(uint32_t rows, uint32_t vocab, uint32_t k_max) {
   auto align = [](size_t b) { return (b + 255) / 256 * 256; };
   TopKWorkspace w;
-  w.chunk = topk_chunk(k_max);
+  w.chunk = topk_chunk(rows, vocab, k_max);
   w.n_chunks = ceil_div(vocab, w.chunk);
   w.k_max = k_max;
   size_t cands = size_t{rows} * w.row_candidates();
@@ -167,7 +174,10 @@ PITH_HD void take_selected(const Block& blk, const RadixShared& sh, uint32_t* sc
 }
 
 struct TopKChunkShared {
-  float logits[kChunkMax];
+  // One pad word per 32 keeps both access patterns free of bank conflicts: strided (thread t
+  // reads j = t + i * n_threads) and segmented (thread t reads its own contiguous run).
+  float padded[kChunkMax + kChunkMax / kWarp];
+  PITH_HD float& logit(uint32_t j) { return padded[j + j / kWarp]; }
   float partial[kTopKThreads];
   RadixShared radix;
   uint32_t scan_a[kTopKThreads + 1];
@@ -187,7 +197,7 @@ PITH_HD void topk_chunk_body(const Block& blk, TopKChunkShared& sh, const float*
     float m = -INFINITY;
     for (uint32_t j = t; j < len; j += kTopKThreads) {
       float x = src[j];
-      sh.logits[j] = x;
+      sh.logit(j) = x;
       m = x > m ? x : m;
     }
     sh.partial[t] = m;
@@ -198,7 +208,7 @@ PITH_HD void topk_chunk_body(const Block& blk, TopKChunkShared& sh, const float*
   blk.threads([&](uint32_t t) {
     float s = 0;
     if (max != -INFINITY)
-      for (uint32_t j = t; j < len; j += kTopKThreads) s += exp_f32(sh.logits[j] - max);
+      for (uint32_t j = t; j < len; j += kTopKThreads) s += exp_f32(sh.logit(j) - max);
     sh.partial[t] = s;
   });
   blk.reduce_sum(sh.partial);
@@ -213,8 +223,18 @@ PITH_HD void topk_chunk_body(const Block& blk, TopKChunkShared& sh, const float*
 
   uint32_t k = row_k(ks, row, w.k_max, len);
   if (k == 0) return;
-  auto key_at = [&](uint32_t j) { return order_key(sh.logits[j]); };
-  radix_select(blk, sh.radix, sh.scan_a, len, k, key_at);
+  auto key_at = [&](uint32_t j) { return order_key(sh.logit(j)); };
+  if (k == 1) {  // greedy rows: the threshold is the max already found
+    blk.threads([&](uint32_t t) {
+      if (t == 0) {
+        sh.radix.prefix = order_key(max);
+        sh.radix.k_rem = 1;
+      }
+    });
+    blk.sync();
+  } else {
+    radix_select(blk, sh.radix, sh.scan_a, len, k, key_at);
+  }
   // Row r's candidates: chunk c's at c * stride, stride = min(k_r, chunk), so a row's
   // candidate list is dense and in id order.
   size_t stride = row_k(ks, row, w.k_max, w.chunk);
@@ -222,7 +242,7 @@ PITH_HD void topk_chunk_body(const Block& blk, TopKChunkShared& sh, const float*
   float* out_logits = reinterpret_cast<float*>(workspace + w.logits_at) + at;
   int32_t* out_ids = reinterpret_cast<int32_t*>(workspace + w.ids_at) + at;
   take_selected(blk, sh.radix, sh.scan_a, sh.scan_b, len, key_at, [&](uint32_t j, uint32_t p) {
-    out_logits[p] = sh.logits[j];
+    out_logits[p] = sh.logit(j);
     out_ids[p] = static_cast<int32_t>(begin + j);
   });
 }
