@@ -355,7 +355,8 @@ struct TopKResult {
 TopKResult run_topk(const std::vector<float>& logits, uint32_t rows, uint32_t vocab,
                     const std::vector<uint32_t>& ks, uint32_t k_max) {
   kern::TopKWorkspace w = kern::topk_workspace(rows, vocab, k_max);
-  std::vector<unsigned char> ws(w.bytes, 0xcd);
+  const size_t guard = 256;  // past the layout's end: must stay untouched
+  std::vector<unsigned char> ws(w.bytes + guard, 0xcd);
   auto chunk_sh = std::make_unique<kern::TopKChunkShared>();
   for (uint32_t row = 0; row < rows; ++row)
     for (uint32_t c = 0; c < w.n_chunks; ++c)
@@ -367,6 +368,7 @@ TopKResult run_topk(const std::vector<float>& logits, uint32_t rows, uint32_t vo
   for (uint32_t row = 0; row < rows; ++row)
     kern::topk_merge_body(kern::HostBlock{row, 0, kern::kMergeThreads}, *merge_sh, vocab,
                           ks.data(), w, ws.data(), r.ids.data(), r.probs.data());
+  for (size_t i = w.bytes; i < ws.size(); ++i) EXPECT_EQ(ws[i], 0xcd) << "workspace overrun";
   return r;
 }
 
@@ -455,6 +457,14 @@ TEST(CudaKernelsHost, WorkspaceCoversEveryRowsCandidates) {
   EXPECT_GE(w.logits_at, size_t{256} * 32 * 2 * sizeof(float));
   // One row: small chunks, so the vocabulary spreads over many blocks.
   EXPECT_EQ(kern::topk_workspace(1, 128256, 50).chunk, 2048u);
+  // The bound covers every smaller call, whatever chunk size that call picks.
+  for (uint32_t vocab : {1u, 2049u, 4097u, 32000u, 128256u, 256000u}) {
+    const uint32_t rows = 64, k_max = 1024;
+    size_t bound = kern::topk_workspace_bound(rows, vocab, k_max);
+    for (uint32_t r = 1; r <= rows; ++r)
+      for (uint32_t k : {1u, 50u, 512u, 513u, 1000u, 1024u})
+        ASSERT_LE(kern::topk_workspace(r, vocab, k).bytes, bound) << vocab << " " << r << " " << k;
+  }
 }
 
 TEST(CudaKernelsHost, OrderKeysFollowFloatOrder) {

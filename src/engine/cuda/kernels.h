@@ -67,7 +67,8 @@ void convert_rows(const float* src, uint32_t n, uint32_t d, void* dst, DType typ
 // full vocabulary and the top-k (ties by lower id), probabilities = exp(l - max) / sum.
 // Writes out_ids [rows][k_max] and out_probs [rows][k_max]: row r writes its first
 // min(ks[r], vocab) entries, best first (ks: device array [rows], each <= k_max).
-// k_max <= kTopKMax. `workspace` (device) of topk_workspace_bytes(rows, vocab, k_max) bytes.
+// k_max <= kTopKMax. `workspace` (device) of topk_workspace_bytes(rows, vocab, k_max) bytes,
+// which also covers every call with fewer rows or a smaller k_max (size it once).
 inline constexpr uint32_t kTopKMax = 1024;
 size_t topk_workspace_bytes(uint32_t rows, uint32_t vocab, uint32_t k_max);
 void softmax_topk(const float* logits, uint32_t rows, uint32_t vocab, const uint32_t* ks,

@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(kern::kMergeThreads)
 static_assert(kTopKMax == kern::kTopKLimit);
 
 size_t topk_workspace_bytes(uint32_t rows, uint32_t vocab, uint32_t k_max) {
-  return kern::topk_workspace(rows, vocab, k_max).bytes;
+  return kern::topk_workspace_bound(rows, vocab, k_max);
 }
 
 void softmax_topk(const float* logits, uint32_t rows, uint32_t vocab, const uint32_t* ks,

@@ -58,10 +58,11 @@ struct TopKWorkspace {
   }
 };
 
-PITH_HD TopKWorkspace topk_workspace(uint32_t rows, uint32_t vocab, uint32_t k_max) {
+// The layout of one call: chunk size from its rows, vocabulary and k_max.
+PITH_HD TopKWorkspace topk_layout(uint32_t rows, uint32_t vocab, uint32_t k_max, uint32_t chunk) {
   auto align = [](size_t b) { return (b + 255) / 256 * 256; };
   TopKWorkspace w;
-  w.chunk = topk_chunk(rows, vocab, k_max);
+  w.chunk = chunk;
   w.n_chunks = ceil_div(vocab, w.chunk);
   w.k_max = k_max;
   size_t cands = size_t{rows} * w.row_candidates();
@@ -70,6 +71,23 @@ PITH_HD TopKWorkspace topk_workspace(uint32_t rows, uint32_t vocab, uint32_t k_m
   w.ids_at = w.logits_at + align(cands * sizeof(float));
   w.bytes = w.ids_at + align(cands * sizeof(int32_t));
   return w;
+}
+
+PITH_HD TopKWorkspace topk_workspace(uint32_t rows, uint32_t vocab, uint32_t k_max) {
+  return topk_layout(rows, vocab, k_max, topk_chunk(rows, vocab, k_max));
+}
+
+// Bytes enough for every call with at most `rows` rows and k_max at most `k_max` (callers size
+// the workspace once): the largest layout over every chunk size such a call can pick. Each
+// layout grows with rows and k; 2048-entry chunks are only picked for k_max <= 512.
+PITH_HD size_t topk_workspace_bound(uint32_t rows, uint32_t vocab, uint32_t k_max) {
+  size_t bytes = 0;
+  for (uint32_t chunk = 2048; chunk <= kChunkMax; chunk *= 2) {
+    uint32_t k = chunk == 2048 && k_max > 512 ? 512 : k_max;
+    size_t b = topk_layout(rows, vocab, k, chunk).bytes;
+    bytes = b > bytes ? b : bytes;
+  }
+  return bytes;
 }
 
 // How many a row keeps: its k (capped by k_max and the vocabulary).
