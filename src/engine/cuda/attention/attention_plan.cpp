@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "engine/cuda/attention/attention_error.h"
 
 namespace pith::cuda {
 
@@ -47,6 +48,8 @@ void check_sequence(const AttentionSequence& s, size_t index, uint32_t page_size
 }
 
 }  // namespace
+
+void throw_attention_error(const std::string& what) { throw Error(what); }
 
 void build_attention_plan(std::span<const AttentionSequence> seqs, uint32_t page_size,
                           bool causal_bits, AttentionPlan& plan) {
