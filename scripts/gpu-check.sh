@@ -15,7 +15,7 @@
 #   3. pith logits --device cpu vs --device cuda on the oracle models (tests/data/models) and a
 #      generated llama3.2-1b-shape BF16 model: top-1 agreement and max |dlogit|
 #   4. the same 1B model as a Hugging Face folder: pith (cuda) vs transformers on the GPU
-#   5. the e2e suite (ctest -L e2e) with the CUDA backend (PITH_DEVICE=cuda; --device defaults
+#   5. the e2e suite (ctest -L e2e) on the CUDA backend (--device defaults
 #      to cuda when a GPU is present)
 #   6. per-step GPU time vs wall time of decode at batch 1 and 64 on the 1B shape (CUDA events)
 # Exit status: 0 when every check passed, 1 otherwise.
@@ -187,7 +187,7 @@ run() {
   fi
 
   # 5. e2e suite on the CUDA backend.
-  if PITH_DEVICE=cuda ctest --test-dir "$pack" -L e2e --output-on-failure > "$OUT/ctest-e2e.txt" 2>&1; then
+  if ctest --test-dir "$pack" -L e2e --output-on-failure > "$OUT/ctest-e2e.txt" 2>&1; then
     record e2e PASS "$(grep -E 'tests passed' "$OUT/ctest-e2e.txt" | tail -1)"
   else
     record e2e FAIL "$(grep -E 'tests passed|tests failed' "$OUT/ctest-e2e.txt" | tail -1), see ctest-e2e.txt"
