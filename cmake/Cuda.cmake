@@ -1,8 +1,7 @@
 # The CUDA backend (src/engine/cuda, docs/gpu.md). PITH_CUDA:
 #   AUTO (default): build it when nvcc is found; otherwise the CPU build is unchanged.
 #   ON:  require nvcc (configure fails without it).  OFF: never build it.
-# Sets PITH_CUDA_ENABLED. C++20 is passed to nvcc directly (pith_cuda_options): CMake 3.25 does
-# not know that nvcc 13 supports CMAKE_CUDA_STANDARD 20. Device code is built for Hopper (sm_90a) and one portable target
+# Sets PITH_CUDA_ENABLED. Device code is built for Hopper (sm_90a) and one portable target
 # (sm_80 SASS + compute_80 PTX, which newer GPUs JIT-compile). The CUDA runtime is linked
 # statically (one binary copies to a GPU machine); cuBLASLt is found there at run time.
 set(PITH_CUDA AUTO CACHE STRING "Build the CUDA backend: AUTO, ON or OFF")
@@ -31,6 +30,14 @@ if(PITH_CUDA_ENABLED)
     set(CMAKE_CUDA_ARCHITECTURES 90a-real 80-real 80-virtual)
   endif()
   enable_language(CUDA)
+  # CMake 3.25 does not know that nvcc 12+ takes C++20; the project's C++ targets require it
+  # (cxx_std_20 carries over to CUDA sources), so tell CMake the flag.
+  if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
   if(PITH_CCACHE)
     set(CMAKE_CUDA_COMPILER_LAUNCHER ${PITH_CCACHE})
@@ -46,7 +53,7 @@ if(PITH_CUDA_ENABLED)
   # Flags for every .cu file.
   add_library(pith_cuda_options INTERFACE)
   target_compile_options(pith_cuda_options INTERFACE
-    $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --expt-relaxed-constexpr --extended-lambda -lineinfo>)
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr --extended-lambda -lineinfo>)
   message(STATUS "CUDA backend: on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
                  "architectures ${CMAKE_CUDA_ARCHITECTURES})")
 endif()

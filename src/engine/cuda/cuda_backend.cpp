@@ -273,7 +273,7 @@ BackendInfo CudaBackend::info() const {
   i.weight_bytes = dev_weights_->bytes();
   i.kv_bytes = kv_pool_.bytes();
   i.workspace_bytes = ws_.bytes() + embed_store_.bytes() + gemm_->workspace_bytes() +
-                      staging_.bytes();
+                      staging_.device_bytes();
   return i;
 }
 

@@ -20,6 +20,9 @@ constexpr size_t kAlign = 256;
 constexpr size_t kStagingBytes = size_t{16} << 20;  // per staging buffer
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// A tied LM head is the embedding table itself (model_weights.h): upload it once.
+bool tied(const ModelWeights& w) { return w.output.data == w.token_embd.data; }
 size_t elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
 
 // Walks the device layout in a fixed order; `place(bytes)` returns each tensor's offset.
@@ -29,9 +32,8 @@ void for_each_tensor(const ModelWeights& w, DType mode, Place&& place) {
   const size_t e = elem_bytes(mode);
   auto matrix = [&](const WeightMatrix& m) { return place(m.rows * m.cols * e); };
   auto vector = [&](const std::vector<float>& v) { return place(v.size() * sizeof(float)); };
-  (void)place;
   matrix(w.token_embd);
-  if (!w.config.tied_output) matrix(w.output);
+  if (!tied(w)) matrix(w.output);
   vector(w.output_norm);
   for (const LayerWeights& l : w.layers) {
     vector(l.attn_norm);
@@ -168,7 +170,7 @@ DeviceWeights::DeviceWeights(const ModelWeights& w, DType mode, cudaStream_t str
 
   // Same order as for_each_tensor.
   token_embd = matrix(w.token_embd);
-  output = w.config.tied_output ? token_embd : matrix(w.output);
+  output = tied(w) ? token_embd : matrix(w.output);
   output_norm = vector(w.output_norm);
   layers.reserve(w.layers.size());
   for (const LayerWeights& l : w.layers) {

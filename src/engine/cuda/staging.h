@@ -59,7 +59,7 @@ class Staging {
     consumed_.record(stream);
   }
 
-  size_t bytes() const { return host_.bytes(); }
+  size_t device_bytes() const { return device_.bytes(); }
 
  private:
   static constexpr size_t kAlign = 16;
