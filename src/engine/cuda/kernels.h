@@ -19,8 +19,8 @@
 namespace pith::cuda {
 
 // out[i][:] = table row tokens[i] (table of F32 or BF16 on the device) as F32.
-void embed_rows(const void* table, DType table_type, const int32_t* tokens, uint32_t n,
-                uint32_t d, float* out, cudaStream_t stream);
+void embed_rows(const void* table, DType table_type, const int32_t* tokens, uint32_t n, uint32_t d,
+                float* out, cudaStream_t stream);
 
 // dst[i][:] = src[idx[i]][:] (F32 rows) and the reverse scatter dst[idx[i]][:] = src[i][:]:
 // Embed slots in and out of the hidden stream.
@@ -47,8 +47,8 @@ void kv_append(const void* k, const void* v, uint32_t n, const uint32_t* pages,
 
 // n slots of every layer's K and V from (src_page, src_slot) to (dst_page, dst_slot); memmove
 // semantics when the ranges overlap on one page.
-void kv_copy(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot,
-             uint32_t n, const KvPoolLayout& layout, void* pool, cudaStream_t stream);
+void kv_copy(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot, uint32_t n,
+             const KvPoolLayout& layout, void* pool, cudaStream_t stream);
 
 // out[i][j] = silu(gate[i][j]) * up[i][j]; gate/up rows have leading dimension ld (elements),
 // out is [n][ff] dense. DType in and out.

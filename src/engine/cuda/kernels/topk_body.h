@@ -48,9 +48,9 @@ PITH_HD float key_logit(uint32_t key) {
 // Where the phases meet in the workspace (all offsets in bytes from its start).
 struct TopKWorkspace {
   uint32_t chunk = 0, n_chunks = 0, k_max = 0;
-  size_t stats_at = 0;     // float2-like {max, sum} [rows][n_chunks]
-  size_t logits_at = 0;    // float [rows][n_chunks * min(k_max, chunk)]
-  size_t ids_at = 0;       // int32 same shape
+  size_t stats_at = 0;   // float2-like {max, sum} [rows][n_chunks]
+  size_t logits_at = 0;  // float [rows][n_chunks * min(k_max, chunk)]
+  size_t ids_at = 0;     // int32 same shape
   size_t bytes = 0;
 
   PITH_HD size_t row_candidates() const {
@@ -230,8 +230,8 @@ PITH_HD void topk_chunk_body(const Block& blk, TopKChunkShared& sh, const float*
     sh.partial[t] = s;
   });
   blk.reduce_sum(sh.partial);
-  float* stats = reinterpret_cast<float*>(workspace + w.stats_at) +
-                 (size_t{row} * w.n_chunks + chunk) * 2;
+  float* stats =
+      reinterpret_cast<float*>(workspace + w.stats_at) + (size_t{row} * w.n_chunks + chunk) * 2;
   blk.threads([&](uint32_t t) {
     if (t == 0) {
       stats[0] = max;
@@ -276,12 +276,11 @@ struct TopKMergeShared {
 // Phase 2: block x = row. out_ids/out_probs [rows][k_max].
 template <class Block>
 PITH_HD void topk_merge_body(const Block& blk, TopKMergeShared& sh, uint32_t vocab,
-                             const uint32_t* ks, TopKWorkspace w,
-                             const unsigned char* workspace, int32_t* out_ids,
-                             float* out_probs) {
+                             const uint32_t* ks, TopKWorkspace w, const unsigned char* workspace,
+                             int32_t* out_ids, float* out_probs) {
   uint32_t row = blk.block_x, nt = blk.n_threads;
-  const float* stats = reinterpret_cast<const float*>(workspace + w.stats_at) +
-                       size_t{row} * w.n_chunks * 2;
+  const float* stats =
+      reinterpret_cast<const float*>(workspace + w.stats_at) + size_t{row} * w.n_chunks * 2;
   blk.threads([&](uint32_t t) {
     float m = -INFINITY;
     for (uint32_t c = t; c < w.n_chunks; c += nt) m = stats[2 * c] > m ? stats[2 * c] : m;
