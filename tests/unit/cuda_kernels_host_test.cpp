@@ -238,7 +238,7 @@ kern::KvGeometry geometry_of(const KvPoolLayout& l) {
           l.n_layers};
 }
 
-template <class T>
+template <uint32_t N, class T>
 void check_kv_append(DType dtype) {
   KvPoolLayout layout;
   layout.dtype = dtype;
@@ -257,10 +257,10 @@ void check_kv_append(DType dtype) {
     kern::store_f32(&v[i], -static_cast<float>(i) - 0.5f);
   }
   kern::KvGeometry g = geometry_of(layout);
-  for (uint32_t blocks : grids(size_t{n} * kv_dim, kern::kKvThreads)) {
+  for (uint32_t blocks : grids(size_t{n} * kv_dim / N, kern::kKvThreads)) {
     run_grid(blocks, kern::kKvThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
-      kern::kv_append_body(b, nb, t, k.data(), v.data(), n, pages.data(), slots.data(), layer, g,
-                           pool.data());
+      kern::kv_append_body<N>(b, nb, t, k.data(), v.data(), n, pages.data(), slots.data(), layer, g,
+                              pool.data());
     });
   }
   std::vector<float> want(pool.size(), -3.0f);
@@ -273,8 +273,10 @@ void check_kv_append(DType dtype) {
 }
 
 TEST(CudaKernelsHost, KvAppendWritesThePoolLayout) {
-  check_kv_append<float>(DType::F32);
-  check_kv_append<Bf16>(DType::BF16);
+  check_kv_append<1, float>(DType::F32);
+  check_kv_append<4, float>(DType::F32);
+  check_kv_append<1, Bf16>(DType::BF16);
+  check_kv_append<8, Bf16>(DType::BF16);
 }
 
 // memmove of every (layer, k|v) block's slot range, on the reference's flat copy of the pool.
@@ -287,7 +289,8 @@ void reference_kv_copy(std::vector<float>& pool, const KvPoolLayout& l, uint32_t
                    n * l.kv_dim() * sizeof(float));
 }
 
-TEST(CudaKernelsHost, KvCopyHasMemmoveSemantics) {
+template <uint32_t N>
+void check_kv_copy() {
   KvPoolLayout layout;
   layout.dtype = DType::F32;
   layout.n_layers = 2;
@@ -305,15 +308,20 @@ TEST(CudaKernelsHost, KvCopyHasMemmoveSemantics) {
     std::vector<float> want = pool;
     reference_kv_copy(want, layout, c.src_page, c.dst_page, c.src_slot, c.dst_slot, c.n);
     kern::KvGeometry g = geometry_of(layout);
-    size_t columns = size_t{layout.n_layers} * 2 * layout.kv_dim();
-    run_grid(kern::elementwise_blocks(columns, kern::kKvThreads), kern::kKvThreads,
+    size_t groups = size_t{layout.n_layers} * 2 * layout.kv_dim() / N;
+    run_grid(kern::elementwise_blocks(groups, kern::kKvThreads), kern::kKvThreads,
              [&](uint32_t b, uint32_t nb, uint32_t t) {
-               kern::kv_copy_body(b, nb, t, c.src_page, c.dst_page, c.src_slot, c.dst_slot, c.n, g,
-                                  pool.data());
+               kern::kv_copy_body<N>(b, nb, t, c.src_page, c.dst_page, c.src_slot, c.dst_slot, c.n,
+                                     g, pool.data());
              });
     EXPECT_EQ(pool, want) << c.src_page << "/" << c.src_slot << " -> " << c.dst_page << "/"
-                          << c.dst_slot << " n=" << c.n;
+                          << c.dst_slot << " n=" << c.n << " N=" << N;
   }
+}
+
+TEST(CudaKernelsHost, KvCopyHasMemmoveSemantics) {
+  check_kv_copy<1>();
+  check_kv_copy<4>();
 }
 
 // ---- activations ---------------------------------------------------------------------------
