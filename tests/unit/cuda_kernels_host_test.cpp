@@ -56,8 +56,12 @@ std::vector<Bf16> to_bf16(const std::vector<float>& v) {
   return out;
 }
 
-float f(Bf16 x) { return bf16_to_f32(x.bits); }
-float f(float x) { return x; }
+float f(Bf16 x) {
+  return bf16_to_f32(x.bits);
+}
+float f(float x) {
+  return x;
+}
 
 // |a - b| within one BF16 rounding step of the reference (the kernel and the reference may
 // round a value that sits near a midpoint differently after f32 arithmetic in another order).
@@ -165,7 +169,8 @@ void check_rope(uint32_t n, uint32_t n_heads, uint32_t head_dim) {
   cfg.rope_theta = 500000.0f;
   RopeTable table(cfg);
   std::vector<float> cos_v(size_t{n} * half), sin_v(size_t{n} * half);
-  for (uint32_t i = 0; i < n; ++i) table.angles(7 * i + 3, &cos_v[size_t{i} * half], &sin_v[size_t{i} * half]);
+  for (uint32_t i = 0; i < n; ++i)
+    table.angles(7 * i + 3, &cos_v[size_t{i} * half], &sin_v[size_t{i} * half]);
 
   std::vector<T> dev(x.size());
   for (size_t i = 0; i < x.size(); ++i) kern::store_f32(&dev[i], x[i]);
@@ -265,8 +270,8 @@ TEST(CudaKernelsHost, KvCopyHasMemmoveSemantics) {
   struct Case {
     uint32_t src_page, dst_page, src_slot, dst_slot, n;
   };
-  for (Case c : {Case{0, 2, 1, 5, 3}, Case{1, 1, 0, 3, 5}, Case{1, 1, 3, 0, 5},
-                 Case{2, 0, 0, 0, 8}, Case{1, 1, 2, 2, 4}, Case{0, 1, 4, 4, 0}}) {
+  for (Case c : {Case{0, 2, 1, 5, 3}, Case{1, 1, 0, 3, 5}, Case{1, 1, 3, 0, 5}, Case{2, 0, 0, 0, 8},
+                 Case{1, 1, 2, 2, 4}, Case{0, 1, 4, 4, 0}}) {
     std::vector<float> pool(n_pages * layout.page_elems());
     for (size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<float>(i);
     std::vector<float> want = pool;
@@ -275,8 +280,8 @@ TEST(CudaKernelsHost, KvCopyHasMemmoveSemantics) {
     size_t columns = size_t{layout.n_layers} * 2 * layout.kv_dim();
     run_grid(kern::elementwise_blocks(columns, kern::kKvThreads), kern::kKvThreads,
              [&](uint32_t b, uint32_t nb, uint32_t t) {
-               kern::kv_copy_body(b, nb, t, c.src_page, c.dst_page, c.src_slot, c.dst_slot, c.n,
-                                  g, pool.data());
+               kern::kv_copy_body(b, nb, t, c.src_page, c.dst_page, c.src_slot, c.dst_slot, c.n, g,
+                                  pool.data());
              });
     EXPECT_EQ(pool, want) << c.src_page << "/" << c.src_slot << " -> " << c.dst_page << "/"
                           << c.dst_slot << " n=" << c.n;
@@ -355,7 +360,8 @@ struct TopKResult {
 TopKResult run_topk(const std::vector<float>& logits, uint32_t rows, uint32_t vocab,
                     const std::vector<uint32_t>& ks, uint32_t k_max) {
   kern::TopKWorkspace w = kern::topk_workspace(rows, vocab, k_max);
-  std::vector<unsigned char> ws(w.bytes, 0xcd);
+  const size_t guard = 256;  // past the layout's end: must stay untouched
+  std::vector<unsigned char> ws(w.bytes + guard, 0xcd);
   auto chunk_sh = std::make_unique<kern::TopKChunkShared>();
   for (uint32_t row = 0; row < rows; ++row)
     for (uint32_t c = 0; c < w.n_chunks; ++c)
@@ -365,8 +371,9 @@ TopKResult run_topk(const std::vector<float>& logits, uint32_t rows, uint32_t vo
                std::vector<float>(size_t{rows} * k_max, -1.0f)};
   auto merge_sh = std::make_unique<kern::TopKMergeShared>();
   for (uint32_t row = 0; row < rows; ++row)
-    kern::topk_merge_body(kern::HostBlock{row, 0, kern::kMergeThreads}, *merge_sh, vocab,
-                          ks.data(), w, ws.data(), r.ids.data(), r.probs.data());
+    kern::topk_merge_body(kern::HostBlock{row, 0, kern::kMergeThreads}, *merge_sh, vocab, ks.data(),
+                          w, ws.data(), r.ids.data(), r.probs.data());
+  for (size_t i = w.bytes; i < ws.size(); ++i) EXPECT_EQ(ws[i], 0xcd) << "workspace overrun";
   return r;
 }
 
@@ -405,7 +412,8 @@ TEST(CudaKernelsHost, TopKExactTiesGoToLowerIds) {
   // Negative and -inf entries (masked tokens), zeros of both signs.
   logits.assign(size_t{rows} * vocab, -INFINITY);
   for (uint32_t r = 0; r < rows; ++r)
-    for (uint32_t i = r; i < vocab; i += 3) logits[size_t{r} * vocab + i] = (i % 7 == 0) ? -0.0f : -1.0f * (i % 5);
+    for (uint32_t i = r; i < vocab; i += 3)
+      logits[size_t{r} * vocab + i] = (i % 7 == 0) ? -0.0f : -1.0f * (i % 5);
   check_topk(logits, rows, vocab, {3, 100, 1024, 17}, 1024);
 }
 
@@ -434,18 +442,40 @@ TEST(CudaKernelsHost, TopKLargeVocabulary) {
   check_topk(logits, rows, vocab, {50, 1}, 50);
 }
 
+TEST(CudaKernelsHost, TopKManyRowsUseLargeChunks) {
+  // Enough rows for 8192-entry chunks (ragged last chunk), a different k on every row,
+  // greedy rows among them, quantised logits for ties.
+  const uint32_t rows = 300, vocab = 30000;
+  ASSERT_EQ(kern::topk_workspace(rows, vocab, 200).chunk, 8192u);
+  std::vector<float> logits = random_floats(size_t{rows} * vocab, 61, 3.0f);
+  for (auto& x : logits) x = std::round(x * 8) / 8;
+  std::vector<uint32_t> ks(rows);
+  for (uint32_t r = 0; r < rows; ++r) ks[r] = r % 5 == 0 ? 1 : (r * 37) % 201;
+  check_topk(logits, rows, vocab, ks, 200);
+}
+
 TEST(CudaKernelsHost, WorkspaceCoversEveryRowsCandidates) {
   kern::TopKWorkspace w = kern::topk_workspace(256, 256000, 1024);
-  EXPECT_EQ(w.chunk, 4096u);
-  EXPECT_EQ(w.n_chunks, 63u);
-  EXPECT_GE(w.bytes, w.ids_at + size_t{256} * 63 * 1024 * sizeof(int32_t));
-  EXPECT_GE(w.ids_at, w.logits_at + size_t{256} * 63 * 1024 * sizeof(float));
-  EXPECT_GE(w.logits_at, size_t{256} * 63 * 2 * sizeof(float));
+  EXPECT_EQ(w.chunk, 8192u);
+  EXPECT_EQ(w.n_chunks, 32u);
+  EXPECT_GE(w.bytes, w.ids_at + size_t{256} * 32 * 1024 * sizeof(int32_t));
+  EXPECT_GE(w.ids_at, w.logits_at + size_t{256} * 32 * 1024 * sizeof(float));
+  EXPECT_GE(w.logits_at, size_t{256} * 32 * 2 * sizeof(float));
+  // One row: small chunks, so the vocabulary spreads over many blocks.
+  EXPECT_EQ(kern::topk_workspace(1, 128256, 50).chunk, 2048u);
+  // The bound covers every smaller call, whatever chunk size that call picks.
+  for (uint32_t vocab : {1u, 2049u, 4097u, 32000u, 128256u, 256000u}) {
+    const uint32_t rows = 64, k_max = 1024;
+    size_t bound = kern::topk_workspace_bound(rows, vocab, k_max);
+    for (uint32_t r = 1; r <= rows; ++r)
+      for (uint32_t k : {1u, 50u, 512u, 513u, 1000u, 1024u})
+        ASSERT_LE(kern::topk_workspace(r, vocab, k).bytes, bound) << vocab << " " << r << " " << k;
+  }
 }
 
 TEST(CudaKernelsHost, OrderKeysFollowFloatOrder) {
-  std::vector<float> v{-INFINITY, -1e30f, -2.0f, -1.0f, -1e-30f, -0.0f, 0.0f, 1e-30f, 1.0f, 3e38f,
-                       INFINITY};
+  std::vector<float> v{-INFINITY, -1e30f, -2.0f, -1.0f, -1e-30f, -0.0f,
+                       0.0f,      1e-30f, 1.0f,  3e38f, INFINITY};
   for (size_t i = 0; i + 1 < v.size(); ++i) {
     EXPECT_LE(kern::order_key(v[i]), kern::order_key(v[i + 1])) << v[i];
     EXPECT_EQ(kern::key_logit(kern::order_key(v[i])), v[i]);

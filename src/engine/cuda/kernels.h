@@ -19,8 +19,8 @@
 namespace pith::cuda {
 
 // out[i][:] = table row tokens[i] (table of F32 or BF16 on the device) as F32.
-void embed_rows(const void* table, DType table_type, const int32_t* tokens, uint32_t n,
-                uint32_t d, float* out, cudaStream_t stream);
+void embed_rows(const void* table, DType table_type, const int32_t* tokens, uint32_t n, uint32_t d,
+                float* out, cudaStream_t stream);
 
 // dst[i][:] = src[idx[i]][:] (F32 rows) and the reverse scatter dst[idx[i]][:] = src[i][:]:
 // Embed slots in and out of the hidden stream.
@@ -47,8 +47,8 @@ void kv_append(const void* k, const void* v, uint32_t n, const uint32_t* pages,
 
 // n slots of every layer's K and V from (src_page, src_slot) to (dst_page, dst_slot); memmove
 // semantics when the ranges overlap on one page.
-void kv_copy(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot,
-             uint32_t n, const KvPoolLayout& layout, void* pool, cudaStream_t stream);
+void kv_copy(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot, uint32_t n,
+             const KvPoolLayout& layout, void* pool, cudaStream_t stream);
 
 // out[i][j] = silu(gate[i][j]) * up[i][j]; gate/up rows have leading dimension ld (elements),
 // out is [n][ff] dense. DType in and out.
@@ -67,7 +67,8 @@ void convert_rows(const float* src, uint32_t n, uint32_t d, void* dst, DType typ
 // full vocabulary and the top-k (ties by lower id), probabilities = exp(l - max) / sum.
 // Writes out_ids [rows][k_max] and out_probs [rows][k_max]: row r writes its first
 // min(ks[r], vocab) entries, best first (ks: device array [rows], each <= k_max).
-// k_max <= kTopKMax. `workspace` (device) of topk_workspace_bytes(rows, vocab, k_max) bytes.
+// k_max <= kTopKMax. `workspace` (device) of topk_workspace_bytes(rows, vocab, k_max) bytes,
+// which also covers every call with fewer rows or a smaller k_max (size it once).
 inline constexpr uint32_t kTopKMax = 1024;
 size_t topk_workspace_bytes(uint32_t rows, uint32_t vocab, uint32_t k_max);
 void softmax_topk(const float* logits, uint32_t rows, uint32_t vocab, const uint32_t* ks,

@@ -11,8 +11,8 @@ inline constexpr uint32_t kActivationThreads = 256;
 
 // out[i][j] = silu(gate[i][j]) * up[i][j]; gate/up rows of leading dimension ld.
 template <class T>
-PITH_HD void swiglu_body(uint32_t block, uint32_t n_blocks, uint32_t t, const T* gate,
-                         const T* up, uint32_t n, uint32_t ff, uint32_t ld, T* out) {
+PITH_HD void swiglu_body(uint32_t block, uint32_t n_blocks, uint32_t t, const T* gate, const T* up,
+                         uint32_t n, uint32_t ff, uint32_t ld, T* out) {
   grid_stride(block, n_blocks, t, kActivationThreads, size_t{n} * ff, [&](size_t i) {
     size_t src = (i / ff) * ld + i % ff;
     float g = to_f32(gate[src]);

@@ -33,21 +33,33 @@ inline constexpr uint32_t kNoBin = 0xffffffffu;  // Block::count's "nothing to c
 
 // ---- element types ------------------------------------------------------------------------
 
-PITH_HD float to_f32(float x) { return x; }
-PITH_HD void store_f32(float* dst, float v) { *dst = v; }
+PITH_HD float to_f32(float x) {
+  return x;
+}
+PITH_HD void store_f32(float* dst, float v) {
+  *dst = v;
+}
 
 #if defined(__CUDACC__)
 using Bf16 = __nv_bfloat16;
-PITH_HD float to_f32(Bf16 x) { return __bfloat162float(x); }
-PITH_HD void store_f32(Bf16* dst, float v) { *dst = __float2bfloat16_rn(v); }
+PITH_HD float to_f32(Bf16 x) {
+  return __bfloat162float(x);
+}
+PITH_HD void store_f32(Bf16* dst, float v) {
+  *dst = __float2bfloat16_rn(v);
+}
 #else
 // The host stand-in for __nv_bfloat16: the same bits, converted by the CPU engine's rounding
 // (round to nearest even, as __float2bfloat16_rn).
 struct Bf16 {
   uint16_t bits;
 };
-inline float to_f32(Bf16 x) { return bf16_to_f32(x.bits); }
-inline void store_f32(Bf16* dst, float v) { dst->bits = f32_to_bf16(v); }
+inline float to_f32(Bf16 x) {
+  return bf16_to_f32(x.bits);
+}
+inline void store_f32(Bf16* dst, float v) {
+  dst->bits = f32_to_bf16(v);
+}
 #endif
 
 PITH_HD float exp_f32(float x) {
@@ -80,7 +92,9 @@ PITH_HD float bits_float(uint32_t u) {
 
 // ---- launch geometry ----------------------------------------------------------------------
 
-PITH_HD uint32_t ceil_div(size_t a, uint32_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+PITH_HD uint32_t ceil_div(size_t a, uint32_t b) {
+  return static_cast<uint32_t>((a + b - 1) / b);
+}
 
 // Grid of an element-wise kernel over `total` elements: enough blocks of `threads` to cover
 // them, capped so that a grid-stride loop takes the rest.
@@ -107,7 +121,9 @@ struct DeviceBlock {
   __device__ static DeviceBlock current() { return {blockIdx.x, blockIdx.y, blockDim.x}; }
 
   template <class F>
-  __device__ void threads(F&& f) const { f(threadIdx.x); }
+  __device__ void threads(F&& f) const {
+    f(threadIdx.x);
+  }
   __device__ void sync() const { __syncthreads(); }
 
   // values[t] of every thread summed (max'ed) into values[0]; n_threads a multiple of 32.
@@ -194,7 +210,9 @@ struct HostBlock {
     if (bin != kNoBin) ++hist[bin];
   }
 
-  void reduce_sum(float* values) const { reduce(values, [](float a, float b) { return a + b; }); }
+  void reduce_sum(float* values) const {
+    reduce(values, [](float a, float b) { return a + b; });
+  }
   void reduce_max(float* values) const {
     reduce(values, [](float a, float b) { return a > b ? a : (b > a ? b : a); });
   }
@@ -224,7 +242,8 @@ struct HostBlock {
   void reduce(float* values, Op op) const {
     uint32_t n_warps = n_threads / kWarp;
     float warp_totals[kWarp] = {};
-    for (uint32_t w = 0; w < n_warps; ++w) warp_totals[w] = butterfly(values + w * kWarp, kWarp, op);
+    for (uint32_t w = 0; w < n_warps; ++w)
+      warp_totals[w] = butterfly(values + w * kWarp, kWarp, op);
     values[0] = butterfly(warp_totals, n_warps, op);
   }
 };

@@ -17,8 +17,8 @@ template <class T>
 __global__ void __launch_bounds__(kern::kKvThreads)
     kv_copy_kernel(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot,
                    uint32_t n, kern::KvGeometry g, T* pool) {
-  kern::kv_copy_body(blockIdx.x, gridDim.x, threadIdx.x, src_page, dst_page, src_slot, dst_slot,
-                     n, g, pool);
+  kern::kv_copy_body(blockIdx.x, gridDim.x, threadIdx.x, src_page, dst_page, src_slot, dst_slot, n,
+                     g, pool);
 }
 
 kern::KvGeometry geometry(const KvPoolLayout& layout) {
@@ -51,8 +51,8 @@ void kv_append(const void* k, const void* v, uint32_t n, const uint32_t* pages,
   check_launch("kv_append");
 }
 
-void kv_copy(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot,
-             uint32_t n, const KvPoolLayout& layout, void* pool, cudaStream_t stream) {
+void kv_copy(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot, uint32_t n,
+             const KvPoolLayout& layout, void* pool, cudaStream_t stream) {
   require(src_slot + size_t{n} <= layout.page_size && dst_slot + size_t{n} <= layout.page_size,
           "kv_copy", "slot range past the end of the page");
   if (n == 0 || (src_page == dst_page && src_slot == dst_slot)) return;
@@ -61,13 +61,11 @@ void kv_copy(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t d
   if (columns == 0) return;
   uint32_t blocks = kern::elementwise_blocks(columns, kern::kKvThreads);
   if (layout.dtype == DType::F32)
-    kv_copy_kernel<<<blocks, kern::kKvThreads, 0, stream>>>(src_page, dst_page, src_slot,
-                                                            dst_slot, n, g,
-                                                            static_cast<float*>(pool));
+    kv_copy_kernel<<<blocks, kern::kKvThreads, 0, stream>>>(src_page, dst_page, src_slot, dst_slot,
+                                                            n, g, static_cast<float*>(pool));
   else
-    kv_copy_kernel<<<blocks, kern::kKvThreads, 0, stream>>>(src_page, dst_page, src_slot,
-                                                            dst_slot, n, g,
-                                                            static_cast<kern::Bf16*>(pool));
+    kv_copy_kernel<<<blocks, kern::kKvThreads, 0, stream>>>(src_page, dst_page, src_slot, dst_slot,
+                                                            n, g, static_cast<kern::Bf16*>(pool));
   check_launch("kv_copy");
 }
 

@@ -23,8 +23,8 @@ struct KvGeometry {
 
 // Row i of k and v [n][kv_dim] goes to slot slots[i] of page pages[i], layer `layer`.
 template <class T>
-PITH_HD void kv_append_body(uint32_t block, uint32_t n_blocks, uint32_t t, const T* k,
-                            const T* v, uint32_t n, const uint32_t* pages, const uint32_t* slots,
+PITH_HD void kv_append_body(uint32_t block, uint32_t n_blocks, uint32_t t, const T* k, const T* v,
+                            uint32_t n, const uint32_t* pages, const uint32_t* slots,
                             uint32_t layer, KvGeometry g, T* pool) {
   grid_stride(block, n_blocks, t, kKvThreads, size_t{n} * g.kv_dim, [&](size_t i) {
     size_t row = i / g.kv_dim, col = i % g.kv_dim;

@@ -12,7 +12,8 @@ void require(bool ok, const char* kernel, const char* message) {
 
 void check_launch(const char* kernel) {
   cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) fail("CUDA kernel {}: launch failed: {}", kernel, cudaGetErrorString(err));
+  if (err != cudaSuccess)
+    fail("CUDA kernel {}: launch failed: {}", kernel, cudaGetErrorString(err));
 }
 
 }  // namespace pith::cuda

@@ -37,7 +37,8 @@ PITH_HD void add_rmsnorm_body(const Block& blk, NormShared& sh, float* residual_
   blk.reduce_sum(sh.partial);
   float inv = 1.0f / sqrtf(sh.partial[0] / static_cast<float>(d) + eps);
   blk.threads([&](uint32_t t) {
-    for (uint32_t j = t; j < d; j += kNormThreads) store_f32(out + j, residual[j] * inv * weight[j]);
+    for (uint32_t j = t; j < d; j += kNormThreads)
+      store_f32(out + j, residual[j] * inv * weight[j]);
   });
 }
 

@@ -25,8 +25,8 @@ void rope(void* x, DType type, uint32_t n, uint32_t n_heads, uint32_t head_dim, 
     rope_kernel<<<blocks, kern::kRopeThreads, 0, stream>>>(static_cast<float*>(x), n, n_heads,
                                                            head_dim, cos, sin);
   else
-    rope_kernel<<<blocks, kern::kRopeThreads, 0, stream>>>(static_cast<kern::Bf16*>(x), n,
-                                                           n_heads, head_dim, cos, sin);
+    rope_kernel<<<blocks, kern::kRopeThreads, 0, stream>>>(static_cast<kern::Bf16*>(x), n, n_heads,
+                                                           head_dim, cos, sin);
   check_launch("rope");
 }
 

@@ -28,8 +28,8 @@ uint32_t row_blocks(uint32_t n, uint32_t d) {
 
 }  // namespace
 
-void embed_rows(const void* table, DType table_type, const int32_t* tokens, uint32_t n,
-                uint32_t d, float* out, cudaStream_t stream) {
+void embed_rows(const void* table, DType table_type, const int32_t* tokens, uint32_t n, uint32_t d,
+                float* out, cudaStream_t stream) {
   if (n == 0 || d == 0) return;
   uint32_t blocks = row_blocks(n, d);
   if (table_type == DType::F32)

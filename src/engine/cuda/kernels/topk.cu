@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(kern::kMergeThreads)
 static_assert(kTopKMax == kern::kTopKLimit);
 
 size_t topk_workspace_bytes(uint32_t rows, uint32_t vocab, uint32_t k_max) {
-  return kern::topk_workspace(rows, vocab, k_max).bytes;
+  return kern::topk_workspace_bound(rows, vocab, k_max);
 }
 
 void softmax_topk(const float* logits, uint32_t rows, uint32_t vocab, const uint32_t* ks,
@@ -38,11 +38,10 @@ void softmax_topk(const float* logits, uint32_t rows, uint32_t vocab, const uint
   if (rows == 0 || vocab == 0) return;
   kern::TopKWorkspace w = kern::topk_workspace(rows, vocab, k_max);
   auto* ws = static_cast<unsigned char*>(workspace);
-  topk_chunk_kernel<<<dim3(w.n_chunks, rows), kern::kTopKThreads, 0, stream>>>(logits, vocab, ks,
-                                                                               w, ws);
+  topk_chunk_kernel<<<dim3(w.n_chunks, rows), kern::kTopKThreads, 0, stream>>>(logits, vocab, ks, w,
+                                                                               ws);
   check_launch("softmax_topk (chunks)");
-  topk_merge_kernel<<<rows, kern::kMergeThreads, 0, stream>>>(vocab, ks, w, ws, out_ids,
-                                                              out_probs);
+  topk_merge_kernel<<<rows, kern::kMergeThreads, 0, stream>>>(vocab, ks, w, ws, out_ids, out_probs);
   check_launch("softmax_topk (merge)");
 }
 

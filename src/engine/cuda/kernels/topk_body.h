@@ -22,11 +22,18 @@ namespace pith::cuda::kern {
 inline constexpr uint32_t kTopKThreads = 256;   // phase 1 block
 inline constexpr uint32_t kMergeThreads = 512;  // phase 2 block: half the largest sort
 inline constexpr uint32_t kTopKLimit = 1024;    // largest k
-inline constexpr uint32_t kChunkMax = 4096;     // largest phase-1 chunk
+inline constexpr uint32_t kChunkMax = 8192;     // largest phase-1 chunk
 inline constexpr uint32_t kRadixBins = 256;
 
-// Larger k needs larger chunks for phase 1 to thin the candidates out.
-PITH_HD uint32_t topk_chunk(uint32_t k_max) { return k_max > 512 ? 4096 : 2048; }
+// Vocabulary entries per phase-1 block. Larger k needs larger chunks for phase 1 to thin the
+// candidates out; many rows allow larger chunks (fewer blocks, each block's fixed cost of
+// syncs spread over more logits) while the grid still fills the GPU (~8 blocks per SM of a
+// 132-SM H100); few rows want small chunks so that enough blocks run at all.
+PITH_HD uint32_t topk_chunk(uint32_t rows, uint32_t vocab, uint32_t k_max) {
+  uint32_t chunk = k_max > 512 ? 4096 : 2048;
+  while (chunk < kChunkMax && size_t{rows} * ceil_div(vocab, chunk * 2) >= 132 * 8) chunk *= 2;
+  return chunk;
+}
 
 // Key order = float order (-inf lowest; -0 is +0, equal as the CPU compares them); the sign
 // bit flips the rest for negatives.
@@ -41,9 +48,9 @@ PITH_HD float key_logit(uint32_t key) {
 // Where the phases meet in the workspace (all offsets in bytes from its start).
 struct TopKWorkspace {
   uint32_t chunk = 0, n_chunks = 0, k_max = 0;
-  size_t stats_at = 0;     // float2-like {max, sum} [rows][n_chunks]
-  size_t logits_at = 0;    // float [rows][n_chunks * min(k_max, chunk)]
-  size_t ids_at = 0;       // int32 same shape
+  size_t stats_at = 0;   // float2-like {max, sum} [rows][n_chunks]
+  size_t logits_at = 0;  // float [rows][n_chunks * min(k_max, chunk)]
+  size_t ids_at = 0;     // int32 same shape
   size_t bytes = 0;
 
   PITH_HD size_t row_candidates() const {
@@ -51,10 +58,11 @@ struct TopKWorkspace {
   }
 };
 
-PITH_HD TopKWorkspace topk_workspace(uint32_t rows, uint32_t vocab, uint32_t k_max) {
+// The layout of one call: chunk size from its rows, vocabulary and k_max.
+PITH_HD TopKWorkspace topk_layout(uint32_t rows, uint32_t vocab, uint32_t k_max, uint32_t chunk) {
   auto align = [](size_t b) { return (b + 255) / 256 * 256; };
   TopKWorkspace w;
-  w.chunk = topk_chunk(k_max);
+  w.chunk = chunk;
   w.n_chunks = ceil_div(vocab, w.chunk);
   w.k_max = k_max;
   size_t cands = size_t{rows} * w.row_candidates();
@@ -63,6 +71,23 @@ PITH_HD TopKWorkspace topk_workspace(uint32_t rows, uint32_t vocab, uint32_t k_m
   w.ids_at = w.logits_at + align(cands * sizeof(float));
   w.bytes = w.ids_at + align(cands * sizeof(int32_t));
   return w;
+}
+
+PITH_HD TopKWorkspace topk_workspace(uint32_t rows, uint32_t vocab, uint32_t k_max) {
+  return topk_layout(rows, vocab, k_max, topk_chunk(rows, vocab, k_max));
+}
+
+// Bytes enough for every call with at most `rows` rows and k_max at most `k_max` (callers size
+// the workspace once): the largest layout over every chunk size such a call can pick. Each
+// layout grows with rows and k; 2048-entry chunks are only picked for k_max <= 512.
+PITH_HD size_t topk_workspace_bound(uint32_t rows, uint32_t vocab, uint32_t k_max) {
+  size_t bytes = 0;
+  for (uint32_t chunk = 2048; chunk <= kChunkMax; chunk *= 2) {
+    uint32_t k = chunk == 2048 && k_max > 512 ? 512 : k_max;
+    size_t b = topk_layout(rows, vocab, k, chunk).bytes;
+    bytes = b > bytes ? b : bytes;
+  }
+  return bytes;
 }
 
 // How many a row keeps: its k (capped by k_max and the vocabulary).
@@ -167,7 +192,10 @@ PITH_HD void take_selected(const Block& blk, const RadixShared& sh, uint32_t* sc
 }
 
 struct TopKChunkShared {
-  float logits[kChunkMax];
+  // One pad word per 32 keeps both access patterns free of bank conflicts: strided (thread t
+  // reads j = t + i * n_threads) and segmented (thread t reads its own contiguous run).
+  float padded[kChunkMax + kChunkMax / kWarp];
+  PITH_HD float& logit(uint32_t j) { return padded[j + j / kWarp]; }
   float partial[kTopKThreads];
   RadixShared radix;
   uint32_t scan_a[kTopKThreads + 1];
@@ -187,7 +215,7 @@ PITH_HD void topk_chunk_body(const Block& blk, TopKChunkShared& sh, const float*
     float m = -INFINITY;
     for (uint32_t j = t; j < len; j += kTopKThreads) {
       float x = src[j];
-      sh.logits[j] = x;
+      sh.logit(j) = x;
       m = x > m ? x : m;
     }
     sh.partial[t] = m;
@@ -198,12 +226,12 @@ PITH_HD void topk_chunk_body(const Block& blk, TopKChunkShared& sh, const float*
   blk.threads([&](uint32_t t) {
     float s = 0;
     if (max != -INFINITY)
-      for (uint32_t j = t; j < len; j += kTopKThreads) s += exp_f32(sh.logits[j] - max);
+      for (uint32_t j = t; j < len; j += kTopKThreads) s += exp_f32(sh.logit(j) - max);
     sh.partial[t] = s;
   });
   blk.reduce_sum(sh.partial);
-  float* stats = reinterpret_cast<float*>(workspace + w.stats_at) +
-                 (size_t{row} * w.n_chunks + chunk) * 2;
+  float* stats =
+      reinterpret_cast<float*>(workspace + w.stats_at) + (size_t{row} * w.n_chunks + chunk) * 2;
   blk.threads([&](uint32_t t) {
     if (t == 0) {
       stats[0] = max;
@@ -213,8 +241,18 @@ PITH_HD void topk_chunk_body(const Block& blk, TopKChunkShared& sh, const float*
 
   uint32_t k = row_k(ks, row, w.k_max, len);
   if (k == 0) return;
-  auto key_at = [&](uint32_t j) { return order_key(sh.logits[j]); };
-  radix_select(blk, sh.radix, sh.scan_a, len, k, key_at);
+  auto key_at = [&](uint32_t j) { return order_key(sh.logit(j)); };
+  if (k == 1) {  // greedy rows: the threshold is the max already found
+    blk.threads([&](uint32_t t) {
+      if (t == 0) {
+        sh.radix.prefix = order_key(max);
+        sh.radix.k_rem = 1;
+      }
+    });
+    blk.sync();
+  } else {
+    radix_select(blk, sh.radix, sh.scan_a, len, k, key_at);
+  }
   // Row r's candidates: chunk c's at c * stride, stride = min(k_r, chunk), so a row's
   // candidate list is dense and in id order.
   size_t stride = row_k(ks, row, w.k_max, w.chunk);
@@ -222,7 +260,7 @@ PITH_HD void topk_chunk_body(const Block& blk, TopKChunkShared& sh, const float*
   float* out_logits = reinterpret_cast<float*>(workspace + w.logits_at) + at;
   int32_t* out_ids = reinterpret_cast<int32_t*>(workspace + w.ids_at) + at;
   take_selected(blk, sh.radix, sh.scan_a, sh.scan_b, len, key_at, [&](uint32_t j, uint32_t p) {
-    out_logits[p] = sh.logits[j];
+    out_logits[p] = sh.logit(j);
     out_ids[p] = static_cast<int32_t>(begin + j);
   });
 }
@@ -238,12 +276,11 @@ struct TopKMergeShared {
 // Phase 2: block x = row. out_ids/out_probs [rows][k_max].
 template <class Block>
 PITH_HD void topk_merge_body(const Block& blk, TopKMergeShared& sh, uint32_t vocab,
-                             const uint32_t* ks, TopKWorkspace w,
-                             const unsigned char* workspace, int32_t* out_ids,
-                             float* out_probs) {
+                             const uint32_t* ks, TopKWorkspace w, const unsigned char* workspace,
+                             int32_t* out_ids, float* out_probs) {
   uint32_t row = blk.block_x, nt = blk.n_threads;
-  const float* stats = reinterpret_cast<const float*>(workspace + w.stats_at) +
-                       size_t{row} * w.n_chunks * 2;
+  const float* stats =
+      reinterpret_cast<const float*>(workspace + w.stats_at) + size_t{row} * w.n_chunks * 2;
   blk.threads([&](uint32_t t) {
     float m = -INFINITY;
     for (uint32_t c = t; c < w.n_chunks; c += nt) m = stats[2 * c] > m ? stats[2 * c] : m;
