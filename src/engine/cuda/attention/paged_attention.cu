@@ -28,7 +28,9 @@ void check(cudaError_t status, const char* what) {
                           cudaGetErrorString(status));
 }
 
-size_t align16(size_t n) { return (n + 15) & ~size_t{15}; }
+size_t align16(size_t n) {
+  return (n + 15) & ~size_t{15};
+}
 
 // A pinned host buffer and its device twin, grown on demand (never shrunk).
 struct StagedBuffer {
@@ -74,7 +76,7 @@ struct PagedAttention::Impl {
 
 #if PITH_HAVE_FLASHINFER
   fi::PlanInfo fi_plan;
-  StagedBuffer fi_ints;     // FlashInfer's work list (pinned + device)
+  StagedBuffer fi_ints;       // FlashInfer's work list (pinned + device)
   void* fi_floats = nullptr;  // split-KV partial outputs
   size_t fi_floats_bytes = 0;
 #endif
@@ -137,9 +139,13 @@ struct PagedAttention::Impl {
 
 #if PITH_HAVE_FLASHINFER
   void plan_flashinfer(cudaStream_t stream) {
-    const fi::PlanShape shape{plan.qo_indptr.data(), plan.kv_page_indptr.data(), plan.n_seqs(),
-                              plan.n_rows(),         n_heads,
-                              layout.n_kv_heads,     layout.head_dim,
+    const fi::PlanShape shape{plan.qo_indptr.data(),
+                              plan.kv_page_indptr.data(),
+                              plan.n_seqs(),
+                              plan.n_rows(),
+                              n_heads,
+                              layout.n_kv_heads,
+                              layout.head_dim,
                               layout.page_size};
     size_t float_bytes = 0, int_bytes = 0;
     fi::prefill_workspace_bytes(shape, float_bytes, int_bytes);
