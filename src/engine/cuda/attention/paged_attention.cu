@@ -232,7 +232,7 @@ struct PagedAttention::Impl {
 };
 
 PagedAttention::PagedAttention(const KvPoolLayout& layout, uint32_t n_heads, uint32_t max_tokens,
-                               uint32_t max_seqs)
+                               uint32_t max_seqs, bool allow_flashinfer)
     : impl_(std::make_unique<Impl>()) {
   if (layout.n_kv_heads == 0 || n_heads == 0 || n_heads % layout.n_kv_heads != 0)
     throw_attention_error("paged attention: " + std::to_string(n_heads) +
@@ -247,9 +247,11 @@ PagedAttention::PagedAttention(const KvPoolLayout& layout, uint32_t n_heads, uin
   m.n_heads = n_heads;
 #if PITH_HAVE_FLASHINFER
   // FlashInfer keeps the page stride in 32 bits.
-  m.flashinfer = layout.dtype == DType::BF16 &&
+  m.flashinfer = allow_flashinfer && layout.dtype == DType::BF16 &&
                  fi::prefill_supports(layout.head_dim, n_heads, layout.n_kv_heads) &&
                  layout.page_elems() <= UINT32_MAX;
+#else
+  (void)allow_flashinfer;
 #endif
   check(cudaEventCreateWithFlags(&m.staged, cudaEventDisableTiming), "event creation");
   // Room for a full batch of single-page sequences; plan() grows beyond that.
