@@ -32,6 +32,7 @@ RunResult run_once(const BatchingBenchOptions& o, const std::string& policy, con
   ServingOptions so;
   so.model_path = o.model;
   so.quiet_load = true;
+  so.engine.device = o.device;
   so.engine.n_threads = static_cast<size_t>(o.threads);
   so.control.policy = policy;
   so.runtime.compiler.cache_dir = o.cache_dir;

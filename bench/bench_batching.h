@@ -21,6 +21,7 @@ struct BatchingBenchOptions {
   int threads = 2;             // engine threads
   std::string inferlet_dir;    // "" = the build tree
   std::string cache_dir;       // native cache ("" = default)
+  std::string device = "auto";  // cpu | cuda | cuda:N | auto (engine/backend.h)
 };
 
 nlohmann::json run_batching_bench(const BatchingBenchOptions& options);

@@ -13,7 +13,7 @@
 
 #include "bench/machine_baselines.h"
 #include "common/error.h"
-#include "engine/engine.h"
+#include "engine/backend.h"
 #include "engine/model_loader.h"
 
 namespace pith::bench {
@@ -42,12 +42,12 @@ struct Sequence {
 
 // The forward input appending `tokens` to `s` (allocating pages as needed), asking for the
 // top-1 token after the last one.
-SequenceInput append(Engine& engine, Sequence& s, std::vector<int32_t> tokens) {
-  const uint32_t ps = engine.kv_pool().page_size();
+SequenceInput append(Backend& engine, Sequence& s, std::vector<int32_t> tokens) {
+  const uint32_t ps = engine.page_size();
   const size_t n = tokens.size(), new_ctx = s.ctx + n;
   const size_t need = (new_ctx + ps - 1) / ps;
   if (need > s.pages.size()) {
-    auto more = engine.kv_pool().allocate(need - s.pages.size());
+    auto more = engine.page_slots().allocate(need - s.pages.size());
     s.pages.insert(s.pages.end(), more.begin(), more.end());
   }
   SequenceInput in;
@@ -60,15 +60,15 @@ SequenceInput append(Engine& engine, Sequence& s, std::vector<int32_t> tokens) {
   return in;
 }
 
-void release(Engine& engine, Sequence& s) {
-  engine.kv_pool().free(s.pages);
+void release(Backend& engine, Sequence& s) {
+  engine.page_slots().free(s.pages);
   s = Sequence{};
 }
 
 int32_t next_token(const SequenceResult& r) { return r.outputs.at(0).dist.ids.at(0); }
 
 // Tokens/s of one prefill; adds the process CPU seconds it took to *cpu_seconds.
-double run_prefill(Engine& engine, size_t n_prompt, std::mt19937& rng, double* cpu_seconds) {
+double run_prefill(Backend& engine, size_t n_prompt, std::mt19937& rng, double* cpu_seconds) {
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(engine.config().vocab_size) - 1);
   std::vector<int32_t> tokens(n_prompt);
   for (auto& t : tokens) t = tok(rng);
@@ -83,7 +83,7 @@ double run_prefill(Engine& engine, size_t n_prompt, std::mt19937& rng, double* c
 }
 
 // B sequences decoding `steps` tokens each from an empty context; aggregate tokens/s.
-double run_decode(Engine& engine, size_t batch, size_t steps, std::mt19937& rng) {
+double run_decode(Backend& engine, size_t batch, size_t steps, std::mt19937& rng) {
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(engine.config().vocab_size) - 1);
   std::vector<Sequence> seqs(batch);
   std::vector<int32_t> next(batch);
@@ -150,7 +150,7 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   auto weights = load_model(o.model_path, LoadOptions{.quiet = true});
   const ModelConfig& c = weights->config;
 
-  EngineOptions eo;
+  BackendOptions eo;
   eo.n_threads = o.threads;
   size_t max_batch = 0;
   for (size_t b : o.batch_sizes) max_batch = std::max(max_batch, b);
@@ -159,7 +159,9 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
                        (o.n_gen + eo.kv_page_size - 1) / eo.kv_page_size +
                        max_batch * ((o.batch_steps + eo.kv_page_size - 1) / eo.kv_page_size) + 4;
   eo.kv_memory_bytes = pages * page_bytes;
-  Engine engine(weights, eo);
+  eo.device = o.device;
+  auto backend = make_backend(weights, eo);
+  Backend& engine = *backend;
 
   const size_t wbytes = decode_token_cost(*weights).bytes;
   fmt::print("model bench: {} ({} layers, d_model {}, vocab {}), {} threads, median of {} runs\n",

@@ -30,6 +30,7 @@ struct ModelBenchOptions {
   int reps = 3;
   size_t bandwidth_bytes = size_t{2} << 30;
   std::string llama_bench;  // path of llama-bench to run beside (empty: not run)
+  std::string device = "auto";  // cpu | cuda | cuda:N | auto (engine/backend.h)
 };
 
 // Runs the suite, printing a readable report to stdout; returns the JSON summary.

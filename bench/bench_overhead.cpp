@@ -28,6 +28,7 @@ ServingOptions stack_options(const OverheadBenchOptions& o) {
   ServingOptions so;
   so.model_path = o.model;
   so.quiet_load = true;
+  so.engine.device = o.device;
   so.engine.n_threads = static_cast<size_t>(o.threads);
   so.runtime.compiler.cache_dir = o.cache_dir;
   so.runtime.threads = 1;
@@ -52,9 +53,9 @@ std::string prompt_csv(int n, uint32_t vocab, uint32_t seed) {
 }
 
 // Fused baseline: the greedy loop of greedy_abi, in C++ on the engine directly.
-double fused_tpot_ms(Engine& engine, const std::vector<int32_t>& prompt, int n) {
-  const uint32_t ps = engine.kv_pool().page_size();
-  auto pages = engine.kv_pool().allocate((prompt.size() + n + ps) / ps + 1);
+double fused_tpot_ms(Backend& engine, const std::vector<int32_t>& prompt, int n) {
+  const uint32_t ps = engine.page_size();
+  auto pages = engine.page_slots().allocate((prompt.size() + n + ps) / ps + 1);
   std::vector<int32_t> input = prompt;
   uint32_t filled = 0;
   Clock::time_point first{}, last{};
@@ -74,7 +75,7 @@ double fused_tpot_ms(Engine& engine, const std::vector<int32_t>& prompt, int n) 
     filled = total;
     input = {r[0].outputs[0].dist.ids[0]};
   }
-  engine.kv_pool().free(pages);
+  engine.page_slots().free(pages);
   return std::chrono::duration<double, std::milli>(last - first).count() / (n - 1);
 }
 
@@ -148,7 +149,7 @@ nlohmann::json run_overhead_bench(const OverheadBenchOptions& o) {
   }
   std::vector<double> tpot_inf, tpot_fused;
   for (int r = 0; r < o.runs; ++r) {
-    tpot_fused.push_back(fused_tpot_ms(stack.engine(), prompt, o.decode_tokens));
+    tpot_fused.push_back(fused_tpot_ms(stack.backend(), prompt, o.decode_tokens));
     std::mutex mu;
     std::vector<Clock::time_point> arrivals;
     stack.launch(greedy_prog, {"greedy_abi", "--tokens", csv, "--max-tokens", std::to_string(o.decode_tokens)},

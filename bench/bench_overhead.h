@@ -24,6 +24,7 @@ struct OverheadBenchOptions {
   long control_calls = 200000;
   std::string inferlet_dir;
   std::string cache_dir;
+  std::string device = "auto";  // cpu | cuda | cuda:N | auto (engine/backend.h)
 };
 
 nlohmann::json run_overhead_bench(const OverheadBenchOptions& options);

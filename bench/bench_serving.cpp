@@ -17,8 +17,10 @@ namespace {
 
 double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-EngineOptions engine_options(const ModelWeights& w, size_t kv_tokens, int threads) {
-  EngineOptions eo;
+BackendOptions engine_options(const ModelWeights& w, size_t kv_tokens, int threads,
+                              const std::string& device) {
+  BackendOptions eo;
+  eo.device = device;
   eo.n_threads = static_cast<size_t>(threads);
   const auto& c = w.config;
   eo.kv_memory_bytes = (kv_tokens + 64) * size_t{c.n_layers} * 2 * c.kv_dim() * sizeof(float);
@@ -54,7 +56,9 @@ nlohmann::json run_prefix_cache_bench(const PrefixCacheBenchOptions& o) {
     double ttft_p50 = 0;
   };
   auto run = [&](bool cache) {
-    Engine engine(weights, engine_options(*weights, per_request * (o.concurrency + 2) + o.requests * 80, o.threads));
+    auto backend = make_backend(
+        weights, engine_options(*weights, per_request * (o.concurrency + 2) + o.requests * 80, o.threads, o.device));
+    Backend& engine = *backend;
     ControllerOptions co;
     co.prefix_cache = cache;
     Controller ctl(engine, co);
@@ -114,7 +118,8 @@ nlohmann::json run_chunked_prefill_bench(const ChunkedPrefillBenchOptions& o) {
   auto run = [&](uint32_t budget) {
     size_t kv = size_t(o.long_tokens) + o.short_requests * (o.short_tokens + o.short_max_tokens) +
                 o.decoders * (o.short_tokens + o.decode_tokens) + 64 * 16;
-    Engine engine(weights, engine_options(*weights, kv, o.threads));
+    auto backend = make_backend(weights, engine_options(*weights, kv, o.threads, o.device));
+    Backend& engine = *backend;
     ControllerOptions co;
     co.max_batch_tokens = budget;
     co.prefix_cache = false;

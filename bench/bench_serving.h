@@ -24,6 +24,7 @@ struct PrefixCacheBenchOptions {
   int max_tokens = 4;
   int concurrency = 4;
   int threads = 2;
+  std::string device = "auto";  // cpu | cuda | cuda:N | auto (engine/backend.h)
 };
 
 struct ChunkedPrefillBenchOptions {
@@ -36,6 +37,7 @@ struct ChunkedPrefillBenchOptions {
   int short_max_tokens = 4;
   uint32_t budget = 512;  // --max-batch-tokens of the "on" configuration
   int threads = 2;
+  std::string device = "auto";  // cpu | cuda | cuda:N | auto (engine/backend.h)
 };
 
 nlohmann::json run_prefix_cache_bench(const PrefixCacheBenchOptions& options);

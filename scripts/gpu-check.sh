@@ -5,9 +5,11 @@
 #                                       with CUDA and built) -> BUILD/gpu-pack, a sparse copy of
 #                                       the build tree (pith, the GPU test binaries, inferlets,
 #                                       ctest files) plus the shared libraries the GPU machine
-#                                       lacks, small enough to travel with the source tree
+#                                       lacks, and BUILD/gpu-pack.tar.xz of it (the binaries carry
+#                                       device code for two architectures: ~75 MB, ~16 MB packed)
 #   scripts/gpu-check.sh run [PACK]     on the GPU machine, from the source tree's root: every
-#                                       check; results under $OUT (default PACK/results)
+#                                       check; PACK is the folder or the .tar.xz (unpacked beside
+#                                       it); results under $OUT (default PACK/results)
 #
 # run does, writing one file per check and summary.txt (PASS/FAIL/SKIP per check):
 #   1. ctest -L gpu (CUDA backend vs the CPU engine on the same batches)
@@ -56,7 +58,9 @@ pack() {
     done
   done
   printf 'BUILD=%s\nSRC=%s\n' "$build" "$SRC" > "$pack/ORIGIN"
-  echo "gpu-check: packed $(du -sh "$pack" | cut -f1) into $pack"
+  (cd "$build" && XZ_OPT='-T0 -3' tar -cJf gpu-pack.tar.xz gpu-pack)
+  echo "gpu-check: packed $(du -sh "$pack" | cut -f1) into $pack," \
+       "$(du -sh "$build/gpu-pack.tar.xz" | cut -f1) as $build/gpu-pack.tar.xz"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -70,7 +74,12 @@ record() {  # name status detail
 
 run() {
   local pack=${1:-build/gpu-pack}
-  pack=$(cd "$pack" && pwd) || die "no pack folder $1 (make one with: $0 pack)"
+  if [[ $pack == *.tar.xz ]]; then
+    [[ -f $pack ]] || die "no $pack"
+    tar -xJf "$pack" -C "$(dirname "$pack")" || die "cannot unpack $pack"
+    pack=$(dirname "$pack")/gpu-pack
+  fi
+  pack=$(cd "$pack" && pwd) || die "no pack folder $pack (make one with: $0 pack)"
   [[ -f $pack/ORIGIN ]] || die "$pack is not a gpu-pack (no ORIGIN)"
   OUT=${OUT:-$pack/results}
   mkdir -p "$OUT"

@@ -102,6 +102,7 @@ void add_model_suite(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("-n,--n-gen", args->o.n_gen, "tokens of the decode test (0: skip)")->capture_default_str();
   cmd->add_option("-t,--threads", args->o.threads, "threads (including the caller)")->capture_default_str();
+  add_device_option(*cmd, args->o.device);
   cmd->add_option("--batch", args->batch, "batch sizes for aggregate decode, e.g. 1,8,32")->delimiter(',');
   cmd->add_option("--batch-steps", args->o.batch_steps, "decode steps per batch run")->capture_default_str();
   cmd->add_option("-r,--reps", args->o.reps, "timed runs per test (the median is reported)")
@@ -163,6 +164,7 @@ void add_batching_suite(CLI::App& bench) {  // pith bench batching (bench/bench_
   cmd->add_option("--max-tokens", o->max_tokens, "tokens generated per inferlet");
   cmd->add_option("--runs", o->runs, "runs per policy (the median is reported)");
   cmd->add_option("-t,--threads", o->threads, "engine threads");
+  add_device_option(*cmd, o->device);
   cmd->add_option("--inferlets", o->inferlet_dir, "folder holding greedy_abi.wasm");
   cmd->add_option("--cache-dir", o->cache_dir, "native code cache");
   cmd->add_flag("--json", *json, "print a JSON summary as the last line");
@@ -185,6 +187,7 @@ void add_overhead_suite(CLI::App& bench) {  // pith bench overhead (bench/bench_
   cmd->add_option("--decode-tokens", o->decode_tokens, "tokens per TPOT measurement");
   cmd->add_option("--runs", o->runs, "runs (the median is reported)");
   cmd->add_option("-t,--threads", o->threads, "engine threads");
+  add_device_option(*cmd, o->device);
   cmd->add_option("--inferlets", o->inferlet_dir, "folder holding greedy_abi.wasm and overhead.wasm");
   cmd->add_option("--cache-dir", o->cache_dir, "native code cache");
   cmd->add_flag("--json", *json, "print a JSON summary as the last line");
@@ -205,6 +208,7 @@ void add_serving_suites(CLI::App& bench) {  // pith bench prefix-cache|chunked-p
   p->add_option("--max-tokens", pc->max_tokens, "tokens generated per request");
   p->add_option("--concurrency", pc->concurrency, "requests in flight at a time");
   p->add_option("-t,--threads", pc->threads, "engine threads");
+  add_device_option(*p, pc->device);
   p->add_flag("--json", *pc_json, "print a JSON summary as the last line");
   p->callback([pc, pc_json] {
     auto r = bench::run_prefix_cache_bench(*pc);
@@ -222,6 +226,7 @@ void add_serving_suites(CLI::App& bench) {  // pith bench prefix-cache|chunked-p
   c->add_option("--decode-tokens", cp->decode_tokens, "tokens each decoder generates");
   c->add_option("--max-batch-tokens", cp->budget, "token budget of the chunked configuration");
   c->add_option("-t,--threads", cp->threads, "engine threads");
+  add_device_option(*c, cp->device);
   c->add_flag("--json", *cp_json, "print a JSON summary as the last line");
   c->callback([cp, cp_json] {
     auto r = bench::run_chunked_prefill_bench(*cp);

@@ -15,7 +15,8 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
-#include "engine/engine.h"
+#include "engine/backend.h"
+#include "engine/kv_pool.h"
 #include "engine/gguf.h"
 #include "engine/model_loader.h"
 #include "engine/token_distribution.h"
@@ -34,6 +35,7 @@ struct LogitsArgs {
   bool json = false;
   size_t threads = 0;
   uint32_t page_size = 16;
+  std::string device = "auto";
 };
 
 std::vector<int32_t> parse_token_list(const std::string& s) {
@@ -102,17 +104,19 @@ void run_logits(const LogitsArgs& a) {
   const uint32_t n = static_cast<uint32_t>(tokens.size());
 
   // A KV pool just big enough for the prompt.
-  EngineOptions eo;
+  BackendOptions eo;
   eo.kv_page_size = a.page_size;
   eo.n_threads = a.threads;
   eo.max_embeds = 1;
   const uint32_t n_pages = (n + a.page_size - 1) / a.page_size;
   eo.kv_memory_bytes = KvShape{c.n_layers, c.n_kv_heads, c.head_dim, a.page_size}.page_bytes() * n_pages;
-  Engine engine(weights, eo);
+  eo.device = a.device;
+  auto backend = make_backend(weights, eo);
+  Backend& engine = *backend;
 
   SequenceInput s;
   s.tokens = tokens;
-  s.kv_pages = engine.kv_pool().allocate(n_pages);
+  s.kv_pages = engine.page_slots().allocate(n_pages);
   s.last_page_len = n - (n_pages - 1) * a.page_size;
   for (uint32_t i = 0; i < n; ++i) {
     s.positions.push_back(i);
@@ -159,6 +163,7 @@ void add_logits_commands(CLI::App& app) {
   cmd->add_option("--kv-page-size", args.page_size, "Tokens per KV page")
       ->default_val(16)
       ->check(CLI::Range(1, 4096));
+  add_device_option(*cmd, args.device);
   cmd->callback([] { run_logits(args); });
 }
 

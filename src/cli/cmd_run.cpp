@@ -31,12 +31,14 @@ struct RunArgs {
   std::vector<std::string> http_allow;
   bool no_stdin = false;
   bool verbose = false;
+  std::string device = "auto";
 };
 
 int run(const RunArgs& a) {
   ServingOptions so;
   so.model_path = a.model;
   so.quiet_load = !a.verbose;
+  so.engine.device = a.device;
   so.engine.n_threads = a.threads;
   so.engine.kv_memory_bytes = parse_byte_size(a.kv_memory);
   so.engine.kv_page_size = a.kv_page_size;
@@ -67,6 +69,7 @@ void add_run_commands(CLI::App& app) {
   run_cmd->add_option("program", a->program, "inferlet .wasm file (without -m also a .cpp source, built first)")->required();
   run_cmd->add_option("args", a->args, "arguments passed to the inferlet (after --)");
   run_cmd->add_option("-t,--threads", a->threads, "engine threads (0: one per core)");
+  add_device_option(*run_cmd, a->device);
   run_cmd->add_option("--kv-memory", a->kv_memory, "KV cache budget, e.g. 256M, 2G");
   run_cmd->add_option("--kv-page-size", a->kv_page_size, "tokens per KV page");
   run_cmd->add_option("--cache-dir", a->cache_dir, "native code cache (default ~/.cache/pith/native)");

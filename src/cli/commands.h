@@ -26,4 +26,10 @@ using RemoteRun = std::function<int(const std::string& program, const std::vecto
                                     bool no_stdin, bool verbose)>;
 RemoteRun add_remote_run_options(CLI::App& run_cmd);
 
+// `--device cpu|cuda|cuda:N|auto` on every command that runs the model (engine/backend.h).
+inline CLI::Option* add_device_option(CLI::App& cmd, std::string& device) {
+  return cmd.add_option("--device", device, "cpu, cuda, cuda:N or auto (cuda when a GPU is present)")
+      ->default_val("auto");
+}
+
 }  // namespace pith::cli

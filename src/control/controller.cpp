@@ -68,12 +68,12 @@ struct Controller::Payload {
   std::vector<OutputResult> gathered;  // parent: outputs delivered by earlier chunks
 };
 
-Controller::Controller(Engine& engine, const ControllerOptions& options)
-    : engine_(engine),
+Controller::Controller(Backend& backend, const ControllerOptions& options)
+    : backend_(backend),
       options_(options),
       policy_(make_dispatch_policy(options.policy)),
-      page_refs_(engine.kv_pool(), engine.kv_pool().n_pages()),
-      embed_refs_(engine.embeds(), engine.embeds().capacity()) {
+      page_refs_(backend.page_slots()),
+      embed_refs_(backend.embed_slots()) {
   limits_.max_tokens = options.max_batch_tokens;
   limits_.max_seqs = options.max_batch_seqs;
   limits_.formation = options.batch_formation;
@@ -268,7 +268,7 @@ Status Controller::alloc_pages(InstanceId id, uint32_t n, std::vector<uint32_t>&
     std::vector<uint32_t> phys;
     if (page_refs_.n_free() < n && !make_room_locked(id, n, deferred)) {
       st = reject(Status::OutOfKvPages, fmt::format("{} pages requested, {} free of {}", n,
-                                                    page_refs_.n_free(), engine_.kv_pool().n_pages()));
+                                                    page_refs_.n_free(), backend_.page_slots().capacity()));
     } else if (!page_refs_.allocate(n, phys)) {
       st = reject(Status::OutOfKvPages, "pages still held by in-flight calls");
     } else {
@@ -432,7 +432,7 @@ Status Controller::enqueue(InstanceId id, QueueId q, CallInfo info, std::shared_
 }
 
 Status Controller::forward(InstanceId id, QueueId q, SequenceInput seq, Completion done) {
-  const ModelConfig& cfg = engine_.config();
+  const ModelConfig& cfg = backend_.config();
   const uint32_t ps = page_size();
   std::lock_guard lock(mu_);
   Instance* inst = find_instance(id);
@@ -507,7 +507,7 @@ Status Controller::forward(InstanceId id, QueueId q, SequenceInput seq, Completi
 Status Controller::embed_tokens(InstanceId id, QueueId q, std::vector<int32_t> tokens,
                                 std::vector<uint32_t> positions, std::vector<uint32_t> embed_handles,
                                 Completion done) {
-  const ModelConfig& cfg = engine_.config();
+  const ModelConfig& cfg = backend_.config();
   std::lock_guard lock(mu_);
   Instance* inst = find_instance(id);
   if (!inst) return reject(Status::Terminated, "unknown instance");
@@ -542,7 +542,7 @@ Status Controller::next_dist(InstanceId id, QueueId q, uint32_t embed_handle, ui
   if (!find_queue(id, q)) return reject(Status::BadHandle, "unknown queue");
   auto p = inst->embeds.lookup(embed_handle);
   if (!p) return reject(Status::BadHandle, fmt::format("embed handle {}", embed_handle));
-  if (top_k == 0 || top_k > engine_.config().vocab_size)
+  if (top_k == 0 || top_k > backend_.config().vocab_size)
     return reject(Status::BadArgument, fmt::format("top_k {} out of range", top_k));
   auto payload = std::make_shared<Payload>();
   payload->type = CallType::NextDist;
@@ -692,9 +692,9 @@ void Controller::set_batch_observer(std::function<void(const BatchStats&)> fn) {
 ControllerGauges Controller::gauges() const {
   std::lock_guard lock(mu_);
   ControllerGauges g = counters_;
-  g.pages_total = engine_.kv_pool().n_pages();
+  g.pages_total = backend_.page_slots().capacity();
   g.pages_free = page_refs_.n_free();
-  g.embeds_total = engine_.embeds().capacity();
+  g.embeds_total = backend_.embed_slots().capacity();
   g.embeds_free = embed_refs_.n_free();
   g.instances = static_cast<uint32_t>(instances_.size());
   uint32_t depth = 0;
@@ -848,15 +848,15 @@ void Controller::execute(CallType type, std::vector<std::shared_ptr<Payload>>& c
       batch.reserve(calls.size());
       for (auto& c : calls) batch.push_back(std::move(c->seq));
       try {
-        auto results = engine_.forward(batch);
+        auto results = backend_.forward(batch);
         for (size_t i = 0; i < calls.size(); ++i) calls[i]->outcome.forward = std::move(results[i]);
       } catch (const std::exception& e) {
-        // Validation above should make this unreachable; if the engine still rejects the
+        // Validation above should make this unreachable; if the backend still rejects the
         // batch, run the sequences one by one so only the offending call fails.
         spdlog::warn("forward batch of {} rejected ({}); retrying one by one", calls.size(), e.what());
         for (size_t i = 0; i < calls.size(); ++i) {
           try {
-            auto r = engine_.forward({batch[i]});
+            auto r = backend_.forward({batch[i]});
             calls[i]->outcome.forward = std::move(r[0]);
           } catch (const std::exception& e2) {
             fail_call(*calls[i], e2);
@@ -868,7 +868,7 @@ void Controller::execute(CallType type, std::vector<std::shared_ptr<Payload>>& c
     case CallType::EmbedTokens:
       for (auto& c : calls) {
         try {
-          engine_.embed_tokens(c->tokens, c->positions, c->slots);
+          backend_.embed_tokens(c->tokens, c->positions, c->slots);
         } catch (const std::exception& e) {
           fail_call(*c, e);
         }
@@ -877,7 +877,7 @@ void Controller::execute(CallType type, std::vector<std::shared_ptr<Payload>>& c
     case CallType::NextDist:
       for (auto& c : calls) {
         try {
-          c->outcome.dist = engine_.next_dist(c->embed_slot, c->top_k);
+          c->outcome.dist = backend_.next_dist(c->embed_slot, c->top_k);
         } catch (const std::exception& e) {
           fail_call(*c, e);
         }
@@ -886,7 +886,7 @@ void Controller::execute(CallType type, std::vector<std::shared_ptr<Payload>>& c
     case CallType::CopyKv:
       for (auto& c : calls) {
         try {
-          engine_.copy_kv(c->src, c->dst, c->src_off, c->dst_off, c->n);
+          backend_.copy_kv(c->src, c->dst, c->src_off, c->dst_off, c->n);
         } catch (const std::exception& e) {
           fail_call(*c, e);
         }

@@ -1,15 +1,15 @@
 // The control layer's central controller (paper §5.2, Figure 3): it owns the virtual
 // resource spaces of every inferlet instance, their command queues, and the dispatcher thread
-// that turns pending engine calls into batches.
+// that turns pending backend calls into batches.
 //
 // Threading: any thread (the runtime's) may call the public methods; they take one mutex for
-// a few hundred nanoseconds and never wait for the engine. Engine-bound calls (forward,
+// a few hundred nanoseconds and never wait for the backend. Backend-bound calls (forward,
 // embed_tokens, next_dist, copy_kv) are queued and complete later through their Completion,
 // which runs on the dispatcher thread: keep it short (the runtime posts to the fiber that
 // waits). Resource calls (alloc, dealloc, export, import) complete immediately.
 //
 // Handles: every page/embed/queue an instance names is a handle in its own space
-// (HandleTable), translated to physical ids here; the engine only ever sees physical ids.
+// (HandleTable), translated to physical ids here; the backend only ever sees physical ids.
 // A queued call holds references on the physical pages and Embeds it uses until it completes.
 #pragma once
 
@@ -31,7 +31,7 @@
 #include "control/prefix_cache.h"
 #include "control/ref_counts.h"
 #include "control/status.h"
-#include "engine/engine.h"
+#include "engine/backend.h"
 
 namespace pith {
 
@@ -70,7 +70,7 @@ struct BatchStats {
   // (or any chunk of a chunked prefill) is prefill.
   uint32_t prefill_tokens = 0, decode_tokens = 0;
   int64_t max_wait_ns = 0;     // oldest call's wait from submission to dispatch
-  int64_t backend_ns = 0;      // engine time
+  int64_t backend_ns = 0;      // time in the backend
 };
 
 struct ControllerGauges {
@@ -87,13 +87,14 @@ struct ControllerGauges {
 
 class Controller {
  public:
-  Controller(Engine& engine, const ControllerOptions& options);
+  // The backend must outlive the controller; it is called only from the dispatcher thread.
+  Controller(Backend& backend, const ControllerOptions& options);
   ~Controller();
   Controller(const Controller&) = delete;
   Controller& operator=(const Controller&) = delete;
 
-  const ModelConfig& model_config() const { return engine_.config(); }
-  uint32_t page_size() const { return engine_.kv_pool().page_size(); }
+  const ModelConfig& model_config() const { return backend_.config(); }
+  uint32_t page_size() const { return backend_.page_size(); }
 
   // ---- instances ----
   // Instances launched later are "newer": the contention policy terminates the newest first.
@@ -135,7 +136,7 @@ class Controller {
   // Pages this instance can see through handles (for listings and quotas).
   uint32_t pages_held(InstanceId id) const;
 
-  // ---- queued engine calls ----
+  // ---- queued backend calls ----
   // `seq` names pages and Embeds by the instance's handles (kv_pages, embed_slots, Embed
   // outputs' embed_slot). Validated fully here: a bad request fails alone with BadHandle /
   // BadArgument and never reaches a batch.
@@ -191,15 +192,15 @@ class Controller {
   void dispatcher_loop();
   void execute(CallType type, std::vector<std::shared_ptr<Payload>>& calls);
 
-  Engine& engine_;
+  Backend& backend_;
   ControllerOptions options_;
   std::unique_ptr<DispatchPolicy> policy_;
   BatchLimits limits_;
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
-  RefCounts<KvPool> page_refs_;
-  RefCounts<EmbedPool> embed_refs_;
+  RefCounts page_refs_;
+  RefCounts embed_refs_;
   std::unique_ptr<PrefixCache> prefix_cache_;  // null when disabled; destroyed before the refs
   std::unordered_map<InstanceId, Instance> instances_;
   std::map<QueueId, Queue> queues_;  // ordered: stable scheduler input

@@ -22,7 +22,7 @@ uint64_t hash_block(std::span<const int32_t> block) {
 }
 }  // namespace
 
-PrefixCache::PrefixCache(RefCounts<KvPool>& refs, uint32_t page_size)
+PrefixCache::PrefixCache(RefCounts& refs, uint32_t page_size)
     : refs_(refs), page_size_(page_size), root_(std::make_unique<Node>()) {}
 
 PrefixCache::~PrefixCache() {

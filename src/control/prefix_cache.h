@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "control/ref_counts.h"
-#include "engine/kv_pool.h"
 
 namespace pith {
 
@@ -38,7 +37,7 @@ struct PrefixCacheStats {
 
 class PrefixCache {
  public:
-  PrefixCache(RefCounts<KvPool>& refs, uint32_t page_size);
+  PrefixCache(RefCounts& refs, uint32_t page_size);
   ~PrefixCache();
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
@@ -67,7 +66,7 @@ class PrefixCache {
   void touch(Node* node);
   void remove_leaf(Node* node);
 
-  RefCounts<KvPool>& refs_;
+  RefCounts& refs_;
   uint32_t page_size_;
   std::unique_ptr<Node> root_;
   uint64_t clock_ = 0;

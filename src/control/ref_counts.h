@@ -4,7 +4,8 @@
 // a forward on it is still queued cannot see the page reused under that forward. A slot goes
 // back to the pool's free list when its last reference goes.
 //
-// Pool is KvPool or EmbedPool: allocate(n) -> vector (throws when short), free(span), n_free().
+// The free list underneath is the backend's SlotPool (engine/slot_pool.h): host-side ids only,
+// whatever memory the backend keeps behind them.
 #pragma once
 
 #include <cstdint>
@@ -12,13 +13,13 @@
 #include <vector>
 
 #include "common/error.h"
+#include "engine/slot_pool.h"
 
 namespace pith {
 
-template <typename Pool>
 class RefCounts {
  public:
-  RefCounts(Pool& pool, uint32_t capacity) : pool_(pool), refs_(capacity, 0) {}
+  explicit RefCounts(SlotPool& pool) : pool_(pool), refs_(pool.capacity(), 0) {}
 
   // n fresh slots with one reference each, all or nothing; false when fewer than n are free.
   bool allocate(uint32_t n, std::vector<uint32_t>& out) {
@@ -45,7 +46,7 @@ class RefCounts {
   uint32_t n_free() const { return pool_.n_free(); }
 
  private:
-  Pool& pool_;
+  SlotPool& pool_;
   std::vector<uint32_t> refs_;
 };
 

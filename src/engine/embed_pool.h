@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+#include "engine/slot_pool.h"
+
 namespace pith {
 
 class EmbedPool {
@@ -22,14 +24,14 @@ class EmbedPool {
 
   uint32_t d_model() const { return d_model_; }
   uint32_t capacity() const { return capacity_; }
-  uint32_t n_free() const { return static_cast<uint32_t>(free_.size()); }
+  uint32_t n_free() const { return slots_.n_free(); }
 
-  // All or nothing; throws pith::Error ("out of Embed slots") when fewer than n are free.
-  std::vector<uint32_t> allocate(size_t n);
-  // Throws pith::Error on an id out of range, not allocated or listed twice, freeing nothing.
-  void free(std::span<const uint32_t> slots);
-
-  bool allocated(uint32_t slot) const { return slot < capacity_ && allocated_[slot] != 0; }
+  // The free list of slot ids (SlotPool rules: all-or-nothing allocation, validated frees).
+  SlotPool& slots() { return slots_; }
+  const SlotPool& slots() const { return slots_; }
+  std::vector<uint32_t> allocate(size_t n) { return slots_.allocate(n); }
+  void free(std::span<const uint32_t> ids) { slots_.free(ids); }
+  bool allocated(uint32_t slot) const { return slots_.allocated(slot); }
 
   // The [d_model] vector of a slot (unchecked: callers validate ids first).
   float* data(uint32_t slot) { return data_.data() + size_t{slot} * d_model_; }
@@ -45,8 +47,7 @@ class EmbedPool {
   uint32_t capacity_;
   std::vector<float> data_;         // [capacity][d_model]
   std::vector<uint32_t> positions_; // [capacity]
-  std::vector<uint32_t> free_;      // stack, back = next to hand out
-  std::vector<uint8_t> allocated_;  // [capacity]
+  SlotPool slots_;
 };
 
 }  // namespace pith

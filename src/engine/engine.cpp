@@ -16,6 +16,8 @@
 
 #include "common/error.h"
 #include "engine/attention.h"
+#include "engine/batch_validation.h"
+#include "engine/kernels/cpu_features.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/lm_head.h"
 #include "engine/rope.h"
@@ -40,7 +42,6 @@ struct Engine::Scratch {
   std::vector<uint32_t> write_page, write_slot;  // [T] where each input's K/V goes
   std::vector<float> out_h;   // [R][d_model] normed hidden states of the rows needing logits
   std::vector<float> logits;  // [R_logits][vocab] of the rows that asked for full logits
-  std::vector<uint64_t> keys; // validation: written (page, slot) keys
   std::vector<std::pair<uint32_t, uint32_t>> output_jobs;  // (sequence, output) of LM-head rows
   std::vector<uint32_t> top_ks;                            // k of each top-K row
   std::vector<TokenDistribution> dists;                    // results of the top-K rows
@@ -72,44 +73,6 @@ void for_each_token(ThreadPool& pool, size_t n, Fn&& fn) {
   });
 }
 
-void check_matrix(const WeightMatrix& m, size_t rows, size_t cols, const char* name,
-                  size_t layer) {
-  if (m.data == nullptr || m.rows != rows || m.cols != cols)
-    fail("engine: weight {} (layer {}) is [{}][{}]{}, expected [{}][{}]", name, layer, m.rows,
-         m.cols, m.data ? "" : " without data", rows, cols);
-}
-
-void check_vector(const std::vector<float>& v, size_t n, const char* name, size_t layer) {
-  if (v.size() != n) fail("engine: {} (layer {}) has {} entries, expected {}", name, layer,
-                          v.size(), n);
-}
-
-void check_shapes(const ModelWeights& w) {
-  const ModelConfig& c = w.config;
-  if (c.n_layers == 0 || c.d_model == 0 || c.n_heads == 0 || c.n_kv_heads == 0 ||
-      c.head_dim == 0 || c.d_ff == 0 || c.vocab_size == 0)
-    fail("engine: model '{}' has an empty dimension", w.source);
-  if (c.n_heads % c.n_kv_heads != 0)
-    fail("engine: {} query heads is not a multiple of {} KV heads", c.n_heads, c.n_kv_heads);
-  if (w.layers.size() != c.n_layers)
-    fail("engine: model has {} layers of weights, config says {}", w.layers.size(), c.n_layers);
-  check_matrix(w.token_embd, c.vocab_size, c.d_model, "token_embd", 0);
-  check_matrix(w.output, c.vocab_size, c.d_model, "output", 0);
-  check_vector(w.output_norm, c.d_model, "output_norm", 0);
-  for (size_t l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& L = w.layers[l];
-    check_vector(L.attn_norm, c.d_model, "attn_norm", l);
-    check_vector(L.ffn_norm, c.d_model, "ffn_norm", l);
-    check_matrix(L.wq, c.q_dim(), c.d_model, "attn_q", l);
-    check_matrix(L.wk, c.kv_dim(), c.d_model, "attn_k", l);
-    check_matrix(L.wv, c.kv_dim(), c.d_model, "attn_v", l);
-    check_matrix(L.wo, c.d_model, c.q_dim(), "attn_output", l);
-    check_matrix(L.w_gate, c.d_ff, c.d_model, "ffn_gate", l);
-    check_matrix(L.w_up, c.d_ff, c.d_model, "ffn_up", l);
-    check_matrix(L.w_down, c.d_model, c.d_ff, "ffn_down", l);
-  }
-}
-
 KvShape kv_shape(const ModelConfig& c, uint32_t page_size) {
   return KvShape{c.n_layers, c.n_kv_heads, c.head_dim, page_size};
 }
@@ -119,92 +82,25 @@ KvShape kv_shape(const ModelConfig& c, uint32_t page_size) {
 Engine::Engine(std::shared_ptr<const ModelWeights> weights, const EngineOptions& options)
     : weights_((PITH_CHECK(weights != nullptr), std::move(weights))),
       pool_(options.n_threads),
-      kv_pool_((check_shapes(*weights_), kv_shape(weights_->config, options.kv_page_size)),
+      kv_pool_((validate_model_shapes(*weights_), kv_shape(weights_->config, options.kv_page_size)),
                options.kv_memory_bytes),
       embeds_(weights_->config.d_model, options.max_embeds),
       scratch_(std::make_unique<Scratch>(weights_->config)) {}
 
 Engine::~Engine() = default;
 
-void Engine::validate(const std::vector<SequenceInput>& batch) const {
-  const ModelConfig& c = config();
-  const uint32_t ps = kv_pool_.page_size();
-  std::vector<uint64_t>& keys = scratch_->keys;
-  keys.clear();
-  std::vector<uint32_t> out_slots;
-  for (size_t si = 0; si < batch.size(); ++si) {
-    const SequenceInput& s = batch[si];
-    const size_t n = s.n_inputs();
-    if (!s.tokens.empty() && !s.embed_slots.empty())
-      fail("forward: sequence {}: has both tokens ({}) and embed_slots ({}); give one",
-           si, s.tokens.size(), s.embed_slots.size());
-    if (n == 0) fail("forward: sequence {}: no inputs", si);
-    if (s.positions.size() != n)
-      fail("forward: sequence {}: {} positions for {} inputs", si, s.positions.size(), n);
-    for (size_t i = 0; i < s.tokens.size(); ++i)
-      if (s.tokens[i] < 0 || uint32_t(s.tokens[i]) >= c.vocab_size)
-        fail("forward: sequence {}: token {} at input {} out of range (vocab {})", si,
-             s.tokens[i], i, c.vocab_size);
-    for (size_t i = 0; i < s.embed_slots.size(); ++i)
-      if (!embeds_.allocated(s.embed_slots[i]))
-        fail("forward: sequence {}: input Embed slot {} at input {} is not allocated", si,
-             s.embed_slots[i], i);
-    if (s.kv_pages.empty()) fail("forward: sequence {}: empty KV page table", si);
-    for (size_t p = 0; p < s.kv_pages.size(); ++p)
-      if (!kv_pool_.allocated(s.kv_pages[p]))
-        fail("forward: sequence {}: KV page {} (entry {}) is {}", si, s.kv_pages[p], p,
-             kv_pool_.valid(s.kv_pages[p]) ? "not allocated" : "out of range");
-    if (s.last_page_len == 0 || s.last_page_len > ps)
-      fail("forward: sequence {}: last_page_len {} must be in [1, {}]", si, s.last_page_len, ps);
-    const uint64_t ctx = (uint64_t(s.kv_pages.size()) - 1) * ps + s.last_page_len;
-    if (n > ctx)
-      fail("forward: sequence {}: {} inputs do not fit a context of {} slots", si, n, ctx);
-    if (ctx > UINT32_MAX)
-      fail("forward: sequence {}: context of {} slots is too long", si, ctx);
-    if (!s.mask.empty()) {
-      if (s.mask.size() != n)
-        fail("forward: sequence {}: mask has {} rows for {} inputs", si, s.mask.size(), n);
-      for (size_t i = 0; i < n; ++i) {
-        uint64_t total = 0, visible = 0;
-        for (size_t r = 0; r < s.mask[i].size(); ++r) {
-          total += s.mask[i][r];
-          if (r % 2 == 0) visible += s.mask[i][r];
-        }
-        if (total != ctx)
-          fail("forward: sequence {}: mask runs of input {} sum to {}, context is {} slots", si,
-               i, total, ctx);
-        if (visible == 0)
-          fail("forward: sequence {}: mask of input {} hides every slot", si, i);
-      }
-    }
-    for (size_t o = 0; o < s.outputs.size(); ++o) {
-      const OutputSpec& spec = s.outputs[o];
-      if (spec.input_index >= n)
-        fail("forward: sequence {}: output {} reads input {} of {}", si, o, spec.input_index, n);
-      if (spec.kind == OutputKind::TopK && spec.top_k == 0)
-        fail("forward: sequence {}: output {} asks for top-0", si, o);
-      if (spec.kind == OutputKind::Embed) {
-        if (!embeds_.allocated(spec.embed_slot))
-          fail("forward: sequence {}: output Embed slot {} is not allocated", si,
-               spec.embed_slot);
-        out_slots.push_back(spec.embed_slot);
-      }
-    }
-    for (uint64_t slot = ctx - n; slot < ctx; ++slot)
-      keys.push_back(uint64_t(s.kv_pages[slot / ps]) * ps + slot % ps);
-  }
-  std::sort(keys.begin(), keys.end());
-  auto dup = std::adjacent_find(keys.begin(), keys.end());
-  if (dup != keys.end())
-    fail("forward: KV slot {} of page {} is written twice in one batch", *dup % ps, *dup / ps);
-  std::sort(out_slots.begin(), out_slots.end());
-  auto dup_slot = std::adjacent_find(out_slots.begin(), out_slots.end());
-  if (dup_slot != out_slots.end())
-    fail("forward: output Embed slot {} is written twice in one batch", *dup_slot);
+BackendInfo Engine::info() const {
+  BackendInfo i;
+  i.name = "cpu";
+  i.device = fmt::format("{} threads, {}", pool_.size(), isa_name(best_isa()));
+  i.weight_bytes = weights_->weight_bytes();
+  i.kv_bytes = size_t{kv_pool_.n_pages()} * kv_pool_.shape().page_bytes();
+  i.workspace_bytes = size_t{embeds_.capacity()} * embeds_.d_model() * sizeof(float);
+  return i;
 }
 
 std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& batch) {
-  validate(batch);
+  validate_batch(batch, config(), kv_pool_.page_size(), kv_pool_.slots(), embeds_.slots());
   const ModelConfig& c = config();
   const ModelWeights& w = *weights_;
   Scratch& s = *scratch_;
@@ -342,16 +238,7 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
 void Engine::embed_tokens(std::span<const int32_t> tokens, std::span<const uint32_t> positions,
                           std::span<const uint32_t> slots) {
   const ModelConfig& c = config();
-  if (tokens.size() != positions.size() || tokens.size() != slots.size())
-    fail("embed_tokens: {} tokens, {} positions, {} slots: lengths must match", tokens.size(),
-         positions.size(), slots.size());
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || uint32_t(tokens[i]) >= c.vocab_size)
-      fail("embed_tokens: token {} at index {} out of range (vocab {})", tokens[i], i,
-           c.vocab_size);
-    if (!embeds_.allocated(slots[i]))
-      fail("embed_tokens: Embed slot {} at index {} is not allocated", slots[i], i);
-  }
+  validate_embed_tokens(tokens, positions, slots, c, embeds_.slots());
   const WeightMatrix& e = weights_->token_embd;
   for (size_t i = 0; i < tokens.size(); ++i) {
     dequantize_row(e.dtype, e.row(uint32_t(tokens[i])), embeds_.data(slots[i]), c.d_model);
@@ -361,16 +248,14 @@ void Engine::embed_tokens(std::span<const int32_t> tokens, std::span<const uint3
 
 void Engine::copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_offset,
                      uint32_t dst_offset, uint32_t n) {
-  if (!kv_pool_.allocated(src_page) || !kv_pool_.allocated(dst_page))
-    fail("copy_kv: page {} is not allocated", kv_pool_.allocated(src_page) ? dst_page : src_page);
+  validate_copy_kv(src_page, dst_page, src_offset, dst_offset, n, kv_pool_.page_size(),
+                   kv_pool_.slots());
   kv_pool_.copy(src_page, dst_page, src_offset, dst_offset, n);
 }
 
 TokenDistribution Engine::next_dist(uint32_t embed_slot, uint32_t top_k) {
   const ModelConfig& c = config();
-  if (!embeds_.allocated(embed_slot))
-    fail("next_dist: Embed slot {} is not allocated", embed_slot);
-  if (top_k == 0) fail("next_dist: top_k must be at least 1");
+  validate_next_dist(embed_slot, top_k, embeds_.slots());
   float* hn = grow(scratch_->out_h, c.d_model);
   rmsnorm(embeds_.data(embed_slot), weights_->output_norm.data(), hn, c.d_model, c.rms_eps);
   TokenDistribution d;

@@ -1,6 +1,7 @@
-// The inference layer's facade: one loaded model, its KV page pool and Embed slots, and the
-// batched handlers the control layer calls (paper §5.3). Handlers are synchronous and run on
-// the caller's thread plus the engine's thread pool; the control layer serialises calls.
+// The CPU backend: one loaded model, its KV page pool and Embed slots in host memory, and the
+// batched handlers the control layer calls through engine/backend.h (paper §5.3). Handlers are
+// synchronous and run on the caller's thread plus the engine's thread pool; the control layer
+// serialises calls.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "common/thread_pool.h"
+#include "engine/backend.h"
 #include "engine/embed_pool.h"
 #include "engine/forward_batch.h"
 #include "engine/kv_pool.h"
@@ -16,23 +18,24 @@
 
 namespace pith {
 
-struct EngineOptions {
-  uint32_t kv_page_size = 16;                 // tokens per KV page (--kv-page-size)
-  size_t kv_memory_bytes = size_t{256} << 20; // KV pool budget (--kv-memory)
-  uint32_t max_embeds = 4096;                 // Embed slots
-  size_t n_threads = 0;                       // 0: one per core
-};
+// The CPU engine reads kv_page_size, kv_memory_bytes, max_embeds and n_threads.
+using EngineOptions = BackendOptions;
 
-class Engine {
+class Engine final : public Backend {
  public:
   // Preallocates the KV pool (options.kv_memory_bytes) and the Embed slots. Throws
   // pith::Error when the model's shapes are inconsistent or the budget holds no page.
   Engine(std::shared_ptr<const ModelWeights> weights, const EngineOptions& options);
-  ~Engine();
+  ~Engine() override;
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  const ModelConfig& config() const { return weights_->config; }
+  const ModelConfig& config() const override { return weights_->config; }
+  BackendInfo info() const override;
+  uint32_t page_size() const override { return kv_pool_.page_size(); }
+  SlotPool& page_slots() override { return kv_pool_.slots(); }
+  SlotPool& embed_slots() override { return embeds_.slots(); }
+
   const ModelWeights& weights() const { return *weights_; }
   KvPool& kv_pool() { return kv_pool_; }
   EmbedPool& embeds() { return embeds_; }
@@ -42,26 +45,24 @@ class Engine {
   // flattened inputs of every sequence, attention per sequence over its own pages and mask.
   // Throws pith::Error on an invalid batch (bad page id, lengths that do not add up, ...)
   // before touching any KV state.
-  std::vector<SequenceResult> forward(const std::vector<SequenceInput>& batch);
+  std::vector<SequenceResult> forward(const std::vector<SequenceInput>& batch) override;
 
   // Token embeddings (the embedding-table rows) into Embed slots, with their positions.
   // Throws pith::Error (writing nothing) on mismatched lengths, a token out of range or a slot
   // that is not allocated.
   void embed_tokens(std::span<const int32_t> tokens, std::span<const uint32_t> positions,
-                    std::span<const uint32_t> slots);
+                    std::span<const uint32_t> slots) override;
 
   // Copies n tokens' K/V (all layers) from src page/offset to dst page/offset. Throws
   // pith::Error on a page that is not allocated or a range past a page end.
   void copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_offset, uint32_t dst_offset,
-               uint32_t n);
+               uint32_t n) override;
 
   // Next-token distribution from an output Embed (applies output norm + LM head).
-  TokenDistribution next_dist(uint32_t embed_slot, uint32_t top_k);
+  TokenDistribution next_dist(uint32_t embed_slot, uint32_t top_k) override;
 
  private:
   struct Scratch;  // reusable activation buffers (engine.cpp), sized to the largest batch seen
-
-  void validate(const std::vector<SequenceInput>& batch) const;
 
   std::shared_ptr<const ModelWeights> weights_;
   ThreadPool pool_;

@@ -25,6 +25,8 @@
 #include <span>
 #include <vector>
 
+#include "engine/slot_pool.h"
+
 namespace pith {
 
 struct KvShape {
@@ -50,18 +52,15 @@ class KvPool {
   const KvShape& shape() const { return shape_; }
   uint32_t page_size() const { return shape_.page_size; }
   uint32_t n_pages() const { return n_pages_; }
-  uint32_t n_free() const { return static_cast<uint32_t>(free_.size()); }
+  uint32_t n_free() const { return slots_.n_free(); }
 
-  // Takes n pages from the free list, all or nothing: throws pith::Error ("out of KV pages")
-  // when fewer than n are free, leaving the pool unchanged. Fresh pools hand out ids in
-  // increasing order; after frees, the most recently freed pages come first.
-  std::vector<uint32_t> allocate(size_t n);
-  // Returns pages to the free list. Throws pith::Error on an id out of range or not allocated
-  // (double free), before freeing any of them.
-  void free(std::span<const uint32_t> pages);
-
-  bool valid(uint32_t page) const { return page < n_pages_; }
-  bool allocated(uint32_t page) const { return page < n_pages_ && allocated_[page] != 0; }
+  // The free list of page ids (SlotPool rules: all-or-nothing allocation, validated frees).
+  SlotPool& slots() { return slots_; }
+  const SlotPool& slots() const { return slots_; }
+  std::vector<uint32_t> allocate(size_t n) { return slots_.allocate(n); }
+  void free(std::span<const uint32_t> pages) { slots_.free(pages); }
+  bool valid(uint32_t page) const { return slots_.valid(page); }
+  bool allocated(uint32_t page) const { return slots_.allocated(page); }
 
   // The [page_size][head_dim] K or V tile of one (page, layer, kv_head). No bounds checks:
   // callers validate page ids first (the forward validates its whole batch up front).
@@ -100,8 +99,7 @@ class KvPool {
   size_t page_floats_ = 0;
   uint32_t n_pages_ = 0;
   std::unique_ptr<float[]> data_;      // [n_pages][page_floats]
-  std::vector<uint32_t> free_;         // stack of free page ids (back = next to hand out)
-  std::vector<uint8_t> allocated_;     // [n_pages]
+  SlotPool slots_;
 };
 
 }  // namespace pith

@@ -182,10 +182,10 @@ void ApiServer::load_model() {
 
     register_metrics();
     const auto g = stack_->controller().gauges();
-    spdlog::info("model {} loaded in {:.1f} s: {} layers, context {}, KV pool {} pages x {} tokens ({}), {} engine threads, {} runtime threads",
+    spdlog::info("model {} loaded in {:.1f} s: {} layers, context {}, KV pool {} pages x {} tokens ({}), backend {}, {} runtime threads",
                  model_name_, std::chrono::duration<double>(Clock::now() - t0).count(),
                  stack_->weights().config.n_layers, context_length_, g.pages_total, cfg_.kv_page_size, cfg_.kv_memory,
-                 stack_->engine().threads().size(), so.runtime.threads);
+                 stack_->backend().info().name + " (" + stack_->backend().info().device + ")", so.runtime.threads);
     ready_ = true;
   } catch (const std::exception& e) {
     spdlog::error("cannot serve {}: {}", cfg_.model, e.what());

@@ -12,8 +12,8 @@ ServingStack::ServingStack(ServingOptions options) : options_(std::move(options)
   model_name_ = weights_->config.name.empty()
                     ? std::filesystem::path(options_.model_path).stem().string()
                     : weights_->config.name;
-  engine_ = std::make_unique<Engine>(weights_, options_.engine);
-  controller_ = std::make_unique<Controller>(*engine_, options_.control);
+  backend_ = make_backend(weights_, options_.engine);
+  controller_ = std::make_unique<Controller>(*backend_, options_.control);
   model_api_ = std::make_unique<runtime::ControlModelApi>(
       *controller_, *tokenizer_, model_name_,
       [this](uint64_t id, const std::string& reason) { kill_for_memory(id, reason); });

@@ -1,5 +1,5 @@
 // ServingStack: one loaded model with everything that serves it, wired layer by layer —
-// weights and tokenizer, the engine (inference layer), the controller (control layer), the
+// weights and tokenizer, the backend (inference layer: CPU engine or CUDA), the controller (control layer), the
 // runtime with its ModelApi bridge (application layer). `pith serve`, the benchmarks and the
 // end-to-end tests all build the same stack from the same options.
 #pragma once
@@ -10,7 +10,8 @@
 #include <unordered_map>
 
 #include "control/controller.h"
-#include "engine/engine.h"
+#include "engine/backend.h"
+#include "engine/model_weights.h"
 #include "runtime/control_model_api.h"
 #include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
@@ -19,7 +20,7 @@ namespace pith {
 
 struct ServingOptions {
   std::string model_path;
-  EngineOptions engine;           // --kv-page-size, --kv-memory, threads
+  BackendOptions engine;          // --device, --kv-page-size, --kv-memory, threads
   ControllerOptions control;      // --batch-policy, --max-batch-tokens, --no-prefix-cache, quotas
   runtime::RuntimeConfig runtime; // cache dir, limits (its `model` is filled in by the stack)
   bool quiet_load = false;
@@ -32,7 +33,7 @@ class ServingStack {
 
   const ModelWeights& weights() const { return *weights_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
-  Engine& engine() { return *engine_; }
+  Backend& backend() { return *backend_; }
   Controller& controller() { return *controller_; }
   runtime::Runtime& runtime() { return *runtime_; }
   const std::string& model_name() const { return model_name_; }
@@ -49,7 +50,7 @@ class ServingStack {
   std::shared_ptr<const ModelWeights> weights_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string model_name_;
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Backend> backend_;
   std::unique_ptr<Controller> controller_;
   std::unique_ptr<runtime::ControlModelApi> model_api_;
   std::unique_ptr<runtime::Runtime> runtime_;

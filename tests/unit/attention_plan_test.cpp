@@ -294,7 +294,13 @@ INSTANTIATE_TEST_SUITE_P(
                       KernelCase{128, 32, 8, 16, true},   // Llama-3 8B-like GQA, BF16
                       KernelCase{64, 4, 1, 8, true},      // MQA, small pages
                       KernelCase{256, 16, 1, 16, false},  // MQA, group 16 (two blocks per KV head)
-                      KernelCase{96, 6, 2, 32, true}));   // head_dim not a power of two
+                      KernelCase{96, 6, 2, 32, true}),    // head_dim not a power of two
+    [](const ::testing::TestParamInfo<KernelCase>& info) {
+      const KernelCase& c = info.param;
+      return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.n_heads) + "_kv" +
+             std::to_string(c.n_kv_heads) + "_p" + std::to_string(c.page_size) +
+             (c.bf16 ? "_bf16" : "_f32");
+    });
 
 }  // namespace
 }  // namespace pith::cuda

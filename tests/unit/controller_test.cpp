@@ -1,6 +1,7 @@
 // The control layer against the real engine on the tiny test model: virtual resources,
 // command-queue ordering, batching, synchronize, contention and failure isolation.
 #include "control/controller.h"
+#include "engine/engine.h"
 
 #include <gtest/gtest.h>
 

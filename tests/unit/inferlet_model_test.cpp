@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "control/controller.h"
+#include "engine/engine.h"
 #include "engine/model_loader.h"
 #include "runtime/control_model_api.h"
 #include "runtime/runtime.h"

@@ -12,8 +12,8 @@ namespace {
 constexpr uint32_t kPage = 4;
 
 struct Fixture {
-  KvPool pool{KvShape{1, 1, 4, kPage}, 64 * KvShape{1, 1, 4, kPage}.page_bytes()};  // 64 pages
-  RefCounts<KvPool> refs{pool, pool.n_pages()};
+  SlotPool pool{64, "KV pages"};
+  RefCounts refs{pool};
   PrefixCache cache{refs, kPage};
 
   // Allocates pages as an inferlet would, computes nothing (the cache never reads K/V).
@@ -103,7 +103,7 @@ TEST(PrefixCache, EvictsLeastRecentlyUsedUnreferencedLeavesOnly) {
   EXPECT_EQ(f.cache.evictable_pages(), 2u);
   EXPECT_EQ(f.cache.evict(10), 2u);
   EXPECT_EQ(f.cache.stats().cached_pages, 0u);
-  EXPECT_EQ(f.refs.n_free(), f.pool.n_pages());
+  EXPECT_EQ(f.refs.n_free(), f.pool.capacity());
 }
 
 TEST(PrefixCache, LruOrderAcrossLeaves) {

@@ -20,8 +20,9 @@ namespace pith::cuda {
 
 class PagedAttention {
  public:
+  // allow_flashinfer = false keeps BF16 on the own kernel (tests compare the two).
   PagedAttention(const KvPoolLayout& layout, uint32_t n_heads, uint32_t max_tokens,
-                 uint32_t max_seqs);
+                 uint32_t max_seqs, bool allow_flashinfer = true);
   ~PagedAttention();
   PagedAttention(const PagedAttention&) = delete;
   PagedAttention& operator=(const PagedAttention&) = delete;

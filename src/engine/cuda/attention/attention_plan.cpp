@@ -49,7 +49,9 @@ void check_sequence(const AttentionSequence& s, size_t index, uint32_t page_size
 
 }  // namespace
 
-void throw_attention_error(const std::string& what) { throw Error(what); }
+void throw_attention_error(const std::string& what) {
+  throw Error(what);
+}
 
 void build_attention_plan(std::span<const AttentionSequence> seqs, uint32_t page_size,
                           bool causal_bits, AttentionPlan& plan) {

@@ -1,6 +1,5 @@
 // FlashInfer's batch-prefill scheduler (host code from attention/scheduler.cuh).
 #include <flashinfer/attention/scheduler.cuh>
-
 #include <string>
 
 #include "engine/cuda/attention/attention_error.h"
@@ -42,8 +41,8 @@ void prefill_workspace_bytes(const PlanShape& shape, size_t& float_bytes, size_t
 void prefill_plan(const PlanShape& shape, void* float_ws, size_t float_bytes, void* int_ws,
                   void* int_pinned, size_t int_bytes, PlanInfo& info, cudaStream_t stream) {
   size_t used_float = 0, used_int = 0;
-  plan_impl<true>(shape, used_float, used_int, float_ws, float_bytes, int_ws, int_pinned,
-                  int_bytes, &info, stream);
+  plan_impl<true>(shape, used_float, used_int, float_ws, float_bytes, int_ws, int_pinned, int_bytes,
+                  &info, stream);
 }
 
 }  // namespace pith::cuda::fi

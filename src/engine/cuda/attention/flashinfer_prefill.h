@@ -38,10 +38,10 @@ void prefill_plan(const PlanShape& shape, void* float_ws, size_t float_bytes, vo
                   void* int_pinned, size_t int_bytes, PlanInfo& info, cudaStream_t stream);
 
 struct PrefillArgs {
-  const void* q;  // BF16 [rows][n_heads][head_dim], rows packed per qo_indptr
-  void* out;      // same shape
-  const void* k;  // the layer's K block of page 0: pool + block_offset(0, layer, 0)
-  const void* v;  // pool + block_offset(0, layer, 1)
+  const void* q;        // BF16 [rows][n_heads][head_dim], rows packed per qo_indptr
+  void* out;            // same shape
+  const void* k;        // the layer's K block of page 0: pool + block_offset(0, layer, 0)
+  const void* v;        // pool + block_offset(0, layer, 1)
   int64_t page_stride;  // elements between pages
   uint32_t n_heads, n_kv_heads, head_dim, page_size, batch;
   // Device arrays of the AttentionPlan.

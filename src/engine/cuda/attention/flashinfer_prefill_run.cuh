@@ -56,18 +56,19 @@ cudaError_t launch_prefill(const PrefillArgs& a, const flashinfer::PrefillPlanIn
   switch (plan.cta_tile_q) {
     case 16:
       return BatchPrefillWithPagedKVCacheDispatched<true, 16, kHeadDim, kHeadDim, kPos, false,
-                                                    kMask, Variant, Params>(p, tmp_v, tmp_s,
-                                                                            false, stream);
+                                                    kMask, Variant, Params>(p, tmp_v, tmp_s, false,
+                                                                            stream);
     case 64:
       return BatchPrefillWithPagedKVCacheDispatched<true, 64, kHeadDim, kHeadDim, kPos, false,
-                                                    kMask, Variant, Params>(p, tmp_v, tmp_s,
-                                                                            false, stream);
+                                                    kMask, Variant, Params>(p, tmp_v, tmp_s, false,
+                                                                            stream);
     case 128:
       return BatchPrefillWithPagedKVCacheDispatched<true, 128, kHeadDim, kHeadDim, kPos, false,
-                                                    kMask, Variant, Params>(p, tmp_v, tmp_s,
-                                                                            false, stream);
+                                                    kMask, Variant, Params>(p, tmp_v, tmp_s, false,
+                                                                            stream);
     default:
-      throw_attention_error("FlashInfer prefill: unexpected CTA tile " + std::to_string(plan.cta_tile_q));
+      throw_attention_error("FlashInfer prefill: unexpected CTA tile " +
+                            std::to_string(plan.cta_tile_q));
   }
 }
 
@@ -83,7 +84,7 @@ void run_prefill(const PrefillArgs& a, const PlanInfo& info, cudaStream_t stream
       status = launch_prefill<kMask, 128>(a, plan, stream);
     else
       throw_attention_error("FlashInfer prefill: head_dim " + std::to_string(a.head_dim) +
-                  " is not instantiated (64, 128)");
+                            " is not instantiated (64, 128)");
   } catch (const flashinfer::Error& e) {
     throw_attention_error(std::string("FlashInfer prefill: ") + e.what());
   }

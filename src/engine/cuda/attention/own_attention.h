@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "engine/cuda/attention/paged_kv.h"
 #include "engine/cuda/attention/paged_attention_kernel.h"
+#include "engine/cuda/attention/paged_kv.h"
 
 namespace pith::cuda {
 

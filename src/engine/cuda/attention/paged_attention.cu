@@ -28,7 +28,9 @@ void check(cudaError_t status, const char* what) {
                           cudaGetErrorString(status));
 }
 
-size_t align16(size_t n) { return (n + 15) & ~size_t{15}; }
+size_t align16(size_t n) {
+  return (n + 15) & ~size_t{15};
+}
 
 // A pinned host buffer and its device twin, grown on demand (never shrunk).
 struct StagedBuffer {
@@ -74,7 +76,7 @@ struct PagedAttention::Impl {
 
 #if PITH_HAVE_FLASHINFER
   fi::PlanInfo fi_plan;
-  StagedBuffer fi_ints;     // FlashInfer's work list (pinned + device)
+  StagedBuffer fi_ints;       // FlashInfer's work list (pinned + device)
   void* fi_floats = nullptr;  // split-KV partial outputs
   size_t fi_floats_bytes = 0;
 #endif
@@ -137,9 +139,13 @@ struct PagedAttention::Impl {
 
 #if PITH_HAVE_FLASHINFER
   void plan_flashinfer(cudaStream_t stream) {
-    const fi::PlanShape shape{plan.qo_indptr.data(), plan.kv_page_indptr.data(), plan.n_seqs(),
-                              plan.n_rows(),         n_heads,
-                              layout.n_kv_heads,     layout.head_dim,
+    const fi::PlanShape shape{plan.qo_indptr.data(),
+                              plan.kv_page_indptr.data(),
+                              plan.n_seqs(),
+                              plan.n_rows(),
+                              n_heads,
+                              layout.n_kv_heads,
+                              layout.head_dim,
                               layout.page_size};
     size_t float_bytes = 0, int_bytes = 0;
     fi::prefill_workspace_bytes(shape, float_bytes, int_bytes);
@@ -226,7 +232,7 @@ struct PagedAttention::Impl {
 };
 
 PagedAttention::PagedAttention(const KvPoolLayout& layout, uint32_t n_heads, uint32_t max_tokens,
-                               uint32_t max_seqs)
+                               uint32_t max_seqs, bool allow_flashinfer)
     : impl_(std::make_unique<Impl>()) {
   if (layout.n_kv_heads == 0 || n_heads == 0 || n_heads % layout.n_kv_heads != 0)
     throw_attention_error("paged attention: " + std::to_string(n_heads) +
@@ -241,9 +247,11 @@ PagedAttention::PagedAttention(const KvPoolLayout& layout, uint32_t n_heads, uin
   m.n_heads = n_heads;
 #if PITH_HAVE_FLASHINFER
   // FlashInfer keeps the page stride in 32 bits.
-  m.flashinfer = layout.dtype == DType::BF16 &&
+  m.flashinfer = allow_flashinfer && layout.dtype == DType::BF16 &&
                  fi::prefill_supports(layout.head_dim, n_heads, layout.n_kv_heads) &&
                  layout.page_elems() <= UINT32_MAX;
+#else
+  (void)allow_flashinfer;
 #endif
   check(cudaEventCreateWithFlags(&m.staged, cudaEventDisableTiming), "event creation");
   // Room for a full batch of single-page sequences; plan() grows beyond that.
