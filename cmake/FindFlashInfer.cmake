@@ -35,5 +35,6 @@ endif()
 include(FindPackageHandleStandardArgs)
 find_package_handle_standard_args(FlashInfer
   REQUIRED_VARS FlashInfer_ROOT FlashInfer_INCLUDE_DIRS
-  VERSION_VAR FlashInfer_VERSION)
+  VERSION_VAR FlashInfer_VERSION
+  REASON_FAILURE_MESSAGE "run scripts/setup-flashinfer.sh (or set FLASHINFER_ROOT)")
 mark_as_advanced(FlashInfer_ROOT)

@@ -36,7 +36,8 @@ class PagedAttention {
   // GQA/MQA by n_heads / n_kv_heads; reads K/V of `layer` from `pool`.
   void run(uint32_t layer, const void* q, const void* pool, void* out, cudaStream_t stream);
 
-  // Which implementation run() uses for this layout ("flashinfer" or "pith"), for logs.
+  // Which implementation run() uses for this layout ("flashinfer" or "pith"), for logs. A batch
+  // whose query rows are not packed per sequence in plan order runs on the own kernel.
   const char* implementation() const;
 
  private:

@@ -221,7 +221,8 @@ struct PagedAttention::Impl {
   }
 
   ~Impl() {
-    if (last_stream) cudaStreamSynchronize(last_stream);
+    // Shutdown only: the caller's stream may already be gone, so wait for the whole device.
+    if (last_stream) cudaDeviceSynchronize();
     arrays.release();
 #if PITH_HAVE_FLASHINFER
     fi_ints.release();
