@@ -19,10 +19,10 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pith_harness import Server, free_port  # noqa: E402
+from pith_harness import Server, free_port, require_inferlets  # noqa: E402
 
 pith, model, inferlets = sys.argv[1], sys.argv[2], sys.argv[3]
-wasm = f"{inferlets}/agent_react.wasm"
+wasm = require_inferlets(f"{inferlets}/agent_react.wasm")
 PROMPT = "Question: what is the weather in Paris? Thought:"
 CALL_AT, MAX_TOKENS = [3, 7], 10
 

@@ -20,10 +20,11 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pith_harness import Server  # noqa: E402
+from pith_harness import Server, require_inferlets  # noqa: E402
 
 pith, model, inferlets = sys.argv[1], sys.argv[2], sys.argv[3]
-echo, traps, completion = (f"{inferlets}/{n}.wasm" for n in ("echo", "traps", "text_completion"))
+echo, traps, completion = require_inferlets(
+    *(f"{inferlets}/{n}.wasm" for n in ("echo", "traps", "text_completion")))
 passed = 0
 
 

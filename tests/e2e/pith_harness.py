@@ -6,6 +6,13 @@
         print(r.messages, r.logs, s.metric("pith_prompt_tokens_computed_total"))
 
 Standard library only (urllib, http.client), so the e2e tests need nothing beyond python3.
+
+Inferlets that were not built make a test fail, never skip (`require_inferlets`, also checked by
+`Server.upload`): the message names the missing file and how to build it. The unit tests
+(tests/unit/built_inferlet.h) and the Python client's tests follow the same policy.
+
+PITH_TEST_DEVICE (e.g. `cuda`, set by `make test-gpu`) is passed to every `pith serve` the harness
+starts as `--device`; unset, the server picks its default device.
 """
 import http.client
 import json
@@ -16,6 +23,24 @@ import socket
 import subprocess
 import tempfile
 import time
+
+
+class MissingInferlet(AssertionError):
+    pass
+
+
+def missing_inferlet_message(path):
+    name = os.path.splitext(os.path.basename(path))[0]
+    return (f"{path} is missing: build it with `cmake --build BUILD --target inferlet_{name}` (or "
+            "`make build`); inferlets need clang-14, lld-14 and wasi-libc, which `make deps` installs")
+
+
+def require_inferlets(*paths):
+    """Fails (raises MissingInferlet) unless every path is a built inferlet; returns the paths."""
+    for p in paths:
+        if not os.path.isfile(p):
+            raise MissingInferlet(missing_inferlet_message(p))
+    return paths[0] if len(paths) == 1 else paths
 
 
 def free_port():
@@ -70,6 +95,9 @@ class Server:
                 "--cache-dir", self.cache_dir or os.path.join(self._tmp.name, "cache")] + self.extra
         if self.api_key and "--api-key" not in self.extra:
             args += ["--api-key", self.api_key]
+        device = os.environ.get("PITH_TEST_DEVICE")
+        if device and "--device" not in self.extra:
+            args += ["--device", device]
         self.log_path = os.path.join(self._tmp.name, "server.log")
         self._log = open(self.log_path, "wb")
         env = dict(os.environ, **(self.env or {}))
@@ -150,6 +178,7 @@ class Server:
 
     # ---- programs and instances ----
     def upload(self, wasm_path):
+        require_inferlets(wasm_path)
         with open(wasm_path, "rb") as f:
             _, body = self.request("POST", "/v1/programs", f.read(), {"Content-Type": "application/wasm"})
         return body["hash"]

@@ -7,10 +7,15 @@ twice gives the same ids), that a stop string spanning several tokens ends gener
 after it (the SDK checks a decoded tail, not the whole text), that a trapping inferlet exits 1
 with its reason, and that a bad model path is a clear error, not a crash.
 """
+import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pith_harness import require_inferlets  # noqa: E402
+
 pith, model, inferlets = sys.argv[1], sys.argv[2], sys.argv[3]
+require_inferlets(f"{inferlets}/text_completion.wasm", f"{inferlets}/traps.wasm")
 
 
 def run(*args, expect):

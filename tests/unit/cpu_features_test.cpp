@@ -1,5 +1,6 @@
 // Kernel ISA levels: names round-trip, the best level is supported, levels are nested (a CPU
-// with AVX-512 kernels also runs the AVX2 ones), and the flags agree with the compiler's view.
+// with AVX-512 kernels also runs the AVX2 ones), the flags agree with the compiler's view, and a
+// cap lowers what the queries report but never raises it.
 #include "engine/kernels/cpu_features.h"
 
 #include <gtest/gtest.h>
@@ -33,6 +34,31 @@ TEST(CpuFeatures, FlagsAreConsistent) {
   if (f.avx512bw || f.avx512vl || f.avx512dq) {
     EXPECT_TRUE(f.avx512f);
   }
+}
+
+TEST(CpuFeatures, CapLowersTheReportedLevels) {
+  const KernelIsa hardware = best_isa();
+  ASSERT_EQ(isa_cap(), KernelIsa::Avx512);  // no cap unless a test sets one
+  {
+    ScopedIsaCap cap(KernelIsa::Scalar);
+    EXPECT_EQ(isa_cap(), KernelIsa::Scalar);
+    EXPECT_EQ(best_isa(), KernelIsa::Scalar);
+    EXPECT_TRUE(isa_supported(KernelIsa::Scalar));
+    EXPECT_FALSE(isa_supported(KernelIsa::Avx2));
+    EXPECT_FALSE(isa_supported(KernelIsa::Avx512));
+    {
+      ScopedIsaCap inner(KernelIsa::Avx2);
+      EXPECT_EQ(best_isa(), hardware == KernelIsa::Scalar ? KernelIsa::Scalar : KernelIsa::Avx2);
+      EXPECT_FALSE(isa_supported(KernelIsa::Avx512));
+    }
+    EXPECT_EQ(best_isa(), KernelIsa::Scalar);  // the inner scope restored the outer cap
+  }
+  EXPECT_EQ(isa_cap(), KernelIsa::Avx512);
+  EXPECT_EQ(best_isa(), hardware);
+  // A cap at or above the hardware's level changes nothing: it never reports a missing ISA.
+  set_isa_cap(KernelIsa::Avx512);
+  for (KernelIsa isa : {KernelIsa::Scalar, KernelIsa::Avx2, KernelIsa::Avx512})
+    EXPECT_EQ(isa_supported(isa), isa <= hardware) << isa_name(isa);
 }
 
 }  // namespace pith

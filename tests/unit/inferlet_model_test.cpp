@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "built_inferlet.h"
 #include "control/controller.h"
 #include "engine/engine.h"
 #include "engine/model_loader.h"
@@ -75,7 +76,7 @@ std::string csv(const std::vector<int32_t>& v) {
 class InferletModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kInferlet)) GTEST_SKIP() << "inferlets not built (clang-14 missing)";
+    ASSERT_TRUE(inferlet_built(kInferlet));
     weights_ = load_model(kModel, LoadOptions{.quiet = true});
     tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(kModel));
     EngineOptions eo;
@@ -147,7 +148,7 @@ TEST_F(InferletModelTest, ManyInstancesAreBatchedAndEachMatchesItsOwnReference) 
 }
 
 TEST_F(InferletModelTest, SdkTextCompletionMatchesEngineGreedyAndReusesThePrefixCache) {
-  if (!std::filesystem::exists(kTextCompletion)) GTEST_SKIP() << "text_completion not built";
+  ASSERT_TRUE(inferlet_built(kTextCompletion));
   // A prompt longer than two KV pages, so the prefix cache has full pages to share.
   const std::string prompt =
       "The quick brown fox jumps over the lazy dog while the cat watches from the window.";

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "built_inferlet.h"
 #include "common/error.h"
 #include "runtime/http_client.h"
 #include "runtime/runtime.h"
@@ -103,7 +104,7 @@ TEST(HttpPolicy, BadAllowEntriesAreRejected) {
 class RuntimeHttpTest : public ::testing::TestWithParam<TierPolicy> {
  protected:
   void SetUp() override {
-    if (!fs::exists(inferlet("http_fetch"))) GTEST_SKIP() << "inferlets not built (clang-14 missing)";
+    ASSERT_TRUE(inferlet_built(inferlet("http_fetch")));
   }
   RuntimeConfig config(std::vector<std::string> allow, int threads = 1) {
     RuntimeConfig c;

@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "built_inferlet.h"
 #include "runtime/model_api.h"
 #include "runtime/runtime.h"
 
@@ -169,7 +170,7 @@ class FakeModel final : public ModelApi {
 class RuntimeModelTest : public ::testing::TestWithParam<TierPolicy> {
  protected:
   void SetUp() override {
-    if (!fs::exists(wasm())) GTEST_SKIP() << "inferlets not built (clang-14 missing)";
+    ASSERT_TRUE(inferlet_built(wasm()));
   }
   static std::string wasm() { return std::string(PITH_INFERLET_DIR) + "/modelcalls.wasm"; }
   std::vector<std::string> run(ModelApi* model, ExitStatus* st) {

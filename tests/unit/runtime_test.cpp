@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "built_inferlet.h"
 #include "common/error.h"
 #include "runtime/runtime.h"
 #include "runtime/subprocess.h"
@@ -61,7 +62,7 @@ struct Events {
 class RuntimeTest : public ::testing::TestWithParam<TierPolicy> {
  protected:
   void SetUp() override {
-    if (!fs::exists(inferlet("echo"))) GTEST_SKIP() << "inferlets not built (clang-14 missing)";
+    ASSERT_TRUE(inferlet_built(inferlet("echo")));
   }
   RuntimeConfig test_config(int threads = 1) {
     RuntimeConfig c;
@@ -362,7 +363,7 @@ TEST_P(RuntimeTest, TrapInsideInstantiationIsReported) {
 }
 
 TEST(RuntimeTiers, AutoStartsInTheInterpreterAndSwitchesToNative) {
-  if (!fs::exists(inferlet("echo"))) GTEST_SKIP() << "inferlets not built";
+  ASSERT_TRUE(inferlet_built(inferlet("echo")));
   std::string cache = fs::temp_directory_path() / ("pith-tier-test-" + std::to_string(getpid()));
   fs::remove_all(cache);
   {

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <mutex>
 
+#include "built_inferlet.h"
+
 namespace pith {
 namespace {
 
@@ -50,7 +52,7 @@ ServingOptions options(uint32_t pages, uint32_t quota = 0) {
 class ServingStackTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kKvAlloc)) GTEST_SKIP() << "inferlets not built";
+    ASSERT_TRUE(inferlet_built(kKvAlloc));
   }
 };
 

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "engine/kernels/cpu_features.h"
 #include "engine/token_distribution.h"
 
 namespace pith {
@@ -96,6 +97,25 @@ TEST(TokenDistribution, MaskedLogits) {
   std::vector<float> all(16, -INFINITY);
   EXPECT_EQ(top_k_distribution(all.data(), all.size(), 4).ids.size(), 4u);
   EXPECT_TRUE(std::isinf(combine_logsumexp(nullptr, 0)));
+}
+
+// The selector's scan and the partial softmax pick a SIMD or a scalar loop from best_isa(): the
+// scalar loop (capped) gives the same ids, ties included, and the same sums as the host's.
+TEST(TokenDistribution, ScalarPathMatchesHostPath) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd(0, 2);
+  std::vector<float> lg(3001);
+  for (auto& x : lg) x = std::round(nd(rng) * 8) / 8;  // many exact ties
+  const TokenDistribution host = top_k_distribution(lg.data(), lg.size(), 64);
+  const SoftmaxPartial host_part = softmax_partial(lg.data(), lg.size());
+  ScopedIsaCap cap(KernelIsa::Scalar);
+  const TokenDistribution scalar = top_k_distribution(lg.data(), lg.size(), 64);
+  const SoftmaxPartial scalar_part = softmax_partial(lg.data(), lg.size());
+  EXPECT_EQ(scalar.ids, host.ids);
+  ASSERT_EQ(scalar.probs.size(), host.probs.size());
+  for (size_t i = 0; i < host.probs.size(); ++i) EXPECT_NEAR(scalar.probs[i], host.probs[i], 1e-6f * host.probs[i]);
+  EXPECT_EQ(scalar_part.max, host_part.max);
+  EXPECT_NEAR(scalar_part.sum, host_part.sum, 1e-6 * host_part.sum);
 }
 
 }  // namespace

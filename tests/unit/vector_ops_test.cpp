@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/fp16.h"
+#include "engine/kernels/cpu_features.h"
 
 namespace pith {
 
@@ -168,9 +169,20 @@ TEST(VectorOps, HalfFloatRowsConvertExactly) {
 }
 
 TEST(VectorOps, UnsupportedIsaIsAnError) {
-  if (isa_supported(KernelIsa::Avx512)) GTEST_SKIP() << "every level is supported here";
+  // The cap makes the levels above it unsupported on any host, AVX-512 ones included.
   float a[4] = {1, 2, 3, 4};
-  EXPECT_THROW(dot(a, a, 4, KernelIsa::Avx512), Error);
+  uint16_t h[4] = {};
+  {
+    ScopedIsaCap cap(KernelIsa::Avx2);
+    EXPECT_THROW(dot(a, a, 4, KernelIsa::Avx512), Error);
+    EXPECT_THROW(softmax(a, 4, KernelIsa::Avx512), Error);
+  }
+  {
+    ScopedIsaCap cap(KernelIsa::Scalar);
+    EXPECT_THROW(dot(a, a, 4, KernelIsa::Avx2), Error);
+    EXPECT_THROW(f16_to_f32_row(h, a, 4, KernelIsa::Avx2), Error);
+    EXPECT_FLOAT_EQ(dot(a, a, 4), 30.0f);  // the default ISA follows the cap down to scalar
+  }
 }
 
 }  // namespace pith

@@ -4,7 +4,8 @@ Environment (ctest sets these; see tests/CMakeLists.txt):
   PITH_BIN           the pith binary
   PITH_MODEL         a model for it (the tiny test model)
   PITH_INFERLET_DIR  the built inferlets (echo.wasm, traps.wasm, text_completion.wasm)
-Without PITH_BIN and PITH_MODEL every test that needs a server is skipped.
+A test whose server or inferlet is missing fails and says what to set or build (the project's
+policy, tests/e2e/pith_harness.py): it never skips. test_sse.py needs neither.
 """
 import os
 import sys
@@ -24,7 +25,8 @@ API_KEY = "test-key-1"
 def _server(**kw):
     pith, model = os.environ.get("PITH_BIN"), os.environ.get("PITH_MODEL")
     if not pith or not model:
-        pytest.skip("set PITH_BIN and PITH_MODEL (ctest does) to test against a real pith serve")
+        pytest.fail("set PITH_BIN and PITH_MODEL (ctest does: ctest -R e2e_python_client) to test "
+                    "against a real pith serve", pytrace=False)
     from pith_harness import Server
     return Server(pith, model, **kw)
 
@@ -53,11 +55,15 @@ def client(server):
 
 @pytest.fixture(scope="session")
 def inferlet():
+    from pith_harness import missing_inferlet_message
     root = os.environ.get("PITH_INFERLET_DIR")
+    if not root:
+        pytest.fail("set PITH_INFERLET_DIR to the built inferlets (ctest does: BUILD/inferlets)",
+                    pytrace=False)
 
     def path(name):
-        p = Path(root or "") / f"{name}.wasm"
-        if not root or not p.is_file():
-            pytest.skip(f"{name}.wasm not found: set PITH_INFERLET_DIR to the built inferlets")
-        return str(p)
+        p = str(Path(root) / f"{name}.wasm")
+        if not os.path.isfile(p):
+            pytest.fail(missing_inferlet_message(p), pytrace=False)
+        return p
     return path

@@ -4,6 +4,9 @@
 
 #include <cpuid.h>
 
+#include <algorithm>
+#include <atomic>
+
 namespace pith {
 
 namespace {
@@ -24,14 +27,8 @@ CpuFeatures detect() {
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");
   return f;
 }
-}  // namespace
 
-const CpuFeatures& cpu_features() {
-  static const CpuFeatures features = detect();
-  return features;
-}
-
-bool isa_supported(KernelIsa isa) {
+bool hardware_supports(KernelIsa isa) {
   const CpuFeatures& f = cpu_features();
   switch (isa) {
     case KernelIsa::Scalar: return true;
@@ -42,12 +39,29 @@ bool isa_supported(KernelIsa isa) {
   return false;
 }
 
-KernelIsa best_isa() {
-  static const KernelIsa best = isa_supported(KernelIsa::Avx512) ? KernelIsa::Avx512
-                                : isa_supported(KernelIsa::Avx2) ? KernelIsa::Avx2
-                                                                 : KernelIsa::Scalar;
+KernelIsa hardware_best() {
+  static const KernelIsa best = hardware_supports(KernelIsa::Avx512) ? KernelIsa::Avx512
+                                : hardware_supports(KernelIsa::Avx2) ? KernelIsa::Avx2
+                                                                     : KernelIsa::Scalar;
   return best;
 }
+
+// Relaxed: the cap is set by tests between kernel runs, never raced against them.
+std::atomic<KernelIsa> g_isa_cap{KernelIsa::Avx512};
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = detect();
+  return features;
+}
+
+bool isa_supported(KernelIsa isa) { return isa <= isa_cap() && hardware_supports(isa); }
+
+KernelIsa best_isa() { return std::min(hardware_best(), isa_cap()); }
+
+void set_isa_cap(KernelIsa cap) { g_isa_cap.store(cap, std::memory_order_relaxed); }
+
+KernelIsa isa_cap() { return g_isa_cap.load(std::memory_order_relaxed); }
 
 std::string_view isa_name(KernelIsa isa) {
   switch (isa) {

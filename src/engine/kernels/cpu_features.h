@@ -6,7 +6,9 @@
 // and portable scalar code as the last resort.
 //
 // The flags are read once from cpuid (immutable afterwards); kernels take an explicit
-// KernelIsa so that tests and benchmarks can force any level the CPU supports.
+// KernelIsa so that tests and benchmarks can force any level the CPU supports. A cap
+// (set_isa_cap) lowers what the ISA queries report, as if the CPU stopped at that level, so
+// tests reach the lower-level dispatch and the "not supported" errors on any host.
 #pragma once
 
 #include <optional>
@@ -35,10 +37,29 @@ const CpuFeatures& cpu_features();
 //   Avx512: AVX-512 F/BW/VL/DQ; uses AVX512_BF16 and AVX512_VNNI inside when present.
 enum class KernelIsa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
 
+// Both answer within the cap (default: none, i.e. Avx512).
 bool isa_supported(KernelIsa isa);
 // The most capable level this CPU supports.
 KernelIsa best_isa();
 std::string_view isa_name(KernelIsa isa);  // "scalar", "avx2", "avx512"
 std::optional<KernelIsa> isa_from_name(std::string_view name);
+
+// Caps isa_supported / best_isa at `cap` for the whole process (a cap above what the CPU has
+// changes nothing). Meant for tests: set it before kernels run, not while they do; kernels that
+// already chose an ISA keep it.
+void set_isa_cap(KernelIsa cap);
+KernelIsa isa_cap();
+
+// Sets a cap for one scope and restores the previous one on exit.
+class ScopedIsaCap {
+ public:
+  explicit ScopedIsaCap(KernelIsa cap) : previous_(isa_cap()) { set_isa_cap(cap); }
+  ~ScopedIsaCap() { set_isa_cap(previous_); }
+  ScopedIsaCap(const ScopedIsaCap&) = delete;
+  ScopedIsaCap& operator=(const ScopedIsaCap&) = delete;
+
+ private:
+  KernelIsa previous_;
+};
 
 }  // namespace pith
