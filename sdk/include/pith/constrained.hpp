@@ -19,6 +19,7 @@
 #include <pith/grammar_matcher.hpp>
 #include <pith/rng.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,7 @@ namespace pith {
 // The model's vocabulary as a token trie, special tokens left out.
 inline Result<TokenTrie> vocabulary_trie(const Model& model) {
   Result<std::vector<std::string>> vocab = model.vocab();
-  if (!vocab) return Result<TokenTrie>::error(vocab.status());
+  if (!vocab) return std::move(vocab).take_error();
   std::vector<bool> excluded(vocab->size(), false);
   Result<std::vector<uint32_t>> special = model.special_tokens();
   if (special) {
@@ -104,6 +105,7 @@ struct ConstrainedGeneration {
   uint32_t sampled = 0;          // tokens chosen by the model (one forward each)
   uint32_t forced = 0;           // tokens of the completion appended at the budget's end
   std::string finish_reason;     // "eos", "complete" (nothing else allowed), "budget", or an error
+  std::optional<Error> error;    // the error that ended generation, if one did
   uint64_t mask_ns = 0;          // total time spent computing masks
   uint64_t allowed_total = 0;    // sum over steps of the number of allowed tokens
 };
@@ -140,6 +142,7 @@ inline ConstrainedGeneration generate_constrained(Context& ctx, grammar::Automat
     Result<Distribution> d = ctx.decode_step(PITH_TOP_K_ALL);
     if (!d) {
       g.finish_reason = status_name(d.status());
+      g.error = std::move(d).take_error();
       return g;
     }
     const uint64_t t0 = now_ns();
