@@ -27,7 +27,7 @@ constexpr auto make_table(std::integer_sequence<unsigned, Ks...>) {
 static const auto kMixers = make_table(std::make_integer_sequence<unsigned, 450>{});
 
 int main() {
-  pith::send("ready");
+  if (!pith::send("ready")) return 1;
   std::vector<std::string> args = pith::args();
   std::map<std::string, int> counts;
   std::unordered_map<std::string, double> values;
@@ -50,6 +50,5 @@ int main() {
   unsigned h = static_cast<unsigned>(args.size());
   for (const auto& f : kMixers) h = f(h);
   out += std::to_string(seen.size()) + " " + std::to_string(h);
-  pith::send(out);
-  return 0;
+  return pith::send(out) ? 0 : 1;
 }

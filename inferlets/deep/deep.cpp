@@ -8,6 +8,6 @@ static unsigned descend(unsigned n) { return next_fn(n + 1) * 3 + n; }
 fn_t volatile next_fn = descend;
 
 int main() {
-  pith::send("descending");
+  if (!pith::send("descending")) return 1;
   return static_cast<int>(next_fn(0));
 }

@@ -16,6 +16,6 @@ int main() {
     head = p;
     ++mib;
   }
-  pith::send("allocated " + std::to_string(mib) + " MiB");
+  if (!pith::send("allocated " + std::to_string(mib) + " MiB")) return 1;
   abort();
 }

@@ -77,7 +77,7 @@ struct Choice {
 };
 
 int fail(const std::string& what) {
-  pith::send("error " + what);
+  (void)pith::send("error " + what);  // failing already: the exit code says it too
   return 1;
 }
 
@@ -101,8 +101,9 @@ int main() {
     root->fill_tokens(req.prompt);
   } else {
     root->fill_tokens(head);
-    if (pith_status_t s = root->flush(); s != PITH_OK) return fail(pith::status_name(s));
-    pith::send("usage " + std::to_string(req.prompt.size()) + " " + std::to_string(root->cached_tokens()));
+    if (pith::Status s = root->flush(); !s) return fail(pith::status_name(s.status()));
+    if (!pith::send("usage " + std::to_string(req.prompt.size()) + " " + std::to_string(root->cached_tokens())))
+      return 1;
   }
   std::vector<Choice> choices;
   for (uint32_t i = 0; i < req.n; ++i) {
@@ -134,7 +135,8 @@ int main() {
       if (!d) return fail(std::string("decode: ") + pith::status_name(d.status()));
       if (!reported_usage) {  // the prefix-cache lookup happened in the first computation
         reported_usage = true;
-        pith::send("usage " + std::to_string(req.prompt.size()) + " " + std::to_string(c.ctx.cached_tokens()));
+        if (!pith::send("usage " + std::to_string(req.prompt.size()) + " " + std::to_string(c.ctx.cached_tokens())))
+          return 1;
       }
       uint32_t tok = c.sampler.sample(*d);
       double lp = -9999.0;
@@ -148,18 +150,18 @@ int main() {
       }
       std::string msg = "tok " + std::to_string(i) + " " + std::to_string(tok) + " " + fmt_float(lp);
       if (want) msg += " " + alts;
-      pith::send(msg);
+      if (!pith::send(msg)) return 1;
       c.generated.push_back(tok);
       c.ctx.fill_tokens({tok});
-      std::string text;
       // Stop::check only looks at the end of the text: a decoded tail, not the whole generation.
-      if (stop_bytes) text = model->detokenize_tail(c.generated, stop_bytes);
-      const char* why = req.stop.check(c.generated, text);
+      pith::Result<std::string> text = stop_bytes ? model->detokenize_tail(c.generated, stop_bytes) : std::string();
+      if (!text) return fail(std::string("detokenize: ") + pith::status_name(text.status()));
+      const char* why = req.stop.check(c.generated, *text);
       if (*why) {
         c.done = true;
         --live;
         const char* reason = (why[0] == 'l') ? "length" : "stop";
-        pith::send("end " + std::to_string(i) + " " + reason + " " + std::to_string(c.generated.size()));
+        if (!pith::send("end " + std::to_string(i) + " " + reason + " " + std::to_string(c.generated.size()))) return 1;
       }
     }
   }

@@ -14,7 +14,7 @@ static fn_t volatile table_fn = nullptr;
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const char* what = argv[1];
-  pith::send(std::string("doing ") + what);
+  if (!pith::send(std::string("doing ") + what)) return 1;
   if (!strcmp(what, "oob")) {
     volatile char* p = reinterpret_cast<volatile char*>(static_cast<uintptr_t>(far_away));
     return *p;
@@ -28,8 +28,7 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "exit3")) exit(3);
   if (!strcmp(what, "badptr")) {
     pith_status_t s = pith_msg_send(reinterpret_cast<const void*>(static_cast<uintptr_t>(far_away)), 64);
-    pith::send(std::string("status ") + pith::status_name(s));
-    return 0;
+    return pith::send(std::string("status ") + pith::status_name(s)) ? 0 : 1;
   }
   return 1;
 }
