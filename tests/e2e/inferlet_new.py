@@ -6,6 +6,10 @@ Usage: inferlet_new.py PITH MODEL
 Creates NAME/NAME.cpp and NAME/README.md in a temporary directory, builds the scaffold with
 `pith inferlet build`, runs it with `pith run -m` on the tiny model (it must generate text and
 exit 0), and checks that an existing project is not overwritten and a bad name is refused.
+The scaffold's entry point (PITH_INFERLET) answers --help, and a bad flag ends it with exit code
+2 and its message ("error: unknown argument ...") on the client's side and in its log.
+`pith inferlet build DIR` builds an inferlet directory of the repository, including one with
+extra C sources named by its inferlet.build (agent_codeact, when Debian's duktape-dev is there).
 """
 import os
 import subprocess
@@ -13,10 +17,11 @@ import sys
 import tempfile
 
 pith, model = sys.argv[1], sys.argv[2]
+repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run(*args, expect=0):
-    p = subprocess.run([pith, *args], capture_output=True, timeout=300)
+def run(*args, expect=0, cwd=None):
+    p = subprocess.run([pith, *args], capture_output=True, timeout=600, cwd=cwd)
     out, err = p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
     if p.returncode != expect:
         sys.exit(f"FAIL: pith {' '.join(args)} exited {p.returncode}, expected {expect}\n{out}\n{err}")
@@ -35,6 +40,27 @@ with tempfile.TemporaryDirectory() as tmp:
     run("inferlet", "build", src, "-o", wasm)
     out, _ = run("run", "-m", model, wasm, "--no-stdin", "--", "--prompt", "Hello there", "--max-tokens", "5")
     assert out.strip(), "the scaffold generated nothing"
+
+    # The typed entry point: --help answers, a bad flag is an error with its message.
+    out, _ = run("run", "-m", model, wasm, "--no-stdin", "--", "--help")
+    assert "--prompt" in out and "--max-tokens" in out and "usage:" in out, out
+    out, err = run("run", "-m", model, wasm, "--no-stdin", "--", "--bogus", expect=2)
+    assert "error: unknown argument --bogus" in out and "unknown argument --bogus" in err, (out, err)
+    out, _ = run("run", "-m", model, wasm, "--no-stdin", "--", "--max-tokens", "many", expect=2)
+    assert "error: --max-tokens: 'many' is not" in out, out
+
+    # Inferlet directories of the repository: the plain case, and extra C sources.
+    run("inferlet", "build", os.path.join(repo, "inferlets", "text_completion"), cwd=tmp)
+    built = os.path.join(tmp, "text_completion.wasm")
+    assert open(built, "rb").read(4) == b"\0asm", built
+    out, _ = run("run", "-m", model, built, "--no-stdin", "--", "--prompt", "Hi", "--max-tokens", "3")
+    assert out.strip(), "text_completion built from its directory generated nothing"
+    if os.path.exists("/usr/share/duktape/duktape.c"):
+        codeact = os.path.join(tmp, "codeact.wasm")
+        run("inferlet", "build", os.path.join(repo, "inferlets", "agent_codeact"), "-o", codeact)
+        assert open(codeact, "rb").read(4) == b"\0asm", codeact
+    else:
+        print("agent_codeact not built: /usr/share/duktape/duktape.c missing (Debian duktape-dev)")
 
     # Never overwrite; refuse names that are not identifiers.
     _, err = run("inferlet", "new", "my_agent", "-o", tmp, expect=1)
