@@ -13,9 +13,10 @@
 // on (see README: how errors work without setjmp in wasm32). Sends the final answer text, then
 // a JSON report with every turn (thought ids, code, result, context size before/after).
 #include <duktape.h>
+#include <stdlib.h>
+
 #include <pith/inferlet.hpp>
 #include <pith/json.hpp>
-#include <stdlib.h>
 
 namespace {
 
@@ -34,7 +35,8 @@ struct Agent {
   std::string code;               // the current turn's action
   std::string report;             // JSON objects of the finished turns, comma-separated
 };
-Agent* g_agent = nullptr;  // the fatal handler's way back to the agent (Duktape gives it no state of ours)
+// The fatal handler's way back to the agent (Duktape gives it no state of ours).
+Agent* g_agent = nullptr;
 
 // The turns run outside the entry function (Duktape's error handler re-enters them), so a
 // failed SDK call ends the instance here, reported as the entry point reports it.
@@ -51,8 +53,13 @@ void observe(const std::string& result, bool error) {
   std::string obs = "\nObservation: " + result;
   must(a.ctx.fill(obs));
   pith::Json j;
-  j.num("turn", a.turn).raw("thought", pith::Json::array(a.thought)).str("code", a.code).str("result", result)
-      .boolean("error", error).str("observation", obs).num("context_before", double(before))
+  j.num("turn", a.turn)
+      .raw("thought", pith::Json::array(a.thought))
+      .str("code", a.code)
+      .str("result", result)
+      .boolean("error", error)
+      .str("observation", obs)
+      .num("context_before", double(before))
       .num("context_after", double(a.ctx.tokens().size()));
   a.report += (a.report.empty() ? "" : ",") + j.dump();
   ++a.turn;
@@ -79,7 +86,8 @@ std::string eval_js(const std::string& code) {
 std::string fill_template(const std::string& tmpl, const std::vector<uint32_t>& ids) {
   const std::string arr = "[" + pith::join(ids, ",") + "]";
   std::string out = tmpl;
-  for (size_t at = out.find("{ids}"); at != std::string::npos; at = out.find("{ids}", at + arr.size()))
+  for (size_t at = out.find("{ids}"); at != std::string::npos;
+       at = out.find("{ids}", at + arr.size()))
     out.replace(at, 5, arr);
   return out;
 }
@@ -87,11 +95,15 @@ std::string fill_template(const std::string& tmpl, const std::vector<uint32_t>& 
 [[noreturn]] void finish() {
   Agent& a = *g_agent;
   must(a.ctx.fill("\nFinal answer:"));
-  pith::Generation g = a.ctx.generate(pith::Sampler::greedy(), pith::Stop{.max_tokens = a.answer_tokens, .stop_at_eos = false});
+  pith::Generation g = a.ctx.generate(
+      pith::Sampler::greedy(), pith::Stop{.max_tokens = a.answer_tokens, .stop_at_eos = false});
   must(pith::send(g.text));
   pith::Json j;
-  j.num("turns", a.turn).num("errors", a.errors).num("context_tokens", double(a.ctx.tokens().size()))
-      .num("computed_tokens", a.ctx.forwarded_tokens()).raw("answer_tokens", pith::Json::array(g.tokens))
+  j.num("turns", a.turn)
+      .num("errors", a.errors)
+      .num("context_tokens", double(a.ctx.tokens().size()))
+      .num("computed_tokens", a.ctx.forwarded_tokens())
+      .raw("answer_tokens", pith::Json::array(g.tokens))
       .raw("steps", "[" + a.report + "]");
   must(pith::send(j.dump()));
   exit(0);  // also the way out of an error continuation: never return into Duktape
@@ -101,8 +113,9 @@ std::string fill_template(const std::string& tmpl, const std::vector<uint32_t>& 
   Agent& a = *g_agent;
   while (a.turn < a.turns) {
     must(a.ctx.fill("\nThought:"));
-    pith::Generation g = a.ctx.generate(pith::Sampler::temperature(0.8f, a.seed + a.turn),
-                                        pith::Stop{.max_tokens = a.think_tokens, .stop_at_eos = false});
+    pith::Generation g =
+        a.ctx.generate(pith::Sampler::temperature(0.8f, a.seed + a.turn),
+                       pith::Stop{.max_tokens = a.think_tokens, .stop_at_eos = false});
     a.thought = g.tokens;
     a.code = fill_template(a.code_template, g.tokens);
     must(a.ctx.fill("\nCode:\n" + a.code));
@@ -114,15 +127,20 @@ std::string fill_template(const std::string& tmpl, const std::vector<uint32_t>& 
 }  // namespace
 
 pith::Status agent_codeact(pith::Flags& flags) {
-  std::string task = flags.str("--task", "Compute a checksum of your thoughts with JavaScript.", "the task");
-  std::string code_template = flags.str("--code", kDefaultCode, "the action's JavaScript; {ids} = the thought's token ids");
+  std::string task =
+      flags.str("--task", "Compute a checksum of your thoughts with JavaScript.", "the task");
+  std::string code_template =
+      flags.str("--code", kDefaultCode, "the action's JavaScript; {ids} = the thought's token ids");
   uint32_t turns = flags.u32("--turns", 2, "thought / code / observation turns");
   uint32_t think_tokens = flags.u32("--think-tokens", 8, "tokens per thought");
   uint32_t answer_tokens = flags.u32("--answer-tokens", 8, "tokens of the final answer");
   uint64_t seed = flags.u64("--seed", 1, "sampling seed of the thoughts");
   PITH_TRY(flags.done());
   pith::Model model = PITH_TRY(pith::Model::open(""));
-  Agent a{.model = model, .ctx = PITH_TRY(pith::Context::create(model)), .task = task, .code_template = code_template};
+  Agent a{.model = model,
+          .ctx = PITH_TRY(pith::Context::create(model)),
+          .task = task,
+          .code_template = code_template};
   a.turns = turns;
   a.think_tokens = think_tokens;
   a.answer_tokens = answer_tokens;

@@ -15,9 +15,10 @@
 // "prompt_tokens"}: forwarded + cached (by the server's prefix cache) == computed shows that no
 // token was computed twice; prompt_tokens counts the prompt and every observation (the tokens
 // that did not come from the model).
+#include <stdlib.h>
+
 #include <pith/inferlet.hpp>
 #include <pith/json.hpp>
-#include <stdlib.h>
 
 namespace {
 
@@ -38,7 +39,8 @@ std::vector<uint32_t> parse_points(const std::string& s) {
 pith::Status agent_react(pith::Flags& flags) {
   std::string prompt = flags.str("--prompt", "", "the task");
   std::string tool_url = flags.str("--tool-url", "", "the tool's HTTP endpoint (required)");
-  std::vector<uint32_t> call_at = parse_points(flags.str("--call-at", "", "call the tool after these generated-token counts (e.g. 2,5)"));
+  std::vector<uint32_t> call_at = parse_points(
+      flags.str("--call-at", "", "call the tool after these generated-token counts (e.g. 2,5)"));
   uint32_t max_tokens = flags.u32("--max-tokens", 16, "tokens to generate");
   bool bos = !flags.flag("--no-bos", "do not start with the model's BOS token");
   PITH_TRY(flags.done());
@@ -60,11 +62,13 @@ pith::Status agent_react(pith::Flags& flags) {
     if (next_call < call_at.size() && call_at[next_call] == generated) {
       ++next_call;
       std::string query = PITH_TRY(model.detokenize(since_call));
-      std::string body = pith::Json().num("call", double(observations.size() + 1)).str("query", query).dump();
+      std::string body =
+          pith::Json().num("call", double(observations.size() + 1)).str("query", query).dump();
       // The instance parks here; the server keeps its KV pages and runs other inferlets.
       pith::Result<pith::HttpResponse> r = pith::http_post(tool_url, body);
       if (!r) return r.error().context("tool call " + tool_url);
-      if (r->status != 200) return pith::Error(PITH_ERR_INTERNAL, "tool answered HTTP " + std::to_string(r->status));
+      if (r->status != 200)
+        return pith::Error(PITH_ERR_INTERNAL, "tool answered HTTP " + std::to_string(r->status));
       std::string obs = "\nObservation: " + r->body + "\n";
       size_t before = ctx.tokens().size();
       PITH_TRY(ctx.fill(obs));
@@ -84,12 +88,16 @@ pith::Status agent_react(pith::Flags& flags) {
   }
 
   std::string obs_json = "[";
-  for (size_t i = 0; i < observations.size(); ++i) obs_json += (i ? "," : "") + pith::Json::quote(observations[i]);
+  for (size_t i = 0; i < observations.size(); ++i)
+    obs_json += (i ? "," : "") + pith::Json::quote(observations[i]);
   obs_json += "]";
   pith::Json out;
-  out.str("transcript", transcript).num("tool_calls", double(observations.size())).raw("observations", obs_json);
+  out.str("transcript", transcript)
+      .num("tool_calls", double(observations.size()))
+      .raw("observations", obs_json);
   out.num("generated_tokens", generated).raw("generated_ids", pith::Json::array(generated_ids));
-  out.num("context_tokens", double(ctx.tokens().size())).num("computed_tokens", double(ctx.computed()));
+  out.num("context_tokens", double(ctx.tokens().size()))
+      .num("computed_tokens", double(ctx.computed()));
   out.num("forwarded_tokens", ctx.forwarded_tokens()).num("cached_tokens", ctx.cached_tokens());
   out.num("prompt_tokens", double(prompt_tokens));
   return pith::send(out.dump());

@@ -11,10 +11,10 @@
 // "listening" once subscribed (launch the workers after that), starts the pipeline when all N
 // are ready, and sends the final report as JSON. The document is one line per step:
 // "AGENT<TAB>INSTANCE<TAB>TOKEN,TOKEN,...", agent 0 being the coordinator's task.
+#include <stdlib.h>
+
 #include <pith/inferlet.hpp>
 #include <pith/json.hpp>
-
-#include <stdlib.h>
 
 namespace {
 
@@ -40,7 +40,9 @@ std::vector<Step> parse(const std::string& doc) {
     for (size_t p = t2 + 1; p < line.size();) {
       size_t c = line.find(',', p);
       if (c == std::string::npos) c = line.size();
-      if (c > p) s.tokens.push_back(static_cast<uint32_t>(strtoul(line.substr(p, c - p).c_str(), nullptr, 10)));
+      if (c > p)
+        s.tokens.push_back(
+            static_cast<uint32_t>(strtoul(line.substr(p, c - p).c_str(), nullptr, 10)));
       p = c + 1;
     }
     steps.push_back(s);
@@ -49,14 +51,17 @@ std::vector<Step> parse(const std::string& doc) {
 }
 
 std::string line(uint32_t agent, const std::vector<uint32_t>& tokens) {
-  return std::to_string(agent) + "\t" + std::to_string(pith::instance_id()) + "\t" + pith::join(tokens, ",") + "\n";
+  return std::to_string(agent) + "\t" + std::to_string(pith::instance_id()) + "\t" +
+         pith::join(tokens, ",") + "\n";
 }
 
 std::string steps_json(const std::vector<Step>& steps) {
   std::string out = "[";
   for (size_t i = 0; i < steps.size(); ++i) {
     pith::Json j;
-    j.num("agent", steps[i].agent).str("instance", steps[i].instance).raw("tokens", pith::Json::array(steps[i].tokens));
+    j.num("agent", steps[i].agent)
+        .str("instance", steps[i].instance)
+        .raw("tokens", pith::Json::array(steps[i].tokens));
     out += (i ? "," : "") + j.dump();
   }
   return out + "]";
@@ -83,12 +88,17 @@ pith::Status coordinator(const std::string& swarm, uint32_t workers, const std::
   for (const Step& s : steps)
     if (s.agent > 0) text += PITH_TRY(model.detokenize(s.tokens)) + "\n";
   pith::Json j;
-  j.num("workers", workers).num("steps", double(steps.size())).str("text", text).raw("pipeline", steps_json(steps));
+  j.num("workers", workers)
+      .num("steps", double(steps.size()))
+      .str("text", text)
+      .raw("pipeline", steps_json(steps));
   return pith::send(j.dump());
 }
 
-pith::Status worker(const std::string& swarm, uint32_t index, uint32_t workers, uint32_t n_tokens, uint64_t seed) {
-  pith::Subscription in = PITH_TRY(pith::Subscription::open(swarm + "/stage/" + std::to_string(index)));
+pith::Status worker(const std::string& swarm, uint32_t index, uint32_t workers, uint32_t n_tokens,
+                    uint64_t seed) {
+  pith::Subscription in =
+      PITH_TRY(pith::Subscription::open(swarm + "/stage/" + std::to_string(index)));
   PITH_TRY(pith::broadcast(swarm + "/ready", std::to_string(index)));
   pith::Result<std::string> doc = in.next();
   if (!doc) return doc.error().context("stage input");
@@ -107,13 +117,18 @@ pith::Status worker(const std::string& swarm, uint32_t index, uint32_t workers, 
   size_t read = ctx.tokens().size();
   pith::Generation g = ctx.generate(pith::Sampler::temperature(0.8f, seed + index),
                                     pith::Stop{.max_tokens = n_tokens, .stop_at_eos = false});
-  if (g.tokens.size() != n_tokens) return pith::Error(PITH_ERR_INTERNAL, "generate: " + g.finish_reason);
+  if (g.tokens.size() != n_tokens)
+    return pith::Error(PITH_ERR_INTERNAL, "generate: " + g.finish_reason);
 
-  std::string next = index == workers ? swarm + "/done" : swarm + "/stage/" + std::to_string(index + 1);
+  std::string next =
+      index == workers ? swarm + "/done" : swarm + "/stage/" + std::to_string(index + 1);
   PITH_TRY(pith::broadcast(next, *doc + line(index, g.tokens)));
   pith::Json j;
-  j.num("agent", index).num("read_tokens", double(read)).num("context_tokens", double(ctx.tokens().size()))
-      .str("next", next).raw("tokens", pith::Json::array(g.tokens));
+  j.num("agent", index)
+      .num("read_tokens", double(read))
+      .num("context_tokens", double(ctx.tokens().size()))
+      .str("next", next)
+      .raw("tokens", pith::Json::array(g.tokens));
   return pith::send(j.dump());
 }
 
@@ -125,11 +140,14 @@ pith::Status agent_swarm(pith::Flags& flags) {
   uint32_t workers = flags.u32("--workers", 3, "agents in the pipeline");
   uint32_t index = flags.u32("--index", 0, "this worker's place in the pipeline, 1..--workers");
   uint32_t n_tokens = flags.u32("--tokens", 6, "tokens each worker adds");
-  std::string task = flags.str("--task", "Write a haiku about the sea, one line per agent.", "the task (coordinator)");
+  std::string task = flags.str("--task", "Write a haiku about the sea, one line per agent.",
+                               "the task (coordinator)");
   uint64_t seed = flags.u64("--seed", 7, "sampling seed (worker i uses seed + i)");
   PITH_TRY(flags.done());
   if (role == "coordinator") return coordinator(swarm, workers, task);
-  if (role == "worker" && index >= 1 && index <= workers) return worker(swarm, index, workers, n_tokens, seed);
-  return pith::Error(PITH_ERR_BAD_ARGUMENT, "--role coordinator|worker (workers need 1 <= --index <= --workers)", 2);
+  if (role == "worker" && index >= 1 && index <= workers)
+    return worker(swarm, index, workers, n_tokens, seed);
+  return pith::Error(PITH_ERR_BAD_ARGUMENT,
+                     "--role coordinator|worker (workers need 1 <= --index <= --workers)", 2);
 }
 PITH_INFERLET(agent_swarm)

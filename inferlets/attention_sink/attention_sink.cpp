@@ -14,10 +14,12 @@
 #include <pith/kv_window.hpp>
 
 pith::Status attention_sink(pith::Flags& flags) {
-  std::string prompt = flags.str("--prompt", "Once upon a time, in a land far away,", "the text to continue");
-  pith::KvWindow w{.sink = flags.u32("--sink", 4, "leading tokens that stay visible"),
-                   .window = flags.u32("--window", 32, "most recent tokens that stay visible"),
-                   .free_pages = !flags.flag("--keep-pages", "mask only; do not free hidden pages")};
+  std::string prompt =
+      flags.str("--prompt", "Once upon a time, in a land far away,", "the text to continue");
+  pith::KvWindow w{
+      .sink = flags.u32("--sink", 4, "leading tokens that stay visible"),
+      .window = flags.u32("--window", 32, "most recent tokens that stay visible"),
+      .free_pages = !flags.flag("--keep-pages", "mask only; do not free hidden pages")};
   uint32_t max_tokens = flags.u32("--max-tokens", 128, "tokens to generate");
   PITH_TRY(flags.done());
 
@@ -26,22 +28,31 @@ pith::Status attention_sink(pith::Flags& flags) {
   ctx.set_prefix_cache(false);  // every page this run holds is its own: the page counts are exact
   if (ctx.info().add_bos) ctx.fill_tokens({ctx.info().bos_token});
   PITH_TRY(ctx.fill(prompt));
-  std::vector<uint32_t> sink_tokens(ctx.tokens().begin(), ctx.tokens().begin() + std::min(w.sink, ctx.tokens().size()));
+  std::vector<uint32_t> sink_tokens(ctx.tokens().begin(),
+                                    ctx.tokens().begin() + std::min(w.sink, ctx.tokens().size()));
   size_t max_pages = 0;
-  pith::Generation g = pith::generate_windowed(ctx, pith::Sampler::greedy(),
-                                               pith::Stop{.max_tokens = max_tokens, .stop_at_eos = false}, w, &max_pages);
+  pith::Generation g = pith::generate_windowed(
+      ctx, pith::Sampler::greedy(), pith::Stop{.max_tokens = max_tokens, .stop_at_eos = false}, w,
+      &max_pages);
   if (g.tokens.size() != max_tokens)
-    return pith::Error(g.error ? g.error->code : PITH_ERR_INTERNAL, "generation ended: " + g.finish_reason);
+    return pith::Error(g.error ? g.error->code : PITH_ERR_INTERNAL,
+                       "generation ended: " + g.finish_reason);
   // The sinks are still the context's first slots (never hidden, their page never freed).
   size_t sinks_kept = 0;
-  while (sinks_kept < sink_tokens.size() && ctx.tokens()[sinks_kept] == sink_tokens[sinks_kept]) ++sinks_kept;
+  while (sinks_kept < sink_tokens.size() && ctx.tokens()[sinks_kept] == sink_tokens[sinks_kept])
+    ++sinks_kept;
 
   PITH_TRY(pith::send(g.text));
   pith::Json j;
-  j.num("sink", double(w.sink)).num("window", double(w.window)).num("page_size", ctx.page_size())
-      .num("max_pages", double(max_pages)).num("pages_freed", double(w.pages_freed))
-      .num("final_pages", double(ctx.pages().size())).num("slots_kept", double(ctx.tokens().size()))
-      .num("sinks_kept", double(sinks_kept)).raw("tokens", pith::Json::array(g.tokens));
+  j.num("sink", double(w.sink))
+      .num("window", double(w.window))
+      .num("page_size", ctx.page_size())
+      .num("max_pages", double(max_pages))
+      .num("pages_freed", double(w.pages_freed))
+      .num("final_pages", double(ctx.pages().size()))
+      .num("slots_kept", double(ctx.tokens().size()))
+      .num("sinks_kept", double(sinks_kept))
+      .raw("tokens", pith::Json::array(g.tokens));
   return pith::send(j.dump());
 }
 PITH_INFERLET(attention_sink)

@@ -57,10 +57,12 @@ pith::Status beam_search(pith::Flags& flags) {
   std::vector<pith::Beam> greedy = PITH_TRY(pith::beam_search(greedy_ctx, g));
 
   std::string all = "[";
-  for (size_t i = 0; i < beams.size(); ++i) all += (i ? "," : "") + PITH_TRY(beam_json(model, beams[i]));
+  for (size_t i = 0; i < beams.size(); ++i)
+    all += (i ? "," : "") + PITH_TRY(beam_json(model, beams[i]));
   all += "]";
   pith::Json out;
-  out.raw("prompt_tokens", pith::Json::array(prompt_ids)).raw("best", PITH_TRY(beam_json(model, beams[0])));
+  out.raw("prompt_tokens", pith::Json::array(prompt_ids))
+      .raw("best", PITH_TRY(beam_json(model, beams[0])));
   out.raw("beams", all).raw("greedy", PITH_TRY(beam_json(model, greedy[0])));
   return pith::send(out.dump());
 }

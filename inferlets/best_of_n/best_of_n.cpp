@@ -13,8 +13,9 @@
 // contexts together (the parent's prefill; the samples add none); forwarded: every token
 // computed, prompt and decode steps (prompt_tokens + n * (M - 1) without prefix-cache hits).
 #include <math.h>
-#include <pith/inferlet.hpp>
 #include <stdio.h>
+
+#include <pith/inferlet.hpp>
 
 namespace {
 
@@ -64,7 +65,8 @@ pith::Status best_of_n(pith::Flags& flags) {
   bool prefix_cache = !flags.flag("--no-prefix-cache", "compute the whole prompt");
   PITH_TRY(flags.done());
   if (n == 0 || max_tokens == 0 || top_k == 0)
-    return pith::Error(PITH_ERR_BAD_ARGUMENT, "--n, --max-tokens and --top-k must be at least 1", 2);
+    return pith::Error(PITH_ERR_BAD_ARGUMENT, "--n, --max-tokens and --top-k must be at least 1",
+                       2);
 
   pith::Model model = PITH_TRY(pith::Model::open(""));
   pith::Context root = PITH_TRY(pith::Context::create(model));
@@ -76,7 +78,8 @@ pith::Status best_of_n(pith::Flags& flags) {
 
   std::vector<Sample> samples;
   for (uint32_t i = 0; i < n; ++i) {
-    Sample s{PITH_TRY(root.fork()), pith::Sampler::top_k(top_k, temperature, seed * 1000 + i), {}, 0};
+    Sample s{
+        PITH_TRY(root.fork()), pith::Sampler::top_k(top_k, temperature, seed * 1000 + i), {}, 0};
     uint32_t tok = s.sampler.sample(first);
     s.logprob_sum += logprob(first, tok);
     s.tokens.push_back(tok);
@@ -102,9 +105,10 @@ pith::Status best_of_n(pith::Flags& flags) {
     prefilled += samples[i].ctx.prefilled_tokens();
     forwarded += samples[i].ctx.forwarded_tokens();
   }
-  std::string out = "{\"best\":" + std::to_string(best) + ",\"prompt_tokens\":" + std::to_string(prompt_tokens) +
-                    ",\"prefilled\":" + std::to_string(prefilled) + ",\"forwarded\":" + std::to_string(forwarded) +
-                    ",\"samples\":[";
+  std::string out = "{\"best\":" + std::to_string(best) +
+                    ",\"prompt_tokens\":" + std::to_string(prompt_tokens) +
+                    ",\"prefilled\":" + std::to_string(prefilled) +
+                    ",\"forwarded\":" + std::to_string(forwarded) + ",\"samples\":[";
   std::string best_text;
   for (size_t i = 0; i < samples.size(); ++i) {
     std::string text = PITH_TRY(model.detokenize(samples[i].tokens));
@@ -112,7 +116,8 @@ pith::Status best_of_n(pith::Flags& flags) {
     char score[64];
     snprintf(score, sizeof score, "%.9g", samples[i].score());
     out += std::string(i ? "," : "") + "{\"text\":" + quote(text) + ",\"tokens\":[";
-    for (size_t t = 0; t < samples[i].tokens.size(); ++t) out += (t ? "," : "") + std::to_string(samples[i].tokens[t]);
+    for (size_t t = 0; t < samples[i].tokens.size(); ++t)
+      out += (t ? "," : "") + std::to_string(samples[i].tokens[t]);
     out += std::string("],\"score\":") + score + "}";
   }
   PITH_TRY(pith::send(best_text));

@@ -2,16 +2,18 @@
 // JSON and arithmetic grammars). Each step masks the model's full-vocabulary distribution with
 // the grammar (pith/constrained.hpp), so any model at any temperature produces valid output.
 //
-//   constrained_decoding [--grammar json|json-object|arith] [--gbnf TEXT] [--prompt TEXT] [--max-tokens N]
+//   constrained_decoding [--grammar json|json-object|arith] [--gbnf TEXT] [--prompt TEXT]
+//   [--max-tokens N]
 //                        [--temperature T] [--seed S] [--no-bos]
 //
 // Messages: the generated text, then one JSON line of statistics:
 //   {"tokens","sampled","forced","finish","vocab","excluded","trie_nodes","mask_us","allowed_mean","setup_ms"}
 // (excluded: special tokens, from pith_vocab_special, that no grammar may produce).
-#include <pith/constrained.hpp>
-#include <pith/inferlet.hpp>
 #include <stdio.h>
 #include <string.h>
+
+#include <pith/constrained.hpp>
+#include <pith/inferlet.hpp>
 
 namespace {
 
@@ -24,11 +26,11 @@ number ::= "0" | [1-9] [0-9]{0,5}
 ws     ::= " "?
 )gbnf";
 
-
 // The GBNF text of a named grammar, or "" for an unknown name.
 std::string named_grammar(const std::string& name) {
   if (name == "json") return pith::grammar::json_gbnf();
-  if (name == "json-object") return std::string("root ::= ws object ws\n") + strchr(pith::grammar::json_gbnf(), '\n');
+  if (name == "json-object")
+    return std::string("root ::= ws object ws\n") + strchr(pith::grammar::json_gbnf(), '\n');
   if (name == "arith") return kArithmetic;
   return "";
 }
@@ -40,19 +42,23 @@ pith::Status constrained_decoding(pith::Flags& flags) {
   std::string name = flags.str("--grammar", "json", "json, json-object or arith");
   std::string gbnf = flags.str("--gbnf", "", "a grammar in GBNF (overrides --grammar)");
   pith::ConstrainedConfig cfg;
-  cfg.max_tokens = flags.u32("--max-tokens", cfg.max_tokens, "token budget (the grammar is completed at its end)");
-  cfg.temperature = flags.f32("--temperature", cfg.temperature, "0 = greedy among the allowed tokens");
+  cfg.max_tokens = flags.u32("--max-tokens", cfg.max_tokens,
+                             "token budget (the grammar is completed at its end)");
+  cfg.temperature =
+      flags.f32("--temperature", cfg.temperature, "0 = greedy among the allowed tokens");
   cfg.seed = flags.u64("--seed", cfg.seed, "sampling seed");
   bool bos = !flags.flag("--no-bos", "do not start with the model's BOS token");
   PITH_TRY(flags.done());
   if (gbnf.empty()) gbnf = named_grammar(name);
   if (gbnf.empty())
-    return pith::Error(PITH_ERR_BAD_ARGUMENT, "unknown grammar " + name + " (json, json-object, arith, or --gbnf TEXT)");
+    return pith::Error(PITH_ERR_BAD_ARGUMENT,
+                       "unknown grammar " + name + " (json, json-object, arith, or --gbnf TEXT)");
 
   const uint64_t t0 = pith::now_ns();
   pith::grammar::Grammar grammar;
   std::string err;
-  if (!pith::grammar::Grammar::parse(gbnf, &grammar, &err)) return pith::Error(PITH_ERR_BAD_ARGUMENT, "grammar: " + err);
+  if (!pith::grammar::Grammar::parse(gbnf, &grammar, &err))
+    return pith::Error(PITH_ERR_BAD_ARGUMENT, "grammar: " + err);
   pith::Model model = PITH_TRY(pith::Model::open(""));
   pith::TokenTrie trie = PITH_TRY(pith::vocabulary_trie(model));
   pith::grammar::Automaton automaton(grammar, trie);
@@ -68,11 +74,12 @@ pith::Status constrained_decoding(pith::Flags& flags) {
   for (uint32_t id = 0; id < trie.vocab_size(); ++id) excluded += trie.usable(id) ? 0 : 1;
   char stats[512];
   const double steps = g.sampled ? double(g.sampled) : 1.0;
-  snprintf(stats, sizeof stats,
-           "{\"tokens\":%zu,\"sampled\":%u,\"forced\":%u,\"finish\":\"%s\",\"vocab\":%u,\"excluded\":%u,"
-           "\"trie_nodes\":%u,\"mask_us\":%.1f,\"allowed_mean\":%.1f,\"setup_ms\":%.1f}",
-           g.tokens.size(), g.sampled, g.forced, g.finish_reason.c_str(), trie.vocab_size(), excluded, trie.nodes(),
-           double(g.mask_ns) / 1e3 / steps, double(g.allowed_total) / steps, setup_ms);
+  snprintf(
+      stats, sizeof stats,
+      "{\"tokens\":%zu,\"sampled\":%u,\"forced\":%u,\"finish\":\"%s\",\"vocab\":%u,\"excluded\":%u,"
+      "\"trie_nodes\":%u,\"mask_us\":%.1f,\"allowed_mean\":%.1f,\"setup_ms\":%.1f}",
+      g.tokens.size(), g.sampled, g.forced, g.finish_reason.c_str(), trie.vocab_size(), excluded,
+      trie.nodes(), double(g.mask_ns) / 1e3 / steps, double(g.allowed_total) / steps, setup_ms);
   PITH_TRY(pith::send(stats));
   if (g.error) return *g.error;
   if (g.finish_reason != "eos" && g.finish_reason != "budget" && g.finish_reason != "complete")

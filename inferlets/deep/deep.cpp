@@ -4,7 +4,9 @@
 
 typedef unsigned (*fn_t)(unsigned);
 extern fn_t volatile next_fn;
-static unsigned descend(unsigned n) { return next_fn(n + 1) * 3 + n; }
+static unsigned descend(unsigned n) {
+  return next_fn(n + 1) * 3 + n;
+}
 fn_t volatile next_fn = descend;
 
 int main() {

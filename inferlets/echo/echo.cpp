@@ -1,8 +1,9 @@
 // echo: the smallest useful inferlet. Sends each launch argument back, logs through stdout,
 // counts launches in the key-value store, then echoes client messages until "quit" or until
 // the client closes its side. Used by the runtime tests and `pith run-local`.
-#include <pith/pith.hpp>
 #include <stdio.h>
+
+#include <pith/pith.hpp>
 
 int main() {
   std::vector<std::string> args = pith::args();

@@ -9,12 +9,11 @@
 //
 // Sends the best thought's text, then a JSON report: the graph (vertices with kind and score,
 // edges), forks, joins, token accounting.
+#include <algorithm>
+#include <memory>
 #include <pith/inferlet.hpp>
 #include <pith/json.hpp>
 #include <pith/parallel.hpp>
-
-#include <algorithm>
-#include <memory>
 
 namespace {
 
@@ -63,31 +62,39 @@ pith::Status graph_of_thought(pith::Flags& flags) {
       ++forks;
       shared_pages += pith::shared_prefix_pages(*g[from].ctx, kid);
       PITH_TRY(kid.fill(cues[i]));
-      g.push_back({kind, {}, 0, std::make_unique<pith::Context>(static_cast<pith::Context&&>(kid))});
+      g.push_back(
+          {kind, {}, 0, std::make_unique<pith::Context>(static_cast<pith::Context&&>(kid))});
       edges.push_back({from, g.size() - 1});
       made.push_back(g.size() - 1);
     }
     for (size_t v : made)
-      bs.push_back({g[v].ctx.get(), pith::Sampler::temperature(temperature, seed++),
-                    pith::Stop{.max_tokens = thought_tokens, .stop_at_eos = false}, {}, 0, false});
+      bs.push_back({g[v].ctx.get(),
+                    pith::Sampler::temperature(temperature, seed++),
+                    pith::Stop{.max_tokens = thought_tokens, .stop_at_eos = false},
+                    {},
+                    0,
+                    false});
     pith::ParallelStats st = pith::generate_parallel(bs);
     par.rounds += st.rounds;
     par.max_width = std::max(par.max_width, st.max_width);
     for (size_t i = 0; i < made.size(); ++i) {
       g[made[i]].thought = bs[i].out.tokens;
-      g[made[i]].score = bs[i].out.tokens.empty() ? -1e9 : bs[i].logprob / double(bs[i].out.tokens.size());
+      g[made[i]].score =
+          bs[i].out.tokens.empty() ? -1e9 : bs[i].logprob / double(bs[i].out.tokens.size());
     }
     return made;
   };
   auto by_score = [&](std::vector<size_t> vs) {
-    std::stable_sort(vs.begin(), vs.end(), [&](size_t a, size_t b) { return g[a].score > g[b].score; });
+    std::stable_sort(vs.begin(), vs.end(),
+                     [&](size_t a, size_t b) { return g[a].score > g[b].score; });
     return vs;
   };
 
   size_t best = 0;
   for (uint32_t r = 0; r < rounds; ++r) {
     std::vector<std::string> cues;
-    for (uint32_t i = 0; i < n_thoughts; ++i) cues.push_back("\nThought " + std::to_string(i + 1) + ":");
+    for (uint32_t i = 0; i < n_thoughts; ++i)
+      cues.push_back("\nThought " + std::to_string(i + 1) + ":");
     std::vector<size_t> gen = by_score(PITH_TRY(expand(best, cues, "generate")));
     // Aggregate: the best n_merge thoughts flow into one new vertex (a join).
     std::vector<size_t> parts(gen.begin(), gen.begin() + n_merge);
@@ -104,13 +111,19 @@ pith::Status graph_of_thought(pith::Flags& flags) {
       edges.push_back({p, g.size()});
     }
     PITH_TRY(agg.fill("\nCombined:"));
-    g.push_back({"aggregate", {}, 0, std::make_unique<pith::Context>(static_cast<pith::Context&&>(agg))});
+    g.push_back(
+        {"aggregate", {}, 0, std::make_unique<pith::Context>(static_cast<pith::Context&&>(agg))});
     size_t a = g.size() - 1;
-    std::vector<pith::Branch> one{{g[a].ctx.get(), pith::Sampler::temperature(temperature, seed++),
-                                   pith::Stop{.max_tokens = thought_tokens, .stop_at_eos = false}, {}, 0, false}};
+    std::vector<pith::Branch> one{{g[a].ctx.get(),
+                                   pith::Sampler::temperature(temperature, seed++),
+                                   pith::Stop{.max_tokens = thought_tokens, .stop_at_eos = false},
+                                   {},
+                                   0,
+                                   false}};
     pith::generate_parallel(one);
     g[a].thought = one[0].out.tokens;
-    g[a].score = one[0].out.tokens.empty() ? -1e9 : one[0].logprob / double(one[0].out.tokens.size());
+    g[a].score =
+        one[0].out.tokens.empty() ? -1e9 : one[0].logprob / double(one[0].out.tokens.size());
     // Refine the aggregate, then keep the best of it and its refinements.
     std::vector<std::string> rcues(n_refine, "\nImproved:");
     std::vector<size_t> ref = PITH_TRY(expand(a, rcues, "refine"));
@@ -125,22 +138,35 @@ pith::Status graph_of_thought(pith::Flags& flags) {
     bool leaf = std::none_of(edges.begin(), edges.end(), [&](auto& e) { return e.first == v; });
     if (leaf) ledger.branch(*g[v].ctx);
     pith::Json j;
-    j.num("id", double(v)).str("kind", g[v].kind).num("score", g[v].score).num("tokens", double(g[v].thought.size()));
+    j.num("id", double(v))
+        .str("kind", g[v].kind)
+        .num("score", g[v].score)
+        .num("tokens", double(g[v].thought.size()));
     vertices += (v ? "," : "") + j.dump();
-    if (g[v].kind == "aggregate") joins_in += std::count_if(edges.begin(), edges.end(), [&](auto& e) { return e.second == v; });
+    if (g[v].kind == "aggregate")
+      joins_in += std::count_if(edges.begin(), edges.end(), [&](auto& e) { return e.second == v; });
   }
   vertices += "]";
   std::string edge_list = "[";
   for (size_t i = 0; i < edges.size(); ++i)
-    edge_list += (i ? ",[" : "[") + std::to_string(edges[i].first) + "," + std::to_string(edges[i].second) + "]";
+    edge_list += (i ? ",[" : "[") + std::to_string(edges[i].first) + "," +
+                 std::to_string(edges[i].second) + "]";
   edge_list += "]";
 
   PITH_TRY(pith::send(PITH_TRY(model.detokenize(g[best].thought))));
   pith::Json j;
-  j.num("rounds", rounds).num("forks", forks).num("joins", joins).num("join_inputs", double(joins_in))
-      .num("shared_pages", shared_pages).num("parallel_rounds", par.rounds).num("max_width", par.max_width)
-      .num("best", double(best)).num("tokens_forwarded", double(ledger.forwarded))
-      .num("branch_tokens", double(ledger.independent)).raw("vertices", vertices).raw("edges", edge_list)
+  j.num("rounds", rounds)
+      .num("forks", forks)
+      .num("joins", joins)
+      .num("join_inputs", double(joins_in))
+      .num("shared_pages", shared_pages)
+      .num("parallel_rounds", par.rounds)
+      .num("max_width", par.max_width)
+      .num("best", double(best))
+      .num("tokens_forwarded", double(ledger.forwarded))
+      .num("branch_tokens", double(ledger.independent))
+      .raw("vertices", vertices)
+      .raw("edges", edge_list)
       .raw("best_tokens", pith::Json::array(g[best].thought));
   return pith::send(j.dump());
 }

@@ -7,10 +7,10 @@
 // Sends one message per generated token: its id, then a final "done" message. Only the entry
 // point and the launch arguments come from the SDK (pith/inferlet.hpp); every model call is raw.
 #include <pith/abi.h>
-#include <pith/inferlet.hpp>
 #include <stdlib.h>
 #include <string.h>
 
+#include <pith/inferlet.hpp>
 #include <string>
 #include <vector>
 
@@ -45,8 +45,9 @@ pith::Status greedy_abi(pith::Flags& flags) {
   if (!prompt.empty()) {
     std::vector<uint32_t> buf(prompt.size() + 8);
     uint32_t n = 0;
-    PITH_TRY(pith::check(pith_tokenize(model, prompt.data(), static_cast<uint32_t>(prompt.size()), buf.data(),
-                          static_cast<uint32_t>(buf.size()), &n), "tokenize"));
+    PITH_TRY(pith::check(pith_tokenize(model, prompt.data(), static_cast<uint32_t>(prompt.size()),
+                                       buf.data(), static_cast<uint32_t>(buf.size()), &n),
+                         "tokenize"));
     tokens.insert(tokens.end(), buf.begin(), buf.begin() + n);
   }
   if (tokens.empty()) return pith::Error(PITH_ERR_BAD_ARGUMENT, "empty prompt");

@@ -48,12 +48,15 @@ struct Layout {
 }  // namespace
 
 pith::Status hierarchical_attention(pith::Flags& flags) {
-  std::string prompt = flags.str("--prompt", "The river bends past the mill. Children play on its banks. "
-                                             "At night the water is black and loud. In spring it floods the road.",
-                                 "the text, cut into segments");
+  std::string prompt =
+      flags.str("--prompt",
+                "The river bends past the mill. Children play on its banks. "
+                "At night the water is black and loud. In spring it floods the road.",
+                "the text, cut into segments");
   uint32_t seg_len = flags.u32("--segment", 8, "tokens per segment");
   uint32_t max_tokens = flags.u32("--max-tokens", 12, "tokens to generate");
-  std::string mode = flags.str("--mode", "masked", "masked (one forward), stepwise (a mask per token) or causal");
+  std::string mode =
+      flags.str("--mode", "masked", "masked (one forward), stepwise (a mask per token) or causal");
   PITH_TRY(flags.done());
   if (mode != "masked" && mode != "stepwise" && mode != "causal")
     return pith::Error(PITH_ERR_BAD_ARGUMENT, "bad --mode " + mode, 2);
@@ -120,7 +123,10 @@ pith::Status hierarchical_attention(pith::Flags& flags) {
 
   PITH_TRY(pith::send(PITH_TRY(model.detokenize(out))));
   pith::Json j;
-  j.str("mode", mode).num("segments", segments).num("prompt_slots", double(n)).raw("tokens", pith::Json::array(out))
+  j.str("mode", mode)
+      .num("segments", segments)
+      .num("prompt_slots", double(n))
+      .raw("tokens", pith::Json::array(out))
       .raw("top_probs", pith::Json::array(top_p));
   return pith::send(j.dump());
 }

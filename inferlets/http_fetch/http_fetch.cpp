@@ -1,4 +1,5 @@
-// http_fetch: the HTTP part of the SDK for the runtime's HTTP tests (tests/unit/runtime_http_test.cpp).
+// http_fetch: the HTTP part of the SDK for the runtime's HTTP tests
+// (tests/unit/runtime_http_test.cpp).
 //
 //   http_fetch get URL          -> "status CODE" and "body BYTES", or "error STATUS-NAME"
 //   http_fetch post URL BODY    -> the same for a POST
@@ -10,7 +11,8 @@ namespace {
 
 bool report(const std::string& prefix, const pith::Result<pith::HttpResponse>& r) {
   if (!r) return static_cast<bool>(pith::send(prefix + "error " + pith::status_name(r.status())));
-  return pith::send(prefix + "status " + std::to_string(r->status)) && pith::send(prefix + "body " + r->body);
+  return pith::send(prefix + "status " + std::to_string(r->status)) &&
+         pith::send(prefix + "body " + r->body);
 }
 
 }  // namespace
@@ -33,7 +35,9 @@ int main() {
       }
       pith::Result<pith::HttpResponse> r = pith::http_response(fs[i]);  // ready: no wait
       if (!r) return 1;
-      if (!pith::send(p + "status " + std::to_string(r->status) + " " + std::to_string(r->body.size()))) return 1;
+      if (!pith::send(p + "status " + std::to_string(r->status) + " " +
+                      std::to_string(r->body.size())))
+        return 1;
     }
   } else {
     (void)pith::send("usage: http_fetch get URL | post URL BODY | all URL...");  // failing already

@@ -11,8 +11,9 @@
 //
 // Messages: the generated text, the token ids (comma-separated), then one JSON line:
 //   {"tokens","iterations","forward_calls","finish"}   (forward_calls = iterations + the prefill)
-#include <pith/inferlet.hpp>
 #include <stdio.h>
+
+#include <pith/inferlet.hpp>
 
 pith::Status jacobi_decoding(pith::Flags& flags) {
   std::string prompt = flags.str("--prompt", "", "the text to continue");
@@ -21,7 +22,8 @@ pith::Status jacobi_decoding(pith::Flags& flags) {
   bool bos = !flags.flag("--no-bos", "do not start with the model's BOS token");
   bool prefix_cache = !flags.flag("--no-prefix-cache", "compute the whole prompt");
   PITH_TRY(flags.done());
-  if (max_tokens == 0) return pith::Error(PITH_ERR_BAD_ARGUMENT, "--max-tokens must be at least 1", 2);
+  if (max_tokens == 0)
+    return pith::Error(PITH_ERR_BAD_ARGUMENT, "--max-tokens must be at least 1", 2);
 
   pith::Model model = PITH_TRY(pith::Model::open(""));
   pith::Context ctx = PITH_TRY(pith::Context::create(model));
@@ -47,7 +49,8 @@ pith::Status jacobi_decoding(pith::Flags& flags) {
     std::vector<pith::Distribution> upd = PITH_TRY(ctx.decode_all(1));
     ++iterations;
     if (upd.size() != guess.size() + 1)
-      return pith::Error(PITH_ERR_INTERNAL, "decode_all returned " + std::to_string(upd.size()) + " distributions");
+      return pith::Error(PITH_ERR_INTERNAL,
+                         "decode_all returned " + std::to_string(upd.size()) + " distributions");
     size_t k = 0;  // guesses that are already fixed points
     bool stop = false;
     while (k < guess.size() && upd[k].ids[0] == guess[k]) {
@@ -75,8 +78,9 @@ pith::Status jacobi_decoding(pith::Flags& flags) {
   PITH_TRY(pith::send(PITH_TRY(model.detokenize(out))));
   PITH_TRY(pith::send(pith::join(out, ",")));
   char stats[256];
-  snprintf(stats, sizeof stats, "{\"tokens\":%zu,\"iterations\":%u,\"forward_calls\":%u,\"finish\":\"%s\"}",
-           out.size(), iterations, iterations + 1, finish.c_str());
+  snprintf(stats, sizeof stats,
+           "{\"tokens\":%zu,\"iterations\":%u,\"forward_calls\":%u,\"finish\":\"%s\"}", out.size(),
+           iterations, iterations + 1, finish.c_str());
   return pith::send(stats);
 }
 PITH_INFERLET(jacobi_decoding)

@@ -1,8 +1,9 @@
 // kv_alloc: holds KV pages on request, for contention and quota tests.
 // Allocates argv[1] pages, sends "ok <n>", then for each message "alloc K" allocates K more
 // and answers "ok <total>" or "error: <status>"; "quit" ends it.
-#include <pith/pith.hpp>
 #include <stdlib.h>
+
+#include <pith/pith.hpp>
 
 int main() {
   std::vector<std::string> args = pith::args();

@@ -8,19 +8,19 @@
 //
 // Sends the text of the most visited path, then a JSON report with the whole tree (per node:
 // parent, token, prior, visits, value_sum, evals, eval_sum), so a client can check it.
+#include <math.h>
+
+#include <map>
+#include <memory>
 #include <pith/inferlet.hpp>
 #include <pith/json.hpp>
 #include <pith/mcts.hpp>
 #include <pith/parallel.hpp>
 
-#include <math.h>
-
-#include <map>
-#include <memory>
-
 pith::Status mcts(pith::Flags& flags) {
   std::string prompt = flags.str("--prompt", "The best opening move is", "the text to continue");
-  uint32_t iterations = flags.u32("--iterations", 24, "select / expand / roll out / back up rounds");
+  uint32_t iterations =
+      flags.u32("--iterations", 24, "select / expand / roll out / back up rounds");
   uint32_t n_expand = flags.u32("--expand", 3, "children per expanded node (the top tokens)");
   uint32_t max_depth = flags.u32("--depth", 4, "deepest node expanded");
   uint32_t rollout = flags.u32("--rollout", 4, "tokens of the greedy rollout that values a node");
@@ -35,8 +35,9 @@ pith::Status mcts(pith::Flags& flags) {
   PITH_TRY(root.fill(prompt));
 
   pith::MctsTree tree(c_puct);
-  std::map<uint32_t, std::unique_ptr<pith::Context>> ctx;  // node -> its context (created on first visit)
-  std::map<uint32_t, double> first_value;                  // a node's value, once evaluated
+  std::map<uint32_t, std::unique_ptr<pith::Context>>
+      ctx;                                 // node -> its context (created on first visit)
+  std::map<uint32_t, double> first_value;  // a node's value, once evaluated
   ctx[0] = std::make_unique<pith::Context>(static_cast<pith::Context&&>(root));
   pith::TokenLedger ledger;
   uint32_t node_forks = 0, rollout_forks = 0, shared_pages = 0;
@@ -61,7 +62,8 @@ pith::Status mcts(pith::Flags& flags) {
       pith::Distribution d = PITH_TRY(c.decode_step(n_expand > 256 ? n_expand : 256));
       if (tree.node(leaf).depth < max_depth) {
         std::vector<std::pair<uint32_t, float>> moves;
-        for (size_t i = 0; i < d.ids.size() && i < n_expand; ++i) moves.push_back({d.ids[i], d.probs[i]});
+        for (size_t i = 0; i < d.ids.size() && i < n_expand; ++i)
+          moves.push_back({d.ids[i], d.probs[i]});
         tree.expand(leaf, moves);
       }
       // Rollout: greedy continuation in a throw-away fork.
@@ -70,7 +72,12 @@ pith::Status mcts(pith::Flags& flags) {
       shared_pages += pith::shared_prefix_pages(c, roll);
       roll.fill_tokens({d.ids[0]});
       double logprob = ::log(double(d.probs[0]));
-      std::vector<pith::Branch> b{{&roll, pith::Sampler::greedy(), pith::Stop{.max_tokens = rollout - 1, .stop_at_eos = false}, {}, 0, false}};
+      std::vector<pith::Branch> b{{&roll,
+                                   pith::Sampler::greedy(),
+                                   pith::Stop{.max_tokens = rollout - 1, .stop_at_eos = false},
+                                   {},
+                                   0,
+                                   false}};
       if (rollout > 1) PITH_TRY(pith::generate_parallel_checked(b));
       logprob += b[0].logprob;
       value = ::exp(logprob / rollout);
@@ -85,8 +92,15 @@ pith::Status mcts(pith::Flags& flags) {
   for (size_t i = 0; i < tree.nodes().size(); ++i) {
     const pith::MctsNode& n = tree.nodes()[i];
     pith::Json j;
-    j.num("id", double(i)).num("parent", n.parent).num("token", n.token).num("prior", n.prior).num("depth", n.depth)
-        .num("visits", n.visits).num("value_sum", n.value_sum).num("evals", n.evals).num("eval_sum", n.eval_sum)
+    j.num("id", double(i))
+        .num("parent", n.parent)
+        .num("token", n.token)
+        .num("prior", n.prior)
+        .num("depth", n.depth)
+        .num("visits", n.visits)
+        .num("value_sum", n.value_sum)
+        .num("evals", n.evals)
+        .num("eval_sum", n.eval_sum)
         .raw("children", pith::Json::array(n.children));
     nodes += (i ? "," : "") + j.dump();
   }
@@ -96,11 +110,18 @@ pith::Status mcts(pith::Flags& flags) {
   std::vector<uint32_t> best = tree.best_path();
   PITH_TRY(pith::send(PITH_TRY(model.detokenize(best))));
   pith::Json j;
-  j.num("iterations", iterations).num("expansions", tree.expansions()).num("nodes", double(tree.nodes().size()))
-      .num("root_visits", tree.node(0).visits).num("node_forks", node_forks).num("rollout_forks", rollout_forks)
-      .num("forks", node_forks + rollout_forks).num("shared_pages", shared_pages)
-      .num("tokens_forwarded", double(ledger.forwarded)).num("branch_tokens", double(ledger.independent))
-      .raw("best_path", pith::Json::array(best)).raw("tree", nodes);
+  j.num("iterations", iterations)
+      .num("expansions", tree.expansions())
+      .num("nodes", double(tree.nodes().size()))
+      .num("root_visits", tree.node(0).visits)
+      .num("node_forks", node_forks)
+      .num("rollout_forks", rollout_forks)
+      .num("forks", node_forks + rollout_forks)
+      .num("shared_pages", shared_pages)
+      .num("tokens_forwarded", double(ledger.forwarded))
+      .num("branch_tokens", double(ledger.independent))
+      .raw("best_path", pith::Json::array(best))
+      .raw("tree", nodes);
   return pith::send(j.dump());
 }
 PITH_INFERLET(mcts)

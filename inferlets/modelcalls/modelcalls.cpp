@@ -2,10 +2,13 @@
 // has (the runtime tests attach a fake one): model list, open, traits, tokenize, queue, KV pages,
 // a fused forward whose future carries a distribution, and error codes. Reports each step as a
 // message "step: result" so the test can check the decoding in both directions.
-#include <pith/pith.hpp>
 #include <string.h>
 
-static std::string status(pith_status_t s) { return pith::status_name(s); }
+#include <pith/pith.hpp>
+
+static std::string status(pith_status_t s) {
+  return pith::status_name(s);
+}
 
 int main() {
   auto models = pith::available_models();
@@ -26,7 +29,8 @@ int main() {
 
   auto queue = pith::Queue::create(*model);
   auto pages = queue->alloc_kvpages(3);
-  if (!pith::send("pages: " + std::to_string((*pages)[0]) + "," + std::to_string((*pages)[2]))) return 1;
+  if (!pith::send("pages: " + std::to_string((*pages)[0]) + "," + std::to_string((*pages)[2])))
+    return 1;
   auto too_many = queue->alloc_kvpages(1000);
   if (!pith::send("too many: " + status(too_many.status()))) return 1;
 
@@ -52,7 +56,8 @@ int main() {
   memcpy(&top, dist->data() + 4, 4);
   memcpy(&p, dist->data() + 4 + 4 * k, 4);
   if (!pith::send("dist: k=" + std::to_string(k) + " top=" + std::to_string(top) +
-             " p=" + std::to_string(static_cast<int>(p * 100)))) return 1;
+                  " p=" + std::to_string(static_cast<int>(p * 100))))
+    return 1;
 
   pith_status_t s = pith_kvpage_dealloc(queue->handle(), pages->data(), 3);
   if (!pith::send("dealloc: " + status(s))) return 1;

@@ -12,10 +12,10 @@
 // whose explicit attention mask keeps every module to itself (the attention the composed run has)
 // at the same positions, so the greedy output must match. Sends the text, then JSON: generated
 // ids, tokens this run computed, tokens it imported.
+#include <stdlib.h>
+
 #include <pith/inferlet.hpp>
 #include <pith/json.hpp>
-
-#include <stdlib.h>
 
 namespace {
 
@@ -25,8 +25,12 @@ struct Module {
 };
 
 // The schema lives in the store: "ID<TAB>START<TAB>LEN" per line, in schema order.
-std::string schema_key(const std::string& cache) { return "modular_caching/" + cache + "/schema"; }
-std::string export_name(const std::string& cache, const std::string& id) { return "modular_caching/" + cache + "/" + id; }
+std::string schema_key(const std::string& cache) {
+  return "modular_caching/" + cache + "/schema";
+}
+std::string export_name(const std::string& cache, const std::string& id) {
+  return "modular_caching/" + cache + "/" + id;
+}
 
 std::vector<Module> load_schema(const std::string& cache) {
   std::vector<Module> out;
@@ -41,8 +45,9 @@ std::vector<Module> load_schema(const std::string& cache) {
   return out;
 }
 
-pith::Result<std::vector<uint32_t>> module_tokens(const pith::Model& model, const pith_model_info_t& info,
-                                                  size_t index, const std::string& text) {
+pith::Result<std::vector<uint32_t>> module_tokens(const pith::Model& model,
+                                                  const pith_model_info_t& info, size_t index,
+                                                  const std::string& text) {
   std::vector<uint32_t> ids;
   if (index == 0 && info.add_bos) ids.push_back(info.bos_token);
   std::vector<uint32_t> t = PITH_TRY(model.tokenize(text));
@@ -50,17 +55,20 @@ pith::Result<std::vector<uint32_t>> module_tokens(const pith::Model& model, cons
   return ids;
 }
 
-pith::Status prefill(const pith::Model& model, const std::string& cache, const std::vector<std::string>& specs) {
+pith::Status prefill(const pith::Model& model, const std::string& cache,
+                     const std::vector<std::string>& specs) {
   std::string schema;
   uint32_t pos = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
     size_t eq = specs[i].find('=');
-    if (eq == std::string::npos) return pith::Error(PITH_ERR_BAD_ARGUMENT, "--module wants ID=TEXT", 2);
+    if (eq == std::string::npos)
+      return pith::Error(PITH_ERR_BAD_ARGUMENT, "--module wants ID=TEXT", 2);
     std::string id = specs[i].substr(0, eq);
     pith::Context ctx = PITH_TRY(pith::Context::create(model));
     ctx.set_prefix_cache(false);  // the prefix cache assumes positions 0..: a module has its own
     ctx.set_next_position(pos);
-    std::vector<uint32_t> ids = PITH_TRY(module_tokens(model, ctx.info(), i, specs[i].substr(eq + 1)));
+    std::vector<uint32_t> ids =
+        PITH_TRY(module_tokens(model, ctx.info(), i, specs[i].substr(eq + 1)));
     ctx.fill_tokens(ids);
     PITH_TRY(ctx.export_state(export_name(cache, id)));
     schema += id + "\t" + std::to_string(pos) + "\t" + std::to_string(ids.size()) + "\n";
@@ -76,12 +84,14 @@ pith::Status prefill(const pith::Model& model, const std::string& cache, const s
 
 pith::Status modular_caching(pith::Flags& flags) {
   bool do_prefill = flags.flag("--prefill", "prefill and export the --module texts (once)");
-  bool reference = flags.flag("--reference", "recompute the modules with the same mask (the check)");
+  bool reference =
+      flags.flag("--reference", "recompute the modules with the same mask (the check)");
   std::string cache = flags.str("--cache", "default", "the module cache's name");
   std::string use = flags.str("--use", "", "modules to compose after the prelude, comma-separated");
   std::string question = flags.str("--question", "Summarize:", "the text after the modules");
   uint32_t max_tokens = flags.u32("--max-tokens", 8, "tokens to generate");
-  std::vector<std::string> specs = flags.all("--module", "ID=TEXT, a module to prefill (the first is the prelude)");
+  std::vector<std::string> specs =
+      flags.all("--module", "ID=TEXT, a module to prefill (the first is the prelude)");
   PITH_TRY(flags.done());
   pith::Model model = PITH_TRY(pith::Model::open(""));
   if (do_prefill) return prefill(model, cache, specs);
@@ -89,10 +99,12 @@ pith::Status modular_caching(pith::Flags& flags) {
   // The modules to compose: the prelude, then --use in schema order.
   std::vector<Module> schema = load_schema(cache);
   if (schema.empty())
-    return pith::Error(PITH_ERR_NOT_FOUND, "no schema for cache " + cache + " (run --prefill first)");
+    return pith::Error(PITH_ERR_NOT_FOUND,
+                       "no schema for cache " + cache + " (run --prefill first)");
   std::vector<const Module*> chosen{&schema[0]};
   for (size_t i = 1; i < schema.size(); ++i)
-    if (("," + use + ",").find("," + schema[i].id + ",") != std::string::npos) chosen.push_back(&schema[i]);
+    if (("," + use + ",").find("," + schema[i].id + ",") != std::string::npos)
+      chosen.push_back(&schema[i]);
   const uint32_t schema_end = schema.back().start + schema.back().len;
 
   pith::Context ctx = PITH_TRY(pith::Context::create(model));
@@ -114,7 +126,8 @@ pith::Status modular_caching(pith::Flags& flags) {
     // sees every module and itself (causally).
     std::vector<std::pair<size_t, size_t>> spans;  // slot ranges of the modules
     for (const Module* m : chosen) {
-      pith::Result<pith::Context> exp = pith::Context::import_state(model, export_name(cache, m->id));
+      pith::Result<pith::Context> exp =
+          pith::Context::import_state(model, export_name(cache, m->id));
       if (!exp) return pith::Error(exp.status(), "module " + m->id + " not found");
       ctx.set_next_position(m->start);
       spans.push_back({ctx.tokens().size(), ctx.tokens().size() + m->len});
@@ -143,8 +156,11 @@ pith::Status modular_caching(pith::Flags& flags) {
   pith::Json j;
   std::string used;
   for (const Module* m : chosen) used += (used.empty() ? "" : ",") + m->id;
-  j.str("modules", used).num("imported_tokens", imported).num("question_tokens", double(q_ids.size()))
-      .num("computed_tokens", ctx.forwarded_tokens()).num("context_slots", double(ctx.tokens().size()))
+  j.str("modules", used)
+      .num("imported_tokens", imported)
+      .num("question_tokens", double(q_ids.size()))
+      .num("computed_tokens", ctx.forwarded_tokens())
+      .num("context_slots", double(ctx.tokens().size()))
       .raw("tokens", pith::Json::array(out));
   return pith::send(j.dump());
 }

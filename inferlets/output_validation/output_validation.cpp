@@ -9,13 +9,14 @@
 //   output_validation --prompt TEXT --candidate STR [--candidate STR ...] [--stepwise] [--no-bos]
 //
 // Candidates are tokenized on their own (a leading space is part of the candidate). Sends one
-// JSON line: {"mode","forward_calls","ranking":[{"candidate","logprob","tokens","token_logprobs"}...]}
-// with the ranking sorted by logprob, highest first.
+// JSON line:
+// {"mode","forward_calls","ranking":[{"candidate","logprob","tokens","token_logprobs"}...]} with
+// the ranking sorted by logprob, highest first.
 #include <math.h>
-#include <pith/inferlet.hpp>
 #include <stdio.h>
 
 #include <algorithm>
+#include <pith/inferlet.hpp>
 
 namespace {
 
@@ -60,10 +61,12 @@ struct Scored {
 pith::Status output_validation(pith::Flags& flags) {
   std::string prompt = flags.str("--prompt", "", "the text the candidates continue");
   std::vector<std::string> candidates = flags.all("--candidate", "a continuation to score");
-  bool stepwise = flags.flag("--stepwise", "score token by token (one forward each), not in one forward");
+  bool stepwise =
+      flags.flag("--stepwise", "score token by token (one forward each), not in one forward");
   bool bos = !flags.flag("--no-bos", "do not start with the model's BOS token");
   PITH_TRY(flags.done());
-  if (candidates.empty()) return pith::Error(PITH_ERR_BAD_ARGUMENT, "give at least one --candidate", 2);
+  if (candidates.empty())
+    return pith::Error(PITH_ERR_BAD_ARGUMENT, "give at least one --candidate", 2);
 
   pith::Model model = PITH_TRY(pith::Model::open(""));
   pith::Context ctx = PITH_TRY(pith::Context::create(model));
@@ -82,7 +85,8 @@ pith::Status output_validation(pith::Flags& flags) {
     s.token_logprobs.push_back(logprob(after_prompt, toks[0]));
     pith::Context branch = PITH_TRY(ctx.fork());  // shares the prompt's pages
     if (toks.size() > 1) {
-      const std::vector<uint32_t> inputs(toks.begin(), toks.end() - 1);  // the last one is only scored
+      // The last token is only scored.
+      const std::vector<uint32_t> inputs(toks.begin(), toks.end() - 1);
       if (stepwise) {
         for (size_t i = 0; i < inputs.size(); ++i) {
           branch.fill_tokens({inputs[i]});
@@ -94,23 +98,29 @@ pith::Status output_validation(pith::Flags& flags) {
         branch.fill_tokens(inputs);
         std::vector<pith::Distribution> ds = PITH_TRY(branch.decode_all(PITH_TOP_K_ALL));
         ++forwards;
-        if (ds.size() != inputs.size()) return pith::Error(PITH_ERR_INTERNAL, "decode_all: wrong distribution count");
-        for (size_t i = 0; i < inputs.size(); ++i) s.token_logprobs.push_back(logprob(ds[i], toks[i + 1]));
+        if (ds.size() != inputs.size())
+          return pith::Error(PITH_ERR_INTERNAL, "decode_all: wrong distribution count");
+        for (size_t i = 0; i < inputs.size(); ++i)
+          s.token_logprobs.push_back(logprob(ds[i], toks[i + 1]));
       }
     }
     for (double lp : s.token_logprobs) s.total += lp;
     scored.push_back(s);
   }
-  std::stable_sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) { return a.total > b.total; });
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const Scored& a, const Scored& b) { return a.total > b.total; });
 
-  std::string out = std::string("{\"mode\":\"") + (stepwise ? "stepwise" : "batched") + "\",\"forward_calls\":" +
-                    std::to_string(forwards) + ",\"ranking\":[";
+  std::string out = std::string("{\"mode\":\"") + (stepwise ? "stepwise" : "batched") +
+                    "\",\"forward_calls\":" + std::to_string(forwards) + ",\"ranking\":[";
   for (size_t i = 0; i < scored.size(); ++i) {
     const Scored& s = scored[i];
-    out += std::string(i ? "," : "") + "{\"candidate\":" + quote(s.candidate) + ",\"logprob\":" + number(s.total) + ",\"tokens\":[";
-    for (size_t t = 0; t < s.tokens.size(); ++t) out += (t ? "," : "") + std::to_string(s.tokens[t]);
+    out += std::string(i ? "," : "") + "{\"candidate\":" + quote(s.candidate) +
+           ",\"logprob\":" + number(s.total) + ",\"tokens\":[";
+    for (size_t t = 0; t < s.tokens.size(); ++t)
+      out += (t ? "," : "") + std::to_string(s.tokens[t]);
     out += "],\"token_logprobs\":[";
-    for (size_t t = 0; t < s.token_logprobs.size(); ++t) out += std::string(t ? "," : "") + number(s.token_logprobs[t]);
+    for (size_t t = 0; t < s.token_logprobs.size(); ++t)
+      out += std::string(t ? "," : "") + number(s.token_logprobs[t]);
     out += "]}";
   }
   return pith::send(out + "]}");

@@ -2,8 +2,9 @@
 // issue to completion): N pairs of kvpage_alloc(1) + kvpage_dealloc(1) on one queue.
 // Sends "control_ns <mean ns per call>". Used by `pith bench overhead`.
 #include <pith/abi.h>
-#include <pith/pith.hpp>
 #include <stdlib.h>
+
+#include <pith/pith.hpp>
 
 int main() {
   std::vector<std::string> args = pith::args();
@@ -17,7 +18,8 @@ int main() {
   uint64_t t0 = pith::now_ns();
   for (long i = 0; i < n; ++i) {
     pith_kvpage_t page;
-    if (pith_kvpage_alloc(queue, 1, &page) != PITH_OK || pith_kvpage_dealloc(queue, &page, 1) != PITH_OK) {
+    if (pith_kvpage_alloc(queue, 1, &page) != PITH_OK ||
+        pith_kvpage_dealloc(queue, &page, 1) != PITH_OK) {
       (void)pith::send("error: alloc failed");
       return 1;
     }

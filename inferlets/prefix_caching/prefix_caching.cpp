@@ -20,8 +20,8 @@
 namespace {
 
 // The context a run starts from: the imported state, or a fresh one holding the prefix.
-pith::Result<pith::Context> start(const pith::Model& model, const std::string& mode, const std::string& name,
-                                  const std::string& prefix, bool bos) {
+pith::Result<pith::Context> start(const pith::Model& model, const std::string& mode,
+                                  const std::string& name, const std::string& prefix, bool bos) {
   if (mode == "import") return pith::Context::import_state(model, name);
   if (mode != "export" && mode != "plain")
     return pith::Error(PITH_ERR_BAD_ARGUMENT, "--mode must be export, import, plain or remove", 2);
@@ -64,12 +64,14 @@ pith::Status prefix_caching(pith::Flags& flags) {
     stop.max_tokens = max_tokens;
     stop.stop_at_eos = false;  // fixed length: runs compare token by token
     pith::Generation g = ctx.generate(pith::Sampler::greedy(), stop);
-    if (g.finish_reason != "length") return pith::Error(PITH_ERR_INTERNAL, "generation ended: " + g.finish_reason);
+    if (g.finish_reason != "length")
+      return pith::Error(PITH_ERR_INTERNAL, "generation ended: " + g.finish_reason);
     out.str("text", g.text).raw("tokens", pith::Json::array(g.tokens));
   }
   // prompt_tokens = reused_tokens + prompt_tokens_computed when the reuse worked.
   out.num("prompt_tokens", double(prompt_tokens)).num("reused_tokens", reused);
-  out.num("prompt_tokens_computed", ctx.prefilled_tokens()).num("forwarded_tokens", ctx.forwarded_tokens());
+  out.num("prompt_tokens_computed", ctx.prefilled_tokens())
+      .num("forwarded_tokens", ctx.forwarded_tokens());
   return pith::send(out.dump());
 }
 PITH_INFERLET(prefix_caching)

@@ -1,8 +1,9 @@
 // pubsub: "sub TOPIC N" subscribes, announces "ready", then forwards N topic messages to its
 // client; "pub TOPIC MSG" broadcasts MSG once; "any TOPIC N" waits N times on whichever comes
 // first, a client message or a topic message (pith_future_wait_any), and reports which.
-#include <pith/pith.hpp>
 #include <stdlib.h>
+
+#include <pith/pith.hpp>
 
 int main() {
   std::vector<std::string> a = pith::args();

@@ -105,11 +105,16 @@ pith::Status recursion_of_thought(pith::Flags& flags) {
 
   PITH_TRY(pith::send(PITH_TRY(model.detokenize(answer))));
   pith::Json j;
-  j.raw("calls_per_depth", pith::Json::array(s.calls)).num("forks", s.forks).num("joins", s.joins)
-      .num("answer_tokens_fed_back", s.answer_tokens_fed_back).num("shared_pages", s.shared_pages)
-      .num("rounds", s.par.rounds).num("max_width", s.par.max_width)
+  j.raw("calls_per_depth", pith::Json::array(s.calls))
+      .num("forks", s.forks)
+      .num("joins", s.joins)
+      .num("answer_tokens_fed_back", s.answer_tokens_fed_back)
+      .num("shared_pages", s.shared_pages)
+      .num("rounds", s.par.rounds)
+      .num("max_width", s.par.max_width)
       .num("root_tokens", double(root.tokens().size()))
-      .num("tokens_forwarded", double(s.ledger.forwarded)).num("branch_tokens", double(s.ledger.independent))
+      .num("tokens_forwarded", double(s.ledger.forwarded))
+      .num("branch_tokens", double(s.ledger.independent))
       .raw("answer_tokens", pith::Json::array(answer));
   return pith::send(j.dump());
 }

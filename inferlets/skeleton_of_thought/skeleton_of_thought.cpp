@@ -30,7 +30,8 @@ pith::Status skeleton_of_thought(pith::Flags& flags) {
   std::vector<std::vector<uint32_t>> points;
   for (uint32_t i = 0; i < n_points; ++i) {
     PITH_TRY(skel.fill("\n" + std::to_string(i + 1) + "."));
-    pith::Generation p = skel.generate(sampler, pith::Stop{.max_tokens = point_tokens, .stop_at_eos = false});
+    pith::Generation p =
+        skel.generate(sampler, pith::Stop{.max_tokens = point_tokens, .stop_at_eos = false});
     if (p.tokens.empty()) return pith::Error(PITH_ERR_INTERNAL, "skeleton: " + p.finish_reason);
     points.push_back(p.tokens);
   }
@@ -43,8 +44,12 @@ pith::Status skeleton_of_thought(pith::Flags& flags) {
     pith::Context& k = kids[i];
     shared_pages += pith::shared_prefix_pages(skel, k);
     PITH_TRY(k.fill("\nExpand point " + std::to_string(i + 1) + ":"));
-    bs.push_back({&k, pith::Sampler::temperature(temperature, seed + 1 + i),
-                  pith::Stop{.max_tokens = expand_tokens, .stop_at_eos = false}, {}, 0, false});
+    bs.push_back({&k,
+                  pith::Sampler::temperature(temperature, seed + 1 + i),
+                  pith::Stop{.max_tokens = expand_tokens, .stop_at_eos = false},
+                  {},
+                  0,
+                  false});
   }
   pith::ParallelStats st = pith::generate_parallel(bs);
 
@@ -56,7 +61,8 @@ pith::Status skeleton_of_thought(pith::Flags& flags) {
   for (uint32_t i = 0; i < n_points; ++i) {
     if (bs[i].out.tokens.size() != expand_tokens)
       return pith::Error(PITH_ERR_INTERNAL, "expansion: " + bs[i].out.finish_reason);
-    answer += std::to_string(i + 1) + "." + PITH_TRY(model.detokenize(points[i])) + " " + bs[i].out.text + "\n";
+    answer += std::to_string(i + 1) + "." + PITH_TRY(model.detokenize(points[i])) + " " +
+              bs[i].out.text + "\n";
     ledger.computed(kids[i]);
     ledger.branch(kids[i]);
     expansions += (i ? "," : "") + pith::Json::array(bs[i].out.tokens);
@@ -68,10 +74,18 @@ pith::Status skeleton_of_thought(pith::Flags& flags) {
 
   PITH_TRY(pith::send(answer));
   pith::Json j;
-  j.num("points", n_points).num("forks", double(kids.size())).num("joins", 1).num("shared_pages", shared_pages)
-      .num("rounds", st.rounds).num("max_width", st.max_width).num("steps", st.steps)
-      .num("skeleton_tokens", double(skel.tokens().size())).num("tokens_forwarded", double(ledger.forwarded))
-      .num("branch_tokens", double(ledger.independent)).raw("point_tokens", pts).raw("expansion_tokens", expansions);
+  j.num("points", n_points)
+      .num("forks", double(kids.size()))
+      .num("joins", 1)
+      .num("shared_pages", shared_pages)
+      .num("rounds", st.rounds)
+      .num("max_width", st.max_width)
+      .num("steps", st.steps)
+      .num("skeleton_tokens", double(skel.tokens().size()))
+      .num("tokens_forwarded", double(ledger.forwarded))
+      .num("branch_tokens", double(ledger.independent))
+      .raw("point_tokens", pts)
+      .raw("expansion_tokens", expansions);
   return pith::send(j.dump());
 }
 PITH_INFERLET(skeleton_of_thought)

@@ -11,20 +11,23 @@
 //
 // Messages: the generated text, the token ids (comma-separated), then one JSON line:
 //   {"tokens","forward_calls","drafted","accepted","finish"}   (forward_calls includes the prefill)
+#include <stdio.h>
+
 #include <pith/inferlet.hpp>
 #include <pith/ngram_drafter.hpp>
-#include <stdio.h>
 
 pith::Status speculative_decoding(pith::Flags& flags) {
   std::string prompt = flags.str("--prompt", "", "the text to continue");
   uint32_t max_tokens = flags.u32("--max-tokens", 64, "tokens to generate at most");
   pith::NgramDrafter drafter;
-  drafter.max_ngram = flags.u32("--ngram", drafter.max_ngram, "longest n-gram matched in the context");
+  drafter.max_ngram =
+      flags.u32("--ngram", drafter.max_ngram, "longest n-gram matched in the context");
   drafter.max_draft = flags.u32("--draft", drafter.max_draft, "draft tokens verified per forward");
   bool bos = !flags.flag("--no-bos", "do not start with the model's BOS token");
   bool prefix_cache = !flags.flag("--no-prefix-cache", "compute the whole prompt");
   PITH_TRY(flags.done());
-  if (max_tokens == 0) return pith::Error(PITH_ERR_BAD_ARGUMENT, "--max-tokens must be at least 1", 2);
+  if (max_tokens == 0)
+    return pith::Error(PITH_ERR_BAD_ARGUMENT, "--max-tokens must be at least 1", 2);
 
   pith::Model model = PITH_TRY(pith::Model::open(""));
   pith::Context ctx = PITH_TRY(pith::Context::create(model));
@@ -50,7 +53,8 @@ pith::Status speculative_decoding(pith::Flags& flags) {
     std::vector<pith::Distribution> dists = PITH_TRY(ctx.decode_all(1));
     ++forwards;
     if (dists.size() != draft.size() + 1)
-      return pith::Error(PITH_ERR_INTERNAL, "decode_all returned " + std::to_string(dists.size()) + " distributions");
+      return pith::Error(PITH_ERR_INTERNAL,
+                         "decode_all returned " + std::to_string(dists.size()) + " distributions");
     drafted += static_cast<uint32_t>(draft.size());
     size_t k = 0;
     bool stop = false;
@@ -73,7 +77,8 @@ pith::Status speculative_decoding(pith::Flags& flags) {
   PITH_TRY(pith::send(PITH_TRY(model.detokenize(out))));
   PITH_TRY(pith::send(pith::join(out, ",")));
   char stats[256];
-  snprintf(stats, sizeof stats, "{\"tokens\":%zu,\"forward_calls\":%u,\"drafted\":%u,\"accepted\":%u,\"finish\":\"%s\"}",
+  snprintf(stats, sizeof stats,
+           "{\"tokens\":%zu,\"forward_calls\":%u,\"drafted\":%u,\"accepted\":%u,\"finish\":\"%s\"}",
            out.size(), forwards, drafted, accepted, finish.c_str());
   return pith::send(stats);
 }

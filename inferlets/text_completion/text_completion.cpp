@@ -24,7 +24,8 @@ pith::Status text_completion(pith::Flags& flags) {
   pith::Generation g = ctx.generate(pith::Sampler(sc), stop);
   PITH_TRY(pith::send(g.text));
   if (emit_tokens) PITH_TRY(pith::send(pith::join(g.tokens, ",")));
-  pith::log("finish: " + g.finish_reason + ", prompt tokens computed: " + std::to_string(ctx.prefilled_tokens()));
+  pith::log("finish: " + g.finish_reason +
+            ", prompt tokens computed: " + std::to_string(ctx.prefilled_tokens()));
   return {};
 }
 PITH_INFERLET(text_completion)

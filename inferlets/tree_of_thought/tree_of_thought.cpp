@@ -7,17 +7,16 @@
 //                   [--answer-tokens 8] [--temperature 0.8] [--seed 1]
 //
 // Sends the answer text, then a JSON report (forks, evaluations, pruned, token accounting).
+#include <algorithm>
 #include <pith/inferlet.hpp>
 #include <pith/json.hpp>
 #include <pith/parallel.hpp>
-
-#include <algorithm>
 
 namespace {
 
 struct State {
   pith::Context ctx;
-  double score = 0;  // sum over levels of the mean log-probability of each thought
+  double score = 0;            // sum over levels of the mean log-probability of each thought
   std::vector<uint32_t> path;  // every thought token along the way
 };
 
@@ -58,8 +57,12 @@ pith::Status tree_of_thought(pith::Flags& flags) {
     }
     std::vector<pith::Branch> bs;
     for (size_t i = 0; i < cands.size(); ++i)
-      bs.push_back({&cands[i].ctx, pith::Sampler::temperature(temperature, seed * 1000 + level * 100 + i),
-                    pith::Stop{.max_tokens = thought_tokens, .stop_at_eos = false}, {}, 0, false});
+      bs.push_back({&cands[i].ctx,
+                    pith::Sampler::temperature(temperature, seed * 1000 + level * 100 + i),
+                    pith::Stop{.max_tokens = thought_tokens, .stop_at_eos = false},
+                    {},
+                    0,
+                    false});
     pith::ParallelStats st = pith::generate_parallel(bs);
     par.rounds += st.rounds;
     par.max_width = std::max(par.max_width, st.max_width);
@@ -73,7 +76,8 @@ pith::Status tree_of_thought(pith::Flags& flags) {
     // Keep the best `breadth` (sorting indices: a Context is moved only into fresh storage).
     std::vector<size_t> order(cands.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cands[a].score > cands[b].score; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return cands[a].score > cands[b].score; });
     std::vector<State> kept;
     for (size_t r = 0; r < order.size(); ++r) {
       State& c = cands[order[r]];
@@ -90,18 +94,27 @@ pith::Status tree_of_thought(pith::Flags& flags) {
 
   State& best = frontier[0];
   PITH_TRY(best.ctx.fill("\nAnswer:"));
-  pith::Generation answer = best.ctx.generate(pith::Sampler::greedy(), pith::Stop{.max_tokens = answer_tokens, .stop_at_eos = false});
+  pith::Generation answer = best.ctx.generate(
+      pith::Sampler::greedy(), pith::Stop{.max_tokens = answer_tokens, .stop_at_eos = false});
   for (State& s : frontier) {
     ledger.branch(s.ctx);
     ledger.computed(s.ctx);
   }
   PITH_TRY(pith::send(answer.text));
   pith::Json j;
-  j.num("levels", depth).num("forks", forks).num("evaluations", evaluations).num("pruned", pruned)
-      .num("kept", double(frontier.size())).num("shared_pages", shared_pages).num("rounds", par.rounds)
-      .num("max_width", par.max_width).num("tokens_forwarded", double(ledger.forwarded))
-      .num("branch_tokens", double(ledger.independent)).num("best_score", best.score)
-      .raw("best_path", pith::Json::array(best.path)).raw("answer_tokens", pith::Json::array(answer.tokens));
+  j.num("levels", depth)
+      .num("forks", forks)
+      .num("evaluations", evaluations)
+      .num("pruned", pruned)
+      .num("kept", double(frontier.size()))
+      .num("shared_pages", shared_pages)
+      .num("rounds", par.rounds)
+      .num("max_width", par.max_width)
+      .num("tokens_forwarded", double(ledger.forwarded))
+      .num("branch_tokens", double(ledger.independent))
+      .num("best_score", best.score)
+      .raw("best_path", pith::Json::array(best.path))
+      .raw("answer_tokens", pith::Json::array(answer.tokens));
   return pith::send(j.dump());
 }
 PITH_INFERLET(tree_of_thought)

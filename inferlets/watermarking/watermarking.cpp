@@ -11,10 +11,11 @@
 // Generation sends the text, then JSON {"ids":[context, generated...],"green","scored","z"}; the
 // end token does not stop it (the length is exactly --max-tokens). Detection sends JSON
 // {"green","scored","z"}.
-#include <pith/inferlet.hpp>
-#include <pith/watermark.hpp>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include <pith/inferlet.hpp>
+#include <pith/watermark.hpp>
 
 namespace {
 
@@ -41,7 +42,8 @@ pith::Status watermarking(pith::Flags& flags) {
   std::string text = flags.str("--text", "", "text to score (--detect)");
   bool bos = !flags.flag("--no-bos", "do not start with the model's BOS token");
   PITH_TRY(flags.done());
-  if (!(key.gamma > 0 && key.gamma < 1)) return pith::Error(PITH_ERR_BAD_ARGUMENT, "--gamma must lie in (0, 1)", 2);
+  if (!(key.gamma > 0 && key.gamma < 1))
+    return pith::Error(PITH_ERR_BAD_ARGUMENT, "--gamma must lie in (0, 1)", 2);
   pith::Model model = PITH_TRY(pith::Model::open(""));
 
   if (detect) {
@@ -50,7 +52,8 @@ pith::Status watermarking(pith::Flags& flags) {
       for (const char* p = ids_arg.c_str(); *p;) {
         char* end = nullptr;
         unsigned long v = strtoul(p, &end, 10);
-        if (end == p) return pith::Error(PITH_ERR_BAD_ARGUMENT, "--ids: expected comma-separated numbers", 2);
+        if (end == p)
+          return pith::Error(PITH_ERR_BAD_ARGUMENT, "--ids: expected comma-separated numbers", 2);
         ids.push_back(static_cast<uint32_t>(v));
         p = *end == ',' ? end + 1 : end;
       }
@@ -63,16 +66,20 @@ pith::Status watermarking(pith::Flags& flags) {
   pith::Context ctx = PITH_TRY(pith::Context::create(model));
   if (bos && ctx.info().add_bos) ctx.fill_tokens({ctx.info().bos_token});
   PITH_TRY(ctx.fill(prompt));
-  if (ctx.tokens().empty()) return pith::Error(PITH_ERR_BAD_ARGUMENT, "empty prompt: the first token needs a previous one");
+  if (ctx.tokens().empty())
+    return pith::Error(PITH_ERR_BAD_ARGUMENT, "empty prompt: the first token needs a previous one");
   std::vector<uint32_t> ids{ctx.tokens().back()};
   pith::Rng rng(seed);
   for (uint32_t i = 0; i < max_tokens; ++i) {
     pith::Distribution d = PITH_TRY(ctx.decode_step(PITH_TOP_K_ALL));
-    uint32_t tok = pith::sample_watermarked(d, ids.back(), watermark ? &key : nullptr, temperature, rng);
+    uint32_t tok =
+        pith::sample_watermarked(d, ids.back(), watermark ? &key : nullptr, temperature, rng);
     ids.push_back(tok);
     ctx.fill_tokens({tok});
   }
-  PITH_TRY(pith::send(PITH_TRY(model.detokenize(std::vector<uint32_t>(ids.begin() + 1, ids.end())))));
-  return pith::send("{\"ids\":[" + pith::join(ids, ",") + "]," + score_json(pith::watermark_score(key, ids)) + "}");
+  PITH_TRY(
+      pith::send(PITH_TRY(model.detokenize(std::vector<uint32_t>(ids.begin() + 1, ids.end())))));
+  return pith::send("{\"ids\":[" + pith::join(ids, ",") + "]," +
+                    score_json(pith::watermark_score(key, ids)) + "}");
 }
 PITH_INFERLET(watermarking)

@@ -53,14 +53,17 @@ void read_build_file(const fs::path& dir, runtime::InferletBuildOptions& b) {
   const fs::path file = dir / "inferlet.build";
   std::ifstream in(file);
   if (!in) return;
-  auto resolve = [&](const std::string& p) { return fs::path(p).is_absolute() ? p : (dir / p).string(); };
+  auto resolve = [&](const std::string& p) {
+    return fs::path(p).is_absolute() ? p : (dir / p).string();
+  };
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     line = line.substr(0, line.find('#'));
     const size_t k0 = line.find_first_not_of(" \t");
     if (k0 == std::string::npos) continue;
     const size_t k1 = line.find_first_of(" \t", k0);
-    const size_t v0 = k1 == std::string::npos ? std::string::npos : line.find_first_not_of(" \t", k1);
+    const size_t v0 =
+        k1 == std::string::npos ? std::string::npos : line.find_first_not_of(" \t", k1);
     if (v0 == std::string::npos) fail("{}:{}: expected KEY VALUE", file.string(), n);
     const std::string key = line.substr(k0, k1 - k0);
     std::string value = line.substr(v0);
@@ -128,7 +131,8 @@ void add_inferlet_commands(CLI::App& app) {
   run->add_option("--memory-mib", a->memory_mib, "linear-memory cap in MiB");
   run->add_option("--cache-dir", a->cache_dir, "native code cache (default ~/.cache/pith/native)");
   run->add_option("--inferlet-http-allow", a->http_allow,
-                  "hosts the inferlet may reach over HTTP: HOST or HOST:PORT, comma-separated (default: none)")
+                  "hosts the inferlet may reach over HTTP: HOST or HOST:PORT, comma-separated "
+                  "(default: none)")
       ->delimiter(',')
       ->allow_extra_args(false);
   run->add_flag("--no-stdin", a->no_stdin, "do not forward stdin lines as messages");
@@ -142,32 +146,41 @@ void add_inferlet_commands(CLI::App& app) {
   auto b = std::make_shared<runtime::InferletBuildOptions>();
   auto* inferlet = app.add_subcommand("inferlet", "Inferlet tools");
   inferlet->require_subcommand(1);
-  auto* build = inferlet->add_subcommand("build", "Compile an inferlet directory or C++ sources to a .wasm");
-  build->add_option("sources", b->sources,
-                    "an inferlet directory (its *.cpp and inferlet.build), or C++ (and .c) source files")
+  auto* build =
+      inferlet->add_subcommand("build", "Compile an inferlet directory or C++ sources to a .wasm");
+  build
+      ->add_option(
+          "sources", b->sources,
+          "an inferlet directory (its *.cpp and inferlet.build), or C++ (and .c) source files")
       ->required();
-  build->add_option("-o,--output", b->output, "output .wasm file (default for a directory NAME: NAME.wasm)");
+  build->add_option("-o,--output", b->output,
+                    "output .wasm file (default for a directory NAME: NAME.wasm)");
   build->add_option("-I,--include-dir", b->include_dirs, "include directory (repeatable)");
-  build->add_option("--c-flag", b->c_flags, "flag for the .c sources only (repeatable)")->allow_extra_args(false);
+  build->add_option("--c-flag", b->c_flags, "flag for the .c sources only (repeatable)")
+      ->allow_extra_args(false);
   build->add_option("--compiler", b->compiler, "clang++ for wasm32-wasi (default clang++-14)");
   build->add_option("--flag", b->extra_flags, "extra compiler flag (repeatable)");
   build->callback([b] {
     expand_directories(*b);
-    if (b->output.empty()) fail("inferlet build: -o FILE.wasm is required unless building one directory");
+    if (b->output.empty())
+      fail("inferlet build: -o FILE.wasm is required unless building one directory");
     runtime::build_inferlet(*b);
     fmt::print("built {}\n", b->output);
   });
 
   auto n = std::make_shared<std::pair<std::string, std::string>>();  // name, directory
-  auto* scaffold = inferlet->add_subcommand("new", "Create a new inferlet project: NAME/NAME.cpp and NAME/README.md");
+  auto* scaffold = inferlet->add_subcommand(
+      "new", "Create a new inferlet project: NAME/NAME.cpp and NAME/README.md");
   scaffold->add_option("name", n->first, "inferlet name (letters, digits, '_', '-')")->required();
   scaffold->add_option("-o,--output-dir", n->second, "where to create NAME/ (default: .)");
   scaffold->callback([n] {
-    for (const std::string& f : scaffold_inferlet(n->first, n->second)) fmt::print("created {}\n", f);
+    for (const std::string& f : scaffold_inferlet(n->first, n->second))
+      fmt::print("created {}\n", f);
     std::string dir = (n->second.empty() ? std::string(".") : n->second) + "/" + n->first;
-    fmt::print("build: pith inferlet build {0}/{1}.cpp -o {0}/{1}.wasm\n"
-               "run:   pith run -m MODEL.gguf {0}/{1}.wasm -- --prompt \"Hello\"\n",
-               dir, n->first);
+    fmt::print(
+        "build: pith inferlet build {0}/{1}.cpp -o {0}/{1}.wasm\n"
+        "run:   pith run -m MODEL.gguf {0}/{1}.wasm -- --prompt \"Hello\"\n",
+        dir, n->first);
   });
 }
 

@@ -13,7 +13,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kSource = R"(// @NAME@: a pith inferlet, a program that drives the model step by step inside the server.
+constexpr const char* kSource =
+    R"(// @NAME@: a pith inferlet, a program that drives the model step by step inside the server.
 //
 //   pith inferlet build @NAME@.cpp -o @NAME@.wasm
 //   pith run -m MODEL.gguf @NAME@.wasm -- --prompt "Once upon a time" --max-tokens 32
@@ -98,7 +99,8 @@ bool valid_name(const std::string& n) {
 
 std::vector<std::string> scaffold_inferlet(const std::string& name, const std::string& dir) {
   if (!valid_name(name))
-    fail("inferlet new: '{}' is not a valid name (a letter, then letters, digits, '_' or '-')", name);
+    fail("inferlet new: '{}' is not a valid name (a letter, then letters, digits, '_' or '-')",
+         name);
   fs::path root = fs::path(dir.empty() ? "." : dir) / name;
   const std::pair<fs::path, const char*> files[] = {{root / (name + ".cpp"), kSource},
                                                     {root / "README.md", kReadme}};

@@ -19,7 +19,9 @@ std::string find_compiler() {
   return "clang++";
 }
 
-bool is_c_source(const std::string& path) { return fs::path(path).extension() == ".c"; }
+bool is_c_source(const std::string& path) {
+  return fs::path(path).extension() == ".c";
+}
 }  // namespace
 
 std::vector<std::vector<std::string>> inferlet_build_commands(const InferletBuildOptions& o,
@@ -29,21 +31,29 @@ std::vector<std::vector<std::string>> inferlet_build_commands(const InferletBuil
   std::vector<std::string> objects;
   for (const auto& s : o.sources) {
     if (!is_c_source(s)) continue;
-    std::string obj = (fs::path(workdir) / (std::to_string(objects.size()) + "-" +
-                                            fs::path(s).stem().string() + ".o")).string();
-    std::vector<std::string> cmd = {cc, "-x", "c", "--target=wasm32-wasi", "--sysroot=/usr", "-O2",
-                                    "-std=c11", "-w"};
+    std::string obj = (fs::path(workdir) /
+                       (std::to_string(objects.size()) + "-" + fs::path(s).stem().string() + ".o"))
+                          .string();
+    std::vector<std::string> cmd = {
+        cc, "-x", "c", "--target=wasm32-wasi", "--sysroot=/usr", "-O2", "-std=c11", "-w"};
     for (const auto& d : o.include_dirs) cmd.push_back("-I" + fs::absolute(d).string());
     cmd.insert(cmd.end(), o.c_flags.begin(), o.c_flags.end());
     cmd.insert(cmd.end(), {"-c", fs::absolute(s).string(), "-o", obj});
     cmds.push_back(std::move(cmd));
     objects.push_back(obj);
   }
-  std::vector<std::string> link = {cc, "--target=wasm32-wasi", "--sysroot=/usr", "-O2", "-std=c++20",
-                                   "-fno-exceptions", "-Wl,--stack-first",
-                                   "-Wl,-z,stack-size=131072", "-Wl,--strip-debug",
+  std::vector<std::string> link = {cc,
+                                   "--target=wasm32-wasi",
+                                   "--sysroot=/usr",
+                                   "-O2",
+                                   "-std=c++20",
+                                   "-fno-exceptions",
+                                   "-Wl,--stack-first",
+                                   "-Wl,-z,stack-size=131072",
+                                   "-Wl,--strip-debug",
                                    "-I" PITH_SDK_INCLUDE_DIR};
-  for (const auto& d : o.include_dirs) link.insert(link.end(), {"-isystem", fs::absolute(d).string()});
+  for (const auto& d : o.include_dirs)
+    link.insert(link.end(), {"-isystem", fs::absolute(d).string()});
   for (const auto& f : o.extra_flags) link.push_back(f);
   for (const auto& s : o.sources)
     if (!is_c_source(s)) link.push_back(fs::absolute(s).string());

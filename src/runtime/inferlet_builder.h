@@ -12,7 +12,7 @@
 namespace pith::runtime {
 
 struct InferletBuildOptions {
-  std::vector<std::string> sources;       // C++ sources, and .c files compiled as C
+  std::vector<std::string> sources;  // C++ sources, and .c files compiled as C
   std::string output;
   std::string compiler;                   // "" = clang++-14, else clang++
   std::vector<std::string> extra_flags;   // C++ flags, e.g. -DNAME=1

@@ -21,17 +21,16 @@
 
 #include <algorithm>
 #include <optional>
-#include <vector>
-
 #include <pith/context.hpp>
+#include <vector>
 
 namespace pith {
 
 struct BeamSearchOptions {
-  uint32_t beams = 4;        // B: beams kept after each step
-  uint32_t expand = 0;       // K: candidates taken from each beam per step (0 = B)
-  uint32_t max_tokens = 16;  // tokens generated per beam
-  bool stop_at_eos = true;   // finish a beam at an end-of-sequence token
+  uint32_t beams = 4;             // B: beams kept after each step
+  uint32_t expand = 0;            // K: candidates taken from each beam per step (0 = B)
+  uint32_t max_tokens = 16;       // tokens generated per beam
+  bool stop_at_eos = true;        // finish a beam at an end-of-sequence token
   std::vector<uint32_t> eos_ids;  // default: the model's EOS token
 };
 
@@ -51,19 +50,20 @@ inline Result<std::vector<Beam>> beam_search(Context& prompt, BeamSearchOptions 
   if (opt.stop_at_eos && opt.eos_ids.empty() && prompt.info().eos_token != UINT32_MAX)
     opt.eos_ids.push_back(prompt.info().eos_token);
   auto is_eos = [&](uint32_t t) {
-    return opt.stop_at_eos && std::find(opt.eos_ids.begin(), opt.eos_ids.end(), t) != opt.eos_ids.end();
+    return opt.stop_at_eos &&
+           std::find(opt.eos_ids.begin(), opt.eos_ids.end(), t) != opt.eos_ids.end();
   };
 
   struct Live {
     Beam beam;
     std::optional<Context> ctx;  // none for a finished beam (and for the prompt at step 0)
-    Distribution next;  // the distribution after the beam's last token
+    Distribution next;           // the distribution after the beam's last token
   };
   struct Candidate {
     size_t parent;  // index into the previous step's beams (or 0 = the prompt at step 0)
     uint32_t token;
     double logprob;
-    bool carried;   // a finished beam kept as it is
+    bool carried;  // a finished beam kept as it is
   };
 
   std::vector<Live> live(1);

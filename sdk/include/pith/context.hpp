@@ -18,13 +18,12 @@
 // prefix of the prompt and computes only the rest, then offers its full pages to the cache.
 #pragma once
 
+#include <map>
+#include <new>
+#include <optional>
 #include <pith/attention_mask.hpp>
 #include <pith/pith.hpp>
 #include <pith/sampling.hpp>
-
-#include <map>
-#include <optional>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -41,7 +40,7 @@ inline std::map<pith_kvpage_t, int>& page_refs() {
 struct Generation {
   std::string text;
   std::vector<uint32_t> tokens;
-  std::string finish_reason;  // "length", "eos", "stop", or an error status name
+  std::string finish_reason;   // "length", "eos", "stop", or an error status name
   std::optional<Error> error;  // why generation ended early (finish_reason is its code's name)
 };
 
@@ -160,7 +159,8 @@ class Context {
   // The generate loop: decode, sample, append, until a stop condition holds.
   Generation generate(Sampler sampler, Stop stop) {
     Generation g;
-    if (stop.eos_ids.empty() && info_.eos_token != UINT32_MAX) stop.eos_ids.push_back(info_.eos_token);
+    if (stop.eos_ids.empty() && info_.eos_token != UINT32_MAX)
+      stop.eos_ids.push_back(info_.eos_token);
     std::vector<uint32_t> generated;
     // Stop strings are matched against a decoded tail, so a step costs O(longest stop string),
     // not O(tokens so far); the whole text is decoded once, at the end.
@@ -175,7 +175,8 @@ class Context {
       uint32_t tok = sampler.sample(*d);
       generated.push_back(tok);
       fill_tokens({tok});
-      Result<std::string> tail = stop_bytes ? model_.detokenize_tail(generated, stop_bytes) : std::string();
+      Result<std::string> tail =
+          stop_bytes ? model_.detokenize_tail(generated, stop_bytes) : std::string();
       if (!tail) {
         g.finish_reason = status_name(tail.status());
         g.error = std::move(tail).take_error();
@@ -216,7 +217,8 @@ class Context {
         std::vector<pith_kvpage_t> p = PITH_TRY(c.queue_.alloc_kvpages(1));
         uint32_t filled = static_cast<uint32_t>(computed_ % page_size());
         // The copy runs on the parent's queue, after the parent's writes to the page.
-        PITH_TRY(check(pith_kvpage_copy(queue_.handle(), pages_[i], p[0], 0, 0, filled), "fork: copy KV page"));
+        PITH_TRY(check(pith_kvpage_copy(queue_.handle(), pages_[i], p[0], 0, 0, filled),
+                       "fork: copy KV page"));
         PITH_TRY(queue_.synchronize().wait());
         c.adopt(p[0], false);
         PITH_TRY(c.remask(i));
@@ -234,8 +236,9 @@ class Context {
   // finished sub-task. drop_masked_pages() then frees pages whose every slot is hidden.
   Status mask(size_t begin, size_t end) {
     if (end > computed_ || begin > end)
-      return Error(PITH_ERR_BAD_ARGUMENT, "mask [" + std::to_string(begin) + ", " + std::to_string(end) +
-                                              ") is not within the " + std::to_string(computed_) + " computed slots");
+      return Error(PITH_ERR_BAD_ARGUMENT, "mask [" + std::to_string(begin) + ", " +
+                                              std::to_string(end) + ") is not within the " +
+                                              std::to_string(computed_) + " computed slots");
     const uint32_t ps = page_size();
     if (masks_.size() < pages_.size()) masks_.resize(pages_.size());
     for (size_t p = begin / ps; p <= (end - 1) / ps && begin < end; ++p) {
@@ -293,9 +296,10 @@ class Context {
     }
     std::vector<pith_kvpage_t> pages((toks.size() + ps - 1) / ps + 1);
     uint32_t got = 0;
-    PITH_TRY(check(pith_kvpage_import(queue_.handle(), name.data(), static_cast<uint32_t>(name.size()),
-                                      pages.data(), static_cast<uint32_t>(pages.size()), &got),
-                   "import '" + std::string(name) + "'"));
+    PITH_TRY(
+        check(pith_kvpage_import(queue_.handle(), name.data(), static_cast<uint32_t>(name.size()),
+                                 pages.data(), static_cast<uint32_t>(pages.size()), &got),
+              "import '" + std::string(name) + "'"));
     for (uint32_t i = 0; i < got; ++i) adopt(pages[i], true);
     tokens_.insert(tokens_.end(), toks.begin(), toks.end());
     positions_.insert(positions_.end(), pos.begin(), pos.end());
@@ -309,9 +313,10 @@ class Context {
   // another inferlet can continue from it with Context::import_state.
   Status export_state(std::string_view name) {
     PITH_TRY(flush());
-    PITH_TRY(check(pith_kvpage_export(queue_.handle(), pages_.data(), static_cast<uint32_t>(pages_.size()),
-                                      name.data(), static_cast<uint32_t>(name.size())),
-                   "export '" + std::string(name) + "'"));
+    PITH_TRY(check(
+        pith_kvpage_export(queue_.handle(), pages_.data(), static_cast<uint32_t>(pages_.size()),
+                           name.data(), static_cast<uint32_t>(name.size())),
+        "export '" + std::string(name) + "'"));
     std::string blob;
     uint32_t n = static_cast<uint32_t>(computed_);
     blob.append(reinterpret_cast<const char*>(&n), 4);
@@ -328,17 +333,19 @@ class Context {
     c.inserted_ = true;
     std::vector<pith_kvpage_t> pages((n + c.page_size() - 1) / c.page_size() + 1);
     uint32_t got = 0;
-    PITH_TRY(check(pith_kvpage_import(c.queue_.handle(), name.data(), static_cast<uint32_t>(name.size()),
-                                      pages.data(), static_cast<uint32_t>(pages.size()), &got),
-                   "import '" + std::string(name) + "'"));
+    PITH_TRY(
+        check(pith_kvpage_import(c.queue_.handle(), name.data(), static_cast<uint32_t>(name.size()),
+                                 pages.data(), static_cast<uint32_t>(pages.size()), &got),
+              "import '" + std::string(name) + "'"));
     for (uint32_t i = 0; i < got; ++i) c.adopt(pages[i], true);
     return c;
   }
   // Withdraws a state published by export_state; its pages are freed once no importer holds them.
   static Status remove_export(const Model& model, std::string_view name) {
     Queue q = PITH_TRY(Queue::create(model));
-    Status unexported = check(pith_kvpage_unexport(q.handle(), name.data(), static_cast<uint32_t>(name.size())),
-                              "unexport '" + std::string(name) + "'");
+    Status unexported =
+        check(pith_kvpage_unexport(q.handle(), name.data(), static_cast<uint32_t>(name.size())),
+              "unexport '" + std::string(name) + "'");
     Status deleted = store_delete(std::string("pith.ctx.") + std::string(name));
     return unexported ? deleted : unexported;
   }
@@ -357,9 +364,11 @@ class Context {
   }
 
   // The tokens and positions export_state stored under `name`.
-  static Status read_state(std::string_view name, std::vector<uint32_t>& toks, std::vector<uint32_t>& pos) {
+  static Status read_state(std::string_view name, std::vector<uint32_t>& toks,
+                           std::vector<uint32_t>& pos) {
     Result<std::string> blob = store_get(std::string("pith.ctx.") + std::string(name));
-    if (!blob || blob->size() < 4) return Error(PITH_ERR_NOT_FOUND, "import '" + std::string(name) + "': not found");
+    if (!blob || blob->size() < 4)
+      return Error(PITH_ERR_NOT_FOUND, "import '" + std::string(name) + "': not found");
     uint32_t n;
     memcpy(&n, blob->data(), 4);
     if (blob->size() != 4 + size_t{n} * 8)
@@ -373,7 +382,8 @@ class Context {
   // Masks live on the host per page handle: a page replaced by a copy needs its mask again.
   Status remask(size_t p) {
     if (p >= masks_.size() || masks_[p].empty()) return {};
-    return check(pith_kvpage_mask(queue_.handle(), pages_[p], masks_[p].data(), page_size()), "mask KV page");
+    return check(pith_kvpage_mask(queue_.handle(), pages_[p], masks_[p].data(), page_size()),
+                 "mask KV page");
   }
   // True if slots [0, n) hold positions 0, 1, ...: what the prefix cache assumes.
   bool default_positions(size_t n) const {
@@ -404,12 +414,14 @@ class Context {
 
   // Looks the prompt up in the server's prefix cache before the first computation.
   void use_prefix_cache_for_prompt() {
-    if (!use_prefix_cache_ || computed_ != 0 || !pages_.empty() || tokens_.size() < page_size()) return;
+    if (!use_prefix_cache_ || computed_ != 0 || !pages_.empty() || tokens_.size() < page_size())
+      return;
     if (!default_positions(tokens_.size())) return;
     std::vector<pith_kvpage_t> hit(tokens_.size() / page_size());
     uint32_t n_pages = 0, matched = 0;
-    if (pith_prefix_match(queue_.handle(), tokens_.data(), static_cast<uint32_t>(tokens_.size()), hit.data(),
-                          static_cast<uint32_t>(hit.size()), &n_pages, &matched) != PITH_OK)
+    if (pith_prefix_match(queue_.handle(), tokens_.data(), static_cast<uint32_t>(tokens_.size()),
+                          hit.data(), static_cast<uint32_t>(hit.size()), &n_pages,
+                          &matched) != PITH_OK)
       return;
     // Keep at least one token to compute: it produces the next distribution.
     if (matched >= tokens_.size() && n_pages > 0) {
@@ -428,7 +440,8 @@ class Context {
     size_t idx = computed_ / ps;
     if (computed_ % ps == 0 || idx >= pages_.size() || !shared_[idx]) return {};
     std::vector<pith_kvpage_t> fresh = PITH_TRY(queue_.alloc_kvpages(1));
-    PITH_TRY(check(pith_kvpage_copy(queue_.handle(), pages_[idx], fresh[0], 0, 0, static_cast<uint32_t>(computed_ % ps)),
+    PITH_TRY(check(pith_kvpage_copy(queue_.handle(), pages_[idx], fresh[0], 0, 0,
+                                    static_cast<uint32_t>(computed_ % ps)),
                    "copy a shared KV page before writing"));
     unref(pages_[idx]);
     pages_[idx] = fresh[0];
@@ -449,7 +462,8 @@ class Context {
   // arguments, so the context may change afterwards) and keeps its future in pending_.
   Status begin_run(uint32_t n_out, uint32_t top_k, bool every_input = false,
                    const AttentionMask* mask = nullptr) {
-    if (pending_.valid()) return Error(PITH_ERR_BAD_ARGUMENT, "a step is already in flight (finish_step first)");
+    if (pending_.valid())
+      return Error(PITH_ERR_BAD_ARGUMENT, "a step is already in flight (finish_step first)");
     const bool first = computed_ == 0;
     if (first && !mask) use_prefix_cache_for_prompt();
     PITH_TRY(own_last_page());
@@ -457,14 +471,16 @@ class Context {
     const size_t total = tokens_.size();
     const size_t need = (total + ps - 1) / ps;
     if (need > pages_.size()) {
-      std::vector<pith_kvpage_t> fresh = PITH_TRY(queue_.alloc_kvpages(static_cast<uint32_t>(need - pages_.size())));
+      std::vector<pith_kvpage_t> fresh =
+          PITH_TRY(queue_.alloc_kvpages(static_cast<uint32_t>(need - pages_.size())));
       for (pith_kvpage_t p : fresh) adopt(p, false);
     }
     const uint32_t n = static_cast<uint32_t>(total - computed_);
     if (mask && (mask->rows() != n || mask->context_len() != total))
-      return Error(PITH_ERR_BAD_ARGUMENT, "attention mask is " + std::to_string(mask->rows()) + " rows over " +
-                                              std::to_string(mask->context_len()) + " slots; the step has " +
-                                              std::to_string(n) + " pending tokens over " + std::to_string(total));
+      return Error(PITH_ERR_BAD_ARGUMENT, "attention mask is " + std::to_string(mask->rows()) +
+                                              " rows over " + std::to_string(mask->context_len()) +
+                                              " slots; the step has " + std::to_string(n) +
+                                              " pending tokens over " + std::to_string(total));
     uint32_t last = n - 1;
     std::vector<uint32_t> every;
     if (every_input) {
@@ -510,7 +526,8 @@ class Context {
       inserted_ = true;
       uint32_t full = static_cast<uint32_t>(total / ps);
       if (full > 0)
-        pith_prefix_insert(queue_.handle(), tokens_.data(), static_cast<uint32_t>(full * ps), pages_.data(), full);
+        pith_prefix_insert(queue_.handle(), tokens_.data(), static_cast<uint32_t>(full * ps),
+                           pages_.data(), full);
       offered_pages_ = full;
     }
     return parse_distributions(*bytes);
@@ -523,7 +540,7 @@ class Context {
   size_t computed_ = 0;
   uint32_t next_pos_ = 0;
   std::vector<pith_kvpage_t> pages_;
-  std::vector<bool> shared_;               // read-only: copy before writing
+  std::vector<bool> shared_;                 // read-only: copy before writing
   std::vector<std::vector<uint8_t>> masks_;  // per page, 1 = hidden (mask())
   bool use_prefix_cache_ = true;
   bool inserted_ = false;
@@ -533,7 +550,8 @@ class Context {
   size_t pending_total_ = 0;
   bool pending_first_ = false;
   bool pending_every_ = false;  // the started forward has an output per input (decode_all)
-  uint32_t offered_pages_ = 0;  // leading pages given to the prefix cache (read-only after truncate)
+  // Leading pages given to the prefix cache (read-only after truncate).
+  uint32_t offered_pages_ = 0;
   uint32_t cached_ = 0;
 };
 

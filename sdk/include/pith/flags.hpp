@@ -11,10 +11,10 @@
 // inferlet never runs with a number it did not mean.
 #pragma once
 
-#include <pith/pith.hpp>
-#include <pith/result.hpp>
 #include <stdlib.h>
 
+#include <pith/pith.hpp>
+#include <pith/result.hpp>
 #include <string>
 #include <vector>
 
@@ -39,7 +39,8 @@ class Flags {
   uint32_t u32(const std::string& name, uint32_t def, const std::string& help) {
     describe(name, "N", std::to_string(def), help);
     uint64_t v = def;
-    if (find(name, true) && parse_unsigned(name, argv_[at_ + 1], UINT32_MAX, &v)) return static_cast<uint32_t>(v);
+    if (find(name, true) && parse_unsigned(name, argv_[at_ + 1], UINT32_MAX, &v))
+      return static_cast<uint32_t>(v);
     return def;
   }
   uint64_t u64(const std::string& name, uint64_t def, const std::string& help) {
@@ -86,10 +87,11 @@ class Flags {
     for (size_t i = 1; i < argv_.size(); ++i)
       if (!used_[i] && (argv_[i] == "--help" || argv_[i] == "-h")) {
         PITH_TRY(send(usage()));
-        return Error(PITH_OK, "", 0);
+        return Error(PITH_ERR_CANCELLED, "--help answered", 0);
       }
     if (!bad_.empty()) return Error(PITH_ERR_BAD_ARGUMENT, bad_, 2);
-    if (std::string u = unknown(); !u.empty()) return Error(PITH_ERR_BAD_ARGUMENT, "unknown argument " + u, 2);
+    if (std::string u = unknown(); !u.empty())
+      return Error(PITH_ERR_BAD_ARGUMENT, "unknown argument " + u, 2);
     checked_ = true;
     return {};
   }
@@ -103,7 +105,8 @@ class Flags {
   }
   // "usage: PROGRAM [flags]", the about line, then one line per flag read so far.
   std::string usage() const {
-    std::string out = "usage: " + (argv_.empty() ? std::string("inferlet") : argv_[0]) + " [flags]\n";
+    std::string out =
+        "usage: " + (argv_.empty() ? std::string("inferlet") : argv_[0]) + " [flags]\n";
     if (!about_.empty()) out += about_ + "\n";
     for (const std::string& line : help_) out += line + "\n";
     return out;
@@ -140,18 +143,28 @@ class Flags {
   void bad(const std::string& name, const std::string& value, const std::string& want) {
     if (bad_.empty()) bad_ = name + ": '" + value + "' is not " + want;
   }
-  void describe(const std::string& name, const char* metavar, const std::string& def, const std::string& help) {
+  void describe(const std::string& name, const char* metavar, const std::string& def,
+                const std::string& help) {
     std::string line = "  " + name + (*metavar ? std::string(" ") + metavar : std::string());
     if (line.size() < 26) line.resize(26, ' ');
     line += " " + help;
     if (!def.empty()) line += " (default " + def + ")";
     help_.push_back(line);
   }
+  // A default for the usage text, without printf's floating-point formatting (tens of KB of
+  // code in a wasm module): up to six decimals, trailing zeros dropped.
   static std::string shortest(double v) {
-    std::string s = std::to_string(v);  // "%f": trim the trailing zeros
-    while (s.size() > 1 && s.back() == '0') s.pop_back();
-    if (!s.empty() && s.back() == '.') s.pop_back();
-    return s;
+    std::string s = v < 0 ? "-" : "";
+    if (v < 0) v = -v;
+    uint64_t whole = static_cast<uint64_t>(v);
+    uint64_t frac = static_cast<uint64_t>((v - static_cast<double>(whole)) * 1e6 + 0.5);
+    if (frac >= 1000000) ++whole, frac -= 1000000;
+    s += std::to_string(whole);
+    if (frac == 0) return s;
+    std::string f = std::to_string(frac);
+    f.insert(0, 6 - f.size(), '0');
+    while (f.back() == '0') f.pop_back();
+    return s + "." + f;
   }
 
   std::vector<std::string> argv_;

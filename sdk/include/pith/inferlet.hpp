@@ -47,5 +47,7 @@ inline int run_inferlet(Status (*body)(Flags&)) {
 }  // namespace pith
 
 // Defines main() to run `fn`, a `pith::Status fn(pith::Flags&)`.
-#define PITH_INFERLET(fn) \
-  int main() { return ::pith::detail::run_inferlet(&fn); }
+#define PITH_INFERLET(fn)                     \
+  int main() {                                \
+    return ::pith::detail::run_inferlet(&fn); \
+  }

@@ -21,7 +21,7 @@ struct KvWindow {
   size_t sink = 0;
   size_t window = 64;
   bool free_pages = true;
-  size_t hidden_to = 0;     // slots [sink, hidden_to) are hidden already (context slot indices)
+  size_t hidden_to = 0;  // slots [sink, hidden_to) are hidden already (context slot indices)
   size_t pages_freed = 0;
 
   // Hides what fell out of the window since the last call and frees fully hidden pages.
@@ -43,9 +43,11 @@ struct KvWindow {
 
 // Context::generate with the window applied after every step. *max_pages receives the most
 // pages the context held at once (the peak is right after a step's forward).
-inline Generation generate_windowed(Context& ctx, Sampler sampler, Stop stop, KvWindow& w, size_t* max_pages) {
+inline Generation generate_windowed(Context& ctx, Sampler sampler, Stop stop, KvWindow& w,
+                                    size_t* max_pages) {
   Generation g;
-  if (stop.eos_ids.empty() && ctx.info().eos_token != UINT32_MAX) stop.eos_ids.push_back(ctx.info().eos_token);
+  if (stop.eos_ids.empty() && ctx.info().eos_token != UINT32_MAX)
+    stop.eos_ids.push_back(ctx.info().eos_token);
   for (;;) {
     Result<Distribution> d = ctx.decode_step(sampler.candidates());
     if (!d) {

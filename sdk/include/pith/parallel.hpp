@@ -16,7 +16,6 @@
 #include <math.h>
 
 #include <pith/context.hpp>
-
 #include <vector>
 
 namespace pith {

@@ -17,10 +17,10 @@
 #pragma once
 
 #include <pith/abi.h>
-#include <pith/result.hpp>
 #include <stdint.h>
 #include <string.h>
 
+#include <pith/result.hpp>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -73,7 +73,9 @@ inline uint64_t now_ns() {
   return t;
 }
 
-inline void yield() { pith_yield(); }
+inline void yield() {
+  pith_yield();
+}
 
 inline void log(std::string_view msg, uint32_t level = PITH_LOG_INFO) {
   pith_log(level, msg.data(), static_cast<uint32_t>(msg.size()));
@@ -146,7 +148,7 @@ class Future {
 
  private:
   pith_future_t f_ = 0;
-  Error error_{PITH_ERR_BAD_HANDLE, "wait on an empty future"};  // what wait() says without a handle
+  Error error_{PITH_ERR_BAD_HANDLE, "wait on an empty future"};  // wait() without a handle
 };
 
 // Parks until one of the futures completes; returns its index (or -1 on a bad handle).
@@ -228,7 +230,9 @@ inline Status send(std::string_view msg) {
 }
 
 // Parks until the client sends a message; PITH_ERR_CLOSED once the client closed its side.
-inline Result<std::string> receive() { return receive_async().get(); }
+inline Result<std::string> receive() {
+  return receive_async().get();
+}
 
 // ---- broadcast / subscribe --------------------------------------------------------------------
 
@@ -289,7 +293,8 @@ inline Status store_delete(std::string_view key) {
   return pith_store_exists(key.data(), static_cast<uint32_t>(key.size()), &e) == PITH_OK && e;
 }
 
-// ---- HTTP (abi.h "HTTP": the server's allow list decides which hosts answer) ---------------------
+// ---- HTTP (abi.h "HTTP": the server's allow list decides which hosts answer)
+// ---------------------
 
 struct HttpResponse {
   uint32_t status = 0;  // the HTTP status code (404 and 500 are responses, not errors)
@@ -317,7 +322,9 @@ inline Result<HttpResponse> http_response(const Future& f) {
   r.body = bytes.substr(4);
   return r;
 }
-inline Result<HttpResponse> http_get(std::string_view url) { return http_response(http_get_async(url)); }
+inline Result<HttpResponse> http_get(std::string_view url) {
+  return http_response(http_get_async(url));
+}
 inline Result<HttpResponse> http_post(std::string_view url, std::string_view body) {
   return http_response(http_post_async(url, body));
 }
@@ -377,7 +384,8 @@ class Model {
   Result<std::string> detokenize_tail(const std::vector<uint32_t>& ids, size_t min_bytes) const {
     size_t n = ids.size() < min_bytes + 4 ? ids.size() : min_bytes + 4;
     for (;;) {
-      std::string t = PITH_TRY(detokenize(std::vector<uint32_t>(ids.end() - static_cast<ptrdiff_t>(n), ids.end())));
+      std::string t = PITH_TRY(
+          detokenize(std::vector<uint32_t>(ids.end() - static_cast<ptrdiff_t>(n), ids.end())));
       if (t.size() >= min_bytes + 4 || n == ids.size()) return t;
       n = ids.size() < 2 * n ? ids.size() : 2 * n;
     }
@@ -385,7 +393,8 @@ class Model {
   // The bytes of every token, indexed by id (pith_vocab_get; about 1.3 MB for 128k tokens).
   Result<std::vector<std::string>> vocab() const {
     Result<std::string> blob = detail::read_sized(
-        [&](char* b, uint32_t cap, uint32_t* len) { return pith_vocab_get(m_, b, cap, len); }, 1u << 21);
+        [&](char* b, uint32_t cap, uint32_t* len) { return pith_vocab_get(m_, b, cap, len); },
+        1u << 21);
     if (!blob) return std::move(blob).take_error().context("vocabulary");
     std::vector<std::string> out;
     const std::string& s = *blob;
@@ -439,7 +448,9 @@ class Queue {
     if (q_) pith_queue_destroy(q_);
   }
   pith_queue_t handle() const { return q_; }
-  Status set_priority(uint32_t p) const { return check(pith_queue_set_priority(q_, p), "set queue priority"); }
+  Status set_priority(uint32_t p) const {
+    return check(pith_queue_set_priority(q_, p), "set queue priority");
+  }
   [[nodiscard]] Future synchronize() const {
     pith_future_t f = 0;
     pith_status_t s = pith_queue_synchronize(q_, &f);
@@ -452,7 +463,8 @@ class Queue {
     return pages;
   }
   Status dealloc_kvpages(const std::vector<pith_kvpage_t>& pages) const {
-    return check(pith_kvpage_dealloc(q_, pages.data(), static_cast<uint32_t>(pages.size())), "free KV pages");
+    return check(pith_kvpage_dealloc(q_, pages.data(), static_cast<uint32_t>(pages.size())),
+                 "free KV pages");
   }
   // Fused forward over tokens; the future's result holds one distribution per output index.
   [[nodiscard]] Future forward_tokens(const pith_forward_tokens_args_t& args) const {

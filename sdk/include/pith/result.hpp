@@ -26,25 +26,44 @@ namespace pith {
 // Human-readable name of a status code.
 inline const char* status_name(pith_status_t s) {
   switch (s) {
-    case PITH_OK: return "ok";
-    case PITH_ERR_BAD_HANDLE: return "bad handle";
-    case PITH_ERR_BAD_POINTER: return "bad pointer";
-    case PITH_ERR_BAD_ARGUMENT: return "bad argument";
-    case PITH_ERR_BUFFER_TOO_SMALL: return "buffer too small";
-    case PITH_ERR_NOT_FOUND: return "not found";
-    case PITH_ERR_PENDING: return "pending";
-    case PITH_ERR_OUT_OF_KV_PAGES: return "out of KV pages";
-    case PITH_ERR_OUT_OF_EMBEDS: return "out of embeddings";
-    case PITH_ERR_LIMIT: return "limit exceeded";
-    case PITH_ERR_NO_MODEL: return "no model";
-    case PITH_ERR_NOT_ENABLED: return "not enabled";
-    case PITH_ERR_UNSUPPORTED: return "unsupported";
-    case PITH_ERR_CLOSED: return "closed";
-    case PITH_ERR_CANCELLED: return "cancelled";
-    case PITH_ERR_ALREADY_EXISTS: return "already exists";
-    case PITH_ERR_INTERNAL: return "internal error";
-    case PITH_ERR_TIMEOUT: return "timeout";
-    case PITH_ERR_NETWORK: return "network error";
+    case PITH_OK:
+      return "ok";
+    case PITH_ERR_BAD_HANDLE:
+      return "bad handle";
+    case PITH_ERR_BAD_POINTER:
+      return "bad pointer";
+    case PITH_ERR_BAD_ARGUMENT:
+      return "bad argument";
+    case PITH_ERR_BUFFER_TOO_SMALL:
+      return "buffer too small";
+    case PITH_ERR_NOT_FOUND:
+      return "not found";
+    case PITH_ERR_PENDING:
+      return "pending";
+    case PITH_ERR_OUT_OF_KV_PAGES:
+      return "out of KV pages";
+    case PITH_ERR_OUT_OF_EMBEDS:
+      return "out of embeddings";
+    case PITH_ERR_LIMIT:
+      return "limit exceeded";
+    case PITH_ERR_NO_MODEL:
+      return "no model";
+    case PITH_ERR_NOT_ENABLED:
+      return "not enabled";
+    case PITH_ERR_UNSUPPORTED:
+      return "unsupported";
+    case PITH_ERR_CLOSED:
+      return "closed";
+    case PITH_ERR_CANCELLED:
+      return "cancelled";
+    case PITH_ERR_ALREADY_EXISTS:
+      return "already exists";
+    case PITH_ERR_INTERNAL:
+      return "internal error";
+    case PITH_ERR_TIMEOUT:
+      return "timeout";
+    case PITH_ERR_NETWORK:
+      return "network error";
   }
   return "unknown status";
 }
@@ -77,9 +96,9 @@ class [[nodiscard]] Result {
  public:
   Result(T value) : value_(static_cast<T&&>(value)), error_(PITH_OK) {}  // NOLINT: implicit
   template <typename U>
-    requires(std::is_constructible_v<T, U &&> && !std::is_same_v<std::decay_t<U>, T> &&
-             !std::is_same_v<std::decay_t<U>, Error>)
-  Result(U&& value) : value_(std::in_place, static_cast<U&&>(value)), error_(PITH_OK) {}  // NOLINT
+  requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::decay_t<U>, T> &&
+           !std::is_same_v<std::decay_t<U>, Error>) Result(U&& value)
+      : value_(std::in_place, static_cast<U&&>(value)), error_(PITH_OK) {}  // NOLINT
   Result(Error e) : error_(static_cast<Error&&>(e)) {}  // NOLINT: implicit on purpose
 
   bool ok() const { return value_.has_value(); }
@@ -142,6 +161,7 @@ inline void unwrap(Status&&) {}
 #define PITH_TRY(...)                                                                    \
   ({                                                                                     \
     auto pith_try_result_ = (__VA_ARGS__);                                               \
-    if (!pith_try_result_) return static_cast<decltype(pith_try_result_)&&>(pith_try_result_).take_error(); \
+    if (!pith_try_result_)                                                               \
+      return static_cast<decltype(pith_try_result_)&&>(pith_try_result_).take_error();   \
     ::pith::detail::unwrap(static_cast<decltype(pith_try_result_)&&>(pith_try_result_)); \
   })
