@@ -8,8 +8,9 @@ Creates NAME/NAME.cpp and NAME/README.md in a temporary directory, builds the sc
 exit 0), and checks that an existing project is not overwritten and a bad name is refused.
 The scaffold's entry point (PITH_INFERLET) answers --help, and a bad flag ends it with exit code
 2 and its message ("error: unknown argument ...") on the client's side and in its log.
-`pith inferlet build DIR` builds an inferlet directory of the repository, including one with
-extra C sources named by its inferlet.build (agent_codeact, when Debian's duktape-dev is there).
+`pith inferlet build DIR` builds an inferlet directory with extra C sources, an include
+directory and a C prelude named by its inferlet.build (the way agent_codeact embeds Duktape; the
+CMake build reads the same file), and rejects an unknown key in that file.
 """
 import os
 import subprocess
@@ -17,7 +18,6 @@ import sys
 import tempfile
 
 pith, model = sys.argv[1], sys.argv[2]
-repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run(*args, expect=0, cwd=None):
@@ -49,18 +49,32 @@ with tempfile.TemporaryDirectory() as tmp:
     out, _ = run("run", "-m", model, wasm, "--no-stdin", "--", "--max-tokens", "many", expect=2)
     assert "error: --max-tokens: 'many' is not" in out, out
 
-    # Inferlet directories of the repository: the plain case, and extra C sources.
-    run("inferlet", "build", os.path.join(repo, "inferlets", "text_completion"), cwd=tmp)
-    built = os.path.join(tmp, "text_completion.wasm")
-    assert open(built, "rb").read(4) == b"\0asm", built
-    out, _ = run("run", "-m", model, built, "--no-stdin", "--", "--prompt", "Hi", "--max-tokens", "3")
-    assert out.strip(), "text_completion built from its directory generated nothing"
-    if os.path.exists("/usr/share/duktape/duktape.c"):
-        codeact = os.path.join(tmp, "codeact.wasm")
-        run("inferlet", "build", os.path.join(repo, "inferlets", "agent_codeact"), "-o", codeact)
-        assert open(codeact, "rb").read(4) == b"\0asm", codeact
-    else:
-        print("agent_codeact not built: /usr/share/duktape/duktape.c missing (Debian duktape-dev)")
+    # A directory with extra C sources, as agent_codeact embeds Duktape: inferlet.build names a
+    # C source (compiled as C, linked in), an include directory and a C prelude.
+    mixed = os.path.join(tmp, "mixed")
+    os.makedirs(os.path.join(mixed, "inc"))
+    with open(os.path.join(mixed, "inc", "twice.h"), "w") as f:
+        f.write("int twice(int x);\n")
+    with open(os.path.join(mixed, "prelude.h"), "w") as f:
+        f.write("#define TWICE_FACTOR 2\n")
+    with open(os.path.join(mixed, "twice.c"), "w") as f:
+        f.write('#include "twice.h"\nint twice(int x) { return TWICE_FACTOR * x; }\n')
+    with open(os.path.join(mixed, "mixed.cpp"), "w") as f:
+        f.write('#include <pith/inferlet.hpp>\nextern "C" {\n#include <twice.h>\n}\n'
+                'pith::Status mixed(pith::Flags& flags) {\n'
+                '  uint32_t n = flags.u32("--n", 21, "the number to double");\n'
+                '  PITH_TRY(flags.done());\n'
+                '  return pith::send(std::to_string(twice(static_cast<int>(n))));\n}\n'
+                'PITH_INFERLET(mixed)\n')
+    with open(os.path.join(mixed, "inferlet.build"), "w") as f:
+        f.write("# extra inputs\nc_source twice.c\ninclude_dir inc\nc_prelude prelude.h\n")
+    run("inferlet", "build", mixed + "/", cwd=tmp)
+    out, _ = run("run-local", os.path.join(tmp, "mixed.wasm"), "--no-stdin", "--", "--n", "4")
+    assert out.split() == ["8"], out
+    with open(os.path.join(mixed, "inferlet.build"), "a") as f:
+        f.write("c_sauce twice.c\n")
+    _, err = run("inferlet", "build", mixed, cwd=tmp, expect=1)
+    assert "unknown key 'c_sauce'" in err, err
 
     # Never overwrite; refuse names that are not identifiers.
     _, err = run("inferlet", "new", "my_agent", "-o", tmp, expect=1)
