@@ -13,10 +13,10 @@
 // on (see README: how errors work without setjmp in wasm32). Sends the final answer text, then
 // a JSON report with every turn (thought ids, code, result, context size before/after).
 #include <duktape.h>
-#include <pith/context.hpp>
-#include <pith/flags.hpp>
-#include <pith/json.hpp>
 #include <stdlib.h>
+
+#include <pith/inferlet.hpp>
+#include <pith/json.hpp>
 
 namespace {
 
@@ -35,19 +35,31 @@ struct Agent {
   std::string code;               // the current turn's action
   std::string report;             // JSON objects of the finished turns, comma-separated
 };
-Agent* g_agent = nullptr;  // the fatal handler's way back to the agent (Duktape gives it no state of ours)
+// The fatal handler's way back to the agent (Duktape gives it no state of ours).
+Agent* g_agent = nullptr;
 
-void run_turns();
+// The turns run outside the entry function (Duktape's error handler re-enters them), so a
+// failed SDK call ends the instance here, reported as the entry point reports it.
+void must(pith::Status s) {
+  if (!s) exit(pith::report_error(s.error()));
+}
+
+[[noreturn]] void run_turns();
 
 // A turn's result goes into the context as an observation.
 void observe(const std::string& result, bool error) {
   Agent& a = *g_agent;
   size_t before = a.ctx.tokens().size();
   std::string obs = "\nObservation: " + result;
-  a.ctx.fill(obs);
+  must(a.ctx.fill(obs));
   pith::Json j;
-  j.num("turn", a.turn).raw("thought", pith::Json::array(a.thought)).str("code", a.code).str("result", result)
-      .boolean("error", error).str("observation", obs).num("context_before", double(before))
+  j.num("turn", a.turn)
+      .raw("thought", pith::Json::array(a.thought))
+      .str("code", a.code)
+      .str("result", result)
+      .boolean("error", error)
+      .str("observation", obs)
+      .num("context_before", double(before))
       .num("context_after", double(a.ctx.tokens().size()));
   a.report += (a.report.empty() ? "" : ",") + j.dump();
   ++a.turn;
@@ -72,37 +84,41 @@ std::string eval_js(const std::string& code) {
 }
 
 std::string fill_template(const std::string& tmpl, const std::vector<uint32_t>& ids) {
-  std::string arr = "[";
-  for (size_t i = 0; i < ids.size(); ++i) arr += (i ? "," : "") + std::to_string(ids[i]);
-  arr += "]";
+  const std::string arr = "[" + pith::join(ids, ",") + "]";
   std::string out = tmpl;
-  for (size_t at = out.find("{ids}"); at != std::string::npos; at = out.find("{ids}", at + arr.size()))
+  for (size_t at = out.find("{ids}"); at != std::string::npos;
+       at = out.find("{ids}", at + arr.size()))
     out.replace(at, 5, arr);
   return out;
 }
 
 [[noreturn]] void finish() {
   Agent& a = *g_agent;
-  a.ctx.fill("\nFinal answer:");
-  pith::Generation g = a.ctx.generate(pith::Sampler::greedy(), pith::Stop{.max_tokens = a.answer_tokens, .stop_at_eos = false});
-  pith::send(g.text);
+  must(a.ctx.fill("\nFinal answer:"));
+  pith::Generation g = a.ctx.generate(
+      pith::Sampler::greedy(), pith::Stop{.max_tokens = a.answer_tokens, .stop_at_eos = false});
+  must(pith::send(g.text));
   pith::Json j;
-  j.num("turns", a.turn).num("errors", a.errors).num("context_tokens", double(a.ctx.tokens().size()))
-      .num("computed_tokens", a.ctx.forwarded_tokens()).raw("answer_tokens", pith::Json::array(g.tokens))
+  j.num("turns", a.turn)
+      .num("errors", a.errors)
+      .num("context_tokens", double(a.ctx.tokens().size()))
+      .num("computed_tokens", a.ctx.forwarded_tokens())
+      .raw("answer_tokens", pith::Json::array(g.tokens))
       .raw("steps", "[" + a.report + "]");
-  pith::send(j.dump());
+  must(pith::send(j.dump()));
   exit(0);  // also the way out of an error continuation: never return into Duktape
 }
 
-void run_turns() {
+[[noreturn]] void run_turns() {
   Agent& a = *g_agent;
   while (a.turn < a.turns) {
-    a.ctx.fill("\nThought:");
-    pith::Generation g = a.ctx.generate(pith::Sampler::temperature(0.8f, a.seed + a.turn),
-                                        pith::Stop{.max_tokens = a.think_tokens, .stop_at_eos = false});
+    must(a.ctx.fill("\nThought:"));
+    pith::Generation g =
+        a.ctx.generate(pith::Sampler::temperature(0.8f, a.seed + a.turn),
+                       pith::Stop{.max_tokens = a.think_tokens, .stop_at_eos = false});
     a.thought = g.tokens;
     a.code = fill_template(a.code_template, g.tokens);
-    a.ctx.fill("\nCode:\n" + a.code);
+    must(a.ctx.fill("\nCode:\n" + a.code));
     observe(eval_js(a.code), false);
   }
   finish();
@@ -110,23 +126,28 @@ void run_turns() {
 
 }  // namespace
 
-int main() {
-  pith::Flags f;
-  Agent a;
-  a.task = f.str("--task", "Compute a checksum of your thoughts with JavaScript.");
-  a.code_template = f.str("--code", kDefaultCode);
-  a.turns = f.u32("--turns", 2);
-  a.think_tokens = f.u32("--think-tokens", 8);
-  a.answer_tokens = f.u32("--answer-tokens", 8);
-  a.seed = f.u64("--seed", 1);
-  if (!f.unknown().empty()) return pith::send("error: unknown argument " + f.unknown()), 2;
-  auto model = pith::Model::open("");
-  auto ctx = model ? pith::Context::create(*model) : pith::Result<pith::Context>::error(model.status());
-  if (!ctx) return pith::send(std::string("error: ") + pith::status_name(ctx.status())), 1;
-  a.model = *model;
-  a.ctx = static_cast<pith::Context&&>(*ctx);
+pith::Status agent_codeact(pith::Flags& flags) {
+  std::string task =
+      flags.str("--task", "Compute a checksum of your thoughts with JavaScript.", "the task");
+  std::string code_template =
+      flags.str("--code", kDefaultCode, "the action's JavaScript; {ids} = the thought's token ids");
+  uint32_t turns = flags.u32("--turns", 2, "thought / code / observation turns");
+  uint32_t think_tokens = flags.u32("--think-tokens", 8, "tokens per thought");
+  uint32_t answer_tokens = flags.u32("--answer-tokens", 8, "tokens of the final answer");
+  uint64_t seed = flags.u64("--seed", 1, "sampling seed of the thoughts");
+  PITH_TRY(flags.done());
+  pith::Model model = PITH_TRY(pith::Model::open(""));
+  Agent a{.model = model,
+          .ctx = PITH_TRY(pith::Context::create(model)),
+          .task = task,
+          .code_template = code_template};
+  a.turns = turns;
+  a.think_tokens = think_tokens;
+  a.answer_tokens = answer_tokens;
+  a.seed = seed;
   if (a.ctx.info().add_bos) a.ctx.fill_tokens({a.ctx.info().bos_token});
-  a.ctx.fill("You solve tasks by writing JavaScript.\nTask: " + a.task);
+  PITH_TRY(a.ctx.fill("You solve tasks by writing JavaScript.\nTask: " + a.task));
   g_agent = &a;
-  run_turns();
+  run_turns();  // ends the instance itself (finish), after the last turn
 }
+PITH_INFERLET(agent_codeact)

@@ -15,16 +15,12 @@
 // "prompt_tokens"}: forwarded + cached (by the server's prefix cache) == computed shows that no
 // token was computed twice; prompt_tokens counts the prompt and every observation (the tokens
 // that did not come from the model).
-#include <pith/context.hpp>
-#include <pith/json.hpp>
 #include <stdlib.h>
 
-namespace {
+#include <pith/inferlet.hpp>
+#include <pith/json.hpp>
 
-int fail(const std::string& what, pith_status_t s) {
-  pith::send("error: " + what + ": " + pith::status_name(s));
-  return 1;
-}
+namespace {
 
 std::vector<uint32_t> parse_points(const std::string& s) {
   std::vector<uint32_t> out;
@@ -40,31 +36,21 @@ std::vector<uint32_t> parse_points(const std::string& s) {
 
 }  // namespace
 
-int main() {
-  std::vector<std::string> args = pith::args();
-  std::string prompt, tool_url;
-  std::vector<uint32_t> call_at;
-  uint32_t max_tokens = 16;
-  bool bos = true;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    bool has = i + 1 < args.size();
-    if (a == "--prompt" && has) prompt = args[++i];
-    else if (a == "--tool-url" && has) tool_url = args[++i];
-    else if (a == "--call-at" && has) call_at = parse_points(args[++i]);
-    else if (a == "--max-tokens" && has) max_tokens = static_cast<uint32_t>(atoi(args[++i].c_str()));
-    else if (a == "--no-bos") bos = false;
-    else return pith::send("error: unknown argument " + a), 2;
-  }
-  if (tool_url.empty()) return pith::send("error: --tool-url is required"), 2;
+pith::Status agent_react(pith::Flags& flags) {
+  std::string prompt = flags.str("--prompt", "", "the task");
+  std::string tool_url = flags.str("--tool-url", "", "the tool's HTTP endpoint (required)");
+  std::vector<uint32_t> call_at = parse_points(
+      flags.str("--call-at", "", "call the tool after these generated-token counts (e.g. 2,5)"));
+  uint32_t max_tokens = flags.u32("--max-tokens", 16, "tokens to generate");
+  bool bos = !flags.flag("--no-bos", "do not start with the model's BOS token");
+  PITH_TRY(flags.done());
+  if (tool_url.empty()) return pith::Error(PITH_ERR_BAD_ARGUMENT, "--tool-url is required", 2);
 
-  auto model = pith::Model::open("");
-  if (!model) return fail("open model", model.status());
-  auto ctx = pith::Context::create(*model);
-  if (!ctx) return fail("context", ctx.status());
-  if (bos && ctx->info().add_bos) ctx->fill_tokens({ctx->info().bos_token});
-  if (pith_status_t s = ctx->fill(prompt); s != PITH_OK) return fail("tokenize", s);
-  size_t prompt_tokens = ctx->tokens().size();
+  pith::Model model = PITH_TRY(pith::Model::open(""));
+  pith::Context ctx = PITH_TRY(pith::Context::create(model));
+  if (bos && ctx.info().add_bos) ctx.fill_tokens({ctx.info().bos_token});
+  PITH_TRY(ctx.fill(prompt));
+  size_t prompt_tokens = ctx.tokens().size();
 
   std::string transcript = prompt;
   std::vector<std::string> observations;
@@ -75,41 +61,45 @@ int main() {
   for (;;) {
     if (next_call < call_at.size() && call_at[next_call] == generated) {
       ++next_call;
-      auto query = model->detokenize(since_call);
+      std::string query = PITH_TRY(model.detokenize(since_call));
       std::string body =
-          pith::Json().num("call", double(observations.size() + 1)).str("query", query.value_or("")).dump();
+          pith::Json().num("call", double(observations.size() + 1)).str("query", query).dump();
       // The instance parks here; the server keeps its KV pages and runs other inferlets.
       pith::Result<pith::HttpResponse> r = pith::http_post(tool_url, body);
-      if (!r) return fail("tool call " + tool_url, r.status());
-      if (r->status != 200) return fail("tool answered HTTP " + std::to_string(r->status), PITH_ERR_INTERNAL);
+      if (!r) return r.error().context("tool call " + tool_url);
+      if (r->status != 200)
+        return pith::Error(PITH_ERR_INTERNAL, "tool answered HTTP " + std::to_string(r->status));
       std::string obs = "\nObservation: " + r->body + "\n";
-      size_t before = ctx->tokens().size();
-      if (pith_status_t s = ctx->fill(obs); s != PITH_OK) return fail("tokenize", s);
-      prompt_tokens += ctx->tokens().size() - before;
+      size_t before = ctx.tokens().size();
+      PITH_TRY(ctx.fill(obs));
+      prompt_tokens += ctx.tokens().size() - before;
       observations.push_back(r->body);
       transcript += obs;
       since_call.clear();
     }
     if (generated == max_tokens) break;
-    pith::Result<pith::Distribution> d = ctx->decode_step(1);
-    if (!d) return fail("decode", d.status());
-    uint32_t tok = d->ids[0];
-    ctx->fill_tokens({tok});
+    pith::Distribution d = PITH_TRY(ctx.decode_step(1));
+    uint32_t tok = d.ids[0];
+    ctx.fill_tokens({tok});
     since_call.push_back(tok);
     generated_ids.push_back(tok);
-    transcript += model->detokenize({tok}).value_or("");
+    transcript += PITH_TRY(model.detokenize({tok}));
     ++generated;
   }
 
   std::string obs_json = "[";
-  for (size_t i = 0; i < observations.size(); ++i) obs_json += (i ? "," : "") + pith::Json::quote(observations[i]);
+  for (size_t i = 0; i < observations.size(); ++i)
+    obs_json += (i ? "," : "") + pith::Json::quote(observations[i]);
   obs_json += "]";
   pith::Json out;
-  out.str("transcript", transcript).num("tool_calls", double(observations.size())).raw("observations", obs_json);
+  out.str("transcript", transcript)
+      .num("tool_calls", double(observations.size()))
+      .raw("observations", obs_json);
   out.num("generated_tokens", generated).raw("generated_ids", pith::Json::array(generated_ids));
-  out.num("context_tokens", double(ctx->tokens().size())).num("computed_tokens", double(ctx->computed()));
-  out.num("forwarded_tokens", ctx->forwarded_tokens()).num("cached_tokens", ctx->cached_tokens());
+  out.num("context_tokens", double(ctx.tokens().size()))
+      .num("computed_tokens", double(ctx.computed()));
+  out.num("forwarded_tokens", ctx.forwarded_tokens()).num("cached_tokens", ctx.cached_tokens());
   out.num("prompt_tokens", double(prompt_tokens));
-  pith::send(out.dump());
-  return 0;
+  return pith::send(out.dump());
 }
+PITH_INFERLET(agent_react)

@@ -9,38 +9,50 @@
 // --sink 0 is the window-only baseline; --keep-pages hides the same slots without freeing pages
 // (identical attention). Sends the text, then a JSON report: generated token ids, the most pages
 // held at once, pages freed, pages held at the end, and how many sink slots are still visible.
-#include <pith/flags.hpp>
+#include <pith/inferlet.hpp>
 #include <pith/json.hpp>
 #include <pith/kv_window.hpp>
 
-int main() {
-  pith::Flags f;
-  std::string prompt = f.str("--prompt", "Once upon a time, in a land far away,");
-  pith::KvWindow w{.sink = f.u32("--sink", 4), .window = f.u32("--window", 32), .free_pages = !f.flag("--keep-pages")};
-  uint32_t max_tokens = f.u32("--max-tokens", 128);
-  if (!f.unknown().empty()) return pith::send("error: unknown argument " + f.unknown()), 2;
+pith::Status attention_sink(pith::Flags& flags) {
+  std::string prompt =
+      flags.str("--prompt", "Once upon a time, in a land far away,", "the text to continue");
+  pith::KvWindow w{
+      .sink = flags.u32("--sink", 4, "leading tokens that stay visible"),
+      .window = flags.u32("--window", 32, "most recent tokens that stay visible"),
+      .free_pages = !flags.flag("--keep-pages", "mask only; do not free hidden pages")};
+  uint32_t max_tokens = flags.u32("--max-tokens", 128, "tokens to generate");
+  PITH_TRY(flags.done());
 
-  auto model = pith::Model::open("");
-  auto ctx = model ? pith::Context::create(*model) : pith::Result<pith::Context>::error(model.status());
-  if (!ctx) return pith::send(std::string("error: ") + pith::status_name(ctx.status())), 1;
-  ctx->set_prefix_cache(false);  // every page this run holds is its own: the page counts are exact
-  if (ctx->info().add_bos) ctx->fill_tokens({ctx->info().bos_token});
-  ctx->fill(prompt);
-  std::vector<uint32_t> sink_tokens(ctx->tokens().begin(), ctx->tokens().begin() + std::min(w.sink, ctx->tokens().size()));
+  pith::Model model = PITH_TRY(pith::Model::open(""));
+  pith::Context ctx = PITH_TRY(pith::Context::create(model));
+  ctx.set_prefix_cache(false);  // every page this run holds is its own: the page counts are exact
+  if (ctx.info().add_bos) ctx.fill_tokens({ctx.info().bos_token});
+  PITH_TRY(ctx.fill(prompt));
+  std::vector<uint32_t> sink_tokens(ctx.tokens().begin(),
+                                    ctx.tokens().begin() + std::min(w.sink, ctx.tokens().size()));
   size_t max_pages = 0;
-  pith::Generation g = pith::generate_windowed(*ctx, pith::Sampler::greedy(),
-                                               pith::Stop{.max_tokens = max_tokens, .stop_at_eos = false}, w, &max_pages);
-  if (g.tokens.size() != max_tokens) return pith::send("error: generation ended: " + g.finish_reason), 1;
+  pith::Generation g = pith::generate_windowed(
+      ctx, pith::Sampler::greedy(), pith::Stop{.max_tokens = max_tokens, .stop_at_eos = false}, w,
+      &max_pages);
+  if (g.tokens.size() != max_tokens)
+    return pith::Error(g.error ? g.error->code : PITH_ERR_INTERNAL,
+                       "generation ended: " + g.finish_reason);
   // The sinks are still the context's first slots (never hidden, their page never freed).
   size_t sinks_kept = 0;
-  while (sinks_kept < sink_tokens.size() && ctx->tokens()[sinks_kept] == sink_tokens[sinks_kept]) ++sinks_kept;
+  while (sinks_kept < sink_tokens.size() && ctx.tokens()[sinks_kept] == sink_tokens[sinks_kept])
+    ++sinks_kept;
 
-  pith::send(g.text);
+  PITH_TRY(pith::send(g.text));
   pith::Json j;
-  j.num("sink", double(w.sink)).num("window", double(w.window)).num("page_size", ctx->page_size())
-      .num("max_pages", double(max_pages)).num("pages_freed", double(w.pages_freed))
-      .num("final_pages", double(ctx->pages().size())).num("slots_kept", double(ctx->tokens().size()))
-      .num("sinks_kept", double(sinks_kept)).raw("tokens", pith::Json::array(g.tokens));
-  pith::send(j.dump());
-  return 0;
+  j.num("sink", double(w.sink))
+      .num("window", double(w.window))
+      .num("page_size", ctx.page_size())
+      .num("max_pages", double(max_pages))
+      .num("pages_freed", double(w.pages_freed))
+      .num("final_pages", double(ctx.pages().size()))
+      .num("slots_kept", double(ctx.tokens().size()))
+      .num("sinks_kept", double(sinks_kept))
+      .raw("tokens", pith::Json::array(g.tokens));
+  return pith::send(j.dump());
 }
+PITH_INFERLET(attention_sink)

@@ -9,77 +9,61 @@
 //    "beams":[{"tokens","logprob","finished"}...],        (final beams, best first)
 //    "greedy":{"text","tokens","logprob"}}
 #include <pith/beam_search.hpp>
+#include <pith/inferlet.hpp>
 #include <pith/json.hpp>
-#include <stdlib.h>
 
 namespace {
 
-int fail(const std::string& what, pith_status_t s) {
-  pith::send("error: " + what + ": " + pith::status_name(s));
-  return 1;
-}
-
-std::string beam_json(const pith::Model& model, const pith::Beam& b) {
-  pith::Result<std::string> text = model.detokenize(b.tokens);
+pith::Result<std::string> beam_json(const pith::Model& model, const pith::Beam& b) {
+  std::string text = PITH_TRY(model.detokenize(b.tokens));
   pith::Json j;
-  j.str("text", text.value_or("")).raw("tokens", pith::Json::array(b.tokens)).num("logprob", b.logprob);
+  j.str("text", text).raw("tokens", pith::Json::array(b.tokens)).num("logprob", b.logprob);
   return j.boolean("finished", b.finished).dump();
 }
 
 }  // namespace
 
-int main() {
-  std::vector<std::string> args = pith::args();
-  std::string prompt;
+pith::Status beam_search(pith::Flags& flags) {
+  std::string prompt = flags.str("--prompt", "", "the text to continue");
   pith::BeamSearchOptions opt;
-  bool bos = true;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    bool has = i + 1 < args.size();
-    if (a == "--prompt" && has) prompt = args[++i];
-    else if (a == "--beams" && has) opt.beams = static_cast<uint32_t>(atoi(args[++i].c_str()));
-    else if (a == "--expand" && has) opt.expand = static_cast<uint32_t>(atoi(args[++i].c_str()));
-    else if (a == "--max-tokens" && has) opt.max_tokens = static_cast<uint32_t>(atoi(args[++i].c_str()));
-    else if (a == "--no-eos") opt.stop_at_eos = false;
-    else if (a == "--no-bos") bos = false;
-    else return pith::send("error: unknown argument " + a), 2;
-  }
+  opt.beams = flags.u32("--beams", opt.beams, "beams kept each step");
+  opt.expand = flags.u32("--expand", opt.expand, "candidates per beam (0 = --beams)");
+  opt.max_tokens = flags.u32("--max-tokens", opt.max_tokens, "tokens per beam");
+  opt.stop_at_eos = !flags.flag("--no-eos", "keep extending beams past the end token");
+  bool bos = !flags.flag("--no-bos", "do not start with the model's BOS token");
+  PITH_TRY(flags.done());
 
-  auto model = pith::Model::open("");
-  if (!model) return fail("open model", model.status());
-  auto ids = model->tokenize(prompt);
-  if (!ids) return fail("tokenize", ids.status());
-  auto ctx = pith::Context::create(*model);
-  if (!ctx) return fail("context", ctx.status());
+  pith::Model model = PITH_TRY(pith::Model::open(""));
+  std::vector<uint32_t> ids = PITH_TRY(model.tokenize(prompt));
+  pith::Context ctx = PITH_TRY(pith::Context::create(model));
   std::vector<uint32_t> prompt_ids;
-  if (bos && ctx->info().add_bos) prompt_ids.push_back(ctx->info().bos_token);
-  prompt_ids.insert(prompt_ids.end(), ids->begin(), ids->end());
-  if (prompt_ids.empty()) return pith::send("error: empty prompt"), 2;
+  if (bos && ctx.info().add_bos) prompt_ids.push_back(ctx.info().bos_token);
+  prompt_ids.insert(prompt_ids.end(), ids.begin(), ids.end());
+  if (prompt_ids.empty()) return pith::Error(PITH_ERR_BAD_ARGUMENT, "empty prompt", 2);
 
   // Compute all but the last prompt token once; the beam and the greedy search each start from
   // a context sharing those pages, with the last token pending.
   std::vector<uint32_t> head(prompt_ids.begin(), prompt_ids.end() - 1);
-  ctx->fill_tokens(head);
-  if (pith_status_t s = ctx->flush(); s != PITH_OK) return fail("prefill", s);
-  auto greedy_ctx = ctx->fork();
-  if (!greedy_ctx) return fail("fork", greedy_ctx.status());
-  ctx->fill_tokens({prompt_ids.back()});
-  greedy_ctx->fill_tokens({prompt_ids.back()});
+  ctx.fill_tokens(head);
+  PITH_TRY(ctx.flush());
+  pith::Context greedy_ctx = PITH_TRY(ctx.fork());
+  ctx.fill_tokens({prompt_ids.back()});
+  greedy_ctx.fill_tokens({prompt_ids.back()});
 
-  auto beams = pith::beam_search(*ctx, opt);
-  if (!beams) return fail("beam search", beams.status());
+  std::vector<pith::Beam> beams = PITH_TRY(pith::beam_search(ctx, opt));
   pith::BeamSearchOptions g = opt;
   g.beams = 1;
   g.expand = 1;
-  auto greedy = pith::beam_search(*greedy_ctx, g);
-  if (!greedy) return fail("greedy", greedy.status());
+  std::vector<pith::Beam> greedy = PITH_TRY(pith::beam_search(greedy_ctx, g));
 
   std::string all = "[";
-  for (size_t i = 0; i < beams->size(); ++i) all += (i ? "," : "") + beam_json(*model, (*beams)[i]);
+  for (size_t i = 0; i < beams.size(); ++i)
+    all += (i ? "," : "") + PITH_TRY(beam_json(model, beams[i]));
   all += "]";
   pith::Json out;
-  out.raw("prompt_tokens", pith::Json::array(prompt_ids)).raw("best", beam_json(*model, (*beams)[0]));
-  out.raw("beams", all).raw("greedy", beam_json(*model, (*greedy)[0]));
-  pith::send(out.dump());
-  return 0;
+  out.raw("prompt_tokens", pith::Json::array(prompt_ids))
+      .raw("best", PITH_TRY(beam_json(model, beams[0])));
+  out.raw("beams", all).raw("greedy", PITH_TRY(beam_json(model, greedy[0])));
+  return pith::send(out.dump());
 }
+PITH_INFERLET(beam_search)

@@ -1,7 +1,6 @@
 // big: a deliberately library-heavy inferlet (~150 KB of code: containers, algorithms,
 // formatted floating point, strtod) standing in for a realistic application module in the
 // cold-start benchmark. It sends "ready" first thing, then does a little text processing.
-#include <pith/pith.hpp>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -9,6 +8,7 @@
 #include <array>
 #include <functional>
 #include <map>
+#include <pith/pith.hpp>
 #include <set>
 #include <unordered_map>
 #include <utility>
@@ -17,7 +17,8 @@
 // large application has: brings the module to ~150 KB like a real inferlet with its helpers.
 template <unsigned K>
 __attribute__((noinline)) unsigned mix(unsigned x) {
-  for (unsigned i = 0; i < (K % 7) + 2; ++i) x = (x ^ (K * 2654435761u + i)) * (K | 1u) + (x >> (K % 13 + 1));
+  for (unsigned i = 0; i < (K % 7) + 2; ++i)
+    x = (x ^ (K * 2654435761u + i)) * (K | 1u) + (x >> (K % 13 + 1));
   return x % (K + 3) == 0 ? x / 3 + K : x + (K << 3);
 }
 template <unsigned... Ks>
@@ -27,7 +28,7 @@ constexpr auto make_table(std::integer_sequence<unsigned, Ks...>) {
 static const auto kMixers = make_table(std::make_integer_sequence<unsigned, 450>{});
 
 int main() {
-  pith::send("ready");
+  if (!pith::send("ready")) return 1;
   std::vector<std::string> args = pith::args();
   std::map<std::string, int> counts;
   std::unordered_map<std::string, double> values;
@@ -44,12 +45,12 @@ int main() {
   std::string out;
   char buf[96];
   for (const auto& [w, n] : sorted) {
-    snprintf(buf, sizeof buf, "%s=%d (%.3g, %e) ", w.c_str(), n, values[w], double(n) / args.size());
+    snprintf(buf, sizeof buf, "%s=%d (%.3g, %e) ", w.c_str(), n, values[w],
+             double(n) / args.size());
     out += buf;
   }
   unsigned h = static_cast<unsigned>(args.size());
   for (const auto& f : kMixers) h = f(h);
   out += std::to_string(seen.size()) + " " + std::to_string(h);
-  pith::send(out);
-  return 0;
+  return pith::send(out) ? 0 : 1;
 }

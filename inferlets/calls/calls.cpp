@@ -2,12 +2,15 @@
 // Sends one message "host_call_ns=<x> guest_call_ns=<y>": pith_future_poll on a bad handle (a
 // full host round trip: boundary checks, lock, table lookup) against an indirect call to a guest
 // function (the baseline of the same loop without leaving the guest).
-#include <pith/pith.hpp>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <pith/pith.hpp>
+
 typedef unsigned (*fn_t)(unsigned);
-static unsigned guest_fn(unsigned x) { return x + 1; }
+static unsigned guest_fn(unsigned x) {
+  return x + 1;
+}
 fn_t volatile fn = guest_fn;
 
 int main(int argc, char** argv) {
@@ -20,8 +23,7 @@ int main(int argc, char** argv) {
   for (unsigned i = 0; i < n; ++i) sink += fn(i);
   uint64_t t2 = pith::now_ns();
   char buf[128];
-  snprintf(buf, sizeof buf, "host_call_ns=%.2f guest_call_ns=%.2f sink=%u",
-           double(t1 - t0) / n, double(t2 - t1) / n, sink);
-  pith::send(buf);
-  return 0;
+  snprintf(buf, sizeof buf, "host_call_ns=%.2f guest_call_ns=%.2f sink=%u", double(t1 - t0) / n,
+           double(t2 - t1) / n, sink);
+  return pith::send(buf) ? 0 : 1;
 }

@@ -4,10 +4,12 @@
 
 typedef unsigned (*fn_t)(unsigned);
 extern fn_t volatile next_fn;
-static unsigned descend(unsigned n) { return next_fn(n + 1) * 3 + n; }
+static unsigned descend(unsigned n) {
+  return next_fn(n + 1) * 3 + n;
+}
 fn_t volatile next_fn = descend;
 
 int main() {
-  pith::send("descending");
+  if (!pith::send("descending")) return 1;
   return static_cast<int>(next_fn(0));
 }

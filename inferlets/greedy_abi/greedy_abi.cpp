@@ -4,22 +4,17 @@
 // runtime -> control layer -> engine path.
 //
 // Usage: greedy_abi --tokens 1,2,3 | --prompt TEXT  [--max-tokens N]
-// Sends one message per generated token: its id, then a final "done <n>" message.
+// Sends one message per generated token: its id, then a final "done" message. Only the entry
+// point and the launch arguments come from the SDK (pith/inferlet.hpp); every model call is raw.
 #include <pith/abi.h>
-#include <pith/pith.hpp>
 #include <stdlib.h>
 #include <string.h>
 
+#include <pith/inferlet.hpp>
 #include <string>
 #include <vector>
 
 namespace {
-
-bool ok(pith_status_t s, const char* what) {
-  if (s == PITH_OK) return true;
-  pith::send(std::string("error: ") + what + ": " + pith::status_name(s));
-  return false;
-}
 
 std::vector<uint32_t> parse_ids(const std::string& csv) {
   std::vector<uint32_t> ids;
@@ -33,33 +28,29 @@ std::vector<uint32_t> parse_ids(const std::string& csv) {
 
 }  // namespace
 
-int main() {
-  std::vector<std::string> args = pith::args();
-  std::string prompt, token_csv;
-  uint32_t max_tokens = 16;
-  for (size_t i = 1; i + 1 < args.size(); i += 2) {
-    if (args[i] == "--prompt") prompt = args[i + 1];
-    if (args[i] == "--tokens") token_csv = args[i + 1];
-    if (args[i] == "--max-tokens") max_tokens = static_cast<uint32_t>(atoi(args[i + 1].c_str()));
-  }
+pith::Status greedy_abi(pith::Flags& flags) {
+  std::string prompt = flags.str("--prompt", "", "the text to complete");
+  std::string token_csv = flags.str("--tokens", "", "the prompt as token ids, comma-separated");
+  uint32_t max_tokens = flags.u32("--max-tokens", 16, "tokens to generate");
+  PITH_TRY(flags.done());
 
   pith_model_t model;
-  if (!ok(pith_model_open("", 0, &model), "model_open")) return 1;
+  PITH_TRY(pith::check(pith_model_open("", 0, &model), "model_open"));
   pith_model_info_t info;
-  if (!ok(pith_model_info(model, &info), "model_info")) return 1;
+  PITH_TRY(pith::check(pith_model_info(model, &info), "model_info"));
   pith_queue_t queue;
-  if (!ok(pith_queue_create(model, &queue), "queue_create")) return 1;
+  PITH_TRY(pith::check(pith_queue_create(model, &queue), "queue_create"));
 
   std::vector<uint32_t> tokens = parse_ids(token_csv);
   if (!prompt.empty()) {
     std::vector<uint32_t> buf(prompt.size() + 8);
     uint32_t n = 0;
-    if (!ok(pith_tokenize(model, prompt.data(), static_cast<uint32_t>(prompt.size()), buf.data(),
-                          static_cast<uint32_t>(buf.size()), &n), "tokenize"))
-      return 1;
+    PITH_TRY(pith::check(pith_tokenize(model, prompt.data(), static_cast<uint32_t>(prompt.size()),
+                                       buf.data(), static_cast<uint32_t>(buf.size()), &n),
+                         "tokenize"));
     tokens.insert(tokens.end(), buf.begin(), buf.begin() + n);
   }
-  if (tokens.empty()) return ok(PITH_ERR_BAD_ARGUMENT, "empty prompt"), 1;
+  if (tokens.empty()) return pith::Error(PITH_ERR_BAD_ARGUMENT, "empty prompt");
 
   const uint32_t page = info.tokens_per_page;
   std::vector<pith_kvpage_t> pages;
@@ -71,7 +62,7 @@ int main() {
     uint32_t total = filled + static_cast<uint32_t>(input.size());
     while (pages.size() * page < total) {
       pith_kvpage_t p;
-      if (!ok(pith_kvpage_alloc(queue, 1, &p), "kvpage_alloc")) return 1;
+      PITH_TRY(pith::check(pith_kvpage_alloc(queue, 1, &p), "kvpage_alloc"));
       pages.push_back(p);
     }
     std::vector<uint32_t> positions(input.size());
@@ -88,16 +79,16 @@ int main() {
     a.output_count = 1;
     a.top_k = 1;
     pith_future_t f;
-    if (!ok(pith_forward_tokens(queue, &a, &f), "forward_tokens")) return 1;
+    PITH_TRY(pith::check(pith_forward_tokens(queue, &a, &f), "forward_tokens"));
     pith::Result<std::string> r = pith::Future(f).get();
-    if (!ok(r.status(), "forward_tokens result")) return 1;
+    if (!r) return r.error().context("forward_tokens result");
     uint32_t next;
     memcpy(&next, r->data() + 4, 4);  // layout: k, ids[k], probs[k]
     filled = total;
-    pith::send(std::to_string(next));
+    PITH_TRY(pith::send(std::to_string(next)));
     if (next == info.eos_token) break;
     input.assign(1, next);
   }
-  pith::send("done");
-  return 0;
+  return pith::send("done");
 }
+PITH_INFERLET(greedy_abi)

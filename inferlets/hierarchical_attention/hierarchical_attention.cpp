@@ -13,10 +13,8 @@
 // that computes every prompt and generated token in its own forward with a one-row mask from the
 // same rule. causal: the same slots under plain causal attention. Sends the text, then JSON with
 // the generated ids and each step's top probability.
-#include <pith/flags.hpp>
+#include <pith/inferlet.hpp>
 #include <pith/json.hpp>
-
-#include <pith/context.hpp>
 
 namespace {
 
@@ -49,80 +47,87 @@ struct Layout {
 
 }  // namespace
 
-int main() {
-  pith::Flags f;
-  std::string prompt = f.str("--prompt", "The river bends past the mill. Children play on its banks. "
-                                         "At night the water is black and loud. In spring it floods the road.");
-  uint32_t seg_len = f.u32("--segment", 8), max_tokens = f.u32("--max-tokens", 12);
-  std::string mode = f.str("--mode", "masked");
-  if (!f.unknown().empty()) return pith::send("error: unknown argument " + f.unknown()), 2;
-  if (mode != "masked" && mode != "stepwise" && mode != "causal") return pith::send("error: bad --mode"), 2;
-  if (seg_len == 0) return pith::send("error: --segment must be positive"), 2;
+pith::Status hierarchical_attention(pith::Flags& flags) {
+  std::string prompt =
+      flags.str("--prompt",
+                "The river bends past the mill. Children play on its banks. "
+                "At night the water is black and loud. In spring it floods the road.",
+                "the text, cut into segments");
+  uint32_t seg_len = flags.u32("--segment", 8, "tokens per segment");
+  uint32_t max_tokens = flags.u32("--max-tokens", 12, "tokens to generate");
+  std::string mode =
+      flags.str("--mode", "masked", "masked (one forward), stepwise (a mask per token) or causal");
+  PITH_TRY(flags.done());
+  if (mode != "masked" && mode != "stepwise" && mode != "causal")
+    return pith::Error(PITH_ERR_BAD_ARGUMENT, "bad --mode " + mode, 2);
+  if (seg_len == 0) return pith::Error(PITH_ERR_BAD_ARGUMENT, "--segment must be positive", 2);
 
-  auto model = pith::Model::open("");
-  auto ctx = model ? pith::Context::create(*model) : pith::Result<pith::Context>::error(model.status());
-  if (!ctx) return pith::send(std::string("error: ") + pith::status_name(ctx.status())), 1;
-  ctx->set_prefix_cache(false);
-  auto text_ids = model->tokenize(prompt);
-  auto marker = model->tokenize("\n");  // the summary slot's token
-  if (!text_ids || !marker || marker->empty()) return pith::send("error: tokenize"), 1;
+  pith::Model model = PITH_TRY(pith::Model::open(""));
+  pith::Context ctx = PITH_TRY(pith::Context::create(model));
+  ctx.set_prefix_cache(false);
+  std::vector<uint32_t> text_ids = PITH_TRY(model.tokenize(prompt));
+  std::vector<uint32_t> marker = PITH_TRY(model.tokenize("\n"));  // the summary slot's token
+  if (marker.empty()) return pith::Error(PITH_ERR_INTERNAL, "the newline has no token");
 
   // Slots: [BOS] seg0 σ0 seg1 σ1 ... (the last segment may be shorter).
   Layout L;
   std::vector<uint32_t> slots;
-  if (ctx->info().add_bos) {
-    slots.push_back(ctx->info().bos_token);
+  if (ctx.info().add_bos) {
+    slots.push_back(ctx.info().bos_token);
     L.add(Kind::Global, -1);
   }
   int segments = 0;
-  for (size_t i = 0; i < text_ids->size(); i += seg_len, ++segments) {
-    for (size_t j = i; j < i + seg_len && j < text_ids->size(); ++j) {
-      slots.push_back((*text_ids)[j]);
+  for (size_t i = 0; i < text_ids.size(); i += seg_len, ++segments) {
+    for (size_t j = i; j < i + seg_len && j < text_ids.size(); ++j) {
+      slots.push_back(text_ids[j]);
       L.add(Kind::Token, segments);
     }
-    slots.push_back((*marker)[0]);
+    slots.push_back(marker[0]);
     L.add(Kind::Summary, segments);
   }
   const size_t n = slots.size();
 
   std::vector<uint32_t> out;
   std::vector<float> top_p;
-  pith::Result<pith::Distribution> d = pith::Result<pith::Distribution>::error(PITH_ERR_INTERNAL);
+  pith::Result<pith::Distribution> d = pith::Error(PITH_ERR_INTERNAL, "no step ran");
   if (mode == "masked") {
-    ctx->fill_tokens(slots);
-    d = ctx->decode_step(1, L.rows(0, n, n));
+    ctx.fill_tokens(slots);
+    d = ctx.decode_step(1, L.rows(0, n, n));
     // From here on ordinary (causal) steps: hiding the raw segment tokens keeps the structure.
     for (size_t k = 0; k < n && d;) {
       size_t e = k;
       while (e < n && L.kind[e] == Kind::Token) ++e;
-      if (e > k && ctx->mask(k, e) != PITH_OK) return pith::send("error: mask"), 1;
+      if (e > k) PITH_TRY(ctx.mask(k, e));
       k = e > k ? e : k + 1;
     }
   } else if (mode == "stepwise") {
     for (size_t k = 0; k < n; ++k) {
-      ctx->fill_tokens({slots[k]});
-      d = ctx->decode_step(1, L.rows(k, 1, k + 1));
+      ctx.fill_tokens({slots[k]});
+      d = ctx.decode_step(1, L.rows(k, 1, k + 1));
       if (!d) break;
     }
   } else {
-    ctx->fill_tokens(slots);
-    d = ctx->decode_step(1);
+    ctx.fill_tokens(slots);
+    d = ctx.decode_step(1);
   }
   while (d && out.size() < max_tokens) {
     out.push_back(d->ids[0]);
     top_p.push_back(d->probs[0]);
     if (out.size() == max_tokens) break;
-    ctx->fill_tokens({d->ids[0]});
+    ctx.fill_tokens({d->ids[0]});
     L.add(Kind::Generated, -1);
-    const size_t s = ctx->tokens().size() - 1;
-    d = mode == "stepwise" ? ctx->decode_step(1, L.rows(s, 1, s + 1)) : ctx->decode_step(1);
+    const size_t s = ctx.tokens().size() - 1;
+    d = mode == "stepwise" ? ctx.decode_step(1, L.rows(s, 1, s + 1)) : ctx.decode_step(1);
   }
-  if (out.size() != max_tokens) return pith::send(std::string("error: decode: ") + pith::status_name(d.status())), 1;
+  if (out.size() != max_tokens) return d.error().context("decode");
 
-  pith::send(model->detokenize(out).value_or(""));
+  PITH_TRY(pith::send(PITH_TRY(model.detokenize(out))));
   pith::Json j;
-  j.str("mode", mode).num("segments", segments).num("prompt_slots", double(n)).raw("tokens", pith::Json::array(out))
+  j.str("mode", mode)
+      .num("segments", segments)
+      .num("prompt_slots", double(n))
+      .raw("tokens", pith::Json::array(out))
       .raw("top_probs", pith::Json::array(top_p));
-  pith::send(j.dump());
-  return 0;
+  return pith::send(j.dump());
 }
+PITH_INFERLET(hierarchical_attention)

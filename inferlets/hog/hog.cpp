@@ -1,8 +1,9 @@
 // hog: allocates and touches 1 MiB blocks without bound; when malloc fails (the instance's
 // memory cap refused memory.grow) it reports how far it got and aborts.
-#include <pith/pith.hpp>
 #include <stdlib.h>
 #include <string.h>
+
+#include <pith/pith.hpp>
 
 void* volatile head = nullptr;  // keeps every block reachable: the compiler cannot elide them
 
@@ -16,6 +17,6 @@ int main() {
     head = p;
     ++mib;
   }
-  pith::send("allocated " + std::to_string(mib) + " MiB");
+  if (!pith::send("allocated " + std::to_string(mib) + " MiB")) return 1;
   abort();
 }

@@ -11,48 +11,28 @@
 //
 // Messages: the generated text, the token ids (comma-separated), then one JSON line:
 //   {"tokens","iterations","forward_calls","finish"}   (forward_calls = iterations + the prefill)
-#include <pith/context.hpp>
 #include <stdio.h>
-#include <stdlib.h>
 
-namespace {
+#include <pith/inferlet.hpp>
 
-int fail(const std::string& why) {
-  pith::send("error: " + why);
-  return 1;
-}
+pith::Status jacobi_decoding(pith::Flags& flags) {
+  std::string prompt = flags.str("--prompt", "", "the text to continue");
+  uint32_t max_tokens = flags.u32("--max-tokens", 64, "tokens to generate at most");
+  uint32_t window = flags.u32("--window", 6, "guessed tokens refined per iteration");
+  bool bos = !flags.flag("--no-bos", "do not start with the model's BOS token");
+  bool prefix_cache = !flags.flag("--no-prefix-cache", "compute the whole prompt");
+  PITH_TRY(flags.done());
+  if (max_tokens == 0)
+    return pith::Error(PITH_ERR_BAD_ARGUMENT, "--max-tokens must be at least 1", 2);
 
-}  // namespace
+  pith::Model model = PITH_TRY(pith::Model::open(""));
+  pith::Context ctx = PITH_TRY(pith::Context::create(model));
+  ctx.set_prefix_cache(prefix_cache);
+  if (bos && ctx.info().add_bos) ctx.fill_tokens({ctx.info().bos_token});
+  PITH_TRY(ctx.fill(prompt));
+  const uint32_t eos = ctx.info().eos_token;
 
-int main() {
-  std::vector<std::string> args = pith::args();
-  std::string prompt;
-  uint32_t max_tokens = 64, window = 6;
-  bool bos = true, prefix_cache = true;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    bool has = i + 1 < args.size();
-    if (a == "--prompt" && has) prompt = args[++i];
-    else if (a == "--max-tokens" && has) max_tokens = static_cast<uint32_t>(atoi(args[++i].c_str()));
-    else if (a == "--window" && has) window = static_cast<uint32_t>(atoi(args[++i].c_str()));
-    else if (a == "--no-bos") bos = false;
-    else if (a == "--no-prefix-cache") prefix_cache = false;
-    else return fail("unknown argument " + a);
-  }
-  if (max_tokens == 0) return fail("--max-tokens must be at least 1");
-
-  auto model = pith::Model::open("");
-  if (!model) return fail(pith::status_name(model.status()));
-  auto ctx = pith::Context::create(*model);
-  if (!ctx) return fail(pith::status_name(ctx.status()));
-  ctx->set_prefix_cache(prefix_cache);
-  if (bos && ctx->info().add_bos) ctx->fill_tokens({ctx->info().bos_token});
-  if (pith_status_t s = ctx->fill(prompt); s != PITH_OK) return fail(pith::status_name(s));
-  const uint32_t eos = ctx->info().eos_token;
-
-  auto first = ctx->decode_step(1);
-  if (!first) return fail(pith::status_name(first.status()));
-  uint32_t next = first->ids[0];
+  uint32_t next = PITH_TRY(ctx.decode_step(1)).ids[0];
   std::vector<uint32_t> guess(window, next);  // the initial guesses: the first token repeated
   std::vector<uint32_t> out;
   uint32_t iterations = 0;
@@ -61,16 +41,19 @@ int main() {
     out.push_back(next);
     if (next == eos) finish = "eos";
     if (next == eos || out.size() >= max_tokens) break;
-    ctx->fill_tokens({next});
-    const size_t base = ctx->tokens().size();
+    ctx.fill_tokens({next});
+    const size_t base = ctx.tokens().size();
     if (guess.size() > max_tokens - out.size()) guess.resize(max_tokens - out.size());
-    ctx->fill_tokens(guess);
-    auto upd = ctx->decode_all(1);  // upd[i]: the greedy token after input i (next, guesses...)
+    ctx.fill_tokens(guess);
+    // upd[i]: the greedy token after input i (next, guesses...)
+    std::vector<pith::Distribution> upd = PITH_TRY(ctx.decode_all(1));
     ++iterations;
-    if (!upd || upd->size() != guess.size() + 1) return fail(pith::status_name(upd.status()));
+    if (upd.size() != guess.size() + 1)
+      return pith::Error(PITH_ERR_INTERNAL,
+                         "decode_all returned " + std::to_string(upd.size()) + " distributions");
     size_t k = 0;  // guesses that are already fixed points
     bool stop = false;
-    while (k < guess.size() && (*upd)[k].ids[0] == guess[k]) {
+    while (k < guess.size() && upd[k].ids[0] == guess[k]) {
       out.push_back(guess[k++]);
       if (out.back() == eos || out.size() >= max_tokens) {
         stop = true;
@@ -81,25 +64,23 @@ int main() {
       if (out.back() == eos) finish = "eos";
       break;
     }
-    ctx->truncate(base + k);
-    next = (*upd)[k].ids[0];
+    ctx.truncate(base + k);
+    next = upd[k].ids[0];
     // The updates after the committed ones are the next guesses (computed from a partly wrong
     // prefix: that is the Jacobi step), padded back to the window with the last of them.
     std::vector<uint32_t> fresh;
-    for (size_t i = k + 1; i < upd->size(); ++i) fresh.push_back((*upd)[i].ids[0]);
+    for (size_t i = k + 1; i < upd.size(); ++i) fresh.push_back(upd[i].ids[0]);
     if (fresh.empty()) fresh.push_back(next);
     while (fresh.size() < window) fresh.push_back(fresh.back());
     guess = fresh;
   }
 
-  auto text = model->detokenize(out);
-  pith::send(text ? *text : std::string());
-  std::string ids;
-  for (size_t i = 0; i < out.size(); ++i) ids += (i ? "," : "") + std::to_string(out[i]);
-  pith::send(ids);
+  PITH_TRY(pith::send(PITH_TRY(model.detokenize(out))));
+  PITH_TRY(pith::send(pith::join(out, ",")));
   char stats[256];
-  snprintf(stats, sizeof stats, "{\"tokens\":%zu,\"iterations\":%u,\"forward_calls\":%u,\"finish\":\"%s\"}",
-           out.size(), iterations, iterations + 1, finish.c_str());
-  pith::send(stats);
-  return 0;
+  snprintf(stats, sizeof stats,
+           "{\"tokens\":%zu,\"iterations\":%u,\"forward_calls\":%u,\"finish\":\"%s\"}", out.size(),
+           iterations, iterations + 1, finish.c_str());
+  return pith::send(stats);
 }
+PITH_INFERLET(jacobi_decoding)

@@ -1,15 +1,16 @@
 // kv_alloc: holds KV pages on request, for contention and quota tests.
 // Allocates argv[1] pages, sends "ok <n>", then for each message "alloc K" allocates K more
 // and answers "ok <total>" or "error: <status>"; "quit" ends it.
-#include <pith/pith.hpp>
 #include <stdlib.h>
+
+#include <pith/pith.hpp>
 
 int main() {
   std::vector<std::string> args = pith::args();
   auto model = pith::Model::open("");
-  if (!model) return pith::send("error: no model"), 1;
+  if (!model) return (void)pith::send("error: no model"), 1;  // failing already: nothing to add
   auto queue = pith::Queue::create(*model);
-  if (!queue) return pith::send("error: no queue"), 1;
+  if (!queue) return (void)pith::send("error: no queue"), 1;
   std::vector<pith_kvpage_t> held;
   auto alloc = [&](uint32_t n) {
     auto pages = queue->alloc_kvpages(n);
@@ -17,11 +18,11 @@ int main() {
     held.insert(held.end(), pages->begin(), pages->end());
     return pith::send("ok " + std::to_string(held.size()));
   };
-  alloc(static_cast<uint32_t>(args.size() > 1 ? atoi(args[1].c_str()) : 1));
+  if (!alloc(static_cast<uint32_t>(args.size() > 1 ? atoi(args[1].c_str()) : 1))) return 1;
   for (;;) {
     pith::Result<std::string> m = pith::receive();
     if (!m || *m == "quit") break;
-    if (m->rfind("alloc ", 0) == 0) alloc(static_cast<uint32_t>(atoi(m->c_str() + 6)));
+    if (m->rfind("alloc ", 0) == 0 && !alloc(static_cast<uint32_t>(atoi(m->c_str() + 6)))) return 1;
   }
   return 0;
 }

@@ -2,34 +2,37 @@
 // has (the runtime tests attach a fake one): model list, open, traits, tokenize, queue, KV pages,
 // a fused forward whose future carries a distribution, and error codes. Reports each step as a
 // message "step: result" so the test can check the decoding in both directions.
-#include <pith/pith.hpp>
 #include <string.h>
 
-static std::string status(pith_status_t s) { return pith::status_name(s); }
+#include <pith/pith.hpp>
+
+static std::string status(pith_status_t s) {
+  return pith::status_name(s);
+}
 
 int main() {
   auto models = pith::available_models();
   if (!models) {
-    pith::send("models: " + status(models.status()));
-    return 0;
+    return pith::send("models: " + status(models.status())) ? 0 : 1;
   }
-  pith::send("models: " + (*models)[0] + "," + (*models)[1]);
+  if (!pith::send("models: " + (*models)[0] + "," + (*models)[1])) return 1;
   auto model = pith::Model::open((*models)[0]);
   if (!model) return 1;
   auto missing = pith::Model::open("no-such-model");
-  pith::send("open missing: " + status(missing.status()));
+  if (!pith::send("open missing: " + status(missing.status()))) return 1;
 
   auto ids = model->tokenize("hello");
   std::string t;
   for (uint32_t id : *ids) t += std::to_string(id) + " ";
-  pith::send("tokens: " + t);
-  pith::send("text: " + model->detokenize(*ids).value_or("?"));
+  if (!pith::send("tokens: " + t)) return 1;
+  if (!pith::send("text: " + model->detokenize(*ids).value_or("?"))) return 1;
 
   auto queue = pith::Queue::create(*model);
   auto pages = queue->alloc_kvpages(3);
-  pith::send("pages: " + std::to_string((*pages)[0]) + "," + std::to_string((*pages)[2]));
+  if (!pith::send("pages: " + std::to_string((*pages)[0]) + "," + std::to_string((*pages)[2])))
+    return 1;
   auto too_many = queue->alloc_kvpages(1000);
-  pith::send("too many: " + status(too_many.status()));
+  if (!pith::send("too many: " + status(too_many.status()))) return 1;
 
   uint32_t positions[5] = {0, 1, 2, 3, 4};
   uint32_t out_index = 4;
@@ -46,23 +49,20 @@ int main() {
   args.top_k = 2;
   pith::Future f = queue->forward_tokens(args);
   auto dist = f.get();
-  if (!dist) {
-    pith::send("forward: " + status(dist.status()));
-    return 1;
-  }
+  if (!dist) return (void)pith::send("forward: " + status(dist.status())), 1;  // failing already
   uint32_t k = 0, top = 0;
   float p = 0;
   memcpy(&k, dist->data(), 4);
   memcpy(&top, dist->data() + 4, 4);
   memcpy(&p, dist->data() + 4 + 4 * k, 4);
-  pith::send("dist: k=" + std::to_string(k) + " top=" + std::to_string(top) +
-             " p=" + std::to_string(static_cast<int>(p * 100)));
+  if (!pith::send("dist: k=" + std::to_string(k) + " top=" + std::to_string(top) +
+                  " p=" + std::to_string(static_cast<int>(p * 100))))
+    return 1;
 
   pith_status_t s = pith_kvpage_dealloc(queue->handle(), pages->data(), 3);
-  pith::send("dealloc: " + status(s));
+  if (!pith::send("dealloc: " + status(s))) return 1;
   s = pith_kvpage_dealloc(queue->handle(), pages->data(), 1);  // already freed
-  pith::send("double dealloc: " + status(s));
+  if (!pith::send("double dealloc: " + status(s))) return 1;
   s = pith_kvpage_alloc(queue->handle(), 1, reinterpret_cast<pith_kvpage_t*>(0xfffffff0u));
-  pith::send("bad pointer: " + status(s));
-  return 0;
+  return pith::send("bad pointer: " + status(s)) ? 0 : 1;
 }

@@ -71,14 +71,14 @@ struct Choice {
 
 // Reports the failure with the status that caused it (the server maps it to an HTTP status).
 int fail(pith_status_t code, const std::string& what) {
-  pith::send(proto::encode(proto::ErrorMessage{code, what}));
+  (void)pith::send(proto::encode(proto::ErrorMessage{code, what}));  // failing already: the exit code says it too
   return 1;
 }
 
 int fail(pith_status_t code) { return fail(code, pith::status_name(code)); }
 
-void send_usage(uint32_t prompt_tokens, uint32_t cached_tokens) {
-  pith::send(proto::encode(proto::UsageMessage{prompt_tokens, cached_tokens}));
+pith::Status send_usage(uint32_t prompt_tokens, uint32_t cached_tokens) {
+  return pith::send(proto::encode(proto::UsageMessage{prompt_tokens, cached_tokens}));
 }
 
 }  // namespace
@@ -101,8 +101,8 @@ int main() {
     root->fill_tokens(req.prompt);
   } else {
     root->fill_tokens(head);
-    if (pith_status_t s = root->flush(); s != PITH_OK) return fail(s);
-    send_usage(static_cast<uint32_t>(req.prompt.size()), root->cached_tokens());
+    if (pith::Status s = root->flush(); !s) return fail(s.status(), pith::status_name(s.status()));
+    if (!send_usage(static_cast<uint32_t>(req.prompt.size()), root->cached_tokens())) return 1;
   }
   std::vector<Choice> choices;
   for (uint32_t i = 0; i < req.n; ++i) {
@@ -134,7 +134,7 @@ int main() {
       if (!d) return fail(d.status(), std::string("decode: ") + pith::status_name(d.status()));
       if (!reported_usage) {  // the prefix-cache lookup happened in the first computation
         reported_usage = true;
-        send_usage(static_cast<uint32_t>(req.prompt.size()), c.ctx.cached_tokens());
+        if (!send_usage(static_cast<uint32_t>(req.prompt.size()), c.ctx.cached_tokens())) return 1;
       }
       uint32_t tok = c.sampler.sample(*d);
       proto::TokenMessage msg{i, static_cast<int32_t>(tok), -9999.0, {}};
@@ -142,18 +142,19 @@ int main() {
         if (d->ids[j] == tok) msg.logprob = log(d->probs[j]);
         if (j < want) msg.top.push_back({static_cast<int32_t>(d->ids[j]), log(d->probs[j])});
       }
-      pith::send(proto::encode(msg));
+      if (!pith::send(proto::encode(msg))) return 1;
       c.generated.push_back(tok);
       c.ctx.fill_tokens({tok});
-      std::string text;
       // Stop::check only looks at the end of the text: a decoded tail, not the whole generation.
-      if (stop_bytes) text = model->detokenize_tail(c.generated, stop_bytes);
-      const char* why = req.stop.check(c.generated, text);
+      pith::Result<std::string> text = stop_bytes ? model->detokenize_tail(c.generated, stop_bytes) : std::string();
+      if (!text) return fail(text.status(), std::string("detokenize: ") + pith::status_name(text.status()));
+      const char* why = req.stop.check(c.generated, *text);
       if (*why) {
         c.done = true;
         --live;
         const auto reason = why[0] == 'l' ? proto::FinishReason::kLength : proto::FinishReason::kStop;
-        pith::send(proto::encode(proto::EndMessage{i, reason, static_cast<uint32_t>(c.generated.size())}));
+        if (!pith::send(proto::encode(proto::EndMessage{i, reason, static_cast<uint32_t>(c.generated.size())})))
+          return 1;
       }
     }
   }

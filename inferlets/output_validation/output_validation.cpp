@@ -9,20 +9,16 @@
 //   output_validation --prompt TEXT --candidate STR [--candidate STR ...] [--stepwise] [--no-bos]
 //
 // Candidates are tokenized on their own (a leading space is part of the candidate). Sends one
-// JSON line: {"mode","forward_calls","ranking":[{"candidate","logprob","tokens","token_logprobs"}...]}
-// with the ranking sorted by logprob, highest first.
+// JSON line:
+// {"mode","forward_calls","ranking":[{"candidate","logprob","tokens","token_logprobs"}...]} with
+// the ranking sorted by logprob, highest first.
 #include <math.h>
-#include <pith/context.hpp>
 #include <stdio.h>
 
 #include <algorithm>
+#include <pith/inferlet.hpp>
 
 namespace {
-
-int fail(const std::string& why) {
-  pith::send("error: " + why);
-  return 1;
-}
 
 std::string quote(const std::string& s) {
   std::string q = "\"";
@@ -62,76 +58,71 @@ struct Scored {
 
 }  // namespace
 
-int main() {
-  std::vector<std::string> args = pith::args();
-  std::string prompt;
-  std::vector<std::string> candidates;
-  bool stepwise = false, bos = true;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    bool has = i + 1 < args.size();
-    if (a == "--prompt" && has) prompt = args[++i];
-    else if (a == "--candidate" && has) candidates.push_back(args[++i]);
-    else if (a == "--stepwise") stepwise = true;
-    else if (a == "--no-bos") bos = false;
-    else return fail("unknown argument " + a);
-  }
-  if (candidates.empty()) return fail("give at least one --candidate");
+pith::Status output_validation(pith::Flags& flags) {
+  std::string prompt = flags.str("--prompt", "", "the text the candidates continue");
+  std::vector<std::string> candidates = flags.all("--candidate", "a continuation to score");
+  bool stepwise =
+      flags.flag("--stepwise", "score token by token (one forward each), not in one forward");
+  bool bos = !flags.flag("--no-bos", "do not start with the model's BOS token");
+  PITH_TRY(flags.done());
+  if (candidates.empty())
+    return pith::Error(PITH_ERR_BAD_ARGUMENT, "give at least one --candidate", 2);
 
-  auto model = pith::Model::open("");
-  if (!model) return fail(pith::status_name(model.status()));
-  auto ctx = pith::Context::create(*model);
-  if (!ctx) return fail(pith::status_name(ctx.status()));
-  if (bos && ctx->info().add_bos) ctx->fill_tokens({ctx->info().bos_token});
-  if (pith_status_t s = ctx->fill(prompt); s != PITH_OK) return fail(pith::status_name(s));
-  if (ctx->tokens().empty()) return fail("empty prompt");
+  pith::Model model = PITH_TRY(pith::Model::open(""));
+  pith::Context ctx = PITH_TRY(pith::Context::create(model));
+  if (bos && ctx.info().add_bos) ctx.fill_tokens({ctx.info().bos_token});
+  PITH_TRY(ctx.fill(prompt));
+  if (ctx.tokens().empty()) return pith::Error(PITH_ERR_BAD_ARGUMENT, "empty prompt");
   // The prompt, computed once: the distribution of every candidate's first token.
-  auto after_prompt = ctx->decode_step(PITH_TOP_K_ALL);
-  if (!after_prompt) return fail(pith::status_name(after_prompt.status()));
+  pith::Distribution after_prompt = PITH_TRY(ctx.decode_step(PITH_TOP_K_ALL));
   uint32_t forwards = 1;
 
   std::vector<Scored> scored;
   for (const std::string& c : candidates) {
-    auto toks = model->tokenize(c);
-    if (!toks) return fail(pith::status_name(toks.status()));
-    if (toks->empty()) return fail("a candidate is empty");
-    Scored s{c, *toks, {}, 0};
-    s.token_logprobs.push_back(logprob(*after_prompt, (*toks)[0]));
-    auto branch = ctx->fork();  // shares the prompt's pages
-    if (!branch) return fail(pith::status_name(branch.status()));
-    if (toks->size() > 1) {
-      const std::vector<uint32_t> inputs(toks->begin(), toks->end() - 1);  // the last one is only scored
+    std::vector<uint32_t> toks = PITH_TRY(model.tokenize(c));
+    if (toks.empty()) return pith::Error(PITH_ERR_BAD_ARGUMENT, "a candidate is empty");
+    Scored s{c, toks, {}, 0};
+    s.token_logprobs.push_back(logprob(after_prompt, toks[0]));
+    pith::Context branch = PITH_TRY(ctx.fork());  // shares the prompt's pages
+    if (toks.size() > 1) {
+      // The last token is only scored.
+      const std::vector<uint32_t> inputs(toks.begin(), toks.end() - 1);
       if (stepwise) {
         for (size_t i = 0; i < inputs.size(); ++i) {
-          branch->fill_tokens({inputs[i]});
-          auto d = branch->decode_step(PITH_TOP_K_ALL);
+          branch.fill_tokens({inputs[i]});
+          pith::Distribution d = PITH_TRY(branch.decode_step(PITH_TOP_K_ALL));
           ++forwards;
-          if (!d) return fail(pith::status_name(d.status()));
-          s.token_logprobs.push_back(logprob(*d, (*toks)[i + 1]));
+          s.token_logprobs.push_back(logprob(d, toks[i + 1]));
         }
       } else {
-        branch->fill_tokens(inputs);
-        auto ds = branch->decode_all(PITH_TOP_K_ALL);
+        branch.fill_tokens(inputs);
+        std::vector<pith::Distribution> ds = PITH_TRY(branch.decode_all(PITH_TOP_K_ALL));
         ++forwards;
-        if (!ds || ds->size() != inputs.size()) return fail(pith::status_name(ds.status()));
-        for (size_t i = 0; i < inputs.size(); ++i) s.token_logprobs.push_back(logprob((*ds)[i], (*toks)[i + 1]));
+        if (ds.size() != inputs.size())
+          return pith::Error(PITH_ERR_INTERNAL, "decode_all: wrong distribution count");
+        for (size_t i = 0; i < inputs.size(); ++i)
+          s.token_logprobs.push_back(logprob(ds[i], toks[i + 1]));
       }
     }
     for (double lp : s.token_logprobs) s.total += lp;
     scored.push_back(s);
   }
-  std::stable_sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) { return a.total > b.total; });
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const Scored& a, const Scored& b) { return a.total > b.total; });
 
-  std::string out = std::string("{\"mode\":\"") + (stepwise ? "stepwise" : "batched") + "\",\"forward_calls\":" +
-                    std::to_string(forwards) + ",\"ranking\":[";
+  std::string out = std::string("{\"mode\":\"") + (stepwise ? "stepwise" : "batched") +
+                    "\",\"forward_calls\":" + std::to_string(forwards) + ",\"ranking\":[";
   for (size_t i = 0; i < scored.size(); ++i) {
     const Scored& s = scored[i];
-    out += std::string(i ? "," : "") + "{\"candidate\":" + quote(s.candidate) + ",\"logprob\":" + number(s.total) + ",\"tokens\":[";
-    for (size_t t = 0; t < s.tokens.size(); ++t) out += (t ? "," : "") + std::to_string(s.tokens[t]);
+    out += std::string(i ? "," : "") + "{\"candidate\":" + quote(s.candidate) +
+           ",\"logprob\":" + number(s.total) + ",\"tokens\":[";
+    for (size_t t = 0; t < s.tokens.size(); ++t)
+      out += (t ? "," : "") + std::to_string(s.tokens[t]);
     out += "],\"token_logprobs\":[";
-    for (size_t t = 0; t < s.token_logprobs.size(); ++t) out += std::string(t ? "," : "") + number(s.token_logprobs[t]);
+    for (size_t t = 0; t < s.token_logprobs.size(); ++t)
+      out += std::string(t ? "," : "") + number(s.token_logprobs[t]);
     out += "]}";
   }
-  pith::send(out + "]}");
-  return 0;
+  return pith::send(out + "]}");
 }
+PITH_INFERLET(output_validation)

@@ -14,78 +14,64 @@
 // Sends one JSON message: {"mode", "prompt_tokens", "reused_tokens", "prompt_tokens_computed"
 // (prompt tokens this run computed itself; a suffix of one token counts 0: it is a decode step),
 // "forwarded_tokens" (every token it computed), "text", "tokens"} (export: no text/tokens).
-#include <pith/context.hpp>
+#include <pith/inferlet.hpp>
 #include <pith/json.hpp>
-#include <stdlib.h>
 
 namespace {
 
-int fail(const std::string& what, pith_status_t s) {
-  pith::send("error: " + what + ": " + pith::status_name(s));
-  return 1;
+// The context a run starts from: the imported state, or a fresh one holding the prefix.
+pith::Result<pith::Context> start(const pith::Model& model, const std::string& mode,
+                                  const std::string& name, const std::string& prefix, bool bos) {
+  if (mode == "import") return pith::Context::import_state(model, name);
+  if (mode != "export" && mode != "plain")
+    return pith::Error(PITH_ERR_BAD_ARGUMENT, "--mode must be export, import, plain or remove", 2);
+  pith::Context ctx = PITH_TRY(pith::Context::create(model));
+  if (bos && ctx.info().add_bos) ctx.fill_tokens({ctx.info().bos_token});
+  PITH_TRY(ctx.fill(prefix));
+  return ctx;
 }
 
 }  // namespace
 
-int main() {
-  std::vector<std::string> args = pith::args();
-  std::string mode, name, prefix, suffix;
-  uint32_t max_tokens = 8;
-  bool bos = true;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    bool has = i + 1 < args.size();
-    if (a == "--mode" && has) mode = args[++i];
-    else if (a == "--name" && has) name = args[++i];
-    else if (a == "--prefix" && has) prefix = args[++i];
-    else if (a == "--suffix" && has) suffix = args[++i];
-    else if (a == "--max-tokens" && has) max_tokens = static_cast<uint32_t>(atoi(args[++i].c_str()));
-    else if (a == "--no-bos") bos = false;
-    else return pith::send("error: unknown argument " + a), 2;
-  }
-  auto model = pith::Model::open("");
-  if (!model) return fail("open model", model.status());
+pith::Status prefix_caching(pith::Flags& flags) {
+  std::string mode = flags.str("--mode", "", "export, import, plain or remove");
+  std::string name = flags.str("--name", "", "the exported state's name");
+  std::string prefix = flags.str("--prefix", "", "the shared prefix (export, plain)");
+  std::string suffix = flags.str("--suffix", "", "the text after the prefix (import, plain)");
+  uint32_t max_tokens = flags.u32("--max-tokens", 8, "tokens to generate");
+  bool bos = !flags.flag("--no-bos", "do not start with the model's BOS token");
+  PITH_TRY(flags.done());
+  pith::Model model = PITH_TRY(pith::Model::open(""));
 
   if (mode == "remove") {
-    if (pith_status_t s = pith::Context::remove_export(*model, name); s != PITH_OK) return fail("remove", s);
-    pith::send(pith::Json().str("mode", "remove").dump());
-    return 0;
+    PITH_TRY(pith::Context::remove_export(model, name));
+    return pith::send(pith::Json().str("mode", "remove").dump());
   }
 
-  pith::Result<pith::Context> ctx = pith::Result<pith::Context>::error(PITH_ERR_BAD_ARGUMENT);
-  uint32_t reused = 0;
-  if (mode == "import") {
-    ctx = pith::Context::import_state(*model, name);
-    if (!ctx) return fail("import '" + name + "'", ctx.status());
-    reused = static_cast<uint32_t>(ctx->computed());
-  } else if (mode == "export" || mode == "plain") {
-    ctx = pith::Context::create(*model);
-    if (!ctx) return fail("context", ctx.status());
-    if (bos && ctx->info().add_bos) ctx->fill_tokens({ctx->info().bos_token});
-    if (pith_status_t s = ctx->fill(prefix); s != PITH_OK) return fail("tokenize", s);
-  } else {
-    return pith::send("error: --mode must be export, import, plain or remove"), 2;
-  }
-  ctx->set_prefix_cache(false);
+  pith::Context ctx = PITH_TRY(start(model, mode, name, prefix, bos));
+  const uint32_t reused = mode == "import" ? static_cast<uint32_t>(ctx.computed()) : 0;
+  ctx.set_prefix_cache(false);
 
   pith::Json out;
   out.str("mode", mode);
-  size_t prompt_tokens = ctx->tokens().size();
+  size_t prompt_tokens = ctx.tokens().size();
   if (mode == "export") {
-    if (pith_status_t s = ctx->export_state(name); s != PITH_OK) return fail("export '" + name + "'", s);
+    PITH_TRY(ctx.export_state(name));
   } else {
-    if (pith_status_t s = ctx->fill(suffix); s != PITH_OK) return fail("tokenize", s);
-    prompt_tokens = ctx->tokens().size();
+    PITH_TRY(ctx.fill(suffix));
+    prompt_tokens = ctx.tokens().size();
     pith::Stop stop;
     stop.max_tokens = max_tokens;
     stop.stop_at_eos = false;  // fixed length: runs compare token by token
-    pith::Generation g = ctx->generate(pith::Sampler::greedy(), stop);
-    if (g.finish_reason != "length") return pith::send("error: generation ended: " + g.finish_reason), 1;
+    pith::Generation g = ctx.generate(pith::Sampler::greedy(), stop);
+    if (g.finish_reason != "length")
+      return pith::Error(PITH_ERR_INTERNAL, "generation ended: " + g.finish_reason);
     out.str("text", g.text).raw("tokens", pith::Json::array(g.tokens));
   }
   // prompt_tokens = reused_tokens + prompt_tokens_computed when the reuse worked.
   out.num("prompt_tokens", double(prompt_tokens)).num("reused_tokens", reused);
-  out.num("prompt_tokens_computed", ctx->prefilled_tokens()).num("forwarded_tokens", ctx->forwarded_tokens());
-  pith::send(out.dump());
-  return 0;
+  out.num("prompt_tokens_computed", ctx.prefilled_tokens())
+      .num("forwarded_tokens", ctx.forwarded_tokens());
+  return pith::send(out.dump());
 }
+PITH_INFERLET(prefix_caching)

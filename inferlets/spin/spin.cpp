@@ -4,6 +4,6 @@
 static volatile unsigned long counter = 0;
 
 int main() {
-  pith::send("spinning");
+  if (!pith::send("spinning")) return 1;
   for (;;) counter = counter + 1;
 }

@@ -13,38 +13,31 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kSource = R"(// @NAME@: a pith inferlet, a program that drives the model step by step inside the server.
+constexpr const char* kSource =
+    R"(// @NAME@: a pith inferlet, a program that drives the model step by step inside the server.
 //
 //   pith inferlet build @NAME@.cpp -o @NAME@.wasm
 //   pith run -m MODEL.gguf @NAME@.wasm -- --prompt "Once upon a time" --max-tokens 32
 //
-// The SDK (header-only): pith/pith.hpp (args, send/receive, HTTP, futures, key-value store),
-// pith/context.hpp (Context: fill, generate, fork, export/import of KV pages),
-// pith/sampling.hpp (samplers and stop conditions), pith/beam_search.hpp.
-#include <pith/context.hpp>
-#include <stdlib.h>
+// The SDK (header-only): pith/inferlet.hpp (PITH_INFERLET, Flags, Status and PITH_TRY),
+// pith/pith.hpp (send/receive, HTTP, futures, key-value store), pith/context.hpp (Context: fill,
+// generate, fork, export/import of KV pages), pith/sampling.hpp (samplers, stop conditions).
+#include <pith/inferlet.hpp>
 
-int main() {
-  std::string prompt = "Hello";
-  uint32_t max_tokens = 16;
-  std::vector<std::string> args = pith::args();  // args[0] is the program name
-  for (size_t i = 1; i + 1 < args.size(); i += 2) {
-    if (args[i] == "--prompt") prompt = args[i + 1];
-    else if (args[i] == "--max-tokens") max_tokens = static_cast<uint32_t>(atoi(args[i + 1].c_str()));
-    else return pith::send("unknown argument " + args[i]), 2;
-  }
+pith::Status @NAME_ID@(pith::Flags& flags) {
+  std::string prompt = flags.str("--prompt", "Hello", "the text to complete");
+  uint32_t max_tokens = flags.u32("--max-tokens", 16, "tokens to generate at most");
+  PITH_TRY(flags.done());  // --help, unknown arguments, numbers that do not parse
 
-  auto model = pith::Model::open("");  // the server's model
-  if (!model) return pith::send(std::string("no model: ") + pith::status_name(model.status())), 1;
-  auto ctx = pith::Context::create(*model);
-  if (!ctx) return pith::send(std::string("no context: ") + pith::status_name(ctx.status())), 1;
-  if (ctx->info().add_bos) ctx->fill_tokens({ctx->info().bos_token});
-  ctx->fill(prompt);
-  pith::Generation out = ctx->generate(pith::Sampler::greedy(), pith::Stop{.max_tokens = max_tokens});
-  pith::send(out.text);  // a message to the client that launched this instance
+  pith::Model model = PITH_TRY(pith::Model::open(""));  // the server's model
+  pith::Context ctx = PITH_TRY(pith::Context::create(model));
+  if (ctx.info().add_bos) ctx.fill_tokens({ctx.info().bos_token});
+  PITH_TRY(ctx.fill(prompt));
+  pith::Generation out = ctx.generate(pith::Sampler::greedy(), pith::Stop{.max_tokens = max_tokens});
   pith::log("finish: " + out.finish_reason);
-  return 0;
+  return pith::send(out.text);  // a message to the client that launched this instance
 }
+PITH_INFERLET(@NAME_ID@)
 )";
 
 constexpr const char* kReadme = R"(# @NAME@
@@ -75,14 +68,24 @@ Python client in clients/python.
 | `--prompt TEXT` | `Hello` | the text to complete |
 | `--max-tokens N` | 16 | tokens to generate |
 
-The generated text comes back as one message; a log line says why generation stopped.
+`--help` sends this list. The generated text comes back as one message; a log line says why
+generation stopped. An error (e.g. an unknown argument) ends the instance with a non-zero exit
+code and its message, sent as `error: MESSAGE` and logged.
 )";
 
-std::string fill(std::string text, const std::string& name) {
-  const std::string key = "@NAME@";
-  for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + name.size()))
-    text.replace(at, key.size(), name);
+std::string replace_all(std::string text, const std::string& key, const std::string& value) {
+  for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size()))
+    text.replace(at, key.size(), value);
   return text;
+}
+
+// The template with the project name in place; @NAME_ID@ is the name as a C++ identifier.
+std::string fill(const std::string& text, const std::string& name) {
+  std::string id = name;
+  for (char& c : id)
+    if (c == '-') c = '_';
+  if (id == "main") id = "main_inferlet";  // main() itself comes from PITH_INFERLET
+  return replace_all(replace_all(text, "@NAME_ID@", id), "@NAME@", name);
 }
 
 bool valid_name(const std::string& n) {
@@ -96,7 +99,8 @@ bool valid_name(const std::string& n) {
 
 std::vector<std::string> scaffold_inferlet(const std::string& name, const std::string& dir) {
   if (!valid_name(name))
-    fail("inferlet new: '{}' is not a valid name (a letter, then letters, digits, '_' or '-')", name);
+    fail("inferlet new: '{}' is not a valid name (a letter, then letters, digits, '_' or '-')",
+         name);
   fs::path root = fs::path(dir.empty() ? "." : dir) / name;
   const std::pair<fs::path, const char*> files[] = {{root / (name + ".cpp"), kSource},
                                                     {root / "README.md", kReadme}};

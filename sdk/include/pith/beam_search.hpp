@@ -20,17 +20,17 @@
 #include <math.h>
 
 #include <algorithm>
-#include <vector>
-
+#include <optional>
 #include <pith/context.hpp>
+#include <vector>
 
 namespace pith {
 
 struct BeamSearchOptions {
-  uint32_t beams = 4;        // B: beams kept after each step
-  uint32_t expand = 0;       // K: candidates taken from each beam per step (0 = B)
-  uint32_t max_tokens = 16;  // tokens generated per beam
-  bool stop_at_eos = true;   // finish a beam at an end-of-sequence token
+  uint32_t beams = 4;             // B: beams kept after each step
+  uint32_t expand = 0;            // K: candidates taken from each beam per step (0 = B)
+  uint32_t max_tokens = 16;       // tokens generated per beam
+  bool stop_at_eos = true;        // finish a beam at an end-of-sequence token
   std::vector<uint32_t> eos_ids;  // default: the model's EOS token
 };
 
@@ -44,31 +44,30 @@ struct Beam {
 // computed): the search computes them and never modifies the context otherwise. Returns the
 // final beams, best first (ties keep the order in which they were found).
 inline Result<std::vector<Beam>> beam_search(Context& prompt, BeamSearchOptions opt) {
-  using R = Result<std::vector<Beam>>;
-  if (opt.beams == 0 || opt.max_tokens == 0) return R::error(PITH_ERR_BAD_ARGUMENT);
+  if (opt.beams == 0 || opt.max_tokens == 0)
+    return Error(PITH_ERR_BAD_ARGUMENT, "beam search needs at least one beam and one token");
   const uint32_t k = opt.expand ? opt.expand : opt.beams;
   if (opt.stop_at_eos && opt.eos_ids.empty() && prompt.info().eos_token != UINT32_MAX)
     opt.eos_ids.push_back(prompt.info().eos_token);
   auto is_eos = [&](uint32_t t) {
-    return opt.stop_at_eos && std::find(opt.eos_ids.begin(), opt.eos_ids.end(), t) != opt.eos_ids.end();
+    return opt.stop_at_eos &&
+           std::find(opt.eos_ids.begin(), opt.eos_ids.end(), t) != opt.eos_ids.end();
   };
 
   struct Live {
     Beam beam;
-    Context ctx;        // empty for a finished beam
-    Distribution next;  // the distribution after the beam's last token
+    std::optional<Context> ctx;  // none for a finished beam (and for the prompt at step 0)
+    Distribution next;           // the distribution after the beam's last token
   };
   struct Candidate {
     size_t parent;  // index into the previous step's beams (or 0 = the prompt at step 0)
     uint32_t token;
     double logprob;
-    bool carried;   // a finished beam kept as it is
+    bool carried;  // a finished beam kept as it is
   };
 
-  Result<Distribution> first = prompt.decode_step(k);
-  if (!first) return R::error(first.status());
   std::vector<Live> live(1);
-  live[0].next = static_cast<Distribution&&>(*first);
+  live[0].next = PITH_TRY(prompt.decode_step(k));
   bool at_prompt = true;  // live[0] stands for the prompt itself (no context of its own)
 
   for (uint32_t step = 0;; ++step) {
@@ -110,23 +109,17 @@ inline Result<std::vector<Beam>> beam_search(Context& prompt, BeamSearchOptions 
       const Candidate& c = cands[i];
       next[i].beam = extend(c);
       if (next[i].beam.finished) continue;
-      Context& parent = at_prompt ? prompt : live[c.parent].ctx;
-      if (!at_prompt && --uses[c.parent] == 0) {
-        next[i].ctx = static_cast<Context&&>(parent);
-      } else {
-        Result<Context> child = parent.fork();
-        if (!child) return R::error(child.status());
-        next[i].ctx = static_cast<Context&&>(*child);
-      }
-      next[i].ctx.fill_tokens({c.token});
-      pith_status_t s = next[i].ctx.start_step(k);
-      if (s != PITH_OK) return R::error(s);
+      Context& parent = at_prompt ? prompt : *live[c.parent].ctx;
+      if (!at_prompt && --uses[c.parent] == 0)
+        next[i].ctx.emplace(static_cast<Context&&>(parent));
+      else
+        next[i].ctx.emplace(PITH_TRY(parent.fork()));
+      next[i].ctx->fill_tokens({c.token});
+      PITH_TRY(next[i].ctx->start_step(k));
     }
     for (Live& l : next) {
       if (l.beam.finished) continue;
-      Result<Distribution> d = l.ctx.finish_step();
-      if (!d) return R::error(d.status());
-      l.next = static_cast<Distribution&&>(*d);
+      l.next = PITH_TRY(l.ctx->finish_step());
     }
     live = static_cast<std::vector<Live>&&>(next);
     at_prompt = false;

@@ -15,10 +15,11 @@
 #pragma once
 
 #include <math.h>
+
+#include <optional>
 #include <pith/context.hpp>
 #include <pith/grammar_matcher.hpp>
 #include <pith/rng.hpp>
-
 #include <string>
 #include <vector>
 
@@ -27,7 +28,7 @@ namespace pith {
 // The model's vocabulary as a token trie, special tokens left out.
 inline Result<TokenTrie> vocabulary_trie(const Model& model) {
   Result<std::vector<std::string>> vocab = model.vocab();
-  if (!vocab) return Result<TokenTrie>::error(vocab.status());
+  if (!vocab) return std::move(vocab).take_error();
   std::vector<bool> excluded(vocab->size(), false);
   Result<std::vector<uint32_t>> special = model.special_tokens();
   if (special) {
@@ -44,7 +45,8 @@ inline Result<TokenTrie> vocabulary_trie(const Model& model) {
 // lower id, as the engine orders them), else weights p^(1/T) over the allowed tokens. Tokens
 // whose probability underflowed to 0 are drawn uniformly only if every allowed one did.
 // Returns UINT32_MAX if the mask allows nothing.
-inline uint32_t sample_masked(const Distribution& d, const std::vector<uint64_t>& mask, float temperature, Rng& rng) {
+inline uint32_t sample_masked(const Distribution& d, const std::vector<uint64_t>& mask,
+                              float temperature, Rng& rng) {
   const size_t n = d.probs.size();
   uint32_t best = UINT32_MAX, first = UINT32_MAX;
   float best_p = -1.0f;
@@ -66,7 +68,8 @@ inline uint32_t sample_masked(const Distribution& d, const std::vector<uint64_t>
     size_t k = static_cast<size_t>(rng.uniform() * double(count));
     for (size_t w = 0; w < mask.size(); ++w)
       for (uint64_t bits = mask[w]; bits; bits &= bits - 1)
-        if (k-- == 0) return static_cast<uint32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits)));
+        if (k-- == 0)
+          return static_cast<uint32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits)));
     return first;
   }
   // p^(1/T) relative to the best allowed token: exp(log(p / p_best) / T), no overflow.
@@ -95,7 +98,7 @@ struct ConstrainedConfig {
   uint32_t max_tokens = 64;
   float temperature = 0.0f;  // 0: greedy among the allowed tokens
   uint64_t seed = 0;
-  bool stop_at_eos = true;   // the end token is allowed once the input is a complete sentence
+  bool stop_at_eos = true;  // the end token is allowed once the input is a complete sentence
 };
 
 struct ConstrainedGeneration {
@@ -104,12 +107,14 @@ struct ConstrainedGeneration {
   uint32_t sampled = 0;          // tokens chosen by the model (one forward each)
   uint32_t forced = 0;           // tokens of the completion appended at the budget's end
   std::string finish_reason;     // "eos", "complete" (nothing else allowed), "budget", or an error
+  std::optional<Error> error;    // the error that ended generation, if one did
   uint64_t mask_ns = 0;          // total time spent computing masks
   uint64_t allowed_total = 0;    // sum over steps of the number of allowed tokens
 };
 
 // Generates from ctx (its pending tokens are the prompt) under the automaton's grammar.
-inline ConstrainedGeneration generate_constrained(Context& ctx, grammar::Automaton& a, const ConstrainedConfig& c) {
+inline ConstrainedGeneration generate_constrained(Context& ctx, grammar::Automaton& a,
+                                                  const ConstrainedConfig& c) {
   ConstrainedGeneration g;
   grammar::Matcher m(a);
   Rng rng(c.seed);
@@ -140,6 +145,7 @@ inline ConstrainedGeneration generate_constrained(Context& ctx, grammar::Automat
     Result<Distribution> d = ctx.decode_step(PITH_TOP_K_ALL);
     if (!d) {
       g.finish_reason = status_name(d.status());
+      g.error = std::move(d).take_error();
       return g;
     }
     const uint64_t t0 = now_ns();

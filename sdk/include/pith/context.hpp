@@ -1,9 +1,9 @@
 // pith/context.hpp: a token context over KV pages the inferlet owns, and the generate loop.
 //
-//   auto model = pith::Model::open("");
-//   auto ctx = pith::Context::create(*model);
-//   ctx->fill("Hello,");
-//   auto out = ctx->generate(pith::Sampler::greedy(), pith::Stop{.max_tokens = 10});
+//   pith::Model model = PITH_TRY(pith::Model::open(""));
+//   pith::Context ctx = PITH_TRY(pith::Context::create(model));
+//   PITH_TRY(ctx.fill("Hello,"));
+//   pith::Generation out = ctx.generate(pith::Sampler::greedy(), pith::Stop{.max_tokens = 10});
 //
 // A Context keeps, for every slot of its KV pages, the token and its position (positions are
 // explicit, so pages can be dropped from the middle of a context). Tokens are appended as
@@ -18,12 +18,12 @@
 // prefix of the prompt and computes only the rest, then offers its full pages to the cache.
 #pragma once
 
+#include <map>
+#include <new>
+#include <optional>
 #include <pith/attention_mask.hpp>
 #include <pith/pith.hpp>
 #include <pith/sampling.hpp>
-
-#include <map>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -40,21 +40,19 @@ inline std::map<pith_kvpage_t, int>& page_refs() {
 struct Generation {
   std::string text;
   std::vector<uint32_t> tokens;
-  std::string finish_reason;  // "length", "eos", "stop", or an error status name
+  std::string finish_reason;   // "length", "eos", "stop", or an error status name
+  std::optional<Error> error;  // why generation ended early (finish_reason is its code's name)
 };
 
 class Context {
  public:
   static Result<Context> create(const Model& model) {
     pith_model_info_t info{};
-    pith_status_t s = pith_model_info(model.handle(), &info);
-    if (s != PITH_OK) return Result<Context>::error(s);
-    Result<Queue> q = Queue::create(model);
-    if (!q) return Result<Context>::error(q.status());
-    return Context(model, static_cast<Queue&&>(*q), info);
+    PITH_TRY(check(pith_model_info(model.handle(), &info), "model info"));
+    Queue q = PITH_TRY(Queue::create(model));
+    return Context(model, static_cast<Queue&&>(q), info);
   }
 
-  Context() = default;  // an empty, unusable context (Result<Context> needs one)
   Context(Context&&) = default;
   // Not defaulted: the pages this context holds must be released before it takes the other's.
   Context& operator=(Context&& other) {
@@ -89,11 +87,9 @@ class Context {
   uint32_t next_position() const { return next_pos_; }
 
   // Appends text (tokenized by the model, special tokens recognised) or tokens as pending.
-  pith_status_t fill(std::string_view text) {
-    Result<std::vector<uint32_t>> ids = model_.tokenize(text);
-    if (!ids) return ids.status();
-    fill_tokens(*ids);
-    return PITH_OK;
+  Status fill(std::string_view text) {
+    fill_tokens(PITH_TRY(model_.tokenize(text)));
+    return {};
   }
   void fill_tokens(const std::vector<uint32_t>& ids) {
     for (uint32_t t : ids) {
@@ -103,55 +99,45 @@ class Context {
   }
 
   // Computes the K/V of every pending token.
-  pith_status_t flush() {
-    if (computed_ == tokens_.size()) return PITH_OK;
-    Result<std::vector<Distribution>> r = run(0, 0);
-    return r.status();
+  Status flush() {
+    if (computed_ == tokens_.size()) return {};
+    PITH_TRY(run(0, 0));
+    return {};
   }
   // flush / decode_step with an explicit attention mask: one row per pending token, context_len
   // = tokens().size() (pith/attention_mask.hpp). Such a forward neither uses nor feeds the
   // prefix cache.
-  pith_status_t flush(const AttentionMask& mask) {
-    if (computed_ == tokens_.size()) return PITH_OK;
-    return run(0, 0, false, &mask).status();
+  Status flush(const AttentionMask& mask) {
+    if (computed_ == tokens_.size()) return {};
+    PITH_TRY(run(0, 0, false, &mask));
+    return {};
   }
   Result<Distribution> decode_step(uint32_t top_k, const AttentionMask& mask) {
-    if (computed_ == tokens_.size()) return Result<Distribution>::error(PITH_ERR_BAD_ARGUMENT);
-    Result<std::vector<Distribution>> r = run(1, top_k, false, &mask);
-    if (!r) return Result<Distribution>::error(r.status());
-    if (r->empty()) return Result<Distribution>::error(PITH_ERR_INTERNAL);
-    return (*r)[0];
+    if (computed_ == tokens_.size()) return no_pending("decode_step");
+    return first_of(run(1, top_k, false, &mask));
   }
 
   // Computes the pending tokens (at least one) and returns the next-token distribution after
   // the last one, truncated to top_k.
   Result<Distribution> decode_step(uint32_t top_k = 256) {
-    if (computed_ == tokens_.size()) return Result<Distribution>::error(PITH_ERR_BAD_ARGUMENT);
-    Result<std::vector<Distribution>> r = run(1, top_k);
-    if (!r) return Result<Distribution>::error(r.status());
-    if (r->empty()) return Result<Distribution>::error(PITH_ERR_INTERNAL);
-    return (*r)[0];
+    if (computed_ == tokens_.size()) return no_pending("decode_step");
+    return first_of(run(1, top_k));
   }
 
   // decode_step in two halves, so that the forwards of several contexts are in flight together
   // and batch on the server (e.g. the beams of a beam search): start_step queues the forward,
   // finish_step waits for it. Call nothing else on this context in between.
-  pith_status_t start_step(uint32_t top_k = 256) {
-    if (computed_ == tokens_.size()) return PITH_ERR_BAD_ARGUMENT;
+  Status start_step(uint32_t top_k = 256) {
+    if (computed_ == tokens_.size()) return no_pending("start_step");
     return begin_run(1, top_k);
   }
-  Result<Distribution> finish_step() {
-    Result<std::vector<Distribution>> r = end_run();
-    if (!r) return Result<Distribution>::error(r.status());
-    if (r->empty()) return Result<Distribution>::error(PITH_ERR_INTERNAL);
-    return (*r)[0];
-  }
+  Result<Distribution> finish_step() { return first_of(end_run()); }
 
   // Computes the pending tokens and returns the distribution after each of them, in order:
   // one forward with an output per input (speculative verification, Jacobi iterations,
   // likelihood scoring). top_k = PITH_TOP_K_ALL gives full-vocabulary distributions.
   Result<std::vector<Distribution>> decode_all(uint32_t top_k = 1) {
-    if (computed_ == tokens_.size()) return Result<std::vector<Distribution>>::error(PITH_ERR_BAD_ARGUMENT);
+    if (computed_ == tokens_.size()) return no_pending("decode_all");
     return run(0, top_k, true);
   }
 
@@ -173,7 +159,8 @@ class Context {
   // The generate loop: decode, sample, append, until a stop condition holds.
   Generation generate(Sampler sampler, Stop stop) {
     Generation g;
-    if (stop.eos_ids.empty() && info_.eos_token != UINT32_MAX) stop.eos_ids.push_back(info_.eos_token);
+    if (stop.eos_ids.empty() && info_.eos_token != UINT32_MAX)
+      stop.eos_ids.push_back(info_.eos_token);
     std::vector<uint32_t> generated;
     // Stop strings are matched against a decoded tail, so a step costs O(longest stop string),
     // not O(tokens so far); the whole text is decoded once, at the end.
@@ -182,19 +169,32 @@ class Context {
       Result<Distribution> d = decode_step(sampler.candidates());
       if (!d) {
         g.finish_reason = status_name(d.status());
+        g.error = std::move(d).take_error();
         break;
       }
       uint32_t tok = sampler.sample(*d);
       generated.push_back(tok);
       fill_tokens({tok});
-      const std::string tail = stop_bytes ? model_.detokenize_tail(generated, stop_bytes) : std::string();
-      const char* why = stop.check(generated, tail);
+      Result<std::string> tail =
+          stop_bytes ? model_.detokenize_tail(generated, stop_bytes) : std::string();
+      if (!tail) {
+        g.finish_reason = status_name(tail.status());
+        g.error = std::move(tail).take_error();
+        break;
+      }
+      const char* why = stop.check(generated, *tail);
       if (*why) {
         g.finish_reason = why;
         break;
       }
     }
-    g.text = model_.detokenize(generated).value_or("");
+    Result<std::string> text = model_.detokenize(generated);
+    if (text) {
+      g.text = std::move(*text);
+    } else if (!g.error) {
+      g.finish_reason = status_name(text.status());
+      g.error = std::move(text).take_error();
+    }
     g.tokens = generated;
     return g;
   }
@@ -202,11 +202,8 @@ class Context {
   // A child context sharing this one's computed pages (prefix sharing): full pages are
   // shared, the partial last page is copied so both can append. Pending tokens are copied.
   Result<Context> fork() {
-    pith_status_t s = flush();
-    if (s != PITH_OK) return Result<Context>::error(s);
-    Result<Context> child = Context::create(model_);
-    if (!child) return child;
-    Context& c = *child;
+    PITH_TRY(flush());
+    Context c = PITH_TRY(Context::create(model_));
     c.tokens_ = tokens_;
     c.positions_ = positions_;
     c.computed_ = computed_;
@@ -217,17 +214,14 @@ class Context {
     for (size_t i = 0; i < pages_.size(); ++i) {
       bool partial = i + 1 == pages_.size() && computed_ % page_size() != 0;
       if (partial) {
-        Result<std::vector<pith_kvpage_t>> p = c.queue_.alloc_kvpages(1);
-        if (!p) return Result<Context>::error(p.status());
+        std::vector<pith_kvpage_t> p = PITH_TRY(c.queue_.alloc_kvpages(1));
         uint32_t filled = static_cast<uint32_t>(computed_ % page_size());
         // The copy runs on the parent's queue, after the parent's writes to the page.
-        s = pith_kvpage_copy(queue_.handle(), pages_[i], (*p)[0], 0, 0, filled);
-        if (s != PITH_OK) return Result<Context>::error(s);
-        Future sync = queue_.synchronize();
-        s = sync.wait();
-        if (s != PITH_OK) return Result<Context>::error(s);
-        c.adopt((*p)[0], false);
-        if (s = c.remask(i); s != PITH_OK) return Result<Context>::error(s);
+        PITH_TRY(check(pith_kvpage_copy(queue_.handle(), pages_[i], p[0], 0, 0, filled),
+                       "fork: copy KV page"));
+        PITH_TRY(queue_.synchronize().wait());
+        c.adopt(p[0], false);
+        PITH_TRY(c.remask(i));
       } else {
         ++detail::page_refs()[pages_[i]];
         c.pages_.push_back(pages_[i]);
@@ -235,13 +229,16 @@ class Context {
         shared_[i] = true;
       }
     }
-    return child;
+    return c;
   }
 
   // Hides slots [begin, end) of the context from attention (mask_kvpage), e.g. a window or a
   // finished sub-task. drop_masked_pages() then frees pages whose every slot is hidden.
-  pith_status_t mask(size_t begin, size_t end) {
-    if (end > computed_ || begin > end) return PITH_ERR_BAD_ARGUMENT;
+  Status mask(size_t begin, size_t end) {
+    if (end > computed_ || begin > end)
+      return Error(PITH_ERR_BAD_ARGUMENT, "mask [" + std::to_string(begin) + ", " +
+                                              std::to_string(end) + ") is not within the " +
+                                              std::to_string(computed_) + " computed slots");
     const uint32_t ps = page_size();
     if (masks_.size() < pages_.size()) masks_.resize(pages_.size());
     for (size_t p = begin / ps; p <= (end - 1) / ps && begin < end; ++p) {
@@ -251,10 +248,9 @@ class Context {
         size_t slot = p * ps + s;
         if (slot >= begin && slot < end) m[s] = 1;
       }
-      pith_status_t st = pith_kvpage_mask(queue_.handle(), pages_[p], m.data(), ps);
-      if (st != PITH_OK) return st;
+      PITH_TRY(check(pith_kvpage_mask(queue_.handle(), pages_[p], m.data(), ps), "mask KV page"));
     }
-    return PITH_OK;
+    return {};
   }
   // Frees the pages (other than the last) whose every slot is masked; the context keeps its
   // remaining slots and their positions. Returns the number of pages dropped.
@@ -285,40 +281,42 @@ class Context {
   // inferlets/modular_caching). If the last page is partly filled, its free slots are padded
   // (token 0) and hidden so the import starts on a page boundary. Imported pages are read-only
   // (copied before a write). Nothing may be pending.
-  pith_status_t import_append(std::string_view name) {
-    if (computed_ != tokens_.size()) return PITH_ERR_BAD_ARGUMENT;
+  Status import_append(std::string_view name) {
+    if (computed_ != tokens_.size())
+      return Error(PITH_ERR_BAD_ARGUMENT, "import_append: flush the pending tokens first");
     std::vector<uint32_t> toks, pos;
-    if (pith_status_t s = read_state(name, toks, pos); s != PITH_OK) return s;
+    PITH_TRY(read_state(name, toks, pos));
     const uint32_t ps = page_size();
     if (size_t used = computed_ % ps; used != 0) {
       const size_t pad_begin = computed_;
       tokens_.resize(tokens_.size() + (ps - used), 0);
       positions_.resize(positions_.size() + (ps - used), 0);
       computed_ = tokens_.size();
-      if (pith_status_t s = mask(pad_begin, computed_); s != PITH_OK) return s;
+      PITH_TRY(mask(pad_begin, computed_));
     }
     std::vector<pith_kvpage_t> pages((toks.size() + ps - 1) / ps + 1);
     uint32_t got = 0;
-    pith_status_t s = pith_kvpage_import(queue_.handle(), name.data(), static_cast<uint32_t>(name.size()),
-                                         pages.data(), static_cast<uint32_t>(pages.size()), &got);
-    if (s != PITH_OK) return s;
+    PITH_TRY(
+        check(pith_kvpage_import(queue_.handle(), name.data(), static_cast<uint32_t>(name.size()),
+                                 pages.data(), static_cast<uint32_t>(pages.size()), &got),
+              "import '" + std::string(name) + "'"));
     for (uint32_t i = 0; i < got; ++i) adopt(pages[i], true);
     tokens_.insert(tokens_.end(), toks.begin(), toks.end());
     positions_.insert(positions_.end(), pos.begin(), pos.end());
     computed_ = tokens_.size();
     if (!pos.empty()) next_pos_ = pos.back() + 1;
     inserted_ = true;  // composed pages are no causal prefix: keep them out of the prefix cache
-    return PITH_OK;
+    return {};
   }
 
   // Publishes the computed state under `name` (pages + tokens/positions in the store), so
   // another inferlet can continue from it with Context::import_state.
-  pith_status_t export_state(std::string_view name) {
-    pith_status_t s = flush();
-    if (s != PITH_OK) return s;
-    s = pith_kvpage_export(queue_.handle(), pages_.data(), static_cast<uint32_t>(pages_.size()), name.data(),
-                           static_cast<uint32_t>(name.size()));
-    if (s != PITH_OK) return s;
+  Status export_state(std::string_view name) {
+    PITH_TRY(flush());
+    PITH_TRY(check(
+        pith_kvpage_export(queue_.handle(), pages_.data(), static_cast<uint32_t>(pages_.size()),
+                           name.data(), static_cast<uint32_t>(name.size())),
+        "export '" + std::string(name) + "'"));
     std::string blob;
     uint32_t n = static_cast<uint32_t>(computed_);
     blob.append(reinterpret_cast<const char*>(&n), 4);
@@ -327,53 +325,65 @@ class Context {
     return store_set(std::string("pith.ctx.") + std::string(name), blob);
   }
   static Result<Context> import_state(const Model& model, std::string_view name) {
-    Result<Context> r = Context::create(model);
-    if (!r) return r;
-    Context& c = *r;
-    if (pith_status_t s = read_state(name, c.tokens_, c.positions_); s != PITH_OK)
-      return Result<Context>::error(s);
+    Context c = PITH_TRY(Context::create(model));
+    PITH_TRY(read_state(name, c.tokens_, c.positions_));
     uint32_t n = static_cast<uint32_t>(c.tokens_.size());
     c.computed_ = n;
     c.next_pos_ = n ? c.positions_.back() + 1 : 0;
     c.inserted_ = true;
     std::vector<pith_kvpage_t> pages((n + c.page_size() - 1) / c.page_size() + 1);
     uint32_t got = 0;
-    pith_status_t s = pith_kvpage_import(c.queue_.handle(), name.data(), static_cast<uint32_t>(name.size()),
-                                         pages.data(), static_cast<uint32_t>(pages.size()), &got);
-    if (s != PITH_OK) return Result<Context>::error(s);
+    PITH_TRY(
+        check(pith_kvpage_import(c.queue_.handle(), name.data(), static_cast<uint32_t>(name.size()),
+                                 pages.data(), static_cast<uint32_t>(pages.size()), &got),
+              "import '" + std::string(name) + "'"));
     for (uint32_t i = 0; i < got; ++i) c.adopt(pages[i], true);
-    return r;
+    return c;
   }
   // Withdraws a state published by export_state; its pages are freed once no importer holds them.
-  static pith_status_t remove_export(const Model& model, std::string_view name) {
-    Result<Queue> q = Queue::create(model);
-    if (!q) return q.status();
-    pith_status_t s = pith_kvpage_unexport(q->handle(), name.data(), static_cast<uint32_t>(name.size()));
-    store_delete(std::string("pith.ctx.") + std::string(name));
-    return s;
+  static Status remove_export(const Model& model, std::string_view name) {
+    Queue q = PITH_TRY(Queue::create(model));
+    Status unexported =
+        check(pith_kvpage_unexport(q.handle(), name.data(), static_cast<uint32_t>(name.size())),
+              "unexport '" + std::string(name) + "'");
+    Status deleted = store_delete(std::string("pith.ctx.") + std::string(name));
+    return unexported ? deleted : unexported;
   }
 
  private:
   Context(const Model& model, Queue&& q, pith_model_info_t info)
       : model_(model), queue_(static_cast<Queue&&>(q)), info_(info) {}
 
+  static Error no_pending(const char* what) {
+    return Error(PITH_ERR_BAD_ARGUMENT, std::string(what) + ": no pending token to compute");
+  }
+  static Result<Distribution> first_of(Result<std::vector<Distribution>> r) {
+    std::vector<Distribution> ds = PITH_TRY(std::move(r));
+    if (ds.empty()) return Error(PITH_ERR_INTERNAL, "forward returned no distribution");
+    return std::move(ds[0]);
+  }
+
   // The tokens and positions export_state stored under `name`.
-  static pith_status_t read_state(std::string_view name, std::vector<uint32_t>& toks, std::vector<uint32_t>& pos) {
+  static Status read_state(std::string_view name, std::vector<uint32_t>& toks,
+                           std::vector<uint32_t>& pos) {
     Result<std::string> blob = store_get(std::string("pith.ctx.") + std::string(name));
-    if (!blob || blob->size() < 4) return PITH_ERR_NOT_FOUND;
+    if (!blob || blob->size() < 4)
+      return Error(PITH_ERR_NOT_FOUND, "import '" + std::string(name) + "': not found");
     uint32_t n;
     memcpy(&n, blob->data(), 4);
-    if (blob->size() != 4 + size_t{n} * 8) return PITH_ERR_BAD_ARGUMENT;
+    if (blob->size() != 4 + size_t{n} * 8)
+      return Error(PITH_ERR_BAD_ARGUMENT, "import '" + std::string(name) + "': malformed state");
     toks.resize(n);
     pos.resize(n);
     memcpy(toks.data(), blob->data() + 4, size_t{n} * 4);
     memcpy(pos.data(), blob->data() + 4 + size_t{n} * 4, size_t{n} * 4);
-    return PITH_OK;
+    return {};
   }
   // Masks live on the host per page handle: a page replaced by a copy needs its mask again.
-  pith_status_t remask(size_t p) {
-    if (p >= masks_.size() || masks_[p].empty()) return PITH_OK;
-    return pith_kvpage_mask(queue_.handle(), pages_[p], masks_[p].data(), page_size());
+  Status remask(size_t p) {
+    if (p >= masks_.size() || masks_[p].empty()) return {};
+    return check(pith_kvpage_mask(queue_.handle(), pages_[p], masks_[p].data(), page_size()),
+                 "mask KV page");
   }
   // True if slots [0, n) hold positions 0, 1, ...: what the prefix cache assumes.
   bool default_positions(size_t n) const {
@@ -404,12 +414,14 @@ class Context {
 
   // Looks the prompt up in the server's prefix cache before the first computation.
   void use_prefix_cache_for_prompt() {
-    if (!use_prefix_cache_ || computed_ != 0 || !pages_.empty() || tokens_.size() < page_size()) return;
+    if (!use_prefix_cache_ || computed_ != 0 || !pages_.empty() || tokens_.size() < page_size())
+      return;
     if (!default_positions(tokens_.size())) return;
     std::vector<pith_kvpage_t> hit(tokens_.size() / page_size());
     uint32_t n_pages = 0, matched = 0;
-    if (pith_prefix_match(queue_.handle(), tokens_.data(), static_cast<uint32_t>(tokens_.size()), hit.data(),
-                          static_cast<uint32_t>(hit.size()), &n_pages, &matched) != PITH_OK)
+    if (pith_prefix_match(queue_.handle(), tokens_.data(), static_cast<uint32_t>(tokens_.size()),
+                          hit.data(), static_cast<uint32_t>(hit.size()), &n_pages,
+                          &matched) != PITH_OK)
       return;
     // Keep at least one token to compute: it produces the next distribution.
     if (matched >= tokens_.size() && n_pages > 0) {
@@ -423,18 +435,17 @@ class Context {
   }
 
   // Makes sure the page about to receive writes at slot `computed_` is private.
-  pith_status_t own_last_page() {
+  Status own_last_page() {
     const uint32_t ps = page_size();
     size_t idx = computed_ / ps;
-    if (computed_ % ps == 0 || idx >= pages_.size() || !shared_[idx]) return PITH_OK;
-    Result<std::vector<pith_kvpage_t>> fresh = queue_.alloc_kvpages(1);
-    if (!fresh) return fresh.status();
-    pith_status_t s = pith_kvpage_copy(queue_.handle(), pages_[idx], (*fresh)[0], 0, 0,
-                                       static_cast<uint32_t>(computed_ % ps));
-    if (s != PITH_OK) return s;
+    if (computed_ % ps == 0 || idx >= pages_.size() || !shared_[idx]) return {};
+    std::vector<pith_kvpage_t> fresh = PITH_TRY(queue_.alloc_kvpages(1));
+    PITH_TRY(check(pith_kvpage_copy(queue_.handle(), pages_[idx], fresh[0], 0, 0,
+                                    static_cast<uint32_t>(computed_ % ps)),
+                   "copy a shared KV page before writing"));
     unref(pages_[idx]);
-    pages_[idx] = (*fresh)[0];
-    ++detail::page_refs()[(*fresh)[0]];
+    pages_[idx] = fresh[0];
+    ++detail::page_refs()[fresh[0]];
     shared_[idx] = false;
     return remask(idx);
   }
@@ -443,30 +454,33 @@ class Context {
   // last one. An explicit mask (rows = pending tokens) bypasses the prefix cache.
   Result<std::vector<Distribution>> run(uint32_t n_out, uint32_t top_k, bool every_input = false,
                                         const AttentionMask* mask = nullptr) {
-    pith_status_t s = begin_run(n_out, top_k, every_input, mask);
-    if (s != PITH_OK) return Result<std::vector<Distribution>>::error(s);
+    PITH_TRY(begin_run(n_out, top_k, every_input, mask));
     return end_run();
   }
 
   // The first half of run(): queues the forward over the pending tokens (the host copies the
   // arguments, so the context may change afterwards) and keeps its future in pending_.
-  pith_status_t begin_run(uint32_t n_out, uint32_t top_k, bool every_input = false,
-                          const AttentionMask* mask = nullptr) {
-    if (pending_.valid()) return PITH_ERR_BAD_ARGUMENT;  // one step in flight at a time
+  Status begin_run(uint32_t n_out, uint32_t top_k, bool every_input = false,
+                   const AttentionMask* mask = nullptr) {
+    if (pending_.valid())
+      return Error(PITH_ERR_BAD_ARGUMENT, "a step is already in flight (finish_step first)");
     const bool first = computed_ == 0;
     if (first && !mask) use_prefix_cache_for_prompt();
-    pith_status_t s = own_last_page();
-    if (s != PITH_OK) return s;
+    PITH_TRY(own_last_page());
     const uint32_t ps = page_size();
     const size_t total = tokens_.size();
     const size_t need = (total + ps - 1) / ps;
     if (need > pages_.size()) {
-      Result<std::vector<pith_kvpage_t>> fresh = queue_.alloc_kvpages(static_cast<uint32_t>(need - pages_.size()));
-      if (!fresh) return fresh.status();
-      for (pith_kvpage_t p : *fresh) adopt(p, false);
+      std::vector<pith_kvpage_t> fresh =
+          PITH_TRY(queue_.alloc_kvpages(static_cast<uint32_t>(need - pages_.size())));
+      for (pith_kvpage_t p : fresh) adopt(p, false);
     }
     const uint32_t n = static_cast<uint32_t>(total - computed_);
-    if (mask && (mask->rows() != n || mask->context_len() != total)) return PITH_ERR_BAD_ARGUMENT;
+    if (mask && (mask->rows() != n || mask->context_len() != total))
+      return Error(PITH_ERR_BAD_ARGUMENT, "attention mask is " + std::to_string(mask->rows()) +
+                                              " rows over " + std::to_string(mask->context_len()) +
+                                              " slots; the step has " + std::to_string(n) +
+                                              " pending tokens over " + std::to_string(total));
     uint32_t last = n - 1;
     std::vector<uint32_t> every;
     if (every_input) {
@@ -488,22 +502,20 @@ class Context {
       a.attn_mask_len = static_cast<uint32_t>(mask->bytes().size());
     }
     pith_future_t f = 0;
-    s = pith_forward_tokens(queue_.handle(), &a, &f);
-    if (s != PITH_OK) return s;
+    PITH_TRY(check(pith_forward_tokens(queue_.handle(), &a, &f), "forward"));
     pending_ = Future(f);
     pending_total_ = total;
     pending_first_ = first && !mask && default_positions(total);  // may feed the prefix cache
     pending_every_ = every_input;
-    return PITH_OK;
+    return {};
   }
 
   // The second half: waits for the queued forward and takes its result.
   Result<std::vector<Distribution>> end_run() {
-    using R = Result<std::vector<Distribution>>;
-    if (!pending_.valid()) return R::error(PITH_ERR_BAD_ARGUMENT);
+    if (!pending_.valid()) return Error(PITH_ERR_BAD_ARGUMENT, "finish_step without start_step");
     Result<std::string> bytes = pending_.get();
     pending_.reset();
-    if (!bytes) return R::error(bytes.status());
+    if (!bytes) return std::move(bytes).take_error();
     const size_t total = pending_total_;
     const uint32_t n = static_cast<uint32_t>(total - computed_);
     if (!pending_every_) prefilled_ += n > 1 ? n : 0;  // decode_all verifies drafts, no prompt
@@ -514,7 +526,8 @@ class Context {
       inserted_ = true;
       uint32_t full = static_cast<uint32_t>(total / ps);
       if (full > 0)
-        pith_prefix_insert(queue_.handle(), tokens_.data(), static_cast<uint32_t>(full * ps), pages_.data(), full);
+        pith_prefix_insert(queue_.handle(), tokens_.data(), static_cast<uint32_t>(full * ps),
+                           pages_.data(), full);
       offered_pages_ = full;
     }
     return parse_distributions(*bytes);
@@ -527,7 +540,7 @@ class Context {
   size_t computed_ = 0;
   uint32_t next_pos_ = 0;
   std::vector<pith_kvpage_t> pages_;
-  std::vector<bool> shared_;               // read-only: copy before writing
+  std::vector<bool> shared_;                 // read-only: copy before writing
   std::vector<std::vector<uint8_t>> masks_;  // per page, 1 = hidden (mask())
   bool use_prefix_cache_ = true;
   bool inserted_ = false;
@@ -537,7 +550,8 @@ class Context {
   size_t pending_total_ = 0;
   bool pending_first_ = false;
   bool pending_every_ = false;  // the started forward has an output per input (decode_all)
-  uint32_t offered_pages_ = 0;  // leading pages given to the prefix cache (read-only after truncate)
+  // Leading pages given to the prefix cache (read-only after truncate).
+  uint32_t offered_pages_ = 0;
   uint32_t cached_ = 0;
 };
 

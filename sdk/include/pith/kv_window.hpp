@@ -21,47 +21,56 @@ struct KvWindow {
   size_t sink = 0;
   size_t window = 64;
   bool free_pages = true;
-  size_t hidden_to = 0;     // slots [sink, hidden_to) are hidden already (context slot indices)
+  size_t hidden_to = 0;  // slots [sink, hidden_to) are hidden already (context slot indices)
   size_t pages_freed = 0;
 
   // Hides what fell out of the window since the last call and frees fully hidden pages.
-  // Returns PITH_OK or the status of a failed mask call.
-  pith_status_t apply(Context& ctx) {
+  Status apply(Context& ctx) {
     const size_t computed = ctx.computed();
     if (hidden_to < sink) hidden_to = sink;
-    if (computed <= window || computed - window <= hidden_to) return PITH_OK;
+    if (computed <= window || computed - window <= hidden_to) return {};
     const size_t end = computed - window;
-    if (pith_status_t s = ctx.mask(hidden_to, end); s != PITH_OK) return s;
+    PITH_TRY(ctx.mask(hidden_to, end));
     hidden_to = end;
     if (free_pages) {
       size_t dropped = ctx.drop_masked_pages();
       pages_freed += dropped;
       hidden_to -= dropped * ctx.page_size();  // later slots moved down by the dropped pages
     }
-    return PITH_OK;
+    return {};
   }
 };
 
 // Context::generate with the window applied after every step. *max_pages receives the most
 // pages the context held at once (the peak is right after a step's forward).
-inline Generation generate_windowed(Context& ctx, Sampler sampler, Stop stop, KvWindow& w, size_t* max_pages) {
+inline Generation generate_windowed(Context& ctx, Sampler sampler, Stop stop, KvWindow& w,
+                                    size_t* max_pages) {
   Generation g;
-  if (stop.eos_ids.empty() && ctx.info().eos_token != UINT32_MAX) stop.eos_ids.push_back(ctx.info().eos_token);
+  if (stop.eos_ids.empty() && ctx.info().eos_token != UINT32_MAX)
+    stop.eos_ids.push_back(ctx.info().eos_token);
   for (;;) {
     Result<Distribution> d = ctx.decode_step(sampler.candidates());
     if (!d) {
       g.finish_reason = status_name(d.status());
+      g.error = std::move(d).take_error();
       break;
     }
     if (max_pages && ctx.pages().size() > *max_pages) *max_pages = ctx.pages().size();
     uint32_t tok = sampler.sample(*d);
     g.tokens.push_back(tok);
     ctx.fill_tokens({tok});
-    if (pith_status_t s = w.apply(ctx); s != PITH_OK) {
-      g.finish_reason = status_name(s);
+    if (Status s = w.apply(ctx); !s) {
+      g.finish_reason = status_name(s.status());
+      g.error = std::move(s).take_error();
       break;
     }
-    g.text = ctx.model().detokenize(g.tokens).value_or("");
+    Result<std::string> text = ctx.model().detokenize(g.tokens);
+    if (!text) {
+      g.finish_reason = status_name(text.status());
+      g.error = std::move(text).take_error();
+      break;
+    }
+    g.text = std::move(*text);
     if (const char* why = stop.check(g.tokens, g.text); *why) {
       g.finish_reason = why;
       break;

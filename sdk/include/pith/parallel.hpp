@@ -1,10 +1,10 @@
 // pith/parallel.hpp: branches of one context generating side by side — the shared machinery of
 // the thought-structured inferlets (tree/graph/recursion/skeleton of thought) and of MCTS.
 //
-//   auto kids = pith::fork_n(*root, 3);                  // share the root's full KV pages
+//   std::vector<pith::Context> kids = PITH_TRY(pith::fork_n(root, 3));  // share root's full pages
 //   std::vector<pith::Branch> bs;
-//   for (size_t i = 0; i < kids->size(); ++i)
-//     bs.push_back({&(*kids)[i], pith::Sampler::temperature(0.8f, i), {.max_tokens = 16}});
+//   for (size_t i = 0; i < kids.size(); ++i)
+//     bs.push_back({&kids[i], pith::Sampler::temperature(0.8f, i), {.max_tokens = 16}});
 //   pith::generate_parallel(bs);                          // bs[i].out.text, bs[i].logprob
 //
 // Prefix sharing: fork() shares every full page of the parent and copies only its partial last
@@ -16,7 +16,6 @@
 #include <math.h>
 
 #include <pith/context.hpp>
-
 #include <vector>
 
 namespace pith {
@@ -26,9 +25,7 @@ inline Result<std::vector<Context>> fork_n(Context& parent, size_t n) {
   std::vector<Context> out;
   out.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    Result<Context> c = parent.fork();
-    if (!c) return Result<std::vector<Context>>::error(c.status());
-    out.push_back(static_cast<Context&&>(*c));
+    out.push_back(PITH_TRY(parent.fork()));
   }
   return out;
 }
@@ -58,6 +55,11 @@ struct ParallelStats {
 };
 
 namespace detail {
+inline void end_with_error(Branch& b, Error e) {
+  b.done = true;
+  b.out.finish_reason = status_name(e.code);
+  b.out.error = std::move(e);
+}
 inline double logprob_of(const Distribution& d, uint32_t tok) {
   for (size_t i = 0; i < d.ids.size(); ++i)
     if (d.ids[i] == tok) return d.probs[i] > 0 ? ::log(double(d.probs[i])) : -20.7;
@@ -67,7 +69,8 @@ inline double logprob_of(const Distribution& d, uint32_t tok) {
 
 // Runs every branch to its stop condition, one decode step per branch per round. Each branch's
 // context must have at least one pending token (e.g. a cue filled after fork()); a branch with
-// nothing pending ends at once with finish_reason "bad argument". The sampled tokens are left
+// nothing pending ends at once with finish_reason "bad argument". A branch that fails keeps its
+// error in out.error (generate_parallel_checked returns the first). The sampled tokens are left
 // pending, so a branch can be continued or scored later.
 inline ParallelStats generate_parallel(std::vector<Branch>& bs) {
   ParallelStats st;
@@ -79,10 +82,10 @@ inline ParallelStats generate_parallel(std::vector<Branch>& bs) {
     std::vector<Branch*> live;
     for (Branch& b : bs) {
       if (b.done) continue;
-      pith_status_t s = b.ctx ? b.ctx->start_step(b.sampler.candidates()) : PITH_ERR_BAD_ARGUMENT;
-      if (s != PITH_OK) {
-        b.done = true;
-        b.out.finish_reason = status_name(s);
+      Status s = b.ctx ? b.ctx->start_step(b.sampler.candidates())
+                       : Status(Error(PITH_ERR_BAD_ARGUMENT, "branch without a context"));
+      if (!s) {
+        detail::end_with_error(b, std::move(s).take_error());
         continue;
       }
       live.push_back(&b);
@@ -94,8 +97,7 @@ inline ParallelStats generate_parallel(std::vector<Branch>& bs) {
     for (Branch* b : live) {
       Result<Distribution> d = b->ctx->finish_step();
       if (!d) {
-        b->done = true;
-        b->out.finish_reason = status_name(d.status());
+        detail::end_with_error(*b, std::move(d).take_error());
         continue;
       }
       uint32_t tok = b->sampler.sample(*d);
@@ -103,9 +105,13 @@ inline ParallelStats generate_parallel(std::vector<Branch>& bs) {
       b->out.tokens.push_back(tok);
       b->ctx->fill_tokens({tok});
       const size_t stop_bytes = b->stop.max_string_bytes();
-      const std::string tail =
+      Result<std::string> tail =
           stop_bytes ? b->ctx->model().detokenize_tail(b->out.tokens, stop_bytes) : std::string();
-      const char* why = b->stop.check(b->out.tokens, tail);
+      if (!tail) {
+        detail::end_with_error(*b, std::move(tail).take_error());
+        continue;
+      }
+      const char* why = b->stop.check(b->out.tokens, *tail);
       if (*why) {
         b->done = true;
         b->out.finish_reason = why;
@@ -113,8 +119,22 @@ inline ParallelStats generate_parallel(std::vector<Branch>& bs) {
     }
   }
   // The whole texts, decoded once (a tail per step was enough for the stop checks).
-  for (Branch& b : bs)
-    if (b.ctx) b.out.text = b.ctx->model().detokenize(b.out.tokens).value_or("");
+  for (Branch& b : bs) {
+    if (!b.ctx) continue;
+    Result<std::string> text = b.ctx->model().detokenize(b.out.tokens);
+    if (text)
+      b.out.text = std::move(*text);
+    else if (!b.out.error)
+      detail::end_with_error(b, std::move(text).take_error());
+  }
+  return st;
+}
+
+// generate_parallel, failing with the first branch error (in branch order), if any.
+inline Result<ParallelStats> generate_parallel_checked(std::vector<Branch>& bs) {
+  ParallelStats st = generate_parallel(bs);
+  for (const Branch& b : bs)
+    if (b.out.error) return *b.out.error;
   return st;
 }
 

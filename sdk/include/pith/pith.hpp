@@ -1,81 +1,38 @@
 // pith/pith.hpp: the C++ comfort layer of the inferlet SDK over the flat C ABI in pith/abi.h.
-// Header-only, built with -fno-exceptions: errors are values (pith::Result<T>, whose status is
-// the ABI's typed pith_status_t), never exceptions. RAII owns handles (Future, Subscription).
+// Header-only, built with -fno-exceptions: errors are values (pith::Result<T> and pith::Status
+// from pith/result.hpp, [[nodiscard]], carrying the ABI code and a message), never exceptions.
+// RAII owns handles (Future, Subscription, Queue).
 //
-//   #include <pith/pith.hpp>
-//   int main() {
-//     for (const std::string& a : pith::args()) pith::send("arg: " + a);
-//     pith::Result<std::string> m = pith::receive();     // parks this instance until a message
-//     if (m) pith::send("echo: " + *m);
-//     pith::store_set("last", m.value_or(""));
+//   #include <pith/inferlet.hpp>
+//   pith::Status echo(pith::Flags& flags) {
+//     PITH_TRY(flags.done());
+//     std::string m = PITH_TRY(pith::receive());          // parks this instance until a message
+//     PITH_TRY(pith::send("echo: " + m));
+//     return pith::store_set("last", m);
 //   }
+//   PITH_INFERLET(echo)
 //
-// The model-facing classes (Model, Queue, KvPage, Context for generate loops) wrap the compute
-// section of abi.h; they are sketched at the end and arrive with the control layer.
+// The model-facing classes (Model, Queue) wrap the compute section of abi.h; pith/context.hpp
+// builds the token context and the generate loop on them.
 #pragma once
 
 #include <pith/abi.h>
 #include <stdint.h>
 #include <string.h>
 
+#include <pith/result.hpp>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace pith {
 
-// Human-readable name of a status code.
-inline const char* status_name(pith_status_t s) {
-  switch (s) {
-    case PITH_OK: return "ok";
-    case PITH_ERR_BAD_HANDLE: return "bad handle";
-    case PITH_ERR_BAD_POINTER: return "bad pointer";
-    case PITH_ERR_BAD_ARGUMENT: return "bad argument";
-    case PITH_ERR_BUFFER_TOO_SMALL: return "buffer too small";
-    case PITH_ERR_NOT_FOUND: return "not found";
-    case PITH_ERR_PENDING: return "pending";
-    case PITH_ERR_OUT_OF_KV_PAGES: return "out of KV pages";
-    case PITH_ERR_OUT_OF_EMBEDS: return "out of embeddings";
-    case PITH_ERR_LIMIT: return "limit exceeded";
-    case PITH_ERR_NO_MODEL: return "no model";
-    case PITH_ERR_NOT_ENABLED: return "not enabled";
-    case PITH_ERR_UNSUPPORTED: return "unsupported";
-    case PITH_ERR_CLOSED: return "closed";
-    case PITH_ERR_CANCELLED: return "cancelled";
-    case PITH_ERR_ALREADY_EXISTS: return "already exists";
-    case PITH_ERR_INTERNAL: return "internal error";
-    case PITH_ERR_TIMEOUT: return "timeout";
-    case PITH_ERR_NETWORK: return "network error";
-  }
-  return "unknown status";
-}
-
-// A value or a status code.
-template <typename T>
-class Result {
- public:
-  Result(T value) : value_(std::move(value)), status_(PITH_OK) {}  // NOLINT: implicit on purpose
-  static Result error(pith_status_t s) { return Result(s, 0); }
-  bool ok() const { return status_ == PITH_OK; }
-  explicit operator bool() const { return ok(); }
-  pith_status_t status() const { return status_; }
-  T& operator*() { return value_; }
-  const T& operator*() const { return value_; }
-  T* operator->() { return &value_; }
-  const T* operator->() const { return &value_; }
-  T value_or(T other) const { return ok() ? value_ : std::move(other); }
-
- private:
-  Result(pith_status_t s, int) : value_(), status_(s) {}
-  T value_;
-  pith_status_t status_;
-};
-
 namespace detail {
 // Calls fill(buf, cap, &len) growing the buffer until the output fits (abi.h convention).
 template <typename Fill>
-Result<std::string> read_sized(Fill fill, uint32_t guess = 256) {
+[[nodiscard]] Result<std::string> read_sized(Fill fill, uint32_t guess = 256) {
   std::string out(guess, '\0');
   for (;;) {
     uint32_t len = 0;
@@ -84,7 +41,7 @@ Result<std::string> read_sized(Fill fill, uint32_t guess = 256) {
       out.resize(len);
       return out;
     }
-    if (s != PITH_ERR_BUFFER_TOO_SMALL) return Result<std::string>::error(s);
+    if (s != PITH_ERR_BUFFER_TOO_SMALL) return Error(s);
     out.assign(len, '\0');
   }
 }
@@ -116,10 +73,26 @@ inline uint64_t now_ns() {
   return t;
 }
 
-inline void yield() { pith_yield(); }
+inline void yield() {
+  pith_yield();
+}
 
 inline void log(std::string_view msg, uint32_t level = PITH_LOG_INFO) {
   pith_log(level, msg.data(), static_cast<uint32_t>(msg.size()));
+}
+
+// "1,2,3": the items joined by `sep` (numbers as decimal, strings as they are).
+template <typename T>
+std::string join(const std::vector<T>& items, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += sep;
+    if constexpr (std::is_arithmetic_v<T>)
+      out += std::to_string(items[i]);
+    else
+      out += items[i];
+  }
+  return out;
 }
 
 // ---- futures ----------------------------------------------------------------------------------
@@ -129,18 +102,18 @@ class Future {
  public:
   Future() = default;
   explicit Future(pith_future_t f) : f_(f) {}
-  // A future for a call that failed before it started: wait() returns s at once.
-  static Future failed(pith_status_t s) {
+  // A future for a call that failed before it started: wait() returns e at once.
+  static Future failed(Error e) {
     Future f;
-    f.error_ = s;
+    f.error_ = static_cast<Error&&>(e);
     return f;
   }
-  Future(Future&& o) noexcept : f_(std::exchange(o.f_, 0)), error_(o.error_) {}
+  Future(Future&& o) noexcept : f_(std::exchange(o.f_, 0)), error_(std::move(o.error_)) {}
   Future& operator=(Future&& o) noexcept {
     if (this != &o) {
       reset();
       f_ = std::exchange(o.f_, 0);
-      error_ = o.error_;
+      error_ = std::move(o.error_);
     }
     return *this;
   }
@@ -155,11 +128,15 @@ class Future {
     return f_ && pith_future_poll(f_, &r) == PITH_OK && r;
   }
   // Parks until completion; returns the operation's status.
-  pith_status_t wait() const { return f_ ? pith_future_wait(f_) : error_; }
+  [[nodiscard]] Status wait() const {
+    if (!f_) return error_;
+    pith_status_t s = pith_future_wait(f_);
+    if (s != PITH_OK) return Error(s);
+    return {};
+  }
   // Waits, then returns the result bytes (or the operation's error).
-  Result<std::string> get() const {
-    pith_status_t s = wait();
-    if (s != PITH_OK) return Result<std::string>::error(s);
+  [[nodiscard]] Result<std::string> get() const {
+    PITH_TRY(wait());
     return detail::read_sized([this](char* b, uint32_t cap, uint32_t* len) {
       return pith_future_result(f_, b, cap, len);
     });
@@ -171,11 +148,11 @@ class Future {
 
  private:
   pith_future_t f_ = 0;
-  pith_status_t error_ = PITH_ERR_BAD_HANDLE;  // what wait() says without a handle
+  Error error_{PITH_ERR_BAD_HANDLE, "wait on an empty future"};  // wait() without a handle
 };
 
 // Parks until one of the futures completes; returns its index (or -1 on a bad handle).
-inline int wait_any(const std::vector<const Future*>& fs) {
+[[nodiscard]] inline int wait_any(const std::vector<const Future*>& fs) {
   std::vector<pith_future_t> hs;
   for (const Future* f : fs) hs.push_back(f->handle());
   uint32_t index = 0;
@@ -187,8 +164,8 @@ inline int wait_any(const std::vector<const Future*>& fs) {
 // Parks until every future has completed (built on wait_any, so the instance sleeps until the
 // last one); returns each one's status, in order. A future without a handle (Future::failed)
 // counts as completed with its error.
-inline std::vector<pith_status_t> when_all(const std::vector<const Future*>& fs) {
-  std::vector<pith_status_t> status(fs.size(), PITH_ERR_PENDING);
+[[nodiscard]] inline std::vector<Status> when_all(const std::vector<const Future*>& fs) {
+  std::vector<Status> status(fs.size());
   std::vector<size_t> left;
   for (size_t i = 0; i < fs.size(); ++i) {
     if (fs[i]->valid())
@@ -196,6 +173,7 @@ inline std::vector<pith_status_t> when_all(const std::vector<const Future*>& fs)
     else
       status[i] = fs[i]->wait();
   }
+  auto as_status = [](pith_status_t s) { return s == PITH_OK ? Status() : Status(Error(s)); };
   std::vector<pith_future_t> hs;
   while (!left.empty()) {
     hs.clear();
@@ -209,7 +187,7 @@ inline std::vector<pith_status_t> when_all(const std::vector<const Future*>& fs)
       for (size_t j = 0; j < left.size();) {
         uint32_t ready = 0;
         if (pith_future_poll(hs[j], &ready) == PITH_OK && ready) {
-          status[left[j]] = pith_future_wait(hs[j]);
+          status[left[j]] = as_status(pith_future_wait(hs[j]));
           left.erase(left.begin() + static_cast<long>(j));
           hs.erase(hs.begin() + static_cast<long>(j));
           progressed = true;
@@ -218,67 +196,79 @@ inline std::vector<pith_status_t> when_all(const std::vector<const Future*>& fs)
         }
       }
       if (!progressed) {
-        for (size_t i : left) status[i] = s;
+        for (size_t i : left) status[i] = as_status(s);
         break;
       }
       continue;
     }
-    status[left[index]] = s;
+    status[left[index]] = as_status(s);
     left.erase(left.begin() + static_cast<long>(index));
   }
   return status;
 }
-inline std::vector<pith_status_t> when_all(const std::vector<Future>& fs) {
+[[nodiscard]] inline std::vector<Status> when_all(const std::vector<Future>& fs) {
   std::vector<const Future*> ps;
   for (const Future& f : fs) ps.push_back(&f);
   return when_all(ps);
 }
 template <typename... F>
-std::vector<pith_status_t> when_all(const Future& first, const F&... rest) {
+[[nodiscard]] std::vector<Status> when_all(const Future& first, const F&... rest) {
   return when_all(std::vector<const Future*>{&first, &rest...});
 }
 
 // ---- client messaging -------------------------------------------------------------------------
 
-inline pith_status_t send(std::string_view msg) {
-  return pith_msg_send(msg.data(), static_cast<uint32_t>(msg.size()));
+// Sends a message to the client that launched this instance (fails past the size limit).
+inline Status send(std::string_view msg) {
+  return check(pith_msg_send(msg.data(), static_cast<uint32_t>(msg.size())), "send");
 }
 
-inline Future receive_async() {
+[[nodiscard]] inline Future receive_async() {
   pith_future_t f = 0;
-  pith_msg_receive(&f);
-  return Future(f);
+  pith_status_t s = pith_msg_receive(&f);
+  return s == PITH_OK ? Future(f) : Future::failed(Error::of(s, "receive"));
 }
 
 // Parks until the client sends a message; PITH_ERR_CLOSED once the client closed its side.
-inline Result<std::string> receive() { return receive_async().get(); }
+inline Result<std::string> receive() {
+  return receive_async().get();
+}
 
 // ---- broadcast / subscribe --------------------------------------------------------------------
 
-inline pith_status_t broadcast(std::string_view topic, std::string_view msg) {
-  return pith_topic_broadcast(topic.data(), static_cast<uint32_t>(topic.size()), msg.data(),
-                              static_cast<uint32_t>(msg.size()));
+inline Status broadcast(std::string_view topic, std::string_view msg) {
+  return check(pith_topic_broadcast(topic.data(), static_cast<uint32_t>(topic.size()), msg.data(),
+                                    static_cast<uint32_t>(msg.size())),
+               "broadcast to '" + std::string(topic) + "'");
 }
 
 class Subscription {
  public:
-  explicit Subscription(std::string_view topic) {
-    pith_topic_subscribe(topic.data(), static_cast<uint32_t>(topic.size()), &sub_);
+  static Result<Subscription> open(std::string_view topic) {
+    pith_sub_t sub = 0;
+    pith_status_t s = pith_topic_subscribe(topic.data(), static_cast<uint32_t>(topic.size()), &sub);
+    if (s != PITH_OK) return Error::of(s, "subscribe to '" + std::string(topic) + "'");
+    return Subscription(sub);
+  }
+  Subscription(Subscription&& o) noexcept : sub_(std::exchange(o.sub_, 0)) {}
+  Subscription& operator=(Subscription&& o) noexcept {
+    std::swap(sub_, o.sub_);
+    return *this;
   }
   Subscription(const Subscription&) = delete;
   Subscription& operator=(const Subscription&) = delete;
   ~Subscription() {
     if (sub_) pith_topic_unsubscribe(sub_);
   }
-  bool valid() const { return sub_ != 0; }
-  Future next_async() const {
+  [[nodiscard]] Future next_async() const {
     pith_future_t f = 0;
-    pith_topic_next(sub_, &f);
-    return Future(f);
+    pith_status_t s = pith_topic_next(sub_, &f);
+    return s == PITH_OK ? Future(f) : Future::failed(Error::of(s, "next topic message"));
   }
   Result<std::string> next() const { return next_async().get(); }
 
  private:
+  explicit Subscription(pith_sub_t sub) : sub_(sub) {}
   pith_sub_t sub_ = 0;
 };
 
@@ -289,19 +279,22 @@ inline Result<std::string> store_get(std::string_view key) {
     return pith_store_get(key.data(), static_cast<uint32_t>(key.size()), b, cap, len);
   });
 }
-inline pith_status_t store_set(std::string_view key, std::string_view value) {
-  return pith_store_set(key.data(), static_cast<uint32_t>(key.size()), value.data(),
-                        static_cast<uint32_t>(value.size()));
+inline Status store_set(std::string_view key, std::string_view value) {
+  return check(pith_store_set(key.data(), static_cast<uint32_t>(key.size()), value.data(),
+                              static_cast<uint32_t>(value.size())),
+               "store set '" + std::string(key) + "'");
 }
-inline pith_status_t store_delete(std::string_view key) {
-  return pith_store_delete(key.data(), static_cast<uint32_t>(key.size()));
+inline Status store_delete(std::string_view key) {
+  return check(pith_store_delete(key.data(), static_cast<uint32_t>(key.size())),
+               "store delete '" + std::string(key) + "'");
 }
-inline bool store_exists(std::string_view key) {
+[[nodiscard]] inline bool store_exists(std::string_view key) {
   uint32_t e = 0;
   return pith_store_exists(key.data(), static_cast<uint32_t>(key.size()), &e) == PITH_OK && e;
 }
 
-// ---- HTTP (abi.h "HTTP": the server's allow list decides which hosts answer) ---------------------
+// ---- HTTP (abi.h "HTTP": the server's allow list decides which hosts answer)
+// ---------------------
 
 struct HttpResponse {
   uint32_t status = 0;  // the HTTP status code (404 and 500 are responses, not errors)
@@ -309,41 +302,40 @@ struct HttpResponse {
 };
 
 // Starts a request; a refused or malformed one gives a Future::failed with the call's status.
-inline Future http_get_async(std::string_view url) {
+[[nodiscard]] inline Future http_get_async(std::string_view url) {
   pith_future_t f = 0;
   pith_status_t s = pith_http_get(url.data(), static_cast<uint32_t>(url.size()), &f);
-  return s == PITH_OK ? Future(f) : Future::failed(s);
+  return s == PITH_OK ? Future(f) : Future::failed(Error(s));
 }
-inline Future http_post_async(std::string_view url, std::string_view body) {
+[[nodiscard]] inline Future http_post_async(std::string_view url, std::string_view body) {
   pith_future_t f = 0;
   pith_status_t s = pith_http_post(url.data(), static_cast<uint32_t>(url.size()), body.data(),
                                    static_cast<uint32_t>(body.size()), &f);
-  return s == PITH_OK ? Future(f) : Future::failed(s);
+  return s == PITH_OK ? Future(f) : Future::failed(Error(s));
 }
 // Waits for an HTTP future: the response, or PITH_ERR_TIMEOUT / LIMIT / NETWORK / NOT_ENABLED.
 inline Result<HttpResponse> http_response(const Future& f) {
-  Result<std::string> bytes = f.get();
-  if (!bytes) return Result<HttpResponse>::error(bytes.status());
-  if (bytes->size() < 4) return Result<HttpResponse>::error(PITH_ERR_INTERNAL);
+  std::string bytes = PITH_TRY(f.get());
+  if (bytes.size() < 4) return Error(PITH_ERR_INTERNAL, "HTTP result shorter than its status");
   HttpResponse r;
-  memcpy(&r.status, bytes->data(), 4);
-  r.body = bytes->substr(4);
+  memcpy(&r.status, bytes.data(), 4);
+  r.body = bytes.substr(4);
   return r;
 }
-inline Result<HttpResponse> http_get(std::string_view url) { return http_response(http_get_async(url)); }
+inline Result<HttpResponse> http_get(std::string_view url) {
+  return http_response(http_get_async(url));
+}
 inline Result<HttpResponse> http_post(std::string_view url, std::string_view body) {
   return http_response(http_post_async(url, body));
 }
 
-// ---- models (sketch; the control layer implements the host side) -----------------------------
+// ---- models -----------------------------------------------------------------------------------
 
 inline Result<std::vector<std::string>> available_models() {
-  auto list = detail::read_sized(
-      [](char* b, uint32_t cap, uint32_t* len) { return pith_model_list(b, cap, len); });
-  if (!list) return Result<std::vector<std::string>>::error(list.status());
+  std::string s = PITH_TRY(detail::read_sized(
+      [](char* b, uint32_t cap, uint32_t* len) { return pith_model_list(b, cap, len); }));
   std::vector<std::string> out;
   size_t start = 0;
-  const std::string& s = *list;
   while (start < s.size()) {
     size_t nl = s.find('\n', start);
     if (nl == std::string::npos) nl = s.size();
@@ -356,13 +348,13 @@ inline Result<std::vector<std::string>> available_models() {
 // A model handle with its tokenizer; queues are created from it.
 class Model {
  public:
+  // "" opens the server's model.
   static Result<Model> open(std::string_view name) {
     pith_model_t m = 0;
     pith_status_t s = pith_model_open(name.data(), static_cast<uint32_t>(name.size()), &m);
-    if (s != PITH_OK) return Result<Model>::error(s);
+    if (s != PITH_OK) return Error::of(s, "open model '" + std::string(name) + "'");
     return Model(m);
   }
-  Model() = default;
   pith_model_t handle() const { return m_; }
   Result<std::vector<uint32_t>> tokenize(std::string_view text) const {
     std::vector<uint32_t> ids(text.size() + 8);
@@ -374,39 +366,42 @@ class Model {
         ids.resize(n);
         continue;
       }
-      if (s != PITH_OK) return Result<std::vector<uint32_t>>::error(s);
+      if (s != PITH_OK) return Error::of(s, "tokenize");
       ids.resize(n);
       return ids;
     }
   }
   Result<std::string> detokenize(const std::vector<uint32_t>& ids) const {
-    return detail::read_sized([&](char* b, uint32_t cap, uint32_t* len) {
+    Result<std::string> r = detail::read_sized([&](char* b, uint32_t cap, uint32_t* len) {
       return pith_detokenize(m_, ids.data(), static_cast<uint32_t>(ids.size()), b, cap, len);
     });
+    if (!r) return std::move(r).take_error().context("detokenize");
+    return r;
   }
   // The decoded end of `ids`: the text of its last tokens, at least `min_bytes` + 4 long (or
   // all of it), so that a UTF-8 character cut at the start cannot reach the last `min_bytes`.
   // What a stop-string check needs each step, at O(min_bytes) instead of O(len(ids)).
-  std::string detokenize_tail(const std::vector<uint32_t>& ids, size_t min_bytes) const {
+  Result<std::string> detokenize_tail(const std::vector<uint32_t>& ids, size_t min_bytes) const {
     size_t n = ids.size() < min_bytes + 4 ? ids.size() : min_bytes + 4;
     for (;;) {
-      std::string t = detokenize(std::vector<uint32_t>(ids.end() - static_cast<ptrdiff_t>(n), ids.end())).value_or("");
+      std::string t = PITH_TRY(
+          detokenize(std::vector<uint32_t>(ids.end() - static_cast<ptrdiff_t>(n), ids.end())));
       if (t.size() >= min_bytes + 4 || n == ids.size()) return t;
       n = ids.size() < 2 * n ? ids.size() : 2 * n;
     }
   }
   // The bytes of every token, indexed by id (pith_vocab_get; about 1.3 MB for 128k tokens).
   Result<std::vector<std::string>> vocab() const {
-    using R = Result<std::vector<std::string>>;
     Result<std::string> blob = detail::read_sized(
-        [&](char* b, uint32_t cap, uint32_t* len) { return pith_vocab_get(m_, b, cap, len); }, 1u << 21);
-    if (!blob) return R::error(blob.status());
+        [&](char* b, uint32_t cap, uint32_t* len) { return pith_vocab_get(m_, b, cap, len); },
+        1u << 21);
+    if (!blob) return std::move(blob).take_error().context("vocabulary");
     std::vector<std::string> out;
     const std::string& s = *blob;
     for (size_t at = 0; at + 4 <= s.size();) {
       uint32_t n;
       memcpy(&n, s.data() + at, 4);
-      if (at + 4 + n > s.size()) return R::error(PITH_ERR_INTERNAL);
+      if (at + 4 + n > s.size()) return Error(PITH_ERR_INTERNAL, "vocabulary: truncated entry");
       out.emplace_back(s.data() + at + 4, n);
       at += 4 + size_t{n};
     }
@@ -422,7 +417,7 @@ class Model {
         ids.resize(n);
         continue;
       }
-      if (s != PITH_OK) return Result<std::vector<uint32_t>>::error(s);
+      if (s != PITH_OK) return Error::of(s, "special tokens");
       ids.resize(n);
       return ids;
     }
@@ -439,39 +434,43 @@ class Queue {
   static Result<Queue> create(const Model& model) {
     pith_queue_t q = 0;
     pith_status_t s = pith_queue_create(model.handle(), &q);
-    if (s != PITH_OK) return Result<Queue>::error(s);
+    if (s != PITH_OK) return Error::of(s, "create queue");
     return Queue(q);
   }
-  Queue() = default;
   Queue(Queue&& o) noexcept : q_(std::exchange(o.q_, 0)) {}
   Queue& operator=(Queue&& o) noexcept {
     std::swap(q_, o.q_);
     return *this;
   }
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
   ~Queue() {
     if (q_) pith_queue_destroy(q_);
   }
   pith_queue_t handle() const { return q_; }
-  pith_status_t set_priority(uint32_t p) const { return pith_queue_set_priority(q_, p); }
-  Future synchronize() const {
+  Status set_priority(uint32_t p) const {
+    return check(pith_queue_set_priority(q_, p), "set queue priority");
+  }
+  [[nodiscard]] Future synchronize() const {
     pith_future_t f = 0;
-    pith_queue_synchronize(q_, &f);
-    return Future(f);
+    pith_status_t s = pith_queue_synchronize(q_, &f);
+    return s == PITH_OK ? Future(f) : Future::failed(Error::of(s, "synchronize"));
   }
   Result<std::vector<pith_kvpage_t>> alloc_kvpages(uint32_t n) const {
     std::vector<pith_kvpage_t> pages(n);
     pith_status_t s = pith_kvpage_alloc(q_, n, pages.data());
-    if (s != PITH_OK) return Result<std::vector<pith_kvpage_t>>::error(s);
+    if (s != PITH_OK) return Error::of(s, "allocate " + std::to_string(n) + " KV pages");
     return pages;
   }
-  pith_status_t dealloc_kvpages(const std::vector<pith_kvpage_t>& pages) const {
-    return pith_kvpage_dealloc(q_, pages.data(), static_cast<uint32_t>(pages.size()));
+  Status dealloc_kvpages(const std::vector<pith_kvpage_t>& pages) const {
+    return check(pith_kvpage_dealloc(q_, pages.data(), static_cast<uint32_t>(pages.size())),
+                 "free KV pages");
   }
   // Fused forward over tokens; the future's result holds one distribution per output index.
-  Future forward_tokens(const pith_forward_tokens_args_t& args) const {
+  [[nodiscard]] Future forward_tokens(const pith_forward_tokens_args_t& args) const {
     pith_future_t f = 0;
-    pith_forward_tokens(q_, &args, &f);
-    return Future(f);
+    pith_status_t s = pith_forward_tokens(q_, &args, &f);
+    return s == PITH_OK ? Future(f) : Future::failed(Error::of(s, "forward"));
   }
 
  private:
