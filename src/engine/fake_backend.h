@@ -5,11 +5,12 @@
 // and outputs, copy_kv. Instead of K/V tensors its "KV" records, per (page, slot), what was
 // written there: the input (a token, or the hidden state an Embed carried) and its position.
 //
-// An input's output is a deterministic function of exactly what the real model's output
-// depends on: the records of the slots it can see (causal or its mask row) and its own input
-// and position. Like attention, it does not depend on the order of the visible slots (pages may
-// be permuted) nor on which physical page holds them (forks over shared pages, copies). The
-// next-token distribution comes from a hash of that view, or from a test's script:
+// An input's output is a deterministic function of the records of the slots it can see (causal
+// or its mask row) and of its own input and position. Like attention, it does not depend on the
+// order of the visible slots nor on which physical page holds them (permuted page tables, forks
+// over shared pages, copies). One simplification: a slot's record is the input alone, whereas
+// the real engine's deeper-layer K/V also depend on what that input saw when it was written.
+// The next-token distribution comes from a hash of that view, or from a test's script:
 //
 //   fake.set_script([](const FakeView& v) -> std::optional<TokenDistribution> {
 //     if (ends_with(v.visible_tokens, {10, 11})) return FakeBackend::certainly(12);
