@@ -37,7 +37,9 @@ uint64_t mix(uint64_t x) {
 }
 
 // [0, 1) from the top 24 bits.
-float unit(uint64_t h) { return float(h >> 40) * (1.0f / 16777216.0f); }
+float unit(uint64_t h) {
+  return float(h >> 40) * (1.0f / 16777216.0f);
+}
 
 FakeEntry token_entry(int32_t token, uint32_t position) {
   return FakeEntry{token, mix(kTokenSalt ^ (uint64_t(uint32_t(token)) * kGolden)), position, true};
@@ -57,10 +59,14 @@ uint64_t view_state(uint64_t slot_sum, uint64_t n_visible, const FakeEntry& inpu
 
 const char* handler_name(FakeHandler h) {
   switch (h) {
-    case FakeHandler::Forward: return "forward";
-    case FakeHandler::EmbedTokens: return "embed_tokens";
-    case FakeHandler::CopyKv: return "copy_kv";
-    case FakeHandler::NextDist: return "next_dist";
+    case FakeHandler::Forward:
+      return "forward";
+    case FakeHandler::EmbedTokens:
+      return "embed_tokens";
+    case FakeHandler::CopyKv:
+      return "copy_kv";
+    case FakeHandler::NextDist:
+      return "next_dist";
   }
   return "?";
 }
@@ -74,8 +80,8 @@ uint32_t checked_size(uint32_t value, const char* what) {
 uint32_t pages_in_budget(const ModelConfig& c, const BackendOptions& o) {
   const KvShape shape{c.n_layers, c.n_kv_heads, c.head_dim, o.kv_page_size};
   if (shape.n_layers == 0 || shape.n_kv_heads == 0 || shape.head_dim == 0 || shape.page_size == 0)
-    fail("KV pool: empty shape (layers {}, kv heads {}, head_dim {}, page size {})",
-         shape.n_layers, shape.n_kv_heads, shape.head_dim, shape.page_size);
+    fail("KV pool: empty shape (layers {}, kv heads {}, head_dim {}, page size {})", shape.n_layers,
+         shape.n_kv_heads, shape.head_dim, shape.page_size);
   const size_t n = o.kv_memory_bytes / shape.page_bytes();
   if (n == 0)
     fail("KV pool: a budget of {} bytes does not hold one page of {} bytes ({} tokens)",
@@ -100,8 +106,7 @@ FakeBackend::FakeBackend(const ModelConfig& config, const FakeBackendOptions& op
       embed_records_(options.n_embeds) {}
 
 FakeBackend::FakeBackend(const ModelConfig& config, const BackendOptions& options)
-    : FakeBackend(config, FakeBackendOptions{options.kv_page_size,
-                                             pages_in_budget(config, options),
+    : FakeBackend(config, FakeBackendOptions{options.kv_page_size, pages_in_budget(config, options),
                                              options.max_embeds}) {}
 
 BackendInfo FakeBackend::info() const {
@@ -146,8 +151,8 @@ std::vector<SequenceResult> FakeBackend::forward(const std::vector<SequenceInput
   for (size_t si = 0; si < batch.size(); ++si) {
     const SequenceInput& s = batch[si];
     for (size_t i = 0; i < s.n_inputs(); ++i) {
-      FakeEntry e = s.tokens.empty() ? embed_records_[s.embed_slots[i]].entry
-                                     : token_entry(s.tokens[i], 0);
+      FakeEntry e =
+          s.tokens.empty() ? embed_records_[s.embed_slots[i]].entry : token_entry(s.tokens[i], 0);
       if (!e.written) e.state = kUnwrittenState;  // an allocated Embed nothing wrote yet
       e.position = s.positions[i];
       e.written = true;
@@ -157,7 +162,8 @@ std::vector<SequenceResult> FakeBackend::forward(const std::vector<SequenceInput
   for (size_t si = 0; si < batch.size(); ++si) {
     const SequenceInput& s = batch[si];
     const uint32_t n = static_cast<uint32_t>(s.n_inputs());
-    const uint32_t ctx = static_cast<uint32_t>((s.kv_pages.size() - 1) * page_size_ + s.last_page_len);
+    const uint32_t ctx =
+        static_cast<uint32_t>((s.kv_pages.size() - 1) * page_size_ + s.last_page_len);
     for (uint32_t i = 0; i < n; ++i) {
       const uint32_t slot = ctx - n + i;
       kv_slot(s.kv_pages[slot / page_size_], slot % page_size_) = inputs[si][i];
@@ -166,7 +172,8 @@ std::vector<SequenceResult> FakeBackend::forward(const std::vector<SequenceInput
   std::vector<SequenceResult> results(batch.size());
   for (size_t si = 0; si < batch.size(); ++si) {
     const SequenceInput& s = batch[si];
-    const uint32_t ctx = static_cast<uint32_t>((s.kv_pages.size() - 1) * page_size_ + s.last_page_len);
+    const uint32_t ctx =
+        static_cast<uint32_t>((s.kv_pages.size() - 1) * page_size_ + s.last_page_len);
     results[si].outputs.resize(s.outputs.size());
     for (size_t oi = 0; oi < s.outputs.size(); ++oi) {
       const OutputSpec& o = s.outputs[oi];
@@ -231,6 +238,21 @@ TokenDistribution FakeBackend::next_dist(uint32_t embed_slot, uint32_t top_k) {
   return top_k_distribution(l.data(), l.size(), top_k);
 }
 
+FakeScript script_continuation(std::vector<int32_t> prefix, std::vector<int32_t> continuation) {
+  return [prefix = std::move(prefix),
+          cont = std::move(continuation)](const FakeView& v) -> std::optional<TokenDistribution> {
+    const std::vector<int32_t>& t = v.visible_tokens;
+    for (size_t k = 0; k < cont.size() && prefix.size() + k <= t.size(); ++k) {
+      const auto start = t.end() - static_cast<ptrdiff_t>(prefix.size() + k);
+      if (std::equal(prefix.begin(), prefix.end(), start) &&
+          std::equal(cont.begin(), cont.begin() + static_cast<ptrdiff_t>(k),
+                     t.end() - static_cast<ptrdiff_t>(k)))
+        return FakeBackend::certainly(cont[k]);
+    }
+    return std::nullopt;
+  };
+}
+
 // ---- knobs and inspection ----
 
 void FakeBackend::set_script(FakeScript script) {
@@ -291,10 +313,18 @@ void FakeBackend::enter(FakeHandler handler, const std::function<void()>& valida
   {
     std::lock_guard lock(knob_mu_);
     switch (handler) {
-      case FakeHandler::Forward: counters_.forward_calls++; break;
-      case FakeHandler::EmbedTokens: counters_.embed_tokens_calls++; break;
-      case FakeHandler::CopyKv: counters_.copy_kv_calls++; break;
-      case FakeHandler::NextDist: counters_.next_dist_calls++; break;
+      case FakeHandler::Forward:
+        counters_.forward_calls++;
+        break;
+      case FakeHandler::EmbedTokens:
+        counters_.embed_tokens_calls++;
+        break;
+      case FakeHandler::CopyKv:
+        counters_.copy_kv_calls++;
+        break;
+      case FakeHandler::NextDist:
+        counters_.next_dist_calls++;
+        break;
     }
   }
   try {
@@ -382,7 +412,8 @@ std::vector<float> FakeBackend::logits_for(const FakeView& view, const FakeScrip
   double total = 0;
   for (size_t i = 0; i < d.ids.size(); ++i) {
     const int32_t id = d.ids[i];
-    if (id < 0 || uint32_t(id) >= V) fail("fake backend: script token {} out of range (vocab {})", id, V);
+    if (id < 0 || uint32_t(id) >= V)
+      fail("fake backend: script token {} out of range (vocab {})", id, V);
     if (listed[id]) fail("fake backend: script lists token {} twice", id);
     if (!(d.probs[i] > 0.0f) || !std::isfinite(d.probs[i]))
       fail("fake backend: script gives token {} probability {}", id, d.probs[i]);

@@ -13,9 +13,10 @@
 // The next-token distribution comes from a hash of that view, or from a test's script:
 //
 //   fake.set_script([](const FakeView& v) -> std::optional<TokenDistribution> {
-//     if (ends_with(v.visible_tokens, {10, 11})) return FakeBackend::certainly(12);
+//     if (v.visible_tokens.back() == 11) return FakeBackend::certainly(12);
 //     return std::nullopt;  // default: the hashed distribution
 //   });
+//   fake.set_script(script_continuation(prompt_ids, answer_ids));
 //
 // Knobs for tests of batching and failure paths: a forward delay (per call and per input),
 // one-shot failure injection (pith::Error or std::bad_alloc on the Nth call of a handler), and
@@ -43,9 +44,9 @@ namespace pith {
 
 // What one input, KV slot or Embed holds in the fake.
 struct FakeEntry {
-  int32_t token = -1;      // the token, or -1 for a hidden state (an output Embed) / never written
-  uint64_t state = 0;      // identity of the vector: a hash of the token or of the hidden state
-  uint32_t position = 0;   // the position it was written for
+  int32_t token = -1;     // the token, or -1 for a hidden state (an output Embed) / never written
+  uint64_t state = 0;     // identity of the vector: a hash of the token or of the hidden state
+  uint32_t position = 0;  // the position it was written for
   bool written = false;
 };
 
@@ -63,21 +64,26 @@ struct FakeView {
 // left over is spread evenly over the other tokens.
 using FakeScript = std::function<std::optional<TokenDistribution>(const FakeView&)>;
 
+// A script that, whenever the visible tokens end with `prefix` followed by the first k tokens
+// of `continuation` (k < its length), emits continuation[k] with certainty, and otherwise
+// leaves the view to the default: "after this prompt, answer this".
+FakeScript script_continuation(std::vector<int32_t> prefix, std::vector<int32_t> continuation);
+
 enum class FakeHandler : uint8_t { Forward, EmbedTokens, CopyKv, NextDist };
 enum class FakeFailure : uint8_t { Error, OutOfMemory };  // pith::Error, std::bad_alloc
 
 struct FakeCounters {
-  uint64_t forward_calls = 0;    // every forward() call, rejected and failed ones included
-  uint64_t batches = 0;          // forward() calls that ran
-  uint64_t sequences = 0;        // sequences of the batches that ran
-  uint64_t tokens = 0;           // inputs of the batches that ran
-  uint64_t outputs = 0;          // outputs of the batches that ran
+  uint64_t forward_calls = 0;  // every forward() call, rejected and failed ones included
+  uint64_t batches = 0;        // forward() calls that ran
+  uint64_t sequences = 0;      // sequences of the batches that ran
+  uint64_t tokens = 0;         // inputs of the batches that ran
+  uint64_t outputs = 0;        // outputs of the batches that ran
   uint64_t max_batch_sequences = 0;
   uint64_t max_batch_tokens = 0;
   uint64_t embed_tokens_calls = 0;
   uint64_t copy_kv_calls = 0;
   uint64_t next_dist_calls = 0;
-  uint64_t rejected = 0;         // calls of any handler that failed validation
+  uint64_t rejected = 0;  // calls of any handler that failed validation
   uint64_t injected_failures = 0;
 };
 

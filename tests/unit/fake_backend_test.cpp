@@ -107,7 +107,8 @@ TEST_P(BackendContract, ChunkedPrefillEqualsOnePrefill) {
     for (auto& l : part) chunked.push_back(std::move(l));
   }
   ASSERT_EQ(chunked.size(), whole.size());
-  for (size_t i = 0; i < whole.size(); ++i) expect_same(chunked[i], whole[i], "input " + std::to_string(i));
+  for (size_t i = 0; i < whole.size(); ++i)
+    expect_same(chunked[i], whole[i], "input " + std::to_string(i));
   // And the outputs do depend on the context: the same token after a different prefix differs.
   auto other = tokens;
   other[3] = other[3] == 5 ? 6 : 5;
@@ -119,7 +120,8 @@ TEST_P(BackendContract, BatchEqualsEachAlone) {
   auto ta = random_tokens(9, 2), tb = random_tokens(13, 3);
   auto alone_a = prefill(ta), alone_b = prefill(tb);
   auto pa = pages(9), pb = pages(13);
-  auto r = b().forward({test::prefill_input(ta, pa, kPageSize), test::prefill_input(tb, pb, kPageSize)});
+  auto r =
+      b().forward({test::prefill_input(ta, pa, kPageSize), test::prefill_input(tb, pb, kPageSize)});
   for (size_t i = 0; i < ta.size(); ++i) expect_same(r[0].outputs[i].logits, alone_a[i], "a");
   for (size_t i = 0; i < tb.size(); ++i) expect_same(r[1].outputs[i].logits, alone_b[i], "b");
 }
@@ -131,7 +133,8 @@ TEST_P(BackendContract, ShuffledPhysicalPagesEqualOrdered) {
   std::mt19937 rng(7);
   std::shuffle(p.begin(), p.end(), rng);
   auto r = b().forward({test::prefill_input(tokens, p, kPageSize)});
-  for (size_t i = 0; i < tokens.size(); ++i) expect_same(r[0].outputs[i].logits, ordered[i], "input");
+  for (size_t i = 0; i < tokens.size(); ++i)
+    expect_same(r[0].outputs[i].logits, ordered[i], "input");
 }
 
 // Hiding slot 4 from every later input == the sequence without token 4, positions kept; an
@@ -151,8 +154,10 @@ TEST_P(BackendContract, MaskedSlotEqualsSequenceWithoutIt) {
   auto ref = logits_of(b().forward({s1}));
   SequenceInput s2 = test::prefill_input(tokens, pages(n), kPageSize);
   for (uint32_t i = 0; i < n; ++i) {
-    if (i <= gone) s2.mask.push_back({i + 1, n - i - 1});
-    else s2.mask.push_back({gone, 1, i - gone, n - i - 1});
+    if (i <= gone)
+      s2.mask.push_back({i + 1, n - i - 1});
+    else
+      s2.mask.push_back({gone, 1, i - gone, n - i - 1});
   }
   auto masked = logits_of(b().forward({s2}));
   for (uint32_t i = 0, j = 0; i < n; ++i) {
@@ -185,8 +190,8 @@ TEST_P(BackendContract, OutputEmbedThenNextDistEqualsTopK) {
   auto tokens = random_tokens(9, 9);
   auto slot = b().embed_slots().allocate(1)[0];
   SequenceInput s = test::prefill_input(tokens, pages(9), kPageSize);
-  s.outputs = {{8, OutputKind::TopK, 50, 0}, {8, OutputKind::Embed, 0, slot},
-               {8, OutputKind::Logits, 0, 0}};
+  s.outputs = {
+      {8, OutputKind::TopK, 50, 0}, {8, OutputKind::Embed, 0, slot}, {8, OutputKind::Logits, 0, 0}};
   auto r = b().forward({s});
   const auto& topk = r[0].outputs[0].dist;
   ASSERT_EQ(topk.ids.size(), 50u);
@@ -246,14 +251,17 @@ TEST_P(BackendContract, CopyKvThenContinueEqualsOriginal) {
   b().forward({test::prefill_input({tokens.begin(), tokens.begin() + 10}, src, kPageSize)});
   auto dst = pages(15);
   for (uint32_t s = 0; s < 10; ++s)
-    b().copy_kv(src[s / kPageSize], dst[(s + 1) / kPageSize], s % kPageSize, (s + 1) % kPageSize, 1);
-  auto ref = b().forward({test::prefill_input({tokens.begin() + 10, tokens.end()}, src, kPageSize, 10)});
+    b().copy_kv(src[s / kPageSize], dst[(s + 1) / kPageSize], s % kPageSize, (s + 1) % kPageSize,
+                1);
+  auto ref =
+      b().forward({test::prefill_input({tokens.begin() + 10, tokens.end()}, src, kPageSize, 10)});
   SequenceInput c = test::prefill_input({tokens.begin() + 10, tokens.end()}, dst, kPageSize, 10);
   c.kv_pages.assign(dst.begin(), dst.begin() + test::pages_for(15, kPageSize));
   c.last_page_len = test::last_len(15, kPageSize);
   for (uint32_t i = 0; i < 4; ++i) c.mask.push_back({0, 1, 10 + i + 1, 4 - i - 1});
   auto got = b().forward({c});
-  for (size_t i = 0; i < 4; ++i) expect_same(got[0].outputs[i].logits, ref[0].outputs[i].logits, "copy");
+  for (size_t i = 0; i < 4; ++i)
+    expect_same(got[0].outputs[i].logits, ref[0].outputs[i].logits, "copy");
 }
 
 TEST_P(BackendContract, NoOutputsStillWritesKv) {
@@ -325,7 +333,8 @@ TEST(FakeBackend, DeterministicAcrossInstancesAndDependsOnlyOnWhatIsVisible) {
   pb.erase(pb.begin(), pb.begin() + 2);  // other physical pages
   auto ra = a.forward({test::prefill_input(tokens, pa, kPageSize)});
   auto rb = b.forward({test::prefill_input(tokens, pb, kPageSize)});
-  for (size_t i = 0; i < tokens.size(); ++i) EXPECT_EQ(ra[0].outputs[i].logits, rb[0].outputs[i].logits);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    EXPECT_EQ(ra[0].outputs[i].logits, rb[0].outputs[i].logits);
   // Position is part of what an input is: the same tokens one position later differ.
   auto shifted = test::prefill_input(tokens, a.page_slots().allocate(4), kPageSize);
   for (auto& p : shifted.positions) p += 1;
@@ -349,7 +358,8 @@ TEST(FakeBackend, ScriptSeesTheVisibleTokensAndDecides) {
   });
   auto p = fake.page_slots().allocate(2);
   SequenceInput s = test::prefill_input({5, 10, 11}, p, kPageSize);
-  s.outputs = {{2, OutputKind::TopK, 3, 0}, {2, OutputKind::Logits, 0, 0}, {1, OutputKind::TopK, 1, 0}};
+  s.outputs = {
+      {2, OutputKind::TopK, 3, 0}, {2, OutputKind::Logits, 0, 0}, {1, OutputKind::TopK, 1, 0}};
   auto r = fake.forward({s});
   const TokenDistribution& d = r[0].outputs[0].dist;
   ASSERT_EQ(d.ids.size(), 3u);
@@ -385,6 +395,27 @@ TEST(FakeBackend, ScriptSeesTheVisibleTokensAndDecides) {
   }
   fake.set_script([](const FakeView&) { return std::optional(FakeBackend::certainly(7)); });
   EXPECT_EQ(fake.next_dist(fake.embed_slots().allocate(1)[0], 1).ids[0], 7);
+}
+
+TEST(FakeBackend, ScriptContinuationAnswersAfterThePrompt) {
+  FakeBackend fake(tiny_config(), small_options());
+  fake.set_script(script_continuation({1, 2, 3}, {7, 8, 9}));
+  auto p = fake.page_slots().allocate(2);
+  std::vector<int32_t> input{5, 1, 2, 3}, got;
+  std::vector<float> top_probs;
+  uint32_t filled = 0;
+  while (got.size() < 4) {
+    SequenceInput s = test::prefill_input(input, p, kPageSize, filled);
+    filled += uint32_t(input.size());
+    s.outputs = {{uint32_t(input.size() - 1), OutputKind::TopK, 1, 0}};
+    const TokenDistribution d = fake.forward({s})[0].outputs[0].dist;
+    got.push_back(d.ids[0]);
+    top_probs.push_back(d.probs[0]);
+    input = {d.ids[0]};
+  }
+  EXPECT_EQ(std::vector<int32_t>(got.begin(), got.begin() + 3), (std::vector<int32_t>{7, 8, 9}));
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(top_probs[i], 1.0f, 1e-6);
+  EXPECT_LT(top_probs[3], 0.5f);  // past the answer: the default distribution
 }
 
 TEST(FakeBackend, EmbedsHoldDeterministicVectors) {
@@ -431,25 +462,104 @@ TEST(FakeBackend, ValidationErrorsMatchTheEngine) {
   SequenceInput good = test::prefill_input(random_tokens(6, 13), good_pages, kPageSize);
   auto base = [&] { return test::prefill_input(random_tokens(6, 14), bad_pages, kPageSize); };
   std::vector<SequenceInput> bad;
-  { auto s = base(); s.kv_pages[1] = 100000; bad.push_back(s); }
-  { auto s = base(); s.kv_pages[1] = 50; bad.push_back(s); }
-  { auto s = base(); s.kv_pages.resize(1); bad.push_back(s); }
-  { auto s = base(); s.last_page_len = 0; bad.push_back(s); }
-  { auto s = base(); s.last_page_len = kPageSize + 1; bad.push_back(s); }
-  { auto s = base(); s.positions.pop_back(); bad.push_back(s); }
-  { auto s = base(); s.tokens[2] = 1000; bad.push_back(s); }
-  { auto s = base(); s.tokens[2] = -1; bad.push_back(s); }
-  { auto s = base(); s.embed_slots = {0, 1, 2, 3, 4, 5}; bad.push_back(s); }
-  { auto s = base(); s.tokens.clear(); s.embed_slots = {0, 1, 2, 3, 4, 5}; bad.push_back(s); }
-  { auto s = base(); s.tokens.clear(); s.positions.clear(); s.outputs.clear(); bad.push_back(s); }
-  { auto s = base(); s.kv_pages.clear(); bad.push_back(s); }
-  { auto s = base(); s.mask.assign(6, {1, 4}); bad.push_back(s); }
-  { auto s = base(); s.mask.assign(5, {6}); bad.push_back(s); }
-  { auto s = base(); s.mask.assign(6, {0, 6}); bad.push_back(s); }
-  { auto s = base(); s.outputs.push_back({6, OutputKind::Logits, 0, 0}); bad.push_back(s); }
-  { auto s = base(); s.outputs.push_back({0, OutputKind::TopK, 0, 0}); bad.push_back(s); }
-  { auto s = base(); s.outputs.push_back({0, OutputKind::Embed, 0, 7}); bad.push_back(s); }
-  { auto s = base(); s.kv_pages = good_pages; bad.push_back(s); }
+  {
+    auto s = base();
+    s.kv_pages[1] = 100000;
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.kv_pages[1] = 50;
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.kv_pages.resize(1);
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.last_page_len = 0;
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.last_page_len = kPageSize + 1;
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.positions.pop_back();
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.tokens[2] = 1000;
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.tokens[2] = -1;
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.embed_slots = {0, 1, 2, 3, 4, 5};
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.tokens.clear();
+    s.embed_slots = {0, 1, 2, 3, 4, 5};
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.tokens.clear();
+    s.positions.clear();
+    s.outputs.clear();
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.kv_pages.clear();
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.mask.assign(6, {1, 4});
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.mask.assign(5, {6});
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.mask.assign(6, {0, 6});
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.outputs.push_back({6, OutputKind::Logits, 0, 0});
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.outputs.push_back({0, OutputKind::TopK, 0, 0});
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.outputs.push_back({0, OutputKind::Embed, 0, 7});
+    bad.push_back(s);
+  }
+  {
+    auto s = base();
+    s.kv_pages = good_pages;
+    bad.push_back(s);
+  }
   auto message = [](auto&& call) -> std::string {
     try {
       call();
@@ -469,8 +579,13 @@ TEST(FakeBackend, ValidationErrorsMatchTheEngine) {
   const std::vector<std::function<void(Backend&)>> calls = {
       [](Backend& b) { b.next_dist(3, 10); },
       [](Backend& b) { b.next_dist(0, 0); },
-      [](Backend& b) { b.embed_tokens(std::vector<int32_t>{5}, std::vector<uint32_t>{0}, std::vector<uint32_t>{9}); },
-      [](Backend& b) { b.embed_tokens(std::vector<int32_t>{5000}, std::vector<uint32_t>{0}, std::vector<uint32_t>{0}); },
+      [](Backend& b) {
+        b.embed_tokens(std::vector<int32_t>{5}, std::vector<uint32_t>{0}, std::vector<uint32_t>{9});
+      },
+      [](Backend& b) {
+        b.embed_tokens(std::vector<int32_t>{5000}, std::vector<uint32_t>{0},
+                       std::vector<uint32_t>{0});
+      },
       [](Backend& b) { b.embed_tokens(std::vector<int32_t>{5}, {}, std::vector<uint32_t>{0}); },
       [](Backend& b) { b.copy_kv(0, 3, 0, 0, 1); },
       [](Backend& b) { b.copy_kv(0, 1, 2, 0, 3); },

@@ -119,17 +119,7 @@ TEST_F(ServingStackTest, ScriptedCompletionsRunThroughEveryLayerBatchedAcrossInf
   const std::vector<int32_t> prompt_ids = stack.tokenizer().encode(prompt, false, false);
   const std::vector<int32_t> answer = stack.tokenizer().encode(" Then it naps.", false, false);
   ASSERT_GT(prompt_ids.size(), 32u);
-  fake.set_script([&](const FakeView& v) -> std::optional<TokenDistribution> {
-    const auto& t = v.visible_tokens;
-    for (size_t k = 0; k < answer.size(); ++k) {
-      const size_t n = prompt_ids.size() + k;
-      if (t.size() < n) break;
-      if (std::equal(prompt_ids.begin(), prompt_ids.end(), t.end() - n) &&
-          std::equal(answer.begin(), answer.begin() + k, t.end() - k))
-        return FakeBackend::certainly(answer[k]);
-    }
-    return std::nullopt;
-  });
+  fake.set_script(script_continuation(prompt_ids, answer));
   fake.set_forward_delay(2ms);
   auto prog = stack.runtime().load_program_file(kTextCompletion);
   const std::vector<std::string> args{"text_completion", "--prompt", prompt, "--max-tokens",
@@ -147,7 +137,8 @@ TEST_F(ServingStackTest, ScriptedCompletionsRunThroughEveryLayerBatchedAcrossInf
     EXPECT_EQ(insts[i]->wait().reason, "exited with code 0");
     EXPECT_EQ(inboxes[i].wait_nth(1), csv(answer)) << "instance " << i;
   }
-  EXPECT_GT(fake.counters().max_batch_sequences, 1u) << "forwards of different inferlets never batched";
+  EXPECT_GT(fake.counters().max_batch_sequences, 1u)
+      << "forwards of different inferlets were never batched";
   EXPECT_GT(stack.controller().gauges().prefix_hit_tokens, 0u);
   EXPECT_EQ(fake.counters().rejected, 0u);
 }
