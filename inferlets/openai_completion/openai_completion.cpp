@@ -2,21 +2,20 @@
 // The server renders the chat template and tokenizes; this program prefills the prompt once
 // (through the prefix cache), forks it into n choices that share the prompt's pages, and
 // samples them round-robin. It streams one message per generated token so the server can
-// produce SSE chunks, usage and logprobs:
-//
-//   usage <prompt_tokens> <cached_tokens>
-//   tok <choice> <token> <logprob> [<id>:<logprob>,...]     (alternatives only with --logprobs K)
-//   end <choice> <stop|length> <completion_tokens>
-//   error <text>
+// produce SSE chunks, usage and logprobs; the messages (usage, tok, end, error with its status
+// code) are defined in <pith/openai_protocol.hpp>, which the server parses with the same header.
 //
 //   openai_completion --tokens ID,ID,... [--max-tokens N] [--temperature T] [--top-p P]
 //                     [--top-k K] [--min-p P] [--seed S] [--stop STR]... [--n N] [--logprobs K]
 #include <math.h>
 #include <pith/context.hpp>
+#include <pith/openai_protocol.hpp>
 #include <stdio.h>
 #include <stdlib.h>
 
 namespace {
+
+namespace proto = pith::openai_protocol;
 
 struct Request {
   std::vector<uint32_t> prompt;
@@ -63,12 +62,6 @@ const char* parse_args(Request& r) {
   return nullptr;
 }
 
-std::string fmt_float(double x) {
-  char buf[32];
-  snprintf(buf, sizeof buf, "%.6g", isfinite(x) ? x : -9999.0);
-  return buf;
-}
-
 struct Choice {
   pith::Context ctx;
   pith::Sampler sampler;
@@ -76,21 +69,28 @@ struct Choice {
   bool done = false;
 };
 
-int fail(const std::string& what) {
-  pith::send("error " + what);
+// Reports the failure with the status that caused it (the server maps it to an HTTP status).
+int fail(pith_status_t code, const std::string& what) {
+  pith::send(proto::encode(proto::ErrorMessage{code, what}));
   return 1;
+}
+
+int fail(pith_status_t code) { return fail(code, pith::status_name(code)); }
+
+void send_usage(uint32_t prompt_tokens, uint32_t cached_tokens) {
+  pith::send(proto::encode(proto::UsageMessage{prompt_tokens, cached_tokens}));
 }
 
 }  // namespace
 
 int main() {
   Request req;
-  if (const char* err = parse_args(req)) return fail(err);
+  if (const char* err = parse_args(req)) return fail(PITH_ERR_BAD_ARGUMENT, err);
 
   auto model = pith::Model::open("");
-  if (!model) return fail(pith::status_name(model.status()));
+  if (!model) return fail(model.status());
   auto root = pith::Context::create(*model);
-  if (!root) return fail(pith::status_name(root.status()));
+  if (!root) return fail(root.status());
   if (req.stop.eos_ids.empty() && root->info().eos_token != UINT32_MAX)
     req.stop.eos_ids.push_back(root->info().eos_token);
   // With n > 1 the prompt but its last token is computed once and forked, so the choices share
@@ -101,8 +101,8 @@ int main() {
     root->fill_tokens(req.prompt);
   } else {
     root->fill_tokens(head);
-    if (pith_status_t s = root->flush(); s != PITH_OK) return fail(pith::status_name(s));
-    pith::send("usage " + std::to_string(req.prompt.size()) + " " + std::to_string(root->cached_tokens()));
+    if (pith_status_t s = root->flush(); s != PITH_OK) return fail(s);
+    send_usage(static_cast<uint32_t>(req.prompt.size()), root->cached_tokens());
   }
   std::vector<Choice> choices;
   for (uint32_t i = 0; i < req.n; ++i) {
@@ -112,7 +112,7 @@ int main() {
       choices.push_back(Choice{std::move(*root), pith::Sampler(sc), {}, false});
     } else {
       auto child = root->fork();
-      if (!child) return fail(pith::status_name(child.status()));
+      if (!child) return fail(child.status());
       choices.push_back(Choice{std::move(*child), pith::Sampler(sc), {}, false});
     }
     if (req.n > 1) choices.back().ctx.fill_tokens({last});
@@ -131,24 +131,18 @@ int main() {
       if (k < want) k = want;
       if (k < 1) k = 1;
       auto d = c.ctx.decode_step(k);
-      if (!d) return fail(std::string("decode: ") + pith::status_name(d.status()));
+      if (!d) return fail(d.status(), std::string("decode: ") + pith::status_name(d.status()));
       if (!reported_usage) {  // the prefix-cache lookup happened in the first computation
         reported_usage = true;
-        pith::send("usage " + std::to_string(req.prompt.size()) + " " + std::to_string(c.ctx.cached_tokens()));
+        send_usage(static_cast<uint32_t>(req.prompt.size()), c.ctx.cached_tokens());
       }
       uint32_t tok = c.sampler.sample(*d);
-      double lp = -9999.0;
-      std::string alts;
+      proto::TokenMessage msg{i, static_cast<int32_t>(tok), -9999.0, {}};
       for (size_t j = 0; j < d->ids.size(); ++j) {
-        if (d->ids[j] == tok) lp = log(d->probs[j]);
-        if (j < want) {
-          if (!alts.empty()) alts += ",";
-          alts += std::to_string(d->ids[j]) + ":" + fmt_float(log(d->probs[j]));
-        }
+        if (d->ids[j] == tok) msg.logprob = log(d->probs[j]);
+        if (j < want) msg.top.push_back({static_cast<int32_t>(d->ids[j]), log(d->probs[j])});
       }
-      std::string msg = "tok " + std::to_string(i) + " " + std::to_string(tok) + " " + fmt_float(lp);
-      if (want) msg += " " + alts;
-      pith::send(msg);
+      pith::send(proto::encode(msg));
       c.generated.push_back(tok);
       c.ctx.fill_tokens({tok});
       std::string text;
@@ -158,8 +152,8 @@ int main() {
       if (*why) {
         c.done = true;
         --live;
-        const char* reason = (why[0] == 'l') ? "length" : "stop";
-        pith::send("end " + std::to_string(i) + " " + reason + " " + std::to_string(c.generated.size()));
+        const auto reason = why[0] == 'l' ? proto::FinishReason::kLength : proto::FinishReason::kStop;
+        pith::send(proto::encode(proto::EndMessage{i, reason, static_cast<uint32_t>(c.generated.size())}));
       }
     }
   }

@@ -74,6 +74,9 @@ void add_serve_commands(CLI::App& app) {
   add(cmd->add_option("--port", cfg->port, "listen port (0: any free port)"));
   cmd->add_option("--config", *config_file, "TOML file with any of these options (e.g. port = 8080)")->envname("PITH_CONFIG");
   add(cmd->add_option("--cache-dir", cfg->cache_dir, "uploaded programs and native code (default ~/.cache/pith)"));
+  add(add_device_option(*cmd, cfg->device));
+  add(cmd->add_option("--gpu-memory-fraction", cfg->gpu_memory_fraction,
+                      "share of the GPU's memory for weights, KV pool and scratch (0-1]"));
   add(cmd->add_option("-t,--threads", cfg->threads, "engine threads (0: one per core)"));
   add(cmd->add_option("--kv-memory", cfg->kv_memory, "KV cache budget, e.g. 512M, 2G"));
   add(cmd->add_option("--kv-page-size", cfg->kv_page_size, "tokens per KV page"));
@@ -105,7 +108,7 @@ void add_serve_commands(CLI::App& app) {
     spdlog::set_default_logger(logger);
     spdlog::set_pattern("%^%L%$ %H:%M:%S.%e %v");
     if (*verbose) spdlog::set_level(spdlog::level::debug);
-    server::ApiServer server(*cfg);
+    server::ApiServer server(*cfg);  // checks every option before anything listens
     int code = server.run();
     if (code != 0) throw CLI::RuntimeError(code);
   });

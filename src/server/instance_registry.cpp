@@ -43,4 +43,11 @@ void InstanceRegistry::reap(std::chrono::steady_clock::duration ttl) {
   });
 }
 
+void InstanceRegistry::mark_ended_by(uint64_t id, pith_status_t code) {
+  auto rec = find(id);
+  if (!rec) return;
+  std::lock_guard lock(rec->mu);
+  rec->ended_by = code;
+}
+
 }  // namespace pith::server

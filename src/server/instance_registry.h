@@ -35,6 +35,9 @@ struct InstanceRecord {
   std::shared_ptr<runtime::Instance> instance;  // reset when it ends
   std::optional<runtime::ExitStatus> exit;
   std::chrono::steady_clock::time_point finished_at;
+  // Why the host ended it, as an ABI status (PITH_OK: it was not the host's doing, or a client
+  // asked), e.g. PITH_ERR_OUT_OF_KV_PAGES when the contention policy took its KV memory.
+  pith_status_t ended_by = PITH_OK;
 
   // I/O thread only.
   int streams = 0;
@@ -58,6 +61,8 @@ class InstanceRegistry {
   std::vector<std::shared_ptr<InstanceRecord>> list() const;
   size_t running() const;
   size_t running_for(const std::string& owner) const;
+  // Records why the host ended instance `id` (InstanceRecord::ended_by); unknown ids are ignored.
+  void mark_ended_by(uint64_t id, pith_status_t code);
   // Forgets instances that finished more than `ttl` ago.
   void reap(std::chrono::steady_clock::duration ttl);
 

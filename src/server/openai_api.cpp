@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 
 #include "common/error.h"
@@ -286,52 +285,46 @@ json CompletionSession::logprob_entry(int32_t token, double logprob,
   return e;
 }
 
+FailureResponse failure_response(pith_status_t code) {
+  switch (code) {
+    case PITH_ERR_OUT_OF_KV_PAGES:
+    case PITH_ERR_OUT_OF_EMBEDS: return {503, "unavailable"};
+    default: return {500, "internal"};
+  }
+}
+
 std::vector<json> CompletionSession::on_message(std::string_view m) {
+  namespace proto = openai_protocol;
   std::vector<json> out;
-  auto word = [&m]() {
-    while (!m.empty() && m.front() == ' ') m.remove_prefix(1);
-    size_t sp = m.find(' ');
-    std::string_view w = m.substr(0, sp);
-    m = sp == std::string_view::npos ? std::string_view() : m.substr(sp + 1);
-    return w;
-  };
-  auto num = [](std::string_view w, auto& v) {
-    auto [p, ec] = std::from_chars(w.data(), w.data() + w.size(), v);
-    if (ec != std::errc() || p != w.data() + w.size()) fail("completion inferlet sent a malformed number '{}'", w);
-  };
-  auto fnum = [](std::string_view w) {
-    std::string s(w);
-    char* end = nullptr;
-    double v = std::strtod(s.c_str(), &end);
-    if (end != s.c_str() + s.size()) fail("completion inferlet sent a malformed number '{}'", w);
-    return v;
-  };
-  std::string_view kind = word();
-  if (kind == "error") fail("generation failed: {}", m);
-  if (kind == "usage") {
-    num(word(), prompt_tokens_);
-    num(word(), cached_tokens_);
+  proto::Message msg;
+  std::string malformed;
+  if (!proto::parse(m, msg, malformed)) fail("completion inferlet sent a malformed message: {}", malformed);
+  if (auto* e = std::get_if<proto::ErrorMessage>(&msg)) {
+    if (!failure_) failure_ = std::move(*e);
     return out;
   }
-  uint32_t index = 0;
-  num(word(), index);
+  if (auto* u = std::get_if<proto::UsageMessage>(&msg)) {
+    prompt_tokens_ = u->prompt_tokens;
+    cached_tokens_ = u->cached_tokens;
+    return out;
+  }
+  const uint32_t index = std::visit(
+      [](const auto& v) -> uint32_t {
+        if constexpr (requires { v.choice; }) return v.choice;
+        else return 0;
+      },
+      msg);
   if (index >= choices_.size()) fail("completion inferlet sent choice {} of {}", index, choices_.size());
   Choice& c = choices_[index];
-  if (kind == "tok") {
-    int32_t token = 0;
-    num(word(), token);
+  if (auto* t = std::get_if<proto::TokenMessage>(&msg)) {
+    const int32_t token = t->token;
     if (token < 0 || static_cast<size_t>(token) >= tok_.vocab_size()) fail("completion inferlet sent token {}", token);
-    double lp = fnum(word());
+    ++token_messages_;
+    const double lp = t->logprob;
     std::vector<std::pair<int32_t, double>> top;
-    std::string_view alts = word();
-    while (!alts.empty() && top.size() < req_.top_logprobs) {
-      size_t comma = alts.find(',');
-      std::string_view a = alts.substr(0, comma);
-      size_t colon = a.find(':');
-      int32_t id = 0;
-      num(a.substr(0, colon), id);
-      if (id >= 0 && static_cast<size_t>(id) < tok_.vocab_size()) top.emplace_back(id, fnum(a.substr(colon + 1)));
-      alts = comma == std::string_view::npos ? std::string_view() : alts.substr(comma + 1);
+    for (const auto& alt : t->top) {
+      if (top.size() >= req_.top_logprobs) break;
+      if (alt.token >= 0 && static_cast<size_t>(alt.token) < tok_.vocab_size()) top.emplace_back(alt.token, alt.logprob);
     }
     if (!c.finish_reason.empty() || c.text.stopped()) return out;
     saw_token_ = true;
@@ -361,18 +354,15 @@ std::vector<json> CompletionSession::on_message(std::string_view m) {
       out.push_back(chunk(json::array({choice_delta(index, "", nullptr, c.finish_reason)})));
     return out;
   }
-  if (kind == "end") {
-    std::string_view reason = word();
-    if (!c.finish_reason.empty()) return out;
-    std::string rest = c.text.finish();
-    c.finish_reason = reason == "length" ? "length" : "stop";
-    if (req_.stream) {
-      if (!rest.empty()) out.push_back(chunk(json::array({choice_delta(index, rest, nullptr, "")})));
-      out.push_back(chunk(json::array({choice_delta(index, "", nullptr, c.finish_reason)})));
-    }
-    return out;
+  const auto& end = std::get<proto::EndMessage>(msg);
+  if (!c.finish_reason.empty()) return out;
+  std::string rest = c.text.finish();
+  c.finish_reason = proto::finish_reason_name(end.reason);
+  if (req_.stream) {
+    if (!rest.empty()) out.push_back(chunk(json::array({choice_delta(index, rest, nullptr, "")})));
+    out.push_back(chunk(json::array({choice_delta(index, "", nullptr, c.finish_reason)})));
   }
-  fail("completion inferlet sent an unknown message '{}'", kind);
+  return out;
 }
 
 std::vector<json> CompletionSession::finish() {

@@ -1,10 +1,11 @@
 // The OpenAI-compatible surface: request validation (completions and chat completions), and
 // CompletionSession, which turns the built-in openai_completion inferlet's per-token messages
-// (inferlets/openai_completion) into OpenAI responses or SSE chunks: incremental detokenization,
+// (inferlets/openai_completion, wire format in <pith/openai_protocol.hpp>) into OpenAI responses or SSE chunks: incremental detokenization,
 // stop strings (held back until they can no longer match), logprobs, usage with cached tokens.
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <pith/openai_protocol.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -45,6 +46,15 @@ CompletionRequest parse_completion_request(const nlohmann::json& body, bool chat
                                            const ChatTemplate& chat_template, uint32_t context_length,
                                            uint64_t default_seed);
 
+// How a request that failed during generation is answered, chosen by the ABI status the
+// failure carries (never by its text): exhausted KV pages or Embed slots are the server's
+// capacity (503, worth retrying), anything else is an internal failure (500).
+struct FailureResponse {
+  unsigned http_status;
+  const char* type;  // the OpenAI error body's "type"
+};
+FailureResponse failure_response(pith_status_t code);
+
 // Text of one choice as tokens arrive: UTF-8-safe streaming with stop-string hold-back.
 class ChoiceText {
  public:
@@ -71,7 +81,8 @@ class CompletionSession {
                     std::string model, int64_t created);
 
   // One message of the inferlet. Returns the SSE chunks it produces (stream mode; empty
-  // otherwise). Throws pith::Error for an "error" message or a malformed one.
+  // otherwise). An error message is kept as failure() (the first one wins); a malformed
+  // message, or one naming a choice or token that does not exist, throws pith::Error.
   std::vector<nlohmann::json> on_message(std::string_view message);
   // After the instance ended normally: finishes every choice; returns the last chunks
   // (finish reasons, usage) in stream mode.
@@ -83,6 +94,9 @@ class CompletionSession {
   uint32_t cached_tokens() const { return cached_tokens_; }
   uint32_t completion_tokens() const;
   bool saw_token() const { return saw_token_; }
+  uint64_t token_messages() const { return token_messages_; }  // every tok message so far
+  // The failure the inferlet reported, with its ABI status code.
+  const std::optional<openai_protocol::ErrorMessage>& failure() const { return failure_; }
 
  private:
   struct Choice {
@@ -106,6 +120,8 @@ class CompletionSession {
   std::vector<Choice> choices_;
   uint32_t prompt_tokens_ = 0, cached_tokens_ = 0;
   bool saw_token_ = false;
+  uint64_t token_messages_ = 0;
+  std::optional<openai_protocol::ErrorMessage> failure_;
 };
 
 }  // namespace pith::server

@@ -11,6 +11,8 @@ namespace pith::server {
 struct ServeConfig {
   // Model and engine.
   std::string model;
+  std::string device = "auto";        // cpu | cuda | cuda:N | auto (cuda when a GPU is present)
+  double gpu_memory_fraction = 0.9;   // CUDA: cap on weights + KV pool + scratch
   size_t threads = 0;                 // engine threads (0: one per core)
   std::string kv_memory = "512M";
   uint32_t kv_page_size = 16;

@@ -71,7 +71,9 @@ void ServingStack::kill_for_memory(uint64_t instance_id, const std::string& reas
     auto it = instances_.find(instance_id);
     if (it != instances_.end()) inst = it->second.lock();
   }
-  if (inst) inst->terminate(reason);
+  if (!inst) return;
+  if (options_.on_memory_kill) options_.on_memory_kill(instance_id);
+  inst->terminate(reason);
 }
 
 }  // namespace pith

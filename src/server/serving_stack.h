@@ -4,6 +4,7 @@
 // end-to-end tests all build the same stack from the same options.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,6 +26,9 @@ struct ServingOptions {
   ControllerOptions control;      // --batch-policy, --max-batch-tokens, --no-prefix-cache, quotas
   runtime::RuntimeConfig runtime; // cache dir, limits (its `model` is filled in by the stack)
   bool quiet_load = false;
+  // Called with the instance's id just before the contention policy ends it to free KV memory
+  // (the server answers its clients by that cause, not by the reason's text).
+  std::function<void(uint64_t instance_id)> on_memory_kill;
 };
 
 class ServingStack {

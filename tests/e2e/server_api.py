@@ -373,6 +373,60 @@ def config_sources(pith, model):
         check(p.returncode == 1 and "/nonexistent.gguf" in p.stderr, f"bad model: {p.returncode} {p.stderr}")
 
 
+def bad_options(pith, model):
+    """Every invalid option ends `pith serve` before it listens: non-zero exit, a message naming it."""
+    import subprocess
+    import tempfile
+    cases = [(["--batch-formation", "lifo"], {}, "--batch-formation"),
+             (["--batch-policy", "sometimes"], {}, "--batch-policy"),
+             (["--kv-memory", "lots"], {}, "--kv-memory"),
+             (["--device", "tpu"], {}, "--device"),
+             ([], {"PITH_DEVICE": "cuda:x"}, "--device"),
+             (["--gpu-memory-fraction", "1.5"], {}, "--gpu-memory-fraction"),
+             (["--runtime-threads", "0"], {}, "--runtime-threads"),
+             (["--api-keys-file", "/nonexistent/keys"], {}, "/nonexistent/keys"),
+             (["--port", "70000"], {}, "--port")]
+    with tempfile.TemporaryDirectory() as d:
+        cfg = os.path.join(d, "pith.toml")
+        with open(cfg, "w") as f:
+            f.write('gpu_memory_fraction = 0\n')
+        cases.append((["--config", cfg], {}, "--gpu-memory-fraction"))
+        for args, env, named in cases:
+            p = subprocess.run([pith, "serve", "-m", model] + args, capture_output=True, text=True, timeout=60,
+                               env=dict(os.environ, **env))
+            check(p.returncode != 0 and named in p.stderr and "listening" not in p.stderr,
+                  f"bad option {args} {env}: exit {p.returncode}, stderr {p.stderr!r}")
+    # Valid device options (flag, environment, TOML) are accepted; this build serves on the CPU.
+    with tempfile.TemporaryDirectory() as d:
+        cfg = os.path.join(d, "pith.toml")
+        with open(cfg, "w") as f:
+            f.write('gpu_memory_fraction = 0.5\n')
+        with Server(pith, model, "--config", cfg, "--device", "cpu", env={"PITH_GPU_MEMORY_FRACTION": "0.8"}) as s:
+            check(s.request("GET", "/health")[0] == 200, "serving with --device cpu")
+            log = s.server_log()
+            check("backend cpu on" in log and "weights" in log and "KV pool" in log,
+                  f"startup log names the backend and its memory: {log}")
+            check(s.stop() == 0, "graceful exit (--device cpu)")
+
+
+def kv_exhaustion(pith, model):
+    """A prompt that the KV pool cannot hold: 503 'unavailable' (chosen by the failure's status code)."""
+    with Server(pith, model, "--kv-memory", "16K", "--kv-page-size", "16") as s:  # 2 pages: 32 tokens
+        body = {"prompt": [100] * 40, "max_tokens": 2}
+        code, data = s.request("POST", "/v1/completions", body, check=False)
+        check(code == 503 and data["error"]["type"] == "unavailable" and "out of KV pages" in data["error"]["message"],
+              f"KV exhaustion: {code} {data}")
+        same_shape(data, shape("error"))
+        body["stream"] = True
+        code, raw = s.request("POST", "/v1/completions", body, check=False)
+        events = [e for e in raw.decode().split("\n\n") if e.startswith("data: ")]
+        err = json.loads(events[-2][6:]) if len(events) >= 2 else {}
+        check(code == 200 and events[-1] == "data: [DONE]" and err.get("error", {}).get("code") == 503
+              and err["error"].get("type") == "unavailable", f"KV exhaustion while streaming: {code} {raw!r}")
+        check(s.request("GET", "/health")[0] == 200, "server up after KV exhaustion")
+        check(s.stop() == 0, "graceful exit (KV exhaustion)")
+
+
 def concurrency(s, n=200):
     h = s.upload(W("echo"))
     ids = [s.launch(h, []) for _ in range(n)]
@@ -418,6 +472,8 @@ with Server(pith, model, "--log-interval", "1") as s:
     check(code == 0, f"graceful shutdown exit code {code}")
 auth(pith, model)
 limits(pith, model)
+bad_options(pith, model)
+kv_exhaustion(pith, model)
 attachment(pith, model)
 restart(pith, model)
 config_sources(pith, model)

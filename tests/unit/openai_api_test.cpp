@@ -128,6 +128,43 @@ TEST(CompletionSession, MessagesBecomeAResponse) {
   EXPECT_THROW(s.on_message("error out of KV pages"), Error);
 }
 
+TEST(CompletionSession, ErrorMessagesKeepTheirStatusCode) {
+  CompletionRequest r = parse({{"prompt", "Hi"}, {"max_tokens", 3}});
+  CompletionSession s(r, tok(), "cmpl-2", "tiny", 7);
+  s.on_message(openai_protocol::encode(openai_protocol::UsageMessage{2, 0}));
+  EXPECT_FALSE(s.failure());
+  EXPECT_TRUE(s.on_message(openai_protocol::encode(
+                  openai_protocol::ErrorMessage{PITH_ERR_OUT_OF_KV_PAGES, "decode: out of KV pages"}))
+                  .empty());
+  ASSERT_TRUE(s.failure());
+  EXPECT_EQ(s.failure()->code, PITH_ERR_OUT_OF_KV_PAGES);
+  EXPECT_EQ(s.failure()->text, "decode: out of KV pages");
+  s.on_message("error 16 later");  // the first failure is the one reported
+  EXPECT_EQ(s.failure()->code, PITH_ERR_OUT_OF_KV_PAGES);
+  EXPECT_FALSE(s.all_done());
+}
+
+TEST(CompletionSession, TokenMessagesAreCountedEvenAfterAStop) {
+  CompletionRequest r = parse({{"prompt", "Hi"}, {"max_tokens", 8}});
+  CompletionSession s(r, tok(), "cmpl-3", "tiny", 7);
+  const int32_t id = ids_of(" one")[0];
+  s.on_message("tok 0 " + std::to_string(id) + " -0.5");
+  s.on_message("end 0 stop 1");
+  s.on_message("tok 0 " + std::to_string(id) + " -0.5");  // after its end: ignored for the text
+  EXPECT_EQ(s.token_messages(), 2u);
+  EXPECT_EQ(s.completion_tokens(), 1u);
+}
+
+TEST(FailureResponse, ChosenByCodeNotText) {
+  EXPECT_EQ(failure_response(PITH_ERR_OUT_OF_KV_PAGES).http_status, 503u);
+  EXPECT_STREQ(failure_response(PITH_ERR_OUT_OF_KV_PAGES).type, "unavailable");
+  EXPECT_EQ(failure_response(PITH_ERR_OUT_OF_EMBEDS).http_status, 503u);
+  for (pith_status_t c : {PITH_ERR_INTERNAL, PITH_ERR_BAD_ARGUMENT, PITH_ERR_CANCELLED, PITH_ERR_UNSUPPORTED}) {
+    EXPECT_EQ(failure_response(c).http_status, 500u) << c;
+    EXPECT_STREQ(failure_response(c).type, "internal");
+  }
+}
+
 TEST(CompletionSession, StreamingChatChunks) {
   CompletionRequest r = parse({{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"stream", true},
                                {"max_tokens", 4}, {"stream_options", {{"include_usage", true}}}},

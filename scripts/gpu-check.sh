@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Every GPU check of the CUDA backend (issue 16, docs/gpu.md) in one script.
+#
+#   scripts/gpu-check.sh pack [BUILD]   on the build machine: BUILD (default: build, configured
+#                                       with CUDA and built) -> BUILD/gpu-pack, a sparse copy of
+#                                       the build tree (pith, the GPU test binaries, inferlets,
+#                                       ctest files) plus the shared libraries the GPU machine
+#                                       lacks, and BUILD/gpu-pack.tar.xz of it (the binaries carry
+#                                       device code for two architectures: ~75 MB, ~16 MB packed)
+#   scripts/gpu-check.sh run [PACK]     on the GPU machine, from the source tree's root: every
+#                                       check; PACK is the folder or the .tar.xz (unpacked beside
+#                                       it); results under $OUT (default PACK/results)
+#
+# run does, writing one file per check and summary.txt (PASS/FAIL/SKIP per check):
+#   1. ctest -L gpu (CUDA backend vs the CPU engine on the same batches)
+#   2. compute-sanitizer --tool memcheck on the GPU unit tests
+#   3. pith logits --device cpu vs --device cuda on the oracle models (tests/data/models) and a
+#      generated llama3.2-1b-shape BF16 model: top-1 agreement and max |dlogit|
+#   4. the same 1B model as a Hugging Face folder: pith (cuda) vs transformers on the GPU
+#   5. the e2e suite (ctest -L e2e) on the CUDA backend (--device defaults
+#      to cuda when a GPU is present)
+#   6. per-step GPU time vs wall time of decode at batch 1 and 64 on the 1B shape (CUDA events)
+# Exit status: 0 when every check passed, 1 otherwise.
+set -uo pipefail
+
+die() { echo "gpu-check: $*" >&2; exit 2; }
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+
+# ---------------------------------------------------------------------------------------------
+pack() {
+  local build=${1:-build}
+  build=$(cd "$build" && pwd) || die "no build folder $1"
+  local pack=$build/gpu-pack
+  [[ -x $build/bin/pith ]] || die "$build/bin/pith is missing: build the project first"
+  [[ -x $build/tests/gpu/cuda_backend_test ]] ||
+    die "$build/tests/gpu/cuda_backend_test is missing: configure with CUDA (PITH_CUDA=ON) and build"
+  rm -rf "$pack"
+  mkdir -p "$pack/lib"
+  # ctest files and gtest's discovered-test lists, at their relative paths.
+  (cd "$build" && find . -path ./gpu-pack -prune -o \( -name CTestTestfile.cmake \
+      -o -name '*_include.cmake' -o -name '*_tests.cmake' \) -print) |
+    while read -r f; do mkdir -p "$pack/$(dirname "$f")"; cp "$build/$f" "$pack/$f"; done
+  local bins=(bin/pith tests/gpu/cuda_backend_test tests/gpu/cuda_kernels_test tests/gpu/cuda_step_timing)
+  for b in "${bins[@]}"; do
+    mkdir -p "$pack/$(dirname "$b")"
+    strip --strip-debug -o "$pack/$b" "$build/$b"
+  done
+  if [[ -d $build/inferlets ]]; then
+    (cd "$build" && find inferlets -name '*.wasm') |
+      while read -r f; do mkdir -p "$pack/$(dirname "$f")"; cp "$build/$f" "$pack/$f"; done
+  fi
+  # Shared libraries, minus glibc's, the C++ runtime (the GPU machine's are newer), the CUDA
+  # driver and cuBLAS (installed there).
+  local skip='^(libc|libm|libdl|librt|libpthread|libresolv|libgcc_s|libstdc\+\+|ld-linux[^ ]*|linux-vdso|libcuda|libcublas|libcublasLt)\.so'
+  for b in "${bins[@]}"; do
+    ldd "$build/$b" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
+      [[ $name =~ $skip ]] || cp -L "$path" "$pack/lib/$name"
+    done
+  done
+  printf 'BUILD=%s\nSRC=%s\n' "$build" "$SRC" > "$pack/ORIGIN"
+  (cd "$build" && XZ_OPT='-T0 -3' tar -cJf gpu-pack.tar.xz gpu-pack)
+  echo "gpu-check: packed $(du -sh "$pack" | cut -f1) into $pack," \
+       "$(du -sh "$build/gpu-pack.tar.xz" | cut -f1) as $build/gpu-pack.tar.xz"
+}
+
+# ---------------------------------------------------------------------------------------------
+declare -a SUMMARY=()
+FAILED=0
+record() {  # name status detail
+  SUMMARY+=("$(printf '%-28s %-5s %s' "$1" "$2" "$3")")
+  [[ $2 == FAIL ]] && FAILED=1
+  echo "gpu-check: $1: $2 $3"
+}
+
+run() {
+  local pack=${1:-build/gpu-pack}
+  if [[ $pack == *.tar.xz ]]; then
+    [[ -f $pack ]] || die "no $pack"
+    tar -xJf "$pack" -C "$(dirname "$pack")" || die "cannot unpack $pack"
+    pack=$(dirname "$pack")/gpu-pack
+  fi
+  pack=$(cd "$pack" && pwd) || die "no pack folder $pack (make one with: $0 pack)"
+  [[ -f $pack/ORIGIN ]] || die "$pack is not a gpu-pack (no ORIGIN)"
+  OUT=${OUT:-$pack/results}
+  mkdir -p "$OUT"
+  local work
+  work=$(mktemp -d /tmp/pith-gpu-check.XXXXXX)
+
+  # Paths inside the ctest files point at the build machine: rewrite them to this machine once.
+  # shellcheck disable=SC1091
+  local orig_build orig_src
+  orig_build=$(sed -n 's/^BUILD=//p' "$pack/ORIGIN")
+  orig_src=$(sed -n 's/^SRC=//p' "$pack/ORIGIN")
+  if [[ $orig_build != "$pack" ]]; then
+    find "$pack" \( -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name '*_tests.cmake' \) \
+      -exec sed -i -e "s#$orig_build#$pack#g" -e "s#$orig_src#$SRC#g" {} +
+    printf 'BUILD=%s\nSRC=%s\n' "$pack" "$SRC" > "$pack/ORIGIN"
+  fi
+
+  local cublas_dirs=/usr/local/cuda/lib64
+  for d in /opt/torch/.venv/lib/python3*/site-packages/nvidia/cublas/lib; do
+    [[ -d $d ]] && cublas_dirs=$cublas_dirs:$d
+  done
+  export LD_LIBRARY_PATH=$pack/lib:$cublas_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export PITH_TEST_DATA=$SRC/tests/data
+  export PATH=$PATH:/usr/local/cuda/bin
+  local pith=$pack/bin/pith
+  local python=python3
+  [[ -x /opt/torch/.venv/bin/python ]] && python=/opt/torch/.venv/bin/python
+
+  { nvidia-smi; echo; git -C "$SRC" log -1 --format='commit %H %s' 2>/dev/null; date -u; } \
+    > "$OUT/machine.txt" 2>&1
+  if ! nvidia-smi -L > /dev/null 2>&1; then
+    echo "gpu-check: no GPU here (nvidia-smi failed); nothing to check" >&2
+    exit 2
+  fi
+
+  # 1. GPU unit tests.
+  if ctest --test-dir "$pack" -L gpu --output-on-failure > "$OUT/ctest-gpu.txt" 2>&1; then
+    record ctest-gpu PASS "$(grep -E 'tests passed' "$OUT/ctest-gpu.txt" | tail -1)"
+  else
+    record ctest-gpu FAIL "see ctest-gpu.txt"
+  fi
+
+  # 2. memcheck on the GPU unit tests (the tiny models: memcheck is slow).
+  if command -v compute-sanitizer > /dev/null; then
+    compute-sanitizer --tool memcheck --error-exitcode 3 "$pack/tests/gpu/cuda_backend_test" \
+      --gtest_filter='*tiny_f32*:*tiny_bf16*:CudaTopK.*:CudaBackendStartup.*' \
+      > "$OUT/memcheck.txt" 2>&1
+    local rc=$?
+    if [[ $rc == 0 ]]; then record memcheck PASS "$(grep 'ERROR SUMMARY' "$OUT/memcheck.txt" | tail -1)"
+    else record memcheck FAIL "exit $rc, see memcheck.txt"; fi
+  else
+    record memcheck FAIL "compute-sanitizer not found"
+  fi
+
+  # 3. pith logits, CPU vs CUDA.
+  local vocab=$SRC/tests/data/tokenizer/ggml-vocab-llama-bpe.gguf
+  local prompt
+  prompt=$(head -c 1500 "$SRC/docs/architecture.md" | tr '\n"' '  ')
+  "$pith" model gen --preset llama3.2-1b --dtype bf16 --vocab "$vocab" --seed 16 -q \
+    -o "$work/llama3.2-1b-bf16.gguf" > "$OUT/gen-1b.txt" 2>&1 || record gen-1b FAIL "see gen-1b.txt"
+  compare_devices() {  # label model mode args...
+    local label=$1 model=$2 mode=$3
+    shift 3
+    if "$pith" logits -m "$model" "$@" --top 50 --json --device cpu > "$OUT/logits-$label-cpu.json" \
+         2> "$OUT/logits-$label-cpu.err" &&
+       "$pith" logits -m "$model" "$@" --top 50 --json --device cuda > "$OUT/logits-$label-cuda.json" \
+         2> "$OUT/logits-$label-cuda.err"; then
+      local line
+      if line=$($python "$SRC/tools/compare_logits.py" "$OUT/logits-$label-cpu.json" \
+                  "$OUT/logits-$label-cuda.json" --tol-mode "$mode" --label "$label" \
+                  --out "$OUT/logits-$label.result.json"); then
+        record "logits-$label" PASS "$line"
+      else
+        record "logits-$label" FAIL "$line"
+      fi
+    else
+      record "logits-$label" FAIL "pith logits failed, see logits-$label-*.err"
+    fi
+  }
+  local m
+  for m in tiny-f32:f32 tiny-untied-f32:f32 tiny-bf16:bf16 tiny-q8_0:bf16; do
+    local name=${m%%:*} mode=${m##*:}
+    local toks
+    toks=$($python -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['tokens'])))" \
+             "$SRC/tests/data/oracle/$name.long.json")
+    compare_devices "$name" "$SRC/tests/data/models/$name.gguf" "$mode" --tokens "$toks" --no-bos
+  done
+  [[ -f $work/llama3.2-1b-bf16.gguf ]] &&
+    compare_devices llama3.2-1b-bf16 "$work/llama3.2-1b-bf16.gguf" bf16 --prompt "$prompt"
+
+  # 4. The HF folder of the same model: pith (cuda) vs transformers.
+  if "$pith" model gen --preset llama3.2-1b --dtype bf16 --format hf --vocab "$vocab" --seed 16 -q \
+       -o "$work/llama3.2-1b-hf" > "$OUT/gen-1b-hf.txt" 2>&1 &&
+     "$pith" logits -m "$work/llama3.2-1b-hf" --prompt "$prompt" --top 50 --json --device cuda \
+       > "$OUT/logits-hf-cuda.json" 2> "$OUT/logits-hf-cuda.err"; then
+    local toks
+    toks=$($python -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['tokens'])))" \
+             "$OUT/logits-hf-cuda.json")
+    if $python "$SRC/tools/hf_logits_reference.py" "$work/llama3.2-1b-hf" --tokens "$toks" --top 50 \
+         > "$OUT/logits-hf-transformers.json" 2> "$OUT/logits-hf-transformers.err"; then
+      local line
+      if line=$($python "$SRC/tools/compare_logits.py" "$OUT/logits-hf-transformers.json" \
+                  "$OUT/logits-hf-cuda.json" --tol-mode bf16 --label hf-vs-transformers \
+                  --out "$OUT/logits-hf.result.json"); then
+        record hf-vs-transformers PASS "$line"
+      else
+        record hf-vs-transformers FAIL "$line"
+      fi
+    else
+      record hf-vs-transformers FAIL "transformers run failed, see logits-hf-transformers.err"
+    fi
+  else
+    record hf-vs-transformers FAIL "gen or pith logits failed, see gen-1b-hf.txt / logits-hf-cuda.err"
+  fi
+
+  # 5. e2e suite on the CUDA backend.
+  if ctest --test-dir "$pack" -L e2e --output-on-failure > "$OUT/ctest-e2e.txt" 2>&1; then
+    record e2e PASS "$(grep -E 'tests passed' "$OUT/ctest-e2e.txt" | tail -1)"
+  else
+    record e2e FAIL "$(grep -E 'tests passed|tests failed' "$OUT/ctest-e2e.txt" | tail -1), see ctest-e2e.txt"
+  fi
+
+  # 6. Per-step GPU vs wall time at batch 1 and 64 on the 1B shape.
+  if [[ -f $work/llama3.2-1b-bf16.gguf ]] &&
+     "$pack/tests/gpu/cuda_step_timing" "$work/llama3.2-1b-bf16.gguf" --batch 1,64 --prompt 128 \
+       --steps 32 > "$OUT/step-timing.json" 2> "$OUT/step-timing.err"; then
+    record step-timing PASS "$(cat "$OUT/step-timing.json")"
+  else
+    record step-timing FAIL "see step-timing.err"
+  fi
+
+  printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
+  rm -rf "$work"
+  exit $FAILED
+}
+
+case ${1:-} in
+  pack) shift; pack "$@" ;;
+  run) shift; run "$@" ;;
+  *) echo "usage: $0 pack [BUILD] | run [PACK]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,275 @@
+// The project's own paged-attention kernel body: F32 and BF16, any mask (causal or the plan's
+// bits), GQA/MQA, any head_dim up to 256, prefill and decode rows in one launch. It is the F32
+// path and the fallback when FlashInfer is not built (or cannot take a batch).
+//
+// Grid: x = query row task (AttentionPlan's row_* arrays), y = group of `heads_per_block` query
+// heads that share one KV head; block = kThreads threads. The block walks the row's visible KV
+// slots in chunks of kThreads with an online softmax (running max m, sum l, accumulator acc):
+//   scores:     thread t computes q·k of slot (chunk + t) for every head of the group
+//   probs:      every thread finds the chunk max (same arithmetic in every thread, so m and l
+//               stay identical), rescales, thread t writes p of its slot
+//   accumulate: thread t owns dims t, t + kThreads, ... of every head: acc = acc*alpha + Σ p v
+// separated by block barriers. Cost per (row, group): one pass over the visible K and V rows.
+//
+// The body is plain __host__ __device__ code over (block, thread) indices and a SharedTile, run
+// by `attention_block` through a `for_threads(phase)` callback: on the device it runs the phase
+// for threadIdx.x and synchronises the block; a host unit test runs the phase for every thread
+// in turn, which checks the arithmetic and indexing on the CPU (not races: see docs/gpu.md).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define PITH_HD __host__ __device__ __forceinline__
+#define PITH_UNROLL _Pragma("unroll")
+#else
+#define PITH_HD inline
+#define PITH_UNROLL
+#endif
+
+namespace pith::cuda::attn {
+
+constexpr uint32_t kThreads = 128;  // threads per block = KV slots per chunk
+constexpr uint32_t kMaxHeadsPerBlock = 8;
+constexpr uint32_t kMaxHeadDim = 256;
+constexpr uint32_t kDimsPerThread = (kMaxHeadDim + kThreads - 1) / kThreads;
+
+// BF16 as raw bits so host code needs no CUDA headers; rounding as __float2bfloat16_rn.
+struct Bf16 {
+  uint16_t bits;
+};
+
+PITH_HD float bits_to_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+PITH_HD uint32_t float_to_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+PITH_HD float to_float(float x) {
+  return x;
+}
+PITH_HD float to_float(Bf16 x) {
+  return bits_to_float(uint32_t{x.bits} << 16);
+}
+template <class T>
+PITH_HD T from_float(float x);
+template <>
+PITH_HD float from_float<float>(float x) {
+  return x;
+}
+template <>
+PITH_HD Bf16 from_float<Bf16>(float x) {
+  const uint32_t u = float_to_bits(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return Bf16{uint16_t((u >> 16) | 0x40)};  // quiet NaN
+  return Bf16{uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};                 // nearest even
+}
+
+PITH_HD float fast_exp(float x) {
+#if defined(__CUDA_ARCH__)
+  return __expf(x);
+#else
+  return std::exp(x);
+#endif
+}
+
+struct KernelParams {
+  const void* q;         // [n_tokens][n_heads][head_dim]
+  void* out;             // [n_tokens][n_heads][head_dim]
+  const void* pool;      // KvPoolLayout
+  uint64_t page_stride;  // elements between pages (KvPoolLayout::page_elems)
+  uint64_t k_offset;     // block_offset(0, layer, 0)
+  uint64_t v_offset;     // block_offset(0, layer, 1)
+  uint32_t n_heads, n_kv_heads, head_dim, heads_per_block, page_size;
+  float scale;
+  // AttentionPlan arrays on the device.
+  const int32_t* row_seq;
+  const int32_t* row_q;
+  const int32_t* row_pos;
+  const int32_t* qo_indptr;
+  const int32_t* kv_page_indptr;
+  const int32_t* kv_page_indices;
+  const int32_t* kv_len;
+  const int32_t* mask_indptr;
+  const uint8_t* mask_bits;
+};
+
+struct SharedTile {
+  float q[kMaxHeadsPerBlock * kMaxHeadDim];  // the group's queries, pre-scaled
+  float s[kMaxHeadsPerBlock][kThreads];      // chunk scores (-inf where hidden)
+  float p[kMaxHeadsPerBlock][kThreads];      // chunk probabilities (relative to running max)
+  uint64_t v_row[kThreads];                  // element offset of each chunk slot's V row
+  uint32_t n_valid;                          // slots of the chunk inside the visible range
+};
+
+struct ThreadState {
+  float m[kMaxHeadsPerBlock], l[kMaxHeadsPerBlock], alpha[kMaxHeadsPerBlock];
+  float acc[kMaxHeadsPerBlock][kDimsPerThread];
+};
+
+// The per-block constants every thread derives from the block index.
+struct BlockTask {
+  uint32_t row, first_head, kv_head, seq, pos, kv_len, n_q, end;
+  const int32_t* pages;
+  const uint8_t* mask;  // the sequence's bits, or null for causal
+  uint32_t n_chunks;
+};
+
+PITH_HD BlockTask block_task(const KernelParams& p, uint32_t bx, uint32_t by) {
+  BlockTask t;
+  t.row = static_cast<uint32_t>(p.row_q[bx]);
+  t.seq = static_cast<uint32_t>(p.row_seq[bx]);
+  t.pos = static_cast<uint32_t>(p.row_pos[bx]);
+  t.first_head = by * p.heads_per_block;
+  t.kv_head = t.first_head / (p.n_heads / p.n_kv_heads);
+  t.kv_len = static_cast<uint32_t>(p.kv_len[t.seq]);
+  t.n_q = static_cast<uint32_t>(p.qo_indptr[t.seq + 1] - p.qo_indptr[t.seq]);
+  t.pages = p.kv_page_indices + p.kv_page_indptr[t.seq];
+  const int32_t mask_at = p.mask_indptr[t.seq];
+  t.mask = mask_at < 0 ? nullptr : p.mask_bits + mask_at;
+  // Causal rows see slots [0, kv_len - n_q + pos]; masked rows may see any slot.
+  t.end = t.mask ? t.kv_len : t.kv_len - t.n_q + t.pos + 1;
+  t.n_chunks = (t.end + kThreads - 1) / kThreads;
+  return t;
+}
+
+template <class T>
+PITH_HD void phase_load_q(const KernelParams& p, const BlockTask& b, SharedTile& sh, uint32_t tid,
+                          ThreadState& st) {
+  const T* q =
+      static_cast<const T*>(p.q) + (uint64_t{b.row} * p.n_heads + b.first_head) * p.head_dim;
+  for (uint32_t i = tid; i < p.heads_per_block * p.head_dim; i += kThreads)
+    sh.q[i] = to_float(q[i]) * p.scale;
+  PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock; ++h) {
+    st.m[h] = -INFINITY;
+    st.l[h] = 0.f;
+    st.alpha[h] = 1.f;
+    PITH_UNROLL for (uint32_t k = 0; k < kDimsPerThread; ++k) st.acc[h][k] = 0.f;
+  }
+}
+
+template <class T>
+PITH_HD void phase_scores(const KernelParams& p, const BlockTask& b, SharedTile& sh, uint32_t chunk,
+                          uint32_t tid) {
+  const uint32_t j = chunk * kThreads + tid;
+  const uint32_t H = p.heads_per_block;
+  if (tid == 0) {
+    const uint32_t left = b.end - chunk * kThreads;
+    sh.n_valid = left < kThreads ? left : kThreads;
+  }
+  bool visible = j < b.end;
+  if (visible && b.mask) {
+    const uint64_t bit = uint64_t{b.pos} * b.kv_len + j;
+    visible = (b.mask[bit / 8] >> (bit % 8)) & 1;
+  }
+  if (!visible) {
+    PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) sh.s[h][tid] = -INFINITY;
+    sh.v_row[tid] = 0;
+    return;
+  }
+  const uint64_t row = uint64_t(b.pages[j / p.page_size]) * p.page_stride +
+                       (uint64_t{j % p.page_size} * p.n_kv_heads + b.kv_head) * p.head_dim;
+  sh.v_row[tid] = p.v_offset + row;
+  const T* k = static_cast<const T*>(p.pool) + p.k_offset + row;
+  float dot[kMaxHeadsPerBlock];
+  PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) dot[h] = 0.f;
+  for (uint32_t d = 0; d < p.head_dim; ++d) {
+    const float kd = to_float(k[d]);
+    PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) dot[h] +=
+        sh.q[h * p.head_dim + d] * kd;
+  }
+  PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) sh.s[h][tid] = dot[h];
+}
+
+PITH_HD void phase_probs(const KernelParams& p, SharedTile& sh, uint32_t tid, ThreadState& st) {
+  const uint32_t n = sh.n_valid;
+  PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < p.heads_per_block; ++h) {
+    float cmax = -INFINITY;
+    for (uint32_t t = 0; t < n; ++t) cmax = sh.s[h][t] > cmax ? sh.s[h][t] : cmax;
+    const float m_new = cmax > st.m[h] ? cmax : st.m[h];
+    // Nothing visible yet: keep everything at zero (no inf - inf).
+    st.alpha[h] = m_new == -INFINITY ? 1.f : fast_exp(st.m[h] - m_new);
+    st.m[h] = m_new;
+    const float s = sh.s[h][tid];
+    sh.p[h][tid] = (tid >= n || s == -INFINITY) ? 0.f : fast_exp(s - m_new);
+  }
+}
+
+template <class T>
+PITH_HD void phase_accumulate(const KernelParams& p, SharedTile& sh, uint32_t tid,
+                              ThreadState& st) {
+  const uint32_t n = sh.n_valid;
+  const uint32_t H = p.heads_per_block;
+  const T* pool = static_cast<const T*>(p.pool);
+  PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) {
+    float sum = 0.f;
+    for (uint32_t t = 0; t < n; ++t) sum += sh.p[h][t];
+    st.l[h] = st.l[h] * st.alpha[h] + sum;
+    PITH_UNROLL for (uint32_t k = 0; k < kDimsPerThread; ++k) st.acc[h][k] *= st.alpha[h];
+  }
+  PITH_UNROLL for (uint32_t k = 0; k < kDimsPerThread; ++k) {
+    const uint32_t d = tid + k * kThreads;
+    if (d >= p.head_dim) break;
+    for (uint32_t t = 0; t < n; ++t) {
+      if (sh.s[0][t] == -INFINITY) continue;  // hidden slot (masks hide all heads alike)
+      const float v = to_float(pool[sh.v_row[t] + d]);
+      PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) st.acc[h][k] +=
+          sh.p[h][t] * v;
+    }
+  }
+}
+
+template <class T>
+PITH_HD void phase_store(const KernelParams& p, const BlockTask& b, uint32_t tid,
+                         const ThreadState& st) {
+  T* out = static_cast<T*>(p.out) + (uint64_t{b.row} * p.n_heads + b.first_head) * p.head_dim;
+  PITH_UNROLL for (uint32_t k = 0; k < kDimsPerThread; ++k) {
+    const uint32_t d = tid + k * kThreads;
+    if (d >= p.head_dim) break;
+    PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < p.heads_per_block; ++h) {
+      // A row that sees no slot (an invalid mask) gets zeros rather than NaN.
+      const float o = st.l[h] > 0.f ? st.acc[h][k] / st.l[h] : 0.f;
+      out[h * p.head_dim + d] = from_float<T>(o);
+    }
+  }
+}
+
+// One block (bx, by). `for_threads(f)` must call f(tid) for every tid < kThreads and then make
+// the block's shared-memory writes visible to all threads; `state(tid)` is that thread's
+// ThreadState.
+template <class T, class ForThreads, class StateOf>
+PITH_HD void attention_block(const KernelParams& p, uint32_t bx, uint32_t by, SharedTile& sh,
+                             ForThreads&& for_threads, StateOf&& state) {
+  const BlockTask b = block_task(p, bx, by);
+  for_threads([&](uint32_t tid) { phase_load_q<T>(p, b, sh, tid, state(tid)); });
+  for (uint32_t c = 0; c < b.n_chunks; ++c) {
+    for_threads([&](uint32_t tid) { phase_scores<T>(p, b, sh, c, tid); });
+    for_threads([&](uint32_t tid) { phase_probs(p, sh, tid, state(tid)); });
+    for_threads([&](uint32_t tid) { phase_accumulate<T>(p, sh, tid, state(tid)); });
+  }
+  for_threads([&](uint32_t tid) { phase_store<T>(p, b, tid, state(tid)); });
+}
+
+// Query heads per block: the largest divisor of the GQA group size that fits kMaxHeadsPerBlock.
+inline uint32_t heads_per_block(uint32_t n_heads, uint32_t n_kv_heads) {
+  const uint32_t group = n_heads / n_kv_heads;
+  uint32_t best = 1;
+  for (uint32_t g = 1; g <= kMaxHeadsPerBlock && g <= group; ++g)
+    if (group % g == 0) best = g;
+  return best;
+}
+
+}  // namespace pith::cuda::attn

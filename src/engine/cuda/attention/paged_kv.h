@@ -1,0 +1,42 @@
+// The CUDA backend's KV pool layout and the per-sequence view attention reads it through.
+// Plain C++ (no CUDA headers) so host-side planning and its unit tests build without nvcc;
+// engine/cuda/paged_attention.h includes it, and that is the header the rest of the backend uses.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace pith::cuda {
+
+// Activation / KV element type on the device: F32 mode (F32 weights) or BF16 mode.
+enum class DType : uint8_t { F32, BF16 };
+
+// Device KV pool: pool[page][layer][k|v][slot < page_size][kv_head][head_dim] elements of dtype.
+// One (page, layer) K or V block is an NHD page [page_size][n_kv_heads][head_dim]; consecutive
+// pages of one layer are page_elems() apart.
+struct KvPoolLayout {
+  DType dtype = DType::BF16;
+  uint32_t n_layers = 0, n_kv_heads = 0, head_dim = 0, page_size = 16;
+  size_t kv_dim() const { return size_t{n_kv_heads} * head_dim; }
+  size_t page_elems() const { return size_t{n_layers} * 2 * page_size * kv_dim(); }
+  // Element offset of (page, layer)'s K (kv = 0) or V (kv = 1) block.
+  size_t block_offset(uint32_t page, uint32_t layer, uint32_t kv) const {
+    return size_t{page} * page_elems() + (size_t{layer} * 2 + kv) * page_size * kv_dim();
+  }
+  size_t elem_bytes() const { return dtype == DType::F32 ? 4 : 2; }
+};
+
+// One sequence of a forward batch as attention sees it (host memory, valid during plan()).
+struct AttentionSequence {
+  uint32_t q_begin = 0;             // first query row in the batch's [n_tokens] matrix
+  uint32_t n_q = 0;                 // the sequence's inputs = its last n_q context slots
+  std::span<const uint32_t> pages;  // page table in context order (physical ids)
+  uint32_t context_len = 0;         // (pages - 1) * page_size + last_page_len
+  // BRLE rows (engine/forward_batch.h): per input, run lengths alternating visible/hidden,
+  // starting visible, summing to context_len. Null (or empty) = causal.
+  const std::vector<std::vector<uint32_t>>* mask = nullptr;
+};
+
+}  // namespace pith::cuda

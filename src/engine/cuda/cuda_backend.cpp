@@ -1,0 +1,540 @@
+// CudaBackend: the Backend seam on one GPU. See cuda_backend.h and docs/gpu.md.
+//
+// A forward mirrors the CPU engine (engine.cpp) op for op, on one stream:
+//   x = embed(inputs)                                            [T][d] F32 residual stream
+//   per layer: h = rmsnorm(x += delta) (attn_norm)                add_rmsnorm
+//              q, k, v = h Wq^T, h Wk^T, h Wv^T                   cuBLASLt
+//              rope(q), rope(k); K/V -> pages                     rope, kv_append
+//              a = attention(q, pages, masks)                     PagedAttention
+//              delta = a Wo^T (F32); h = rmsnorm(x += delta)     cuBLASLt, add_rmsnorm (ffn_norm)
+//              gu = h [Wgate; Wup]^T; f = silu(g) * u             cuBLASLt, swiglu
+//              delta = f Wdown^T (F32)                            cuBLASLt
+//   x += delta; Embed outputs <- rows of x; LM-head rows: rmsnorm (output_norm), logits in row
+//   chunks, softmax + top-K on the device; only ids/probs and asked-for logits rows come back.
+// The residual adds are fused into the next norm, exactly the CPU's order of operations.
+#include "engine/cuda/cuda_backend.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/error.h"
+#include "engine/batch_validation.h"
+#include "engine/cuda/batch_plan.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/device_memory.h"
+#include "engine/cuda/device_weights.h"
+#include "engine/cuda/gemm.h"
+#include "engine/cuda/kernels.h"
+#include "engine/cuda/paged_attention.h"
+#include "engine/cuda/staging.h"
+#include "engine/model_weights.h"
+#include "engine/rope.h"
+#include "engine/token_distribution.h"
+
+namespace pith {
+
+namespace cuda {
+namespace {
+
+constexpr uint32_t kPlannedTokens = 2048;  // activations preallocated for this many rows
+constexpr uint32_t kPlannedSeqs = 256;
+constexpr uint32_t kLmChunkRows = 64;      // LM-head rows per logits GEMM (F32 [64][vocab])
+
+size_t elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+size_t mib(size_t bytes) { return bytes >> 20; }
+
+// Makes `device` current for this thread (before the stream and buffers are created on it).
+int select_device(int device) {
+  PITH_CUDA_CHECK(cudaSetDevice(device));
+  return device;
+}
+
+void check_matrix(const WeightMatrix& m, size_t rows, size_t cols, const char* name, size_t l) {
+  if (m.data == nullptr || m.rows != rows || m.cols != cols)
+    fail("cuda: weight {} (layer {}) is [{}][{}], expected [{}][{}]", name, l, m.rows, m.cols,
+         rows, cols);
+}
+
+void check_model(const ModelWeights& w) {
+  const ModelConfig& c = w.config;
+  if (c.n_layers == 0 || c.d_model == 0 || c.n_heads == 0 || c.n_kv_heads == 0 ||
+      c.head_dim == 0 || c.d_ff == 0 || c.vocab_size == 0)
+    fail("cuda: model '{}' has an empty dimension", w.source);
+  if (c.n_heads % c.n_kv_heads != 0)
+    fail("cuda: {} query heads is not a multiple of {} KV heads", c.n_heads, c.n_kv_heads);
+  if (w.layers.size() != c.n_layers)
+    fail("cuda: model has {} layers of weights, config says {}", w.layers.size(), c.n_layers);
+  check_matrix(w.token_embd, c.vocab_size, c.d_model, "token_embd", 0);
+  check_matrix(w.output, c.vocab_size, c.d_model, "output", 0);
+  if (w.output_norm.size() != c.d_model) fail("cuda: output_norm has the wrong size");
+  for (size_t l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& L = w.layers[l];
+    if (L.attn_norm.size() != c.d_model || L.ffn_norm.size() != c.d_model)
+      fail("cuda: norm weights of layer {} have the wrong size", l);
+    check_matrix(L.wq, c.q_dim(), c.d_model, "attn_q", l);
+    check_matrix(L.wk, c.kv_dim(), c.d_model, "attn_k", l);
+    check_matrix(L.wv, c.kv_dim(), c.d_model, "attn_v", l);
+    check_matrix(L.wo, c.d_model, c.q_dim(), "attn_output", l);
+    check_matrix(L.w_gate, c.d_ff, c.d_model, "ffn_gate", l);
+    check_matrix(L.w_up, c.d_ff, c.d_model, "ffn_up", l);
+    check_matrix(L.w_down, c.d_model, c.d_ff, "ffn_down", l);
+  }
+}
+
+// Device activation buffers for up to `tokens` rows and `lm_rows` LM-head rows.
+struct Workspace {
+  DeviceBuffer x, delta, tmp;          // F32 [T][d]
+  DeviceBuffer h, attn;                // act [T][d], [T][q_dim]
+  DeviceBuffer q, k, v;                // act [T][q_dim], [T][kv_dim] x2
+  DeviceBuffer gate_up, ff;            // act [T][2 d_ff], [T][d_ff]
+  DeviceBuffer out_x, out_h;           // LM-head rows: F32 [R][d], act [R][d]
+  DeviceBuffer logits;                 // F32 [kLmChunkRows][vocab]
+  DeviceBuffer topk_ids, topk_probs;   // [R][kTopKMax]
+  DeviceBuffer topk_scratch;           // softmax_topk workspace for one chunk
+  uint32_t tokens = 0, lm_rows = 0;
+
+  static size_t token_bytes(const ModelConfig& c, DType act) {
+    const size_t e = elem_bytes(act);
+    return 3 * size_t{c.d_model} * 4 + e * (c.d_model + 2 * c.q_dim() + 2 * c.kv_dim() +
+                                            3 * size_t{c.d_ff});
+  }
+  static size_t lm_row_bytes(const ModelConfig& c, DType act) {
+    return size_t{c.d_model} * (4 + elem_bytes(act)) + size_t{kTopKMax} * 8;
+  }
+  static size_t fixed_bytes(const ModelConfig& c) {
+    return size_t{kLmChunkRows} * c.vocab_size * 4 +
+           topk_workspace_bytes(kLmChunkRows, c.vocab_size, kTopKMax);
+  }
+
+  void ensure(const ModelConfig& c, DType act, uint32_t n_tokens, uint32_t n_lm_rows) {
+    const size_t e = elem_bytes(act);
+    if (logits.bytes() == 0) {
+      logits.reserve(size_t{kLmChunkRows} * c.vocab_size * 4);
+      topk_scratch.reserve(topk_workspace_bytes(kLmChunkRows, c.vocab_size, kTopKMax));
+    }
+    if (n_tokens > tokens) {
+      const size_t t = std::max(n_tokens, tokens + tokens / 2);  // grow geometrically
+      for (DeviceBuffer* b : {&x, &delta, &tmp}) b->reserve(t * c.d_model * 4);
+      h.reserve(t * c.d_model * e);
+      attn.reserve(t * c.q_dim() * e);
+      q.reserve(t * c.q_dim() * e);
+      k.reserve(t * c.kv_dim() * e);
+      v.reserve(t * c.kv_dim() * e);
+      gate_up.reserve(t * 2 * c.d_ff * e);
+      ff.reserve(t * c.d_ff * e);
+      tokens = static_cast<uint32_t>(t);
+    }
+    if (n_lm_rows > lm_rows) {
+      const size_t r = std::max(n_lm_rows, lm_rows + lm_rows / 2);
+      out_x.reserve(r * c.d_model * 4);
+      out_h.reserve(r * c.d_model * e);
+      topk_ids.reserve(r * kTopKMax * 4);
+      topk_probs.reserve(r * kTopKMax * 4);
+      lm_rows = static_cast<uint32_t>(r);
+    }
+  }
+
+  size_t bytes() const {
+    size_t n = 0;
+    for (const DeviceBuffer* b : {&x, &delta, &tmp, &h, &attn, &q, &k, &v, &gate_up, &ff, &out_x,
+                                  &out_h, &logits, &topk_ids, &topk_probs, &topk_scratch})
+      n += b->bytes();
+    return n;
+  }
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(std::shared_ptr<const ModelWeights> weights, const BackendOptions& options,
+              int device);
+  ~CudaBackend() override;
+
+  const ModelConfig& config() const override { return weights_->config; }
+  BackendInfo info() const override;
+  uint32_t page_size() const override { return layout_.page_size; }
+  SlotPool& page_slots() override { return *pages_; }
+  SlotPool& embed_slots() override { return *embeds_; }
+
+  std::vector<SequenceResult> forward(const std::vector<SequenceInput>& batch) override;
+  void embed_tokens(std::span<const int32_t> tokens, std::span<const uint32_t> positions,
+                    std::span<const uint32_t> slots) override;
+  void copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_offset, uint32_t dst_offset,
+               uint32_t n) override;
+  TokenDistribution next_dist(uint32_t embed_slot, uint32_t top_k) override;
+
+  CudaStepTime last_step_time() const { return last_step_; }
+
+ private:
+  // Output norm + LM head over ws_.out_x's first n_topk + n_logits rows (top-K rows first);
+  // ks: device [n_topk]. Enqueues the copies of the results into host_out_.
+  void lm_head(uint32_t n_topk, uint32_t n_logits, const uint32_t* ks, uint32_t k_max);
+  const int32_t* host_topk_ids() const { return host_out_.as<int32_t>(); }
+  const float* host_topk_probs(uint32_t n_topk, uint32_t k_max) const {
+    return host_out_.as<float>() + size_t{n_topk} * k_max;
+  }
+  const float* host_logits(uint32_t n_topk, uint32_t k_max) const {
+    return host_out_.as<float>() + 2 * size_t{n_topk} * k_max;
+  }
+
+  std::shared_ptr<const ModelWeights> weights_;
+  int device_;
+  std::string device_name_;
+  size_t device_memory_ = 0;
+  DType act_;
+  Stream stream_;
+  KvPoolLayout layout_;
+  std::unique_ptr<DeviceWeights> dev_weights_;
+  DeviceBuffer kv_pool_;
+  DeviceBuffer embed_store_;  // F32 [max_embeds][d_model]
+  std::unique_ptr<SlotPool> pages_, embeds_;
+  std::unique_ptr<Gemm> gemm_;
+  std::unique_ptr<PagedAttention> attention_;
+  Workspace ws_;
+  RopeTable rope_;
+  BatchPlan plan_;
+  Staging staging_;
+  PinnedBuffer host_out_;     // top-K ids, probs and logits rows copied back
+  Event done_;
+  Event step_start_{true}, step_end_{true};
+  CudaStepTime last_step_;
+};
+
+CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights,
+                         const BackendOptions& options, int device)
+    : weights_((PITH_CHECK(weights != nullptr), std::move(weights))),
+      device_(select_device(device)),
+      act_(compute_mode(*weights_)),
+      rope_(weights_->config) {
+  const ModelConfig& c = weights_->config;
+  check_model(*weights_);
+  cudaDeviceProp prop{};
+  PITH_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  device_name_ = prop.name;
+  size_t free_bytes = 0;
+  PITH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &device_memory_));
+
+  layout_ = KvPoolLayout{act_, c.n_layers, c.n_kv_heads, c.head_dim, options.kv_page_size};
+  if (options.kv_page_size == 0) fail("cuda: KV page size must be at least 1");
+  const size_t page_bytes = layout_.page_elems() * layout_.elem_bytes();
+  const size_t n_pages = options.kv_memory_bytes / page_bytes;
+  if (n_pages == 0)
+    fail("KV pool: a budget of {} bytes does not hold one page of {} bytes ({} tokens)",
+         options.kv_memory_bytes, page_bytes, options.kv_page_size);
+  if (n_pages > UINT32_MAX) fail("KV pool: {} pages is too many", n_pages);
+  if (options.max_embeds == 0) fail("cuda: Embed slot capacity must be at least 1");
+
+  // Everything this backend will hold, checked before the first allocation.
+  const size_t weight_bytes = device_weight_bytes(*weights_, act_);
+  const size_t kv_bytes = n_pages * page_bytes;
+  const size_t workspace_bytes =
+      size_t{options.max_embeds} * c.d_model * 4 +
+      size_t{kPlannedTokens} * Workspace::token_bytes(c, act_) +
+      size_t{kLmChunkRows} * Workspace::lm_row_bytes(c, act_) + Workspace::fixed_bytes(c) +
+      (size_t{32} << 20);  // cuBLASLt workspace
+  const size_t need = weight_bytes + kv_bytes + workspace_bytes;
+  const double fraction = options.gpu_memory_fraction;
+  if (!(fraction > 0 && fraction <= 1))
+    fail("cuda: GPU memory fraction {} must be in (0, 1]", fraction);
+  const auto cap = static_cast<size_t>(fraction * static_cast<double>(device_memory_));
+  if (need > cap || need > free_bytes)
+    fail("cuda: {} (cuda:{}) cannot hold weights {} MiB + KV pool {} MiB ({} pages) + "
+         "workspace {} MiB = {} MiB: the cap is {:.0f}% of {} MiB = {} MiB, {} MiB free; lower "
+         "--kv-memory or raise --gpu-memory-fraction",
+         device_name_, device, mib(weight_bytes), mib(kv_bytes), n_pages, mib(workspace_bytes),
+         mib(need), fraction * 100, mib(device_memory_), mib(cap), mib(free_bytes));
+
+  dev_weights_ = std::make_unique<DeviceWeights>(*weights_, act_, stream_.get());
+  kv_pool_.reserve(kv_bytes);
+  embed_store_.reserve(size_t{options.max_embeds} * c.d_model * 4);
+  pages_ = std::make_unique<SlotPool>(static_cast<uint32_t>(n_pages), "KV pages");
+  embeds_ = std::make_unique<SlotPool>(options.max_embeds, "Embed slots");
+  gemm_ = std::make_unique<Gemm>();
+  attention_ = std::make_unique<PagedAttention>(layout_, c.n_heads, kPlannedTokens, kPlannedSeqs);
+  ws_.ensure(c, act_, kPlannedTokens, kLmChunkRows);
+  spdlog::info("cuda: {} (cuda:{}, {} MiB): weights {} MiB, KV pool {} MiB ({} pages of {} "
+               "tokens), workspace {} MiB; {} mode, attention: {}",
+               device_name_, device, mib(device_memory_), mib(dev_weights_->bytes()),
+               mib(kv_bytes), n_pages, layout_.page_size, mib(info().workspace_bytes),
+               act_ == DType::F32 ? "f32" : "bf16", attention_->implementation());
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(device_);
+  cudaStreamSynchronize(stream_.get());
+}
+
+BackendInfo CudaBackend::info() const {
+  BackendInfo i;
+  i.name = "cuda";
+  i.device = fmt::format("{} (cuda:{})", device_name_, device_);
+  i.device_memory_bytes = device_memory_;
+  i.weight_bytes = dev_weights_->bytes();
+  i.kv_bytes = kv_pool_.bytes();
+  i.workspace_bytes = ws_.bytes() + embed_store_.bytes() + gemm_->workspace_bytes() +
+                      staging_.device_bytes();
+  return i;
+}
+
+std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput>& batch) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  validate_batch(batch, config(), layout_.page_size, *pages_, *embeds_);
+  const ModelConfig& c = config();
+  std::vector<SequenceResult> results(batch.size());
+  for (size_t si = 0; si < batch.size(); ++si) results[si].outputs.resize(batch[si].outputs.size());
+  plan_.build(batch, layout_.page_size, c.vocab_size, kTopKMax);
+  const uint32_t T = plan_.n_tokens;
+  if (T == 0) return results;
+  PITH_CUDA_CHECK(cudaSetDevice(device_));
+  cudaStream_t s = stream_.get();
+  const uint32_t d = c.d_model, np = c.head_dim / 2;
+  const auto n_topk = static_cast<uint32_t>(plan_.topk_rows.size());
+  const auto n_logits = static_cast<uint32_t>(plan_.logits_rows.size());
+  const uint32_t R = n_topk + n_logits;
+  ws_.ensure(c, act_, T, R);
+
+  // Inputs: one pinned staging buffer, one upload.
+  const size_t n_idx = 2 * plan_.token_rows.size() + 2 * plan_.embed_rows.size() + 2 * T +
+                       2 * plan_.embed_out_rows.size() + 2 * R;
+  staging_.begin((n_idx + 2 * size_t{T} * np) * 4);
+  const int32_t* tokens = staging_.put<int32_t>(plan_.tokens);
+  const uint32_t* token_rows = staging_.put<uint32_t>(plan_.token_rows);
+  const uint32_t* embed_slots = staging_.put<uint32_t>(plan_.embed_slots);
+  const uint32_t* embed_in_rows = staging_.put<uint32_t>(plan_.embed_rows);
+  const uint32_t* write_pages = staging_.put<uint32_t>(plan_.write_pages);
+  const uint32_t* write_slots = staging_.put<uint32_t>(plan_.write_slots);
+  const uint32_t* out_rows = staging_.put<uint32_t>(plan_.embed_out_rows);
+  const uint32_t* out_slots = staging_.put<uint32_t>(plan_.embed_out_slots);
+  float* cos_h = staging_.alloc<float>(size_t{T} * np);
+  float* sin_h = staging_.alloc<float>(size_t{T} * np);
+  for (uint32_t t = 0; t < T; ++t)
+    rope_.angles(plan_.positions[t], cos_h + size_t{t} * np, sin_h + size_t{t} * np);
+  uint32_t* lm_rows_h = staging_.alloc<uint32_t>(R);
+  uint32_t* ks_h = staging_.alloc<uint32_t>(n_topk);
+  for (uint32_t j = 0; j < n_topk; ++j) {
+    lm_rows_h[j] = plan_.topk_rows[j].row;
+    ks_h[j] = plan_.topk_rows[j].top_k;
+  }
+  for (uint32_t j = 0; j < n_logits; ++j) lm_rows_h[n_topk + j] = plan_.logits_rows[j].row;
+  step_start_.record(s);
+  staging_.upload(s);
+  attention_->plan(plan_.attention, s);
+
+  // Input rows: embedding-table rows and Embed slots, into the residual stream.
+  float* x = ws_.x.as<float>();
+  float* delta = ws_.delta.as<float>();
+  float* tmp = ws_.tmp.as<float>();
+  const DeviceWeights& w = *dev_weights_;
+  float* store = embed_store_.as<float>();
+  if (plan_.all_rows_are_tokens()) {
+    embed_rows(w.token_embd.data, act_, tokens, T, d, x, s);
+  } else {
+    const auto n_tok = static_cast<uint32_t>(plan_.token_rows.size());
+    const auto n_emb = static_cast<uint32_t>(plan_.embed_rows.size());
+    if (n_tok > 0) {
+      embed_rows(w.token_embd.data, act_, tokens, n_tok, d, tmp, s);
+      scatter_rows(tmp, token_rows, n_tok, d, x, s);
+    }
+    gather_rows(store, embed_slots, n_emb, d, tmp, s);
+    scatter_rows(tmp, embed_in_rows, n_emb, d, x, s);
+  }
+
+  const float* cos_d = staging_.device_ptr(cos_h);
+  const float* sin_d = staging_.device_ptr(sin_h);
+  void* h = ws_.h.get();
+  void* q = ws_.q.get();
+  void* k = ws_.k.get();
+  void* v = ws_.v.get();
+  void* attn = ws_.attn.get();
+  void* gu = ws_.gate_up.get();
+  void* ff = ws_.ff.get();
+  const size_t e = elem_bytes(act_);
+  for (uint32_t l = 0; l < c.n_layers; ++l) {
+    const DeviceLayer& L = w.layers[l];
+    add_rmsnorm(x, l == 0 ? nullptr : delta, L.attn_norm, T, d, c.rms_eps, h, act_, s);
+    gemm_->run(L.wq, h, T, q, act_, s);
+    gemm_->run(L.wk, h, T, k, act_, s);
+    gemm_->run(L.wv, h, T, v, act_, s);
+    rope(q, act_, T, c.n_heads, c.head_dim, cos_d, sin_d, s);
+    rope(k, act_, T, c.n_kv_heads, c.head_dim, cos_d, sin_d, s);
+    kv_append(k, v, T, write_pages, write_slots, l, layout_, kv_pool_.get(), s);
+    attention_->run(l, q, kv_pool_.get(), attn, s);
+    gemm_->run(L.wo, attn, T, delta, DType::F32, s);
+    add_rmsnorm(x, delta, L.ffn_norm, T, d, c.rms_eps, h, act_, s);
+    gemm_->run(L.w_gate_up, h, T, gu, act_, s);
+    swiglu(gu, static_cast<char*>(gu) + size_t{c.d_ff} * e, T, c.d_ff, 2 * c.d_ff, ff, act_, s);
+    gemm_->run(L.w_down, ff, T, delta, DType::F32, s);
+  }
+  add_rows(x, delta, DType::F32, T, d, s);
+
+  // Outputs: Embed slots, then the LM head over just the rows that need it.
+  const auto n_embed_out = static_cast<uint32_t>(plan_.embed_out_rows.size());
+  if (n_embed_out > 0) {
+    gather_rows(x, out_rows, n_embed_out, d, tmp, s);
+    scatter_rows(tmp, out_slots, n_embed_out, d, store, s);
+  }
+  const uint32_t k_max = plan_.max_top_k;
+  if (R > 0) {
+    gather_rows(x, staging_.device_ptr(lm_rows_h), R, d, ws_.out_x.as<float>(), s);
+    lm_head(n_topk, n_logits, staging_.device_ptr(ks_h), k_max);
+  }
+  step_end_.record(s);
+  done_.record(s);
+  done_.synchronize();
+
+  const int32_t* ids = host_topk_ids();
+  const float* probs = host_topk_probs(n_topk, k_max);
+  for (uint32_t j = 0; j < n_topk; ++j) {
+    const LmHeadRow& r = plan_.topk_rows[j];
+    TokenDistribution& dist = results[r.sequence].outputs[r.output].dist;
+    dist.ids.assign(ids + size_t{j} * k_max, ids + size_t{j} * k_max + r.top_k);
+    dist.probs.assign(probs + size_t{j} * k_max, probs + size_t{j} * k_max + r.top_k);
+  }
+  const float* logits = host_logits(n_topk, k_max);
+  for (uint32_t j = 0; j < n_logits; ++j) {
+    const LmHeadRow& r = plan_.logits_rows[j];
+    const float* row = logits + size_t{j} * c.vocab_size;
+    OutputResult& out = results[r.sequence].outputs[r.output];
+    if (r.top_k == 0)
+      out.logits.assign(row, row + c.vocab_size);
+    else  // top-K beyond the device reduction's limit (batch_plan.h)
+      out.dist = top_k_distribution(row, c.vocab_size, r.top_k);
+  }
+  last_step_.gpu_ms = step_end_.elapsed_since(step_start_);
+  last_step_.wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_start)
+          .count();
+  return results;
+}
+
+void CudaBackend::lm_head(uint32_t n_topk, uint32_t n_logits, const uint32_t* ks,
+                          uint32_t k_max) {
+  const ModelConfig& c = config();
+  cudaStream_t s = stream_.get();
+  const uint32_t R = n_topk + n_logits, V = c.vocab_size;
+  const size_t e = elem_bytes(act_);
+  add_rmsnorm(ws_.out_x.as<float>(), nullptr, dev_weights_->output_norm, R, c.d_model, c.rms_eps,
+              ws_.out_h.get(), act_, s);
+  host_out_.reserve(std::max<size_t>(
+      1, (2 * size_t{n_topk} * k_max + size_t{n_logits} * V) * sizeof(float)));
+  const DeviceMatrix& head = dev_weights_->output;
+  float* logits = ws_.logits.as<float>();
+  auto hidden = [&](uint32_t row) {
+    return static_cast<const char*>(ws_.out_h.get()) + size_t{row} * c.d_model * e;
+  };
+  for (uint32_t r0 = 0; r0 < n_topk; r0 += kLmChunkRows) {
+    const uint32_t n = std::min(kLmChunkRows, n_topk - r0);
+    gemm_->run(head, hidden(r0), n, logits, DType::F32, s);
+    softmax_topk(logits, n, V, ks + r0, k_max, ws_.topk_scratch.get(),
+                 ws_.topk_ids.as<int32_t>() + size_t{r0} * k_max,
+                 ws_.topk_probs.as<float>() + size_t{r0} * k_max, s);
+  }
+  if (n_topk > 0) {
+    const size_t bytes = size_t{n_topk} * k_max * 4;
+    PITH_CUDA_CHECK(cudaMemcpyAsync(host_out_.get(), ws_.topk_ids.get(), bytes,
+                                    cudaMemcpyDeviceToHost, s));
+    PITH_CUDA_CHECK(cudaMemcpyAsync(const_cast<float*>(host_topk_probs(n_topk, k_max)),
+                                    ws_.topk_probs.get(), bytes, cudaMemcpyDeviceToHost, s));
+  }
+  float* host_logit_rows = const_cast<float*>(host_logits(n_topk, k_max));
+  for (uint32_t r0 = 0; r0 < n_logits; r0 += kLmChunkRows) {
+    const uint32_t n = std::min(kLmChunkRows, n_logits - r0);
+    gemm_->run(head, hidden(n_topk + r0), n, logits, DType::F32, s);
+    PITH_CUDA_CHECK(cudaMemcpyAsync(host_logit_rows + size_t{r0} * V, logits,
+                                    size_t{n} * V * sizeof(float), cudaMemcpyDeviceToHost, s));
+  }
+}
+
+void CudaBackend::embed_tokens(std::span<const int32_t> tokens,
+                               std::span<const uint32_t> positions,
+                               std::span<const uint32_t> slots) {
+  const ModelConfig& c = config();
+  if (tokens.size() != positions.size() || tokens.size() != slots.size())
+    fail("embed_tokens: {} tokens, {} positions, {} slots: lengths must match", tokens.size(),
+         positions.size(), slots.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || uint32_t(tokens[i]) >= c.vocab_size)
+      fail("embed_tokens: token {} at index {} out of range (vocab {})", tokens[i], i,
+           c.vocab_size);
+    if (!embeds_->allocated(slots[i]))
+      fail("embed_tokens: Embed slot {} at index {} is not allocated", slots[i], i);
+  }
+  if (tokens.empty()) return;
+  PITH_CUDA_CHECK(cudaSetDevice(device_));
+  const auto n = static_cast<uint32_t>(tokens.size());
+  ws_.ensure(c, act_, n, 0);
+  cudaStream_t s = stream_.get();
+  staging_.begin(2 * tokens.size() * 4);
+  const int32_t* tok = staging_.put(tokens);
+  const uint32_t* slot = staging_.put(slots);
+  staging_.upload(s);
+  embed_rows(dev_weights_->token_embd.data, act_, tok, n, c.d_model, ws_.tmp.as<float>(), s);
+  scatter_rows(ws_.tmp.as<float>(), slot, n, c.d_model, embed_store_.as<float>(), s);
+}
+
+void CudaBackend::copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_offset,
+                          uint32_t dst_offset, uint32_t n) {
+  if (!pages_->allocated(src_page) || !pages_->allocated(dst_page))
+    fail("copy_kv: page {} is not allocated", pages_->allocated(src_page) ? dst_page : src_page);
+  const uint32_t ps = layout_.page_size;
+  if (uint64_t{src_offset} + n > ps || uint64_t{dst_offset} + n > ps)
+    fail("copy_kv: range past the page end (src offset {}, dst offset {}, n {}, page size {})",
+         src_offset, dst_offset, n, ps);
+  if (n == 0) return;
+  PITH_CUDA_CHECK(cudaSetDevice(device_));
+  kv_copy(src_page, dst_page, src_offset, dst_offset, n, layout_, kv_pool_.get(), stream_.get());
+}
+
+TokenDistribution CudaBackend::next_dist(uint32_t embed_slot, uint32_t top_k) {
+  const ModelConfig& c = config();
+  if (!embeds_->allocated(embed_slot))
+    fail("next_dist: Embed slot {} is not allocated", embed_slot);
+  if (top_k == 0) fail("next_dist: top_k must be at least 1");
+  PITH_CUDA_CHECK(cudaSetDevice(device_));
+  const uint32_t k = std::min(top_k, c.vocab_size);
+  const bool on_device = k <= kTopKMax;
+  cudaStream_t s = stream_.get();
+  ws_.ensure(c, act_, 1, 1);
+  staging_.begin(2 * 4);
+  const uint32_t* slot = staging_.put(std::span<const uint32_t>(&embed_slot, 1));
+  const uint32_t* ks = staging_.put(std::span<const uint32_t>(&k, 1));
+  staging_.upload(s);
+  gather_rows(embed_store_.as<float>(), slot, 1, c.d_model, ws_.out_x.as<float>(), s);
+  lm_head(on_device ? 1 : 0, on_device ? 0 : 1, ks, on_device ? k : 0);
+  done_.record(s);
+  done_.synchronize();
+  if (!on_device) return top_k_distribution(host_logits(0, 0), c.vocab_size, k);
+  TokenDistribution dist;
+  dist.ids.assign(host_topk_ids(), host_topk_ids() + k);
+  dist.probs.assign(host_topk_probs(1, k), host_topk_probs(1, k) + k);
+  return dist;
+}
+
+}  // namespace
+}  // namespace cuda
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const ModelWeights> weights,
+                                           const BackendOptions& options, int device_index) {
+  const int n = cuda_device_count();
+  if (device_index < 0 || device_index >= n)
+    fail("cuda:{}: no such GPU ({} CUDA device{} found)", device_index, n, n == 1 ? "" : "s");
+  return std::make_unique<cuda::CudaBackend>(std::move(weights), options, device_index);
+}
+
+CudaStepTime cuda_last_step_time(const Backend& backend) {
+  const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
+  if (cuda == nullptr) fail("step timing: backend '{}' is not the CUDA backend", backend.info().name);
+  return cuda->last_step_time();
+}
+
+}  // namespace pith

@@ -1,0 +1,37 @@
+// The CUDA backend (docs/gpu.md): the Backend seam (engine/backend.h) on one NVIDIA GPU. Weights,
+// the paged KV pool, Embed slots and every activation live in device memory; one forward is one
+// stream of kernels and cuBLASLt GEMMs, and only the small results (top-K ids and probabilities,
+// the logits rows that were asked for) come back to the host.
+//
+// This header has no CUDA includes: the backend factory and the CLI include it in plain C++
+// builds, and it exists only when the project is built with CUDA (PITH_HAVE_CUDA).
+#pragma once
+
+#include <memory>
+
+#include "engine/backend.h"
+
+namespace pith {
+
+// Number of usable CUDA devices; 0 when there is no driver, no GPU or the runtime fails to
+// start. Never throws.
+int cuda_device_count();
+
+// A CudaBackend on device `device_index`. Uploads the weights (BF16/F16 -> BF16, F32 kept,
+// Q8_0/Q4_0 dequantised to BF16), then allocates the KV pool (options.kv_memory_bytes), the Embed
+// slots and the workspace. Throws pith::Error when the device does not exist, the model's shapes
+// are unsupported, or weights + KV pool + workspace exceed options.gpu_memory_fraction of the
+// device memory.
+std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const ModelWeights> weights,
+                                           const BackendOptions& options, int device_index);
+
+// Device and wall time of the last forward() of a backend made by make_cuda_backend (CUDA
+// events around the forward's work on its stream; wall from entry to return). Throws
+// pith::Error for any other backend.
+struct CudaStepTime {
+  double gpu_ms = 0;
+  double wall_ms = 0;
+};
+CudaStepTime cuda_last_step_time(const Backend& backend);
+
+}  // namespace pith

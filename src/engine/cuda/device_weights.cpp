@@ -1,0 +1,200 @@
+// Weight upload: layout, conversion to the compute type and streaming copy. See device_weights.h.
+#include "engine/cuda/device_weights.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/fp16.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/kernels/matmul.h"
+
+namespace pith::cuda {
+
+namespace {
+
+constexpr size_t kAlign = 256;
+constexpr size_t kStagingBytes = size_t{16} << 20;  // per staging buffer
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// A tied LM head is the embedding table itself (model_weights.h): upload it once.
+bool tied(const ModelWeights& w) { return w.output.data == w.token_embd.data; }
+size_t elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+
+// Walks the device layout in a fixed order; `place(bytes)` returns each tensor's offset.
+// Used once to size the allocation and once to upload, so both always agree.
+template <typename Place>
+void for_each_tensor(const ModelWeights& w, DType mode, Place&& place) {
+  const size_t e = elem_bytes(mode);
+  auto matrix = [&](const WeightMatrix& m) { return place(m.rows * m.cols * e); };
+  auto vector = [&](const std::vector<float>& v) { return place(v.size() * sizeof(float)); };
+  matrix(w.token_embd);
+  if (!tied(w)) matrix(w.output);
+  vector(w.output_norm);
+  for (const LayerWeights& l : w.layers) {
+    vector(l.attn_norm);
+    vector(l.ffn_norm);
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo}) matrix(*m);
+    place((l.w_gate.rows + l.w_up.rows) * l.w_gate.cols * e);
+    matrix(l.w_down);
+  }
+}
+
+// Converts and copies row-chunks of host matrices into device memory through two pinned
+// staging buffers, alternating so conversion of one chunk overlaps the copy of the other.
+class Uploader {
+ public:
+  Uploader(DType mode, size_t total_bytes, cudaStream_t stream)
+      : mode_(mode), total_(total_bytes), stream_(stream) {
+    for (auto& b : staging_) b.reserve(kStagingBytes);
+  }
+
+  void matrix(const WeightMatrix& m, char* dst) {
+    const size_t out_row = m.cols * elem_bytes(mode_);
+    if (out_row > kStagingBytes)
+      fail("cuda: a weight row of {} elements does not fit the upload staging buffer", m.cols);
+    const size_t rows_per_chunk = kStagingBytes / out_row;
+    row_f32_.resize(m.cols);
+    for (size_t r0 = 0; r0 < m.rows; r0 += rows_per_chunk) {
+      const size_t n = std::min(rows_per_chunk, m.rows - r0);
+      char* stage = next_buffer();
+      for (size_t r = 0; r < n; ++r) convert_row(m, r0 + r, stage + r * out_row);
+      copy(stage, dst + r0 * out_row, n * out_row);
+    }
+  }
+
+  void vector(const std::vector<float>& v, char* dst) {
+    char* stage = next_buffer();
+    std::memcpy(stage, v.data(), v.size() * sizeof(float));
+    copy(stage, dst, v.size() * sizeof(float));
+  }
+
+  void finish() { PITH_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+ private:
+  char* next_buffer() {
+    current_ ^= 1;
+    if (used_[current_]) events_[current_].synchronize();  // its last copy is done
+    used_[current_] = true;
+    return staging_[current_].as<char>();
+  }
+
+  void copy(const char* stage, char* dst, size_t bytes) {
+    PITH_CUDA_CHECK(cudaMemcpyAsync(dst, stage, bytes, cudaMemcpyHostToDevice, stream_));
+    events_[current_].record(stream_);
+    report(bytes);
+  }
+
+  void convert_row(const WeightMatrix& m, size_t r, char* out) {
+    const uint8_t* src = m.row(r);
+    if (mode_ == DType::F32) {  // F32 mode: every matrix is F32 (compute_mode)
+      std::memcpy(out, src, m.cols * sizeof(float));
+      return;
+    }
+    if (m.dtype == pith::DType::BF16) {
+      std::memcpy(out, src, m.cols * 2);
+      return;
+    }
+    dequantize_row(m.dtype, src, row_f32_.data(), m.cols);  // F32, F16, Q8_0, Q4_0: exact
+    auto* o = reinterpret_cast<uint16_t*>(out);
+    for (size_t i = 0; i < m.cols; ++i) o[i] = f32_to_bf16(row_f32_[i]);
+  }
+
+  void report(size_t bytes) {
+    done_ += bytes;
+    const int pct = total_ ? static_cast<int>(100 * done_ / total_) : 100;
+    if (pct >= next_pct_) {
+      spdlog::info("cuda: uploading weights {}% ({} of {} MiB)", pct, done_ >> 20, total_ >> 20);
+      while (next_pct_ <= pct) next_pct_ += 25;
+    }
+  }
+
+  DType mode_;
+  size_t total_, done_ = 0;
+  int next_pct_ = 25;
+  cudaStream_t stream_;
+  PinnedBuffer staging_[2];
+  Event events_[2];
+  bool used_[2] = {false, false};
+  int current_ = 1;
+  std::vector<float> row_f32_;
+};
+
+}  // namespace
+
+DType compute_mode(const ModelWeights& w) {
+  bool all_f32 = w.token_embd.dtype == pith::DType::F32 && w.output.dtype == pith::DType::F32;
+  for (const LayerWeights& l : w.layers)
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      all_f32 = all_f32 && m->dtype == pith::DType::F32;
+  return all_f32 ? DType::F32 : DType::BF16;
+}
+
+size_t device_weight_bytes(const ModelWeights& w, DType mode) {
+  size_t total = 0;
+  for_each_tensor(w, mode, [&](size_t bytes) {
+    size_t at = total;
+    total += align_up(bytes);
+    return at;
+  });
+  return total;
+}
+
+DeviceWeights::DeviceWeights(const ModelWeights& w, DType mode, cudaStream_t stream)
+    : dtype_(mode) {
+  const auto start = std::chrono::steady_clock::now();
+  const size_t total = device_weight_bytes(w, mode);
+  memory_.reserve(total);
+  char* base = memory_.as<char>();
+  size_t at = 0;
+  auto take = [&](size_t bytes) {
+    char* p = base + at;
+    at += align_up(bytes);
+    return p;
+  };
+  Uploader up(mode, total, stream);
+  auto matrix = [&](const WeightMatrix& m) {
+    char* p = take(m.rows * m.cols * elem_bytes(mode));
+    up.matrix(m, p);
+    return DeviceMatrix{p, mode, static_cast<uint32_t>(m.rows), static_cast<uint32_t>(m.cols)};
+  };
+  auto vector = [&](const std::vector<float>& v) {
+    char* p = take(v.size() * sizeof(float));
+    up.vector(v, p);
+    return reinterpret_cast<const float*>(p);
+  };
+
+  // Same order as for_each_tensor.
+  token_embd = matrix(w.token_embd);
+  output = tied(w) ? token_embd : matrix(w.output);
+  output_norm = vector(w.output_norm);
+  layers.reserve(w.layers.size());
+  for (const LayerWeights& l : w.layers) {
+    DeviceLayer d;
+    d.attn_norm = vector(l.attn_norm);
+    d.ffn_norm = vector(l.ffn_norm);
+    d.wq = matrix(l.wq);
+    d.wk = matrix(l.wk);
+    d.wv = matrix(l.wv);
+    d.wo = matrix(l.wo);
+    const size_t gate_bytes = l.w_gate.rows * l.w_gate.cols * elem_bytes(mode);
+    char* gu = take(gate_bytes + l.w_up.rows * l.w_up.cols * elem_bytes(mode));
+    up.matrix(l.w_gate, gu);
+    up.matrix(l.w_up, gu + gate_bytes);
+    d.w_gate_up = DeviceMatrix{gu, mode, static_cast<uint32_t>(l.w_gate.rows + l.w_up.rows),
+                               static_cast<uint32_t>(l.w_gate.cols)};
+    d.w_down = matrix(l.w_down);
+    layers.push_back(d);
+  }
+  up.finish();
+  PITH_CHECK(at == total);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("cuda: weights on the device: {} MiB {} in {:.1f} s", total >> 20,
+               mode == DType::F32 ? "f32" : "bf16", s);
+}
+
+}  // namespace pith::cuda

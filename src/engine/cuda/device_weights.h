@@ -1,0 +1,62 @@
+// The model's weights in device memory, uploaded once when the backend starts.
+//
+// Compute mode: F32 when every matrix of the model is F32 (GEMMs in FP32 without TF32, F32 KV),
+// else BF16: BF16 matrices are copied as stored, F16 ones converted, and Q8_0/Q4_0 dequantised
+// to BF16 once at load. Dequantising once (instead of a dequantising GEMM) keeps every GEMM on
+// cuBLASLt's tensor-core kernels; it costs device memory (2 bytes per weight instead of ~1.06
+// or ~0.56), which an 80 GB GPU has for the models pith serves. Norm vectors stay F32.
+//
+// gate and up are stored as one [2 * d_ff][d_model] matrix (gate rows first), so one GEMM
+// computes both and SwiGLU reads them with a leading dimension of 2 * d_ff. A tied LM head
+// shares the embedding table's device copy.
+//
+// Upload streams each tensor from the mapped file through two pinned staging buffers (convert
+// one chunk while the previous one is copied): host memory never holds a second copy of the
+// model, and the log shows progress.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "engine/cuda/device_memory.h"
+#include "engine/cuda/gemm.h"
+#include "engine/model_weights.h"
+
+namespace pith::cuda {
+
+struct DeviceLayer {
+  const float* attn_norm = nullptr;  // [d_model]
+  const float* ffn_norm = nullptr;   // [d_model]
+  DeviceMatrix wq, wk, wv, wo;
+  DeviceMatrix w_gate_up;            // [2 * d_ff][d_model]
+  DeviceMatrix w_down;
+};
+
+// F32 when every matrix is F32, else BF16 (see above).
+DType compute_mode(const ModelWeights& weights);
+
+// Bytes the device copy of `weights` takes in `mode` (what DeviceWeights allocates).
+size_t device_weight_bytes(const ModelWeights& weights, DType mode);
+
+class DeviceWeights {
+ public:
+  // Allocates device_weight_bytes(weights, mode) and uploads on `stream`; returns when the
+  // upload has finished. Throws pith::Error on a matrix type the backend cannot convert.
+  DeviceWeights(const ModelWeights& weights, DType mode, cudaStream_t stream);
+
+  DType dtype() const { return dtype_; }
+  size_t bytes() const { return memory_.bytes(); }
+
+  DeviceMatrix token_embd;
+  DeviceMatrix output;                // == token_embd when tied
+  const float* output_norm = nullptr;
+  std::vector<DeviceLayer> layers;
+
+ private:
+  DType dtype_;
+  DeviceBuffer memory_;               // every tensor, carved at 256-byte boundaries
+};
+
+}  // namespace pith::cuda

@@ -1,0 +1,119 @@
+// cuBLASLt GEMM wrapper. See gemm.h.
+//
+// cuBLASLt is column-major. A row-major W [rows][cols] is the column-major [cols x rows] matrix
+// with leading dimension cols, so y^T (column-major [rows x n], i.e. row-major y [n][rows]) =
+// op_T(W_cm) * x_cm, where x_cm is x's row-major [n][cols] seen as column-major [cols x n]:
+// the "TN" product, no copies.
+#include "engine/cuda/gemm.h"
+
+#include <bit>
+
+#include "common/error.h"
+#include "engine/cuda/cuda_check.h"
+
+namespace pith::cuda {
+
+namespace {
+
+cudaDataType_t cuda_type(DType t) { return t == DType::F32 ? CUDA_R_32F : CUDA_R_16BF; }
+
+// Largest power-of-two alignment (<= 16 bytes) of a pointer: cuBLASLt picks vectorised kernels
+// only for pointers that allow them, and must be told when they do not.
+int alignment(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  return a == 0 ? 16 : static_cast<int>(std::min<uintptr_t>(16, a & (~a + 1)));
+}
+
+}  // namespace
+
+struct Gemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+
+  ~Plan() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+Gemm::Gemm(size_t workspace_bytes) {
+  PITH_CUBLAS_CHECK(cublasLtCreate(&handle_));
+  workspace_.reserve(workspace_bytes);
+}
+
+Gemm::~Gemm() {
+  plans_.clear();
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+const Gemm::Plan& Gemm::plan(const Key& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+  // Distinct batch sizes are bounded in practice; drop the cache rather than grow forever.
+  if (plans_.size() >= 4096) plans_.clear();
+
+  const auto [rows, cols, n, ldy, w_type, y_type, align_w, align_x, align_y] = key;
+  auto p = std::make_unique<Plan>();
+  const cudaDataType_t in = cuda_type(static_cast<DType>(w_type));
+  const cudaDataType_t out = cuda_type(static_cast<DType>(y_type));
+  PITH_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+  PITH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t,
+                                                   sizeof(op_t)));
+  PITH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n,
+                                                   sizeof(op_n)));
+  PITH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, in, cols, rows, cols));
+  PITH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, in, cols, n, cols));
+  PITH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->d, out, rows, n, ldy));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  PITH_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = workspace_.bytes();
+  const uint32_t aw = align_w, ax = align_x, ay = align_y;
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  if (status == CUBLAS_STATUS_SUCCESS)
+    status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                  &aw, sizeof(aw));
+  if (status == CUBLAS_STATUS_SUCCESS)
+    status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                  &ax, sizeof(ax));
+  if (status == CUBLAS_STATUS_SUCCESS)
+    status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                  &ay, sizeof(ay));
+  if (status == CUBLAS_STATUS_SUCCESS)
+    status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                  &ay, sizeof(ay));
+  if (status == CUBLAS_STATUS_SUCCESS)
+    status = cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->d, p->d, pref, 1,
+                                            &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  PITH_CUBLAS_CHECK(status);
+  if (found == 0)
+    throw std::runtime_error(fmt::format(
+        "cuBLASLt has no algorithm for a [{}][{}] x [{}][{}] GEMM ({} -> {})", n, cols, rows,
+        cols, w_type == int(DType::F32) ? "f32" : "bf16", y_type == int(DType::F32) ? "f32" : "bf16"));
+  p->algo = result.algo;
+  return *plans_.emplace(key, std::move(p)).first->second;
+}
+
+void Gemm::run(const DeviceMatrix& w, const void* x, uint32_t n, void* y, DType y_type,
+               cudaStream_t stream, uint32_t ldy) {
+  if (n == 0) return;
+  if (ldy == 0) ldy = w.rows;
+  PITH_CHECK(ldy >= w.rows);
+  PITH_CHECK(y_type == DType::F32 || y_type == w.dtype);
+  const Key key{w.rows, w.cols, n, ldy, int(w.dtype), int(y_type),
+                alignment(w.data), alignment(x), alignment(y)};
+  const Plan& p = plan(key);
+  const float alpha = 1.0f, beta = 0.0f;
+  PITH_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w.data, p.a, x, p.b, &beta, y, p.d, y,
+                                   p.d, &p.algo, workspace_.get(), workspace_.bytes(), stream));
+}
+
+}  // namespace pith::cuda

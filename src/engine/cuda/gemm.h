@@ -1,0 +1,57 @@
+// The backend's matrix products on cuBLASLt: y = x W^T against a row-major weight on the device.
+//
+// BF16 mode: BF16 weights and activations, FP32 accumulation, output BF16 (Q/K/V, gate/up) or
+// F32 (the projections added to the F32 residual stream, the LM head's logits). F32 mode: F32
+// everything with CUBLAS_COMPUTE_32F, which never uses TF32, so results match the CPU engine to
+// F32 rounding. Descriptors and the heuristic's algorithm are cached per shape: a decode loop
+// calls the same few shapes again and again.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "engine/cuda/device_memory.h"
+#include "engine/cuda/paged_attention.h"  // DType
+
+namespace pith::cuda {
+
+// A weight matrix on the device: [rows = out features][cols = in features], row-major.
+struct DeviceMatrix {
+  const void* data = nullptr;
+  DType dtype = DType::BF16;
+  uint32_t rows = 0;
+  uint32_t cols = 0;
+};
+
+class Gemm {
+ public:
+  explicit Gemm(size_t workspace_bytes = size_t{32} << 20);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  size_t workspace_bytes() const { return workspace_.bytes(); }
+
+  // y[t][o] = sum_i w[o][i] * x[t][i] for t < n, o < w.rows. x is [n][w.cols] of w.dtype; y is
+  // [n][ldy] of y_type (F32, or w.dtype), ldy >= w.rows (0: w.rows). Enqueued on `stream`.
+  void run(const DeviceMatrix& w, const void* x, uint32_t n, void* y, DType y_type,
+           cudaStream_t stream, uint32_t ldy = 0);
+
+ private:
+  struct Plan;
+  // (rows, cols, n, ldy, weight type, output type, alignments of w, x, y)
+  using Key = std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, int, int, int, int, int>;
+
+  const Plan& plan(const Key& key);
+
+  cublasLtHandle_t handle_ = nullptr;
+  DeviceBuffer workspace_;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace pith::cuda

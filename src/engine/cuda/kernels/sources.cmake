@@ -1,0 +1,12 @@
+# The CUDA backend's small kernels and the LM-head reduction, relative to this folder;
+# src/engine/cuda/CMakeLists.txt adds them to pith_engine_cuda. One .cu per kernel family;
+# the bodies (*_body.h) are shared with tests/unit/cuda_kernels_host_test.cpp.
+set(PITH_CUDA_KERNEL_SOURCES
+  activation.cu
+  kv.cu
+  launch_check.cpp
+  norm.cu
+  rope.cu
+  rows.cu
+  topk.cu
+)

@@ -1,0 +1,48 @@
+// Launchers of the LM-head reduction (topk_body.h): phase 1 over (chunk, row) blocks, phase 2
+// one block per row, both on `stream`, meeting in the caller's workspace.
+#include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/launch_check.h"
+#include "engine/cuda/kernels/topk_body.h"
+
+namespace pith::cuda {
+namespace {
+
+__global__ void __launch_bounds__(kern::kTopKThreads)
+    topk_chunk_kernel(const float* logits, uint32_t vocab, const uint32_t* ks,
+                      kern::TopKWorkspace w, unsigned char* workspace) {
+  __shared__ kern::TopKChunkShared sh;
+  kern::topk_chunk_body(kern::DeviceBlock::current(), sh, logits, vocab, ks, w, workspace);
+}
+
+__global__ void __launch_bounds__(kern::kMergeThreads)
+    topk_merge_kernel(uint32_t vocab, const uint32_t* ks, kern::TopKWorkspace w,
+                      const unsigned char* workspace, int32_t* out_ids, float* out_probs) {
+  __shared__ kern::TopKMergeShared sh;
+  kern::topk_merge_body(kern::DeviceBlock::current(), sh, vocab, ks, w, workspace, out_ids,
+                        out_probs);
+}
+
+}  // namespace
+
+static_assert(kTopKMax == kern::kTopKLimit);
+
+size_t topk_workspace_bytes(uint32_t rows, uint32_t vocab, uint32_t k_max) {
+  return kern::topk_workspace_bound(rows, vocab, k_max);
+}
+
+void softmax_topk(const float* logits, uint32_t rows, uint32_t vocab, const uint32_t* ks,
+                  uint32_t k_max, void* workspace, int32_t* out_ids, float* out_probs,
+                  cudaStream_t stream) {
+  require(k_max <= kTopKMax, "softmax_topk", "k_max above 1024");
+  require(rows <= 65535, "softmax_topk", "more than 65535 rows");
+  if (rows == 0 || vocab == 0) return;
+  kern::TopKWorkspace w = kern::topk_workspace(rows, vocab, k_max);
+  auto* ws = static_cast<unsigned char*>(workspace);
+  topk_chunk_kernel<<<dim3(w.n_chunks, rows), kern::kTopKThreads, 0, stream>>>(logits, vocab, ks, w,
+                                                                               ws);
+  check_launch("softmax_topk (chunks)");
+  topk_merge_kernel<<<rows, kern::kMergeThreads, 0, stream>>>(vocab, ks, w, ws, out_ids, out_probs);
+  check_launch("softmax_topk (merge)");
+}
+
+}  // namespace pith::cuda

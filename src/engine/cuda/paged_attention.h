@@ -1,0 +1,48 @@
+// Paged attention of one forward batch on the device: mixed prefill and decode rows, causal or
+// custom (BRLE) masks, GQA/MQA, over the KV pool laid out as KvPoolLayout says.
+//
+// plan() once per forward turns the sequences into index arrays and packed mask bits on the
+// host (attention/attention_plan.h) and uploads them; run() per layer launches the kernels:
+// FlashInfer's paged prefill/decode templates for BF16 when built with them (PITH_FLASHINFER),
+// else the project's own kernel (attention/paged_attention_kernel.cuh), which is also the F32
+// path.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "engine/cuda/attention/paged_kv.h"
+
+namespace pith::cuda {
+
+class PagedAttention {
+ public:
+  // allow_flashinfer = false keeps BF16 on the own kernel (tests compare the two).
+  PagedAttention(const KvPoolLayout& layout, uint32_t n_heads, uint32_t max_tokens,
+                 uint32_t max_seqs, bool allow_flashinfer = true);
+  ~PagedAttention();
+  PagedAttention(const PagedAttention&) = delete;
+  PagedAttention& operator=(const PagedAttention&) = delete;
+
+  // Once per forward: index arrays and mask bits built on the host in pinned staging and
+  // uploaded asynchronously on `stream`; grows its buffers if the batch is bigger than planned.
+  // Throws pith::Error on an inconsistent sequence (mask runs not summing to context_len,
+  // page table too short, n_q > context_len).
+  void plan(std::span<const AttentionSequence> seqs, cudaStream_t stream);
+  // One layer: q and out [n_tokens][n_heads][head_dim] (layout.dtype); scale 1/sqrt(head_dim);
+  // GQA/MQA by n_heads / n_kv_heads; reads K/V of `layer` from `pool`.
+  void run(uint32_t layer, const void* q, const void* pool, void* out, cudaStream_t stream);
+
+  // Which implementation run() uses for this layout ("flashinfer" or "pith"), for logs. A batch
+  // whose query rows are not packed per sequence in plan order runs on the own kernel.
+  const char* implementation() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pith::cuda

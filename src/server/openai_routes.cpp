@@ -1,0 +1,206 @@
+#include "server/openai_routes.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+#include <random>
+
+#include "server/openai_api.h"
+#include "server/serving_stack.h"
+#include "tokenizer/chat_template.h"
+
+namespace pith::server {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+namespace proto = openai_protocol;
+
+namespace {
+
+std::string random_hex(size_t n) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string out;
+  while (out.size() < n) out += fmt::format("{:016x}", rng());
+  out.resize(n);
+  return out;
+}
+
+}  // namespace
+
+OpenAiRoutes::OpenAiRoutes(ServerContext& ctx, InstanceLauncher& launcher, ServedModel model,
+                           std::unique_ptr<ChatTemplate> chat_template)
+    : ctx_(ctx),
+      launcher_(launcher),
+      model_(std::move(model)),
+      chat_template_(std::move(chat_template)) {}
+
+OpenAiRoutes::~OpenAiRoutes() = default;
+
+asio::awaitable<void> OpenAiRoutes::models(HttpExchange& ex) {
+  json m = {{"id", model_.name},
+            {"object", "model"},
+            {"created", model_.created_unix},
+            {"owned_by", "pith"},
+            {"max_model_len", model_.context_length}};
+  json reply = {{"object", "list"}, {"data", json::array({m})}};
+  co_await ex.respond_json(http::status::ok, reply);
+}
+
+asio::awaitable<void> OpenAiRoutes::completion(HttpExchange& ex, bool chat,
+                                               const std::string& owner) {
+  const auto t_request = Clock::now();
+  Metrics& metrics = ctx_.metrics;
+  metrics
+      .counter("pith_openai_requests_total", "OpenAI-compatible requests",
+               chat ? "endpoint=\"chat\"" : "endpoint=\"completions\"")
+      .inc();
+  json body = json::parse(ex.req.body(), nullptr, false);
+  if (body.is_discarded())
+    co_return co_await ex.error(http::status::bad_request, "bad_request",
+                                "the body is not valid JSON");
+  const Tokenizer& tokenizer = ctx_.stack.tokenizer();
+  CompletionRequest req;
+  std::string bad;
+  try {
+    std::random_device rd;
+    req = parse_completion_request(body, chat, tokenizer, *chat_template_, model_.context_length,
+                                   (uint64_t(rd()) << 32) | rd());
+  } catch (const std::exception& e) {
+    bad = e.what();
+  }
+  if (!bad.empty()) co_return co_await ex.error(http::status::bad_request, "bad_request", bad);
+  if (!req.model.empty() && req.model != model_.name)
+    co_return co_await ex.error(
+        http::status::not_found, "not_found",
+        fmt::format("the model '{}' does not exist; this server serves '{}'", req.model,
+                    model_.name));
+  auto hash = ctx_.programs.builtin_hash(kCompletionProgram);
+  if (!hash)
+    co_return co_await ex.error(http::status::service_unavailable, "unavailable",
+                                "the built-in completion inferlet is not available");
+  Launched l = launcher_.launch(*hash, req.inferlet_args(), owner, true);
+  if (l.error) co_return co_await ex.error(l.error->status, l.error->type, l.error->message);
+  auto rec = l.record;
+
+  const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+  CompletionSession session(req, tokenizer, (chat ? "chatcmpl-" : "cmpl-") + random_hex(24),
+                            model_.name, created);
+  auto& ttft = metrics.histogram("pith_time_to_first_token_seconds",
+                                 "Time from request to first generated token",
+                                 exponential_buckets(0.001, 2, 16));
+  auto& itl = metrics.histogram("pith_inter_token_latency_seconds",
+                                "Time between generated tokens of a request",
+                                exponential_buckets(0.0005, 2, 16));
+  auto& gen_tokens =
+      metrics.counter("pith_generation_tokens_total", "Tokens generated for OpenAI requests");
+  if (req.stream && !co_await ex.begin_stream("text/event-stream")) {
+    if (auto inst = rec->live()) inst->terminate("client disconnected");
+    co_return;
+  }
+  ex.watch_hangup();  // a client that goes away stops its generation
+  auto end_instance = [&rec](const char* why) {
+    if (auto inst = rec->live()) inst->terminate(why);
+  };
+  // The failure that ends the request, with the ABI status that decides the HTTP answer.
+  std::optional<proto::ErrorMessage> failure;
+  std::optional<runtime::ExitStatus> exit;
+  Clock::time_point last_token{};
+  uint64_t after = 0;
+  bool gone = false;
+  while (!failure && !gone) {
+    EventLog::Read r = rec->events->read_after(after);
+    for (const auto& e : r.events) {
+      after = e.id;
+      if (e.type == "terminated") {
+        std::lock_guard lock(rec->mu);
+        exit = rec->exit;
+        continue;
+      }
+      if (e.type != "message") continue;
+      std::vector<json> chunks;
+      const uint64_t tokens_before = session.token_messages();
+      try {
+        chunks = session.on_message(e.text);
+      } catch (const std::exception& err) {
+        failure = proto::ErrorMessage{PITH_ERR_INTERNAL, err.what()};
+        break;
+      }
+      if (session.failure()) {
+        failure = proto::ErrorMessage{session.failure()->code,
+                                      "generation failed: " + session.failure()->text};
+        break;
+      }
+      if (session.token_messages() > tokens_before) {
+        const auto now = Clock::now();
+        if (last_token == Clock::time_point{})
+          ttft.observe(std::chrono::duration<double>(now - t_request).count());
+        else
+          itl.observe(std::chrono::duration<double>(now - last_token).count());
+        last_token = now;
+        gen_tokens.inc();
+      }
+      for (const auto& c : chunks) {
+        if (!co_await ex.write_chunk("data: " + json_text(c) + "\n\n")) {
+          gone = true;
+          break;
+        }
+      }
+      if (gone) break;
+    }
+    if (session.all_done() || exit || r.closed) break;
+    if (ex.client_gone()) {
+      gone = true;
+      break;
+    }
+    co_await rec->events->wait(after, std::chrono::milliseconds(250));
+  }
+  if (gone) {
+    end_instance("client disconnected");
+    co_return;
+  }
+  if (!session.all_done() && !failure) {
+    // The inferlet ended (or was ended) before finishing every choice.
+    pith_status_t ended_by = PITH_OK;
+    {
+      std::lock_guard lock(rec->mu);
+      if (!exit) exit = rec->exit;
+      ended_by = rec->ended_by;
+    }
+    const bool clean = exit && exit->kind == runtime::ExitStatus::Kind::kExited && exit->code == 0;
+    if (!clean)
+      failure =
+          proto::ErrorMessage{ended_by != PITH_OK ? ended_by : PITH_ERR_INTERNAL,
+                              exit ? exit->reason : "the completion inferlet ended unexpectedly"};
+  }
+  end_instance("finished");
+  metrics.counter("pith_prompt_tokens_total", "Prompt tokens of OpenAI requests")
+      .inc(session.prompt_tokens());
+  metrics
+      .counter("pith_prompt_tokens_cached_total",
+               "Prompt tokens of OpenAI requests served by the prefix cache")
+      .inc(session.cached_tokens());
+  if (failure) {
+    metrics.counter("pith_openai_failures_total", "OpenAI requests that failed during generation")
+        .inc();
+    const FailureResponse answer = failure_response(failure->code);
+    if (!req.stream)
+      co_return co_await ex.error(static_cast<http::status>(answer.http_status), answer.type,
+                                  failure->text);
+    json err = {
+        {"error",
+         {{"message", failure->text}, {"type", answer.type}, {"code", answer.http_status}}}};
+    co_await ex.write_chunk("data: " + json_text(err) + "\n\n");
+    co_await ex.write_chunk("data: [DONE]\n\n");
+    co_return co_await ex.end_stream();
+  }
+  std::vector<json> last = session.finish();
+  if (!req.stream) co_return co_await ex.respond_json(http::status::ok, session.response());
+  for (const auto& c : last)
+    if (!co_await ex.write_chunk("data: " + json_text(c) + "\n\n")) co_return;
+  co_await ex.write_chunk("data: [DONE]\n\n");
+  co_await ex.end_stream();
+}
+
+}  // namespace pith::server

@@ -1,0 +1,45 @@
+// The OpenAI-compatible routes: GET /v1/models, POST /v1/completions and
+// /v1/chat/completions. A request is validated and tokenized here (openai_api.h), then run by
+// the built-in openai_completion inferlet like any other instance; its messages
+// (<pith/openai_protocol.hpp>) become the response or SSE chunks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "server/instance_launcher.h"
+#include "server/server_context.h"
+
+namespace pith {
+class ChatTemplate;
+}
+
+namespace pith::server {
+
+// The built-in program's name in the program store.
+inline constexpr const char* kCompletionProgram = "openai_completion";
+
+struct ServedModel {
+  std::string name;
+  uint32_t context_length = 0;
+  int64_t created_unix = 0;  // reported as the model's "created"
+};
+
+class OpenAiRoutes {
+ public:
+  OpenAiRoutes(ServerContext& ctx, InstanceLauncher& launcher, ServedModel model,
+               std::unique_ptr<ChatTemplate> chat_template);
+  ~OpenAiRoutes();
+
+  asio::awaitable<void> models(HttpExchange& ex);
+  asio::awaitable<void> completion(HttpExchange& ex, bool chat, const std::string& owner);
+
+ private:
+  ServerContext& ctx_;
+  InstanceLauncher& launcher_;
+  ServedModel model_;
+  std::unique_ptr<ChatTemplate> chat_template_;
+};
+
+}  // namespace pith::server

@@ -1,0 +1,156 @@
+#include "server/serve_settings.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+#include "common/byte_size.h"
+#include "common/error.h"
+#include "control/dispatch_policy.h"
+#include "engine/backend.h"
+
+namespace pith::server {
+
+namespace {
+
+std::string trimmed(const std::string& line) {
+  auto b = line.find_first_not_of(" \t\r");
+  auto e = line.find_last_not_of(" \t\r");
+  return b == std::string::npos ? std::string() : line.substr(b, e - b + 1);
+}
+
+std::set<std::string> read_api_keys(const ServeConfig& c) {
+  std::set<std::string> keys;
+  for (const auto& k : c.api_keys)
+    if (!k.empty()) keys.insert(k);
+  if (c.api_keys_file.empty()) return keys;
+  std::ifstream in(c.api_keys_file);
+  if (!in) fail("cannot read API keys file {}", c.api_keys_file);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::string key = trimmed(line);
+    if (key.empty() || key[0] == '#') continue;
+    keys.insert(key);
+  }
+  if (keys.empty()) fail("API keys file {} holds no key", c.api_keys_file);
+  return keys;
+}
+
+size_t byte_size_option(const char* option, const std::string& text) {
+  try {
+    return parse_byte_size(text);
+  } catch (const Error& e) {
+    fail("{}: {}", option, e.what());
+  }
+}
+
+void require(bool ok, const char* option, const std::string& why) {
+  if (!ok) fail("{} {}", option, why);
+}
+
+// A finite number of seconds >= 0 (0 switches the feature off where the option says so).
+void seconds_option(const char* option, double v) {
+  require(std::isfinite(v) && v >= 0, option,
+          fmt::format("must be a number of seconds >= 0, not {}", v));
+}
+
+}  // namespace
+
+void check_device(const std::string& device) {
+  if (device.empty()) fail("--device must name a device: auto, cpu, cuda or cuda:N");
+  bool cuda = false;
+  try {
+    cuda = device_is_cuda(device);  // the backend factory's own parser
+  } catch (const Error& e) {
+    fail("--device: {}", e.what());
+  }
+  // Which GPU index exists is the backend's to say; that there is none at all is known now.
+  if (cuda && device != "auto" && !device_is_cuda("auto"))
+    fail(
+        "--device {}: no CUDA device is available (none on this machine, or pith was built without "
+        "CUDA)",
+        device);
+}
+
+std::string default_cache_root() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/pith";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/pith";
+  return "/tmp/pith-cache";
+}
+
+ServeSettings resolve_serve_config(ServeConfig c) {
+  ServeSettings s;
+  if (c.model.empty())
+    fail("no model: pass -m MODEL (or PITH_MODEL, or model = \"...\" in the config file)");
+  if (c.cache_dir.empty()) c.cache_dir = default_cache_root();
+
+  // Inference layer.
+  check_device(c.device);
+  require(std::isfinite(c.gpu_memory_fraction) && c.gpu_memory_fraction > 0 &&
+              c.gpu_memory_fraction <= 1,
+          "--gpu-memory-fraction", fmt::format("must be in (0, 1], not {}", c.gpu_memory_fraction));
+  require(c.kv_page_size > 0, "--kv-page-size", "must be at least 1 token");
+  const size_t kv_bytes = byte_size_option("--kv-memory", c.kv_memory);
+  require(kv_bytes > 0, "--kv-memory", "must be more than 0 bytes");
+
+  // Control layer.
+  try {
+    make_dispatch_policy(c.batch_policy);
+  } catch (const Error& e) {
+    fail("--batch-policy: {}", e.what());
+  }
+  BatchFormation formation = BatchFormation::DecodeFirst;
+  if (c.batch_formation == "fcfs")
+    formation = BatchFormation::Fcfs;
+  else if (c.batch_formation != "decode-first")
+    fail("--batch-formation must be decode-first or fcfs, not '{}'", c.batch_formation);
+
+  // Runtime.
+  require(c.runtime_threads >= 1, "--runtime-threads",
+          fmt::format("must be at least 1, not {}", c.runtime_threads));
+  seconds_option("--inferlet-cpu-limit", c.inferlet_cpu_limit_s);
+  // Wasm32 linear memory tops out at 4 GiB.
+  require(c.inferlet_memory_mb >= 1 && c.inferlet_memory_mb <= 4096, "--inferlet-memory-mb",
+          fmt::format("must be between 1 and 4096, not {}", c.inferlet_memory_mb));
+
+  // HTTP.
+  require(!c.host.empty(), "--host", "must name an address to listen on");
+  require(c.max_upload_bytes > 0, "--max-upload-bytes", "must be more than 0");
+  require(c.max_body_bytes > 0, "--max-body-bytes", "must be more than 0");
+  require(c.max_instances > 0, "--max-instances", "must be at least 1");
+  require(c.event_buffer > 0, "--event-buffer", "must keep at least 1 event");
+  require(c.event_buffer_bytes > 0, "event buffer bytes", "must be more than 0");
+  seconds_option("--orphan-grace", c.orphan_grace_s);
+  seconds_option("--log-interval", c.log_interval_s);
+  seconds_option("finished instance TTL", c.finished_ttl_s);
+  s.api_keys = read_api_keys(c);
+
+  if (!c.chat_template.empty()) {
+    std::ifstream in(c.chat_template);
+    if (!in) fail("cannot read chat template {}", c.chat_template);
+    s.chat_template.emplace(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+
+  ServingOptions& so = s.serving;
+  so.model_path = c.model;
+  so.engine.device = c.device;
+  so.engine.gpu_memory_fraction = c.gpu_memory_fraction;
+  so.engine.n_threads = c.threads;
+  so.engine.kv_memory_bytes = kv_bytes;
+  so.engine.kv_page_size = c.kv_page_size;
+  so.control.policy = c.batch_policy;
+  so.control.max_batch_tokens = c.max_batch_tokens;
+  so.control.batch_formation = formation;
+  so.control.prefix_cache = !c.no_prefix_cache;
+  so.control.max_kv_pages_per_instance = c.max_kv_pages_per_inferlet;
+  so.runtime.compiler.cache_dir = c.cache_dir + "/native";
+  so.runtime.threads = c.runtime_threads;
+  so.runtime.limits.cpu_ns = static_cast<uint64_t>(c.inferlet_cpu_limit_s * 1e9);
+  so.runtime.limits.memory_pages = c.inferlet_memory_mb * 16;  // 64 KiB Wasm pages
+  so.runtime.http_allow = c.inferlet_http_allow;
+  s.config = std::move(c);
+  return s;
+}
+
+}  // namespace pith::server

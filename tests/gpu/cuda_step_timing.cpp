@@ -1,0 +1,121 @@
+// Per-step GPU time vs wall time of the CUDA backend's forward (CUDA events around the step's
+// work on the backend's stream; wall from the handler's entry to its return), for decode
+// batches of B sequences after a prefill of P tokens each. Prints one JSON line:
+//   {"model":..., "device":..., "prompt":P, "steps":N,
+//    "batches":[{"batch":B, "gpu_ms":median, "wall_ms":median, "host_ms":wall-gpu}, ...]}
+// Usage: cuda_step_timing MODEL [--batch 1,64] [--prompt 128] [--steps 32]
+// Exits 77 without a GPU (like the GPU tests), 2 on bad arguments.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/model_loader.h"
+
+namespace pith {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::vector<uint32_t> parse_list(const char* s) {
+  std::vector<uint32_t> out;
+  for (const char* p = s; *p;) {
+    out.push_back(static_cast<uint32_t>(std::strtoul(p, const_cast<char**>(&p), 10)));
+    if (*p == ',') ++p;
+    else if (*p) fail("bad number list '{}'", s);
+  }
+  return out;
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s MODEL [--batch 1,64] [--prompt 128] [--steps 32]\n", argv[0]);
+    return 2;
+  }
+  std::vector<uint32_t> batches{1, 64};
+  uint32_t prompt = 128, steps = 32;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--batch")) batches = parse_list(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--prompt")) prompt = parse_list(argv[i + 1]).at(0);
+    else if (!std::strcmp(argv[i], "--steps")) steps = parse_list(argv[i + 1]).at(0);
+    else fail("unknown option {}", argv[i]);
+  }
+  if (cuda_device_count() == 0) {
+    std::fprintf(stderr, "no CUDA device: skipped\n");
+    return 77;
+  }
+  LoadOptions lo;
+  lo.quiet = true;
+  auto weights = load_model(argv[1], lo);
+  const uint32_t vocab = weights->config.vocab_size;
+  const uint32_t max_b = *std::max_element(batches.begin(), batches.end());
+  BackendOptions bo;
+  const uint32_t ps = bo.kv_page_size;
+  const uint32_t pages_per_seq = (prompt + steps + ps - 1) / ps;
+  const ModelConfig& c = weights->config;
+  const size_t page_bytes = size_t{c.n_layers} * 2 * ps * c.kv_dim() * 4;  // F32: an upper bound
+  bo.kv_memory_bytes = page_bytes * pages_per_seq * max_b;
+  auto backend = make_cuda_backend(weights, bo, 0);
+
+  std::string rows;
+  for (uint32_t B : batches) {
+    std::vector<std::vector<uint32_t>> pages(B);
+    for (auto& p : pages) p = backend->page_slots().allocate(pages_per_seq);
+    std::vector<SequenceInput> batch(B);
+    for (uint32_t b = 0; b < B; ++b) {  // prefill, one sequence at a time
+      SequenceInput s;
+      for (uint32_t i = 0; i < prompt; ++i) {
+        s.tokens.push_back(static_cast<int32_t>((7 + 131 * (i + b)) % vocab));
+        s.positions.push_back(i);
+      }
+      s.kv_pages.assign(pages[b].begin(), pages[b].begin() + (prompt + ps - 1) / ps);
+      s.last_page_len = prompt - (static_cast<uint32_t>(s.kv_pages.size()) - 1) * ps;
+      backend->forward({s});
+    }
+    std::vector<double> gpu, wall;
+    for (uint32_t step = 0; step < steps; ++step) {
+      const uint32_t pos = prompt + step, ctx = pos + 1;
+      for (uint32_t b = 0; b < B; ++b) {
+        SequenceInput& s = batch[b];
+        s.tokens = {static_cast<int32_t>((11 + 17 * step + b) % vocab)};
+        s.positions = {pos};
+        s.kv_pages.assign(pages[b].begin(), pages[b].begin() + (ctx + ps - 1) / ps);
+        s.last_page_len = ctx - (static_cast<uint32_t>(s.kv_pages.size()) - 1) * ps;
+        s.outputs = {{0, OutputKind::TopK, 256, 0}};
+      }
+      backend->forward(batch);
+      const CudaStepTime t = cuda_last_step_time(*backend);
+      if (step > 0) {  // the first step warms the GEMM plans
+        gpu.push_back(t.gpu_ms);
+        wall.push_back(t.wall_ms);
+      }
+    }
+    for (auto& p : pages) backend->page_slots().free(p);
+    const double g = median(gpu), w = median(wall);
+    rows += fmt::format("{}{{\"batch\":{},\"gpu_ms\":{:.4f},\"wall_ms\":{:.4f},\"host_ms\":{:.4f}}}",
+                        rows.empty() ? "" : ",", B, g, w, w - g);
+  }
+  std::printf("{\"model\":\"%s\",\"device\":\"%s\",\"prompt\":%u,\"steps\":%u,\"batches\":[%s]}\n",
+              argv[1], backend->info().device.c_str(), prompt, steps, rows.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace pith
+
+int main(int argc, char** argv) {
+  try {
+    return pith::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuda_step_timing: error: %s\n", e.what());
+    return 1;
+  }
+}

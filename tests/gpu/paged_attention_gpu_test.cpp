@@ -1,0 +1,200 @@
+// PagedAttention on the device against the CPU engine's attention over the same K/V: the own
+// kernel (F32 and BF16) and FlashInfer's BF16 prefill (head_dim 64 and 128, when built with it),
+// on batches that take each launch: causal prefill + decode, decode only, causal + custom masks
+// (a tree draft, a mask hiding whole chunks), and rows out of plan order (own kernel fallback).
+// The tiny test models have head_dim 16, so this is what exercises FlashInfer directly.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "engine/attention.h"
+#include "engine/cuda/attention/paged_attention_kernel.h"
+#include "engine/cuda/paged_attention.h"
+#include "gpu_test_main.h"
+
+namespace pith::cuda {
+namespace {
+
+using Mask = std::vector<std::vector<uint32_t>>;
+
+#define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+struct Case {
+  uint32_t head_dim, n_heads, n_kv_heads;
+  bool bf16, flashinfer;
+};
+
+struct Spec {
+  uint32_t ctx, n_q;
+  int mask;  // 0 causal, 1 tree draft, 2 sink + window (hides whole chunks)
+};
+
+class PagedAttentionGpu : public ::testing::TestWithParam<Case> {
+ protected:
+  // Runs `specs` (rows in plan order, or reversed) through CPU attention and PagedAttention and
+  // compares every output element.
+  void check_batch(const std::vector<Spec>& specs, bool reverse_rows, bool expect_flashinfer) {
+    const Case c = GetParam();
+    const uint32_t n_layers = 2, layer = 1, page_size = 16, hd = c.head_dim;
+    KvShape ks{n_layers, c.n_kv_heads, hd, page_size};
+    size_t n_pages = 1;
+    for (const Spec& s : specs) n_pages += (s.ctx + page_size - 1) / page_size;
+    KvPool cpu_kv(ks, ks.page_bytes() * n_pages);
+    KvPoolLayout layout{c.bf16 ? DType::BF16 : DType::F32, n_layers, c.n_kv_heads, hd, page_size};
+    std::vector<float> pool_f32(layout.page_elems() * cpu_kv.n_pages());
+    std::mt19937 rng(hd + c.n_heads * 5 + c.bf16 + specs.size() * 11);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    auto round_bf16 = [](float x) { return attn::to_float(attn::from_float<attn::Bf16>(x)); };
+    auto value = [&] { return c.bf16 ? round_bf16(nd(rng)) : nd(rng); };
+
+    uint32_t n_tokens = 0;
+    for (const Spec& s : specs) n_tokens += s.n_q;
+    const uint32_t q_dim = c.n_heads * hd;
+    std::vector<float> q(size_t{n_tokens} * q_dim), cpu_out(q.size(), 0.f);
+    for (float& x : q) x = value();
+
+    std::vector<std::vector<uint32_t>> pages;
+    std::vector<Mask> masks(specs.size());
+    std::vector<pith::AttentionSequence> cpu_seqs;
+    std::vector<AttentionSequence> seqs;
+    uint32_t row = reverse_rows ? n_tokens : 0;
+    pages.reserve(specs.size());
+    for (size_t si = 0; si < specs.size(); ++si) {
+      const Spec& s = specs[si];
+      auto p = cpu_kv.allocate((s.ctx + page_size - 1) / page_size);
+      std::shuffle(p.begin(), p.end(), rng);
+      pages.push_back(p);
+      for (uint32_t slot = 0; slot < s.ctx; ++slot)
+        for (uint32_t l = 0; l < n_layers; ++l) {
+          std::vector<float> k(ks.kv_dim()), v(ks.kv_dim());
+          for (float& x : k) x = value();
+          for (float& x : v) x = value();
+          cpu_kv.write(p[slot / page_size], slot % page_size, l, k.data(), v.data());
+          for (uint32_t kv = 0; kv < 2; ++kv)
+            std::copy_n(kv ? v.data() : k.data(), ks.kv_dim(),
+                        pool_f32.begin() + layout.block_offset(p[slot / page_size], l, kv) +
+                            size_t{slot % page_size} * layout.kv_dim());
+        }
+      const uint32_t prefix = s.ctx - s.n_q;
+      if (s.mask == 1)
+        masks[si] = {{prefix + 1, 3}, {prefix + 2, 2}, {prefix + 1, 1, 1, 1}, {prefix, 1, 2, 1}};
+      if (s.mask == 2)
+        for (uint32_t i = 0; i < s.n_q; ++i)
+          masks[si].push_back({4, prefix + i + 1 - 24, 20, s.n_q - 1 - i});
+      if (reverse_rows) row -= s.n_q;
+      pith::AttentionSequence cs;
+      cs.q = q.data() + size_t{row} * q_dim;
+      cs.out = cpu_out.data() + size_t{row} * q_dim;
+      cs.n_inputs = s.n_q;
+      cs.context_len = s.ctx;
+      cs.pages = pages.back();
+      cs.mask = s.mask ? &masks[si] : nullptr;
+      cpu_seqs.push_back(cs);
+      seqs.push_back({row, s.n_q, pages.back(), s.ctx, s.mask ? &masks[si] : nullptr});
+      if (!reverse_rows) row += s.n_q;
+    }
+    ThreadPool threads(2);
+    AttentionScratch scratch;
+    pith::attention(threads, cpu_kv, layer, c.n_heads, cpu_seqs, scratch);
+
+    // Device copies in the layout's element type.
+    const size_t es = layout.elem_bytes();
+    auto to_device_bytes = [&](const std::vector<float>& v) {
+      std::vector<uint8_t> b(v.size() * es);
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (c.bf16) {
+          const attn::Bf16 h = attn::from_float<attn::Bf16>(v[i]);
+          std::memcpy(b.data() + i * 2, &h, 2);
+        } else {
+          std::memcpy(b.data() + i * 4, &v[i], 4);
+        }
+      }
+      return b;
+    };
+    const auto pool_bytes = to_device_bytes(pool_f32), q_bytes = to_device_bytes(q);
+    void *d_pool = nullptr, *d_q = nullptr, *d_out = nullptr;
+    CHECK_CUDA(cudaMalloc(&d_pool, pool_bytes.size()));
+    CHECK_CUDA(cudaMalloc(&d_q, q_bytes.size()));
+    CHECK_CUDA(cudaMalloc(&d_out, q_bytes.size()));
+    cudaStream_t stream;
+    CHECK_CUDA(cudaStreamCreate(&stream));
+    CHECK_CUDA(cudaMemcpy(d_pool, pool_bytes.data(), pool_bytes.size(), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(d_q, q_bytes.data(), q_bytes.size(), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemset(d_out, 0xff, q_bytes.size()));  // NaN-filled: every row must be written
+
+    PagedAttention attention(layout, c.n_heads, 8, 2, c.flashinfer);
+#if PITH_HAVE_FLASHINFER
+    if (expect_flashinfer && c.flashinfer && c.bf16 && (hd == 64 || hd == 128)) {
+      EXPECT_STREQ(attention.implementation(), "flashinfer");
+    }
+#endif
+    // Twice: the second plan reuses the staging (and waits for the first upload).
+    for (int round = 0; round < 2; ++round) {
+      attention.plan(seqs, stream);
+      attention.run(layer, d_q, d_pool, d_out, stream);
+    }
+    std::vector<uint8_t> out_bytes(q_bytes.size());
+    CHECK_CUDA(
+        cudaMemcpyAsync(out_bytes.data(), d_out, out_bytes.size(), cudaMemcpyDeviceToHost, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    cudaFree(d_pool);
+    cudaFree(d_q);
+    cudaFree(d_out);
+    cudaStreamDestroy(stream);
+
+    const bool fi = std::string(attention.implementation()) == "flashinfer";
+    for (size_t i = 0; i < q.size(); ++i) {
+      float got;
+      if (c.bf16) {
+        attn::Bf16 h;
+        std::memcpy(&h, out_bytes.data() + i * 2, 2);
+        got = attn::to_float(h);
+      } else {
+        std::memcpy(&got, out_bytes.data() + i * 4, 4);
+      }
+      // FlashInfer multiplies P (rounded to BF16) by V on tensor cores: 2^-8 relative per term.
+      const float tol = !c.bf16 ? 1e-4f
+                        : fi    ? 2e-2f * (1 + std::abs(cpu_out[i]))
+                                : 1e-4f + std::abs(cpu_out[i]) / 128;
+      ASSERT_NEAR(got, cpu_out[i], tol) << "element " << i << " row " << i / q_dim;
+    }
+  }
+};
+
+TEST_P(PagedAttentionGpu, CausalPrefillAndDecode) {
+  check_batch({{45, 9, 0}, {30, 1, 0}, {1, 1, 0}, {200, 64, 0}}, false, true);
+}
+
+TEST_P(PagedAttentionGpu, DecodeOnly) {
+  check_batch({{30, 1, 0}, {700, 1, 0}, {17, 1, 0}, {2048, 1, 0}}, false, true);
+}
+
+TEST_P(PagedAttentionGpu, CausalAndCustomMasksInOneBatch) {
+  check_batch({{45, 9, 0}, {21, 4, 1}, {30, 1, 0}, {300, 3, 2}}, false, true);
+}
+
+TEST_P(PagedAttentionGpu, RowsOutOfPlanOrderUseTheOwnKernel) {
+  check_batch({{45, 9, 0}, {21, 4, 1}}, true, false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionGpu,
+                         ::testing::Values(Case{64, 8, 2, false, true},
+                                           Case{128, 32, 8, false, true},
+                                           Case{64, 32, 8, true, true},
+                                           Case{128, 32, 8, true, true},
+                                           Case{128, 32, 8, true, false},
+                                           Case{64, 8, 1, true, false}, Case{16, 4, 2, true, true}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           const Case& c = info.param;
+                           return "hd" + std::to_string(c.head_dim) + "_h" +
+                                  std::to_string(c.n_heads) + "_kv" + std::to_string(c.n_kv_heads) +
+                                  (c.bf16 ? "_bf16" : "_f32") + (c.flashinfer ? "" : "_own");
+                         });
+
+}  // namespace
+}  // namespace pith::cuda
+
+PITH_GPU_TEST_MAIN()

@@ -1,0 +1,533 @@
+// The CUDA backend's kernel bodies (src/engine/cuda/kernels/*_body.h) run on the CPU over
+// every (block, thread) of their launch grid, against the CPU engine's reference: embedding and
+// row moves, residual add + RMSNorm, RoPE, KV append/copy in the device pool layout, SwiGLU,
+// row adds/conversions, and the softmax + top-K reduction with its tie rule. Catches index,
+// boundary and rounding bugs without a GPU (races are compute-sanitizer's job on a GPU).
+// Needs no CUDA toolkit: the bodies compile as plain C++ when nvcc is not the compiler.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "common/fp16.h"
+#include "engine/cuda/attention/paged_kv.h"
+#include "engine/cuda/kernels/activation_body.h"
+#include "engine/cuda/kernels/kv_body.h"
+#include "engine/cuda/kernels/norm_body.h"
+#include "engine/cuda/kernels/rope_body.h"
+#include "engine/cuda/kernels/rows_body.h"
+#include "engine/cuda/kernels/topk_body.h"
+#include "engine/kernels/vector_ops.h"
+#include "engine/rope.h"
+#include "engine/token_distribution.h"
+
+namespace pith::cuda {
+namespace {
+
+using kern::Bf16;
+
+// Every (block, thread) of a 1-D element-wise grid, in order: the launcher's grid, or a small
+// one so the grid-stride loop wraps.
+template <class F>
+void run_grid(uint32_t blocks, uint32_t threads, F&& body) {
+  for (uint32_t b = 0; b < blocks; ++b)
+    for (uint32_t t = 0; t < threads; ++t) body(b, blocks, t);
+}
+
+std::vector<uint32_t> grids(size_t total, uint32_t threads) {
+  return {kern::elementwise_blocks(total, threads), 1, 3};
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float sd = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+std::vector<Bf16> to_bf16(const std::vector<float>& v) {
+  std::vector<Bf16> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i].bits = f32_to_bf16(v[i]);
+  return out;
+}
+
+float f(Bf16 x) {
+  return bf16_to_f32(x.bits);
+}
+float f(float x) {
+  return x;
+}
+
+// |a - b| within one BF16 rounding step of the reference (the kernel and the reference may
+// round a value that sits near a midpoint differently after f32 arithmetic in another order).
+void expect_bf16_near(float got, float want, const char* what, size_t i) {
+  float ulp = std::ldexp(1.0f, std::ilogb(std::max(std::fabs(want), 1e-30f)) - 7);
+  EXPECT_LE(std::fabs(got - want), ulp * 1.01f) << what << " at " << i;
+}
+
+// ---- rows --------------------------------------------------------------------------------
+
+// The element-wise bodies move N elements per step: N = 1 on any rows, the launchers' 16-byte
+// vectors (4 F32, 8 BF16) on rows whose length is a multiple of N.
+template <uint32_t N>
+void check_embed_rows(uint32_t d) {
+  const uint32_t vocab = 37;
+  std::vector<float> table = random_floats(size_t{vocab} * d, 1);
+  std::vector<Bf16> table16 = to_bf16(table);
+  std::vector<int32_t> tokens{5, 0, 36, 5, 17};
+  const uint32_t n = static_cast<uint32_t>(tokens.size());
+  for (uint32_t blocks : grids(size_t{n} * d / N, kern::kRowThreads)) {
+    std::vector<float> out(size_t{n} * d, NAN), out16(size_t{n} * d, NAN);
+    run_grid(blocks, kern::kRowThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
+      kern::embed_rows_body<N>(b, nb, t, table.data(), tokens.data(), n, d, out.data());
+      kern::embed_rows_body<N>(b, nb, t, table16.data(), tokens.data(), n, d, out16.data());
+    });
+    for (uint32_t i = 0; i < n; ++i)
+      for (uint32_t j = 0; j < d; ++j) {
+        size_t src = size_t(tokens[i]) * d + j;
+        ASSERT_EQ(out[size_t{i} * d + j], table[src]) << "N=" << N;
+        ASSERT_EQ(out16[size_t{i} * d + j], bf16_to_f32(table16[src].bits)) << "N=" << N;
+      }
+  }
+}
+
+TEST(CudaKernelsHost, EmbedRowsF32AndBf16Tables) {
+  check_embed_rows<1>(301);
+  check_embed_rows<4>(304);
+  check_embed_rows<8>(304);
+}
+
+template <uint32_t N>
+void check_gather_scatter(uint32_t d) {
+  const uint32_t slots = 9;
+  std::vector<float> pool = random_floats(size_t{slots} * d, 2);
+  std::vector<uint32_t> idx{8, 2, 5};
+  const uint32_t n = 3;
+  for (uint32_t blocks : grids(size_t{n} * d / N, kern::kRowThreads)) {
+    std::vector<float> rows(size_t{n} * d, NAN);
+    run_grid(blocks, kern::kRowThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
+      kern::gather_rows_body<N>(b, nb, t, pool.data(), idx.data(), n, d, rows.data());
+    });
+    for (uint32_t i = 0; i < n; ++i)
+      for (uint32_t j = 0; j < d; ++j) ASSERT_EQ(rows[size_t{i} * d + j], pool[idx[i] * d + j]);
+
+    std::vector<float> back(size_t{slots} * d, -7.0f);
+    run_grid(blocks, kern::kRowThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
+      kern::scatter_rows_body<N>(b, nb, t, rows.data(), idx.data(), n, d, back.data());
+    });
+    for (uint32_t s = 0; s < slots; ++s) {
+      bool written = std::find(idx.begin(), idx.end(), s) != idx.end();
+      for (uint32_t j = 0; j < d; ++j)
+        ASSERT_EQ(back[s * d + j], written ? pool[s * d + j] : -7.0f) << s << "," << j;
+    }
+  }
+}
+
+TEST(CudaKernelsHost, VectorsOnlyOnAlignedWholeRows) {
+  alignas(32) float f32[16] = {};
+  alignas(32) Bf16 b16[32] = {};
+  EXPECT_TRUE(kern::vector_ok<4>(f32, 8, 12));
+  EXPECT_FALSE(kern::vector_ok<4>(f32 + 1, 8, 12));  // 4-byte aligned only
+  EXPECT_FALSE(kern::vector_ok<4>(f32, 6, 12));      // ragged row
+  EXPECT_FALSE(kern::vector_ok<4>(f32, 8, 10));      // row starts off the vector grid
+  EXPECT_TRUE(kern::vector_ok<8>(b16, 16, 24));
+  EXPECT_FALSE(kern::vector_ok<8>(b16 + 4, 16, 24));
+  EXPECT_EQ(kern::kVec<float>, 4u);
+  EXPECT_EQ(kern::kVec<Bf16>, 8u);
+}
+
+TEST(CudaKernelsHost, GatherAndScatterRows) {
+  check_gather_scatter<1>(130);
+  check_gather_scatter<4>(132);
+}
+
+// ---- norm --------------------------------------------------------------------------------
+
+template <uint32_t N, class T>
+void check_add_rmsnorm(uint32_t n, uint32_t d, bool with_delta) {
+  const float eps = 1e-5f;
+  std::vector<float> residual = random_floats(size_t{n} * d, 3 + d, 2.0f);
+  std::vector<float> delta = random_floats(size_t{n} * d, 4 + d);
+  std::vector<float> weight = random_floats(d, 5 + d);
+  std::vector<float> want_res = residual, want_out(size_t{n} * d);
+  for (uint32_t i = 0; i < n; ++i) {
+    float* r = want_res.data() + size_t{i} * d;
+    if (with_delta) add(delta.data() + size_t{i} * d, r, d);
+    rmsnorm(r, weight.data(), want_out.data() + size_t{i} * d, d, eps);
+  }
+  std::vector<T> out(size_t{n} * d);
+  auto sh = std::make_unique<kern::NormShared>();
+  for (uint32_t row = 0; row < n; ++row) {
+    kern::HostBlock blk{row, 0, kern::kNormThreads};
+    kern::add_rmsnorm_body<N>(blk, *sh, residual.data(), with_delta ? delta.data() : nullptr,
+                              weight.data(), d, eps, out.data());
+  }
+  for (size_t i = 0; i < want_out.size(); ++i) {
+    ASSERT_EQ(residual[i], want_res[i]) << i;
+    float want = want_out[i];
+    if constexpr (std::is_same_v<T, float>)
+      ASSERT_NEAR(out[i], want, 2e-6f * (1 + std::fabs(want))) << "d=" << d << " i=" << i;
+    else
+      expect_bf16_near(f(out[i]), bf16_to_f32(f32_to_bf16(want)), "rmsnorm", i);
+  }
+}
+
+TEST(CudaKernelsHost, AddRmsNormRaggedRows) {
+  for (uint32_t d : {1u, 31u, 256u, 257u, 1000u, 4096u}) {
+    check_add_rmsnorm<1, float>(3, d, true);
+    check_add_rmsnorm<1, float>(2, d, false);
+    check_add_rmsnorm<1, Bf16>(3, d, true);
+    if (d % 4 != 0) continue;  // the vector path's condition
+    check_add_rmsnorm<4, float>(3, d, true);
+    check_add_rmsnorm<4, float>(2, d, false);
+    check_add_rmsnorm<4, Bf16>(3, d, true);
+  }
+}
+
+// ---- rope --------------------------------------------------------------------------------
+
+template <class T>
+void check_rope(uint32_t n, uint32_t n_heads, uint32_t head_dim) {
+  uint32_t half = head_dim / 2;
+  std::vector<float> x = random_floats(size_t{n} * n_heads * head_dim, 6 + head_dim);
+  // Real angles: the backend uploads RopeTable::angles per token.
+  ModelConfig cfg;
+  cfg.head_dim = head_dim;
+  cfg.rope_theta = 500000.0f;
+  RopeTable table(cfg);
+  std::vector<float> cos_v(size_t{n} * half), sin_v(size_t{n} * half);
+  for (uint32_t i = 0; i < n; ++i)
+    table.angles(7 * i + 3, &cos_v[size_t{i} * half], &sin_v[size_t{i} * half]);
+
+  std::vector<T> dev(x.size());
+  for (size_t i = 0; i < x.size(); ++i) kern::store_f32(&dev[i], x[i]);
+  std::vector<float> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) want[i] = f(dev[i]);  // the stored (rounded) input
+  for (uint32_t i = 0; i < n; ++i)
+    apply_rope(want.data() + size_t{i} * n_heads * head_dim, n_heads, half,
+               &cos_v[size_t{i} * half], &sin_v[size_t{i} * half]);
+
+  size_t pairs = size_t{n} * n_heads * half;
+  run_grid(kern::elementwise_blocks(pairs, kern::kRopeThreads), kern::kRopeThreads,
+           [&](uint32_t b, uint32_t nb, uint32_t t) {
+             kern::rope_body(b, nb, t, dev.data(), n, n_heads, head_dim, cos_v.data(),
+                             sin_v.data());
+           });
+  for (size_t i = 0; i < x.size(); ++i) {
+    if constexpr (std::is_same_v<T, float>)
+      ASSERT_NEAR(dev[i], want[i], 1e-6f) << i;
+    else
+      expect_bf16_near(f(dev[i]), bf16_to_f32(f32_to_bf16(want[i])), "rope", i);
+  }
+}
+
+TEST(CudaKernelsHost, RopeMatchesApplyRope) {
+  check_rope<float>(5, 3, 64);
+  check_rope<float>(1, 32, 128);
+  check_rope<float>(3, 2, 6);  // head_dim not a multiple of anything convenient
+  check_rope<Bf16>(5, 3, 64);
+  check_rope<Bf16>(2, 8, 128);
+}
+
+// ---- KV pool ------------------------------------------------------------------------------
+
+kern::KvGeometry geometry_of(const KvPoolLayout& l) {
+  // The launcher's reduction of KvPoolLayout (kv.cu): strides only.
+  return {l.page_elems(), size_t{l.page_size} * l.kv_dim(), static_cast<uint32_t>(l.kv_dim()),
+          l.n_layers};
+}
+
+template <uint32_t N, class T>
+void check_kv_append(DType dtype) {
+  KvPoolLayout layout;
+  layout.dtype = dtype;
+  layout.n_layers = 3;
+  layout.n_kv_heads = 2;
+  layout.head_dim = 12;
+  layout.page_size = 4;
+  const uint32_t n_pages = 5, kv_dim = static_cast<uint32_t>(layout.kv_dim());
+  std::vector<T> pool(n_pages * layout.page_elems());
+  for (auto& e : pool) kern::store_f32(&e, -3.0f);
+  std::vector<uint32_t> pages{4, 4, 0, 2, 4}, slots{0, 3, 3, 1, 2};
+  const uint32_t n = 5, layer = 1;
+  std::vector<T> k(size_t{n} * kv_dim), v(size_t{n} * kv_dim);
+  for (size_t i = 0; i < k.size(); ++i) {
+    kern::store_f32(&k[i], static_cast<float>(i));
+    kern::store_f32(&v[i], -static_cast<float>(i) - 0.5f);
+  }
+  kern::KvGeometry g = geometry_of(layout);
+  for (uint32_t blocks : grids(size_t{n} * kv_dim / N, kern::kKvThreads)) {
+    run_grid(blocks, kern::kKvThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
+      kern::kv_append_body<N>(b, nb, t, k.data(), v.data(), n, pages.data(), slots.data(), layer, g,
+                              pool.data());
+    });
+  }
+  std::vector<float> want(pool.size(), -3.0f);
+  for (uint32_t i = 0; i < n; ++i)
+    for (uint32_t c = 0; c < kv_dim; ++c) {
+      want[layout.block_offset(pages[i], layer, 0) + slots[i] * kv_dim + c] = f(k[i * kv_dim + c]);
+      want[layout.block_offset(pages[i], layer, 1) + slots[i] * kv_dim + c] = f(v[i * kv_dim + c]);
+    }
+  for (size_t i = 0; i < pool.size(); ++i) ASSERT_EQ(f(pool[i]), want[i]) << i;
+}
+
+TEST(CudaKernelsHost, KvAppendWritesThePoolLayout) {
+  check_kv_append<1, float>(DType::F32);
+  check_kv_append<4, float>(DType::F32);
+  check_kv_append<1, Bf16>(DType::BF16);
+  check_kv_append<8, Bf16>(DType::BF16);
+}
+
+// memmove of every (layer, k|v) block's slot range, on the reference's flat copy of the pool.
+void reference_kv_copy(std::vector<float>& pool, const KvPoolLayout& l, uint32_t src_page,
+                       uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot, uint32_t n) {
+  for (uint32_t layer = 0; layer < l.n_layers; ++layer)
+    for (uint32_t kv = 0; kv < 2; ++kv)
+      std::memmove(pool.data() + l.block_offset(dst_page, layer, kv) + dst_slot * l.kv_dim(),
+                   pool.data() + l.block_offset(src_page, layer, kv) + src_slot * l.kv_dim(),
+                   n * l.kv_dim() * sizeof(float));
+}
+
+template <uint32_t N>
+void check_kv_copy() {
+  KvPoolLayout layout;
+  layout.dtype = DType::F32;
+  layout.n_layers = 2;
+  layout.n_kv_heads = 3;
+  layout.head_dim = 4;
+  layout.page_size = 8;
+  const uint32_t n_pages = 3;
+  struct Case {
+    uint32_t src_page, dst_page, src_slot, dst_slot, n;
+  };
+  for (Case c : {Case{0, 2, 1, 5, 3}, Case{1, 1, 0, 3, 5}, Case{1, 1, 3, 0, 5}, Case{2, 0, 0, 0, 8},
+                 Case{1, 1, 2, 2, 4}, Case{0, 1, 4, 4, 0}}) {
+    std::vector<float> pool(n_pages * layout.page_elems());
+    for (size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<float>(i);
+    std::vector<float> want = pool;
+    reference_kv_copy(want, layout, c.src_page, c.dst_page, c.src_slot, c.dst_slot, c.n);
+    kern::KvGeometry g = geometry_of(layout);
+    size_t groups = size_t{layout.n_layers} * 2 * layout.kv_dim() / N;
+    run_grid(kern::elementwise_blocks(groups, kern::kKvThreads), kern::kKvThreads,
+             [&](uint32_t b, uint32_t nb, uint32_t t) {
+               kern::kv_copy_body<N>(b, nb, t, c.src_page, c.dst_page, c.src_slot, c.dst_slot, c.n,
+                                     g, pool.data());
+             });
+    EXPECT_EQ(pool, want) << c.src_page << "/" << c.src_slot << " -> " << c.dst_page << "/"
+                          << c.dst_slot << " n=" << c.n << " N=" << N;
+  }
+}
+
+TEST(CudaKernelsHost, KvCopyHasMemmoveSemantics) {
+  check_kv_copy<1>();
+  check_kv_copy<4>();
+}
+
+// ---- activations ---------------------------------------------------------------------------
+
+template <uint32_t N, class T>
+void check_swiglu(uint32_t n, uint32_t ff, uint32_t ld) {
+  // Fused gate|up GEMM output: gate at column 0, up at column ff of rows of width ld >= 2 ff.
+  std::vector<T> fused(size_t{n} * ld);
+  std::vector<float> src = random_floats(fused.size(), 9 + ff, 3.0f);
+  for (size_t i = 0; i < src.size(); ++i) kern::store_f32(&fused[i], src[i]);
+  std::vector<T> out(size_t{n} * ff);
+  for (uint32_t blocks : grids(size_t{n} * ff / N, kern::kActivationThreads))
+    run_grid(blocks, kern::kActivationThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
+      kern::swiglu_body<N>(b, nb, t, fused.data(), fused.data() + ff, n, ff, ld, out.data());
+    });
+  for (uint32_t i = 0; i < n; ++i) {
+    std::vector<float> gate(ff), up(ff), want(ff);
+    for (uint32_t j = 0; j < ff; ++j) {
+      gate[j] = f(fused[size_t{i} * ld + j]);
+      up[j] = f(fused[size_t{i} * ld + ff + j]);
+    }
+    swiglu(gate.data(), up.data(), want.data(), ff);
+    for (uint32_t j = 0; j < ff; ++j) {
+      float got = f(out[size_t{i} * ff + j]);
+      if constexpr (std::is_same_v<T, float>)
+        ASSERT_NEAR(got, want[j], 1e-5f * (1 + std::fabs(want[j]))) << i << "," << j;
+      else
+        expect_bf16_near(got, bf16_to_f32(f32_to_bf16(want[j])), "swiglu", j);
+    }
+  }
+}
+
+TEST(CudaKernelsHost, SwigluWithLeadingDimension) {
+  check_swiglu<1, float>(3, 100, 200);
+  check_swiglu<1, float>(4, 257, 530);
+  check_swiglu<4, float>(4, 256, 520);
+  check_swiglu<1, Bf16>(3, 100, 200);
+  check_swiglu<8, Bf16>(2, 1000, 2048);
+}
+
+template <uint32_t N>
+void check_add_convert(size_t total) {
+  std::vector<float> x = random_floats(total, 11);
+  std::vector<Bf16> x16 = to_bf16(x);
+  std::vector<float> base = random_floats(total, 12);
+  for (uint32_t blocks : grids(total / N, kern::kActivationThreads)) {
+    std::vector<float> r32 = base, r16 = base;
+    std::vector<float> c32(total);
+    std::vector<Bf16> c16(total);
+    run_grid(blocks, kern::kActivationThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
+      kern::add_rows_body<N>(b, nb, t, r32.data(), x.data(), total);
+      kern::add_rows_body<N>(b, nb, t, r16.data(), x16.data(), total);
+      kern::convert_rows_body<N>(b, nb, t, x.data(), total, c32.data());
+      kern::convert_rows_body<N>(b, nb, t, x.data(), total, c16.data());
+    });
+    for (size_t i = 0; i < total; ++i) {
+      ASSERT_EQ(r32[i], base[i] + x[i]) << "N=" << N;
+      ASSERT_EQ(r16[i], base[i] + bf16_to_f32(x16[i].bits)) << "N=" << N;
+      ASSERT_EQ(c32[i], x[i]) << "N=" << N;
+      ASSERT_EQ(c16[i].bits, f32_to_bf16(x[i])) << "N=" << N;
+    }
+  }
+}
+
+TEST(CudaKernelsHost, AddAndConvertRows) {
+  check_add_convert<1>(3 * 333);
+  check_add_convert<4>(3 * 332);
+  check_add_convert<8>(3 * 336);
+}
+
+// ---- softmax + top-K -----------------------------------------------------------------------
+
+struct TopKResult {
+  std::vector<int32_t> ids;
+  std::vector<float> probs;
+};
+
+// softmax_topk's two phases over their whole grids.
+TopKResult run_topk(const std::vector<float>& logits, uint32_t rows, uint32_t vocab,
+                    const std::vector<uint32_t>& ks, uint32_t k_max) {
+  kern::TopKWorkspace w = kern::topk_workspace(rows, vocab, k_max);
+  const size_t guard = 256;  // past the layout's end: must stay untouched
+  std::vector<unsigned char> ws(w.bytes + guard, 0xcd);
+  auto chunk_sh = std::make_unique<kern::TopKChunkShared>();
+  for (uint32_t row = 0; row < rows; ++row)
+    for (uint32_t c = 0; c < w.n_chunks; ++c)
+      kern::topk_chunk_body(kern::HostBlock{c, row, kern::kTopKThreads}, *chunk_sh, logits.data(),
+                            vocab, ks.data(), w, ws.data());
+  TopKResult r{std::vector<int32_t>(size_t{rows} * k_max, -1),
+               std::vector<float>(size_t{rows} * k_max, -1.0f)};
+  auto merge_sh = std::make_unique<kern::TopKMergeShared>();
+  for (uint32_t row = 0; row < rows; ++row)
+    kern::topk_merge_body(kern::HostBlock{row, 0, kern::kMergeThreads}, *merge_sh, vocab, ks.data(),
+                          w, ws.data(), r.ids.data(), r.probs.data());
+  for (size_t i = w.bytes; i < ws.size(); ++i) EXPECT_EQ(ws[i], 0xcd) << "workspace overrun";
+  return r;
+}
+
+void check_topk(const std::vector<float>& logits, uint32_t rows, uint32_t vocab,
+                const std::vector<uint32_t>& ks, uint32_t k_max) {
+  TopKResult got = run_topk(logits, rows, vocab, ks, k_max);
+  for (uint32_t r = 0; r < rows; ++r) {
+    const float* row = logits.data() + size_t{r} * vocab;
+    TokenDistribution want = top_k_distribution(row, vocab, std::min(ks[r], k_max));
+    size_t k = want.ids.size();
+    std::vector<int32_t> ids(got.ids.begin() + size_t{r} * k_max,
+                             got.ids.begin() + size_t{r} * k_max + k);
+    ASSERT_EQ(ids, want.ids) << "row " << r << " k " << ks[r] << " vocab " << vocab;
+    for (size_t i = 0; i < k; ++i)
+      ASSERT_NEAR(got.probs[size_t{r} * k_max + i], want.probs[i], 2e-6 + 1e-5 * want.probs[i])
+          << "row " << r << " entry " << i;
+    // Entries past the row's k are left alone.
+    for (size_t i = k; i < k_max; ++i) ASSERT_EQ(got.ids[size_t{r} * k_max + i], -1);
+  }
+}
+
+TEST(CudaKernelsHost, TopKMatchesCpuOnRandomRowsWithDifferentK) {
+  for (uint32_t vocab : {1u, 5u, 2047u, 2048u, 2049u, 10000u}) {
+    const uint32_t rows = 5;
+    std::vector<float> logits = random_floats(size_t{rows} * vocab, 20 + vocab, 3.0f);
+    check_topk(logits, rows, vocab, {1, 0, 7, 64, 50}, 64);
+  }
+}
+
+TEST(CudaKernelsHost, TopKExactTiesGoToLowerIds) {
+  // Quantised logits: thousands of exact ties around every threshold, across chunk borders.
+  const uint32_t rows = 4, vocab = 9000;
+  std::vector<float> logits = random_floats(size_t{rows} * vocab, 31, 2.0f);
+  for (auto& x : logits) x = std::round(x * 2) / 2;
+  check_topk(logits, rows, vocab, {1, 40, 300, 1024}, 1024);
+  // Negative and -inf entries (masked tokens), zeros of both signs.
+  logits.assign(size_t{rows} * vocab, -INFINITY);
+  for (uint32_t r = 0; r < rows; ++r)
+    for (uint32_t i = r; i < vocab; i += 3)
+      logits[size_t{r} * vocab + i] = (i % 7 == 0) ? -0.0f : -1.0f * (i % 5);
+  check_topk(logits, rows, vocab, {3, 100, 1024, 17}, 1024);
+}
+
+TEST(CudaKernelsHost, TopKBeyondDistinctValues) {
+  // Three distinct values: k far above that is filled by ties in id order.
+  const uint32_t rows = 3, vocab = 5000;
+  std::vector<float> logits(size_t{rows} * vocab);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 7919) % 3);
+  check_topk(logits, rows, vocab, {1000, 2, 513}, 1000);
+  // All equal: the first k ids.
+  std::fill(logits.begin(), logits.end(), 0.25f);
+  check_topk(logits, rows, vocab, {1000, 1, 999}, 1000);
+}
+
+TEST(CudaKernelsHost, TopKKLargerThanVocabulary) {
+  const uint32_t rows = 2, vocab = 300;
+  std::vector<float> logits = random_floats(size_t{rows} * vocab, 41);
+  check_topk(logits, rows, vocab, {1024, 299}, 1024);
+}
+
+TEST(CudaKernelsHost, TopKLargeVocabulary) {
+  const uint32_t rows = 2, vocab = 128256;
+  std::vector<float> logits = random_floats(size_t{rows} * vocab, 51, 4.0f);
+  logits[77] = logits[128000] = 40.0f;  // a tie at the very top, chunks apart
+  check_topk(logits, rows, vocab, {20, 1024}, 1024);
+  check_topk(logits, rows, vocab, {50, 1}, 50);
+}
+
+TEST(CudaKernelsHost, TopKManyRowsUseLargeChunks) {
+  // Enough rows for 8192-entry chunks (ragged last chunk), a different k on every row,
+  // greedy rows among them, quantised logits for ties.
+  const uint32_t rows = 300, vocab = 30000;
+  ASSERT_EQ(kern::topk_workspace(rows, vocab, 200).chunk, 8192u);
+  std::vector<float> logits = random_floats(size_t{rows} * vocab, 61, 3.0f);
+  for (auto& x : logits) x = std::round(x * 8) / 8;
+  std::vector<uint32_t> ks(rows);
+  for (uint32_t r = 0; r < rows; ++r) ks[r] = r % 5 == 0 ? 1 : (r * 37) % 201;
+  check_topk(logits, rows, vocab, ks, 200);
+}
+
+TEST(CudaKernelsHost, WorkspaceCoversEveryRowsCandidates) {
+  kern::TopKWorkspace w = kern::topk_workspace(256, 256000, 1024);
+  EXPECT_EQ(w.chunk, 8192u);
+  EXPECT_EQ(w.n_chunks, 32u);
+  EXPECT_GE(w.bytes, w.ids_at + size_t{256} * 32 * 1024 * sizeof(int32_t));
+  EXPECT_GE(w.ids_at, w.logits_at + size_t{256} * 32 * 1024 * sizeof(float));
+  EXPECT_GE(w.logits_at, size_t{256} * 32 * 2 * sizeof(float));
+  // One row: small chunks, so the vocabulary spreads over many blocks.
+  EXPECT_EQ(kern::topk_workspace(1, 128256, 50).chunk, 2048u);
+  // The bound covers every smaller call, whatever chunk size that call picks.
+  for (uint32_t vocab : {1u, 2049u, 4097u, 32000u, 128256u, 256000u}) {
+    const uint32_t rows = 64, k_max = 1024;
+    size_t bound = kern::topk_workspace_bound(rows, vocab, k_max);
+    for (uint32_t r = 1; r <= rows; ++r)
+      for (uint32_t k : {1u, 50u, 512u, 513u, 1000u, 1024u})
+        ASSERT_LE(kern::topk_workspace(r, vocab, k).bytes, bound) << vocab << " " << r << " " << k;
+  }
+}
+
+TEST(CudaKernelsHost, OrderKeysFollowFloatOrder) {
+  std::vector<float> v{-INFINITY, -1e30f, -2.0f, -1.0f, -1e-30f, -0.0f,
+                       0.0f,      1e-30f, 1.0f,  3e38f, INFINITY};
+  for (size_t i = 0; i + 1 < v.size(); ++i) {
+    EXPECT_LE(kern::order_key(v[i]), kern::order_key(v[i + 1])) << v[i];
+    EXPECT_EQ(kern::key_logit(kern::order_key(v[i])), v[i]);
+  }
+}
+
+}  // namespace
+}  // namespace pith::cuda
