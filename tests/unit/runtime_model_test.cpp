@@ -1,7 +1,9 @@
 // The model-facing half of the ABI, end to end without a model: a fake ModelApi records what the
 // runtime decoded from guest memory, answers from its own tables (including a future completed
 // from another thread), and checks that the per-instance session is released at exit. The
-// `modelcalls` inferlet reports every step back as a message. Runs on both tiers.
+// `modelcalls` inferlet reports every step back as a message. Then the real bridge
+// (ControlModelApi over the controller) on the weightless FakeBackend: the SDK's completion loop
+// decodes a scripted answer. Runs on both tiers.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -14,8 +16,14 @@
 #include <thread>
 
 #include "built_inferlet.h"
+#include "control/controller.h"
+#include "engine/fake_backend.h"
+#include "engine/gguf.h"
+#include "engine/gguf_loader.h"
+#include "runtime/control_model_api.h"
 #include "runtime/model_api.h"
 #include "runtime/runtime.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pith::runtime {
 namespace {
@@ -173,7 +181,8 @@ class RuntimeModelTest : public ::testing::TestWithParam<TierPolicy> {
     ASSERT_TRUE(inferlet_built(wasm()));
   }
   static std::string wasm() { return std::string(PITH_INFERLET_DIR) + "/modelcalls.wasm"; }
-  std::vector<std::string> run(ModelApi* model, ExitStatus* st) {
+  std::vector<std::string> run(ModelApi* model, ExitStatus* st, const std::string& program = wasm(),
+                               std::vector<std::string> args = {"modelcalls"}) {
     RuntimeConfig c;
     c.compiler.cache_dir = PITH_TEST_NATIVE_CACHE;
     c.tiers = GetParam();
@@ -181,7 +190,7 @@ class RuntimeModelTest : public ::testing::TestWithParam<TierPolicy> {
     Runtime rt(c);
     std::mutex mu;
     std::vector<std::string> messages;
-    auto inst = rt.launch(rt.load_program_file(wasm()), {"modelcalls"},
+    auto inst = rt.launch(rt.load_program_file(program), std::move(args),
                           [&](uint64_t, const InstanceEvent& e) {
                             std::lock_guard lock(mu);
                             if (e.kind == InstanceEvent::Kind::kMessage) messages.push_back(e.text);
@@ -225,6 +234,34 @@ TEST_P(RuntimeModelTest, WithoutAModelEveryModelCallSaysSo) {
   std::vector<std::string> m = run(nullptr, &st);
   EXPECT_EQ(st.reason, "exited with code 0");
   EXPECT_EQ(m, (std::vector<std::string>{"models: no model"}));
+}
+
+// The guest's forward arguments and results cross the real bridge and controller: the answer
+// appears only if every step's context (pages, positions, slots) reached the backend intact.
+TEST_P(RuntimeModelTest, SdkCompletionThroughTheControlLayerOnTheFakeBackend) {
+  const std::string program = std::string(PITH_INFERLET_DIR) + "/text_completion.wasm";
+  ASSERT_TRUE(inferlet_built(program));
+  const std::string model_file = std::string(PITH_TEST_DATA) + "/models/tiny-f32.gguf";
+  const Tokenizer tokenizer = Tokenizer::load(model_file);
+  BackendOptions options;
+  options.kv_memory_bytes = size_t{1} << 20;
+  FakeBackend fake(gguf_model_config(GGUFFile(model_file)), options);
+  const std::string prompt = "Once upon a time";
+  const std::vector<int32_t> answer = tokenizer.encode(" there was a fox", false, false);
+  fake.set_script(script_continuation(tokenizer.encode(prompt, false, false), answer));
+  Controller controller(fake, {});
+  ControlModelApi api(controller, tokenizer, "tiny-f32");
+  ExitStatus st;
+  std::vector<std::string> m = run(&api, &st, program,
+                                   {"text_completion", "--prompt", prompt, "--max-tokens",
+                                    std::to_string(answer.size()), "--tokens"});
+  EXPECT_EQ(st.reason, "exited with code 0");
+  std::string ids;
+  for (int32_t t : answer) ids += (ids.empty() ? "" : ",") + std::to_string(t);
+  EXPECT_EQ(m, (std::vector<std::string>{tokenizer.decode(answer), ids}));
+  EXPECT_GE(fake.counters().batches, answer.size());
+  EXPECT_EQ(fake.counters().rejected, 0u);
+  EXPECT_EQ(controller.gauges().pages_free, controller.gauges().pages_total);  // released at exit
 }
 
 }  // namespace
