@@ -34,16 +34,28 @@ EngineOptions small_engine(size_t pages) {
 }
 
 // Submits a call and blocks until it completes.
-CallOutcome wait_for(const std::function<Status(Completion)>& submit) {
+CallOutcome wait_for(const std::function<Result<void>(Completion)>& submit) {
   std::promise<CallOutcome> p;
   auto f = p.get_future();
-  Status s = submit([&](CallOutcome&& o) { p.set_value(std::move(o)); });
-  if (s != Status::Ok) {
-    CallOutcome o;
-    o.status = s;
-    return o;
-  }
+  auto s = submit([&](CallOutcome&& o) { p.set_value(std::move(o)); });
+  if (!s) return s.failure();
   return f.get();
+}
+
+// Moves a result's value into `out` and passes its code on, so assertions read
+// ASSERT_EQ(into(ctl.alloc_pages(1, 3), pages), Status::Ok).
+template <typename T>
+Result<void> into(Result<T> r, T& out) {
+  if (!r) return r.failure();
+  out = std::move(*r);
+  return {};
+}
+
+Result<void> into(Result<Controller::PrefixMatch> r, std::vector<uint32_t>& handles, size_t& matched) {
+  if (!r) return r.failure();
+  handles = std::move(r->handles);
+  matched = r->matched;
+  return {};
 }
 
 SequenceInput prefill(std::vector<int32_t> tokens, uint32_t first_pos, std::vector<uint32_t> pages,
@@ -65,8 +77,8 @@ TEST(Controller, HandlesArePerInstance) {
   ctl.register_instance(1, nullptr);
   ctl.register_instance(2, nullptr);
   std::vector<uint32_t> a, b;
-  ASSERT_EQ(ctl.alloc_pages(1, 3, a), Status::Ok);
-  ASSERT_EQ(ctl.alloc_pages(2, 1, b), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 3), a), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(2, 1), b), Status::Ok);
   EXPECT_EQ(ctl.pages_held(1), 3u);
   // Instance 2 holds one handle; instance 1's other handles mean nothing to it.
   uint32_t foreign = a[2];
@@ -85,25 +97,25 @@ TEST(Controller, ExportImportShareReferenceCountedPages) {
   ctl.register_instance(1, nullptr);
   ctl.register_instance(2, nullptr);
   std::vector<uint32_t> pages, imported;
-  ASSERT_EQ(ctl.alloc_pages(1, 2, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 2), pages), Status::Ok);
   ASSERT_EQ(ctl.export_pages(1, "sys", pages, /*persistent=*/true), Status::Ok);
   EXPECT_EQ(ctl.export_pages(1, "sys", pages, true), Status::AlreadyExists);
   ctl.release_instance(1);  // exporter ends; persistent export keeps the pages
   EXPECT_EQ(ctl.gauges().pages_free, 6u);
-  ASSERT_EQ(ctl.import_pages(2, "sys", imported), Status::Ok);
+  ASSERT_EQ(into(ctl.import_pages(2, "sys"), imported), Status::Ok);
   EXPECT_EQ(imported.size(), 2u);
   EXPECT_EQ(ctl.remove_export("sys"), Status::Ok);
   EXPECT_EQ(ctl.gauges().pages_free, 6u);  // still held by the importer
   ASSERT_EQ(ctl.dealloc_pages(2, imported), Status::Ok);
   EXPECT_EQ(ctl.gauges().pages_free, 8u);
-  EXPECT_EQ(ctl.import_pages(2, "sys", imported), Status::NotFound);
+  EXPECT_EQ(into(ctl.import_pages(2, "sys"), imported), Status::NotFound);
 
   // A non-persistent export goes with its exporter.
   ctl.register_instance(3, nullptr);
-  ASSERT_EQ(ctl.alloc_pages(3, 1, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(3, 1), pages), Status::Ok);
   ASSERT_EQ(ctl.export_pages(3, "tmp", pages, false), Status::Ok);
   ctl.release_instance(3);
-  EXPECT_EQ(ctl.import_pages(2, "tmp", imported), Status::NotFound);
+  EXPECT_EQ(into(ctl.import_pages(2, "tmp"), imported), Status::NotFound);
   EXPECT_EQ(ctl.gauges().pages_free, 8u);
 }
 
@@ -112,9 +124,9 @@ TEST(Controller, QueueRunsInOrderAndMatchesOnePrefill) {
   Controller ctl(engine, {});
   ctl.register_instance(1, nullptr);
   QueueId q;
-  ASSERT_EQ(ctl.create_queue(1, q), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
   std::vector<uint32_t> pages;
-  ASSERT_EQ(ctl.alloc_pages(1, 2, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 2), pages), Status::Ok);
   std::vector<int32_t> prompt{1, 450, 496, 173, 701, 299, 432, 172, 975, 278, 173, 112,
                               322, 278, 397, 710, 298};  // 17 tokens: spills into page 2
   // Submit prefill(16) and decode(1) back to back without waiting: the decode reads the page
@@ -129,13 +141,13 @@ TEST(Controller, QueueRunsInOrderAndMatchesOnePrefill) {
             Status::Ok);
   auto o1 = p1.get_future().get();
   auto o2 = p2.get_future().get();
-  ASSERT_EQ(o1.status, Status::Ok) << o1.error;
-  ASSERT_EQ(o2.status, Status::Ok) << o2.error;
+  ASSERT_EQ(o1.code(), Status::Ok) << o1.message();
+  ASSERT_EQ(o2.code(), Status::Ok) << o2.message();
 
   // Reference: the whole prompt in one forward straight on the engine.
   auto ref_pages = engine.kv_pool().allocate(2);
   auto ref = engine.forward({prefill(prompt, 0, ref_pages, 1)});
-  const auto& got = o2.forward.outputs.at(0).dist;
+  const auto& got = o2->forward.outputs.at(0).dist;
   const auto& want = ref[0].outputs.at(0).dist;
   ASSERT_EQ(got.ids, want.ids);
   for (size_t i = 0; i < got.probs.size(); ++i) EXPECT_NEAR(got.probs[i], want.probs[i], 1e-5);
@@ -154,14 +166,14 @@ TEST(Controller, HorizontalBatchingAcrossInstances) {
   for (InstanceId i = 1; i <= 8; ++i) {
     ctl.register_instance(i, nullptr);
     QueueId q;
-    ASSERT_EQ(ctl.create_queue(i, q), Status::Ok);
+    ASSERT_EQ(into(ctl.create_queue(i), q), Status::Ok);
     std::vector<uint32_t> pages;
-    ASSERT_EQ(ctl.alloc_pages(i, 1, pages), Status::Ok);
+    ASSERT_EQ(into(ctl.alloc_pages(i, 1), pages), Status::Ok);
     ASSERT_EQ(ctl.forward(i, q, prefill({1, int32_t(100 + i), 7}, 0, pages, 3),
                           [&, i](CallOutcome&& o) { done[i - 1].set_value(std::move(o)); }),
               Status::Ok);
   }
-  for (auto& d : done) EXPECT_EQ(d.get_future().get().status, Status::Ok);
+  for (auto& d : done) EXPECT_EQ(d.get_future().get().code(), Status::Ok);
   EXPECT_EQ(max_calls.load(), 8u);
   EXPECT_EQ(ctl.gauges().batches, 1u);
 }
@@ -171,9 +183,9 @@ TEST(Controller, SynchronizeResolvesAfterEarlierCalls) {
   Controller ctl(engine, {});
   ctl.register_instance(1, nullptr);
   QueueId q;
-  ASSERT_EQ(ctl.create_queue(1, q), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
   std::vector<uint32_t> pages;
-  ASSERT_EQ(ctl.alloc_pages(1, 1, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 1), pages), Status::Ok);
   std::atomic<bool> forward_done{false};
   ASSERT_EQ(ctl.forward(1, q, prefill({1, 2, 3, 4}, 0, pages, 4),
                         [&](CallOutcome&&) { forward_done = true; }),
@@ -192,12 +204,13 @@ TEST(Controller, BadRequestsFailAloneWithClearErrors) {
   Controller ctl(engine, {});
   ctl.register_instance(1, nullptr);
   QueueId q;
-  ASSERT_EQ(ctl.create_queue(1, q), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
   std::vector<uint32_t> pages;
-  ASSERT_EQ(ctl.alloc_pages(1, 1, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 1), pages), Status::Ok);
   auto submit = [&](SequenceInput s) { return ctl.forward(1, q, std::move(s), [](CallOutcome&&) {}); };
-  EXPECT_EQ(submit(prefill({1, 99999}, 0, pages, 2)), Status::BadArgument);  // token id
-  EXPECT_NE(Controller::last_error().find("99999"), std::string::npos);
+  auto bad_token = submit(prefill({1, 99999}, 0, pages, 2));
+  EXPECT_EQ(bad_token, Status::BadArgument);  // token id
+  EXPECT_NE(bad_token.message().find("99999"), std::string::npos);
   EXPECT_EQ(submit(prefill({1, 2}, 0, {pages[0] + 100}, 2)), Status::BadHandle);
   EXPECT_EQ(submit(prefill({1, 2, 3}, 0, pages, 2)), Status::BadArgument);  // 3 inputs, 2 slots
   EXPECT_EQ(submit(prefill({1, 2}, 0, pages, 17)), Status::BadArgument);    // > page size
@@ -208,7 +221,7 @@ TEST(Controller, BadRequestsFailAloneWithClearErrors) {
   EXPECT_EQ(ctl.forward(2, q, prefill({1}, 0, pages, 1), nullptr), Status::Terminated);
   // A good call still works afterwards.
   auto o = wait_for([&](Completion c) { return ctl.forward(1, q, prefill({1, 2}, 0, pages, 2), std::move(c)); });
-  EXPECT_EQ(o.status, Status::Ok) << o.error;
+  EXPECT_EQ(o.code(), Status::Ok) << o.message();
 }
 
 TEST(Controller, ContentionTerminatesNewestInstancesAndQuotasRefuse) {
@@ -219,25 +232,25 @@ TEST(Controller, ContentionTerminatesNewestInstancesAndQuotasRefuse) {
   ctl.register_instance(1, [](const std::string&) { ADD_FAILURE() << "oldest must survive"; });
   ctl.register_instance(2, [&](const std::string& why) { killed.set_value(why); });
   std::vector<uint32_t> p1, p2;
-  ASSERT_EQ(ctl.alloc_pages(1, 2, p1), Status::Ok);
-  ASSERT_EQ(ctl.alloc_pages(2, 4, p2), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 2), p1), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(2, 4), p2), Status::Ok);
   // The older instance needs 3 more pages: the newer one is terminated to make room.
   std::vector<uint32_t> more;
-  ASSERT_EQ(ctl.alloc_pages(1, 3, more), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 3), more), Status::Ok);
   EXPECT_EQ(killed.get_future().get(), "KV memory needed by an older inferlet");
   EXPECT_EQ(ctl.gauges().instances_killed_for_memory, 1u);
   EXPECT_EQ(ctl.gauges().instances, 1u);
   // Nobody newer left: the newest instance itself is refused, not killed.
   ctl.register_instance(3, nullptr);
-  EXPECT_EQ(ctl.alloc_pages(3, 5, more), Status::OutOfKvPages);
+  EXPECT_EQ(into(ctl.alloc_pages(3, 5), more), Status::OutOfKvPages);
 
   Engine engine2(weights(), small_engine(8));
   ControllerOptions q;
   q.max_kv_pages_per_instance = 3;
   Controller ctl2(engine2, q);
   ctl2.register_instance(1, nullptr);
-  ASSERT_EQ(ctl2.alloc_pages(1, 3, p1), Status::Ok);
-  EXPECT_EQ(ctl2.alloc_pages(1, 1, p2), Status::QuotaExceeded);
+  ASSERT_EQ(into(ctl2.alloc_pages(1, 3), p1), Status::Ok);
+  EXPECT_EQ(into(ctl2.alloc_pages(1, 1), p2), Status::QuotaExceeded);
 }
 
 TEST(Controller, ReleasingAnInstanceFailsItsPendingCalls) {
@@ -247,14 +260,14 @@ TEST(Controller, ReleasingAnInstanceFailsItsPendingCalls) {
   Controller ctl(engine, opt);
   ctl.register_instance(1, nullptr);
   QueueId q;
-  ASSERT_EQ(ctl.create_queue(1, q), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
   std::vector<uint32_t> pages;
-  ASSERT_EQ(ctl.alloc_pages(1, 1, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 1), pages), Status::Ok);
   std::promise<CallOutcome> p;
   ASSERT_EQ(ctl.forward(1, q, prefill({1, 2}, 0, pages, 2), [&](CallOutcome&& o) { p.set_value(std::move(o)); }),
             Status::Ok);
   ctl.release_instance(1);
-  EXPECT_EQ(p.get_future().get().status, Status::Terminated);
+  EXPECT_EQ(p.get_future().get().code(), Status::Terminated);
   EXPECT_EQ(ctl.gauges().pages_free, 8u);  // the queued call's reference went too
 }
 
@@ -272,9 +285,9 @@ TEST(Controller, ChunkedPrefillMatchesWholePrefillAndRespectsBudget) {
   });
   ctl.register_instance(1, nullptr);
   QueueId q;
-  ASSERT_EQ(ctl.create_queue(1, q), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
   std::vector<uint32_t> pages;
-  ASSERT_EQ(ctl.alloc_pages(1, 4, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 4), pages), Status::Ok);
   std::vector<int32_t> prompt;
   for (int i = 0; i < 50; ++i) prompt.push_back(1 + (i * 37) % 997);
   auto make = [&](std::vector<uint32_t> pg) {
@@ -287,7 +300,7 @@ TEST(Controller, ChunkedPrefillMatchesWholePrefillAndRespectsBudget) {
     return s;
   };
   auto got = wait_for([&](Completion c) { return ctl.forward(1, q, make(pages), std::move(c)); });
-  ASSERT_EQ(got.status, Status::Ok) << got.error;
+  ASSERT_EQ(got.code(), Status::Ok) << got.message();
   {
     std::lock_guard lock(mu);
     ASSERT_GE(batch_tokens.size(), 4u);
@@ -295,15 +308,15 @@ TEST(Controller, ChunkedPrefillMatchesWholePrefillAndRespectsBudget) {
   }
   auto ref_pages = engine.kv_pool().allocate(4);
   auto ref = engine.forward({make(ref_pages)});
-  ASSERT_EQ(got.forward.outputs.size(), 3u);
+  ASSERT_EQ(got->forward.outputs.size(), 3u);
   for (int o : {0, 1}) {
-    EXPECT_EQ(got.forward.outputs[o].dist.ids, ref[0].outputs[o].dist.ids) << o;
+    EXPECT_EQ(got->forward.outputs[o].dist.ids, ref[0].outputs[o].dist.ids) << o;
     for (size_t i = 0; i < 5; ++i)
-      EXPECT_NEAR(got.forward.outputs[o].dist.probs[i], ref[0].outputs[o].dist.probs[i], 1e-5);
+      EXPECT_NEAR(got->forward.outputs[o].dist.probs[i], ref[0].outputs[o].dist.probs[i], 1e-5);
   }
-  ASSERT_EQ(got.forward.outputs[2].logits.size(), ref[0].outputs[2].logits.size());
+  ASSERT_EQ(got->forward.outputs[2].logits.size(), ref[0].outputs[2].logits.size());
   for (size_t i = 0; i < ref[0].outputs[2].logits.size(); ++i)
-    EXPECT_NEAR(got.forward.outputs[2].logits[i], ref[0].outputs[2].logits[i], 1e-4);
+    EXPECT_NEAR(got->forward.outputs[2].logits[i], ref[0].outputs[2].logits[i], 1e-4);
 }
 
 TEST(Controller, DecodesGoFirstWhilePrefillIsChunked) {
@@ -321,11 +334,11 @@ TEST(Controller, DecodesGoFirstWhilePrefillIsChunked) {
   ctl.register_instance(1, nullptr);
   ctl.register_instance(2, nullptr);
   QueueId q1, q2;
-  ASSERT_EQ(ctl.create_queue(1, q1), Status::Ok);
-  ASSERT_EQ(ctl.create_queue(2, q2), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(1), q1), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(2), q2), Status::Ok);
   std::vector<uint32_t> p1, p2;
-  ASSERT_EQ(ctl.alloc_pages(1, 7, p1), Status::Ok);
-  ASSERT_EQ(ctl.alloc_pages(2, 1, p2), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 7), p1), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(2, 1), p2), Status::Ok);
   std::vector<int32_t> long_prompt(100, 7);
   std::promise<CallOutcome> long_done, decode_done;
   // The long prompt arrives first; the decode call must still run in the first batch.
@@ -334,8 +347,8 @@ TEST(Controller, DecodesGoFirstWhilePrefillIsChunked) {
             Status::Ok);
   ASSERT_EQ(ctl.forward(2, q2, prefill({5}, 0, p2, 1), [&](CallOutcome&& o) { decode_done.set_value(std::move(o)); }),
             Status::Ok);
-  EXPECT_EQ(decode_done.get_future().get().status, Status::Ok);
-  EXPECT_EQ(long_done.get_future().get().status, Status::Ok);
+  EXPECT_EQ(decode_done.get_future().get().code(), Status::Ok);
+  EXPECT_EQ(long_done.get_future().get().code(), Status::Ok);
   std::lock_guard lock(mu);
   ASSERT_GE(batches.size(), 4u);  // 100 prefill tokens in a 32-token budget
   EXPECT_EQ(batches[0].calls, 2u);   // decode + the first prefill chunk
@@ -348,20 +361,20 @@ TEST(Controller, PrefixCacheSharesPagesAndIsReclaimedUnderPressure) {
   ctl.register_instance(1, nullptr);
   ctl.register_instance(2, nullptr);
   QueueId q1;
-  ASSERT_EQ(ctl.create_queue(1, q1), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(1), q1), Status::Ok);
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(3 + i * 11);
   std::vector<uint32_t> pages;
-  ASSERT_EQ(ctl.alloc_pages(1, 3, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 3), pages), Status::Ok);
   auto o = wait_for([&](Completion c) { return ctl.forward(1, q1, prefill(prompt, 0, pages, 8), std::move(c)); });
-  ASSERT_EQ(o.status, Status::Ok);
+  ASSERT_EQ(o.code(), Status::Ok);
   ASSERT_EQ(ctl.prefix_insert(1, prompt, std::span(pages).first(2)), Status::Ok);
   EXPECT_EQ(ctl.gauges().pages_cached, 2u);
 
   // Instance 2 asks for the same prompt: two pages (32 tokens) come from the cache.
   std::vector<uint32_t> shared;
   size_t matched = 0;
-  ASSERT_EQ(ctl.prefix_match(2, prompt, shared, matched), Status::Ok);
+  ASSERT_EQ(into(ctl.prefix_match(2, prompt), shared, matched), Status::Ok);
   EXPECT_EQ(matched, 32u);
   ASSERT_EQ(shared.size(), 2u);
   EXPECT_EQ(ctl.gauges().prefix_hit_tokens, 32u);
@@ -369,17 +382,17 @@ TEST(Controller, PrefixCacheSharesPagesAndIsReclaimedUnderPressure) {
 
   // Its continuation from the cached pages equals the owner's full prefill.
   QueueId q2;
-  ASSERT_EQ(ctl.create_queue(2, q2), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(2), q2), Status::Ok);
   std::vector<uint32_t> tail;
-  ASSERT_EQ(ctl.alloc_pages(2, 1, tail), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(2, 1), tail), Status::Ok);
   std::vector<uint32_t> table = shared;
   table.push_back(tail[0]);
   auto cont = wait_for([&](Completion c) {
     return ctl.forward(2, q2, prefill(std::vector<int32_t>(prompt.begin() + 32, prompt.end()), 32, table, 8),
                        std::move(c));
   });
-  ASSERT_EQ(cont.status, Status::Ok);
-  EXPECT_EQ(cont.forward.outputs[0].dist.ids, o.forward.outputs[0].dist.ids);
+  ASSERT_EQ(cont.code(), Status::Ok);
+  EXPECT_EQ(cont->forward.outputs[0].dist.ids, o->forward.outputs[0].dist.ids);
 
   // Everyone lets go; the cache still holds 2 pages, and gives them back under pressure.
   ctl.release_instance(1);
@@ -387,7 +400,7 @@ TEST(Controller, PrefixCacheSharesPagesAndIsReclaimedUnderPressure) {
   EXPECT_EQ(ctl.gauges().pages_free, 6u);
   ctl.register_instance(3, nullptr);
   std::vector<uint32_t> all;
-  ASSERT_EQ(ctl.alloc_pages(3, 8, all), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(3, 8), all), Status::Ok);
   EXPECT_EQ(ctl.gauges().pages_cached, 0u);
 }
 
@@ -398,11 +411,11 @@ TEST(Controller, PrefixCacheCanBeDisabled) {
   Controller ctl(engine, opt);
   ctl.register_instance(1, nullptr);
   std::vector<uint32_t> pages, got;
-  ASSERT_EQ(ctl.alloc_pages(1, 1, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 1), pages), Status::Ok);
   std::vector<int32_t> prompt(16, 5);
   ASSERT_EQ(ctl.prefix_insert(1, prompt, pages), Status::Ok);
   size_t matched = 99;
-  ASSERT_EQ(ctl.prefix_match(1, prompt, got, matched), Status::Ok);
+  ASSERT_EQ(into(ctl.prefix_match(1, prompt), got, matched), Status::Ok);
   EXPECT_EQ(matched, 0u);
   EXPECT_TRUE(got.empty());
 }
