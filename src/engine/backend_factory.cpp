@@ -1,11 +1,13 @@
-// make_backend: the one place that knows which backends exist. The CPU engine is always built;
-// the CUDA backend only when CMake found nvcc (PITH_HAVE_CUDA), so a CPU-only build still
-// parses `--device cuda` and answers with a clear error instead of an unknown flag.
+// make_backend: the one place that knows which backends exist. The CPU engine and the
+// weightless fake (device "fake", for tests above the seam) are always built; the CUDA backend
+// only when CMake found nvcc (PITH_HAVE_CUDA), so a CPU-only build still parses `--device cuda`
+// and answers with a clear error instead of an unknown flag.
 #include <charconv>
 
 #include "common/error.h"
 #include "engine/backend.h"
 #include "engine/engine.h"
+#include "engine/fake_backend.h"
 #include "engine/model_weights.h"
 
 #if PITH_HAVE_CUDA
@@ -27,7 +29,7 @@ int parse_cuda_index(const std::string& device) {
     auto [end, ec] = std::from_chars(first, last, index);
     if (ec == std::errc() && end == last && first != last && index >= 0) return index;
   }
-  fail("unknown device '{}' (expected cpu, cuda, cuda:N or auto)", device);
+  fail("unknown device '{}' (expected cpu, cuda, cuda:N, auto or fake)", device);
 }
 
 int gpu_count() {
@@ -42,11 +44,15 @@ int gpu_count() {
 
 bool device_is_cuda(const std::string& device) {
   if (device == "auto" || device.empty()) return gpu_count() > 0;
+  if (device == "fake") return false;
   return parse_cuda_index(device) >= 0;
 }
 
 std::unique_ptr<Backend> make_backend(std::shared_ptr<const ModelWeights> weights,
                                       const BackendOptions& options) {
+  // The fake reads only the config, so `weights` may hold no tensors (ServingStack loads just
+  // the config for it).
+  if (options.device == "fake") return std::make_unique<FakeBackend>(weights->config, options);
   const bool is_auto = options.device == "auto" || options.device.empty();
   const int index = is_auto ? (gpu_count() > 0 ? 0 : -1) : parse_cuda_index(options.device);
   if (index < 0) return std::make_unique<Engine>(std::move(weights), options);
