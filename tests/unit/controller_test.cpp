@@ -1,7 +1,10 @@
-// The control layer against the real engine on the tiny test model: virtual resources,
-// command-queue ordering, batching, synchronize, contention and failure isolation.
+// The control layer: virtual resources, command-queue ordering, batching, synchronize,
+// contention, failure isolation and the failure codes and messages. Scheduling and resource
+// tests run on the weightless FakeBackend; the tests that compare outputs with the engine's own
+// forward (queue order, chunked prefill) run on the real engine with the tiny test model.
 #include "control/controller.h"
 #include "engine/engine.h"
+#include "engine/fake_backend.h"
 
 #include <gtest/gtest.h>
 
@@ -21,6 +24,19 @@ const std::string kModel = std::string(PITH_TEST_DATA) + "/models/tiny-f32.gguf"
 std::shared_ptr<const ModelWeights> weights() {
   static auto w = load_model(kModel, LoadOptions{.quiet = true});
   return w;
+}
+
+// The tiny model's shape, for the fake (it needs only the vocabulary and d_model).
+ModelConfig fake_config() {
+  ModelConfig c;
+  c.vocab_size = 32000;
+  c.d_model = 64;
+  return c;
+}
+
+// A fake with the same pool shape as small_engine(pages).
+std::unique_ptr<FakeBackend> small_fake(uint32_t pages) {
+  return std::make_unique<FakeBackend>(fake_config(), FakeBackendOptions{16, pages, 64});
 }
 
 EngineOptions small_engine(size_t pages) {
@@ -72,8 +88,8 @@ SequenceInput prefill(std::vector<int32_t> tokens, uint32_t first_pos, std::vect
 }  // namespace
 
 TEST(Controller, HandlesArePerInstance) {
-  Engine engine(weights(), small_engine(16));
-  Controller ctl(engine, {});
+  auto backend = small_fake(16);
+  Controller ctl(*backend, {});
   ctl.register_instance(1, nullptr);
   ctl.register_instance(2, nullptr);
   std::vector<uint32_t> a, b;
@@ -92,8 +108,8 @@ TEST(Controller, HandlesArePerInstance) {
 }
 
 TEST(Controller, ExportImportShareReferenceCountedPages) {
-  Engine engine(weights(), small_engine(8));
-  Controller ctl(engine, {});
+  auto backend = small_fake(8);
+  Controller ctl(*backend, {});
   ctl.register_instance(1, nullptr);
   ctl.register_instance(2, nullptr);
   std::vector<uint32_t> pages, imported;
@@ -154,10 +170,10 @@ TEST(Controller, QueueRunsInOrderAndMatchesOnePrefill) {
 }
 
 TEST(Controller, HorizontalBatchingAcrossInstances) {
-  Engine engine(weights(), small_engine(32));
+  auto backend = small_fake(32);
   ControllerOptions opt;
   opt.policy = "k:8";  // hold until all 8 are queued, so they must form one batch
-  Controller ctl(engine, opt);
+  Controller ctl(*backend, opt);
   std::atomic<uint32_t> max_calls{0};
   ctl.set_batch_observer([&](const BatchStats& s) {
     if (s.calls > max_calls) max_calls = s.calls;
@@ -179,8 +195,8 @@ TEST(Controller, HorizontalBatchingAcrossInstances) {
 }
 
 TEST(Controller, SynchronizeResolvesAfterEarlierCalls) {
-  Engine engine(weights(), small_engine(8));
-  Controller ctl(engine, {});
+  auto backend = small_fake(8);
+  Controller ctl(*backend, {});
   ctl.register_instance(1, nullptr);
   QueueId q;
   ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
@@ -200,8 +216,8 @@ TEST(Controller, SynchronizeResolvesAfterEarlierCalls) {
 }
 
 TEST(Controller, BadRequestsFailAloneWithClearErrors) {
-  Engine engine(weights(), small_engine(8));
-  Controller ctl(engine, {});
+  auto backend = small_fake(8);
+  Controller ctl(*backend, {});
   ctl.register_instance(1, nullptr);
   QueueId q;
   ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
@@ -216,7 +232,9 @@ TEST(Controller, BadRequestsFailAloneWithClearErrors) {
   EXPECT_EQ(submit(prefill({1, 2}, 0, pages, 17)), Status::BadArgument);    // > page size
   auto masked = prefill({1, 2}, 0, pages, 2);
   masked.mask = {{1, 0}, {1}};  // second row covers 1 slot, context has 2
-  EXPECT_EQ(submit(masked), Status::BadArgument);
+  auto bad_mask = submit(masked);
+  EXPECT_EQ(bad_mask, Status::BadArgument);
+  EXPECT_EQ(bad_mask.message(), "mask runs cover 1 slots, context has 2");
   EXPECT_EQ(ctl.forward(1, q + 999, prefill({1}, 0, pages, 1), nullptr), Status::BadHandle);
   EXPECT_EQ(ctl.forward(2, q, prefill({1}, 0, pages, 1), nullptr), Status::Terminated);
   // A good call still works afterwards.
@@ -225,9 +243,9 @@ TEST(Controller, BadRequestsFailAloneWithClearErrors) {
 }
 
 TEST(Controller, ContentionTerminatesNewestInstancesAndQuotasRefuse) {
-  Engine engine(weights(), small_engine(6));
+  auto backend = small_fake(6);
   ControllerOptions opt;
-  Controller ctl(engine, opt);
+  Controller ctl(*backend, opt);
   std::promise<std::string> killed;
   ctl.register_instance(1, [](const std::string&) { ADD_FAILURE() << "oldest must survive"; });
   ctl.register_instance(2, [&](const std::string& why) { killed.set_value(why); });
@@ -244,20 +262,20 @@ TEST(Controller, ContentionTerminatesNewestInstancesAndQuotasRefuse) {
   ctl.register_instance(3, nullptr);
   EXPECT_EQ(into(ctl.alloc_pages(3, 5), more), Status::OutOfKvPages);
 
-  Engine engine2(weights(), small_engine(8));
+  auto backend2 = small_fake(8);
   ControllerOptions q;
   q.max_kv_pages_per_instance = 3;
-  Controller ctl2(engine2, q);
+  Controller ctl2(*backend2, q);
   ctl2.register_instance(1, nullptr);
   ASSERT_EQ(into(ctl2.alloc_pages(1, 3), p1), Status::Ok);
   EXPECT_EQ(into(ctl2.alloc_pages(1, 1), p2), Status::QuotaExceeded);
 }
 
 TEST(Controller, ReleasingAnInstanceFailsItsPendingCalls) {
-  Engine engine(weights(), small_engine(8));
+  auto backend = small_fake(8);
   ControllerOptions opt;
   opt.policy = "t:200";  // hold calls long enough to release the instance first
-  Controller ctl(engine, opt);
+  Controller ctl(*backend, opt);
   ctl.register_instance(1, nullptr);
   QueueId q;
   ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
@@ -320,11 +338,11 @@ TEST(Controller, ChunkedPrefillMatchesWholePrefillAndRespectsBudget) {
 }
 
 TEST(Controller, DecodesGoFirstWhilePrefillIsChunked) {
-  Engine engine(weights(), small_engine(32));
+  auto backend = small_fake(32);
   ControllerOptions opt;
   opt.max_batch_tokens = 32;
   opt.policy = "k:2";  // hold until both calls are queued
-  Controller ctl(engine, opt);
+  Controller ctl(*backend, opt);
   std::vector<BatchStats> batches;
   std::mutex mu;
   ctl.set_batch_observer([&](const BatchStats& s) {
@@ -356,8 +374,8 @@ TEST(Controller, DecodesGoFirstWhilePrefillIsChunked) {
 }
 
 TEST(Controller, PrefixCacheSharesPagesAndIsReclaimedUnderPressure) {
-  Engine engine(weights(), small_engine(8));
-  Controller ctl(engine, {});
+  auto backend = small_fake(8);
+  Controller ctl(*backend, {});
   ctl.register_instance(1, nullptr);
   ctl.register_instance(2, nullptr);
   QueueId q1;
@@ -405,10 +423,10 @@ TEST(Controller, PrefixCacheSharesPagesAndIsReclaimedUnderPressure) {
 }
 
 TEST(Controller, PrefixCacheCanBeDisabled) {
-  Engine engine(weights(), small_engine(8));
+  auto backend = small_fake(8);
   ControllerOptions opt;
   opt.prefix_cache = false;
-  Controller ctl(engine, opt);
+  Controller ctl(*backend, opt);
   ctl.register_instance(1, nullptr);
   std::vector<uint32_t> pages, got;
   ASSERT_EQ(into(ctl.alloc_pages(1, 1), pages), Status::Ok);
@@ -418,6 +436,58 @@ TEST(Controller, PrefixCacheCanBeDisabled) {
   ASSERT_EQ(into(ctl.prefix_match(1, prompt), got, matched), Status::Ok);
   EXPECT_EQ(matched, 0u);
   EXPECT_TRUE(got.empty());
+}
+
+TEST(Controller, BackendFailuresKeepTheirCodeAndMessage) {
+  auto backend = small_fake(8);
+  Controller ctl(*backend, {});
+  ctl.register_instance(1, nullptr);
+  QueueId q = 0;
+  ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
+  std::vector<uint32_t> pages, embeds;
+  ASSERT_EQ(into(ctl.alloc_pages(1, 2), pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_embeds(1, 2), embeds), Status::Ok);
+
+  // Out of memory in the backend is not the caller's fault: BackendFailure, with the reason.
+  backend->fail_call(FakeHandler::EmbedTokens, 1, FakeFailure::OutOfMemory);
+  auto oom = wait_for([&](Completion c) { return ctl.embed_tokens(1, q, {5, 6}, {0, 1}, embeds, std::move(c)); });
+  EXPECT_EQ(oom, Status::BackendFailure);
+  EXPECT_NE(oom.message().find("out of memory"), std::string::npos) << oom.message();
+
+  // A request the backend rejects (pith::Error) is a bad argument, with the backend's message.
+  backend->fail_call(FakeHandler::CopyKv, 1, FakeFailure::Error);
+  auto rejected = wait_for([&](Completion c) { return ctl.copy_kv(1, q, pages[0], pages[1], 0, 0, 4, std::move(c)); });
+  EXPECT_EQ(rejected, Status::BadArgument);
+  EXPECT_FALSE(rejected.message().empty());
+
+  // The queue goes on.
+  auto ok = wait_for([&](Completion c) { return ctl.embed_tokens(1, q, {5, 6}, {0, 1}, embeds, std::move(c)); });
+  EXPECT_EQ(ok, Status::Ok) << ok;
+}
+
+TEST(Controller, EveryRejectionSaysWhy) {
+  auto backend = small_fake(4);
+  ControllerOptions opt;
+  opt.max_kv_pages_per_instance = 3;
+  Controller ctl(*backend, opt);
+  ctl.register_instance(1, nullptr);
+  std::vector<uint32_t> pages;
+  ASSERT_EQ(into(ctl.alloc_pages(1, 2), pages), Status::Ok);
+  auto quota = ctl.alloc_pages(1, 2);
+  EXPECT_EQ(quota, Status::QuotaExceeded);
+  EXPECT_NE(quota.message().find("quota 3"), std::string::npos) << quota;
+  auto foreign = ctl.dealloc_pages(1, std::vector<uint32_t>{77});
+  EXPECT_EQ(foreign, Status::BadHandle);
+  EXPECT_EQ(foreign.message(), "page handle 77");
+  auto missing = ctl.import_pages(1, "nothing");
+  EXPECT_EQ(missing, Status::NotFound);
+  EXPECT_EQ(missing.message(), "no export 'nothing'");
+  auto gone = ctl.create_queue(9);
+  EXPECT_EQ(gone, Status::Terminated);
+  EXPECT_EQ(gone.message(), "unknown instance");
+  auto no_queue = ctl.next_dist(1, 12345, 1, 5, nullptr);
+  EXPECT_EQ(no_queue, Status::BadHandle);
+  EXPECT_EQ(no_queue.message(), "unknown queue 12345");
 }
 
 }  // namespace pith
