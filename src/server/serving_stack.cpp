@@ -2,12 +2,36 @@
 
 #include <filesystem>
 
+#include "engine/gguf.h"
+#include "engine/gguf_loader.h"
+#include "engine/hf_loader.h"
 #include "engine/model_loader.h"
 
 namespace pith {
 
+namespace {
+
+// The fake backend reads only the config: the model file's metadata, no tensors mapped or
+// converted (a vocabulary-only GGUF serves as well as a full model).
+std::shared_ptr<const ModelWeights> load_config_only(const std::string& path) {
+  auto w = std::make_shared<ModelWeights>();
+  if (std::filesystem::is_directory(path)) {
+    w->config = hf_model_config(path);
+    w->format = "hf";
+  } else {
+    w->config = gguf_model_config(GGUFFile(path));
+    w->format = "gguf";
+  }
+  w->source = path;
+  return w;
+}
+
+}  // namespace
+
 ServingStack::ServingStack(ServingOptions options) : options_(std::move(options)) {
-  weights_ = load_model(options_.model_path, LoadOptions{.quiet = options_.quiet_load});
+  weights_ = options_.engine.device == "fake"
+                 ? load_config_only(options_.model_path)
+                 : load_model(options_.model_path, LoadOptions{.quiet = options_.quiet_load});
   tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::load(options_.model_path));
   model_name_ = weights_->config.name.empty()
                     ? std::filesystem::path(options_.model_path).stem().string()

@@ -20,7 +20,8 @@ namespace pith {
 
 struct ServingOptions {
   std::string model_path;
-  BackendOptions engine;          // --device, --kv-page-size, --kv-memory, threads
+  BackendOptions engine;          // --device, --kv-page-size, --kv-memory, threads; device
+                                  // "fake": the weightless test backend, config only
   ControllerOptions control;      // --batch-policy, --max-batch-tokens, --no-prefix-cache, quotas
   runtime::RuntimeConfig runtime; // cache dir, limits (its `model` is filled in by the stack)
   bool quiet_load = false;
@@ -31,6 +32,7 @@ class ServingStack {
   explicit ServingStack(ServingOptions options);
   ~ServingStack();
 
+  // With the fake backend, only `config`, `source` and `format` are filled (no tensors).
   const ModelWeights& weights() const { return *weights_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   Backend& backend() { return *backend_; }
