@@ -6,8 +6,12 @@ namespace pith {
 
 namespace {
 
-Failure bad_argument(std::string why) { return {Status::BadArgument, std::move(why)}; }
-Failure bad_handle(std::string why) { return {Status::BadHandle, std::move(why)}; }
+Failure bad_argument(std::string why) {
+  return {Status::BadArgument, std::move(why)};
+}
+Failure bad_handle(std::string why) {
+  return {Status::BadHandle, std::move(why)};
+}
 
 }  // namespace
 
@@ -34,17 +38,20 @@ Result<BuiltCall> build_forward(const CallLimits& limits, const HandleTable& pag
   if (seq.last_page_len == 0 || seq.last_page_len > ps)
     return bad_argument(fmt::format("last_page_len {} not in [1, {}]", seq.last_page_len, ps));
   const size_t ctx = context_slots(seq, ps);
-  if (n > ctx) return bad_argument(fmt::format("{} inputs do not fit a context of {} slots", n, ctx));
+  if (n > ctx)
+    return bad_argument(fmt::format("{} inputs do not fit a context of {} slots", n, ctx));
   for (int32_t t : seq.tokens)
     if (t < 0 || static_cast<uint32_t>(t) >= limits.vocab_size)
-      return bad_argument(fmt::format("token id {} outside vocabulary of {}", t, limits.vocab_size));
+      return bad_argument(
+          fmt::format("token id {} outside vocabulary of {}", t, limits.vocab_size));
   if (!seq.mask.empty()) {
     if (seq.mask.size() != n)
       return bad_argument(fmt::format("mask has {} rows for {} inputs", seq.mask.size(), n));
     for (const auto& runs : seq.mask) {
       uint64_t sum = 0;
       for (uint32_t r : runs) sum += r;
-      if (sum != ctx) return bad_argument(fmt::format("mask runs cover {} slots, context has {}", sum, ctx));
+      if (sum != ctx)
+        return bad_argument(fmt::format("mask runs cover {} slots, context has {}", sum, ctx));
     }
   }
 
@@ -70,7 +77,8 @@ Result<BuiltCall> build_forward(const CallLimits& limits, const HandleTable& pag
     info.reads.push_back(*p | kEmbedTag);
   }
   for (auto& o : seq.outputs) {
-    if (o.input_index >= n) return bad_argument(fmt::format("output for input {} of {}", o.input_index, n));
+    if (o.input_index >= n)
+      return bad_argument(fmt::format("output for input {} of {}", o.input_index, n));
     if (o.kind == OutputKind::TopK && (o.top_k == 0 || o.top_k > limits.vocab_size))
       return bad_argument(fmt::format("top_k {} not in [1, {}]", o.top_k, limits.vocab_size));
     if (o.kind == OutputKind::Embed) {
@@ -89,12 +97,14 @@ Result<BuiltCall> build_embed_tokens(const CallLimits& limits, const HandleTable
                                      std::vector<int32_t> tokens, std::vector<uint32_t> positions,
                                      std::span<const uint32_t> embed_handles) {
   if (tokens.size() != positions.size() || tokens.size() != embed_handles.size())
-    return bad_argument(fmt::format("embed_tokens needs one position and one embed per token ({} tokens, "
-                                    "{} positions, {} embeds)",
-                                    tokens.size(), positions.size(), embed_handles.size()));
+    return bad_argument(
+        fmt::format("embed_tokens needs one position and one embed per token ({} tokens, "
+                    "{} positions, {} embeds)",
+                    tokens.size(), positions.size(), embed_handles.size()));
   for (int32_t t : tokens)
     if (t < 0 || static_cast<uint32_t>(t) >= limits.vocab_size)
-      return bad_argument(fmt::format("token id {} outside vocabulary of {}", t, limits.vocab_size));
+      return bad_argument(
+          fmt::format("token id {} outside vocabulary of {}", t, limits.vocab_size));
   BuiltCall built;
   built.info.type = CallType::EmbedTokens;
   built.info.n_tokens = static_cast<uint32_t>(tokens.size());
@@ -127,16 +137,17 @@ Result<BuiltCall> build_next_dist(const CallLimits& limits, const HandleTable& e
   return built;
 }
 
-Result<BuiltCall> build_copy_kv(const CallLimits& limits, const HandleTable& pages, uint32_t src_handle,
-                                uint32_t dst_handle, uint32_t src_offset, uint32_t dst_offset, uint32_t n) {
+Result<BuiltCall> build_copy_kv(const CallLimits& limits, const HandleTable& pages,
+                                uint32_t src_handle, uint32_t dst_handle, uint32_t src_offset,
+                                uint32_t dst_offset, uint32_t n) {
   const uint32_t ps = limits.page_size;
   auto src = pages.lookup(src_handle);
   if (!src) return bad_handle(fmt::format("copy_kv source page handle {}", src_handle));
   auto dst = pages.lookup(dst_handle);
   if (!dst) return bad_handle(fmt::format("copy_kv destination page handle {}", dst_handle));
   if (n == 0 || uint64_t{src_offset} + n > ps || uint64_t{dst_offset} + n > ps)
-    return bad_argument(
-        fmt::format("copy of {} slots from {} to {} exceeds page size {}", n, src_offset, dst_offset, ps));
+    return bad_argument(fmt::format("copy of {} slots from {} to {} exceeds page size {}", n,
+                                    src_offset, dst_offset, ps));
   BuiltCall built;
   built.call = CopyKvCall{*src, *dst, src_offset, dst_offset, n};
   built.held_pages = {*src, *dst};

@@ -35,12 +35,14 @@ Result<BuiltCall> build_embed_tokens(const CallLimits& limits, const HandleTable
                                      std::span<const uint32_t> embed_handles);
 Result<BuiltCall> build_next_dist(const CallLimits& limits, const HandleTable& embeds,
                                   uint32_t embed_handle, uint32_t top_k);
-Result<BuiltCall> build_copy_kv(const CallLimits& limits, const HandleTable& pages, uint32_t src_handle,
-                                uint32_t dst_handle, uint32_t src_offset, uint32_t dst_offset, uint32_t n);
+Result<BuiltCall> build_copy_kv(const CallLimits& limits, const HandleTable& pages,
+                                uint32_t src_handle, uint32_t dst_handle, uint32_t src_offset,
+                                uint32_t dst_offset, uint32_t n);
 
 // Slots a forward's context covers: every page but the last is full.
 inline size_t context_slots(const SequenceInput& seq, uint32_t page_size) {
-  return seq.kv_pages.empty() ? 0 : (seq.kv_pages.size() - 1) * size_t{page_size} + seq.last_page_len;
+  return seq.kv_pages.empty() ? 0
+                              : (seq.kv_pages.size() - 1) * size_t{page_size} + seq.last_page_len;
 }
 
 }  // namespace pith

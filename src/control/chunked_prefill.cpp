@@ -15,7 +15,8 @@ size_t context_of(const SequenceInput& seq, uint32_t ps) {
 
 }  // namespace
 
-PrefillChunk split_prefill(SequenceInput& seq, std::vector<uint32_t>& origin, uint32_t m, uint32_t ps) {
+PrefillChunk split_prefill(SequenceInput& seq, std::vector<uint32_t>& origin, uint32_t m,
+                           uint32_t ps) {
   const size_t n = seq.n_inputs();
   const size_t ctx = context_of(seq, ps);
   const size_t chunk_ctx = ctx - n + m;
@@ -90,7 +91,8 @@ void narrow_after_split(CallInfo& info, const SequenceInput& rest, uint32_t m, u
 
 void gather_outputs(std::vector<OutputResult>& gathered, std::span<const uint32_t> origin,
                     std::vector<OutputResult>& outputs) {
-  for (size_t i = 0; i < origin.size() && i < outputs.size(); ++i) gathered[origin[i]] = std::move(outputs[i]);
+  for (size_t i = 0; i < origin.size() && i < outputs.size(); ++i)
+    gathered[origin[i]] = std::move(outputs[i]);
 }
 
 }  // namespace pith

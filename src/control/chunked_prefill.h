@@ -17,7 +17,7 @@
 namespace pith {
 
 struct PrefillChunk {
-  SequenceInput seq;             // the first m inputs, a prefix of the page table, truncated mask rows
+  SequenceInput seq;  // the first m inputs, a prefix of the page table, truncated mask rows
   std::vector<uint32_t> origin;  // seq.outputs[i] is output origin[i] of the submitted call
 };
 

@@ -16,8 +16,12 @@ int64_t now_ns() {
       .count();
 }
 
-Failure unknown_instance() { return {Status::Terminated, "unknown instance"}; }
-Failure unknown_queue(QueueId q) { return {Status::BadHandle, fmt::format("unknown queue {}", q)}; }
+Failure unknown_instance() {
+  return {Status::Terminated, "unknown instance"};
+}
+Failure unknown_queue(QueueId q) {
+  return {Status::BadHandle, fmt::format("unknown queue {}", q)};
+}
 
 }  // namespace
 
@@ -27,12 +31,13 @@ Controller::Controller(Backend& backend, const ControllerOptions& options)
       call_limits_{backend.page_size(), backend.config().vocab_size},
       policy_(make_dispatch_policy(options.policy)),
       spaces_(backend.page_slots(), backend.embed_slots(),
-              ResourceOptions{backend.page_size(), options.max_kv_pages_per_instance, options.prefix_cache}) {
+              ResourceOptions{backend.page_size(), options.max_kv_pages_per_instance,
+                              options.prefix_cache}) {
   limits_.max_tokens = options.max_batch_tokens;
   limits_.max_seqs = options.max_batch_seqs;
   limits_.formation = options.batch_formation;
-  limits_.long_prefill_threshold =
-      options.long_prefill_threshold ? options.long_prefill_threshold : options.max_batch_tokens / 4;
+  limits_.long_prefill_threshold = options.long_prefill_threshold ? options.long_prefill_threshold
+                                                                  : options.max_batch_tokens / 4;
   limits_ = policy_->limit(limits_);
   dispatcher_ = std::thread([this] { dispatcher_loop(); });
 }
@@ -164,7 +169,9 @@ Result<std::vector<uint32_t>> Controller::alloc_pages(InstanceId id, uint32_t n)
     std::lock_guard lock(mu_);
     handles = spaces_.alloc_pages(id, n, [&](InstanceId victim, KillFn kill) {
       release_instance_locked(victim, deferred);
-      if (kill) deferred.push_back([kill = std::move(kill)] { kill("KV memory needed by an older inferlet"); });
+      if (kill)
+        deferred.push_back(
+            [kill = std::move(kill)] { kill("KV memory needed by an older inferlet"); });
     });
   }
   for (auto& f : deferred) f();
@@ -186,8 +193,8 @@ Result<void> Controller::dealloc_embeds(InstanceId id, std::span<const uint32_t>
   return spaces_.dealloc_embeds(id, handles);
 }
 
-Result<void> Controller::export_pages(InstanceId id, const std::string& name, std::span<const uint32_t> handles,
-                                      bool persistent) {
+Result<void> Controller::export_pages(InstanceId id, const std::string& name,
+                                      std::span<const uint32_t> handles, bool persistent) {
   std::lock_guard lock(mu_);
   return spaces_.export_pages(id, name, handles, persistent);
 }
@@ -207,7 +214,8 @@ std::vector<std::string> Controller::list_exports() const {
   return spaces_.list_exports();
 }
 
-Result<Controller::PrefixMatch> Controller::prefix_match(InstanceId id, std::span<const int32_t> tokens) {
+Result<Controller::PrefixMatch> Controller::prefix_match(InstanceId id,
+                                                         std::span<const int32_t> tokens) {
   std::lock_guard lock(mu_);
   return spaces_.prefix_match(id, tokens);
 }
@@ -230,7 +238,8 @@ uint32_t Controller::pages_held(InstanceId id) const {
 
 // ---------------------------------------------------------------- queued calls
 
-Result<void> Controller::submit(InstanceId id, QueueId q, Result<BuiltCall> built, Completion done) {
+Result<void> Controller::submit(InstanceId id, QueueId q, Result<BuiltCall> built,
+                                Completion done) {
   // Caller holds mu_ and has checked the instance and the queue.
   if (!built) return built.failure();
   Queue* queue = find_queue(id, q);
@@ -257,19 +266,21 @@ Result<void> Controller::forward(InstanceId id, QueueId q, SequenceInput seq, Co
   std::lock_guard lock(mu_);
   if (!spaces_.has_instance(id)) return unknown_instance();
   if (!find_queue(id, q)) return unknown_queue(q);
-  return submit(id, q, build_forward(call_limits_, *spaces_.page_table(id), *spaces_.embed_table(id), std::move(seq)),
+  return submit(id, q,
+                build_forward(call_limits_, *spaces_.page_table(id), *spaces_.embed_table(id),
+                              std::move(seq)),
                 std::move(done));
 }
 
 Result<void> Controller::embed_tokens(InstanceId id, QueueId q, std::vector<int32_t> tokens,
-                                      std::vector<uint32_t> positions, std::vector<uint32_t> embed_handles,
-                                      Completion done) {
+                                      std::vector<uint32_t> positions,
+                                      std::vector<uint32_t> embed_handles, Completion done) {
   std::lock_guard lock(mu_);
   if (!spaces_.has_instance(id)) return unknown_instance();
   if (!find_queue(id, q)) return unknown_queue(q);
   return submit(id, q,
-                build_embed_tokens(call_limits_, *spaces_.embed_table(id), std::move(tokens), std::move(positions),
-                                   embed_handles),
+                build_embed_tokens(call_limits_, *spaces_.embed_table(id), std::move(tokens),
+                                   std::move(positions), embed_handles),
                 std::move(done));
 }
 
@@ -283,13 +294,14 @@ Result<void> Controller::next_dist(InstanceId id, QueueId q, uint32_t embed_hand
 }
 
 Result<void> Controller::copy_kv(InstanceId id, QueueId q, uint32_t src_handle, uint32_t dst_handle,
-                                 uint32_t src_offset, uint32_t dst_offset, uint32_t n, Completion done) {
+                                 uint32_t src_offset, uint32_t dst_offset, uint32_t n,
+                                 Completion done) {
   std::lock_guard lock(mu_);
   if (!spaces_.has_instance(id)) return unknown_instance();
   if (!find_queue(id, q)) return unknown_queue(q);
   return submit(id, q,
-                build_copy_kv(call_limits_, *spaces_.page_table(id), src_handle, dst_handle, src_offset,
-                              dst_offset, n),
+                build_copy_kv(call_limits_, *spaces_.page_table(id), src_handle, dst_handle,
+                              src_offset, dst_offset, n),
                 std::move(done));
 }
 
@@ -338,8 +350,8 @@ void Controller::dispatcher_loop() {
     // follow them.
     const BatchPlan& plan = batch.plan;
     if (observer)
-      observer({plan.type, plan.n_calls, plan.n_tokens, plan.n_seqs, batch.prefill_tokens, batch.decode_tokens,
-                batch.max_wait_ns, backend_ns});
+      observer({plan.type, plan.n_calls, plan.n_tokens, plan.n_seqs, batch.prefill_tokens,
+                batch.decode_tokens, batch.max_wait_ns, backend_ns});
     for (auto& c : batch.calls)
       if (c->done && !c->parent) c->done(std::move(c->outcome));
     for (auto& f : waiters) f();

@@ -42,8 +42,8 @@
 namespace pith {
 
 struct ControllerOptions {
-  std::string policy = "adaptive";      // adaptive | eager | k[:K] | t[:MS]
-  uint32_t max_batch_tokens = 512;       // token budget per batch; 0: unlimited, no chunking
+  std::string policy = "adaptive";  // adaptive | eager | k[:K] | t[:MS]
+  uint32_t max_batch_tokens = 512;  // token budget per batch; 0: unlimited, no chunking
   uint32_t max_batch_seqs = 256;
   BatchFormation batch_formation = BatchFormation::DecodeFirst;
   // Prefills longer than this wait behind shorter ones (decode-first formation); 0 = a
@@ -60,19 +60,19 @@ struct BatchStats {
   // Forward input tokens split by kind: a sequence with one input is a decode step, more
   // (or any chunk of a chunked prefill) is prefill.
   uint32_t prefill_tokens = 0, decode_tokens = 0;
-  int64_t max_wait_ns = 0;     // oldest call's wait from submission to dispatch
-  int64_t backend_ns = 0;      // time in the backend
+  int64_t max_wait_ns = 0;  // oldest call's wait from submission to dispatch
+  int64_t backend_ns = 0;   // time in the backend
 };
 
 struct ControllerGauges {
   uint32_t pages_total = 0, pages_free = 0;
   uint32_t embeds_total = 0, embeds_free = 0;
   uint32_t instances = 0;
-  uint32_t queue_depth = 0;    // pending calls over all queues
+  uint32_t queue_depth = 0;  // pending calls over all queues
   uint64_t batches = 0, calls = 0, tokens = 0;
   uint64_t prefill_tokens = 0, decode_tokens = 0;  // forward inputs (see BatchStats)
   uint64_t instances_killed_for_memory = 0;
-  uint32_t pages_cached = 0;               // owned by the prefix cache
+  uint32_t pages_cached = 0;  // owned by the prefix cache
   uint64_t prefix_hit_tokens = 0, prefix_miss_tokens = 0;
 };
 
@@ -113,8 +113,8 @@ class Controller {
   // Exports share pages by name; the export holds its own references, so a persistent
   // export outlives the exporter until remove_export. A non-persistent export is removed
   // when the exporter is released.
-  Result<void> export_pages(InstanceId id, const std::string& name, std::span<const uint32_t> handles,
-                            bool persistent);
+  Result<void> export_pages(InstanceId id, const std::string& name,
+                            std::span<const uint32_t> handles, bool persistent);
   Result<std::vector<uint32_t>> import_pages(InstanceId id, const std::string& name);
   Result<void> remove_export(const std::string& name);
   std::vector<std::string> list_exports() const;
@@ -124,7 +124,8 @@ class Controller {
   // disabled, match finds nothing and insert does nothing.
   using PrefixMatch = ResourceSpaces::PrefixMatch;
   Result<PrefixMatch> prefix_match(InstanceId id, std::span<const int32_t> tokens);
-  Result<void> prefix_insert(InstanceId id, std::span<const int32_t> tokens, std::span<const uint32_t> handles);
+  Result<void> prefix_insert(InstanceId id, std::span<const int32_t> tokens,
+                             std::span<const uint32_t> handles);
 
   bool has_page(InstanceId id, uint32_t handle) const;
   // Pages this instance can see through handles (for listings and quotas).
@@ -138,7 +139,8 @@ class Controller {
   Result<void> embed_tokens(InstanceId id, QueueId q, std::vector<int32_t> tokens,
                             std::vector<uint32_t> positions, std::vector<uint32_t> embed_handles,
                             Completion done);
-  Result<void> next_dist(InstanceId id, QueueId q, uint32_t embed_handle, uint32_t top_k, Completion done);
+  Result<void> next_dist(InstanceId id, QueueId q, uint32_t embed_handle, uint32_t top_k,
+                         Completion done);
   Result<void> copy_kv(InstanceId id, QueueId q, uint32_t src_handle, uint32_t dst_handle,
                        uint32_t src_offset, uint32_t dst_offset, uint32_t n, Completion done);
 
@@ -151,8 +153,8 @@ class Controller {
   struct Queue {
     InstanceId owner = 0;
     int32_t priority = 0;
-    std::vector<CallInfo> infos;                        // pending, oldest first (scheduler view)
-    std::deque<std::shared_ptr<PendingCall>> calls;    // parallel to infos
+    std::vector<CallInfo> infos;                     // pending, oldest first (scheduler view)
+    std::deque<std::shared_ptr<PendingCall>> calls;  // parallel to infos
     uint64_t submitted = 0, completed = 0;
     std::vector<std::pair<uint64_t, std::function<void()>>> sync_waiters;
   };

@@ -10,13 +10,16 @@ namespace pith {
 
 namespace {
 
-Failure unknown_instance() { return {Status::Terminated, "unknown instance"}; }
+Failure unknown_instance() {
+  return {Status::Terminated, "unknown instance"};
+}
 
 }  // namespace
 
 ResourceSpaces::ResourceSpaces(SlotPool& pages, SlotPool& embeds, const ResourceOptions& options)
     : options_(options), page_capacity_(pages.capacity()), page_refs_(pages), embed_refs_(embeds) {
-  if (options.prefix_cache) prefix_cache_ = std::make_unique<PrefixCache>(page_refs_, options.page_size);
+  if (options.prefix_cache)
+    prefix_cache_ = std::make_unique<PrefixCache>(page_refs_, options.page_size);
 }
 
 ResourceSpaces::~ResourceSpaces() {
@@ -90,7 +93,8 @@ bool ResourceSpaces::make_room(InstanceId requester, uint32_t n, const EvictFn& 
   std::vector<InstanceUsage> usage;
   while (page_refs_.n_free() < n) {
     usage.clear();
-    for (const auto& [id, inst] : instances_) usage.push_back({id, inst.launch_seq, inst.pages.size()});
+    for (const auto& [id, inst] : instances_)
+      usage.push_back({id, inst.launch_seq, inst.pages.size()});
     auto victim = choose_victim(usage, requester_seq);
     if (!victim) return false;
     KillFn kill = std::move(instances_.at(*victim).on_kill);
@@ -101,16 +105,18 @@ bool ResourceSpaces::make_room(InstanceId requester, uint32_t n, const EvictFn& 
   return true;
 }
 
-Result<std::vector<uint32_t>> ResourceSpaces::alloc_pages(InstanceId id, uint32_t n, const EvictFn& evict) {
+Result<std::vector<uint32_t>> ResourceSpaces::alloc_pages(InstanceId id, uint32_t n,
+                                                          const EvictFn& evict) {
   Instance* inst = find(id);
   if (!inst) return unknown_instance();
-  if (options_.max_kv_pages_per_instance && inst->pages.size() + n > options_.max_kv_pages_per_instance)
+  if (options_.max_kv_pages_per_instance &&
+      inst->pages.size() + n > options_.max_kv_pages_per_instance)
     return Failure{Status::QuotaExceeded,
-                   fmt::format("{} pages requested while holding {}, quota {}", n, inst->pages.size(),
-                               options_.max_kv_pages_per_instance)};
+                   fmt::format("{} pages requested while holding {}, quota {}", n,
+                               inst->pages.size(), options_.max_kv_pages_per_instance)};
   if (page_refs_.n_free() < n && !make_room(id, n, evict))
-    return Failure{Status::OutOfKvPages,
-                   fmt::format("{} pages requested, {} free of {}", n, page_refs_.n_free(), page_capacity_)};
+    return Failure{Status::OutOfKvPages, fmt::format("{} pages requested, {} free of {}", n,
+                                                     page_refs_.n_free(), page_capacity_)};
   std::vector<uint32_t> phys;
   if (!page_refs_.allocate(n, phys))
     return Failure{Status::OutOfKvPages, "pages still held by in-flight calls"};
@@ -137,7 +143,8 @@ Result<std::vector<uint32_t>> ResourceSpaces::alloc_embeds(InstanceId id, uint32
   if (!inst) return unknown_instance();
   std::vector<uint32_t> phys;
   if (!embed_refs_.allocate(n, phys))
-    return Failure{Status::OutOfEmbeds, fmt::format("{} embeds requested, {} free", n, embed_refs_.n_free())};
+    return Failure{Status::OutOfEmbeds,
+                   fmt::format("{} embeds requested, {} free", n, embed_refs_.n_free())};
   std::vector<uint32_t> handles;
   for (uint32_t p : phys) handles.push_back(inst->embeds.insert(p));
   return handles;
@@ -147,7 +154,8 @@ Result<void> ResourceSpaces::dealloc_embeds(InstanceId id, std::span<const uint3
   Instance* inst = find(id);
   if (!inst) return unknown_instance();
   for (uint32_t h : handles)
-    if (!inst->embeds.lookup(h)) return Failure{Status::BadHandle, fmt::format("embed handle {}", h)};
+    if (!inst->embeds.lookup(h))
+      return Failure{Status::BadHandle, fmt::format("embed handle {}", h)};
   for (uint32_t h : handles) {
     auto phys = inst->embeds.erase(h);
     if (phys) embed_refs_.release(*phys);
@@ -225,7 +233,8 @@ std::vector<std::string> ResourceSpaces::list_exports() const {
 
 // ---------------------------------------------------------------- prefix cache
 
-Result<ResourceSpaces::PrefixMatch> ResourceSpaces::prefix_match(InstanceId id, std::span<const int32_t> tokens) {
+Result<ResourceSpaces::PrefixMatch> ResourceSpaces::prefix_match(InstanceId id,
+                                                                 std::span<const int32_t> tokens) {
   Instance* inst = find(id);
   if (!inst) return unknown_instance();
   PrefixMatch m;
@@ -242,8 +251,9 @@ Result<void> ResourceSpaces::prefix_insert(InstanceId id, std::span<const int32_
   if (!inst) return unknown_instance();
   const size_t ps = options_.page_size;
   if (tokens.size() < handles.size() * ps)
-    return Failure{Status::BadArgument, fmt::format("{} pages need {} tokens, got {}", handles.size(),
-                                                    handles.size() * ps, tokens.size())};
+    return Failure{Status::BadArgument,
+                   fmt::format("{} pages need {} tokens, got {}", handles.size(),
+                               handles.size() * ps, tokens.size())};
   std::vector<uint32_t> phys;
   for (uint32_t h : handles) {
     auto p = inst->pages.lookup(h);

@@ -72,8 +72,8 @@ class ResourceSpaces {
   const HandleTable* embed_table(InstanceId id) const;
 
   // ---- exports: named page sets holding their own references
-  Result<void> export_pages(InstanceId id, const std::string& name, std::span<const uint32_t> handles,
-                            bool persistent);
+  Result<void> export_pages(InstanceId id, const std::string& name,
+                            std::span<const uint32_t> handles, bool persistent);
   Result<std::vector<uint32_t>> import_pages(InstanceId id, const std::string& name);
   Result<void> remove_export(const std::string& name);
   std::vector<std::string> list_exports() const;
@@ -84,7 +84,8 @@ class ResourceSpaces {
     size_t matched = 0;
   };
   Result<PrefixMatch> prefix_match(InstanceId id, std::span<const int32_t> tokens);
-  Result<void> prefix_insert(InstanceId id, std::span<const int32_t> tokens, std::span<const uint32_t> handles);
+  Result<void> prefix_insert(InstanceId id, std::span<const int32_t> tokens,
+                             std::span<const uint32_t> handles);
 
   // References held by queued and running calls.
   RefCounts& page_refs() { return page_refs_; }

@@ -26,9 +26,9 @@ namespace pith {
 
 enum class Status : int32_t {
   Ok = 0,
-  BadHandle = 1,        // a page/embed/queue handle the inferlet does not own
-  OutOfKvPages = 2,     // the pool cannot satisfy the allocation (after reclaiming)
-  QuotaExceeded = 3,    // --max-kv-pages-per-inferlet would be exceeded
+  BadHandle = 1,      // a page/embed/queue handle the inferlet does not own
+  OutOfKvPages = 2,   // the pool cannot satisfy the allocation (after reclaiming)
+  QuotaExceeded = 3,  // --max-kv-pages-per-inferlet would be exceeded
   OutOfEmbeds = 4,
   BadArgument = 5,      // malformed request (lengths, positions, masks, token ids)
   NotFound = 6,         // no export with that name
@@ -50,7 +50,7 @@ struct Failure {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit, so `return value;` works
+  Result(T value) : v_(std::move(value)) {}            // NOLINT: implicit, so `return value;` works
   Result(Failure failure) : v_(std::move(failure)) {}  // NOLINT
 
   bool ok() const { return v_.index() == 0; }
@@ -106,6 +106,8 @@ std::ostream& operator<<(std::ostream& os, const Result<T>& r) {
   return os;
 }
 
-inline std::ostream& operator<<(std::ostream& os, Status s) { return os << status_name(s); }
+inline std::ostream& operator<<(std::ostream& os, Status s) {
+  return os << status_name(s);
+}
 
 }  // namespace pith

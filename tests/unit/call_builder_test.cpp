@@ -16,11 +16,12 @@ HandleTable table(uint32_t n, uint32_t base) {
   return t;
 }
 
-SequenceInput tokens_at(std::vector<int32_t> tokens, uint32_t first_pos, std::vector<uint32_t> pages,
-                        uint32_t last_len) {
+SequenceInput tokens_at(std::vector<int32_t> tokens, uint32_t first_pos,
+                        std::vector<uint32_t> pages, uint32_t last_len) {
   SequenceInput s;
   s.tokens = std::move(tokens);
-  for (size_t i = 0; i < s.tokens.size(); ++i) s.positions.push_back(first_pos + static_cast<uint32_t>(i));
+  for (size_t i = 0; i < s.tokens.size(); ++i)
+    s.positions.push_back(first_pos + static_cast<uint32_t>(i));
   s.kv_pages = std::move(pages);
   s.last_page_len = last_len;
   return s;
@@ -68,8 +69,10 @@ TEST(CallBuilder, ForwardRejectionsNameTheProblem) {
   expect(positions, Status::BadArgument, "2 inputs but 1 positions");
   expect(tokens_at({1}, 0, {}, 1), Status::BadArgument, "forward needs at least one KV page");
   expect(tokens_at({1}, 0, {1}, 17), Status::BadArgument, "last_page_len 17 not in [1, 16]");
-  expect(tokens_at({1, 2, 3}, 0, {1}, 2), Status::BadArgument, "3 inputs do not fit a context of 2 slots");
-  expect(tokens_at({1, 1000}, 0, {1}, 2), Status::BadArgument, "token id 1000 outside vocabulary of 1000");
+  expect(tokens_at({1, 2, 3}, 0, {1}, 2), Status::BadArgument,
+         "3 inputs do not fit a context of 2 slots");
+  expect(tokens_at({1, 1000}, 0, {1}, 2), Status::BadArgument,
+         "token id 1000 outside vocabulary of 1000");
   auto rows = tokens_at({1, 2}, 0, {1}, 2);
   rows.mask = {{1, 1}};
   expect(rows, Status::BadArgument, "mask has 1 rows for 2 inputs");
@@ -94,8 +97,9 @@ TEST(CallBuilder, OtherKindsValidateAndCarryOnlyTheirFields) {
   EXPECT_EQ(std::get<EmbedTokensCall>(embed->call).slots, (std::vector<uint32_t>{20, 21}));
   EXPECT_EQ(call_type(embed->call), CallType::EmbedTokens);
   EXPECT_EQ(build_embed_tokens(kLimits, embeds, {3}, {0, 1}, two), Status::BadArgument);
-  EXPECT_EQ(build_embed_tokens(kLimits, embeds, {3, 4}, {0, 1}, std::vector<uint32_t>{1, 5}).message(),
-            "embed handle 5");
+  EXPECT_EQ(
+      build_embed_tokens(kLimits, embeds, {3, 4}, {0, 1}, std::vector<uint32_t>{1, 5}).message(),
+      "embed handle 5");
 
   auto dist = build_next_dist(kLimits, embeds, 2, 8);
   ASSERT_TRUE(dist.ok());
@@ -109,7 +113,8 @@ TEST(CallBuilder, OtherKindsValidateAndCarryOnlyTheirFields) {
   EXPECT_EQ(c.src, 10u);
   EXPECT_EQ(c.dst, 11u);
   EXPECT_EQ(copy->info.n_seqs, 0u);
-  EXPECT_EQ(build_copy_kv(kLimits, pages, 1, 2, 12, 0, 5).message(), "copy of 5 slots from 12 to 0 exceeds page size 16");
+  EXPECT_EQ(build_copy_kv(kLimits, pages, 1, 2, 12, 0, 5).message(),
+            "copy of 5 slots from 12 to 0 exceeds page size 16");
   EXPECT_EQ(build_copy_kv(kLimits, pages, 1, 9, 0, 0, 1), Status::BadHandle);
   // Offsets near UINT32_MAX must not wrap around the page-size check.
   EXPECT_EQ(build_copy_kv(kLimits, pages, 1, 2, UINT32_MAX, 0, 2), Status::BadArgument);

@@ -30,7 +30,8 @@ TEST(ChunkedPrefill, SplitTakesThePrefixOfInputsPagesAndMaskRows) {
   rest.mask.assign(10, {});
   for (uint32_t i = 0; i < 10; ++i) rest.mask[i] = {i + 1, 10 - (i + 1)};
   rest.mask[2] = {1, 1, 8};  // input 2 does not see slot 1
-  rest.outputs = {{9, OutputKind::TopK, 3, 0}, {2, OutputKind::TopK, 3, 0}, {5, OutputKind::Logits, 0, 0}};
+  rest.outputs = {
+      {9, OutputKind::TopK, 3, 0}, {2, OutputKind::TopK, 3, 0}, {5, OutputKind::Logits, 0, 0}};
   std::vector<uint32_t> origin;
 
   PrefillChunk chunk = split_prefill(rest, origin, 6, kPage);

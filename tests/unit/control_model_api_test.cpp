@@ -76,7 +76,8 @@ TEST(ControlModelApi, RejectedCallsLogWhyAndReturnTheCode) {
   args.kv_pages = pages;
   args.last_page_len = 2;
   args.output_indices = {2};
-  EXPECT_EQ(session->forward_tokens(queue, args, [](pith_status_t, std::string) {}), PITH_ERR_BAD_ARGUMENT);
+  EXPECT_EQ(session->forward_tokens(queue, args, [](pith_status_t, std::string) {}),
+            PITH_ERR_BAD_ARGUMENT);
   EXPECT_TRUE(log.has("forward_tokens: 3 inputs do not fit a context of 2 slots (bad argument)"));
 
   // A page handle the instance does not own.
@@ -88,7 +89,8 @@ TEST(ControlModelApi, RejectedCallsLogWhyAndReturnTheCode) {
   backend->fail_call(FakeHandler::CopyKv, 1, FakeFailure::OutOfMemory);
   ASSERT_EQ(session->copy_kvpage(queue, pages[0], pages[0], 0, 1, 1), PITH_OK);
   std::promise<pith_status_t> synced;
-  ASSERT_EQ(session->synchronize(queue, [&](pith_status_t s, std::string) { synced.set_value(s); }), PITH_OK);
+  ASSERT_EQ(session->synchronize(queue, [&](pith_status_t s, std::string) { synced.set_value(s); }),
+            PITH_OK);
   EXPECT_EQ(synced.get_future().get(), PITH_ERR_BACKEND);
   EXPECT_TRUE(log.has("copy_kvpage: backend out of memory", 5s));
 }
@@ -121,8 +123,10 @@ TEST(ControlModelApi, AnInferletsRejectedCallReachesItsLogStream) {
   ASSERT_FALSE(messages.empty());
   EXPECT_EQ(messages[0], "error: out of KV pages");  // the guest sees the ABI code only
   bool logged = false;
-  for (const auto& l : logs) logged |= l == "alloc_kvpages: 5 pages requested while holding 0, quota 3 "
-                                            "(KV page quota exceeded)";
+  for (const auto& l : logs)
+    logged |= l ==
+              "alloc_kvpages: 5 pages requested while holding 0, quota 3 "
+              "(KV page quota exceeded)";
   EXPECT_TRUE(logged) << "logs: " << ::testing::PrintToString(logs);
 }
 
