@@ -9,14 +9,14 @@ namespace pith::bench {
 
 namespace {
 
-CallOutcome call(Controller& ctl, const std::function<Status(Completion)>& submit) {
+CallOutput call(const std::function<Result<void>(Completion)>& submit) {
   std::promise<CallOutcome> p;
   auto f = p.get_future();
-  Status s = submit([&p](CallOutcome&& o) { p.set_value(std::move(o)); });
-  if (s != Status::Ok) fail("request: call rejected: {} ({})", status_name(s), Controller::last_error());
+  auto s = submit([&p](CallOutcome&& o) { p.set_value(std::move(o)); });
+  if (!s) fail("request: call rejected: {} ({})", status_name(s.code()), s.message());
   CallOutcome o = f.get();
-  if (o.status != Status::Ok) fail("request: call failed: {} {}", status_name(o.status), o.error);
-  return o;
+  if (!o) fail("request: call failed: {} ({})", status_name(o.code()), o.message());
+  return std::move(*o);
 }
 
 }  // namespace
@@ -26,24 +26,31 @@ RequestTiming run_request(Controller& ctl, InstanceId id, const RequestSpec& spe
   t.arrival = Clock::now();
   const uint32_t ps = ctl.page_size();
   ctl.register_instance(id, nullptr);
-  QueueId q;
-  if (ctl.create_queue(id, q) != Status::Ok) fail("request: no queue");
+  auto queue = ctl.create_queue(id);
+  if (!queue) fail("request: no queue: {}", queue.message());
+  const QueueId q = *queue;
 
   std::vector<uint32_t> pages;
   size_t matched = 0;
-  if (spec.use_prefix_cache) ctl.prefix_match(id, spec.prompt, pages, matched);
+  if (spec.use_prefix_cache) {
+    auto m = ctl.prefix_match(id, spec.prompt);
+    if (!m) fail("request: prefix match: {}", m.message());
+    pages = std::move(m->handles);
+    matched = m->matched;
+  }
   if (matched == spec.prompt.size()) {  // keep one token to compute: it yields the first output
     matched -= ps;
-    Status st = ctl.dealloc_pages(id, std::vector<uint32_t>{pages.back()});
-    if (st != Status::Ok) fail("request: dealloc");
+    auto st = ctl.dealloc_pages(id, std::vector<uint32_t>{pages.back()});
+    if (!st) fail("request: dealloc: {}", st.message());
     pages.pop_back();
   }
   const size_t total = spec.prompt.size() + spec.max_tokens;
   const size_t need = (total + ps - 1) / ps;
   std::vector<uint32_t> fresh;
   if (need > pages.size()) {
-    Status st = ctl.alloc_pages(id, static_cast<uint32_t>(need - pages.size()), fresh);
-    if (st != Status::Ok) fail("request: alloc: {}", status_name(st));
+    auto got = ctl.alloc_pages(id, static_cast<uint32_t>(need - pages.size()));
+    if (!got) fail("request: alloc: {} ({})", status_name(got.code()), got.message());
+    fresh = std::move(*got);
   }
   pages.insert(pages.end(), fresh.begin(), fresh.end());
 
@@ -61,15 +68,17 @@ RequestTiming run_request(Controller& ctl, InstanceId id, const RequestSpec& spe
 
   std::vector<int32_t> rest(spec.prompt.begin() + matched, spec.prompt.end());
   t.prefill_tokens = static_cast<uint32_t>(rest.size());
-  auto o = call(ctl, [&](Completion c) { return ctl.forward(id, q, sequence(rest, matched), std::move(c)); });
+  auto o = call([&](Completion c) { return ctl.forward(id, q, sequence(rest, matched), std::move(c)); });
   t.first_token = Clock::now();
   t.tokens.push_back(t.first_token);
-  if (spec.use_prefix_cache)
-    ctl.prefix_insert(id, spec.prompt, std::span(pages).first(spec.prompt.size() / ps));
+  if (spec.use_prefix_cache) {
+    auto st = ctl.prefix_insert(id, spec.prompt, std::span(pages).first(spec.prompt.size() / ps));
+    if (!st) fail("request: prefix insert: {}", st.message());
+  }
   int32_t next = o.forward.outputs[0].dist.ids[0];
   size_t pos = spec.prompt.size();
   for (int i = 1; i < spec.max_tokens; ++i) {
-    o = call(ctl, [&](Completion c) { return ctl.forward(id, q, sequence({next}, pos), std::move(c)); });
+    o = call([&](Completion c) { return ctl.forward(id, q, sequence({next}, pos), std::move(c)); });
     t.tokens.push_back(Clock::now());
     next = o.forward.outputs[0].dist.ids[0];
     ++pos;

@@ -9,8 +9,14 @@
 // waits). Resource calls (alloc, dealloc, export, import) complete immediately.
 //
 // Handles: every page/embed/queue an instance names is a handle in its own space
-// (HandleTable), translated to physical ids here; the backend only ever sees physical ids.
-// A queued call holds references on the physical pages and Embeds it uses until it completes.
+// (resource_spaces.h), translated to physical ids when the call is built (call_builder.h); the
+// backend only ever sees physical ids. A queued call holds references on the physical pages and
+// Embeds it uses until it completes.
+//
+// This file owns the queues and the dispatcher loop; the jobs it delegates: resource_spaces.h
+// (handles, references, exports, quotas, contention), call_builder.h (validation),
+// batch_scheduler.h (which calls form the next batch), chunked_prefill.h (splitting a forward
+// and merging its outputs), batch_execution.h (running a batch, mapping backend failures).
 #pragma once
 
 #include <condition_variable>
@@ -22,25 +28,22 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "control/batch_scheduler.h"
+#include "control/call_builder.h"
+#include "control/calls.h"
 #include "control/dispatch_policy.h"
-#include "control/handle_table.h"
-#include "control/prefix_cache.h"
-#include "control/ref_counts.h"
+#include "control/pending_call.h"
+#include "control/resource_spaces.h"
 #include "control/status.h"
 #include "engine/backend.h"
 
 namespace pith {
 
-using InstanceId = uint64_t;
-using QueueId = uint64_t;
-
 struct ControllerOptions {
-  std::string policy = "adaptive";      // adaptive | eager | k[:K] | t[:MS]
-  uint32_t max_batch_tokens = 512;       // token budget per batch; 0: unlimited, no chunking
+  std::string policy = "adaptive";  // adaptive | eager | k[:K] | t[:MS]
+  uint32_t max_batch_tokens = 512;  // token budget per batch; 0: unlimited, no chunking
   uint32_t max_batch_seqs = 256;
   BatchFormation batch_formation = BatchFormation::DecodeFirst;
   // Prefills longer than this wait behind shorter ones (decode-first formation); 0 = a
@@ -50,18 +53,6 @@ struct ControllerOptions {
   bool prefix_cache = true;                // --no-prefix-cache turns it off
 };
 
-// The result of a queued call, delivered to its Completion.
-struct CallOutcome {
-  Status status = Status::Ok;
-  std::string error;              // human-readable detail when status != Ok
-  SequenceResult forward;         // Forward
-  TokenDistribution dist;         // NextDist
-};
-using Completion = std::function<void(CallOutcome&&)>;
-
-// Called (outside the controller's lock) when the contention policy terminates an instance.
-using KillFn = std::function<void(const std::string& reason)>;
-
 // Per-batch accounting, reported to an observer (metrics, the periodic log line).
 struct BatchStats {
   CallType type;
@@ -69,19 +60,19 @@ struct BatchStats {
   // Forward input tokens split by kind: a sequence with one input is a decode step, more
   // (or any chunk of a chunked prefill) is prefill.
   uint32_t prefill_tokens = 0, decode_tokens = 0;
-  int64_t max_wait_ns = 0;     // oldest call's wait from submission to dispatch
-  int64_t backend_ns = 0;      // time in the backend
+  int64_t max_wait_ns = 0;  // oldest call's wait from submission to dispatch
+  int64_t backend_ns = 0;   // time in the backend
 };
 
 struct ControllerGauges {
   uint32_t pages_total = 0, pages_free = 0;
   uint32_t embeds_total = 0, embeds_free = 0;
   uint32_t instances = 0;
-  uint32_t queue_depth = 0;    // pending calls over all queues
+  uint32_t queue_depth = 0;  // pending calls over all queues
   uint64_t batches = 0, calls = 0, tokens = 0;
   uint64_t prefill_tokens = 0, decode_tokens = 0;  // forward inputs (see BatchStats)
   uint64_t instances_killed_for_memory = 0;
-  uint32_t pages_cached = 0;               // owned by the prefix cache
+  uint32_t pages_cached = 0;  // owned by the prefix cache
   uint64_t prefix_hit_tokens = 0, prefix_miss_tokens = 0;
 };
 
@@ -96,6 +87,9 @@ class Controller {
   const ModelConfig& model_config() const { return backend_.config(); }
   uint32_t page_size() const { return backend_.page_size(); }
 
+  // Every call below that can fail returns a Result whose Failure names the reason
+  // (status.h); an unknown instance is Status::Terminated.
+
   // ---- instances ----
   // Instances launched later are "newer": the contention policy terminates the newest first.
   void register_instance(InstanceId id, KillFn on_kill);
@@ -104,109 +98,99 @@ class Controller {
   void release_instance(InstanceId id);
 
   // ---- queues ----
-  Status create_queue(InstanceId id, QueueId& out);
+  Result<QueueId> create_queue(InstanceId id);
   // Removes the queue; its pending calls complete with Status::Terminated.
-  Status destroy_queue(InstanceId id, QueueId q);
-  Status set_queue_priority(InstanceId id, QueueId q, int32_t priority);
+  Result<void> destroy_queue(InstanceId id, QueueId q);
+  Result<void> set_queue_priority(InstanceId id, QueueId q, int32_t priority);
   // `done` runs once every call submitted to q before this one has completed.
-  Status synchronize(InstanceId id, QueueId q, std::function<void()> done);
+  Result<void> synchronize(InstanceId id, QueueId q, std::function<void()> done);
 
-  // ---- resources (complete immediately) ----
-  Status alloc_pages(InstanceId id, uint32_t n, std::vector<uint32_t>& handles);
-  Status dealloc_pages(InstanceId id, std::span<const uint32_t> handles);
-  Status alloc_embeds(InstanceId id, uint32_t n, std::vector<uint32_t>& handles);
-  Status dealloc_embeds(InstanceId id, std::span<const uint32_t> handles);
+  // ---- resources (complete immediately; handles in the instance's space) ----
+  Result<std::vector<uint32_t>> alloc_pages(InstanceId id, uint32_t n);
+  Result<void> dealloc_pages(InstanceId id, std::span<const uint32_t> handles);
+  Result<std::vector<uint32_t>> alloc_embeds(InstanceId id, uint32_t n);
+  Result<void> dealloc_embeds(InstanceId id, std::span<const uint32_t> handles);
   // Exports share pages by name; the export holds its own references, so a persistent
   // export outlives the exporter until remove_export. A non-persistent export is removed
   // when the exporter is released.
-  Status export_pages(InstanceId id, const std::string& name, std::span<const uint32_t> handles,
-                      bool persistent);
-  Status import_pages(InstanceId id, const std::string& name, std::vector<uint32_t>& handles);
-  Status remove_export(const std::string& name);
+  Result<void> export_pages(InstanceId id, const std::string& name,
+                            std::span<const uint32_t> handles, bool persistent);
+  Result<std::vector<uint32_t>> import_pages(InstanceId id, const std::string& name);
+  Result<void> remove_export(const std::string& name);
   std::vector<std::string> list_exports() const;
   // Radix prefix cache (system service). prefix_match imports the longest cached prefix of
-  // `tokens` (whole pages) read-only into the instance and sets `matched` to its token count;
-  // prefix_insert offers the instance's computed pages for tokens[0 : n_pages * page_size].
-  // With the cache disabled, match finds nothing and insert does nothing.
-  Status prefix_match(InstanceId id, std::span<const int32_t> tokens, std::vector<uint32_t>& handles,
-                      size_t& matched);
-  Status prefix_insert(InstanceId id, std::span<const int32_t> tokens, std::span<const uint32_t> handles);
+  // `tokens` (whole pages) read-only into the instance, with its token count; prefix_insert
+  // offers the instance's computed pages for tokens[0 : n_pages * page_size]. With the cache
+  // disabled, match finds nothing and insert does nothing.
+  using PrefixMatch = ResourceSpaces::PrefixMatch;
+  Result<PrefixMatch> prefix_match(InstanceId id, std::span<const int32_t> tokens);
+  Result<void> prefix_insert(InstanceId id, std::span<const int32_t> tokens,
+                             std::span<const uint32_t> handles);
 
   bool has_page(InstanceId id, uint32_t handle) const;
   // Pages this instance can see through handles (for listings and quotas).
   uint32_t pages_held(InstanceId id) const;
 
   // ---- queued backend calls ----
-  // `seq` names pages and Embeds by the instance's handles (kv_pages, embed_slots, Embed
-  // outputs' embed_slot). Validated fully here: a bad request fails alone with BadHandle /
-  // BadArgument and never reaches a batch.
-  Status forward(InstanceId id, QueueId q, SequenceInput seq, Completion done);
-  Status embed_tokens(InstanceId id, QueueId q, std::vector<int32_t> tokens,
-                      std::vector<uint32_t> positions, std::vector<uint32_t> embed_handles,
-                      Completion done);
-  Status next_dist(InstanceId id, QueueId q, uint32_t embed_handle, uint32_t top_k, Completion done);
-  Status copy_kv(InstanceId id, QueueId q, uint32_t src_handle, uint32_t dst_handle,
-                 uint32_t src_offset, uint32_t dst_offset, uint32_t n, Completion done);
-
-  // Last error detail of a failed synchronous validation on this thread (for messages).
-  static const std::string& last_error();
+  // Validated fully here (call_builder.h): a bad request fails alone with BadHandle /
+  // BadArgument and a message, and never reaches a batch. `done` runs on the dispatcher thread
+  // with the call's output or its Failure.
+  Result<void> forward(InstanceId id, QueueId q, SequenceInput seq, Completion done);
+  Result<void> embed_tokens(InstanceId id, QueueId q, std::vector<int32_t> tokens,
+                            std::vector<uint32_t> positions, std::vector<uint32_t> embed_handles,
+                            Completion done);
+  Result<void> next_dist(InstanceId id, QueueId q, uint32_t embed_handle, uint32_t top_k,
+                         Completion done);
+  Result<void> copy_kv(InstanceId id, QueueId q, uint32_t src_handle, uint32_t dst_handle,
+                       uint32_t src_offset, uint32_t dst_offset, uint32_t n, Completion done);
 
   ControllerGauges gauges() const;
   // Observer for per-batch statistics (called on the dispatcher thread).
   void set_batch_observer(std::function<void(const BatchStats&)> fn);
 
  private:
-  struct Payload;
-  struct Pending {
-    CallInfo info;
-    std::shared_ptr<Payload> payload;
-  };
+  using Deferred = std::vector<std::function<void()>>;  // run after the lock is released
   struct Queue {
     InstanceId owner = 0;
     int32_t priority = 0;
-    std::vector<CallInfo> infos;                    // pending, oldest first (scheduler view)
-    std::deque<std::shared_ptr<Payload>> payloads;  // parallel to infos
+    std::vector<CallInfo> infos;                     // pending, oldest first (scheduler view)
+    std::deque<std::shared_ptr<PendingCall>> calls;  // parallel to infos
     uint64_t submitted = 0, completed = 0;
     std::vector<std::pair<uint64_t, std::function<void()>>> sync_waiters;
   };
-  struct Instance {
-    uint64_t launch_seq = 0;
-    HandleTable pages, embeds;
-    std::vector<QueueId> queues;
-    std::vector<std::string> exports;  // non-persistent exports to drop on release
-    KillFn on_kill;
-  };
-  struct Export {
-    std::vector<uint32_t> pages;  // physical, one reference each held by the export
-    InstanceId owner = 0;
-    bool persistent = false;
+  // One dispatched batch, between take and complete.
+  struct Batch {
+    BatchPlan plan;
+    std::vector<std::shared_ptr<PendingCall>> calls;
+    int64_t max_wait_ns = 0;
+    uint32_t prefill_tokens = 0, decode_tokens = 0;
   };
 
-  Instance* find_instance(InstanceId id);
   Queue* find_queue(InstanceId id, QueueId q);
-  Status enqueue(InstanceId id, QueueId q, CallInfo info, std::shared_ptr<Payload> payload);
-  void release_instance_locked(InstanceId id, std::vector<std::function<void()>>& deferred);
-  void drop_pending_locked(Queue& queue, const char* why, std::vector<std::function<void()>>& deferred);
-  bool make_room_locked(InstanceId requester, uint32_t n, std::vector<std::function<void()>>& deferred);
-  std::shared_ptr<Payload> split_chunk_locked(std::shared_ptr<Payload>& rest, CallInfo& info, uint32_t m);
+  Result<void> submit(InstanceId id, QueueId q, Result<BuiltCall> built, Completion done);
+  void release_instance_locked(InstanceId id, Deferred& deferred);
+  void drop_pending_locked(Queue& queue, const char* why, Deferred& deferred);
+  void release_refs_locked(const PendingCall& call);
+
+  // The dispatcher: wait for work the policy wants dispatched, plan a batch, take its calls
+  // from the queues, execute them on the backend (unlocked), complete them.
   void dispatcher_loop();
-  void execute(CallType type, std::vector<std::shared_ptr<Payload>>& calls);
+  bool wait_for_work(std::unique_lock<std::mutex>& lock, std::vector<QueueView>& views);
+  Batch take_locked(BatchPlan plan);
+  std::shared_ptr<PendingCall> split_chunk_locked(Queue& queue, uint32_t m);
+  Deferred complete_locked(Batch& batch, int64_t backend_ns);
 
   Backend& backend_;
   ControllerOptions options_;
+  CallLimits call_limits_;
   std::unique_ptr<DispatchPolicy> policy_;
   BatchLimits limits_;
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
-  RefCounts page_refs_;
-  RefCounts embed_refs_;
-  std::unique_ptr<PrefixCache> prefix_cache_;  // null when disabled; destroyed before the refs
-  std::unordered_map<InstanceId, Instance> instances_;
+  ResourceSpaces spaces_;
   std::map<QueueId, Queue> queues_;  // ordered: stable scheduler input
-  std::map<std::string, Export> exports_;
   QueueId next_queue_id_ = 1;
-  uint64_t next_launch_seq_ = 1;
   uint64_t next_call_id_ = 1;
   ControllerGauges counters_;
   std::function<void(const BatchStats&)> batch_observer_;

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "engine/token_distribution.h"
 
 namespace pith::runtime {
@@ -22,6 +24,7 @@ pith_status_t to_abi_status(Status s) {
     case Status::AlreadyExists: return PITH_ERR_ALREADY_EXISTS;
     case Status::Terminated: return PITH_ERR_CANCELLED;
     case Status::Unsupported: return PITH_ERR_UNSUPPORTED;
+    case Status::BackendFailure: return PITH_ERR_BACKEND;
   }
   return PITH_ERR_INTERNAL;
 }
@@ -93,6 +96,13 @@ void append_dist_by_id(std::string& out, const TokenDistribution& d) {
     byid.probs[static_cast<size_t>(d.ids[i])] = d.probs[i];
   }
   append_dist(out, byid);
+}
+
+// Logs why a control-layer call failed (Terminated is not logged: the instance is ending or
+// destroyed the queue itself) and returns the guest's code.
+pith_status_t log_failure(const ErrorLog& log, const char* call, const Failure& f) {
+  if (log && f.code != Status::Terminated) log(fmt::format("{}: {} ({})", call, f.message, status_name(f.code)));
+  return to_abi_status(f.code);
 }
 
 constexpr uint32_t kModelHandle = 1;
@@ -197,68 +207,72 @@ class ControlSession final : public ModelSession {
   // ---- queues
   pith_status_t create_queue(uint32_t model, uint32_t* queue) override {
     if (model != kModelHandle) return PITH_ERR_BAD_HANDLE;
-    QueueId q;
-    Status st = ctl_.create_queue(id_, q);
-    if (st != Status::Ok) return to_abi_status(st);
-    queues_.push_back({q, std::make_shared<std::atomic<int32_t>>(PITH_OK)});
+    auto q = ctl_.create_queue(id_);
+    if (!q) return fail("create_queue", q.failure());
+    queues_.push_back({*q, std::make_shared<std::atomic<int32_t>>(PITH_OK)});
     *queue = static_cast<uint32_t>(queues_.size());
     return PITH_OK;
   }
   pith_status_t destroy_queue(uint32_t queue) override {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
-    Status st = ctl_.destroy_queue(id_, q->id);
+    auto st = ctl_.destroy_queue(id_, q->id);
     q->id = 0;
-    return to_abi_status(st);
+    return check("destroy_queue", st);
   }
   pith_status_t synchronize(uint32_t queue, Completion done) override {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
     auto err = q->deferred_error;
-    return to_abi_status(ctl_.synchronize(id_, q->id, [err, done = std::move(done)] {
+    return check("synchronize", ctl_.synchronize(id_, q->id, [err, done = std::move(done)] {
       done(err->exchange(PITH_OK), {});
     }));
   }
   pith_status_t set_queue_priority(uint32_t queue, uint32_t priority) override {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
-    if (priority > kMaxPriority) return PITH_ERR_BAD_ARGUMENT;
-    return to_abi_status(ctl_.set_queue_priority(id_, q->id, static_cast<int32_t>(priority)));
+    if (priority > kMaxPriority)
+      return reject("set_queue_priority", PITH_ERR_BAD_ARGUMENT,
+                    fmt::format("priority {} above the maximum {}", priority, kMaxPriority));
+    return check("set_queue_priority", ctl_.set_queue_priority(id_, q->id, static_cast<int32_t>(priority)));
   }
 
   // ---- resources
   pith_status_t alloc_kvpages(uint32_t queue, uint32_t n, std::vector<uint32_t>* out) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
-    return to_abi_status(ctl_.alloc_pages(id_, n, *out));
+    return take("alloc_kvpages", ctl_.alloc_pages(id_, n), *out);
   }
   pith_status_t dealloc_kvpages(uint32_t queue, std::span<const uint32_t> pages) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
-    Status st = ctl_.dealloc_pages(id_, pages);
-    if (st == Status::Ok)
+    auto st = ctl_.dealloc_pages(id_, pages);
+    if (st)
       for (uint32_t p : pages) page_masks_.erase(p);
-    return to_abi_status(st);
+    return check("dealloc_kvpages", st);
   }
   pith_status_t alloc_embs(uint32_t queue, uint32_t n, std::vector<uint32_t>* out) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
-    return to_abi_status(ctl_.alloc_embeds(id_, n, *out));
+    return take("alloc_embs", ctl_.alloc_embeds(id_, n), *out);
   }
   pith_status_t dealloc_embs(uint32_t queue, std::span<const uint32_t> embs) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
-    Status st = ctl_.dealloc_embeds(id_, embs);
-    if (st == Status::Ok)
+    auto st = ctl_.dealloc_embeds(id_, embs);
+    if (st)
       for (uint32_t e : embs) emb_pos_.erase(e);
-    return to_abi_status(st);
+    return check("dealloc_embs", st);
   }
   pith_status_t copy_kvpage(uint32_t queue, uint32_t src, uint32_t dst, uint32_t src_offset,
                             uint32_t dst_offset, uint32_t count) override {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
-    return to_abi_status(ctl_.copy_kv(id_, q->id, src, dst, src_offset, dst_offset, count, record(*q)));
+    return check("copy_kvpage", ctl_.copy_kv(id_, q->id, src, dst, src_offset, dst_offset, count,
+                                             record(*q, "copy_kvpage")));
   }
   pith_status_t mask_kvpage(uint32_t queue, uint32_t page, std::span<const uint8_t> mask) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
-    if (!ctl_.has_page(id_, page)) return PITH_ERR_BAD_HANDLE;
-    if (mask.size() > ctl_.page_size()) return PITH_ERR_BAD_ARGUMENT;
+    if (!ctl_.has_page(id_, page)) return reject("mask_kvpage", PITH_ERR_BAD_HANDLE, fmt::format("page handle {}", page));
+    if (mask.size() > ctl_.page_size())
+      return reject("mask_kvpage", PITH_ERR_BAD_ARGUMENT,
+                    fmt::format("mask of {} slots for a page of {}", mask.size(), ctl_.page_size()));
     std::vector<uint8_t> hidden(ctl_.page_size(), 0);
     bool any = false;
     for (size_t i = 0; i < mask.size(); ++i) any |= (hidden[i] = mask[i] != 0);
@@ -270,15 +284,15 @@ class ControlSession final : public ModelSession {
   }
   pith_status_t export_kvpages(uint32_t queue, std::span<const uint32_t> pages, std::string_view name) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
-    return to_abi_status(ctl_.export_pages(id_, std::string(name), pages, /*persistent=*/true));
+    return check("export_kvpages", ctl_.export_pages(id_, std::string(name), pages, /*persistent=*/true));
   }
   pith_status_t unexport_kvpages(uint32_t queue, std::string_view name) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
-    return to_abi_status(ctl_.remove_export(std::string(name)));
+    return check("unexport_kvpages", ctl_.remove_export(std::string(name)));
   }
   pith_status_t import_kvpages(uint32_t queue, std::string_view name, std::vector<uint32_t>* pages) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
-    return to_abi_status(ctl_.import_pages(id_, std::string(name), *pages));
+    return take("import_kvpages", ctl_.import_pages(id_, std::string(name)), *pages);
   }
 
   // ---- prefix cache
@@ -286,16 +300,17 @@ class ControlSession final : public ModelSession {
                              uint32_t* matched) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
     std::vector<int32_t> ids(tokens.begin(), tokens.end());
-    size_t m = 0;
-    Status st = ctl_.prefix_match(id_, ids, *pages, m);
-    *matched = static_cast<uint32_t>(m);
-    return to_abi_status(st);
+    auto m = ctl_.prefix_match(id_, ids);
+    if (!m) return fail("prefix_match", m.failure());
+    *pages = std::move(m->handles);
+    *matched = static_cast<uint32_t>(m->matched);
+    return PITH_OK;
   }
   pith_status_t prefix_insert(uint32_t queue, std::span<const uint32_t> tokens,
                               std::span<const uint32_t> pages) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
     std::vector<int32_t> ids(tokens.begin(), tokens.end());
-    return to_abi_status(ctl_.prefix_insert(id_, ids, pages));
+    return check("prefix_insert", ctl_.prefix_insert(id_, ids, pages));
   }
 
   // ---- compute
@@ -304,11 +319,11 @@ class ControlSession final : public ModelSession {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
     std::vector<int32_t> ids(tokens.begin(), tokens.end());
-    Status st = ctl_.embed_tokens(id_, q->id, std::move(ids), {positions.begin(), positions.end()},
-                                  {embs.begin(), embs.end()}, record(*q));
-    if (st == Status::Ok)
+    auto st = ctl_.embed_tokens(id_, q->id, std::move(ids), {positions.begin(), positions.end()},
+                                {embs.begin(), embs.end()}, record(*q, "embed_txt"));
+    if (st)
       for (size_t i = 0; i < embs.size(); ++i) emb_pos_[embs[i]] = positions[i];
-    return to_abi_status(st);
+    return check("embed_txt", st);
   }
   pith_status_t embed_img(uint32_t, std::span<const uint8_t>, std::span<const uint32_t>) override {
     return PITH_ERR_UNSUPPORTED;  // text-only models
@@ -317,12 +332,15 @@ class ControlSession final : public ModelSession {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
     if (args.adapter != 0) return PITH_ERR_UNSUPPORTED;  // no adapters are loaded
-    if (args.output_embs.size() > args.input_embs.size()) return PITH_ERR_BAD_ARGUMENT;
+    if (args.output_embs.size() > args.input_embs.size())
+      return reject("forward", PITH_ERR_BAD_ARGUMENT,
+                    fmt::format("{} output embeds for {} inputs", args.output_embs.size(), args.input_embs.size()));
     SequenceInput seq;
     seq.embed_slots = args.input_embs;
     for (uint32_t e : args.input_embs) {
       auto it = emb_pos_.find(e);
-      if (it == emb_pos_.end()) return PITH_ERR_BAD_ARGUMENT;  // an Embed with no content yet
+      if (it == emb_pos_.end())
+        return reject("forward", PITH_ERR_BAD_ARGUMENT, fmt::format("input embed {} holds no content yet", e));
       seq.positions.push_back(it->second);
     }
     seq.kv_pages = args.kv_pages;
@@ -330,15 +348,15 @@ class ControlSession final : public ModelSession {
     const size_t first_out = args.input_embs.size() - args.output_embs.size();
     for (size_t j = 0; j < args.output_embs.size(); ++j)
       seq.outputs.push_back({static_cast<uint32_t>(first_out + j), OutputKind::Embed, 0, args.output_embs[j]});
-    pith_status_t ms = apply_page_masks(seq);
+    pith_status_t ms = apply_page_masks("forward", seq);
     if (ms != PITH_OK) return ms;
     std::vector<std::pair<uint32_t, uint32_t>> out_pos;
     for (size_t j = 0; j < args.output_embs.size(); ++j)
       out_pos.emplace_back(args.output_embs[j], seq.positions[first_out + j]);
-    Status st = ctl_.forward(id_, q->id, std::move(seq), record(*q));
-    if (st == Status::Ok)
+    auto st = ctl_.forward(id_, q->id, std::move(seq), record(*q, "forward"));
+    if (st)
       for (auto [e, p] : out_pos) emb_pos_[e] = p;
-    return to_abi_status(st);
+    return check("forward", st);
   }
   pith_status_t next_dist(uint32_t queue, uint32_t emb, uint32_t top_k, Completion done) override {
     QueueState* q = find(queue);
@@ -346,47 +364,57 @@ class ControlSession final : public ModelSession {
     const bool all = top_k == PITH_TOP_K_ALL;
     top_k = clamp_top_k(top_k);
     auto err = q->deferred_error;
-    return to_abi_status(ctl_.next_dist(id_, q->id, emb, top_k,
-                                        [err, all, done = std::move(done)](CallOutcome&& o) {
-                                          if (o.status != Status::Ok) return done(to_abi_status(o.status), {});
-                                          if (int32_t e = err->exchange(PITH_OK)) return done(e, {});
-                                          std::string bytes;
-                                          if (all)
-                                            append_dist_by_id(bytes, o.dist);
-                                          else
-                                            append_dist(bytes, o.dist);
-                                          done(PITH_OK, std::move(bytes));
-                                        }));
+    return check("next_dist", ctl_.next_dist(id_, q->id, emb, top_k,
+                                             [err, all, log = error_log(), done = std::move(done)](CallOutcome&& o) {
+                                               if (!o) return done(log_failure(log, "next_dist", o.failure()), {});
+                                               if (int32_t e = err->exchange(PITH_OK)) return done(e, {});
+                                               std::string bytes;
+                                               if (all)
+                                                 append_dist_by_id(bytes, o->dist);
+                                               else
+                                                 append_dist(bytes, o->dist);
+                                               done(PITH_OK, std::move(bytes));
+                                             }));
   }
   pith_status_t forward_tokens(uint32_t queue, const ForwardTokensArgs& args, Completion done) override {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
     if (args.adapter != 0) return PITH_ERR_UNSUPPORTED;
-    if (args.positions.size() != args.tokens.size() || args.kv_pages.empty()) return PITH_ERR_BAD_ARGUMENT;
+    if (args.positions.size() != args.tokens.size())
+      return reject("forward_tokens", PITH_ERR_BAD_ARGUMENT,
+                    fmt::format("{} tokens but {} positions", args.tokens.size(), args.positions.size()));
+    if (args.kv_pages.empty())
+      return reject("forward_tokens", PITH_ERR_BAD_ARGUMENT, "forward needs at least one KV page");
     SequenceInput seq;
     seq.tokens.assign(args.tokens.begin(), args.tokens.end());
     for (uint32_t t : args.tokens)
-      if (t >= ctl_.model_config().vocab_size) return PITH_ERR_BAD_ARGUMENT;
+      if (t >= ctl_.model_config().vocab_size)
+        return reject("forward_tokens", PITH_ERR_BAD_ARGUMENT,
+                      fmt::format("token id {} outside vocabulary of {}", t, ctl_.model_config().vocab_size));
     seq.positions = args.positions;
     seq.kv_pages = args.kv_pages;
     seq.last_page_len = args.last_page_len;
     const size_t ctx = context_len(seq);
     if (!args.attn_mask.empty()) {
-      if (args.attn_mask.size() != seq.tokens.size() * ((ctx + 7) / 8)) return PITH_ERR_BAD_ARGUMENT;
+      if (args.attn_mask.size() != seq.tokens.size() * ((ctx + 7) / 8))
+        return reject("forward_tokens", PITH_ERR_BAD_ARGUMENT,
+                      fmt::format("attention mask of {} bytes; {} rows over a context of {} slots need {}",
+                                  args.attn_mask.size(), seq.tokens.size(), ctx,
+                                  seq.tokens.size() * ((ctx + 7) / 8)));
       seq.mask = bitmask_to_runs(args.attn_mask, seq.tokens.size(), ctx);
     }
     const uint32_t k = clamp_top_k(args.top_k);
     const OutputKind kind = args.top_k == PITH_TOP_K_ALL ? OutputKind::Logits : OutputKind::TopK;
     for (uint32_t i : args.output_indices) seq.outputs.push_back({i, kind, k, 0});
-    pith_status_t ms = apply_page_masks(seq);
+    pith_status_t ms = apply_page_masks("forward_tokens", seq);
     if (ms != PITH_OK) return ms;
     auto err = q->deferred_error;
-    return to_abi_status(ctl_.forward(id_, q->id, std::move(seq),
-                                      [err, done = std::move(done)](CallOutcome&& o) {
-                                        if (o.status != Status::Ok) return done(to_abi_status(o.status), {});
+    return check("forward_tokens", ctl_.forward(id_, q->id, std::move(seq),
+                                      [err, log = error_log(), done = std::move(done)](CallOutcome&& o) {
+                                        if (!o) return done(log_failure(log, "forward_tokens", o.failure()), {});
                                         if (int32_t e = err->exchange(PITH_OK)) return done(e, {});
                                         std::string bytes;
-                                        for (const auto& out : o.forward.outputs) {
+                                        for (const auto& out : o->forward.outputs) {
                                           if (out.logits.empty())
                                             append_dist(bytes, out.dist);
                                           else
@@ -407,12 +435,29 @@ class ControlSession final : public ModelSession {
     return &queues_[handle - 1];
   }
 
-  // Completion for a fire-and-forget command: remember its failure for the queue's next future.
-  pith::Completion record(QueueState& q) {
+  // Completion for a fire-and-forget command: log its failure and remember the code for the
+  // queue's next future.
+  pith::Completion record(QueueState& q, const char* call) {
     auto err = q.deferred_error;
-    return [err](CallOutcome&& o) {
-      if (o.status != Status::Ok) err->store(to_abi_status(o.status));
+    return [err, call, log = error_log()](CallOutcome&& o) {
+      if (!o) err->store(log_failure(log, call, o.failure()));
     };
+  }
+
+  // The one way a control-layer failure leaves the session: the message to the instance's log,
+  // the code to the guest.
+  pith_status_t fail(const char* call, const Failure& f) const { return log_failure(error_log(), call, f); }
+  pith_status_t check(const char* call, const Result<void>& r) const { return r ? PITH_OK : fail(call, r.failure()); }
+  template <typename T>
+  pith_status_t take(const char* call, Result<T> r, T& out) const {
+    if (!r) return fail(call, r.failure());
+    out = std::move(*r);
+    return PITH_OK;
+  }
+  // A request this session refuses before it reaches the controller.
+  pith_status_t reject(const char* call, pith_status_t code, const std::string& why) const {
+    if (error_log()) error_log()(fmt::format("{}: {}", call, why));
+    return code;
   }
 
   uint32_t clamp_top_k(uint32_t k) const {
@@ -427,11 +472,14 @@ class ControlSession final : public ModelSession {
 
   // Hides the slots mask_kvpage hid in any page of the table, on top of the given (or causal)
   // mask.
-  pith_status_t apply_page_masks(SequenceInput& seq) const {
+  pith_status_t apply_page_masks(const char* call, SequenceInput& seq) const {
     if (page_masks_.empty()) return PITH_OK;
     const uint32_t ps = ctl_.page_size();
     const size_t ctx = context_len(seq), n = seq.n_inputs();
-    if (n > ctx || seq.last_page_len == 0 || seq.last_page_len > ps) return PITH_ERR_BAD_ARGUMENT;
+    if (n > ctx || seq.last_page_len == 0 || seq.last_page_len > ps)
+      return reject(call, PITH_ERR_BAD_ARGUMENT,
+                    fmt::format("{} inputs, last_page_len {}: not a valid context of {} slots", n,
+                                seq.last_page_len, ctx));
     std::vector<size_t> hidden;
     for (size_t i = 0; i < seq.kv_pages.size(); ++i) {
       auto it = page_masks_.find(seq.kv_pages[i]);
@@ -444,7 +492,7 @@ class ControlSession final : public ModelSession {
       for (size_t r = 0; r < n; ++r) seq.mask.push_back({static_cast<uint32_t>(ctx - n + r + 1),
                                                          static_cast<uint32_t>(n - r - 1)});
     } else if (seq.mask.size() != n) {
-      return PITH_ERR_BAD_ARGUMENT;
+      return reject(call, PITH_ERR_BAD_ARGUMENT, fmt::format("mask has {} rows for {} inputs", seq.mask.size(), n));
     }
     for (auto& row : seq.mask) {
       auto visible = runs_to_bools(row, ctx);

@@ -8,6 +8,8 @@
 //    over Embeds runs at their positions;
 //  - per-page token masks set by mask_kvpage, applied to every forward that reads the page;
 //  - execution-time errors of fire-and-forget commands, reported by the queue's next future.
+// Every failure, synchronous or not, writes its reason to the instance's log (ModelSession's
+// ErrorLog) as "<call>: <message> (<status>)" and returns or completes with the ABI code.
 #pragma once
 
 #include <functional>
@@ -44,7 +46,7 @@ class ControlModelApi final : public ModelApi {
   ContentionKillFn on_kill_;
 };
 
-// Maps a control-layer status to the ABI's code.
+// Maps a control-layer status to the ABI's code (the table is in control/status.h).
 pith_status_t to_abi_status(Status s);
 
 // abi.h's bit mask (row-major, ceil(context_len / 8) bytes a row, bit j of a row = slot j,

@@ -431,7 +431,13 @@ void Instance::deliver(uint32_t sub, const std::string& message) {
 // ---------------------------------------------------------------- model
 
 ModelSession* Instance::model_session() {
-  if (!model_session_ && services_.model) model_session_ = services_.model->open_session(id_);
+  if (!model_session_ && services_.model) {
+    model_session_ = services_.model->open_session(id_);
+    // Why a model call failed goes to the instance's log (completions log from other threads).
+    model_session_->set_error_log([weak = weak_from_this()](std::string message) {
+      if (auto self = weak.lock()) self->emit({InstanceEvent::Kind::kLog, PITH_LOG_WARN, std::move(message)});
+    });
+  }
   return model_session_.get();
 }
 

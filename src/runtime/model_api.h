@@ -11,6 +11,10 @@
 // Threading: session methods are called on the instance's scheduler thread and must not block;
 // long work is queued and completed later through a Completion, which may be called from any
 // thread (exactly once; the runtime ignores completions of futures the guest already dropped).
+//
+// Errors: a call returns (or completes with) a pith_status_t; why it failed ("mask runs cover 40
+// slots, context has 48") goes to the instance's log through the session's ErrorLog, so the
+// guest branches on the code and its author reads the reason.
 #pragma once
 
 #include <pith/abi.h>
@@ -28,6 +32,9 @@ namespace pith::runtime {
 // Completes a guest future: status (PITH_OK or an error code) and result bytes laid out as
 // documented in abi.h for the call that created it.
 using Completion = std::function<void(pith_status_t status, std::string result)>;
+
+// Writes one line to the instance's log stream (any thread; a no-op once the instance is gone).
+using ErrorLog = std::function<void(std::string message)>;
 
 struct ForwardArgs {
   std::vector<uint32_t> kv_pages;
@@ -50,6 +57,9 @@ struct ForwardTokensArgs {
 class ModelSession {
  public:
   virtual ~ModelSession() = default;
+
+  // Set once by the Instance right after open_session, before any call.
+  void set_error_log(ErrorLog log) { error_log_ = std::move(log); }
 
   // Models and traits.
   virtual pith_status_t open_model(std::string_view name, uint32_t* model) = 0;
@@ -106,6 +116,13 @@ class ModelSession {
                                   Completion done) = 0;
   virtual pith_status_t forward_tokens(uint32_t queue, const ForwardTokensArgs& args,
                                        Completion done) = 0;
+
+ protected:
+  // A copy may be kept by completions that outlive the session.
+  const ErrorLog& error_log() const { return error_log_; }
+
+ private:
+  ErrorLog error_log_;
 };
 
 class ModelApi {

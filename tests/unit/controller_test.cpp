@@ -1,7 +1,10 @@
-// The control layer against the real engine on the tiny test model: virtual resources,
-// command-queue ordering, batching, synchronize, contention and failure isolation.
+// The control layer: virtual resources, command-queue ordering, batching, synchronize,
+// contention, failure isolation and the failure codes and messages. Scheduling and resource
+// tests run on the weightless FakeBackend; the tests that compare outputs with the engine's own
+// forward (queue order, chunked prefill) run on the real engine with the tiny test model.
 #include "control/controller.h"
 #include "engine/engine.h"
+#include "engine/fake_backend.h"
 
 #include <gtest/gtest.h>
 
@@ -23,6 +26,19 @@ std::shared_ptr<const ModelWeights> weights() {
   return w;
 }
 
+// The tiny model's shape, for the fake (it needs only the vocabulary and d_model).
+ModelConfig fake_config() {
+  ModelConfig c;
+  c.vocab_size = 32000;
+  c.d_model = 64;
+  return c;
+}
+
+// A fake with the same pool shape as small_engine(pages).
+std::unique_ptr<FakeBackend> small_fake(uint32_t pages) {
+  return std::make_unique<FakeBackend>(fake_config(), FakeBackendOptions{16, pages, 64});
+}
+
 EngineOptions small_engine(size_t pages) {
   EngineOptions o;
   o.kv_page_size = 16;
@@ -34,16 +50,28 @@ EngineOptions small_engine(size_t pages) {
 }
 
 // Submits a call and blocks until it completes.
-CallOutcome wait_for(const std::function<Status(Completion)>& submit) {
+CallOutcome wait_for(const std::function<Result<void>(Completion)>& submit) {
   std::promise<CallOutcome> p;
   auto f = p.get_future();
-  Status s = submit([&](CallOutcome&& o) { p.set_value(std::move(o)); });
-  if (s != Status::Ok) {
-    CallOutcome o;
-    o.status = s;
-    return o;
-  }
+  auto s = submit([&](CallOutcome&& o) { p.set_value(std::move(o)); });
+  if (!s) return s.failure();
   return f.get();
+}
+
+// Moves a result's value into `out` and passes its code on, so assertions read
+// ASSERT_EQ(into(ctl.alloc_pages(1, 3), pages), Status::Ok).
+template <typename T>
+Result<void> into(Result<T> r, T& out) {
+  if (!r) return r.failure();
+  out = std::move(*r);
+  return {};
+}
+
+Result<void> into(Result<Controller::PrefixMatch> r, std::vector<uint32_t>& handles, size_t& matched) {
+  if (!r) return r.failure();
+  handles = std::move(r->handles);
+  matched = r->matched;
+  return {};
 }
 
 SequenceInput prefill(std::vector<int32_t> tokens, uint32_t first_pos, std::vector<uint32_t> pages,
@@ -60,13 +88,13 @@ SequenceInput prefill(std::vector<int32_t> tokens, uint32_t first_pos, std::vect
 }  // namespace
 
 TEST(Controller, HandlesArePerInstance) {
-  Engine engine(weights(), small_engine(16));
-  Controller ctl(engine, {});
+  auto backend = small_fake(16);
+  Controller ctl(*backend, {});
   ctl.register_instance(1, nullptr);
   ctl.register_instance(2, nullptr);
   std::vector<uint32_t> a, b;
-  ASSERT_EQ(ctl.alloc_pages(1, 3, a), Status::Ok);
-  ASSERT_EQ(ctl.alloc_pages(2, 1, b), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 3), a), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(2, 1), b), Status::Ok);
   EXPECT_EQ(ctl.pages_held(1), 3u);
   // Instance 2 holds one handle; instance 1's other handles mean nothing to it.
   uint32_t foreign = a[2];
@@ -80,30 +108,30 @@ TEST(Controller, HandlesArePerInstance) {
 }
 
 TEST(Controller, ExportImportShareReferenceCountedPages) {
-  Engine engine(weights(), small_engine(8));
-  Controller ctl(engine, {});
+  auto backend = small_fake(8);
+  Controller ctl(*backend, {});
   ctl.register_instance(1, nullptr);
   ctl.register_instance(2, nullptr);
   std::vector<uint32_t> pages, imported;
-  ASSERT_EQ(ctl.alloc_pages(1, 2, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 2), pages), Status::Ok);
   ASSERT_EQ(ctl.export_pages(1, "sys", pages, /*persistent=*/true), Status::Ok);
   EXPECT_EQ(ctl.export_pages(1, "sys", pages, true), Status::AlreadyExists);
   ctl.release_instance(1);  // exporter ends; persistent export keeps the pages
   EXPECT_EQ(ctl.gauges().pages_free, 6u);
-  ASSERT_EQ(ctl.import_pages(2, "sys", imported), Status::Ok);
+  ASSERT_EQ(into(ctl.import_pages(2, "sys"), imported), Status::Ok);
   EXPECT_EQ(imported.size(), 2u);
   EXPECT_EQ(ctl.remove_export("sys"), Status::Ok);
   EXPECT_EQ(ctl.gauges().pages_free, 6u);  // still held by the importer
   ASSERT_EQ(ctl.dealloc_pages(2, imported), Status::Ok);
   EXPECT_EQ(ctl.gauges().pages_free, 8u);
-  EXPECT_EQ(ctl.import_pages(2, "sys", imported), Status::NotFound);
+  EXPECT_EQ(into(ctl.import_pages(2, "sys"), imported), Status::NotFound);
 
   // A non-persistent export goes with its exporter.
   ctl.register_instance(3, nullptr);
-  ASSERT_EQ(ctl.alloc_pages(3, 1, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(3, 1), pages), Status::Ok);
   ASSERT_EQ(ctl.export_pages(3, "tmp", pages, false), Status::Ok);
   ctl.release_instance(3);
-  EXPECT_EQ(ctl.import_pages(2, "tmp", imported), Status::NotFound);
+  EXPECT_EQ(into(ctl.import_pages(2, "tmp"), imported), Status::NotFound);
   EXPECT_EQ(ctl.gauges().pages_free, 8u);
 }
 
@@ -112,9 +140,9 @@ TEST(Controller, QueueRunsInOrderAndMatchesOnePrefill) {
   Controller ctl(engine, {});
   ctl.register_instance(1, nullptr);
   QueueId q;
-  ASSERT_EQ(ctl.create_queue(1, q), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
   std::vector<uint32_t> pages;
-  ASSERT_EQ(ctl.alloc_pages(1, 2, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 2), pages), Status::Ok);
   std::vector<int32_t> prompt{1, 450, 496, 173, 701, 299, 432, 172, 975, 278, 173, 112,
                               322, 278, 397, 710, 298};  // 17 tokens: spills into page 2
   // Submit prefill(16) and decode(1) back to back without waiting: the decode reads the page
@@ -129,23 +157,23 @@ TEST(Controller, QueueRunsInOrderAndMatchesOnePrefill) {
             Status::Ok);
   auto o1 = p1.get_future().get();
   auto o2 = p2.get_future().get();
-  ASSERT_EQ(o1.status, Status::Ok) << o1.error;
-  ASSERT_EQ(o2.status, Status::Ok) << o2.error;
+  ASSERT_EQ(o1.code(), Status::Ok) << o1.message();
+  ASSERT_EQ(o2.code(), Status::Ok) << o2.message();
 
   // Reference: the whole prompt in one forward straight on the engine.
   auto ref_pages = engine.kv_pool().allocate(2);
   auto ref = engine.forward({prefill(prompt, 0, ref_pages, 1)});
-  const auto& got = o2.forward.outputs.at(0).dist;
+  const auto& got = o2->forward.outputs.at(0).dist;
   const auto& want = ref[0].outputs.at(0).dist;
   ASSERT_EQ(got.ids, want.ids);
   for (size_t i = 0; i < got.probs.size(); ++i) EXPECT_NEAR(got.probs[i], want.probs[i], 1e-5);
 }
 
 TEST(Controller, HorizontalBatchingAcrossInstances) {
-  Engine engine(weights(), small_engine(32));
+  auto backend = small_fake(32);
   ControllerOptions opt;
   opt.policy = "k:8";  // hold until all 8 are queued, so they must form one batch
-  Controller ctl(engine, opt);
+  Controller ctl(*backend, opt);
   std::atomic<uint32_t> max_calls{0};
   ctl.set_batch_observer([&](const BatchStats& s) {
     if (s.calls > max_calls) max_calls = s.calls;
@@ -154,26 +182,26 @@ TEST(Controller, HorizontalBatchingAcrossInstances) {
   for (InstanceId i = 1; i <= 8; ++i) {
     ctl.register_instance(i, nullptr);
     QueueId q;
-    ASSERT_EQ(ctl.create_queue(i, q), Status::Ok);
+    ASSERT_EQ(into(ctl.create_queue(i), q), Status::Ok);
     std::vector<uint32_t> pages;
-    ASSERT_EQ(ctl.alloc_pages(i, 1, pages), Status::Ok);
+    ASSERT_EQ(into(ctl.alloc_pages(i, 1), pages), Status::Ok);
     ASSERT_EQ(ctl.forward(i, q, prefill({1, int32_t(100 + i), 7}, 0, pages, 3),
                           [&, i](CallOutcome&& o) { done[i - 1].set_value(std::move(o)); }),
               Status::Ok);
   }
-  for (auto& d : done) EXPECT_EQ(d.get_future().get().status, Status::Ok);
+  for (auto& d : done) EXPECT_EQ(d.get_future().get().code(), Status::Ok);
   EXPECT_EQ(max_calls.load(), 8u);
   EXPECT_EQ(ctl.gauges().batches, 1u);
 }
 
 TEST(Controller, SynchronizeResolvesAfterEarlierCalls) {
-  Engine engine(weights(), small_engine(8));
-  Controller ctl(engine, {});
+  auto backend = small_fake(8);
+  Controller ctl(*backend, {});
   ctl.register_instance(1, nullptr);
   QueueId q;
-  ASSERT_EQ(ctl.create_queue(1, q), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
   std::vector<uint32_t> pages;
-  ASSERT_EQ(ctl.alloc_pages(1, 1, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 1), pages), Status::Ok);
   std::atomic<bool> forward_done{false};
   ASSERT_EQ(ctl.forward(1, q, prefill({1, 2, 3, 4}, 0, pages, 4),
                         [&](CallOutcome&&) { forward_done = true; }),
@@ -188,73 +216,76 @@ TEST(Controller, SynchronizeResolvesAfterEarlierCalls) {
 }
 
 TEST(Controller, BadRequestsFailAloneWithClearErrors) {
-  Engine engine(weights(), small_engine(8));
-  Controller ctl(engine, {});
+  auto backend = small_fake(8);
+  Controller ctl(*backend, {});
   ctl.register_instance(1, nullptr);
   QueueId q;
-  ASSERT_EQ(ctl.create_queue(1, q), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
   std::vector<uint32_t> pages;
-  ASSERT_EQ(ctl.alloc_pages(1, 1, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 1), pages), Status::Ok);
   auto submit = [&](SequenceInput s) { return ctl.forward(1, q, std::move(s), [](CallOutcome&&) {}); };
-  EXPECT_EQ(submit(prefill({1, 99999}, 0, pages, 2)), Status::BadArgument);  // token id
-  EXPECT_NE(Controller::last_error().find("99999"), std::string::npos);
+  auto bad_token = submit(prefill({1, 99999}, 0, pages, 2));
+  EXPECT_EQ(bad_token, Status::BadArgument);  // token id
+  EXPECT_NE(bad_token.message().find("99999"), std::string::npos);
   EXPECT_EQ(submit(prefill({1, 2}, 0, {pages[0] + 100}, 2)), Status::BadHandle);
   EXPECT_EQ(submit(prefill({1, 2, 3}, 0, pages, 2)), Status::BadArgument);  // 3 inputs, 2 slots
   EXPECT_EQ(submit(prefill({1, 2}, 0, pages, 17)), Status::BadArgument);    // > page size
   auto masked = prefill({1, 2}, 0, pages, 2);
   masked.mask = {{1, 0}, {1}};  // second row covers 1 slot, context has 2
-  EXPECT_EQ(submit(masked), Status::BadArgument);
+  auto bad_mask = submit(masked);
+  EXPECT_EQ(bad_mask, Status::BadArgument);
+  EXPECT_EQ(bad_mask.message(), "mask runs cover 1 slots, context has 2");
   EXPECT_EQ(ctl.forward(1, q + 999, prefill({1}, 0, pages, 1), nullptr), Status::BadHandle);
   EXPECT_EQ(ctl.forward(2, q, prefill({1}, 0, pages, 1), nullptr), Status::Terminated);
   // A good call still works afterwards.
   auto o = wait_for([&](Completion c) { return ctl.forward(1, q, prefill({1, 2}, 0, pages, 2), std::move(c)); });
-  EXPECT_EQ(o.status, Status::Ok) << o.error;
+  EXPECT_EQ(o.code(), Status::Ok) << o.message();
 }
 
 TEST(Controller, ContentionTerminatesNewestInstancesAndQuotasRefuse) {
-  Engine engine(weights(), small_engine(6));
+  auto backend = small_fake(6);
   ControllerOptions opt;
-  Controller ctl(engine, opt);
+  Controller ctl(*backend, opt);
   std::promise<std::string> killed;
   ctl.register_instance(1, [](const std::string&) { ADD_FAILURE() << "oldest must survive"; });
   ctl.register_instance(2, [&](const std::string& why) { killed.set_value(why); });
   std::vector<uint32_t> p1, p2;
-  ASSERT_EQ(ctl.alloc_pages(1, 2, p1), Status::Ok);
-  ASSERT_EQ(ctl.alloc_pages(2, 4, p2), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 2), p1), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(2, 4), p2), Status::Ok);
   // The older instance needs 3 more pages: the newer one is terminated to make room.
   std::vector<uint32_t> more;
-  ASSERT_EQ(ctl.alloc_pages(1, 3, more), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 3), more), Status::Ok);
   EXPECT_EQ(killed.get_future().get(), "KV memory needed by an older inferlet");
   EXPECT_EQ(ctl.gauges().instances_killed_for_memory, 1u);
   EXPECT_EQ(ctl.gauges().instances, 1u);
   // Nobody newer left: the newest instance itself is refused, not killed.
   ctl.register_instance(3, nullptr);
-  EXPECT_EQ(ctl.alloc_pages(3, 5, more), Status::OutOfKvPages);
+  EXPECT_EQ(into(ctl.alloc_pages(3, 5), more), Status::OutOfKvPages);
 
-  Engine engine2(weights(), small_engine(8));
+  auto backend2 = small_fake(8);
   ControllerOptions q;
   q.max_kv_pages_per_instance = 3;
-  Controller ctl2(engine2, q);
+  Controller ctl2(*backend2, q);
   ctl2.register_instance(1, nullptr);
-  ASSERT_EQ(ctl2.alloc_pages(1, 3, p1), Status::Ok);
-  EXPECT_EQ(ctl2.alloc_pages(1, 1, p2), Status::QuotaExceeded);
+  ASSERT_EQ(into(ctl2.alloc_pages(1, 3), p1), Status::Ok);
+  EXPECT_EQ(into(ctl2.alloc_pages(1, 1), p2), Status::QuotaExceeded);
 }
 
 TEST(Controller, ReleasingAnInstanceFailsItsPendingCalls) {
-  Engine engine(weights(), small_engine(8));
+  auto backend = small_fake(8);
   ControllerOptions opt;
   opt.policy = "t:200";  // hold calls long enough to release the instance first
-  Controller ctl(engine, opt);
+  Controller ctl(*backend, opt);
   ctl.register_instance(1, nullptr);
   QueueId q;
-  ASSERT_EQ(ctl.create_queue(1, q), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
   std::vector<uint32_t> pages;
-  ASSERT_EQ(ctl.alloc_pages(1, 1, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 1), pages), Status::Ok);
   std::promise<CallOutcome> p;
   ASSERT_EQ(ctl.forward(1, q, prefill({1, 2}, 0, pages, 2), [&](CallOutcome&& o) { p.set_value(std::move(o)); }),
             Status::Ok);
   ctl.release_instance(1);
-  EXPECT_EQ(p.get_future().get().status, Status::Terminated);
+  EXPECT_EQ(p.get_future().get().code(), Status::Terminated);
   EXPECT_EQ(ctl.gauges().pages_free, 8u);  // the queued call's reference went too
 }
 
@@ -272,9 +303,9 @@ TEST(Controller, ChunkedPrefillMatchesWholePrefillAndRespectsBudget) {
   });
   ctl.register_instance(1, nullptr);
   QueueId q;
-  ASSERT_EQ(ctl.create_queue(1, q), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
   std::vector<uint32_t> pages;
-  ASSERT_EQ(ctl.alloc_pages(1, 4, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 4), pages), Status::Ok);
   std::vector<int32_t> prompt;
   for (int i = 0; i < 50; ++i) prompt.push_back(1 + (i * 37) % 997);
   auto make = [&](std::vector<uint32_t> pg) {
@@ -287,7 +318,7 @@ TEST(Controller, ChunkedPrefillMatchesWholePrefillAndRespectsBudget) {
     return s;
   };
   auto got = wait_for([&](Completion c) { return ctl.forward(1, q, make(pages), std::move(c)); });
-  ASSERT_EQ(got.status, Status::Ok) << got.error;
+  ASSERT_EQ(got.code(), Status::Ok) << got.message();
   {
     std::lock_guard lock(mu);
     ASSERT_GE(batch_tokens.size(), 4u);
@@ -295,23 +326,23 @@ TEST(Controller, ChunkedPrefillMatchesWholePrefillAndRespectsBudget) {
   }
   auto ref_pages = engine.kv_pool().allocate(4);
   auto ref = engine.forward({make(ref_pages)});
-  ASSERT_EQ(got.forward.outputs.size(), 3u);
+  ASSERT_EQ(got->forward.outputs.size(), 3u);
   for (int o : {0, 1}) {
-    EXPECT_EQ(got.forward.outputs[o].dist.ids, ref[0].outputs[o].dist.ids) << o;
+    EXPECT_EQ(got->forward.outputs[o].dist.ids, ref[0].outputs[o].dist.ids) << o;
     for (size_t i = 0; i < 5; ++i)
-      EXPECT_NEAR(got.forward.outputs[o].dist.probs[i], ref[0].outputs[o].dist.probs[i], 1e-5);
+      EXPECT_NEAR(got->forward.outputs[o].dist.probs[i], ref[0].outputs[o].dist.probs[i], 1e-5);
   }
-  ASSERT_EQ(got.forward.outputs[2].logits.size(), ref[0].outputs[2].logits.size());
+  ASSERT_EQ(got->forward.outputs[2].logits.size(), ref[0].outputs[2].logits.size());
   for (size_t i = 0; i < ref[0].outputs[2].logits.size(); ++i)
-    EXPECT_NEAR(got.forward.outputs[2].logits[i], ref[0].outputs[2].logits[i], 1e-4);
+    EXPECT_NEAR(got->forward.outputs[2].logits[i], ref[0].outputs[2].logits[i], 1e-4);
 }
 
 TEST(Controller, DecodesGoFirstWhilePrefillIsChunked) {
-  Engine engine(weights(), small_engine(32));
+  auto backend = small_fake(32);
   ControllerOptions opt;
   opt.max_batch_tokens = 32;
   opt.policy = "k:2";  // hold until both calls are queued
-  Controller ctl(engine, opt);
+  Controller ctl(*backend, opt);
   std::vector<BatchStats> batches;
   std::mutex mu;
   ctl.set_batch_observer([&](const BatchStats& s) {
@@ -321,11 +352,11 @@ TEST(Controller, DecodesGoFirstWhilePrefillIsChunked) {
   ctl.register_instance(1, nullptr);
   ctl.register_instance(2, nullptr);
   QueueId q1, q2;
-  ASSERT_EQ(ctl.create_queue(1, q1), Status::Ok);
-  ASSERT_EQ(ctl.create_queue(2, q2), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(1), q1), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(2), q2), Status::Ok);
   std::vector<uint32_t> p1, p2;
-  ASSERT_EQ(ctl.alloc_pages(1, 7, p1), Status::Ok);
-  ASSERT_EQ(ctl.alloc_pages(2, 1, p2), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 7), p1), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(2, 1), p2), Status::Ok);
   std::vector<int32_t> long_prompt(100, 7);
   std::promise<CallOutcome> long_done, decode_done;
   // The long prompt arrives first; the decode call must still run in the first batch.
@@ -334,8 +365,8 @@ TEST(Controller, DecodesGoFirstWhilePrefillIsChunked) {
             Status::Ok);
   ASSERT_EQ(ctl.forward(2, q2, prefill({5}, 0, p2, 1), [&](CallOutcome&& o) { decode_done.set_value(std::move(o)); }),
             Status::Ok);
-  EXPECT_EQ(decode_done.get_future().get().status, Status::Ok);
-  EXPECT_EQ(long_done.get_future().get().status, Status::Ok);
+  EXPECT_EQ(decode_done.get_future().get().code(), Status::Ok);
+  EXPECT_EQ(long_done.get_future().get().code(), Status::Ok);
   std::lock_guard lock(mu);
   ASSERT_GE(batches.size(), 4u);  // 100 prefill tokens in a 32-token budget
   EXPECT_EQ(batches[0].calls, 2u);   // decode + the first prefill chunk
@@ -343,25 +374,25 @@ TEST(Controller, DecodesGoFirstWhilePrefillIsChunked) {
 }
 
 TEST(Controller, PrefixCacheSharesPagesAndIsReclaimedUnderPressure) {
-  Engine engine(weights(), small_engine(8));
-  Controller ctl(engine, {});
+  auto backend = small_fake(8);
+  Controller ctl(*backend, {});
   ctl.register_instance(1, nullptr);
   ctl.register_instance(2, nullptr);
   QueueId q1;
-  ASSERT_EQ(ctl.create_queue(1, q1), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(1), q1), Status::Ok);
   std::vector<int32_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(3 + i * 11);
   std::vector<uint32_t> pages;
-  ASSERT_EQ(ctl.alloc_pages(1, 3, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 3), pages), Status::Ok);
   auto o = wait_for([&](Completion c) { return ctl.forward(1, q1, prefill(prompt, 0, pages, 8), std::move(c)); });
-  ASSERT_EQ(o.status, Status::Ok);
+  ASSERT_EQ(o.code(), Status::Ok);
   ASSERT_EQ(ctl.prefix_insert(1, prompt, std::span(pages).first(2)), Status::Ok);
   EXPECT_EQ(ctl.gauges().pages_cached, 2u);
 
   // Instance 2 asks for the same prompt: two pages (32 tokens) come from the cache.
   std::vector<uint32_t> shared;
   size_t matched = 0;
-  ASSERT_EQ(ctl.prefix_match(2, prompt, shared, matched), Status::Ok);
+  ASSERT_EQ(into(ctl.prefix_match(2, prompt), shared, matched), Status::Ok);
   EXPECT_EQ(matched, 32u);
   ASSERT_EQ(shared.size(), 2u);
   EXPECT_EQ(ctl.gauges().prefix_hit_tokens, 32u);
@@ -369,17 +400,17 @@ TEST(Controller, PrefixCacheSharesPagesAndIsReclaimedUnderPressure) {
 
   // Its continuation from the cached pages equals the owner's full prefill.
   QueueId q2;
-  ASSERT_EQ(ctl.create_queue(2, q2), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(2), q2), Status::Ok);
   std::vector<uint32_t> tail;
-  ASSERT_EQ(ctl.alloc_pages(2, 1, tail), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(2, 1), tail), Status::Ok);
   std::vector<uint32_t> table = shared;
   table.push_back(tail[0]);
   auto cont = wait_for([&](Completion c) {
     return ctl.forward(2, q2, prefill(std::vector<int32_t>(prompt.begin() + 32, prompt.end()), 32, table, 8),
                        std::move(c));
   });
-  ASSERT_EQ(cont.status, Status::Ok);
-  EXPECT_EQ(cont.forward.outputs[0].dist.ids, o.forward.outputs[0].dist.ids);
+  ASSERT_EQ(cont.code(), Status::Ok);
+  EXPECT_EQ(cont->forward.outputs[0].dist.ids, o->forward.outputs[0].dist.ids);
 
   // Everyone lets go; the cache still holds 2 pages, and gives them back under pressure.
   ctl.release_instance(1);
@@ -387,24 +418,76 @@ TEST(Controller, PrefixCacheSharesPagesAndIsReclaimedUnderPressure) {
   EXPECT_EQ(ctl.gauges().pages_free, 6u);
   ctl.register_instance(3, nullptr);
   std::vector<uint32_t> all;
-  ASSERT_EQ(ctl.alloc_pages(3, 8, all), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(3, 8), all), Status::Ok);
   EXPECT_EQ(ctl.gauges().pages_cached, 0u);
 }
 
 TEST(Controller, PrefixCacheCanBeDisabled) {
-  Engine engine(weights(), small_engine(8));
+  auto backend = small_fake(8);
   ControllerOptions opt;
   opt.prefix_cache = false;
-  Controller ctl(engine, opt);
+  Controller ctl(*backend, opt);
   ctl.register_instance(1, nullptr);
   std::vector<uint32_t> pages, got;
-  ASSERT_EQ(ctl.alloc_pages(1, 1, pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(1, 1), pages), Status::Ok);
   std::vector<int32_t> prompt(16, 5);
   ASSERT_EQ(ctl.prefix_insert(1, prompt, pages), Status::Ok);
   size_t matched = 99;
-  ASSERT_EQ(ctl.prefix_match(1, prompt, got, matched), Status::Ok);
+  ASSERT_EQ(into(ctl.prefix_match(1, prompt), got, matched), Status::Ok);
   EXPECT_EQ(matched, 0u);
   EXPECT_TRUE(got.empty());
+}
+
+TEST(Controller, BackendFailuresKeepTheirCodeAndMessage) {
+  auto backend = small_fake(8);
+  Controller ctl(*backend, {});
+  ctl.register_instance(1, nullptr);
+  QueueId q = 0;
+  ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
+  std::vector<uint32_t> pages, embeds;
+  ASSERT_EQ(into(ctl.alloc_pages(1, 2), pages), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_embeds(1, 2), embeds), Status::Ok);
+
+  // Out of memory in the backend is not the caller's fault: BackendFailure, with the reason.
+  backend->fail_call(FakeHandler::EmbedTokens, 1, FakeFailure::OutOfMemory);
+  auto oom = wait_for([&](Completion c) { return ctl.embed_tokens(1, q, {5, 6}, {0, 1}, embeds, std::move(c)); });
+  EXPECT_EQ(oom, Status::BackendFailure);
+  EXPECT_NE(oom.message().find("out of memory"), std::string::npos) << oom.message();
+
+  // A request the backend rejects (pith::Error) is a bad argument, with the backend's message.
+  backend->fail_call(FakeHandler::CopyKv, 1, FakeFailure::Error);
+  auto rejected = wait_for([&](Completion c) { return ctl.copy_kv(1, q, pages[0], pages[1], 0, 0, 4, std::move(c)); });
+  EXPECT_EQ(rejected, Status::BadArgument);
+  EXPECT_FALSE(rejected.message().empty());
+
+  // The queue goes on.
+  auto ok = wait_for([&](Completion c) { return ctl.embed_tokens(1, q, {5, 6}, {0, 1}, embeds, std::move(c)); });
+  EXPECT_EQ(ok, Status::Ok) << ok;
+}
+
+TEST(Controller, EveryRejectionSaysWhy) {
+  auto backend = small_fake(4);
+  ControllerOptions opt;
+  opt.max_kv_pages_per_instance = 3;
+  Controller ctl(*backend, opt);
+  ctl.register_instance(1, nullptr);
+  std::vector<uint32_t> pages;
+  ASSERT_EQ(into(ctl.alloc_pages(1, 2), pages), Status::Ok);
+  auto quota = ctl.alloc_pages(1, 2);
+  EXPECT_EQ(quota, Status::QuotaExceeded);
+  EXPECT_NE(quota.message().find("quota 3"), std::string::npos) << quota;
+  auto foreign = ctl.dealloc_pages(1, std::vector<uint32_t>{77});
+  EXPECT_EQ(foreign, Status::BadHandle);
+  EXPECT_EQ(foreign.message(), "page handle 77");
+  auto missing = ctl.import_pages(1, "nothing");
+  EXPECT_EQ(missing, Status::NotFound);
+  EXPECT_EQ(missing.message(), "no export 'nothing'");
+  auto gone = ctl.create_queue(9);
+  EXPECT_EQ(gone, Status::Terminated);
+  EXPECT_EQ(gone.message(), "unknown instance");
+  auto no_queue = ctl.next_dist(1, 12345, 1, 5, nullptr);
+  EXPECT_EQ(no_queue, Status::BadHandle);
+  EXPECT_EQ(no_queue.message(), "unknown queue 12345");
 }
 
 }  // namespace pith

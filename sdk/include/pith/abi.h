@@ -71,6 +71,8 @@ enum {
   PITH_ERR_INTERNAL = 16,          /* host failure; the message is in the instance log */
   PITH_ERR_TIMEOUT = 17,           /* no complete answer in time (HTTP) */
   PITH_ERR_NETWORK = 18,           /* the peer could not be reached or broke off (HTTP) */
+  PITH_ERR_BACKEND = 19,           /* the inference backend failed on a valid call (out of memory,
+                                      device error); the message is in the instance log */
 };
 
 /* ---- handles ----------------------------------------------------------------------------- */

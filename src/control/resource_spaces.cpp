@@ -1,0 +1,267 @@
+#include "control/resource_spaces.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "control/contention_policy.h"
+
+namespace pith {
+
+namespace {
+
+Failure unknown_instance() {
+  return {Status::Terminated, "unknown instance"};
+}
+
+}  // namespace
+
+ResourceSpaces::ResourceSpaces(SlotPool& pages, SlotPool& embeds, const ResourceOptions& options)
+    : options_(options), page_capacity_(pages.capacity()), page_refs_(pages), embed_refs_(embeds) {
+  if (options.prefix_cache)
+    prefix_cache_ = std::make_unique<PrefixCache>(page_refs_, options.page_size);
+}
+
+ResourceSpaces::~ResourceSpaces() {
+  for (auto id : instance_ids()) release_instance(id);
+  prefix_cache_.reset();
+}
+
+ResourceSpaces::Instance* ResourceSpaces::find(InstanceId id) {
+  auto it = instances_.find(id);
+  return it == instances_.end() ? nullptr : &it->second;
+}
+
+const ResourceSpaces::Instance* ResourceSpaces::find(InstanceId id) const {
+  auto it = instances_.find(id);
+  return it == instances_.end() ? nullptr : &it->second;
+}
+
+// ---------------------------------------------------------------- instances
+
+void ResourceSpaces::add_instance(InstanceId id, KillFn on_kill) {
+  Instance& inst = instances_[id];
+  inst.launch_seq = next_launch_seq_++;
+  inst.on_kill = std::move(on_kill);
+}
+
+std::vector<InstanceId> ResourceSpaces::instance_ids() const {
+  std::vector<InstanceId> ids;
+  for (const auto& [id, _] : instances_) ids.push_back(id);
+  return ids;
+}
+
+Result<void> ResourceSpaces::add_queue(InstanceId id, QueueId q) {
+  Instance* inst = find(id);
+  if (!inst) return unknown_instance();
+  inst->queues.push_back(q);
+  return {};
+}
+
+void ResourceSpaces::remove_queue(InstanceId id, QueueId q) {
+  if (Instance* inst = find(id)) std::erase(inst->queues, q);
+}
+
+std::vector<QueueId> ResourceSpaces::queues_of(InstanceId id) const {
+  const Instance* inst = find(id);
+  return inst ? inst->queues : std::vector<QueueId>{};
+}
+
+void ResourceSpaces::release_instance(InstanceId id) {
+  auto it = instances_.find(id);
+  if (it == instances_.end()) return;
+  Instance& inst = it->second;
+  inst.pages.for_each([&](uint32_t, uint32_t phys) { page_refs_.release(phys); });
+  inst.embeds.for_each([&](uint32_t, uint32_t phys) { embed_refs_.release(phys); });
+  for (const auto& name : inst.exports) {
+    auto eit = exports_.find(name);
+    if (eit != exports_.end() && eit->second.owner == id && !eit->second.persistent) {
+      page_refs_.release(eit->second.pages);
+      exports_.erase(eit);
+    }
+  }
+  instances_.erase(it);
+}
+
+// ---------------------------------------------------------------- pages and Embeds
+
+bool ResourceSpaces::make_room(InstanceId requester, uint32_t n, const EvictFn& evict) {
+  // First give back cached pages nobody uses (LRU leaves of the prefix cache); then the
+  // contention policy (paper §5.2) terminates newer instances until enough pages are free.
+  if (prefix_cache_ && page_refs_.n_free() < n) prefix_cache_->evict(n - page_refs_.n_free());
+  const uint64_t requester_seq = instances_.at(requester).launch_seq;
+  std::vector<InstanceUsage> usage;
+  while (page_refs_.n_free() < n) {
+    usage.clear();
+    for (const auto& [id, inst] : instances_)
+      usage.push_back({id, inst.launch_seq, inst.pages.size()});
+    auto victim = choose_victim(usage, requester_seq);
+    if (!victim) return false;
+    KillFn kill = std::move(instances_.at(*victim).on_kill);
+    evict(*victim, std::move(kill));
+    PITH_CHECK(!has_instance(*victim));
+    ++killed_for_memory_;
+  }
+  return true;
+}
+
+Result<std::vector<uint32_t>> ResourceSpaces::alloc_pages(InstanceId id, uint32_t n,
+                                                          const EvictFn& evict) {
+  Instance* inst = find(id);
+  if (!inst) return unknown_instance();
+  if (options_.max_kv_pages_per_instance &&
+      inst->pages.size() + n > options_.max_kv_pages_per_instance)
+    return Failure{Status::QuotaExceeded,
+                   fmt::format("{} pages requested while holding {}, quota {}", n,
+                               inst->pages.size(), options_.max_kv_pages_per_instance)};
+  if (page_refs_.n_free() < n && !make_room(id, n, evict))
+    return Failure{Status::OutOfKvPages, fmt::format("{} pages requested, {} free of {}", n,
+                                                     page_refs_.n_free(), page_capacity_)};
+  std::vector<uint32_t> phys;
+  if (!page_refs_.allocate(n, phys))
+    return Failure{Status::OutOfKvPages, "pages still held by in-flight calls"};
+  inst = find(id);
+  std::vector<uint32_t> handles;
+  for (uint32_t p : phys) handles.push_back(inst->pages.insert(p));
+  return handles;
+}
+
+Result<void> ResourceSpaces::dealloc_pages(InstanceId id, std::span<const uint32_t> handles) {
+  Instance* inst = find(id);
+  if (!inst) return unknown_instance();
+  for (uint32_t h : handles)
+    if (!inst->pages.lookup(h)) return Failure{Status::BadHandle, fmt::format("page handle {}", h)};
+  for (uint32_t h : handles) {
+    auto phys = inst->pages.erase(h);
+    if (phys) page_refs_.release(*phys);  // a duplicate handle in the list erases once
+  }
+  return {};
+}
+
+Result<std::vector<uint32_t>> ResourceSpaces::alloc_embeds(InstanceId id, uint32_t n) {
+  Instance* inst = find(id);
+  if (!inst) return unknown_instance();
+  std::vector<uint32_t> phys;
+  if (!embed_refs_.allocate(n, phys))
+    return Failure{Status::OutOfEmbeds,
+                   fmt::format("{} embeds requested, {} free", n, embed_refs_.n_free())};
+  std::vector<uint32_t> handles;
+  for (uint32_t p : phys) handles.push_back(inst->embeds.insert(p));
+  return handles;
+}
+
+Result<void> ResourceSpaces::dealloc_embeds(InstanceId id, std::span<const uint32_t> handles) {
+  Instance* inst = find(id);
+  if (!inst) return unknown_instance();
+  for (uint32_t h : handles)
+    if (!inst->embeds.lookup(h))
+      return Failure{Status::BadHandle, fmt::format("embed handle {}", h)};
+  for (uint32_t h : handles) {
+    auto phys = inst->embeds.erase(h);
+    if (phys) embed_refs_.release(*phys);
+  }
+  return {};
+}
+
+bool ResourceSpaces::has_page(InstanceId id, uint32_t handle) const {
+  const Instance* inst = find(id);
+  return inst && inst->pages.lookup(handle).has_value();
+}
+
+uint32_t ResourceSpaces::pages_held(InstanceId id) const {
+  const Instance* inst = find(id);
+  return inst ? static_cast<uint32_t>(inst->pages.size()) : 0;
+}
+
+const HandleTable* ResourceSpaces::page_table(InstanceId id) const {
+  const Instance* inst = find(id);
+  return inst ? &inst->pages : nullptr;
+}
+
+const HandleTable* ResourceSpaces::embed_table(InstanceId id) const {
+  const Instance* inst = find(id);
+  return inst ? &inst->embeds : nullptr;
+}
+
+// ---------------------------------------------------------------- exports
+
+Result<void> ResourceSpaces::export_pages(InstanceId id, const std::string& name,
+                                          std::span<const uint32_t> handles, bool persistent) {
+  Instance* inst = find(id);
+  if (!inst) return unknown_instance();
+  if (exports_.count(name)) return Failure{Status::AlreadyExists, "export '" + name + "' exists"};
+  Export ex;
+  ex.owner = id;
+  ex.persistent = persistent;
+  for (uint32_t h : handles) {
+    auto p = inst->pages.lookup(h);
+    if (!p) return Failure{Status::BadHandle, fmt::format("page handle {}", h)};
+    ex.pages.push_back(*p);
+  }
+  page_refs_.retain(ex.pages);
+  if (!persistent) inst->exports.push_back(name);
+  exports_.emplace(name, std::move(ex));
+  return {};
+}
+
+Result<std::vector<uint32_t>> ResourceSpaces::import_pages(InstanceId id, const std::string& name) {
+  Instance* inst = find(id);
+  if (!inst) return unknown_instance();
+  auto it = exports_.find(name);
+  if (it == exports_.end()) return Failure{Status::NotFound, "no export '" + name + "'"};
+  std::vector<uint32_t> handles;
+  for (uint32_t p : it->second.pages) {
+    page_refs_.retain(p);
+    handles.push_back(inst->pages.insert(p));
+  }
+  return handles;
+}
+
+Result<void> ResourceSpaces::remove_export(const std::string& name) {
+  auto it = exports_.find(name);
+  if (it == exports_.end()) return Failure{Status::NotFound, "no export '" + name + "'"};
+  page_refs_.release(it->second.pages);
+  exports_.erase(it);
+  return {};
+}
+
+std::vector<std::string> ResourceSpaces::list_exports() const {
+  std::vector<std::string> names;
+  for (const auto& [name, _] : exports_) names.push_back(name);
+  return names;
+}
+
+// ---------------------------------------------------------------- prefix cache
+
+Result<ResourceSpaces::PrefixMatch> ResourceSpaces::prefix_match(InstanceId id,
+                                                                 std::span<const int32_t> tokens) {
+  Instance* inst = find(id);
+  if (!inst) return unknown_instance();
+  PrefixMatch m;
+  if (!prefix_cache_) return m;
+  std::vector<uint32_t> phys;
+  m.matched = prefix_cache_->match(tokens, phys);
+  for (uint32_t p : phys) m.handles.push_back(inst->pages.insert(p));  // takes match's reference
+  return m;
+}
+
+Result<void> ResourceSpaces::prefix_insert(InstanceId id, std::span<const int32_t> tokens,
+                                           std::span<const uint32_t> handles) {
+  Instance* inst = find(id);
+  if (!inst) return unknown_instance();
+  const size_t ps = options_.page_size;
+  if (tokens.size() < handles.size() * ps)
+    return Failure{Status::BadArgument,
+                   fmt::format("{} pages need {} tokens, got {}", handles.size(),
+                               handles.size() * ps, tokens.size())};
+  std::vector<uint32_t> phys;
+  for (uint32_t h : handles) {
+    auto p = inst->pages.lookup(h);
+    if (!p) return Failure{Status::BadHandle, fmt::format("page handle {}", h)};
+    phys.push_back(*p);
+  }
+  if (prefix_cache_) prefix_cache_->insert(tokens, phys);
+  return {};
+}
+
+}  // namespace pith

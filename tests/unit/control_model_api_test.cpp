@@ -1,0 +1,134 @@
+// The runtime's ModelApi over the control layer, on the weightless FakeBackend: a call the
+// control layer rejects, or that fails in the backend, returns its ABI code to the guest and
+// writes its reason to the instance's log, both straight from a session and through a real
+// inferlet's log stream.
+#include "runtime/control_model_api.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <future>
+#include <mutex>
+
+#include "engine/fake_backend.h"
+#include "runtime/runtime.h"
+
+namespace pith::runtime {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kModel = std::string(PITH_TEST_DATA) + "/models/tiny-f32.gguf";
+
+const Tokenizer& tokenizer() {
+  static const Tokenizer t = Tokenizer::load(kModel);
+  return t;
+}
+
+std::unique_ptr<FakeBackend> fake_backend() {
+  ModelConfig c;
+  c.vocab_size = static_cast<uint32_t>(tokenizer().vocab_size());
+  c.d_model = 64;
+  return std::make_unique<FakeBackend>(c, FakeBackendOptions{16, 8, 16});
+}
+
+// Lines the session wrote to the instance log.
+struct Log {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> lines;
+  ErrorLog fn() {
+    return [this](std::string m) {
+      std::lock_guard lock(mu);
+      lines.push_back(std::move(m));
+      cv.notify_all();
+    };
+  }
+  bool has(const std::string& s, std::chrono::milliseconds timeout = 0ms) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, timeout, [&] {
+      for (const auto& l : lines)
+        if (l.find(s) != std::string::npos) return true;
+      return false;
+    });
+  }
+};
+
+TEST(ControlModelApi, RejectedCallsLogWhyAndReturnTheCode) {
+  auto backend = fake_backend();
+  Controller ctl(*backend, {});
+  ControlModelApi api(ctl, tokenizer(), "tiny");
+  auto session = api.open_session(1);
+  Log log;
+  session->set_error_log(log.fn());
+  uint32_t model = 0, queue = 0;
+  ASSERT_EQ(session->open_model("", &model), PITH_OK);
+  ASSERT_EQ(session->create_queue(model, &queue), PITH_OK);
+  std::vector<uint32_t> pages;
+  ASSERT_EQ(session->alloc_kvpages(queue, 1, &pages), PITH_OK);
+
+  // Three inputs cannot fit a context of two slots: the controller's reason reaches the log.
+  ForwardTokensArgs args;
+  args.tokens = {1, 2, 3};
+  args.positions = {0, 1, 2};
+  args.kv_pages = pages;
+  args.last_page_len = 2;
+  args.output_indices = {2};
+  EXPECT_EQ(session->forward_tokens(queue, args, [](pith_status_t, std::string) {}),
+            PITH_ERR_BAD_ARGUMENT);
+  EXPECT_TRUE(log.has("forward_tokens: 3 inputs do not fit a context of 2 slots (bad argument)"));
+
+  // A page handle the instance does not own.
+  EXPECT_EQ(session->dealloc_kvpages(queue, std::vector<uint32_t>{42}), PITH_ERR_BAD_HANDLE);
+  EXPECT_TRUE(log.has("dealloc_kvpages: page handle 42"));
+
+  // A fire-and-forget command that fails in the backend: logged when it fails, and its code is
+  // what the queue's next future reports.
+  backend->fail_call(FakeHandler::CopyKv, 1, FakeFailure::OutOfMemory);
+  ASSERT_EQ(session->copy_kvpage(queue, pages[0], pages[0], 0, 1, 1), PITH_OK);
+  std::promise<pith_status_t> synced;
+  ASSERT_EQ(session->synchronize(queue, [&](pith_status_t s, std::string) { synced.set_value(s); }),
+            PITH_OK);
+  EXPECT_EQ(synced.get_future().get(), PITH_ERR_BACKEND);
+  EXPECT_TRUE(log.has("copy_kvpage: backend out of memory", 5s));
+}
+
+TEST(ControlModelApi, AnInferletsRejectedCallReachesItsLogStream) {
+  const std::string kv_alloc = std::string(PITH_INFERLET_DIR) + "/kv_alloc.wasm";
+  if (!std::filesystem::exists(kv_alloc)) GTEST_SKIP() << "inferlets not built (clang-14 missing)";
+  auto backend = fake_backend();
+  ControllerOptions opt;
+  opt.max_kv_pages_per_instance = 3;
+  Controller ctl(*backend, opt);
+  ControlModelApi api(ctl, tokenizer(), "tiny");
+  RuntimeConfig rc;
+  rc.compiler.cache_dir = PITH_TEST_NATIVE_CACHE;
+  rc.tiers = TierPolicy::kInterpreterOnly;
+  rc.model = &api;
+  Runtime rt(rc);
+
+  std::mutex mu;
+  std::vector<std::string> messages, logs;
+  auto inst = rt.launch(rt.load_program_file(kv_alloc), {"kv_alloc", "5"},
+                        [&](uint64_t, const InstanceEvent& e) {
+                          std::lock_guard lock(mu);
+                          if (e.kind == InstanceEvent::Kind::kMessage) messages.push_back(e.text);
+                          if (e.kind == InstanceEvent::Kind::kLog) logs.push_back(e.text);
+                        });
+  inst->close_input();
+  inst->wait();
+  std::lock_guard lock(mu);
+  ASSERT_FALSE(messages.empty());
+  EXPECT_EQ(messages[0], "error: out of KV pages");  // the guest sees the ABI code only
+  bool logged = false;
+  for (const auto& l : logs)
+    logged |= l ==
+              "alloc_kvpages: 5 pages requested while holding 0, quota 3 "
+              "(KV page quota exceeded)";
+  EXPECT_TRUE(logged) << "logs: " << ::testing::PrintToString(logs);
+}
+
+}  // namespace
+}  // namespace pith::runtime
