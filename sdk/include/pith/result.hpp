@@ -64,6 +64,8 @@ inline const char* status_name(pith_status_t s) {
       return "timeout";
     case PITH_ERR_NETWORK:
       return "network error";
+    case PITH_ERR_BACKEND:
+      return "backend failure";
   }
   return "unknown status";
 }
