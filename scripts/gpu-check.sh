@@ -40,7 +40,8 @@ pack() {
   (cd "$build" && find . -path ./gpu-pack -prune -o \( -name CTestTestfile.cmake \
       -o -name '*_include.cmake' -o -name '*_tests.cmake' \) -print) |
     while read -r f; do mkdir -p "$pack/$(dirname "$f")"; cp "$build/$f" "$pack/$f"; done
-  local bins=(bin/pith tests/gpu/cuda_backend_test tests/gpu/cuda_kernels_test tests/gpu/cuda_step_timing)
+  local bins=(bin/pith tests/gpu/cuda_backend_test tests/gpu/cuda_kernels_test
+              tests/gpu/paged_attention_gpu_test tests/gpu/cuda_step_timing)
   for b in "${bins[@]}"; do
     mkdir -p "$pack/$(dirname "$b")"
     strip --strip-debug -o "$pack/$b" "$build/$b"

@@ -126,8 +126,9 @@ class PagedAttentionGpu : public ::testing::TestWithParam<Case> {
     CHECK_CUDA(cudaMemset(d_out, 0xff, q_bytes.size()));  // NaN-filled: every row must be written
 
     PagedAttention attention(layout, c.n_heads, 8, 2, c.flashinfer);
-    if (expect_flashinfer && c.flashinfer && c.bf16 && (hd == 64 || hd == 128))
+    if (expect_flashinfer && c.flashinfer && c.bf16 && (hd == 64 || hd == 128)) {
       EXPECT_STREQ(attention.implementation(), "flashinfer");
+    }
     // Twice: the second plan reuses the staging (and waits for the first upload).
     for (int round = 0; round < 2; ++round) {
       attention.plan(seqs, stream);
