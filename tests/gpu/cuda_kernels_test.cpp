@@ -80,8 +80,11 @@ bool bf16_near(float got, float want) {
   return std::fabs(got - want) <= ulp * 1.01f;
 }
 
-TEST(CudaKernels, EmbedGatherScatter) {
-  const uint32_t vocab = 1000, d = 2050, n = 7;
+// d = 2048 takes the launchers' 16-byte vectors, d = 2050 the element path.
+class CudaKernelsRows : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(CudaKernelsRows, EmbedGatherScatter) {
+  const uint32_t vocab = 1000, d = GetParam(), n = 7;
   std::vector<float> table = random_floats(size_t{vocab} * d, 1);
   std::vector<uint16_t> table16 = to_bf16(table);
   std::vector<int32_t> tokens{999, 0, 5, 5, 512, 1, 998};
@@ -115,6 +118,8 @@ TEST(CudaKernels, EmbedGatherScatter) {
       ASSERT_EQ(b[size_t{r} * d + j], written ? h[size_t{r} * d + j] : 0.0f);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(RowLengths, CudaKernelsRows, ::testing::Values(2048u, 2050u));
 
 TEST(CudaKernels, AddRmsNorm) {
   for (uint32_t d : {64u, 2048u, 4095u}) {
@@ -160,25 +165,27 @@ TEST(CudaKernels, RopeSwigluAddConvert) {
   std::vector<float> got = dx.read();
   for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-6f) << i;
 
-  const uint32_t ff = 1000, ld = 2 * ff;
-  std::vector<float> gu = random_floats(size_t{n} * ld, 4, 3.0f);
-  std::vector<uint16_t> gu16 = to_bf16(gu);
-  Dev<float> dgu(gu), dout(size_t{n} * ff);
-  Dev<uint16_t> dgu16(gu16), dout16(size_t{n} * ff);
-  swiglu(dgu.get(), dgu.get() + ff, n, ff, ld, dout.get(), DType::F32, nullptr);
-  swiglu(dgu16.get(), dgu16.get() + ff, n, ff, ld, dout16.get(), DType::BF16, nullptr);
-  std::vector<float> s = dout.read(), s16 = from_bf16(dout16.read());
-  for (uint32_t i = 0; i < n; ++i) {
-    std::vector<float> w(ff), w16(ff), g16(ff), u16(ff);
-    pith::swiglu(gu.data() + size_t{i} * ld, gu.data() + size_t{i} * ld + ff, w.data(), ff);
-    for (uint32_t j = 0; j < ff; ++j) {
-      g16[j] = bf16_to_f32(gu16[size_t{i} * ld + j]);
-      u16[j] = bf16_to_f32(gu16[size_t{i} * ld + ff + j]);
-    }
-    pith::swiglu(g16.data(), u16.data(), w16.data(), ff);
-    for (uint32_t j = 0; j < ff; ++j) {
-      ASSERT_NEAR(s[size_t{i} * ff + j], w[j], 1e-5f * (1 + std::fabs(w[j])));
-      ASSERT_TRUE(bf16_near(s16[size_t{i} * ff + j], bf16_to_f32(f32_to_bf16(w16[j]))));
+  for (uint32_t ff : {1000u, 1001u}) {  // 16-byte vectors, then the element path
+    const uint32_t ld = 2 * ff;
+    std::vector<float> gu = random_floats(size_t{n} * ld, 4, 3.0f);
+    std::vector<uint16_t> gu16 = to_bf16(gu);
+    Dev<float> dgu(gu), dout(size_t{n} * ff);
+    Dev<uint16_t> dgu16(gu16), dout16(size_t{n} * ff);
+    swiglu(dgu.get(), dgu.get() + ff, n, ff, ld, dout.get(), DType::F32, nullptr);
+    swiglu(dgu16.get(), dgu16.get() + ff, n, ff, ld, dout16.get(), DType::BF16, nullptr);
+    std::vector<float> s = dout.read(), s16 = from_bf16(dout16.read());
+    for (uint32_t i = 0; i < n; ++i) {
+      std::vector<float> w(ff), w16(ff), g16(ff), u16(ff);
+      pith::swiglu(gu.data() + size_t{i} * ld, gu.data() + size_t{i} * ld + ff, w.data(), ff);
+      for (uint32_t j = 0; j < ff; ++j) {
+        g16[j] = bf16_to_f32(gu16[size_t{i} * ld + j]);
+        u16[j] = bf16_to_f32(gu16[size_t{i} * ld + ff + j]);
+      }
+      pith::swiglu(g16.data(), u16.data(), w16.data(), ff);
+      for (uint32_t j = 0; j < ff; ++j) {
+        ASSERT_NEAR(s[size_t{i} * ff + j], w[j], 1e-5f * (1 + std::fabs(w[j])));
+        ASSERT_TRUE(bf16_near(s16[size_t{i} * ff + j], bf16_to_f32(f32_to_bf16(w16[j]))));
+      }
     }
   }
 

@@ -72,43 +72,53 @@ void expect_bf16_near(float got, float want, const char* what, size_t i) {
 
 // ---- rows --------------------------------------------------------------------------------
 
-TEST(CudaKernelsHost, EmbedRowsF32AndBf16Tables) {
-  const uint32_t vocab = 37, d = 301;
+// The element-wise bodies move N elements per step: N = 1 on any rows, the launchers' 16-byte
+// vectors (4 F32, 8 BF16) on rows whose length is a multiple of N.
+template <uint32_t N>
+void check_embed_rows(uint32_t d) {
+  const uint32_t vocab = 37;
   std::vector<float> table = random_floats(size_t{vocab} * d, 1);
   std::vector<Bf16> table16 = to_bf16(table);
   std::vector<int32_t> tokens{5, 0, 36, 5, 17};
   const uint32_t n = static_cast<uint32_t>(tokens.size());
-  for (uint32_t blocks : grids(size_t{n} * d, kern::kRowThreads)) {
+  for (uint32_t blocks : grids(size_t{n} * d / N, kern::kRowThreads)) {
     std::vector<float> out(size_t{n} * d, NAN), out16(size_t{n} * d, NAN);
     run_grid(blocks, kern::kRowThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
-      kern::embed_rows_body(b, nb, t, table.data(), tokens.data(), n, d, out.data());
-      kern::embed_rows_body(b, nb, t, table16.data(), tokens.data(), n, d, out16.data());
+      kern::embed_rows_body<N>(b, nb, t, table.data(), tokens.data(), n, d, out.data());
+      kern::embed_rows_body<N>(b, nb, t, table16.data(), tokens.data(), n, d, out16.data());
     });
     for (uint32_t i = 0; i < n; ++i)
       for (uint32_t j = 0; j < d; ++j) {
         size_t src = size_t(tokens[i]) * d + j;
-        ASSERT_EQ(out[size_t{i} * d + j], table[src]);
-        ASSERT_EQ(out16[size_t{i} * d + j], bf16_to_f32(table16[src].bits));
+        ASSERT_EQ(out[size_t{i} * d + j], table[src]) << "N=" << N;
+        ASSERT_EQ(out16[size_t{i} * d + j], bf16_to_f32(table16[src].bits)) << "N=" << N;
       }
   }
 }
 
-TEST(CudaKernelsHost, GatherAndScatterRows) {
-  const uint32_t slots = 9, d = 130;
+TEST(CudaKernelsHost, EmbedRowsF32AndBf16Tables) {
+  check_embed_rows<1>(301);
+  check_embed_rows<4>(304);
+  check_embed_rows<8>(304);
+}
+
+template <uint32_t N>
+void check_gather_scatter(uint32_t d) {
+  const uint32_t slots = 9;
   std::vector<float> pool = random_floats(size_t{slots} * d, 2);
   std::vector<uint32_t> idx{8, 2, 5};
   const uint32_t n = 3;
-  for (uint32_t blocks : grids(size_t{n} * d, kern::kRowThreads)) {
+  for (uint32_t blocks : grids(size_t{n} * d / N, kern::kRowThreads)) {
     std::vector<float> rows(size_t{n} * d, NAN);
     run_grid(blocks, kern::kRowThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
-      kern::gather_rows_body(b, nb, t, pool.data(), idx.data(), n, d, rows.data());
+      kern::gather_rows_body<N>(b, nb, t, pool.data(), idx.data(), n, d, rows.data());
     });
     for (uint32_t i = 0; i < n; ++i)
       for (uint32_t j = 0; j < d; ++j) ASSERT_EQ(rows[size_t{i} * d + j], pool[idx[i] * d + j]);
 
     std::vector<float> back(size_t{slots} * d, -7.0f);
     run_grid(blocks, kern::kRowThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
-      kern::scatter_rows_body(b, nb, t, rows.data(), idx.data(), n, d, back.data());
+      kern::scatter_rows_body<N>(b, nb, t, rows.data(), idx.data(), n, d, back.data());
     });
     for (uint32_t s = 0; s < slots; ++s) {
       bool written = std::find(idx.begin(), idx.end(), s) != idx.end();
@@ -118,9 +128,27 @@ TEST(CudaKernelsHost, GatherAndScatterRows) {
   }
 }
 
+TEST(CudaKernelsHost, VectorsOnlyOnAlignedWholeRows) {
+  alignas(32) float f32[16] = {};
+  alignas(32) Bf16 b16[32] = {};
+  EXPECT_TRUE(kern::vector_ok<4>(f32, 8, 12));
+  EXPECT_FALSE(kern::vector_ok<4>(f32 + 1, 8, 12));  // 4-byte aligned only
+  EXPECT_FALSE(kern::vector_ok<4>(f32, 6, 12));      // ragged row
+  EXPECT_FALSE(kern::vector_ok<4>(f32, 8, 10));      // row starts off the vector grid
+  EXPECT_TRUE(kern::vector_ok<8>(b16, 16, 24));
+  EXPECT_FALSE(kern::vector_ok<8>(b16 + 4, 16, 24));
+  EXPECT_EQ(kern::kVec<float>, 4u);
+  EXPECT_EQ(kern::kVec<Bf16>, 8u);
+}
+
+TEST(CudaKernelsHost, GatherAndScatterRows) {
+  check_gather_scatter<1>(130);
+  check_gather_scatter<4>(132);
+}
+
 // ---- norm --------------------------------------------------------------------------------
 
-template <class T>
+template <uint32_t N, class T>
 void check_add_rmsnorm(uint32_t n, uint32_t d, bool with_delta) {
   const float eps = 1e-5f;
   std::vector<float> residual = random_floats(size_t{n} * d, 3 + d, 2.0f);
@@ -136,8 +164,8 @@ void check_add_rmsnorm(uint32_t n, uint32_t d, bool with_delta) {
   auto sh = std::make_unique<kern::NormShared>();
   for (uint32_t row = 0; row < n; ++row) {
     kern::HostBlock blk{row, 0, kern::kNormThreads};
-    kern::add_rmsnorm_body(blk, *sh, residual.data(), with_delta ? delta.data() : nullptr,
-                           weight.data(), d, eps, out.data());
+    kern::add_rmsnorm_body<N>(blk, *sh, residual.data(), with_delta ? delta.data() : nullptr,
+                              weight.data(), d, eps, out.data());
   }
   for (size_t i = 0; i < want_out.size(); ++i) {
     ASSERT_EQ(residual[i], want_res[i]) << i;
@@ -151,9 +179,13 @@ void check_add_rmsnorm(uint32_t n, uint32_t d, bool with_delta) {
 
 TEST(CudaKernelsHost, AddRmsNormRaggedRows) {
   for (uint32_t d : {1u, 31u, 256u, 257u, 1000u, 4096u}) {
-    check_add_rmsnorm<float>(3, d, true);
-    check_add_rmsnorm<float>(2, d, false);
-    check_add_rmsnorm<Bf16>(3, d, true);
+    check_add_rmsnorm<1, float>(3, d, true);
+    check_add_rmsnorm<1, float>(2, d, false);
+    check_add_rmsnorm<1, Bf16>(3, d, true);
+    if (d % 4 != 0) continue;  // the vector path's condition
+    check_add_rmsnorm<4, float>(3, d, true);
+    check_add_rmsnorm<4, float>(2, d, false);
+    check_add_rmsnorm<4, Bf16>(3, d, true);
   }
 }
 
@@ -210,7 +242,7 @@ kern::KvGeometry geometry_of(const KvPoolLayout& l) {
           l.n_layers};
 }
 
-template <class T>
+template <uint32_t N, class T>
 void check_kv_append(DType dtype) {
   KvPoolLayout layout;
   layout.dtype = dtype;
@@ -229,10 +261,10 @@ void check_kv_append(DType dtype) {
     kern::store_f32(&v[i], -static_cast<float>(i) - 0.5f);
   }
   kern::KvGeometry g = geometry_of(layout);
-  for (uint32_t blocks : grids(size_t{n} * kv_dim, kern::kKvThreads)) {
+  for (uint32_t blocks : grids(size_t{n} * kv_dim / N, kern::kKvThreads)) {
     run_grid(blocks, kern::kKvThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
-      kern::kv_append_body(b, nb, t, k.data(), v.data(), n, pages.data(), slots.data(), layer, g,
-                           pool.data());
+      kern::kv_append_body<N>(b, nb, t, k.data(), v.data(), n, pages.data(), slots.data(), layer, g,
+                              pool.data());
     });
   }
   std::vector<float> want(pool.size(), -3.0f);
@@ -245,8 +277,10 @@ void check_kv_append(DType dtype) {
 }
 
 TEST(CudaKernelsHost, KvAppendWritesThePoolLayout) {
-  check_kv_append<float>(DType::F32);
-  check_kv_append<Bf16>(DType::BF16);
+  check_kv_append<1, float>(DType::F32);
+  check_kv_append<4, float>(DType::F32);
+  check_kv_append<1, Bf16>(DType::BF16);
+  check_kv_append<8, Bf16>(DType::BF16);
 }
 
 // memmove of every (layer, k|v) block's slot range, on the reference's flat copy of the pool.
@@ -259,7 +293,8 @@ void reference_kv_copy(std::vector<float>& pool, const KvPoolLayout& l, uint32_t
                    n * l.kv_dim() * sizeof(float));
 }
 
-TEST(CudaKernelsHost, KvCopyHasMemmoveSemantics) {
+template <uint32_t N>
+void check_kv_copy() {
   KvPoolLayout layout;
   layout.dtype = DType::F32;
   layout.n_layers = 2;
@@ -277,29 +312,34 @@ TEST(CudaKernelsHost, KvCopyHasMemmoveSemantics) {
     std::vector<float> want = pool;
     reference_kv_copy(want, layout, c.src_page, c.dst_page, c.src_slot, c.dst_slot, c.n);
     kern::KvGeometry g = geometry_of(layout);
-    size_t columns = size_t{layout.n_layers} * 2 * layout.kv_dim();
-    run_grid(kern::elementwise_blocks(columns, kern::kKvThreads), kern::kKvThreads,
+    size_t groups = size_t{layout.n_layers} * 2 * layout.kv_dim() / N;
+    run_grid(kern::elementwise_blocks(groups, kern::kKvThreads), kern::kKvThreads,
              [&](uint32_t b, uint32_t nb, uint32_t t) {
-               kern::kv_copy_body(b, nb, t, c.src_page, c.dst_page, c.src_slot, c.dst_slot, c.n, g,
-                                  pool.data());
+               kern::kv_copy_body<N>(b, nb, t, c.src_page, c.dst_page, c.src_slot, c.dst_slot, c.n,
+                                     g, pool.data());
              });
     EXPECT_EQ(pool, want) << c.src_page << "/" << c.src_slot << " -> " << c.dst_page << "/"
-                          << c.dst_slot << " n=" << c.n;
+                          << c.dst_slot << " n=" << c.n << " N=" << N;
   }
+}
+
+TEST(CudaKernelsHost, KvCopyHasMemmoveSemantics) {
+  check_kv_copy<1>();
+  check_kv_copy<4>();
 }
 
 // ---- activations ---------------------------------------------------------------------------
 
-template <class T>
+template <uint32_t N, class T>
 void check_swiglu(uint32_t n, uint32_t ff, uint32_t ld) {
   // Fused gate|up GEMM output: gate at column 0, up at column ff of rows of width ld >= 2 ff.
   std::vector<T> fused(size_t{n} * ld);
   std::vector<float> src = random_floats(fused.size(), 9 + ff, 3.0f);
   for (size_t i = 0; i < src.size(); ++i) kern::store_f32(&fused[i], src[i]);
   std::vector<T> out(size_t{n} * ff);
-  for (uint32_t blocks : grids(size_t{n} * ff, kern::kActivationThreads))
+  for (uint32_t blocks : grids(size_t{n} * ff / N, kern::kActivationThreads))
     run_grid(blocks, kern::kActivationThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
-      kern::swiglu_body(b, nb, t, fused.data(), fused.data() + ff, n, ff, ld, out.data());
+      kern::swiglu_body<N>(b, nb, t, fused.data(), fused.data() + ff, n, ff, ld, out.data());
     });
   for (uint32_t i = 0; i < n; ++i) {
     std::vector<float> gate(ff), up(ff), want(ff);
@@ -319,34 +359,41 @@ void check_swiglu(uint32_t n, uint32_t ff, uint32_t ld) {
 }
 
 TEST(CudaKernelsHost, SwigluWithLeadingDimension) {
-  check_swiglu<float>(3, 100, 200);
-  check_swiglu<float>(4, 257, 530);
-  check_swiglu<Bf16>(3, 100, 200);
-  check_swiglu<Bf16>(2, 1000, 2048);
+  check_swiglu<1, float>(3, 100, 200);
+  check_swiglu<1, float>(4, 257, 530);
+  check_swiglu<4, float>(4, 256, 520);
+  check_swiglu<1, Bf16>(3, 100, 200);
+  check_swiglu<8, Bf16>(2, 1000, 2048);
 }
 
-TEST(CudaKernelsHost, AddAndConvertRows) {
-  const size_t total = 3 * 333;
+template <uint32_t N>
+void check_add_convert(size_t total) {
   std::vector<float> x = random_floats(total, 11);
   std::vector<Bf16> x16 = to_bf16(x);
   std::vector<float> base = random_floats(total, 12);
-  for (uint32_t blocks : grids(total, kern::kActivationThreads)) {
+  for (uint32_t blocks : grids(total / N, kern::kActivationThreads)) {
     std::vector<float> r32 = base, r16 = base;
     std::vector<float> c32(total);
     std::vector<Bf16> c16(total);
     run_grid(blocks, kern::kActivationThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
-      kern::add_rows_body(b, nb, t, r32.data(), x.data(), total);
-      kern::add_rows_body(b, nb, t, r16.data(), x16.data(), total);
-      kern::convert_rows_body(b, nb, t, x.data(), total, c32.data());
-      kern::convert_rows_body(b, nb, t, x.data(), total, c16.data());
+      kern::add_rows_body<N>(b, nb, t, r32.data(), x.data(), total);
+      kern::add_rows_body<N>(b, nb, t, r16.data(), x16.data(), total);
+      kern::convert_rows_body<N>(b, nb, t, x.data(), total, c32.data());
+      kern::convert_rows_body<N>(b, nb, t, x.data(), total, c16.data());
     });
     for (size_t i = 0; i < total; ++i) {
-      ASSERT_EQ(r32[i], base[i] + x[i]);
-      ASSERT_EQ(r16[i], base[i] + bf16_to_f32(x16[i].bits));
-      ASSERT_EQ(c32[i], x[i]);
-      ASSERT_EQ(c16[i].bits, f32_to_bf16(x[i]));
+      ASSERT_EQ(r32[i], base[i] + x[i]) << "N=" << N;
+      ASSERT_EQ(r16[i], base[i] + bf16_to_f32(x16[i].bits)) << "N=" << N;
+      ASSERT_EQ(c32[i], x[i]) << "N=" << N;
+      ASSERT_EQ(c16[i].bits, f32_to_bf16(x[i])) << "N=" << N;
     }
   }
+}
+
+TEST(CudaKernelsHost, AddAndConvertRows) {
+  check_add_convert<1>(3 * 333);
+  check_add_convert<4>(3 * 332);
+  check_add_convert<8>(3 * 336);
 }
 
 // ---- softmax + top-K -----------------------------------------------------------------------

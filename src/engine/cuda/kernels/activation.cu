@@ -1,5 +1,5 @@
 // Launchers of the element-wise activation kernels (activation_body.h): SwiGLU, the residual
-// add of a DType row, F32 -> DType conversion.
+// add of a DType row, F32 -> DType conversion. 16-byte vectors when rows and pointers allow.
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/kernels/activation_body.h"
 #include "engine/cuda/kernels/launch_check.h"
@@ -7,26 +7,62 @@
 namespace pith::cuda {
 namespace {
 
-template <class T>
+template <uint32_t N, class T>
 __global__ void __launch_bounds__(kern::kActivationThreads)
     swiglu_kernel(const T* gate, const T* up, uint32_t n, uint32_t ff, uint32_t ld, T* out) {
-  kern::swiglu_body(blockIdx.x, gridDim.x, threadIdx.x, gate, up, n, ff, ld, out);
+  kern::swiglu_body<N>(blockIdx.x, gridDim.x, threadIdx.x, gate, up, n, ff, ld, out);
 }
 
-template <class T>
+template <uint32_t N, class T>
 __global__ void __launch_bounds__(kern::kActivationThreads)
     add_rows_kernel(float* residual, const T* x, size_t total) {
-  kern::add_rows_body(blockIdx.x, gridDim.x, threadIdx.x, residual, x, total);
+  kern::add_rows_body<N>(blockIdx.x, gridDim.x, threadIdx.x, residual, x, total);
+}
+
+template <uint32_t N, class T>
+__global__ void __launch_bounds__(kern::kActivationThreads)
+    convert_rows_kernel(const float* src, size_t total, T* dst) {
+  kern::convert_rows_body<N>(blockIdx.x, gridDim.x, threadIdx.x, src, total, dst);
+}
+
+uint32_t blocks_for(size_t steps) {
+  return kern::elementwise_blocks(steps, kern::kActivationThreads);
 }
 
 template <class T>
-__global__ void __launch_bounds__(kern::kActivationThreads)
-    convert_rows_kernel(const float* src, size_t total, T* dst) {
-  kern::convert_rows_body(blockIdx.x, gridDim.x, threadIdx.x, src, total, dst);
+void swiglu_typed(const T* gate, const T* up, uint32_t n, uint32_t ff, uint32_t ld, T* out,
+                  cudaStream_t stream) {
+  constexpr uint32_t V = kern::kVec<T>;
+  size_t total = size_t{n} * ff;
+  if (kern::vector_ok<V>(gate, ff, ld) && kern::vector_ok<V>(up, ff, ld) &&
+      kern::vector_ok<V>(out, ff, ff))
+    swiglu_kernel<V>
+        <<<blocks_for(total / V), kern::kActivationThreads, 0, stream>>>(gate, up, n, ff, ld, out);
+  else
+    swiglu_kernel<1>
+        <<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(gate, up, n, ff, ld, out);
 }
 
-uint32_t blocks_for(size_t total) {
-  return kern::elementwise_blocks(total, kern::kActivationThreads);
+template <class T>
+void add_rows_typed(float* residual, const T* x, size_t total, cudaStream_t stream) {
+  constexpr uint32_t V = kern::kVec<T>;
+  if (kern::vector_ok<V>(x, total, total) && kern::vector_ok<V>(residual, total, total))
+    add_rows_kernel<V>
+        <<<blocks_for(total / V), kern::kActivationThreads, 0, stream>>>(residual, x, total);
+  else
+    add_rows_kernel<1>
+        <<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(residual, x, total);
+}
+
+template <class T>
+void convert_rows_typed(const float* src, size_t total, T* dst, cudaStream_t stream) {
+  constexpr uint32_t V = kern::kVec<T>;
+  if (kern::vector_ok<V>(src, total, total) && kern::vector_ok<V>(dst, total, total))
+    convert_rows_kernel<V>
+        <<<blocks_for(total / V), kern::kActivationThreads, 0, stream>>>(src, total, dst);
+  else
+    convert_rows_kernel<1>
+        <<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(src, total, dst);
 }
 
 }  // namespace
@@ -35,15 +71,12 @@ void swiglu(const void* gate, const void* up, uint32_t n, uint32_t ff, uint32_t 
             DType type, cudaStream_t stream) {
   if (n == 0 || ff == 0) return;
   require(ld >= ff, "swiglu", "leading dimension smaller than the row");
-  uint32_t blocks = blocks_for(size_t{n} * ff);
   if (type == DType::F32)
-    swiglu_kernel<<<blocks, kern::kActivationThreads, 0, stream>>>(
-        static_cast<const float*>(gate), static_cast<const float*>(up), n, ff, ld,
-        static_cast<float*>(out));
+    swiglu_typed(static_cast<const float*>(gate), static_cast<const float*>(up), n, ff, ld,
+                 static_cast<float*>(out), stream);
   else
-    swiglu_kernel<<<blocks, kern::kActivationThreads, 0, stream>>>(
-        static_cast<const kern::Bf16*>(gate), static_cast<const kern::Bf16*>(up), n, ff, ld,
-        static_cast<kern::Bf16*>(out));
+    swiglu_typed(static_cast<const kern::Bf16*>(gate), static_cast<const kern::Bf16*>(up), n, ff,
+                 ld, static_cast<kern::Bf16*>(out), stream);
   check_launch("swiglu");
 }
 
@@ -52,11 +85,9 @@ void add_rows(float* residual, const void* x, DType type, uint32_t n, uint32_t d
   size_t total = size_t{n} * d;
   if (total == 0) return;
   if (type == DType::F32)
-    add_rows_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
-        residual, static_cast<const float*>(x), total);
+    add_rows_typed(residual, static_cast<const float*>(x), total, stream);
   else
-    add_rows_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
-        residual, static_cast<const kern::Bf16*>(x), total);
+    add_rows_typed(residual, static_cast<const kern::Bf16*>(x), total, stream);
   check_launch("add_rows");
 }
 
@@ -65,11 +96,9 @@ void convert_rows(const float* src, uint32_t n, uint32_t d, void* dst, DType typ
   size_t total = size_t{n} * d;
   if (total == 0) return;
   if (type == DType::F32)
-    convert_rows_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
-        src, total, static_cast<float*>(dst));
+    convert_rows_typed(src, total, static_cast<float*>(dst), stream);
   else
-    convert_rows_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
-        src, total, static_cast<kern::Bf16*>(dst));
+    convert_rows_typed(src, total, static_cast<kern::Bf16*>(dst), stream);
   check_launch("convert_rows");
 }
 

@@ -62,6 +62,44 @@ inline void store_f32(Bf16* dst, float v) {
 }
 #endif
 
+// N consecutive elements moved as one vector (16 bytes for the launchers' choice of N): the
+// caller guarantees alignment to N * sizeof(T). The CPU build moves them one by one.
+template <uint32_t N, class T>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+
+template <uint32_t N, class T>
+PITH_HD void load_n(const T* p, float* out) {
+#if defined(__CUDA_ARCH__)
+  Pack<N, T> pk = *reinterpret_cast<const Pack<N, T>*>(p);
+  for (uint32_t i = 0; i < N; ++i) out[i] = to_f32(pk.v[i]);
+#else
+  for (uint32_t i = 0; i < N; ++i) out[i] = to_f32(p[i]);
+#endif
+}
+
+template <uint32_t N, class T>
+PITH_HD void store_n(T* p, const float* in) {
+#if defined(__CUDA_ARCH__)
+  Pack<N, T> pk;
+  for (uint32_t i = 0; i < N; ++i) store_f32(&pk.v[i], in[i]);
+  *reinterpret_cast<Pack<N, T>*>(p) = pk;
+#else
+  for (uint32_t i = 0; i < N; ++i) store_f32(p + i, in[i]);
+#endif
+}
+
+// Elements per vector of T in a 16-byte access.
+template <class T>
+inline constexpr uint32_t kVec = 16 / sizeof(T);
+
+// Whether rows of `len` elements (row starts `ld` apart) at `p` allow vectors of N elements.
+template <uint32_t N, class T>
+inline bool vector_ok(const T* p, size_t len, size_t ld) {
+  return len % N == 0 && ld % N == 0 && reinterpret_cast<uintptr_t>(p) % (sizeof(T) * N) == 0;
+}
+
 PITH_HD float exp_f32(float x) {
 #if defined(__CUDA_ARCH__)
   return expf(x);

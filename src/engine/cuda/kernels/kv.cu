@@ -1,4 +1,5 @@
 // Launchers of the KV pool kernels (kv_body.h): append rows at (page, slot), copy slots.
+// 16-byte vectors when kv_dim and the pointers allow (every real model: kv_dim = heads * 64+).
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/kernels/kv_body.h"
 #include "engine/cuda/kernels/launch_check.h"
@@ -6,19 +7,20 @@
 namespace pith::cuda {
 namespace {
 
-template <class T>
+template <uint32_t N, class T>
 __global__ void __launch_bounds__(kern::kKvThreads)
     kv_append_kernel(const T* k, const T* v, uint32_t n, const uint32_t* pages,
                      const uint32_t* slots, uint32_t layer, kern::KvGeometry g, T* pool) {
-  kern::kv_append_body(blockIdx.x, gridDim.x, threadIdx.x, k, v, n, pages, slots, layer, g, pool);
+  kern::kv_append_body<N>(blockIdx.x, gridDim.x, threadIdx.x, k, v, n, pages, slots, layer, g,
+                          pool);
 }
 
-template <class T>
+template <uint32_t N, class T>
 __global__ void __launch_bounds__(kern::kKvThreads)
     kv_copy_kernel(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot,
                    uint32_t n, kern::KvGeometry g, T* pool) {
-  kern::kv_copy_body(blockIdx.x, gridDim.x, threadIdx.x, src_page, dst_page, src_slot, dst_slot, n,
-                     g, pool);
+  kern::kv_copy_body<N>(blockIdx.x, gridDim.x, threadIdx.x, src_page, dst_page, src_slot, dst_slot,
+                        n, g, pool);
 }
 
 kern::KvGeometry geometry(const KvPoolLayout& layout) {
@@ -30,6 +32,39 @@ kern::KvGeometry geometry(const KvPoolLayout& layout) {
   return g;
 }
 
+uint32_t blocks_for(size_t steps) {
+  return kern::elementwise_blocks(steps, kern::kKvThreads);
+}
+
+template <class T>
+void kv_append_typed(const T* k, const T* v, uint32_t n, const uint32_t* pages,
+                     const uint32_t* slots, uint32_t layer, kern::KvGeometry g, T* pool,
+                     cudaStream_t stream) {
+  constexpr uint32_t V = kern::kVec<T>;
+  size_t total = size_t{n} * g.kv_dim;
+  // Every pool offset is a multiple of kv_dim, so an aligned pool and kv_dim % V == 0 suffice.
+  if (kern::vector_ok<V>(k, g.kv_dim, g.kv_dim) && kern::vector_ok<V>(v, g.kv_dim, g.kv_dim) &&
+      kern::vector_ok<V>(pool, g.kv_dim, g.kv_dim))
+    kv_append_kernel<V><<<blocks_for(total / V), kern::kKvThreads, 0, stream>>>(
+        k, v, n, pages, slots, layer, g, pool);
+  else
+    kv_append_kernel<1>
+        <<<blocks_for(total), kern::kKvThreads, 0, stream>>>(k, v, n, pages, slots, layer, g, pool);
+}
+
+template <class T>
+void kv_copy_typed(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot,
+                   uint32_t n, kern::KvGeometry g, T* pool, cudaStream_t stream) {
+  constexpr uint32_t V = kern::kVec<T>;
+  size_t columns = size_t{g.n_layers} * 2 * g.kv_dim;
+  if (kern::vector_ok<V>(pool, g.kv_dim, g.kv_dim))
+    kv_copy_kernel<V><<<blocks_for(columns / V), kern::kKvThreads, 0, stream>>>(
+        src_page, dst_page, src_slot, dst_slot, n, g, pool);
+  else
+    kv_copy_kernel<1><<<blocks_for(columns), kern::kKvThreads, 0, stream>>>(
+        src_page, dst_page, src_slot, dst_slot, n, g, pool);
+}
+
 }  // namespace
 
 void kv_append(const void* k, const void* v, uint32_t n, const uint32_t* pages,
@@ -37,17 +72,13 @@ void kv_append(const void* k, const void* v, uint32_t n, const uint32_t* pages,
                cudaStream_t stream) {
   require(layer < layout.n_layers, "kv_append", "layer out of range");
   kern::KvGeometry g = geometry(layout);
-  size_t total = size_t{n} * g.kv_dim;
-  if (total == 0) return;
-  uint32_t blocks = kern::elementwise_blocks(total, kern::kKvThreads);
+  if (size_t{n} * g.kv_dim == 0) return;
   if (layout.dtype == DType::F32)
-    kv_append_kernel<<<blocks, kern::kKvThreads, 0, stream>>>(
-        static_cast<const float*>(k), static_cast<const float*>(v), n, pages, slots, layer, g,
-        static_cast<float*>(pool));
+    kv_append_typed(static_cast<const float*>(k), static_cast<const float*>(v), n, pages, slots,
+                    layer, g, static_cast<float*>(pool), stream);
   else
-    kv_append_kernel<<<blocks, kern::kKvThreads, 0, stream>>>(
-        static_cast<const kern::Bf16*>(k), static_cast<const kern::Bf16*>(v), n, pages, slots,
-        layer, g, static_cast<kern::Bf16*>(pool));
+    kv_append_typed(static_cast<const kern::Bf16*>(k), static_cast<const kern::Bf16*>(v), n, pages,
+                    slots, layer, g, static_cast<kern::Bf16*>(pool), stream);
   check_launch("kv_append");
 }
 
@@ -57,15 +88,12 @@ void kv_copy(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t d
           "kv_copy", "slot range past the end of the page");
   if (n == 0 || (src_page == dst_page && src_slot == dst_slot)) return;
   kern::KvGeometry g = geometry(layout);
-  size_t columns = size_t{g.n_layers} * 2 * g.kv_dim;
-  if (columns == 0) return;
-  uint32_t blocks = kern::elementwise_blocks(columns, kern::kKvThreads);
+  if (size_t{g.n_layers} * g.kv_dim == 0) return;
   if (layout.dtype == DType::F32)
-    kv_copy_kernel<<<blocks, kern::kKvThreads, 0, stream>>>(src_page, dst_page, src_slot, dst_slot,
-                                                            n, g, static_cast<float*>(pool));
+    kv_copy_typed(src_page, dst_page, src_slot, dst_slot, n, g, static_cast<float*>(pool), stream);
   else
-    kv_copy_kernel<<<blocks, kern::kKvThreads, 0, stream>>>(src_page, dst_page, src_slot, dst_slot,
-                                                            n, g, static_cast<kern::Bf16*>(pool));
+    kv_copy_typed(src_page, dst_page, src_slot, dst_slot, n, g, static_cast<kern::Bf16*>(pool),
+                  stream);
   check_launch("kv_copy");
 }
 

@@ -21,35 +21,45 @@ struct KvGeometry {
   }
 };
 
+// Both bodies move N consecutive elements of a kv row per step (N = 1, or a 16-byte vector
+// when kv_dim and the pointers allow: kv_dim % N == 0, so a vector never leaves its row).
+
 // Row i of k and v [n][kv_dim] goes to slot slots[i] of page pages[i], layer `layer`.
-template <class T>
+template <uint32_t N, class T>
 PITH_HD void kv_append_body(uint32_t block, uint32_t n_blocks, uint32_t t, const T* k, const T* v,
                             uint32_t n, const uint32_t* pages, const uint32_t* slots,
                             uint32_t layer, KvGeometry g, T* pool) {
-  grid_stride(block, n_blocks, t, kKvThreads, size_t{n} * g.kv_dim, [&](size_t i) {
-    size_t row = i / g.kv_dim, col = i % g.kv_dim;
+  grid_stride(block, n_blocks, t, kKvThreads, size_t{n} * g.kv_dim / N, [&](size_t grp) {
+    size_t i = grp * N, row = i / g.kv_dim, col = i % g.kv_dim;
     size_t k_at = g.offset(pages[row], layer, 0, slots[row]) + col;
-    pool[k_at] = k[i];
-    pool[k_at + g.block_elems] = v[i];  // the V block follows the K block
+    float x[N];
+    load_n<N>(k + i, x);
+    store_n<N>(pool + k_at, x);
+    load_n<N>(v + i, x);
+    store_n<N>(pool + k_at + g.block_elems, x);  // the V block follows the K block
   });
 }
 
-// One thread per column (layer, k|v, element of the kv row) walks the n slots in the
+// One thread per column group (layer, k|v, N elements of the kv row) walks the n slots in the
 // direction that makes overlapping ranges on one page behave as memmove; columns are
 // independent, so the copy has no race, and neighbouring threads touch neighbouring elements.
-template <class T>
+template <uint32_t N, class T>
 PITH_HD void kv_copy_body(uint32_t block, uint32_t n_blocks, uint32_t t, uint32_t src_page,
                           uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot, uint32_t n,
                           KvGeometry g, T* pool) {
   bool backwards = src_page == dst_page && dst_slot > src_slot;
-  grid_stride(block, n_blocks, t, kKvThreads, size_t{g.n_layers} * 2 * g.kv_dim, [&](size_t c) {
+  size_t groups = size_t{g.n_layers} * 2 * g.kv_dim / N;
+  grid_stride(block, n_blocks, t, kKvThreads, groups, [&](size_t grp) {
+    size_t c = grp * N;
     uint32_t block_index = static_cast<uint32_t>(c / g.kv_dim);  // layer * 2 + kv
     size_t col = c % g.kv_dim;
     const T* src = pool + g.offset(src_page, block_index / 2, block_index % 2, src_slot) + col;
     T* dst = pool + g.offset(dst_page, block_index / 2, block_index % 2, dst_slot) + col;
     for (uint32_t s = 0; s < n; ++s) {
       size_t r = backwards ? n - 1 - s : s;
-      dst[r * g.kv_dim] = src[r * g.kv_dim];
+      float x[N];
+      load_n<N>(src + r * g.kv_dim, x);
+      store_n<N>(dst + r * g.kv_dim, x);
     }
   });
 }

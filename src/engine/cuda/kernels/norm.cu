@@ -6,12 +6,26 @@
 namespace pith::cuda {
 namespace {
 
-template <class T>
+template <uint32_t N, class T>
 __global__ void __launch_bounds__(kern::kNormThreads)
     add_rmsnorm_kernel(float* residual, const float* delta, const float* weight, uint32_t d,
                        float eps, T* out) {
   __shared__ kern::NormShared sh;
-  kern::add_rmsnorm_body(kern::DeviceBlock::current(), sh, residual, delta, weight, d, eps, out);
+  kern::add_rmsnorm_body<N>(kern::DeviceBlock::current(), sh, residual, delta, weight, d, eps, out);
+}
+
+template <class T>
+void add_rmsnorm_typed(float* residual, const float* delta, const float* weight, uint32_t n,
+                       uint32_t d, float eps, T* out, cudaStream_t stream) {
+  constexpr uint32_t V = kern::kVec<float>;
+  bool vec = kern::vector_ok<V>(residual, d, d) && kern::vector_ok<V>(weight, d, d) &&
+             kern::vector_ok<V>(out, d, d) && (!delta || kern::vector_ok<V>(delta, d, d));
+  if (vec)
+    add_rmsnorm_kernel<V>
+        <<<n, kern::kNormThreads, 0, stream>>>(residual, delta, weight, d, eps, out);
+  else
+    add_rmsnorm_kernel<1>
+        <<<n, kern::kNormThreads, 0, stream>>>(residual, delta, weight, d, eps, out);
 }
 
 }  // namespace
@@ -21,11 +35,9 @@ void add_rmsnorm(float* residual, const float* delta, const float* weight, uint3
   if (n == 0 || d == 0) return;
   require(n <= 0x7fffffffu, "add_rmsnorm", "too many rows");
   if (out_type == DType::F32)
-    add_rmsnorm_kernel<<<n, kern::kNormThreads, 0, stream>>>(residual, delta, weight, d, eps,
-                                                             static_cast<float*>(out));
+    add_rmsnorm_typed(residual, delta, weight, n, d, eps, static_cast<float*>(out), stream);
   else
-    add_rmsnorm_kernel<<<n, kern::kNormThreads, 0, stream>>>(residual, delta, weight, d, eps,
-                                                             static_cast<kern::Bf16*>(out));
+    add_rmsnorm_typed(residual, delta, weight, n, d, eps, static_cast<kern::Bf16*>(out), stream);
   check_launch("add_rmsnorm");
 }
 

@@ -14,7 +14,9 @@ struct NormShared {
   float partial[kNormThreads];
 };
 
-template <class Block, class T>
+// N consecutive elements per step: 1, or 4 (16-byte F32 vectors) when d % 4 == 0 and the
+// pointers are aligned (the launcher checks).
+template <uint32_t N, class Block, class T>
 PITH_HD void add_rmsnorm_body(const Block& blk, NormShared& sh, float* residual_all,
                               const float* delta_all, const float* weight, uint32_t d, float eps,
                               T* out_all) {
@@ -24,21 +26,29 @@ PITH_HD void add_rmsnorm_body(const Block& blk, NormShared& sh, float* residual_
   T* out = out_all + row * d;
   blk.threads([&](uint32_t t) {
     float ss = 0;
-    for (uint32_t j = t; j < d; j += kNormThreads) {
-      float r = residual[j];
+    for (uint32_t j = t * N; j < d; j += kNormThreads * N) {
+      float r[N];
+      load_n<N>(residual + j, r);
       if (delta) {
-        r += delta[j];
-        residual[j] = r;
+        float x[N];
+        load_n<N>(delta + j, x);
+        for (uint32_t e = 0; e < N; ++e) r[e] += x[e];
+        store_n<N>(residual + j, r);
       }
-      ss += r * r;
+      for (uint32_t e = 0; e < N; ++e) ss += r[e] * r[e];
     }
     sh.partial[t] = ss;
   });
   blk.reduce_sum(sh.partial);
   float inv = 1.0f / sqrtf(sh.partial[0] / static_cast<float>(d) + eps);
   blk.threads([&](uint32_t t) {
-    for (uint32_t j = t; j < d; j += kNormThreads)
-      store_f32(out + j, residual[j] * inv * weight[j]);
+    for (uint32_t j = t * N; j < d; j += kNormThreads * N) {
+      float r[N], w[N];
+      load_n<N>(residual + j, r);
+      load_n<N>(weight + j, w);
+      for (uint32_t e = 0; e < N; ++e) r[e] = r[e] * inv * w[e];
+      store_n<N>(out + j, r);
+    }
   });
 }
 
