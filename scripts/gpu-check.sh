@@ -40,7 +40,8 @@ pack() {
   (cd "$build" && find . -path ./gpu-pack -prune -o \( -name CTestTestfile.cmake \
       -o -name '*_include.cmake' -o -name '*_tests.cmake' \) -print) |
     while read -r f; do mkdir -p "$pack/$(dirname "$f")"; cp "$build/$f" "$pack/$f"; done
-  local bins=(bin/pith tests/gpu/cuda_backend_test tests/gpu/cuda_kernels_test tests/gpu/cuda_step_timing)
+  local bins=(bin/pith tests/gpu/cuda_backend_test tests/gpu/cuda_kernels_test
+              tests/gpu/paged_attention_gpu_test tests/gpu/cuda_step_timing)
   for b in "${bins[@]}"; do
     mkdir -p "$pack/$(dirname "$b")"
     strip --strip-debug -o "$pack/$b" "$build/$b"
@@ -122,14 +123,22 @@ run() {
     record ctest-gpu FAIL "see ctest-gpu.txt"
   fi
 
-  # 2. memcheck on the GPU unit tests (the tiny models: memcheck is slow).
+  # 2. memcheck on the GPU unit tests (the backend test on the tiny models only: memcheck is slow).
   if command -v compute-sanitizer > /dev/null; then
-    compute-sanitizer --tool memcheck --error-exitcode 3 "$pack/tests/gpu/cuda_backend_test" \
-      --gtest_filter='*tiny_f32*:*tiny_bf16*:CudaTopK.*:CudaBackendStartup.*' \
-      > "$OUT/memcheck.txt" 2>&1
-    local rc=$?
-    if [[ $rc == 0 ]]; then record memcheck PASS "$(grep 'ERROR SUMMARY' "$OUT/memcheck.txt" | tail -1)"
-    else record memcheck FAIL "exit $rc, see memcheck.txt"; fi
+    local t filter rc
+    for t in cuda_backend_test cuda_kernels_test paged_attention_gpu_test; do
+      filter='*'
+      [[ $t == cuda_backend_test ]] &&
+        filter='*tiny_f32*:*tiny_bf16*:CudaTopK.*:CudaBackendStartup.*'
+      compute-sanitizer --tool memcheck --error-exitcode 3 "$pack/tests/gpu/$t" \
+        --gtest_filter="$filter" > "$OUT/memcheck-$t.txt" 2>&1
+      rc=$?
+      if [[ $rc == 0 ]]; then
+        record "memcheck-$t" PASS "$(grep 'ERROR SUMMARY' "$OUT/memcheck-$t.txt" | tail -1)"
+      else
+        record "memcheck-$t" FAIL "exit $rc, see memcheck-$t.txt"
+      fi
+    done
   else
     record memcheck FAIL "compute-sanitizer not found"
   fi

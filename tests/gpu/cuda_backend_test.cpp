@@ -99,13 +99,13 @@ class CudaVsCpu : public ::testing::TestWithParam<Param> {
 
   // The same ids from both pools (fresh pools hand ids out in the same order).
   std::vector<uint32_t> alloc_pages(size_t n) {
-    auto a = cpu_->kv_pool().allocate(n);
+    auto a = cpu_->page_slots().allocate(n);
     auto b = gpu_->page_slots().allocate(n);
     EXPECT_EQ(a, b);
     return a;
   }
   std::vector<uint32_t> alloc_embeds(size_t n) {
-    auto a = cpu_->embeds().allocate(n);
+    auto a = cpu_->embed_slots().allocate(n);
     auto b = gpu_->embed_slots().allocate(n);
     EXPECT_EQ(a, b);
     return a;
@@ -362,7 +362,7 @@ TEST(CudaTopK, TiesGoToTheLowerId) {
   bo.kv_page_size = kPageSize;
   bo.kv_memory_bytes = eo.kv_memory_bytes;
   auto gpu = make_cuda_backend(w, bo, 0);
-  auto pages = cpu.kv_pool().allocate(1);
+  auto pages = cpu.page_slots().allocate(1);
   ASSERT_EQ(gpu->page_slots().allocate(1), pages);
   SequenceInput s;
   s.tokens = {1, 2};

@@ -51,38 +51,6 @@ int select_device(int device) {
   return device;
 }
 
-void check_matrix(const WeightMatrix& m, size_t rows, size_t cols, const char* name, size_t l) {
-  if (m.data == nullptr || m.rows != rows || m.cols != cols)
-    fail("cuda: weight {} (layer {}) is [{}][{}], expected [{}][{}]", name, l, m.rows, m.cols,
-         rows, cols);
-}
-
-void check_model(const ModelWeights& w) {
-  const ModelConfig& c = w.config;
-  if (c.n_layers == 0 || c.d_model == 0 || c.n_heads == 0 || c.n_kv_heads == 0 ||
-      c.head_dim == 0 || c.d_ff == 0 || c.vocab_size == 0)
-    fail("cuda: model '{}' has an empty dimension", w.source);
-  if (c.n_heads % c.n_kv_heads != 0)
-    fail("cuda: {} query heads is not a multiple of {} KV heads", c.n_heads, c.n_kv_heads);
-  if (w.layers.size() != c.n_layers)
-    fail("cuda: model has {} layers of weights, config says {}", w.layers.size(), c.n_layers);
-  check_matrix(w.token_embd, c.vocab_size, c.d_model, "token_embd", 0);
-  check_matrix(w.output, c.vocab_size, c.d_model, "output", 0);
-  if (w.output_norm.size() != c.d_model) fail("cuda: output_norm has the wrong size");
-  for (size_t l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& L = w.layers[l];
-    if (L.attn_norm.size() != c.d_model || L.ffn_norm.size() != c.d_model)
-      fail("cuda: norm weights of layer {} have the wrong size", l);
-    check_matrix(L.wq, c.q_dim(), c.d_model, "attn_q", l);
-    check_matrix(L.wk, c.kv_dim(), c.d_model, "attn_k", l);
-    check_matrix(L.wv, c.kv_dim(), c.d_model, "attn_v", l);
-    check_matrix(L.wo, c.d_model, c.q_dim(), "attn_output", l);
-    check_matrix(L.w_gate, c.d_ff, c.d_model, "ffn_gate", l);
-    check_matrix(L.w_up, c.d_ff, c.d_model, "ffn_up", l);
-    check_matrix(L.w_down, c.d_model, c.d_ff, "ffn_down", l);
-  }
-}
-
 // Device activation buffers for up to `tokens` rows and `lm_rows` LM-head rows.
 struct Workspace {
   DeviceBuffer x, delta, tmp;          // F32 [T][d]
@@ -208,7 +176,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights,
       act_(compute_mode(*weights_)),
       rope_(weights_->config) {
   const ModelConfig& c = weights_->config;
-  check_model(*weights_);
+  validate_model_shapes(*weights_);
   cudaDeviceProp prop{};
   PITH_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   device_name_ = prop.name;
@@ -450,16 +418,7 @@ void CudaBackend::embed_tokens(std::span<const int32_t> tokens,
                                std::span<const uint32_t> positions,
                                std::span<const uint32_t> slots) {
   const ModelConfig& c = config();
-  if (tokens.size() != positions.size() || tokens.size() != slots.size())
-    fail("embed_tokens: {} tokens, {} positions, {} slots: lengths must match", tokens.size(),
-         positions.size(), slots.size());
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || uint32_t(tokens[i]) >= c.vocab_size)
-      fail("embed_tokens: token {} at index {} out of range (vocab {})", tokens[i], i,
-           c.vocab_size);
-    if (!embeds_->allocated(slots[i]))
-      fail("embed_tokens: Embed slot {} at index {} is not allocated", slots[i], i);
-  }
+  validate_embed_tokens(tokens, positions, slots, c, *embeds_);
   if (tokens.empty()) return;
   PITH_CUDA_CHECK(cudaSetDevice(device_));
   const auto n = static_cast<uint32_t>(tokens.size());
@@ -475,12 +434,7 @@ void CudaBackend::embed_tokens(std::span<const int32_t> tokens,
 
 void CudaBackend::copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_offset,
                           uint32_t dst_offset, uint32_t n) {
-  if (!pages_->allocated(src_page) || !pages_->allocated(dst_page))
-    fail("copy_kv: page {} is not allocated", pages_->allocated(src_page) ? dst_page : src_page);
-  const uint32_t ps = layout_.page_size;
-  if (uint64_t{src_offset} + n > ps || uint64_t{dst_offset} + n > ps)
-    fail("copy_kv: range past the page end (src offset {}, dst offset {}, n {}, page size {})",
-         src_offset, dst_offset, n, ps);
+  validate_copy_kv(src_page, dst_page, src_offset, dst_offset, n, layout_.page_size, *pages_);
   if (n == 0) return;
   PITH_CUDA_CHECK(cudaSetDevice(device_));
   kv_copy(src_page, dst_page, src_offset, dst_offset, n, layout_, kv_pool_.get(), stream_.get());
@@ -488,9 +442,7 @@ void CudaBackend::copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_off
 
 TokenDistribution CudaBackend::next_dist(uint32_t embed_slot, uint32_t top_k) {
   const ModelConfig& c = config();
-  if (!embeds_->allocated(embed_slot))
-    fail("next_dist: Embed slot {} is not allocated", embed_slot);
-  if (top_k == 0) fail("next_dist: top_k must be at least 1");
+  validate_next_dist(embed_slot, top_k, *embeds_);
   PITH_CUDA_CHECK(cudaSetDevice(device_));
   const uint32_t k = std::min(top_k, c.vocab_size);
   const bool on_device = k <= kTopKMax;
