@@ -75,7 +75,7 @@ RunResult run_once(const BatchingBenchOptions& o, const std::string& policy, con
   for (auto& a : args) insts.push_back(stack.launch(program, a));
   for (auto& i : insts) {
     auto st = i->wait();
-    if (st.kind != runtime::ExitStatus::Kind::kExited || st.code != 0)
+    if (st.kind != runtime::ExitStatus::Kind::Exited || st.code != 0)
       fail("batching bench: an instance ended with '{}'", st.reason);
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

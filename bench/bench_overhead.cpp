@@ -103,7 +103,7 @@ nlohmann::json run_overhead_bench(const OverheadBenchOptions& o) {
     std::string msg;
     stack.launch(overhead_prog, {"overhead", std::to_string(o.control_calls)},
                  [&](uint64_t, const runtime::InstanceEvent& e) {
-                   if (e.kind == runtime::InstanceEvent::Kind::kMessage) {
+                   if (e.kind == runtime::InstanceEvent::Kind::Message) {
                      std::lock_guard lock(mu);
                      msg = e.text;
                    }
@@ -131,7 +131,7 @@ nlohmann::json run_overhead_bench(const OverheadBenchOptions& o) {
                                                  "--max-tokens", std::to_string(per_instance)}));
     for (auto& i : insts) {
       auto st = i->wait();
-      if (st.code != 0 || st.kind != runtime::ExitStatus::Kind::kExited) fail("overhead bench: instance ended with '{}'", st.reason);
+      if (st.code != 0 || st.kind != runtime::ExitStatus::Kind::Exited) fail("overhead bench: instance ended with '{}'", st.reason);
     }
     double wall_ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
     stack.controller().set_batch_observer(nullptr);
@@ -154,7 +154,7 @@ nlohmann::json run_overhead_bench(const OverheadBenchOptions& o) {
     std::vector<Clock::time_point> arrivals;
     stack.launch(greedy_prog, {"greedy_abi", "--tokens", csv, "--max-tokens", std::to_string(o.decode_tokens)},
                  [&](uint64_t, const runtime::InstanceEvent& e) {
-                   if (e.kind != runtime::InstanceEvent::Kind::kMessage || e.text == "done") return;
+                   if (e.kind != runtime::InstanceEvent::Kind::Message || e.text == "done") return;
                    std::lock_guard lock(mu);
                    arrivals.push_back(Clock::now());
                  })->wait();

@@ -71,7 +71,7 @@ struct FirstMessage {
   Clock::time_point at;
   runtime::EventSink sink() {
     return [this](uint64_t, const InstanceEvent& e) {
-      if (e.kind != InstanceEvent::Kind::kMessage) return;
+      if (e.kind != InstanceEvent::Kind::Message) return;
       std::lock_guard lock(mu);
       if (count++ == 0) at = Clock::now();
       cv.notify_all();
@@ -222,12 +222,12 @@ nlohmann::json run_calls_bench(const RuntimeBenchOptions& o) {
     std::string msg;
     auto inst = rt.launch(prog, {"calls", std::to_string(o.calls)},
                           [&](uint64_t, const InstanceEvent& e) {
-                            if (e.kind != InstanceEvent::Kind::kMessage) return;
+                            if (e.kind != InstanceEvent::Kind::Message) return;
                             std::lock_guard lock(mu);
                             msg = e.text;
                           });
     auto st = inst->wait();
-    if (st.kind != runtime::ExitStatus::Kind::kExited) fail("calls inferlet: {}", st.reason);
+    if (st.kind != runtime::ExitStatus::Kind::Exited) fail("calls inferlet: {}", st.reason);
     std::lock_guard lock(mu);
     double h = 0, g = 0;
     if (std::sscanf(msg.c_str(), "host_call_ns=%lf guest_call_ns=%lf", &h, &g) != 2)

@@ -152,7 +152,7 @@ int main() {
       if (*why) {
         c.done = true;
         --live;
-        const auto reason = why[0] == 'l' ? proto::FinishReason::kLength : proto::FinishReason::kStop;
+        const auto reason = why[0] == 'l' ? proto::FinishReason::Length : proto::FinishReason::Stop;
         if (!pith::send(proto::encode(proto::EndMessage{i, reason, static_cast<uint32_t>(c.generated.size())})))
           return 1;
       }

@@ -13,10 +13,10 @@ runtime::EventSink terminal_sink() {
   auto mu = std::make_shared<std::mutex>();
   return [mu](uint64_t, const runtime::InstanceEvent& e) {
     std::lock_guard lock(*mu);
-    if (e.kind == runtime::InstanceEvent::Kind::kMessage) {
+    if (e.kind == runtime::InstanceEvent::Kind::Message) {
       fmt::print("{}\n", e.text);
       std::fflush(stdout);
-    } else if (e.kind == runtime::InstanceEvent::Kind::kLog) {
+    } else if (e.kind == runtime::InstanceEvent::Kind::Log) {
       static const char* levels[] = {"debug", "info", "warn", "error"};
       fmt::print(stderr, "[{}] {}\n", levels[e.level & 3], e.text);
     }
@@ -42,7 +42,7 @@ int attach(const std::shared_ptr<runtime::Instance>& inst, const std::string& pr
   }
   runtime::ExitStatus st = inst->wait();
   if (verbose) fmt::print(stderr, "pith: {}: {}\n", program, st.reason);
-  if (st.kind == runtime::ExitStatus::Kind::kExited) return st.code;
+  if (st.kind == runtime::ExitStatus::Kind::Exited) return st.code;
   fmt::print(stderr, "pith: {}: {}\n", program, st.reason);
   return 1;
 }

@@ -163,7 +163,7 @@ class EventFollower {
       HttpRequest r = http_request("GET", base_ + "/events");
       if (last_id_) r.headers.push_back(fmt::format("Last-Event-ID: {}", *last_id_));
       r.idle_timeout_s = 30;  // the server sends a keep-alive every 2 s
-      ServerClient::StreamEnd end = ServerClient::StreamEnd::kClosed;
+      ServerClient::StreamEnd end = ServerClient::StreamEnd::Closed;
       const std::optional<uint64_t> before = last_id_;
       try {
         end = client_.stream(r, [this](const SseEvent& e) { return on_event(e); }, cancelled);
@@ -178,7 +178,7 @@ class EventFollower {
         std::this_thread::sleep_for(std::chrono::milliseconds(200 * failures));
         continue;
       }
-      if (end == ServerClient::StreamEnd::kCancelled) return false;
+      if (end == ServerClient::StreamEnd::Cancelled) return false;
       if (!exit_ && ++failures > 5) fail("the event stream of {} keeps ending without a terminated event", base_);
     }
     return true;

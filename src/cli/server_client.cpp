@@ -244,8 +244,8 @@ ServerClient::StreamEnd ServerClient::stream(const HttpRequest& request, const S
   }
   curl_multi_remove_handle(m.get(), h.get());
   if (state.failure) std::rethrow_exception(state.failure);
-  if (cancel) return StreamEnd::kCancelled;
-  if (state.stopped) return StreamEnd::kStopped;
+  if (cancel) return StreamEnd::Cancelled;
+  if (state.stopped) return StreamEnd::Stopped;
   if (result != CURLE_OK) transport_failure(url_, r, result, errbuf);
   HttpResponse resp;
   response_info(h.get(), resp);
@@ -253,7 +253,7 @@ ServerClient::StreamEnd ServerClient::stream(const HttpRequest& request, const S
     resp.body = std::move(state.error_body);
     throw error_of(resp);
   }
-  return StreamEnd::kClosed;
+  return StreamEnd::Closed;
 }
 
 }  // namespace pith::cli

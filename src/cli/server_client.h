@@ -77,9 +77,9 @@ class ServerClient {
   bool exists(const std::string& path) const;
 
   enum class StreamEnd {
-    kClosed,     // the server ended the stream
-    kStopped,    // the handler returned false
-    kCancelled,  // `cancelled` returned true
+    Closed,     // the server ended the stream
+    Stopped,    // the handler returned false
+    Cancelled,  // `cancelled` returned true
   };
   // Sends `request` and feeds its text/event-stream body to `on_event` as it arrives.
   // `cancelled` (may be empty) is polled about every 100 ms, also while nothing arrives.

@@ -11,7 +11,7 @@
 #include "control/batch_scheduler.h"
 #include "control/status.h"
 #include "engine/forward_batch.h"
-#include "engine/token_distribution.h"
+#include "engine/forward_batch.h"
 
 namespace pith {
 
@@ -47,7 +47,7 @@ struct CallOutput {
 };
 using CallOutcome = Result<CallOutput>;
 // Runs on the dispatcher thread: keep it short.
-using Completion = std::function<void(CallOutcome&&)>;
+using CallCompletion = std::function<void(CallOutcome&&)>;
 
 // Embeds share the batch scheduler's conflict sets with pages, tagged so their ids never
 // collide with page ids.

@@ -239,7 +239,7 @@ uint32_t Controller::pages_held(InstanceId id) const {
 // ---------------------------------------------------------------- queued calls
 
 Result<void> Controller::submit(InstanceId id, QueueId q, Result<BuiltCall> built,
-                                Completion done) {
+                                CallCompletion done) {
   // Caller holds mu_ and has checked the instance and the queue.
   if (!built) return built.failure();
   Queue* queue = find_queue(id, q);
@@ -262,7 +262,7 @@ Result<void> Controller::submit(InstanceId id, QueueId q, Result<BuiltCall> buil
   return {};
 }
 
-Result<void> Controller::forward(InstanceId id, QueueId q, SequenceInput seq, Completion done) {
+Result<void> Controller::forward(InstanceId id, QueueId q, SequenceInput seq, CallCompletion done) {
   std::lock_guard lock(mu_);
   if (!spaces_.has_instance(id)) return unknown_instance();
   if (!find_queue(id, q)) return unknown_queue(q);
@@ -274,7 +274,7 @@ Result<void> Controller::forward(InstanceId id, QueueId q, SequenceInput seq, Co
 
 Result<void> Controller::embed_tokens(InstanceId id, QueueId q, std::vector<int32_t> tokens,
                                       std::vector<uint32_t> positions,
-                                      std::vector<uint32_t> embed_handles, Completion done) {
+                                      std::vector<uint32_t> embed_handles, CallCompletion done) {
   std::lock_guard lock(mu_);
   if (!spaces_.has_instance(id)) return unknown_instance();
   if (!find_queue(id, q)) return unknown_queue(q);
@@ -285,7 +285,7 @@ Result<void> Controller::embed_tokens(InstanceId id, QueueId q, std::vector<int3
 }
 
 Result<void> Controller::next_dist(InstanceId id, QueueId q, uint32_t embed_handle, uint32_t top_k,
-                                   Completion done) {
+                                   CallCompletion done) {
   std::lock_guard lock(mu_);
   if (!spaces_.has_instance(id)) return unknown_instance();
   if (!find_queue(id, q)) return unknown_queue(q);
@@ -295,7 +295,7 @@ Result<void> Controller::next_dist(InstanceId id, QueueId q, uint32_t embed_hand
 
 Result<void> Controller::copy_kv(InstanceId id, QueueId q, uint32_t src_handle, uint32_t dst_handle,
                                  uint32_t src_offset, uint32_t dst_offset, uint32_t n,
-                                 Completion done) {
+                                 CallCompletion done) {
   std::lock_guard lock(mu_);
   if (!spaces_.has_instance(id)) return unknown_instance();
   if (!find_queue(id, q)) return unknown_queue(q);

@@ -4,7 +4,7 @@
 //
 // Threading: any thread (the runtime's) may call the public methods; they take one mutex for
 // a few hundred nanoseconds and never wait for the backend. Backend-bound calls (forward,
-// embed_tokens, next_dist, copy_kv) are queued and complete later through their Completion,
+// embed_tokens, next_dist, copy_kv) are queued and complete later through their CallCompletion,
 // which runs on the dispatcher thread: keep it short (the runtime posts to the fiber that
 // waits). Resource calls (alloc, dealloc, export, import) complete immediately.
 //
@@ -135,14 +135,14 @@ class Controller {
   // Validated fully here (call_builder.h): a bad request fails alone with BadHandle /
   // BadArgument and a message, and never reaches a batch. `done` runs on the dispatcher thread
   // with the call's output or its Failure.
-  Result<void> forward(InstanceId id, QueueId q, SequenceInput seq, Completion done);
+  Result<void> forward(InstanceId id, QueueId q, SequenceInput seq, CallCompletion done);
   Result<void> embed_tokens(InstanceId id, QueueId q, std::vector<int32_t> tokens,
                             std::vector<uint32_t> positions, std::vector<uint32_t> embed_handles,
-                            Completion done);
+                            CallCompletion done);
   Result<void> next_dist(InstanceId id, QueueId q, uint32_t embed_handle, uint32_t top_k,
-                         Completion done);
+                         CallCompletion done);
   Result<void> copy_kv(InstanceId id, QueueId q, uint32_t src_handle, uint32_t dst_handle,
-                       uint32_t src_offset, uint32_t dst_offset, uint32_t n, Completion done);
+                       uint32_t src_offset, uint32_t dst_offset, uint32_t n, CallCompletion done);
 
   ControllerGauges gauges() const;
   // Observer for per-batch statistics (called on the dispatcher thread).
@@ -167,7 +167,7 @@ class Controller {
   };
 
   Queue* find_queue(InstanceId id, QueueId q);
-  Result<void> submit(InstanceId id, QueueId q, Result<BuiltCall> built, Completion done);
+  Result<void> submit(InstanceId id, QueueId q, Result<BuiltCall> built, CallCompletion done);
   void release_instance_locked(InstanceId id, Deferred& deferred);
   void drop_pending_locked(Queue& queue, const char* why, Deferred& deferred);
   void release_refs_locked(const PendingCall& call);

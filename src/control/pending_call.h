@@ -16,7 +16,7 @@ struct PendingCall {
   uint64_t queue = 0;  // QueueId
   int64_t enqueued_ns = 0;
   std::vector<uint32_t> held_pages, held_embeds;  // references released on completion
-  Completion done;
+  CallCompletion done;
   CallOutcome outcome = CallOutput{};
   // Chunked prefill (chunked_prefill.h): a chunk runs the first inputs of `parent` (still
   // queued) and hands its outputs back by `output_origin`; the parent gathers them until its

@@ -1,5 +1,6 @@
 #include "runtime/control_model_api.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -8,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include "engine/token_distribution.h"
 
 namespace pith::runtime {
 
@@ -70,10 +70,21 @@ void append_dist(std::string& out, const TokenDistribution& d) {
   std::memcpy(p + 4 + 4 * size_t{k}, d.probs.data(), 4 * size_t{k});
 }
 
+// log(sum(exp(logits))), max-subtracted and accumulated in double. Plain code: this is the
+// rare whole-vocabulary path, and the runtime does not link the engine's vectorised kernels.
+double logsumexp(const std::vector<float>& logits) {
+  float max = -INFINITY;
+  for (float x : logits) max = std::max(max, x);
+  if (!std::isfinite(max)) return max;
+  double sum = 0;
+  for (float x : logits) sum += std::exp(double(x) - double(max));
+  return double(max) + std::log(sum);
+}
+
 // PITH_TOP_K_ALL: the whole vocabulary in id order, probabilities = softmax of the logits.
 void append_full_dist(std::string& out, const std::vector<float>& logits) {
   const uint32_t k = static_cast<uint32_t>(logits.size());
-  const float lse = static_cast<float>(logsumexp(logits.data(), logits.size()));
+  const float lse = static_cast<float>(logsumexp(logits));
   size_t at = out.size();
   out.resize(at + 4 + 8 * size_t{k});
   char* p = out.data() + at;
@@ -437,7 +448,7 @@ class ControlSession final : public ModelSession {
 
   // Completion for a fire-and-forget command: log its failure and remember the code for the
   // queue's next future.
-  pith::Completion record(QueueState& q, const char* call) {
+  pith::CallCompletion record(QueueState& q, const char* call) {
     auto err = q.deferred_error;
     return [err, call, log = error_log()](CallOutcome&& o) {
       if (!o) err->store(log_failure(log, call, o.failure()));

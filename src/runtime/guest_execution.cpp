@@ -52,10 +52,10 @@ void on_fault(int sig, siginfo_t* info, void* uctx) {
     auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
     if (exec->memory && exec->memory->data) {
       auto base = reinterpret_cast<uintptr_t>(exec->memory->data);
-      if (addr >= base && addr - base < kReservation) raise_trap(*exec, TrapCode::kOutOfBounds);
+      if (addr >= base && addr - base < kReservation) raise_trap(*exec, TrapCode::OutOfBounds);
     }
     if (addr >= exec->guard_lo && addr < exec->stack_lo)
-      raise_trap(*exec, TrapCode::kStackExhausted);
+      raise_trap(*exec, TrapCode::StackExhausted);
   }
   chain(sig, info, uctx);
 }
@@ -65,7 +65,7 @@ void on_tick(int, siginfo_t*, void*) {
   if (!exec) return;
   exec->cpu_used_ns = exec->cpu_used_ns + t_tick_ns;
   if (exec->cpu_limit_ns && exec->cpu_used_ns >= exec->cpu_limit_ns && !exec->kill_pending)
-    exec->kill_pending = static_cast<int>(TrapCode::kCpuLimit);
+    exec->kill_pending = static_cast<int>(TrapCode::CpuLimit);
   exec->slice_ns = exec->slice_ns + t_tick_ns;
   if (exec->interpreted) return;  // the interpreter loop polls kill_pending and slice_ns
   if (exec->kill_pending && !exec->in_host)
@@ -89,20 +89,20 @@ void on_tick(int, siginfo_t*, void*) {
 
 const char* trap_text(TrapCode code) {
   switch (code) {
-    case TrapCode::kNone: return "no trap";
-    case TrapCode::kOutOfBounds: return "out of bounds memory access";
-    case TrapCode::kIntOverflow: return "integer overflow";
-    case TrapCode::kDivByZero: return "integer divide by zero";
-    case TrapCode::kInvalidConversion: return "invalid conversion to integer";
-    case TrapCode::kUnreachable: return "unreachable executed";
-    case TrapCode::kCallIndirect: return "indirect call to a null or mistyped function";
-    case TrapCode::kUncaughtException: return "uncaught exception";
-    case TrapCode::kStackExhausted: return "call stack exhausted";
-    case TrapCode::kCpuLimit: return "cpu time limit";
-    case TrapCode::kExit: return "exit";
-    case TrapCode::kKilled: return "killed by the host";
-    case TrapCode::kMemoryLimit: return "memory limit";
-    case TrapCode::kHostError: return "host error";
+    case TrapCode::None: return "no trap";
+    case TrapCode::OutOfBounds: return "out of bounds memory access";
+    case TrapCode::IntOverflow: return "integer overflow";
+    case TrapCode::DivByZero: return "integer divide by zero";
+    case TrapCode::InvalidConversion: return "invalid conversion to integer";
+    case TrapCode::Unreachable: return "unreachable executed";
+    case TrapCode::CallIndirect: return "indirect call to a null or mistyped function";
+    case TrapCode::UncaughtException: return "uncaught exception";
+    case TrapCode::StackExhausted: return "call stack exhausted";
+    case TrapCode::CpuLimit: return "cpu time limit";
+    case TrapCode::Exit: return "exit";
+    case TrapCode::Killed: return "killed by the host";
+    case TrapCode::MemoryLimit: return "memory limit";
+    case TrapCode::HostError: return "host error";
   }
   return "unknown trap";
 }

@@ -34,20 +34,20 @@ namespace pith::runtime {
 
 // Why a guest stopped. 1..8 mirror wasm_rt_trap_t; the rest are host decisions.
 enum class TrapCode : int {
-  kNone = 0,
-  kOutOfBounds = WASM_RT_TRAP_OOB,
-  kIntOverflow = WASM_RT_TRAP_INT_OVERFLOW,
-  kDivByZero = WASM_RT_TRAP_DIV_BY_ZERO,
-  kInvalidConversion = WASM_RT_TRAP_INVALID_CONVERSION,
-  kUnreachable = WASM_RT_TRAP_UNREACHABLE,
-  kCallIndirect = WASM_RT_TRAP_CALL_INDIRECT,
-  kUncaughtException = WASM_RT_TRAP_UNCAUGHT_EXCEPTION,
-  kStackExhausted = WASM_RT_TRAP_EXHAUSTION,
-  kCpuLimit = 100,     // killed: CPU budget used up
-  kExit = 101,         // proc_exit: a normal end with an exit code
-  kKilled = 102,       // killed by the host (client request, shutdown)
-  kMemoryLimit = 103,  // initial memory larger than the instance cap
-  kHostError = 104,    // host failure that cannot be reported as a status code
+  None = 0,
+  OutOfBounds = WASM_RT_TRAP_OOB,
+  IntOverflow = WASM_RT_TRAP_INT_OVERFLOW,
+  DivByZero = WASM_RT_TRAP_DIV_BY_ZERO,
+  InvalidConversion = WASM_RT_TRAP_INVALID_CONVERSION,
+  Unreachable = WASM_RT_TRAP_UNREACHABLE,
+  CallIndirect = WASM_RT_TRAP_CALL_INDIRECT,
+  UncaughtException = WASM_RT_TRAP_UNCAUGHT_EXCEPTION,
+  StackExhausted = WASM_RT_TRAP_EXHAUSTION,
+  CpuLimit = 100,     // killed: CPU budget used up
+  Exit = 101,         // proc_exit: a normal end with an exit code
+  Killed = 102,       // killed by the host (client request, shutdown)
+  MemoryLimit = 103,  // initial memory larger than the instance cap
+  HostError = 104,    // host failure that cannot be reported as a status code
 };
 
 // Human-readable trap text, e.g. "out of bounds memory access".
@@ -82,7 +82,7 @@ struct GuestExecution {
   uint64_t slice_limit_ns = 0;  // 0 = never preempt
   void (*preempt)(void* owner) = nullptr;
   void* owner = nullptr;
-  int exit_code = 0;                       // for TrapCode::kExit
+  int exit_code = 0;                       // for TrapCode::Exit
 };
 
 // The instance running on this thread (nullptr in scheduler / host-only code).

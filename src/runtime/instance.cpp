@@ -87,14 +87,14 @@ void Instance::close_input() {
   }
 }
 
-void Instance::kill() { kill_with(TrapCode::kKilled); }
+void Instance::kill() { kill_with(TrapCode::Killed); }
 
 void Instance::terminate(std::string reason) {
   {
     std::lock_guard lock(mu_);
     if (terminate_reason_.empty()) terminate_reason_ = std::move(reason);
   }
-  kill_with(TrapCode::kKilled);
+  kill_with(TrapCode::Killed);
 }
 
 void Instance::kill_with(TrapCode code) {
@@ -189,18 +189,18 @@ void Instance::wake() {
 
 std::string Instance::describe_trap(TrapCode code) const {
   switch (code) {
-    case TrapCode::kNone: return "exited with code 0";
-    case TrapCode::kExit: return fmt::format("exited with code {}", exec_.exit_code);
-    case TrapCode::kCpuLimit:
+    case TrapCode::None: return "exited with code 0";
+    case TrapCode::Exit: return fmt::format("exited with code {}", exec_.exit_code);
+    case TrapCode::CpuLimit:
       return fmt::format("killed: cpu time limit {:g} s", limits_.cpu_ns / 1e9);
-    case TrapCode::kKilled: {
+    case TrapCode::Killed: {
       std::lock_guard lock(mu_);
       return terminate_reason_.empty() ? "killed: by request" : "terminated: " + terminate_reason_;
     }
-    case TrapCode::kMemoryLimit:
+    case TrapCode::MemoryLimit:
       return fmt::format("killed: memory limit {} MiB (the module's initial memory is larger)",
                          limits_.memory_pages / 16);
-    case TrapCode::kHostError: return "killed: host error (see log)";
+    case TrapCode::HostError: return "killed: host error (see log)";
     default: break;
   }
   std::string r = fmt::format("trap: {}", trap_text(code));
@@ -215,7 +215,7 @@ void Instance::finish() {
   // Flush partial stdout/stderr lines.
   for (int fd = 1; fd <= 2; ++fd) {
     if (!stdio_partial_[fd].empty()) {
-      emit({InstanceEvent::Kind::kLog, fd == 2 ? PITH_LOG_WARN : PITH_LOG_INFO,
+      emit({InstanceEvent::Kind::Log, fd == 2 ? PITH_LOG_WARN : PITH_LOG_INFO,
             std::move(stdio_partial_[fd])});
       stdio_partial_[fd].clear();
     }
@@ -230,15 +230,15 @@ void Instance::finish() {
 
   ExitStatus st;
   st.reason = describe_trap(end_code_);
-  if (end_code_ == TrapCode::kNone || end_code_ == TrapCode::kExit) {
-    st.kind = ExitStatus::Kind::kExited;
-    st.code = end_code_ == TrapCode::kExit ? exec_.exit_code : 0;
-  } else if (end_code_ >= TrapCode::kCpuLimit) {
-    st.kind = ExitStatus::Kind::kKilled;
+  if (end_code_ == TrapCode::None || end_code_ == TrapCode::Exit) {
+    st.kind = ExitStatus::Kind::Exited;
+    st.code = end_code_ == TrapCode::Exit ? exec_.exit_code : 0;
+  } else if (end_code_ >= TrapCode::CpuLimit) {
+    st.kind = ExitStatus::Kind::Killed;
   } else {
-    st.kind = ExitStatus::Kind::kTrapped;
+    st.kind = ExitStatus::Kind::Trapped;
   }
-  emit({InstanceEvent::Kind::kExit, static_cast<int>(st.kind), st.reason, st.code});
+  emit({InstanceEvent::Kind::Exit, static_cast<int>(st.kind), st.reason, st.code});
   {
     std::lock_guard lock(mu_);
     futures_.clear();
@@ -260,7 +260,7 @@ void Instance::write_stdio(int fd, std::string_view bytes) {
   int level = fd == 2 ? PITH_LOG_WARN : PITH_LOG_INFO;
   for (char c : bytes) {
     if (c == '\n') {
-      emit({InstanceEvent::Kind::kLog, level, std::move(partial)});
+      emit({InstanceEvent::Kind::Log, level, std::move(partial)});
       partial.clear();
     } else if (partial.size() < 64 * 1024) {
       partial += c;
@@ -435,7 +435,7 @@ ModelSession* Instance::model_session() {
     model_session_ = services_.model->open_session(id_);
     // Why a model call failed goes to the instance's log (completions log from other threads).
     model_session_->set_error_log([weak = weak_from_this()](std::string message) {
-      if (auto self = weak.lock()) self->emit({InstanceEvent::Kind::kLog, PITH_LOG_WARN, std::move(message)});
+      if (auto self = weak.lock()) self->emit({InstanceEvent::Kind::Log, PITH_LOG_WARN, std::move(message)});
     });
   }
   return model_session_.get();

@@ -43,7 +43,7 @@ class ModelSession;
 class HttpClient;
 
 struct InstanceEvent {
-  enum class Kind { kMessage, kLog, kExit };
+  enum class Kind { Message, Log, Exit };
   Kind kind;
   int level = 0;     // PITH_LOG_* for kLog; ExitStatus::Kind for kExit
   std::string text;  // message bytes, log line, or exit reason
@@ -52,8 +52,8 @@ struct InstanceEvent {
 using EventSink = std::function<void(uint64_t instance_id, const InstanceEvent&)>;
 
 struct ExitStatus {
-  enum class Kind { kExited, kTrapped, kKilled };
-  Kind kind = Kind::kExited;
+  enum class Kind { Exited, Trapped, Killed };
+  Kind kind = Kind::Exited;
   int code = 0;        // exit code (kExited)
   std::string reason;  // the text the client sees
 };
@@ -173,7 +173,7 @@ class Instance : public std::enable_shared_from_this<Instance> {
   const void* sched_stack_bottom_ = nullptr;  // the scheduler thread's stack (ASan builds)
   size_t sched_stack_size_ = 0;
   bool started_ = false;
-  TrapCode end_code_ = TrapCode::kNone;
+  TrapCode end_code_ = TrapCode::None;
   std::string terminate_reason_;  // set by terminate() (guarded by mu_)
   std::string stdio_partial_[3];
   std::unique_ptr<ModelSession> model_session_;

@@ -135,17 +135,17 @@ const std::map<std::pair<std::string, std::string>, HostImport>& host_imports() 
 
 TrapCode trap_code(const std::string& msg) {
   auto starts = [&](const char* p) { return msg.rfind(p, 0) == 0; };
-  if (starts("out of bounds")) return TrapCode::kOutOfBounds;
-  if (starts("integer divide by zero")) return TrapCode::kDivByZero;
-  if (starts("integer overflow")) return TrapCode::kIntOverflow;
-  if (starts("invalid conversion to integer")) return TrapCode::kInvalidConversion;
-  if (starts("unreachable")) return TrapCode::kUnreachable;
+  if (starts("out of bounds")) return TrapCode::OutOfBounds;
+  if (starts("integer divide by zero")) return TrapCode::DivByZero;
+  if (starts("integer overflow")) return TrapCode::IntOverflow;
+  if (starts("invalid conversion to integer")) return TrapCode::InvalidConversion;
+  if (starts("unreachable")) return TrapCode::Unreachable;
   if (starts("indirect call") || starts("uninitialized table element") ||
       starts("undefined table index"))
-    return TrapCode::kCallIndirect;
-  if (starts("call stack exhausted")) return TrapCode::kStackExhausted;
-  if (starts("uncaught exception")) return TrapCode::kUncaughtException;
-  return TrapCode::kHostError;
+    return TrapCode::CallIndirect;
+  if (starts("call stack exhausted")) return TrapCode::StackExhausted;
+  if (starts("uncaught exception")) return TrapCode::UncaughtException;
+  return TrapCode::HostError;
 }
 
 }  // namespace
@@ -212,7 +212,7 @@ TrapCode InterpModule::run(Instance& instance) const {
   uint32_t cap = exec.memory_limit_pages ? exec.memory_limit_pages : 65536;
   for (auto& mem : desc.memories) {
     wabt::Limits& l = mem.type.limits;
-    if (l.initial > cap) return TrapCode::kMemoryLimit;
+    if (l.initial > cap) return TrapCode::MemoryLimit;
     if (!l.has_max || l.max > cap) {
       l.max = cap;
       l.has_max = true;
@@ -230,12 +230,12 @@ TrapCode InterpModule::run(Instance& instance) const {
     imports.push_back(wi::HostFunc::New(store, h.type(), h.callback(&state)).ref());
   }
 
-  TrapCode end = TrapCode::kNone;
+  TrapCode end = TrapCode::None;
   wi::Trap::Ptr trap;
   wi::Instance::Ptr inst = wi::Instance::Instantiate(store, module.ref(), imports, &trap);
   if (!inst) {
     end = exec.kill_pending ? static_cast<TrapCode>(exec.kill_pending)
-                            : trap ? trap_code(trap->message()) : TrapCode::kHostError;
+                            : trap ? trap_code(trap->message()) : TrapCode::HostError;
   } else {
     if (!inst->memories().empty()) {
       state.memory = store.UnsafeGet<wi::Memory>(inst->memories()[0]);
@@ -261,14 +261,14 @@ TrapCode InterpModule::run(Instance& instance) const {
     } else if (exec.kill_pending) {
       end = static_cast<TrapCode>(exec.kill_pending);
     } else if (r == wi::RunResult::Trap) {
-      end = trap ? trap_code(trap->message()) : TrapCode::kHostError;
+      end = trap ? trap_code(trap->message()) : TrapCode::HostError;
     } else if (r == wi::RunResult::Exception) {
-      end = TrapCode::kUncaughtException;
+      end = TrapCode::UncaughtException;
     }
-    if (end == TrapCode::kHostError && trap)
-      instance.emit({InstanceEvent::Kind::kLog, PITH_LOG_ERROR,
+    if (end == TrapCode::HostError && trap)
+      instance.emit({InstanceEvent::Kind::Log, PITH_LOG_ERROR,
                      "interpreter: " + trap->message()});
-    if (state.memory && state.memory->ByteSize() / 65536 >= cap && end != TrapCode::kNone)
+    if (state.memory && state.memory->ByteSize() / 65536 >= cap && end != TrapCode::None)
       exec.grow_refused = true;  // it ran into the cap (the interpreter does not report grows)
   }
   exec.memory = nullptr;

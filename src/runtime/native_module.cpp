@@ -33,8 +33,8 @@ std::shared_ptr<NativeModule> NativeModule::load(const std::string& so_path) {
 TrapCode NativeModule::run(Instance& instance) const {
   GuestExecution& exec = instance.exec();
   void* const guest = calloc(1, instance_size_);
-  if (!guest) return TrapCode::kHostError;
-  volatile TrapCode end = TrapCode::kNone;  // volatile: written on both sides of the jump
+  if (!guest) return TrapCode::HostError;
+  volatile TrapCode end = TrapCode::None;  // volatile: written on both sides of the jump
   // Nothing with a destructor lives between here and the guest: a trap jumps back to this frame.
   int code = sigsetjmp(exec.trap_jmp, 1);
   if (code == 0) {

@@ -13,7 +13,7 @@ namespace pith::runtime {
 Program::Program(std::string wasm, std::shared_ptr<const NativeCompiler> compiler,
                  TierPolicy policy)
     : wasm_(std::move(wasm)), hash_(sha256_hex(wasm_)), policy_(policy) {
-  std::string cached = policy_ == TierPolicy::kInterpreterOnly ? "" : compiler->cached(wasm_);
+  std::string cached = policy_ == TierPolicy::InterpreterOnly ? "" : compiler->cached(wasm_);
   if (!cached.empty()) {
     std::promise<std::shared_ptr<const NativeModule>> p;
     try {
@@ -24,8 +24,8 @@ Program::Program(std::string wasm, std::shared_ptr<const NativeCompiler> compile
     native_ = p.get_future().share();
     return;
   }
-  if (policy_ != TierPolicy::kNativeOnly) interp_ = InterpModule::load(wasm_);  // throws if bad
-  if (policy_ == TierPolicy::kInterpreterOnly) return;
+  if (policy_ != TierPolicy::NativeOnly) interp_ = InterpModule::load(wasm_);  // throws if bad
+  if (policy_ == TierPolicy::InterpreterOnly) return;
   // A detached builder that owns everything it touches (bytes, compiler, result slots), so
   // dropping a Program, or stopping the server, never waits for a C compiler still running.
   // (std::async would: its last future blocks in its destructor.)
@@ -56,8 +56,8 @@ std::shared_ptr<const NativeModule> Program::native() {
 }
 
 std::shared_ptr<const GuestModule> Program::module_for_launch() {
-  if (policy_ == TierPolicy::kInterpreterOnly) return interp_;
-  if (policy_ == TierPolicy::kNativeOnly || !interp_) return native();
+  if (policy_ == TierPolicy::InterpreterOnly) return interp_;
+  if (policy_ == TierPolicy::NativeOnly || !interp_) return native();
   if (native_ready()) {
     try {
       return native_.get();

@@ -20,9 +20,9 @@ class InterpModule;
 class NativeCompiler;
 
 enum class TierPolicy {
-  kAuto,             // interpreter until the native object is ready, then native
-  kNativeOnly,       // launches wait for the native build
-  kInterpreterOnly,  // never build native code (tests, debugging)
+  Auto,             // interpreter until the native object is ready, then native
+  NativeOnly,       // launches wait for the native build
+  InterpreterOnly,  // never build native code (tests, debugging)
 };
 
 class Program {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/cache_dir.h"
 #include "common/error.h"
 #include "runtime/guest_module.h"
 #include "runtime/scheduler.h"
@@ -17,11 +18,7 @@ size_t host_import_table(const void* const** table);  // api/host_imports.cpp
 
 namespace pith::runtime {
 
-std::string default_cache_dir() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/pith/native";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/pith/native";
-  return "/tmp/pith-native-" + std::to_string(getuid());
-}
+std::string default_cache_dir() { return default_cache_root() + "/native"; }
 
 namespace {
 NativeCompilerConfig with_defaults(NativeCompilerConfig c) {

@@ -35,10 +35,10 @@ struct RuntimeConfig {
   std::vector<std::string> http_allow;
   uint32_t http_timeout_ms = 10'000;          // per request, connect included
   size_t http_max_response_bytes = 4 << 20;   // larger responses fail with PITH_ERR_LIMIT
-  TierPolicy tiers = TierPolicy::kAuto;
+  TierPolicy tiers = TierPolicy::Auto;
 };
 
-// $XDG_CACHE_HOME/pith/native, else $HOME/.cache/pith/native, else /tmp/pith-native-<uid>.
+// default_cache_root() (common/cache_dir.h) + "/native".
 std::string default_cache_dir();
 
 class Runtime {

@@ -92,17 +92,17 @@ void wasm_rt_allocate_memory(wasm_rt_memory_t* mem, uint32_t initial_pages, uint
   mem->data = nullptr;
   mem->pages = mem->size = 0;
   mem->max_pages = max_pages;
-  if (initial_pages > max_pages) pith::runtime::raise_trap(*exec, TrapCode::kMemoryLimit);
+  if (initial_pages > max_pages) pith::runtime::raise_trap(*exec, TrapCode::MemoryLimit);
   {
     HostSection host;
     void* base = mmap(nullptr, kReservation, PROT_NONE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED) {
-      exec->kill_pending = static_cast<int>(TrapCode::kHostError);
+      exec->kill_pending = static_cast<int>(TrapCode::HostError);
     } else if (initial_pages &&
                mprotect(base, initial_pages * kPageSize, PROT_READ | PROT_WRITE) != 0) {
       munmap(base, kReservation);
-      exec->kill_pending = static_cast<int>(TrapCode::kHostError);
+      exec->kill_pending = static_cast<int>(TrapCode::HostError);
     } else {
       mem->data = static_cast<uint8_t*>(base);
       mem->pages = initial_pages;
@@ -150,7 +150,7 @@ void wasm_rt_allocate_funcref_table(wasm_rt_funcref_table_t* table, uint32_t ele
                          : nullptr;
   if (elements && !table->data) {
     table->size = 0;
-    if (host.exec) host.exec->kill_pending = static_cast<int>(pith::runtime::TrapCode::kHostError);
+    if (host.exec) host.exec->kill_pending = static_cast<int>(pith::runtime::TrapCode::HostError);
   }
 }
 

@@ -43,15 +43,15 @@ std::string mib(size_t bytes) {
 // coroutine frames).
 struct Route {
   enum Kind {
-    kNone,
-    kModels,
-    kCompletions,
-    kChatCompletions,
-    kPrograms,
-    kProgram,
-    kInstances,
-    kInstance
-  } kind = kNone;
+    None,
+    Models,
+    Completions,
+    ChatCompletions,
+    Programs,
+    Program,
+    Instances,
+    Instance
+  } kind = None;
   std::string id, action;
 };
 
@@ -67,19 +67,19 @@ Route match_route(const std::string& path) {
   Route r;
   if (p.size() < 2 || p[0] != "v1") return r;
   if (p.size() == 2 && p[1] == "models")
-    r.kind = Route::kModels;
+    r.kind = Route::Models;
   else if (p.size() == 2 && p[1] == "completions")
-    r.kind = Route::kCompletions;
+    r.kind = Route::Completions;
   else if (p.size() == 3 && p[1] == "chat" && p[2] == "completions")
-    r.kind = Route::kChatCompletions;
+    r.kind = Route::ChatCompletions;
   else if (p.size() == 2 && p[1] == "programs")
-    r.kind = Route::kPrograms;
+    r.kind = Route::Programs;
   else if (p.size() == 3 && p[1] == "programs")
-    r.kind = Route::kProgram, r.id = p[2];
+    r.kind = Route::Program, r.id = p[2];
   else if (p.size() == 2 && p[1] == "instances")
-    r.kind = Route::kInstances;
+    r.kind = Route::Instances;
   else if ((p.size() == 3 || p.size() == 4) && p[1] == "instances") {
-    r.kind = Route::kInstance;
+    r.kind = Route::Instance;
     r.id = p[2];
     if (p.size() == 4) r.action = p[3];
   }
@@ -285,26 +285,26 @@ asio::awaitable<void> ApiServer::route(HttpExchange& ex, const std::string& key)
         fmt::format("{} is not allowed on {}", std::string(ex.req.method_string()), ex.path));
   };
   switch (route.kind) {
-    case Route::kModels:
+    case Route::Models:
       if (method != http::verb::get) co_return co_await method_not_allowed();
       co_return co_await openai_routes_->models(ex);
-    case Route::kCompletions:
-    case Route::kChatCompletions:
+    case Route::Completions:
+    case Route::ChatCompletions:
       if (method != http::verb::post) co_return co_await method_not_allowed();
-      co_return co_await openai_routes_->completion(ex, route.kind == Route::kChatCompletions, key);
-    case Route::kPrograms:
+      co_return co_await openai_routes_->completion(ex, route.kind == Route::ChatCompletions, key);
+    case Route::Programs:
       if (method == http::verb::post) co_return co_await program_routes_->upload(ex);
       if (method == http::verb::get) co_return co_await program_routes_->list(ex);
       co_return co_await method_not_allowed();
-    case Route::kProgram:
+    case Route::Program:
       co_return co_await program_routes_->program(ex, route.id);
-    case Route::kInstances:
+    case Route::Instances:
       if (method == http::verb::post) co_return co_await instance_routes_->create(ex, key);
       if (method != http::verb::get) co_return co_await method_not_allowed();
       co_return co_await instance_routes_->list(ex);
-    case Route::kInstance:
+    case Route::Instance:
       co_return co_await instance_routes_->instance(ex, route.id, route.action);
-    case Route::kNone:
+    case Route::None:
       break;
   }
   co_await ex.error(http::status::not_found, "not_found", fmt::format("no route for {}", ex.path));

@@ -20,11 +20,11 @@ const char* level_name(int level) {
 
 const char* exit_kind_name(runtime::ExitStatus::Kind k) {
   switch (k) {
-    case runtime::ExitStatus::Kind::kExited:
+    case runtime::ExitStatus::Kind::Exited:
       return "exited";
-    case runtime::ExitStatus::Kind::kTrapped:
+    case runtime::ExitStatus::Kind::Trapped:
       return "trapped";
-    case runtime::ExitStatus::Kind::kKilled:
+    case runtime::ExitStatus::Kind::Killed:
       return "killed";
   }
   return "exited";
@@ -67,9 +67,9 @@ Launched InstanceLauncher::launch(const std::string& hash, std::vector<std::stri
   auto* io = &ctx_.io;
   runtime::EventSink sink = [rec, metrics, io](uint64_t, const runtime::InstanceEvent& e) {
     using K = runtime::InstanceEvent::Kind;
-    if (e.kind == K::kMessage) {
+    if (e.kind == K::Message) {
       rec->events->append("message", json_text({{"text", e.text}}), e.text);
-    } else if (e.kind == K::kLog) {
+    } else if (e.kind == K::Log) {
       rec->events->append("log", json_text({{"level", level_name(e.level)}, {"text", e.text}}));
     } else {
       runtime::ExitStatus st{static_cast<runtime::ExitStatus::Kind>(e.level), e.code, e.text};

@@ -51,7 +51,7 @@ Metrics::Family& Metrics::family(const std::string& name, const std::string& hel
 
 Counter& Metrics::counter(const std::string& name, const std::string& help, const std::string& labels) {
   std::lock_guard lock(mu_);
-  auto& slot = family(name, help, Type::kCounter).counters[labels];
+  auto& slot = family(name, help, Type::Counter).counters[labels];
   if (!slot) slot = std::make_unique<Counter>();
   return *slot;
 }
@@ -59,7 +59,7 @@ Counter& Metrics::counter(const std::string& name, const std::string& help, cons
 Histogram& Metrics::histogram(const std::string& name, const std::string& help, const std::vector<double>& bounds,
                               const std::string& labels) {
   std::lock_guard lock(mu_);
-  auto& slot = family(name, help, Type::kHistogram).histograms[labels];
+  auto& slot = family(name, help, Type::Histogram).histograms[labels];
   if (!slot) slot = std::make_unique<Histogram>(bounds);
   return *slot;
 }
@@ -67,7 +67,7 @@ Histogram& Metrics::histogram(const std::string& name, const std::string& help, 
 void Metrics::gauge(const std::string& name, const std::string& help, std::function<double()> read,
                     const std::string& labels) {
   std::lock_guard lock(mu_);
-  family(name, help, Type::kGauge).gauges[labels] = std::move(read);
+  family(name, help, Type::Gauge).gauges[labels] = std::move(read);
 }
 
 namespace {
@@ -90,14 +90,14 @@ std::string braces(const std::string& labels, const std::string& extra = "") {
 void Metrics::counter_fn(const std::string& name, const std::string& help, std::function<double()> read,
                          const std::string& labels) {
   std::lock_guard lock(mu_);
-  family(name, help, Type::kCounter).gauges[labels] = std::move(read);
+  family(name, help, Type::Counter).gauges[labels] = std::move(read);
 }
 
 std::string Metrics::render() const {
   std::string out;
   std::lock_guard lock(mu_);
   for (const auto& [name, f] : families_) {
-    const char* type = f.type == Type::kCounter ? "counter" : f.type == Type::kGauge ? "gauge" : "histogram";
+    const char* type = f.type == Type::Counter ? "counter" : f.type == Type::Gauge ? "gauge" : "histogram";
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, f.help, name, type);
     for (const auto& [labels, c] : f.counters) out += fmt::format("{}{} {}\n", name, braces(labels), number(c->value()));
     for (const auto& [labels, g] : f.gauges) out += fmt::format("{}{} {}\n", name, braces(labels), number(g()));

@@ -65,7 +65,7 @@ class Metrics {
   std::string render() const;
 
  private:
-  enum class Type { kCounter, kGauge, kHistogram };
+  enum class Type { Counter, Gauge, Histogram };
   struct Family {
     Type type;
     std::string help;

@@ -168,7 +168,7 @@ asio::awaitable<void> OpenAiRoutes::completion(HttpExchange& ex, bool chat,
       if (!exit) exit = rec->exit;
       ended_by = rec->ended_by;
     }
-    const bool clean = exit && exit->kind == runtime::ExitStatus::Kind::kExited && exit->code == 0;
+    const bool clean = exit && exit->kind == runtime::ExitStatus::Kind::Exited && exit->code == 0;
     if (!clean)
       failure =
           proto::ErrorMessage{ended_by != PITH_OK ? ended_by : PITH_ERR_INTERNAL,

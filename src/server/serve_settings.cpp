@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "common/byte_size.h"
+#include "common/cache_dir.h"
 #include "common/error.h"
 #include "control/dispatch_policy.h"
 #include "engine/backend.h"
@@ -71,12 +72,6 @@ void check_device(const std::string& device) {
         "--device {}: no CUDA device is available (none on this machine, or pith was built without "
         "CUDA)",
         device);
-}
-
-std::string default_cache_root() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/pith";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/pith";
-  return "/tmp/pith-cache";
 }
 
 ServeSettings resolve_serve_config(ServeConfig c) {

@@ -28,7 +28,4 @@ ServeSettings resolve_serve_config(ServeConfig config);
 // backend's to say when it is built).
 void check_device(const std::string& device);
 
-// XDG_CACHE_HOME/pith, else ~/.cache/pith.
-std::string default_cache_root();
-
 }  // namespace pith::server

@@ -105,7 +105,7 @@ TEST(ControlModelApi, AnInferletsRejectedCallReachesItsLogStream) {
   ControlModelApi api(ctl, tokenizer(), "tiny");
   RuntimeConfig rc;
   rc.compiler.cache_dir = PITH_TEST_NATIVE_CACHE;
-  rc.tiers = TierPolicy::kInterpreterOnly;
+  rc.tiers = TierPolicy::InterpreterOnly;
   rc.model = &api;
   Runtime rt(rc);
 
@@ -114,8 +114,8 @@ TEST(ControlModelApi, AnInferletsRejectedCallReachesItsLogStream) {
   auto inst = rt.launch(rt.load_program_file(kv_alloc), {"kv_alloc", "5"},
                         [&](uint64_t, const InstanceEvent& e) {
                           std::lock_guard lock(mu);
-                          if (e.kind == InstanceEvent::Kind::kMessage) messages.push_back(e.text);
-                          if (e.kind == InstanceEvent::Kind::kLog) logs.push_back(e.text);
+                          if (e.kind == InstanceEvent::Kind::Message) messages.push_back(e.text);
+                          if (e.kind == InstanceEvent::Kind::Log) logs.push_back(e.text);
                         });
   inst->close_input();
   inst->wait();

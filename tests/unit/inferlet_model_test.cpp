@@ -57,8 +57,8 @@ struct Collected {
   runtime::EventSink sink() {
     return [this](uint64_t id, const runtime::InstanceEvent& e) {
       std::lock_guard lock(mu);
-      if (e.kind == runtime::InstanceEvent::Kind::kMessage) messages[id].push_back(e.text);
-      if (e.kind == runtime::InstanceEvent::Kind::kLog) logs[id].push_back(e.text);
+      if (e.kind == runtime::InstanceEvent::Kind::Message) messages[id].push_back(e.text);
+      if (e.kind == runtime::InstanceEvent::Kind::Log) logs[id].push_back(e.text);
       cv.notify_all();
     };
   }

@@ -24,7 +24,7 @@ struct Inbox {
   std::vector<std::string> messages;
   runtime::EventSink sink() {
     return [this](uint64_t, const runtime::InstanceEvent& e) {
-      if (e.kind != runtime::InstanceEvent::Kind::kMessage) return;
+      if (e.kind != runtime::InstanceEvent::Kind::Message) return;
       std::lock_guard lock(mu);
       messages.push_back(e.text);
       cv.notify_all();
@@ -76,7 +76,7 @@ TEST(MemoryKill, TheContentionVictimIsMarkedByCode) {
   EXPECT_EQ(ended_by(registry, b->id()), PITH_OK);
   a->push_message("alloc 4");  // 1 page free: the newer instance is ended for its pages
   EXPECT_EQ(older.wait_nth(1), "ok 6");
-  EXPECT_EQ(b->wait().kind, runtime::ExitStatus::Kind::kKilled);
+  EXPECT_EQ(b->wait().kind, runtime::ExitStatus::Kind::Killed);
   EXPECT_EQ(ended_by(registry, b->id()), PITH_ERR_OUT_OF_KV_PAGES);
   EXPECT_EQ(failure_response(ended_by(registry, b->id())).http_status, 503u);
   // A client's own kill is not the host's doing: no code.

@@ -51,12 +51,12 @@ TEST(OpenAiProtocol, LogprobsKeepSixDigitsAndZeroProbabilityIsFinite) {
 }
 
 TEST(OpenAiProtocol, EndRoundTripsBothReasons) {
-  auto stop = std::get<EndMessage>(round_trip(EndMessage{1, FinishReason::kStop, 12}));
+  auto stop = std::get<EndMessage>(round_trip(EndMessage{1, FinishReason::Stop, 12}));
   EXPECT_EQ(stop.choice, 1u);
-  EXPECT_EQ(stop.reason, FinishReason::kStop);
+  EXPECT_EQ(stop.reason, FinishReason::Stop);
   EXPECT_EQ(stop.completion_tokens, 12u);
-  auto length = std::get<EndMessage>(round_trip(EndMessage{0, FinishReason::kLength, 16}));
-  EXPECT_EQ(length.reason, FinishReason::kLength);
+  auto length = std::get<EndMessage>(round_trip(EndMessage{0, FinishReason::Length, 16}));
+  EXPECT_EQ(length.reason, FinishReason::Length);
   EXPECT_EQ(encode(length), "end 0 length 16");
 }
 

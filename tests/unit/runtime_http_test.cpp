@@ -36,8 +36,8 @@ struct Events {
   EventSink sink() {
     return [this](uint64_t, const InstanceEvent& e) {
       std::lock_guard lock(mu);
-      if (e.kind == InstanceEvent::Kind::kMessage) messages.push_back(e.text);
-      if (e.kind == InstanceEvent::Kind::kLog) logs.push_back(e.text);
+      if (e.kind == InstanceEvent::Kind::Message) messages.push_back(e.text);
+      if (e.kind == InstanceEvent::Kind::Log) logs.push_back(e.text);
       cv.notify_all();
     };
   }
@@ -126,9 +126,9 @@ class RuntimeHttpTest : public ::testing::TestWithParam<TierPolicy> {
 };
 
 INSTANTIATE_TEST_SUITE_P(Tiers, RuntimeHttpTest,
-                         ::testing::Values(TierPolicy::kNativeOnly, TierPolicy::kInterpreterOnly),
+                         ::testing::Values(TierPolicy::NativeOnly, TierPolicy::InterpreterOnly),
                          [](const auto& info) {
-                           return info.param == TierPolicy::kNativeOnly ? "Native" : "Interpreter";
+                           return info.param == TierPolicy::NativeOnly ? "Native" : "Interpreter";
                          });
 
 using Lines = std::vector<std::string>;

@@ -193,7 +193,7 @@ class RuntimeModelTest : public ::testing::TestWithParam<TierPolicy> {
     auto inst = rt.launch(rt.load_program_file(program), std::move(args),
                           [&](uint64_t, const InstanceEvent& e) {
                             std::lock_guard lock(mu);
-                            if (e.kind == InstanceEvent::Kind::kMessage) messages.push_back(e.text);
+                            if (e.kind == InstanceEvent::Kind::Message) messages.push_back(e.text);
                           });
     *st = inst->wait();
     std::lock_guard lock(mu);
@@ -202,9 +202,9 @@ class RuntimeModelTest : public ::testing::TestWithParam<TierPolicy> {
 };
 
 INSTANTIATE_TEST_SUITE_P(Tiers, RuntimeModelTest,
-                         ::testing::Values(TierPolicy::kNativeOnly, TierPolicy::kInterpreterOnly),
+                         ::testing::Values(TierPolicy::NativeOnly, TierPolicy::InterpreterOnly),
                          [](const auto& info) {
-                           return info.param == TierPolicy::kNativeOnly ? "Native" : "Interpreter";
+                           return info.param == TierPolicy::NativeOnly ? "Native" : "Interpreter";
                          });
 
 TEST_P(RuntimeModelTest, CallsAreDecodedRoutedAndAnswered) {

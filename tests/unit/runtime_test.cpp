@@ -39,8 +39,8 @@ struct Events {
   EventSink sink() {
     return [this](uint64_t, const InstanceEvent& e) {
       std::lock_guard lock(mu);
-      if (e.kind == InstanceEvent::Kind::kMessage) messages.push_back(e.text);
-      if (e.kind == InstanceEvent::Kind::kLog) logs.push_back(e.text);
+      if (e.kind == InstanceEvent::Kind::Message) messages.push_back(e.text);
+      if (e.kind == InstanceEvent::Kind::Log) logs.push_back(e.text);
       cv.notify_all();
     };
   }
@@ -71,16 +71,16 @@ class RuntimeTest : public ::testing::TestWithParam<TierPolicy> {
     c.tiers = GetParam();
     return c;
   }
-  bool native() const { return GetParam() == TierPolicy::kNativeOnly; }
+  bool native() const { return GetParam() == TierPolicy::NativeOnly; }
   std::shared_ptr<Program> load(Runtime& rt, const std::string& name) {
     return rt.load_program_file(inferlet(name));
   }
 };
 
 INSTANTIATE_TEST_SUITE_P(Tiers, RuntimeTest,
-                         ::testing::Values(TierPolicy::kNativeOnly, TierPolicy::kInterpreterOnly),
+                         ::testing::Values(TierPolicy::NativeOnly, TierPolicy::InterpreterOnly),
                          [](const auto& info) {
-                           return info.param == TierPolicy::kNativeOnly ? "Native" : "Interpreter";
+                           return info.param == TierPolicy::NativeOnly ? "Native" : "Interpreter";
                          });
 
 TEST_P(RuntimeTest, EchoesArgsMessagesAndLogs) {
@@ -93,7 +93,7 @@ TEST_P(RuntimeTest, EchoesArgsMessagesAndLogs) {
   ASSERT_TRUE(ev.wait_message("echo: hi there"));
   inst->push_message("quit");
   ExitStatus st = inst->wait();
-  EXPECT_EQ(st.kind, ExitStatus::Kind::kExited);
+  EXPECT_EQ(st.kind, ExitStatus::Kind::Exited);
   EXPECT_EQ(st.reason, "exited with code 0");
   EXPECT_EQ(ev.messages[0], "arg 0: echo");
   EXPECT_EQ(ev.messages[1], "arg 1: alpha");
@@ -202,7 +202,7 @@ TEST_P(RuntimeTest, CpuLimitKillsASpinnerWhileOthersKeepRunning) {
   ASSERT_TRUE(echo_ev.wait_message("echo: ping"));
   EXPECT_FALSE(spin->exit_status().has_value());  // answered while the spinner still runs
   ExitStatus st = spin->wait();
-  EXPECT_EQ(st.kind, ExitStatus::Kind::kKilled);
+  EXPECT_EQ(st.kind, ExitStatus::Kind::Killed);
   EXPECT_EQ(st.reason, "killed: cpu time limit 0.4 s");
   echo->push_message("quit");
   EXPECT_EQ(echo->wait().reason, "exited with code 0");

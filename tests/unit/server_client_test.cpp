@@ -152,7 +152,7 @@ TEST(ServerClient, CancelEndsAQuietStream) {
   const auto t0 = std::chrono::steady_clock::now();
   auto end = c.stream(http_request("GET", "/hang"), [](const SseEvent&) { return true; },
                       [t0] { return std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(300); });
-  EXPECT_EQ(end, ServerClient::StreamEnd::kCancelled);
+  EXPECT_EQ(end, ServerClient::StreamEnd::Cancelled);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
   for (int i = 0; i < 200 && s.hang_closed() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(s.hang_closed(), 1);  // the connection was closed, not leaked

@@ -33,7 +33,7 @@ struct Inbox {
   std::vector<std::string> messages;
   runtime::EventSink sink() {
     return [this](uint64_t, const runtime::InstanceEvent& e) {
-      if (e.kind != runtime::InstanceEvent::Kind::kMessage) return;
+      if (e.kind != runtime::InstanceEvent::Kind::Message) return;
       std::lock_guard lock(mu);
       messages.push_back(e.text);
       cv.notify_all();

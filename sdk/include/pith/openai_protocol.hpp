@@ -27,7 +27,7 @@
 
 namespace pith::openai_protocol {
 
-enum class FinishReason : uint8_t { kStop, kLength };
+enum class FinishReason : uint8_t { Stop, Length };
 
 struct UsageMessage {
   uint32_t prompt_tokens = 0;
@@ -48,7 +48,7 @@ struct TokenMessage {
 
 struct EndMessage {
   uint32_t choice = 0;
-  FinishReason reason = FinishReason::kStop;
+  FinishReason reason = FinishReason::Stop;
   uint32_t completion_tokens = 0;
 };
 
@@ -60,7 +60,7 @@ struct ErrorMessage {
 using Message = std::variant<UsageMessage, TokenMessage, EndMessage, ErrorMessage>;
 
 inline const char* finish_reason_name(FinishReason r) {
-  return r == FinishReason::kLength ? "length" : "stop";
+  return r == FinishReason::Length ? "length" : "stop";
 }
 
 // Logprobs travel with 6 significant digits; a non-finite one (probability 0) as -9999.
@@ -200,9 +200,9 @@ inline bool parse(std::string_view text, Message& out, std::string& error) {
     std::string_view c = next_word(rest), r = next_word(rest), n = next_word(rest);
     if (!detail::parse_u32(c, m.choice)) return malformed(error, "end: bad choice", c);
     if (r == "stop")
-      m.reason = FinishReason::kStop;
+      m.reason = FinishReason::Stop;
     else if (r == "length")
-      m.reason = FinishReason::kLength;
+      m.reason = FinishReason::Length;
     else
       return malformed(error, "end: bad finish reason", r);
     if (!detail::parse_u32(n, m.completion_tokens))

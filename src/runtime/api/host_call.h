@@ -42,7 +42,7 @@ __attribute__((noinline)) uint32_t run_host_body(Instance& inst, Body& body) {
   } catch (const GuestError& e) {
     return static_cast<uint32_t>(e.status);
   } catch (const std::exception& e) {
-    inst.emit({InstanceEvent::Kind::kLog, PITH_LOG_ERROR, std::string("host error: ") + e.what()});
+    inst.emit({InstanceEvent::Kind::Log, PITH_LOG_ERROR, std::string("host error: ") + e.what()});
     return static_cast<uint32_t>(PITH_ERR_INTERNAL);
   }
 }
@@ -65,7 +65,7 @@ inline uint32_t host_call(void* ctx, Body body) {
   }
   auto sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   if (sp - ex.stack_lo < 64 * 1024) {
-    end_guest(ex, TrapCode::kStackExhausted);
+    end_guest(ex, TrapCode::StackExhausted);
     return PITH_ERR_CANCELLED;
   }
   sig_atomic_t was_in_host = ex.in_host;  // the interpreter tier runs "in host" throughout

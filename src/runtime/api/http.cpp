@@ -25,7 +25,7 @@ pith_status_t start_request(Instance& inst, std::string method, std::string_view
   else
     why = "http: not enabled in this server (allow hosts with --inferlet-http-allow HOST[,HOST...])";
   if (st != PITH_OK) {
-    inst.emit({InstanceEvent::Kind::kLog, PITH_LOG_WARN, std::move(why)});
+    inst.emit({InstanceEvent::Kind::Log, PITH_LOG_WARN, std::move(why)});
     return st;
   }
   if (body.size() > inst.limits().max_message_bytes) return PITH_ERR_LIMIT;

@@ -189,7 +189,7 @@ u32 W(sched_yield)(Ctx* c) {
 void W(proc_exit)(Ctx* c, u32 code) {
   host_call(c, [&](Instance& inst) -> pith_status_t {
     inst.exec().exit_code = static_cast<int>(code);
-    if (!inst.exec().kill_pending) inst.exec().kill_pending = static_cast<int>(TrapCode::kExit);
+    if (!inst.exec().kill_pending) inst.exec().kill_pending = static_cast<int>(TrapCode::Exit);
     return PITH_OK;
   });
   // Native tier: host_call raised the pending exit at its boundary and did not return. The
