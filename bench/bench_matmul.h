@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/dtype.h"
+#include "formats/dtype.h"
 #include "engine/kernels/cpu_features.h"
 
 namespace pith::bench {

@@ -13,7 +13,7 @@
 
 #include "bench/machine_baselines.h"
 #include "common/error.h"
-#include "engine/backend.h"
+#include "backend/backend.h"
 #include "engine/model_loader.h"
 
 namespace pith::bench {

@@ -12,7 +12,7 @@
 #include "bench/machine_baselines.h"
 #include "common/error.h"
 #include "engine/model_loader.h"
-#include "server/serving_stack.h"
+#include "stack/serving_stack.h"
 
 namespace pith::bench {
 

@@ -16,8 +16,8 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
-#include "engine/gguf.h"
-#include "tokenizer/chat_template.h"
+#include "formats/gguf.h"
+#include "chat_template/chat_template.h"
 
 namespace pith::cli {
 

@@ -15,9 +15,9 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
-#include "engine/backend.h"
+#include "backend/backend.h"
 #include "engine/kv_pool.h"
-#include "engine/gguf.h"
+#include "formats/gguf.h"
 #include "engine/model_loader.h"
 #include "engine/token_distribution.h"
 #include "tokenizer/tokenizer.h"

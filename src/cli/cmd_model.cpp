@@ -12,8 +12,8 @@
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/thread_pool.h"
-#include "engine/gguf.h"
-#include "engine/model_gen.h"
+#include "formats/gguf.h"
+#include "model_gen/model_gen.h"
 #include "engine/model_loader.h"
 
 namespace pith::cli {

@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 #include "common/byte_size.h"
 #include "common/error.h"
-#include "server/serving_stack.h"
+#include "stack/serving_stack.h"
 
 namespace pith::cli {
 

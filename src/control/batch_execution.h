@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "control/pending_call.h"
-#include "engine/backend.h"
+#include "backend/backend.h"
 
 namespace pith {
 

@@ -10,8 +10,8 @@
 
 #include "control/batch_scheduler.h"
 #include "control/status.h"
-#include "engine/forward_batch.h"
-#include "engine/forward_batch.h"
+#include "backend/forward_batch.h"
+#include "backend/forward_batch.h"
 
 namespace pith {
 

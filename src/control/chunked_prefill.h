@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "control/batch_scheduler.h"
-#include "engine/forward_batch.h"
+#include "backend/forward_batch.h"
 
 namespace pith {
 

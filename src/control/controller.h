@@ -37,7 +37,7 @@
 #include "control/pending_call.h"
 #include "control/resource_spaces.h"
 #include "control/status.h"
-#include "engine/backend.h"
+#include "backend/backend.h"
 
 namespace pith {
 

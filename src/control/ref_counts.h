@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "engine/slot_pool.h"
+#include "backend/slot_pool.h"
 
 namespace pith {
 

@@ -21,7 +21,7 @@
 #include "control/prefix_cache.h"
 #include "control/ref_counts.h"
 #include "control/status.h"
-#include "engine/slot_pool.h"
+#include "backend/slot_pool.h"
 
 namespace pith {
 

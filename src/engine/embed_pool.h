@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/slot_pool.h"
+#include "backend/slot_pool.h"
 
 namespace pith {
 

@@ -16,7 +16,7 @@
 
 #include "common/error.h"
 #include "engine/attention.h"
-#include "engine/batch_validation.h"
+#include "backend/batch_validation.h"
 #include "engine/kernels/cpu_features.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/lm_head.h"

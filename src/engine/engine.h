@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "common/thread_pool.h"
-#include "engine/backend.h"
+#include "backend/backend.h"
 #include "engine/embed_pool.h"
-#include "engine/forward_batch.h"
+#include "backend/forward_batch.h"
 #include "engine/kv_pool.h"
 #include "engine/model_weights.h"
 

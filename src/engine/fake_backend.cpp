@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "common/error.h"
-#include "engine/batch_validation.h"
+#include "backend/batch_validation.h"
 #include "engine/kv_pool.h"
 #include "engine/token_distribution.h"
 

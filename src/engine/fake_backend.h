@@ -38,7 +38,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/backend.h"
+#include "backend/backend.h"
 
 namespace pith {
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/gguf.h"
+#include "formats/gguf.h"
 #include "engine/model_loader.h"
 
 namespace pith {

@@ -25,7 +25,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/slot_pool.h"
+#include "backend/slot_pool.h"
 
 namespace pith {
 

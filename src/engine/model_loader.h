@@ -23,6 +23,11 @@ std::shared_ptr<const ModelWeights> load_model(const std::string& path, const Lo
 // that do not divide, odd head_dim, rope factors of the wrong length.
 void validate_config(const ModelConfig& config, const std::string& source);
 
+// Llama 3 rope scaling (HF `rope_scaling.rope_type == "llama3"`) turned into per-pair divisors.
+std::vector<float> llama3_rope_freq_factors(uint32_t head_dim, float theta, float factor,
+                                            float low_freq_factor, float high_freq_factor,
+                                            uint32_t original_context);
+
 // "f32", "q8_0", or "mixed (f32, q8_0)" over all matrices.
 std::string dtype_summary(const ModelWeights& weights);
 

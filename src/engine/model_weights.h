@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/kernels/matmul.h"
-#include "engine/model_config.h"
+#include "backend/model_config.h"
 
 namespace pith {
 
@@ -47,5 +47,9 @@ struct ModelWeights {
 // Loads a GGUF file or a Hugging Face folder (config.json + *.safetensors). Throws pith::Error
 // naming the file and the problem on malformed, truncated or unsupported input.
 std::shared_ptr<const ModelWeights> load_model(const std::string& path);
+
+// Dimensions non-zero, heads divisible by KV heads, every weight present with its shape;
+// throws pith::Error naming the first mismatch. Every backend checks this at construction.
+void validate_model_shapes(const ModelWeights& weights);
 
 }  // namespace pith

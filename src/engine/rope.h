@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/model_config.h"
+#include "backend/model_config.h"
 
 namespace pith {
 

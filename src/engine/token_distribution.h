@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/forward_batch.h"
+#include "backend/forward_batch.h"
 
 namespace pith {
 

@@ -14,8 +14,8 @@
 #include "server/instance_routes.h"
 #include "server/openai_routes.h"
 #include "server/program_routes.h"
-#include "server/serving_stack.h"
-#include "tokenizer/chat_template.h"
+#include "stack/serving_stack.h"
+#include "chat_template/chat_template.h"
 
 namespace pith::server {
 

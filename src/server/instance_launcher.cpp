@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "server/serving_stack.h"
+#include "stack/serving_stack.h"
 
 namespace pith::server {
 

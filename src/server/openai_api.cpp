@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "common/error.h"
-#include "tokenizer/chat_template.h"
+#include "chat_template/chat_template.h"
 
 namespace pith::server {
 

@@ -6,8 +6,8 @@
 #include <random>
 
 #include "server/openai_api.h"
-#include "server/serving_stack.h"
-#include "tokenizer/chat_template.h"
+#include "stack/serving_stack.h"
+#include "chat_template/chat_template.h"
 
 namespace pith::server {
 

@@ -9,7 +9,7 @@
 #include "common/cache_dir.h"
 #include "common/error.h"
 #include "control/dispatch_policy.h"
-#include "engine/backend.h"
+#include "backend/backend.h"
 
 namespace pith::server {
 

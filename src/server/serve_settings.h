@@ -9,7 +9,7 @@
 #include <string>
 
 #include "server/serve_config.h"
-#include "server/serving_stack.h"
+#include "stack/serving_stack.h"
 
 namespace pith::server {
 

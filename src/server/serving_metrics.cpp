@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "server/serving_stack.h"
+#include "stack/serving_stack.h"
 
 namespace pith::server {
 

@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "common/error.h"
-#include "engine/gguf.h"
+#include "formats/gguf.h"
 #include "tokenizer/byte_unicode.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/tokenizer_impl.h"

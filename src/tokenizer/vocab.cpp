@@ -5,7 +5,7 @@
 #include "tokenizer/vocab.h"
 
 #include "common/error.h"
-#include "engine/gguf.h"
+#include "formats/gguf.h"
 
 namespace pith {
 

@@ -19,7 +19,7 @@
 #include "common/thread_pool.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/engine.h"
-#include "engine/model_gen.h"
+#include "model_gen/model_gen.h"
 #include "engine/model_loader.h"
 #include "gpu_test_main.h"
 

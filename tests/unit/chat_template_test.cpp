@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "tokenizer/chat_template.h"
+#include "chat_template/chat_template.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
-#include "engine/model_gen.h"
+#include "model_gen/model_gen.h"
 #include "engine/token_distribution.h"
 #include "engine_test_util.h"
 

@@ -16,7 +16,7 @@
 #include <random>
 
 #include "common/error.h"
-#include "engine/gguf.h"
+#include "formats/gguf.h"
 #include "engine/gguf_loader.h"
 #include "engine/token_distribution.h"
 #include "engine_test_util.h"

@@ -1,4 +1,4 @@
-#include "engine/gguf.h"
+#include "formats/gguf.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 
 #include "server/instance_registry.h"
 #include "server/openai_api.h"
-#include "server/serving_stack.h"
+#include "stack/serving_stack.h"
 
 namespace pith::server {
 namespace {

@@ -1,7 +1,7 @@
 // pith model gen: presets, the normal sampler, and generated models in every dtype x format
 // loading back with the requested shapes; GGUF and HF outputs of one seed hold identical
 // weights after the rotary row permutation.
-#include "engine/model_gen.h"
+#include "model_gen/model_gen.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,11 +12,11 @@
 #include <fstream>
 
 #include "common/error.h"
-#include "engine/gguf.h"
+#include "formats/gguf.h"
 #include "engine/kernels/matmul.h"
 #include "engine/model_loader.h"
-#include "engine/normal_rng.h"
-#include "engine/safetensors.h"
+#include "model_gen/normal_rng.h"
+#include "formats/safetensors.h"
 
 namespace pith {
 

@@ -18,11 +18,11 @@
 
 #include "common/error.h"
 #include "engine/gguf_loader.h"
-#include "engine/gguf_writer.h"
+#include "formats/gguf_writer.h"
 #include "engine/hf_loader.h"
 #include "engine/kernels/matmul.h"
-#include "engine/model_gen.h"
-#include "engine/safetensors.h"
+#include "model_gen/model_gen.h"
+#include "formats/safetensors.h"
 
 namespace pith {
 

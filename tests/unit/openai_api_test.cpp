@@ -4,7 +4,7 @@
 
 #include "common/error.h"
 #include "server/openai_api.h"
-#include "tokenizer/chat_template.h"
+#include "chat_template/chat_template.h"
 
 namespace pith::server {
 namespace {

@@ -18,7 +18,7 @@
 #include "built_inferlet.h"
 #include "control/controller.h"
 #include "engine/fake_backend.h"
-#include "engine/gguf.h"
+#include "formats/gguf.h"
 #include "engine/gguf_loader.h"
 #include "runtime/control_model_api.h"
 #include "runtime/model_api.h"

@@ -1,6 +1,6 @@
 // safetensors reader/writer: round trip, and every header validation (truncation, bad JSON,
 // unknown dtype, offsets past the end, size mismatch, overlap) as a pith::Error naming the file.
-#include "engine/safetensors.h"
+#include "formats/safetensors.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

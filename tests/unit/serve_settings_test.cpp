@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "common/error.h"
-#include "engine/backend.h"
+#include "backend/backend.h"
 
 namespace pith::server {
 namespace {

@@ -6,7 +6,7 @@
 // show that real inferlets decode through every layer, batched across instances, and that a
 // vocabulary-only GGUF serves a full-size model shape. Numerics against the real engine live in
 // inferlet_model_test and the end-to-end tests.
-#include "server/serving_stack.h"
+#include "stack/serving_stack.h"
 
 #include <gtest/gtest.h>
 

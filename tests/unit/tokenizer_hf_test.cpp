@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "engine/gguf.h"
+#include "formats/gguf.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/tokenizer.h"
 

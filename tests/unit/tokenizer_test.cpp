@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "engine/gguf.h"
+#include "formats/gguf.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/gguf.h"
+#include "formats/gguf.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pith {

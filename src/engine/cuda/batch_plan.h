@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/cuda/attention/paged_kv.h"
-#include "engine/forward_batch.h"
+#include "backend/forward_batch.h"
 
 namespace pith::cuda {
 

@@ -20,7 +20,7 @@
 #include <chrono>
 
 #include "common/error.h"
-#include "engine/batch_validation.h"
+#include "backend/batch_validation.h"
 #include "engine/cuda/batch_plan.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_memory.h"

@@ -9,7 +9,7 @@
 
 #include <memory>
 
-#include "engine/backend.h"
+#include "backend/backend.h"
 
 namespace pith {
 

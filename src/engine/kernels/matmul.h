@@ -18,7 +18,7 @@
 #include <functional>
 
 #include "common/thread_pool.h"
-#include "engine/dtype.h"
+#include "formats/dtype.h"
 #include "engine/kernels/cpu_features.h"
 
 namespace pith {

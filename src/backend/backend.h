@@ -1,0 +1,90 @@
+// The inference backend: the seam between the control layer and whatever runs the model (paper
+// §5.3, Table 1 handlers). The controller, the runtime bridge and the server see only this
+// interface; the CPU engine (engine/engine.h), the CUDA backend (engine/cuda/) and a weightless
+// fake (engine/fake_backend.h, for tests of everything above the seam) implement it.
+//
+// Contract shared by every implementation:
+//  - Handlers are synchronous and called from one thread at a time (the controller's
+//    dispatcher); a backend may use its own threads or device streams inside a call.
+//  - Ids are physical: KV page ids and Embed slot ids handed out by page_slots() and
+//    embed_slots(). The free lists are host-side bookkeeping, identical for every backend; the
+//    storage behind an id (host or device memory) is the backend's.
+//  - Bad input (a page that is not allocated, lengths that do not add up, a token out of the
+//    vocabulary) throws pith::Error with a message naming what was wrong, before any KV state
+//    changes. Any other exception (std::bad_alloc, a device fault) is a backend failure.
+//  - Semantics are those of engine/forward_batch.h (page tables, explicit positions, run-length
+//    masks, output kinds) and must agree across backends up to floating-point tolerance.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/forward_batch.h"
+#include "backend/model_config.h"
+#include "backend/slot_pool.h"
+
+namespace pith {
+
+struct ModelWeights;
+
+// Options every backend understands; fields a backend has no use for are ignored.
+struct BackendOptions {
+  std::string device = "auto";                // cpu | cuda | cuda:N | auto (cuda when present)
+  uint32_t kv_page_size = 16;                 // tokens per KV page (--kv-page-size)
+  size_t kv_memory_bytes = size_t{256} << 20; // KV pool budget (--kv-memory)
+  uint32_t max_embeds = 4096;                 // Embed slots
+  size_t n_threads = 0;                       // CPU: worker threads, 0 = one per core
+  double gpu_memory_fraction = 0.9;           // CUDA: cap on weights + KV + scratch
+};
+
+// What a backend reports about itself (startup log, /metrics, `pith bench` JSON).
+struct BackendInfo {
+  std::string name;          // "cpu", "cuda", "fake"
+  std::string device;        // "AMD EPYC 7B13 (2 threads, AVX2)", "NVIDIA H100 80GB HBM3 (cuda:0)"
+  size_t device_memory_bytes = 0;  // total memory of the device (0: host / unknown)
+  size_t weight_bytes = 0;   // model weights as held by the backend
+  size_t kv_bytes = 0;       // the KV page pool
+  size_t workspace_bytes = 0;  // activations, scratch, Embed slots
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual BackendInfo info() const = 0;
+  virtual uint32_t page_size() const = 0;
+
+  // Free lists of the KV pages and Embed slots (capacity() is the pool size).
+  virtual SlotPool& page_slots() = 0;
+  virtual SlotPool& embed_slots() = 0;
+
+  // One batched forward over all sequences (engine/forward_batch.h). Results in batch order.
+  virtual std::vector<SequenceResult> forward(const std::vector<SequenceInput>& batch) = 0;
+
+  // Token embeddings (embedding-table rows) into Embed slots, with their positions.
+  virtual void embed_tokens(std::span<const int32_t> tokens, std::span<const uint32_t> positions,
+                            std::span<const uint32_t> slots) = 0;
+
+  // Copies n tokens' K/V (all layers) from src page/offset to dst page/offset; overlapping
+  // ranges of one page behave like memmove.
+  virtual void copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_offset,
+                       uint32_t dst_offset, uint32_t n) = 0;
+
+  // Next-token distribution from an output Embed (output norm + LM head), top_k entries.
+  virtual TokenDistribution next_dist(uint32_t embed_slot, uint32_t top_k) = 0;
+};
+
+// Whether `device` names a CUDA device ("cuda", "cuda:N", or "auto" on a machine with a GPU).
+bool device_is_cuda(const std::string& device);
+
+// Builds the backend `options.device` names. Throws pith::Error on an unknown device, a CUDA
+// device in a build without CUDA or on a machine without that GPU, or a KV pool that does not fit.
+std::unique_ptr<Backend> make_backend(std::shared_ptr<const ModelWeights> weights,
+                                      const BackendOptions& options);
+
+}  // namespace pith

@@ -1,0 +1,74 @@
+// Derived rope settings and config validation shared by the GGUF and Hugging Face loaders.
+#include <cmath>
+#include <numbers>
+
+#include "common/error.h"
+#include "backend/model_config.h"
+#include "engine/model_loader.h"
+
+namespace pith {
+
+// Llama 3 "rope_type: llama3": rotary pairs whose wavelength exceeds the original context
+// (divided by low_freq_factor) are slowed by `factor`, short wavelengths are kept, and the band
+// in between is interpolated. Returned as divisors of the base frequency, as GGUF's
+// rope_freqs.weight stores them. Computed in double, like the reference converters.
+std::vector<float> llama3_rope_freq_factors(uint32_t head_dim, float theta, float factor,
+                                            float low_freq_factor, float high_freq_factor,
+                                            uint32_t original_context) {
+  if (head_dim == 0 || head_dim % 2 != 0) fail("llama3 rope scaling: head_dim {} must be even", head_dim);
+  if (!(factor > 0) || !(low_freq_factor > 0) || !(high_freq_factor > low_freq_factor) ||
+      original_context == 0 || !(theta > 0))
+    fail("llama3 rope scaling: invalid parameters (factor {}, low_freq_factor {}, high_freq_factor {}, "
+         "original_max_position_embeddings {}, theta {})",
+         factor, low_freq_factor, high_freq_factor, original_context, theta);
+  const double ctx = original_context;
+  const double low_wavelen = ctx / low_freq_factor;
+  const double high_wavelen = ctx / high_freq_factor;
+  std::vector<float> out(head_dim / 2);
+  for (uint32_t i = 0; i < head_dim / 2; ++i) {
+    double freq = 1.0 / std::pow(double(theta), double(2 * i) / head_dim);
+    double wavelen = 2 * std::numbers::pi / freq;
+    double f;
+    if (wavelen < high_wavelen) {
+      f = 1.0;
+    } else if (wavelen > low_wavelen) {
+      f = factor;
+    } else {
+      double smooth = (ctx / wavelen - low_freq_factor) / (double(high_freq_factor) - low_freq_factor);
+      f = 1.0 / ((1 - smooth) / factor + smooth);
+    }
+    out[i] = static_cast<float>(f);
+  }
+  return out;
+}
+
+void validate_config(const ModelConfig& c, const std::string& source) {
+  constexpr uint32_t kMaxDim = 1u << 20;
+  auto check_size = [&](const char* what, uint32_t v, uint32_t max) {
+    if (v == 0 || v > max) fail("{}: {} = {} is out of range (1..{})", source, what, v, max);
+  };
+  if (c.architecture != "llama")
+    fail("{}: unsupported architecture '{}' (pith supports llama)", source, c.architecture);
+  check_size("n_layers", c.n_layers, 4096);
+  check_size("d_model", c.d_model, kMaxDim);
+  check_size("n_heads", c.n_heads, 4096);
+  check_size("n_kv_heads", c.n_kv_heads, 4096);
+  check_size("head_dim", c.head_dim, 4096);
+  check_size("d_ff", c.d_ff, kMaxDim * 4);
+  check_size("vocab_size", c.vocab_size, 1u << 24);
+  check_size("context_length", c.context_length, 1u << 24);
+  if (c.n_heads % c.n_kv_heads != 0)
+    fail("{}: n_heads {} is not a multiple of n_kv_heads {}", source, c.n_heads, c.n_kv_heads);
+  if (c.head_dim % 2 != 0) fail("{}: head_dim {} must be even for RoPE", source, c.head_dim);
+  if (!(c.rms_eps > 0) || !std::isfinite(c.rms_eps)) fail("{}: invalid rms epsilon {}", source, c.rms_eps);
+  if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta)) fail("{}: invalid rope theta {}", source, c.rope_theta);
+  if (!c.rope_freq_factors.empty()) {
+    if (c.rope_freq_factors.size() != c.head_dim / 2)
+      fail("{}: rope frequency factors have {} entries, expected head_dim/2 = {}", source,
+           c.rope_freq_factors.size(), c.head_dim / 2);
+    for (float f : c.rope_freq_factors)
+      if (!(f > 0) || !std::isfinite(f)) fail("{}: rope frequency factor {} is not positive", source, f);
+  }
+}
+
+}  // namespace pith

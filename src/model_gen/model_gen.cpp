@@ -1,0 +1,444 @@
+// Random-weight model generation (see model_gen.h). Tensors are described once in pith's
+// canonical layout (GenTensor); the GGUF and HF writers differ only in names, the dtype of the
+// norm vectors, the order of Q/K rows and the container.
+#include "model_gen/model_gen.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "engine/model_loader.h"
+#include "common/fp16.h"
+#include "formats/gguf.h"
+#include "formats/gguf_writer.h"
+#include "engine/hf_loader.h"
+#include "model_gen/normal_rng.h"
+#include "formats/safetensors.h"
+#include "tokenizer/hf_tokenizer_json.h"
+#include "tokenizer/vocab.h"
+
+namespace pith {
+
+namespace fs = std::filesystem;
+
+ModelPreset model_preset(const std::string& name) {
+  ModelPreset p;
+  p.name = name;
+  ModelConfig& c = p.config;
+  c.architecture = "llama";
+  c.rms_eps = 1e-5f;
+  c.rope_theta = 500000.0f;
+  c.context_length = 131072;
+  p.rope_scaling = Llama3RopeScaling{};
+  if (name == "tiny") {
+    c.n_layers = 2, c.d_model = 64, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 192;
+    c.context_length = 4096;
+    c.tied_output = true;
+  } else if (name == "llama3.2-1b") {
+    c.n_layers = 16, c.d_model = 2048, c.n_heads = 32, c.n_kv_heads = 8, c.d_ff = 8192;
+    c.tied_output = true;
+  } else if (name == "llama3.2-3b") {
+    c.n_layers = 28, c.d_model = 3072, c.n_heads = 24, c.n_kv_heads = 8, c.d_ff = 8192;
+    c.tied_output = true;
+  } else if (name == "llama3.1-8b") {
+    c.n_layers = 32, c.d_model = 4096, c.n_heads = 32, c.n_kv_heads = 8, c.d_ff = 14336;
+    c.tied_output = false;
+  } else {
+    fail("unknown model preset '{}' (tiny, llama3.2-1b, llama3.2-3b, llama3.1-8b)", name);
+  }
+  c.head_dim = c.d_model / c.n_heads;
+  const Llama3RopeScaling& s = *p.rope_scaling;
+  c.rope_freq_factors = llama3_rope_freq_factors(c.head_dim, c.rope_theta, s.factor, s.low_freq_factor,
+                                                 s.high_freq_factor, s.original_context);
+  return p;
+}
+
+std::vector<std::string> model_preset_names() { return {"tiny", "llama3.2-1b", "llama3.2-3b", "llama3.1-8b"}; }
+
+namespace {
+
+constexpr float kWeightStd = 0.02f;
+constexpr size_t kBatchBytes = size_t{32} << 20;  // f32 rows generated per batch
+
+struct GenTensor {
+  enum class Kind { Matrix, Norm, RopeFreqs };
+  std::string gguf_name, hf_name;
+  size_t rows, cols;
+  Kind kind;
+  bool rotary = false;  // Q/K: HF stores rows in split-half order
+  uint64_t stream = 0;  // RNG stream id (from the GGUF name: identical in both formats)
+};
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 0x100000001b3ull;
+  return h;
+}
+
+std::vector<GenTensor> plan_tensors(const ModelConfig& c) {
+  using K = GenTensor::Kind;
+  std::vector<GenTensor> t;
+  auto add = [&](std::string g, std::string h, size_t rows, size_t cols, K kind, bool rotary = false) {
+    uint64_t id = fnv1a(g);
+    t.push_back({std::move(g), std::move(h), rows, cols, kind, rotary, id});
+  };
+  add("token_embd.weight", "model.embed_tokens.weight", c.vocab_size, c.d_model, K::Matrix);
+  if (!c.rope_freq_factors.empty()) add("rope_freqs.weight", "", 1, c.head_dim / 2, K::RopeFreqs);
+  for (uint32_t i = 0; i < c.n_layers; ++i) {
+    std::string b = fmt::format("blk.{}.", i), h = fmt::format("model.layers.{}.", i);
+    add(b + "attn_norm.weight", h + "input_layernorm.weight", 1, c.d_model, K::Norm);
+    add(b + "attn_q.weight", h + "self_attn.q_proj.weight", c.q_dim(), c.d_model, K::Matrix, true);
+    add(b + "attn_k.weight", h + "self_attn.k_proj.weight", c.kv_dim(), c.d_model, K::Matrix, true);
+    add(b + "attn_v.weight", h + "self_attn.v_proj.weight", c.kv_dim(), c.d_model, K::Matrix);
+    add(b + "attn_output.weight", h + "self_attn.o_proj.weight", c.d_model, c.q_dim(), K::Matrix);
+    add(b + "ffn_norm.weight", h + "post_attention_layernorm.weight", 1, c.d_model, K::Norm);
+    add(b + "ffn_gate.weight", h + "mlp.gate_proj.weight", c.d_ff, c.d_model, K::Matrix);
+    add(b + "ffn_up.weight", h + "mlp.up_proj.weight", c.d_ff, c.d_model, K::Matrix);
+    add(b + "ffn_down.weight", h + "mlp.down_proj.weight", c.d_model, c.d_ff, K::Matrix);
+  }
+  add("output_norm.weight", "model.norm.weight", 1, c.d_model, K::Norm);
+  if (!c.tied_output) add("output.weight", "lm_head.weight", c.vocab_size, c.d_model, K::Matrix);
+  return t;
+}
+
+float round_through(DType dt, float x) {
+  switch (dt) {
+    case DType::F16: return f16_to_f32(f32_to_f16(x));
+    case DType::BF16: return bf16_to_f32(f32_to_bf16(x));
+    default: return x;
+  }
+}
+
+// roundf() semantics (halves away from zero) without a libm call; exact for |x| < 2^23.
+inline int round_half_away(float x) {
+  int t = static_cast<int>(x);
+  float frac = x - static_cast<float>(t);
+  return frac >= 0.5f ? t + 1 : frac <= -0.5f ? t - 1 : t;
+}
+
+void encode_row(DType dt, const float* x, size_t n, uint8_t* out) {
+  switch (dt) {
+    case DType::F32: std::memcpy(out, x, n * 4); return;
+    case DType::F16: {
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h = f32_to_f16(x[i]);
+        std::memcpy(out + 2 * i, &h, 2);
+      }
+      return;
+    }
+    case DType::BF16: {
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h = f32_to_bf16(x[i]);
+        std::memcpy(out + 2 * i, &h, 2);
+      }
+      return;
+    }
+    case DType::Q8_0: {
+      for (size_t b = 0; b < n / 32; ++b) {
+        const float* xb = x + b * 32;
+        float amax = 0;
+        for (size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(xb[j]));
+        float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        BlockQ8_0 blk;
+        blk.d = f32_to_f16(d);
+        for (size_t j = 0; j < 32; ++j) blk.qs[j] = static_cast<int8_t>(round_half_away(xb[j] * id));
+        std::memcpy(out + b * sizeof blk, &blk, sizeof blk);
+      }
+      return;
+    }
+    case DType::Q4_0: {
+      for (size_t b = 0; b < n / 32; ++b) {
+        const float* xb = x + b * 32;
+        float amax = 0, max = 0;  // the signed value of largest magnitude maps to -8
+        for (size_t j = 0; j < 32; ++j)
+          if (std::fabs(xb[j]) > amax) amax = std::fabs(xb[j]), max = xb[j];
+        float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        BlockQ4_0 blk;
+        blk.d = f32_to_f16(d);
+        auto q = [&](float v) { return static_cast<uint8_t>(std::min(15, static_cast<int>(v * id + 8.5f))); };
+        for (size_t j = 0; j < 16; ++j) blk.qs[j] = static_cast<uint8_t>(q(xb[j]) | (q(xb[j + 16]) << 4));
+        std::memcpy(out + b * sizeof blk, &blk, sizeof blk);
+      }
+      return;
+    }
+  }
+  fail("cannot encode dtype {}", static_cast<uint32_t>(dt));
+}
+
+// State shared by the writers of one generation run.
+struct GenContext {
+  const ModelGenOptions& opt;
+  const ModelConfig& config;
+  ThreadPool& pool;
+  NormalZiggurat normal;
+  DType norm_round;  // dtype the norm values are rounded through (the HF norm dtype)
+  std::vector<std::vector<float>> scratch;  // per worker: one f32 row
+  std::vector<uint8_t> buffers[2];          // batches of encoded rows: one filled while the other is written
+};
+
+// Canonical row `row` of tensor `t` in f32.
+void fill_row(GenContext& ctx, const GenTensor& t, size_t row, float* out) {
+  if (t.kind == GenTensor::Kind::RopeFreqs) {
+    std::copy(ctx.config.rope_freq_factors.begin(), ctx.config.rope_freq_factors.end(), out);
+    return;
+  }
+  Xoshiro256 rng(splitmix64(ctx.opt.seed ^ t.stream) ^ (row * 0xd1b54a32d192ed03ull));
+  if (t.kind == GenTensor::Kind::Norm) {
+    for (size_t i = 0; i < t.cols; ++i)
+      out[i] = round_through(ctx.norm_round, 1.0f + kWeightStd * static_cast<float>(ctx.normal(rng)));
+  } else {
+    for (size_t i = 0; i < t.cols; ++i) out[i] = kWeightStd * static_cast<float>(ctx.normal(rng));
+  }
+}
+
+// Generates tensor `t` in `dtype` (rows in HF order when hf_rows) and passes it to `write` in
+// batches of at most kBatchBytes. The write of one batch overlaps the generation of the next.
+template <typename Write>
+void emit_tensor(GenContext& ctx, const GenTensor& t, DType dtype, bool hf_rows, Write&& write) {
+  const size_t rb = row_bytes(dtype, t.cols);
+  const size_t rows_per_batch = std::max<size_t>(1, kBatchBytes / (t.cols * 4));
+  for (auto& b : ctx.buffers) b.resize(std::min(rows_per_batch, t.rows) * rb);
+  for (auto& s : ctx.scratch) s.resize(std::max(s.size(), t.cols));
+  std::future<void> pending;
+  int cur = 0;
+  for (size_t start = 0; start < t.rows; start += rows_per_batch, cur ^= 1) {
+    const size_t n = std::min(rows_per_batch, t.rows - start);
+    const size_t per_task = std::max<size_t>(1, n / (ctx.pool.size() * 8));
+    uint8_t* out = ctx.buffers[cur].data();
+    ctx.pool.parallel_for((n + per_task - 1) / per_task, [&](size_t task, size_t worker) {
+      float* row = ctx.scratch[worker].data();
+      for (size_t r = task * per_task; r < std::min(n, (task + 1) * per_task); ++r) {
+        size_t file_row = start + r;
+        size_t canon = hf_rows && t.rotary ? pith_row_for_hf_row(file_row, ctx.config.head_dim) : file_row;
+        fill_row(ctx, t, canon, row);
+        encode_row(dtype, row, t.cols, out + r * rb);
+      }
+    });
+    if (pending.valid()) pending.get();  // rethrows a write error
+    pending = std::async(std::launch::async, [&write, out, bytes = n * rb] { write(out, bytes); });
+  }
+  if (pending.valid()) pending.get();
+}
+
+uint32_t file_type_code(DType dt) {
+  switch (dt) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::Q4_0: return 2;
+    case DType::Q8_0: return 7;
+    case DType::BF16: return 32;
+  }
+  return 0;
+}
+
+void log_progress(const GenContext& ctx, const GenTensor& t) {
+  if (ctx.opt.quiet) return;
+  if (t.gguf_name.ends_with("ffn_down.weight") || t.gguf_name == "token_embd.weight")
+    spdlog::info("gen {}: {} written", ctx.opt.output, t.gguf_name);
+}
+
+void write_gguf(GenContext& ctx, const std::vector<GenTensor>& plan, const GGUFFile& vocab,
+                const std::string& preset_name) {
+  const ModelConfig& c = ctx.config;
+  const std::string tmp = ctx.opt.output + ".partial";
+  {
+    GGUFWriter w(tmp);
+    w.set_string("general.architecture", "llama");
+    w.set_string("general.name", fmt::format("pith-random-{}", preset_name));
+    w.set_u32("general.file_type", file_type_code(ctx.opt.dtype));
+    w.set_u32("llama.block_count", c.n_layers);
+    w.set_u32("llama.context_length", c.context_length);
+    w.set_u32("llama.embedding_length", c.d_model);
+    w.set_u32("llama.feed_forward_length", c.d_ff);
+    w.set_u32("llama.attention.head_count", c.n_heads);
+    w.set_u32("llama.attention.head_count_kv", c.n_kv_heads);
+    w.set_f32("llama.rope.freq_base", c.rope_theta);
+    w.set_f32("llama.attention.layer_norm_rms_epsilon", c.rms_eps);
+    w.set_u32("llama.rope.dimension_count", c.head_dim);
+    w.set_u32("llama.vocab_size", c.vocab_size);
+    if (c.head_dim != c.d_model / c.n_heads) {
+      w.set_u32("llama.attention.key_length", c.head_dim);
+      w.set_u32("llama.attention.value_length", c.head_dim);
+    }
+    for (const auto& [key, value] : vocab.metadata())
+      if (key.starts_with("tokenizer.")) w.set(key, value);
+    for (const auto& t : plan) {
+      DType dt = t.kind == GenTensor::Kind::Matrix ? ctx.opt.dtype : DType::F32;
+      w.add_tensor(t.gguf_name, t.rows == 1 ? std::vector<uint64_t>{t.cols} : std::vector<uint64_t>{t.cols, t.rows}, dt);
+    }
+    for (const auto& t : plan) {
+      DType dt = t.kind == GenTensor::Kind::Matrix ? ctx.opt.dtype : DType::F32;
+      emit_tensor(ctx, t, dt, false, [&](const void* p, size_t n) { w.write(p, n); });
+      log_progress(ctx, t);
+    }
+    w.finish();
+  }
+  std::error_code ec;
+  fs::rename(tmp, ctx.opt.output, ec);
+  if (ec) fail("{}: cannot rename {}: {}", ctx.opt.output, tmp, ec.message());
+}
+
+const char* torch_dtype(DType dt) {
+  switch (dt) {
+    case DType::F16: return "float16";
+    case DType::BF16: return "bfloat16";
+    default: return "float32";
+  }
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) fail("{}: cannot write", path.string());
+}
+
+std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>& plan, const GGUFFile& vocab_file,
+                                  const ModelPreset& preset) {
+  const ModelConfig& c = ctx.config;
+  const fs::path dir(ctx.opt.output);
+  std::vector<std::string> files;
+  // Shards: consecutive tensors, a new shard once the next tensor would overflow this one.
+  std::vector<std::vector<const GenTensor*>> shards(1);
+  uint64_t in_shard = 0, total = 0;
+  for (const auto& t : plan) {
+    if (t.kind == GenTensor::Kind::RopeFreqs) continue;
+    uint64_t bytes = uint64_t{t.rows} * row_bytes(ctx.opt.dtype, t.cols);
+    if (!shards.back().empty() && in_shard + bytes > ctx.opt.shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(&t);
+    in_shard += bytes;
+    total += bytes;
+  }
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  for (size_t s = 0; s < shards.size(); ++s) {
+    std::string name = shards.size() == 1 ? "model.safetensors"
+                                          : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
+    SafetensorsWriter w((dir / name).string(), {{"format", "pt"}});
+    for (const GenTensor* t : shards[s]) {
+      w.add_tensor(t->hf_name, ctx.opt.dtype,
+                   t->rows == 1 ? std::vector<uint64_t>{t->cols} : std::vector<uint64_t>{t->rows, t->cols});
+      weight_map[t->hf_name] = name;
+    }
+    for (const GenTensor* t : shards[s]) {
+      emit_tensor(ctx, *t, ctx.opt.dtype, true, [&](const void* p, size_t n) { w.write(p, n); });
+      log_progress(ctx, *t);
+    }
+    w.finish();
+    files.push_back((dir / name).string());
+  }
+  if (shards.size() > 1) {
+    nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    write_text(dir / "model.safetensors.index.json", index.dump(2) + "\n");
+    files.push_back((dir / "model.safetensors.index.json").string());
+  }
+
+  Vocab vocab = vocab_from_gguf(vocab_file);
+  nlohmann::ordered_json cfg;
+  cfg["architectures"] = {"LlamaForCausalLM"};
+  cfg["model_type"] = "llama";
+  cfg["hidden_size"] = c.d_model;
+  cfg["intermediate_size"] = c.d_ff;
+  cfg["num_attention_heads"] = c.n_heads;
+  cfg["num_key_value_heads"] = c.n_kv_heads;
+  cfg["num_hidden_layers"] = c.n_layers;
+  cfg["head_dim"] = c.head_dim;
+  cfg["hidden_act"] = "silu";
+  cfg["rms_norm_eps"] = static_cast<double>(c.rms_eps);
+  cfg["rope_theta"] = static_cast<double>(c.rope_theta);
+  if (preset.rope_scaling) {
+    const Llama3RopeScaling& s = *preset.rope_scaling;
+    cfg["rope_scaling"] = {{"rope_type", "llama3"},
+                           {"factor", s.factor},
+                           {"low_freq_factor", s.low_freq_factor},
+                           {"high_freq_factor", s.high_freq_factor},
+                           {"original_max_position_embeddings", s.original_context}};
+  } else {
+    cfg["rope_scaling"] = nullptr;
+  }
+  cfg["max_position_embeddings"] = c.context_length;
+  cfg["tie_word_embeddings"] = c.tied_output;
+  cfg["vocab_size"] = c.vocab_size;
+  cfg["torch_dtype"] = torch_dtype(ctx.opt.dtype);
+  cfg["attention_bias"] = false;
+  cfg["mlp_bias"] = false;
+  if (vocab.bos_id >= 0) cfg["bos_token_id"] = vocab.bos_id;
+  if (vocab.eos_id >= 0) cfg["eos_token_id"] = vocab.eos_id;
+  write_text(dir / "config.json", cfg.dump(2) + "\n");
+  files.push_back((dir / "config.json").string());
+
+  write_hf_tokenizer_folder(vocab, dir.string());
+  files.push_back((dir / "tokenizer.json").string());
+  files.push_back((dir / "tokenizer_config.json").string());
+  return files;
+}
+
+}  // namespace
+
+ModelGenResult generate_model(const ModelGenOptions& opt, ThreadPool& pool) {
+  auto start = std::chrono::steady_clock::now();
+  ModelPreset preset = model_preset(opt.preset);
+  if (opt.format != "gguf" && opt.format != "hf") fail("unknown model format '{}' (gguf, hf)", opt.format);
+  if (opt.format == "hf" && dtype_info(opt.dtype).block_size != 1)
+    fail("dtype {} cannot be written to a Hugging Face folder (safetensors holds f32, f16, bf16); use --format gguf",
+         dtype_info(opt.dtype).name);
+  if (opt.output.empty()) fail("model gen: no output path");
+  if (opt.vocab_path.empty()) fail("model gen: no vocabulary file (--vocab)");
+  if (opt.shard_bytes == 0) fail("model gen: shard size must be positive");
+
+  GGUFFile vocab(opt.vocab_path);
+  if (!vocab.has("tokenizer.ggml.tokens")) fail("{}: not a vocabulary file (no tokenizer.ggml.tokens)", vocab.path());
+  size_t n_vocab = vocab.get_string_array("tokenizer.ggml.tokens").size();
+  if (n_vocab == 0 || n_vocab > (1u << 24)) fail("{}: vocabulary has {} tokens", vocab.path(), n_vocab);
+  ModelConfig& c = preset.config;
+  c.vocab_size = static_cast<uint32_t>(n_vocab);
+  c.name = "pith-random-" + preset.name;
+  validate_config(c, "preset " + preset.name);
+  const size_t block = dtype_info(opt.dtype).block_size;
+  if (c.d_model % block != 0 || c.d_ff % block != 0 || c.q_dim() % block != 0)
+    fail("preset {}: row lengths are not multiples of the {} block", preset.name, dtype_info(opt.dtype).name);
+
+  std::error_code ec;
+  fs::path out(opt.output);
+  if (opt.format == "hf") {
+    if (fs::exists(out) && !fs::is_directory(out)) fail("{}: exists and is not a folder", opt.output);
+    fs::create_directories(out, ec);
+    // Weights from an earlier run (another shard count) would shadow or mix with the new ones.
+    for (auto it = fs::directory_iterator(out, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      if (name == "model.safetensors.index.json" || (name.starts_with("model") && name.ends_with(".safetensors")))
+        fs::remove(it->path(), ec);
+    }
+  } else {
+    if (fs::is_directory(out)) fail("{}: is a folder; GGUF output is a file", opt.output);
+    if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
+  }
+  if (ec) fail("{}: cannot create folder: {}", opt.output, ec.message());
+
+  GenContext ctx{opt, c, pool, NormalZiggurat{}, opt.format == "hf" ? opt.dtype : DType::F32, {}, {}};
+  if (opt.format == "gguf" && block == 1) ctx.norm_round = opt.dtype;  // same values as the HF output
+  ctx.scratch.resize(pool.size());
+  const auto plan = plan_tensors(c);
+
+  ModelGenResult result;
+  for (const auto& t : plan)
+    if (t.kind != GenTensor::Kind::RopeFreqs) result.n_params += uint64_t{t.rows} * t.cols;
+  if (opt.format == "gguf") {
+    write_gguf(ctx, plan, vocab, preset.name);
+    result.files.push_back(opt.output);
+  } else {
+    result.files = write_hf(ctx, plan, vocab, preset);
+  }
+  for (const auto& f : result.files) result.bytes += fs::file_size(f, ec);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace pith

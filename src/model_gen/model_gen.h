@@ -1,0 +1,62 @@
+// `pith model gen`: writes a loadable Llama-architecture model with random weights, as a GGUF
+// file or a Hugging Face folder, with the real shapes of Llama 3.x presets and a real
+// vocabulary taken from a GGUF vocab file. Used to test and benchmark at real sizes without
+// downloading weights.
+//
+// Weights: matrices N(0, 0.02²), norm weights 1 + N(0, 0.02²). Every row is drawn from its own
+// stream seeded by (seed, tensor, row) in pith's (GGUF) rotary layout, so generation is
+// multi-threaded yet deterministic, and the HF output of a seed holds exactly the same values
+// as the GGUF output (Q/K rows written in HF's split-half order, norms rounded to the HF dtype
+// before being stored as f32 in GGUF). Data is streamed to disk in bounded batches.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "formats/dtype.h"
+#include "backend/model_config.h"
+
+namespace pith {
+
+struct Llama3RopeScaling {
+  float factor = 32.0f;
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  uint32_t original_context = 8192;
+};
+
+struct ModelPreset {
+  std::string name;
+  ModelConfig config;  // vocab_size 0: taken from the vocabulary file
+  std::optional<Llama3RopeScaling> rope_scaling;
+};
+
+// "tiny", "llama3.2-1b", "llama3.2-3b", "llama3.1-8b". Throws pith::Error for other names.
+ModelPreset model_preset(const std::string& name);
+std::vector<std::string> model_preset_names();
+
+struct ModelGenOptions {
+  std::string preset = "tiny";
+  DType dtype = DType::F32;          // matrices; q8_0 / q4_0 only with GGUF
+  std::string vocab_path;            // GGUF file holding tokenizer.* metadata
+  std::string format = "gguf";       // "gguf" (output is a file) or "hf" (output is a folder)
+  uint64_t seed = 0;
+  std::string output;
+  uint64_t shard_bytes = uint64_t{2} << 30;  // HF: a new shard once a shard would exceed this
+  bool quiet = false;
+};
+
+struct ModelGenResult {
+  std::vector<std::string> files;  // every file written
+  uint64_t bytes = 0;              // their total size
+  uint64_t n_params = 0;
+  double seconds = 0;
+};
+
+// Throws pith::Error for a bad preset, dtype/format combination, vocabulary or output path.
+ModelGenResult generate_model(const ModelGenOptions& options, ThreadPool& pool);
+
+}  // namespace pith
