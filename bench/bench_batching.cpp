@@ -28,7 +28,8 @@ struct RunResult {
   uint64_t tokens = 0;
 };
 
-RunResult run_once(const BatchingBenchOptions& o, const std::string& policy, const std::string& wasm) {
+RunResult run_once(const BatchingBenchOptions& o, const std::string& policy,
+                   const std::string& wasm) {
   ServingOptions so;
   so.model_path = o.model;
   so.quiet_load = true;
@@ -42,7 +43,8 @@ RunResult run_once(const BatchingBenchOptions& o, const std::string& policy, con
     auto probe = load_model(o.model, LoadOptions{.quiet = true});
     const auto& c = probe->config;
     size_t per_token = size_t{c.n_layers} * 2 * c.kv_dim() * sizeof(float);
-    size_t tokens = size_t(o.instances) * (o.prompt_tokens + o.max_tokens + 2 * so.engine.kv_page_size);
+    size_t tokens =
+        size_t(o.instances) * (o.prompt_tokens + o.max_tokens + 2 * so.engine.kv_page_size);
     so.engine.kv_memory_bytes = tokens * per_token;
   }
   ServingStack stack(so);
@@ -97,7 +99,8 @@ nlohmann::json run_batching_bench(const BatchingBenchOptions& o) {
 
   fmt::print("batching: {} instances x ({} prompt + {} generated tokens), model {}, {} runs\n",
              o.instances, o.prompt_tokens, o.max_tokens, o.model, o.runs);
-  fmt::print("{:<10} {:>10} {:>12} {:>12} {:>10}\n", "policy", "req/s", "tok/s", "mean batch", "seconds");
+  fmt::print("{:<10} {:>10} {:>12} {:>12} {:>10}\n", "policy", "req/s", "tok/s", "mean batch",
+             "seconds");
   nlohmann::json per_policy = nlohmann::json::object();
   for (const auto& p : policies) {
     std::vector<double> secs, batch;
@@ -109,7 +112,8 @@ nlohmann::json run_batching_bench(const BatchingBenchOptions& o) {
     double s = median(secs);
     double rps = o.instances / s;
     double tps = double(o.instances) * o.max_tokens / s;
-    per_policy[p] = {{"req_per_s", rps}, {"tok_per_s", tps}, {"mean_batch", median(batch)}, {"seconds", s}};
+    per_policy[p] = {
+        {"req_per_s", rps}, {"tok_per_s", tps}, {"mean_batch", median(batch)}, {"seconds", s}};
     fmt::print("{:<10} {:>10.2f} {:>12.1f} {:>12.1f} {:>10.2f}\n", p, rps, tps, median(batch), s);
   }
   const std::string main_policy = o.policies.empty() ? "eager" : o.policies.front();
@@ -131,7 +135,8 @@ nlohmann::json run_batching_bench(const BatchingBenchOptions& o) {
   const double bw = measure_read_bandwidth_gb_s(pool, size_t{1} << 30, 3);
   const double peak = measure_peak_gflop_s(pool, 3);
   const DecodeTokenCost cost = decode_token_cost(*load_model(o.model, LoadOptions{.quiet = true}));
-  const double eager_floor = bw * 1e9 / double(cost.bytes), batched_ceiling = peak * 1e9 / cost.flops;
+  const double eager_floor = bw * 1e9 / double(cost.bytes),
+               batched_ceiling = peak * 1e9 / cost.flops;
   const double bound = batched_ceiling / std::min(eager_floor, batched_ceiling);
   const double eager_tps = per_policy["eager"]["tok_per_s"].get<double>();
   const double main_tps = per_policy[main_policy]["tok_per_s"].get<double>();
@@ -140,11 +145,14 @@ nlohmann::json run_batching_bench(const BatchingBenchOptions& o) {
   out["eager_floor_tok_s"] = eager_floor;
   out["batched_ceiling_tok_s"] = batched_ceiling;
   out["roofline_ratio_bound"] = bound;
-  fmt::print("roofline (measured now: {:.1f} GB/s read, {:.0f} GFLOP/s FMA peak; {:.1f} MB and {:.1f} MFLOP per token):\n"
-             "  eager {:.0f} tok/s = {:.2f} of its bandwidth floor {:.0f} tok/s; {} {:.0f} tok/s = {:.2f} of the compute ceiling {:.0f} tok/s\n"
-             "  no policy can beat eager by more than {:.1f}x on this machine and weight format\n",
-             bw, peak, cost.bytes / 1e6, cost.flops / 1e6, eager_tps, eager_tps / eager_floor, eager_floor,
-             main_policy, main_tps, main_tps / batched_ceiling, batched_ceiling, bound);
+  fmt::print(
+      "roofline (measured now: {:.1f} GB/s read, {:.0f} GFLOP/s FMA peak; {:.1f} MB and {:.1f} "
+      "MFLOP per token):\n"
+      "  eager {:.0f} tok/s = {:.2f} of its bandwidth floor {:.0f} tok/s; {} {:.0f} tok/s = {:.2f} "
+      "of the compute ceiling {:.0f} tok/s\n"
+      "  no policy can beat eager by more than {:.1f}x on this machine and weight format\n",
+      bw, peak, cost.bytes / 1e6, cost.flops / 1e6, eager_tps, eager_tps / eager_floor, eager_floor,
+      main_policy, main_tps, main_tps / batched_ceiling, batched_ceiling, bound);
   return out;
 }
 

@@ -4,10 +4,9 @@
 // the mean batch size. Baseline in the same run: the eager policy (no batching).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace pith::bench {
 
@@ -17,10 +16,10 @@ struct BatchingBenchOptions {
   int instances = 128;
   int prompt_tokens = 32;
   int max_tokens = 32;
-  int runs = 3;                // median over runs
-  int threads = 2;             // engine threads
-  std::string inferlet_dir;    // "" = the build tree
-  std::string cache_dir;       // native cache ("" = default)
+  int runs = 3;                 // median over runs
+  int threads = 2;              // engine threads
+  std::string inferlet_dir;     // "" = the build tree
+  std::string cache_dir;        // native cache ("" = default)
   std::string device = "auto";  // cpu | cuda | cuda:N | auto (engine/backend.h)
 };
 

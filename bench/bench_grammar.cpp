@@ -2,11 +2,11 @@
 #include "bench/bench_grammar.h"
 
 #include <fmt/format.h>
-#include <pith/grammar_matcher.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <pith/grammar_matcher.hpp>
 #include <random>
 #include <sstream>
 
@@ -26,9 +26,9 @@ double since_us(Clock::time_point t0) {
 }
 
 struct Walk {
-  std::vector<double> us;         // per step: mask + accept
-  std::vector<uint32_t> states;   // the matcher state each mask was computed for
-  size_t documents = 0;           // completed documents
+  std::vector<double> us;        // per step: mask + accept
+  std::vector<uint32_t> states;  // the matcher state each mask was computed for
+  size_t documents = 0;          // completed documents
 };
 
 // One seeded random walk of `steps` tokens under the grammar (see the header for the policy).
@@ -48,7 +48,8 @@ Walk random_walk(Automaton& a, const std::vector<std::string>& vocab, size_t ste
     for (uint32_t t = 0; t < vocab.size(); ++t) {
       if (!Matcher::allowed(mask, t)) continue;
       allowed.push_back(t);
-      if (vocab[t].size() <= 2 && vocab[t].find_first_of("{}[]\",:0123456789tfn-()+*") != std::string::npos)
+      if (vocab[t].size() <= 2 &&
+          vocab[t].find_first_of("{}[]\",:0123456789tfn-()+*") != std::string::npos)
         structural.push_back(t);
     }
     if (allowed.empty() || (m.is_complete() && rng() % 3 == 0)) {
@@ -60,7 +61,8 @@ Walk random_walk(Automaton& a, const std::vector<std::string>& vocab, size_t ste
     uint32_t pick = !structural.empty() && rng() % 2 ? structural[rng() % structural.size()]
                                                      : allowed[rng() % allowed.size()];
     t0 = Clock::now();
-    if (!m.accept_token(pick)) fail("grammar bench: an allowed token was rejected (token {})", pick);
+    if (!m.accept_token(pick))
+      fail("grammar bench: an allowed token was rejected (token {})", pick);
     w.us.push_back(mask_us + since_us(t0));
   }
   return w;
@@ -107,7 +109,8 @@ nlohmann::json run_grammar_bench(const GrammarBenchOptions& o) {
   const double trie_ms = since_us(t0) / 1e3;
   Automaton a(g, trie, o.context_frames);
   fmt::print("grammar bench: {} over {} ({} tokens, {} trie nodes), {} tokens per pass\n",
-             o.grammar_file.empty() ? "JSON" : o.grammar_file, o.model, vocab.size(), trie.nodes(), o.tokens);
+             o.grammar_file.empty() ? "JSON" : o.grammar_file, o.model, vocab.size(), trie.nodes(),
+             o.tokens);
   fmt::print("  compile grammar     {:10.3f} ms ({} rules)\n", parse_ms, g.rule_count());
   fmt::print("  build token trie    {:10.3f} ms\n", trie_ms);
 
@@ -115,10 +118,14 @@ nlohmann::json run_grammar_bench(const GrammarBenchOptions& o) {
   const size_t cold_contexts = a.context_count();
   Walk warm = random_walk(a, vocab, o.tokens, o.seed + 1);
   const double us = mean(warm.us), p50 = percentile(warm.us, 0.5), p99 = percentile(warm.us, 0.99);
-  fmt::print("  cold pass           {:10.1f} us/token mean (lazy classification of {} contexts included)\n",
-             mean(cold.us), cold_contexts);
-  fmt::print("  timed pass          {:10.1f} us/token mean, p50 {:.1f}, p99 {:.1f} ({} documents, {} new contexts)\n",
-             us, p50, p99, warm.documents, a.context_count() - cold_contexts);
+  fmt::print(
+      "  cold pass           {:10.1f} us/token mean (lazy classification of {} contexts "
+      "included)\n",
+      mean(cold.us), cold_contexts);
+  fmt::print(
+      "  timed pass          {:10.1f} us/token mean, p50 {:.1f}, p99 {:.1f} ({} documents, {} new "
+      "contexts)\n",
+      us, p50, p99, warm.documents, a.context_count() - cold_contexts);
 
   // Baseline on the first states of the timed walk; the masks must agree.
   std::vector<double> naive_us, same_us;
@@ -149,8 +156,9 @@ nlohmann::json run_grammar_bench(const GrammarBenchOptions& o) {
                       {"dfa_states", a.state_count()}};
   if (!naive_us.empty()) {
     const double nv = mean(naive_us);
-    fmt::print("  naive mask (base)   {:10.1f} us/token over {} steps, masks identical; speedup {:.0f}x\n", nv,
-               naive_us.size(), nv / us);
+    fmt::print(
+        "  naive mask (base)   {:10.1f} us/token over {} steps, masks identical; speedup {:.0f}x\n",
+        nv, naive_us.size(), nv / us);
     fmt::print("  fast, same states   {:10.1f} us/token\n", mean(same_us));
     j["naive_us_per_token"] = nv;
     j["fast_us_same_states"] = mean(same_us);

@@ -26,18 +26,23 @@ std::vector<uint8_t> random_row(DType dtype, size_t cols, std::mt19937& rng) {
   for (auto& x : v) x = nd(rng);
   std::vector<uint8_t> out(row_bytes(dtype, cols));
   switch (dtype) {
-    case DType::F32: std::memcpy(out.data(), v.data(), cols * 4); break;
+    case DType::F32:
+      std::memcpy(out.data(), v.data(), cols * 4);
+      break;
     case DType::F16:
-      for (size_t i = 0; i < cols; ++i) reinterpret_cast<uint16_t*>(out.data())[i] = f32_to_f16(v[i]);
+      for (size_t i = 0; i < cols; ++i)
+        reinterpret_cast<uint16_t*>(out.data())[i] = f32_to_f16(v[i]);
       break;
     case DType::BF16:
-      for (size_t i = 0; i < cols; ++i) reinterpret_cast<uint16_t*>(out.data())[i] = f32_to_bf16(v[i]);
+      for (size_t i = 0; i < cols; ++i)
+        reinterpret_cast<uint16_t*>(out.data())[i] = f32_to_bf16(v[i]);
       break;
     case DType::Q8_0:
       for (size_t b = 0; b < cols / 32; ++b) {
         auto* blk = reinterpret_cast<BlockQ8_0*>(out.data()) + b;
         blk->d = f32_to_f16(0.15f / 127);
-        for (size_t j = 0; j < 32; ++j) blk->qs[j] = static_cast<int8_t>(std::lround(v[b * 32 + j] * 127 / 0.15f));
+        for (size_t j = 0; j < 32; ++j)
+          blk->qs[j] = static_cast<int8_t>(std::lround(v[b * 32 + j] * 127 / 0.15f));
       }
       break;
     case DType::Q4_0:
@@ -59,7 +64,8 @@ std::vector<uint8_t> random_matrix(DType dtype, size_t rows, size_t cols) {
   for (int i = 0; i < 64; ++i) pool.push_back(random_row(dtype, cols, rng));
   const size_t rb = row_bytes(dtype, cols);
   std::vector<uint8_t> out(rows * rb);
-  for (size_t r = 0; r < rows; ++r) std::memcpy(out.data() + r * rb, pool[(r * 37) % 64].data(), rb);
+  for (size_t r = 0; r < rows; ++r)
+    std::memcpy(out.data() + r * rb, pool[(r * 37) % 64].data(), rb);
   return out;
 }
 
@@ -67,7 +73,7 @@ std::vector<uint8_t> random_matrix(DType dtype, size_t rows, size_t cols) {
 
 std::vector<MatmulShape> llama32_1b_shapes() {
   return {
-      {"attn_q/o", 2048, 2048}, {"attn_k/v", 512, 2048}, {"ffn_gate/up", 8192, 2048},
+      {"attn_q/o", 2048, 2048}, {"attn_k/v", 512, 2048},  {"ffn_gate/up", 8192, 2048},
       {"ffn_down", 2048, 8192}, {"output", 128256, 2048},
   };
 }
@@ -79,7 +85,8 @@ nlohmann::json run_matmul_bench(const MatmulBenchOptions& o) {
              isa_name(o.isa), o.reps);
   const double bw = measure_read_bandwidth_gb_s(pool, size_t{2} << 30, 5);
   const double peak = measure_peak_gflop_s(pool, 5);
-  fmt::print("baselines (same run): memory read {:.1f} GB/s, f32 FMA peak {:.1f} GFLOP/s\n", bw, peak);
+  fmt::print("baselines (same run): memory read {:.1f} GB/s, f32 FMA peak {:.1f} GFLOP/s\n", bw,
+             peak);
   fmt::print("{:<6} {:<12} {:>7} {:>6} {:>10} {:>9} {:>10} {:>8}\n", "dtype", "matrix", "shape",
              "tokens", "ms", "GB/s", "GFLOP/s", "ratio");
 
@@ -123,8 +130,8 @@ nlohmann::json run_matmul_bench(const MatmulBenchOptions& o) {
       }
     }
   }
-  return {{"suite", "matmul"},         {"threads", o.threads},  {"isa", isa_name(o.isa)},
-          {"bandwidth_gb_s", bw},      {"fma_peak_gflop_s", peak}, {"results", results}};
+  return {{"suite", "matmul"},    {"threads", o.threads},     {"isa", isa_name(o.isa)},
+          {"bandwidth_gb_s", bw}, {"fma_peak_gflop_s", peak}, {"results", results}};
 }
 
 }  // namespace pith::bench

@@ -5,13 +5,12 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "formats/dtype.h"
 #include "engine/kernels/cpu_features.h"
+#include "formats/dtype.h"
 
 namespace pith::bench {
 

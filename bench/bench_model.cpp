@@ -2,7 +2,6 @@
 #include "bench/bench_model.h"
 
 #include <fmt/format.h>
-
 #include <time.h>
 
 #include <algorithm>
@@ -11,9 +10,9 @@
 #include <memory>
 #include <random>
 
+#include "backend/backend.h"
 #include "bench/machine_baselines.h"
 #include "common/error.h"
-#include "backend/backend.h"
 #include "engine/model_loader.h"
 
 namespace pith::bench {
@@ -65,11 +64,14 @@ void release(Backend& engine, Sequence& s) {
   s = Sequence{};
 }
 
-int32_t next_token(const SequenceResult& r) { return r.outputs.at(0).dist.ids.at(0); }
+int32_t next_token(const SequenceResult& r) {
+  return r.outputs.at(0).dist.ids.at(0);
+}
 
 // Tokens/s of one prefill; adds the process CPU seconds it took to *cpu_seconds.
 double run_prefill(Backend& engine, size_t n_prompt, std::mt19937& rng, double* cpu_seconds) {
-  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(engine.config().vocab_size) - 1);
+  std::uniform_int_distribution<int32_t> tok(0,
+                                             static_cast<int32_t>(engine.config().vocab_size) - 1);
   std::vector<int32_t> tokens(n_prompt);
   for (auto& t : tokens) t = tok(rng);
   Sequence s;
@@ -84,7 +86,8 @@ double run_prefill(Backend& engine, size_t n_prompt, std::mt19937& rng, double* 
 
 // B sequences decoding `steps` tokens each from an empty context; aggregate tokens/s.
 double run_decode(Backend& engine, size_t batch, size_t steps, std::mt19937& rng) {
-  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(engine.config().vocab_size) - 1);
+  std::uniform_int_distribution<int32_t> tok(0,
+                                             static_cast<int32_t>(engine.config().vocab_size) - 1);
   std::vector<Sequence> seqs(batch);
   std::vector<int32_t> next(batch);
   for (auto& t : next) t = tok(rng);
@@ -122,8 +125,9 @@ double samples_median(const nlohmann::json& e) {
 }
 
 LlamaBenchResult run_llama_bench(const ModelBenchOptions& o) {
-  std::string cmd = fmt::format("'{}' -m '{}' -p {} -n {} -t {} -r {} -o json 2>/dev/null",
-                                o.llama_bench, o.model_path, o.n_prompt, o.n_gen, o.threads, o.reps);
+  std::string cmd =
+      fmt::format("'{}' -m '{}' -p {} -n {} -t {} -r {} -o json 2>/dev/null", o.llama_bench,
+                  o.model_path, o.n_prompt, o.n_gen, o.threads, o.reps);
   std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
   if (!p) fail("cannot run llama-bench: {}", cmd);
   std::string out;
@@ -183,7 +187,8 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
     cpu = 0;
     pp = median_of(o.reps, [&] { return run_prefill(engine, o.n_prompt, rng, &cpu); });
     pp_cpu = double(o.n_prompt) * o.reps / cpu;
-    fmt::print("pp{}: {:.2f} tok/s ({:.2f} tokens per process-CPU-second)\n", o.n_prompt, pp, pp_cpu);
+    fmt::print("pp{}: {:.2f} tok/s ({:.2f} tokens per process-CPU-second)\n", o.n_prompt, pp,
+               pp_cpu);
   }
   if (o.n_gen > 0) {
     run_decode(engine, 1, 4, rng);  // warm-up
@@ -195,10 +200,11 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   }
   const double bw = median(bw_samples);
   const double floor = bw * 1e9 / double(wbytes);
-  fmt::print("memory read bandwidth: {:.2f} GB/s (median of {} samples, {:.1f}-{:.1f}) -> decode "
-             "floor {:.2f} tok/s\n",
-             bw, bw_samples.size(), *std::min_element(bw_samples.begin(), bw_samples.end()),
-             *std::max_element(bw_samples.begin(), bw_samples.end()), floor);
+  fmt::print(
+      "memory read bandwidth: {:.2f} GB/s (median of {} samples, {:.1f}-{:.1f}) -> decode "
+      "floor {:.2f} tok/s\n",
+      bw, bw_samples.size(), *std::min_element(bw_samples.begin(), bw_samples.end()),
+      *std::max_element(bw_samples.begin(), bw_samples.end()), floor);
   if (o.n_gen > 0)
     fmt::print("tg{}: {:.2f} tok/s = {:.2f} of the decode floor\n", o.n_gen, tg, tg / floor);
   nlohmann::json batch = nlohmann::json::object();

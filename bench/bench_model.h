@@ -13,10 +13,9 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace pith::bench {
 
@@ -29,7 +28,7 @@ struct ModelBenchOptions {
   size_t batch_steps = 16;
   int reps = 3;
   size_t bandwidth_bytes = size_t{2} << 30;
-  std::string llama_bench;  // path of llama-bench to run beside (empty: not run)
+  std::string llama_bench;      // path of llama-bench to run beside (empty: not run)
   std::string device = "auto";  // cpu | cuda | cuda:N | auto (engine/backend.h)
 };
 

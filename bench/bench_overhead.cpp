@@ -62,7 +62,8 @@ double fused_tpot_ms(Backend& engine, const std::vector<int32_t>& prompt, int n)
   for (int step = 0; step < n; ++step) {
     SequenceInput s;
     s.tokens = input;
-    for (size_t i = 0; i < input.size(); ++i) s.positions.push_back(filled + static_cast<uint32_t>(i));
+    for (size_t i = 0; i < input.size(); ++i)
+      s.positions.push_back(filled + static_cast<uint32_t>(i));
     uint32_t total = filled + static_cast<uint32_t>(input.size());
     size_t used = (total + ps - 1) / ps;
     s.kv_pages.assign(pages.begin(), pages.begin() + used);
@@ -101,13 +102,15 @@ nlohmann::json run_overhead_bench(const OverheadBenchOptions& o) {
   for (int r = 0; r < o.runs; ++r) {
     std::mutex mu;
     std::string msg;
-    stack.launch(overhead_prog, {"overhead", std::to_string(o.control_calls)},
-                 [&](uint64_t, const runtime::InstanceEvent& e) {
-                   if (e.kind == runtime::InstanceEvent::Kind::Message) {
-                     std::lock_guard lock(mu);
-                     msg = e.text;
-                   }
-                 })->wait();
+    stack
+        .launch(overhead_prog, {"overhead", std::to_string(o.control_calls)},
+                [&](uint64_t, const runtime::InstanceEvent& e) {
+                  if (e.kind == runtime::InstanceEvent::Kind::Message) {
+                    std::lock_guard lock(mu);
+                    msg = e.text;
+                  }
+                })
+        ->wait();
     if (msg.rfind("control_ns ", 0) != 0) fail("overhead inferlet: {}", msg);
     control_ns.push_back(std::stod(msg.substr(11)));
   }
@@ -127,11 +130,13 @@ nlohmann::json run_overhead_bench(const OverheadBenchOptions& o) {
     auto t0 = Clock::now();
     std::vector<std::shared_ptr<runtime::Instance>> insts;
     for (int i = 0; i < o.instances; ++i)
-      insts.push_back(stack.launch(greedy_prog, {"greedy_abi", "--tokens", prompt_csv(prompt_tokens, vocab, i + 1),
-                                                 "--max-tokens", std::to_string(per_instance)}));
+      insts.push_back(stack.launch(
+          greedy_prog, {"greedy_abi", "--tokens", prompt_csv(prompt_tokens, vocab, i + 1),
+                        "--max-tokens", std::to_string(per_instance)}));
     for (auto& i : insts) {
       auto st = i->wait();
-      if (st.code != 0 || st.kind != runtime::ExitStatus::Kind::Exited) fail("overhead bench: instance ended with '{}'", st.reason);
+      if (st.code != 0 || st.kind != runtime::ExitStatus::Kind::Exited)
+        fail("overhead bench: instance ended with '{}'", st.reason);
     }
     double wall_ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
     stack.controller().set_batch_observer(nullptr);
@@ -141,7 +146,8 @@ nlohmann::json run_overhead_bench(const OverheadBenchOptions& o) {
 
   // 3. TPOT: one inferlet vs the fused loop, same engine, same prompt, alternating.
   std::vector<int32_t> prompt;
-  for (int t = 0; t < prompt_tokens; ++t) prompt.push_back(static_cast<int32_t>((t * 104729u + 7919u) % vocab));
+  for (int t = 0; t < prompt_tokens; ++t)
+    prompt.push_back(static_cast<int32_t>((t * 104729u + 7919u) % vocab));
   std::string csv;
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (i) csv.push_back(',');
@@ -152,15 +158,20 @@ nlohmann::json run_overhead_bench(const OverheadBenchOptions& o) {
     tpot_fused.push_back(fused_tpot_ms(stack.backend(), prompt, o.decode_tokens));
     std::mutex mu;
     std::vector<Clock::time_point> arrivals;
-    stack.launch(greedy_prog, {"greedy_abi", "--tokens", csv, "--max-tokens", std::to_string(o.decode_tokens)},
-                 [&](uint64_t, const runtime::InstanceEvent& e) {
-                   if (e.kind != runtime::InstanceEvent::Kind::Message || e.text == "done") return;
-                   std::lock_guard lock(mu);
-                   arrivals.push_back(Clock::now());
-                 })->wait();
-    if (arrivals.size() < 2) fail("overhead bench: the inferlet produced {} tokens", arrivals.size());
-    tpot_inf.push_back(std::chrono::duration<double, std::milli>(arrivals.back() - arrivals.front()).count() /
-                       double(arrivals.size() - 1));
+    stack
+        .launch(greedy_prog,
+                {"greedy_abi", "--tokens", csv, "--max-tokens", std::to_string(o.decode_tokens)},
+                [&](uint64_t, const runtime::InstanceEvent& e) {
+                  if (e.kind != runtime::InstanceEvent::Kind::Message || e.text == "done") return;
+                  std::lock_guard lock(mu);
+                  arrivals.push_back(Clock::now());
+                })
+        ->wait();
+    if (arrivals.size() < 2)
+      fail("overhead bench: the inferlet produced {} tokens", arrivals.size());
+    tpot_inf.push_back(
+        std::chrono::duration<double, std::milli>(arrivals.back() - arrivals.front()).count() /
+        double(arrivals.size() - 1));
   }
 
   nlohmann::json out;
@@ -173,11 +184,13 @@ nlohmann::json run_overhead_bench(const OverheadBenchOptions& o) {
   out["tpot_fused_ms"] = median(tpot_fused);
   out["overhead_pct"] = (median(tpot_inf) / median(tpot_fused) - 1.0) * 100.0;
   fmt::print("overhead on {} ({} runs, medians)\n", o.model, o.runs);
-  fmt::print("  control-layer call from a guest: {:.3f} us\n", out["control_call_us"].get<double>());
-  fmt::print("  forward call overhead at {} inferlets: {:.2f} us per call (mean batch {:.1f})\n", o.instances,
-             out["forward_call_us"].get<double>(), out["mean_batch"].get<double>());
-  fmt::print("  TPOT: inferlet {:.3f} ms vs fused C++ loop {:.3f} ms: {:+.2f}%\n", out["tpot_inferlet_ms"].get<double>(),
-             out["tpot_fused_ms"].get<double>(), out["overhead_pct"].get<double>());
+  fmt::print("  control-layer call from a guest: {:.3f} us\n",
+             out["control_call_us"].get<double>());
+  fmt::print("  forward call overhead at {} inferlets: {:.2f} us per call (mean batch {:.1f})\n",
+             o.instances, out["forward_call_us"].get<double>(), out["mean_batch"].get<double>());
+  fmt::print("  TPOT: inferlet {:.3f} ms vs fused C++ loop {:.3f} ms: {:+.2f}%\n",
+             out["tpot_inferlet_ms"].get<double>(), out["tpot_fused_ms"].get<double>(),
+             out["overhead_pct"].get<double>());
   return out;
 }
 

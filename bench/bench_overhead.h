@@ -9,17 +9,16 @@
 //    measured in the same run); overhead_pct = inferlet / fused - 1.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace pith::bench {
 
 struct OverheadBenchOptions {
   std::string model;
-  int instances = 1000;      // concurrent inferlets for forward_call_us
-  int decode_tokens = 64;    // tokens per TPOT measurement
-  int runs = 3;              // median over runs
+  int instances = 1000;    // concurrent inferlets for forward_call_us
+  int decode_tokens = 64;  // tokens per TPOT measurement
+  int runs = 3;            // median over runs
   int threads = 2;
   long control_calls = 200000;
   std::string inferlet_dir;

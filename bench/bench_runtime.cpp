@@ -1,8 +1,6 @@
 // The runtime benchmark suites (see bench_runtime.h).
 #include "bench/bench_runtime.h"
 
-#include "bench/inferlet_files.h"
-
 #include <fmt/format.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -18,6 +16,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "bench/inferlet_files.h"
 #include "common/error.h"
 #include "runtime/runtime.h"
 
@@ -42,7 +41,9 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
-double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
+double median(std::vector<double> v) {
+  return percentile(std::move(v), 0.5);
+}
 
 std::string wasm_path(const RuntimeBenchOptions& o, const std::string& name) {
   return find_inferlet(o.inferlet_dir.empty() ? PITH_BUILD_INFERLET_DIR : o.inferlet_dir, name);
@@ -109,9 +110,10 @@ nlohmann::json run_launch_bench(const RuntimeBenchOptions& o) {
     fail("reps, launches and instances must be >= 1");
   std::string echo_path = wasm_path(o, "echo");
   std::string big_path = wasm_path(o, "big");
-  fmt::print("launch bench: {} sequential warm launches x {} reps, {} concurrent instances, "
-             "{} cold rep(s), {} scheduler thread(s)\n",
-             o.launches, o.reps, o.instances, o.cold_reps, o.threads);
+  fmt::print(
+      "launch bench: {} sequential warm launches x {} reps, {} concurrent instances, "
+      "{} cold rep(s), {} scheduler thread(s)\n",
+      o.launches, o.reps, o.instances, o.cold_reps, o.threads);
 
   // ---- warm: the program is compiled and loaded once; each launch instantiates it ----
   runtime::Runtime rt(config_for(o, o.cache_dir));
@@ -180,17 +182,19 @@ nlohmann::json run_launch_bench(const RuntimeBenchOptions& o) {
   }
   double cold_ms = cold.empty() ? 0 : median(cold);
   double cold_load_ms = cold_load.empty() ? 0 : median(cold_load);
-  fmt::print("  cold launch ({} KB module, empty cache) -> first message {:.1f} ms (upload: "
-             "hash + validate + start the native build {:.1f} ms)\n",
-             big.size() / 1000, cold_ms, cold_load_ms);
+  fmt::print(
+      "  cold launch ({} KB module, empty cache) -> first message {:.1f} ms (upload: "
+      "hash + validate + start the native build {:.1f} ms)\n",
+      big.size() / 1000, cold_ms, cold_load_ms);
 
   // ---- baseline: a process per request ----
   std::vector<double> spawn;
   for (int i = 0; i < 200; ++i) spawn.push_back(spawn_true_ms());
   double spawn_p50 = median(spawn);
-  fmt::print("  baseline posix_spawn(/bin/true) + wait p50 {:.3f} ms; warm launch is {:.2f}x "
-             "that\n",
-             spawn_p50, warm_p50 / spawn_p50);
+  fmt::print(
+      "  baseline posix_spawn(/bin/true) + wait p50 {:.3f} ms; warm launch is {:.2f}x "
+      "that\n",
+      spawn_p50, warm_p50 / spawn_p50);
 
   return {{"suite", "launch"},
           {"warm_p50_ms", warm_p50},
@@ -220,12 +224,12 @@ nlohmann::json run_calls_bench(const RuntimeBenchOptions& o) {
   for (int r = 0; r < o.reps; ++r) {
     std::mutex mu;
     std::string msg;
-    auto inst = rt.launch(prog, {"calls", std::to_string(o.calls)},
-                          [&](uint64_t, const InstanceEvent& e) {
-                            if (e.kind != InstanceEvent::Kind::Message) return;
-                            std::lock_guard lock(mu);
-                            msg = e.text;
-                          });
+    auto inst =
+        rt.launch(prog, {"calls", std::to_string(o.calls)}, [&](uint64_t, const InstanceEvent& e) {
+          if (e.kind != InstanceEvent::Kind::Message) return;
+          std::lock_guard lock(mu);
+          msg = e.text;
+        });
     auto st = inst->wait();
     if (st.kind != runtime::ExitStatus::Kind::Exited) fail("calls inferlet: {}", st.reason);
     std::lock_guard lock(mu);
@@ -237,8 +241,9 @@ nlohmann::json run_calls_bench(const RuntimeBenchOptions& o) {
   }
   double h = median(host), g = median(guest);
   fmt::print("  host call {:.2f} ns, guest indirect call {:.2f} ns (ratio {:.1f}x)\n", h, g, h / g);
-  return {{"suite", "calls"},          {"host_call_ns", h},  {"guest_call_ns", g},
-          {"ratio_vs_guest_call", h / g}, {"calls", o.calls}, {"reps", o.reps}};
+  return {{"suite", "calls"},   {"host_call_ns", h},
+          {"guest_call_ns", g}, {"ratio_vs_guest_call", h / g},
+          {"calls", o.calls},   {"reps", o.reps}};
 }
 
 }  // namespace pith::bench

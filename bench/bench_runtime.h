@@ -9,9 +9,8 @@
 //   indirect call to a guest function in the same loop (the baseline).
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace pith::bench {
 
@@ -19,11 +18,11 @@ struct RuntimeBenchOptions {
   std::string inferlet_dir;  // folder with echo.wasm, big.wasm, calls.wasm ("" = build tree)
   std::string cache_dir;     // native cache for warm runs ("" = default)
   int reps = 5;
-  int launches = 2000;       // sequential warm launches per rep
-  int instances = 1000;      // concurrent idle instances
-  int cold_reps = 3;         // each cold rep also builds the big module natively (seconds)
-  int threads = 2;           // scheduler threads
-  long calls = 2000000;      // host calls per rep
+  int launches = 2000;   // sequential warm launches per rep
+  int instances = 1000;  // concurrent idle instances
+  int cold_reps = 3;     // each cold rep also builds the big module natively (seconds)
+  int threads = 2;       // scheduler threads
+  long calls = 2000000;  // host calls per rep
 };
 
 nlohmann::json run_launch_bench(const RuntimeBenchOptions& options);

@@ -15,7 +15,9 @@ namespace pith::bench {
 
 namespace {
 
-double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double ms(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 BackendOptions engine_options(const ModelWeights& w, size_t kv_tokens, int threads,
                               const std::string& device) {
@@ -57,7 +59,8 @@ nlohmann::json run_prefix_cache_bench(const PrefixCacheBenchOptions& o) {
   };
   auto run = [&](bool cache) {
     auto backend = make_backend(
-        weights, engine_options(*weights, per_request * (o.concurrency + 2) + o.requests * 80, o.threads, o.device));
+        weights, engine_options(*weights, per_request * (o.concurrency + 2) + o.requests * 80,
+                                o.threads, o.device));
     Backend& engine = *backend;
     ControllerOptions co;
     co.prefix_cache = cache;
@@ -85,13 +88,16 @@ nlohmann::json run_prefix_cache_bench(const PrefixCacheBenchOptions& o) {
     r.ttft_p50 = percentile(ttft, 50);
     return r;
   };
-  fmt::print("prefix-cache: {} requests = {}-token system prompt + {}-token question, {} generated, "
-             "concurrency {}, model {}\n",
-             o.requests, o.system_tokens, o.question_tokens, o.max_tokens, o.concurrency, o.model);
+  fmt::print(
+      "prefix-cache: {} requests = {}-token system prompt + {}-token question, {} generated, "
+      "concurrency {}, model {}\n",
+      o.requests, o.system_tokens, o.question_tokens, o.max_tokens, o.concurrency, o.model);
   Result off = run(false);
-  fmt::print("  cache off: {:>8} prompt tokens computed, {:8.2f} s, TTFT p50 {:8.1f} ms\n", off.prefill, off.seconds, off.ttft_p50);
+  fmt::print("  cache off: {:>8} prompt tokens computed, {:8.2f} s, TTFT p50 {:8.1f} ms\n",
+             off.prefill, off.seconds, off.ttft_p50);
   Result on = run(true);
-  fmt::print("  cache on:  {:>8} prompt tokens computed, {:8.2f} s, TTFT p50 {:8.1f} ms\n", on.prefill, on.seconds, on.ttft_p50);
+  fmt::print("  cache on:  {:>8} prompt tokens computed, {:8.2f} s, TTFT p50 {:8.1f} ms\n",
+             on.prefill, on.seconds, on.ttft_p50);
   nlohmann::json out;
   out["suite"] = "prefix-cache";
   out["prefill_tokens_on"] = on.prefill;
@@ -182,13 +188,16 @@ nlohmann::json run_chunked_prefill_bench(const ChunkedPrefillBenchOptions& o) {
     r.itl_p99 = percentile(itl, 99);
     return r;
   };
-  fmt::print("chunked-prefill: 1 x {} tokens + {} x {} tokens arriving together, {} decoders, model {}\n",
-             o.long_tokens, o.short_requests, o.short_tokens, o.decoders, o.model);
+  fmt::print(
+      "chunked-prefill: 1 x {} tokens + {} x {} tokens arriving together, {} decoders, model {}\n",
+      o.long_tokens, o.short_requests, o.short_tokens, o.decoders, o.model);
   Result off = run(0);
   Result on = run(o.budget);
   auto row = [](const char* name, const Result& r) {
-    fmt::print("  {:<22} TTFT p50 {:9.1f} ms p99 {:9.1f} ms | ITL p50 {:8.1f} ms p99 {:8.1f} ms | {:8.1f} tok/s\n",
-               name, r.ttft_p50, r.ttft_p99, r.itl_p50, r.itl_p99, r.tok_s);
+    fmt::print(
+        "  {:<22} TTFT p50 {:9.1f} ms p99 {:9.1f} ms | ITL p50 {:8.1f} ms p99 {:8.1f} ms | {:8.1f} "
+        "tok/s\n",
+        name, r.ttft_p50, r.ttft_p99, r.itl_p50, r.itl_p99, r.tok_s);
   };
   row("no chunking", off);
   row(fmt::format("budget {}", o.budget).c_str(), on);

@@ -10,9 +10,8 @@
 //   prefilled (p50/p99) and total throughput, with a token budget (chunking) vs without.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace pith::bench {
 

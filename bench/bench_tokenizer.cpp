@@ -64,7 +64,8 @@ nlohmann::json run_tokenizer_bench(const TokenizerBenchOptions& o) {
     std::string dst(text.size(), '\0');
     copy.push_back(time_s([&] { std::memcpy(dst.data(), text.data(), text.size()); }));
     if (dst[text.size() / 2] != text[text.size() / 2]) fail("memcpy baseline went wrong");
-    if (with_naive) naive.push_back(time_s([&] { naive_ids = tok.encode_naive(text, false, false); }));
+    if (with_naive)
+      naive.push_back(time_s([&] { naive_ids = tok.encode_naive(text, false, false); }));
   }
   if (decoded != text) fail("decode(encode(text)) != text: the tokenizer is broken on this input");
   if (with_naive && naive_ids != ids) fail("naive and fast encoders disagree");
@@ -76,7 +77,8 @@ nlohmann::json run_tokenizer_bench(const TokenizerBenchOptions& o) {
   std::vector<double> long_fast, long_naive;
   for (int r = 0; r < o.reps; ++r) {
     long_fast.push_back(time_s([&] { ids = tok.encode(word, false, false); }));
-    if (with_naive) long_naive.push_back(time_s([&] { naive_ids = tok.encode_naive(word, false, false); }));
+    if (with_naive)
+      long_naive.push_back(time_s([&] { naive_ids = tok.encode_naive(word, false, false); }));
   }
   if (with_naive && naive_ids != ids) fail("naive and fast encoders disagree on the long word");
   ids = tok.encode(text, false, false);
@@ -107,7 +109,8 @@ nlohmann::json run_tokenizer_bench(const TokenizerBenchOptions& o) {
   if (with_naive) {
     const double naive_mb_s = mb / median(naive);
     const double long_naive_mb_s = word.size() / 1e6 / median(long_naive);
-    fmt::print("  naive encode (base) {:8.2f} MB/s  speedup {:.2f}x\n", naive_mb_s, enc_mb_s / naive_mb_s);
+    fmt::print("  naive encode (base) {:8.2f} MB/s  speedup {:.2f}x\n", naive_mb_s,
+               enc_mb_s / naive_mb_s);
     fmt::print("  naive 8 KB word     {:8.2f} MB/s  speedup {:.1f}x\n", long_naive_mb_s,
                long_mb_s / long_naive_mb_s);
     j["naive_encode_mb_s"] = naive_mb_s;

@@ -9,18 +9,17 @@
 #pragma once
 
 #include <cstddef>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace pith::bench {
 
 struct TokenizerBenchOptions {
-  std::string model;      // .gguf, HF folder or tokenizer.json
-  std::string file;       // text to tokenize; empty: generated mixed corpus
-  size_t bytes = 4 << 20; // corpus size when generated
+  std::string model;       // .gguf, HF folder or tokenizer.json
+  std::string file;        // text to tokenize; empty: generated mixed corpus
+  size_t bytes = 4 << 20;  // corpus size when generated
   int reps = 5;
-  bool naive = true;      // also time the naive encoder (BPE only)
+  bool naive = true;  // also time the naive encoder (BPE only)
 };
 
 // Runs the suite, printing a readable report to stdout; returns the JSON summary.

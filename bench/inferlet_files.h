@@ -11,7 +11,8 @@ namespace pith::bench {
 
 inline std::string find_inferlet(const std::string& dir, const std::string& name) {
   std::string p = dir + "/" + name + ".wasm";
-  if (!std::filesystem::exists(p)) fail("{}: not found (build the inferlets, or pass --inferlets DIR)", p);
+  if (!std::filesystem::exists(p))
+    fail("{}: not found (build the inferlets, or pass --inferlets DIR)", p);
   return p;
 }
 

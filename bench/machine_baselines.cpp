@@ -93,7 +93,8 @@ double ReadBandwidthProbe::sample() {
   auto t0 = Clock::now();
   pool_.parallel_for(n_tasks_, [&](size_t t, size_t) {
     size_t b = std::min(n_, t * per_task_), e = std::min(n_, b + per_task_);
-    partial[t] = simd ? read_chunk_avx2(buf_.get() + b, e - b) : read_chunk_scalar(buf_.get() + b, e - b);
+    partial[t] =
+        simd ? read_chunk_avx2(buf_.get() + b, e - b) : read_chunk_scalar(buf_.get() + b, e - b);
   });
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
   for (float p : partial) sink = sink + p;
@@ -139,7 +140,8 @@ DecodeTokenCost decode_token_cost(const ModelWeights& w) {
     c.flops += 2.0 * double(m.rows) * double(m.cols);
   };
   for (const auto& l : w.layers)
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*m);
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      add(*m);
   add(w.output);
   return c;
 }

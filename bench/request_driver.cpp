@@ -58,7 +58,8 @@ RequestTiming run_request(Controller& ctl, InstanceId id, const RequestSpec& spe
     SequenceInput s;
     s.tokens = std::move(tokens);
     size_t end = first_pos + s.tokens.size();
-    for (size_t i = 0; i < s.tokens.size(); ++i) s.positions.push_back(static_cast<uint32_t>(first_pos + i));
+    for (size_t i = 0; i < s.tokens.size(); ++i)
+      s.positions.push_back(static_cast<uint32_t>(first_pos + i));
     size_t used = (end + ps - 1) / ps;
     s.kv_pages.assign(pages.begin(), pages.begin() + used);
     s.last_page_len = static_cast<uint32_t>(end - (used - 1) * ps);
@@ -68,7 +69,8 @@ RequestTiming run_request(Controller& ctl, InstanceId id, const RequestSpec& spe
 
   std::vector<int32_t> rest(spec.prompt.begin() + matched, spec.prompt.end());
   t.prefill_tokens = static_cast<uint32_t>(rest.size());
-  auto o = call([&](Completion c) { return ctl.forward(id, q, sequence(rest, matched), std::move(c)); });
+  auto o =
+      call([&](Completion c) { return ctl.forward(id, q, sequence(rest, matched), std::move(c)); });
   t.first_token = Clock::now();
   t.tokens.push_back(t.first_token);
   if (spec.use_prefix_cache) {

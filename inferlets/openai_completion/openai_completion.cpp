@@ -8,10 +8,11 @@
 //   openai_completion --tokens ID,ID,... [--max-tokens N] [--temperature T] [--top-p P]
 //                     [--top-k K] [--min-p P] [--seed S] [--stop STR]... [--n N] [--logprobs K]
 #include <math.h>
-#include <pith/context.hpp>
-#include <pith/openai_protocol.hpp>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include <pith/context.hpp>
+#include <pith/openai_protocol.hpp>
 
 namespace {
 
@@ -45,17 +46,28 @@ const char* parse_args(Request& r) {
     if (i + 1 >= a.size()) return "missing value after an argument";
     const std::string& k = a[i];
     const std::string& v = a[++i];
-    if (k == "--tokens") { if (!parse_tokens(v, r.prompt)) return "--tokens needs ID,ID,..."; }
-    else if (k == "--max-tokens") r.stop.max_tokens = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
-    else if (k == "--temperature") r.sampling.temperature = strtof(v.c_str(), nullptr);
-    else if (k == "--top-p") r.sampling.top_p = strtof(v.c_str(), nullptr);
-    else if (k == "--top-k") r.sampling.top_k = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
-    else if (k == "--min-p") r.sampling.min_p = strtof(v.c_str(), nullptr);
-    else if (k == "--seed") r.sampling.seed = strtoull(v.c_str(), nullptr, 10);
-    else if (k == "--stop") r.stop.strings.push_back(v);
-    else if (k == "--n") r.n = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
-    else if (k == "--logprobs") r.logprobs = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
-    else return "unknown argument";
+    if (k == "--tokens") {
+      if (!parse_tokens(v, r.prompt)) return "--tokens needs ID,ID,...";
+    } else if (k == "--max-tokens")
+      r.stop.max_tokens = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
+    else if (k == "--temperature")
+      r.sampling.temperature = strtof(v.c_str(), nullptr);
+    else if (k == "--top-p")
+      r.sampling.top_p = strtof(v.c_str(), nullptr);
+    else if (k == "--top-k")
+      r.sampling.top_k = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
+    else if (k == "--min-p")
+      r.sampling.min_p = strtof(v.c_str(), nullptr);
+    else if (k == "--seed")
+      r.sampling.seed = strtoull(v.c_str(), nullptr, 10);
+    else if (k == "--stop")
+      r.stop.strings.push_back(v);
+    else if (k == "--n")
+      r.n = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
+    else if (k == "--logprobs")
+      r.logprobs = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
+    else
+      return "unknown argument";
   }
   if (r.prompt.empty()) return "--tokens is required";
   if (r.n == 0) return "--n must be at least 1";
@@ -71,11 +83,14 @@ struct Choice {
 
 // Reports the failure with the status that caused it (the server maps it to an HTTP status).
 int fail(pith_status_t code, const std::string& what) {
-  (void)pith::send(proto::encode(proto::ErrorMessage{code, what}));  // failing already: the exit code says it too
+  (void)pith::send(proto::encode(
+      proto::ErrorMessage{code, what}));  // failing already: the exit code says it too
   return 1;
 }
 
-int fail(pith_status_t code) { return fail(code, pith::status_name(code)); }
+int fail(pith_status_t code) {
+  return fail(code, pith::status_name(code));
+}
 
 pith::Status send_usage(uint32_t prompt_tokens, uint32_t cached_tokens) {
   return pith::send(proto::encode(proto::UsageMessage{prompt_tokens, cached_tokens}));
@@ -146,14 +161,17 @@ int main() {
       c.generated.push_back(tok);
       c.ctx.fill_tokens({tok});
       // Stop::check only looks at the end of the text: a decoded tail, not the whole generation.
-      pith::Result<std::string> text = stop_bytes ? model->detokenize_tail(c.generated, stop_bytes) : std::string();
-      if (!text) return fail(text.status(), std::string("detokenize: ") + pith::status_name(text.status()));
+      pith::Result<std::string> text =
+          stop_bytes ? model->detokenize_tail(c.generated, stop_bytes) : std::string();
+      if (!text)
+        return fail(text.status(), std::string("detokenize: ") + pith::status_name(text.status()));
       const char* why = req.stop.check(c.generated, *text);
       if (*why) {
         c.done = true;
         --live;
         const auto reason = why[0] == 'l' ? proto::FinishReason::Length : proto::FinishReason::Stop;
-        if (!pith::send(proto::encode(proto::EndMessage{i, reason, static_cast<uint32_t>(c.generated.size())})))
+        if (!pith::send(proto::encode(
+                proto::EndMessage{i, reason, static_cast<uint32_t>(c.generated.size())})))
           return 1;
       }
     }

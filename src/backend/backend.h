@@ -33,22 +33,22 @@ struct ModelWeights;
 
 // Options every backend understands; fields a backend has no use for are ignored.
 struct BackendOptions {
-  std::string device = "auto";                // cpu | cuda | cuda:N | auto (cuda when present)
-  uint32_t kv_page_size = 16;                 // tokens per KV page (--kv-page-size)
-  size_t kv_memory_bytes = size_t{256} << 20; // KV pool budget (--kv-memory)
-  uint32_t max_embeds = 4096;                 // Embed slots
-  size_t n_threads = 0;                       // CPU: worker threads, 0 = one per core
-  double gpu_memory_fraction = 0.9;           // CUDA: cap on weights + KV + scratch
+  std::string device = "auto";                 // cpu | cuda | cuda:N | auto (cuda when present)
+  uint32_t kv_page_size = 16;                  // tokens per KV page (--kv-page-size)
+  size_t kv_memory_bytes = size_t{256} << 20;  // KV pool budget (--kv-memory)
+  uint32_t max_embeds = 4096;                  // Embed slots
+  size_t n_threads = 0;                        // CPU: worker threads, 0 = one per core
+  double gpu_memory_fraction = 0.9;            // CUDA: cap on weights + KV + scratch
 };
 
 // What a backend reports about itself (startup log, /metrics, `pith bench` JSON).
 struct BackendInfo {
-  std::string name;          // "cpu", "cuda", "fake"
-  std::string device;        // "AMD EPYC 7B13 (2 threads, AVX2)", "NVIDIA H100 80GB HBM3 (cuda:0)"
+  std::string name;    // "cpu", "cuda", "fake"
+  std::string device;  // "AMD EPYC 7B13 (2 threads, AVX2)", "NVIDIA H100 80GB HBM3 (cuda:0)"
   size_t device_memory_bytes = 0;  // total memory of the device (0: host / unknown)
-  size_t weight_bytes = 0;   // model weights as held by the backend
-  size_t kv_bytes = 0;       // the KV page pool
-  size_t workspace_bytes = 0;  // activations, scratch, Embed slots
+  size_t weight_bytes = 0;         // model weights as held by the backend
+  size_t kv_bytes = 0;             // the KV page pool
+  size_t workspace_bytes = 0;      // activations, scratch, Embed slots
 };
 
 class Backend {

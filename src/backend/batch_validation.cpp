@@ -18,15 +18,15 @@ void validate_batch(const std::vector<SequenceInput>& batch, const ModelConfig& 
     const SequenceInput& s = batch[si];
     const size_t n = s.n_inputs();
     if (!s.tokens.empty() && !s.embed_slots.empty())
-      fail("forward: sequence {}: has both tokens ({}) and embed_slots ({}); give one",
-           si, s.tokens.size(), s.embed_slots.size());
+      fail("forward: sequence {}: has both tokens ({}) and embed_slots ({}); give one", si,
+           s.tokens.size(), s.embed_slots.size());
     if (n == 0) fail("forward: sequence {}: no inputs", si);
     if (s.positions.size() != n)
       fail("forward: sequence {}: {} positions for {} inputs", si, s.positions.size(), n);
     for (size_t i = 0; i < s.tokens.size(); ++i)
       if (s.tokens[i] < 0 || uint32_t(s.tokens[i]) >= c.vocab_size)
-        fail("forward: sequence {}: token {} at input {} out of range (vocab {})", si,
-             s.tokens[i], i, c.vocab_size);
+        fail("forward: sequence {}: token {} at input {} out of range (vocab {})", si, s.tokens[i],
+             i, c.vocab_size);
     for (size_t i = 0; i < s.embed_slots.size(); ++i)
       if (!embeds.allocated(s.embed_slots[i]))
         fail("forward: sequence {}: input Embed slot {} at input {} is not allocated", si,
@@ -41,8 +41,7 @@ void validate_batch(const std::vector<SequenceInput>& batch, const ModelConfig& 
     const uint64_t ctx = (uint64_t(s.kv_pages.size()) - 1) * ps + s.last_page_len;
     if (n > ctx)
       fail("forward: sequence {}: {} inputs do not fit a context of {} slots", si, n, ctx);
-    if (ctx > UINT32_MAX)
-      fail("forward: sequence {}: context of {} slots is too long", si, ctx);
+    if (ctx > UINT32_MAX) fail("forward: sequence {}: context of {} slots is too long", si, ctx);
     if (!s.mask.empty()) {
       if (s.mask.size() != n)
         fail("forward: sequence {}: mask has {} rows for {} inputs", si, s.mask.size(), n);
@@ -53,10 +52,9 @@ void validate_batch(const std::vector<SequenceInput>& batch, const ModelConfig& 
           if (r % 2 == 0) visible += s.mask[i][r];
         }
         if (total != ctx)
-          fail("forward: sequence {}: mask runs of input {} sum to {}, context is {} slots", si,
-               i, total, ctx);
-        if (visible == 0)
-          fail("forward: sequence {}: mask of input {} hides every slot", si, i);
+          fail("forward: sequence {}: mask runs of input {} sum to {}, context is {} slots", si, i,
+               total, ctx);
+        if (visible == 0) fail("forward: sequence {}: mask of input {} hides every slot", si, i);
       }
     }
     for (size_t o = 0; o < s.outputs.size(); ++o) {
@@ -67,8 +65,7 @@ void validate_batch(const std::vector<SequenceInput>& batch, const ModelConfig& 
         fail("forward: sequence {}: output {} asks for top-0", si, o);
       if (spec.kind == OutputKind::Embed) {
         if (!embeds.allocated(spec.embed_slot))
-          fail("forward: sequence {}: output Embed slot {} is not allocated", si,
-               spec.embed_slot);
+          fail("forward: sequence {}: output Embed slot {} is not allocated", si, spec.embed_slot);
         out_slots.push_back(spec.embed_slot);
       }
     }
@@ -110,8 +107,7 @@ void validate_copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_offset,
 }
 
 void validate_next_dist(uint32_t embed_slot, uint32_t top_k, const SlotPool& embeds) {
-  if (!embeds.allocated(embed_slot))
-    fail("next_dist: Embed slot {} is not allocated", embed_slot);
+  if (!embeds.allocated(embed_slot)) fail("next_dist: Embed slot {} is not allocated", embed_slot);
   if (top_k == 0) fail("next_dist: top_k must be at least 1");
 }
 

@@ -25,7 +25,7 @@ struct OutputSpec {
   uint32_t input_index = 0;  // which input of the sequence produces this output
   OutputKind kind = OutputKind::TopK;
   uint32_t top_k = 256;
-  uint32_t embed_slot = 0;   // for OutputKind::Embed
+  uint32_t embed_slot = 0;  // for OutputKind::Embed
 };
 
 // One sequence of a batch.

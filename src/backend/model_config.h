@@ -12,11 +12,11 @@ struct ModelConfig {
   std::string architecture = "llama";
   std::string name;
   uint32_t n_layers = 0;
-  uint32_t d_model = 0;      // embedding length
-  uint32_t n_heads = 0;      // query heads
-  uint32_t n_kv_heads = 0;   // key/value heads (GQA when < n_heads)
-  uint32_t head_dim = 0;     // usually d_model / n_heads
-  uint32_t d_ff = 0;         // SwiGLU hidden size
+  uint32_t d_model = 0;     // embedding length
+  uint32_t n_heads = 0;     // query heads
+  uint32_t n_kv_heads = 0;  // key/value heads (GQA when < n_heads)
+  uint32_t head_dim = 0;    // usually d_model / n_heads
+  uint32_t d_ff = 0;        // SwiGLU hidden size
   uint32_t vocab_size = 0;
   uint32_t context_length = 0;
   float rms_eps = 1e-5f;

@@ -5,14 +5,16 @@
 
 namespace pith {
 
-SlotPool::SlotPool(uint32_t capacity, std::string what) : capacity_(capacity), what_(std::move(what)) {
+SlotPool::SlotPool(uint32_t capacity, std::string what)
+    : capacity_(capacity), what_(std::move(what)) {
   free_.resize(capacity);
   for (uint32_t i = 0; i < capacity; ++i) free_[i] = capacity - 1 - i;
   allocated_.assign(capacity, 0);
 }
 
 std::vector<uint32_t> SlotPool::allocate(size_t n) {
-  if (n > free_.size()) fail("out of {}: {} requested, {} of {} free", what_, n, free_.size(), capacity_);
+  if (n > free_.size())
+    fail("out of {}: {} requested, {} of {} free", what_, n, free_.size(), capacity_);
   std::vector<uint32_t> out(n);
   for (size_t i = 0; i < n; ++i) {
     out[i] = free_.back();

@@ -2,10 +2,10 @@
 // interpreter (jinja_lexer -> jinja_parser -> jinja_interpreter).
 #include "chat_template/chat_template.h"
 
-#include "common/error.h"
 #include "chat_template/jinja_ast.h"
 #include "chat_template/jinja_interpreter.h"
 #include "chat_template/jinja_parser.h"
+#include "common/error.h"
 
 namespace pith {
 

@@ -8,9 +8,8 @@
 // construction, so one instance can serve concurrent requests.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "chat_template/jinja_exception.h"

@@ -40,9 +40,9 @@ struct Expr {
   };
   Kind kind;
   int line = 0;
-  Value value;                 // Literal
-  std::string name;            // Name, GetAttr attribute, Filter/Test name, Binary operator
-  std::vector<ExprPtr> args;   // operands; null entries for omitted slice parts / else branch
+  Value value;                // Literal
+  std::string name;           // Name, GetAttr attribute, Filter/Test name, Binary operator
+  std::vector<ExprPtr> args;  // operands; null entries for omitted slice parts / else branch
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   std::vector<std::string> ops;  // Compare operators: == != < <= > >= in notin
   bool negated = false;          // Test with `is not`

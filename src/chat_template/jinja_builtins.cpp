@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "common/error.h"
 #include "chat_template/jinja_text.h"
+#include "common/error.h"
 
 namespace pith::jinja {
 
@@ -74,7 +74,8 @@ List iterate(const Value& v) {
 Value get_attr(const Value& obj, const std::string& name) {
   switch (obj.kind()) {
     case Value::Kind::Undefined:
-      fail("{}", obj.undefined_hint().empty() ? std::string("undefined value") : obj.undefined_hint());
+      fail("{}",
+           obj.undefined_hint().empty() ? std::string("undefined value") : obj.undefined_hint());
     case Value::Kind::Namespace:
       if (const Value* v = obj.namespace_attrs().find(name)) return *v;
       break;
@@ -93,7 +94,8 @@ Value get_attr(const Value& obj, const std::string& name) {
 Value get_item(const Value& obj, const Value& key) {
   switch (obj.kind()) {
     case Value::Kind::Undefined:
-      fail("{}", obj.undefined_hint().empty() ? std::string("undefined value") : obj.undefined_hint());
+      fail("{}",
+           obj.undefined_hint().empty() ? std::string("undefined value") : obj.undefined_hint());
     case Value::Kind::Dict:
       if (key.is_string()) {
         if (const Value* v = obj.as_dict().find(key.as_string())) return *v;

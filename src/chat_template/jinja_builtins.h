@@ -2,8 +2,9 @@
 // methods of str/dict/list values (`s.strip()`, `d.items()`) and global functions (`range`,
 // `namespace`, `raise_exception`, `strftime_now`, ...). Each family lives in its own file
 // (jinja_filters.cpp, jinja_tests.cpp, jinja_methods.cpp, jinja_globals.cpp, jinja_format.cpp
-// for printf-style `%`, shared helpers in jinja_builtins.cpp); this header is their interface. Errors are thrown as pith::Error without a line: the interpreter
-// adds the line of the expression being evaluated.
+// for printf-style `%`, shared helpers in jinja_builtins.cpp); this header is their interface.
+// Errors are thrown as pith::Error without a line: the interpreter adds the line of the expression
+// being evaluated.
 #pragma once
 
 #include <initializer_list>

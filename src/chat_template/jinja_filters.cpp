@@ -9,24 +9,26 @@
 #include <cmath>
 #include <string_view>
 
-#include "common/error.h"
 #include "chat_template/jinja_builtins.h"
 #include "chat_template/jinja_text.h"
+#include "common/error.h"
 
 namespace pith::jinja {
 
 namespace {
 
 constexpr std::string_view kFilters[] = {
-    "abs",     "attr",    "capitalize", "count",    "d",        "default",   "dictsort",
-    "e",       "escape",  "first",      "float",    "indent",   "int",       "items",
-    "join",    "last",    "length",     "list",     "lower",    "map",       "max",
-    "min",     "reject",  "rejectattr", "replace",  "reverse",  "round",     "safe",
-    "select",  "selectattr", "sort",    "string",   "sum",      "title",     "tojson",
-    "trim",    "unique",  "upper",      "wordcount", "center",  "batch",     "forceescape",
+    "abs",    "attr",       "capitalize", "count",     "d",       "default", "dictsort",
+    "e",      "escape",     "first",      "float",     "indent",  "int",     "items",
+    "join",   "last",       "length",     "list",      "lower",   "map",     "max",
+    "min",    "reject",     "rejectattr", "replace",   "reverse", "round",   "safe",
+    "select", "selectattr", "sort",       "string",    "sum",     "title",   "tojson",
+    "trim",   "unique",     "upper",      "wordcount", "center",  "batch",   "forceescape",
     "format"};
 
-std::string what_of(const std::string& name) { return "filter '" + name + "'"; }
+std::string what_of(const std::string& name) {
+  return "filter '" + name + "'";
+}
 
 // Jinja's make_attrgetter: "a.b.0" walks attributes / items.
 Value attribute_of(const Value& item, const std::string& path) {
@@ -34,11 +36,12 @@ Value attribute_of(const Value& item, const std::string& path) {
   size_t start = 0;
   while (true) {
     size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     int64_t index = 0;
     auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
-    bool numeric = !part.empty() && ec == std::errc() && end == part.data() + part.size() &&
-                   part[0] != '-';
+    bool numeric =
+        !part.empty() && ec == std::errc() && end == part.data() + part.size() && part[0] != '-';
     cur = numeric ? get_item(cur, Value(index)) : get_item(cur, Value(part));
     if (dot == std::string::npos) return cur;
     start = dot + 1;
@@ -96,12 +99,23 @@ std::string escape_html(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -144,7 +158,8 @@ Value to_float(const Value& v, const Value& dflt) {
 }
 
 Value tojson(const Value& input, CallArgs& args) {
-  auto a = bind_args(args, {"ensure_ascii", "indent", "separators", "sort_keys"}, "filter 'tojson'");
+  auto a =
+      bind_args(args, {"ensure_ascii", "indent", "separators", "sort_keys"}, "filter 'tojson'");
   JsonFormat f;
   f.ensure_ascii = a[0] && a[0]->truthy();
   if (a[1] && !a[1]->is_none()) {
@@ -192,7 +207,8 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
       fail("{}: can't handle positional and keyword arguments at the same time", what);
     Dict kw;
     for (auto& [k, v] : args.keyword) kw.set(k, v);
-    return Value(percent_format(input.str(), args.keyword.empty() ? Value::tuple(args.positional) : Value(std::move(kw))));
+    return Value(percent_format(
+        input.str(), args.keyword.empty() ? Value::tuple(args.positional) : Value(std::move(kw))));
   }
   if (name == "string") {
     bind_args(args, {}, what);
@@ -201,11 +217,16 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
   if (name == "length" || name == "count") {
     bind_args(args, {}, what);
     switch (input.kind()) {
-      case Value::Kind::String: return Value(static_cast<int64_t>(text::length(input.as_string())));
-      case Value::Kind::List: return Value(static_cast<int64_t>(input.as_list().size()));
-      case Value::Kind::Dict: return Value(static_cast<int64_t>(input.as_dict().size()));
-      case Value::Kind::Undefined: return Value(int64_t{0});
-      default: fail("object of type '{}' has no len()", input.type_name());
+      case Value::Kind::String:
+        return Value(static_cast<int64_t>(text::length(input.as_string())));
+      case Value::Kind::List:
+        return Value(static_cast<int64_t>(input.as_list().size()));
+      case Value::Kind::Dict:
+        return Value(static_cast<int64_t>(input.as_dict().size()));
+      case Value::Kind::Undefined:
+        return Value(int64_t{0});
+      default:
+        fail("object of type '{}' has no len()", input.type_name());
     }
   }
   if (name == "trim") {
@@ -237,7 +258,8 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
     if (!a[0] || !a[1]) fail("{} needs old and new strings", what);
     return Value(text::replace(input.str(), a[0]->str(), a[1]->str(), to_int_arg(a[2], -1, what)));
   }
-  if (name == "e" || name == "escape" || name == "forceescape") return Value(escape_html(input.str()));
+  if (name == "e" || name == "escape" || name == "forceescape")
+    return Value(escape_html(input.str()));
   if (name == "join") {
     auto a = bind_args(args, {"d", "attribute"}, what);
     std::string sep = a[0] ? a[0]->str() : "";
@@ -254,7 +276,8 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
   if (name == "first" || name == "last") {
     bind_args(args, {}, what);
     List items = iterate(input);
-    if (items.empty()) return Value::undefined(fmt::format("No {} item, sequence was empty.", name));
+    if (items.empty())
+      return Value::undefined(fmt::format("No {} item, sequence was empty.", name));
     return name == "first" ? items.front() : items.back();
   }
   if (name == "list") {
@@ -266,7 +289,8 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
     if (input.is_undefined()) return Value(List{});
     if (!input.is_dict()) fail("{}: can only get item pairs from a mapping", what);
     List out;
-    for (const auto& [k, v] : input.as_dict().entries()) out.push_back(Value::tuple(List{Value(k), v}));
+    for (const auto& [k, v] : input.as_dict().entries())
+      out.push_back(Value::tuple(List{Value(k), v}));
     return Value(std::move(out));
   }
   if (name == "reverse") {
@@ -280,10 +304,12 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
     std::reverse(items.begin(), items.end());
     return Value(std::move(items));
   }
-  if ((name == "int" || name == "float") && input.is_undefined()) fail("{}", input.undefined_hint());
+  if ((name == "int" || name == "float") && input.is_undefined())
+    fail("{}", input.undefined_hint());
   if (name == "int") {
     auto a = bind_args(args, {"default", "base"}, what);
-    return to_int(input, a[0] ? *a[0] : Value(int64_t{0}), static_cast<int>(to_int_arg(a[1], 10, what)));
+    return to_int(input, a[0] ? *a[0] : Value(int64_t{0}),
+                  static_cast<int>(to_int_arg(a[1], 10, what)));
   }
   if (name == "float") {
     auto a = bind_args(args, {"default"}, what);
@@ -304,11 +330,12 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
     std::string method = to_string_arg(a[1], "common", what);
     if (input.is_undefined()) fail("{}", input.undefined_hint());
     if (!input.is_number()) fail("{} needs a number", what);
-    if (method == "common" && !input.is_float() && precision >= 0) return Value(input.as_int());  // round(int) is an int
+    if (method == "common" && !input.is_float() && precision >= 0)
+      return Value(input.as_int());  // round(int) is an int
     double scale = std::pow(10.0, static_cast<double>(precision));
     double x = input.as_double() * scale;
-    double r = method == "common" ? std::nearbyint(x)  // Python round(): half to even
-               : method == "ceil" ? std::ceil(x)
+    double r = method == "common"  ? std::nearbyint(x)  // Python round(): half to even
+               : method == "ceil"  ? std::ceil(x)
                : method == "floor" ? std::floor(x)
                                    : (fail("{}: method must be common, ceil or floor", what), 0.0);
     return Value(r / scale);
@@ -327,7 +354,8 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
       }
       return Value(std::move(out));
     }
-    if (args.positional.empty() || !args.positional[0].is_string()) fail("{} needs a filter name or attribute=", what);
+    if (args.positional.empty() || !args.positional[0].is_string())
+      fail("{} needs a filter name or attribute=", what);
     std::string filter = args.positional[0].as_string();
     if (!is_known_filter(filter)) fail("{}: unsupported filter '{}'", what, filter);
     CallArgs rest;
@@ -352,13 +380,16 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
     bool reverse = is_sort && a[0] && a[0]->truthy();
     bool case_sensitive = a[is_sort ? 1 : 0] && a[is_sort ? 1 : 0]->truthy();
     std::string attr = attribute_path(a[is_sort ? 2 : 1], what);
-    auto key = [&](const Value& v) { return sort_key(attr.empty() ? v : attribute_of(v, attr), case_sensitive); };
+    auto key = [&](const Value& v) {
+      return sort_key(attr.empty() ? v : attribute_of(v, attr), case_sensitive);
+    };
     List items = iterate(input);
     if (name == "unique") {
       List out, keys;
       for (const auto& item : items) {
         Value k = key(item);
-        if (std::none_of(keys.begin(), keys.end(), [&](const Value& x) { return values_equal(x, k); })) {
+        if (std::none_of(keys.begin(), keys.end(),
+                         [&](const Value& x) { return values_equal(x, k); })) {
           keys.push_back(k);
           out.push_back(item);
         }
@@ -366,7 +397,8 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
       return Value(std::move(out));
     }
     if (!is_sort) {
-      if (items.empty()) return Value::undefined(fmt::format("No {} item, sequence was empty.", name));
+      if (items.empty())
+        return Value::undefined(fmt::format("No {} item, sequence was empty.", name));
       size_t best = 0;
       for (size_t i = 1; i < items.size(); ++i) {
         bool better = name == "min" ? values_less(key(items[i]), key(items[best]))
@@ -387,10 +419,12 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
     std::string by = to_string_arg(a[1], "key", what);
     bool reverse = a[2] && a[2]->truthy();
     List items;
-    for (const auto& [k, v] : input.as_dict().entries()) items.push_back(Value::tuple(List{Value(k), v}));
+    for (const auto& [k, v] : input.as_dict().entries())
+      items.push_back(Value::tuple(List{Value(k), v}));
     size_t idx = by == "value" ? 1 : 0;
     std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
-      Value kx = sort_key(x.as_list()[idx], case_sensitive), ky = sort_key(y.as_list()[idx], case_sensitive);
+      Value kx = sort_key(x.as_list()[idx], case_sensitive),
+            ky = sort_key(y.as_list()[idx], case_sensitive);
       return reverse ? values_less(ky, kx) : values_less(kx, ky);
     });
     return Value(std::move(items));
@@ -409,8 +443,11 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
   }
   if (name == "indent") {
     auto a = bind_args(args, {"width", "first", "blank"}, what);
-    std::string pad = a[0] && a[0]->is_string() ? a[0]->as_string()
-                                                : std::string(static_cast<size_t>(std::max<int64_t>(0, to_int_arg(a[0], 4, what))), ' ');
+    std::string pad =
+        a[0] && a[0]->is_string()
+            ? a[0]->as_string()
+            : std::string(static_cast<size_t>(std::max<int64_t>(0, to_int_arg(a[0], 4, what))),
+                          ' ');
     bool first = a[1] && a[1]->truthy();
     bool blank = a[2] && a[2]->truthy();
     if (input.is_undefined()) fail("{}", input.undefined_hint());
@@ -422,7 +459,8 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
     while (true) {
       size_t nl = s.find('\n', start);
       std::string line = s.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-      bool indent_it = is_first ? first : (blank || !text::strip(line, nullptr, true, true).empty());
+      bool indent_it =
+          is_first ? first : (blank || !text::strip(line, nullptr, true, true).empty());
       if (indent_it) out += pad;
       out += line;
       if (nl == std::string::npos) break;
@@ -451,7 +489,8 @@ Value apply_filter(const std::string& name, const Value& input, CallArgs& args) 
     int64_t width = to_int_arg(a[0], 80, what), len = static_cast<int64_t>(text::length(s));
     if (width <= len) return Value(s);
     int64_t total = width - len, left = total / 2 + (total & width & 1);
-    return Value(std::string(static_cast<size_t>(left), ' ') + s + std::string(static_cast<size_t>(total - left), ' '));
+    return Value(std::string(static_cast<size_t>(left), ' ') + s +
+                 std::string(static_cast<size_t>(total - left), ' '));
   }
   if (name == "batch") {
     auto a = bind_args(args, {"linecount", "fill_with"}, what);

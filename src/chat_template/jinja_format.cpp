@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstdio>
 
-#include "common/error.h"
 #include "chat_template/jinja_builtins.h"
 #include "chat_template/jinja_text.h"
+#include "common/error.h"
 
 namespace pith::jinja {
 
@@ -31,9 +31,12 @@ std::string pad(std::string s, size_t width, bool left_align, char fill = ' ') {
 std::string percent_format(const std::string& format, const Value& args) {
   List positional;
   const Dict* mapping = nullptr;
-  if (args.is_tuple()) positional = args.as_list();
-  else if (args.is_dict()) mapping = &args.as_dict();
-  else positional.push_back(args);
+  if (args.is_tuple())
+    positional = args.as_list();
+  else if (args.is_dict())
+    mapping = &args.as_dict();
+  else
+    positional.push_back(args);
   size_t next_arg = 0;
   auto take = [&](const std::string& key) -> Value {
     if (!key.empty()) {
@@ -64,14 +67,17 @@ std::string percent_format(const std::string& format, const Value& args) {
       i = close + 1;
     }
     std::string flags;
-    while (i < format.size() && std::string("-+ 0#").find(format[i]) != std::string::npos) flags.push_back(format[i++]);
+    while (i < format.size() && std::string("-+ 0#").find(format[i]) != std::string::npos)
+      flags.push_back(format[i++]);
     size_t width = 0;
-    while (i < format.size() && std::isdigit(static_cast<unsigned char>(format[i]))) width = width * 10 + (format[i++] - '0');
+    while (i < format.size() && std::isdigit(static_cast<unsigned char>(format[i])))
+      width = width * 10 + (format[i++] - '0');
     int precision = -1;
     if (i < format.size() && format[i] == '.') {
       ++i;
       precision = 0;
-      while (i < format.size() && std::isdigit(static_cast<unsigned char>(format[i]))) precision = precision * 10 + (format[i++] - '0');
+      while (i < format.size() && std::isdigit(static_cast<unsigned char>(format[i])))
+        precision = precision * 10 + (format[i++] - '0');
     }
     if (i >= format.size()) fail("incomplete format");
     if (width > 4096 || precision > 4096) fail("format width or precision too large");
@@ -88,23 +94,37 @@ std::string percent_format(const std::string& format, const Value& args) {
         std::string s = type == 's' ? v.str() : v.repr();
         if (precision >= 0) {
           std::u32string u = text::decode(s);
-          if (u.size() > static_cast<size_t>(precision)) s = text::encode(u.substr(0, static_cast<size_t>(precision)));
+          if (u.size() > static_cast<size_t>(precision))
+            s = text::encode(u.substr(0, static_cast<size_t>(precision)));
         }
         out += pad(s, width, left);
         break;
       }
       case 'c': {
         std::string s;
-        if (v.is_int()) text::append_utf8(s, static_cast<char32_t>(v.as_int()));
-        else if (v.is_string() && text::length(v.as_string()) == 1) s = v.as_string();
-        else fail("%c requires an int or a single character");
+        if (v.is_int())
+          text::append_utf8(s, static_cast<char32_t>(v.as_int()));
+        else if (v.is_string() && text::length(v.as_string()) == 1)
+          s = v.as_string();
+        else
+          fail("%c requires an int or a single character");
         out += pad(s, width, left);
         break;
       }
-      case 'd': case 'i': case 'x': case 'X': case 'o':
-      case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': {
+      case 'd':
+      case 'i':
+      case 'x':
+      case 'X':
+      case 'o':
+      case 'f':
+      case 'F':
+      case 'e':
+      case 'E':
+      case 'g':
+      case 'G': {
         if (v.is_undefined()) fail("{}", v.undefined_hint());
-        if (!v.is_number()) fail("%{} format: a real number is required, not {}", type, v.type_name());
+        if (!v.is_number())
+          fail("%{} format: a real number is required, not {}", type, v.type_name());
         std::string spec = "%";
         spec.append(flags);
         if (width) spec.append(std::to_string(width));

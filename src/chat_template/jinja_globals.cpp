@@ -4,9 +4,9 @@
 
 #include <ctime>
 
-#include "common/error.h"
 #include "chat_template/jinja_builtins.h"
 #include "chat_template/jinja_exception.h"
+#include "common/error.h"
 
 namespace pith::jinja {
 
@@ -22,7 +22,8 @@ Value range(CallArgs& args) {
     n.push_back(v.as_int());
   }
   int64_t start = 0, stop = 0, step = 1;
-  if (n.size() == 1) stop = n[0];
+  if (n.size() == 1)
+    stop = n[0];
   else if (n.size() == 2 || n.size() == 3) {
     start = n[0];
     stop = n[1];

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <unordered_map>
 
-#include "common/error.h"
 #include "chat_template/jinja_builtins.h"
 #include "chat_template/jinja_exception.h"
 #include "chat_template/jinja_text.h"
+#include "common/error.h"
 
 namespace pith::jinja {
 
@@ -18,16 +18,26 @@ namespace {
 // Python's type name, for operator error messages.
 std::string py_type(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::Undefined: return "Undefined";
-    case Value::Kind::None: return "NoneType";
-    case Value::Kind::Bool: return "bool";
-    case Value::Kind::Int: return "int";
-    case Value::Kind::Float: return "float";
-    case Value::Kind::String: return "str";
-    case Value::Kind::List: return "list";
-    case Value::Kind::Dict: return "dict";
-    case Value::Kind::Namespace: return "Namespace";
-    case Value::Kind::Callable: return "function";
+    case Value::Kind::Undefined:
+      return "Undefined";
+    case Value::Kind::None:
+      return "NoneType";
+    case Value::Kind::Bool:
+      return "bool";
+    case Value::Kind::Int:
+      return "int";
+    case Value::Kind::Float:
+      return "float";
+    case Value::Kind::String:
+      return "str";
+    case Value::Kind::List:
+      return "list";
+    case Value::Kind::Dict:
+      return "dict";
+    case Value::Kind::Namespace:
+      return "Namespace";
+    case Value::Kind::Callable:
+      return "function";
   }
   return "object";
 }
@@ -39,8 +49,7 @@ std::string py_type(const Value& v) {
 [[noreturn]] void bad_operands(const std::string& op, const Value& a, const Value& b) {
   if (a.is_undefined()) raise_undefined(a);
   if (b.is_undefined()) raise_undefined(b);
-  if (op == "+" && a.is_string())
-    fail("can only concatenate str (not \"{}\") to str", py_type(b));
+  if (op == "+" && a.is_string()) fail("can only concatenate str (not \"{}\") to str", py_type(b));
   fail("unsupported operand type(s) for {}: '{}' and '{}'", op, py_type(a), py_type(b));
 }
 
@@ -296,8 +305,10 @@ class Interpreter {
         return Flow::Normal;
       case Stmt::Kind::Output: {
         Value v = eval(*s.expr);
-        if (v.is_string()) out_->append(v.as_string());
-        else out_->append(v.str());
+        if (v.is_string())
+          out_->append(v.as_string());
+        else
+          out_->append(v.str());
         return Flow::Normal;
       }
       case Stmt::Kind::If:
@@ -511,7 +522,8 @@ class Interpreter {
         if (obj.is_list()) {
           const List& l = obj.as_list();
           List out;
-          for (size_t i : slice_indices(static_cast<int64_t>(l.size()), parts[0], parts[1], parts[2]))
+          for (size_t i :
+               slice_indices(static_cast<int64_t>(l.size()), parts[0], parts[1], parts[2]))
             out.push_back(l[i]);
           return obj.is_tuple() ? Value::tuple(std::move(out)) : Value(std::move(out));
         }
@@ -519,12 +531,14 @@ class Interpreter {
           const std::string& s = obj.as_string();
           if (text::is_ascii(s)) {
             std::string out;
-            for (size_t i : slice_indices(static_cast<int64_t>(s.size()), parts[0], parts[1], parts[2]))
+            for (size_t i :
+                 slice_indices(static_cast<int64_t>(s.size()), parts[0], parts[1], parts[2]))
               out.push_back(s[i]);
             return Value(std::move(out));
           }
           std::u32string u = text::decode(s), out;
-          for (size_t i : slice_indices(static_cast<int64_t>(u.size()), parts[0], parts[1], parts[2]))
+          for (size_t i :
+               slice_indices(static_cast<int64_t>(u.size()), parts[0], parts[1], parts[2]))
             out.push_back(u[i]);
           return Value(text::encode(out));
         }
@@ -558,7 +572,9 @@ class Interpreter {
         Value v = eval(*e.args[0]);
         line_ = e.line;
         if (v.is_undefined()) raise_undefined(v);
-        if (!v.is_number()) fail("bad operand type for unary {}: '{}'", e.kind == Expr::Kind::Neg ? "-" : "+", py_type(v));
+        if (!v.is_number())
+          fail("bad operand type for unary {}: '{}'", e.kind == Expr::Kind::Neg ? "-" : "+",
+               py_type(v));
         if (e.kind == Expr::Kind::Pos) return v.is_bool() ? Value(v.as_int()) : v;
         if (v.is_float()) return Value(-v.as_double());
         if (v.as_int() == INT64_MIN) fail("integer overflow");
@@ -591,7 +607,8 @@ class Interpreter {
       case Expr::Kind::Cond:
         if (eval(*e.args[1]).truthy()) return eval(*e.args[0]);
         if (e.args[2]) return eval(*e.args[2]);
-        return Value::undefined("the inline if-expression evaluated to false and no else section was defined");
+        return Value::undefined(
+            "the inline if-expression evaluated to false and no else section was defined");
     }
     fail("unknown expression");
   }

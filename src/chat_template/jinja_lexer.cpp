@@ -5,19 +5,25 @@
 
 #include <cstdlib>
 
-#include "common/error.h"
 #include "chat_template/jinja_text.h"
+#include "common/error.h"
 
 namespace pith::jinja {
 
 namespace {
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_ws(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 bool is_name_start(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
-bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
+bool is_name_char(char c) {
+  return is_name_start(c) || is_digit(c);
+}
 
 // Python's `\s+` full match over a text tail (lstrip_blocks).
 bool all_whitespace(std::string_view s) {
@@ -203,8 +209,7 @@ class Lexer {
   }
 
   void lex_tag(bool variable) {
-    tokens_.push_back(
-        Token{variable ? Token::Kind::VarBegin : Token::Kind::BlockBegin, "", line_});
+    tokens_.push_back(Token{variable ? Token::Kind::VarBegin : Token::Kind::BlockBegin, "", line_});
     std::vector<char> balance;
     while (true) {
       if (pos_ >= src_.size())
@@ -249,8 +254,7 @@ class Lexer {
     } else {
       return false;
     }
-    tokens_.push_back(
-        Token{variable ? Token::Kind::VarEnd : Token::Kind::BlockEnd, "", line_});
+    tokens_.push_back(Token{variable ? Token::Kind::VarEnd : Token::Kind::BlockEnd, "", line_});
     after_close(sign, !variable);
     return true;
   }
@@ -346,20 +350,51 @@ class Lexer {
       char e = src_[p + 1];
       p += 2;
       switch (e) {
-        case 'n': out.push_back('\n'); break;
-        case 't': out.push_back('\t'); break;
-        case 'r': out.push_back('\r'); break;
-        case '\\': out.push_back('\\'); break;
-        case '\'': out.push_back('\''); break;
-        case '"': out.push_back('"'); break;
-        case 'a': out.push_back('\a'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'v': out.push_back('\v'); break;
-        case '\n': ++line_; break;  // line continuation
-        case 'x': text::append_utf8(out, static_cast<char32_t>(hex(p, 2))); p += 2; break;
-        case 'u': text::append_utf8(out, static_cast<char32_t>(hex(p, 4))); p += 4; break;
-        case 'U': text::append_utf8(out, static_cast<char32_t>(hex(p, 8))); p += 8; break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '\'':
+          out.push_back('\'');
+          break;
+        case '"':
+          out.push_back('"');
+          break;
+        case 'a':
+          out.push_back('\a');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'v':
+          out.push_back('\v');
+          break;
+        case '\n':
+          ++line_;
+          break;  // line continuation
+        case 'x':
+          text::append_utf8(out, static_cast<char32_t>(hex(p, 2)));
+          p += 2;
+          break;
+        case 'u':
+          text::append_utf8(out, static_cast<char32_t>(hex(p, 4)));
+          p += 4;
+          break;
+        case 'U':
+          text::append_utf8(out, static_cast<char32_t>(hex(p, 8)));
+          p += 8;
+          break;
         default:
           if (e >= '0' && e <= '7') {
             int v = e - '0';

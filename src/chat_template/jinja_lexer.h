@@ -20,10 +20,10 @@ struct Token {
     BlockBegin,  // {%
     BlockEnd,    // %}
     Name,
-    String,      // text holds the unescaped value
+    String,  // text holds the unescaped value
     Int,
     Float,
-    Op,          // text holds the operator: + - * / // % ** ~ [ ] ( ) { } == != < <= > >= = . : | ,
+    Op,  // text holds the operator: + - * / // % ** ~ [ ] ( ) { } == != < <= > >= = . : | ,
     Eof,
   };
   Kind kind;

@@ -4,9 +4,9 @@
 // they are reported as errors here too.
 #include <fmt/format.h>
 
-#include "common/error.h"
 #include "chat_template/jinja_builtins.h"
 #include "chat_template/jinja_text.h"
+#include "common/error.h"
 
 namespace pith::jinja {
 
@@ -41,8 +41,10 @@ std::string brace_format(const std::string& s, const CallArgs& args) {
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
     if (c == '}') {
-      if (i + 1 < s.size() && s[i + 1] == '}') ++i;
-      else fail("Single '}}' encountered in format string");
+      if (i + 1 < s.size() && s[i + 1] == '}')
+        ++i;
+      else
+        fail("Single '}}' encountered in format string");
       out.push_back('}');
       continue;
     }
@@ -64,7 +66,8 @@ std::string brace_format(const std::string& s, const CallArgs& args) {
     const Value* v = nullptr;
     if (field.empty() || std::isdigit(static_cast<unsigned char>(field[0]))) {
       size_t idx = field.empty() ? auto_index++ : std::stoul(field.substr(0, 6));
-      if (idx >= args.positional.size()) fail("Replacement index {} out of range for positional args tuple", idx);
+      if (idx >= args.positional.size())
+        fail("Replacement index {} out of range for positional args tuple", idx);
       v = &args.positional[idx];
     } else {
       for (const auto& [k, val] : args.keyword)
@@ -96,8 +99,9 @@ Value string_method(const std::string& s, const std::string& name, CallArgs& arg
   if (name == "startswith" || name == "endswith") {
     auto a = bind_args(args, {"prefix"}, what);
     for (const auto& p : string_or_tuple(a[0], what)) {
-      if (name == "startswith" ? s.compare(0, p.size(), p) == 0 && s.size() >= p.size()
-                               : s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0)
+      if (name == "startswith"
+              ? s.compare(0, p.size(), p) == 0 && s.size() >= p.size()
+              : s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0)
         return Value(true);
     }
     return Value(false);
@@ -148,7 +152,8 @@ Value string_method(const std::string& s, const std::string& name, CallArgs& arg
     auto a = bind_args(args, {"old", "new", "count"}, what);
     if (!a[0] || !a[1] || !a[0]->is_string() || !a[1]->is_string())
       fail("{} expects two strings", what);
-    return Value(text::replace(s, a[0]->as_string(), a[1]->as_string(), to_int_arg(a[2], -1, what)));
+    return Value(
+        text::replace(s, a[0]->as_string(), a[1]->as_string(), to_int_arg(a[2], -1, what)));
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
     auto a = bind_args(args, {"sub"}, what);
@@ -188,7 +193,8 @@ Value string_method(const std::string& s, const std::string& name, CallArgs& arg
     bool cased = false;
     for (char32_t c : u) {
       bool digit = c >= '0' && c <= '9';
-      bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= 0x80 && text::is_cased(c));
+      bool alpha =
+          (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= 0x80 && text::is_cased(c));
       if (name == "isdigit" && !digit) return Value(false);
       if (name == "isalpha" && !alpha) return Value(false);
       if (name == "isalnum" && !alpha && !digit) return Value(false);
@@ -211,9 +217,12 @@ Value dict_method(const Value& obj, const std::string& name, CallArgs& args) {
     bind_args(args, {}, what);
     List out;
     for (const auto& [k, v] : d.entries()) {
-      if (name == "items") out.push_back(Value::tuple(List{Value(k), v}));
-      else if (name == "keys") out.emplace_back(k);
-      else out.push_back(v);
+      if (name == "items")
+        out.push_back(Value::tuple(List{Value(k), v}));
+      else if (name == "keys")
+        out.emplace_back(k);
+      else
+        out.push_back(v);
     }
     return Value(std::move(out));
   }
@@ -248,10 +257,10 @@ Value list_method(const Value& obj, const std::string& name, CallArgs& args) {
 
 bool is_string_method(const std::string& n) {
   static constexpr const char* kNames[] = {
-      "strip",  "lstrip", "rstrip", "upper",      "lower",   "title",   "capitalize",
-      "swapcase", "startswith", "endswith", "split", "rsplit", "splitlines", "replace",
-      "find",   "rfind",  "index",  "rindex",     "count",   "join",    "isdigit",
-      "isalpha", "isalnum", "isspace", "islower", "isupper", "format"};
+      "strip",    "lstrip",     "rstrip",   "upper",   "lower",   "title",      "capitalize",
+      "swapcase", "startswith", "endswith", "split",   "rsplit",  "splitlines", "replace",
+      "find",     "rfind",      "index",    "rindex",  "count",   "join",       "isdigit",
+      "isalpha",  "isalnum",    "isspace",  "islower", "isupper", "format"};
   for (const char* k : kNames)
     if (n == k) return true;
   return false;
@@ -272,8 +281,8 @@ std::optional<Value> get_method(const Value& obj, const std::string& name) {
   if (is_mutating(obj, name)) {
     std::string type = obj.is_list() ? "list" : "dict";
     std::string msg = fmt::format(
-        "access to attribute '{}' of '{}' object is unsafe (templates cannot modify values)",
-        name, type);
+        "access to attribute '{}' of '{}' object is unsafe (templates cannot modify values)", name,
+        type);
     return Value::callable(type + "." + name, [msg](CallArgs&) -> Value { fail("{}", msg); });
   }
   if (obj.is_string() && is_string_method(name)) {
@@ -281,12 +290,14 @@ std::optional<Value> get_method(const Value& obj, const std::string& name) {
       return string_method(obj.as_string(), name, a);
     });
   }
-  if (obj.is_dict() && (name == "items" || name == "keys" || name == "values" || name == "get" ||
-                        name == "copy")) {
-    return Value::callable("dict." + name, [obj, name](CallArgs& a) { return dict_method(obj, name, a); });
+  if (obj.is_dict() &&
+      (name == "items" || name == "keys" || name == "values" || name == "get" || name == "copy")) {
+    return Value::callable("dict." + name,
+                           [obj, name](CallArgs& a) { return dict_method(obj, name, a); });
   }
   if (obj.is_list() && (name == "index" || name == "count")) {
-    return Value::callable("list." + name, [obj, name](CallArgs& a) { return list_method(obj, name, a); });
+    return Value::callable("list." + name,
+                           [obj, name](CallArgs& a) { return list_method(obj, name, a); });
   }
   return std::nullopt;
 }

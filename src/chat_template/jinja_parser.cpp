@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
-#include "common/error.h"
 #include "chat_template/jinja_builtins.h"
 #include "chat_template/jinja_lexer.h"
+#include "common/error.h"
 
 namespace pith::jinja {
 
@@ -18,17 +18,27 @@ using K = Token::Kind;
 
 std::string describe(const Token& t) {
   switch (t.kind) {
-    case K::Text: return "template text";
-    case K::VarBegin: return "'{{'";
-    case K::VarEnd: return "'}}'";
-    case K::BlockBegin: return "'{%'";
-    case K::BlockEnd: return "'%}'";
-    case K::Name: return "'" + t.text + "'";
-    case K::String: return "string literal";
+    case K::Text:
+      return "template text";
+    case K::VarBegin:
+      return "'{{'";
+    case K::VarEnd:
+      return "'}}'";
+    case K::BlockBegin:
+      return "'{%'";
+    case K::BlockEnd:
+      return "'%}'";
+    case K::Name:
+      return "'" + t.text + "'";
+    case K::String:
+      return "string literal";
     case K::Int:
-    case K::Float: return "number '" + t.text + "'";
-    case K::Op: return "'" + t.text + "'";
-    case K::Eof: return "end of template";
+    case K::Float:
+      return "number '" + t.text + "'";
+    case K::Op:
+      return "'" + t.text + "'";
+    case K::Eof:
+      return "end of template";
   }
   return "token";
 }
@@ -302,8 +312,10 @@ class Parser {
         break;
       }
       items.push_back(with_condexpr ? parse_expression(true) : parse_or());
-      if (at_op(",")) is_tuple = true;
-      else break;
+      if (at_op(","))
+        is_tuple = true;
+      else
+        break;
     }
     if (!is_tuple) return std::move(items[0]);
     auto e = make(Expr::Kind::TupleLit, line);
@@ -605,8 +617,7 @@ class Parser {
         next();
         e.kwargs.emplace_back(key, parse_expression(true));
       } else {
-        if (!e.kwargs.empty())
-          error_at(cur().line, "positional argument follows keyword argument");
+        if (!e.kwargs.empty()) error_at(cur().line, "positional argument follows keyword argument");
         e.args.push_back(parse_expression(true));
       }
     }
@@ -664,7 +675,8 @@ class Parser {
   struct Nest {
     explicit Nest(Parser& p) : p_(p) {
       if (++p_.depth_ > kMaxNesting)
-        p_.error_at(p_.cur().line, fmt::format("template nests deeper than {} levels", kMaxNesting));
+        p_.error_at(p_.cur().line,
+                    fmt::format("template nests deeper than {} levels", kMaxNesting));
     }
     ~Nest() { --p_.depth_; }
     Parser& p_;
@@ -678,6 +690,8 @@ class Parser {
 
 }  // namespace
 
-TemplateAst parse(std::string_view source) { return Parser(lex(source)).run(); }
+TemplateAst parse(std::string_view source) {
+  return Parser(lex(source)).run();
+}
 
 }  // namespace pith::jinja

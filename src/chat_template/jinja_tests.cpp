@@ -5,21 +5,21 @@
 #include <cmath>
 #include <string_view>
 
-#include "common/error.h"
 #include "chat_template/jinja_builtins.h"
 #include "chat_template/jinja_text.h"
+#include "common/error.h"
 
 namespace pith::jinja {
 
 namespace {
 
 constexpr std::string_view kTests[] = {
-    "defined", "undefined", "none",   "boolean",  "false",    "true",        "integer",
-    "float",   "number",    "string", "mapping",  "iterable", "sequence",    "callable",
-    "odd",     "even",      "divisibleby", "eq",  "equalto",  "==",          "ne",
-    "!=",      "lt",        "lessthan", "<",      "le",       "<=",          "gt",
-    "greaterthan", ">",     "ge",     ">=",       "in",       "sameas",      "lower",
-    "upper",   "escaped",   "filter", "test"};
+    "defined",     "undefined", "none",        "boolean", "false",    "true",     "integer",
+    "float",       "number",    "string",      "mapping", "iterable", "sequence", "callable",
+    "odd",         "even",      "divisibleby", "eq",      "equalto",  "==",       "ne",
+    "!=",          "lt",        "lessthan",    "<",       "le",       "<=",       "gt",
+    "greaterthan", ">",         "ge",          ">=",      "in",       "sameas",   "lower",
+    "upper",       "escaped",   "filter",      "test"};
 
 const Value& required(const CallArgs& a, const std::string& name) {
   if (a.positional.empty()) fail("test '{}' needs an argument", name);
@@ -48,7 +48,8 @@ bool apply_test(const std::string& name, const Value& v, CallArgs& args) {
   if (name == "number") return v.is_number();
   if (name == "string") return v.is_string();
   if (name == "mapping") return v.is_dict();
-  if (name == "iterable") return v.kind() == K::List || v.kind() == K::Dict || v.is_string() || v.is_undefined();
+  if (name == "iterable")
+    return v.kind() == K::List || v.kind() == K::Dict || v.is_string() || v.is_undefined();
   if (name == "sequence")  // Jinja2's Undefined defines __len__ and __getitem__
     return v.kind() == K::List || v.kind() == K::Dict || v.is_string() || v.is_undefined();
   if (name == "callable") return v.is_callable();
@@ -83,12 +84,14 @@ bool apply_test(const std::string& name, const Value& v, CallArgs& args) {
     if (r != 0 && ((r < 0) != (d < 0))) r += d;
     return name == "odd" ? r == 1 : r == 0;
   }
-  if (name == "eq" || name == "equalto" || name == "==") return values_equal(v, required(args, name));
+  if (name == "eq" || name == "equalto" || name == "==")
+    return values_equal(v, required(args, name));
   if (name == "ne" || name == "!=") return !values_equal(v, required(args, name));
   if (name == "sameas") return v.same_object(required(args, name));
   if (name == "in") {
     const Value& c = required(args, name);
-    if (c.is_string()) return v.is_string() && c.as_string().find(v.as_string()) != std::string::npos;
+    if (c.is_string())
+      return v.is_string() && c.as_string().find(v.as_string()) != std::string::npos;
     if (c.is_dict()) return v.is_string() && c.as_dict().find(v.as_string()) != nullptr;
     for (const auto& e : iterate(c))
       if (values_equal(e, v)) return true;

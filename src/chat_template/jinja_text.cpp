@@ -73,8 +73,8 @@ size_t length(std::string_view s) {
 
 bool is_space(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
 }
 
 // Case mapping covers ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic: the scripts chat
@@ -114,7 +114,9 @@ char32_t to_lower(char32_t c) {
   return c;
 }
 
-bool is_cased(char32_t c) { return to_upper(c) != c || to_lower(c) != c; }
+bool is_cased(char32_t c) {
+  return to_upper(c) != c || to_lower(c) != c;
+}
 
 namespace {
 
@@ -132,8 +134,12 @@ std::string map_chars(std::string_view s, F f) {
 
 }  // namespace
 
-std::string upper(std::string_view s) { return map_chars(s, to_upper); }
-std::string lower(std::string_view s) { return map_chars(s, to_lower); }
+std::string upper(std::string_view s) {
+  return map_chars(s, to_upper);
+}
+std::string lower(std::string_view s) {
+  return map_chars(s, to_lower);
+}
 
 std::string title(std::string_view s) {
   std::u32string u = decode(s);
@@ -155,7 +161,9 @@ std::string capitalize(std::string_view s) {
 std::string strip(std::string_view s, const std::string* chars, bool left, bool right) {
   if (!chars) {
     // Fast path: both ends stop at an ASCII non-space byte, so no decoding is needed.
-    auto ascii_space = [](unsigned char c) { return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20); };
+    auto ascii_space = [](unsigned char c) {
+      return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20);
+    };
     size_t b = 0, e = s.size();
     if (left)
       while (b < e && ascii_space(static_cast<unsigned char>(s[b]))) ++b;
@@ -178,8 +186,7 @@ std::string strip(std::string_view s, const std::string* chars, bool left, bool 
   return encode(std::u32string_view(u).substr(b, e - b));
 }
 
-std::string replace(std::string_view s, std::string_view from, std::string_view to,
-                    int64_t count) {
+std::string replace(std::string_view s, std::string_view from, std::string_view to, int64_t count) {
   std::string out;
   if (from.empty()) {
     // Python inserts `to` before every code point and at the end.

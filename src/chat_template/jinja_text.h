@@ -28,8 +28,7 @@ std::string lower(std::string_view s);
 std::string title(std::string_view s);
 std::string capitalize(std::string_view s);
 // Python str.replace(old, new, count); count < 0 replaces all.
-std::string replace(std::string_view s, std::string_view from, std::string_view to,
-                    int64_t count);
+std::string replace(std::string_view s, std::string_view from, std::string_view to, int64_t count);
 // Python str.split(sep, maxsplit); sep null splits on whitespace runs.
 std::vector<std::string> split(std::string_view s, const std::string* sep, int64_t maxsplit);
 

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "common/error.h"
 #include "chat_template/jinja_text.h"
+#include "common/error.h"
 
 namespace pith::jinja {
 
@@ -33,10 +33,8 @@ void Dict::set(std::string key, Value value) {
 
 Value::Value(std::string s)
     : kind_(Kind::String), str_(std::make_shared<const std::string>(std::move(s))) {}
-Value::Value(List list)
-    : kind_(Kind::List), list_(std::make_shared<const List>(std::move(list))) {}
-Value::Value(Dict dict)
-    : kind_(Kind::Dict), dict_(std::make_shared<const Dict>(std::move(dict))) {}
+Value::Value(List list) : kind_(Kind::List), list_(std::make_shared<const List>(std::move(list))) {}
+Value::Value(Dict dict) : kind_(Kind::Dict), dict_(std::make_shared<const Dict>(std::move(dict))) {}
 
 Value Value::undefined(std::string hint) {
   Value v;
@@ -108,12 +106,18 @@ Value value_from_json(const Json& j) {
 
 }  // namespace
 
-Value Value::from_json(const nlohmann::json& j) { return value_from_json(j); }
-Value Value::from_json(const nlohmann::ordered_json& j) { return value_from_json(j); }
+Value Value::from_json(const nlohmann::json& j) {
+  return value_from_json(j);
+}
+Value Value::from_json(const nlohmann::ordered_json& j) {
+  return value_from_json(j);
+}
 
 // ---- accessors ----
 
-double Value::as_double() const { return kind_ == Kind::Float ? float_ : static_cast<double>(int_); }
+double Value::as_double() const {
+  return kind_ == Kind::Float ? float_ : static_cast<double>(int_);
+}
 
 const std::string& Value::undefined_hint() const {
   static const std::string kEmpty;
@@ -145,16 +149,26 @@ bool Value::truthy() const {
 
 std::string Value::type_name() const {
   switch (kind_) {
-    case Kind::Undefined: return "Undefined";
-    case Kind::None: return "NoneType object";
-    case Kind::Bool: return "bool object";
-    case Kind::Int: return "int object";
-    case Kind::Float: return "float object";
-    case Kind::String: return "str object";
-    case Kind::List: return "list object";
-    case Kind::Dict: return "dict object";
-    case Kind::Namespace: return "Namespace object";
-    case Kind::Callable: return "function object";
+    case Kind::Undefined:
+      return "Undefined";
+    case Kind::None:
+      return "NoneType object";
+    case Kind::Bool:
+      return "bool object";
+    case Kind::Int:
+      return "int object";
+    case Kind::Float:
+      return "float object";
+    case Kind::String:
+      return "str object";
+    case Kind::List:
+      return "list object";
+    case Kind::Dict:
+      return "dict object";
+    case Kind::Namespace:
+      return "Namespace object";
+    case Kind::Callable:
+      return "function object";
   }
   return "object";
 }
@@ -291,23 +305,33 @@ std::string Value::repr() const {
 
 std::string Value::str() const {
   switch (kind_) {
-    case Kind::Undefined: return "";
-    case Kind::None: return "None";
-    case Kind::Bool: return int_ ? "True" : "False";
-    case Kind::Int: return std::to_string(int_);
-    case Kind::Float: return format_float(float_);
-    case Kind::String: return *str_;
+    case Kind::Undefined:
+      return "";
+    case Kind::None:
+      return "None";
+    case Kind::Bool:
+      return int_ ? "True" : "False";
+    case Kind::Int:
+      return std::to_string(int_);
+    case Kind::Float:
+      return format_float(float_);
+    case Kind::String:
+      return *str_;
     case Kind::List:
-    case Kind::Dict: return repr();
-    case Kind::Namespace: return "<Namespace>";
-    case Kind::Callable: return "<function " + fn_->name + ">";
+    case Kind::Dict:
+      return repr();
+    case Kind::Namespace:
+      return "<Namespace>";
+    case Kind::Callable:
+      return "<function " + fn_->name + ">";
   }
   return "";
 }
 
 int64_t double_to_int(double d) {
   if (!std::isfinite(d)) fail("cannot convert float {} to integer", format_float(d));
-  if (d >= 9223372036854775808.0 || d < -9223372036854775808.0) fail("integer out of range: {}", format_float(d));
+  if (d >= 9223372036854775808.0 || d < -9223372036854775808.0)
+    fail("integer out of range: {}", format_float(d));
   return static_cast<int64_t>(d);
 }
 
@@ -351,7 +375,8 @@ bool values_less(const Value& a, const Value& b) {
     if (a.is_float() || b.is_float()) return a.as_double() < b.as_double();
     return a.as_int() < b.as_int();
   }
-  if (a.is_string() && b.is_string()) return a.as_string() < b.as_string();  // UTF-8 order = code point order
+  if (a.is_string() && b.is_string())
+    return a.as_string() < b.as_string();  // UTF-8 order = code point order
   if (a.is_list() && b.is_list()) {
     const List &x = a.as_list(), &y = b.as_list();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -396,16 +421,32 @@ void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   }
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
-        if (c < 0x20) hex4(c);
-        else out.push_back(static_cast<char>(c));
+        if (c < 0x20)
+          hex4(c);
+        else
+          out.push_back(static_cast<char>(c));
     }
   }
   out.push_back('"');
@@ -417,21 +458,32 @@ void json_value(std::string& out, const Value& v, const JsonFormat& f, int depth
     out.push_back('\n');
     out.append(static_cast<size_t>(f.indent) * d, ' ');
   };
-  const std::string& item_sep =
-      f.item_separator.empty() ? (f.indent < 0 ? std::string(", ") : std::string(","))
-                               : f.item_separator;
+  const std::string& item_sep = f.item_separator.empty()
+                                    ? (f.indent < 0 ? std::string(", ") : std::string(","))
+                                    : f.item_separator;
   switch (v.kind()) {
-    case Value::Kind::None: out += "null"; return;
-    case Value::Kind::Bool: out += v.as_bool() ? "true" : "false"; return;
-    case Value::Kind::Int: out += std::to_string(v.as_int()); return;
+    case Value::Kind::None:
+      out += "null";
+      return;
+    case Value::Kind::Bool:
+      out += v.as_bool() ? "true" : "false";
+      return;
+    case Value::Kind::Int:
+      out += std::to_string(v.as_int());
+      return;
     case Value::Kind::Float: {
       double d = v.as_double();
-      if (std::isnan(d)) out += "NaN";
-      else if (std::isinf(d)) out += d < 0 ? "-Infinity" : "Infinity";
-      else out += format_float(d);
+      if (std::isnan(d))
+        out += "NaN";
+      else if (std::isinf(d))
+        out += d < 0 ? "-Infinity" : "Infinity";
+      else
+        out += format_float(d);
       return;
     }
-    case Value::Kind::String: json_string(out, v.as_string(), f.ensure_ascii); return;
+    case Value::Kind::String:
+      json_string(out, v.as_string(), f.ensure_ascii);
+      return;
     case Value::Kind::List: {
       const List& l = v.as_list();
       if (l.empty()) {

@@ -8,11 +8,10 @@
 // Only namespace objects are mutable (`{% set ns.x = ... %}`), as in Jinja2's sandbox.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -90,8 +89,8 @@ class Value {
   bool is_callable() const { return kind_ == Kind::Callable; }
 
   bool as_bool() const { return int_ != 0; }
-  int64_t as_int() const { return int_; }       // Int or Bool
-  double as_double() const;                     // Int, Bool or Float
+  int64_t as_int() const { return int_; }  // Int or Bool
+  double as_double() const;                // Int, Bool or Float
   const std::string& as_string() const { return *str_; }
   const List& as_list() const { return *list_; }
   const Dict& as_dict() const { return *dict_; }
@@ -99,10 +98,10 @@ class Value {
   const Callable& as_callable() const { return *fn_; }
   const std::string& undefined_hint() const;
 
-  bool truthy() const;           // Python bool()
-  std::string str() const;       // Python str(), what `{{ x }}` prints
-  std::string repr() const;      // Python repr()
-  std::string type_name() const; // Jinja2's object description: "dict object", "str object"
+  bool truthy() const;            // Python bool()
+  std::string str() const;        // Python str(), what `{{ x }}` prints
+  std::string repr() const;       // Python repr()
+  std::string type_name() const;  // Jinja2's object description: "dict object", "str object"
   bool same_object(const Value& o) const;  // Python `is`, for the `sameas` test
 
  private:
@@ -131,7 +130,7 @@ std::string format_float(double d);
 // json.dumps(value, ensure_ascii, indent, separators, sort_keys) as HF's tojson filter calls it.
 struct JsonFormat {
   bool ensure_ascii = false;
-  int indent = -1;  // -1: no newlines
+  int indent = -1;             // -1: no newlines
   std::string item_separator;  // default ", " (no indent) or "," (indent)
   std::string key_separator = ": ";
   bool sort_keys = false;

@@ -23,9 +23,11 @@ runtime::EventSink terminal_sink() {
   };
 }
 
-int attach(const std::shared_ptr<runtime::Instance>& inst, const std::string& program, bool no_stdin,
-           bool verbose) {
-  if (verbose) fmt::print(stderr, "pith: instance {} of {} runs on the {} tier\n", inst->id(), program, inst->tier());
+int attach(const std::shared_ptr<runtime::Instance>& inst, const std::string& program,
+           bool no_stdin, bool verbose) {
+  if (verbose)
+    fmt::print(stderr, "pith: instance {} of {} runs on the {} tier\n", inst->id(), program,
+               inst->tier());
   if (no_stdin) {
     inst->close_input();
   } else {

@@ -16,7 +16,7 @@ runtime::EventSink terminal_sink();
 // Forwards stdin to the instance (unless no_stdin), waits for it to end, and returns the
 // exit code for the process (the instance's code, or 1 when it trapped or was killed, with the
 // reason on stderr).
-int attach(const std::shared_ptr<runtime::Instance>& inst, const std::string& program, bool no_stdin,
-           bool verbose);
+int attach(const std::shared_ptr<runtime::Instance>& inst, const std::string& program,
+           bool no_stdin, bool verbose);
 
 }  // namespace pith::cli

@@ -9,8 +9,8 @@
 #include "bench/bench_batching.h"
 #include "bench/bench_grammar.h"
 #include "bench/bench_matmul.h"
-#include "bench/bench_overhead.h"
 #include "bench/bench_model.h"
+#include "bench/bench_overhead.h"
 #include "bench/bench_runtime.h"
 #include "bench/bench_serving.h"
 #include "bench/bench_tokenizer.h"
@@ -50,9 +50,11 @@ struct MatmulArgs {
 
 void add_matmul_suite(CLI::App& bench) {
   auto args = std::make_shared<MatmulArgs>();
-  auto* cmd = bench.add_subcommand("matmul", "matmul kernels on Llama 3.2 1B shapes (random weights)");
+  auto* cmd =
+      bench.add_subcommand("matmul", "matmul kernels on Llama 3.2 1B shapes (random weights)");
   cmd->add_option("--dtype", args->dtypes, "weight dtypes")->delimiter(',');
-  cmd->add_option("--tokens", args->tokens, "token counts (1 = decode, 512 = prefill)")->delimiter(',');
+  cmd->add_option("--tokens", args->tokens, "token counts (1 = decode, 512 = prefill)")
+      ->delimiter(',');
   cmd->add_option("-t,--threads", args->threads, "threads (including the caller)");
   cmd->add_option("--reps", args->reps, "timed runs per case (the median is reported)");
   cmd->add_option("--isa", args->isa, "force a kernel level: scalar, avx2, avx512");
@@ -70,7 +72,6 @@ void add_matmul_suite(CLI::App& bench) {
     if (args->json) fmt::print("{}\n", j.dump());
   });
 }
-
 
 void add_tokenizer_suite(CLI::App& bench) {
   auto o = std::make_shared<bench::TokenizerBenchOptions>();
@@ -100,14 +101,19 @@ void add_model_suite(CLI::App& bench) {
   cmd->add_option("-m,--model", args->o.model_path, "GGUF file or Hugging Face folder")->required();
   cmd->add_option("-p,--n-prompt", args->o.n_prompt, "prompt tokens of the prefill test (0: skip)")
       ->capture_default_str();
-  cmd->add_option("-n,--n-gen", args->o.n_gen, "tokens of the decode test (0: skip)")->capture_default_str();
-  cmd->add_option("-t,--threads", args->o.threads, "threads (including the caller)")->capture_default_str();
+  cmd->add_option("-n,--n-gen", args->o.n_gen, "tokens of the decode test (0: skip)")
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", args->o.threads, "threads (including the caller)")
+      ->capture_default_str();
   add_device_option(*cmd, args->o.device);
-  cmd->add_option("--batch", args->batch, "batch sizes for aggregate decode, e.g. 1,8,32")->delimiter(',');
-  cmd->add_option("--batch-steps", args->o.batch_steps, "decode steps per batch run")->capture_default_str();
+  cmd->add_option("--batch", args->batch, "batch sizes for aggregate decode, e.g. 1,8,32")
+      ->delimiter(',');
+  cmd->add_option("--batch-steps", args->o.batch_steps, "decode steps per batch run")
+      ->capture_default_str();
   cmd->add_option("-r,--reps", args->o.reps, "timed runs per test (the median is reported)")
       ->capture_default_str();
-  cmd->add_option("--bandwidth-mib", args->bandwidth_mib, "buffer streamed by the read-bandwidth test")
+  cmd->add_option("--bandwidth-mib", args->bandwidth_mib,
+                  "buffer streamed by the read-bandwidth test")
       ->capture_default_str();
   cmd->add_option("--llama-bench", args->o.llama_bench,
                   "path of llama.cpp's llama-bench, run on the same file in the same run");
@@ -156,7 +162,8 @@ void add_batching_suite(CLI::App& bench) {  // pith bench batching (bench/bench_
   auto o = std::make_shared<bench::BatchingBenchOptions>();
   auto policy = std::make_shared<std::string>("adaptive");
   auto json = std::make_shared<bool>(false);
-  auto* cmd = bench.add_subcommand("batching", "dispatch policies with N concurrent text-completion inferlets (paper Table 5)");
+  auto* cmd = bench.add_subcommand(
+      "batching", "dispatch policies with N concurrent text-completion inferlets (paper Table 5)");
   cmd->add_option("-m,--model", o->model, "model file (GGUF or HF folder)")->required();
   cmd->add_option("--policy", *policy, "adaptive | eager | k[:K] | t[:MS] | all");
   cmd->add_option("--instances", o->instances, "concurrent inferlets");
@@ -181,14 +188,17 @@ void add_batching_suite(CLI::App& bench) {  // pith bench batching (bench/bench_
 void add_overhead_suite(CLI::App& bench) {  // pith bench overhead (bench/bench_overhead.h)
   auto o = std::make_shared<bench::OverheadBenchOptions>();
   auto json = std::make_shared<bool>(false);
-  auto* cmd = bench.add_subcommand("overhead", "cost of programmability: control/forward call overhead, inferlet vs fused TPOT");
+  auto* cmd = bench.add_subcommand(
+      "overhead", "cost of programmability: control/forward call overhead, inferlet vs fused TPOT");
   cmd->add_option("-m,--model", o->model, "model file (GGUF or HF folder)")->required();
-  cmd->add_option("--instances", o->instances, "concurrent inferlets for the forward-call overhead");
+  cmd->add_option("--instances", o->instances,
+                  "concurrent inferlets for the forward-call overhead");
   cmd->add_option("--decode-tokens", o->decode_tokens, "tokens per TPOT measurement");
   cmd->add_option("--runs", o->runs, "runs (the median is reported)");
   cmd->add_option("-t,--threads", o->threads, "engine threads");
   add_device_option(*cmd, o->device);
-  cmd->add_option("--inferlets", o->inferlet_dir, "folder holding greedy_abi.wasm and overhead.wasm");
+  cmd->add_option("--inferlets", o->inferlet_dir,
+                  "folder holding greedy_abi.wasm and overhead.wasm");
   cmd->add_option("--cache-dir", o->cache_dir, "native code cache");
   cmd->add_flag("--json", *json, "print a JSON summary as the last line");
   cmd->callback([o, json] {
@@ -200,7 +210,8 @@ void add_overhead_suite(CLI::App& bench) {  // pith bench overhead (bench/bench_
 void add_serving_suites(CLI::App& bench) {  // pith bench prefix-cache|chunked-prefill
   auto pc = std::make_shared<bench::PrefixCacheBenchOptions>();
   auto pc_json = std::make_shared<bool>(false);
-  auto* p = bench.add_subcommand("prefix-cache", "radix prefix cache on vs off: shared system prompt");
+  auto* p =
+      bench.add_subcommand("prefix-cache", "radix prefix cache on vs off: shared system prompt");
   p->add_option("-m,--model", pc->model, "model file (GGUF or HF folder)")->required();
   p->add_option("--requests", pc->requests, "requests");
   p->add_option("--system-tokens", pc->system_tokens, "shared system prompt length");
@@ -217,7 +228,8 @@ void add_serving_suites(CLI::App& bench) {  // pith bench prefix-cache|chunked-p
 
   auto cp = std::make_shared<bench::ChunkedPrefillBenchOptions>();
   auto cp_json = std::make_shared<bool>(false);
-  auto* c = bench.add_subcommand("chunked-prefill", "chunked prefill on vs off: a long prompt among short ones");
+  auto* c = bench.add_subcommand("chunked-prefill",
+                                 "chunked prefill on vs off: a long prompt among short ones");
   c->add_option("-m,--model", cp->model, "model file (GGUF or HF folder)")->required();
   c->add_option("--long-tokens", cp->long_tokens, "long prompt length");
   c->add_option("--short-requests", cp->short_requests, "short requests arriving with it");
@@ -237,12 +249,16 @@ void add_serving_suites(CLI::App& bench) {  // pith bench prefix-cache|chunked-p
 void add_grammar_suite(CLI::App& bench) {  // pith bench grammar (bench/bench_grammar.h)
   auto o = std::make_shared<bench::GrammarBenchOptions>();
   auto json = std::make_shared<bool>(false);
-  auto* cmd = bench.add_subcommand("grammar", "constrained decoding: grammar mask over the whole vocabulary, us per token");
-  cmd->add_option("-m,--model", o->model, "GGUF file, HF folder or tokenizer.json (the vocabulary)")->required();
+  auto* cmd = bench.add_subcommand(
+      "grammar", "constrained decoding: grammar mask over the whole vocabulary, us per token");
+  cmd->add_option("-m,--model", o->model, "GGUF file, HF folder or tokenizer.json (the vocabulary)")
+      ->required();
   cmd->add_option("--grammar", o->grammar_file, "GBNF file (default: the built-in JSON grammar)");
   cmd->add_option("--tokens", o->tokens, "generated tokens per pass")->capture_default_str();
-  cmd->add_option("--naive-steps", o->naive_steps, "steps of the naive baseline")->capture_default_str();
-  cmd->add_option("--context-frames", o->context_frames, "stack nodes per cached context")->capture_default_str();
+  cmd->add_option("--naive-steps", o->naive_steps, "steps of the naive baseline")
+      ->capture_default_str();
+  cmd->add_option("--context-frames", o->context_frames, "stack nodes per cached context")
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "random walk seed")->capture_default_str();
   cmd->add_flag("--json", *json, "print a JSON summary as the last line");
   cmd->callback([o, json] {

@@ -9,8 +9,9 @@ void add_bench_commands(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Performance benchmarks (not in this build)");
   bench->allow_extras();
   bench->callback([] {
-    fail("this pith was built without benchmarks (-DPITH_BUILD_BENCH=OFF); reconfigure with "
-         "-DPITH_BUILD_BENCH=ON");
+    fail(
+        "this pith was built without benchmarks (-DPITH_BUILD_BENCH=OFF); reconfigure with "
+        "-DPITH_BUILD_BENCH=ON");
   });
 }
 

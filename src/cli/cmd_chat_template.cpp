@@ -9,15 +9,14 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
+#include "chat_template/chat_template.h"
 #include "cli/commands.h"
 #include "common/error.h"
 #include "formats/gguf.h"
-#include "chat_template/chat_template.h"
 
 namespace pith::cli {
 
@@ -37,7 +36,8 @@ std::string read_text(const std::string& path) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The template source from a .jinja file, a GGUF model or a tokenizer_config.json.
@@ -60,8 +60,8 @@ std::string load_template_source(const std::string& path) {
     if (it->is_string()) return it->get<std::string>();
     if (it->is_array()) {  // [{"name": "default", "template": "..."}, ...]
       for (const auto& entry : *it)
-        if (entry.is_object() && entry.value("name", "") == "default" && entry.contains("template") &&
-            entry["template"].is_string())
+        if (entry.is_object() && entry.value("name", "") == "default" &&
+            entry.contains("template") && entry["template"].is_string())
           return entry["template"].get<std::string>();
     }
     fail("{}: 'chat_template' is neither a string nor a list with a 'default' entry", path);
@@ -86,8 +86,8 @@ void run_chat_template(const ChatTemplateArgs& a) {
 
 void add_chat_template_commands(CLI::App& app) {
   auto args = std::make_shared<ChatTemplateArgs>();
-  auto* cmd = app.add_subcommand("chat-template",
-                                 "Render a model's Jinja chat template for one request");
+  auto* cmd =
+      app.add_subcommand("chat-template", "Render a model's Jinja chat template for one request");
   cmd->add_option("--template", args->template_path,
                   "Template: .jinja file, GGUF model or tokenizer_config.json")
       ->required();

@@ -51,7 +51,8 @@ struct ServerArgs {
 void add_server_options(CLI::App* cmd, ServerArgs& s) {
   cmd->add_option("--server", s.url, "pith server URL (default http://127.0.0.1:8080)")
       ->envname("PITH_SERVER");
-  cmd->add_option("--api-key", s.api_key, "API key, sent as a Bearer token")->envname("PITH_API_KEY");
+  cmd->add_option("--api-key", s.api_key, "API key, sent as a Bearer token")
+      ->envname("PITH_API_KEY");
 }
 
 // ---------------------------------------------------------------- signals
@@ -86,7 +87,8 @@ class StopSignals {
   StopSignals& operator=(const StopSignals&) = delete;
 
  private:
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {
+  }, old_term_{};
 };
 
 // ---------------------------------------------------------------- pith run (remote)
@@ -139,11 +141,13 @@ void forward_stdin(const ServerClient& client, const std::string& base) {
   std::thread([client, base] {
     std::string line;
     try {
-      while (std::getline(std::cin, line)) client.post_bytes(base + "/messages", line, "application/octet-stream");
+      while (std::getline(std::cin, line))
+        client.post_bytes(base + "/messages", line, "application/octet-stream");
       client.post_bytes(base + "/close", "", "");
     } catch (const ServerError& e) {
       // 409: the instance finished or closed its inbox; nothing more to deliver.
-      if (e.status() != 409 && e.status() != 404) fmt::print(stderr, "pith: cannot forward stdin: {}\n", e.what());
+      if (e.status() != 409 && e.status() != 404)
+        fmt::print(stderr, "pith: cannot forward stdin: {}\n", e.what());
     } catch (const std::exception& e) {
       fmt::print(stderr, "pith: cannot forward stdin: {}\n", e.what());
     }
@@ -153,7 +157,8 @@ void forward_stdin(const ServerClient& client, const std::string& base) {
 // Follows an instance's event stream to its end, printing as it goes.
 class EventFollower {
  public:
-  EventFollower(const ServerClient& client, std::string id) : client_(client), base_("/v1/instances/" + std::move(id)) {}
+  EventFollower(const ServerClient& client, std::string id)
+      : client_(client), base_("/v1/instances/" + std::move(id)) {}
 
   // Reads until the `terminated` event, reconnecting (Last-Event-ID) when the connection
   // drops. Returns false if `cancelled` fired first.
@@ -166,7 +171,8 @@ class EventFollower {
       ServerClient::StreamEnd end = ServerClient::StreamEnd::Closed;
       const std::optional<uint64_t> before = last_id_;
       try {
-        end = client_.stream(r, [this](const SseEvent& e) { return on_event(e); }, cancelled);
+        end = client_.stream(
+            r, [this](const SseEvent& e) { return on_event(e); }, cancelled);
       } catch (const ServerError&) {
         throw;
       } catch (const Error& e) {
@@ -179,7 +185,8 @@ class EventFollower {
         continue;
       }
       if (end == ServerClient::StreamEnd::Cancelled) return false;
-      if (!exit_ && ++failures > 5) fail("the event stream of {} keeps ending without a terminated event", base_);
+      if (!exit_ && ++failures > 5)
+        fail("the event stream of {} keeps ending without a terminated event", base_);
     }
     return true;
   }
@@ -200,7 +207,8 @@ class EventFollower {
     } else if (e.event == "log") {
       fmt::print(stderr, "[{}] {}\n", d.value("level", "info"), d.value("text", ""));
     } else if (e.event == "dropped") {
-      fmt::print(stderr, "pith: {} earlier events were dropped by the server's buffer\n", d.value("count", 0));
+      fmt::print(stderr, "pith: {} earlier events were dropped by the server's buffer\n",
+                 d.value("count", 0));
     } else if (e.event == "terminated") {
       exit_ = d;
     }
@@ -220,18 +228,20 @@ int exit_code_of(const json& t, const std::string& program) {
   return 1;
 }
 
-int run_remote(const RemoteRunArgs& a, const std::string& program, const std::vector<std::string>& args, bool no_stdin,
-               bool verbose) {
+int run_remote(const RemoteRunArgs& a, const std::string& program,
+               const std::vector<std::string>& args, bool no_stdin, bool verbose) {
   ServerClient client = a.server.client();
   std::string wasm = program_bytes(program, verbose);
   const std::string hash = runtime::sha256_hex(wasm);
   if (client.exists("/v1/programs/" + hash)) {
-    if (verbose) fmt::print(stderr, "pith: program {} is already on {}\n", hash.substr(0, 12), client.url());
+    if (verbose)
+      fmt::print(stderr, "pith: program {} is already on {}\n", hash.substr(0, 12), client.url());
   } else {
     // The file's stem names the program on the server (argv[0], `pith ps`).
     std::string name;
     for (unsigned char c : std::filesystem::path(program).stem().string())
-      name += std::isalnum(c) || c == '-' || c == '_' || c == '.' ? std::string(1, char(c)) : fmt::format("%{:02X}", c);
+      name += std::isalnum(c) || c == '-' || c == '_' || c == '.' ? std::string(1, char(c))
+                                                                  : fmt::format("%{:02X}", c);
     json up = client.post_bytes("/v1/programs?name=" + name, std::move(wasm), "application/wasm");
     if (up.value("hash", "") != hash)
       fail("the server stored the upload as {}, expected SHA-256 {}", up.value("hash", "?"), hash);
@@ -240,7 +250,8 @@ int run_remote(const RemoteRunArgs& a, const std::string& program, const std::ve
   // Installed before the launch: a signal from here on reaches the kill path below.
   std::optional<StopSignals> signals;
   if (!a.detach) signals.emplace();
-  json launched = client.post("/v1/instances", {{"program", hash}, {"args", args}, {"detach", a.detach}});
+  json launched =
+      client.post("/v1/instances", {{"program", hash}, {"args", args}, {"detach", a.detach}});
   const std::string id = launched.at("id").get<std::string>();
   if (a.detach) {
     fmt::print("{}\n", id);
@@ -249,22 +260,29 @@ int run_remote(const RemoteRunArgs& a, const std::string& program, const std::ve
   if (verbose) fmt::print(stderr, "pith: instance {} of {} launched\n", id, program);
 
   const std::string base = "/v1/instances/" + id;
-  if (no_stdin) client.post_bytes(base + "/close", "", "");
-  else forward_stdin(client, base);
+  if (no_stdin)
+    client.post_bytes(base + "/close", "", "");
+  else
+    forward_stdin(client, base);
 
   EventFollower follower(client, id);
-  if (follower.follow([] { return g_signal_count.load() > 0; })) return exit_code_of(*follower.exit(), program);
+  if (follower.follow([] { return g_signal_count.load() > 0; }))
+    return exit_code_of(*follower.exit(), program);
 
   // Interrupted: the instance must not outlive a non-detached CLI.
   const int sig = g_last_signal.load();
-  fmt::print(stderr, "pith: {} received: killing instance {}\n", sig == SIGTERM ? "SIGTERM" : "SIGINT", id);
+  fmt::print(stderr, "pith: {} received: killing instance {}\n",
+             sig == SIGTERM ? "SIGTERM" : "SIGINT", id);
   try {
     client.del(base);
     // Show its last events and confirm the end, unless a second signal says not to wait.
     const int seen = g_signal_count.load();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    follower.follow([seen, deadline] { return g_signal_count.load() > seen || std::chrono::steady_clock::now() > deadline; });
-    if (follower.exit()) fmt::print(stderr, "pith: {}: {}\n", program, follower.exit()->value("reason", "ended"));
+    follower.follow([seen, deadline] {
+      return g_signal_count.load() > seen || std::chrono::steady_clock::now() > deadline;
+    });
+    if (follower.exit())
+      fmt::print(stderr, "pith: {}: {}\n", program, follower.exit()->value("reason", "ended"));
   } catch (const std::exception& e) {
     fmt::print(stderr, "pith: could not kill instance {}: {}\n", id, e.what());
   }
@@ -297,7 +315,8 @@ void print_table(const std::vector<std::vector<std::string>>& rows) {
     }
   for (const auto& r : rows) {
     std::string line;
-    for (size_t i = 0; i < r.size(); ++i) line += i + 1 < r.size() ? fmt::format("{:<{}}  ", r[i], width[i]) : r[i];
+    for (size_t i = 0; i < r.size(); ++i)
+      line += i + 1 < r.size() ? fmt::format("{:<{}}  ", r[i], width[i]) : r[i];
     fmt::print("{}\n", line);
   }
 }
@@ -320,17 +339,19 @@ void ps(const PsArgs& a) {
     fmt::print("{}\n", list.dump(2));
     return;
   }
-  std::vector<std::vector<std::string>> rows = {{"ID", "PROGRAM", "STATE", "AGE", "KV PAGES", "ARGS"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "PROGRAM", "STATE", "AGE", "KV PAGES", "ARGS"}};
   for (const auto& i : list) {
     std::string program = i.contains("program_name") ? i["program_name"].get<std::string>()
-                                                      : i.value("program", "").substr(0, 12);
+                                                     : i.value("program", "").substr(0, 12);
     std::string state = i.value("state", "?");
     if (const auto& e = i.value("exit", json()); e.is_object()) {
       state = e.value("kind", "finished");
       if (state == "exited") state += fmt::format("({})", e.value("code", 0));
     }
     std::string args;
-    for (const auto& x : i.value("args", json::array())) args += (args.empty() ? "" : " ") + x.get<std::string>();
+    for (const auto& x : i.value("args", json::array()))
+      args += (args.empty() ? "" : " ") + x.get<std::string>();
     if (args.size() > 40) args = args.substr(0, 37) + "...";
     rows.push_back({i.value("id", "?"), program, state, human_age(i.value("age_s", 0.0)),
                     std::to_string(i.value("kv_pages", 0)), args});
@@ -370,11 +391,13 @@ void programs(const ProgramsArgs& a) {
     return;
   }
   std::vector<std::vector<std::string>> rows = {{"HASH", "SIZE", "NATIVE", "UPLOADED", "NAME"}};
-  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (const auto& p : list) {
     std::string name = p.value("name", "");
     if (p.value("builtin", false)) name += " (built-in)";
-    rows.push_back({p.value("hash", "?"), human_size(p.value("size", 0.0)), p.value("native_ready", false) ? "yes" : "no",
+    rows.push_back({p.value("hash", "?"), human_size(p.value("size", 0.0)),
+                    p.value("native_ready", false) ? "yes" : "no",
                     human_age(std::max(0.0, now - p.value("uploaded_at", now))) + " ago", name});
   }
   print_table(rows);
@@ -403,9 +426,10 @@ struct CompleteArgs {
 void print_usage(const json& u) {
   if (!u.is_object()) return;
   int cached = 0;
-  if (auto d = u.value("prompt_tokens_details", json()); d.is_object()) cached = d.value("cached_tokens", 0);
-  fmt::print(stderr, "usage: {} prompt tokens ({} cached), {} completion tokens\n", u.value("prompt_tokens", 0), cached,
-             u.value("completion_tokens", 0));
+  if (auto d = u.value("prompt_tokens_details", json()); d.is_object())
+    cached = d.value("cached_tokens", 0);
+  fmt::print(stderr, "usage: {} prompt tokens ({} cached), {} completion tokens\n",
+             u.value("prompt_tokens", 0), cached, u.value("completion_tokens", 0));
 }
 
 void complete(const CompleteArgs& a) {
@@ -430,33 +454,34 @@ void complete(const CompleteArgs& a) {
   if (!a.stream) {
     json r = client.post(path, req);
     const json& choice = r.at("choices").at(0);
-    fmt::print("{}\n", a.chat ? choice.at("message").value("content", "") : choice.value("text", ""));
+    fmt::print("{}\n",
+               a.chat ? choice.at("message").value("content", "") : choice.value("text", ""));
     if (a.usage) print_usage(r.value("usage", json()));
     return;
   }
   bool done = false;
   std::optional<std::string> failure;
   json usage;
-  client.stream(http_request("POST", path, req.dump(), "application/json"),
-                [&](const SseEvent& e) {
-                  if (e.data == "[DONE]") {
-                    done = true;
-                    return false;
-                  }
-                  json c = json::parse(e.data, nullptr, false);
-                  if (c.is_discarded()) fail("the server streamed a chunk that is not JSON: {:.200}", e.data);
-                  if (c.contains("error")) {
-                    failure = c["error"].value("message", c.dump());
-                    return true;
-                  }
-                  if (c.contains("usage") && c["usage"].is_object()) usage = c["usage"];
-                  for (const auto& ch : c.value("choices", json::array())) {
-                    const json piece = a.chat ? ch.value("delta", json::object()).value("content", json()) : ch.value("text", json());
-                    if (piece.is_string()) fmt::print("{}", piece.get<std::string>());
-                  }
-                  std::fflush(stdout);
-                  return true;
-                });
+  client.stream(http_request("POST", path, req.dump(), "application/json"), [&](const SseEvent& e) {
+    if (e.data == "[DONE]") {
+      done = true;
+      return false;
+    }
+    json c = json::parse(e.data, nullptr, false);
+    if (c.is_discarded()) fail("the server streamed a chunk that is not JSON: {:.200}", e.data);
+    if (c.contains("error")) {
+      failure = c["error"].value("message", c.dump());
+      return true;
+    }
+    if (c.contains("usage") && c["usage"].is_object()) usage = c["usage"];
+    for (const auto& ch : c.value("choices", json::array())) {
+      const json piece = a.chat ? ch.value("delta", json::object()).value("content", json())
+                                : ch.value("text", json());
+      if (piece.is_string()) fmt::print("{}", piece.get<std::string>());
+    }
+    std::fflush(stdout);
+    return true;
+  });
   fmt::print("\n");
   if (failure) fail("the completion failed: {}", *failure);
   if (!done) fail("the stream ended without [DONE]");
@@ -474,10 +499,10 @@ void exit_with(int code) {
 RemoteRun add_remote_run_options(CLI::App& run_cmd) {
   auto a = std::make_shared<RemoteRunArgs>();
   add_server_options(&run_cmd, a->server);
-  run_cmd.add_flag("-d,--detach", a->detach, "without -m: print the instance id and leave it running on the server");
-  return [a](const std::string& program, const std::vector<std::string>& args, bool no_stdin, bool verbose) {
-    return run_remote(*a, program, args, no_stdin, verbose);
-  };
+  run_cmd.add_flag("-d,--detach", a->detach,
+                   "without -m: print the instance id and leave it running on the server");
+  return [a](const std::string& program, const std::vector<std::string>& args, bool no_stdin,
+             bool verbose) { return run_remote(*a, program, args, no_stdin, verbose); };
 }
 
 void add_client_commands(CLI::App& app) {
@@ -501,19 +526,24 @@ void add_client_commands(CLI::App& app) {
   prog_cmd->callback([prog_args] { programs(*prog_args); });
 
   auto c = std::make_shared<CompleteArgs>();
-  auto* complete_cmd = app.add_subcommand("complete", "One completion through a pith server's OpenAI-compatible API");
+  auto* complete_cmd = app.add_subcommand(
+      "complete", "One completion through a pith server's OpenAI-compatible API");
   add_server_options(complete_cmd, c->server);
-  complete_cmd->add_option("prompt", c->prompt, "the prompt (with --chat: the user message)")->required();
+  complete_cmd->add_option("prompt", c->prompt, "the prompt (with --chat: the user message)")
+      ->required();
   complete_cmd->add_flag("--chat", c->chat, "use /v1/chat/completions (the model's chat template)");
   complete_cmd->add_flag("--stream", c->stream, "print tokens as they are generated");
   complete_cmd->add_flag("--usage", c->usage, "print token usage on stderr");
   complete_cmd->add_option("--system", c->system, "with --chat: a system message first");
   complete_cmd->add_option("--model", c->model, "model name (default: the server's)");
-  complete_cmd->add_option("--max-tokens", c->max_tokens, "tokens to generate at most (default 64)");
-  c->temperature_opt = complete_cmd->add_option("--temperature", c->temperature, "sampling temperature");
+  complete_cmd->add_option("--max-tokens", c->max_tokens,
+                           "tokens to generate at most (default 64)");
+  c->temperature_opt =
+      complete_cmd->add_option("--temperature", c->temperature, "sampling temperature");
   c->top_p_opt = complete_cmd->add_option("--top-p", c->top_p, "nucleus sampling mass");
   c->seed_opt = complete_cmd->add_option("--seed", c->seed, "sampling seed");
-  complete_cmd->add_option("--stop", c->stop, "stop sequence (repeatable)")->allow_extra_args(false);
+  complete_cmd->add_option("--stop", c->stop, "stop sequence (repeatable)")
+      ->allow_extra_args(false);
   complete_cmd->callback([c] { complete(*c); });
 }
 

@@ -5,21 +5,21 @@
 // where positions[i] holds the logits after input i (predicting token i+1), logsumexp is over
 // the whole vocabulary and `top` is sorted by logit (ties by lower id).
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "cli/commands.h"
 #include "common/error.h"
-#include "backend/backend.h"
 #include "engine/kv_pool.h"
-#include "formats/gguf.h"
 #include "engine/model_loader.h"
 #include "engine/token_distribution.h"
+#include "formats/gguf.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pith::cli {
@@ -78,7 +78,8 @@ int64_t model_bos_id(const std::string& path) {
 }
 
 void run_logits(const LogitsArgs& a) {
-  if (a.prompt.empty() == a.tokens.empty()) fail("pith logits: give exactly one of --prompt or --tokens");
+  if (a.prompt.empty() == a.tokens.empty())
+    fail("pith logits: give exactly one of --prompt or --tokens");
   if (a.top == 0) fail("pith logits: --top must be at least 1");
   LoadOptions lo;
   lo.quiet = a.json;
@@ -109,7 +110,8 @@ void run_logits(const LogitsArgs& a) {
   eo.n_threads = a.threads;
   eo.max_embeds = 1;
   const uint32_t n_pages = (n + a.page_size - 1) / a.page_size;
-  eo.kv_memory_bytes = KvShape{c.n_layers, c.n_kv_heads, c.head_dim, a.page_size}.page_bytes() * n_pages;
+  eo.kv_memory_bytes =
+      KvShape{c.n_layers, c.n_kv_heads, c.head_dim, a.page_size}.page_bytes() * n_pages;
   eo.device = a.device;
   auto backend = make_backend(weights, eo);
   Backend& engine = *backend;

@@ -12,9 +12,9 @@
 #include "cli/commands.h"
 #include "common/error.h"
 #include "common/thread_pool.h"
+#include "engine/model_loader.h"
 #include "formats/gguf.h"
 #include "model_gen/model_gen.h"
-#include "engine/model_loader.h"
 
 namespace pith::cli {
 
@@ -30,7 +30,9 @@ void describe_tokenizer(const std::string& path, ordered_json& j) {
     if (f.has("tokenizer.ggml.model")) {
       j["tokenizer"] = {{"kind", f.get_string("tokenizer.ggml.model")},
                         {"pre", f.get_string_opt("tokenizer.ggml.pre").value_or("")},
-                        {"tokens", f.has("tokenizer.ggml.tokens") ? f.get_string_array("tokenizer.ggml.tokens").size() : 0}};
+                        {"tokens", f.has("tokenizer.ggml.tokens")
+                                       ? f.get_string_array("tokenizer.ggml.tokens").size()
+                                       : 0}};
     } else {
       j["tokenizer"] = nullptr;
     }
@@ -53,8 +55,9 @@ void describe_tokenizer(const std::string& path, ordered_json& j) {
     j["tokenizer"] = nullptr;
   }
   nlohmann::json cfg = read(fs::path(path) / "tokenizer_config.json");
-  j["chat_template"] = (cfg.is_object() && cfg.contains("chat_template") && !cfg["chat_template"].is_null()) ||
-                       fs::exists(fs::path(path) / "chat_template.jinja");
+  j["chat_template"] =
+      (cfg.is_object() && cfg.contains("chat_template") && !cfg["chat_template"].is_null()) ||
+      fs::exists(fs::path(path) / "chat_template.jinja");
 }
 
 void model_info(const std::string& path, bool as_json) {
@@ -85,18 +88,21 @@ void model_info(const std::string& path, bool as_json) {
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("model: {} ({})\n", path, w->format == "gguf" ? fmt::format("GGUF v{}", j["gguf_version"].get<int>()) : "Hugging Face folder");
+  fmt::print("model: {} ({})\n", path,
+             w->format == "gguf" ? fmt::format("GGUF v{}", j["gguf_version"].get<int>())
+                                 : "Hugging Face folder");
   fmt::print("architecture: {}{}\n", c.architecture, c.name.empty() ? "" : "  name: " + c.name);
-  fmt::print("layers: {}  d_model: {}  heads: {}  kv heads: {}  head_dim: {}  d_ff: {}\n", c.n_layers,
-             c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff);
-  fmt::print("vocab: {}  context: {}  rms_eps: {:g}  output: {}\n", c.vocab_size, c.context_length, c.rms_eps,
-             c.tied_output ? "tied (token_embd)" : "untied");
+  fmt::print("layers: {}  d_model: {}  heads: {}  kv heads: {}  head_dim: {}  d_ff: {}\n",
+             c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.d_ff);
+  fmt::print("vocab: {}  context: {}  rms_eps: {:g}  output: {}\n", c.vocab_size, c.context_length,
+             c.rms_eps, c.tied_output ? "tied (token_embd)" : "untied");
   std::string scaling = "none";
   if (!c.rope_freq_factors.empty())
-    scaling = fmt::format("per-pair factors {:g}..{:g}", c.rope_freq_factors.front(), c.rope_freq_factors.back());
+    scaling = fmt::format("per-pair factors {:g}..{:g}", c.rope_freq_factors.front(),
+                          c.rope_freq_factors.back());
   fmt::print("rope: theta {:g}, scaling {}\n", c.rope_theta, scaling);
-  fmt::print("weights: {}, {} parameters, {:.1f} MiB in matrices\n", dtype_summary(*w), w->n_params(),
-             double(w->weight_bytes()) / (1 << 20));
+  fmt::print("weights: {}, {} parameters, {:.1f} MiB in matrices\n", dtype_summary(*w),
+             w->n_params(), double(w->weight_bytes()) / (1 << 20));
   if (j["tokenizer"].is_null()) {
     fmt::print("tokenizer: none\n");
   } else {
@@ -117,10 +123,14 @@ uint64_t parse_size(const std::string& s) {
   }
   std::string unit = s.substr(pos);
   uint64_t mul = 1;
-  if (unit == "K" || unit == "k") mul = 1ull << 10;
-  else if (unit == "M" || unit == "m") mul = 1ull << 20;
-  else if (unit == "G" || unit == "g") mul = 1ull << 30;
-  else if (!unit.empty()) fail("invalid size '{}' (e.g. 2G, 500M, 1048576)", s);
+  if (unit == "K" || unit == "k")
+    mul = 1ull << 10;
+  else if (unit == "M" || unit == "m")
+    mul = 1ull << 20;
+  else if (unit == "G" || unit == "g")
+    mul = 1ull << 30;
+  else if (!unit.empty())
+    fail("invalid size '{}' (e.g. 2G, 500M, 1048576)", s);
   return v * mul;
 }
 
@@ -138,9 +148,11 @@ void model_gen(GenArgs& a) {
   a.opt.shard_bytes = parse_size(a.shard_size);
   ThreadPool pool(a.threads);
   ModelGenResult r = generate_model(a.opt, pool);
-  fmt::print("wrote {} ({} {}, {} format): {} parameters, {:.1f} MiB in {} file(s), {:.2f} s ({:.0f} MiB/s)\n",
-             a.opt.output, a.opt.preset, a.dtype, a.opt.format, r.n_params, double(r.bytes) / (1 << 20),
-             r.files.size(), r.seconds, double(r.bytes) / (1 << 20) / std::max(r.seconds, 1e-9));
+  fmt::print(
+      "wrote {} ({} {}, {} format): {} parameters, {:.1f} MiB in {} file(s), {:.2f} s ({:.0f} "
+      "MiB/s)\n",
+      a.opt.output, a.opt.preset, a.dtype, a.opt.format, r.n_params, double(r.bytes) / (1 << 20),
+      r.files.size(), r.seconds, double(r.bytes) / (1 << 20) / std::max(r.seconds, 1e-9));
 }
 
 }  // namespace
@@ -149,26 +161,33 @@ void add_model_commands(CLI::App& app) {
   auto* model = app.add_subcommand("model", "Inspect and generate model files");
   model->require_subcommand(1);
 
-  auto* info = model->add_subcommand("info", "Print a model's architecture, shapes, dtypes and tokenizer");
+  auto* info =
+      model->add_subcommand("info", "Print a model's architecture, shapes, dtypes and tokenizer");
   static std::string info_path;
   static bool info_json = false;
   info->add_option("model", info_path, "GGUF file or Hugging Face folder")->required();
   info->add_flag("--json", info_json, "Print as JSON");
   info->callback([] { model_info(info_path, info_json); });
 
-  auto* gen = model->add_subcommand("gen", "Write a random-weight Llama model (real shapes, real vocabulary)");
+  auto* gen = model->add_subcommand(
+      "gen", "Write a random-weight Llama model (real shapes, real vocabulary)");
   static GenArgs g;
   g.opt.vocab_path = "tests/data/tokenizer/ggml-vocab-llama-bpe.gguf";
-  gen->add_option("--preset", g.opt.preset, "tiny, llama3.2-1b, llama3.2-3b or llama3.1-8b")->capture_default_str();
-  gen->add_option("--dtype", g.dtype, "Matrix dtype: f32, f16, bf16, q8_0 (q4_0; quantised: GGUF only)")
+  gen->add_option("--preset", g.opt.preset, "tiny, llama3.2-1b, llama3.2-3b or llama3.1-8b")
       ->capture_default_str();
-  gen->add_option("--vocab", g.opt.vocab_path, "GGUF file whose tokenizer.* metadata is copied")->capture_default_str();
-  gen->add_option("--format", g.opt.format, "gguf (a file) or hf (a folder)")->capture_default_str();
+  gen->add_option("--dtype", g.dtype,
+                  "Matrix dtype: f32, f16, bf16, q8_0 (q4_0; quantised: GGUF only)")
+      ->capture_default_str();
+  gen->add_option("--vocab", g.opt.vocab_path, "GGUF file whose tokenizer.* metadata is copied")
+      ->capture_default_str();
+  gen->add_option("--format", g.opt.format, "gguf (a file) or hf (a folder)")
+      ->capture_default_str();
   gen->add_option("--seed", g.opt.seed, "Random seed")->capture_default_str();
   gen->add_option("-o,--output", g.opt.output, "Output GGUF file or HF folder")->required();
   gen->add_option("--shard-size", g.shard_size, "HF: start a new safetensors shard above this size")
       ->capture_default_str();
-  gen->add_option("--threads", g.threads, "Worker threads (0: one per core)")->capture_default_str();
+  gen->add_option("--threads", g.threads, "Worker threads (0: one per core)")
+      ->capture_default_str();
   gen->add_flag("-q,--quiet", g.opt.quiet, "No progress on stderr");
   gen->callback([] { model_gen(g); });
 }

@@ -63,27 +63,39 @@ int run(const RunArgs& a) {
 
 void add_run_commands(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
-  auto* run_cmd = app.add_subcommand(
-      "run", "Run an inferlet on a pith server (pith run PROGRAM.wasm|.cpp -- ARGS), or in-process with -m MODEL");
-  run_cmd->add_option("-m,--model", a->model, "model: GGUF file or Hugging Face folder (runs in-process, no server)");
-  run_cmd->add_option("program", a->program, "inferlet .wasm file (without -m also a .cpp source, built first)")->required();
+  auto* run_cmd = app.add_subcommand("run",
+                                     "Run an inferlet on a pith server (pith run PROGRAM.wasm|.cpp "
+                                     "-- ARGS), or in-process with -m MODEL");
+  run_cmd->add_option("-m,--model", a->model,
+                      "model: GGUF file or Hugging Face folder (runs in-process, no server)");
+  run_cmd
+      ->add_option("program", a->program,
+                   "inferlet .wasm file (without -m also a .cpp source, built first)")
+      ->required();
   run_cmd->add_option("args", a->args, "arguments passed to the inferlet (after --)");
   run_cmd->add_option("-t,--threads", a->threads, "engine threads (0: one per core)");
   add_device_option(*run_cmd, a->device);
   run_cmd->add_option("--kv-memory", a->kv_memory, "KV cache budget, e.g. 256M, 2G");
   run_cmd->add_option("--kv-page-size", a->kv_page_size, "tokens per KV page");
-  run_cmd->add_option("--cache-dir", a->cache_dir, "native code cache (default ~/.cache/pith/native)");
+  run_cmd->add_option("--cache-dir", a->cache_dir,
+                      "native code cache (default ~/.cache/pith/native)");
   run_cmd->add_option("--batch-policy", a->batch_policy, "adaptive | eager | k[:K] | t[:MS]");
-  run_cmd->add_option("--max-batch-tokens", a->max_batch_tokens, "token budget per batch (0: unlimited, no chunked prefill)");
-  run_cmd->add_option("--batch-formation", a->batch_formation, "decode-first (Sarathi-style) or fcfs");
+  run_cmd->add_option("--max-batch-tokens", a->max_batch_tokens,
+                      "token budget per batch (0: unlimited, no chunked prefill)");
+  run_cmd->add_option("--batch-formation", a->batch_formation,
+                      "decode-first (Sarathi-style) or fcfs");
   run_cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "disable the radix prefix cache");
-  run_cmd->add_option("--max-kv-pages-per-inferlet", a->max_kv_pages_per_inferlet, "KV page quota per inferlet (0: none)");
-  run_cmd->add_option("--inferlet-http-allow", a->http_allow,
-                      "hosts inferlets may reach over HTTP: HOST or HOST:PORT, comma-separated (default: none)")
+  run_cmd->add_option("--max-kv-pages-per-inferlet", a->max_kv_pages_per_inferlet,
+                      "KV page quota per inferlet (0: none)");
+  run_cmd
+      ->add_option(
+          "--inferlet-http-allow", a->http_allow,
+          "hosts inferlets may reach over HTTP: HOST or HOST:PORT, comma-separated (default: none)")
       ->delimiter(',')
       ->allow_extra_args(false);
   run_cmd->add_flag("--no-stdin", a->no_stdin, "do not forward stdin lines as messages");
-  run_cmd->add_flag("-v,--verbose", a->verbose, "model load progress and instance status on stderr");
+  run_cmd->add_flag("-v,--verbose", a->verbose,
+                    "model load progress and instance status on stderr");
   RemoteRun remote = add_remote_run_options(*run_cmd);
   run_cmd->get_option("--detach")->excludes("--model");  // detaching needs a server
   run_cmd->callback([a, remote] {

@@ -18,7 +18,8 @@ namespace {
 
 std::string env_name(const std::string& long_name) {
   std::string e = "PITH_";
-  for (char c : long_name) e += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (char c : long_name)
+    e += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return e;
 }
 
@@ -63,7 +64,9 @@ void add_serve_commands(CLI::App& app) {
   auto cfg = std::make_shared<server::ServeConfig>();
   auto config_file = std::make_shared<std::string>();
   auto verbose = std::make_shared<bool>(false);
-  auto* cmd = app.add_subcommand("serve", "Serve a model over HTTP: inferlet lifecycle API, OpenAI-compatible endpoints, metrics");
+  auto* cmd = app.add_subcommand(
+      "serve",
+      "Serve a model over HTTP: inferlet lifecycle API, OpenAI-compatible endpoints, metrics");
   auto add = [&](CLI::Option* o) {
     // Every long option is also PITH_<NAME> in the environment.
     o->envname(env_name(o->get_single_name()));
@@ -72,37 +75,56 @@ void add_serve_commands(CLI::App& app) {
   add(cmd->add_option("-m,--model", cfg->model, "model: GGUF file or Hugging Face folder"));
   add(cmd->add_option("--host", cfg->host, "listen address"));
   add(cmd->add_option("--port", cfg->port, "listen port (0: any free port)"));
-  cmd->add_option("--config", *config_file, "TOML file with any of these options (e.g. port = 8080)")->envname("PITH_CONFIG");
-  add(cmd->add_option("--cache-dir", cfg->cache_dir, "uploaded programs and native code (default ~/.cache/pith)"));
+  cmd->add_option("--config", *config_file,
+                  "TOML file with any of these options (e.g. port = 8080)")
+      ->envname("PITH_CONFIG");
+  add(cmd->add_option("--cache-dir", cfg->cache_dir,
+                      "uploaded programs and native code (default ~/.cache/pith)"));
   add(add_device_option(*cmd, cfg->device));
   add(cmd->add_option("--gpu-memory-fraction", cfg->gpu_memory_fraction,
                       "share of the GPU's memory for weights, KV pool and scratch (0-1]"));
   add(cmd->add_option("-t,--threads", cfg->threads, "engine threads (0: one per core)"));
   add(cmd->add_option("--kv-memory", cfg->kv_memory, "KV cache budget, e.g. 512M, 2G"));
   add(cmd->add_option("--kv-page-size", cfg->kv_page_size, "tokens per KV page"));
-  add(cmd->add_option("--chat-template", cfg->chat_template, "Jinja chat template file (default: the model's)"));
+  add(cmd->add_option("--chat-template", cfg->chat_template,
+                      "Jinja chat template file (default: the model's)"));
   add(cmd->add_option("--batch-policy", cfg->batch_policy, "adaptive | eager | k[:K] | t[:MS]"));
-  add(cmd->add_option("--max-batch-tokens", cfg->max_batch_tokens, "token budget per batch (0: unlimited)"));
+  add(cmd->add_option("--max-batch-tokens", cfg->max_batch_tokens,
+                      "token budget per batch (0: unlimited)"));
   add(cmd->add_option("--batch-formation", cfg->batch_formation, "decode-first or fcfs"));
   add(cmd->add_flag("--no-prefix-cache", cfg->no_prefix_cache, "disable the radix prefix cache"));
-  add(cmd->add_option("--max-kv-pages-per-inferlet", cfg->max_kv_pages_per_inferlet, "KV page quota per inferlet (0: none)"));
+  add(cmd->add_option("--max-kv-pages-per-inferlet", cfg->max_kv_pages_per_inferlet,
+                      "KV page quota per inferlet (0: none)"));
   add(cmd->add_option("--runtime-threads", cfg->runtime_threads, "threads running inferlets"));
-  add(cmd->add_option("--inferlet-cpu-limit", cfg->inferlet_cpu_limit_s, "CPU seconds per inferlet instance (0: none)"));
-  add(cmd->add_option("--inferlet-memory-mb", cfg->inferlet_memory_mb, "linear memory cap per inferlet, MiB"));
-  add(cmd->add_option("--inferlet-http-allow", cfg->inferlet_http_allow, "hosts inferlets may call (host or host:port)")->delimiter(','));
-  add(cmd->add_option("--api-key", cfg->api_keys, "accepted API key (repeatable); without keys no auth")->delimiter(','));
+  add(cmd->add_option("--inferlet-cpu-limit", cfg->inferlet_cpu_limit_s,
+                      "CPU seconds per inferlet instance (0: none)"));
+  add(cmd->add_option("--inferlet-memory-mb", cfg->inferlet_memory_mb,
+                      "linear memory cap per inferlet, MiB"));
+  add(cmd->add_option("--inferlet-http-allow", cfg->inferlet_http_allow,
+                      "hosts inferlets may call (host or host:port)")
+          ->delimiter(','));
+  add(cmd->add_option("--api-key", cfg->api_keys,
+                      "accepted API key (repeatable); without keys no auth")
+          ->delimiter(','));
   add(cmd->add_option("--api-keys-file", cfg->api_keys_file, "file with one API key per line"));
   add(cmd->add_option("--max-upload-bytes", cfg->max_upload_bytes, "largest program upload"));
-  add(cmd->add_option("--max-body-bytes", cfg->max_body_bytes, "largest request body other than uploads"));
-  add(cmd->add_option("--max-instances", cfg->max_instances, "instances running at once (all clients)"));
-  add(cmd->add_option("--max-instances-per-key", cfg->max_instances_per_key, "instances running at once per API key (0: no per-key limit)"));
-  add(cmd->add_option("--event-buffer", cfg->event_buffer, "events kept per instance for (re)connecting streams"));
-  add(cmd->add_option("--orphan-grace", cfg->orphan_grace_s, "seconds a non-detached instance survives without an event stream"));
-  add(cmd->add_option("--log-interval", cfg->log_interval_s, "seconds between stats lines (0: off)"));
+  add(cmd->add_option("--max-body-bytes", cfg->max_body_bytes,
+                      "largest request body other than uploads"));
+  add(cmd->add_option("--max-instances", cfg->max_instances,
+                      "instances running at once (all clients)"));
+  add(cmd->add_option("--max-instances-per-key", cfg->max_instances_per_key,
+                      "instances running at once per API key (0: no per-key limit)"));
+  add(cmd->add_option("--event-buffer", cfg->event_buffer,
+                      "events kept per instance for (re)connecting streams"));
+  add(cmd->add_option("--orphan-grace", cfg->orphan_grace_s,
+                      "seconds a non-detached instance survives without an event stream"));
+  add(cmd->add_option("--log-interval", cfg->log_interval_s,
+                      "seconds between stats lines (0: off)"));
   add(cmd->add_flag("-v,--verbose", *verbose, "debug logging"));
   cmd->callback([cmd, cfg, config_file, verbose] {
     if (!config_file->empty()) apply_toml(*cmd, *config_file);
-    if (cfg->model.empty()) fail("no model: pass -m MODEL (or PITH_MODEL, or model = \"...\" in the config file)");
+    if (cfg->model.empty())
+      fail("no model: pass -m MODEL (or PITH_MODEL, or model = \"...\" in the config file)");
     // A server logs to stderr (stdout stays free for whatever supervises it).
     auto logger = spdlog::stderr_color_mt("pith-serve");
     spdlog::set_default_logger(logger);

@@ -94,7 +94,8 @@ void run_detokenize(const DetokenizeArgs& a) {
 void add_tokenize_commands(CLI::App& app) {
   static TokenizeArgs t;
   auto* tc = app.add_subcommand("tokenize", "Print the token ids of a text");
-  tc->add_option("-m,--model", t.model, "GGUF file, Hugging Face folder or tokenizer.json")->required();
+  tc->add_option("-m,--model", t.model, "GGUF file, Hugging Face folder or tokenizer.json")
+      ->required();
   tc->add_flag("--parse-special", t.parse_special, "Recognise special tokens written in the text");
   tc->add_flag("--no-bos", t.no_bos, "Do not add BOS/EOS even if the model asks for them");
   tc->add_flag("--json", t.json, "Print a JSON array");
@@ -103,7 +104,8 @@ void add_tokenize_commands(CLI::App& app) {
 
   static DetokenizeArgs d;
   auto* dc = app.add_subcommand("detokenize", "Print the text of token ids");
-  dc->add_option("-m,--model", d.model, "GGUF file, Hugging Face folder or tokenizer.json")->required();
+  dc->add_option("-m,--model", d.model, "GGUF file, Hugging Face folder or tokenizer.json")
+      ->required();
   dc->add_flag("--skip-special", d.skip_special, "Leave out control tokens (BOS, EOS, ...)");
   dc->add_flag("-n,--no-newline", d.no_newline, "Do not end the output with a newline");
   dc->add_option("ids", d.ids, "Token ids (space- or comma-separated)")->required();

@@ -3,32 +3,33 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <string>
 #include <vector>
 
 namespace pith::cli {
 
-void add_model_commands(CLI::App& app);  // pith model info|gen
-void add_logits_commands(CLI::App& app);  // pith logits
-void add_tokenize_commands(CLI::App& app);  // pith tokenize|detokenize
-void add_bench_commands(CLI::App& app);  // pith bench matmul|model
-void add_inferlet_commands(CLI::App& app);  // pith run-local, pith inferlet build|new
+void add_model_commands(CLI::App& app);          // pith model info|gen
+void add_logits_commands(CLI::App& app);         // pith logits
+void add_tokenize_commands(CLI::App& app);       // pith tokenize|detokenize
+void add_bench_commands(CLI::App& app);          // pith bench matmul|model
+void add_inferlet_commands(CLI::App& app);       // pith run-local, pith inferlet build|new
 void add_chat_template_commands(CLI::App& app);  // pith chat-template
-void add_run_commands(CLI::App& app);  // pith run -m MODEL (in-process serving stack)
-void add_serve_commands(CLI::App& app);  // pith serve (HTTP server)
-void add_client_commands(CLI::App& app);  // pith ps|kill|programs|complete (a pith server's HTTP API)
+void add_run_commands(CLI::App& app);            // pith run -m MODEL (in-process serving stack)
+void add_serve_commands(CLI::App& app);          // pith serve (HTTP server)
+void add_client_commands(
+    CLI::App& app);  // pith ps|kill|programs|complete (a pith server's HTTP API)
 
 // `pith run` without -m (cmd_client.cpp): registers --server, --api-key and --detach on the run
 // subcommand and returns what runs PROGRAM on the server; the result is the exit code.
-using RemoteRun = std::function<int(const std::string& program, const std::vector<std::string>& args,
-                                    bool no_stdin, bool verbose)>;
+using RemoteRun = std::function<int(
+    const std::string& program, const std::vector<std::string>& args, bool no_stdin, bool verbose)>;
 RemoteRun add_remote_run_options(CLI::App& run_cmd);
 
 // `--device cpu|cuda|cuda:N|auto` on every command that runs the model (engine/backend.h).
 inline CLI::Option* add_device_option(CLI::App& cmd, std::string& device) {
-  return cmd.add_option("--device", device, "cpu, cuda, cuda:N or auto (cuda when a GPU is present)")
+  return cmd
+      .add_option("--device", device, "cpu, cuda, cuda:N or auto (cuda when a GPU is present)")
       ->default_val("auto");
 }
 

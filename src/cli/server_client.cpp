@@ -62,7 +62,9 @@ EasyHandle make_handle(const std::string& url, const std::string& api_key, const
   std::vector<std::string> lines = r.headers;
   if (!api_key.empty()) lines.push_back("Authorization: Bearer " + api_key);
   // A POST without a type would claim a form; an upload must not wait for 100-continue.
-  if (r.method == "POST") lines.push_back("Content-Type: " + (r.content_type.empty() ? "application/octet-stream" : r.content_type));
+  if (r.method == "POST")
+    lines.push_back("Content-Type: " +
+                    (r.content_type.empty() ? "application/octet-stream" : r.content_type));
   lines.push_back("Expect:");
   curl_slist* list = nullptr;
   for (const auto& l : lines) {
@@ -78,12 +80,15 @@ EasyHandle make_handle(const std::string& url, const std::string& api_key, const
   return h;
 }
 
-[[noreturn]] void transport_failure(const std::string& url, const HttpRequest& r, CURLcode code, const char* errbuf) {
+[[noreturn]] void transport_failure(const std::string& url, const HttpRequest& r, CURLcode code,
+                                    const char* errbuf) {
   std::string detail = errbuf[0] ? errbuf : curl_easy_strerror(code);
   if (code == CURLE_COULDNT_CONNECT || code == CURLE_COULDNT_RESOLVE_HOST)
-    fail("cannot connect to the pith server at {}: {} (start one with `pith serve -m MODEL`, or point --server / "
-         "PITH_SERVER at it)",
-         url, detail);
+    fail(
+        "cannot connect to the pith server at {}: {} (start one with `pith serve -m MODEL`, or "
+        "point --server / "
+        "PITH_SERVER at it)",
+        url, detail);
   fail("{} {}{}: {}", r.method, url, r.path, detail);
 }
 
@@ -102,7 +107,8 @@ void response_info(CURL* c, HttpResponse& out) {
 json parse_json_body(const HttpResponse& r) {
   if (r.body.empty()) return nullptr;
   json j = json::parse(r.body, nullptr, false);
-  if (j.is_discarded()) fail("the server answered {} with a body that is not JSON: {:.200}", r.status, r.body);
+  if (j.is_discarded())
+    fail("the server answered {} with a body that is not JSON: {:.200}", r.status, r.body);
   return j;
 }
 
@@ -122,7 +128,8 @@ size_t stream_write(char* data, size_t size, size_t n, void* user) {
   const size_t len = size * n;
   if (s->status == 0) curl_easy_getinfo(s->handle, CURLINFO_RESPONSE_CODE, &s->status);
   if (s->status >= 400) {
-    if (s->error_body.size() < kMaxErrorBody) s->error_body.append(data, std::min(len, kMaxErrorBody - s->error_body.size()));
+    if (s->error_body.size() < kMaxErrorBody)
+      s->error_body.append(data, std::min(len, kMaxErrorBody - s->error_body.size()));
     return len;
   }
   try {
@@ -140,7 +147,9 @@ size_t stream_write(char* data, size_t size, size_t n, void* user) {
 }  // namespace
 
 ServerError::ServerError(long status, std::string type, const std::string& message)
-    : Error(fmt::format("the server answered {} ({}): {}", status, type, message)), status_(status), type_(std::move(type)) {}
+    : Error(fmt::format("the server answered {} ({}): {}", status, type, message)),
+      status_(status),
+      type_(std::move(type)) {}
 
 ServerClient::ServerClient(std::string url, std::string api_key)
     : url_(normalize_url(std::move(url))), api_key_(std::move(api_key)) {
@@ -185,7 +194,8 @@ json ServerClient::post(const std::string& path, const json& body) const {
   return parse_json_body(r);
 }
 
-json ServerClient::post_bytes(const std::string& path, std::string bytes, const std::string& content_type) const {
+json ServerClient::post_bytes(const std::string& path, std::string bytes,
+                              const std::string& content_type) const {
   HttpResponse r = perform(http_request("POST", path, std::move(bytes), content_type));
   if (r.status >= 400) throw error_of(r);
   return parse_json_body(r);

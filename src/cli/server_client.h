@@ -9,9 +9,8 @@
 // streams events).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -34,11 +33,11 @@ class ServerError : public Error {
 
 struct HttpRequest {
   std::string method = "GET";
-  std::string path;          // "/v1/..." (with any query string)
+  std::string path;  // "/v1/..." (with any query string)
   std::string body;
-  std::string content_type;  // sent when non-empty
+  std::string content_type;          // sent when non-empty
   std::vector<std::string> headers;  // extra "Name: value" lines
-  long idle_timeout_s = 0;   // streams: give up when nothing arrives this long (0: never)
+  long idle_timeout_s = 0;           // streams: give up when nothing arrives this long (0: never)
 };
 
 // Spelled out: designated initializers that skip members trip -Wmissing-field-initializers.
@@ -71,7 +70,8 @@ class ServerClient {
   // JSON helpers: throw ServerError when the status is >= 400. An empty body (204) is null.
   nlohmann::json get(const std::string& path) const;
   nlohmann::json post(const std::string& path, const nlohmann::json& body) const;
-  nlohmann::json post_bytes(const std::string& path, std::string bytes, const std::string& content_type) const;
+  nlohmann::json post_bytes(const std::string& path, std::string bytes,
+                            const std::string& content_type) const;
   nlohmann::json del(const std::string& path) const;
   // HEAD: true on 2xx, false on 404, ServerError otherwise.
   bool exists(const std::string& path) const;

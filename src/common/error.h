@@ -28,5 +28,4 @@ template <typename... Args>
 
 }  // namespace pith
 
-#define PITH_CHECK(expr) \
-  ((expr) ? (void)0 : ::pith::check_failed(#expr, __FILE__, __LINE__))
+#define PITH_CHECK(expr) ((expr) ? (void)0 : ::pith::check_failed(#expr, __FILE__, __LINE__))

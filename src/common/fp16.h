@@ -34,7 +34,10 @@ inline float f16_to_f32(uint16_t h) {
       u = sign;
     } else {  // subnormal: normalise
       exp = 127 - 15 + 1;
-      while ((mant & 0x400u) == 0) { mant <<= 1; --exp; }
+      while ((mant & 0x400u) == 0) {
+        mant <<= 1;
+        --exp;
+      }
       mant &= 0x3ffu;
       u = sign | (exp << 23) | (mant << 13);
     }
@@ -54,14 +57,15 @@ inline uint16_t f32_to_f16(float f) {
   std::memcpy(&u, &f, 4);
   uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u); // overflow -> inf
-  if (abs < 0x38800000u) {  // subnormal or zero in f16
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
+  if (abs < 0x38800000u) {                                               // subnormal or zero in f16
     // Shift the implicit-one mantissa into place with round-to-nearest-even.
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
     uint32_t e = abs >> 23;
     uint32_t m = (abs & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126 - e;  // f16 subnormal unit is 2^-24: value = m * 2^(e-150) = (m >> shift) * 2^-24
+    uint32_t shift =
+        126 - e;  // f16 subnormal unit is 2^-24: value = m * 2^(e-150) = (m >> shift) * 2^-24
     uint32_t half = 1u << (shift - 1);
     uint32_t rounded = (m + half - 1 + ((m >> shift) & 1u)) >> shift;
     return static_cast<uint16_t>(sign | rounded);

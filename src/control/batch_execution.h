@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "control/pending_call.h"
 #include "backend/backend.h"
+#include "control/pending_call.h"
 
 namespace pith {
 

@@ -7,10 +7,14 @@ namespace pith {
 
 const char* call_type_name(CallType t) {
   switch (t) {
-    case CallType::Forward: return "forward";
-    case CallType::EmbedTokens: return "embed_tokens";
-    case CallType::NextDist: return "next_dist";
-    case CallType::CopyKv: return "copy_kv";
+    case CallType::Forward:
+      return "forward";
+    case CallType::EmbedTokens:
+      return "embed_tokens";
+    case CallType::NextDist:
+      return "next_dist";
+    case CallType::CopyKv:
+      return "copy_kv";
   }
   return "?";
 }
@@ -121,7 +125,8 @@ BatchPlan form_batch(std::span<const QueueView> queues, const BatchLimits& limit
       // Short prefills before long ones.
       for (size_t i = 0; i < order.size() && !full; ++i)
         if (!used[i] && order[i]->pending.front().n_tokens <= threshold)
-          used[i] = record(take_from(*order[i], [&](const CallInfo& c) { return c.n_tokens <= threshold; }));
+          used[i] = record(
+              take_from(*order[i], [&](const CallInfo& c) { return c.n_tokens <= threshold; }));
     }
     for (size_t i = 0; i < order.size() && !full; ++i)
       if (!used[i]) record(take_from(*order[i], [](const CallInfo&) { return true; }));

@@ -43,9 +43,9 @@ const char* call_type_name(CallType t);
 struct CallInfo {
   uint64_t id = 0;
   CallType type = CallType::Forward;
-  uint32_t n_tokens = 0;  // tokens it adds to a batch (its share of the token budget)
-  uint32_t n_seqs = 1;    // sequences it adds
-  bool splittable = false;  // a forward over several inputs that may run in chunks
+  uint32_t n_tokens = 0;         // tokens it adds to a batch (its share of the token budget)
+  uint32_t n_seqs = 1;           // sequences it adds
+  bool splittable = false;       // a forward over several inputs that may run in chunks
   std::vector<uint32_t> reads;   // physical pages it reads (KV context)
   std::vector<uint32_t> writes;  // physical pages it writes (new K/V)
   int64_t enqueued_ns = 0;

@@ -8,10 +8,9 @@
 #include <variant>
 #include <vector>
 
+#include "backend/forward_batch.h"
 #include "control/batch_scheduler.h"
 #include "control/status.h"
-#include "backend/forward_batch.h"
-#include "backend/forward_batch.h"
 
 namespace pith {
 

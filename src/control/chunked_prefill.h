@@ -11,8 +11,8 @@
 #include <span>
 #include <vector>
 
-#include "control/batch_scheduler.h"
 #include "backend/forward_batch.h"
+#include "control/batch_scheduler.h"
 
 namespace pith {
 

@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/backend.h"
 #include "control/batch_scheduler.h"
 #include "control/call_builder.h"
 #include "control/calls.h"
@@ -37,7 +38,6 @@
 #include "control/pending_call.h"
 #include "control/resource_spaces.h"
 #include "control/status.h"
-#include "backend/backend.h"
 
 namespace pith {
 

@@ -22,7 +22,8 @@ std::unique_ptr<DispatchPolicy> make_dispatch_policy(const std::string& spec) {
   if (name == "adaptive" && arg.empty()) return std::make_unique<AdaptivePolicy>();
   if (name == "eager" && arg.empty()) return std::make_unique<EagerPolicy>();
   // Defaults follow the paper's Table 5 setup: K = 32 calls, T = 10 ms.
-  if (name == "k") return std::make_unique<CountPolicy>(static_cast<size_t>(number(32)), 50'000'000);
+  if (name == "k")
+    return std::make_unique<CountPolicy>(static_cast<size_t>(number(32)), 50'000'000);
   if (name == "t") return std::make_unique<TimePolicy>(static_cast<int64_t>(number(10) * 1e6));
   fail("unknown batch policy '{}' (expected adaptive, eager, k[:K] or t[:MS])", spec);
 }

@@ -15,11 +15,11 @@ namespace pith {
 
 // What a policy sees when the backend is idle and at least one call is eligible.
 struct DispatchState {
-  size_t n_eligible = 0;          // queue heads ready to run
-  int64_t oldest_wait_ns = 0;     // how long the oldest of them has waited
-  size_t returning = 0;           // callers of the last batch that have not submitted again yet
+  size_t n_eligible = 0;            // queue heads ready to run
+  int64_t oldest_wait_ns = 0;       // how long the oldest of them has waited
+  size_t returning = 0;             // callers of the last batch that have not submitted again yet
   int64_t since_last_batch_ns = 0;  // time since the last batch completed
-  int64_t last_backend_ns = 0;    // how long the last batch ran on the backend
+  int64_t last_backend_ns = 0;      // how long the last batch ran on the backend
 };
 
 struct DispatchDecision {

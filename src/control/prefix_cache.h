@@ -32,7 +32,7 @@ struct PrefixCacheStats {
   uint64_t miss_tokens = 0;  // prompt tokens the callers had to compute
   uint64_t inserted_pages = 0;
   uint64_t evicted_pages = 0;
-  uint32_t cached_pages = 0; // pages currently owned by the tree
+  uint32_t cached_pages = 0;  // pages currently owned by the tree
 };
 
 class PrefixCache {

@@ -12,8 +12,8 @@
 #include <span>
 #include <vector>
 
-#include "common/error.h"
 #include "backend/slot_pool.h"
+#include "common/error.h"
 
 namespace pith {
 

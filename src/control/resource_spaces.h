@@ -17,11 +17,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/slot_pool.h"
 #include "control/handle_table.h"
 #include "control/prefix_cache.h"
 #include "control/ref_counts.h"
 #include "control/status.h"
-#include "backend/slot_pool.h"
 
 namespace pith {
 

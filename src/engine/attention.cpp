@@ -24,8 +24,8 @@ constexpr uint32_t kMaxGroup = 16;  // query heads per task (GQA group), bounded
 struct PieceKernels {
   void (*scores)(const float* k, uint32_t cnt, const float* const* q, uint32_t G, uint32_t hd,
                  float scale, float* const* s);
-  void (*accumulate)(const float* v, uint32_t cnt, const float* const* p, uint32_t G,
-                     uint32_t hd, float* const* acc);
+  void (*accumulate)(const float* v, uint32_t cnt, const float* const* p, uint32_t G, uint32_t hd,
+                     float* const* acc);
 };
 
 namespace scalar {
@@ -66,19 +66,28 @@ PITH_AI void qk_chunk(const float* q, const float* k, uint32_t hd, __m256* acc) 
   for (int v = 0; v < NV; ++v) qv[v] = _mm256_loadu_ps(q + 8 * v);
   for (int r = 0; r < 8; ++r)
     for (int v = 0; v < NV; ++v)
-      acc[r] = _mm256_fmadd_ps(qv[v], _mm256_loadu_ps(k + static_cast<size_t>(r) * hd + 8 * v), acc[r]);
+      acc[r] =
+          _mm256_fmadd_ps(qv[v], _mm256_loadu_ps(k + static_cast<size_t>(r) * hd + 8 * v), acc[r]);
 }
 
 PITH_AI void qk_tail(const float* q, const float* k, uint32_t hd, uint32_t nv, __m256* acc) {
   switch (nv) {
-    case 1: return qk_chunk<1>(q, k, hd, acc);
-    case 2: return qk_chunk<2>(q, k, hd, acc);
-    case 3: return qk_chunk<3>(q, k, hd, acc);
-    case 4: return qk_chunk<4>(q, k, hd, acc);
-    case 5: return qk_chunk<5>(q, k, hd, acc);
-    case 6: return qk_chunk<6>(q, k, hd, acc);
-    case 7: return qk_chunk<7>(q, k, hd, acc);
-    default: return;
+    case 1:
+      return qk_chunk<1>(q, k, hd, acc);
+    case 2:
+      return qk_chunk<2>(q, k, hd, acc);
+    case 3:
+      return qk_chunk<3>(q, k, hd, acc);
+    case 4:
+      return qk_chunk<4>(q, k, hd, acc);
+    case 5:
+      return qk_chunk<5>(q, k, hd, acc);
+    case 6:
+      return qk_chunk<6>(q, k, hd, acc);
+    case 7:
+      return qk_chunk<7>(q, k, hd, acc);
+    default:
+      return;
   }
 }
 
@@ -136,14 +145,29 @@ void accumulate(const float* v, uint32_t cnt, const float* const* p, uint32_t G,
     const float* vt = v + 64 * full;
     float* at = acc[g] + 64 * full;
     switch (tail) {
-      case 1: pv_chunk<1>(vt, cnt, p[g], hd, at); break;
-      case 2: pv_chunk<2>(vt, cnt, p[g], hd, at); break;
-      case 3: pv_chunk<3>(vt, cnt, p[g], hd, at); break;
-      case 4: pv_chunk<4>(vt, cnt, p[g], hd, at); break;
-      case 5: pv_chunk<5>(vt, cnt, p[g], hd, at); break;
-      case 6: pv_chunk<6>(vt, cnt, p[g], hd, at); break;
-      case 7: pv_chunk<7>(vt, cnt, p[g], hd, at); break;
-      default: break;
+      case 1:
+        pv_chunk<1>(vt, cnt, p[g], hd, at);
+        break;
+      case 2:
+        pv_chunk<2>(vt, cnt, p[g], hd, at);
+        break;
+      case 3:
+        pv_chunk<3>(vt, cnt, p[g], hd, at);
+        break;
+      case 4:
+        pv_chunk<4>(vt, cnt, p[g], hd, at);
+        break;
+      case 5:
+        pv_chunk<5>(vt, cnt, p[g], hd, at);
+        break;
+      case 6:
+        pv_chunk<6>(vt, cnt, p[g], hd, at);
+        break;
+      case 7:
+        pv_chunk<7>(vt, cnt, p[g], hd, at);
+        break;
+      default:
+        break;
     }
   }
 }
@@ -154,7 +178,8 @@ void accumulate(const float* v, uint32_t cnt, const float* const* p, uint32_t G,
 #pragma GCC pop_options
 
 PieceKernels piece_kernels(uint32_t head_dim) {
-  if (head_dim % 8 == 0 && best_isa() != KernelIsa::Scalar) return {vavx2::scores, vavx2::accumulate};
+  if (head_dim % 8 == 0 && best_isa() != KernelIsa::Scalar)
+    return {vavx2::scores, vavx2::accumulate};
   return {scalar::scores, scalar::accumulate};
 }
 
@@ -218,7 +243,8 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
   if (scratch.scores.size() < pool.size()) scratch.scores.resize(pool.size());
   if (scratch.acc.size() < pool.size()) scratch.acc.resize(pool.size());
   for (size_t w = 0; w < pool.size(); ++w) {
-    if (scratch.scores[w].size() < size_t{max_ctx} * hpt) scratch.scores[w].resize(size_t{max_ctx} * hpt);
+    if (scratch.scores[w].size() < size_t{max_ctx} * hpt)
+      scratch.scores[w].resize(size_t{max_ctx} * hpt);
     if (scratch.acc[w].size() < size_t{hd} * hpt) scratch.acc[w].resize(size_t{hd} * hpt);
   }
 
@@ -234,7 +260,8 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
       ag[g] = scratch.acc[worker].data() + size_t{g} * hd;
     }
     for (uint32_t i = task.q_begin; i < task.q_end; ++i) {
-      for (uint32_t g = 0; g < hpt; ++g) qg[g] = s.q + size_t{i} * q_dim + size_t{task.head + g} * hd;
+      for (uint32_t g = 0; g < hpt; ++g)
+        qg[g] = s.q + size_t{i} * q_dim + size_t{task.head + g} * hd;
       // Pass 1: scaled scores of the visible slots, per head.
       size_t n_vis = 0;
       for_visible(s, i, ps, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
@@ -245,7 +272,8 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
       });
       if (n_vis == 0) {  // validation rejects this; keep the output defined anyway
         for (uint32_t g = 0; g < hpt; ++g)
-          std::memset(s.out + size_t{i} * q_dim + size_t{task.head + g} * hd, 0, hd * sizeof(float));
+          std::memset(s.out + size_t{i} * q_dim + size_t{task.head + g} * hd, 0,
+                      hd * sizeof(float));
         continue;
       }
       // Softmax (normalised in place), then the probability-weighted sum of V rows.
@@ -259,7 +287,8 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
         kern.accumulate(kv.v(page, layer, kvh) + size_t{off} * hd, cnt, po, hpt, hd, ag);
       });
       for (uint32_t g = 0; g < hpt; ++g)
-        std::memcpy(s.out + size_t{i} * q_dim + size_t{task.head + g} * hd, ag[g], hd * sizeof(float));
+        std::memcpy(s.out + size_t{i} * q_dim + size_t{task.head + g} * hd, ag[g],
+                    hd * sizeof(float));
     }
   });
 }

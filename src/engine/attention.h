@@ -29,8 +29,8 @@ struct AttentionSequence {
   const float* q = nullptr;  // [n_inputs][n_heads * head_dim], RoPE applied
   float* out = nullptr;      // [n_inputs][n_heads * head_dim]
   uint32_t n_inputs = 0;
-  uint32_t context_len = 0;  // inputs occupy slots [context_len - n_inputs, context_len)
-  std::span<const uint32_t> pages;                   // page table, context order
+  uint32_t context_len = 0;         // inputs occupy slots [context_len - n_inputs, context_len)
+  std::span<const uint32_t> pages;  // page table, context order
   const std::vector<std::vector<uint32_t>>* mask = nullptr;  // null or empty: causal
 };
 

@@ -45,8 +45,8 @@ class EmbedPool {
  private:
   uint32_t d_model_;
   uint32_t capacity_;
-  std::vector<float> data_;         // [capacity][d_model]
-  std::vector<uint32_t> positions_; // [capacity]
+  std::vector<float> data_;          // [capacity][d_model]
+  std::vector<uint32_t> positions_;  // [capacity]
   SlotPool slots_;
 };
 

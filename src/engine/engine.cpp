@@ -14,9 +14,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/batch_validation.h"
 #include "common/error.h"
 #include "engine/attention.h"
-#include "backend/batch_validation.h"
 #include "engine/kernels/cpu_features.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/lm_head.h"
@@ -29,16 +29,16 @@ struct Engine::Scratch {
   explicit Scratch(const ModelConfig& c) : rope(c) {}
 
   RopeTable rope;
-  std::vector<float> x;       // [T][d_model] residual stream
-  std::vector<float> h;       // [T][d_model] normed input of a block
-  std::vector<float> q;       // [T][q_dim]
-  std::vector<float> k, v;    // [T][kv_dim]
-  std::vector<float> attn;    // [T][q_dim]
-  std::vector<float> tmp;     // [T][d_model] block output before the residual add
-  std::vector<float> gate;    // [T][d_ff]
-  std::vector<float> up;      // [T][d_ff]
-  std::vector<float> cos_t;   // [T][head_dim/2]
-  std::vector<float> sin_t;   // [T][head_dim/2]
+  std::vector<float> x;      // [T][d_model] residual stream
+  std::vector<float> h;      // [T][d_model] normed input of a block
+  std::vector<float> q;      // [T][q_dim]
+  std::vector<float> k, v;   // [T][kv_dim]
+  std::vector<float> attn;   // [T][q_dim]
+  std::vector<float> tmp;    // [T][d_model] block output before the residual add
+  std::vector<float> gate;   // [T][d_ff]
+  std::vector<float> up;     // [T][d_ff]
+  std::vector<float> cos_t;  // [T][head_dim/2]
+  std::vector<float> sin_t;  // [T][head_dim/2]
   std::vector<uint32_t> write_page, write_slot;  // [T] where each input's K/V goes
   std::vector<float> out_h;   // [R][d_model] normed hidden states of the rows needing logits
   std::vector<float> logits;  // [R_logits][vocab] of the rows that asked for full logits
@@ -46,7 +46,7 @@ struct Engine::Scratch {
   std::vector<uint32_t> top_ks;                            // k of each top-K row
   std::vector<TokenDistribution> dists;                    // results of the top-K rows
   LmHeadScratch lm_head;
-  std::vector<size_t> seq_base;                            // first flattened input of each sequence
+  std::vector<size_t> seq_base;  // first flattened input of each sequence
   std::vector<AttentionSequence> seqs;
   AttentionScratch attention;
 };
@@ -134,7 +134,8 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     const SequenceInput& seq = batch[si];
     const uint32_t n = static_cast<uint32_t>(seq.n_inputs());
     const uint32_t ctx = static_cast<uint32_t>((seq.kv_pages.size() - 1) * ps + seq.last_page_len);
-    s.seqs[si] = AttentionSequence{q + t * q_dim, attn + t * q_dim, n, ctx, seq.kv_pages, &seq.mask};
+    s.seqs[si] =
+        AttentionSequence{q + t * q_dim, attn + t * q_dim, n, ctx, seq.kv_pages, &seq.mask};
     for (uint32_t i = 0; i < n; ++i, ++t) {
       if (!seq.tokens.empty())
         dequantize_row(w.token_embd.dtype, w.token_embd.row(uint32_t(seq.tokens[i])), x + t * d, d);
@@ -171,9 +172,8 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     });
     matmul(pool_, L.w_gate, h, T, gate);
     matmul(pool_, L.w_up, h, T, up);
-    for_each_token(pool_, T, [&](size_t i) {
-      swiglu(gate + i * d_ff, up + i * d_ff, gate + i * d_ff, d_ff);
-    });
+    for_each_token(
+        pool_, T, [&](size_t i) { swiglu(gate + i * d_ff, up + i * d_ff, gate + i * d_ff, d_ff); });
     matmul(pool_, L.w_down, gate, T, tmp);
     add(tmp, x, T * d);
   }
@@ -211,12 +211,14 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
   for_each_token(pool_, R, [&](size_t j) {
     const size_t si = jobs[j].first;
     const OutputSpec& o = batch[si].outputs[jobs[j].second];
-    rmsnorm(x + (seq_base[si] + o.input_index) * d, w.output_norm.data(), out_h + j * d, d, c.rms_eps);
+    rmsnorm(x + (seq_base[si] + o.input_index) * d, w.output_norm.data(), out_h + j * d, d,
+            c.rms_eps);
   });
   const uint32_t V = c.vocab_size;
   if (n_topk > 0) {
     s.top_ks.resize(n_topk);
-    for (size_t j = 0; j < n_topk; ++j) s.top_ks[j] = batch[jobs[j].first].outputs[jobs[j].second].top_k;
+    for (size_t j = 0; j < n_topk; ++j)
+      s.top_ks[j] = batch[jobs[j].first].outputs[jobs[j].second].top_k;
     s.dists.resize(n_topk);
     lm_head_top_k(pool_, w.output, out_h, n_topk, s.top_ks.data(), s.lm_head, s.dists.data());
     for (size_t j = 0; j < n_topk; ++j)
@@ -246,8 +248,8 @@ void Engine::embed_tokens(std::span<const int32_t> tokens, std::span<const uint3
   }
 }
 
-void Engine::copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_offset,
-                     uint32_t dst_offset, uint32_t n) {
+void Engine::copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_offset, uint32_t dst_offset,
+                     uint32_t n) {
   validate_copy_kv(src_page, dst_page, src_offset, dst_offset, n, kv_pool_.page_size(),
                    kv_pool_.slots());
   kv_pool_.copy(src_page, dst_page, src_offset, dst_offset, n);

@@ -9,10 +9,10 @@
 #include <span>
 #include <vector>
 
-#include "common/thread_pool.h"
 #include "backend/backend.h"
-#include "engine/embed_pool.h"
 #include "backend/forward_batch.h"
+#include "common/thread_pool.h"
+#include "engine/embed_pool.h"
 #include "engine/kv_pool.h"
 #include "engine/model_weights.h"
 

@@ -7,8 +7,8 @@
 #include <new>
 #include <thread>
 
-#include "common/error.h"
 #include "backend/batch_validation.h"
+#include "common/error.h"
 #include "engine/kv_pool.h"
 #include "engine/token_distribution.h"
 

@@ -17,7 +17,8 @@ namespace {
 
 uint32_t get_u32(const GGUFFile& f, const std::string& key) {
   uint64_t v = f.get_uint(key);
-  if (v > std::numeric_limits<uint32_t>::max()) fail("{}: metadata '{}' = {} is too large", f.path(), key, v);
+  if (v > std::numeric_limits<uint32_t>::max())
+    fail("{}: metadata '{}' = {} is too large", f.path(), key, v);
   return static_cast<uint32_t>(v);
 }
 
@@ -40,7 +41,8 @@ std::vector<uint64_t> squeezed(const std::vector<uint64_t>& dims) {
 
 // In place from the mapping. A file with general.alignment below the element size could leave a
 // tensor misaligned for its type; such a tensor is copied once into an owned buffer.
-WeightMatrix matrix(const GGUFFile& f, ModelWeights& w, const std::string& name, size_t rows, size_t cols) {
+WeightMatrix matrix(const GGUFFile& f, ModelWeights& w, const std::string& name, size_t rows,
+                    size_t cols) {
   const GGUFTensorInfo& t = require_tensor(f, name);
   if (squeezed(t.dims) != std::vector<uint64_t>{cols, rows})
     fail("{}: tensor '{}' has shape [{}], expected [{}, {}] (ggml order: in, out)", f.path(), name,
@@ -58,7 +60,8 @@ WeightMatrix matrix(const GGUFFile& f, ModelWeights& w, const std::string& name,
 std::vector<float> vector_f32(const GGUFFile& f, const std::string& name, size_t n) {
   const GGUFTensorInfo& t = require_tensor(f, name);
   if (squeezed(t.dims) != std::vector<uint64_t>{n})
-    fail("{}: tensor '{}' has shape [{}], expected [{}]", f.path(), name, fmt::join(t.dims, ", "), n);
+    fail("{}: tensor '{}' has shape [{}], expected [{}]", f.path(), name, fmt::join(t.dims, ", "),
+         n);
   std::vector<float> out(n);
   std::vector<uint8_t> aligned(t.data, t.data + t.n_bytes);  // the mapping may be unaligned here
   dequantize_row(t.dtype, aligned.data(), out.data(), n);
@@ -83,7 +86,8 @@ ModelConfig gguf_model_config(const GGUFFile& f) {
   c.head_dim = get_u32_or(f, p + "attention.key_length", c.d_model / c.n_heads);
   uint32_t v_len = get_u32_or(f, p + "attention.value_length", c.head_dim);
   if (v_len != c.head_dim)
-    fail("{}: attention.value_length {} differs from key_length {} (unsupported)", f.path(), v_len, c.head_dim);
+    fail("{}: attention.value_length {} differs from key_length {} (unsupported)", f.path(), v_len,
+         c.head_dim);
   uint32_t rope_dims = get_u32_or(f, p + "rope.dimension_count", c.head_dim);
   if (rope_dims != c.head_dim)
     fail("{}: partial rotary embedding (rope.dimension_count {} < head_dim {}) is not supported",
@@ -109,7 +113,8 @@ ModelConfig gguf_model_config(const GGUFFile& f) {
   } else if (scaling != "none" && scaling != "llama3") {
     fail("{}: rope scaling type '{}' is not supported", f.path(), scaling);
   }
-  if (f.find_tensor("rope_freqs.weight")) c.rope_freq_factors = vector_f32(f, "rope_freqs.weight", c.head_dim / 2);
+  if (f.find_tensor("rope_freqs.weight"))
+    c.rope_freq_factors = vector_f32(f, "rope_freqs.weight", c.head_dim / 2);
 
   c.tied_output = f.find_tensor("output.weight") == nullptr;
   validate_config(c, f.path());
@@ -143,7 +148,8 @@ std::shared_ptr<ModelWeights> load_gguf_model(const std::string& path, const Loa
     log_layer_progress(options, path, i, c.n_layers);
   }
   w->output_norm = vector_f32(f, "output_norm.weight", c.d_model);
-  w->output = c.tied_output ? w->token_embd : matrix(f, *w, "output.weight", c.vocab_size, c.d_model);
+  w->output =
+      c.tied_output ? w->token_embd : matrix(f, *w, "output.weight", c.vocab_size, c.d_model);
   return w;
 }
 

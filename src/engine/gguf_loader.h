@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "formats/gguf.h"
 #include "engine/model_loader.h"
+#include "formats/gguf.h"
 
 namespace pith {
 

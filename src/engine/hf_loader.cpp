@@ -1,7 +1,6 @@
 // Hugging Face folder -> ModelWeights (see hf_loader.h). safetensors shapes are row-major
 // [out, in], matching WeightMatrix directly.
 #include "engine/hf_loader.h"
-#include "engine/model_loader.h"
 
 #include <fmt/ranges.h>
 
@@ -13,6 +12,7 @@
 
 #include "common/error.h"
 #include "engine/kernels/matmul.h"
+#include "engine/model_loader.h"
 #include "formats/safetensors.h"
 
 namespace pith {
@@ -52,8 +52,12 @@ class ConfigReader {
     if (!has(key)) fail("{}: missing key '{}'", path_, key);
     return u32_of(j_[key], key);
   }
-  uint32_t u32_or(const char* key, uint32_t fallback) const { return has(key) ? u32(key) : fallback; }
-  float f32_or(const char* key, float fallback) const { return has(key) ? num(j_[key], key) : fallback; }
+  uint32_t u32_or(const char* key, uint32_t fallback) const {
+    return has(key) ? u32(key) : fallback;
+  }
+  float f32_or(const char* key, float fallback) const {
+    return has(key) ? num(j_[key], key) : fallback;
+  }
   bool bool_or(const char* key, bool fallback) const {
     if (!has(key)) return fallback;
     if (!j_[key].is_boolean()) fail("{}: '{}' must be true or false", path_, key);
@@ -101,22 +105,25 @@ Checkpoint open_checkpoint(const std::string& folder) {
       fail("{}: missing 'weight_map' object", index.string());
     std::map<std::string, const SafetensorsFile*> by_file;
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-      if (!it.value().is_string()) fail("{}: weight_map['{}'] is not a file name", index.string(), it.key());
+      if (!it.value().is_string())
+        fail("{}: weight_map['{}'] is not a file name", index.string(), it.key());
       std::string shard = it.value().get<std::string>();
       if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
-        fail("{}: weight_map['{}'] = '{}' is not a file in the folder", index.string(), it.key(), shard);
+        fail("{}: weight_map['{}'] = '{}' is not a file in the folder", index.string(), it.key(),
+             shard);
       auto f = by_file.find(shard);
       if (f == by_file.end()) {
         ck.files.push_back(std::make_shared<const SafetensorsFile>((dir / shard).string()));
         f = by_file.emplace(shard, ck.files.back().get()).first;
       }
       if (!f->second->find(it.key()))
-        fail("{}: tensor '{}' is listed in {} but not present there", (dir / shard).string(), it.key(),
-             index.string());
+        fail("{}: tensor '{}' is listed in {} but not present there", (dir / shard).string(),
+             it.key(), index.string());
       ck.where[it.key()] = f->second;
     }
   } else if (fs::exists(dir / "model.safetensors")) {
-    ck.files.push_back(std::make_shared<const SafetensorsFile>((dir / "model.safetensors").string()));
+    ck.files.push_back(
+        std::make_shared<const SafetensorsFile>((dir / "model.safetensors").string()));
     for (const auto& t : ck.files.back()->tensors()) ck.where[t.name] = ck.files.back().get();
   } else {
     fail("{}: no model.safetensors or model.safetensors.index.json", folder);
@@ -135,7 +142,9 @@ class HfBuilder {
     if (t->shape != shape)
       fail("{}: tensor '{}' has shape [{}], expected [{}]", file, name, fmt::join(t->shape, ", "),
            fmt::join(shape, ", "));
-    if (!t->dtype) fail("{}: tensor '{}' has unsupported dtype {} (pith reads F32, F16, BF16)", file, name, t->dtype_name);
+    if (!t->dtype)
+      fail("{}: tensor '{}' has unsupported dtype {} (pith reads F32, F16, BF16)", file, name,
+           t->dtype_name);
     return *t;
   }
 
@@ -190,7 +199,8 @@ ModelConfig hf_model_config(const std::string& folder) {
   ModelConfig c;
   std::string arch;
   if (r.has("architectures")) {
-    if (!j["architectures"].is_array() || j["architectures"].empty() || !j["architectures"][0].is_string())
+    if (!j["architectures"].is_array() || j["architectures"].empty() ||
+        !j["architectures"][0].is_string())
       fail("{}: 'architectures' must be a list of names", path);
     arch = j["architectures"][0].get<std::string>();
   }
@@ -219,12 +229,14 @@ ModelConfig hf_model_config(const std::string& folder) {
     ConfigReader sr(s, path + " rope_scaling");
     std::string type = sr.str_or("rope_type", sr.str_or("type", "default"));
     if (type == "llama3") {
-      for (const char* k : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
+      for (const char* k :
+           {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
         if (!sr.has(k)) fail("{}: rope_scaling (llama3) is missing '{}'", path, k);
-      c.rope_freq_factors = llama3_rope_freq_factors(
-          c.head_dim, c.rope_theta, sr.num(s["factor"], "factor"), sr.num(s["low_freq_factor"], "low_freq_factor"),
-          sr.num(s["high_freq_factor"], "high_freq_factor"),
-          sr.u32("original_max_position_embeddings"));
+      c.rope_freq_factors =
+          llama3_rope_freq_factors(c.head_dim, c.rope_theta, sr.num(s["factor"], "factor"),
+                                   sr.num(s["low_freq_factor"], "low_freq_factor"),
+                                   sr.num(s["high_freq_factor"], "high_freq_factor"),
+                                   sr.u32("original_max_position_embeddings"));
     } else if (type == "linear") {
       if (!sr.has("factor")) fail("{}: rope_scaling (linear) is missing 'factor'", path);
       c.rope_freq_factors.assign(c.head_dim / 2, sr.num(s["factor"], "factor"));

@@ -1,4 +1,5 @@
-// KvPool: preallocation and K/V copies (the free list is a SlotPool). See kv_pool.h for the page layout.
+// KvPool: preallocation and K/V copies (the free list is a SlotPool). See kv_pool.h for the page
+// layout.
 #include "engine/kv_pool.h"
 
 #include <algorithm>
@@ -12,8 +13,8 @@ namespace {
 
 uint32_t pages_in_budget(const KvShape& shape, size_t memory_bytes) {
   if (shape.n_layers == 0 || shape.n_kv_heads == 0 || shape.head_dim == 0 || shape.page_size == 0)
-    fail("KV pool: empty shape (layers {}, kv heads {}, head_dim {}, page size {})",
-         shape.n_layers, shape.n_kv_heads, shape.head_dim, shape.page_size);
+    fail("KV pool: empty shape (layers {}, kv heads {}, head_dim {}, page size {})", shape.n_layers,
+         shape.n_kv_heads, shape.head_dim, shape.page_size);
   size_t n = memory_bytes / shape.page_bytes();
   if (n == 0)
     fail("KV pool: a budget of {} bytes does not hold one page of {} bytes ({} tokens)",
@@ -53,10 +54,10 @@ void KvPool::copy(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint3
   const uint32_t hd = shape_.head_dim;
   for (uint32_t l = 0; l < shape_.n_layers; ++l)
     for (uint32_t h = 0; h < shape_.n_kv_heads; ++h) {
-      std::memmove(k(dst_page, l, h) + size_t{dst_slot} * hd, k(src_page, l, h) + size_t{src_slot} * hd,
-                   size_t{n} * hd * sizeof(float));
-      std::memmove(v(dst_page, l, h) + size_t{dst_slot} * hd, v(src_page, l, h) + size_t{src_slot} * hd,
-                   size_t{n} * hd * sizeof(float));
+      std::memmove(k(dst_page, l, h) + size_t{dst_slot} * hd,
+                   k(src_page, l, h) + size_t{src_slot} * hd, size_t{n} * hd * sizeof(float));
+      std::memmove(v(dst_page, l, h) + size_t{dst_slot} * hd,
+                   v(src_page, l, h) + size_t{src_slot} * hd, size_t{n} * hd * sizeof(float));
     }
 }
 

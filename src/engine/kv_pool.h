@@ -79,14 +79,12 @@ class KvPool {
 
   // Writes one token's K and V rows ([kv_dim] each, heads concatenated) of one layer into
   // (page, slot).
-  void write(uint32_t page, uint32_t slot, uint32_t layer, const float* k_row,
-             const float* v_row);
+  void write(uint32_t page, uint32_t slot, uint32_t layer, const float* k_row, const float* v_row);
 
   // Copies n slots of K/V (all layers) from src_page[src_slot..] to dst_page[dst_slot..].
   // Overlapping ranges of the same page are handled (memmove). Throws pith::Error on bad ids
   // or ranges past the page end.
-  void copy(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot,
-            uint32_t n);
+  void copy(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot, uint32_t n);
 
  private:
   size_t offset(uint32_t page, uint32_t layer, uint32_t kv, uint32_t kv_head) const {
@@ -98,7 +96,7 @@ class KvPool {
   KvShape shape_;
   size_t page_floats_ = 0;
   uint32_t n_pages_ = 0;
-  std::unique_ptr<float[]> data_;      // [n_pages][page_floats]
+  std::unique_ptr<float[]> data_;  // [n_pages][page_floats]
   SlotPool slots_;
 };
 

@@ -2,8 +2,8 @@
 #include <cmath>
 #include <numbers>
 
-#include "common/error.h"
 #include "backend/model_config.h"
+#include "common/error.h"
 #include "engine/model_loader.h"
 
 namespace pith {
@@ -15,12 +15,15 @@ namespace pith {
 std::vector<float> llama3_rope_freq_factors(uint32_t head_dim, float theta, float factor,
                                             float low_freq_factor, float high_freq_factor,
                                             uint32_t original_context) {
-  if (head_dim == 0 || head_dim % 2 != 0) fail("llama3 rope scaling: head_dim {} must be even", head_dim);
+  if (head_dim == 0 || head_dim % 2 != 0)
+    fail("llama3 rope scaling: head_dim {} must be even", head_dim);
   if (!(factor > 0) || !(low_freq_factor > 0) || !(high_freq_factor > low_freq_factor) ||
       original_context == 0 || !(theta > 0))
-    fail("llama3 rope scaling: invalid parameters (factor {}, low_freq_factor {}, high_freq_factor {}, "
-         "original_max_position_embeddings {}, theta {})",
-         factor, low_freq_factor, high_freq_factor, original_context, theta);
+    fail(
+        "llama3 rope scaling: invalid parameters (factor {}, low_freq_factor {}, high_freq_factor "
+        "{}, "
+        "original_max_position_embeddings {}, theta {})",
+        factor, low_freq_factor, high_freq_factor, original_context, theta);
   const double ctx = original_context;
   const double low_wavelen = ctx / low_freq_factor;
   const double high_wavelen = ctx / high_freq_factor;
@@ -34,7 +37,8 @@ std::vector<float> llama3_rope_freq_factors(uint32_t head_dim, float theta, floa
     } else if (wavelen > low_wavelen) {
       f = factor;
     } else {
-      double smooth = (ctx / wavelen - low_freq_factor) / (double(high_freq_factor) - low_freq_factor);
+      double smooth =
+          (ctx / wavelen - low_freq_factor) / (double(high_freq_factor) - low_freq_factor);
       f = 1.0 / ((1 - smooth) / factor + smooth);
     }
     out[i] = static_cast<float>(f);
@@ -60,14 +64,17 @@ void validate_config(const ModelConfig& c, const std::string& source) {
   if (c.n_heads % c.n_kv_heads != 0)
     fail("{}: n_heads {} is not a multiple of n_kv_heads {}", source, c.n_heads, c.n_kv_heads);
   if (c.head_dim % 2 != 0) fail("{}: head_dim {} must be even for RoPE", source, c.head_dim);
-  if (!(c.rms_eps > 0) || !std::isfinite(c.rms_eps)) fail("{}: invalid rms epsilon {}", source, c.rms_eps);
-  if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta)) fail("{}: invalid rope theta {}", source, c.rope_theta);
+  if (!(c.rms_eps > 0) || !std::isfinite(c.rms_eps))
+    fail("{}: invalid rms epsilon {}", source, c.rms_eps);
+  if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta))
+    fail("{}: invalid rope theta {}", source, c.rope_theta);
   if (!c.rope_freq_factors.empty()) {
     if (c.rope_freq_factors.size() != c.head_dim / 2)
       fail("{}: rope frequency factors have {} entries, expected head_dim/2 = {}", source,
            c.rope_freq_factors.size(), c.head_dim / 2);
     for (float f : c.rope_freq_factors)
-      if (!(f > 0) || !std::isfinite(f)) fail("{}: rope frequency factor {} is not positive", source, f);
+      if (!(f > 0) || !std::isfinite(f))
+        fail("{}: rope frequency factor {} is not positive", source, f);
   }
 }
 

@@ -19,7 +19,8 @@ std::shared_ptr<const ModelWeights> load_model(const std::string& path) {
   return load_model(path, LoadOptions{});
 }
 
-std::shared_ptr<const ModelWeights> load_model(const std::string& path, const LoadOptions& options) {
+std::shared_ptr<const ModelWeights> load_model(const std::string& path,
+                                               const LoadOptions& options) {
   namespace fs = std::filesystem;
   auto start = std::chrono::steady_clock::now();
   std::error_code ec;
@@ -42,7 +43,8 @@ std::string dtype_summary(const ModelWeights& w) {
   add(w.token_embd);
   add(w.output);
   for (const auto& l : w.layers)
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*m);
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      add(*m);
   if (names.size() == 1) return std::string(*names.begin());
   return fmt::format("mixed ({})", fmt::join(names, ", "));
 }

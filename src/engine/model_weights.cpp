@@ -10,7 +10,8 @@ template <typename Fn>
 void for_each_matrix(const ModelWeights& w, Fn&& fn) {
   fn(w.token_embd);
   for (const auto& l : w.layers)
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) fn(*m);
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      fn(*m);
   if (!w.config.tied_output) fn(w.output);
 }
 }  // namespace
@@ -31,24 +32,23 @@ size_t ModelWeights::n_params() const {
 
 namespace {
 
-void check_matrix(const WeightMatrix& m, size_t rows, size_t cols, const char* name,
-                  size_t layer) {
+void check_matrix(const WeightMatrix& m, size_t rows, size_t cols, const char* name, size_t layer) {
   if (m.data == nullptr || m.rows != rows || m.cols != cols)
     fail("engine: weight {} (layer {}) is [{}][{}]{}, expected [{}][{}]", name, layer, m.rows,
          m.cols, m.data ? "" : " without data", rows, cols);
 }
 
 void check_vector(const std::vector<float>& v, size_t n, const char* name, size_t layer) {
-  if (v.size() != n) fail("engine: {} (layer {}) has {} entries, expected {}", name, layer,
-                          v.size(), n);
+  if (v.size() != n)
+    fail("engine: {} (layer {}) has {} entries, expected {}", name, layer, v.size(), n);
 }
 
 }  // namespace
 
 void validate_model_shapes(const ModelWeights& w) {
   const ModelConfig& c = w.config;
-  if (c.n_layers == 0 || c.d_model == 0 || c.n_heads == 0 || c.n_kv_heads == 0 ||
-      c.head_dim == 0 || c.d_ff == 0 || c.vocab_size == 0)
+  if (c.n_layers == 0 || c.d_model == 0 || c.n_heads == 0 || c.n_kv_heads == 0 || c.head_dim == 0 ||
+      c.d_ff == 0 || c.vocab_size == 0)
     fail("engine: model '{}' has an empty dimension", w.source);
   if (c.n_heads % c.n_kv_heads != 0)
     fail("engine: {} query heads is not a multiple of {} KV heads", c.n_heads, c.n_kv_heads);
@@ -70,6 +70,5 @@ void validate_model_shapes(const ModelWeights& w) {
     check_matrix(L.w_down, c.d_model, c.d_ff, "ffn_down", l);
   }
 }
-
 
 }  // namespace pith

@@ -11,33 +11,33 @@
 #include <string>
 #include <vector>
 
-#include "engine/kernels/matmul.h"
 #include "backend/model_config.h"
+#include "engine/kernels/matmul.h"
 
 namespace pith {
 
 struct LayerWeights {
-  std::vector<float> attn_norm;   // [d_model]
-  WeightMatrix wq;                // [q_dim][d_model]
-  WeightMatrix wk;                // [kv_dim][d_model]
-  WeightMatrix wv;                // [kv_dim][d_model]
-  WeightMatrix wo;                // [d_model][q_dim]
-  std::vector<float> ffn_norm;    // [d_model]
-  WeightMatrix w_gate;            // [d_ff][d_model]
-  WeightMatrix w_up;              // [d_ff][d_model]
-  WeightMatrix w_down;            // [d_model][d_ff]
+  std::vector<float> attn_norm;  // [d_model]
+  WeightMatrix wq;               // [q_dim][d_model]
+  WeightMatrix wk;               // [kv_dim][d_model]
+  WeightMatrix wv;               // [kv_dim][d_model]
+  WeightMatrix wo;               // [d_model][q_dim]
+  std::vector<float> ffn_norm;   // [d_model]
+  WeightMatrix w_gate;           // [d_ff][d_model]
+  WeightMatrix w_up;             // [d_ff][d_model]
+  WeightMatrix w_down;           // [d_model][d_ff]
 };
 
 struct ModelWeights {
   ModelConfig config;
-  std::string source;             // path it was loaded from
-  std::string format;             // "gguf" or "hf"
-  WeightMatrix token_embd;        // [vocab][d_model]
+  std::string source;       // path it was loaded from
+  std::string format;       // "gguf" or "hf"
+  WeightMatrix token_embd;  // [vocab][d_model]
   std::vector<LayerWeights> layers;
-  std::vector<float> output_norm; // [d_model]
-  WeightMatrix output;            // [vocab][d_model]; == token_embd when tied
+  std::vector<float> output_norm;  // [d_model]
+  WeightMatrix output;             // [vocab][d_model]; == token_embd when tied
 
-  size_t weight_bytes() const;    // bytes of all matrices (what one decode step streams)
+  size_t weight_bytes() const;  // bytes of all matrices (what one decode step streams)
   size_t n_params() const;
 
   // Keeps mappings and converted buffers alive for as long as the matrices point into them.

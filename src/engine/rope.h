@@ -30,8 +30,8 @@ class RopeTable {
   void angles(uint32_t pos, float* cos_out, float* sin_out) const;
 
  private:
-  float theta_scale_ = 1;             // theta^(-2/head_dim), f32 as ggml computes it
-  std::vector<float> freq_factors_;   // [head_dim/2], 1 when the model has none
+  float theta_scale_ = 1;            // theta^(-2/head_dim), f32 as ggml computes it
+  std::vector<float> freq_factors_;  // [head_dim/2], 1 when the model has none
 };
 
 // Rotates n_heads vectors of head_dim = 2 * n_pairs floats (heads concatenated) in place with

@@ -34,7 +34,8 @@ double sum_exp_avx2(const float* x, size_t n, float m) {
   while (i + 8 <= n) {
     const size_t end = std::min(n, i + 1024);
     __m256 acc = _mm256_setzero_ps();
-    for (; i + 8 <= end; i += 8) acc = _mm256_add_ps(acc, avx2::exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
+    for (; i + 8 <= end; i += 8)
+      acc = _mm256_add_ps(acc, avx2::exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
     total += avx2::hsum(acc);
   }
   return total + sum_exp_scalar(x + i, n - i, m);
@@ -50,11 +51,13 @@ size_t scan_ge_avx2(const float* x, size_t n, Threshold&& threshold, OnHit&& on_
     // Four groups per test: the common case (nothing beats the threshold) is one branch.
     const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
     const __m256 c = _mm256_loadu_ps(x + i + 16), d = _mm256_loadu_ps(x + i + 24);
-    const __m256 any = _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(a, th, _CMP_GE_OQ), _mm256_cmp_ps(b, th, _CMP_GE_OQ)),
-                                    _mm256_or_ps(_mm256_cmp_ps(c, th, _CMP_GE_OQ), _mm256_cmp_ps(d, th, _CMP_GE_OQ)));
+    const __m256 any = _mm256_or_ps(
+        _mm256_or_ps(_mm256_cmp_ps(a, th, _CMP_GE_OQ), _mm256_cmp_ps(b, th, _CMP_GE_OQ)),
+        _mm256_or_ps(_mm256_cmp_ps(c, th, _CMP_GE_OQ), _mm256_cmp_ps(d, th, _CMP_GE_OQ)));
     if (_mm256_movemask_ps(any) == 0) continue;
     for (size_t j = i; j < i + 32; j += 8) {
-      unsigned mask = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + j), th, _CMP_GE_OQ)));
+      unsigned mask = static_cast<unsigned>(
+          _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + j), th, _CMP_GE_OQ)));
       while (mask != 0) {
         const unsigned lane = static_cast<unsigned>(__builtin_ctz(mask));
         mask &= mask - 1;
@@ -81,7 +84,8 @@ SoftmaxPartial softmax_partial(const float* logits, size_t n) {
   const KernelIsa isa = best_isa();
   p.max = max_value(logits, n, isa);
   if (std::isinf(p.max)) return p;  // all -inf (sum 0) or an +inf entry (max decides)
-  p.sum = isa == KernelIsa::Scalar ? sum_exp_scalar(logits, n, p.max) : sum_exp_avx2(logits, n, p.max);
+  p.sum =
+      isa == KernelIsa::Scalar ? sum_exp_scalar(logits, n, p.max) : sum_exp_avx2(logits, n, p.max);
   return p;
 }
 

@@ -49,38 +49,77 @@ class Cursor {
 
 size_t scalar_size(GGUFType t) {
   switch (t) {
-    case GGUFType::U8: case GGUFType::I8: case GGUFType::BOOL: return 1;
-    case GGUFType::U16: case GGUFType::I16: return 2;
-    case GGUFType::U32: case GGUFType::I32: case GGUFType::F32: return 4;
-    case GGUFType::U64: case GGUFType::I64: case GGUFType::F64: return 8;
-    default: return 0;
+    case GGUFType::U8:
+    case GGUFType::I8:
+    case GGUFType::BOOL:
+      return 1;
+    case GGUFType::U16:
+    case GGUFType::I16:
+      return 2;
+    case GGUFType::U32:
+    case GGUFType::I32:
+    case GGUFType::F32:
+      return 4;
+    case GGUFType::U64:
+    case GGUFType::I64:
+    case GGUFType::F64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
-bool valid_type(uint32_t t) { return t <= static_cast<uint32_t>(GGUFType::F64); }
+bool valid_type(uint32_t t) {
+  return t <= static_cast<uint32_t>(GGUFType::F64);
+}
 
 GGUFValue read_scalar(Cursor& c, GGUFType t, const char* what) {
   GGUFValue v{t, uint64_t{0}};
   switch (t) {
-    case GGUFType::U8: v.v = uint64_t{c.read<uint8_t>(what)}; break;
-    case GGUFType::U16: v.v = uint64_t{c.read<uint16_t>(what)}; break;
-    case GGUFType::U32: v.v = uint64_t{c.read<uint32_t>(what)}; break;
-    case GGUFType::U64: v.v = c.read<uint64_t>(what); break;
-    case GGUFType::I8: v.v = int64_t{c.read<int8_t>(what)}; break;
-    case GGUFType::I16: v.v = int64_t{c.read<int16_t>(what)}; break;
-    case GGUFType::I32: v.v = int64_t{c.read<int32_t>(what)}; break;
-    case GGUFType::I64: v.v = c.read<int64_t>(what); break;
-    case GGUFType::F32: v.v = double{c.read<float>(what)}; break;
-    case GGUFType::F64: v.v = c.read<double>(what); break;
-    case GGUFType::BOOL: v.v = c.read<uint8_t>(what) != 0; break;
-    case GGUFType::STRING: v.v = c.read_string(what); break;
-    default: break;
+    case GGUFType::U8:
+      v.v = uint64_t{c.read<uint8_t>(what)};
+      break;
+    case GGUFType::U16:
+      v.v = uint64_t{c.read<uint16_t>(what)};
+      break;
+    case GGUFType::U32:
+      v.v = uint64_t{c.read<uint32_t>(what)};
+      break;
+    case GGUFType::U64:
+      v.v = c.read<uint64_t>(what);
+      break;
+    case GGUFType::I8:
+      v.v = int64_t{c.read<int8_t>(what)};
+      break;
+    case GGUFType::I16:
+      v.v = int64_t{c.read<int16_t>(what)};
+      break;
+    case GGUFType::I32:
+      v.v = int64_t{c.read<int32_t>(what)};
+      break;
+    case GGUFType::I64:
+      v.v = c.read<int64_t>(what);
+      break;
+    case GGUFType::F32:
+      v.v = double{c.read<float>(what)};
+      break;
+    case GGUFType::F64:
+      v.v = c.read<double>(what);
+      break;
+    case GGUFType::BOOL:
+      v.v = c.read<uint8_t>(what) != 0;
+      break;
+    case GGUFType::STRING:
+      v.v = c.read_string(what);
+      break;
+    default:
+      break;
   }
   return v;
 }
 
 const char* type_name(GGUFType t) {
-  static const char* names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32",
+  static const char* names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                 "bool", "string", "array", "u64", "i64", "f64"};
   auto i = static_cast<uint32_t>(t);
   return i < std::size(names) ? names[i] : "?";
@@ -90,15 +129,18 @@ const char* type_name(GGUFType t) {
 
 GGUFFile::GGUFFile(const std::string& path) : file_(path) {
   Cursor c(file_.data(), file_.data() + file_.size(), file_.path());
-  if (file_.size() < 4 || std::memcmp(file_.data(), "GGUF", 4) != 0) bad("not a GGUF file (bad magic)");
+  if (file_.size() < 4 || std::memcmp(file_.data(), "GGUF", 4) != 0)
+    bad("not a GGUF file (bad magic)");
   c.take(4, "magic");
   version_ = c.read<uint32_t>("version");
   if (version_ != 2 && version_ != 3) bad("unsupported GGUF version " + std::to_string(version_));
   uint64_t n_tensors = c.read<uint64_t>("tensor count");
   uint64_t n_kv = c.read<uint64_t>("metadata count");
   // Each entry needs at least a few bytes: reject absurd counts before allocating.
-  if (n_kv > c.remaining() / 12) bad("metadata count " + std::to_string(n_kv) + " exceeds file size");
-  if (n_tensors > c.remaining() / 24) bad("tensor count " + std::to_string(n_tensors) + " exceeds file size");
+  if (n_kv > c.remaining() / 12)
+    bad("metadata count " + std::to_string(n_kv) + " exceeds file size");
+  if (n_tensors > c.remaining() / 24)
+    bad("tensor count " + std::to_string(n_tensors) + " exceeds file size");
 
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = c.read_string("metadata key");
@@ -113,12 +155,15 @@ GGUFFile::GGUFFile(const std::string& path) : file_(path) {
       arr.elem_type = static_cast<GGUFType>(et);
       arr.count = c.read<uint64_t>("array length");
       if (arr.elem_type == GGUFType::STRING) {
-        if (arr.count > c.remaining() / 8) bad("metadata '" + key + "': array length exceeds file size");
+        if (arr.count > c.remaining() / 8)
+          bad("metadata '" + key + "': array length exceeds file size");
         arr.strings.reserve(arr.count);
-        for (uint64_t j = 0; j < arr.count; ++j) arr.strings.push_back(c.read_string("array string"));
+        for (uint64_t j = 0; j < arr.count; ++j)
+          arr.strings.push_back(c.read_string("array string"));
       } else {
         size_t es = scalar_size(arr.elem_type);
-        if (arr.count > c.remaining() / es) bad("metadata '" + key + "': array extends past end of file");
+        if (arr.count > c.remaining() / es)
+          bad("metadata '" + key + "': array extends past end of file");
         arr.data = c.take(arr.count * es, "array data");
       }
       value.v = std::move(arr);
@@ -129,20 +174,24 @@ GGUFFile::GGUFFile(const std::string& path) : file_(path) {
   }
 
   uint64_t alignment = get_uint_or("general.alignment", 32);
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0) bad("general.alignment must be a power of two");
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+    bad("general.alignment must be a power of two");
 
   tensors_.reserve(n_tensors);
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GGUFTensorInfo ti;
     ti.name = c.read_string("tensor name");
     uint32_t n_dims = c.read<uint32_t>("tensor rank");
-    if (n_dims == 0 || n_dims > 4) bad("tensor '" + ti.name + "' has rank " + std::to_string(n_dims));
+    if (n_dims == 0 || n_dims > 4)
+      bad("tensor '" + ti.name + "' has rank " + std::to_string(n_dims));
     ti.n_elements = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       uint64_t dim = c.read<uint64_t>("tensor dims");
-      if (dim == 0 || dim > (uint64_t{1} << 40)) bad("tensor '" + ti.name + "' has invalid dimension");
+      if (dim == 0 || dim > (uint64_t{1} << 40))
+        bad("tensor '" + ti.name + "' has invalid dimension");
       ti.dims.push_back(dim);
-      if (ti.n_elements > std::numeric_limits<uint64_t>::max() / dim) bad("tensor '" + ti.name + "' is too large");
+      if (ti.n_elements > std::numeric_limits<uint64_t>::max() / dim)
+        bad("tensor '" + ti.name + "' is too large");
       ti.n_elements *= dim;
     }
     uint32_t type = c.read<uint32_t>("tensor type");
@@ -150,11 +199,13 @@ GGUFFile::GGUFFile(const std::string& path) : file_(path) {
     if (!info) bad("tensor '" + ti.name + "' has unsupported ggml type " + std::to_string(type));
     ti.dtype = info->type;
     if (ti.dims[0] % info->block_size != 0)
-      bad("tensor '" + ti.name + "': row length not a multiple of the " + std::string(info->name) + " block");
+      bad("tensor '" + ti.name + "': row length not a multiple of the " + std::string(info->name) +
+          " block");
     ti.n_bytes = ti.n_elements / info->block_size * info->block_bytes;
     ti.offset = c.read<uint64_t>("tensor offset");
     if (ti.offset % alignment != 0) bad("tensor '" + ti.name + "' offset is not aligned");
-    if (!tensor_index_.emplace(ti.name, tensors_.size()).second) bad("duplicate tensor '" + ti.name + "'");
+    if (!tensor_index_.emplace(ti.name, tensors_.size()).second)
+      bad("duplicate tensor '" + ti.name + "'");
     tensors_.push_back(std::move(ti));
   }
 
@@ -168,7 +219,9 @@ GGUFFile::GGUFFile(const std::string& path) : file_(path) {
   }
 }
 
-void GGUFFile::bad(const std::string& what) const { fail("{}: {}", file_.path(), what); }
+void GGUFFile::bad(const std::string& what) const {
+  fail("{}: {}", file_.path(), what);
+}
 
 const GGUFValue* GGUFFile::find(const std::string& key) const {
   auto it = kv_.find(key);
@@ -188,7 +241,8 @@ const GGUFValue& GGUFFile::require(const std::string& key) const {
 
 std::string GGUFFile::get_string(const std::string& key) const {
   const auto& v = require(key);
-  if (v.type != GGUFType::STRING) bad("metadata '" + key + "' is " + type_name(v.type) + ", expected string");
+  if (v.type != GGUFType::STRING)
+    bad("metadata '" + key + "' is " + type_name(v.type) + ", expected string");
   return std::get<std::string>(v.v);
 }
 
@@ -212,7 +266,8 @@ int64_t GGUFFile::get_int_or(const std::string& key, int64_t fallback) const {
   const GGUFValue* v = find(key);
   if (!v) return fallback;
   if (auto* i = std::get_if<int64_t>(&v->v)) return *i;
-  if (auto* u = std::get_if<uint64_t>(&v->v); u && *u <= uint64_t(INT64_MAX)) return static_cast<int64_t>(*u);
+  if (auto* u = std::get_if<uint64_t>(&v->v); u && *u <= uint64_t(INT64_MAX))
+    return static_cast<int64_t>(*u);
   bad("metadata '" + key + "' is " + type_name(v->type) + ", expected an integer");
 }
 
@@ -250,16 +305,35 @@ std::vector<Out> convert_array(const GGUFArray& a) {
   for (uint64_t i = 0; i < a.count; ++i) {
     const uint8_t* p = a.data + i * es;
     switch (a.elem_type) {
-      case GGUFType::U8: out[i] = static_cast<Out>(*p); break;
-      case GGUFType::I8: out[i] = static_cast<Out>(static_cast<int8_t>(*p)); break;
-      case GGUFType::BOOL: out[i] = static_cast<Out>(*p != 0); break;
-#define PITH_CONV(T, TYPE) \
-      case GGUFType::TYPE: { T x; std::memcpy(&x, p, sizeof x); out[i] = static_cast<Out>(x); break; }
-      PITH_CONV(uint16_t, U16) PITH_CONV(int16_t, I16) PITH_CONV(uint32_t, U32)
-      PITH_CONV(int32_t, I32) PITH_CONV(float, F32) PITH_CONV(uint64_t, U64)
-      PITH_CONV(int64_t, I64) PITH_CONV(double, F64)
+      case GGUFType::U8:
+        out[i] = static_cast<Out>(*p);
+        break;
+      case GGUFType::I8:
+        out[i] = static_cast<Out>(static_cast<int8_t>(*p));
+        break;
+      case GGUFType::BOOL:
+        out[i] = static_cast<Out>(*p != 0);
+        break;
+#define PITH_CONV(T, TYPE)        \
+  case GGUFType::TYPE: {          \
+    T x;                          \
+    std::memcpy(&x, p, sizeof x); \
+    out[i] = static_cast<Out>(x); \
+    break;                        \
+  }
+        // clang-format off
+        PITH_CONV(uint16_t, U16)
+        PITH_CONV(int16_t, I16)
+        PITH_CONV(uint32_t, U32)
+        PITH_CONV(int32_t, I32)
+        PITH_CONV(float, F32)
+        PITH_CONV(uint64_t, U64)
+        PITH_CONV(int64_t, I64)
+        PITH_CONV(double, F64)
+        // clang-format on
 #undef PITH_CONV
-      default: break;
+      default:
+        break;
     }
   }
   return out;

@@ -21,8 +21,19 @@
 namespace pith {
 
 enum class GGUFType : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12,
 };
 
 // An array value. Numeric arrays point into the mapping (no copy: a 128k-entry score array
@@ -30,8 +41,8 @@ enum class GGUFType : uint32_t {
 struct GGUFArray {
   GGUFType elem_type;
   uint64_t count = 0;
-  const uint8_t* data = nullptr;        // numeric element data, little-endian
-  std::vector<std::string> strings;     // when elem_type == STRING
+  const uint8_t* data = nullptr;     // numeric element data, little-endian
+  std::vector<std::string> strings;  // when elem_type == STRING
 };
 
 struct GGUFValue {
@@ -43,10 +54,10 @@ struct GGUFTensorInfo {
   std::string name;
   std::vector<uint64_t> dims;  // ggml order: dims[0] is the contiguous (innermost) dimension
   DType dtype;
-  uint64_t offset;             // relative to the data section
+  uint64_t offset;  // relative to the data section
   uint64_t n_elements;
   uint64_t n_bytes;
-  const uint8_t* data;         // into the mapping
+  const uint8_t* data;  // into the mapping
 };
 
 class GGUFFile {

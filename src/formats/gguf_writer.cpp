@@ -12,17 +12,31 @@ namespace pith {
 namespace {
 size_t scalar_bytes(GGUFType t) {
   switch (t) {
-    case GGUFType::U8: case GGUFType::I8: case GGUFType::BOOL: return 1;
-    case GGUFType::U16: case GGUFType::I16: return 2;
-    case GGUFType::U32: case GGUFType::I32: case GGUFType::F32: return 4;
-    case GGUFType::U64: case GGUFType::I64: case GGUFType::F64: return 8;
-    default: return 0;
+    case GGUFType::U8:
+    case GGUFType::I8:
+    case GGUFType::BOOL:
+      return 1;
+    case GGUFType::U16:
+    case GGUFType::I16:
+      return 2;
+    case GGUFType::U32:
+    case GGUFType::I32:
+    case GGUFType::F32:
+      return 4;
+    case GGUFType::U64:
+    case GGUFType::I64:
+    case GGUFType::F64:
+      return 8;
+    default:
+      return 0;
   }
 }
 }  // namespace
 
-GGUFWriter::GGUFWriter(std::string path, uint32_t alignment) : path_(std::move(path)), alignment_(alignment) {
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0) fail("{}: GGUF alignment must be a power of two", path_);
+GGUFWriter::GGUFWriter(std::string path, uint32_t alignment)
+    : path_(std::move(path)), alignment_(alignment) {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+    fail("{}: GGUF alignment must be a power of two", path_);
   if (alignment != 32) set_u32("general.alignment", alignment);
 }
 
@@ -35,7 +49,8 @@ void GGUFWriter::set(const std::string& key, GGUFValue value) {
   if (key == "general.alignment") {  // must describe the offsets this writer actually uses
     const uint64_t* a = std::get_if<uint64_t>(&value.v);
     if (!a || *a != alignment_)
-      fail("{}: general.alignment is fixed by the writer ({}); pass it to the constructor", path_, alignment_);
+      fail("{}: general.alignment is fixed by the writer ({}); pass it to the constructor", path_,
+           alignment_);
   }
   for (auto& [k, v] : kv_)
     if (k == key) {
@@ -52,8 +67,8 @@ void GGUFWriter::add_tensor(const std::string& name, std::vector<uint64_t> dims,
   for (uint64_t d : dims) n *= d;
   const DTypeInfo& info = dtype_info(dtype);
   if (dims[0] % info.block_size != 0)
-    fail("{}: tensor '{}': row length {} is not a multiple of the {} block ({})", path_, name, dims[0],
-         info.name, info.block_size);
+    fail("{}: tensor '{}': row length {} is not a multiple of the {} block ({})", path_, name,
+         dims[0], info.name, info.block_size);
   uint64_t offset = (data_size_ + alignment_ - 1) / alignment_ * alignment_;
   uint64_t bytes = n / info.block_size * info.block_bytes;
   tensors_.push_back({name, std::move(dims), dtype, offset, bytes});
@@ -61,7 +76,8 @@ void GGUFWriter::add_tensor(const std::string& name, std::vector<uint64_t> dims,
 }
 
 void GGUFWriter::put(const void* p, size_t n) {
-  if (n > 0 && std::fwrite(p, 1, n, out_) != n) fail("{}: write failed: {}", path_, std::strerror(errno));
+  if (n > 0 && std::fwrite(p, 1, n, out_) != n)
+    fail("{}: write failed: {}", path_, std::strerror(errno));
 }
 
 void GGUFWriter::put_string(const std::string& s) {
@@ -73,10 +89,16 @@ void GGUFWriter::put_string(const std::string& s) {
 void GGUFWriter::put_value(const GGUFValue& v) {
   auto put_int = [&](uint64_t x, size_t bytes) { put(&x, bytes); };  // little-endian host
   switch (v.type) {
-    case GGUFType::U8: case GGUFType::U16: case GGUFType::U32: case GGUFType::U64:
+    case GGUFType::U8:
+    case GGUFType::U16:
+    case GGUFType::U32:
+    case GGUFType::U64:
       put_int(std::get<uint64_t>(v.v), scalar_bytes(v.type));
       break;
-    case GGUFType::I8: case GGUFType::I16: case GGUFType::I32: case GGUFType::I64:
+    case GGUFType::I8:
+    case GGUFType::I16:
+    case GGUFType::I32:
+    case GGUFType::I64:
       put_int(static_cast<uint64_t>(std::get<int64_t>(v.v)), scalar_bytes(v.type));
       break;
     case GGUFType::F32: {
@@ -84,13 +106,17 @@ void GGUFWriter::put_value(const GGUFValue& v) {
       put(&f, 4);
       break;
     }
-    case GGUFType::F64: put(&std::get<double>(v.v), 8); break;
+    case GGUFType::F64:
+      put(&std::get<double>(v.v), 8);
+      break;
     case GGUFType::BOOL: {
       uint8_t b = std::get<bool>(v.v) ? 1 : 0;
       put(&b, 1);
       break;
     }
-    case GGUFType::STRING: put_string(std::get<std::string>(v.v)); break;
+    case GGUFType::STRING:
+      put_string(std::get<std::string>(v.v));
+      break;
     case GGUFType::ARRAY: {
       const GGUFArray& a = std::get<GGUFArray>(v.v);
       uint32_t et = static_cast<uint32_t>(a.elem_type);
@@ -158,7 +184,8 @@ void GGUFWriter::write(const void* data, size_t n) {
   if (!header_done_) write_header();
   const uint8_t* p = static_cast<const uint8_t*>(data);
   while (n > 0) {
-    while (current_ < tensors_.size() && data_pos_ >= tensors_[current_].offset + tensors_[current_].bytes)
+    while (current_ < tensors_.size() &&
+           data_pos_ >= tensors_[current_].offset + tensors_[current_].bytes)
       ++current_;
     if (current_ == tensors_.size()) fail("{}: more tensor data written than declared", path_);
     pad_to(tensors_[current_].offset);

@@ -24,7 +24,9 @@ class GGUFWriter {
   // Metadata, written in insertion order. A numeric array value's data must stay valid until
   // the header is written (first write() or finish()).
   void set(const std::string& key, GGUFValue value);
-  void set_string(const std::string& key, std::string v) { set(key, {GGUFType::STRING, std::move(v)}); }
+  void set_string(const std::string& key, std::string v) {
+    set(key, {GGUFType::STRING, std::move(v)});
+  }
   void set_u32(const std::string& key, uint32_t v) { set(key, {GGUFType::U32, uint64_t{v}}); }
   void set_f32(const std::string& key, float v) { set(key, {GGUFType::F32, double{v}}); }
   void set_bool(const std::string& key, bool v) { set(key, {GGUFType::BOOL, v}); }
@@ -53,9 +55,9 @@ class GGUFWriter {
   uint32_t alignment_;
   std::vector<std::pair<std::string, GGUFValue>> kv_;
   std::vector<Tensor> tensors_;
-  uint64_t data_size_ = 0;   // declared, with padding
-  uint64_t data_pos_ = 0;    // written so far, relative to the data section
-  size_t current_ = 0;       // tensor being written
+  uint64_t data_size_ = 0;  // declared, with padding
+  uint64_t data_pos_ = 0;   // written so far, relative to the data section
+  size_t current_ = 0;      // tensor being written
   bool header_done_ = false;
   std::FILE* out_ = nullptr;
 };

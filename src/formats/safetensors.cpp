@@ -26,10 +26,10 @@ constexpr uint64_t kMaxHeader = uint64_t{100} << 20;  // the format's own limit 
 
 const StDType* find_dtype(const std::string& name) {
   static const StDType kTypes[] = {
-      {"F32", 4, DType::F32}, {"F16", 2, DType::F16}, {"BF16", 2, DType::BF16},
-      {"F64", 8, std::nullopt}, {"I64", 8, std::nullopt}, {"U64", 8, std::nullopt},
-      {"I32", 4, std::nullopt}, {"U32", 4, std::nullopt}, {"I16", 2, std::nullopt},
-      {"U16", 2, std::nullopt}, {"I8", 1, std::nullopt}, {"U8", 1, std::nullopt},
+      {"F32", 4, DType::F32},    {"F16", 2, DType::F16},       {"BF16", 2, DType::BF16},
+      {"F64", 8, std::nullopt},  {"I64", 8, std::nullopt},     {"U64", 8, std::nullopt},
+      {"I32", 4, std::nullopt},  {"U32", 4, std::nullopt},     {"I16", 2, std::nullopt},
+      {"U16", 2, std::nullopt},  {"I8", 1, std::nullopt},      {"U8", 1, std::nullopt},
       {"BOOL", 1, std::nullopt}, {"F8_E4M3", 1, std::nullopt}, {"F8_E5M2", 1, std::nullopt},
   };
   for (const auto& t : kTypes)
@@ -52,7 +52,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
   std::memcpy(&n, file_.data(), 8);
   if (n < 2 || n > kMaxHeader) bad(fmt::format("invalid safetensors header length {}", n));
   if (n > file_.size() - 8)
-    bad(fmt::format("truncated safetensors file: header needs {} bytes, file has {}", n, file_.size() - 8));
+    bad(fmt::format("truncated safetensors file: header needs {} bytes, file has {}", n,
+                    file_.size() - 8));
   const char* hdr = reinterpret_cast<const char*>(file_.data() + 8);
   nlohmann::json j = nlohmann::json::parse(hdr, hdr + n, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) bad("safetensors header is not valid JSON");
@@ -75,7 +76,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
     if (!v.is_object()) bad(where + " is not an object");
     if (!v.contains("dtype") || !v["dtype"].is_string()) bad(where + " has no dtype");
     if (!v.contains("shape") || !v["shape"].is_array()) bad(where + " has no shape");
-    if (!v.contains("data_offsets") || !v["data_offsets"].is_array() || v["data_offsets"].size() != 2)
+    if (!v.contains("data_offsets") || !v["data_offsets"].is_array() ||
+        v["data_offsets"].size() != 2)
       bad(where + " has no data_offsets [begin, end]");
     SafetensorsTensor t;
     t.name = name;
@@ -95,7 +97,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
     uint64_t end = json_u64(v["data_offsets"][1], path, where + " data_offsets");
     if (begin > end) bad(where + " has data_offsets begin > end");
     if (end > data_size)
-      bad(fmt::format("{} extends past end of file (data ends at {}, file data section is {} bytes; truncated?)",
+      bad(
+          fmt::format("{} extends past end of file (data ends at {}, file data section is {} "
+                      "bytes; truncated?)",
                       where, end, data_size));
     t.n_bytes = end - begin;
     if (t.n_bytes != t.n_elements * dt->size)
@@ -122,21 +126,27 @@ const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {
 
 std::string safetensors_dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    default: fail("dtype {} cannot be stored in safetensors (use GGUF)", dtype_info(dtype).name);
+    case DType::F32:
+      return "F32";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+    default:
+      fail("dtype {} cannot be stored in safetensors (use GGUF)", dtype_info(dtype).name);
   }
 }
 
-SafetensorsWriter::SafetensorsWriter(const std::string& path, std::map<std::string, std::string> metadata)
+SafetensorsWriter::SafetensorsWriter(const std::string& path,
+                                     std::map<std::string, std::string> metadata)
     : path_(path), metadata_(std::move(metadata)) {}
 
 SafetensorsWriter::~SafetensorsWriter() {
   if (out_) std::fclose(out_);
 }
 
-void SafetensorsWriter::add_tensor(const std::string& name, DType dtype, std::vector<uint64_t> shape) {
+void SafetensorsWriter::add_tensor(const std::string& name, DType dtype,
+                                   std::vector<uint64_t> shape) {
   if (header_done_) fail("{}: tensor '{}' declared after data was written", path_, name);
   safetensors_dtype_name(dtype);
   uint64_t n = 1;
@@ -150,14 +160,16 @@ void SafetensorsWriter::write_header() {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   if (!metadata_.empty()) j["__metadata__"] = metadata_;
   for (const auto& e : entries_)
-    j[e.name] = {{"dtype", safetensors_dtype_name(e.dtype)}, {"shape", e.shape},
+    j[e.name] = {{"dtype", safetensors_dtype_name(e.dtype)},
+                 {"shape", e.shape},
                  {"data_offsets", {e.begin, e.end}}};
   std::string hdr = j.dump();
   hdr.append((8 - hdr.size() % 8) % 8, ' ');  // keep the data section 8-byte aligned
   out_ = std::fopen(path_.c_str(), "wb");
   if (!out_) fail("{}: cannot create: {}", path_, std::strerror(errno));
   uint64_t n = hdr.size();
-  if (std::fwrite(&n, 8, 1, out_) != 1 || std::fwrite(hdr.data(), 1, hdr.size(), out_) != hdr.size())
+  if (std::fwrite(&n, 8, 1, out_) != 1 ||
+      std::fwrite(hdr.data(), 1, hdr.size(), out_) != hdr.size())
     fail("{}: write failed: {}", path_, std::strerror(errno));
   header_done_ = true;
 }
@@ -165,13 +177,15 @@ void SafetensorsWriter::write_header() {
 void SafetensorsWriter::write(const void* data, size_t n) {
   if (!header_done_) write_header();
   if (n > total_ - written_) fail("{}: more data written than declared", path_);
-  if (n > 0 && std::fwrite(data, 1, n, out_) != n) fail("{}: write failed: {}", path_, std::strerror(errno));
+  if (n > 0 && std::fwrite(data, 1, n, out_) != n)
+    fail("{}: write failed: {}", path_, std::strerror(errno));
   written_ += n;
 }
 
 void SafetensorsWriter::finish() {
   if (!header_done_) write_header();
-  if (written_ != total_) fail("{}: {} bytes of tensor data written, {} declared", path_, written_, total_);
+  if (written_ != total_)
+    fail("{}: {} bytes of tensor data written, {} declared", path_, written_, total_);
   int rc = std::fclose(out_);
   out_ = nullptr;
   if (rc != 0) fail("{}: close failed: {}", path_, std::strerror(errno));

@@ -13,13 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "engine/model_loader.h"
 #include "common/fp16.h"
+#include "engine/hf_loader.h"
+#include "engine/model_loader.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
-#include "engine/hf_loader.h"
-#include "model_gen/normal_rng.h"
 #include "formats/safetensors.h"
+#include "model_gen/normal_rng.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/vocab.h"
 
@@ -54,12 +54,15 @@ ModelPreset model_preset(const std::string& name) {
   }
   c.head_dim = c.d_model / c.n_heads;
   const Llama3RopeScaling& s = *p.rope_scaling;
-  c.rope_freq_factors = llama3_rope_freq_factors(c.head_dim, c.rope_theta, s.factor, s.low_freq_factor,
-                                                 s.high_freq_factor, s.original_context);
+  c.rope_freq_factors =
+      llama3_rope_freq_factors(c.head_dim, c.rope_theta, s.factor, s.low_freq_factor,
+                               s.high_freq_factor, s.original_context);
   return p;
 }
 
-std::vector<std::string> model_preset_names() { return {"tiny", "llama3.2-1b", "llama3.2-3b", "llama3.1-8b"}; }
+std::vector<std::string> model_preset_names() {
+  return {"tiny", "llama3.2-1b", "llama3.2-3b", "llama3.1-8b"};
+}
 
 namespace {
 
@@ -84,7 +87,8 @@ uint64_t fnv1a(const std::string& s) {
 std::vector<GenTensor> plan_tensors(const ModelConfig& c) {
   using K = GenTensor::Kind;
   std::vector<GenTensor> t;
-  auto add = [&](std::string g, std::string h, size_t rows, size_t cols, K kind, bool rotary = false) {
+  auto add = [&](std::string g, std::string h, size_t rows, size_t cols, K kind,
+                 bool rotary = false) {
     uint64_t id = fnv1a(g);
     t.push_back({std::move(g), std::move(h), rows, cols, kind, rotary, id});
   };
@@ -109,9 +113,12 @@ std::vector<GenTensor> plan_tensors(const ModelConfig& c) {
 
 float round_through(DType dt, float x) {
   switch (dt) {
-    case DType::F16: return f16_to_f32(f32_to_f16(x));
-    case DType::BF16: return bf16_to_f32(f32_to_bf16(x));
-    default: return x;
+    case DType::F16:
+      return f16_to_f32(f32_to_f16(x));
+    case DType::BF16:
+      return bf16_to_f32(f32_to_bf16(x));
+    default:
+      return x;
   }
 }
 
@@ -124,7 +131,9 @@ inline int round_half_away(float x) {
 
 void encode_row(DType dt, const float* x, size_t n, uint8_t* out) {
   switch (dt) {
-    case DType::F32: std::memcpy(out, x, n * 4); return;
+    case DType::F32:
+      std::memcpy(out, x, n * 4);
+      return;
     case DType::F16: {
       for (size_t i = 0; i < n; ++i) {
         uint16_t h = f32_to_f16(x[i]);
@@ -147,7 +156,8 @@ void encode_row(DType dt, const float* x, size_t n, uint8_t* out) {
         float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
         BlockQ8_0 blk;
         blk.d = f32_to_f16(d);
-        for (size_t j = 0; j < 32; ++j) blk.qs[j] = static_cast<int8_t>(round_half_away(xb[j] * id));
+        for (size_t j = 0; j < 32; ++j)
+          blk.qs[j] = static_cast<int8_t>(round_half_away(xb[j] * id));
         std::memcpy(out + b * sizeof blk, &blk, sizeof blk);
       }
       return;
@@ -161,8 +171,11 @@ void encode_row(DType dt, const float* x, size_t n, uint8_t* out) {
         float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
         BlockQ4_0 blk;
         blk.d = f32_to_f16(d);
-        auto q = [&](float v) { return static_cast<uint8_t>(std::min(15, static_cast<int>(v * id + 8.5f))); };
-        for (size_t j = 0; j < 16; ++j) blk.qs[j] = static_cast<uint8_t>(q(xb[j]) | (q(xb[j + 16]) << 4));
+        auto q = [&](float v) {
+          return static_cast<uint8_t>(std::min(15, static_cast<int>(v * id + 8.5f)));
+        };
+        for (size_t j = 0; j < 16; ++j)
+          blk.qs[j] = static_cast<uint8_t>(q(xb[j]) | (q(xb[j + 16]) << 4));
         std::memcpy(out + b * sizeof blk, &blk, sizeof blk);
       }
       return;
@@ -179,7 +192,8 @@ struct GenContext {
   NormalZiggurat normal;
   DType norm_round;  // dtype the norm values are rounded through (the HF norm dtype)
   std::vector<std::vector<float>> scratch;  // per worker: one f32 row
-  std::vector<uint8_t> buffers[2];          // batches of encoded rows: one filled while the other is written
+  std::vector<uint8_t>
+      buffers[2];  // batches of encoded rows: one filled while the other is written
 };
 
 // Canonical row `row` of tensor `t` in f32.
@@ -191,7 +205,8 @@ void fill_row(GenContext& ctx, const GenTensor& t, size_t row, float* out) {
   Xoshiro256 rng(splitmix64(ctx.opt.seed ^ t.stream) ^ (row * 0xd1b54a32d192ed03ull));
   if (t.kind == GenTensor::Kind::Norm) {
     for (size_t i = 0; i < t.cols; ++i)
-      out[i] = round_through(ctx.norm_round, 1.0f + kWeightStd * static_cast<float>(ctx.normal(rng)));
+      out[i] =
+          round_through(ctx.norm_round, 1.0f + kWeightStd * static_cast<float>(ctx.normal(rng)));
   } else {
     for (size_t i = 0; i < t.cols; ++i) out[i] = kWeightStd * static_cast<float>(ctx.normal(rng));
   }
@@ -215,7 +230,8 @@ void emit_tensor(GenContext& ctx, const GenTensor& t, DType dtype, bool hf_rows,
       float* row = ctx.scratch[worker].data();
       for (size_t r = task * per_task; r < std::min(n, (task + 1) * per_task); ++r) {
         size_t file_row = start + r;
-        size_t canon = hf_rows && t.rotary ? pith_row_for_hf_row(file_row, ctx.config.head_dim) : file_row;
+        size_t canon =
+            hf_rows && t.rotary ? pith_row_for_hf_row(file_row, ctx.config.head_dim) : file_row;
         fill_row(ctx, t, canon, row);
         encode_row(dtype, row, t.cols, out + r * rb);
       }
@@ -228,11 +244,16 @@ void emit_tensor(GenContext& ctx, const GenTensor& t, DType dtype, bool hf_rows,
 
 uint32_t file_type_code(DType dt) {
   switch (dt) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::Q4_0: return 2;
-    case DType::Q8_0: return 7;
-    case DType::BF16: return 32;
+    case DType::F32:
+      return 0;
+    case DType::F16:
+      return 1;
+    case DType::Q4_0:
+      return 2;
+    case DType::Q8_0:
+      return 7;
+    case DType::BF16:
+      return 32;
   }
   return 0;
 }
@@ -270,7 +291,9 @@ void write_gguf(GenContext& ctx, const std::vector<GenTensor>& plan, const GGUFF
       if (key.starts_with("tokenizer.")) w.set(key, value);
     for (const auto& t : plan) {
       DType dt = t.kind == GenTensor::Kind::Matrix ? ctx.opt.dtype : DType::F32;
-      w.add_tensor(t.gguf_name, t.rows == 1 ? std::vector<uint64_t>{t.cols} : std::vector<uint64_t>{t.cols, t.rows}, dt);
+      w.add_tensor(
+          t.gguf_name,
+          t.rows == 1 ? std::vector<uint64_t>{t.cols} : std::vector<uint64_t>{t.cols, t.rows}, dt);
     }
     for (const auto& t : plan) {
       DType dt = t.kind == GenTensor::Kind::Matrix ? ctx.opt.dtype : DType::F32;
@@ -286,9 +309,12 @@ void write_gguf(GenContext& ctx, const std::vector<GenTensor>& plan, const GGUFF
 
 const char* torch_dtype(DType dt) {
   switch (dt) {
-    case DType::F16: return "float16";
-    case DType::BF16: return "bfloat16";
-    default: return "float32";
+    case DType::F16:
+      return "float16";
+    case DType::BF16:
+      return "bfloat16";
+    default:
+      return "float32";
   }
 }
 
@@ -298,8 +324,8 @@ void write_text(const fs::path& path, const std::string& text) {
   if (!out) fail("{}: cannot write", path.string());
 }
 
-std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>& plan, const GGUFFile& vocab_file,
-                                  const ModelPreset& preset) {
+std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>& plan,
+                                  const GGUFFile& vocab_file, const ModelPreset& preset) {
   const ModelConfig& c = ctx.config;
   const fs::path dir(ctx.opt.output);
   std::vector<std::string> files;
@@ -320,11 +346,13 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
   for (size_t s = 0; s < shards.size(); ++s) {
     std::string name = shards.size() == 1 ? "model.safetensors"
-                                          : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
+                                          : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1,
+                                                        shards.size());
     SafetensorsWriter w((dir / name).string(), {{"format", "pt"}});
     for (const GenTensor* t : shards[s]) {
-      w.add_tensor(t->hf_name, ctx.opt.dtype,
-                   t->rows == 1 ? std::vector<uint64_t>{t->cols} : std::vector<uint64_t>{t->rows, t->cols});
+      w.add_tensor(
+          t->hf_name, ctx.opt.dtype,
+          t->rows == 1 ? std::vector<uint64_t>{t->cols} : std::vector<uint64_t>{t->rows, t->cols});
       weight_map[t->hf_name] = name;
     }
     for (const GenTensor* t : shards[s]) {
@@ -335,7 +363,8 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
     files.push_back((dir / name).string());
   }
   if (shards.size() > 1) {
-    nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}},
+                                    {"weight_map", weight_map}};
     write_text(dir / "model.safetensors.index.json", index.dump(2) + "\n");
     files.push_back((dir / "model.safetensors.index.json").string());
   }
@@ -385,35 +414,44 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
 ModelGenResult generate_model(const ModelGenOptions& opt, ThreadPool& pool) {
   auto start = std::chrono::steady_clock::now();
   ModelPreset preset = model_preset(opt.preset);
-  if (opt.format != "gguf" && opt.format != "hf") fail("unknown model format '{}' (gguf, hf)", opt.format);
+  if (opt.format != "gguf" && opt.format != "hf")
+    fail("unknown model format '{}' (gguf, hf)", opt.format);
   if (opt.format == "hf" && dtype_info(opt.dtype).block_size != 1)
-    fail("dtype {} cannot be written to a Hugging Face folder (safetensors holds f32, f16, bf16); use --format gguf",
-         dtype_info(opt.dtype).name);
+    fail(
+        "dtype {} cannot be written to a Hugging Face folder (safetensors holds f32, f16, bf16); "
+        "use --format gguf",
+        dtype_info(opt.dtype).name);
   if (opt.output.empty()) fail("model gen: no output path");
   if (opt.vocab_path.empty()) fail("model gen: no vocabulary file (--vocab)");
   if (opt.shard_bytes == 0) fail("model gen: shard size must be positive");
 
   GGUFFile vocab(opt.vocab_path);
-  if (!vocab.has("tokenizer.ggml.tokens")) fail("{}: not a vocabulary file (no tokenizer.ggml.tokens)", vocab.path());
+  if (!vocab.has("tokenizer.ggml.tokens"))
+    fail("{}: not a vocabulary file (no tokenizer.ggml.tokens)", vocab.path());
   size_t n_vocab = vocab.get_string_array("tokenizer.ggml.tokens").size();
-  if (n_vocab == 0 || n_vocab > (1u << 24)) fail("{}: vocabulary has {} tokens", vocab.path(), n_vocab);
+  if (n_vocab == 0 || n_vocab > (1u << 24))
+    fail("{}: vocabulary has {} tokens", vocab.path(), n_vocab);
   ModelConfig& c = preset.config;
   c.vocab_size = static_cast<uint32_t>(n_vocab);
   c.name = "pith-random-" + preset.name;
   validate_config(c, "preset " + preset.name);
   const size_t block = dtype_info(opt.dtype).block_size;
   if (c.d_model % block != 0 || c.d_ff % block != 0 || c.q_dim() % block != 0)
-    fail("preset {}: row lengths are not multiples of the {} block", preset.name, dtype_info(opt.dtype).name);
+    fail("preset {}: row lengths are not multiples of the {} block", preset.name,
+         dtype_info(opt.dtype).name);
 
   std::error_code ec;
   fs::path out(opt.output);
   if (opt.format == "hf") {
-    if (fs::exists(out) && !fs::is_directory(out)) fail("{}: exists and is not a folder", opt.output);
+    if (fs::exists(out) && !fs::is_directory(out))
+      fail("{}: exists and is not a folder", opt.output);
     fs::create_directories(out, ec);
     // Weights from an earlier run (another shard count) would shadow or mix with the new ones.
-    for (auto it = fs::directory_iterator(out, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    for (auto it = fs::directory_iterator(out, ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
       std::string name = it->path().filename().string();
-      if (name == "model.safetensors.index.json" || (name.starts_with("model") && name.ends_with(".safetensors")))
+      if (name == "model.safetensors.index.json" ||
+          (name.starts_with("model") && name.ends_with(".safetensors")))
         fs::remove(it->path(), ec);
     }
   } else {
@@ -422,8 +460,10 @@ ModelGenResult generate_model(const ModelGenOptions& opt, ThreadPool& pool) {
   }
   if (ec) fail("{}: cannot create folder: {}", opt.output, ec.message());
 
-  GenContext ctx{opt, c, pool, NormalZiggurat{}, opt.format == "hf" ? opt.dtype : DType::F32, {}, {}};
-  if (opt.format == "gguf" && block == 1) ctx.norm_round = opt.dtype;  // same values as the HF output
+  GenContext ctx{opt, c, pool, NormalZiggurat{}, opt.format == "hf" ? opt.dtype : DType::F32,
+                 {},  {}};
+  if (opt.format == "gguf" && block == 1)
+    ctx.norm_round = opt.dtype;  // same values as the HF output
   ctx.scratch.resize(pool.size());
   const auto plan = plan_tensors(c);
 

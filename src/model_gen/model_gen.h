@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/model_config.h"
 #include "common/thread_pool.h"
 #include "formats/dtype.h"
-#include "backend/model_config.h"
 
 namespace pith {
 
@@ -40,9 +40,9 @@ std::vector<std::string> model_preset_names();
 
 struct ModelGenOptions {
   std::string preset = "tiny";
-  DType dtype = DType::F32;          // matrices; q8_0 / q4_0 only with GGUF
-  std::string vocab_path;            // GGUF file holding tokenizer.* metadata
-  std::string format = "gguf";       // "gguf" (output is a file) or "hf" (output is a folder)
+  DType dtype = DType::F32;     // matrices; q8_0 / q4_0 only with GGUF
+  std::string vocab_path;       // GGUF file holding tokenizer.* metadata
+  std::string format = "gguf";  // "gguf" (output is a file) or "hf" (output is a folder)
   uint64_t seed = 0;
   std::string output;
   uint64_t shard_bytes = uint64_t{2} << 30;  // HF: a new shard once a shard would exceed this

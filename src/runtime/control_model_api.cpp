@@ -1,5 +1,7 @@
 #include "runtime/control_model_api.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -7,24 +9,32 @@
 #include <mutex>
 #include <unordered_map>
 
-#include <fmt/format.h>
-
-
 namespace pith::runtime {
 
 pith_status_t to_abi_status(Status s) {
   switch (s) {
-    case Status::Ok: return PITH_OK;
-    case Status::BadHandle: return PITH_ERR_BAD_HANDLE;
-    case Status::OutOfKvPages: return PITH_ERR_OUT_OF_KV_PAGES;
-    case Status::QuotaExceeded: return PITH_ERR_OUT_OF_KV_PAGES;
-    case Status::OutOfEmbeds: return PITH_ERR_OUT_OF_EMBEDS;
-    case Status::BadArgument: return PITH_ERR_BAD_ARGUMENT;
-    case Status::NotFound: return PITH_ERR_NOT_FOUND;
-    case Status::AlreadyExists: return PITH_ERR_ALREADY_EXISTS;
-    case Status::Terminated: return PITH_ERR_CANCELLED;
-    case Status::Unsupported: return PITH_ERR_UNSUPPORTED;
-    case Status::BackendFailure: return PITH_ERR_BACKEND;
+    case Status::Ok:
+      return PITH_OK;
+    case Status::BadHandle:
+      return PITH_ERR_BAD_HANDLE;
+    case Status::OutOfKvPages:
+      return PITH_ERR_OUT_OF_KV_PAGES;
+    case Status::QuotaExceeded:
+      return PITH_ERR_OUT_OF_KV_PAGES;
+    case Status::OutOfEmbeds:
+      return PITH_ERR_OUT_OF_EMBEDS;
+    case Status::BadArgument:
+      return PITH_ERR_BAD_ARGUMENT;
+    case Status::NotFound:
+      return PITH_ERR_NOT_FOUND;
+    case Status::AlreadyExists:
+      return PITH_ERR_ALREADY_EXISTS;
+    case Status::Terminated:
+      return PITH_ERR_CANCELLED;
+    case Status::Unsupported:
+      return PITH_ERR_UNSUPPORTED;
+    case Status::BackendFailure:
+      return PITH_ERR_BACKEND;
   }
   return PITH_ERR_INTERNAL;
 }
@@ -112,7 +122,8 @@ void append_dist_by_id(std::string& out, const TokenDistribution& d) {
 // Logs why a control-layer call failed (Terminated is not logged: the instance is ending or
 // destroyed the queue itself) and returns the guest's code.
 pith_status_t log_failure(const ErrorLog& log, const char* call, const Failure& f) {
-  if (log && f.code != Status::Terminated) log(fmt::format("{}: {} ({})", call, f.message, status_name(f.code)));
+  if (log && f.code != Status::Terminated)
+    log(fmt::format("{}: {} ({})", call, f.message, status_name(f.code)));
   return to_abi_status(f.code);
 }
 
@@ -175,13 +186,15 @@ class ControlSession final : public ModelSession {
 
   // ---- tokenizer: special tokens in the text are recognised (inferlets build chat prompts
   // with them); no BOS is added (the caller decides).
-  pith_status_t tokenize(uint32_t model, std::string_view text, std::vector<uint32_t>* tokens) override {
+  pith_status_t tokenize(uint32_t model, std::string_view text,
+                         std::vector<uint32_t>* tokens) override {
     if (model != kModelHandle) return PITH_ERR_BAD_HANDLE;
     auto ids = api_.tokenizer().encode(text, /*add_special=*/false, /*parse_special=*/true);
     tokens->assign(ids.begin(), ids.end());
     return PITH_OK;
   }
-  pith_status_t detokenize(uint32_t model, std::span<const uint32_t> tokens, std::string* text) override {
+  pith_status_t detokenize(uint32_t model, std::span<const uint32_t> tokens,
+                           std::string* text) override {
     if (model != kModelHandle) return PITH_ERR_BAD_HANDLE;
     const auto n = api_.tokenizer().vocab_size();
     std::vector<int32_t> ids;
@@ -245,7 +258,8 @@ class ControlSession final : public ModelSession {
     if (priority > kMaxPriority)
       return reject("set_queue_priority", PITH_ERR_BAD_ARGUMENT,
                     fmt::format("priority {} above the maximum {}", priority, kMaxPriority));
-    return check("set_queue_priority", ctl_.set_queue_priority(id_, q->id, static_cast<int32_t>(priority)));
+    return check("set_queue_priority",
+                 ctl_.set_queue_priority(id_, q->id, static_cast<int32_t>(priority)));
   }
 
   // ---- resources
@@ -280,10 +294,12 @@ class ControlSession final : public ModelSession {
   }
   pith_status_t mask_kvpage(uint32_t queue, uint32_t page, std::span<const uint8_t> mask) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
-    if (!ctl_.has_page(id_, page)) return reject("mask_kvpage", PITH_ERR_BAD_HANDLE, fmt::format("page handle {}", page));
+    if (!ctl_.has_page(id_, page))
+      return reject("mask_kvpage", PITH_ERR_BAD_HANDLE, fmt::format("page handle {}", page));
     if (mask.size() > ctl_.page_size())
-      return reject("mask_kvpage", PITH_ERR_BAD_ARGUMENT,
-                    fmt::format("mask of {} slots for a page of {}", mask.size(), ctl_.page_size()));
+      return reject(
+          "mask_kvpage", PITH_ERR_BAD_ARGUMENT,
+          fmt::format("mask of {} slots for a page of {}", mask.size(), ctl_.page_size()));
     std::vector<uint8_t> hidden(ctl_.page_size(), 0);
     bool any = false;
     for (size_t i = 0; i < mask.size(); ++i) any |= (hidden[i] = mask[i] != 0);
@@ -293,22 +309,25 @@ class ControlSession final : public ModelSession {
       page_masks_.erase(page);
     return PITH_OK;
   }
-  pith_status_t export_kvpages(uint32_t queue, std::span<const uint32_t> pages, std::string_view name) override {
+  pith_status_t export_kvpages(uint32_t queue, std::span<const uint32_t> pages,
+                               std::string_view name) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
-    return check("export_kvpages", ctl_.export_pages(id_, std::string(name), pages, /*persistent=*/true));
+    return check("export_kvpages",
+                 ctl_.export_pages(id_, std::string(name), pages, /*persistent=*/true));
   }
   pith_status_t unexport_kvpages(uint32_t queue, std::string_view name) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
     return check("unexport_kvpages", ctl_.remove_export(std::string(name)));
   }
-  pith_status_t import_kvpages(uint32_t queue, std::string_view name, std::vector<uint32_t>* pages) override {
+  pith_status_t import_kvpages(uint32_t queue, std::string_view name,
+                               std::vector<uint32_t>* pages) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
     return take("import_kvpages", ctl_.import_pages(id_, std::string(name)), *pages);
   }
 
   // ---- prefix cache
-  pith_status_t prefix_match(uint32_t queue, std::span<const uint32_t> tokens, std::vector<uint32_t>* pages,
-                             uint32_t* matched) override {
+  pith_status_t prefix_match(uint32_t queue, std::span<const uint32_t> tokens,
+                             std::vector<uint32_t>* pages, uint32_t* matched) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
     std::vector<int32_t> ids(tokens.begin(), tokens.end());
     auto m = ctl_.prefix_match(id_, ids);
@@ -325,7 +344,8 @@ class ControlSession final : public ModelSession {
   }
 
   // ---- compute
-  pith_status_t embed_txt(uint32_t queue, std::span<const uint32_t> tokens, std::span<const uint32_t> positions,
+  pith_status_t embed_txt(uint32_t queue, std::span<const uint32_t> tokens,
+                          std::span<const uint32_t> positions,
                           std::span<const uint32_t> embs) override {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
@@ -345,20 +365,23 @@ class ControlSession final : public ModelSession {
     if (args.adapter != 0) return PITH_ERR_UNSUPPORTED;  // no adapters are loaded
     if (args.output_embs.size() > args.input_embs.size())
       return reject("forward", PITH_ERR_BAD_ARGUMENT,
-                    fmt::format("{} output embeds for {} inputs", args.output_embs.size(), args.input_embs.size()));
+                    fmt::format("{} output embeds for {} inputs", args.output_embs.size(),
+                                args.input_embs.size()));
     SequenceInput seq;
     seq.embed_slots = args.input_embs;
     for (uint32_t e : args.input_embs) {
       auto it = emb_pos_.find(e);
       if (it == emb_pos_.end())
-        return reject("forward", PITH_ERR_BAD_ARGUMENT, fmt::format("input embed {} holds no content yet", e));
+        return reject("forward", PITH_ERR_BAD_ARGUMENT,
+                      fmt::format("input embed {} holds no content yet", e));
       seq.positions.push_back(it->second);
     }
     seq.kv_pages = args.kv_pages;
     seq.last_page_len = args.last_page_len;
     const size_t first_out = args.input_embs.size() - args.output_embs.size();
     for (size_t j = 0; j < args.output_embs.size(); ++j)
-      seq.outputs.push_back({static_cast<uint32_t>(first_out + j), OutputKind::Embed, 0, args.output_embs[j]});
+      seq.outputs.push_back(
+          {static_cast<uint32_t>(first_out + j), OutputKind::Embed, 0, args.output_embs[j]});
     pith_status_t ms = apply_page_masks("forward", seq);
     if (ms != PITH_OK) return ms;
     std::vector<std::pair<uint32_t, uint32_t>> out_pos;
@@ -375,43 +398,49 @@ class ControlSession final : public ModelSession {
     const bool all = top_k == PITH_TOP_K_ALL;
     top_k = clamp_top_k(top_k);
     auto err = q->deferred_error;
-    return check("next_dist", ctl_.next_dist(id_, q->id, emb, top_k,
-                                             [err, all, log = error_log(), done = std::move(done)](CallOutcome&& o) {
-                                               if (!o) return done(log_failure(log, "next_dist", o.failure()), {});
-                                               if (int32_t e = err->exchange(PITH_OK)) return done(e, {});
-                                               std::string bytes;
-                                               if (all)
-                                                 append_dist_by_id(bytes, o->dist);
-                                               else
-                                                 append_dist(bytes, o->dist);
-                                               done(PITH_OK, std::move(bytes));
-                                             }));
+    return check(
+        "next_dist",
+        ctl_.next_dist(id_, q->id, emb, top_k,
+                       [err, all, log = error_log(), done = std::move(done)](CallOutcome&& o) {
+                         if (!o) return done(log_failure(log, "next_dist", o.failure()), {});
+                         if (int32_t e = err->exchange(PITH_OK)) return done(e, {});
+                         std::string bytes;
+                         if (all)
+                           append_dist_by_id(bytes, o->dist);
+                         else
+                           append_dist(bytes, o->dist);
+                         done(PITH_OK, std::move(bytes));
+                       }));
   }
-  pith_status_t forward_tokens(uint32_t queue, const ForwardTokensArgs& args, Completion done) override {
+  pith_status_t forward_tokens(uint32_t queue, const ForwardTokensArgs& args,
+                               Completion done) override {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
     if (args.adapter != 0) return PITH_ERR_UNSUPPORTED;
     if (args.positions.size() != args.tokens.size())
-      return reject("forward_tokens", PITH_ERR_BAD_ARGUMENT,
-                    fmt::format("{} tokens but {} positions", args.tokens.size(), args.positions.size()));
+      return reject(
+          "forward_tokens", PITH_ERR_BAD_ARGUMENT,
+          fmt::format("{} tokens but {} positions", args.tokens.size(), args.positions.size()));
     if (args.kv_pages.empty())
       return reject("forward_tokens", PITH_ERR_BAD_ARGUMENT, "forward needs at least one KV page");
     SequenceInput seq;
     seq.tokens.assign(args.tokens.begin(), args.tokens.end());
     for (uint32_t t : args.tokens)
       if (t >= ctl_.model_config().vocab_size)
-        return reject("forward_tokens", PITH_ERR_BAD_ARGUMENT,
-                      fmt::format("token id {} outside vocabulary of {}", t, ctl_.model_config().vocab_size));
+        return reject(
+            "forward_tokens", PITH_ERR_BAD_ARGUMENT,
+            fmt::format("token id {} outside vocabulary of {}", t, ctl_.model_config().vocab_size));
     seq.positions = args.positions;
     seq.kv_pages = args.kv_pages;
     seq.last_page_len = args.last_page_len;
     const size_t ctx = context_len(seq);
     if (!args.attn_mask.empty()) {
       if (args.attn_mask.size() != seq.tokens.size() * ((ctx + 7) / 8))
-        return reject("forward_tokens", PITH_ERR_BAD_ARGUMENT,
-                      fmt::format("attention mask of {} bytes; {} rows over a context of {} slots need {}",
-                                  args.attn_mask.size(), seq.tokens.size(), ctx,
-                                  seq.tokens.size() * ((ctx + 7) / 8)));
+        return reject(
+            "forward_tokens", PITH_ERR_BAD_ARGUMENT,
+            fmt::format("attention mask of {} bytes; {} rows over a context of {} slots need {}",
+                        args.attn_mask.size(), seq.tokens.size(), ctx,
+                        seq.tokens.size() * ((ctx + 7) / 8)));
       seq.mask = bitmask_to_runs(args.attn_mask, seq.tokens.size(), ctx);
     }
     const uint32_t k = clamp_top_k(args.top_k);
@@ -420,19 +449,21 @@ class ControlSession final : public ModelSession {
     pith_status_t ms = apply_page_masks("forward_tokens", seq);
     if (ms != PITH_OK) return ms;
     auto err = q->deferred_error;
-    return check("forward_tokens", ctl_.forward(id_, q->id, std::move(seq),
-                                      [err, log = error_log(), done = std::move(done)](CallOutcome&& o) {
-                                        if (!o) return done(log_failure(log, "forward_tokens", o.failure()), {});
-                                        if (int32_t e = err->exchange(PITH_OK)) return done(e, {});
-                                        std::string bytes;
-                                        for (const auto& out : o->forward.outputs) {
-                                          if (out.logits.empty())
-                                            append_dist(bytes, out.dist);
-                                          else
-                                            append_full_dist(bytes, out.logits);
-                                        }
-                                        done(PITH_OK, std::move(bytes));
-                                      }));
+    return check("forward_tokens",
+                 ctl_.forward(id_, q->id, std::move(seq),
+                              [err, log = error_log(), done = std::move(done)](CallOutcome&& o) {
+                                if (!o)
+                                  return done(log_failure(log, "forward_tokens", o.failure()), {});
+                                if (int32_t e = err->exchange(PITH_OK)) return done(e, {});
+                                std::string bytes;
+                                for (const auto& out : o->forward.outputs) {
+                                  if (out.logits.empty())
+                                    append_dist(bytes, out.dist);
+                                  else
+                                    append_full_dist(bytes, out.logits);
+                                }
+                                done(PITH_OK, std::move(bytes));
+                              }));
   }
 
  private:
@@ -457,8 +488,12 @@ class ControlSession final : public ModelSession {
 
   // The one way a control-layer failure leaves the session: the message to the instance's log,
   // the code to the guest.
-  pith_status_t fail(const char* call, const Failure& f) const { return log_failure(error_log(), call, f); }
-  pith_status_t check(const char* call, const Result<void>& r) const { return r ? PITH_OK : fail(call, r.failure()); }
+  pith_status_t fail(const char* call, const Failure& f) const {
+    return log_failure(error_log(), call, f);
+  }
+  pith_status_t check(const char* call, const Result<void>& r) const {
+    return r ? PITH_OK : fail(call, r.failure());
+  }
   template <typename T>
   pith_status_t take(const char* call, Result<T> r, T& out) const {
     if (!r) return fail(call, r.failure());
@@ -478,7 +513,8 @@ class ControlSession final : public ModelSession {
   }
 
   size_t context_len(const SequenceInput& seq) const {
-    return seq.kv_pages.empty() ? 0 : (seq.kv_pages.size() - 1) * ctl_.page_size() + seq.last_page_len;
+    return seq.kv_pages.empty() ? 0
+                                : (seq.kv_pages.size() - 1) * ctl_.page_size() + seq.last_page_len;
   }
 
   // Hides the slots mask_kvpage hid in any page of the table, on top of the given (or causal)
@@ -500,10 +536,12 @@ class ControlSession final : public ModelSession {
     }
     if (hidden.empty()) return PITH_OK;
     if (seq.mask.empty()) {
-      for (size_t r = 0; r < n; ++r) seq.mask.push_back({static_cast<uint32_t>(ctx - n + r + 1),
-                                                         static_cast<uint32_t>(n - r - 1)});
+      for (size_t r = 0; r < n; ++r)
+        seq.mask.push_back(
+            {static_cast<uint32_t>(ctx - n + r + 1), static_cast<uint32_t>(n - r - 1)});
     } else if (seq.mask.size() != n) {
-      return reject(call, PITH_ERR_BAD_ARGUMENT, fmt::format("mask has {} rows for {} inputs", seq.mask.size(), n));
+      return reject(call, PITH_ERR_BAD_ARGUMENT,
+                    fmt::format("mask has {} rows for {} inputs", seq.mask.size(), n));
     }
     for (auto& row : seq.mask) {
       auto visible = runs_to_bools(row, ctx);
@@ -517,8 +555,8 @@ class ControlSession final : public ModelSession {
   Controller& ctl_;
   uint64_t id_;
   std::vector<QueueState> queues_;
-  std::unordered_map<uint32_t, uint32_t> emb_pos_;                   // Embed handle -> position
-  std::unordered_map<uint32_t, std::vector<uint8_t>> page_masks_;    // page handle -> hidden slots
+  std::unordered_map<uint32_t, uint32_t> emb_pos_;                 // Embed handle -> position
+  std::unordered_map<uint32_t, std::vector<uint8_t>> page_masks_;  // page handle -> hidden slots
 };
 
 ControlModelApi::ControlModelApi(Controller& controller, const Tokenizer& tokenizer,

@@ -18,7 +18,8 @@ boost::context::stack_context GuardedStack::allocate() {
   size_t total = size_ + guard_;
   void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-  if (base == MAP_FAILED) fail("cannot map a {} KiB fiber stack: {}", total / 1024, std::strerror(errno));
+  if (base == MAP_FAILED)
+    fail("cannot map a {} KiB fiber stack: {}", total / 1024, std::strerror(errno));
   if (mprotect(base, guard_, PROT_NONE) != 0) {
     munmap(base, total);
     fail("cannot protect a fiber stack guard: {}", std::strerror(errno));

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <boost/context/stack_context.hpp>
-
 #include <cstddef>
 #include <cstdint>
 

@@ -2,11 +2,10 @@
 // guest_execution.h for the rules on which faults become guest traps.
 #include "runtime/guest_execution.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#include <pthread.h>
 
 #include <csignal>
 #include <cstdlib>
@@ -89,26 +88,44 @@ void on_tick(int, siginfo_t*, void*) {
 
 const char* trap_text(TrapCode code) {
   switch (code) {
-    case TrapCode::None: return "no trap";
-    case TrapCode::OutOfBounds: return "out of bounds memory access";
-    case TrapCode::IntOverflow: return "integer overflow";
-    case TrapCode::DivByZero: return "integer divide by zero";
-    case TrapCode::InvalidConversion: return "invalid conversion to integer";
-    case TrapCode::Unreachable: return "unreachable executed";
-    case TrapCode::CallIndirect: return "indirect call to a null or mistyped function";
-    case TrapCode::UncaughtException: return "uncaught exception";
-    case TrapCode::StackExhausted: return "call stack exhausted";
-    case TrapCode::CpuLimit: return "cpu time limit";
-    case TrapCode::Exit: return "exit";
-    case TrapCode::Killed: return "killed by the host";
-    case TrapCode::MemoryLimit: return "memory limit";
-    case TrapCode::HostError: return "host error";
+    case TrapCode::None:
+      return "no trap";
+    case TrapCode::OutOfBounds:
+      return "out of bounds memory access";
+    case TrapCode::IntOverflow:
+      return "integer overflow";
+    case TrapCode::DivByZero:
+      return "integer divide by zero";
+    case TrapCode::InvalidConversion:
+      return "invalid conversion to integer";
+    case TrapCode::Unreachable:
+      return "unreachable executed";
+    case TrapCode::CallIndirect:
+      return "indirect call to a null or mistyped function";
+    case TrapCode::UncaughtException:
+      return "uncaught exception";
+    case TrapCode::StackExhausted:
+      return "call stack exhausted";
+    case TrapCode::CpuLimit:
+      return "cpu time limit";
+    case TrapCode::Exit:
+      return "exit";
+    case TrapCode::Killed:
+      return "killed by the host";
+    case TrapCode::MemoryLimit:
+      return "memory limit";
+    case TrapCode::HostError:
+      return "host error";
   }
   return "unknown trap";
 }
 
-GuestExecution* current_execution() { return t_current; }
-void set_current_execution(GuestExecution* exec) { t_current = exec; }
+GuestExecution* current_execution() {
+  return t_current;
+}
+void set_current_execution(GuestExecution* exec) {
+  t_current = exec;
+}
 
 void raise_trap(GuestExecution& exec, TrapCode code) {
   exec.in_host = 1;  // leaving guest code for good: a tick during the jump must not re-raise
@@ -181,6 +198,8 @@ CpuTicker::~CpuTicker() {
   if (armed_) timer_delete(static_cast<timer_t>(timer_));
 }
 
-uint64_t cpu_tick_ns() { return t_tick_ns; }
+uint64_t cpu_tick_ns() {
+  return t_tick_ns;
+}
 
 }  // namespace pith::runtime

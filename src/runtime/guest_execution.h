@@ -82,7 +82,7 @@ struct GuestExecution {
   uint64_t slice_limit_ns = 0;  // 0 = never preempt
   void (*preempt)(void* owner) = nullptr;
   void* owner = nullptr;
-  int exit_code = 0;                       // for TrapCode::Exit
+  int exit_code = 0;  // for TrapCode::Exit
 };
 
 // The instance running on this thread (nullptr in scheduler / host-only code).

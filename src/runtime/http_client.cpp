@@ -31,7 +31,8 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// Hosts compare case-insensitively and without a trailing root dot ("Example.COM." = "example.com").
+// Hosts compare case-insensitively and without a trailing root dot ("Example.COM." =
+// "example.com").
 std::string normalize_host(std::string_view host) {
   std::string h = lower(host);
   if (h.size() > 1 && h.back() == '.') h.pop_back();
@@ -41,7 +42,8 @@ std::string normalize_host(std::string_view host) {
 bool parse_port(std::string_view s, uint32_t* port) {
   uint32_t v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || p != s.data() + s.size() || v == 0 || v > 65535) return false;
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size() || v == 0 || v > 65535)
+    return false;
   *port = v;
   return true;
 }
@@ -178,7 +180,8 @@ struct HttpClient::Worker {
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);  // scheduler threads own the signals
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(config.timeout_ms));
-    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(config.max_response_bytes));
+    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE,
+                     static_cast<curl_off_t>(config.max_response_bytes));
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Worker::on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t.error);
@@ -187,12 +190,14 @@ struct HttpClient::Worker {
     t.headers = curl_slist_append(t.headers, "Expect:");  // no 100-continue round trip
     if (t.request.method == "POST") {
       // The ABI has no headers: JSON-looking bodies are labelled JSON, others as raw bytes.
-      auto first = std::find_if(t.request.body.begin(), t.request.body.end(),
-                                [](char c) { return c != ' ' && c != '\n' && c != '\r' && c != '\t'; });
+      auto first = std::find_if(t.request.body.begin(), t.request.body.end(), [](char c) {
+        return c != ' ' && c != '\n' && c != '\r' && c != '\t';
+      });
       bool json = first != t.request.body.end() && (*first == '{' || *first == '[');
       t.headers = curl_slist_append(t.headers, json ? "Content-Type: application/json"
                                                     : "Content-Type: application/octet-stream");
-      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t.request.body.size()));
+      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+                       static_cast<curl_off_t>(t.request.body.size()));
       curl_easy_setopt(e, CURLOPT_POSTFIELDS, t.request.body.data());
     } else {
       curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
@@ -209,7 +214,8 @@ struct HttpClient::Worker {
       std::memcpy(t.response.data(), &c, 4);  // little endian, as the guest reads it
       t.done(PITH_OK, std::move(t.response));
     } else if (t.too_big || rc == CURLE_FILESIZE_EXCEEDED) {
-      t.done(PITH_ERR_LIMIT, fmt::format("response larger than {} bytes", config.max_response_bytes));
+      t.done(PITH_ERR_LIMIT,
+             fmt::format("response larger than {} bytes", config.max_response_bytes));
     } else if (rc == CURLE_OPERATION_TIMEDOUT) {
       t.done(PITH_ERR_TIMEOUT, fmt::format("no complete response within {} ms", config.timeout_ms));
     } else {
@@ -303,7 +309,8 @@ HttpClient::HttpClient(HttpConfig config) : config_(std::move(config)) {
     size_t colon = std::string_view::npos;
     if (!e.empty() && e.front() == '[') {  // [v6]:port or [v6]
       size_t close = e.find(']');
-      if (close == std::string_view::npos) fail("http allow list: '{}' is not HOST or HOST:PORT", raw);
+      if (close == std::string_view::npos)
+        fail("http allow list: '{}' is not HOST or HOST:PORT", raw);
       if (close + 1 < e.size()) {
         if (e[close + 1] != ':') fail("http allow list: '{}' is not HOST or HOST:PORT", raw);
         colon = close + 1;
@@ -327,7 +334,8 @@ HttpClient::~HttpClient() = default;
 
 pith_status_t HttpClient::check(std::string_view url, std::string* why) const {
   if (allow_.empty()) {
-    *why = "http: not enabled in this server (allow hosts with --inferlet-http-allow HOST[,HOST...])";
+    *why =
+        "http: not enabled in this server (allow hosts with --inferlet-http-allow HOST[,HOST...])";
     return PITH_ERR_NOT_ENABLED;
   }
   ParsedUrl u;
@@ -335,15 +343,16 @@ pith_status_t HttpClient::check(std::string_view url, std::string* why) const {
   if (st != PITH_OK) return st;
   for (const AllowEntry& a : allow_)
     if (a.host == u.host && (a.port == 0 || a.port == u.port)) return PITH_OK;
-  *why = fmt::format("http: refused host {}:{} (not in the server's --inferlet-http-allow list)", u.host,
-                     u.port);
+  *why = fmt::format("http: refused host {}:{} (not in the server's --inferlet-http-allow list)",
+                     u.host, u.port);
   return PITH_ERR_NOT_ENABLED;
 }
 
 void HttpClient::start(HttpRequest request, std::function<bool()> wanted, HttpDone done) {
   std::string why;
   ParsedUrl u;
-  if (!worker_ || check(request.url, &why) != PITH_OK || parse_url(request.url, &u, &why) != PITH_OK) {
+  if (!worker_ || check(request.url, &why) != PITH_OK ||
+      parse_url(request.url, &u, &why) != PITH_OK) {
     done(PITH_ERR_NOT_ENABLED, why);
     return;
   }

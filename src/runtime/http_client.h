@@ -39,7 +39,7 @@ using HttpDone = std::function<void(pith_status_t status, std::string result)>;
 struct HttpRequest {
   std::string method;  // "GET" or "POST"
   std::string url;
-  std::string body;    // POST only
+  std::string body;  // POST only
 };
 
 class HttpClient {

@@ -9,8 +9,8 @@
 #endif
 
 #include "common/error.h"
-#include "runtime/model_api.h"
 #include "runtime/guest_module.h"
+#include "runtime/model_api.h"
 #include "runtime/pubsub.h"
 #include "runtime/scheduler.h"
 
@@ -37,8 +37,8 @@ void asan_finish_switch(void*, const void**, size_t*) {}
 #endif
 
 Instance::Instance(uint64_t id, std::shared_ptr<const GuestModule> module,
-                   std::vector<std::string> args, InstanceLimits limits,
-                   InstanceServices services, EventSink sink)
+                   std::vector<std::string> args, InstanceLimits limits, InstanceServices services,
+                   EventSink sink)
     : id_(id),
       module_(std::move(module)),
       args_(std::move(args)),
@@ -58,7 +58,9 @@ void Instance::preempt_from_signal(void* self) {
 
 Instance::~Instance() = default;
 
-const char* Instance::tier() const { return module_->tier(); }
+const char* Instance::tier() const {
+  return module_->tier();
+}
 
 // ---------------------------------------------------------------- client side
 
@@ -87,7 +89,9 @@ void Instance::close_input() {
   }
 }
 
-void Instance::kill() { kill_with(TrapCode::Killed); }
+void Instance::kill() {
+  kill_with(TrapCode::Killed);
+}
 
 void Instance::terminate(std::string reason) {
   {
@@ -189,8 +193,10 @@ void Instance::wake() {
 
 std::string Instance::describe_trap(TrapCode code) const {
   switch (code) {
-    case TrapCode::None: return "exited with code 0";
-    case TrapCode::Exit: return fmt::format("exited with code {}", exec_.exit_code);
+    case TrapCode::None:
+      return "exited with code 0";
+    case TrapCode::Exit:
+      return fmt::format("exited with code {}", exec_.exit_code);
     case TrapCode::CpuLimit:
       return fmt::format("killed: cpu time limit {:g} s", limits_.cpu_ns / 1e9);
     case TrapCode::Killed: {
@@ -200,8 +206,10 @@ std::string Instance::describe_trap(TrapCode code) const {
     case TrapCode::MemoryLimit:
       return fmt::format("killed: memory limit {} MiB (the module's initial memory is larger)",
                          limits_.memory_pages / 16);
-    case TrapCode::HostError: return "killed: host error (see log)";
-    default: break;
+    case TrapCode::HostError:
+      return "killed: host error (see log)";
+    default:
+      break;
   }
   std::string r = fmt::format("trap: {}", trap_text(code));
   if (exec_.grow_refused)
@@ -270,7 +278,9 @@ void Instance::write_stdio(int fd, std::string_view bytes) {
 
 // ---------------------------------------------------------------- futures
 
-uint32_t Instance::next_handle_locked() { return next_handle_++; }
+uint32_t Instance::next_handle_locked() {
+  return next_handle_++;
+}
 
 pith_status_t Instance::new_future(uint32_t* id) {
   std::lock_guard lock(mu_);
@@ -435,7 +445,8 @@ ModelSession* Instance::model_session() {
     model_session_ = services_.model->open_session(id_);
     // Why a model call failed goes to the instance's log (completions log from other threads).
     model_session_->set_error_log([weak = weak_from_this()](std::string message) {
-      if (auto self = weak.lock()) self->emit({InstanceEvent::Kind::Log, PITH_LOG_WARN, std::move(message)});
+      if (auto self = weak.lock())
+        self->emit({InstanceEvent::Kind::Log, PITH_LOG_WARN, std::move(message)});
     });
   }
   return model_session_.get();

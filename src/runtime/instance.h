@@ -6,17 +6,18 @@
 // Life cycle: created by Runtime::launch, run by one Scheduler thread as a fiber. The guest runs
 // inside GuestModule::run (native or interpreter tier), which returns how it ended (trap,
 // proc_exit, CPU limit, kill) after freeing the module instance; back on the scheduler,
-// finish() releases everything else and reports the ExitStatus ("exited with code 0", "trap: out of bounds memory access",
-// "killed: cpu time limit 5 s") to the client. Other instances are never affected.
+// finish() releases everything else and reports the ExitStatus ("exited with code 0", "trap: out of
+// bounds memory access", "killed: cpu time limit 5 s") to the client. Other instances are never
+// affected.
 //
 // Threading: the guest side (host calls) runs on the scheduler thread; the client side
 // (push_message, kill, wait) and future completions may come from any thread, so the state they
 // share is under mu_. A blocking host call parks the fiber (park()) and wake() makes it ready.
 #pragma once
 
-#include <boost/context/fiber.hpp>
 #include <pith/abi.h>
 
+#include <boost/context/fiber.hpp>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -63,10 +64,10 @@ struct InstanceLimits {
   uint64_t cpu_ns = 5'000'000'000ull;  // CPU time: 5 s (0 = unlimited)
   size_t stack_bytes = 1 << 20;        // fiber stack (virtual; resident only when touched)
   size_t stack_guard_bytes = 64 << 10;
-  size_t max_handles = 4096;           // live futures + subscriptions
-  size_t max_message_bytes = 4 << 20;  // msg_send / broadcast / inbox message size
-  size_t max_queued_messages = 4096;   // client inbox and each subscription
-  uint64_t time_slice_ns = 20'000'000; // CPU time before a spinning guest is preempted
+  size_t max_handles = 4096;            // live futures + subscriptions
+  size_t max_message_bytes = 4 << 20;   // msg_send / broadcast / inbox message size
+  size_t max_queued_messages = 4096;    // client inbox and each subscription
+  uint64_t time_slice_ns = 20'000'000;  // CPU time before a spinning guest is preempted
 };
 
 // What an instance reaches outside itself; owned by the Runtime.
@@ -74,15 +75,14 @@ struct InstanceServices {
   Scheduler* scheduler = nullptr;
   KvStore* store = nullptr;
   PubSub* pubsub = nullptr;
-  ModelApi* model = nullptr;  // nullptr: model calls return PITH_ERR_NO_MODEL
-  HttpClient* http = nullptr; // nullptr: HTTP calls return PITH_ERR_NOT_ENABLED
+  ModelApi* model = nullptr;   // nullptr: model calls return PITH_ERR_NO_MODEL
+  HttpClient* http = nullptr;  // nullptr: HTTP calls return PITH_ERR_NOT_ENABLED
 };
 
 class Instance : public std::enable_shared_from_this<Instance> {
  public:
-  Instance(uint64_t id, std::shared_ptr<const GuestModule> module,
-           std::vector<std::string> args, InstanceLimits limits, InstanceServices services,
-           EventSink sink);
+  Instance(uint64_t id, std::shared_ptr<const GuestModule> module, std::vector<std::string> args,
+           InstanceLimits limits, InstanceServices services, EventSink sink);
   ~Instance();
   Instance(const Instance&) = delete;
   Instance& operator=(const Instance&) = delete;
@@ -96,13 +96,13 @@ class Instance : public std::enable_shared_from_this<Instance> {
   // Ends it the same way with the host's reason ("terminated: <reason>"), e.g. the contention
   // policy's "KV memory needed by an older inferlet".
   void terminate(std::string reason);
-  ExitStatus wait();   // blocks until the instance has ended and released its resources
+  ExitStatus wait();  // blocks until the instance has ended and released its resources
   std::optional<ExitStatus> exit_status() const;
 
   // ---- scheduler side ----
   void run_slice();  // resumes the fiber until it parks, yields or ends (scheduler thread only)
   bool ended() const { return started_ && !fiber_; }
-  void finish();     // after ended(): releases resources and reports the exit
+  void finish();  // after ended(): releases resources and reports the exit
   void kill_with(TrapCode code);
 
   // ---- host-call side (on this instance's fiber) ----
@@ -113,9 +113,9 @@ class Instance : public std::enable_shared_from_this<Instance> {
   const char* tier() const;  // the GuestModule tier this instance runs in
   void emit(InstanceEvent event);
   void write_stdio(int fd, std::string_view bytes);  // fd 1/2: split into log lines
-  void park();        // until wake(); returns at once if a wake came in between
-  void yield_now();   // lets the other ready instances run once
-  void wake();        // any thread
+  void park();       // until wake(); returns at once if a wake came in between
+  void yield_now();  // lets the other ready instances run once
+  void wake();       // any thread
 
   // Futures. Completion may come from any thread; completing an unknown (dropped) id is a no-op.
   pith_status_t new_future(uint32_t* id);
@@ -153,7 +153,7 @@ class Instance : public std::enable_shared_from_this<Instance> {
 
   static void preempt_from_signal(void* self);
   void switch_to_scheduler();  // from the fiber; returns when resumed
-  void body();  // the fiber's body: module_->run(*this)
+  void body();                 // the fiber's body: module_->run(*this)
   std::string describe_trap(TrapCode code) const;
   uint32_t next_handle_locked();
   void complete_locked(uint32_t id, pith_status_t status, std::string result);
@@ -168,8 +168,8 @@ class Instance : public std::enable_shared_from_this<Instance> {
   // Guest state (scheduler thread only).
   GuestExecution exec_;
   StackBounds stack_;
-  boost::context::fiber fiber_;   // the instance's fiber while suspended
-  boost::context::fiber caller_;  // the scheduler, while the fiber runs
+  boost::context::fiber fiber_;               // the instance's fiber while suspended
+  boost::context::fiber caller_;              // the scheduler, while the fiber runs
   const void* sched_stack_bottom_ = nullptr;  // the scheduler thread's stack (ASan builds)
   size_t sched_stack_size_ = 0;
   bool started_ = false;

@@ -66,9 +66,8 @@ void refresh_shadow(InterpState& s) {
   uint64_t bytes = s.memory->ByteSize();
   s.shadow.pages = static_cast<uint32_t>(bytes / 65536);
   s.shadow.size = static_cast<uint32_t>(bytes);
-  s.shadow.max_pages = s.memory->type().limits.has_max
-                           ? static_cast<uint32_t>(s.memory->type().limits.max)
-                           : 65536;
+  s.shadow.max_pages =
+      s.memory->type().limits.has_max ? static_cast<uint32_t>(s.memory->type().limits.max) : 65536;
   s.instance->exec().memory = &s.shadow;
 }
 
@@ -118,11 +117,11 @@ struct HostImport {
 const std::map<std::pair<std::string, std::string>, HostImport>& host_imports() {
   static const auto* table = [] {
     auto* t = new std::map<std::pair<std::string, std::string>, HostImport>;
-#define PITH_INTERP_HOST(name, ret, params)                                              \
+#define PITH_INTERP_HOST(name, ret, params) \
   (*t)[{"pith", #name}] = {&Adapter<&Z_pithZ_##name>::type, &Adapter<&Z_pithZ_##name>::callback};
-#define PITH_INTERP_WASI(name, ret, params)                                  \
-  (*t)[{"wasi_snapshot_preview1", #name}] = {                                \
-      &Adapter<&Z_wasi_snapshot_preview1Z_##name>::type,                     \
+#define PITH_INTERP_WASI(name, ret, params)              \
+  (*t)[{"wasi_snapshot_preview1", #name}] = {            \
+      &Adapter<&Z_wasi_snapshot_preview1Z_##name>::type, \
       &Adapter<&Z_wasi_snapshot_preview1Z_##name>::callback};
     PITH_HOST_IMPORTS(PITH_INTERP_HOST)
     PITH_WASI_IMPORTS(PITH_INTERP_WASI)
@@ -166,8 +165,8 @@ std::shared_ptr<InterpModule> InterpModule::load(std::string_view wasm) {
   wabt::ReadBinaryOptions options(d.features, nullptr, /*read_debug_names=*/false,
                                   /*stop_on_first_error=*/true,
                                   /*fail_on_custom_section_error=*/false);
-  if (wabt::Failed(wi::ReadBinaryInterp("module.wasm", wasm.data(), wasm.size(), options,
-                                        &errors, &d.desc))) {
+  if (wabt::Failed(wi::ReadBinaryInterp("module.wasm", wasm.data(), wasm.size(), options, &errors,
+                                        &d.desc))) {
     std::string text = wabt::FormatErrorsToString(errors, wabt::Location::Type::Binary);
     while (!text.empty() && text.back() == '\n') text.pop_back();
     fail("invalid WebAssembly module: {}", text);
@@ -190,14 +189,16 @@ std::shared_ptr<InterpModule> InterpModule::load(std::string_view wasm) {
     const auto& e = d.desc.exports[i];
     if (e.type.name == "_start" && e.type.type->kind == wabt::ExternalKind::Func) {
       const auto& ft = *wabt::cast<wi::FuncType>(e.type.type.get());
-      if (!ft.params.empty() || !ft.results.empty()) fail("module's _start takes or returns values");
+      if (!ft.params.empty() || !ft.results.empty())
+        fail("module's _start takes or returns values");
       d.start_export = i;
       found = true;
     }
   }
   if (!found)
-    fail("module exports no _start function: build the inferlet as a WASI command "
-         "(a main function)");
+    fail(
+        "module exports no _start function: build the inferlet as a WASI command "
+        "(a main function)");
   return m;
 }
 
@@ -235,7 +236,8 @@ TrapCode InterpModule::run(Instance& instance) const {
   wi::Instance::Ptr inst = wi::Instance::Instantiate(store, module.ref(), imports, &trap);
   if (!inst) {
     end = exec.kill_pending ? static_cast<TrapCode>(exec.kill_pending)
-                            : trap ? trap_code(trap->message()) : TrapCode::HostError;
+          : trap            ? trap_code(trap->message())
+                            : TrapCode::HostError;
   } else {
     if (!inst->memories().empty()) {
       state.memory = store.UnsafeGet<wi::Memory>(inst->memories()[0]);
@@ -266,8 +268,7 @@ TrapCode InterpModule::run(Instance& instance) const {
       end = TrapCode::UncaughtException;
     }
     if (end == TrapCode::HostError && trap)
-      instance.emit({InstanceEvent::Kind::Log, PITH_LOG_ERROR,
-                     "interpreter: " + trap->message()});
+      instance.emit({InstanceEvent::Kind::Log, PITH_LOG_ERROR, "interpreter: " + trap->message()});
     if (state.memory && state.memory->ByteSize() / 65536 >= cap && end != TrapCode::None)
       exec.grow_refused = true;  // it ran into the cap (the interpreter does not report grows)
   }

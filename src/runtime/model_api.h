@@ -90,8 +90,8 @@ class ModelSession {
   virtual pith_status_t dealloc_kvpages(uint32_t queue, std::span<const uint32_t> pages) = 0;
   virtual pith_status_t alloc_embs(uint32_t queue, uint32_t n, std::vector<uint32_t>* out) = 0;
   virtual pith_status_t dealloc_embs(uint32_t queue, std::span<const uint32_t> embs) = 0;
-  virtual pith_status_t copy_kvpage(uint32_t queue, uint32_t src, uint32_t dst,
-                                    uint32_t src_offset, uint32_t dst_offset, uint32_t count) = 0;
+  virtual pith_status_t copy_kvpage(uint32_t queue, uint32_t src, uint32_t dst, uint32_t src_offset,
+                                    uint32_t dst_offset, uint32_t count) = 0;
   virtual pith_status_t mask_kvpage(uint32_t queue, uint32_t page,
                                     std::span<const uint8_t> mask) = 0;
   virtual pith_status_t export_kvpages(uint32_t queue, std::span<const uint32_t> pages,

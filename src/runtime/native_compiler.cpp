@@ -57,8 +57,14 @@ std::string params_text(const char* params) {  // "(u32, u64)" -> ", u32, u64"; 
 // The cc command line (without inputs/outputs). Stack-clash protection makes every large guest
 // frame probe its pages, so a deep recursion always hits the fiber stack's guard.
 std::vector<std::string> cc_flags(const NativeCompilerConfig& c) {
-  return {c.opt_level, "-fPIC", "-shared", "-fstack-clash-protection", "-fno-strict-aliasing",
-          "-DNDEBUG", "-DWASM_RT_MEMCHECK_SIGNAL_HANDLER=1", "-DWASM_RT_USE_STACK_DEPTH_COUNT=0",
+  return {c.opt_level,
+          "-fPIC",
+          "-shared",
+          "-fstack-clash-protection",
+          "-fno-strict-aliasing",
+          "-DNDEBUG",
+          "-DWASM_RT_MEMCHECK_SIGNAL_HANDLER=1",
+          "-DWASM_RT_USE_STACK_DEPTH_COUNT=0",
           "-w"};
 }
 
@@ -104,14 +110,17 @@ std::string make_shim(const std::string& header) {
     p = star;
   }
   if (header.find("void Z_guestZ__start(Z_guest_instance_t*);") == std::string::npos)
-    fail("module exports no _start function: build the inferlet as a WASI command "
-         "(a main function)");
+    fail(
+        "module exports no _start function: build the inferlet as a WASI command "
+        "(a main function)");
   std::string shim = "#include <stddef.h>\n#include \"guest.h\"\n";
   shim += host_import_prototypes();
   shim += "size_t pith_guest_instance_size(void) { return sizeof(Z_guest_instance_t); }\n";
   shim += "void pith_guest_init_module(void) { Z_guest_init_module(); }\n";
-  shim += "void pith_guest_instantiate(void* inst, void* host) { (void)host; "
-          "Z_guest_instantiate((Z_guest_instance_t*)inst" + args + "); }\n";
+  shim +=
+      "void pith_guest_instantiate(void* inst, void* host) { (void)host; "
+      "Z_guest_instantiate((Z_guest_instance_t*)inst" +
+      args + "); }\n";
   shim += "void pith_guest_free(void* inst) { Z_guest_free((Z_guest_instance_t*)inst); }\n";
   shim += "void pith_guest_start(void* inst) { Z_guestZ__start((Z_guest_instance_t*)inst); }\n";
   return shim;
@@ -134,13 +143,14 @@ std::string sha256_hex(std::string_view bytes) {
 
 std::string host_import_prototypes() {
   std::string out;
-#define PITH_PROTO_HOST(name, ret, params)                                                 \
+#define PITH_PROTO_HOST(name, ret, params)                                         \
   out += fmt::format("{} Z_pithZ_{}(struct Z_pith_instance_t*{});\n", #ret, #name, \
                      params_text(#params));
-#define PITH_PROTO_WASI(name, ret, params)                                                  \
-  out += fmt::format("{} Z_wasi_snapshot_preview1Z_{}(struct "                              \
-                     "Z_wasi_snapshot_preview1_instance_t*{});\n",                          \
-                     #ret, #name, params_text(#params));
+#define PITH_PROTO_WASI(name, ret, params)          \
+  out += fmt::format(                               \
+      "{} Z_wasi_snapshot_preview1Z_{}(struct "     \
+      "Z_wasi_snapshot_preview1_instance_t*{});\n", \
+      #ret, #name, params_text(#params));
   PITH_HOST_IMPORTS(PITH_PROTO_HOST)
   PITH_WASI_IMPORTS(PITH_PROTO_WASI)
 #undef PITH_PROTO_HOST
@@ -188,7 +198,8 @@ std::string NativeCompiler::compile(std::string_view wasm) const {
   std::error_code ec;
   if (fs::exists(so, ec)) return so.string();
 
-  std::string tmpl = (fs::path(config_.cache_dir) / ("build-" + key.substr(0, 16) + "-XXXXXX")).string();
+  std::string tmpl =
+      (fs::path(config_.cache_dir) / ("build-" + key.substr(0, 16) + "-XXXXXX")).string();
   if (!mkdtemp(tmpl.data())) fail("{}: cannot create a build directory", tmpl);
   fs::path work(tmpl);
   struct Cleanup {
@@ -202,8 +213,7 @@ std::string NativeCompiler::compile(std::string_view wasm) const {
   write_file(work / "module.wasm", wasm);
   ProcessResult r = run_limited({config_.wasm2c, "-n", "guest", "module.wasm", "-o", "guest.c"},
                                 work.string(), config_.limits);
-  if (!r.ok())
-    fail("wasm2c rejected the module ({}): {}", r.describe(), r.output);
+  if (!r.ok()) fail("wasm2c rejected the module ({}): {}", r.describe(), r.output);
 
   std::string header = read_file(work / "guest.h");
   for (const auto& imp : parse_imports(header)) {

@@ -17,11 +17,11 @@
 namespace pith::runtime {
 
 struct NativeCompilerConfig {
-  std::string cache_dir;                 // created if missing
+  std::string cache_dir;  // created if missing
   std::string wasm2c = "wasm2c";
   std::string cc = "cc";
   std::string opt_level = "-O2";
-  ProcessLimits limits;                  // per tool invocation
+  ProcessLimits limits;  // per tool invocation
 };
 
 class NativeCompiler {

@@ -46,8 +46,7 @@ Program::Program(std::string wasm, std::shared_ptr<const NativeCompiler> compile
 Program::~Program() = default;
 
 bool Program::native_ready() const {
-  return native_.valid() &&
-         native_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  return native_.valid() && native_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
 }
 
 std::shared_ptr<const NativeModule> Program::native() {

@@ -41,9 +41,11 @@ class Program {
   // run it (e.g. native-only and the build failed).
   std::shared_ptr<const GuestModule> module_for_launch();
 
-  bool native_ready() const;  // native build finished (successfully or not)
+  bool native_ready() const;                     // native build finished (successfully or not)
   std::shared_ptr<const NativeModule> native();  // waits; throws pith::Error on build failure
-  double compile_seconds() const { return compile_seconds_->load(); }  // 0 if it came from the cache
+  double compile_seconds() const {
+    return compile_seconds_->load();
+  }  // 0 if it came from the cache
 
  private:
   std::string wasm_;
@@ -51,7 +53,8 @@ class Program {
   TierPolicy policy_;
   std::shared_ptr<const InterpModule> interp_;  // parsed when native code was not cached
   std::shared_future<std::shared_ptr<const NativeModule>> native_;
-  std::shared_ptr<std::atomic<double>> compile_seconds_ = std::make_shared<std::atomic<double>>(0.0);
+  std::shared_ptr<std::atomic<double>> compile_seconds_ =
+      std::make_shared<std::atomic<double>>(0.0);
 };
 
 }  // namespace pith::runtime

@@ -18,7 +18,9 @@ size_t host_import_table(const void* const** table);  // api/host_imports.cpp
 
 namespace pith::runtime {
 
-std::string default_cache_dir() { return default_cache_root() + "/native"; }
+std::string default_cache_dir() {
+  return default_cache_root() + "/native";
+}
 
 namespace {
 NativeCompilerConfig with_defaults(NativeCompilerConfig c) {
@@ -37,9 +39,10 @@ Runtime::Runtime(RuntimeConfig config)
   PITH_CHECK(api::host_import_table(&imports) > 0 && imports[0] != nullptr);
   if (config_.threads < 1) fail("runtime: threads must be >= 1 (got {})", config_.threads);
   if (!config_.http_allow.empty())
-    http_ = std::make_unique<HttpClient>(HttpConfig{.allow = config_.http_allow,
-                                                    .timeout_ms = config_.http_timeout_ms,
-                                                    .max_response_bytes = config_.http_max_response_bytes});
+    http_ = std::make_unique<HttpClient>(
+        HttpConfig{.allow = config_.http_allow,
+                   .timeout_ms = config_.http_timeout_ms,
+                   .max_response_bytes = config_.http_max_response_bytes});
   for (int i = 0; i < config_.threads; ++i)
     schedulers_.push_back(std::make_unique<Scheduler>(config_.cpu_tick_ns));
 }
@@ -74,9 +77,9 @@ std::shared_ptr<Instance> Runtime::launch(const std::shared_ptr<Program>& progra
   uint64_t id = next_id_.fetch_add(1);
   Scheduler* sched = schedulers_[id % schedulers_.size()].get();
   InstanceServices services{sched, &store_, &pubsub_, config_.model, http_.get()};
-  auto inst = std::make_shared<Instance>(id, std::move(module), std::move(args),
-                                         limits.value_or(config_.limits), services,
-                                         std::move(sink));
+  auto inst =
+      std::make_shared<Instance>(id, std::move(module), std::move(args),
+                                 limits.value_or(config_.limits), services, std::move(sink));
   sched->start(inst);
   return inst;
 }

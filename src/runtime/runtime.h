@@ -23,18 +23,18 @@ class Scheduler;
 class ModelApi;
 
 struct RuntimeConfig {
-  NativeCompilerConfig compiler;   // compiler.cache_dir "" = default_cache_dir()
-  int threads = 1;                 // scheduler threads; instances are spread round-robin
+  NativeCompilerConfig compiler;  // compiler.cache_dir "" = default_cache_dir()
+  int threads = 1;                // scheduler threads; instances are spread round-robin
   uint64_t cpu_tick_ns = 10'000'000;
-  InstanceLimits limits;           // defaults for launches
+  InstanceLimits limits;  // defaults for launches
   KvStoreLimits store;
-  ModelApi* model = nullptr;       // not owned; nullptr = no model (run-local)
+  ModelApi* model = nullptr;  // not owned; nullptr = no model (run-local)
   // Inferlet HTTP (abi.h "HTTP"): the hosts guests may reach, "host" (any port) or "host:port"
   // (pith run/serve --inferlet-http-allow). Empty = HTTP disabled: calls return
   // PITH_ERR_NOT_ENABLED and the instance log says so.
   std::vector<std::string> http_allow;
-  uint32_t http_timeout_ms = 10'000;          // per request, connect included
-  size_t http_max_response_bytes = 4 << 20;   // larger responses fail with PITH_ERR_LIMIT
+  uint32_t http_timeout_ms = 10'000;         // per request, connect included
+  size_t http_max_response_bytes = 4 << 20;  // larger responses fail with PITH_ERR_LIMIT
   TierPolicy tiers = TierPolicy::Auto;
 };
 

@@ -27,9 +27,9 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  void start(std::shared_ptr<Instance> instance);  // any thread
+  void start(std::shared_ptr<Instance> instance);       // any thread
   void make_ready(std::shared_ptr<Instance> instance);  // any thread
-  size_t live() const;  // instances started and not yet finished
+  size_t live() const;                                  // instances started and not yet finished
 
  private:
   void loop();

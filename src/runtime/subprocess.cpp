@@ -20,7 +20,8 @@ namespace pith::runtime {
 
 std::string ProcessResult::describe() const {
   if (timed_out) return "killed: wall-clock limit";
-  if (signal == SIGXCPU || signal == SIGKILL) return fmt::format("killed by signal {} (CPU or memory limit)", signal);
+  if (signal == SIGXCPU || signal == SIGKILL)
+    return fmt::format("killed by signal {} (CPU or memory limit)", signal);
   if (signal) return fmt::format("killed by signal {}", signal);
   return fmt::format("exit code {}", exit_code);
 }
@@ -67,8 +68,8 @@ ProcessResult run_limited(const std::vector<std::string>& argv, const std::strin
   close(log_fd);
 
   ProcessResult result;
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration<double>(limits.wall_seconds);
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(limits.wall_seconds);
   int status = 0;
   for (auto sleep = std::chrono::microseconds(200);;) {
     pid_t r = waitpid(pid, &status, WNOHANG);
@@ -91,7 +92,8 @@ ProcessResult run_limited(const std::vector<std::string>& argv, const std::strin
   std::stringstream ss;
   ss << in.rdbuf();
   result.output = ss.str();
-  if (result.output.size() > 4096) result.output = result.output.substr(result.output.size() - 4096);
+  if (result.output.size() > 4096)
+    result.output = result.output.substr(result.output.size() - 4096);
   if (result.exit_code == 127 && result.output.empty())
     result.output = fmt::format("{}: command not found", argv[0]);
   return result;

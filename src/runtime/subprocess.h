@@ -11,17 +11,17 @@
 namespace pith::runtime {
 
 struct ProcessLimits {
-  uint64_t cpu_seconds = 60;             // RLIMIT_CPU (the child is killed by SIGXCPU/SIGKILL)
-  uint64_t address_space = 4ull << 30;   // RLIMIT_AS
-  uint64_t file_size = 512ull << 20;     // RLIMIT_FSIZE
-  double wall_seconds = 120;             // killed with SIGKILL past this
+  uint64_t cpu_seconds = 60;            // RLIMIT_CPU (the child is killed by SIGXCPU/SIGKILL)
+  uint64_t address_space = 4ull << 30;  // RLIMIT_AS
+  uint64_t file_size = 512ull << 20;    // RLIMIT_FSIZE
+  double wall_seconds = 120;            // killed with SIGKILL past this
 };
 
 struct ProcessResult {
-  int exit_code = -1;   // -1 if killed by a signal
-  int signal = 0;       // the signal that ended it, 0 if it exited
+  int exit_code = -1;  // -1 if killed by a signal
+  int signal = 0;      // the signal that ended it, 0 if it exited
   bool timed_out = false;
-  std::string output;   // last 4 KiB of stdout+stderr
+  std::string output;  // last 4 KiB of stdout+stderr
   bool ok() const { return exit_code == 0; }
   std::string describe() const;  // "exit code 1", "killed by signal 9 (wall-clock limit)", ...
 };

@@ -35,7 +35,7 @@ struct FuncTypeRegistry {
 };
 FuncTypeRegistry& func_types() {
   static FuncTypeRegistry* r = new FuncTypeRegistry;  // never destroyed: modules may outlive
-  return *r;                                            // static destruction order
+  return *r;                                          // static destruction order
 }
 
 // Marks runtime code called from guest code as host code for the signal handlers.
@@ -54,8 +54,12 @@ struct HostSection {
 
 extern "C" {
 
-void wasm_rt_init(void) { pith::runtime::install_signal_handlers(); }
-bool wasm_rt_is_initialized(void) { return true; }
+void wasm_rt_init(void) {
+  pith::runtime::install_signal_handlers();
+}
+bool wasm_rt_is_initialized(void) {
+  return true;
+}
 void wasm_rt_free(void) {}
 
 void wasm_rt_trap(wasm_rt_trap_t code) {
@@ -95,8 +99,8 @@ void wasm_rt_allocate_memory(wasm_rt_memory_t* mem, uint32_t initial_pages, uint
   if (initial_pages > max_pages) pith::runtime::raise_trap(*exec, TrapCode::MemoryLimit);
   {
     HostSection host;
-    void* base = mmap(nullptr, kReservation, PROT_NONE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* base =
+        mmap(nullptr, kReservation, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED) {
       exec->kill_pending = static_cast<int>(TrapCode::HostError);
     } else if (initial_pages &&
@@ -145,9 +149,9 @@ void wasm_rt_allocate_funcref_table(wasm_rt_funcref_table_t* table, uint32_t ele
   HostSection host;
   table->size = elements;
   table->max_size = max_elements;
-  table->data = elements ? static_cast<wasm_rt_funcref_t*>(
-                               calloc(elements, sizeof(wasm_rt_funcref_t)))
-                         : nullptr;
+  table->data = elements
+                    ? static_cast<wasm_rt_funcref_t*>(calloc(elements, sizeof(wasm_rt_funcref_t)))
+                    : nullptr;
   if (elements && !table->data) {
     table->size = 0;
     if (host.exec) host.exec->kill_pending = static_cast<int>(pith::runtime::TrapCode::HostError);
@@ -165,9 +169,9 @@ void wasm_rt_allocate_externref_table(wasm_rt_externref_table_t* table, uint32_t
   HostSection host;
   table->size = elements;
   table->max_size = max_elements;
-  table->data = elements ? static_cast<wasm_rt_externref_t*>(
-                               calloc(elements, sizeof(wasm_rt_externref_t)))
-                         : nullptr;
+  table->data =
+      elements ? static_cast<wasm_rt_externref_t*>(calloc(elements, sizeof(wasm_rt_externref_t)))
+               : nullptr;
   if (elements && !table->data) table->size = 0;
 }
 
@@ -181,8 +185,7 @@ void wasm_rt_free_externref_table(wasm_rt_externref_table_t* table) {
 uint32_t wasm_rt_grow_funcref_table(wasm_rt_funcref_table_t*, uint32_t, wasm_rt_funcref_t) {
   return UINT32_MAX;
 }
-uint32_t wasm_rt_grow_externref_table(wasm_rt_externref_table_t*, uint32_t,
-                                      wasm_rt_externref_t) {
+uint32_t wasm_rt_grow_externref_table(wasm_rt_externref_table_t*, uint32_t, wasm_rt_externref_t) {
   return UINT32_MAX;
 }
 

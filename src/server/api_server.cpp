@@ -10,12 +10,12 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "chat_template/chat_template.h"
 #include "server/builtin_programs.h"
 #include "server/instance_routes.h"
 #include "server/openai_routes.h"
 #include "server/program_routes.h"
 #include "stack/serving_stack.h"
-#include "chat_template/chat_template.h"
 
 namespace pith::server {
 

@@ -1,11 +1,10 @@
 #include "server/event_log.h"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-
-#include <algorithm>
 
 namespace pith::server {
 
@@ -51,7 +50,8 @@ EventLog::Read EventLog::read_after(uint64_t after) const {
   // Ids are consecutive, so the first event to return is found by offset, not by a scan (a
   // streaming request re-reads after every token).
   const size_t skip = after >= first ? static_cast<size_t>(after - first + 1) : 0;
-  for (size_t i = std::min(skip, events_.size()); i < events_.size(); ++i) r.events.push_back(events_[i]);
+  for (size_t i = std::min(skip, events_.size()); i < events_.size(); ++i)
+    r.events.push_back(events_[i]);
   r.closed = closed_;
   return r;
 }

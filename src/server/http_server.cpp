@@ -1,12 +1,12 @@
 #include "server/http_server.h"
 
+#include <spdlog/spdlog.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <spdlog/spdlog.h>
-
 #include <limits>
 
 #include "common/error.h"
@@ -42,7 +42,8 @@ HttpExchange::HttpExchange(beast::tcp_stream& stream, http::request<http::string
       size_t amp = rest.find('&');
       std::string_view kv = rest.substr(0, amp);
       size_t eq = kv.find('=');
-      query[url_decode(kv.substr(0, eq))] = eq == std::string_view::npos ? "" : url_decode(kv.substr(eq + 1));
+      query[url_decode(kv.substr(0, eq))] =
+          eq == std::string_view::npos ? "" : url_decode(kv.substr(eq + 1));
       if (amp == std::string_view::npos) break;
       rest = rest.substr(amp + 1);
     }
@@ -55,15 +56,18 @@ std::string HttpExchange::header(std::string_view name) const {
   return it == req.end() ? std::string() : std::string(it->value());
 }
 
-asio::awaitable<void> HttpExchange::respond(http::status status, std::string body, std::string_view content_type,
-                                            std::initializer_list<std::pair<std::string_view, std::string>> headers) {
+asio::awaitable<void> HttpExchange::respond(
+    http::status status, std::string body, std::string_view content_type,
+    std::initializer_list<std::pair<std::string_view, std::string>> headers) {
   http::response<http::string_body> res{status, req.version()};
   res.set(http::field::server, "pith");
   res.set(http::field::content_type, beast::string_view(content_type.data(), content_type.size()));
   for (const auto& [k, v] : headers) res.set(beast::string_view(k.data(), k.size()), v);
   res.keep_alive(keep_alive);
-  if (req.method() != http::verb::head) res.body() = std::move(body);
-  else res.content_length(body.size());
+  if (req.method() != http::verb::head)
+    res.body() = std::move(body);
+  else
+    res.content_length(body.size());
   if (req.method() != http::verb::head) res.prepare_payload();
   responded_ = true;
   beast::error_code ec;
@@ -83,8 +87,10 @@ asio::awaitable<void> HttpExchange::respond_json(http::status status, const nloh
   co_await respond(status, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
-asio::awaitable<void> HttpExchange::error(http::status status, std::string_view type, std::string_view message) {
-  nlohmann::json j = {{"error", {{"message", message}, {"type", type}, {"code", static_cast<int>(status)}}}};
+asio::awaitable<void> HttpExchange::error(http::status status, std::string_view type,
+                                          std::string_view message) {
+  nlohmann::json j = {
+      {"error", {{"message", message}, {"type", type}, {"code", static_cast<int>(status)}}}};
   co_await respond_json(status, j);
 }
 
@@ -109,9 +115,10 @@ void HttpExchange::watch_hangup() {
   hangup_ = std::make_shared<bool>(false);
   // Readable on a connection whose client sends nothing means EOF or reset. The handler only
   // touches the flag, so it may run after this exchange is gone.
-  stream_.socket().async_wait(tcp::socket::wait_read, [flag = hangup_](const beast::error_code& ec) {
-    if (ec != asio::error::operation_aborted) *flag = true;
-  });
+  stream_.socket().async_wait(tcp::socket::wait_read,
+                              [flag = hangup_](const beast::error_code& ec) {
+                                if (ec != asio::error::operation_aborted) *flag = true;
+                              });
 }
 
 asio::awaitable<bool> HttpExchange::write_chunk(std::string_view data) {
@@ -127,7 +134,8 @@ asio::awaitable<bool> HttpExchange::write_chunk(std::string_view data) {
 asio::awaitable<void> HttpExchange::end_stream() {
   if (gone_) co_return;
   beast::error_code ec;
-  co_await asio::async_write(stream_, http::make_chunk_last(), asio::redirect_error(use_awaitable, ec));
+  co_await asio::async_write(stream_, http::make_chunk_last(),
+                             asio::redirect_error(use_awaitable, ec));
   if (ec) gone_ = true, keep_alive = false;
 }
 
@@ -190,7 +198,10 @@ asio::awaitable<void> write_error(beast::tcp_stream& stream, unsigned version, h
   res.set(http::field::server, "pith");
   res.set(http::field::content_type, "application/json");
   res.keep_alive(false);
-  res.body() = nlohmann::json{{"error", {{"message", message}, {"type", type}, {"code", static_cast<int>(status)}}}}.dump();
+  res.body() =
+      nlohmann::json{
+          {"error", {{"message", message}, {"type", type}, {"code", static_cast<int>(status)}}}}
+          .dump();
   res.prepare_payload();
   beast::error_code ec;
   co_await http::async_write(stream, res, asio::redirect_error(use_awaitable, ec));
@@ -214,19 +225,23 @@ asio::awaitable<void> HttpServer::session(tcp::socket socket) {
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());
     beast::error_code ec;
     stream.expires_after(limits_.idle_timeout);
-    co_await http::async_read_header(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    co_await http::async_read_header(stream, buffer, parser,
+                                     asio::redirect_error(use_awaitable, ec));
     if (ec) {
-      if (ec != http::error::end_of_stream && ec != beast::error::timeout && ec != asio::error::eof &&
-          ec != asio::error::connection_reset && ec != asio::error::operation_aborted)
+      if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
+          ec != asio::error::eof && ec != asio::error::connection_reset &&
+          ec != asio::error::operation_aborted)
         co_await write_error(stream, 11, http::status::bad_request, "bad_request",
                              "malformed HTTP request: " + ec.message());
       break;
     }
     auto& header = parser.get();
     std::string_view target(header.target().data(), header.target().size());
-    const size_t limit = limits_.is_upload && limits_.is_upload(target) ? limits_.max_upload_bytes : limits_.max_body_bytes;
+    const size_t limit = limits_.is_upload && limits_.is_upload(target) ? limits_.max_upload_bytes
+                                                                        : limits_.max_body_bytes;
     if (parser.content_length() && *parser.content_length() > limit) {
-      co_await write_error(stream, header.version(), http::status::payload_too_large, "payload_too_large",
+      co_await write_error(stream, header.version(), http::status::payload_too_large,
+                           "payload_too_large",
                            fmt::format("request body of {} bytes exceeds the limit of {} bytes",
                                        *parser.content_length(), limit));
       break;
@@ -239,13 +254,14 @@ asio::awaitable<void> HttpServer::session(tcp::socket socket) {
     }
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
     if (ec == http::error::body_limit) {
-      co_await write_error(stream, header.version(), http::status::payload_too_large, "payload_too_large",
+      co_await write_error(stream, header.version(), http::status::payload_too_large,
+                           "payload_too_large",
                            fmt::format("request body exceeds the limit of {} bytes", limit));
       break;
     }
     if (ec) {
-      if (ec != beast::error::timeout && ec != http::error::end_of_stream && ec != asio::error::eof &&
-          ec != asio::error::connection_reset)
+      if (ec != beast::error::timeout && ec != http::error::end_of_stream &&
+          ec != asio::error::eof && ec != asio::error::connection_reset)
         co_await write_error(stream, header.version(), http::status::bad_request, "bad_request",
                              "malformed HTTP request: " + ec.message());
       break;
@@ -253,16 +269,19 @@ asio::awaitable<void> HttpServer::session(tcp::socket socket) {
     http::request<http::string_body> req = parser.release();
     HttpExchange ex(stream, req);
     stream.expires_never();  // handlers may take long (generation, event streams)
-    std::string failure;  // co_await is not allowed inside a catch block
+    std::string failure;     // co_await is not allowed inside a catch block
     try {
       co_await handler_(ex);
     } catch (const std::exception& e) {
       failure = e.what();
-      spdlog::error("{} {}: {}", std::string(req.method_string()), std::string(req.target()), failure);
+      spdlog::error("{} {}: {}", std::string(req.method_string()), std::string(req.target()),
+                    failure);
     }
-    if (!failure.empty() && ex.responded()) break;  // mid-stream: the connection is in an unknown state
+    if (!failure.empty() && ex.responded())
+      break;  // mid-stream: the connection is in an unknown state
     if (!ex.responded())
-      co_await ex.error(http::status::internal_server_error, "internal", failure.empty() ? "no response" : failure);
+      co_await ex.error(http::status::internal_server_error, "internal",
+                        failure.empty() ? "no response" : failure);
     if (!ex.keep_alive || ex.client_gone()) break;
   }
   beast::error_code ec;

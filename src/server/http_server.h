@@ -5,22 +5,20 @@
 // answered with a JSON error and never reach a handler.
 #pragma once
 
-#include <utility>  // before asio: Boost 1.74's awaitable.hpp uses std::exchange
-
+#include <atomic>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
-#include <nlohmann/json.hpp>
-
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>  // before asio: Boost 1.74's awaitable.hpp uses std::exchange
 
 namespace pith::server {
 
@@ -35,15 +33,15 @@ class HttpExchange {
   HttpExchange(beast::tcp_stream& stream, http::request<http::string_body>& req);
 
   http::request<http::string_body>& req;
-  std::string path;                           // target without the query, percent-decoded
-  std::map<std::string, std::string> query;   // decoded query parameters
+  std::string path;                          // target without the query, percent-decoded
+  std::map<std::string, std::string> query;  // decoded query parameters
   bool keep_alive = true;
 
   std::string header(std::string_view name) const;
 
-  asio::awaitable<void> respond(http::status status, std::string body,
-                                std::string_view content_type = "application/json",
-                                std::initializer_list<std::pair<std::string_view, std::string>> headers = {});
+  asio::awaitable<void> respond(
+      http::status status, std::string body, std::string_view content_type = "application/json",
+      std::initializer_list<std::pair<std::string_view, std::string>> headers = {});
   asio::awaitable<void> respond_json(http::status status, const nlohmann::json& body);
   // {"error": {"message", "type", "code"}} (docs/server-api.md).
   asio::awaitable<void> error(http::status status, std::string_view type, std::string_view message);
@@ -70,7 +68,7 @@ using HttpHandler = std::function<asio::awaitable<void>(HttpExchange&)>;
 
 struct HttpLimits {
   size_t max_body_bytes = 4 << 20;
-  size_t max_upload_bytes = 64 << 20;   // for targets where is_upload() is true
+  size_t max_upload_bytes = 64 << 20;  // for targets where is_upload() is true
   std::function<bool(std::string_view target)> is_upload;
   std::chrono::seconds idle_timeout{120};
 };

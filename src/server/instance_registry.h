@@ -5,7 +5,6 @@
 #pragma once
 
 #include <boost/asio/steady_timer.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -25,8 +24,8 @@ struct InstanceRecord {
   std::string program;       // SHA-256 of the module
   std::string program_name;  // built-in name, "" for uploads
   std::vector<std::string> args;
-  std::string owner;         // API key that launched it ("" without auth)
-  bool detach = true;        // false: ends when its event streams are gone (docs/server-api.md)
+  std::string owner;   // API key that launched it ("" without auth)
+  bool detach = true;  // false: ends when its event streams are gone (docs/server-api.md)
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::shared_ptr<EventLog> events;
 

@@ -9,7 +9,8 @@
 
 namespace pith::server {
 
-Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), buckets_(bounds_.size() + 1, 0) {
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), buckets_(bounds_.size() + 1, 0) {
   std::sort(bounds_.begin(), bounds_.end());
 }
 
@@ -49,15 +50,16 @@ Metrics::Family& Metrics::family(const std::string& name, const std::string& hel
   return it->second;
 }
 
-Counter& Metrics::counter(const std::string& name, const std::string& help, const std::string& labels) {
+Counter& Metrics::counter(const std::string& name, const std::string& help,
+                          const std::string& labels) {
   std::lock_guard lock(mu_);
   auto& slot = family(name, help, Type::Counter).counters[labels];
   if (!slot) slot = std::make_unique<Counter>();
   return *slot;
 }
 
-Histogram& Metrics::histogram(const std::string& name, const std::string& help, const std::vector<double>& bounds,
-                              const std::string& labels) {
+Histogram& Metrics::histogram(const std::string& name, const std::string& help,
+                              const std::vector<double>& bounds, const std::string& labels) {
   std::lock_guard lock(mu_);
   auto& slot = family(name, help, Type::Histogram).histograms[labels];
   if (!slot) slot = std::make_unique<Histogram>(bounds);
@@ -87,8 +89,8 @@ std::string braces(const std::string& labels, const std::string& extra = "") {
 
 }  // namespace
 
-void Metrics::counter_fn(const std::string& name, const std::string& help, std::function<double()> read,
-                         const std::string& labels) {
+void Metrics::counter_fn(const std::string& name, const std::string& help,
+                         std::function<double()> read, const std::string& labels) {
   std::lock_guard lock(mu_);
   family(name, help, Type::Counter).gauges[labels] = std::move(read);
 }
@@ -97,18 +99,24 @@ std::string Metrics::render() const {
   std::string out;
   std::lock_guard lock(mu_);
   for (const auto& [name, f] : families_) {
-    const char* type = f.type == Type::Counter ? "counter" : f.type == Type::Gauge ? "gauge" : "histogram";
+    const char* type = f.type == Type::Counter ? "counter"
+                       : f.type == Type::Gauge ? "gauge"
+                                               : "histogram";
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, f.help, name, type);
-    for (const auto& [labels, c] : f.counters) out += fmt::format("{}{} {}\n", name, braces(labels), number(c->value()));
-    for (const auto& [labels, g] : f.gauges) out += fmt::format("{}{} {}\n", name, braces(labels), number(g()));
+    for (const auto& [labels, c] : f.counters)
+      out += fmt::format("{}{} {}\n", name, braces(labels), number(c->value()));
+    for (const auto& [labels, g] : f.gauges)
+      out += fmt::format("{}{} {}\n", name, braces(labels), number(g()));
     for (const auto& [labels, h] : f.histograms) {
       Histogram::Snapshot s = h->snapshot();
       for (size_t i = 0; i < s.bounds.size(); ++i)
-        out += fmt::format("{}_bucket{} {}\n", name, braces(labels, fmt::format("le=\"{}\"", number(s.bounds[i]))),
+        out += fmt::format("{}_bucket{} {}\n", name,
+                           braces(labels, fmt::format("le=\"{}\"", number(s.bounds[i]))),
                            s.cumulative[i]);
-      out += fmt::format("{}_bucket{} {}\n", name, braces(labels, "le=\"+Inf\""), s.cumulative.back());
-      out += fmt::format("{}_sum{} {}\n{}_count{} {}\n", name, braces(labels), number(s.sum), name, braces(labels),
-                         s.count);
+      out +=
+          fmt::format("{}_bucket{} {}\n", name, braces(labels, "le=\"+Inf\""), s.cumulative.back());
+      out += fmt::format("{}_sum{} {}\n{}_count{} {}\n", name, braces(labels), number(s.sum), name,
+                         braces(labels), s.count);
     }
   }
   return out;

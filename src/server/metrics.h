@@ -17,7 +17,8 @@ class Counter {
  public:
   void inc(double v = 1) {
     double cur = value_.load(std::memory_order_relaxed);
-    while (!value_.compare_exchange_weak(cur, cur + v, std::memory_order_relaxed)) {}
+    while (!value_.compare_exchange_weak(cur, cur + v, std::memory_order_relaxed)) {
+    }
   }
   double value() const { return value_.load(std::memory_order_relaxed); }
 
@@ -52,9 +53,10 @@ class Metrics {
  public:
   // Families are created on first use; a (name, labels) pair names one series. `labels` is the
   // rendered label set, e.g. `kind="prefill"` (empty for none).
-  Counter& counter(const std::string& name, const std::string& help, const std::string& labels = "");
-  Histogram& histogram(const std::string& name, const std::string& help, const std::vector<double>& bounds,
-                       const std::string& labels = "");
+  Counter& counter(const std::string& name, const std::string& help,
+                   const std::string& labels = "");
+  Histogram& histogram(const std::string& name, const std::string& help,
+                       const std::vector<double>& bounds, const std::string& labels = "");
   // Gauges are sampled at render time from a callback.
   void gauge(const std::string& name, const std::string& help, std::function<double()> read,
              const std::string& labels = "");

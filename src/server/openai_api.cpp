@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "common/error.h"
 #include "chat_template/chat_template.h"
+#include "common/error.h"
 
 namespace pith::server {
 
@@ -31,7 +31,8 @@ std::vector<int32_t> tokens_of(const json& arr, const Tokenizer& tok) {
   for (const auto& v : arr) {
     if (!v.is_number_integer()) fail("'prompt' token arrays must hold integers");
     int64_t id = v.get<int64_t>();
-    if (id < 0 || static_cast<size_t>(id) >= tok.vocab_size()) fail("prompt token {} is outside the vocabulary", id);
+    if (id < 0 || static_cast<size_t>(id) >= tok.vocab_size())
+      fail("prompt token {} is outside the vocabulary", id);
     out.push_back(static_cast<int32_t>(id));
   }
   return out;
@@ -44,7 +45,8 @@ std::string message_content(const json& m) {
   if (it->is_array()) {  // content parts: only text is supported by a text-only model
     std::string out;
     for (const auto& part : *it) {
-      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+          !part["text"].is_string())
         fail("only text content parts are supported by this model");
       out += part["text"].get<std::string>();
     }
@@ -61,18 +63,23 @@ std::vector<std::string> CompletionRequest::inferlet_args() const {
     if (i) ids += ',';
     ids += std::to_string(prompt[i]);
   }
-  std::vector<std::string> a = {"--tokens", ids, "--max-tokens", std::to_string(max_tokens),
-                                "--temperature", fmt::format("{}", temperature), "--top-p", fmt::format("{}", top_p),
-                                "--top-k", std::to_string(top_k), "--min-p", fmt::format("{}", min_p),
-                                "--seed", std::to_string(seed), "--n", std::to_string(n)};
-  if (logprobs) a.insert(a.end(), {"--logprobs", std::to_string(std::max<uint32_t>(top_logprobs, 1))});
+  std::vector<std::string> a = {"--tokens",      ids,
+                                "--max-tokens",  std::to_string(max_tokens),
+                                "--temperature", fmt::format("{}", temperature),
+                                "--top-p",       fmt::format("{}", top_p),
+                                "--top-k",       std::to_string(top_k),
+                                "--min-p",       fmt::format("{}", min_p),
+                                "--seed",        std::to_string(seed),
+                                "--n",           std::to_string(n)};
+  if (logprobs)
+    a.insert(a.end(), {"--logprobs", std::to_string(std::max<uint32_t>(top_logprobs, 1))});
   for (const auto& s : stop) a.insert(a.end(), {"--stop", s});
   return a;
 }
 
 CompletionRequest parse_completion_request(const json& body, bool chat, const Tokenizer& tok,
-                                           const ChatTemplate& chat_template, uint32_t context_length,
-                                           uint64_t default_seed) {
+                                           const ChatTemplate& chat_template,
+                                           uint32_t context_length, uint64_t default_seed) {
   if (!body.is_object()) fail("the request body must be a JSON object");
   CompletionRequest r;
   r.chat = chat;
@@ -86,12 +93,14 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
   }
   if (auto so = body.find("stream_options"); so != body.end() && so->is_object())
     r.include_usage = so->value("include_usage", false);
-  if (body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>()) fail("'echo' is not supported");
+  if (body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>())
+    fail("'echo' is not supported");
   if (body.contains("suffix") && !body["suffix"].is_null()) fail("'suffix' is not supported");
 
   if (chat) {
     auto it = body.find("messages");
-    if (it == body.end() || !it->is_array() || it->empty()) fail("'messages' must be a non-empty array");
+    if (it == body.end() || !it->is_array() || it->empty())
+      fail("'messages' must be a non-empty array");
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     for (const auto& m : *it) {
       if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
@@ -112,7 +121,8 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
     auto it = body.find("prompt");
     if (it == body.end() || it->is_null()) fail("'prompt' is required");
     const json* p = &*it;
-    if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+    if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array()))
+      p = &(*p)[0];
     if (p->is_string())
       r.prompt = tok.encode(p->get<std::string>(), /*add_special=*/true, /*parse_special=*/false);
     else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer())
@@ -124,15 +134,19 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
   }
   if (r.prompt.empty()) fail("the prompt is empty");
   if (r.prompt.size() >= context_length)
-    fail("the prompt has {} tokens; this model's maximum context length is {} tokens", r.prompt.size(), context_length);
+    fail("the prompt has {} tokens; this model's maximum context length is {} tokens",
+         r.prompt.size(), context_length);
   const uint32_t room = context_length - static_cast<uint32_t>(r.prompt.size());
 
-  std::optional<uint32_t> max_tokens = number_field<uint32_t>(body, "max_completion_tokens", 1, 1e9);
+  std::optional<uint32_t> max_tokens =
+      number_field<uint32_t>(body, "max_completion_tokens", 1, 1e9);
   if (!max_tokens) max_tokens = number_field<uint32_t>(body, "max_tokens", 1, 1e9);
   r.max_tokens = max_tokens.value_or(chat ? room : 16);
   if (r.max_tokens > room)
-    fail("the prompt ({} tokens) plus max_tokens ({}) exceeds this model's maximum context length of {} tokens",
-         r.prompt.size(), r.max_tokens, context_length);
+    fail(
+        "the prompt ({} tokens) plus max_tokens ({}) exceeds this model's maximum context length "
+        "of {} tokens",
+        r.prompt.size(), r.max_tokens, context_length);
   r.temperature = number_field<float>(body, "temperature", 0, 2).value_or(1.0f);
   r.top_p = number_field<float>(body, "top_p", 0, 1).value_or(1.0f);
   if (r.top_p <= 0) fail("'top_p' must be greater than 0");
@@ -143,13 +157,15 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
   r.seed = seed ? static_cast<uint64_t>(*seed) : default_seed;
   r.n = number_field<uint32_t>(body, "n", 1, 16).value_or(1);
   if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
-    if (it->is_string()) r.stop.push_back(it->get<std::string>());
+    if (it->is_string())
+      r.stop.push_back(it->get<std::string>());
     else if (it->is_array()) {
       for (const auto& s : *it) {
         if (!s.is_string()) fail("'stop' must be a string or an array of strings");
         r.stop.push_back(s.get<std::string>());
       }
-    } else fail("'stop' must be a string or an array of strings");
+    } else
+      fail("'stop' must be a string or an array of strings");
     if (r.stop.size() > 16) fail("at most 16 stop strings");
     std::erase(r.stop, std::string());
   }
@@ -170,7 +186,8 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
 // ---------------------------------------------------------------- ChoiceText
 
 ChoiceText::ChoiceText(const Tokenizer& tokenizer, std::vector<std::string> stops)
-    : decoder_(tokenizer, /*skip_special=*/true, /*at_text_start=*/false), stops_(std::move(stops)) {}
+    : decoder_(tokenizer, /*skip_special=*/true, /*at_text_start=*/false),
+      stops_(std::move(stops)) {}
 
 std::string ChoiceText::release(std::string s) {
   text_ += s;
@@ -210,21 +227,28 @@ std::string ChoiceText::finish() {
 
 // ---------------------------------------------------------------- CompletionSession
 
-CompletionSession::CompletionSession(const CompletionRequest& request, const Tokenizer& tokenizer, std::string id,
-                                     std::string model, int64_t created)
-    : req_(request), tok_(tokenizer), id_(std::move(id)), model_(std::move(model)), created_(created) {
+CompletionSession::CompletionSession(const CompletionRequest& request, const Tokenizer& tokenizer,
+                                     std::string id, std::string model, int64_t created)
+    : req_(request),
+      tok_(tokenizer),
+      id_(std::move(id)),
+      model_(std::move(model)),
+      created_(created) {
   prompt_tokens_ = static_cast<uint32_t>(req_.prompt.size());
   for (uint32_t i = 0; i < req_.n; ++i) {
     choices_.push_back(Choice{ChoiceText(tok_, req_.stop), 0, "", json(), 0, false});
     if (req_.logprobs)
       choices_.back().logprobs = req_.chat ? json{{"content", json::array()}}
-                                           : json{{"tokens", json::array()}, {"token_logprobs", json::array()},
-                                                  {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+                                           : json{{"tokens", json::array()},
+                                                  {"token_logprobs", json::array()},
+                                                  {"top_logprobs", json::array()},
+                                                  {"text_offset", json::array()}};
   }
 }
 
 bool CompletionSession::all_done() const {
-  return std::all_of(choices_.begin(), choices_.end(), [](const Choice& c) { return !c.finish_reason.empty(); });
+  return std::all_of(choices_.begin(), choices_.end(),
+                     [](const Choice& c) { return !c.finish_reason.empty(); });
 }
 
 uint32_t CompletionSession::completion_tokens() const {
@@ -277,7 +301,10 @@ json CompletionSession::logprob_entry(int32_t token, double logprob,
     return b;
   };
   const std::string& piece = tok_.token_bytes(token);
-  json e = {{"token", piece}, {"logprob", logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", json::array()}};
+  json e = {{"token", piece},
+            {"logprob", logprob},
+            {"bytes", bytes_of(piece)},
+            {"top_logprobs", json::array()}};
   for (const auto& [id, lp] : top) {
     const std::string& p = tok_.token_bytes(id);
     e["top_logprobs"].push_back({{"token", p}, {"logprob", lp}, {"bytes", bytes_of(p)}});
@@ -288,8 +315,10 @@ json CompletionSession::logprob_entry(int32_t token, double logprob,
 FailureResponse failure_response(pith_status_t code) {
   switch (code) {
     case PITH_ERR_OUT_OF_KV_PAGES:
-    case PITH_ERR_OUT_OF_EMBEDS: return {503, "unavailable"};
-    default: return {500, "internal"};
+    case PITH_ERR_OUT_OF_EMBEDS:
+      return {503, "unavailable"};
+    default:
+      return {500, "internal"};
   }
 }
 
@@ -298,7 +327,8 @@ std::vector<json> CompletionSession::on_message(std::string_view m) {
   std::vector<json> out;
   proto::Message msg;
   std::string malformed;
-  if (!proto::parse(m, msg, malformed)) fail("completion inferlet sent a malformed message: {}", malformed);
+  if (!proto::parse(m, msg, malformed))
+    fail("completion inferlet sent a malformed message: {}", malformed);
   if (auto* e = std::get_if<proto::ErrorMessage>(&msg)) {
     if (!failure_) failure_ = std::move(*e);
     return out;
@@ -310,21 +340,26 @@ std::vector<json> CompletionSession::on_message(std::string_view m) {
   }
   const uint32_t index = std::visit(
       [](const auto& v) -> uint32_t {
-        if constexpr (requires { v.choice; }) return v.choice;
-        else return 0;
+        if constexpr (requires { v.choice; })
+          return v.choice;
+        else
+          return 0;
       },
       msg);
-  if (index >= choices_.size()) fail("completion inferlet sent choice {} of {}", index, choices_.size());
+  if (index >= choices_.size())
+    fail("completion inferlet sent choice {} of {}", index, choices_.size());
   Choice& c = choices_[index];
   if (auto* t = std::get_if<proto::TokenMessage>(&msg)) {
     const int32_t token = t->token;
-    if (token < 0 || static_cast<size_t>(token) >= tok_.vocab_size()) fail("completion inferlet sent token {}", token);
+    if (token < 0 || static_cast<size_t>(token) >= tok_.vocab_size())
+      fail("completion inferlet sent token {}", token);
     ++token_messages_;
     const double lp = t->logprob;
     std::vector<std::pair<int32_t, double>> top;
     for (const auto& alt : t->top) {
       if (top.size() >= req_.top_logprobs) break;
-      if (alt.token >= 0 && static_cast<size_t>(alt.token) < tok_.vocab_size()) top.emplace_back(alt.token, alt.logprob);
+      if (alt.token >= 0 && static_cast<size_t>(alt.token) < tok_.vocab_size())
+        top.emplace_back(alt.token, alt.logprob);
     }
     if (!c.finish_reason.empty() || c.text.stopped()) return out;
     saw_token_ = true;
@@ -349,7 +384,8 @@ std::vector<json> CompletionSession::on_message(std::string_view m) {
     c.text_offset += delta.size();
     if (c.text.stopped()) c.finish_reason = "stop";
     if (req_.stream && (!delta.empty() || req_.logprobs || !c.sent_role))
-      out.push_back(chunk(json::array({choice_delta(index, delta, req_.logprobs ? &lp_delta : nullptr, "")})));
+      out.push_back(chunk(
+          json::array({choice_delta(index, delta, req_.logprobs ? &lp_delta : nullptr, "")})));
     if (req_.stream && !c.finish_reason.empty())
       out.push_back(chunk(json::array({choice_delta(index, "", nullptr, c.finish_reason)})));
     return out;
@@ -396,7 +432,10 @@ json CompletionSession::response() const {
                          {"logprobs", lp},
                          {"finish_reason", c.finish_reason}});
     else
-      choices.push_back({{"index", i}, {"text", c.text.text()}, {"logprobs", lp}, {"finish_reason", c.finish_reason}});
+      choices.push_back({{"index", i},
+                         {"text", c.text.text()},
+                         {"logprobs", lp},
+                         {"finish_reason", c.finish_reason}});
   }
   return {{"id", id_},
           {"object", req_.chat ? "chat.completion" : "text_completion"},

@@ -1,14 +1,14 @@
 // The OpenAI-compatible surface: request validation (completions and chat completions), and
 // CompletionSession, which turns the built-in openai_completion inferlet's per-token messages
-// (inferlets/openai_completion, wire format in <pith/openai_protocol.hpp>) into OpenAI responses or SSE chunks: incremental detokenization,
-// stop strings (held back until they can no longer match), logprobs, usage with cached tokens.
+// (inferlets/openai_completion, wire format in <pith/openai_protocol.hpp>) into OpenAI responses or
+// SSE chunks: incremental detokenization, stop strings (held back until they can no longer match),
+// logprobs, usage with cached tokens.
 #pragma once
 
-#include <nlohmann/json.hpp>
-#include <pith/openai_protocol.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <pith/openai_protocol.hpp>
 #include <string>
 #include <vector>
 
@@ -42,9 +42,10 @@ struct CompletionRequest {
 
 // Throws pith::Error with a client-facing message for an invalid request. `context_length`
 // bounds prompt + max_tokens; `default_seed` is used when the request has none.
-CompletionRequest parse_completion_request(const nlohmann::json& body, bool chat, const Tokenizer& tokenizer,
-                                           const ChatTemplate& chat_template, uint32_t context_length,
-                                           uint64_t default_seed);
+CompletionRequest parse_completion_request(const nlohmann::json& body, bool chat,
+                                           const Tokenizer& tokenizer,
+                                           const ChatTemplate& chat_template,
+                                           uint32_t context_length, uint64_t default_seed);
 
 // How a request that failed during generation is answered, chosen by the ABI status the
 // failure carries (never by its text): exhausted KV pages or Embed slots are the server's
@@ -70,8 +71,8 @@ class ChoiceText {
   std::string release(std::string s);
   StreamDecoder decoder_;
   std::vector<std::string> stops_;
-  std::string held_;   // decoded but not yet final (may be the start of a stop string)
-  std::string text_;   // final text so far
+  std::string held_;  // decoded but not yet final (may be the start of a stop string)
+  std::string text_;  // final text so far
   bool stopped_ = false;
 };
 
@@ -108,10 +109,11 @@ class CompletionSession {
     bool sent_role = false;
   };
   nlohmann::json chunk(nlohmann::json choices) const;
-  nlohmann::json choice_delta(uint32_t index, const std::string& text, const nlohmann::json* logprobs,
-                              const std::string& finish_reason);
+  nlohmann::json choice_delta(uint32_t index, const std::string& text,
+                              const nlohmann::json* logprobs, const std::string& finish_reason);
   nlohmann::json usage() const;
-  nlohmann::json logprob_entry(int32_t token, double logprob, const std::vector<std::pair<int32_t, double>>& top) const;
+  nlohmann::json logprob_entry(int32_t token, double logprob,
+                               const std::vector<std::pair<int32_t, double>>& top) const;
 
   CompletionRequest req_;
   const Tokenizer& tok_;

@@ -5,9 +5,9 @@
 #include <optional>
 #include <random>
 
+#include "chat_template/chat_template.h"
 #include "server/openai_api.h"
 #include "stack/serving_stack.h"
-#include "chat_template/chat_template.h"
 
 namespace pith::server {
 

@@ -16,7 +16,9 @@ namespace fs = std::filesystem;
 namespace {
 
 int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 bool is_hash(const std::string& s) {
@@ -28,7 +30,8 @@ bool is_hash(const std::string& s) {
 
 }  // namespace
 
-ProgramStore::ProgramStore(std::string dir, runtime::Runtime& runtime) : dir_(std::move(dir)), runtime_(runtime) {
+ProgramStore::ProgramStore(std::string dir, runtime::Runtime& runtime)
+    : dir_(std::move(dir)), runtime_(runtime) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) fail("program store {}: {}", dir_, ec.message());
@@ -41,8 +44,10 @@ ProgramStore::ProgramStore(std::string dir, runtime::Runtime& runtime) : dir_(st
     auto t = fs::last_write_time(f.path(), ec);
     // file_clock -> system_clock through "now" on both (libstdc++ 12 lacks clock_cast).
     auto sys = std::chrono::system_clock::now() +
-               std::chrono::duration_cast<std::chrono::system_clock::duration>(t - fs::file_time_type::clock::now());
-    e.info.uploaded_at = std::chrono::duration_cast<std::chrono::seconds>(sys.time_since_epoch()).count();
+               std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                   t - fs::file_time_type::clock::now());
+    e.info.uploaded_at =
+        std::chrono::duration_cast<std::chrono::seconds>(sys.time_since_epoch()).count();
     std::ifstream name_file(fs::path(dir_) / (stem + ".name"));
     std::getline(name_file, e.info.name);
     entries_.emplace(stem, std::move(e));
@@ -137,7 +142,8 @@ bool ProgramStore::remove(const std::string& hash) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(hash);
   if (it == entries_.end()) return false;
-  if (it->second.info.builtin) fail("program {} is built into the server and cannot be deleted", hash);
+  if (it->second.info.builtin)
+    fail("program {} is built into the server and cannot be deleted", hash);
   entries_.erase(it);
   std::error_code ec;
   fs::remove(fs::path(dir_) / (hash + ".wasm"), ec);

@@ -19,7 +19,7 @@ namespace pith::server {
 
 struct ProgramInfo {
   std::string hash;
-  std::string name;       // built-in name, or the name given at upload ("" if none)
+  std::string name;  // built-in name, or the name given at upload ("" if none)
   size_t size = 0;
   int64_t uploaded_at = 0;  // unix seconds
   bool builtin = false;

@@ -11,12 +11,12 @@ namespace pith::server {
 struct ServeConfig {
   // Model and engine.
   std::string model;
-  std::string device = "auto";        // cpu | cuda | cuda:N | auto (cuda when a GPU is present)
-  double gpu_memory_fraction = 0.9;   // CUDA: cap on weights + KV pool + scratch
-  size_t threads = 0;                 // engine threads (0: one per core)
+  std::string device = "auto";       // cpu | cuda | cuda:N | auto (cuda when a GPU is present)
+  double gpu_memory_fraction = 0.9;  // CUDA: cap on weights + KV pool + scratch
+  size_t threads = 0;                // engine threads (0: one per core)
   std::string kv_memory = "512M";
   uint32_t kv_page_size = 16;
-  std::string chat_template;          // Jinja file overriding the model's template
+  std::string chat_template;  // Jinja file overriding the model's template
 
   // Control layer.
   std::string batch_policy = "adaptive";
@@ -26,7 +26,7 @@ struct ServeConfig {
   uint32_t max_kv_pages_per_inferlet = 0;
 
   // Runtime.
-  std::string cache_dir;              // programs/ and native/ below it (default ~/.cache/pith)
+  std::string cache_dir;  // programs/ and native/ below it (default ~/.cache/pith)
   int runtime_threads = 1;
   double inferlet_cpu_limit_s = 60;
   uint32_t inferlet_memory_mb = 64;
@@ -36,16 +36,16 @@ struct ServeConfig {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;
   std::vector<std::string> api_keys;
-  std::string api_keys_file;          // one key per line, '#' comments
+  std::string api_keys_file;  // one key per line, '#' comments
   size_t max_upload_bytes = 64u << 20;
   size_t max_body_bytes = 4u << 20;
-  uint32_t max_instances = 1024;      // running at once, all clients
-  uint32_t max_instances_per_key = 0; // 0: only the total limit
-  size_t event_buffer = 4096;         // events kept per instance
+  uint32_t max_instances = 1024;       // running at once, all clients
+  uint32_t max_instances_per_key = 0;  // 0: only the total limit
+  size_t event_buffer = 4096;          // events kept per instance
   size_t event_buffer_bytes = 4u << 20;
-  double finished_ttl_s = 600;        // finished instances stay listed this long
-  double orphan_grace_s = 5;          // non-detached instance without event stream
-  double log_interval_s = 10;         // periodic stats line (0: off)
+  double finished_ttl_s = 600;  // finished instances stay listed this long
+  double orphan_grace_s = 5;    // non-detached instance without event stream
+  double log_interval_s = 10;   // periodic stats line (0: off)
 };
 
 }  // namespace pith::server

@@ -5,11 +5,11 @@
 #include <fstream>
 #include <iterator>
 
+#include "backend/backend.h"
 #include "common/byte_size.h"
 #include "common/cache_dir.h"
 #include "common/error.h"
 #include "control/dispatch_policy.h"
-#include "backend/backend.h"
 
 namespace pith::server {
 

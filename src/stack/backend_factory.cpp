@@ -4,8 +4,8 @@
 // and answers with a clear error instead of an unknown flag.
 #include <charconv>
 
-#include "common/error.h"
 #include "backend/backend.h"
+#include "common/error.h"
 #include "engine/engine.h"
 #include "engine/fake_backend.h"
 #include "engine/model_weights.h"
@@ -62,9 +62,10 @@ std::unique_ptr<Backend> make_backend(std::shared_ptr<const ModelWeights> weight
     fail("device '{}': this machine has {} CUDA device{}", options.device, n, n == 1 ? "" : "s");
   return make_cuda_backend(std::move(weights), options, index);
 #else
-  fail("device '{}': this pith was built without CUDA (configure with nvcc on the PATH or "
-       "-DPITH_CUDA=ON)",
-       options.device);
+  fail(
+      "device '{}': this pith was built without CUDA (configure with nvcc on the PATH or "
+      "-DPITH_CUDA=ON)",
+      options.device);
 #endif
 }
 

@@ -2,10 +2,10 @@
 
 #include <filesystem>
 
-#include "formats/gguf.h"
 #include "engine/gguf_loader.h"
 #include "engine/hf_loader.h"
 #include "engine/model_loader.h"
+#include "formats/gguf.h"
 
 namespace pith {
 
@@ -47,14 +47,14 @@ ServingStack::ServingStack(ServingOptions options) : options_(std::move(options)
 }
 
 ServingStack::~ServingStack() {
-  runtime_.reset();     // ends every instance (their sessions release control-layer state)
+  runtime_.reset();  // ends every instance (their sessions release control-layer state)
   model_api_.reset();
   controller_.reset();  // stops the dispatcher
 }
 
-std::shared_ptr<runtime::Instance> ServingStack::launch(const std::shared_ptr<runtime::Program>& program,
-                                                        std::vector<std::string> args,
-                                                        runtime::EventSink sink) {
+std::shared_ptr<runtime::Instance> ServingStack::launch(
+    const std::shared_ptr<runtime::Program>& program, std::vector<std::string> args,
+    runtime::EventSink sink) {
   auto inst = runtime_->launch(program, std::move(args), std::move(sink));
   std::lock_guard lock(mu_);
   // Forget ended instances as we go so the map stays small.

@@ -1,7 +1,7 @@
 // ServingStack: one loaded model with everything that serves it, wired layer by layer —
-// weights and tokenizer, the backend (inference layer: CPU engine or CUDA), the controller (control layer), the
-// runtime with its ModelApi bridge (application layer). `pith serve`, the benchmarks and the
-// end-to-end tests all build the same stack from the same options.
+// weights and tokenizer, the backend (inference layer: CPU engine or CUDA), the controller (control
+// layer), the runtime with its ModelApi bridge (application layer). `pith serve`, the benchmarks
+// and the end-to-end tests all build the same stack from the same options.
 #pragma once
 
 #include <functional>
@@ -10,8 +10,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "control/controller.h"
 #include "backend/backend.h"
+#include "control/controller.h"
 #include "engine/model_weights.h"
 #include "runtime/control_model_api.h"
 #include "runtime/runtime.h"
@@ -21,10 +21,10 @@ namespace pith {
 
 struct ServingOptions {
   std::string model_path;
-  BackendOptions engine;          // --device, --kv-page-size, --kv-memory, threads; device
-                                  // "fake": the weightless test backend, config only
-  ControllerOptions control;      // --batch-policy, --max-batch-tokens, --no-prefix-cache, quotas
-  runtime::RuntimeConfig runtime; // cache dir, limits (its `model` is filled in by the stack)
+  BackendOptions engine;           // --device, --kv-page-size, --kv-memory, threads; device
+                                   // "fake": the weightless test backend, config only
+  ControllerOptions control;       // --batch-policy, --max-batch-tokens, --no-prefix-cache, quotas
+  runtime::RuntimeConfig runtime;  // cache dir, limits (its `model` is filled in by the stack)
   bool quiet_load = false;
   // Called with the instance's id just before the contention policy ends it to free KV memory
   // (the server answers its clients by that cause, not by the reason's text).

@@ -38,9 +38,7 @@ class BpeMerger {
     int32_t merged = 0;
   };
   static constexpr uint64_t kEmpty = ~uint64_t(0);
-  static uint64_t key(int32_t l, int32_t r) {
-    return (uint64_t(uint32_t(l)) << 32) | uint32_t(r);
-  }
+  static uint64_t key(int32_t l, int32_t r) { return (uint64_t(uint32_t(l)) << 32) | uint32_t(r); }
   static size_t hash(uint64_t k) {  // murmur3 finalizer: every key bit reaches the low bits
     k ^= k >> 33;
     k *= 0xFF51AFD7ED558CCDull;

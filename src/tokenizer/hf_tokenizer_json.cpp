@@ -102,7 +102,8 @@ Vocab read_hf_tokenizer(const std::string& dir) {
           split_regex = (*p)["Regex"].get<std::string>();
       } else if (t == "Metaspace") {
         metaspace = true;
-        std::string scheme = n.value("prepend_scheme", n.value("add_prefix_space", true) ? "always" : "never");
+        std::string scheme =
+            n.value("prepend_scheme", n.value("add_prefix_space", true) ? "always" : "never");
         if (scheme != "never") prepend_space = true;
       } else if (t == "Prepend") {
         metaspace = true;
@@ -219,8 +220,10 @@ Vocab read_hf_tokenizer(const std::string& dir) {
     json cfg = json::object();
     const std::string cfg_path = (fs::path(dir) / "tokenizer_config.json").string();
     if (fs::exists(cfg_path)) cfg = read_json(cfg_path);
-    if (auto b = token_content(cfg, "bos_token")) v.bos_id = find_id(*b);
-    else if (tpl_bos) v.bos_id = find_id(*tpl_bos);
+    if (auto b = token_content(cfg, "bos_token"))
+      v.bos_id = find_id(*b);
+    else if (tpl_bos)
+      v.bos_id = find_id(*tpl_bos);
     if (auto e = token_content(cfg, "eos_token")) v.eos_id = find_id(*e);
     if (auto p = token_content(cfg, "pad_token")) v.pad_id = find_id(*p);
     if (auto u = token_content(cfg, "unk_token"); u && v.unk_id < 0) v.unk_id = find_id(*u);
@@ -254,15 +257,15 @@ Vocab read_hf_tokenizer(const std::string& dir) {
 namespace {
 
 json added_token(int32_t id, const std::string& text, bool special) {
-  return {{"id", id},          {"content", text}, {"single_word", false}, {"lstrip", false},
-          {"rstrip", false},   {"normalized", false}, {"special", special}};
+  return {{"id", id},        {"content", text},     {"single_word", false}, {"lstrip", false},
+          {"rstrip", false}, {"normalized", false}, {"special", special}};
 }
 
 // SentencePiece → HF merges, as transformers' SentencePieceExtractor: every split of a piece
 // into two pieces of the vocab, ordered by the piece's score (descending, stable in vocab
 // order), splits of one piece ordered by the ids of their halves.
-std::vector<std::pair<std::string, std::string>> spm_merges(const Vocab& v,
-                                                            const std::unordered_map<std::string, int32_t>& ids) {
+std::vector<std::pair<std::string, std::string>> spm_merges(
+    const Vocab& v, const std::unordered_map<std::string, int32_t>& ids) {
   struct M {
     float score;
     int32_t l, r;
@@ -286,7 +289,8 @@ std::vector<std::pair<std::string, std::string>> spm_merges(const Vocab& v,
       all.push_back(m);
     }
   }
-  std::stable_sort(all.begin(), all.end(), [](const M& a, const M& b) { return a.score > b.score; });
+  std::stable_sort(all.begin(), all.end(),
+                   [](const M& a, const M& b) { return a.score > b.score; });
   std::vector<std::pair<std::string, std::string>> out;
   out.reserve(all.size());
   for (const auto& m : all) out.emplace_back(v.tokens[m.l], v.tokens[m.r]);
@@ -315,8 +319,10 @@ void write_hf_tokenizer_json(const Vocab& v, const std::string& path) {
     space_in_merge |= a.find(' ') != std::string::npos || b.find(' ') != std::string::npos;
   json merges = json::array();
   for (const auto& [a, b] : merges_src) {
-    if (space_in_merge) merges.push_back(json::array({a, b}));
-    else merges.push_back(a + " " + b);
+    if (space_in_merge)
+      merges.push_back(json::array({a, b}));
+    else
+      merges.push_back(a + " " + b);
   }
 
   json j;
@@ -333,11 +339,15 @@ void write_hf_tokenizer_json(const Vocab& v, const std::string& path) {
   } else {
     std::string regex = v.pre_regex.empty() ? PreTokenizer::regex_for(v.pre) : v.pre_regex;
     j["normalizer"] = nullptr;
-    j["pre_tokenizer"] = {
-        {"type", "Sequence"},
-        {"pretokenizers",
-         json::array({{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}},
-                      {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}})}};
+    j["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers", json::array({{{"type", "Split"},
+                                                          {"pattern", {{"Regex", regex}}},
+                                                          {"behavior", "Isolated"},
+                                                          {"invert", false}},
+                                                         {{"type", "ByteLevel"},
+                                                          {"add_prefix_space", false},
+                                                          {"trim_offsets", true},
+                                                          {"use_regex", false}}})}};
   }
   if (v.add_bos && v.bos_id >= 0) {
     const std::string& bos = v.tokens[v.bos_id];
@@ -358,13 +368,18 @@ void write_hf_tokenizer_json(const Vocab& v, const std::string& path) {
     j["post_processor"] = nullptr;
   }
   if (spm) {
-    json decs = json::array({{{"type", "Replace"}, {"pattern", {{"String", kSpace}}}, {"content", " "}},
-                             {{"type", "ByteFallback"}},
-                             {{"type", "Fuse"}}});
-    if (v.add_space_prefix) decs.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+    json decs =
+        json::array({{{"type", "Replace"}, {"pattern", {{"String", kSpace}}}, {"content", " "}},
+                     {{"type", "ByteFallback"}},
+                     {{"type", "Fuse"}}});
+    if (v.add_space_prefix)
+      decs.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
     j["decoder"] = {{"type", "Sequence"}, {"decoders", decs}};
   } else {
-    j["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
+    j["decoder"] = {{"type", "ByteLevel"},
+                    {"add_prefix_space", true},
+                    {"trim_offsets", true},
+                    {"use_regex", true}};
   }
   json model = {{"type", "BPE"},
                 {"dropout", nullptr},

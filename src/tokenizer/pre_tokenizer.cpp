@@ -32,8 +32,10 @@ std::string PreTokenizer::regex_for(std::string_view pre) {
   if (pre == "default" || pre == "gpt2" || pre == "gpt-2" || pre == "phi-2" || pre == "mpt" ||
       pre == "olmo" || pre == "roberta-bpe")
     return kGpt2;
-  fail("unsupported pre-tokenizer '{}' (supported: llama-bpe/llama3, qwen2, gpt2/default and "
-       "aliases; or give a tokenizer.json with an explicit Split regex)", pre);
+  fail(
+      "unsupported pre-tokenizer '{}' (supported: llama-bpe/llama3, qwen2, gpt2/default and "
+      "aliases; or give a tokenizer.json with an explicit Split regex)",
+      pre);
 }
 
 struct PreTokenizer::Compiled {
@@ -76,8 +78,8 @@ void PreTokenizer::split(std::string_view text,
     if (jstack) pcre2_jit_stack_free(jstack);
   };
   auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  size_t pos = 0;     // where the next search starts
-  size_t emitted = 0; // end of the last piece emitted
+  size_t pos = 0;      // where the next search starts
+  size_t emitted = 0;  // end of the last piece emitted
   while (pos < text.size()) {
     int rc = pcre2_match(re_->code, subject, text.size(), pos, 0, md, mctx);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !jstack) {
@@ -109,7 +111,8 @@ void PreTokenizer::split(std::string_view text,
     pieces.emplace_back(uint32_t(ms), uint32_t(me - ms));
     emitted = pos = me;
   }
-  if (emitted < text.size()) pieces.emplace_back(uint32_t(emitted), uint32_t(text.size() - emitted));
+  if (emitted < text.size())
+    pieces.emplace_back(uint32_t(emitted), uint32_t(text.size() - emitted));
   cleanup();
 }
 

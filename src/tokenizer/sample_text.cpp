@@ -10,14 +10,75 @@ namespace pith {
 
 namespace {
 
-const char* const kWords[] = {
-    "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by",
-    "on", "not", "he", "I'm", "this", "are", "or", "his", "from", "at", "which", "but", "have",
-    "an", "had", "they", "you're", "were", "their", "one", "all", "we've", "can", "her", "has",
-    "there", "been", "if", "more", "when", "will", "would", "who", "so", "no", "tokenizer",
-    "inference", "programmable", "serving", "attention", "probability", "distribution",
-    "international", "understanding", "Hello", "World", "Llama", "GPU", "naïve", "café",
-    "Führer", "coöperation", "don't", "it's", "they'll"};
+const char* const kWords[] = {"the",
+                              "of",
+                              "and",
+                              "to",
+                              "in",
+                              "is",
+                              "that",
+                              "for",
+                              "it",
+                              "as",
+                              "was",
+                              "with",
+                              "be",
+                              "by",
+                              "on",
+                              "not",
+                              "he",
+                              "I'm",
+                              "this",
+                              "are",
+                              "or",
+                              "his",
+                              "from",
+                              "at",
+                              "which",
+                              "but",
+                              "have",
+                              "an",
+                              "had",
+                              "they",
+                              "you're",
+                              "were",
+                              "their",
+                              "one",
+                              "all",
+                              "we've",
+                              "can",
+                              "her",
+                              "has",
+                              "there",
+                              "been",
+                              "if",
+                              "more",
+                              "when",
+                              "will",
+                              "would",
+                              "who",
+                              "so",
+                              "no",
+                              "tokenizer",
+                              "inference",
+                              "programmable",
+                              "serving",
+                              "attention",
+                              "probability",
+                              "distribution",
+                              "international",
+                              "understanding",
+                              "Hello",
+                              "World",
+                              "Llama",
+                              "GPU",
+                              "naïve",
+                              "café",
+                              "Führer",
+                              "coöperation",
+                              "don't",
+                              "it's",
+                              "they'll"};
 
 const char* const kCode[] = {
     "for (int i = 0; i < n; ++i) {\n    sum += a[i] * b[i];\n}\n",
@@ -28,10 +89,13 @@ const char* const kCode[] = {
     "{\"model\": \"llama\", \"tokens\": [1, 15043, 3186], \"ok\": true}\n",
     "    let mut v: Vec<u8> = Vec::with_capacity(4096);\n"};
 
-const char* const kOther[] = {"нещо на Български", "Ελληνικά κείμενα", "русский язык", "עברית",
-                              "العربية", "हिन्दी भाषा", "ภาษาไทย", "Tiếng Việt có dấu"};
+const char* const kOther[] = {
+    "нещо на Български", "Ελληνικά κείμενα", "русский язык", "עברית",
+    "العربية",           "हिन्दी भाषा",       "ภาษาไทย",      "Tiếng Việt có dấu"};
 
-const char* const kEmoji[] = {"🦙", "🚀", "😶‍🌫️", "👩‍👩‍👧‍👦", "👍🏽", "🇫🇷", "✅", "❤️", "1️⃣"};
+const char* const kEmoji[] = {
+    "🦙", "🚀",      "😶‍🌫️", "👩‍👩‍👧‍👦", "👍🏽", "🇫🇷",
+    "✅",    "❤️", "1️⃣"};
 
 }  // namespace
 
@@ -42,11 +106,15 @@ std::string sample_mixed_text(size_t bytes, uint32_t seed) {
   out.reserve(bytes + 4096);
   while (out.size() < bytes) {
     switch (pick(10)) {
-      case 0: case 1: case 2: case 3: {  // prose
+      case 0:
+      case 1:
+      case 2:
+      case 3: {  // prose
         size_t n = 20 + pick(80);
         for (size_t i = 0; i < n; ++i) {
           std::string w = kWords[pick(std::size(kWords))];
-          if (i == 0 || pick(12) == 0) w[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(w[0])));
+          if (i == 0 || pick(12) == 0)
+            w[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(w[0])));
           out += w;
           size_t p = pick(20);
           out += p == 0 ? ", " : p == 1 ? ". " : p == 2 ? "; " : " ";
@@ -54,7 +122,8 @@ std::string sample_mixed_text(size_t bytes, uint32_t seed) {
         out += "\n\n";
         break;
       }
-      case 4: case 5:  // code
+      case 4:
+      case 5:  // code
         for (size_t i = 0, n = 1 + pick(4); i < n; ++i) out += kCode[pick(std::size(kCode))];
         break;
       case 6: {  // CJK and kana
@@ -82,7 +151,8 @@ std::string sample_mixed_text(size_t bytes, uint32_t seed) {
         break;
       }
       default: {  // a long unbroken word (base64-like blob)
-        static const char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        static const char kB64[] =
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         for (size_t i = 0, n = 64 + pick(1024); i < n; ++i) out += kB64[pick(64)];
         out += "\n";
         break;

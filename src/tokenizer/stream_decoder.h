@@ -18,7 +18,8 @@ class StreamDecoder {
   // `at_text_start`: the first id begins the text (SentencePiece then drops the space it
   // prepends, as decode() does). Use false to continue after a prompt: a generated "▁Paris"
   // then yields " Paris".
-  explicit StreamDecoder(Tokenizer tokenizer, bool skip_special = false, bool at_text_start = false);
+  explicit StreamDecoder(Tokenizer tokenizer, bool skip_special = false,
+                         bool at_text_start = false);
 
   // Adds one token; returns the text that became complete (possibly empty). Throws
   // pith::Error for an out-of-range id (the decoder's state is unchanged).

@@ -20,9 +20,10 @@ namespace {
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // "▁" U+2581
 
 // Control tokens that end a turn or the text in common chat models (llama.cpp's list).
-constexpr std::string_view kEogNames[] = {
-    "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-    "<EOT>", "<|end_of_text|>", "<｜end▁of▁sentence｜>", "<|return|>", "<|call|>"};
+constexpr std::string_view kEogNames[] = {"<|eot_id|>", "<|eom_id|>",      "<|im_end|>",
+                                          "<|end|>",    "<end_of_turn>",   "<|endoftext|>",
+                                          "<EOT>",      "<|end_of_text|>", "<｜end▁of▁sentence｜>",
+                                          "<|return|>", "<|call|>"};
 
 bool is_literal_type(TokenType t) {
   return t == TokenType::Control || t == TokenType::Unknown || t == TokenType::UserDefined;
@@ -126,14 +127,16 @@ Tokenizer::Impl::Impl(Vocab vocab, std::string src) : v(std::move(vocab)), sourc
     spm = std::make_unique<SpmSegmenter>(index, v.scores, byte_tokens, v.unk_id);
     spm_split_words = std::none_of(v.tokens.begin(), v.tokens.end(), [](const std::string& t) {
       for (size_t p = t.find(kSpace, 1); p != std::string::npos; p = t.find(kSpace, p + 1))
-        if (p < kSpace.size() || t.compare(p - kSpace.size(), kSpace.size(), kSpace) != 0) return true;
+        if (p < kSpace.size() || t.compare(p - kSpace.size(), kSpace.size(), kSpace) != 0)
+          return true;
       return false;
     });
   }
 
   for (size_t i = 0; i < n; ++i) {
     TokenType t = v.types[i];
-    if (is_literal_type(t)) specials.add(static_cast<int32_t>(i), v.tokens[i], t == TokenType::UserDefined);
+    if (is_literal_type(t))
+      specials.add(static_cast<int32_t>(i), v.tokens[i], t == TokenType::UserDefined);
   }
 
   // End-of-generation set: the declared ids plus well-known end-of-turn control tokens.
@@ -156,8 +159,7 @@ void Tokenizer::Impl::check_id(int32_t id) const {
     fail("token id {} is out of range (vocab size {})", id, v.tokens.size());
 }
 
-void Tokenizer::Impl::encode_bpe_word(std::string_view word, bool naive,
-                                      std::vector<int32_t>& out,
+void Tokenizer::Impl::encode_bpe_word(std::string_view word, bool naive, std::vector<int32_t>& out,
                                       std::vector<int32_t>& scratch) const {
   if (v.ignore_merges) {
     if (int32_t id = lookup(raw_index, word); id >= 0) {
@@ -226,8 +228,10 @@ void Tokenizer::Impl::encode(std::string_view text, bool add_special, bool parse
         // Cut before each "▁" that follows another character (see spm_split_words).
         std::string_view e = escaped;
         size_t start = 0;
-        for (size_t pos = e.find(kSpace, 1); pos != std::string_view::npos; pos = e.find(kSpace, pos + kSpace.size())) {
-          if (pos >= kSpace.size() && e.substr(pos - kSpace.size(), kSpace.size()) == kSpace) continue;
+        for (size_t pos = e.find(kSpace, 1); pos != std::string_view::npos;
+             pos = e.find(kSpace, pos + kSpace.size())) {
+          if (pos >= kSpace.size() && e.substr(pos - kSpace.size(), kSpace.size()) == kSpace)
+            continue;
           encode_cached(e.substr(start, pos - start), cache, out, seg);
           start = pos;
         }
@@ -325,9 +329,15 @@ const std::string& Tokenizer::token_text(int32_t id) const {
   return impl_->v.tokens[id];
 }
 
-int32_t Tokenizer::find_token(std::string_view text) const { return lookup(impl_->index, text); }
-size_t Tokenizer::vocab_size() const { return impl_->v.tokens.size(); }
-VocabKind Tokenizer::kind() const { return impl_->v.kind; }
+int32_t Tokenizer::find_token(std::string_view text) const {
+  return lookup(impl_->index, text);
+}
+size_t Tokenizer::vocab_size() const {
+  return impl_->v.tokens.size();
+}
+VocabKind Tokenizer::kind() const {
+  return impl_->v.kind;
+}
 
 TokenType Tokenizer::token_type(int32_t id) const {
   impl_->check_id(id);
@@ -343,13 +353,29 @@ bool Tokenizer::is_eog(int32_t id) const {
   return std::binary_search(impl_->eog.begin(), impl_->eog.end(), id);
 }
 
-int32_t Tokenizer::bos_id() const { return impl_->v.bos_id; }
-int32_t Tokenizer::eos_id() const { return impl_->v.eos_id; }
-const std::vector<int32_t>& Tokenizer::eos_ids() const { return impl_->eog; }
-bool Tokenizer::add_bos() const { return impl_->v.add_bos; }
-std::string Tokenizer::bos_text() const { return bos_id() < 0 ? "" : impl_->v.tokens[bos_id()]; }
-std::string Tokenizer::eos_text() const { return eos_id() < 0 ? "" : impl_->v.tokens[eos_id()]; }
-const std::string& Tokenizer::chat_template() const { return impl_->v.chat_template; }
-const Vocab& Tokenizer::vocab() const { return impl_->v; }
+int32_t Tokenizer::bos_id() const {
+  return impl_->v.bos_id;
+}
+int32_t Tokenizer::eos_id() const {
+  return impl_->v.eos_id;
+}
+const std::vector<int32_t>& Tokenizer::eos_ids() const {
+  return impl_->eog;
+}
+bool Tokenizer::add_bos() const {
+  return impl_->v.add_bos;
+}
+std::string Tokenizer::bos_text() const {
+  return bos_id() < 0 ? "" : impl_->v.tokens[bos_id()];
+}
+std::string Tokenizer::eos_text() const {
+  return eos_id() < 0 ? "" : impl_->v.tokens[eos_id()];
+}
+const std::string& Tokenizer::chat_template() const {
+  return impl_->v.chat_template;
+}
+const Vocab& Tokenizer::vocab() const {
+  return impl_->v;
+}
 
 }  // namespace pith

@@ -69,12 +69,12 @@ class Tokenizer {
   // <|eom_id|>, <|im_end|>, <|end_of_text|>.
   bool is_eog(int32_t id) const;
 
-  int32_t bos_id() const;  // -1 when none
-  int32_t eos_id() const;  // -1 when none
+  int32_t bos_id() const;                       // -1 when none
+  int32_t eos_id() const;                       // -1 when none
   const std::vector<int32_t>& eos_ids() const;  // every end-of-generation id, sorted
   bool add_bos() const;
-  std::string bos_text() const;  // "" when none
-  std::string eos_text() const;  // "" when none
+  std::string bos_text() const;              // "" when none
+  std::string eos_text() const;              // "" when none
   const std::string& chat_template() const;  // "" when the model has none
   const Vocab& vocab() const;
 

@@ -28,24 +28,24 @@ struct Tokenizer::Impl {
 
   Vocab v;
   std::string source;
-  bool spm_prefix = false;          // SentencePiece with add_space_prefix
+  bool spm_prefix = false;  // SentencePiece with add_space_prefix
   // SentencePiece: no token has "▁" right after another character, so the text can be cut
   // before every "▁" that follows a non-"▁" character and each piece segmented alone with
   // the same result (true for Llama 2 / Mistral vocabs; checked at load).
   bool spm_split_words = false;
-  TokenIndex index;                 // stored text → id
-  TokenIndex raw_index;             // raw bytes → id of normal tokens (BPE ignore_merges)
-  std::vector<std::string> bytes;   // id → raw bytes
+  TokenIndex index;                // stored text → id
+  TokenIndex raw_index;            // raw bytes → id of normal tokens (BPE ignore_merges)
+  std::vector<std::string> bytes;  // id → raw bytes
   // The same bytes back to back (token i is flat[flat_off[i], flat_off[i+1])) with a per-id
   // "literal token" flag: decode reads two small arrays instead of chasing string objects.
   std::string flat;
   std::vector<uint32_t> flat_off;
-  std::vector<uint8_t> literal;     // 1: control/unknown, 2: user-defined, 0: text
+  std::vector<uint8_t> literal;            // 1: control/unknown, 2: user-defined, 0: text
   std::array<int32_t, 256> byte_tokens{};  // byte → id of its byte token, -1 if none
   BpeMerger merger;
   std::optional<PreTokenizer> pre;
   SpecialTokenMatcher specials;
-  std::vector<int32_t> eog;         // sorted
+  std::vector<int32_t> eog;  // sorted
   std::unique_ptr<SpmSegmenter> spm;
 
   void check_id(int32_t id) const;
@@ -62,8 +62,9 @@ struct Tokenizer::Impl {
   void encode_cached(std::string_view word, WordCache& cache, std::vector<int32_t>& out,
                      const EncodeFn& encode_word) const;
 
-  // Appends the decoded bytes of `id` (already range-checked) to `out`. `strip_space` carries SentencePiece's
-  // "drop one leading space" state from token to token (true at the start of a text).
+  // Appends the decoded bytes of `id` (already range-checked) to `out`. `strip_space` carries
+  // SentencePiece's "drop one leading space" state from token to token (true at the start of a
+  // text).
   void append_piece(std::string& out, int32_t id, bool skip_special, bool& strip_space) const;
 };
 

@@ -72,10 +72,10 @@ size_t incomplete_suffix_length(std::string_view s) {
     }
     if (back >= 2) {
       auto c1 = static_cast<uint8_t>(s[n - back + 1]);
-      if (b == 0xE0 && c1 < 0xA0) return 0;   // overlong
-      if (b == 0xED && c1 > 0x9F) return 0;   // surrogate
-      if (b == 0xF0 && c1 < 0x90) return 0;   // overlong
-      if (b == 0xF4 && c1 > 0x8F) return 0;   // > U+10FFFF
+      if (b == 0xE0 && c1 < 0xA0) return 0;  // overlong
+      if (b == 0xED && c1 > 0x9F) return 0;  // surrogate
+      if (b == 0xF0 && c1 < 0x90) return 0;  // overlong
+      if (b == 0xF4 && c1 > 0x8F) return 0;  // > U+10FFFF
     }
     return back;
   }

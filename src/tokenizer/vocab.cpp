@@ -88,8 +88,8 @@ Vocab vocab_from_gguf(const GGUFFile& f) {
   // llama.cpp defaults: SPM adds BOS, BPE adds BOS unless the model says otherwise.
   v.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", v.bos_id >= 0);
   v.add_eos = f.get_bool_or("tokenizer.ggml.add_eos_token", false);
-  v.add_space_prefix = f.get_bool_or("tokenizer.ggml.add_space_prefix",
-                                     v.kind == VocabKind::SentencePiece);
+  v.add_space_prefix =
+      f.get_bool_or("tokenizer.ggml.add_space_prefix", v.kind == VocabKind::SentencePiece);
   v.ignore_merges = v.kind == VocabKind::BytePairBPE && v.pre == "llama-bpe";
   v.chat_template = f.get_string_opt("tokenizer.chat_template").value_or("");
   v.validate(f.path());

@@ -23,7 +23,7 @@ enum class TokenType : int32_t {
   Control = 3,      // special: BOS, EOS, <|eot_id|>; matched in text only with parse_special
   UserDefined = 4,  // added token: always matched in text, before the model splits it
   Unused = 5,
-  Byte = 6,         // SentencePiece byte fallback "<0xNN>"
+  Byte = 6,  // SentencePiece byte fallback "<0xNN>"
 };
 
 enum class VocabKind {
@@ -55,7 +55,7 @@ struct Vocab {
   bool ignore_merges = false;    // BPE: a pre-token word that is itself a token is not split
                                  // (Llama 3; true by default for pre "llama-bpe")
 
-  std::string chat_template;     // Jinja source, empty when the model has none
+  std::string chat_template;  // Jinja source, empty when the model has none
 
   size_t size() const { return tokens.size(); }
 

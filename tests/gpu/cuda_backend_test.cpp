@@ -4,7 +4,10 @@
 // tiny BF16 model with the real Llama 3 vocabulary. Tolerances are issue 16's: max |Δlogit| <=
 // 2e-3 in F32 mode (no TF32), <= 2e-2 * (1 + max |logit|) in BF16 mode; top-1 must agree unless
 // the CPU's two best logits are closer than the tolerance. Needs a GPU (skips with 77).
+#include "engine/cuda/cuda_backend.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,15 +16,12 @@
 #include <filesystem>
 #include <random>
 
-#include <unistd.h>
-
 #include "common/error.h"
 #include "common/thread_pool.h"
-#include "engine/cuda/cuda_backend.h"
 #include "engine/engine.h"
-#include "model_gen/model_gen.h"
 #include "engine/model_loader.h"
 #include "gpu_test_main.h"
+#include "model_gen/model_gen.h"
 
 namespace pith {
 namespace {
@@ -44,7 +44,8 @@ std::shared_ptr<const ModelWeights> load(const std::string& path) {
 std::string generated_model() {
   static const std::string path = [] {
     std::string p = (std::filesystem::temp_directory_path() /
-                     ("pith-gpu-test-" + std::to_string(getpid()) + ".gguf")).string();
+                     ("pith-gpu-test-" + std::to_string(getpid()) + ".gguf"))
+                        .string();
     ModelGenOptions o;
     o.preset = "tiny";
     o.dtype = DType::BF16;
@@ -68,8 +69,12 @@ std::vector<int32_t> random_tokens(size_t n, uint32_t seed, int32_t vocab) {
   return t;
 }
 
-uint32_t pages_for(uint32_t n, uint32_t ps) { return (n + ps - 1) / ps; }
-uint32_t last_len(uint32_t n, uint32_t ps) { return n - (pages_for(n, ps) - 1) * ps; }
+uint32_t pages_for(uint32_t n, uint32_t ps) {
+  return (n + ps - 1) / ps;
+}
+uint32_t last_len(uint32_t n, uint32_t ps) {
+  return n - (pages_for(n, ps) - 1) * ps;
+}
 
 struct Param {
   std::string name;
@@ -287,7 +292,8 @@ TEST_P(CudaVsCpu, EmbedInputsOutputsAndNextDist) {
   s.tokens.clear();
   s.embed_slots = slots;
   auto out = alloc_embeds(2);
-  s.outputs = {{8, OutputKind::Logits, 0, 0}, {8, OutputKind::Embed, 0, out[0]},
+  s.outputs = {{8, OutputKind::Logits, 0, 0},
+               {8, OutputKind::Embed, 0, out[0]},
                {4, OutputKind::Embed, 0, out[1]}};
   auto [c, g] = both({s});
   expect_logits_close(c[0].outputs[0].logits, g[0].outputs[0].logits, "embed inputs");
@@ -329,14 +335,14 @@ TEST_P(CudaVsCpu, InvalidBatchesRejectedLikeTheCpu) {
   expect_logits_close(c[0].outputs[0].logits, g[0].outputs[0].logits, "after rejects");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models, CudaVsCpu,
-    ::testing::Values(Param{"tiny_f32", "models/tiny-f32.gguf", true},
-                      Param{"tiny_untied_f32", "models/tiny-untied-f32.gguf", true},
-                      Param{"tiny_bf16", "models/tiny-bf16.gguf", false},
-                      Param{"tiny_q8_0", "models/tiny-q8_0.gguf", false},
-                      Param{"generated_bf16_llama3_vocab", "", false}),
-    [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Models, CudaVsCpu,
+                         ::testing::Values(Param{"tiny_f32", "models/tiny-f32.gguf", true},
+                                           Param{"tiny_untied_f32", "models/tiny-untied-f32.gguf",
+                                                 true},
+                                           Param{"tiny_bf16", "models/tiny-bf16.gguf", false},
+                                           Param{"tiny_q8_0", "models/tiny-q8_0.gguf", false},
+                                           Param{"generated_bf16_llama3_vocab", "", false}),
+                         [](const auto& info) { return info.param.name; });
 
 // Exact ties in the logits: an untied LM head that is zero except rows 3, 5, 9 (one row r) and
 // row 4 (-r). Every logit is 0 or +-a, so the top-5 is all ties, which must go to the lower id

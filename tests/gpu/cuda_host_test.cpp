@@ -19,7 +19,9 @@ std::shared_ptr<const ModelWeights> load(const std::string& name) {
   return load_model(std::string(PITH_TEST_DATA) + "/models/" + name + ".gguf", opt);
 }
 
-size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+size_t aligned(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
 
 // The layout device_weights.cpp allocates, written out independently.
 size_t expected_bytes(const ModelWeights& w, size_t elem) {

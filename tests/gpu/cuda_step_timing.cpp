@@ -29,8 +29,10 @@ std::vector<uint32_t> parse_list(const char* s) {
   std::vector<uint32_t> out;
   for (const char* p = s; *p;) {
     out.push_back(static_cast<uint32_t>(std::strtoul(p, const_cast<char**>(&p), 10)));
-    if (*p == ',') ++p;
-    else if (*p) fail("bad number list '{}'", s);
+    if (*p == ',')
+      ++p;
+    else if (*p)
+      fail("bad number list '{}'", s);
   }
   return out;
 }
@@ -43,10 +45,14 @@ int run(int argc, char** argv) {
   std::vector<uint32_t> batches{1, 64};
   uint32_t prompt = 128, steps = 32;
   for (int i = 2; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--batch")) batches = parse_list(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--prompt")) prompt = parse_list(argv[i + 1]).at(0);
-    else if (!std::strcmp(argv[i], "--steps")) steps = parse_list(argv[i + 1]).at(0);
-    else fail("unknown option {}", argv[i]);
+    if (!std::strcmp(argv[i], "--batch"))
+      batches = parse_list(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--prompt"))
+      prompt = parse_list(argv[i + 1]).at(0);
+    else if (!std::strcmp(argv[i], "--steps"))
+      steps = parse_list(argv[i + 1]).at(0);
+    else
+      fail("unknown option {}", argv[i]);
   }
   if (cuda_device_count() == 0) {
     std::fprintf(stderr, "no CUDA device: skipped\n");
@@ -100,8 +106,9 @@ int run(int argc, char** argv) {
     }
     for (auto& p : pages) backend->page_slots().free(p);
     const double g = median(gpu), w = median(wall);
-    rows += fmt::format("{}{{\"batch\":{},\"gpu_ms\":{:.4f},\"wall_ms\":{:.4f},\"host_ms\":{:.4f}}}",
-                        rows.empty() ? "" : ",", B, g, w, w - g);
+    rows +=
+        fmt::format("{}{{\"batch\":{},\"gpu_ms\":{:.4f},\"wall_ms\":{:.4f},\"host_ms\":{:.4f}}}",
+                    rows.empty() ? "" : ",", B, g, w, w - g);
   }
   std::printf("{\"model\":\"%s\",\"device\":\"%s\",\"prompt\":%u,\"steps\":%u,\"batches\":[%s]}\n",
               argv[1], backend->info().device.c_str(), prompt, steps, rows.c_str());

@@ -10,17 +10,17 @@
 
 #include "engine/cuda/cuda_backend.h"
 
-#define PITH_GPU_TEST_MAIN()                                                  \
-  int main(int argc, char** argv) {                                           \
-    if (::pith::cuda_device_count() == 0) {                                   \
-      const char* req = std::getenv("PITH_REQUIRE_GPU");                      \
-      if (req && std::strcmp(req, "1") == 0) {                                \
-        std::fprintf(stderr, "no CUDA device and PITH_REQUIRE_GPU=1\n");      \
-        return 1;                                                             \
-      }                                                                       \
-      std::fprintf(stderr, "no CUDA device: GPU tests skipped\n");            \
-      return 77;                                                              \
-    }                                                                         \
-    ::testing::InitGoogleTest(&argc, argv);                                   \
-    return RUN_ALL_TESTS();                                                   \
+#define PITH_GPU_TEST_MAIN()                                             \
+  int main(int argc, char** argv) {                                      \
+    if (::pith::cuda_device_count() == 0) {                              \
+      const char* req = std::getenv("PITH_REQUIRE_GPU");                 \
+      if (req && std::strcmp(req, "1") == 0) {                           \
+        std::fprintf(stderr, "no CUDA device and PITH_REQUIRE_GPU=1\n"); \
+        return 1;                                                        \
+      }                                                                  \
+      std::fprintf(stderr, "no CUDA device: GPU tests skipped\n");       \
+      return 77;                                                         \
+    }                                                                    \
+    ::testing::InitGoogleTest(&argc, argv);                              \
+    return RUN_ALL_TESTS();                                              \
   }

@@ -3,13 +3,13 @@
 // and without a 16-wide remainder) and the scalar path (not a multiple of 8), GQA groups,
 // shuffled pages, causal and run-length masks, and thread counts that switch between
 // per-group and per-head tasks.
+#include "engine/attention.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
-
-#include "engine/attention.h"
 
 namespace pith {
 namespace {
@@ -60,7 +60,8 @@ TEST_P(AttentionParity, MatchesDenseReference) {
     }
   }
   for (size_t si = 0; si < specs.size(); ++si)
-    seqs.push_back({qs[si].data(), outs[si].data(), specs[si].n, specs[si].ctx, pages[si], &masks[si]});
+    seqs.push_back(
+        {qs[si].data(), outs[si].data(), specs[si].n, specs[si].ctx, pages[si], &masks[si]});
   AttentionScratch scratch;
   attention(pool, kv, layer, sh.n_heads, seqs, scratch);
 
@@ -83,7 +84,8 @@ TEST_P(AttentionParity, MatchesDenseReference) {
         double mx = -INFINITY;
         for (uint32_t s = 0; s < sp.ctx; ++s) {
           if (!vis[s]) continue;
-          const float* k = kv.k(pages[si][s / sh.page_size], layer, kvh) + size_t{s % sh.page_size} * hd;
+          const float* k =
+              kv.k(pages[si][s / sh.page_size], layer, kvh) + size_t{s % sh.page_size} * hd;
           double a = 0;
           for (uint32_t d = 0; d < hd; ++d) a += double(q[d]) * k[d];
           sc[s] = a / std::sqrt(double(hd));
@@ -95,31 +97,34 @@ TEST_P(AttentionParity, MatchesDenseReference) {
           if (!vis[s]) continue;
           double p = std::exp(sc[s] - mx);
           sum += p;
-          const float* v = kv.v(pages[si][s / sh.page_size], layer, kvh) + size_t{s % sh.page_size} * hd;
+          const float* v =
+              kv.v(pages[si][s / sh.page_size], layer, kvh) + size_t{s % sh.page_size} * hd;
           for (uint32_t d = 0; d < hd; ++d) out[d] += p * v[d];
         }
         const float* got = outs[si].data() + size_t{i} * q_dim + size_t{h} * hd;
         for (uint32_t d = 0; d < hd; ++d)
-          ASSERT_NEAR(got[d], out[d] / sum, 2e-5) << "seq " << si << " input " << i << " head " << h;
+          ASSERT_NEAR(got[d], out[d] / sum, 2e-5)
+              << "seq " << si << " input " << i << " head " << h;
       }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, AttentionParity,
-    ::testing::Values(Shape{16, 4, 2, 4, 1},    // AVX2, GQA 2, per-group tasks
-                      Shape{16, 4, 2, 4, 3},    // AVX2, per-head tasks
-                      Shape{24, 6, 2, 5, 2},    // AVX2 with an 8-wide remainder, GQA 3
-                      Shape{128, 8, 2, 16, 2},  // Llama-sized heads, GQA 4
-                      Shape{12, 4, 4, 3, 2},    // scalar path (12 % 8 != 0), MHA
-                      Shape{6, 8, 1, 7, 1}),    // scalar path, MQA (one KV head)
-    [](const ::testing::TestParamInfo<Shape>& info) {
-      const Shape& s = info.param;
-      return "hd" + std::to_string(s.head_dim) + "_h" + std::to_string(s.n_heads) + "_kv" +
-             std::to_string(s.n_kv_heads) + "_ps" + std::to_string(s.page_size) + "_t" +
-             std::to_string(s.threads);
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionParity,
+                         ::testing::Values(Shape{16, 4, 2, 4, 1},  // AVX2, GQA 2, per-group tasks
+                                           Shape{16, 4, 2, 4, 3},  // AVX2, per-head tasks
+                                           Shape{24, 6, 2, 5,
+                                                 2},  // AVX2 with an 8-wide remainder, GQA 3
+                                           Shape{128, 8, 2, 16, 2},  // Llama-sized heads, GQA 4
+                                           Shape{12, 4, 4, 3, 2},  // scalar path (12 % 8 != 0), MHA
+                                           Shape{6, 8, 1, 7, 1}),  // scalar path, MQA (one KV head)
+                         [](const ::testing::TestParamInfo<Shape>& info) {
+                           const Shape& s = info.param;
+                           return "hd" + std::to_string(s.head_dim) + "_h" +
+                                  std::to_string(s.n_heads) + "_kv" + std::to_string(s.n_kv_heads) +
+                                  "_ps" + std::to_string(s.page_size) + "_t" +
+                                  std::to_string(s.threads);
+                         });
 
 }  // namespace
 }  // namespace pith

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "control/dispatch_policy.h"
 #include "common/error.h"
+#include "control/dispatch_policy.h"
 
 namespace pith {
 
@@ -66,10 +66,9 @@ TEST(BatchScheduler, OnlyQueueHeadsAreEligible) {
 
 TEST(BatchScheduler, VerticalBatchingTakesNonConflictingSuccessors) {
   // Three forwards on one queue writing distinct pages and reading only a shared prefix page.
-  std::vector<CallInfo> a{call(1, CallType::Forward, 1, 4, {9}, {1}),
-                          call(2, CallType::Forward, 2, 4, {9}, {2}),
-                          call(3, CallType::Forward, 3, 4, {9}, {3}),
-                          call(4, CallType::NextDist, 4)};
+  std::vector<CallInfo> a{
+      call(1, CallType::Forward, 1, 4, {9}, {1}), call(2, CallType::Forward, 2, 4, {9}, {2}),
+      call(3, CallType::Forward, 3, 4, {9}, {3}), call(4, CallType::NextDist, 4)};
   std::vector<QueueView> qs{{1, 0, a}};
   auto plan = form_batch(qs, {});
   EXPECT_EQ(plan.takes, (Takes{{1, 3}}));
@@ -78,11 +77,14 @@ TEST(BatchScheduler, VerticalBatchingTakesNonConflictingSuccessors) {
 
 TEST(BatchScheduler, VerticalBatchingStopsAtConflicts) {
   // Second call writes the page the first writes: stop after one.
-  std::vector<CallInfo> ww{call(1, CallType::Forward, 1, 1, {}, {5}), call(2, CallType::Forward, 2, 1, {}, {5})};
+  std::vector<CallInfo> ww{call(1, CallType::Forward, 1, 1, {}, {5}),
+                           call(2, CallType::Forward, 2, 1, {}, {5})};
   // Second call reads the page the first writes (it needs its K/V): stop after one.
-  std::vector<CallInfo> rw{call(3, CallType::Forward, 1, 1, {}, {6}), call(4, CallType::Forward, 2, 1, {6}, {7})};
+  std::vector<CallInfo> rw{call(3, CallType::Forward, 1, 1, {}, {6}),
+                           call(4, CallType::Forward, 2, 1, {6}, {7})};
   // Second call writes a page the first reads.
-  std::vector<CallInfo> wr{call(5, CallType::Forward, 1, 1, {8}, {9}), call(6, CallType::Forward, 2, 1, {}, {8})};
+  std::vector<CallInfo> wr{call(5, CallType::Forward, 1, 1, {8}, {9}),
+                           call(6, CallType::Forward, 2, 1, {}, {8})};
   for (auto* q : {&ww, &rw, &wr}) {
     std::vector<QueueView> qs{{1, 0, *q}};
     EXPECT_EQ(form_batch(qs, {}).takes, (Takes{{1, 1}}));
@@ -121,7 +123,8 @@ TEST(BatchScheduler, OversizedLoneCallStillRuns) {
 }
 
 TEST(DispatchPolicy, Decisions) {
-  auto state = [](size_t n, int64_t waited, size_t returning = 0, int64_t since = 0, int64_t backend = 0) {
+  auto state = [](size_t n, int64_t waited, size_t returning = 0, int64_t since = 0,
+                  int64_t backend = 0) {
     DispatchState s;
     s.n_eligible = n;
     s.oldest_wait_ns = waited;
@@ -133,7 +136,8 @@ TEST(DispatchPolicy, Decisions) {
   AdaptivePolicy adaptive;
   EXPECT_TRUE(adaptive.decide(state(1, 0)).dispatch);
   // Callers of the last batch are still coming back: wait, bounded by a quarter of its time.
-  auto d = adaptive.decide(state(3, 0, /*returning=*/5, /*since=*/1'000'000, /*backend=*/20'000'000));
+  auto d =
+      adaptive.decide(state(3, 0, /*returning=*/5, /*since=*/1'000'000, /*backend=*/20'000'000));
   EXPECT_FALSE(d.dispatch);
   EXPECT_EQ(d.recheck_after_ns, 4'000'000);
   EXPECT_TRUE(adaptive.decide(state(3, 0, 5, 5'000'000, 20'000'000)).dispatch);

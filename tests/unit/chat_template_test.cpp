@@ -3,16 +3,16 @@
 // output came from Python jinja2 3.1.6 under Hugging Face's settings; a Llama 2 template with
 // a hand-derived expectation; and the error behaviour (unsupported constructs named with their
 // line, undefined access, raise_exception).
+#include "chat_template/chat_template.h"
+
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include "chat_template/chat_template.h"
 
 namespace {
 
@@ -26,7 +26,9 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-std::string data(const std::string& name) { return std::string(PITH_TEST_DATA) + "/templates/" + name; }
+std::string data(const std::string& name) {
+  return std::string(PITH_TEST_DATA) + "/templates/" + name;
+}
 
 std::string render(const std::string& source, const ordered_json& vars = ordered_json::object()) {
   return pith::ChatTemplate(source).render(vars);
@@ -80,8 +82,10 @@ INSTANTIATE_TEST_SUITE_P(Templates, OracleTemplate,
 
 TEST(ChatTemplate, MistralRejectsNonAlternatingRoles) {
   pith::ChatTemplate tmpl(read_file(data("mistralai-Mistral-Nemo-Instruct-2407.jinja")));
-  ordered_json req = {{"messages", {{{"role", "user"}, {"content", "a"}}, {{"role", "user"}, {"content", "b"}}}},
-                      {"bos_token", "<s>"}, {"eos_token", "</s>"}};
+  ordered_json req = {
+      {"messages", {{{"role", "user"}, {"content", "a"}}, {{"role", "user"}, {"content", "b"}}}},
+      {"bos_token", "<s>"},
+      {"eos_token", "</s>"}};
   try {
     tmpl.render(pith::ChatTemplate::variables_for(req));
     FAIL() << "expected raise_exception";
@@ -152,7 +156,8 @@ TEST(ChatTemplate, Llama2) {
             "<s>[INST] Bye [/INST]");
 
   ordered_json no_system = {{"messages", {{{"role", "user"}, {"content", "Q"}}}},
-                            {"bos_token", "<s>"}, {"eos_token", "</s>"}};
+                            {"bos_token", "<s>"},
+                            {"eos_token", "</s>"}};
   EXPECT_EQ(tmpl.render(pith::ChatTemplate::variables_for(no_system)), "<s>[INST] Q [/INST]");
 
   ordered_json bad = {{"messages", {{{"role", "assistant"}, {"content", "A"}}}}};
@@ -211,19 +216,25 @@ TEST(ChatTemplate, StrftimeNowFormatsTheCurrentDate) {
 // ---- errors ----
 
 TEST(ChatTemplate, UnsupportedConstructsAreNamedWithTheirLine) {
-  EXPECT_EQ(error_of("a\n{% include 'x.jinja' %}"), "chat template line 2: unsupported tag 'include'");
+  EXPECT_EQ(error_of("a\n{% include 'x.jinja' %}"),
+            "chat template line 2: unsupported tag 'include'");
   EXPECT_EQ(error_of("{% extends 'base' %}"), "chat template line 1: unsupported tag 'extends'");
-  EXPECT_EQ(error_of("\n\n{{ x | wordwrap(3) }}"), "chat template line 3: unsupported filter 'wordwrap'");
-  EXPECT_EQ(error_of("{% if x is prime %}{% endif %}"), "chat template line 1: unsupported test 'prime'");
+  EXPECT_EQ(error_of("\n\n{{ x | wordwrap(3) }}"),
+            "chat template line 3: unsupported filter 'wordwrap'");
+  EXPECT_EQ(error_of("{% if x is prime %}{% endif %}"),
+            "chat template line 1: unsupported test 'prime'");
   EXPECT_EQ(error_of("{% for x in xs recursive %}{% endfor %}"),
             "chat template line 1: unsupported construct: recursive for loop");
-  EXPECT_EQ(error_of("{% call m() %}{% endcall %}"), "chat template line 1: unsupported tag 'call'");
+  EXPECT_EQ(error_of("{% call m() %}{% endcall %}"),
+            "chat template line 1: unsupported tag 'call'");
 }
 
 TEST(ChatTemplate, SyntaxErrorsAreReportedAtParseTime) {
-  EXPECT_EQ(error_of("{% if x %}never closed"),
-            "chat template line 1: unexpected end of template, expected 'elif' or 'else' or 'endif'");
-  EXPECT_EQ(error_of("ok\n{{ 'unterminated }}"), "chat template line 2: unterminated string literal");
+  EXPECT_EQ(
+      error_of("{% if x %}never closed"),
+      "chat template line 1: unexpected end of template, expected 'elif' or 'else' or 'endif'");
+  EXPECT_EQ(error_of("ok\n{{ 'unterminated }}"),
+            "chat template line 2: unterminated string literal");
   EXPECT_EQ(error_of("{{ x "), "chat template line 1: unexpected end of template, expected '}}'");
   EXPECT_EQ(error_of("{# never closed"), "chat template line 1: missing end of comment tag");
   EXPECT_EQ(error_of("{% endfor %}"), "chat template line 1: unexpected tag 'endfor'");
@@ -247,7 +258,8 @@ TEST(ChatTemplate, RuntimeErrorsCarryTheLine) {
   EXPECT_EQ(error_of("{{ 'a' | tojson(indent='x') }}"),
             "chat template line 1: filter 'tojson': string indent is not supported");
   EXPECT_EQ(error_of("{{ range(200000) | length }}"),
-            "chat template line 1: range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+            "chat template line 1: range too big. The sandbox blocks ranges larger than MAX_RANGE "
+            "(100000).");
 }
 
 TEST(ChatTemplate, HostileInputFailsCleanly) {
@@ -259,7 +271,8 @@ TEST(ChatTemplate, HostileInputFailsCleanly) {
   EXPECT_NE(error_of(deep_ifs).find("nests deeper than"), std::string::npos);
   EXPECT_EQ(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
             "chat template line 1: macro 'f': recursion deeper than 100 calls");
-  EXPECT_EQ(error_of("{{ 'ab' * 100000000000 }}"), "chat template line 1: string repetition too large");
+  EXPECT_EQ(error_of("{{ 'ab' * 100000000000 }}"),
+            "chat template line 1: string repetition too large");
   EXPECT_EQ(error_of("{{ 2 ** 64 }}"), "chat template line 1: integer overflow");
   EXPECT_EQ(render("{{ 1 ** 1000000000000000000 }} {{ 3 ** 4 }}"), "1 81");
   EXPECT_EQ(render("{{ '1e300' | int(7) }} {{ 1e300 | int(5) }}"), "7 5");
@@ -269,7 +282,8 @@ TEST(ChatTemplate, HostileInputFailsCleanly) {
   EXPECT_EQ(error_of("{{ xs[0]['role'] }}", {{"xs", ordered_json::array()}}),
             "chat template line 1: list object has no element 0");
   // Invalid UTF-8 in messages does not break length or slicing.
-  EXPECT_EQ(render("{{ s | length }} {{ s[::-1] | length }}", {{"s", std::string("a\xff\xfe")}}), "3 3");
+  EXPECT_EQ(render("{{ s | length }} {{ s[::-1] | length }}", {{"s", std::string("a\xff\xfe")}}),
+            "3 3");
 }
 
 TEST(ChatTemplate, RaiseExceptionMessageIsExact) {
@@ -289,11 +303,12 @@ TEST(ChatTemplate, VariablesForFollowsHuggingFace) {
   ordered_json vars = pith::ChatTemplate::variables_for(req);
   EXPECT_FALSE(vars.contains("bos_token"));  // null special tokens are not passed at all
   EXPECT_EQ(vars["eos_token"], "E");
-  EXPECT_TRUE(vars["tools"].is_null());      // HF passes tools=None, documents=None
+  EXPECT_TRUE(vars["tools"].is_null());  // HF passes tools=None, documents=None
   EXPECT_TRUE(vars["documents"].is_null());
   EXPECT_EQ(vars["date_string"], "1 Jan 2025");
-  EXPECT_EQ(render("{{ bos_token is defined }} {{ tools is none }} {{ add_generation_prompt }}", vars),
-            "False True True");
+  EXPECT_EQ(
+      render("{{ bos_token is defined }} {{ tools is none }} {{ add_generation_prompt }}", vars),
+      "False True True");
   EXPECT_THROW(pith::ChatTemplate::variables_for(ordered_json::array()), pith::Error);
   EXPECT_THROW(pith::ChatTemplate::variables_for({{"messages", "x"}}), pith::Error);
 }
@@ -308,7 +323,8 @@ TEST(ChatTemplate, TojsonKeepsKeyOrderOfOrderedJson) {
 
 TEST(ChatTemplate, ParseOnceRenderManyConcurrently) {
   pith::ChatTemplate tmpl(read_file(data("Qwen-Qwen2.5-7B-Instruct.jinja")));
-  ordered_json cases = ordered_json::parse(read_file(data("Qwen-Qwen2.5-7B-Instruct.expected.json")));
+  ordered_json cases =
+      ordered_json::parse(read_file(data("Qwen-Qwen2.5-7B-Instruct.expected.json")));
   std::vector<std::thread> threads;
   std::vector<int> mismatches(4, 0);
   for (int t = 0; t < 4; ++t) {

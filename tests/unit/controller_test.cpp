@@ -3,8 +3,6 @@
 // tests run on the weightless FakeBackend; the tests that compare outputs with the engine's own
 // forward (queue order, chunked prefill) run on the real engine with the tiny test model.
 #include "control/controller.h"
-#include "engine/engine.h"
-#include "engine/fake_backend.h"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +11,8 @@
 #include <future>
 #include <thread>
 
+#include "engine/engine.h"
+#include "engine/fake_backend.h"
 #include "engine/model_loader.h"
 
 namespace pith {
@@ -67,7 +67,8 @@ Result<void> into(Result<T> r, T& out) {
   return {};
 }
 
-Result<void> into(Result<Controller::PrefixMatch> r, std::vector<uint32_t>& handles, size_t& matched) {
+Result<void> into(Result<Controller::PrefixMatch> r, std::vector<uint32_t>& handles,
+                  size_t& matched) {
   if (!r) return r.failure();
   handles = std::move(r->handles);
   matched = r->matched;
@@ -78,7 +79,8 @@ SequenceInput prefill(std::vector<int32_t> tokens, uint32_t first_pos, std::vect
                       uint32_t last_len) {
   SequenceInput s;
   s.tokens = std::move(tokens);
-  for (size_t i = 0; i < s.tokens.size(); ++i) s.positions.push_back(first_pos + static_cast<uint32_t>(i));
+  for (size_t i = 0; i < s.tokens.size(); ++i)
+    s.positions.push_back(first_pos + static_cast<uint32_t>(i));
   s.kv_pages = std::move(pages);
   s.last_page_len = last_len;
   s.outputs.push_back({static_cast<uint32_t>(s.tokens.size() - 1), OutputKind::TopK, 5, 0});
@@ -143,8 +145,9 @@ TEST(Controller, QueueRunsInOrderAndMatchesOnePrefill) {
   ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
   std::vector<uint32_t> pages;
   ASSERT_EQ(into(ctl.alloc_pages(1, 2), pages), Status::Ok);
-  std::vector<int32_t> prompt{1, 450, 496, 173, 701, 299, 432, 172, 975, 278, 173, 112,
-                              322, 278, 397, 710, 298};  // 17 tokens: spills into page 2
+  std::vector<int32_t> prompt{
+      1,   450, 496, 173, 701, 299, 432, 172, 975,
+      278, 173, 112, 322, 278, 397, 710, 298};  // 17 tokens: spills into page 2
   // Submit prefill(16) and decode(1) back to back without waiting: the decode reads the page
   // the prefill writes, so it must run after it.
   std::promise<CallOutcome> p1, p2;
@@ -223,7 +226,9 @@ TEST(Controller, BadRequestsFailAloneWithClearErrors) {
   ASSERT_EQ(into(ctl.create_queue(1), q), Status::Ok);
   std::vector<uint32_t> pages;
   ASSERT_EQ(into(ctl.alloc_pages(1, 1), pages), Status::Ok);
-  auto submit = [&](SequenceInput s) { return ctl.forward(1, q, std::move(s), [](CallOutcome&&) {}); };
+  auto submit = [&](SequenceInput s) {
+    return ctl.forward(1, q, std::move(s), [](CallOutcome&&) {});
+  };
   auto bad_token = submit(prefill({1, 99999}, 0, pages, 2));
   EXPECT_EQ(bad_token, Status::BadArgument);  // token id
   EXPECT_NE(bad_token.message().find("99999"), std::string::npos);
@@ -238,7 +243,9 @@ TEST(Controller, BadRequestsFailAloneWithClearErrors) {
   EXPECT_EQ(ctl.forward(1, q + 999, prefill({1}, 0, pages, 1), nullptr), Status::BadHandle);
   EXPECT_EQ(ctl.forward(2, q, prefill({1}, 0, pages, 1), nullptr), Status::Terminated);
   // A good call still works afterwards.
-  auto o = wait_for([&](Completion c) { return ctl.forward(1, q, prefill({1, 2}, 0, pages, 2), std::move(c)); });
+  auto o = wait_for([&](Completion c) {
+    return ctl.forward(1, q, prefill({1, 2}, 0, pages, 2), std::move(c));
+  });
   EXPECT_EQ(o.code(), Status::Ok) << o.message();
 }
 
@@ -282,13 +289,13 @@ TEST(Controller, ReleasingAnInstanceFailsItsPendingCalls) {
   std::vector<uint32_t> pages;
   ASSERT_EQ(into(ctl.alloc_pages(1, 1), pages), Status::Ok);
   std::promise<CallOutcome> p;
-  ASSERT_EQ(ctl.forward(1, q, prefill({1, 2}, 0, pages, 2), [&](CallOutcome&& o) { p.set_value(std::move(o)); }),
+  ASSERT_EQ(ctl.forward(1, q, prefill({1, 2}, 0, pages, 2),
+                        [&](CallOutcome&& o) { p.set_value(std::move(o)); }),
             Status::Ok);
   ctl.release_instance(1);
   EXPECT_EQ(p.get_future().get().code(), Status::Terminated);
   EXPECT_EQ(ctl.gauges().pages_free, 8u);  // the queued call's reference went too
 }
-
 
 TEST(Controller, ChunkedPrefillMatchesWholePrefillAndRespectsBudget) {
   Engine engine(weights(), small_engine(16));
@@ -310,7 +317,8 @@ TEST(Controller, ChunkedPrefillMatchesWholePrefillAndRespectsBudget) {
   for (int i = 0; i < 50; ++i) prompt.push_back(1 + (i * 37) % 997);
   auto make = [&](std::vector<uint32_t> pg) {
     SequenceInput s = prefill(prompt, 0, std::move(pg), 50 - 48);
-    s.outputs = {{49, OutputKind::TopK, 5, 0}, {10, OutputKind::TopK, 5, 0}, {30, OutputKind::Logits, 0, 0}};
+    s.outputs = {
+        {49, OutputKind::TopK, 5, 0}, {10, OutputKind::TopK, 5, 0}, {30, OutputKind::Logits, 0, 0}};
     // A non-causal row pattern: input 20 may not see slot 3 (checks mask truncation per chunk).
     s.mask.assign(50, {});
     for (uint32_t i = 0; i < 50; ++i) s.mask[i] = {i + 1, 50 - (i + 1)};
@@ -363,14 +371,15 @@ TEST(Controller, DecodesGoFirstWhilePrefillIsChunked) {
   ASSERT_EQ(ctl.forward(1, q1, prefill(long_prompt, 0, p1, 100 - 6 * 16),
                         [&](CallOutcome&& o) { long_done.set_value(std::move(o)); }),
             Status::Ok);
-  ASSERT_EQ(ctl.forward(2, q2, prefill({5}, 0, p2, 1), [&](CallOutcome&& o) { decode_done.set_value(std::move(o)); }),
+  ASSERT_EQ(ctl.forward(2, q2, prefill({5}, 0, p2, 1),
+                        [&](CallOutcome&& o) { decode_done.set_value(std::move(o)); }),
             Status::Ok);
   EXPECT_EQ(decode_done.get_future().get().code(), Status::Ok);
   EXPECT_EQ(long_done.get_future().get().code(), Status::Ok);
   std::lock_guard lock(mu);
-  ASSERT_GE(batches.size(), 4u);  // 100 prefill tokens in a 32-token budget
-  EXPECT_EQ(batches[0].calls, 2u);   // decode + the first prefill chunk
-  EXPECT_EQ(batches[0].tokens, 32u); // the chunk filled exactly what the decode left
+  ASSERT_GE(batches.size(), 4u);      // 100 prefill tokens in a 32-token budget
+  EXPECT_EQ(batches[0].calls, 2u);    // decode + the first prefill chunk
+  EXPECT_EQ(batches[0].tokens, 32u);  // the chunk filled exactly what the decode left
 }
 
 TEST(Controller, PrefixCacheSharesPagesAndIsReclaimedUnderPressure) {
@@ -384,7 +393,8 @@ TEST(Controller, PrefixCacheSharesPagesAndIsReclaimedUnderPressure) {
   for (int i = 0; i < 40; ++i) prompt.push_back(3 + i * 11);
   std::vector<uint32_t> pages;
   ASSERT_EQ(into(ctl.alloc_pages(1, 3), pages), Status::Ok);
-  auto o = wait_for([&](Completion c) { return ctl.forward(1, q1, prefill(prompt, 0, pages, 8), std::move(c)); });
+  auto o = wait_for(
+      [&](Completion c) { return ctl.forward(1, q1, prefill(prompt, 0, pages, 8), std::move(c)); });
   ASSERT_EQ(o.code(), Status::Ok);
   ASSERT_EQ(ctl.prefix_insert(1, prompt, std::span(pages).first(2)), Status::Ok);
   EXPECT_EQ(ctl.gauges().pages_cached, 2u);
@@ -406,8 +416,9 @@ TEST(Controller, PrefixCacheSharesPagesAndIsReclaimedUnderPressure) {
   std::vector<uint32_t> table = shared;
   table.push_back(tail[0]);
   auto cont = wait_for([&](Completion c) {
-    return ctl.forward(2, q2, prefill(std::vector<int32_t>(prompt.begin() + 32, prompt.end()), 32, table, 8),
-                       std::move(c));
+    return ctl.forward(
+        2, q2, prefill(std::vector<int32_t>(prompt.begin() + 32, prompt.end()), 32, table, 8),
+        std::move(c));
   });
   ASSERT_EQ(cont.code(), Status::Ok);
   EXPECT_EQ(cont->forward.outputs[0].dist.ids, o->forward.outputs[0].dist.ids);
@@ -450,18 +461,23 @@ TEST(Controller, BackendFailuresKeepTheirCodeAndMessage) {
 
   // Out of memory in the backend is not the caller's fault: BackendFailure, with the reason.
   backend->fail_call(FakeHandler::EmbedTokens, 1, FakeFailure::OutOfMemory);
-  auto oom = wait_for([&](Completion c) { return ctl.embed_tokens(1, q, {5, 6}, {0, 1}, embeds, std::move(c)); });
+  auto oom = wait_for([&](Completion c) {
+    return ctl.embed_tokens(1, q, {5, 6}, {0, 1}, embeds, std::move(c));
+  });
   EXPECT_EQ(oom, Status::BackendFailure);
   EXPECT_NE(oom.message().find("out of memory"), std::string::npos) << oom.message();
 
   // A request the backend rejects (pith::Error) is a bad argument, with the backend's message.
   backend->fail_call(FakeHandler::CopyKv, 1, FakeFailure::Error);
-  auto rejected = wait_for([&](Completion c) { return ctl.copy_kv(1, q, pages[0], pages[1], 0, 0, 4, std::move(c)); });
+  auto rejected = wait_for(
+      [&](Completion c) { return ctl.copy_kv(1, q, pages[0], pages[1], 0, 0, 4, std::move(c)); });
   EXPECT_EQ(rejected, Status::BadArgument);
   EXPECT_FALSE(rejected.message().empty());
 
   // The queue goes on.
-  auto ok = wait_for([&](Completion c) { return ctl.embed_tokens(1, q, {5, 6}, {0, 1}, embeds, std::move(c)); });
+  auto ok = wait_for([&](Completion c) {
+    return ctl.embed_tokens(1, q, {5, 6}, {0, 1}, embeds, std::move(c));
+  });
   EXPECT_EQ(ok, Status::Ok) << ok;
 }
 

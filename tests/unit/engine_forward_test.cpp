@@ -5,6 +5,7 @@
 // the logits agree (to summation-order noise), and invalid batches are rejected before any KV
 // is touched.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,12 +13,10 @@
 #include <filesystem>
 #include <random>
 
-#include <unistd.h>
-
 #include "common/error.h"
-#include "model_gen/model_gen.h"
 #include "engine/token_distribution.h"
 #include "engine_test_util.h"
+#include "model_gen/model_gen.h"
 
 namespace pith {
 namespace {
@@ -91,8 +90,10 @@ TEST_F(EngineForward, BatchEqualsEachAlone) {
   SequenceInput sc = test::prefill_input({tc.begin() + 8, tc.end()}, pc, kPageSize, 8);
   auto res = e().forward({sb, sa, sc});
   ASSERT_EQ(res.size(), 3u);
-  for (size_t i = 0; i < ta.size(); ++i) EXPECT_LT(max_diff(res[1].outputs[i].logits, alone_a[i]), kTol);
-  for (size_t i = 0; i < 8; ++i) EXPECT_LT(max_diff(res[0].outputs[i].logits, alone_b[15 + i]), kTol);
+  for (size_t i = 0; i < ta.size(); ++i)
+    EXPECT_LT(max_diff(res[1].outputs[i].logits, alone_a[i]), kTol);
+  for (size_t i = 0; i < 8; ++i)
+    EXPECT_LT(max_diff(res[0].outputs[i].logits, alone_b[15 + i]), kTol);
   EXPECT_LT(max_diff(res[2].outputs[0].logits, alone_c[8]), kTol);
 }
 
@@ -127,8 +128,10 @@ TEST_F(EngineForward, MaskedSlotEqualsSequenceWithoutIt) {
   auto p2 = kv.allocate(test::pages_for(n, kPageSize));
   SequenceInput s2 = test::prefill_input(tokens, p2, kPageSize);
   for (uint32_t i = 0; i < n; ++i) {
-    if (i <= gone) s2.mask.push_back({i + 1, n - i - 1});
-    else s2.mask.push_back({gone, 1, i - gone, n - i - 1});
+    if (i <= gone)
+      s2.mask.push_back({i + 1, n - i - 1});
+    else
+      s2.mask.push_back({gone, 1, i - gone, n - i - 1});
   }
   auto masked = e().forward({s2})[0].outputs;
   for (uint32_t i = 0, j = 0; i < n; ++i) {
@@ -167,8 +170,8 @@ TEST_F(EngineForward, OutputEmbedThenNextDistEqualsTopK) {
   auto slot = e().embeds().allocate(1)[0];
   auto pages = e().kv_pool().allocate(test::pages_for(9, kPageSize));
   SequenceInput s = test::prefill_input(tokens, pages, kPageSize);
-  s.outputs = {{8, OutputKind::TopK, 50, 0}, {8, OutputKind::Embed, 0, slot},
-               {8, OutputKind::Logits, 0, 0}};
+  s.outputs = {
+      {8, OutputKind::TopK, 50, 0}, {8, OutputKind::Embed, 0, slot}, {8, OutputKind::Logits, 0, 0}};
   auto res = e().forward({s});
   const auto& topk = res[0].outputs[0].dist;
   ASSERT_EQ(topk.ids.size(), 50u);
@@ -200,9 +203,11 @@ TEST_F(EngineForward, CopyKvThenContinueEqualsOriginal) {
   // Destination context: slot layout shifted by 1 relative to the source (slot 0 unused ->
   // masked), so copies straddle pages.
   auto dst = kv.allocate(test::pages_for(15, kPageSize));
-  for (uint32_t s = 0; s < 10; ++s) e().copy_kv(src[s / kPageSize], dst[(s + 1) / kPageSize],
-                                                s % kPageSize, (s + 1) % kPageSize, 1);
-  auto ref = e().forward({test::prefill_input({tokens.begin() + 10, tokens.end()}, src, kPageSize, 10)});
+  for (uint32_t s = 0; s < 10; ++s)
+    e().copy_kv(src[s / kPageSize], dst[(s + 1) / kPageSize], s % kPageSize, (s + 1) % kPageSize,
+                1);
+  auto ref =
+      e().forward({test::prefill_input({tokens.begin() + 10, tokens.end()}, src, kPageSize, 10)});
   SequenceInput c = test::prefill_input({tokens.begin() + 10, tokens.end()}, dst, kPageSize, 10);
   c.kv_pages.assign(dst.begin(), dst.begin() + test::pages_for(15, kPageSize));
   c.last_page_len = test::last_len(15, kPageSize);
@@ -243,25 +248,104 @@ TEST_F(EngineForward, InvalidBatchesAreRejectedBeforeTouchingKv) {
   SequenceInput good = test::prefill_input(random_tokens(6, 13), good_pages, kPageSize);
   auto base = [&] { return test::prefill_input(random_tokens(6, 14), bad_pages, kPageSize); };
   std::vector<std::pair<const char*, SequenceInput>> bad;
-  { auto s = base(); s.kv_pages[1] = 100000; bad.push_back({"page out of range", s}); }
-  { auto s = base(); s.kv_pages[1] = kv.n_pages() - 1; bad.push_back({"page not allocated", s}); }
-  { auto s = base(); s.kv_pages.resize(1); bad.push_back({"inputs exceed context", s}); }
-  { auto s = base(); s.last_page_len = 0; bad.push_back({"last_page_len 0", s}); }
-  { auto s = base(); s.last_page_len = kPageSize + 1; bad.push_back({"last_page_len > page", s}); }
-  { auto s = base(); s.positions.pop_back(); bad.push_back({"positions count", s}); }
-  { auto s = base(); s.tokens[2] = 1000; bad.push_back({"token >= vocab", s}); }
-  { auto s = base(); s.tokens[2] = -1; bad.push_back({"negative token", s}); }
-  { auto s = base(); s.embed_slots = {0, 1, 2, 3, 4, 5}; bad.push_back({"tokens and embeds", s}); }
-  { auto s = base(); s.tokens.clear(); s.embed_slots = {0, 1, 2, 3, 4, 5}; bad.push_back({"embed slot not allocated", s}); }
-  { auto s = base(); s.tokens.clear(); s.positions.clear(); s.outputs.clear(); bad.push_back({"no inputs", s}); }
-  { auto s = base(); s.kv_pages.clear(); bad.push_back({"empty page table", s}); }
-  { auto s = base(); s.mask.assign(6, {1, 4}); bad.push_back({"mask sums short", s}); }
-  { auto s = base(); s.mask.assign(5, {6}); bad.push_back({"mask rows", s}); }
-  { auto s = base(); s.mask.assign(6, {0, 6}); bad.push_back({"mask hides all", s}); }
-  { auto s = base(); s.outputs.push_back({6, OutputKind::Logits, 0, 0}); bad.push_back({"output index", s}); }
-  { auto s = base(); s.outputs.push_back({0, OutputKind::TopK, 0, 0}); bad.push_back({"top 0", s}); }
-  { auto s = base(); s.outputs.push_back({0, OutputKind::Embed, 0, 7}); bad.push_back({"output slot", s}); }
-  { auto s = base(); s.kv_pages = good_pages; bad.push_back({"slot written twice", s}); }
+  {
+    auto s = base();
+    s.kv_pages[1] = 100000;
+    bad.push_back({"page out of range", s});
+  }
+  {
+    auto s = base();
+    s.kv_pages[1] = kv.n_pages() - 1;
+    bad.push_back({"page not allocated", s});
+  }
+  {
+    auto s = base();
+    s.kv_pages.resize(1);
+    bad.push_back({"inputs exceed context", s});
+  }
+  {
+    auto s = base();
+    s.last_page_len = 0;
+    bad.push_back({"last_page_len 0", s});
+  }
+  {
+    auto s = base();
+    s.last_page_len = kPageSize + 1;
+    bad.push_back({"last_page_len > page", s});
+  }
+  {
+    auto s = base();
+    s.positions.pop_back();
+    bad.push_back({"positions count", s});
+  }
+  {
+    auto s = base();
+    s.tokens[2] = 1000;
+    bad.push_back({"token >= vocab", s});
+  }
+  {
+    auto s = base();
+    s.tokens[2] = -1;
+    bad.push_back({"negative token", s});
+  }
+  {
+    auto s = base();
+    s.embed_slots = {0, 1, 2, 3, 4, 5};
+    bad.push_back({"tokens and embeds", s});
+  }
+  {
+    auto s = base();
+    s.tokens.clear();
+    s.embed_slots = {0, 1, 2, 3, 4, 5};
+    bad.push_back({"embed slot not allocated", s});
+  }
+  {
+    auto s = base();
+    s.tokens.clear();
+    s.positions.clear();
+    s.outputs.clear();
+    bad.push_back({"no inputs", s});
+  }
+  {
+    auto s = base();
+    s.kv_pages.clear();
+    bad.push_back({"empty page table", s});
+  }
+  {
+    auto s = base();
+    s.mask.assign(6, {1, 4});
+    bad.push_back({"mask sums short", s});
+  }
+  {
+    auto s = base();
+    s.mask.assign(5, {6});
+    bad.push_back({"mask rows", s});
+  }
+  {
+    auto s = base();
+    s.mask.assign(6, {0, 6});
+    bad.push_back({"mask hides all", s});
+  }
+  {
+    auto s = base();
+    s.outputs.push_back({6, OutputKind::Logits, 0, 0});
+    bad.push_back({"output index", s});
+  }
+  {
+    auto s = base();
+    s.outputs.push_back({0, OutputKind::TopK, 0, 0});
+    bad.push_back({"top 0", s});
+  }
+  {
+    auto s = base();
+    s.outputs.push_back({0, OutputKind::Embed, 0, 7});
+    bad.push_back({"output slot", s});
+  }
+  {
+    auto s = base();
+    s.kv_pages = good_pages;
+    bad.push_back({"slot written twice", s});
+  }
   for (auto& [what, s] : bad) {
     std::vector<SequenceInput> batch{good, s};
     EXPECT_THROW(e().forward(batch), Error) << what;

@@ -19,9 +19,9 @@ namespace {
 using test::Oracle;
 
 struct Agreement {
-  double worst = 0;        // the README metric
-  double worst_lse = 0;    // |Δ logsumexp| / (1 + max |ref top-10|)
-  double worst_full = 0;   // over all vocab logits, when the .f32 file exists
+  double worst = 0;       // the README metric
+  double worst_lse = 0;   // |Δ logsumexp| / (1 + max |ref top-10|)
+  double worst_full = 0;  // over all vocab logits, when the .f32 file exists
   size_t top1_same = 0;
   size_t n = 0;
 };
@@ -39,7 +39,8 @@ Agreement compare(const Oracle& ref, const std::vector<std::vector<float>>& logi
     scale += 1;
     // Reference top-10 ids against our logits for the same ids.
     for (const auto& t : rp.top) a.worst = std::max(a.worst, std::abs(lg[t.id] - t.logit) / scale);
-    a.worst_lse = std::max(a.worst_lse, std::abs(logsumexp(lg.data(), lg.size()) - rp.logsumexp) / scale);
+    a.worst_lse =
+        std::max(a.worst_lse, std::abs(logsumexp(lg.data(), lg.size()) - rp.logsumexp) / scale);
     // Our top-10 ids: compare where the reference value is known (its top-10, or the .f32).
     TokenDistribution ours = top_k_distribution(lg.data(), lg.size(), 10);
     for (int32_t id : ours.ids) {
@@ -75,8 +76,8 @@ TEST_P(OracleTest, PrefillMatchesLlamaCpp) {
   if (c.has_f32) full = test::read_f32(std::string(c.model) + "." + c.prompt + ".f32");
   Agreement a = compare(ref, logits, c.has_f32 ? &full : nullptr);
   RecordProperty("worst", std::to_string(a.worst));
-  std::printf("%s.%s: worst %.3g, logsumexp %.3g, full %.3g, top-1 %zu/%zu\n", c.model,
-              c.prompt, a.worst, a.worst_lse, a.worst_full, a.top1_same, a.n);
+  std::printf("%s.%s: worst %.3g, logsumexp %.3g, full %.3g, top-1 %zu/%zu\n", c.model, c.prompt,
+              a.worst, a.worst_lse, a.worst_full, a.top1_same, a.n);
   EXPECT_LE(a.worst, c.tol);
   EXPECT_LE(a.worst_lse, c.tol);
   EXPECT_LE(a.worst_full, c.tol);
@@ -85,25 +86,24 @@ TEST_P(OracleTest, PrefillMatchesLlamaCpp) {
 
 // Tolerances: F32 1e-4 and every top-1 (measured ~1e-6). BF16 1e-2 (README plain: 2.4e-3 ..
 // 4.3e-3) and Q8_0 3e-2 (plain: 1.0e-2 .. 1.5e-2); top-1 may differ at ~2 % of positions.
-INSTANTIATE_TEST_SUITE_P(
-    Models, OracleTest,
-    ::testing::Values(Case{"tiny-f32", "short", 1e-4, 0, true},
-                      Case{"tiny-f32", "mid", 1e-4, 0, true},
-                      Case{"tiny-f32", "long", 1e-4, 0, false},
-                      Case{"tiny-untied-f32", "short", 1e-4, 0, true},
-                      Case{"tiny-untied-f32", "mid", 1e-4, 0, true},
-                      Case{"tiny-untied-f32", "long", 1e-4, 0, false},
-                      Case{"tiny-bf16", "short", 1e-2, 0, false},
-                      Case{"tiny-bf16", "mid", 1e-2, 2, false},
-                      Case{"tiny-bf16", "long", 1e-2, 6, false},
-                      Case{"tiny-q8_0", "short", 3e-2, 0, false},
-                      Case{"tiny-q8_0", "mid", 3e-2, 2, false},
-                      Case{"tiny-q8_0", "long", 3e-2, 9, false}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      std::string n = std::string(info.param.model) + "_" + info.param.prompt;
-      std::replace(n.begin(), n.end(), '-', '_');
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Models, OracleTest,
+                         ::testing::Values(Case{"tiny-f32", "short", 1e-4, 0, true},
+                                           Case{"tiny-f32", "mid", 1e-4, 0, true},
+                                           Case{"tiny-f32", "long", 1e-4, 0, false},
+                                           Case{"tiny-untied-f32", "short", 1e-4, 0, true},
+                                           Case{"tiny-untied-f32", "mid", 1e-4, 0, true},
+                                           Case{"tiny-untied-f32", "long", 1e-4, 0, false},
+                                           Case{"tiny-bf16", "short", 1e-2, 0, false},
+                                           Case{"tiny-bf16", "mid", 1e-2, 2, false},
+                                           Case{"tiny-bf16", "long", 1e-2, 6, false},
+                                           Case{"tiny-q8_0", "short", 3e-2, 0, false},
+                                           Case{"tiny-q8_0", "mid", 3e-2, 2, false},
+                                           Case{"tiny-q8_0", "long", 3e-2, 9, false}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           std::string n = std::string(info.param.model) + "_" + info.param.prompt;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 // The `mid` prompt decoded one token per forward call (llama.cpp's incremental oracle):
 // exercises KV written by earlier calls and page boundaries (page size 16 < 100 tokens).

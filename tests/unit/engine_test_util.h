@@ -2,11 +2,10 @@
 // as one prefill (or one token per call), and read llama.cpp oracle files from tests/data.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -97,7 +96,8 @@ inline Oracle read_oracle(const std::string& file) {
   for (const auto& p : j.at("positions")) {
     OraclePosition op;
     op.logsumexp = p.at("logsumexp").get<double>();
-    for (const auto& t : p.at("top")) op.top.push_back({t.at("id").get<int32_t>(), t.at("logit").get<double>()});
+    for (const auto& t : p.at("top"))
+      op.top.push_back({t.at("id").get<int32_t>(), t.at("logit").get<double>()});
     o.positions.push_back(std::move(op));
   }
   return o;

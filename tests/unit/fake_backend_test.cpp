@@ -16,10 +16,10 @@
 #include <random>
 
 #include "common/error.h"
-#include "formats/gguf.h"
 #include "engine/gguf_loader.h"
 #include "engine/token_distribution.h"
 #include "engine_test_util.h"
+#include "formats/gguf.h"
 
 namespace pith {
 namespace {

@@ -10,7 +10,11 @@
 namespace pith {
 
 namespace {
-float from_bits(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 }  // namespace
 
 // Every one of the 65536 halves converts exactly like the hardware (F16C) conversion.

@@ -21,7 +21,8 @@ std::vector<char> read_all(const std::string& path) {
 
 std::string write_temp(const std::vector<char>& bytes, const std::string& name) {
   auto path = std::filesystem::temp_directory_path() / ("pith_gguf_test_" + name);
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return path.string();
 }
 }  // namespace

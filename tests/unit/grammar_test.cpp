@@ -2,9 +2,9 @@
 // GBNF parse errors, acceptance/rejection of whole strings, completions, and the fast vocabulary
 // mask against the naive per-token matcher on synthetic and the real Llama 3 vocabulary.
 #include <gtest/gtest.h>
-#include <pith/grammar_matcher.hpp>
 
 #include <memory>
+#include <pith/grammar_matcher.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -115,11 +115,12 @@ TEST(GrammarMatch, Json) {
   Bytes j(pith::grammar::json_gbnf());
   for (const char* ok : {"{}", " [ ]\n", "0", "-0.0E-1", "true", "null", "\"\"",
                          "{\"a\": [1, -2.5e+3, true, false, null, \"x\\n\\u00e9\"]}",
-                         "[[[[]]], {\"k\": {\"l\": {}}}]", "\"\xC3\xA9\xE2\x82\xAC\xF0\x9D\x84\x9E\"",
-                         "{\"a\":1,\"b\":\"\\\\\\/\"}"})
+                         "[[[[]]], {\"k\": {\"l\": {}}}]",
+                         "\"\xC3\xA9\xE2\x82\xAC\xF0\x9D\x84\x9E\"", "{\"a\":1,\"b\":\"\\\\\\/\"}"})
     EXPECT_TRUE(j.matches(ok)) << ok;
-  for (const char* bad : {"{", "[1,]", "01", "{\"a\" 1}", "\"\x01\"", "tru", "\"\\x\"", "[1 2]",
-                          "\"\xC3\x28\"", "\"\xED\xA0\x80\"", "{'a': 1}", "1.", "-", "[1]]", "\"\xF5\x80\x80\x80\""})
+  for (const char* bad :
+       {"{", "[1,]", "01", "{\"a\" 1}", "\"\x01\"", "tru", "\"\\x\"", "[1 2]", "\"\xC3\x28\"",
+        "\"\xED\xA0\x80\"", "{'a': 1}", "1.", "-", "[1]]", "\"\xF5\x80\x80\x80\""})
     EXPECT_FALSE(j.matches(bad)) << bad;
   // Viable prefixes are accepted incrementally, dead ones are not.
   EXPECT_TRUE(j.prefix("{\"a\": [1, 2"));
@@ -130,8 +131,10 @@ TEST(GrammarMatch, Json) {
 
 TEST(GrammarMatch, ArithmeticRepetitionClassesAndAnyChar) {
   Bytes a(kArith);
-  for (const char* ok : {"1", "1+2", "(1 + 2) * 3", "((42))", "7/8-9"}) EXPECT_TRUE(a.matches(ok)) << ok;
-  for (const char* bad : {"", "+1", "1+", "(1", "1  + 2", "a", "1)"}) EXPECT_FALSE(a.matches(bad)) << bad;
+  for (const char* ok : {"1", "1+2", "(1 + 2) * 3", "((42))", "7/8-9"})
+    EXPECT_TRUE(a.matches(ok)) << ok;
+  for (const char* bad : {"", "+1", "1+", "(1", "1  + 2", "a", "1)"})
+    EXPECT_FALSE(a.matches(bad)) << bad;
 
   Bytes r("root ::= \"a\"{2,3} \"b\"");
   EXPECT_TRUE(r.matches("aab"));
@@ -208,7 +211,8 @@ TEST(GrammarMask, EqualsNaiveOnSyntheticVocabulary) {
 }
 
 TEST(GrammarMask, EqualsNaiveOnLlama3Vocabulary) {
-  pith::Tokenizer tok = pith::Tokenizer::load(std::string(PITH_TEST_DATA) + "/tokenizer/ggml-vocab-llama-bpe.gguf");
+  pith::Tokenizer tok =
+      pith::Tokenizer::load(std::string(PITH_TEST_DATA) + "/tokenizer/ggml-vocab-llama-bpe.gguf");
   ASSERT_GT(tok.vocab_size(), 128000u);
   std::vector<std::string> vocab;
   std::vector<bool> special;
@@ -227,7 +231,8 @@ TEST(GrammarMask, EqualsNaiveOnLlama3Vocabulary) {
     return n;
   };
   // Feed a document token by token (greedy longest tokens), comparing masks at each step.
-  const std::string doc = "{\"name\": \"caf\xC3\xA9 \\\"x\\\"\", \"list\": [1, -2.5, true], \"o\": {}}";
+  const std::string doc =
+      "{\"name\": \"caf\xC3\xA9 \\\"x\\\"\", \"list\": [1, -2.5, true], \"o\": {}}";
   size_t at = 0, steps = 0;
   const uint32_t eot = static_cast<uint32_t>(tok.find_token("<|eot_id|>"));
   while (at < doc.size()) {

@@ -34,7 +34,8 @@ std::vector<int32_t> engine_greedy(Engine& engine, std::vector<int32_t> prompt, 
   for (int step = 0; step < n; ++step) {
     SequenceInput s;
     s.tokens = input;
-    for (size_t i = 0; i < input.size(); ++i) s.positions.push_back(filled + static_cast<uint32_t>(i));
+    for (size_t i = 0; i < input.size(); ++i)
+      s.positions.push_back(filled + static_cast<uint32_t>(i));
     uint32_t total = filled + static_cast<uint32_t>(input.size());
     size_t used = (total + ps - 1) / ps;
     s.kv_pages.assign(pages.begin(), pages.begin() + used);
@@ -104,8 +105,9 @@ TEST_F(InferletModelTest, GreedyInferletMatchesEngineGreedy) {
   rc.model = &api;
   runtime::Runtime rt(rc);
   Collected got;
-  auto inst = rt.launch(rt.load_program_file(kInferlet),
-                        {"greedy_abi", "--tokens", csv(p2), "--max-tokens", std::to_string(n)}, got.sink());
+  auto inst =
+      rt.launch(rt.load_program_file(kInferlet),
+                {"greedy_abi", "--tokens", csv(p2), "--max-tokens", std::to_string(n)}, got.sink());
   auto st = inst->wait();
   ASSERT_EQ(st.reason, "exited with code 0");
   auto& msgs = got.messages[inst->id()];
@@ -136,8 +138,9 @@ TEST_F(InferletModelTest, ManyInstancesAreBatchedAndEachMatchesItsOwnReference) 
   Collected got;
   std::vector<std::shared_ptr<runtime::Instance>> insts;
   for (int i = 0; i < kInstances; ++i)
-    insts.push_back(rt.launch(prog, {"greedy_abi", "--tokens", csv(prompts[i]), "--max-tokens", std::to_string(n)},
-                              got.sink()));
+    insts.push_back(rt.launch(
+        prog, {"greedy_abi", "--tokens", csv(prompts[i]), "--max-tokens", std::to_string(n)},
+        got.sink()));
   for (int i = 0; i < kInstances; ++i) {
     ASSERT_EQ(insts[i]->wait().reason, "exited with code 0");
     auto& msgs = got.messages[insts[i]->id()];
@@ -168,8 +171,10 @@ TEST_F(InferletModelTest, SdkTextCompletionMatchesEngineGreedyAndReusesThePrefix
   Collected got;
   std::vector<std::string> computed;
   for (int run = 0; run < 2; ++run) {
-    auto inst = rt.launch(prog, {"text_completion", "--prompt", prompt, "--max-tokens", std::to_string(n), "--tokens"},
-                          got.sink());
+    auto inst = rt.launch(
+        prog,
+        {"text_completion", "--prompt", prompt, "--max-tokens", std::to_string(n), "--tokens"},
+        got.sink());
     ASSERT_EQ(inst->wait().reason, "exited with code 0");
     std::lock_guard lock(got.mu);
     auto& msgs = got.messages[inst->id()];
@@ -183,8 +188,10 @@ TEST_F(InferletModelTest, SdkTextCompletionMatchesEngineGreedyAndReusesThePrefix
   const size_t full = ids.size() / 16 * 16;
   EXPECT_EQ(ctl.gauges().prefix_hit_tokens, full);
   ASSERT_EQ(computed.size(), 2u);
-  EXPECT_NE(computed[0].find("computed: " + std::to_string(ids.size())), std::string::npos) << computed[0];
-  EXPECT_NE(computed[1].find("computed: " + std::to_string(ids.size() - full)), std::string::npos) << computed[1];
+  EXPECT_NE(computed[0].find("computed: " + std::to_string(ids.size())), std::string::npos)
+      << computed[0];
+  EXPECT_NE(computed[1].find("computed: " + std::to_string(ids.size() - full)), std::string::npos)
+      << computed[1];
 }
 
 }  // namespace

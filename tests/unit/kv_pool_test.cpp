@@ -1,5 +1,7 @@
 // KvPool and EmbedPool: sizing from a budget, free lists (all-or-nothing, double free), the
 // page layout (tiles do not overlap), per-token writes and copies between pages.
+#include "engine/kv_pool.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 
 #include "common/error.h"
 #include "engine/embed_pool.h"
-#include "engine/kv_pool.h"
 
 namespace pith {
 namespace {
@@ -42,10 +43,10 @@ TEST(KvPool, AllocateFreeAllOrNothing) {
 
 TEST(KvPool, BadFreeChangesNothing) {
   KvPool pool(kShape, kShape.page_bytes() * 4);
-  auto a = pool.allocate(2);  // 0, 1
-  EXPECT_THROW(pool.free(std::vector<uint32_t>{0, 3}), Error);   // 3 not allocated
-  EXPECT_THROW(pool.free(std::vector<uint32_t>{0, 9}), Error);   // out of range
-  EXPECT_THROW(pool.free(std::vector<uint32_t>{1, 1}), Error);   // listed twice
+  auto a = pool.allocate(2);                                    // 0, 1
+  EXPECT_THROW(pool.free(std::vector<uint32_t>{0, 3}), Error);  // 3 not allocated
+  EXPECT_THROW(pool.free(std::vector<uint32_t>{0, 9}), Error);  // out of range
+  EXPECT_THROW(pool.free(std::vector<uint32_t>{1, 1}), Error);  // listed twice
   EXPECT_TRUE(pool.allocated(0));
   EXPECT_TRUE(pool.allocated(1));
   EXPECT_EQ(pool.n_free(), 2u);

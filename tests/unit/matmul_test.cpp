@@ -32,7 +32,9 @@ std::vector<uint8_t> make_weights(DType dtype, size_t rows, size_t cols, std::mt
     std::vector<float> v(cols);
     for (auto& x : v) x = nd(rng);
     switch (dtype) {
-      case DType::F32: std::memcpy(dst, v.data(), cols * 4); break;
+      case DType::F32:
+        std::memcpy(dst, v.data(), cols * 4);
+        break;
       case DType::F16:
         for (size_t i = 0; i < cols; ++i) reinterpret_cast<uint16_t*>(dst)[i] = f32_to_f16(v[i]);
         break;
@@ -113,8 +115,7 @@ struct Shape {
 
 }  // namespace
 
-class MatmulParity
-    : public ::testing::TestWithParam<std::tuple<DType, size_t, Shape>> {};
+class MatmulParity : public ::testing::TestWithParam<std::tuple<DType, size_t, Shape>> {};
 
 TEST_P(MatmulParity, EveryIsaMatchesReference) {
   auto [dtype, n_tokens, shape] = GetParam();
@@ -144,14 +145,14 @@ TEST_P(MatmulParity, EveryIsaMatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllDtypes, MatmulParity,
-    ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0,
-                                         DType::Q4_0),
-                       ::testing::Values(size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{8},
-                                         size_t{33}, size_t{64}, size_t{70}, size_t{100}),
-                       ::testing::Values(Shape{96, 256}, Shape{37, 96}, Shape{5, 33},
-                                         Shape{130, 520})));
+INSTANTIATE_TEST_SUITE_P(AllDtypes, MatmulParity,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16,
+                                                              DType::Q8_0, DType::Q4_0),
+                                            ::testing::Values(size_t{1}, size_t{2}, size_t{3},
+                                                              size_t{4}, size_t{8}, size_t{33},
+                                                              size_t{64}, size_t{70}, size_t{100}),
+                                            ::testing::Values(Shape{96, 256}, Shape{37, 96},
+                                                              Shape{5, 33}, Shape{130, 520})));
 
 TEST(Matmul, DefaultOverloadUsesBestIsa) {
   std::mt19937 rng(7);

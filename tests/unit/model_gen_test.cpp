@@ -12,11 +12,11 @@
 #include <fstream>
 
 #include "common/error.h"
-#include "formats/gguf.h"
 #include "engine/kernels/matmul.h"
 #include "engine/model_loader.h"
-#include "model_gen/normal_rng.h"
+#include "formats/gguf.h"
 #include "formats/safetensors.h"
+#include "model_gen/normal_rng.h"
 
 namespace pith {
 
@@ -30,7 +30,9 @@ const LoadOptions kQuiet{.quiet = true};
 const std::filesystem::path& temp_dir() {
   struct Dir {
     std::filesystem::path path;
-    Dir() : path(std::filesystem::temp_directory_path() / ("pith_gen_test_" + std::to_string(::getpid()))) {
+    Dir()
+        : path(std::filesystem::temp_directory_path() /
+               ("pith_gen_test_" + std::to_string(::getpid()))) {
       std::filesystem::create_directories(path);
     }
     ~Dir() {
@@ -42,9 +44,12 @@ const std::filesystem::path& temp_dir() {
   return dir.path;
 }
 
-std::string temp_path(const std::string& name) { return (temp_dir() / name).string(); }
+std::string temp_path(const std::string& name) {
+  return (temp_dir() / name).string();
+}
 
-ModelGenOptions tiny(DType dtype, const std::string& format, const std::string& out, uint64_t seed = 7) {
+ModelGenOptions tiny(DType dtype, const std::string& format, const std::string& out,
+                     uint64_t seed = 7) {
   ModelGenOptions o;
   o.preset = "tiny";
   o.dtype = dtype;
@@ -147,7 +152,8 @@ TEST(ModelGen, GgufAndHfOfOneSeedLoadToIdenticalWeights) {
     ModelGenResult rg = generate_model(tiny(dt, "gguf", g), pool);
     ModelGenResult rh = generate_model(tiny(dt, "hf", h), pool);
     EXPECT_EQ(rg.n_params, rh.n_params);
-    EXPECT_EQ(rh.files.size(), 4u);  // model.safetensors, config.json, tokenizer.json, tokenizer_config.json
+    EXPECT_EQ(rh.files.size(),
+              4u);  // model.safetensors, config.json, tokenizer.json, tokenizer_config.json
     EXPECT_TRUE(fs::exists(fs::path(h) / "tokenizer.json"));
     auto wg = load_model(g, kQuiet);
     auto wh = load_model(h, kQuiet);
@@ -182,7 +188,8 @@ TEST(ModelGen, WeightsHaveTheRequestedDistribution) {
   for (float v : w->layers[0].attn_norm) EXPECT_NEAR(v, 1.0f, 0.15f);
   // GGUF copies the vocabulary's tokenizer metadata.
   GGUFFile f(g), v(kVocab);
-  EXPECT_EQ(f.get_string_array("tokenizer.ggml.tokens"), v.get_string_array("tokenizer.ggml.tokens"));
+  EXPECT_EQ(f.get_string_array("tokenizer.ggml.tokens"),
+            v.get_string_array("tokenizer.ggml.tokens"));
   EXPECT_EQ(f.get_f32_array("tokenizer.ggml.scores"), v.get_f32_array("tokenizer.ggml.scores"));
   EXPECT_EQ(f.get_uint("tokenizer.ggml.bos_token_id"), 1u);
   EXPECT_EQ(f.get_string("general.architecture"), "llama");
@@ -238,13 +245,15 @@ TEST(ModelGen, ShardedHfFolderLoadsLikeASingleFile) {
   size_t shards = 0;
   for (const auto& f : r.files) shards += fs::path(f).filename().string().starts_with("model-0000");
   EXPECT_GT(shards, 2u);
-  EXPECT_TRUE(fs::exists(fs::path(many) / fmt::format("model-00001-of-{:05d}.safetensors", shards)));
+  EXPECT_TRUE(
+      fs::exists(fs::path(many) / fmt::format("model-00001-of-{:05d}.safetensors", shards)));
   EXPECT_FALSE(fs::exists(fs::path(many) / "model.safetensors"));
   expect_same_weights(*load_model(one, kQuiet), *load_model(many, kQuiet));
   // Regenerating unsharded into the same folder removes the old shards and index.
   generate_model(tiny(DType::F16, "hf", many), pool);
   EXPECT_FALSE(fs::exists(fs::path(many) / "model.safetensors.index.json"));
-  EXPECT_FALSE(fs::exists(fs::path(many) / fmt::format("model-00001-of-{:05d}.safetensors", shards)));
+  EXPECT_FALSE(
+      fs::exists(fs::path(many) / fmt::format("model-00001-of-{:05d}.safetensors", shards)));
   expect_same_weights(*load_model(one, kQuiet), *load_model(many, kQuiet));
 }
 
@@ -258,7 +267,8 @@ TEST(ModelGen, BadRequestsAreClearErrors) {
       EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
     }
   };
-  expect_error(tiny(DType::Q8_0, "hf", temp_path("q8_hf")), "cannot be written to a Hugging Face folder");
+  expect_error(tiny(DType::Q8_0, "hf", temp_path("q8_hf")),
+               "cannot be written to a Hugging Face folder");
   auto o = tiny(DType::F32, "gguf", temp_path("x.gguf"));
   o.preset = "huge";
   expect_error(o, "unknown model preset 'huge'");

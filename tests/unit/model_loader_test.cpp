@@ -18,11 +18,11 @@
 
 #include "common/error.h"
 #include "engine/gguf_loader.h"
-#include "formats/gguf_writer.h"
 #include "engine/hf_loader.h"
 #include "engine/kernels/matmul.h"
-#include "model_gen/model_gen.h"
+#include "formats/gguf_writer.h"
 #include "formats/safetensors.h"
+#include "model_gen/model_gen.h"
 
 namespace pith {
 
@@ -34,7 +34,9 @@ const LoadOptions kQuiet{.quiet = true};
 const std::filesystem::path& temp_dir() {
   struct Dir {
     std::filesystem::path path;
-    Dir() : path(std::filesystem::temp_directory_path() / ("pith_loader_test_" + std::to_string(::getpid()))) {
+    Dir()
+        : path(std::filesystem::temp_directory_path() /
+               ("pith_loader_test_" + std::to_string(::getpid()))) {
       std::filesystem::create_directories(path);
     }
     ~Dir() {
@@ -53,7 +55,8 @@ std::vector<char> read_all(const std::string& path) {
 
 std::string write_temp(const std::vector<char>& bytes, const std::string& name) {
   auto path = temp_dir() / name;
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return path.string();
 }
 
@@ -64,7 +67,8 @@ void expect_load_error(const std::string& path, std::vector<std::string> parts) 
     ADD_FAILURE() << "expected an error loading " << path;
   } catch (const Error& e) {
     for (const auto& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "'" << p << "' not in: " << e.what();
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "'" << p << "' not in: " << e.what();
   }
 }
 }  // namespace
@@ -130,7 +134,8 @@ TEST(ModelLoader, LoadsUntiedAndQuantisedGguf) {
   auto f32 = load_model(kModels + "tiny-f32.gguf", kQuiet);
   for (const char* name : {"tiny-bf16.gguf", "tiny-q8_0.gguf"}) {
     auto q = load_model(kModels + name, kQuiet);
-    EXPECT_EQ(dtype_summary(*q), std::string(name).find("bf16") != std::string::npos ? "bf16" : "q8_0");
+    EXPECT_EQ(dtype_summary(*q),
+              std::string(name).find("bf16") != std::string::npos ? "bf16" : "q8_0");
     // Same draws as tiny-f32, rounded: dequantised rows are close.
     std::vector<float> a(64), b(64);
     const WeightMatrix& m = q->layers[0].w_up;
@@ -204,7 +209,6 @@ TEST(ModelLoader, HfRowPermutationRoundTrips) {
   EXPECT_EQ(hf_row_for_pith_row(16 + 5, 16), 16u + 8 + 2);
 }
 
-
 namespace {
 
 // tiny-f32.gguf rewritten with metadata overrides, dropped tensors and re-declared dims.
@@ -218,15 +222,20 @@ std::string rewrite_gguf(const std::string& name, const std::map<std::string, GG
   for (const auto& [k, v] : src.metadata()) w.set(k, overrides.count(k) ? overrides.at(k) : v);
   for (const auto& [k, v] : overrides) w.set(k, v);
   for (const auto& t : src.tensors())
-    if (!drop.count(t.name)) w.add_tensor(t.name, dims.count(t.name) ? dims.at(t.name) : t.dims, t.dtype);
+    if (!drop.count(t.name))
+      w.add_tensor(t.name, dims.count(t.name) ? dims.at(t.name) : t.dims, t.dtype);
   for (const auto& t : src.tensors())
     if (!drop.count(t.name)) w.write(t.data, t.n_bytes);
   w.finish();
   return path.string();
 }
 
-GGUFValue u32(uint32_t v) { return {GGUFType::U32, uint64_t{v}}; }
-GGUFValue str(const std::string& v) { return {GGUFType::STRING, v}; }
+GGUFValue u32(uint32_t v) {
+  return {GGUFType::U32, uint64_t{v}};
+}
+GGUFValue str(const std::string& v) {
+  return {GGUFType::STRING, v};
+}
 
 // A freshly generated tiny HF folder (the oracle's 1000-token vocab) to break in one place.
 std::string hf_folder(const std::string& name) {
@@ -316,7 +325,8 @@ TEST(ModelLoader, LoadsGeneratedHfFolder) {
   const auto* k = st.find("model.layers.1.self_attn.k_proj.weight");
   size_t rb = w->layers[1].wk.row_bytes();
   for (size_t r = 0; r < 32; ++r)
-    EXPECT_EQ(std::memcmp(w->layers[1].wk.row(r), k->data + hf_row_for_pith_row(r, 16) * rb, rb), 0) << r;
+    EXPECT_EQ(std::memcmp(w->layers[1].wk.row(r), k->data + hf_row_for_pith_row(r, 16) * rb, rb), 0)
+        << r;
 }
 
 TEST(ModelLoader, BadHfFoldersNameTheProblem) {
@@ -343,7 +353,9 @@ TEST(ModelLoader, BadHfFoldersNameTheProblem) {
 
   dir = hf_folder("hf_shape");
   edit_config(dir, [](nlohmann::json& j) { j["intermediate_size"] = 128; });
-  expect_load_error(dir, {"model.safetensors", "'model.layers.0.mlp.gate_proj.weight' has shape [192, 64], expected [128, 64]"});
+  expect_load_error(
+      dir, {"model.safetensors",
+            "'model.layers.0.mlp.gate_proj.weight' has shape [192, 64], expected [128, 64]"});
 
   dir = hf_folder("hf_untied");
   edit_config(dir, [](nlohmann::json& j) { j["tie_word_embeddings"] = false; });
@@ -378,7 +390,8 @@ TEST(ModelLoader, BadHfFoldersNameTheProblem) {
 
   // A weight stored as I32 (not a float type pith computes with).
   dir = hf_folder("hf_dtype");
-  std::string hdr = R"({"model.embed_tokens.weight":{"dtype":"I32","shape":[1000,64],"data_offsets":[0,256000]}})";
+  std::string hdr =
+      R"({"model.embed_tokens.weight":{"dtype":"I32","shape":[1000,64],"data_offsets":[0,256000]}})";
   {
     std::ofstream out(fs::path(dir) / "model.safetensors", std::ios::binary);
     uint64_t n = hdr.size();
@@ -387,7 +400,6 @@ TEST(ModelLoader, BadHfFoldersNameTheProblem) {
   }
   expect_load_error(dir, {"model.safetensors", "unsupported dtype I32"});
 }
-
 
 TEST(GGUFWriter, StreamsAcrossTensorsWithPaddingAndRoundTrips) {
   auto path = (temp_dir() / "writer.gguf").string();
@@ -431,7 +443,7 @@ TEST(GGUFWriter, StreamsAcrossTensorsWithPaddingAndRoundTrips) {
 
   GGUFWriter bad(path + ".bad");
   EXPECT_THROW(bad.add_tensor("q", {33}, DType::Q8_0), Error);  // not a whole block
-  EXPECT_THROW(bad.set_u32("general.alignment", 64), Error);     // fixed by the constructor
+  EXPECT_THROW(bad.set_u32("general.alignment", 64), Error);    // fixed by the constructor
   bad.add_tensor("x", {4}, DType::F32);
   EXPECT_THROW(bad.finish(), Error);  // declared data never written
 }

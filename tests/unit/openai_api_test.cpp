@@ -1,10 +1,11 @@
 // The OpenAI surface without a server: request validation, stop-string hold-back while
 // streaming, and CompletionSession turning inferlet messages into responses and chunks.
+#include "server/openai_api.h"
+
 #include <gtest/gtest.h>
 
-#include "common/error.h"
-#include "server/openai_api.h"
 #include "chat_template/chat_template.h"
+#include "common/error.h"
 
 namespace pith::server {
 namespace {
@@ -12,14 +13,17 @@ namespace {
 using nlohmann::json;
 
 const Tokenizer& tok() {
-  static const Tokenizer t = Tokenizer::load(std::string(PITH_TEST_DATA) + "/tokenizer/ggml-vocab-llama-bpe.gguf");
+  static const Tokenizer t =
+      Tokenizer::load(std::string(PITH_TEST_DATA) + "/tokenizer/ggml-vocab-llama-bpe.gguf");
   return t;
 }
 
 const ChatTemplate& tmpl() {
   static const ChatTemplate t(
-      "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
-      "{{ m['content'] }}<|eot_id|>{% endfor %}{% if add_generation_prompt %}<|start_header_id|>assistant"
+      "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] "
+      "}}<|end_header_id|>\n\n"
+      "{{ m['content'] }}<|eot_id|>{% endfor %}{% if add_generation_prompt "
+      "%}<|start_header_id|>assistant"
       "<|end_header_id|>\n\n{% endif %}");
   return t;
 }
@@ -36,7 +40,8 @@ TEST(OpenAiRequest, CompletionDefaultsAndTokens) {
   EXPECT_FLOAT_EQ(r.temperature, 1.0f);
   EXPECT_EQ(r.seed, 42u);
   EXPECT_EQ(r.n, 1u);
-  CompletionRequest ids = parse({{"prompt", {1, 2, 3}}, {"max_tokens", 4}, {"seed", 9}, {"stop", "x"}});
+  CompletionRequest ids =
+      parse({{"prompt", {1, 2, 3}}, {"max_tokens", 4}, {"seed", 9}, {"stop", "x"}});
   EXPECT_EQ(ids.prompt, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(ids.seed, 9u);
   EXPECT_EQ(ids.stop, std::vector<std::string>{"x"});
@@ -69,10 +74,13 @@ TEST(OpenAiRequest, Rejections) {
   bad({{"prompt", {"a", "b"}}});  // batched prompts
   bad({{"messages", json::array()}}, true);
   bad({{"messages", {{{"content", "no role"}}}}}, true);
-  bad({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"top_logprobs", 2}}, true);  // needs logprobs
+  bad({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"top_logprobs", 2}},
+      true);  // needs logprobs
 }
 
-std::vector<int32_t> ids_of(const std::string& s) { return tok().encode(s, false, false); }
+std::vector<int32_t> ids_of(const std::string& s) {
+  return tok().encode(s, false, false);
+}
 
 std::string stream_through(ChoiceText& c, const std::string& s) {
   std::string out;
@@ -112,7 +120,8 @@ TEST(CompletionSession, MessagesBecomeAResponse) {
   CompletionSession s(r, tok(), "cmpl-1", "tiny", 7);
   auto ids = ids_of(" one two");
   s.on_message("usage 2 0");
-  for (int32_t id : ids) s.on_message("tok 0 " + std::to_string(id) + " -0.5 " + std::to_string(id) + ":-0.5,5:-1.5");
+  for (int32_t id : ids)
+    s.on_message("tok 0 " + std::to_string(id) + " -0.5 " + std::to_string(id) + ":-0.5,5:-1.5");
   s.on_message("end 0 length " + std::to_string(ids.size()));
   EXPECT_TRUE(s.all_done());
   s.finish();
@@ -133,8 +142,8 @@ TEST(CompletionSession, ErrorMessagesKeepTheirStatusCode) {
   CompletionSession s(r, tok(), "cmpl-2", "tiny", 7);
   s.on_message(openai_protocol::encode(openai_protocol::UsageMessage{2, 0}));
   EXPECT_FALSE(s.failure());
-  EXPECT_TRUE(s.on_message(openai_protocol::encode(
-                  openai_protocol::ErrorMessage{PITH_ERR_OUT_OF_KV_PAGES, "decode: out of KV pages"}))
+  EXPECT_TRUE(s.on_message(openai_protocol::encode(openai_protocol::ErrorMessage{
+                               PITH_ERR_OUT_OF_KV_PAGES, "decode: out of KV pages"}))
                   .empty());
   ASSERT_TRUE(s.failure());
   EXPECT_EQ(s.failure()->code, PITH_ERR_OUT_OF_KV_PAGES);
@@ -159,15 +168,18 @@ TEST(FailureResponse, ChosenByCodeNotText) {
   EXPECT_EQ(failure_response(PITH_ERR_OUT_OF_KV_PAGES).http_status, 503u);
   EXPECT_STREQ(failure_response(PITH_ERR_OUT_OF_KV_PAGES).type, "unavailable");
   EXPECT_EQ(failure_response(PITH_ERR_OUT_OF_EMBEDS).http_status, 503u);
-  for (pith_status_t c : {PITH_ERR_INTERNAL, PITH_ERR_BAD_ARGUMENT, PITH_ERR_CANCELLED, PITH_ERR_UNSUPPORTED}) {
+  for (pith_status_t c :
+       {PITH_ERR_INTERNAL, PITH_ERR_BAD_ARGUMENT, PITH_ERR_CANCELLED, PITH_ERR_UNSUPPORTED}) {
     EXPECT_EQ(failure_response(c).http_status, 500u) << c;
     EXPECT_STREQ(failure_response(c).type, "internal");
   }
 }
 
 TEST(CompletionSession, StreamingChatChunks) {
-  CompletionRequest r = parse({{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"stream", true},
-                               {"max_tokens", 4}, {"stream_options", {{"include_usage", true}}}},
+  CompletionRequest r = parse({{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                               {"stream", true},
+                               {"max_tokens", 4},
+                               {"stream_options", {{"include_usage", true}}}},
                               true);
   CompletionSession s(r, tok(), "chatcmpl-1", "tiny", 7);
   std::string text;

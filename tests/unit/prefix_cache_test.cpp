@@ -35,13 +35,13 @@ std::vector<int32_t> seq(int32_t start, size_t n) {
 
 TEST(PrefixCache, MatchesWholePagesOfTheLongestCachedPrefix) {
   Fixture f;
-  auto prompt = seq(100, 10);          // 2 full pages + 2 tokens
+  auto prompt = seq(100, 10);  // 2 full pages + 2 tokens
   auto pages = f.alloc(3);
   EXPECT_EQ(f.cache.insert(prompt, pages), 2u);  // only full pages are cached
   EXPECT_EQ(f.cache.stats().cached_pages, 2u);
 
   auto other = prompt;
-  other[6] = -1;                       // diverges inside the second page
+  other[6] = -1;  // diverges inside the second page
   std::vector<uint32_t> got;
   EXPECT_EQ(f.cache.match(other, got), 4u);
   EXPECT_EQ(got, (std::vector<uint32_t>{pages[0]}));

@@ -103,9 +103,7 @@ TEST(HttpPolicy, BadAllowEntriesAreRejected) {
 
 class RuntimeHttpTest : public ::testing::TestWithParam<TierPolicy> {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(inferlet_built(inferlet("http_fetch")));
-  }
+  void SetUp() override { ASSERT_TRUE(inferlet_built(inferlet("http_fetch"))); }
   RuntimeConfig config(std::vector<std::string> allow, int threads = 1) {
     RuntimeConfig c;
     c.compiler.cache_dir = PITH_TEST_NATIVE_CACHE;

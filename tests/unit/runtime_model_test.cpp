@@ -18,8 +18,8 @@
 #include "built_inferlet.h"
 #include "control/controller.h"
 #include "engine/fake_backend.h"
-#include "formats/gguf.h"
 #include "engine/gguf_loader.h"
+#include "formats/gguf.h"
 #include "runtime/control_model_api.h"
 #include "runtime/model_api.h"
 #include "runtime/runtime.h"
@@ -75,7 +75,9 @@ class FakeSession final : public ModelSession {
     *queue = 7;
     return PITH_OK;
   }
-  pith_status_t destroy_queue(uint32_t q) override { return q == 7 ? PITH_OK : PITH_ERR_BAD_HANDLE; }
+  pith_status_t destroy_queue(uint32_t q) override {
+    return q == 7 ? PITH_OK : PITH_ERR_BAD_HANDLE;
+  }
   pith_status_t synchronize(uint32_t, Completion done) override {
     done(PITH_OK, {});
     return PITH_OK;
@@ -111,7 +113,9 @@ class FakeSession final : public ModelSession {
   pith_status_t export_kvpages(uint32_t, std::span<const uint32_t>, std::string_view) override {
     return PITH_ERR_UNSUPPORTED;
   }
-  pith_status_t unexport_kvpages(uint32_t, std::string_view) override { return PITH_ERR_UNSUPPORTED; }
+  pith_status_t unexport_kvpages(uint32_t, std::string_view) override {
+    return PITH_ERR_UNSUPPORTED;
+  }
   pith_status_t import_kvpages(uint32_t, std::string_view, std::vector<uint32_t>*) override {
     return PITH_ERR_UNSUPPORTED;
   }
@@ -177,9 +181,7 @@ class FakeModel final : public ModelApi {
 
 class RuntimeModelTest : public ::testing::TestWithParam<TierPolicy> {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(inferlet_built(wasm()));
-  }
+  void SetUp() override { ASSERT_TRUE(inferlet_built(wasm())); }
   static std::string wasm() { return std::string(PITH_INFERLET_DIR) + "/modelcalls.wasm"; }
   std::vector<std::string> run(ModelApi* model, ExitStatus* st, const std::string& program = wasm(),
                                std::vector<std::string> args = {"modelcalls"}) {

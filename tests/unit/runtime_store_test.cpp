@@ -32,8 +32,8 @@ TEST(KvStore, LimitsRejectWithoutChangingAnything) {
   KvStore s(limits);
   EXPECT_EQ(s.set("toolong", "v"), PITH_ERR_LIMIT);
   EXPECT_EQ(s.set("k", "123456789"), PITH_ERR_LIMIT);
-  EXPECT_EQ(s.set("a", "12345678"), PITH_OK);  // 9 bytes
-  EXPECT_EQ(s.set("b", "12345678"), PITH_OK);  // 18 bytes
+  EXPECT_EQ(s.set("a", "12345678"), PITH_OK);    // 9 bytes
+  EXPECT_EQ(s.set("b", "12345678"), PITH_OK);    // 18 bytes
   EXPECT_EQ(s.set("c", "123"), PITH_ERR_LIMIT);  // would be 22
   EXPECT_FALSE(s.contains("c"));
   EXPECT_EQ(s.set("a", "1"), PITH_OK);  // replacing frees space: 11 bytes
@@ -42,8 +42,7 @@ TEST(KvStore, LimitsRejectWithoutChangingAnything) {
 }
 
 TEST(NativeCompiler, Sha256MatchesKnownVector) {
-  EXPECT_EQ(sha256_hex("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 TEST(NativeCompiler, CacheKeyDependsOnModuleAndToolchain) {

@@ -3,6 +3,8 @@
 // args/messages/logs, every trap kind with its reason text, CPU limit, memory cap, stack
 // overflow, isolation (other instances keep running), pub/sub, the key-value store, resource
 // release over many launches, and rejection of modules with bad imports.
+#include "runtime/runtime.h"
+
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -17,7 +19,6 @@
 
 #include "built_inferlet.h"
 #include "common/error.h"
-#include "runtime/runtime.h"
 #include "runtime/subprocess.h"
 
 namespace pith::runtime {
@@ -61,9 +62,7 @@ struct Events {
 // Every behaviour test runs on both tiers: native (wasm2c + cc) and interpreter (wabt).
 class RuntimeTest : public ::testing::TestWithParam<TierPolicy> {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(inferlet_built(inferlet("echo")));
-  }
+  void SetUp() override { ASSERT_TRUE(inferlet_built(inferlet("echo"))); }
   RuntimeConfig test_config(int threads = 1) {
     RuntimeConfig c;
     c.compiler.cache_dir = PITH_TEST_NATIVE_CACHE;
@@ -335,7 +334,8 @@ TEST_P(RuntimeTest, RejectsUnknownImportsAndWrongSignatures) {
                                                (func (export "_start"))))"))
                 .find("module imports pith.nonexistent, which pith does not provide"),
             std::string::npos);
-  std::string err = launch_error(rt, wat_module(R"((module (import "pith" "yield" (func (param i32)))
+  std::string err =
+      launch_error(rt, wat_module(R"((module (import "pith" "yield" (func (param i32)))
                                                     (func (export "_start"))))"));
   if (native()) {  // the C compiler catches the mismatch against the host prototypes
     EXPECT_NE(err.find("native compile failed"), std::string::npos) << err;
@@ -344,9 +344,9 @@ TEST_P(RuntimeTest, RejectsUnknownImportsAndWrongSignatures) {
     EXPECT_NE(err.find("module imports pith.yield with the wrong signature"), std::string::npos)
         << err;
   }
-  EXPECT_NE(launch_error(rt, wat_module("(module (func (export \"main\")))"))
-                .find("exports no _start"),
-            std::string::npos);
+  EXPECT_NE(
+      launch_error(rt, wat_module("(module (func (export \"main\")))")).find("exports no _start"),
+      std::string::npos);
   EXPECT_THROW(rt.load_program("not wasm at all"), Error);
 }
 

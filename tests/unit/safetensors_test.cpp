@@ -21,7 +21,9 @@ namespace {
 const std::filesystem::path& temp_dir() {
   struct Dir {
     std::filesystem::path path;
-    Dir() : path(std::filesystem::temp_directory_path() / ("pith_st_test_" + std::to_string(::getpid()))) {
+    Dir()
+        : path(std::filesystem::temp_directory_path() /
+               ("pith_st_test_" + std::to_string(::getpid()))) {
       std::filesystem::create_directories(path);
     }
     ~Dir() {
@@ -33,9 +35,12 @@ const std::filesystem::path& temp_dir() {
   return dir.path;
 }
 
-std::string temp_path(const std::string& name) { return (temp_dir() / name).string(); }
+std::string temp_path(const std::string& name) {
+  return (temp_dir() / name).string();
+}
 
-std::string write_raw(const std::string& header, const std::vector<uint8_t>& data, const std::string& name) {
+std::string write_raw(const std::string& header, const std::vector<uint8_t>& data,
+                      const std::string& name) {
   std::string path = temp_path(name);
   std::ofstream out(path, std::ios::binary);
   uint64_t n = header.size();
@@ -101,7 +106,8 @@ TEST(Safetensors, WriterChecksDeclaredSizes) {
   SafetensorsWriter w2(temp_path("long.safetensors"));
   w2.add_tensor("a", DType::F16, {1});
   EXPECT_THROW(w2.write(x, 8), Error);
-  EXPECT_THROW(SafetensorsWriter(temp_path("q8.safetensors")).add_tensor("q", DType::Q8_0, {32}), Error);
+  EXPECT_THROW(SafetensorsWriter(temp_path("q8.safetensors")).add_tensor("q", DType::Q8_0, {32}),
+               Error);
 }
 
 TEST(Safetensors, NonWeightDtypesAreReadButNotComputable) {
@@ -118,17 +124,23 @@ TEST(Safetensors, MalformedHeadersAreClearErrors) {
   const std::string ok_tensor = R"("t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]})";
   expect_error(write_raw("{" + ok_tensor + ",", data, "badjson"), "not valid JSON");
   expect_error(write_raw("[1,2]", data, "array"), "not a JSON object");
-  expect_error(write_raw(R"({"t":{"shape":[4],"data_offsets":[0,16]}})", data, "nodtype"), "'t' has no dtype");
-  expect_error(write_raw(R"({"t":{"dtype":"F31","shape":[4],"data_offsets":[0,16]}})", data, "unkdtype"),
-               "unknown dtype 'F31'");
-  expect_error(write_raw(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,32]}})", data, "past"),
-               "extends past end of file");
-  expect_error(write_raw(R"({"t":{"dtype":"F32","shape":[5],"data_offsets":[0,16]}})", data, "size"),
-               "needs 20");
-  expect_error(write_raw(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[8,4]}})", data, "order"),
-               "begin > end");
-  expect_error(write_raw(R"({"t":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", data, "neg"),
-               "non-negative");
+  expect_error(write_raw(R"({"t":{"shape":[4],"data_offsets":[0,16]}})", data, "nodtype"),
+               "'t' has no dtype");
+  expect_error(
+      write_raw(R"({"t":{"dtype":"F31","shape":[4],"data_offsets":[0,16]}})", data, "unkdtype"),
+      "unknown dtype 'F31'");
+  expect_error(
+      write_raw(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,32]}})", data, "past"),
+      "extends past end of file");
+  expect_error(
+      write_raw(R"({"t":{"dtype":"F32","shape":[5],"data_offsets":[0,16]}})", data, "size"),
+      "needs 20");
+  expect_error(
+      write_raw(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[8,4]}})", data, "order"),
+      "begin > end");
+  expect_error(
+      write_raw(R"({"t":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", data, "neg"),
+      "non-negative");
   expect_error(write_raw(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0]}})", data, "offs"),
                "data_offsets");
   expect_error(write_raw(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"

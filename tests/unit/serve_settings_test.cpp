@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "common/error.h"
 #include "backend/backend.h"
+#include "common/error.h"
 
 namespace pith::server {
 namespace {

@@ -2,6 +2,8 @@
 // on every way a stream can be cut into pieces, and the client's error mapping, POST bodies and
 // stream cancellation against a real HTTP peer on 127.0.0.1 (tests/unit/tiny_http_server.h).
 // The client against `pith serve` itself is covered end to end by tests/e2e/cli_client.py.
+#include "cli/server_client.h"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -12,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "cli/server_client.h"
 #include "cli/sse_parser.h"
 #include "tiny_http_server.h"
 
@@ -76,7 +77,8 @@ TEST(SseParser, EventWithoutDataIsNotDispatched) {
 TEST(SseParser, HandlerStopsTheStream) {
   SseParser p;
   int seen = 0;
-  EXPECT_FALSE(p.feed("data: a\n\ndata: b\n\ndata: c\n\n", [&](const SseEvent&) { return ++seen < 2; }));
+  EXPECT_FALSE(
+      p.feed("data: a\n\ndata: b\n\ndata: c\n\n", [&](const SseEvent&) { return ++seen < 2; }));
   EXPECT_EQ(seen, 2);
 }
 
@@ -103,7 +105,8 @@ TEST(ServerClient, ConnectionRefusedNamesTheServer) {
   } catch (const ServerError&) {
     FAIL() << "a transport failure is not a server answer";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot connect to the pith server at http://" + url), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("cannot connect to the pith server at http://" + url),
+              std::string::npos)
         << e.what();
   }
 }
@@ -127,8 +130,9 @@ TEST(ServerClient, ErrorStatusesBecomeServerErrors) {
 }
 
 TEST(ServerClient, JsonErrorBodyIsParsed) {
-  HttpResponse r{404, R"({"error":{"message":"program ab is not uploaded","type":"not_found","code":404}})",
-                 "application/json"};
+  HttpResponse r{
+      404, R"({"error":{"message":"program ab is not uploaded","type":"not_found","code":404}})",
+      "application/json"};
   ServerError e = ServerClient::error_of(r);
   EXPECT_EQ(e.status(), 404);
   EXPECT_EQ(e.type(), "not_found");
@@ -150,11 +154,13 @@ TEST(ServerClient, CancelEndsAQuietStream) {
   test::TinyHttpServer s;
   ServerClient c(s.url(""), "");
   const auto t0 = std::chrono::steady_clock::now();
-  auto end = c.stream(http_request("GET", "/hang"), [](const SseEvent&) { return true; },
-                      [t0] { return std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(300); });
+  auto end = c.stream(
+      http_request("GET", "/hang"), [](const SseEvent&) { return true; },
+      [t0] { return std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(300); });
   EXPECT_EQ(end, ServerClient::StreamEnd::Cancelled);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
-  for (int i = 0; i < 200 && s.hang_closed() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 200 && s.hang_closed() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(s.hang_closed(), 1);  // the connection was closed, not leaked
 }
 

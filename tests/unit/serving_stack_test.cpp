@@ -67,9 +67,7 @@ std::string csv(const std::vector<int32_t>& v) {
 
 class ServingStackTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(inferlet_built(kKvAlloc));
-  }
+  void SetUp() override { ASSERT_TRUE(inferlet_built(kKvAlloc)); }
 };
 
 TEST_F(ServingStackTest, ContentionTerminatesTheNewestInferletWithAReason) {
@@ -123,8 +121,9 @@ TEST_F(ServingStackTest, ScriptedCompletionsRunThroughEveryLayerBatchedAcrossInf
   fake.set_script(script_continuation(prompt_ids, answer));
   fake.set_forward_delay(2ms);
   auto prog = stack.runtime().load_program_file(kTextCompletion);
-  const std::vector<std::string> args{"text_completion", "--prompt", prompt, "--max-tokens",
-                                      std::to_string(answer.size()), "--tokens"};
+  const std::vector<std::string> args{
+      "text_completion", "--prompt", prompt, "--max-tokens", std::to_string(answer.size()),
+      "--tokens"};
   Inbox first;
   ASSERT_EQ(stack.launch(prog, args, first.sink())->wait().reason, "exited with code 0");
   EXPECT_EQ(first.wait_nth(1), csv(answer));
@@ -160,8 +159,9 @@ TEST_F(ServingStackTest, AVocabularyOnlyGgufServesAFullSizeShapeOnTheFake) {
   std::vector<std::string> runs;
   for (int run = 0; run < 2; ++run) {
     Inbox inbox;
-    auto inst = stack.launch(prog, {"text_completion", "--prompt", "Hello", "--max-tokens", "8",
-                                    "--tokens", "--temperature", "0"},
+    auto inst = stack.launch(prog,
+                             {"text_completion", "--prompt", "Hello", "--max-tokens", "8",
+                              "--tokens", "--temperature", "0"},
                              inbox.sink());
     EXPECT_EQ(inst->wait().reason, "exited with code 0");
     runs.push_back(inbox.wait_nth(1));

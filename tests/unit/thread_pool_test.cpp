@@ -80,14 +80,15 @@ TEST(ThreadPool, ManyConsecutiveJobsSeeEarlierResults) {
       next[i] = value;
       finished.fetch_add(1);
     });
-    ASSERT_EQ(finished.load(), kCells) << "parallel_for returned before its tasks finished, round "
-                                       << round;
+    ASSERT_EQ(finished.load(), kCells)
+        << "parallel_for returned before its tasks finished, round " << round;
     std::swap(cur, next);
     for (size_t i = 0; i < kCells; ++i) tmp[i] = step(want[i], want[(i + 1) % kCells], round);
     std::swap(want, tmp);
     if (round % 50 == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      ASSERT_EQ(finished.load(), kCells) << "a task ran after parallel_for returned, round " << round;
+      ASSERT_EQ(finished.load(), kCells)
+          << "a task ran after parallel_for returned, round " << round;
     }
   }
   EXPECT_EQ(cur, want);

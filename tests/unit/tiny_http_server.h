@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -39,7 +39,8 @@ class TinyHttpServer {
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a.sin_port = 0;
-    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 64) != 0) std::abort();
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 64) != 0)
+      std::abort();
     socklen_t len = sizeof a;
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
     port_ = ntohs(a.sin_port);
@@ -95,7 +96,8 @@ class TinyHttpServer {
 
   static std::string header(const std::string& head, const std::string& name) {
     std::string lower_head;
-    for (char ch : head) lower_head += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    for (char ch : head)
+      lower_head += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     size_t at = lower_head.find("\r\n" + name + ":");
     if (at == std::string::npos) return {};
     size_t start = at + 3 + name.size();
@@ -114,8 +116,9 @@ class TinyHttpServer {
     }
   }
   void respond(int c, int status, const std::string& body, const std::string& extra = "") {
-    send_all(c, "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Length: " +
-                    std::to_string(body.size()) + "\r\nConnection: close\r\n" + extra + "\r\n" + body);
+    send_all(c, "HTTP/1.1 " + std::to_string(status) +
+                    " X\r\nContent-Length: " + std::to_string(body.size()) +
+                    "\r\nConnection: close\r\n" + extra + "\r\n" + body);
   }
 
   void serve(int c) {
@@ -132,7 +135,9 @@ class TinyHttpServer {
     std::string path = head.substr(sp1 + 1, sp2 - sp1 - 1);
     ++requests_;
 
-    auto arg = [&](const std::string& prefix) { return std::strtoul(path.c_str() + prefix.size(), nullptr, 10); };
+    auto arg = [&](const std::string& prefix) {
+      return std::strtoul(path.c_str() + prefix.size(), nullptr, 10);
+    };
     if (path == "/hello") {
       respond(c, 200, "hello");
     } else if (path == "/echo") {

@@ -2,6 +2,8 @@
 // probabilities from the softmax over the whole vocabulary, K clamped to the vocabulary, and
 // logsumexp stable for large logits; the streaming pieces (TopKSelector over blocks in any
 // order, SoftmaxPartial combination) give the same result as one pass over the whole row.
+#include "engine/token_distribution.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include <random>
 
 #include "engine/kernels/cpu_features.h"
-#include "engine/token_distribution.h"
 
 namespace pith {
 namespace {
@@ -35,7 +36,8 @@ TEST(TokenDistribution, MatchesFullSortOnRandomLogits) {
   auto d = top_k_distribution(lg.data(), lg.size(), 256);
   std::vector<int32_t> all(lg.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = int32_t(i);
-  std::sort(all.begin(), all.end(), [&](int32_t a, int32_t b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
+  std::sort(all.begin(), all.end(),
+            [&](int32_t a, int32_t b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
   all.resize(256);
   EXPECT_EQ(d.ids, all);
   const double lse = logsumexp(lg.data(), lg.size());
@@ -80,7 +82,8 @@ TEST(TokenDistribution, SelectorIsOrderIndependent) {
     const TokenDistribution d = a.distribution(lse);
     EXPECT_EQ(d.ids, ref.ids) << "k=" << k;
     ASSERT_EQ(d.probs.size(), ref.probs.size());
-    for (size_t i = 0; i < d.probs.size(); ++i) EXPECT_NEAR(d.probs[i], ref.probs[i], 1e-6f * ref.probs[i]);
+    for (size_t i = 0; i < d.probs.size(); ++i)
+      EXPECT_NEAR(d.probs[i], ref.probs[i], 1e-6f * ref.probs[i]);
   }
 }
 
@@ -113,7 +116,8 @@ TEST(TokenDistribution, ScalarPathMatchesHostPath) {
   const SoftmaxPartial scalar_part = softmax_partial(lg.data(), lg.size());
   EXPECT_EQ(scalar.ids, host.ids);
   ASSERT_EQ(scalar.probs.size(), host.probs.size());
-  for (size_t i = 0; i < host.probs.size(); ++i) EXPECT_NEAR(scalar.probs[i], host.probs[i], 1e-6f * host.probs[i]);
+  for (size_t i = 0; i < host.probs.size(); ++i)
+    EXPECT_NEAR(scalar.probs[i], host.probs[i], 1e-6f * host.probs[i]);
   EXPECT_EQ(scalar_part.max, host_part.max);
   EXPECT_NEAR(scalar_part.sum, host_part.sum, 1e-6 * host_part.sum);
 }

@@ -3,13 +3,13 @@
 // a mixed corpus; the written JSON has the standard structure; hand-written files in the
 // other accepted shapes load; broken files are clear errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "common/error.h"
@@ -39,8 +39,9 @@ void spit(const std::string& path, const std::string& text) {
 class TempDir {
  public:
   TempDir() {
-    path_ = (fs::temp_directory_path() / ("pith_tok_" + std::to_string(getpid()) + "_" +
-                                          std::to_string(counter_++))).string();
+    path_ = (fs::temp_directory_path() /
+             ("pith_tok_" + std::to_string(getpid()) + "_" + std::to_string(counter_++)))
+                .string();
     fs::create_directories(path_);
   }
   ~TempDir() { fs::remove_all(path_); }
@@ -58,7 +59,8 @@ std::vector<std::string> vector_inputs(const std::string& vocab) {
   size_t pos = 0;
   for (size_t hit; (hit = inp.find(sep, pos)) != std::string::npos; pos = hit + sep.size())
     texts.push_back(inp.substr(pos, hit - pos));
-  texts.push_back("emoji 🦙🚀😶‍🌫️ 中文 code() {\n\t return x; }    spaces     \n\n\n");
+  texts.push_back(
+      "emoji 🦙🚀😶‍🌫️ 中文 code() {\n\t return x; }    spaces     \n\n\n");
   texts.push_back("<s>[INST] <|eot_id|> <|begin_of_text|>");
   return texts;
 }
@@ -87,8 +89,12 @@ void check_same_ids(const std::string& vocab) {
   }
 }
 
-TEST(TokenizerHf, LlamaBpeGgufAndHfAgree) { check_same_ids("ggml-vocab-llama-bpe.gguf"); }
-TEST(TokenizerHf, LlamaSpmGgufAndHfAgree) { check_same_ids("ggml-vocab-llama-spm.gguf"); }
+TEST(TokenizerHf, LlamaBpeGgufAndHfAgree) {
+  check_same_ids("ggml-vocab-llama-bpe.gguf");
+}
+TEST(TokenizerHf, LlamaSpmGgufAndHfAgree) {
+  check_same_ids("ggml-vocab-llama-spm.gguf");
+}
 
 TEST(TokenizerHf, WrittenJsonIsStandard) {
   GGUFFile f(kDir + "ggml-vocab-llama-spm.gguf");
@@ -185,7 +191,8 @@ TEST(TokenizerHf, BrokenFilesAreErrors) {
   }
   spit(dir.path() + "/tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": "zero"}}})");
   EXPECT_THROW(Tokenizer::from_hf_folder(dir.path()), Error);
-  spit(dir.path() + "/tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
+  spit(dir.path() + "/tokenizer.json",
+       R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
   EXPECT_THROW(Tokenizer::from_hf_folder(dir.path()), Error);  // neither byte-level nor SPM
 }
 

@@ -69,11 +69,11 @@ TEST(BpeMerger, RankOrderAndTies) {
       naive ? m.merge_naive(s) : m.merge(s);
       return s;
     };
-    EXPECT_EQ(run({0, 1, 2}), (std::vector<int32_t>{5}));        // bc first, then a+bc
+    EXPECT_EQ(run({0, 1, 2}), (std::vector<int32_t>{5}));  // bc first, then a+bc
     EXPECT_EQ(run({0, 1}), (std::vector<int32_t>{3}));
-    EXPECT_EQ(run({0, 0, 0}), (std::vector<int32_t>{6, 0}));     // leftmost on ties
+    EXPECT_EQ(run({0, 0, 0}), (std::vector<int32_t>{6, 0}));  // leftmost on ties
     EXPECT_EQ(run({0, 0, 0, 0}), (std::vector<int32_t>{6, 6}));
-    EXPECT_EQ(run({-1, 0, 0}), (std::vector<int32_t>{-1, 6}));   // unknown bytes never merge
+    EXPECT_EQ(run({-1, 0, 0}), (std::vector<int32_t>{-1, 6}));  // unknown bytes never merge
     std::vector<int32_t> long_run(40, 0);
     EXPECT_EQ(run(long_run), std::vector<int32_t>(20, 6));
   }

@@ -27,8 +27,13 @@ const Tokenizer& spm() {
 }
 
 const std::vector<std::string> kTexts = {
-    "Hello world", "emoji 🦙🚀😶‍🌫️👩‍👩‍👧‍👦 done", "中文测试 日本語 한국어", "Ünïcödé ∀x∈ℝ",
-    "  spaces\n\n\ttabs  ", "𝄞𝄢 musical symbols 𓀀 hieroglyph", "code() { return 0; }"};
+    "Hello world",
+    "emoji 🦙🚀😶‍🌫️👩‍👩‍👧‍👦 done",
+    "中文测试 日本語 한국어",
+    "Ünïcödé ∀x∈ℝ",
+    "  spaces\n\n\ttabs  ",
+    "𝄞𝄢 musical symbols 𓀀 hieroglyph",
+    "code() { return 0; }"};
 
 // Streams ids through a decoder; returns the pieces.
 std::vector<std::string> stream(const Tokenizer& t, const std::vector<int32_t>& ids,
@@ -81,7 +86,7 @@ TEST(StreamDecoder, HoldsBackSplitCharacters) {
 
 TEST(StreamDecoder, ContinuationKeepsLeadingSpace) {
   auto ids = spm().encode("Paris", false, false);  // "▁Paris"
-  StreamDecoder d(spm());                           // continuing after a prompt
+  StreamDecoder d(spm());                          // continuing after a prompt
   std::string out;
   for (int32_t id : ids) out += d.push(id);
   EXPECT_EQ(out + d.flush(), " Paris");
@@ -89,7 +94,8 @@ TEST(StreamDecoder, ContinuationKeepsLeadingSpace) {
 
 TEST(StreamDecoder, SpecialTokens) {
   std::vector<int32_t> ids{128000, 9906, 128009};
-  EXPECT_EQ(stream(bpe(), ids, false, true), (std::vector<std::string>{"<|begin_of_text|>", "Hello", "<|eot_id|>", ""}));
+  EXPECT_EQ(stream(bpe(), ids, false, true),
+            (std::vector<std::string>{"<|begin_of_text|>", "Hello", "<|eot_id|>", ""}));
   EXPECT_EQ(stream(bpe(), ids, true, true), (std::vector<std::string>{"", "Hello", "", ""}));
 }
 

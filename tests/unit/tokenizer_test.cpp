@@ -1,6 +1,8 @@
 // Tokenizer behaviour beyond the llama.cpp vectors: round trips on a varied corpus and on
 // arbitrary bytes, special tokens and BOS/EOS, token metadata, errors, fast-vs-naive BPE
 // parity, and the no-quadratic-blowup bound on long words.
+#include "tokenizer/tokenizer.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,7 +12,6 @@
 
 #include "common/error.h"
 #include "formats/gguf.h"
-#include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
 namespace pith {
@@ -38,8 +39,12 @@ std::vector<std::string> corpus() {
       "\n\n\n\n\n\n\n\n",
       "Ünïcödé façade naïve coöperate Ελληνικά русский язык עברית العربية हिन्दी",
       "中文测试：我想在apple工作1314151天～ 日本語のテキスト、カタカナ。한국어 텍스트",
-      "emoji 🦙🚀😶‍🌫️👩‍👩‍👧‍👦 flags 🇫🇷🇯🇵 skin 👍🏽 keycap 1️⃣",
-      "int main(int argc, char** argv) {\n    for (int i = 0; i < argc; ++i) printf(\"%s\\n\", argv[i]);\n    return 0;\n}\n",
+      // clang-format off
+      "emoji 🦙🚀😶‍🌫️👩‍👩‍👧‍👦 flags 🇫🇷🇯🇵 skin 👍🏽 keycap "
+      "1️⃣",
+      // clang-format on
+      "int main(int argc, char** argv) {\n    for (int i = 0; i < argc; ++i) printf(\"%s\\n\", "
+      "argv[i]);\n    return 0;\n}\n",
       "def f(x):\n\treturn {'a': [1, 2, 3], \"b\": None}  # comment\n",
       "numbers 1 12 123 1234 12345 3.14159 -42 1e-9 0x1F",
       "contractions: I'm you're he's we've they'll she'd DON'T",
@@ -76,8 +81,13 @@ TEST(Tokenizer, RoundTripWithSpecialTokens) {
 // BPE encodes stray bytes as byte tokens, SentencePiece as <0xNN> byte fallback.
 TEST(Tokenizer, InvalidUtf8RoundTrips) {
   std::mt19937 rng(7);
-  std::vector<std::string> inputs = {"\xff", "\xc3", "abc\xe2\x82", "\xed\xa0\x80 surrogate",
-                                     "\xc0\xaf overlong", "\x80\x80\x80 stray", "ok\xf4\x90\x80\x80"};
+  std::vector<std::string> inputs = {"\xff",
+                                     "\xc3",
+                                     "abc\xe2\x82",
+                                     "\xed\xa0\x80 surrogate",
+                                     "\xc0\xaf overlong",
+                                     "\x80\x80\x80 stray",
+                                     "ok\xf4\x90\x80\x80"};
   for (int i = 0; i < 200; ++i) {
     std::string s(rng() % 64, '\0');
     for (auto& c : s) c = static_cast<char>(rng() % 256);
@@ -186,7 +196,8 @@ TEST(Tokenizer, BadVocabIsAnError) {
 // The priority-queue merger gives exactly the naive algorithm's ids.
 TEST(Tokenizer, FastMergeEqualsNaive) {
   std::mt19937 rng(11);
-  const std::string alphabet[] = {"a", "b", "e", "t", "h", " ", "in", "er", "é", "中", "🦙", "\n", "1", "'"};
+  const std::string alphabet[] = {"a",  "b", "e",  "t",    "h",  " ", "in",
+                                  "er", "é", "中", "🦙", "\n", "1", "'"};
   for (int i = 0; i < 300; ++i) {
     std::string s;
     int n = rng() % 200;

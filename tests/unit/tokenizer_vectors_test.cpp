@@ -71,8 +71,12 @@ void check_vectors(const std::string& vocab) {
   }
 }
 
-TEST(TokenizerVectors, LlamaBpeMatchesLlamaCpp) { check_vectors("ggml-vocab-llama-bpe.gguf"); }
-TEST(TokenizerVectors, LlamaSpmMatchesLlamaCpp) { check_vectors("ggml-vocab-llama-spm.gguf"); }
+TEST(TokenizerVectors, LlamaBpeMatchesLlamaCpp) {
+  check_vectors("ggml-vocab-llama-bpe.gguf");
+}
+TEST(TokenizerVectors, LlamaSpmMatchesLlamaCpp) {
+  check_vectors("ggml-vocab-llama-spm.gguf");
+}
 
 }  // namespace
 }  // namespace pith

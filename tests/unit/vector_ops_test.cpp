@@ -74,7 +74,8 @@ TEST(VectorOps, RmsNormInPlaceAndOutOfPlace) {
       double inv = 1.0 / std::sqrt(ss / n + 1e-5);
       std::vector<float> y(n);
       rmsnorm(x.data(), w.data(), y.data(), n, 1e-5f, isa);
-      for (size_t i = 0; i < n; ++i) ASSERT_NEAR(y[i], x[i] * inv * w[i], 1e-5 * (1 + std::fabs(y[i])));
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_NEAR(y[i], x[i] * inv * w[i], 1e-5 * (1 + std::fabs(y[i])));
       rmsnorm(x.data(), w.data(), x.data(), n, 1e-5f, isa);
       for (size_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(x[i], y[i]);
     }
@@ -97,7 +98,8 @@ TEST(VectorOps, SwiGluIncludingExtremeGates) {
         double gd = g[i];
         double want = gd / (1.0 + std::exp(-gd)) * u[i];
         ASSERT_FALSE(std::isnan(out[i])) << i;
-        ASSERT_NEAR(out[i], want, 2e-6 * (1 + std::fabs(want))) << isa_name(isa) << " n=" << n << " i=" << i;
+        ASSERT_NEAR(out[i], want, 2e-6 * (1 + std::fabs(want)))
+            << isa_name(isa) << " n=" << n << " i=" << i;
       }
       swiglu(g.data(), u.data(), g.data(), n, isa);  // in place over gate
       for (size_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(g[i], out[i]);

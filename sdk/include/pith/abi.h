@@ -34,6 +34,8 @@
 
 #include <stdint.h>
 
+/* The ABI is laid out by hand (one import macro + declaration per entry): not reformatted. */
+/* clang-format off */
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -347,3 +349,4 @@ _Static_assert(sizeof(pith_model_info_t) == 24, "wasm32 layout");
 #endif
 
 #endif /* PITH_ABI_H_ */
+/* clang-format on */

@@ -21,7 +21,9 @@ class AttentionMask {
  public:
   AttentionMask() = default;
   AttentionMask(size_t rows, size_t context_len)
-      : rows_(rows), context_len_(context_len), row_bytes_((context_len + 7) / 8),
+      : rows_(rows),
+        context_len_(context_len),
+        row_bytes_((context_len + 7) / 8),
         bits_(rows * row_bytes_, 0) {}
 
   // The causal mask of `rows` new tokens at the end of a context of context_len slots: row r
@@ -38,12 +40,16 @@ class AttentionMask {
 
   // Row `row` may attend to slots [begin, end).
   void allow(size_t row, size_t begin, size_t end) {
-    for (size_t s = begin; s < end && s < context_len_; ++s) bits_[row * row_bytes_ + s / 8] |= uint8_t(1u << (s % 8));
+    for (size_t s = begin; s < end && s < context_len_; ++s)
+      bits_[row * row_bytes_ + s / 8] |= uint8_t(1u << (s % 8));
   }
   void hide(size_t row, size_t begin, size_t end) {
-    for (size_t s = begin; s < end && s < context_len_; ++s) bits_[row * row_bytes_ + s / 8] &= uint8_t(~(1u << (s % 8)));
+    for (size_t s = begin; s < end && s < context_len_; ++s)
+      bits_[row * row_bytes_ + s / 8] &= uint8_t(~(1u << (s % 8)));
   }
-  bool allowed(size_t row, size_t slot) const { return (bits_[row * row_bytes_ + slot / 8] >> (slot % 8)) & 1u; }
+  bool allowed(size_t row, size_t slot) const {
+    return (bits_[row * row_bytes_ + slot / 8] >> (slot % 8)) & 1u;
+  }
 
   const std::vector<uint8_t>& bytes() const { return bits_; }
 

@@ -24,8 +24,8 @@
 // names the line and column.
 #pragma once
 
-#include <stdint.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <algorithm>
@@ -179,7 +179,8 @@ inline void utf8_ranges(uint32_t lo, uint32_t hi, std::vector<ByteRanges>& out) 
   append_utf8(a, lo);
   append_utf8(b, hi);
   ByteRanges seq;
-  for (size_t i = 0; i < a.size(); ++i) seq.emplace_back(static_cast<uint8_t>(a[i]), static_cast<uint8_t>(b[i]));
+  for (size_t i = 0; i < a.size(); ++i)
+    seq.emplace_back(static_cast<uint8_t>(a[i]), static_cast<uint8_t>(b[i]));
   out.push_back(seq);
 }
 
@@ -196,7 +197,8 @@ class GbnfParser {
       std::string name;
       if (!ident(&name)) return fail("expected a rule name", at_);
       skip_space();
-      if (t_.substr(at_, 3) != "::=") return fail("expected '::=' after rule name '" + name + "'", at_);
+      if (t_.substr(at_, 3) != "::=")
+        return fail("expected '::=' after rule name '" + name + "'", at_);
       at_ += 3;
       uint32_t r = d_->rule(name, start);
       if (d_->defined[r]) return fail("rule '" + name + "' is defined twice", start);
@@ -229,7 +231,8 @@ class GbnfParser {
   bool more() const { return at_ < t_.size(); }
   char peek(size_t ahead = 0) const { return at_ + ahead < t_.size() ? t_[at_ + ahead] : '\0'; }
   static bool ident_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
   }
 
   void skip_space() {
@@ -406,24 +409,43 @@ class GbnfParser {
       char e = peek();
       ++at_;
       switch (e) {
-        case 'n': *cp = '\n'; return true;
-        case 'r': *cp = '\r'; return true;
-        case 't': *cp = '\t'; return true;
-        case '\\': case '"': case '\'': case '[': case ']': case '-': case '/': case '^':
+        case 'n':
+          *cp = '\n';
+          return true;
+        case 'r':
+          *cp = '\r';
+          return true;
+        case 't':
+          *cp = '\t';
+          return true;
+        case '\\':
+        case '"':
+        case '\'':
+        case '[':
+        case ']':
+        case '-':
+        case '/':
+        case '^':
           *cp = static_cast<uint8_t>(e);
           return true;
-        case 'x': return hex(2, cp, s);
-        case 'u': return hex(4, cp, s);
-        case 'U': return hex(8, cp, s);
+        case 'x':
+          return hex(2, cp, s);
+        case 'u':
+          return hex(4, cp, s);
+        case 'U':
+          return hex(8, cp, s);
         default:
           if (e == '\0') return fail("unterminated escape", s);
           return fail(std::string("unknown escape '\\") + e + "'", s);
       }
     }
-    if (c == '\n' || c == '\r') return fail(closing == '"' ? "unterminated string literal" : "unterminated character class", s);
+    if (c == '\n' || c == '\r')
+      return fail(closing == '"' ? "unterminated string literal" : "unterminated character class",
+                  s);
     // UTF-8 decoding of the grammar text itself.
     int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (len == 0 || at_ + static_cast<size_t>(len) > t_.size()) return fail("invalid UTF-8 in the grammar", s);
+    if (len == 0 || at_ + static_cast<size_t>(len) > t_.size())
+      return fail("invalid UTF-8 in the grammar", s);
     uint32_t v = len == 1 ? c : len == 2 ? (c & 0x1Fu) : len == 3 ? (c & 0x0Fu) : (c & 0x07u);
     for (int i = 1; i < len; ++i) {
       unsigned char k = static_cast<unsigned char>(t_[at_ + static_cast<size_t>(i)]);
@@ -440,12 +462,16 @@ class GbnfParser {
     uint32_t v = 0;
     for (int i = 0; i < digits; ++i) {
       char h = peek();
-      int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+      int d = h >= '0' && h <= '9'   ? h - '0'
+              : h >= 'a' && h <= 'f' ? h - 'a' + 10
+              : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                     : -1;
       if (d < 0) return fail("expected " + std::to_string(digits) + " hex digits in the escape", s);
       v = v * 16 + static_cast<uint32_t>(d);
       ++at_;
     }
-    if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return fail("escape is not a Unicode scalar value", s);
+    if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+      return fail("escape is not a Unicode scalar value", s);
     *cp = v;
     return true;
   }
@@ -470,7 +496,8 @@ class GbnfParser {
   }
 
   // Alternatives matching the UTF-8 encodings of the given code-point ranges.
-  std::vector<std::vector<Elem>> class_alternatives(const std::vector<std::pair<uint32_t, uint32_t>>& ranges) {
+  std::vector<std::vector<Elem>> class_alternatives(
+      const std::vector<std::pair<uint32_t, uint32_t>>& ranges) {
     std::vector<ByteRanges> seqs;
     for (auto [lo, hi] : ranges) utf8_ranges(lo, hi, seqs);
     std::vector<std::vector<Elem>> alts;
@@ -560,7 +587,8 @@ class Grammar {
  public:
   // Compiles GBNF text with start rule `root`. On failure returns false and sets *error to
   // "line L, column C: what" (the grammar is left unchanged).
-  static bool parse(std::string_view text, Grammar* out, std::string* error, std::string_view root = "root") {
+  static bool parse(std::string_view text, Grammar* out, std::string* error,
+                    std::string_view root = "root") {
     detail::Draft d;
     detail::GbnfParser p(text, &d);
     auto located = [&](const std::string& msg, size_t at) {
@@ -573,7 +601,8 @@ class Grammar {
           ++col;
         }
       }
-      if (error) *error = "line " + std::to_string(line) + ", column " + std::to_string(col) + ": " + msg;
+      if (error)
+        *error = "line " + std::to_string(line) + ", column " + std::to_string(col) + ": " + msg;
       return false;
     };
     if (!p.run()) return located(p.error(), p.error_at());
@@ -693,7 +722,8 @@ class Grammar {
     };
     for (uint32_t r = 0; r < R; ++r)
       if (color[r] == 0 && !dfs(dfs, r)) {
-        *why = "left recursion: " + cycle + " (rewrite it with repetition, e.g. a ::= b (\"+\" b)*)";
+        *why =
+            "left recursion: " + cycle + " (rewrite it with repetition, e.g. a ::= b (\"+\" b)*)";
         return false;
       }
     // FIRST and FOLLOW byte sets (fixpoints).
@@ -733,8 +763,9 @@ class Grammar {
     min_tail_.assign(elems_.size(), std::string());
     for (size_t p = elems_.size(); p-- > 0;) {
       if (elems_[p].op == Op::End) continue;
-      std::string head = elems_[p].op == Op::Bytes ? std::string(1, static_cast<char>(sets_[elems_[p].arg].pick()))
-                                                   : build(build, elems_[p].arg);
+      std::string head = elems_[p].op == Op::Bytes
+                             ? std::string(1, static_cast<char>(sets_[elems_[p].arg].pick()))
+                             : build(build, elems_[p].arg);
       min_tail_[p] = head + min_tail_[p + 1];
     }
     return true;
@@ -762,7 +793,7 @@ class Grammar {
   std::vector<std::string> names_;
   std::vector<std::vector<uint32_t>> alts_;  // rule -> start positions of its alternatives
   std::vector<Elem> elems_;
-  std::vector<uint32_t> rule_of_;            // position -> rule
+  std::vector<uint32_t> rule_of_;  // position -> rule
   std::vector<ByteSet> sets_;
   std::vector<bool> nullable_;
   std::vector<ByteSet> follow_;

@@ -30,12 +30,12 @@
 // the tests): a token is allowed iff some stack survives all of its bytes.
 #pragma once
 
-#include <pith/grammar.hpp>
-#include <pith/token_trie.hpp>
 #include <stdint.h>
 #include <string.h>
 
 #include <algorithm>
+#include <pith/grammar.hpp>
+#include <pith/token_trie.hpp>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -122,7 +122,8 @@ class Automaton {
   void fill_mask_naive(uint32_t s, uint64_t* mask) {
     memset(mask, 0, mask_words() * 8);
     for (uint32_t t = 0; t < trie_.vocab_size(); ++t)
-      if (trie_.usable(t) && accepts_naive(s, trie_.bytes(t))) mask[t >> 6] |= uint64_t{1} << (t & 63);
+      if (trie_.usable(t) && accepts_naive(s, trie_.bytes(t)))
+        mask[t >> 6] |= uint64_t{1} << (t & 63);
   }
 
   // A shortest byte string that takes state s to an accepting state ("" if s accepts).
@@ -133,7 +134,8 @@ class Automaton {
       if (id == kEmpty) return std::string();
       if (id == kSentinel) continue;
       std::string c = g_.min_tail(nodes_[id].pos);
-      for (uint32_t p = nodes_[id].parent; p > kSentinel; p = nodes_[p].parent) c += g_.min_tail(nodes_[p].pos);
+      for (uint32_t p = nodes_[id].parent; p > kSentinel; p = nodes_[p].parent)
+        c += g_.min_tail(nodes_[p].pos);
       if (!found || c.size() < best.size()) best = std::move(c);
       found = true;
     }
@@ -160,8 +162,8 @@ class Automaton {
     bool sentinel = false;         // holds kSentinel
   };
   struct Context {
-    std::vector<uint64_t> accept;   // tokens matched inside the context
-    std::vector<uint32_t> deferred; // trie nodes to continue from the stack below
+    std::vector<uint64_t> accept;    // tokens matched inside the context
+    std::vector<uint32_t> deferred;  // trie nodes to continue from the stack below
   };
   struct StackInfo {
     uint32_t context;
@@ -329,17 +331,17 @@ class Automaton {
   const Grammar& g_;
   const TokenTrie& trie_;
   uint32_t frames_;
-  std::vector<Node> nodes_;                       // stack forest; 0 kEmpty, 1 kSentinel
+  std::vector<Node> nodes_;  // stack forest; 0 kEmpty, 1 kSentinel
   std::unordered_map<uint64_t, uint32_t> node_ids_;
-  std::vector<State> states_;                     // 0 kDead
+  std::vector<State> states_;  // 0 kDead
   std::unordered_map<std::string, uint32_t> state_ids_;
-  std::vector<int32_t> trans_;                    // [state * 256 + byte] -> state, -1 unknown
+  std::vector<int32_t> trans_;  // [state * 256 + byte] -> state, -1 unknown
   std::vector<Context> contexts_;
   std::unordered_map<uint32_t, uint32_t> context_ids_;  // context key stack -> contexts_ index
   std::unordered_map<uint32_t, StackInfo> stack_info_;
   std::unordered_map<uint32_t, uint32_t> cont_state_;
   std::vector<uint64_t> seen_;
-  std::vector<uint32_t> walk_;                    // state per trie depth during a walk
+  std::vector<uint32_t> walk_;  // state per trie depth during a walk
   uint32_t initial_ = 0;
 };
 

@@ -25,13 +25,13 @@ namespace pith {
 
 struct MctsNode {
   int32_t parent = -1;
-  uint32_t token = 0;   // the move from the parent to this node
-  float prior = 0;      // the parent's probability of that move (renormalised over the moves)
-  uint32_t depth = 0;   // root = 0
+  uint32_t token = 0;  // the move from the parent to this node
+  float prior = 0;     // the parent's probability of that move (renormalised over the moves)
+  uint32_t depth = 0;  // root = 0
   std::vector<uint32_t> children;
   uint32_t visits = 0;  // backups through this node
   double value_sum = 0;
-  uint32_t evals = 0;   // backups that started at this node (it was the evaluated leaf)
+  uint32_t evals = 0;  // backups that started at this node (it was the evaluated leaf)
   double eval_sum = 0;
 };
 
@@ -113,7 +113,8 @@ class MctsTree {
   // The moves from the root to `node`.
   std::vector<uint32_t> moves_to(uint32_t node) const {
     std::vector<uint32_t> out;
-    for (int32_t n = static_cast<int32_t>(node); n > 0; n = nodes_[n].parent) out.insert(out.begin(), nodes_[n].token);
+    for (int32_t n = static_cast<int32_t>(node); n > 0; n = nodes_[n].parent)
+      out.insert(out.begin(), nodes_[n].token);
     return out;
   }
 

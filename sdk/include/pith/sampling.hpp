@@ -54,10 +54,13 @@ struct SamplerConfig {
 
 class Sampler {
  public:
-  explicit Sampler(SamplerConfig c = {}) : c_(c), state_(c.seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull) {}
+  explicit Sampler(SamplerConfig c = {})
+      : c_(c), state_(c.seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull) {}
   static Sampler greedy() { return Sampler(); }
   static Sampler temperature(float t, uint64_t seed) { return Sampler({t, 0, 1, 0, 1, seed}); }
-  static Sampler top_k(uint32_t k, float t, uint64_t seed) { return Sampler({t, k, 1, 0, 1, seed}); }
+  static Sampler top_k(uint32_t k, float t, uint64_t seed) {
+    return Sampler({t, k, 1, 0, 1, seed});
+  }
   static Sampler top_p(float p, float t, uint64_t seed) { return Sampler({t, 0, p, 0, 1, seed}); }
   static Sampler min_p(float p, float t, uint64_t seed) { return Sampler({t, 0, 1, p, 1, seed}); }
   static Sampler typical(float p, float t, uint64_t seed) { return Sampler({t, 0, 1, 0, p, seed}); }
@@ -77,7 +80,8 @@ class Sampler {
     // Temperature on the truncated distribution: p^(1/T), renormalised.
     std::vector<double> w(n);
     double sum = 0;
-    for (size_t i = 0; i < n; ++i) sum += (w[i] = ::pow(double(d.probs[i]), 1.0 / double(c_.temperature)));
+    for (size_t i = 0; i < n; ++i)
+      sum += (w[i] = ::pow(double(d.probs[i]), 1.0 / double(c_.temperature)));
     for (auto& x : w) x /= sum;
     if (c_.min_p > 0) {
       double floor = double(c_.min_p) * w[0];
@@ -143,9 +147,9 @@ class Sampler {
 // When generation ends: any of max tokens, an end-of-generation token, a stop string.
 struct Stop {
   uint32_t max_tokens = 256;
-  std::vector<uint32_t> eos_ids;        // filled from the model by Context::generate if empty
+  std::vector<uint32_t> eos_ids;  // filled from the model by Context::generate if empty
   bool stop_at_eos = true;
-  std::vector<std::string> strings;     // stop when the generated text ends with one of these
+  std::vector<std::string> strings;  // stop when the generated text ends with one of these
 
   // Length of the longest stop string: how much of the text's end check() looks at.
   size_t max_string_bytes() const {
@@ -161,7 +165,8 @@ struct Stop {
         std::find(eos_ids.begin(), eos_ids.end(), generated.back()) != eos_ids.end())
       return "eos";
     for (const auto& s : strings)
-      if (!s.empty() && text.size() >= s.size() && text.compare(text.size() - s.size(), s.size(), s) == 0)
+      if (!s.empty() && text.size() >= s.size() &&
+          text.compare(text.size() - s.size(), s.size(), s) == 0)
         return "stop";
     if (generated.size() >= max_tokens) return "length";
     return "";

@@ -59,7 +59,8 @@ class TokenTrie {
         t = static_cast<int32_t>(id);
       } else {  // same bytes as an earlier token: chain it
         int32_t at = t;
-        while (same_next_[static_cast<uint32_t>(at)] >= 0) at = same_next_[static_cast<uint32_t>(at)];
+        while (same_next_[static_cast<uint32_t>(at)] >= 0)
+          at = same_next_[static_cast<uint32_t>(at)];
         same_next_[static_cast<uint32_t>(at)] = static_cast<int32_t>(id);
       }
       max_depth_ = std::max<size_t>(max_depth_, s.size());

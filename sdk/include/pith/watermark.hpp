@@ -12,11 +12,11 @@
 #pragma once
 
 #include <math.h>
-#include <pith/rng.hpp>
-#include <pith/sampling.hpp>
 #include <stdint.h>
 
 #include <algorithm>
+#include <pith/rng.hpp>
+#include <pith/sampling.hpp>
 #include <vector>
 
 namespace pith {
@@ -46,14 +46,15 @@ inline bool is_green(const WatermarkKey& k, uint32_t prev, uint32_t token) {
 // token always and a red one with probability e^-delta, so kept draws follow
 // p^(1/T) e^(delta green); about e^delta draws at worst, each a binary search, and only the
 // drawn tokens are hashed.
-inline uint32_t sample_watermarked(const Distribution& d, uint32_t prev, const WatermarkKey* watermark,
-                                   float temperature, Rng& rng) {
+inline uint32_t sample_watermarked(const Distribution& d, uint32_t prev,
+                                   const WatermarkKey* watermark, float temperature, Rng& rng) {
   if (d.ids.empty()) return 0;
   std::vector<double> cum(d.probs.size());
   double total = 0;
   const bool plain_t = !(temperature > 0) || temperature == 1.0f;
   const double inv_t = plain_t ? 1.0 : 1.0 / double(temperature);
-  for (size_t i = 0; i < cum.size(); ++i) cum[i] = total += plain_t ? double(d.probs[i]) : ::pow(double(d.probs[i]), inv_t);
+  for (size_t i = 0; i < cum.size(); ++i)
+    cum[i] = total += plain_t ? double(d.probs[i]) : ::pow(double(d.probs[i]), inv_t);
   const double keep_red = watermark ? ::exp(-double(watermark->delta)) : 1.0;
   uint32_t tok = d.ids[0];
   for (int tries = 0; tries < 100000; ++tries) {

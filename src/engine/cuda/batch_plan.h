@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/cuda/attention/paged_kv.h"
 #include "backend/forward_batch.h"
+#include "engine/cuda/attention/paged_kv.h"
 
 namespace pith::cuda {
 

@@ -19,8 +19,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "common/error.h"
 #include "backend/batch_validation.h"
+#include "common/error.h"
 #include "engine/cuda/batch_plan.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_memory.h"
@@ -40,10 +40,14 @@ namespace {
 
 constexpr uint32_t kPlannedTokens = 2048;  // activations preallocated for this many rows
 constexpr uint32_t kPlannedSeqs = 256;
-constexpr uint32_t kLmChunkRows = 64;      // LM-head rows per logits GEMM (F32 [64][vocab])
+constexpr uint32_t kLmChunkRows = 64;  // LM-head rows per logits GEMM (F32 [64][vocab])
 
-size_t elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
-size_t mib(size_t bytes) { return bytes >> 20; }
+size_t elem_bytes(DType t) {
+  return t == DType::F32 ? 4 : 2;
+}
+size_t mib(size_t bytes) {
+  return bytes >> 20;
+}
 
 // Makes `device` current for this thread (before the stream and buffers are created on it).
 int select_device(int device) {
@@ -53,20 +57,20 @@ int select_device(int device) {
 
 // Device activation buffers for up to `tokens` rows and `lm_rows` LM-head rows.
 struct Workspace {
-  DeviceBuffer x, delta, tmp;          // F32 [T][d]
-  DeviceBuffer h, attn;                // act [T][d], [T][q_dim]
-  DeviceBuffer q, k, v;                // act [T][q_dim], [T][kv_dim] x2
-  DeviceBuffer gate_up, ff;            // act [T][2 d_ff], [T][d_ff]
-  DeviceBuffer out_x, out_h;           // LM-head rows: F32 [R][d], act [R][d]
-  DeviceBuffer logits;                 // F32 [kLmChunkRows][vocab]
-  DeviceBuffer topk_ids, topk_probs;   // [R][kTopKMax]
-  DeviceBuffer topk_scratch;           // softmax_topk workspace for one chunk
+  DeviceBuffer x, delta, tmp;         // F32 [T][d]
+  DeviceBuffer h, attn;               // act [T][d], [T][q_dim]
+  DeviceBuffer q, k, v;               // act [T][q_dim], [T][kv_dim] x2
+  DeviceBuffer gate_up, ff;           // act [T][2 d_ff], [T][d_ff]
+  DeviceBuffer out_x, out_h;          // LM-head rows: F32 [R][d], act [R][d]
+  DeviceBuffer logits;                // F32 [kLmChunkRows][vocab]
+  DeviceBuffer topk_ids, topk_probs;  // [R][kTopKMax]
+  DeviceBuffer topk_scratch;          // softmax_topk workspace for one chunk
   uint32_t tokens = 0, lm_rows = 0;
 
   static size_t token_bytes(const ModelConfig& c, DType act) {
     const size_t e = elem_bytes(act);
-    return 3 * size_t{c.d_model} * 4 + e * (c.d_model + 2 * c.q_dim() + 2 * c.kv_dim() +
-                                            3 * size_t{c.d_ff});
+    return 3 * size_t{c.d_model} * 4 +
+           e * (c.d_model + 2 * c.q_dim() + 2 * c.kv_dim() + 3 * size_t{c.d_ff});
   }
   static size_t lm_row_bytes(const ModelConfig& c, DType act) {
     return size_t{c.d_model} * (4 + elem_bytes(act)) + size_t{kTopKMax} * 8;
@@ -163,14 +167,14 @@ class CudaBackend final : public Backend {
   RopeTable rope_;
   BatchPlan plan_;
   Staging staging_;
-  PinnedBuffer host_out_;     // top-K ids, probs and logits rows copied back
+  PinnedBuffer host_out_;  // top-K ids, probs and logits rows copied back
   Event done_;
   Event step_start_{true}, step_end_{true};
   CudaStepTime last_step_;
 };
 
-CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights,
-                         const BackendOptions& options, int device)
+CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const BackendOptions& options,
+                         int device)
     : weights_((PITH_CHECK(weights != nullptr), std::move(weights))),
       device_(select_device(device)),
       act_(compute_mode(*weights_)),
@@ -196,22 +200,23 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights,
   // Everything this backend will hold, checked before the first allocation.
   const size_t weight_bytes = device_weight_bytes(*weights_, act_);
   const size_t kv_bytes = n_pages * page_bytes;
-  const size_t workspace_bytes =
-      size_t{options.max_embeds} * c.d_model * 4 +
-      size_t{kPlannedTokens} * Workspace::token_bytes(c, act_) +
-      size_t{kLmChunkRows} * Workspace::lm_row_bytes(c, act_) + Workspace::fixed_bytes(c) +
-      (size_t{32} << 20);  // cuBLASLt workspace
+  const size_t workspace_bytes = size_t{options.max_embeds} * c.d_model * 4 +
+                                 size_t{kPlannedTokens} * Workspace::token_bytes(c, act_) +
+                                 size_t{kLmChunkRows} * Workspace::lm_row_bytes(c, act_) +
+                                 Workspace::fixed_bytes(c) +
+                                 (size_t{32} << 20);  // cuBLASLt workspace
   const size_t need = weight_bytes + kv_bytes + workspace_bytes;
   const double fraction = options.gpu_memory_fraction;
   if (!(fraction > 0 && fraction <= 1))
     fail("cuda: GPU memory fraction {} must be in (0, 1]", fraction);
   const auto cap = static_cast<size_t>(fraction * static_cast<double>(device_memory_));
   if (need > cap || need > free_bytes)
-    fail("cuda: {} (cuda:{}) cannot hold weights {} MiB + KV pool {} MiB ({} pages) + "
-         "workspace {} MiB = {} MiB: the cap is {:.0f}% of {} MiB = {} MiB, {} MiB free; lower "
-         "--kv-memory or raise --gpu-memory-fraction",
-         device_name_, device, mib(weight_bytes), mib(kv_bytes), n_pages, mib(workspace_bytes),
-         mib(need), fraction * 100, mib(device_memory_), mib(cap), mib(free_bytes));
+    fail(
+        "cuda: {} (cuda:{}) cannot hold weights {} MiB + KV pool {} MiB ({} pages) + "
+        "workspace {} MiB = {} MiB: the cap is {:.0f}% of {} MiB = {} MiB, {} MiB free; lower "
+        "--kv-memory or raise --gpu-memory-fraction",
+        device_name_, device, mib(weight_bytes), mib(kv_bytes), n_pages, mib(workspace_bytes),
+        mib(need), fraction * 100, mib(device_memory_), mib(cap), mib(free_bytes));
 
   dev_weights_ = std::make_unique<DeviceWeights>(*weights_, act_, stream_.get());
   kv_pool_.reserve(kv_bytes);
@@ -221,11 +226,12 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights,
   gemm_ = std::make_unique<Gemm>();
   attention_ = std::make_unique<PagedAttention>(layout_, c.n_heads, kPlannedTokens, kPlannedSeqs);
   ws_.ensure(c, act_, kPlannedTokens, kLmChunkRows);
-  spdlog::info("cuda: {} (cuda:{}, {} MiB): weights {} MiB, KV pool {} MiB ({} pages of {} "
-               "tokens), workspace {} MiB; {} mode, attention: {}",
-               device_name_, device, mib(device_memory_), mib(dev_weights_->bytes()),
-               mib(kv_bytes), n_pages, layout_.page_size, mib(info().workspace_bytes),
-               act_ == DType::F32 ? "f32" : "bf16", attention_->implementation());
+  spdlog::info(
+      "cuda: {} (cuda:{}, {} MiB): weights {} MiB, KV pool {} MiB ({} pages of {} "
+      "tokens), workspace {} MiB; {} mode, attention: {}",
+      device_name_, device, mib(device_memory_), mib(dev_weights_->bytes()), mib(kv_bytes), n_pages,
+      layout_.page_size, mib(info().workspace_bytes), act_ == DType::F32 ? "f32" : "bf16",
+      attention_->implementation());
 }
 
 CudaBackend::~CudaBackend() {
@@ -240,8 +246,8 @@ BackendInfo CudaBackend::info() const {
   i.device_memory_bytes = device_memory_;
   i.weight_bytes = dev_weights_->bytes();
   i.kv_bytes = kv_pool_.bytes();
-  i.workspace_bytes = ws_.bytes() + embed_store_.bytes() + gemm_->workspace_bytes() +
-                      staging_.device_bytes();
+  i.workspace_bytes =
+      ws_.bytes() + embed_store_.bytes() + gemm_->workspace_bytes() + staging_.device_bytes();
   return i;
 }
 
@@ -376,16 +382,15 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   return results;
 }
 
-void CudaBackend::lm_head(uint32_t n_topk, uint32_t n_logits, const uint32_t* ks,
-                          uint32_t k_max) {
+void CudaBackend::lm_head(uint32_t n_topk, uint32_t n_logits, const uint32_t* ks, uint32_t k_max) {
   const ModelConfig& c = config();
   cudaStream_t s = stream_.get();
   const uint32_t R = n_topk + n_logits, V = c.vocab_size;
   const size_t e = elem_bytes(act_);
   add_rmsnorm(ws_.out_x.as<float>(), nullptr, dev_weights_->output_norm, R, c.d_model, c.rms_eps,
               ws_.out_h.get(), act_, s);
-  host_out_.reserve(std::max<size_t>(
-      1, (2 * size_t{n_topk} * k_max + size_t{n_logits} * V) * sizeof(float)));
+  host_out_.reserve(
+      std::max<size_t>(1, (2 * size_t{n_topk} * k_max + size_t{n_logits} * V) * sizeof(float)));
   const DeviceMatrix& head = dev_weights_->output;
   float* logits = ws_.logits.as<float>();
   auto hidden = [&](uint32_t row) {
@@ -400,8 +405,8 @@ void CudaBackend::lm_head(uint32_t n_topk, uint32_t n_logits, const uint32_t* ks
   }
   if (n_topk > 0) {
     const size_t bytes = size_t{n_topk} * k_max * 4;
-    PITH_CUDA_CHECK(cudaMemcpyAsync(host_out_.get(), ws_.topk_ids.get(), bytes,
-                                    cudaMemcpyDeviceToHost, s));
+    PITH_CUDA_CHECK(
+        cudaMemcpyAsync(host_out_.get(), ws_.topk_ids.get(), bytes, cudaMemcpyDeviceToHost, s));
     PITH_CUDA_CHECK(cudaMemcpyAsync(const_cast<float*>(host_topk_probs(n_topk, k_max)),
                                     ws_.topk_probs.get(), bytes, cudaMemcpyDeviceToHost, s));
   }
@@ -414,8 +419,7 @@ void CudaBackend::lm_head(uint32_t n_topk, uint32_t n_logits, const uint32_t* ks
   }
 }
 
-void CudaBackend::embed_tokens(std::span<const int32_t> tokens,
-                               std::span<const uint32_t> positions,
+void CudaBackend::embed_tokens(std::span<const int32_t> tokens, std::span<const uint32_t> positions,
                                std::span<const uint32_t> slots) {
   const ModelConfig& c = config();
   validate_embed_tokens(tokens, positions, slots, c, *embeds_);
@@ -485,7 +489,8 @@ std::unique_ptr<Backend> make_cuda_backend(std::shared_ptr<const ModelWeights> w
 
 CudaStepTime cuda_last_step_time(const Backend& backend) {
   const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
-  if (cuda == nullptr) fail("step timing: backend '{}' is not the CUDA backend", backend.info().name);
+  if (cuda == nullptr)
+    fail("step timing: backend '{}' is not the CUDA backend", backend.info().name);
   return cuda->last_step_time();
 }
 

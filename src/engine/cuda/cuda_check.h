@@ -15,16 +15,16 @@ namespace pith::cuda {
 
 }  // namespace pith::cuda
 
-#define PITH_CUDA_CHECK(call)                                                      \
-  do {                                                                             \
-    cudaError_t pith_status_ = (call);                                             \
-    if (pith_status_ != cudaSuccess)                                               \
-      ::pith::cuda::cuda_call_failed(pith_status_, #call, __FILE__, __LINE__);     \
+#define PITH_CUDA_CHECK(call)                                                  \
+  do {                                                                         \
+    cudaError_t pith_status_ = (call);                                         \
+    if (pith_status_ != cudaSuccess)                                           \
+      ::pith::cuda::cuda_call_failed(pith_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define PITH_CUBLAS_CHECK(call)                                                    \
-  do {                                                                             \
-    cublasStatus_t pith_status_ = (call);                                          \
-    if (pith_status_ != CUBLAS_STATUS_SUCCESS)                                     \
-      ::pith::cuda::cublas_call_failed(pith_status_, #call, __FILE__, __LINE__);   \
+#define PITH_CUBLAS_CHECK(call)                                                  \
+  do {                                                                           \
+    cublasStatus_t pith_status_ = (call);                                        \
+    if (pith_status_ != CUBLAS_STATUS_SUCCESS)                                   \
+      ::pith::cuda::cublas_call_failed(pith_status_, #call, __FILE__, __LINE__); \
   } while (0)

@@ -31,16 +31,26 @@ void PinnedBuffer::release() noexcept {
   bytes_ = 0;
 }
 
-Stream::Stream() { PITH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-Stream::~Stream() { cudaStreamDestroy(stream_); }
+Stream::Stream() {
+  PITH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+Stream::~Stream() {
+  cudaStreamDestroy(stream_);
+}
 
 Event::Event(bool timing) {
-  PITH_CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault
-                                                           : cudaEventDisableTiming));
+  PITH_CUDA_CHECK(
+      cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
 }
-Event::~Event() { cudaEventDestroy(event_); }
-void Event::record(cudaStream_t stream) { PITH_CUDA_CHECK(cudaEventRecord(event_, stream)); }
-void Event::synchronize() const { PITH_CUDA_CHECK(cudaEventSynchronize(event_)); }
+Event::~Event() {
+  cudaEventDestroy(event_);
+}
+void Event::record(cudaStream_t stream) {
+  PITH_CUDA_CHECK(cudaEventRecord(event_, stream));
+}
+void Event::synchronize() const {
+  PITH_CUDA_CHECK(cudaEventSynchronize(event_));
+}
 float Event::elapsed_since(const Event& start) const {
   float ms = 0;
   PITH_CUDA_CHECK(cudaEventElapsedTime(&ms, start.event_, event_));

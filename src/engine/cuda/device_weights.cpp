@@ -19,11 +19,17 @@ namespace {
 constexpr size_t kAlign = 256;
 constexpr size_t kStagingBytes = size_t{16} << 20;  // per staging buffer
 
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
 
 // A tied LM head is the embedding table itself (model_weights.h): upload it once.
-bool tied(const ModelWeights& w) { return w.output.data == w.token_embd.data; }
-size_t elem_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+bool tied(const ModelWeights& w) {
+  return w.output.data == w.token_embd.data;
+}
+size_t elem_bytes(DType t) {
+  return t == DType::F32 ? 4 : 2;
+}
 
 // Walks the device layout in a fixed order; `place(bytes)` returns each tensor's offset.
 // Used once to size the allocation and once to upload, so both always agree.

@@ -30,7 +30,7 @@ struct DeviceLayer {
   const float* attn_norm = nullptr;  // [d_model]
   const float* ffn_norm = nullptr;   // [d_model]
   DeviceMatrix wq, wk, wv, wo;
-  DeviceMatrix w_gate_up;            // [2 * d_ff][d_model]
+  DeviceMatrix w_gate_up;  // [2 * d_ff][d_model]
   DeviceMatrix w_down;
 };
 
@@ -50,13 +50,13 @@ class DeviceWeights {
   size_t bytes() const { return memory_.bytes(); }
 
   DeviceMatrix token_embd;
-  DeviceMatrix output;                // == token_embd when tied
+  DeviceMatrix output;  // == token_embd when tied
   const float* output_norm = nullptr;
   std::vector<DeviceLayer> layers;
 
  private:
   DType dtype_;
-  DeviceBuffer memory_;               // every tensor, carved at 256-byte boundaries
+  DeviceBuffer memory_;  // every tensor, carved at 256-byte boundaries
 };
 
 }  // namespace pith::cuda

@@ -15,7 +15,9 @@ namespace pith::cuda {
 
 namespace {
 
-cudaDataType_t cuda_type(DType t) { return t == DType::F32 ? CUDA_R_32F : CUDA_R_16BF; }
+cudaDataType_t cuda_type(DType t) {
+  return t == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
+}
 
 // Largest power-of-two alignment (<= 16 bytes) of a pointer: cuBLASLt picks vectorised kernels
 // only for pointers that allow them, and must be told when they do not.
@@ -61,10 +63,10 @@ const Gemm::Plan& Gemm::plan(const Key& key) {
   const cudaDataType_t out = cuda_type(static_cast<DType>(y_type));
   PITH_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
-  PITH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t,
-                                                   sizeof(op_t)));
-  PITH_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n,
-                                                   sizeof(op_n)));
+  PITH_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t)));
+  PITH_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n)));
   PITH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, in, cols, rows, cols));
   PITH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, in, cols, n, cols));
   PITH_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->d, out, rows, n, ldy));
@@ -96,8 +98,8 @@ const Gemm::Plan& Gemm::plan(const Key& key) {
   PITH_CUBLAS_CHECK(status);
   if (found == 0)
     throw std::runtime_error(fmt::format(
-        "cuBLASLt has no algorithm for a [{}][{}] x [{}][{}] GEMM ({} -> {})", n, cols, rows,
-        cols, w_type == int(DType::F32) ? "f32" : "bf16", y_type == int(DType::F32) ? "f32" : "bf16"));
+        "cuBLASLt has no algorithm for a [{}][{}] x [{}][{}] GEMM ({} -> {})", n, cols, rows, cols,
+        w_type == int(DType::F32) ? "f32" : "bf16", y_type == int(DType::F32) ? "f32" : "bf16"));
   p->algo = result.algo;
   return *plans_.emplace(key, std::move(p)).first->second;
 }
@@ -108,8 +110,8 @@ void Gemm::run(const DeviceMatrix& w, const void* x, uint32_t n, void* y, DType 
   if (ldy == 0) ldy = w.rows;
   PITH_CHECK(ldy >= w.rows);
   PITH_CHECK(y_type == DType::F32 || y_type == w.dtype);
-  const Key key{w.rows, w.cols, n, ldy, int(w.dtype), int(y_type),
-                alignment(w.data), alignment(x), alignment(y)};
+  const Key key{w.rows,       w.cols,      n, ldy, int(w.dtype), int(y_type), alignment(w.data),
+                alignment(x), alignment(y)};
   const Plan& p = plan(key);
   const float alpha = 1.0f, beta = 0.0f;
   PITH_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w.data, p.a, x, p.b, &beta, y, p.d, y,

@@ -54,8 +54,8 @@ class Staging {
 
   void upload(cudaStream_t stream) {
     if (used_ > 0)
-      PITH_CUDA_CHECK(cudaMemcpyAsync(device_.get(), host_.get(), used_, cudaMemcpyHostToDevice,
-                                      stream));
+      PITH_CUDA_CHECK(
+          cudaMemcpyAsync(device_.get(), host_.get(), used_, cudaMemcpyHostToDevice, stream));
     consumed_.record(stream);
   }
 

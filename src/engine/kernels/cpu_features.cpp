@@ -31,8 +31,10 @@ CpuFeatures detect() {
 bool hardware_supports(KernelIsa isa) {
   const CpuFeatures& f = cpu_features();
   switch (isa) {
-    case KernelIsa::Scalar: return true;
-    case KernelIsa::Avx2: return f.avx2 && f.fma && f.f16c;
+    case KernelIsa::Scalar:
+      return true;
+    case KernelIsa::Avx2:
+      return f.avx2 && f.fma && f.f16c;
     case KernelIsa::Avx512:
       return f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
   }
@@ -55,19 +57,30 @@ const CpuFeatures& cpu_features() {
   return features;
 }
 
-bool isa_supported(KernelIsa isa) { return isa <= isa_cap() && hardware_supports(isa); }
+bool isa_supported(KernelIsa isa) {
+  return isa <= isa_cap() && hardware_supports(isa);
+}
 
-KernelIsa best_isa() { return std::min(hardware_best(), isa_cap()); }
+KernelIsa best_isa() {
+  return std::min(hardware_best(), isa_cap());
+}
 
-void set_isa_cap(KernelIsa cap) { g_isa_cap.store(cap, std::memory_order_relaxed); }
+void set_isa_cap(KernelIsa cap) {
+  g_isa_cap.store(cap, std::memory_order_relaxed);
+}
 
-KernelIsa isa_cap() { return g_isa_cap.load(std::memory_order_relaxed); }
+KernelIsa isa_cap() {
+  return g_isa_cap.load(std::memory_order_relaxed);
+}
 
 std::string_view isa_name(KernelIsa isa) {
   switch (isa) {
-    case KernelIsa::Scalar: return "scalar";
-    case KernelIsa::Avx2: return "avx2";
-    case KernelIsa::Avx512: return "avx512";
+    case KernelIsa::Scalar:
+      return "scalar";
+    case KernelIsa::Avx2:
+      return "avx2";
+    case KernelIsa::Avx512:
+      return "avx512";
   }
   return "?";
 }

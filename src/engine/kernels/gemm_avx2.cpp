@@ -38,18 +38,20 @@ namespace pith::kernels {
 
 namespace {
 
-constexpr size_t kNr = 16;         // rows per micro-panel (two 8-lane vectors)
-constexpr int kMr = 6;             // tokens per micro-kernel call
+constexpr size_t kNr = 16;  // rows per micro-panel (two 8-lane vectors)
+constexpr int kMr = 6;      // tokens per micro-kernel call
 static_assert(kMr == kGemmTokenGroup);
-constexpr size_t kKc = 256;        // columns per k-block (a multiple of 32: whole quant blocks)
-constexpr size_t kRowBlock = 64;   // rows per task
-constexpr size_t kTokenChunk = 96; // tokens whose packed k-block stays in L2 (96 KiB)
+constexpr size_t kKc = 256;         // columns per k-block (a multiple of 32: whole quant blocks)
+constexpr size_t kRowBlock = 64;    // rows per task
+constexpr size_t kTokenChunk = 96;  // tokens whose packed k-block stays in L2 (96 KiB)
 
 // Dequantises columns [k0, k0 + n) of one weight row into dst (f32). k0 and n are multiples
 // of 32 for quantised dtypes.
 void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float* dst) {
   switch (dtype) {
-    case DType::F32: std::memcpy(dst, reinterpret_cast<const float*>(row) + k0, n * 4); return;
+    case DType::F32:
+      std::memcpy(dst, reinterpret_cast<const float*>(row) + k0, n * 4);
+      return;
     case DType::F16: {
       const uint16_t* s = reinterpret_cast<const uint16_t*>(row) + k0;
       size_t i = 0;
@@ -73,7 +75,8 @@ void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float
         const __m256 d = _mm256_set1_ps(_cvtsh_ss(b[j].d));
         for (int q = 0; q < 4; ++q) {
           __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b[j].qs + 8 * q));
-          _mm256_storeu_ps(dst + j * 32 + 8 * q, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
+          _mm256_storeu_ps(dst + j * 32 + 8 * q,
+                           _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
         }
       }
       return;
@@ -84,10 +87,12 @@ void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float
         const __m256 d = _mm256_set1_ps(_cvtsh_ss(b[j].d));
         __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[j].qs));
         __m128i lo = _mm_sub_epi8(_mm_and_si128(v, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
-        __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
+        __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0f)),
+                                  _mm_set1_epi8(8));
         const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
         for (int q = 0; q < 4; ++q)
-          _mm256_storeu_ps(dst + j * 32 + 8 * q, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[q]))));
+          _mm256_storeu_ps(dst + j * 32 + 8 * q,
+                           _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[q]))));
       }
       return;
     }
@@ -100,7 +105,8 @@ void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float
 // segment; prefetched while the previous k-block is multiplied, they arrive in time.
 inline void prefetch_segment(DType dtype, const uint8_t* row, size_t k0, size_t n) {
   const size_t b0 = row_bytes(dtype, k0), b1 = row_bytes(dtype, k0 + n);
-  for (size_t b = b0; b < b1; b += 64) _mm_prefetch(reinterpret_cast<const char*>(row + b), _MM_HINT_T1);
+  for (size_t b = b0; b < b1; b += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(row + b), _MM_HINT_T1);
   _mm_prefetch(reinterpret_cast<const char*>(row + b1 - 1), _MM_HINT_T1);
 }
 
@@ -136,7 +142,8 @@ void pack_panels(const WeightMatrix& w, size_t r0, size_t nr, size_t k0, size_t 
         const size_t r = p * kNr + half * 8 + i;
         if (r < nr) {
           dequant_segment(w.dtype, w.row(r0 + r), k0, kc, tmp + i * kc);
-          if (k0 + kc < w.cols) prefetch_segment(w.dtype, w.row(r0 + r), k0 + kc, std::min(kKc, w.cols - k0 - kc));
+          if (k0 + kc < w.cols)
+            prefetch_segment(w.dtype, w.row(r0 + r), k0 + kc, std::min(kKc, w.cols - k0 - kc));
         } else
           std::memset(tmp + i * kc, 0, kc * sizeof(float));
       }
@@ -157,8 +164,8 @@ void pack_panels(const WeightMatrix& w, size_t r0, size_t nr, size_t k0, size_t 
 
 // `x` is packed k-major: x[k * kMr + t] (6 contiguous activations per k).
 template <int MT>
-void micro_kernel(const float* panel, const float* x, size_t kc, float* y, size_t ldy,
-                  size_t nr, bool accumulate) {
+void micro_kernel(const float* panel, const float* x, size_t kc, float* y, size_t ldy, size_t nr,
+                  bool accumulate) {
   __m256 c0[MT], c1[MT];
 #pragma GCC unroll 8
   for (int t = 0; t < MT; ++t) c0[t] = c1[t] = _mm256_setzero_ps();
@@ -199,12 +206,18 @@ void micro_kernel(const float* panel, const float* x, size_t kc, float* y, size_
 template <typename Fn>
 void for_mt(int mt, Fn&& fn) {
   switch (mt) {
-    case 1: return fn.template operator()<1>();
-    case 2: return fn.template operator()<2>();
-    case 3: return fn.template operator()<3>();
-    case 4: return fn.template operator()<4>();
-    case 5: return fn.template operator()<5>();
-    default: return fn.template operator()<6>();
+    case 1:
+      return fn.template operator()<1>();
+    case 2:
+      return fn.template operator()<2>();
+    case 3:
+      return fn.template operator()<3>();
+    case 4:
+      return fn.template operator()<4>();
+    case 5:
+      return fn.template operator()<5>();
+    default:
+      return fn.template operator()<6>();
   }
 }
 
@@ -273,7 +286,8 @@ void gemm_avx2_rows(const WeightMatrix& w, const float* xp, size_t t_begin, size
             const int mt = static_cast<int>(std::min<size_t>(kMr, c1 - t0));
             for_mt(mt, [&]<int MT>() {
               micro_kernel<MT>(panels + p * kc * kNr, xp + (t0 / kMr) * cols * kMr + k0 * kMr, kc,
-                               y + (t0 - t_begin) * ldy + (r0 - r_begin) + p * kNr, ldy, prow, k0 > 0);
+                               y + (t0 - t_begin) * ldy + (r0 - r_begin) + p * kNr, ldy, prow,
+                               k0 > 0);
             });
           }
         }
@@ -296,8 +310,8 @@ void gemm_avx2(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n
 
 namespace {
 
-constexpr int kLaneRows = 6;            // weight rows per micro-kernel
-constexpr size_t kLaneRowBlock = 48;    // rows dequantised per k-block (a multiple of kLaneRows)
+constexpr int kLaneRows = 6;          // weight rows per micro-kernel
+constexpr size_t kLaneRowBlock = 48;  // rows dequantised per k-block (a multiple of kLaneRows)
 static_assert(kLaneRowBlock % kLaneRows == 0);
 constexpr size_t kLane = kGemmLaneGroup;  // tokens per vector
 
@@ -305,8 +319,8 @@ constexpr size_t kLane = kGemmLaneGroup;  // tokens per vector
 // activations of G token groups (stride x_stride between groups, [k][8] within one); results
 // go to yt[r * ldt + g * 8 + lane], added to what is there unless this is the first k-block.
 template <int R, int G>
-void lane_kernel(const float* w, size_t ldw, const float* x, size_t x_stride, size_t kc,
-                 float* yt, size_t ldt, bool accumulate) {
+void lane_kernel(const float* w, size_t ldw, const float* x, size_t x_stride, size_t kc, float* yt,
+                 size_t ldt, bool accumulate) {
   __m256 c[R][G];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
@@ -365,8 +379,9 @@ void gemm_lanes_avx2_rows(const WeightMatrix& w, const float* xp, size_t t_begin
         for (size_t g = 0; g < n_groups; g += 2) {
           const int mg = static_cast<int>(std::min<size_t>(2, n_groups - g));
           for_tile<kLaneRows, 2>(mr, mg, [&]<int R, int G>() {
-            lane_kernel<R, G>(wbuf.data() + rr * kKc, kKc, xp + (g_begin + g) * cols * kLane + k0 * kLane,
-                              cols * kLane, kc, yt.data() + rr * ldt + g * kLane, ldt, k0 > 0);
+            lane_kernel<R, G>(wbuf.data() + rr * kKc, kKc,
+                              xp + (g_begin + g) * cols * kLane + k0 * kLane, cols * kLane, kc,
+                              yt.data() + rr * ldt + g * kLane, ldt, k0 > 0);
           });
         }
       }
@@ -385,7 +400,8 @@ void gemm_lanes_avx2(ThreadPool& pool, const WeightMatrix& w, const float* x, si
   const size_t n_tasks = (w.rows + kLaneRowBlock - 1) / kLaneRowBlock;
   pool.parallel_for(n_tasks, [&](size_t task, size_t) {
     const size_t r0 = task * kLaneRowBlock;
-    gemm_lanes_avx2_rows(w, xp, 0, n_tokens, r0, std::min(w.rows, r0 + kLaneRowBlock), y + r0, w.rows);
+    gemm_lanes_avx2_rows(w, xp, 0, n_tokens, r0, std::min(w.rows, r0 + kLaneRowBlock), y + r0,
+                         w.rows);
   });
 }
 

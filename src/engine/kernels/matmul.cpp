@@ -21,8 +21,10 @@ void dequantize_row(DType dtype, const void* src, float* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) dst[i] = s[i];
       return;
     }
-    case DType::F16: return f16_to_f32_row(static_cast<const uint16_t*>(src), dst, n);
-    case DType::BF16: return bf16_to_f32_row(static_cast<const uint16_t*>(src), dst, n);
+    case DType::F16:
+      return f16_to_f32_row(static_cast<const uint16_t*>(src), dst, n);
+    case DType::BF16:
+      return bf16_to_f32_row(static_cast<const uint16_t*>(src), dst, n);
     case DType::Q8_0: {
       const BlockQ8_0* b = static_cast<const BlockQ8_0*>(src);
       for (size_t k = 0; k < n / 32; ++k) {
@@ -154,7 +156,8 @@ void check_matmul_args(const WeightMatrix& w, KernelIsa isa) {
     fail("matmul: {} weight has {} columns, not a positive multiple of its block size {}",
          info.name, w.cols, info.block_size);
   if (w.data == nullptr && w.rows > 0) fail("matmul: weight matrix has no data");
-  if (!isa_supported(isa)) fail("matmul: kernel ISA '{}' is not supported by this CPU", isa_name(isa));
+  if (!isa_supported(isa))
+    fail("matmul: kernel ISA '{}' is not supported by this CPU", isa_name(isa));
 }
 
 // Converts the activations to the weight's dot type (in the calling thread's scratch).
@@ -171,11 +174,14 @@ kernels::PreparedActs prepare_acts(ThreadPool& pool, const WeightMatrix& w, cons
   };
   switch (w.dtype) {
     case DType::F32:
-    case DType::F16: acts.f32 = x; break;
+    case DType::F16:
+      acts.f32 = x;
+      break;
     case DType::BF16: {
       float* xr = scratch<float>(n_tokens * cols);
       uint16_t* xb = nullptr;
-      if (isa == KernelIsa::Avx512 && cpu_features().avx512bf16) xb = scratch<uint16_t>(n_tokens * cols);
+      if (isa == KernelIsa::Avx512 && cpu_features().avx512bf16)
+        xb = scratch<uint16_t>(n_tokens * cols);
       per_token([&](size_t t) {
         for (size_t i = t * cols; i < (t + 1) * cols; ++i) {
           uint16_t b = f32_to_bf16(x[i]);
@@ -208,9 +214,12 @@ kernels::PreparedActs prepare_acts(ThreadPool& pool, const WeightMatrix& w, cons
 void run_kernel(ThreadPool& pool, const WeightMatrix& w, const kernels::PreparedActs& acts,
                 size_t n_tokens, float* y, KernelIsa isa) {
   switch (isa) {
-    case KernelIsa::Scalar: return kernels::matmul_scalar(pool, w, acts, n_tokens, y);
-    case KernelIsa::Avx2: return kernels::matmul_avx2(pool, w, acts, n_tokens, y);
-    case KernelIsa::Avx512: return kernels::matmul_avx512(pool, w, acts, n_tokens, y);
+    case KernelIsa::Scalar:
+      return kernels::matmul_scalar(pool, w, acts, n_tokens, y);
+    case KernelIsa::Avx2:
+      return kernels::matmul_avx2(pool, w, acts, n_tokens, y);
+    case KernelIsa::Avx512:
+      return kernels::matmul_avx512(pool, w, acts, n_tokens, y);
   }
 }
 

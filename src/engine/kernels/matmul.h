@@ -18,8 +18,8 @@
 #include <functional>
 
 #include "common/thread_pool.h"
-#include "formats/dtype.h"
 #include "engine/kernels/cpu_features.h"
+#include "formats/dtype.h"
 
 namespace pith {
 

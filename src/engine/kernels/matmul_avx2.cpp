@@ -48,7 +48,8 @@ template <DType D>
 inline __m256 load_w8(const uint8_t* row, size_t k) {
   if constexpr (D == DType::F32) return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k);
   if constexpr (D == DType::F16) return avx2::load_f16(reinterpret_cast<const uint16_t*>(row) + k);
-  if constexpr (D == DType::BF16) return avx2::load_bf16(reinterpret_cast<const uint16_t*>(row) + k);
+  if constexpr (D == DType::BF16)
+    return avx2::load_bf16(reinterpret_cast<const uint16_t*>(row) + k);
 }
 
 template <DType D>
@@ -82,7 +83,8 @@ void tile_float(const uint8_t* w0, size_t w_stride, const float* x0, size_t k_to
       if ((k * kElem) % 64 == 0)
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r)
-          _mm_prefetch(reinterpret_cast<const char*>(w0 + (R + r) * w_stride + k * kElem), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(w0 + (R + r) * w_stride + k * kElem),
+                       _MM_HINT_T0);
     }
     __m256 xv[T];
 #pragma GCC unroll 16
@@ -99,7 +101,8 @@ void tile_float(const uint8_t* w0, size_t w_stride, const float* x0, size_t k_to
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       float s = avx2::hsum(acc[r][t]);
-      for (size_t kk = k; kk < k_total; ++kk) s += load_w1<D>(w0 + r * w_stride, kk) * x0[t * k_total + kk];
+      for (size_t kk = k; kk < k_total; ++kk)
+        s += load_w1<D>(w0 + r * w_stride, kk) * x0[t * k_total + kk];
       y0[t * ldy + r] = s;
     }
 }
@@ -141,7 +144,9 @@ void tile_q8(const uint8_t* w0, size_t w_stride, const ActQ8* x0, size_t n_block
       if (b % kPfEvery == 0)
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r)
-          _mm_prefetch(reinterpret_cast<const char*>(w0 + r * w_stride + b * kBlockBytes + kStreamAheadBytes), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(w0 + r * w_stride + b * kBlockBytes +
+                                                     kStreamAheadBytes),
+                       _MM_HINT_T0);
     }
     __m256i xq[T];
     float xd[T];
@@ -153,8 +158,11 @@ void tile_q8(const uint8_t* w0, size_t w_stride, const ActQ8* x0, size_t n_block
     }
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      if constexpr (!kStream && T <= 2)  // decode-sized: prefetch the next tile's rows (see tile_float)
-        _mm_prefetch(reinterpret_cast<const char*>(w0 + (kPfTiles * R + r) * w_stride + b * kBlockBytes), _MM_HINT_T0);
+      if constexpr (!kStream &&
+                    T <= 2)  // decode-sized: prefetch the next tile's rows (see tile_float)
+        _mm_prefetch(
+            reinterpret_cast<const char*>(w0 + (kPfTiles * R + r) * w_stride + b * kBlockBytes),
+            _MM_HINT_T0);
       float wd;
       __m256i wq = load_wq<D>(w0 + r * w_stride, b, &wd);
       __m256i wabs = _mm256_sign_epi8(wq, wq);
@@ -175,7 +183,8 @@ void tile_q8(const uint8_t* w0, size_t w_stride, const ActQ8* x0, size_t n_block
 // ---- the loop nest ----
 
 // Rows [r_begin, r_end) x tokens [t_begin, t_end) on the calling thread, into
-// y[(t - t_begin) * ldy + (r - r_begin)]. r_begin is a multiple of RMax for the same tiling as matmul.
+// y[(t - t_begin) * ldy + (r - r_begin)]. r_begin is a multiple of RMax for the same tiling as
+// matmul.
 template <DType D, int RMax, int TMax>
 void tiled_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_begin, size_t t_end,
                 size_t r_begin, size_t r_end, float* y, size_t ldy) {
@@ -209,7 +218,8 @@ void tiled_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_begin, si
         float* y0 = y + (t - t_begin) * ldy + (r - r_begin);
         for_tile<RMax, TMax>(nr, nt, [&]<int R, int T>() {
           if constexpr (kQuant)
-            tile_q8<D, R, T>(w0, wstride, x.q8 + t * x.blocks_per_token, x.blocks_per_token, y0, ldy);
+            tile_q8<D, R, T>(w0, wstride, x.q8 + t * x.blocks_per_token, x.blocks_per_token, y0,
+                             ldy);
           else
             tile_float<D, R, T>(w0, wstride, x.f32 + t * cols, cols, y0, ldy);
         });
@@ -223,8 +233,7 @@ void matmul_tiled(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x
                   float* y) {
   // Row blocks: for decode, sized in bytes (decode_row_block); for prefill 64 rows, so a
   // block's weights are reused across a whole token chunk.
-  const size_t row_block =
-      n_tokens <= size_t(TMax) ? decode_row_block(w, pool.size(), RMax) : 64;
+  const size_t row_block = n_tokens <= size_t(TMax) ? decode_row_block(w, pool.size(), RMax) : 64;
   const size_t n_tasks = (w.rows + row_block - 1) / row_block;
   pool.parallel_for(n_tasks, [&](size_t task, size_t) {
     const size_t r_begin = task * row_block;
@@ -251,8 +260,8 @@ void quantize_act_q8_avx2(const float* x, ActQ8* out, size_t n) {
     const __m256 id = _mm256_set1_ps(m != 0.0f ? 127.0f / m : 0.0f);
     __m256i q[4];
     for (int i = 0; i < 4; ++i)
-      q[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], id),
-                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      q[i] = _mm256_cvtps_epi32(
+          _mm256_round_ps(_mm256_mul_ps(v[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     // Pack 32 int32 -> 32 int8 in order (packs work per 128-bit lane; permute restores order).
     __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
     __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
@@ -266,7 +275,8 @@ namespace {
 
 // d * q of each quantised activation, exactly representable in f32 (the GEMM's input for
 // Q8_0/Q4_0 weights), in the calling thread's scratch.
-const float* dequantize_acts(ThreadPool& pool, const PreparedActs& x, size_t n_tokens, size_t cols) {
+const float* dequantize_acts(ThreadPool& pool, const PreparedActs& x, size_t n_tokens,
+                             size_t cols) {
   thread_local std::vector<float> deq;
   const size_t nb = x.blocks_per_token;
   if (deq.size() < n_tokens * cols) deq.resize(n_tokens * cols);
@@ -288,11 +298,16 @@ const float* dequantize_acts(ThreadPool& pool, const PreparedActs& x, size_t n_t
 template <typename Fn>
 void for_dtype_tiles(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::F32: return fn.template operator()<DType::F32, 4, 3>();
-    case DType::F16: return fn.template operator()<DType::F16, 4, 3>();
-    case DType::BF16: return fn.template operator()<DType::BF16, 4, 3>();
-    case DType::Q8_0: return fn.template operator()<DType::Q8_0, 4, 2>();
-    case DType::Q4_0: return fn.template operator()<DType::Q4_0, 4, 2>();
+    case DType::F32:
+      return fn.template operator()<DType::F32, 4, 3>();
+    case DType::F16:
+      return fn.template operator()<DType::F16, 4, 3>();
+    case DType::BF16:
+      return fn.template operator()<DType::BF16, 4, 3>();
+    case DType::Q8_0:
+      return fn.template operator()<DType::Q8_0, 4, 2>();
+    case DType::Q4_0:
+      return fn.template operator()<DType::Q4_0, 4, 2>();
   }
 }
 
@@ -305,7 +320,8 @@ void matmul_avx2(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
     if (n_tokens < kGemmLaneMaxTokens) return gemm_lanes_avx2(pool, w, xf, n_tokens, y);
     return gemm_avx2(pool, w, xf, n_tokens, y);
   }
-  for_dtype_tiles(w.dtype, [&]<DType D, int R, int T>() { matmul_tiled<D, R, T>(pool, w, x, n_tokens, y); });
+  for_dtype_tiles(w.dtype,
+                  [&]<DType D, int R, int T>() { matmul_tiled<D, R, T>(pool, w, x, n_tokens, y); });
 }
 
 Avx2BlockActs prepare_avx2_blocks(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,

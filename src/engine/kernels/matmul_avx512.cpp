@@ -31,7 +31,9 @@ namespace pith::kernels {
 
 namespace {
 
-inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+inline float hsum512(__m512 v) {
+  return _mm512_reduce_add_ps(v);
+}
 
 inline float hsum256(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -44,11 +46,13 @@ inline float hsum256(__m256 v) {
 
 template <DType D>
 inline __m512 load_w16(const uint8_t* row, size_t k, __mmask16 m) {
-  if constexpr (D == DType::F32) return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + k);
+  if constexpr (D == DType::F32)
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + k);
   if constexpr (D == DType::F16)
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k));
   if constexpr (D == DType::BF16) {
-    __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k));
+    __m512i v = _mm512_cvtepu16_epi32(
+        _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k));
     return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
   }
 }
@@ -112,7 +116,8 @@ inline __m256i load_wq(const uint8_t* row, size_t b, float* d) {
 
 // tile_q8<D, R, T>, compiled twice: without and with AVX512_VNNI (an inlined helper cannot
 // have a wider target than its caller, so each variant is a whole tile with its own target).
-#define PITH_DOT_I8(wabs, xs) _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, xs), _mm256_set1_epi16(1))
+#define PITH_DOT_I8(wabs, xs) \
+  _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, xs), _mm256_set1_epi16(1))
 namespace plain {
 #include "engine/kernels/tile_q8_avx512.inc"
 }  // namespace plain
@@ -143,7 +148,8 @@ void tiled(ThreadPool& pool, const WeightMatrix& w, size_t n_tokens, size_t x_ro
       const size_t r_begin = task * row_block, r_end = std::min(rows, r_begin + row_block);
       for (size_t r = r_begin; r < r_end; r += RMax) {
         const int nr = static_cast<int>(std::min<size_t>(RMax, r_end - r));
-        for_tile<RMax, TMax>(nr, nt, [&]<int R, int T>() { tile.template operator()<R, T, true>(r, 0); });
+        for_tile<RMax, TMax>(nr, nt,
+                             [&]<int R, int T>() { tile.template operator()<R, T, true>(r, 0); });
       }
     });
     return;
@@ -160,7 +166,8 @@ void tiled(ThreadPool& pool, const WeightMatrix& w, size_t n_tokens, size_t x_ro
         const int nr = static_cast<int>(std::min<size_t>(RMax, r_end - r));
         for (size_t t = t0; t < t_end; t += TMax) {
           const int nt = static_cast<int>(std::min<size_t>(TMax, t_end - t));
-          for_tile<RMax, TMax>(nr, nt, [&]<int R, int T>() { tile.template operator()<R, T, false>(r, t); });
+          for_tile<RMax, TMax>(
+              nr, nt, [&]<int R, int T>() { tile.template operator()<R, T, false>(r, t); });
         }
       }
     }
@@ -172,9 +179,11 @@ void matmul_float(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x
                   float* y) {
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   const size_t wstride = w.row_bytes(), rows = w.rows, cols = w.cols;
-  tiled<4, 4>(pool, w, n_tokens, cols * sizeof(float), [&]<int R, int T, bool S>(size_t r, size_t t) {
-    tile_float<D, R, T, S>(wdata + r * wstride, wstride, x.f32 + t * cols, cols, y + t * rows + r, rows);
-  });
+  tiled<4, 4>(pool, w, n_tokens, cols * sizeof(float),
+              [&]<int R, int T, bool S>(size_t r, size_t t) {
+                tile_float<D, R, T, S>(wdata + r * wstride, wstride, x.f32 + t * cols, cols,
+                                       y + t * rows + r, rows);
+              });
 }
 
 template <DType D, bool kVnni>
@@ -184,9 +193,11 @@ void matmul_quant(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x
   const size_t wstride = w.row_bytes(), rows = w.rows, nb = x.blocks_per_token;
   tiled<4, 4>(pool, w, n_tokens, nb * sizeof(ActQ8), [&]<int R, int T, bool S>(size_t r, size_t t) {
     if constexpr (kVnni)
-      vnni::tile_q8<D, R, T, S>(wdata + r * wstride, wstride, x.q8 + t * nb, nb, y + t * rows + r, rows);
+      vnni::tile_q8<D, R, T, S>(wdata + r * wstride, wstride, x.q8 + t * nb, nb, y + t * rows + r,
+                                rows);
     else
-      plain::tile_q8<D, R, T, S>(wdata + r * wstride, wstride, x.q8 + t * nb, nb, y + t * rows + r, rows);
+      plain::tile_q8<D, R, T, S>(wdata + r * wstride, wstride, x.q8 + t * nb, nb, y + t * rows + r,
+                                 rows);
   });
 }
 
@@ -199,8 +210,8 @@ namespace {
 // BF16 x BF16 with vdpbf16ps: 16 lanes, each the sum of 2 adjacent products, 32 elements/step.
 // `xb` holds the bf16 activations [n_tokens][cols].
 template <int R, int T, bool kStream = false>
-void tile_bf16_dp(const uint8_t* w0, size_t w_stride, const uint16_t* xb, size_t k_total,
-                  float* y0, size_t ldy) {
+void tile_bf16_dp(const uint8_t* w0, size_t w_stride, const uint16_t* xb, size_t k_total, float* y0,
+                  size_t ldy) {
   __m512 acc[R][T];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
@@ -227,24 +238,28 @@ void tile_bf16_dp(const uint8_t* w0, size_t w_stride, const uint16_t* xb, size_t
     for (int t = 0; t < T; ++t) y0[t * ldy + r] = hsum512(acc[r][t]);
 }
 
-void matmul_bf16_dp(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
-                    size_t n_tokens, float* y) {
+void matmul_bf16_dp(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
+                    float* y) {
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   const size_t wstride = w.row_bytes(), rows = w.rows, cols = w.cols;
-  tiled<4, 4>(pool, w, n_tokens, cols * sizeof(uint16_t), [&]<int R, int T, bool S>(size_t r, size_t t) {
-    tile_bf16_dp<R, T, S>(wdata + r * wstride, wstride, x.bf16 + t * cols, cols, y + t * rows + r, rows);
-  });
+  tiled<4, 4>(pool, w, n_tokens, cols * sizeof(uint16_t),
+              [&]<int R, int T, bool S>(size_t r, size_t t) {
+                tile_bf16_dp<R, T, S>(wdata + r * wstride, wstride, x.bf16 + t * cols, cols,
+                                      y + t * rows + r, rows);
+              });
 }
 
 }  // namespace
 #pragma GCC pop_options
 
-void matmul_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
-                   size_t n_tokens, float* y) {
+void matmul_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
+                   float* y) {
   const CpuFeatures& f = cpu_features();
   switch (w.dtype) {
-    case DType::F32: return matmul_float<DType::F32>(pool, w, x, n_tokens, y);
-    case DType::F16: return matmul_float<DType::F16>(pool, w, x, n_tokens, y);
+    case DType::F32:
+      return matmul_float<DType::F32>(pool, w, x, n_tokens, y);
+    case DType::F16:
+      return matmul_float<DType::F16>(pool, w, x, n_tokens, y);
     case DType::BF16:
       if (f.avx512bf16 && x.bf16 != nullptr) return matmul_bf16_dp(pool, w, x, n_tokens, y);
       return matmul_float<DType::BF16>(pool, w, x, n_tokens, y);

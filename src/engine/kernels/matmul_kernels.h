@@ -107,7 +107,7 @@ Avx2BlockActs prepare_avx2_blocks(ThreadPool& pool, const WeightMatrix& w, const
                                   size_t n_tokens);
 void matmul_avx2_rows(const WeightMatrix& w, const Avx2BlockActs& a, size_t t_begin, size_t t_end,
                       size_t r_begin, size_t r_end, float* y, size_t ldy);
-void matmul_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
-                   size_t n_tokens, float* y);
+void matmul_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
+                   float* y);
 
 }  // namespace pith::kernels

@@ -95,8 +95,8 @@ void rmsnorm(const float* x, const float* w, float* y, size_t n, float eps) {
   __m256 vinv = _mm256_set1_ps(inv);
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i,
-                     _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv), _mm256_loadu_ps(w + i)));
+    _mm256_storeu_ps(
+        y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv), _mm256_loadu_ps(w + i)));
   for (; i < n; ++i) y[i] = x[i] * inv * w[i];
 }
 

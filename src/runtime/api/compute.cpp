@@ -28,8 +28,7 @@ ForwardArgs read_forward_args(const GuestMemory& mem, u32 args, u32 adapter) {
 
 extern "C" {
 
-u32 Z_pithZ_embed_txt(Z_pith_instance_t* c, u32 queue, u32 tokens, u32 positions, u32 n,
-                      u32 embs) {
+u32 Z_pithZ_embed_txt(Z_pith_instance_t* c, u32 queue, u32 tokens, u32 positions, u32 n, u32 embs) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
     check_count(n);
     GuestMemory mem(inst);
@@ -38,8 +37,7 @@ u32 Z_pithZ_embed_txt(Z_pith_instance_t* c, u32 queue, u32 tokens, u32 positions
   });
 }
 
-u32 Z_pithZ_embed_img(Z_pith_instance_t* c, u32 queue, u32 image, u32 image_len, u32 embs,
-                      u32 n) {
+u32 Z_pithZ_embed_img(Z_pith_instance_t* c, u32 queue, u32 image, u32 image_len, u32 embs, u32 n) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
     check_count(n);
     GuestMemory mem(inst);

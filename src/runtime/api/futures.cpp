@@ -37,7 +37,8 @@ u32 Z_pithZ_future_wait_any(Z_pith_instance_t* c, u32 fs, u32 n, u32 index_out) 
     std::vector<uint32_t> ids = mem.u32s(fs, n);
     uint32_t index = 0;
     pith_status_t st = inst.wait_any(ids, &index);
-    if (st != PITH_ERR_BAD_HANDLE && st != PITH_ERR_CANCELLED) mem.store<uint32_t>(index_out, index);
+    if (st != PITH_ERR_BAD_HANDLE && st != PITH_ERR_CANCELLED)
+      mem.store<uint32_t>(index_out, index);
     return st;
   });
 }

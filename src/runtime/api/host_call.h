@@ -33,7 +33,9 @@ struct GuestError {
   pith_status_t status;
 };
 
-inline Instance& instance_of(void* ctx) { return *static_cast<Instance*>(ctx); }
+inline Instance& instance_of(void* ctx) {
+  return *static_cast<Instance*>(ctx);
+}
 
 template <typename Body>
 __attribute__((noinline)) uint32_t run_host_body(Instance& inst, Body& body) {

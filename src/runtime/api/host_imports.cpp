@@ -18,7 +18,7 @@ size_t host_import_table(const void* const** table) {
       PITH_HOST_IMPORTS(PITH_ADDR_HOST) PITH_WASI_IMPORTS(PITH_ADDR_WASI)
 #undef PITH_ADDR_HOST
 #undef PITH_ADDR_WASI
-      reinterpret_cast<const void*>(&wasm_rt_trap),
+          reinterpret_cast<const void*>(&wasm_rt_trap),
       reinterpret_cast<const void*>(&wasm_rt_register_func_type),
       reinterpret_cast<const void*>(&wasm_rt_allocate_memory),
       reinterpret_cast<const void*>(&wasm_rt_grow_memory),

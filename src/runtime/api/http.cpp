@@ -23,7 +23,8 @@ pith_status_t start_request(Instance& inst, std::string method, std::string_view
   if (http)
     st = http->check(url, &why);
   else
-    why = "http: not enabled in this server (allow hosts with --inferlet-http-allow HOST[,HOST...])";
+    why =
+        "http: not enabled in this server (allow hosts with --inferlet-http-allow HOST[,HOST...])";
   if (st != PITH_OK) {
     inst.emit({InstanceEvent::Kind::Log, PITH_LOG_WARN, std::move(why)});
     return st;

@@ -54,8 +54,8 @@ u32 Z_pithZ_model_info(Z_pith_instance_t* c, u32 model, u32 info_out) {
   });
 }
 
-u32 Z_pithZ_tokenize(Z_pith_instance_t* c, u32 model, u32 text, u32 text_len, u32 tokens,
-                     u32 cap, u32 n_out) {
+u32 Z_pithZ_tokenize(Z_pith_instance_t* c, u32 model, u32 text, u32 text_len, u32 tokens, u32 cap,
+                     u32 n_out) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
     GuestMemory mem(inst);
     mem.bytes(n_out, 4);

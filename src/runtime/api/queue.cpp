@@ -18,9 +18,8 @@ u32 Z_pithZ_queue_create(Z_pith_instance_t* c, u32 model, u32 queue_out) {
 }
 
 u32 Z_pithZ_queue_destroy(Z_pith_instance_t* c, u32 queue) {
-  return host_call(c, [&](Instance& inst) -> pith_status_t {
-    return session_of(inst).destroy_queue(queue);
-  });
+  return host_call(
+      c, [&](Instance& inst) -> pith_status_t { return session_of(inst).destroy_queue(queue); });
 }
 
 u32 Z_pithZ_queue_synchronize(Z_pith_instance_t* c, u32 queue, u32 future_out) {

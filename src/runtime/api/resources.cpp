@@ -111,7 +111,8 @@ u32 Z_pithZ_prefix_match(Z_pith_instance_t* c, u32 queue, u32 tokens, u32 n, u32
     mem.bytes(pages, uint64_t{cap} * 4);
     std::vector<uint32_t> handles;
     uint32_t matched = 0;
-    pith_status_t st = session_of(inst).prefix_match(queue, mem.u32s(tokens, n), &handles, &matched);
+    pith_status_t st =
+        session_of(inst).prefix_match(queue, mem.u32s(tokens, n), &handles, &matched);
     if (st != PITH_OK) return st;
     uint32_t k = static_cast<uint32_t>(handles.size());
     mem.store_u32s(pages, std::span<const uint32_t>(handles.data(), k < cap ? k : cap));
@@ -121,7 +122,8 @@ u32 Z_pithZ_prefix_match(Z_pith_instance_t* c, u32 queue, u32 tokens, u32 n, u32
   });
 }
 
-u32 Z_pithZ_prefix_insert(Z_pith_instance_t* c, u32 queue, u32 tokens, u32 n, u32 pages, u32 n_pages) {
+u32 Z_pithZ_prefix_insert(Z_pith_instance_t* c, u32 queue, u32 tokens, u32 n, u32 pages,
+                          u32 n_pages) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
     check_count(n);
     check_count(n_pages);

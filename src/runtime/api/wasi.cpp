@@ -44,11 +44,20 @@ u32 write_strings(Instance& inst, const std::vector<std::string>& v, u32 ptrs, u
 
 bool clock_for(u32 id, clockid_t* out) {
   switch (id) {
-    case 0: *out = CLOCK_REALTIME; return true;
-    case 1: *out = CLOCK_MONOTONIC; return true;
-    case 2: *out = CLOCK_PROCESS_CPUTIME_ID; return true;
-    case 3: *out = CLOCK_THREAD_CPUTIME_ID; return true;
-    default: return false;
+    case 0:
+      *out = CLOCK_REALTIME;
+      return true;
+    case 1:
+      *out = CLOCK_MONOTONIC;
+      return true;
+    case 2:
+      *out = CLOCK_PROCESS_CPUTIME_ID;
+      return true;
+    case 3:
+      *out = CLOCK_THREAD_CPUTIME_ID;
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -198,8 +207,8 @@ void W(proc_exit)(Ctx* c, u32 code) {
 }
 
 // Everything else: no file system, no sockets, no signals, no polling.
-#define PITH_WASI_STUB(name, result, ...) \
-  u32 W(name)(Ctx * c, __VA_ARGS__) {     \
+#define PITH_WASI_STUB(name, result, ...)                   \
+  u32 W(name)(Ctx * c, __VA_ARGS__) {                       \
     return wasi_call(c, [&](Instance&) { return result; }); \
   }
 PITH_WASI_STUB(fd_advise, kEBadF, u32, u64, u64, u32)
