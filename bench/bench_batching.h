@@ -4,9 +4,10 @@
 // the mean batch size. Baseline in the same run: the eager policy (no batching).
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace pith::bench {
 

@@ -2,11 +2,11 @@
 #include "bench/bench_grammar.h"
 
 #include <fmt/format.h>
+#include <pith/grammar_matcher.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <fstream>
-#include <pith/grammar_matcher.hpp>
 #include <random>
 #include <sstream>
 

@@ -5,9 +5,10 @@
 #pragma once
 
 #include <cstddef>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/kernels/cpu_features.h"
 #include "formats/dtype.h"

@@ -2,6 +2,7 @@
 #include "bench/bench_model.h"
 
 #include <fmt/format.h>
+
 #include <time.h>
 
 #include <algorithm>

@@ -9,8 +9,9 @@
 //    measured in the same run); overhead_pct = inferlet / fused - 1.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 namespace pith::bench {
 

@@ -1,6 +1,8 @@
 // The runtime benchmark suites (see bench_runtime.h).
 #include "bench/bench_runtime.h"
 
+#include "bench/inferlet_files.h"
+
 #include <fmt/format.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -16,7 +18,6 @@
 #include <mutex>
 #include <sstream>
 
-#include "bench/inferlet_files.h"
 #include "common/error.h"
 #include "runtime/runtime.h"
 

@@ -9,8 +9,9 @@
 //   indirect call to a guest function in the same loop (the baseline).
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 namespace pith::bench {
 

@@ -10,8 +10,9 @@
 //   prefilled (p50/p99) and total throughput, with a token budget (chunking) vs without.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 namespace pith::bench {
 

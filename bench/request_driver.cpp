@@ -9,7 +9,7 @@ namespace pith::bench {
 
 namespace {
 
-CallOutput call(const std::function<Result<void>(Completion)>& submit) {
+CallOutput call(const std::function<Result<void>(CallCompletion)>& submit) {
   std::promise<CallOutcome> p;
   auto f = p.get_future();
   auto s = submit([&p](CallOutcome&& o) { p.set_value(std::move(o)); });
@@ -69,8 +69,8 @@ RequestTiming run_request(Controller& ctl, InstanceId id, const RequestSpec& spe
 
   std::vector<int32_t> rest(spec.prompt.begin() + matched, spec.prompt.end());
   t.prefill_tokens = static_cast<uint32_t>(rest.size());
-  auto o =
-      call([&](Completion c) { return ctl.forward(id, q, sequence(rest, matched), std::move(c)); });
+  auto o = call(
+      [&](CallCompletion c) { return ctl.forward(id, q, sequence(rest, matched), std::move(c)); });
   t.first_token = Clock::now();
   t.tokens.push_back(t.first_token);
   if (spec.use_prefix_cache) {
@@ -80,7 +80,8 @@ RequestTiming run_request(Controller& ctl, InstanceId id, const RequestSpec& spe
   int32_t next = o.forward.outputs[0].dist.ids[0];
   size_t pos = spec.prompt.size();
   for (int i = 1; i < spec.max_tokens; ++i) {
-    o = call([&](Completion c) { return ctl.forward(id, q, sequence({next}, pos), std::move(c)); });
+    o = call(
+        [&](CallCompletion c) { return ctl.forward(id, q, sequence({next}, pos), std::move(c)); });
     t.tokens.push_back(Clock::now());
     next = o.forward.outputs[0].dist.ids[0];
     ++pos;

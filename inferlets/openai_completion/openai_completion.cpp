@@ -10,7 +10,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-
 #include <pith/context.hpp>
 #include <pith/openai_protocol.hpp>
 

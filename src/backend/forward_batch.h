@@ -3,6 +3,7 @@
 // batch, each with its own KV pages, explicit positions and attention mask.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

@@ -8,8 +8,9 @@
 // construction, so one instance can serve concurrent requests.
 #pragma once
 
-#include <memory>
 #include <nlohmann/json.hpp>
+
+#include <memory>
 #include <string>
 
 #include "chat_template/jinja_exception.h"

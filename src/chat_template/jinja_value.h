@@ -8,10 +8,11 @@
 // Only namespace objects are mutable (`{% set ns.x = ... %}`), as in Jinja2's sandbox.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>

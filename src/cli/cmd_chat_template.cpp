@@ -9,9 +9,10 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "chat_template/chat_template.h"
 #include "cli/commands.h"

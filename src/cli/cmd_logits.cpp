@@ -5,11 +5,11 @@
 // where positions[i] holds the logits after input i (predicting token i+1), logsumexp is over
 // the whole vocabulary and `top` is sorted by logit (ties by lower id).
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <charconv>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -9,8 +9,9 @@
 // streams events).
 #pragma once
 
-#include <functional>
 #include <nlohmann/json.hpp>
+
+#include <functional>
 #include <string>
 #include <vector>
 

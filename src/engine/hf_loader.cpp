@@ -1,6 +1,7 @@
 // Hugging Face folder -> ModelWeights (see hf_loader.h). safetensors shapes are row-major
 // [out, in], matching WeightMatrix directly.
 #include "engine/hf_loader.h"
+#include "engine/model_loader.h"
 
 #include <fmt/ranges.h>
 
@@ -12,7 +13,6 @@
 
 #include "common/error.h"
 #include "engine/kernels/matmul.h"
-#include "engine/model_loader.h"
 #include "formats/safetensors.h"
 
 namespace pith {

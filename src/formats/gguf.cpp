@@ -322,18 +322,12 @@ std::vector<Out> convert_array(const GGUFArray& a) {
     break;                        \
   }
         // clang-format off
-        PITH_CONV(uint16_t, U16)
-        PITH_CONV(int16_t, I16)
-        PITH_CONV(uint32_t, U32)
-        PITH_CONV(int32_t, I32)
-        PITH_CONV(float, F32)
-        PITH_CONV(uint64_t, U64)
-        PITH_CONV(int64_t, I64)
-        PITH_CONV(double, F64)
+      PITH_CONV(uint16_t, U16) PITH_CONV(int16_t, I16) PITH_CONV(uint32_t, U32)
+      PITH_CONV(int32_t, I32) PITH_CONV(float, F32) PITH_CONV(uint64_t, U64)
+      PITH_CONV(int64_t, I64) PITH_CONV(double, F64)
         // clang-format on
 #undef PITH_CONV
-      default:
-        break;
+                    default : break;
     }
   }
   return out;

@@ -1,13 +1,13 @@
 #include "runtime/control_model_api.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+
+#include <fmt/format.h>
 
 namespace pith::runtime {
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <boost/context/stack_context.hpp>
+
 #include <cstddef>
 #include <cstdint>
 

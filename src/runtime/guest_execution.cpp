@@ -2,10 +2,11 @@
 // guest_execution.h for the rules on which faults become guest traps.
 #include "runtime/guest_execution.h"
 
-#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include <pthread.h>
 
 #include <csignal>
 #include <cstdlib>

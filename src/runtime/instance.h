@@ -16,8 +16,8 @@
 #pragma once
 
 #include <pith/abi.h>
-
 #include <boost/context/fiber.hpp>
+
 #include <condition_variable>
 #include <cstdint>
 #include <deque>

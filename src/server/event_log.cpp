@@ -1,10 +1,11 @@
 #include "server/event_log.h"
 
-#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
 
 namespace pith::server {
 

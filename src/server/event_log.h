@@ -7,15 +7,17 @@
 // oldest are dropped; a reader that asks for an id that is gone learns how many it missed.
 #pragma once
 
+#include <utility>  // before asio: Boost 1.74's awaitable.hpp uses std::exchange
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <utility>  // before asio: Boost 1.74's awaitable.hpp uses std::exchange
 #include <vector>
 
 namespace pith::server {

@@ -1,12 +1,12 @@
 #include "server/http_server.h"
 
 #include <spdlog/spdlog.h>
-
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+
 #include <limits>
 
 #include "common/error.h"

@@ -5,20 +5,22 @@
 // answered with a JSON error and never reach a handler.
 #pragma once
 
-#include <atomic>
+#include <utility>  // before asio: Boost 1.74's awaitable.hpp uses std::exchange
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
-#include <utility>  // before asio: Boost 1.74's awaitable.hpp uses std::exchange
 
 namespace pith::server {
 

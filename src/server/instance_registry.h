@@ -5,6 +5,7 @@
 #pragma once
 
 #include <boost/asio/steady_timer.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <map>

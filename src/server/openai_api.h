@@ -5,10 +5,11 @@
 // logprobs, usage with cached tokens.
 #pragma once
 
-#include <cstdint>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <pith/openai_protocol.hpp>
+
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 

@@ -4,10 +4,7 @@
 // tiny BF16 model with the real Llama 3 vocabulary. Tolerances are issue 16's: max |Δlogit| <=
 // 2e-3 in F32 mode (no TF32), <= 2e-2 * (1 + max |logit|) in BF16 mode; top-1 must agree unless
 // the CPU's two best logits are closer than the tolerance. Needs a GPU (skips with 77).
-#include "engine/cuda/cuda_backend.h"
-
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -16,8 +13,11 @@
 #include <filesystem>
 #include <random>
 
+#include <unistd.h>
+
 #include "common/error.h"
 #include "common/thread_pool.h"
+#include "engine/cuda/cuda_backend.h"
 #include "engine/engine.h"
 #include "engine/model_loader.h"
 #include "gpu_test_main.h"

@@ -3,13 +3,13 @@
 // and without a 16-wide remainder) and the scalar path (not a multiple of 8), GQA groups,
 // shuffled pages, causal and run-length masks, and thread counts that switch between
 // per-group and per-head tasks.
-#include "engine/attention.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
+
+#include "engine/attention.h"
 
 namespace pith {
 namespace {

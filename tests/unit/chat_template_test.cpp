@@ -3,16 +3,16 @@
 // output came from Python jinja2 3.1.6 under Hugging Face's settings; a Llama 2 template with
 // a hand-derived expectation; and the error behaviour (unsupported constructs named with their
 // line, undefined access, raise_exception).
-#include "chat_template/chat_template.h"
-
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "chat_template/chat_template.h"
 
 namespace {
 

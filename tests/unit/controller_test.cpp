@@ -3,6 +3,8 @@
 // tests run on the weightless FakeBackend; the tests that compare outputs with the engine's own
 // forward (queue order, chunked prefill) run on the real engine with the tiny test model.
 #include "control/controller.h"
+#include "engine/engine.h"
+#include "engine/fake_backend.h"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +13,6 @@
 #include <future>
 #include <thread>
 
-#include "engine/engine.h"
-#include "engine/fake_backend.h"
 #include "engine/model_loader.h"
 
 namespace pith {

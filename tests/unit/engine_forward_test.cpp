@@ -5,13 +5,14 @@
 // the logits agree (to summation-order noise), and invalid batches are rejected before any KV
 // is touched.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <random>
+
+#include <unistd.h>
 
 #include "common/error.h"
 #include "engine/token_distribution.h"

@@ -2,10 +2,11 @@
 // as one prefill (or one token per call), and read llama.cpp oracle files from tests/data.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <fstream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -2,9 +2,9 @@
 // GBNF parse errors, acceptance/rejection of whole strings, completions, and the fast vocabulary
 // mask against the naive per-token matcher on synthetic and the real Llama 3 vocabulary.
 #include <gtest/gtest.h>
+#include <pith/grammar_matcher.hpp>
 
 #include <memory>
-#include <pith/grammar_matcher.hpp>
 #include <random>
 #include <string>
 #include <vector>

@@ -1,7 +1,5 @@
 // KvPool and EmbedPool: sizing from a budget, free lists (all-or-nothing, double free), the
 // page layout (tiles do not overlap), per-token writes and copies between pages.
-#include "engine/kv_pool.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +8,7 @@
 
 #include "common/error.h"
 #include "engine/embed_pool.h"
+#include "engine/kv_pool.h"
 
 namespace pith {
 namespace {

@@ -1,9 +1,8 @@
 // The Prometheus registry: text exposition format, histogram buckets, label sets; and the
 // serving metrics built on it (compile times observed once, the periodic stats line).
-#include "server/metrics.h"
-
 #include <gtest/gtest.h>
 
+#include "server/metrics.h"
 #include "server/serving_metrics.h"
 
 namespace pith::server {

@@ -1,11 +1,10 @@
 // The OpenAI surface without a server: request validation, stop-string hold-back while
 // streaming, and CompletionSession turning inferlet messages into responses and chunks.
-#include "server/openai_api.h"
-
 #include <gtest/gtest.h>
 
 #include "chat_template/chat_template.h"
 #include "common/error.h"
+#include "server/openai_api.h"
 
 namespace pith::server {
 namespace {

@@ -1,13 +1,12 @@
 // RoPE: angles follow theta and per-pair frequency factors (to f32 precision of ggml's
 // recurrence), the rotation acts on adjacent pairs and preserves each pair's norm, and bad
 // configurations are rejected with pith::Error.
-#include "engine/rope.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "common/error.h"
+#include "engine/rope.h"
 
 namespace pith {
 namespace {

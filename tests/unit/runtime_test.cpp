@@ -3,8 +3,6 @@
 // args/messages/logs, every trap kind with its reason text, CPU limit, memory cap, stack
 // overflow, isolation (other instances keep running), pub/sub, the key-value store, resource
 // release over many launches, and rejection of modules with bad imports.
-#include "runtime/runtime.h"
-
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -19,6 +17,7 @@
 
 #include "built_inferlet.h"
 #include "common/error.h"
+#include "runtime/runtime.h"
 #include "runtime/subprocess.h"
 
 namespace pith::runtime {

@@ -2,8 +2,6 @@
 // on every way a stream can be cut into pieces, and the client's error mapping, POST bodies and
 // stream cancellation against a real HTTP peer on 127.0.0.1 (tests/unit/tiny_http_server.h).
 // The client against `pith serve` itself is covered end to end by tests/e2e/cli_client.py.
-#include "cli/server_client.h"
-
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -14,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/server_client.h"
 #include "cli/sse_parser.h"
 #include "tiny_http_server.h"
 

@@ -2,8 +2,6 @@
 // probabilities from the softmax over the whole vocabulary, K clamped to the vocabulary, and
 // logsumexp stable for large logits; the streaming pieces (TopKSelector over blocks in any
 // order, SoftmaxPartial combination) give the same result as one pass over the whole row.
-#include "engine/token_distribution.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +10,7 @@
 #include <random>
 
 #include "engine/kernels/cpu_features.h"
+#include "engine/token_distribution.h"
 
 namespace pith {
 namespace {

@@ -3,8 +3,8 @@
 // a mixed corpus; the written JSON has the standard structure; hand-written files in the
 // other accepted shapes load; broken files are clear errors.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>

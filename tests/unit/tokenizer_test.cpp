@@ -1,8 +1,6 @@
 // Tokenizer behaviour beyond the llama.cpp vectors: round trips on a varied corpus and on
 // arbitrary bytes, special tokens and BOS/EOS, token metadata, errors, fast-vs-naive BPE
 // parity, and the no-quadratic-blowup bound on long words.
-#include "tokenizer/tokenizer.h"
-
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,6 +10,7 @@
 
 #include "common/error.h"
 #include "formats/gguf.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
 namespace pith {
@@ -40,8 +39,7 @@ std::vector<std::string> corpus() {
       "Ünïcödé façade naïve coöperate Ελληνικά русский язык עברית العربية हिन्दी",
       "中文测试：我想在apple工作1314151天～ 日本語のテキスト、カタカナ。한국어 텍스트",
       // clang-format off
-      "emoji 🦙🚀😶‍🌫️👩‍👩‍👧‍👦 flags 🇫🇷🇯🇵 skin 👍🏽 keycap "
-      "1️⃣",
+      "emoji 🦙🚀😶‍🌫️👩‍👩‍👧‍👦 flags 🇫🇷🇯🇵 skin 👍🏽 keycap 1️⃣",
       // clang-format on
       "int main(int argc, char** argv) {\n    for (int i = 0; i < argc; ++i) printf(\"%s\\n\", "
       "argv[i]);\n    return 0;\n}\n",

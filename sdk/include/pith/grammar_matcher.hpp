@@ -32,10 +32,10 @@
 
 #include <stdint.h>
 #include <string.h>
-
-#include <algorithm>
 #include <pith/grammar.hpp>
 #include <pith/token_trie.hpp>
+
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <unordered_map>

@@ -13,10 +13,10 @@
 
 #include <math.h>
 #include <stdint.h>
-
-#include <algorithm>
 #include <pith/rng.hpp>
 #include <pith/sampling.hpp>
+
+#include <algorithm>
 #include <vector>
 
 namespace pith {

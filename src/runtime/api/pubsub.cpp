@@ -1,7 +1,6 @@
 // Host side of abi.h "broadcast / subscribe": topics live in the runtime's PubSub registry;
 // subscriptions are per-instance handles.
 #include "runtime/pubsub.h"
-
 #include "runtime/api/host_call.h"
 
 using namespace pith::runtime;

@@ -5,6 +5,8 @@
 // cudaMemcpyAsync per forward. An event recorded after the upload guards the pinned buffers:
 // the next plan() waits on it before rewriting them, so the host may plan batch N+1 while the
 // device still runs batch N.
+#include "engine/cuda/paged_attention.h"
+
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -12,7 +14,6 @@
 #include "engine/cuda/attention/attention_error.h"
 #include "engine/cuda/attention/attention_plan.h"
 #include "engine/cuda/attention/own_attention.h"
-#include "engine/cuda/paged_attention.h"
 #if PITH_HAVE_FLASHINFER
 #include "engine/cuda/attention/flashinfer_prefill.h"
 #endif
