@@ -50,7 +50,7 @@ EngineOptions small_engine(size_t pages) {
 }
 
 // Submits a call and blocks until it completes.
-CallOutcome wait_for(const std::function<Result<void>(Completion)>& submit) {
+CallOutcome wait_for(const std::function<Result<void>(CallCompletion)>& submit) {
   std::promise<CallOutcome> p;
   auto f = p.get_future();
   auto s = submit([&](CallOutcome&& o) { p.set_value(std::move(o)); });
@@ -243,7 +243,7 @@ TEST(Controller, BadRequestsFailAloneWithClearErrors) {
   EXPECT_EQ(ctl.forward(1, q + 999, prefill({1}, 0, pages, 1), nullptr), Status::BadHandle);
   EXPECT_EQ(ctl.forward(2, q, prefill({1}, 0, pages, 1), nullptr), Status::Terminated);
   // A good call still works afterwards.
-  auto o = wait_for([&](Completion c) {
+  auto o = wait_for([&](CallCompletion c) {
     return ctl.forward(1, q, prefill({1, 2}, 0, pages, 2), std::move(c));
   });
   EXPECT_EQ(o.code(), Status::Ok) << o.message();
@@ -325,7 +325,8 @@ TEST(Controller, ChunkedPrefillMatchesWholePrefillAndRespectsBudget) {
     s.mask[20] = {3, 1, 17, 29};
     return s;
   };
-  auto got = wait_for([&](Completion c) { return ctl.forward(1, q, make(pages), std::move(c)); });
+  auto got =
+      wait_for([&](CallCompletion c) { return ctl.forward(1, q, make(pages), std::move(c)); });
   ASSERT_EQ(got.code(), Status::Ok) << got.message();
   {
     std::lock_guard lock(mu);
@@ -393,8 +394,9 @@ TEST(Controller, PrefixCacheSharesPagesAndIsReclaimedUnderPressure) {
   for (int i = 0; i < 40; ++i) prompt.push_back(3 + i * 11);
   std::vector<uint32_t> pages;
   ASSERT_EQ(into(ctl.alloc_pages(1, 3), pages), Status::Ok);
-  auto o = wait_for(
-      [&](Completion c) { return ctl.forward(1, q1, prefill(prompt, 0, pages, 8), std::move(c)); });
+  auto o = wait_for([&](CallCompletion c) {
+    return ctl.forward(1, q1, prefill(prompt, 0, pages, 8), std::move(c));
+  });
   ASSERT_EQ(o.code(), Status::Ok);
   ASSERT_EQ(ctl.prefix_insert(1, prompt, std::span(pages).first(2)), Status::Ok);
   EXPECT_EQ(ctl.gauges().pages_cached, 2u);
@@ -415,7 +417,7 @@ TEST(Controller, PrefixCacheSharesPagesAndIsReclaimedUnderPressure) {
   ASSERT_EQ(into(ctl.alloc_pages(2, 1), tail), Status::Ok);
   std::vector<uint32_t> table = shared;
   table.push_back(tail[0]);
-  auto cont = wait_for([&](Completion c) {
+  auto cont = wait_for([&](CallCompletion c) {
     return ctl.forward(
         2, q2, prefill(std::vector<int32_t>(prompt.begin() + 32, prompt.end()), 32, table, 8),
         std::move(c));
@@ -461,7 +463,7 @@ TEST(Controller, BackendFailuresKeepTheirCodeAndMessage) {
 
   // Out of memory in the backend is not the caller's fault: BackendFailure, with the reason.
   backend->fail_call(FakeHandler::EmbedTokens, 1, FakeFailure::OutOfMemory);
-  auto oom = wait_for([&](Completion c) {
+  auto oom = wait_for([&](CallCompletion c) {
     return ctl.embed_tokens(1, q, {5, 6}, {0, 1}, embeds, std::move(c));
   });
   EXPECT_EQ(oom, Status::BackendFailure);
@@ -469,13 +471,14 @@ TEST(Controller, BackendFailuresKeepTheirCodeAndMessage) {
 
   // A request the backend rejects (pith::Error) is a bad argument, with the backend's message.
   backend->fail_call(FakeHandler::CopyKv, 1, FakeFailure::Error);
-  auto rejected = wait_for(
-      [&](Completion c) { return ctl.copy_kv(1, q, pages[0], pages[1], 0, 0, 4, std::move(c)); });
+  auto rejected = wait_for([&](CallCompletion c) {
+    return ctl.copy_kv(1, q, pages[0], pages[1], 0, 0, 4, std::move(c));
+  });
   EXPECT_EQ(rejected, Status::BadArgument);
   EXPECT_FALSE(rejected.message().empty());
 
   // The queue goes on.
-  auto ok = wait_for([&](Completion c) {
+  auto ok = wait_for([&](CallCompletion c) {
     return ctl.embed_tokens(1, q, {5, 6}, {0, 1}, embeds, std::move(c));
   });
   EXPECT_EQ(ok, Status::Ok) << ok;

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "backend/backend.h"
+#include "common/cache_dir.h"
 #include "common/error.h"
 
 namespace pith::server {
