@@ -33,8 +33,8 @@ struct ModelWeights;
 
 // Options every backend understands; fields a backend has no use for are ignored.
 struct BackendOptions {
-  std::string device = "auto";                 // cpu | cuda | cuda:N | auto (cuda when present)
-  uint32_t kv_page_size = 16;                  // tokens per KV page (--kv-page-size)
+  std::string device = "auto";  // cpu | cuda | cuda:N | auto (cuda when present) | fake (tests)
+  uint32_t kv_page_size = 16;   // tokens per KV page (--kv-page-size)
   size_t kv_memory_bytes = size_t{256} << 20;  // KV pool budget (--kv-memory)
   uint32_t max_embeds = 4096;                  // Embed slots
   size_t n_threads = 0;                        // CPU: worker threads, 0 = one per core

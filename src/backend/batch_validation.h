@@ -1,8 +1,8 @@
 // What every backend checks before it touches any state: each handler's arguments
-// (backend/backend.h). (The model's tensor shapes: validate_model_shapes, engine/model_weights.h.)
-// One implementation, so the CPU engine, the CUDA backend and the fake reject exactly the same
-// inputs with the same messages. Every function throws pith::Error naming the offending sequence,
-// input or id.
+// (backend/backend.h); the model's tensor shapes are checked by validate_model_shapes
+// (engine/model_weights.h). One implementation, so the CPU engine, the CUDA backend and the fake
+// reject exactly the same inputs with the same messages. Every function throws pith::Error naming
+// the offending sequence, input or id.
 #pragma once
 
 #include <cstdint>
