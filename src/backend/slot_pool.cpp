@@ -13,15 +13,20 @@ SlotPool::SlotPool(uint32_t capacity, std::string what)
 }
 
 std::vector<uint32_t> SlotPool::allocate(size_t n) {
+  std::vector<uint32_t> out;
+  allocate(n, out);
+  return out;
+}
+
+void SlotPool::allocate(size_t n, std::vector<uint32_t>& out) {
   if (n > free_.size())
     fail("out of {}: {} requested, {} of {} free", what_, n, free_.size(), capacity_);
-  std::vector<uint32_t> out(n);
+  out.resize(n);
   for (size_t i = 0; i < n; ++i) {
     out[i] = free_.back();
     free_.pop_back();
     allocated_[out[i]] = 1;
   }
-  return out;
 }
 
 void SlotPool::free(std::span<const uint32_t> ids) {

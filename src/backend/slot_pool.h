@@ -27,6 +27,9 @@ class SlotPool {
   // Takes n ids, all or nothing: throws pith::Error ("out of KV pages: ...") when fewer than
   // n are free, leaving the pool unchanged.
   std::vector<uint32_t> allocate(size_t n);
+  // The same into `out` (replacing its contents, keeping its capacity: no allocation on the
+  // per-call path once the caller's vector has grown).
+  void allocate(size_t n, std::vector<uint32_t>& out);
   // Returns ids to the free list. Throws pith::Error on an id out of range, not allocated or
   // listed twice, before freeing any of them.
   void free(std::span<const uint32_t> ids);

@@ -162,19 +162,28 @@ Result<void> Controller::synchronize(InstanceId id, QueueId q, std::function<voi
 
 // ---------------------------------------------------------------- resources
 
-Result<std::vector<uint32_t>> Controller::alloc_pages(InstanceId id, uint32_t n) {
+Result<void> Controller::alloc_pages(InstanceId id, uint32_t n, std::vector<uint32_t>& handles) {
   Deferred deferred;
-  Result<std::vector<uint32_t>> handles = std::vector<uint32_t>{};
+  Result<void> result;
   {
     std::lock_guard lock(mu_);
-    handles = spaces_.alloc_pages(id, n, [&](InstanceId victim, KillFn kill) {
-      release_instance_locked(victim, deferred);
-      if (kill)
-        deferred.push_back(
-            [kill = std::move(kill)] { kill("KV memory needed by an older inferlet"); });
-    });
+    result = spaces_.alloc_pages(
+        id, n,
+        [&](InstanceId victim, KillFn kill) {
+          release_instance_locked(victim, deferred);
+          if (kill)
+            deferred.push_back(
+                [kill = std::move(kill)] { kill("KV memory needed by an older inferlet"); });
+        },
+        handles);
   }
   for (auto& f : deferred) f();
+  return result;
+}
+
+Result<std::vector<uint32_t>> Controller::alloc_pages(InstanceId id, uint32_t n) {
+  std::vector<uint32_t> handles;
+  if (auto r = alloc_pages(id, n, handles); !r) return r.failure();
   return handles;
 }
 
@@ -183,9 +192,15 @@ Result<void> Controller::dealloc_pages(InstanceId id, std::span<const uint32_t> 
   return spaces_.dealloc_pages(id, handles);
 }
 
-Result<std::vector<uint32_t>> Controller::alloc_embeds(InstanceId id, uint32_t n) {
+Result<void> Controller::alloc_embeds(InstanceId id, uint32_t n, std::vector<uint32_t>& handles) {
   std::lock_guard lock(mu_);
-  return spaces_.alloc_embeds(id, n);
+  return spaces_.alloc_embeds(id, n, handles);
+}
+
+Result<std::vector<uint32_t>> Controller::alloc_embeds(InstanceId id, uint32_t n) {
+  std::vector<uint32_t> handles;
+  if (auto r = alloc_embeds(id, n, handles); !r) return r.failure();
+  return handles;
 }
 
 Result<void> Controller::dealloc_embeds(InstanceId id, std::span<const uint32_t> handles) {

@@ -106,8 +106,12 @@ class Controller {
   Result<void> synchronize(InstanceId id, QueueId q, std::function<void()> done);
 
   // ---- resources (complete immediately; handles in the instance's space) ----
+  // The out-parameter forms fill `handles` keeping its capacity (the guest's per-step path);
+  // the value forms are for callers that allocate rarely.
+  Result<void> alloc_pages(InstanceId id, uint32_t n, std::vector<uint32_t>& handles);
   Result<std::vector<uint32_t>> alloc_pages(InstanceId id, uint32_t n);
   Result<void> dealloc_pages(InstanceId id, std::span<const uint32_t> handles);
+  Result<void> alloc_embeds(InstanceId id, uint32_t n, std::vector<uint32_t>& handles);
   Result<std::vector<uint32_t>> alloc_embeds(InstanceId id, uint32_t n);
   Result<void> dealloc_embeds(InstanceId id, std::span<const uint32_t> handles);
   // Exports share pages by name; the export holds its own references, so a persistent

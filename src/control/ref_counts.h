@@ -24,7 +24,7 @@ class RefCounts {
   // n fresh slots with one reference each, all or nothing; false when fewer than n are free.
   bool allocate(uint32_t n, std::vector<uint32_t>& out) {
     if (pool_.n_free() < n) return false;
-    out = pool_.allocate(n);
+    pool_.allocate(n, out);
     for (uint32_t id : out) refs_[id] = 1;
     return true;
   }

@@ -105,8 +105,8 @@ bool ResourceSpaces::make_room(InstanceId requester, uint32_t n, const EvictFn& 
   return true;
 }
 
-Result<std::vector<uint32_t>> ResourceSpaces::alloc_pages(InstanceId id, uint32_t n,
-                                                          const EvictFn& evict) {
+Result<void> ResourceSpaces::alloc_pages(InstanceId id, uint32_t n, const EvictFn& evict,
+                                         std::vector<uint32_t>& handles) {
   Instance* inst = find(id);
   if (!inst) return unknown_instance();
   if (options_.max_kv_pages_per_instance &&
@@ -117,13 +117,12 @@ Result<std::vector<uint32_t>> ResourceSpaces::alloc_pages(InstanceId id, uint32_
   if (page_refs_.n_free() < n && !make_room(id, n, evict))
     return Failure{Status::OutOfKvPages, fmt::format("{} pages requested, {} free of {}", n,
                                                      page_refs_.n_free(), page_capacity_)};
-  std::vector<uint32_t> phys;
-  if (!page_refs_.allocate(n, phys))
+  if (!page_refs_.allocate(n, phys_scratch_))
     return Failure{Status::OutOfKvPages, "pages still held by in-flight calls"};
   inst = find(id);
-  std::vector<uint32_t> handles;
-  for (uint32_t p : phys) handles.push_back(inst->pages.insert(p));
-  return handles;
+  handles.clear();
+  for (uint32_t p : phys_scratch_) handles.push_back(inst->pages.insert(p));
+  return {};
 }
 
 Result<void> ResourceSpaces::dealloc_pages(InstanceId id, std::span<const uint32_t> handles) {
@@ -138,16 +137,16 @@ Result<void> ResourceSpaces::dealloc_pages(InstanceId id, std::span<const uint32
   return {};
 }
 
-Result<std::vector<uint32_t>> ResourceSpaces::alloc_embeds(InstanceId id, uint32_t n) {
+Result<void> ResourceSpaces::alloc_embeds(InstanceId id, uint32_t n,
+                                          std::vector<uint32_t>& handles) {
   Instance* inst = find(id);
   if (!inst) return unknown_instance();
-  std::vector<uint32_t> phys;
-  if (!embed_refs_.allocate(n, phys))
+  if (!embed_refs_.allocate(n, phys_scratch_))
     return Failure{Status::OutOfEmbeds,
                    fmt::format("{} embeds requested, {} free", n, embed_refs_.n_free())};
-  std::vector<uint32_t> handles;
-  for (uint32_t p : phys) handles.push_back(inst->embeds.insert(p));
-  return handles;
+  handles.clear();
+  for (uint32_t p : phys_scratch_) handles.push_back(inst->embeds.insert(p));
+  return {};
 }
 
 Result<void> ResourceSpaces::dealloc_embeds(InstanceId id, std::span<const uint32_t> handles) {

@@ -61,9 +61,12 @@ class ResourceSpaces {
 
   // ---- pages and Embeds (handles in the instance's space)
   // When the pool is short, evicts LRU prefix-cache pages, then newer instances (through `evict`).
-  Result<std::vector<uint32_t>> alloc_pages(InstanceId id, uint32_t n, const EvictFn& evict);
+  // Allocations replace `handles`' contents and keep its capacity (a guest allocates on every
+  // decode step; the success path allocates no memory once the vectors have grown).
+  Result<void> alloc_pages(InstanceId id, uint32_t n, const EvictFn& evict,
+                           std::vector<uint32_t>& handles);
   Result<void> dealloc_pages(InstanceId id, std::span<const uint32_t> handles);
-  Result<std::vector<uint32_t>> alloc_embeds(InstanceId id, uint32_t n);
+  Result<void> alloc_embeds(InstanceId id, uint32_t n, std::vector<uint32_t>& handles);
   Result<void> dealloc_embeds(InstanceId id, std::span<const uint32_t> handles);
   bool has_page(InstanceId id, uint32_t handle) const;
   uint32_t pages_held(InstanceId id) const;
@@ -122,6 +125,7 @@ class ResourceSpaces {
   std::map<std::string, Export> exports_;
   uint64_t next_launch_seq_ = 1;
   uint64_t killed_for_memory_ = 0;
+  std::vector<uint32_t> phys_scratch_;  // physical ids of the allocation in progress
 };
 
 }  // namespace pith

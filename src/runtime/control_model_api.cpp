@@ -265,7 +265,7 @@ class ControlSession final : public ModelSession {
   // ---- resources
   pith_status_t alloc_kvpages(uint32_t queue, uint32_t n, std::vector<uint32_t>* out) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
-    return take("alloc_kvpages", ctl_.alloc_pages(id_, n), *out);
+    return check("alloc_kvpages", ctl_.alloc_pages(id_, n, *out));
   }
   pith_status_t dealloc_kvpages(uint32_t queue, std::span<const uint32_t> pages) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
@@ -276,7 +276,7 @@ class ControlSession final : public ModelSession {
   }
   pith_status_t alloc_embs(uint32_t queue, uint32_t n, std::vector<uint32_t>* out) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
-    return take("alloc_embs", ctl_.alloc_embeds(id_, n), *out);
+    return check("alloc_embs", ctl_.alloc_embeds(id_, n, *out));
   }
   pith_status_t dealloc_embs(uint32_t queue, std::span<const uint32_t> embs) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;

@@ -105,10 +105,15 @@ class GuestMemory {
     std::memcpy(bytes(ptr, sizeof(T)), &v, sizeof(T));
   }
   std::vector<uint32_t> u32s(uint32_t ptr, uint32_t n) const {
-    const uint8_t* p = bytes(ptr, uint64_t{n} * 4);  // validate before allocating
-    std::vector<uint32_t> v(n);
-    if (n) std::memcpy(v.data(), p, uint64_t{n} * 4);
+    std::vector<uint32_t> v;
+    u32s(ptr, n, v);
     return v;
+  }
+  // The same into `out`, keeping its capacity (per-step calls reuse one vector).
+  void u32s(uint32_t ptr, uint32_t n, std::vector<uint32_t>& out) const {
+    const uint8_t* p = bytes(ptr, uint64_t{n} * 4);  // validate before allocating
+    out.resize(n);
+    if (n) std::memcpy(out.data(), p, uint64_t{n} * 4);
   }
   void store_u32s(uint32_t ptr, std::span<const uint32_t> v) const {
     if (!v.empty()) std::memcpy(bytes(ptr, v.size() * 4ull), v.data(), v.size() * 4ull);

@@ -13,7 +13,9 @@ pith_status_t alloc_into(Instance& inst, u32 n, u32 out, Alloc alloc) {
   check_count(n);
   GuestMemory mem(inst);
   mem.bytes(out, uint64_t{n} * 4);
-  std::vector<uint32_t> handles;
+  // Reused across calls on this thread: a decode loop allocates a page every few tokens, and
+  // the success path then allocates no host memory at all.
+  thread_local std::vector<uint32_t> handles;
   pith_status_t st = alloc(session_of(inst), &handles);
   if (st != PITH_OK) return st;
   if (handles.size() != n) return PITH_ERR_INTERNAL;
@@ -36,7 +38,9 @@ u32 Z_pithZ_kvpage_alloc(Z_pith_instance_t* c, u32 queue, u32 n, u32 out) {
 u32 Z_pithZ_kvpage_dealloc(Z_pith_instance_t* c, u32 queue, u32 pages, u32 n) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
     check_count(n);
-    return session_of(inst).dealloc_kvpages(queue, GuestMemory(inst).u32s(pages, n));
+    thread_local std::vector<uint32_t> handles;  // reused: see alloc_into
+    GuestMemory(inst).u32s(pages, n, handles);
+    return session_of(inst).dealloc_kvpages(queue, handles);
   });
 }
 
@@ -51,7 +55,9 @@ u32 Z_pithZ_emb_alloc(Z_pith_instance_t* c, u32 queue, u32 n, u32 out) {
 u32 Z_pithZ_emb_dealloc(Z_pith_instance_t* c, u32 queue, u32 embs, u32 n) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
     check_count(n);
-    return session_of(inst).dealloc_embs(queue, GuestMemory(inst).u32s(embs, n));
+    thread_local std::vector<uint32_t> handles;  // reused: see alloc_into
+    GuestMemory(inst).u32s(embs, n, handles);
+    return session_of(inst).dealloc_embs(queue, handles);
   });
 }
 
