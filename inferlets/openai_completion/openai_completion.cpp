@@ -5,8 +5,12 @@
 // produce SSE chunks, usage and logprobs; the messages (usage, tok, end, error with its status
 // code) are defined in <pith/openai_protocol.hpp>, which the server parses with the same header.
 //
-//   openai_completion --tokens ID,ID,... [--max-tokens N] [--temperature T] [--top-p P]
-//                     [--top-k K] [--min-p P] [--seed S] [--stop STR]... [--n N] [--logprobs K]
+//   openai_completion --tokens ID,ID,... [--max-tokens N] [--min-tokens N] [--temperature T]
+//                     [--top-p P] [--top-k K] [--min-p P] [--seed S] [--stop STR]...
+//                     [--stop-token-ids ID,...] [--ignore-eos 1] [--n N] [--logprobs K]
+//                     [--presence-penalty X] [--frequency-penalty X] [--repetition-penalty X]
+//                     [--logit-bias ID:BIAS,...]
+// Logprobs are the model's own (before penalties and biases), as vLLM reports them.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +42,21 @@ bool parse_tokens(const std::string& s, std::vector<uint32_t>& out) {
   return !out.empty();
 }
 
+bool parse_biases(const std::string& s, std::vector<std::pair<uint32_t, float>>& out) {
+  const char* p = s.c_str();
+  while (*p) {
+    char* end = nullptr;
+    unsigned long id = strtoul(p, &end, 10);
+    if (end == p || *end != ':') return false;
+    p = end + 1;
+    float bias = strtof(p, &end);
+    if (end == p || (*end && *end != ',')) return false;
+    out.emplace_back(static_cast<uint32_t>(id), bias);
+    p = *end == ',' ? end + 1 : end;
+  }
+  return !out.empty();
+}
+
 const char* parse_args(Request& r) {
   std::vector<std::string> a = pith::args();
   r.stop.max_tokens = 16;
@@ -49,7 +68,21 @@ const char* parse_args(Request& r) {
       if (!parse_tokens(v, r.prompt)) return "--tokens needs ID,ID,...";
     } else if (k == "--max-tokens")
       r.stop.max_tokens = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
-    else if (k == "--temperature")
+    else if (k == "--min-tokens")
+      r.stop.min_tokens = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
+    else if (k == "--stop-token-ids") {
+      if (!parse_tokens(v, r.stop.stop_ids)) return "--stop-token-ids needs ID,ID,...";
+    } else if (k == "--ignore-eos")
+      r.stop.stop_at_eos = v != "1";
+    else if (k == "--presence-penalty")
+      r.sampling.presence_penalty = strtof(v.c_str(), nullptr);
+    else if (k == "--frequency-penalty")
+      r.sampling.frequency_penalty = strtof(v.c_str(), nullptr);
+    else if (k == "--repetition-penalty")
+      r.sampling.repetition_penalty = strtof(v.c_str(), nullptr);
+    else if (k == "--logit-bias") {
+      if (!parse_biases(v, r.sampling.logit_bias)) return "--logit-bias needs ID:BIAS,...";
+    } else if (k == "--temperature")
       r.sampling.temperature = strtof(v.c_str(), nullptr);
     else if (k == "--top-p")
       r.sampling.top_p = strtof(v.c_str(), nullptr);
@@ -91,6 +124,27 @@ int fail(pith_status_t code) {
   return fail(code, pith::status_name(code));
 }
 
+// The model's log-probabilities from whole-vocabulary logits (PITH_TOP_K_LOGITS): the chosen
+// token's and the `want` most likely.
+void model_logprobs(const pith::Distribution& d, uint32_t tok, uint32_t want,
+                    proto::TokenMessage& msg) {
+  const std::vector<float>& l = d.probs;
+  float max = -INFINITY;
+  for (float x : l) max = x > max ? x : max;
+  double sum = 0;
+  for (float x : l) sum += exp(double(x) - double(max));
+  const double lse = double(max) + log(sum);
+  if (tok < l.size()) msg.logprob = double(l[tok]) - lse;
+  if (want == 0) return;
+  std::vector<uint32_t> order(l.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  const size_t n = want < order.size() ? want : order.size();
+  std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(n), order.end(),
+                    [&](uint32_t a, uint32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+  for (size_t j = 0; j < n; ++j)
+    msg.top.push_back({static_cast<int32_t>(order[j]), double(l[order[j]]) - lse});
+}
+
 pith::Status send_usage(uint32_t prompt_tokens, uint32_t cached_tokens) {
   return pith::send(proto::encode(proto::UsageMessage{prompt_tokens, cached_tokens}));
 }
@@ -130,6 +184,9 @@ int main() {
       choices.push_back(Choice{std::move(*child), pith::Sampler(sc), {}, false});
     }
     if (req.n > 1) choices.back().ctx.fill_tokens({last});
+    if (sc.repetition_penalty != 1.0f) choices.back().sampler.observe_prompt(req.prompt);
+    if (req.stop.min_tokens > 0)
+      choices.back().sampler.suppress_until(req.stop.min_tokens, req.stop.ending_ids());
   }
   bool reported_usage = req.n > 1;
 
@@ -152,9 +209,13 @@ int main() {
       }
       uint32_t tok = c.sampler.sample(*d);
       proto::TokenMessage msg{i, static_cast<int32_t>(tok), -9999.0, {}};
-      for (size_t j = 0; j < d->ids.size(); ++j) {
-        if (d->ids[j] == tok) msg.logprob = log(d->probs[j]);
-        if (j < want) msg.top.push_back({static_cast<int32_t>(d->ids[j]), log(d->probs[j])});
+      if (d->logits) {
+        model_logprobs(*d, tok, want, msg);
+      } else {
+        for (size_t j = 0; j < d->ids.size(); ++j) {
+          if (d->ids[j] == tok) msg.logprob = log(d->probs[j]);
+          if (j < want) msg.top.push_back({static_cast<int32_t>(d->ids[j]), log(d->probs[j])});
+        }
       }
       if (!pith::send(proto::encode(msg))) return 1;
       c.generated.push_back(tok);

@@ -106,6 +106,17 @@ void append_full_dist(std::string& out, const std::vector<float>& logits) {
   }
 }
 
+// PITH_TOP_K_LOGITS: the whole vocabulary in id order, raw logits in place of probabilities.
+void append_raw_logits(std::string& out, const std::vector<float>& logits) {
+  const uint32_t k = static_cast<uint32_t>(logits.size());
+  size_t at = out.size();
+  out.resize(at + 4 + 8 * size_t{k});
+  char* p = out.data() + at;
+  std::memcpy(p, &k, 4);
+  for (uint32_t i = 0; i < k; ++i) std::memcpy(p + 4 + 4 * size_t{i}, &i, 4);
+  std::memcpy(p + 4 + 4 * size_t{k}, logits.data(), 4 * size_t{k});
+}
+
 // A top-K distribution covering the whole vocabulary, reordered by token id (next_dist with
 // PITH_TOP_K_ALL).
 void append_dist_by_id(std::string& out, const TokenDistribution& d) {
@@ -396,6 +407,10 @@ class ControlSession final : public ModelSession {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
     const bool all = top_k == PITH_TOP_K_ALL;
+    if (top_k == PITH_TOP_K_LOGITS)
+      return reject("next_dist", PITH_ERR_UNSUPPORTED,
+                    "PITH_TOP_K_LOGITS is answered by forward_tokens only; next_dist gives "
+                    "probabilities (PITH_TOP_K_ALL)");
     top_k = clamp_top_k(top_k);
     auto err = q->deferred_error;
     return check(
@@ -444,26 +459,30 @@ class ControlSession final : public ModelSession {
       seq.mask = bitmask_to_runs(args.attn_mask, seq.tokens.size(), ctx);
     }
     const uint32_t k = clamp_top_k(args.top_k);
-    const OutputKind kind = args.top_k == PITH_TOP_K_ALL ? OutputKind::Logits : OutputKind::TopK;
+    const bool raw_logits = args.top_k == PITH_TOP_K_LOGITS;
+    const OutputKind kind =
+        args.top_k == PITH_TOP_K_ALL || raw_logits ? OutputKind::Logits : OutputKind::TopK;
     for (uint32_t i : args.output_indices) seq.outputs.push_back({i, kind, k, 0});
     pith_status_t ms = apply_page_masks("forward_tokens", seq);
     if (ms != PITH_OK) return ms;
     auto err = q->deferred_error;
-    return check("forward_tokens",
-                 ctl_.forward(id_, q->id, std::move(seq),
-                              [err, log = error_log(), done = std::move(done)](CallOutcome&& o) {
-                                if (!o)
-                                  return done(log_failure(log, "forward_tokens", o.failure()), {});
-                                if (int32_t e = err->exchange(PITH_OK)) return done(e, {});
-                                std::string bytes;
-                                for (const auto& out : o->forward.outputs) {
-                                  if (out.logits.empty())
-                                    append_dist(bytes, out.dist);
-                                  else
-                                    append_full_dist(bytes, out.logits);
-                                }
-                                done(PITH_OK, std::move(bytes));
-                              }));
+    return check(
+        "forward_tokens",
+        ctl_.forward(id_, q->id, std::move(seq),
+                     [err, raw_logits, log = error_log(), done = std::move(done)](CallOutcome&& o) {
+                       if (!o) return done(log_failure(log, "forward_tokens", o.failure()), {});
+                       if (int32_t e = err->exchange(PITH_OK)) return done(e, {});
+                       std::string bytes;
+                       for (const auto& out : o->forward.outputs) {
+                         if (out.logits.empty())
+                           append_dist(bytes, out.dist);
+                         else if (raw_logits)
+                           append_raw_logits(bytes, out.logits);
+                         else
+                           append_full_dist(bytes, out.logits);
+                       }
+                       done(PITH_OK, std::move(bytes));
+                     }));
   }
 
  private:

@@ -45,6 +45,9 @@ struct Route {
   enum Kind {
     None,
     Models,
+    Model,
+    Tokenize,
+    Detokenize,
     Completions,
     ChatCompletions,
     Programs,
@@ -65,10 +68,17 @@ Route match_route(const std::string& path) {
   }
   if (!p.empty() && p.back().empty()) p.pop_back();
   Route r;
+  // vLLM serves its tokenizer routes outside /v1.
+  if (p.size() == 1 && p[0] == "tokenize") r.kind = Route::Tokenize;
+  if (p.size() == 1 && p[0] == "detokenize") r.kind = Route::Detokenize;
   if (p.size() < 2 || p[0] != "v1") return r;
   if (p.size() == 2 && p[1] == "models")
     r.kind = Route::Models;
-  else if (p.size() == 2 && p[1] == "completions")
+  else if (p.size() >= 3 && p[1] == "models") {  // a model id may hold slashes (org/name)
+    r.kind = Route::Model;
+    r.id = p[2];
+    for (size_t i = 3; i < p.size(); ++i) r.id += "/" + p[i];
+  } else if (p.size() == 2 && p[1] == "completions")
     r.kind = Route::Completions;
   else if (p.size() == 3 && p[1] == "chat" && p[2] == "completions")
     r.kind = Route::ChatCompletions;
@@ -288,6 +298,15 @@ asio::awaitable<void> ApiServer::route(HttpExchange& ex, const std::string& key)
     case Route::Models:
       if (method != http::verb::get) co_return co_await method_not_allowed();
       co_return co_await openai_routes_->models(ex);
+    case Route::Model:
+      if (method != http::verb::get) co_return co_await method_not_allowed();
+      co_return co_await openai_routes_->model(ex, route.id);
+    case Route::Tokenize:
+      if (method != http::verb::post) co_return co_await method_not_allowed();
+      co_return co_await openai_routes_->tokenize(ex);
+    case Route::Detokenize:
+      if (method != http::verb::post) co_return co_await method_not_allowed();
+      co_return co_await openai_routes_->detokenize(ex);
     case Route::Completions:
     case Route::ChatCompletions:
       if (method != http::verb::post) co_return co_await method_not_allowed();

@@ -88,9 +88,12 @@ asio::awaitable<void> HttpExchange::respond_json(http::status status, const nloh
 }
 
 asio::awaitable<void> HttpExchange::error(http::status status, std::string_view type,
-                                          std::string_view message) {
-  nlohmann::json j = {
-      {"error", {{"message", message}, {"type", type}, {"code", static_cast<int>(status)}}}};
+                                          std::string_view message, std::string_view param) {
+  nlohmann::json j = {{"error",
+                       {{"message", message},
+                        {"type", type},
+                        {"param", param.empty() ? nlohmann::json(nullptr) : nlohmann::json(param)},
+                        {"code", static_cast<int>(status)}}}};
   co_await respond_json(status, j);
 }
 

@@ -46,7 +46,10 @@ class HttpExchange {
       std::initializer_list<std::pair<std::string_view, std::string>> headers = {});
   asio::awaitable<void> respond_json(http::status status, const nlohmann::json& body);
   // {"error": {"message", "type", "code"}} (docs/server-api.md).
-  asio::awaitable<void> error(http::status status, std::string_view type, std::string_view message);
+  // The OpenAI error shape {"error": {"message", "type", "param", "code"}}; `param` names the
+  // request field at fault (null when none).
+  asio::awaitable<void> error(http::status status, std::string_view type, std::string_view message,
+                              std::string_view param = {});
 
   // Chunked streaming (Server-Sent Events). write_chunk returns false once the client is gone.
   asio::awaitable<bool> begin_stream(std::string_view content_type);

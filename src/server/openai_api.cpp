@@ -14,27 +14,42 @@ using nlohmann::json;
 
 namespace {
 
+template <typename... Args>
+[[noreturn]] void bad(std::string param, fmt::format_string<Args...> f, Args&&... args) {
+  throw InvalidRequest(std::move(param), fmt::format(f, std::forward<Args>(args)...));
+}
+
 // Reads an optional number field with a range check.
 template <typename T>
 std::optional<T> number_field(const json& body, const char* key, double lo, double hi) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number()) fail("'{}' must be a number", key);
+  if (!it->is_number()) bad(key, "'{}' must be a number", key);
   double v = it->get<double>();
-  if (std::is_integral_v<T> && v != std::floor(v)) fail("'{}' must be an integer", key);
-  if (!(v >= lo && v <= hi)) fail("'{}' must be between {} and {}, got {}", key, lo, hi, v);
+  if (std::is_integral_v<T> && v != std::floor(v)) bad(key, "'{}' must be an integer", key);
+  if (!(v >= lo && v <= hi)) bad(key, "'{}' must be between {} and {}, got {}", key, lo, hi, v);
   return static_cast<T>(v);
 }
 
-std::vector<int32_t> tokens_of(const json& arr, const Tokenizer& tok) {
+std::optional<bool> bool_field(const json& body, const char* key) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) bad(key, "'{}' must be a boolean", key);
+  return it->get<bool>();
+}
+
+int32_t token_id(const json& v, const Tokenizer& tok, const char* param) {
+  if (!v.is_number_integer()) bad(param, "'{}' must hold integer token ids", param);
+  int64_t id = v.get<int64_t>();
+  if (id < 0 || static_cast<size_t>(id) >= tok.vocab_size())
+    bad(param, "token {} in '{}' is outside the vocabulary of {} tokens", id, param,
+        tok.vocab_size());
+  return static_cast<int32_t>(id);
+}
+
+std::vector<int32_t> tokens_of(const json& arr, const Tokenizer& tok, const char* param) {
   std::vector<int32_t> out;
-  for (const auto& v : arr) {
-    if (!v.is_number_integer()) fail("'prompt' token arrays must hold integers");
-    int64_t id = v.get<int64_t>();
-    if (id < 0 || static_cast<size_t>(id) >= tok.vocab_size())
-      fail("prompt token {} is outside the vocabulary", id);
-    out.push_back(static_cast<int32_t>(id));
-  }
+  for (const auto& v : arr) out.push_back(token_id(v, tok, param));
   return out;
 }
 
@@ -47,15 +62,111 @@ std::string message_content(const json& m) {
     for (const auto& part : *it) {
       if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
           !part["text"].is_string())
-        fail("only text content parts are supported by this model");
+        bad("messages", "only text content parts are supported by this model");
       out += part["text"].get<std::string>();
     }
     return out;
   }
-  fail("message 'content' must be a string or an array of text parts");
+  bad("messages", "message 'content' must be a string or an array of text parts");
+}
+
+// Every request field, and what this server does with it. Fields that do not change the output
+// are accepted; fields whose feature is missing are refused by name; unknown ones too (a client
+// must never believe that a field it sent took effect when it did not).
+enum class Field { Used, Accepted, Unsupported };
+struct FieldRule {
+  const char* name;
+  Field what;
+  bool chat, completions;
+};
+constexpr FieldRule kFields[] = {
+    {"model", Field::Used, true, true},
+    {"messages", Field::Used, true, false},
+    {"prompt", Field::Used, false, true},
+    {"stream", Field::Used, true, true},
+    {"stream_options", Field::Used, true, true},
+    {"max_tokens", Field::Used, true, true},
+    {"max_completion_tokens", Field::Used, true, false},
+    {"temperature", Field::Used, true, true},
+    {"top_p", Field::Used, true, true},
+    {"top_k", Field::Used, true, true},
+    {"min_p", Field::Used, true, true},
+    {"seed", Field::Used, true, true},
+    {"n", Field::Used, true, true},
+    {"stop", Field::Used, true, true},
+    {"logprobs", Field::Used, true, true},
+    {"top_logprobs", Field::Used, true, false},
+    {"presence_penalty", Field::Used, true, true},
+    {"frequency_penalty", Field::Used, true, true},
+    {"repetition_penalty", Field::Used, true, true},
+    {"logit_bias", Field::Used, true, true},
+    {"min_tokens", Field::Used, true, true},
+    {"ignore_eos", Field::Used, true, true},
+    {"stop_token_ids", Field::Used, true, true},
+    {"echo", Field::Used, false, true},  // false only; true is refused below
+    // No effect on the output: annotations and storage/routing hints of OpenAI's platform.
+    {"user", Field::Accepted, true, true},
+    {"metadata", Field::Accepted, true, true},
+    {"store", Field::Accepted, true, true},
+    {"service_tier", Field::Accepted, true, true},
+    {"safety_identifier", Field::Accepted, true, true},
+    {"prompt_cache_key", Field::Accepted, true, true},  // the prefix cache is always on
+    // Features this server does not have (yet).
+    {"tools", Field::Unsupported, true, false},
+    {"tool_choice", Field::Unsupported, true, false},
+    {"parallel_tool_calls", Field::Unsupported, true, false},
+    {"functions", Field::Unsupported, true, false},
+    {"function_call", Field::Unsupported, true, false},
+    {"response_format", Field::Unsupported, true, false},
+    {"audio", Field::Unsupported, true, false},
+    {"modalities", Field::Unsupported, true, false},
+    {"prediction", Field::Unsupported, true, false},
+    {"reasoning_effort", Field::Unsupported, true, false},
+    {"verbosity", Field::Unsupported, true, false},
+    {"web_search_options", Field::Unsupported, true, false},
+    {"suffix", Field::Unsupported, false, true},
+    {"best_of", Field::Unsupported, false, true},
+};
+
+void check_fields(const json& body, bool chat) {
+  for (const auto& [key, value] : body.items()) {
+    const FieldRule* rule = nullptr;
+    for (const auto& f : kFields)
+      if (key == f.name) rule = &f;
+    const bool applies = rule && (chat ? rule->chat : rule->completions);
+    if (!applies)
+      bad(key, "unrecognized request argument '{}' for {}", key,
+          chat ? "/v1/chat/completions" : "/v1/completions");
+    if (rule->what == Field::Unsupported && !value.is_null())
+      bad(key, "'{}' is not supported by this server", key);
+  }
 }
 
 }  // namespace
+
+std::vector<int32_t> chat_prompt_tokens(const json& messages_field, const Tokenizer& tok,
+                                        const ChatTemplate& chat_template,
+                                        bool add_generation_prompt) {
+  if (!messages_field.is_array() || messages_field.empty())
+    bad("messages", "'messages' must be a non-empty array");
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  for (const auto& m : messages_field) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      bad("messages", "every message needs a string 'role'");
+    messages.push_back({{"role", m["role"].get<std::string>()}, {"content", message_content(m)}});
+  }
+  nlohmann::ordered_json vars = {{"messages", messages},
+                                 {"add_generation_prompt", add_generation_prompt}};
+  if (!tok.bos_text().empty()) vars["bos_token"] = tok.bos_text();
+  if (!tok.eos_text().empty()) vars["eos_token"] = tok.eos_text();
+  std::string text;
+  try {
+    text = chat_template.render(ChatTemplate::variables_for(vars));
+  } catch (const std::exception& e) {
+    bad("messages", "chat template: {}", e.what());
+  }
+  return tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
+}
 
 std::vector<std::string> CompletionRequest::inferlet_args() const {
   std::string ids;
@@ -74,82 +185,88 @@ std::vector<std::string> CompletionRequest::inferlet_args() const {
   if (logprobs)
     a.insert(a.end(), {"--logprobs", std::to_string(std::max<uint32_t>(top_logprobs, 1))});
   for (const auto& s : stop) a.insert(a.end(), {"--stop", s});
+  if (presence_penalty != 0)
+    a.insert(a.end(), {"--presence-penalty", fmt::format("{}", presence_penalty)});
+  if (frequency_penalty != 0)
+    a.insert(a.end(), {"--frequency-penalty", fmt::format("{}", frequency_penalty)});
+  if (repetition_penalty != 1)
+    a.insert(a.end(), {"--repetition-penalty", fmt::format("{}", repetition_penalty)});
+  if (!logit_bias.empty()) {
+    std::string b;
+    for (const auto& [id, v] : logit_bias) b += fmt::format("{}{}:{}", b.empty() ? "" : ",", id, v);
+    a.insert(a.end(), {"--logit-bias", b});
+  }
+  if (min_tokens) a.insert(a.end(), {"--min-tokens", std::to_string(min_tokens)});
+  if (ignore_eos) a.insert(a.end(), {"--ignore-eos", "1"});
+  if (!stop_token_ids.empty()) {
+    std::string ids;
+    for (int32_t t : stop_token_ids) ids += fmt::format("{}{}", ids.empty() ? "" : ",", t);
+    a.insert(a.end(), {"--stop-token-ids", ids});
+  }
   return a;
 }
 
 CompletionRequest parse_completion_request(const json& body, bool chat, const Tokenizer& tok,
                                            const ChatTemplate& chat_template,
                                            uint32_t context_length, uint64_t default_seed) {
-  if (!body.is_object()) fail("the request body must be a JSON object");
+  if (!body.is_object()) bad("", "the request body must be a JSON object");
+  check_fields(body, chat);
   CompletionRequest r;
   r.chat = chat;
   if (body.contains("model") && !body["model"].is_null()) {
-    if (!body["model"].is_string()) fail("'model' must be a string");
+    if (!body["model"].is_string()) bad("model", "'model' must be a string");
     r.model = body["model"].get<std::string>();
   }
-  if (body.contains("stream") && !body["stream"].is_null()) {
-    if (!body["stream"].is_boolean()) fail("'stream' must be a boolean");
-    r.stream = body["stream"].get<bool>();
+  r.stream = bool_field(body, "stream").value_or(false);
+  if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
+    if (!so->is_object()) bad("stream_options", "'stream_options' must be an object");
+    for (const auto& [key, value] : so->items()) {
+      if (key != "include_usage") bad("stream_options", "unrecognized stream option '{}'", key);
+      if (!value.is_boolean()) bad("stream_options", "'include_usage' must be a boolean");
+      r.include_usage = value.get<bool>();
+    }
   }
-  if (auto so = body.find("stream_options"); so != body.end() && so->is_object())
-    r.include_usage = so->value("include_usage", false);
-  if (body.contains("echo") && body["echo"].is_boolean() && body["echo"].get<bool>())
-    fail("'echo' is not supported");
-  if (body.contains("suffix") && !body["suffix"].is_null()) fail("'suffix' is not supported");
+  if (bool_field(body, "echo").value_or(false))
+    bad("echo", "'echo' is not supported by this server");
 
   if (chat) {
     auto it = body.find("messages");
-    if (it == body.end() || !it->is_array() || it->empty())
-      fail("'messages' must be a non-empty array");
-    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-    for (const auto& m : *it) {
-      if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-        fail("every message needs a string 'role'");
-      messages.push_back({{"role", m["role"].get<std::string>()}, {"content", message_content(m)}});
-    }
-    nlohmann::ordered_json vars = {{"messages", messages}, {"add_generation_prompt", true}};
-    if (!tok.bos_text().empty()) vars["bos_token"] = tok.bos_text();
-    if (!tok.eos_text().empty()) vars["eos_token"] = tok.eos_text();
-    std::string text;
-    try {
-      text = chat_template.render(ChatTemplate::variables_for(vars));
-    } catch (const std::exception& e) {
-      fail("chat template: {}", e.what());
-    }
-    r.prompt = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
+    if (it == body.end()) bad("messages", "'messages' is required");
+    r.prompt = chat_prompt_tokens(*it, tok, chat_template, /*add_generation_prompt=*/true);
   } else {
     auto it = body.find("prompt");
-    if (it == body.end() || it->is_null()) fail("'prompt' is required");
+    if (it == body.end() || it->is_null()) bad("prompt", "'prompt' is required");
     const json* p = &*it;
     if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array()))
       p = &(*p)[0];
     if (p->is_string())
       r.prompt = tok.encode(p->get<std::string>(), /*add_special=*/true, /*parse_special=*/false);
     else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer())
-      r.prompt = tokens_of(*p, tok);
+      r.prompt = tokens_of(*p, tok, "prompt");
     else if (p->is_array() && p->size() > 1)
-      fail("batched prompts are not supported: send one request per prompt");
+      bad("prompt", "batched prompts are not supported: send one request per prompt");
     else
-      fail("'prompt' must be a string or an array of token ids");
+      bad("prompt", "'prompt' must be a string or an array of token ids");
   }
-  if (r.prompt.empty()) fail("the prompt is empty");
+  const char* prompt_field = chat ? "messages" : "prompt";
+  if (r.prompt.empty()) bad(prompt_field, "the prompt is empty");
   if (r.prompt.size() >= context_length)
-    fail("the prompt has {} tokens; this model's maximum context length is {} tokens",
-         r.prompt.size(), context_length);
+    bad(prompt_field, "the prompt has {} tokens; this model's maximum context length is {} tokens",
+        r.prompt.size(), context_length);
   const uint32_t room = context_length - static_cast<uint32_t>(r.prompt.size());
 
-  std::optional<uint32_t> max_tokens =
-      number_field<uint32_t>(body, "max_completion_tokens", 1, 1e9);
-  if (!max_tokens) max_tokens = number_field<uint32_t>(body, "max_tokens", 1, 1e9);
+  const char* max_field = "max_completion_tokens";
+  std::optional<uint32_t> max_tokens = number_field<uint32_t>(body, max_field, 1, 1e9);
+  if (!max_tokens) max_tokens = number_field<uint32_t>(body, max_field = "max_tokens", 1, 1e9);
   r.max_tokens = max_tokens.value_or(chat ? room : 16);
   if (r.max_tokens > room)
-    fail(
+    bad(max_field,
         "the prompt ({} tokens) plus max_tokens ({}) exceeds this model's maximum context length "
         "of {} tokens",
         r.prompt.size(), r.max_tokens, context_length);
   r.temperature = number_field<float>(body, "temperature", 0, 2).value_or(1.0f);
   r.top_p = number_field<float>(body, "top_p", 0, 1).value_or(1.0f);
-  if (r.top_p <= 0) fail("'top_p' must be greater than 0");
+  if (r.top_p <= 0) bad("top_p", "'top_p' must be greater than 0");
   int64_t top_k = number_field<int64_t>(body, "top_k", -1, 1e9).value_or(0);
   r.top_k = top_k < 0 ? 0 : static_cast<uint32_t>(top_k);
   r.min_p = number_field<float>(body, "min_p", 0, 1).value_or(0.0f);
@@ -161,24 +278,59 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
       r.stop.push_back(it->get<std::string>());
     else if (it->is_array()) {
       for (const auto& s : *it) {
-        if (!s.is_string()) fail("'stop' must be a string or an array of strings");
+        if (!s.is_string()) bad("stop", "'stop' must be a string or an array of strings");
         r.stop.push_back(s.get<std::string>());
       }
     } else
-      fail("'stop' must be a string or an array of strings");
-    if (r.stop.size() > 16) fail("at most 16 stop strings");
+      bad("stop", "'stop' must be a string or an array of strings");
+    if (r.stop.size() > 16) bad("stop", "at most 16 stop strings");
     std::erase(r.stop, std::string());
   }
   if (chat) {
-    if (auto it = body.find("logprobs"); it != body.end() && !it->is_null()) {
-      if (!it->is_boolean()) fail("'logprobs' must be a boolean");
-      r.logprobs = it->get<bool>();
-    }
+    r.logprobs = bool_field(body, "logprobs").value_or(false);
     r.top_logprobs = number_field<uint32_t>(body, "top_logprobs", 0, 20).value_or(0);
-    if (r.top_logprobs > 0 && !r.logprobs) fail("'top_logprobs' requires 'logprobs': true");
+    if (r.top_logprobs > 0 && !r.logprobs)
+      bad("top_logprobs", "'top_logprobs' requires 'logprobs': true");
   } else if (auto lp = number_field<uint32_t>(body, "logprobs", 0, 20)) {
     r.logprobs = true;
     r.top_logprobs = *lp;
+  }
+
+  r.presence_penalty = number_field<float>(body, "presence_penalty", -2, 2).value_or(0.0f);
+  r.frequency_penalty = number_field<float>(body, "frequency_penalty", -2, 2).value_or(0.0f);
+  r.repetition_penalty = number_field<float>(body, "repetition_penalty", 0, 1e9).value_or(1.0f);
+  if (r.repetition_penalty <= 0)
+    bad("repetition_penalty", "'repetition_penalty' must be greater than 0");
+  if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
+    if (!it->is_object())
+      bad("logit_bias", "'logit_bias' must be an object mapping token ids to biases");
+    if (it->size() > 300) bad("logit_bias", "at most 300 entries in 'logit_bias'");
+    for (const auto& [key, value] : it->items()) {
+      size_t used = 0;
+      long long id = -1;
+      try {
+        id = std::stoll(key, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != key.size() || key.empty())
+        bad("logit_bias", "'logit_bias' key '{}' is not a token id", key);
+      if (id < 0 || static_cast<size_t>(id) >= tok.vocab_size())
+        bad("logit_bias", "'logit_bias' token {} is outside the vocabulary of {} tokens", id,
+            tok.vocab_size());
+      if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
+        bad("logit_bias", "'logit_bias' values must be numbers between -100 and 100");
+      r.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+    }
+  }
+  r.min_tokens = number_field<uint32_t>(body, "min_tokens", 0, 1e9).value_or(0);
+  if (r.min_tokens > r.max_tokens)
+    bad("min_tokens", "'min_tokens' ({}) is greater than max_tokens ({})", r.min_tokens,
+        r.max_tokens);
+  r.ignore_eos = bool_field(body, "ignore_eos").value_or(false);
+  if (auto it = body.find("stop_token_ids"); it != body.end() && !it->is_null()) {
+    if (!it->is_array()) bad("stop_token_ids", "'stop_token_ids' must be an array of token ids");
+    r.stop_token_ids = tokens_of(*it, tok, "stop_token_ids");
   }
   return r;
 }
@@ -381,7 +533,8 @@ std::vector<json> CompletionSession::on_message(std::string_view m) {
           c.logprobs[k].push_back(lp_delta[k][0]);
       }
     }
-    c.text_offset += delta.size();
+    // OpenAI's text_offset counts characters: code points of the released (complete) UTF-8.
+    for (unsigned char ch : delta) c.text_offset += (ch & 0xC0) != 0x80;
     if (c.text.stopped()) c.finish_reason = "stop";
     if (req_.stream && (!delta.empty() || req_.logprobs || !c.sent_role))
       out.push_back(chunk(

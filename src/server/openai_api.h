@@ -10,7 +10,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tokenizer/stream_decoder.h"
@@ -21,6 +23,18 @@ class ChatTemplate;
 }
 
 namespace pith::server {
+
+// A request the OpenAI surface refuses (HTTP 400, type invalid_request_error): the message, and
+// the request field at fault as OpenAI's "param" (empty when the request as a whole is bad).
+class InvalidRequest : public std::runtime_error {
+ public:
+  InvalidRequest(std::string param, const std::string& message)
+      : std::runtime_error(message), param_(std::move(param)) {}
+  const std::string& param() const { return param_; }
+
+ private:
+  std::string param_;
+};
 
 struct CompletionRequest {
   bool chat = false;
@@ -36,17 +50,31 @@ struct CompletionRequest {
   uint32_t n = 1;
   bool logprobs = false;
   uint32_t top_logprobs = 0;
+  // Sampling controls (OpenAI's and vLLM's extra parameters).
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f, repetition_penalty = 1.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  uint32_t min_tokens = 0;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
 
   // The built-in inferlet's arguments (after argv[0]).
   std::vector<std::string> inferlet_args() const;
 };
 
-// Throws pith::Error with a client-facing message for an invalid request. `context_length`
+// Throws InvalidRequest with a client-facing message for an invalid request: a bad value, a field
+// this server does not support, or one it does not know (never silently ignored; the table of
+// fields is in docs/server-api.md). `context_length`
 // bounds prompt + max_tokens; `default_seed` is used when the request has none.
 CompletionRequest parse_completion_request(const nlohmann::json& body, bool chat,
                                            const Tokenizer& tokenizer,
                                            const ChatTemplate& chat_template,
                                            uint32_t context_length, uint64_t default_seed);
+
+// The chat template applied to a request's `messages` and tokenized (special tokens parsed).
+// Throws InvalidRequest (param "messages").
+std::vector<int32_t> chat_prompt_tokens(const nlohmann::json& messages, const Tokenizer& tokenizer,
+                                        const ChatTemplate& chat_template,
+                                        bool add_generation_prompt);
 
 // How a request that failed during generation is answered, chosen by the ABI status the
 // failure carries (never by its text): exhausted KV pages or Embed slots are the server's

@@ -7,6 +7,7 @@
 
 #include "chat_template/chat_template.h"
 #include "server/openai_api.h"
+#include "server/tokenize_api.h"
 #include "stack/serving_stack.h"
 
 namespace pith::server {
@@ -36,13 +37,79 @@ OpenAiRoutes::OpenAiRoutes(ServerContext& ctx, InstanceLauncher& launcher, Serve
 
 OpenAiRoutes::~OpenAiRoutes() = default;
 
+json OpenAiRoutes::model_object() const {
+  return {{"id", model_.name},
+          {"object", "model"},
+          {"created", model_.created_unix},
+          {"owned_by", "pith"},
+          {"max_model_len", model_.context_length}};
+}
+
 asio::awaitable<void> OpenAiRoutes::models(HttpExchange& ex) {
-  json m = {{"id", model_.name},
-            {"object", "model"},
-            {"created", model_.created_unix},
-            {"owned_by", "pith"},
-            {"max_model_len", model_.context_length}};
-  json reply = {{"object", "list"}, {"data", json::array({m})}};
+  json reply = {{"object", "list"}, {"data", json::array({model_object()})}};
+  co_await ex.respond_json(http::status::ok, reply);
+}
+
+asio::awaitable<void> OpenAiRoutes::model(HttpExchange& ex, const std::string& id) {
+  if (id != model_.name)
+    co_return co_await ex.error(
+        http::status::not_found, "invalid_request_error",
+        fmt::format("the model '{}' does not exist; this server serves '{}'", id, model_.name),
+        "model");
+  co_await ex.respond_json(http::status::ok, model_object());
+}
+
+asio::awaitable<std::optional<json>> OpenAiRoutes::tokenizer_request(HttpExchange& ex) {
+  json body = json::parse(ex.req.body(), nullptr, false);
+  if (body.is_discarded()) {
+    co_await ex.error(http::status::bad_request, "invalid_request_error",
+                      "the body is not valid JSON");
+    co_return std::nullopt;
+  }
+  if (auto m = body.find("model"); body.is_object() && m != body.end() && !m->is_null()) {
+    if (!m->is_string() || m->get<std::string>() != model_.name) {
+      co_await ex.error(http::status::not_found, "invalid_request_error",
+                        fmt::format("the model {} does not exist; this server serves '{}'",
+                                    m->dump(), model_.name),
+                        "model");
+      co_return std::nullopt;
+    }
+  }
+  co_return body;
+}
+
+asio::awaitable<void> OpenAiRoutes::tokenize(HttpExchange& ex) {
+  auto body = co_await tokenizer_request(ex);
+  if (!body) co_return;
+  json reply;
+  std::optional<InvalidRequest> bad;
+  try {
+    reply =
+        tokenize_response(*body, ctx_.stack.tokenizer(), *chat_template_, model_.context_length);
+  } catch (const InvalidRequest& e) {
+    bad = e;
+  } catch (const std::exception& e) {
+    bad = InvalidRequest("", e.what());
+  }
+  if (bad)
+    co_return co_await ex.error(http::status::bad_request, "invalid_request_error", bad->what(),
+                                bad->param());
+  co_await ex.respond_json(http::status::ok, reply);
+}
+
+asio::awaitable<void> OpenAiRoutes::detokenize(HttpExchange& ex) {
+  auto body = co_await tokenizer_request(ex);
+  if (!body) co_return;
+  json reply;
+  std::optional<InvalidRequest> bad;
+  try {
+    reply = detokenize_response(*body, ctx_.stack.tokenizer());
+  } catch (const InvalidRequest& e) {
+    bad = e;
+  }
+  if (bad)
+    co_return co_await ex.error(http::status::bad_request, "invalid_request_error", bad->what(),
+                                bad->param());
   co_await ex.respond_json(http::status::ok, reply);
 }
 
@@ -56,24 +123,29 @@ asio::awaitable<void> OpenAiRoutes::completion(HttpExchange& ex, bool chat,
       .inc();
   json body = json::parse(ex.req.body(), nullptr, false);
   if (body.is_discarded())
-    co_return co_await ex.error(http::status::bad_request, "bad_request",
+    co_return co_await ex.error(http::status::bad_request, "invalid_request_error",
                                 "the body is not valid JSON");
   const Tokenizer& tokenizer = ctx_.stack.tokenizer();
   CompletionRequest req;
-  std::string bad;
+  std::optional<InvalidRequest> bad;
   try {
     std::random_device rd;
     req = parse_completion_request(body, chat, tokenizer, *chat_template_, model_.context_length,
                                    (uint64_t(rd()) << 32) | rd());
-  } catch (const std::exception& e) {
-    bad = e.what();
+  } catch (const InvalidRequest& e) {
+    bad = e;
+  } catch (const std::exception& e) {  // the tokenizer or the template: still the request's
+    bad = InvalidRequest("", e.what());
   }
-  if (!bad.empty()) co_return co_await ex.error(http::status::bad_request, "bad_request", bad);
+  if (bad)
+    co_return co_await ex.error(http::status::bad_request, "invalid_request_error", bad->what(),
+                                bad->param());
   if (!req.model.empty() && req.model != model_.name)
     co_return co_await ex.error(
-        http::status::not_found, "not_found",
+        http::status::not_found, "invalid_request_error",
         fmt::format("the model '{}' does not exist; this server serves '{}'", req.model,
-                    model_.name));
+                    model_.name),
+        "model");
   auto hash = ctx_.programs.builtin_hash(kCompletionProgram);
   if (!hash)
     co_return co_await ex.error(http::status::service_unavailable, "unavailable",

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "server/instance_launcher.h"
@@ -33,9 +34,16 @@ class OpenAiRoutes {
   ~OpenAiRoutes();
 
   asio::awaitable<void> models(HttpExchange& ex);
+  asio::awaitable<void> model(HttpExchange& ex, const std::string& id);  // GET /v1/models/{id}
+  asio::awaitable<void> tokenize(HttpExchange& ex);                      // POST /tokenize
+  asio::awaitable<void> detokenize(HttpExchange& ex);                    // POST /detokenize
   asio::awaitable<void> completion(HttpExchange& ex, bool chat, const std::string& owner);
 
  private:
+  nlohmann::json model_object() const;
+  // The body of a tokenizer route as JSON, after the "model" check; nullopt once answered.
+  asio::awaitable<std::optional<nlohmann::json>> tokenizer_request(HttpExchange& ex);
+
   ServerContext& ctx_;
   InstanceLauncher& launcher_;
   ServedModel model_;

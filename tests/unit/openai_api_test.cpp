@@ -2,6 +2,8 @@
 // streaming, and CompletionSession turning inferlet messages into responses and chunks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "chat_template/chat_template.h"
 #include "common/error.h"
 #include "server/openai_api.h"
@@ -57,24 +59,101 @@ TEST(OpenAiRequest, ChatUsesTemplateAndSpecialTokens) {
   EXPECT_EQ(r.max_tokens, 128u - r.prompt.size());  // chat default: the rest of the context
 }
 
+// Every rejection names the request field at fault (OpenAI's "param").
+void expect_rejected(const json& body, bool chat, const std::string& param) {
+  try {
+    parse(body, chat);
+    ADD_FAILURE() << "accepted: " << body.dump();
+  } catch (const InvalidRequest& e) {
+    EXPECT_EQ(e.param(), param) << body.dump() << ": " << e.what();
+  }
+}
+
 TEST(OpenAiRequest, Rejections) {
-  auto bad = [](const json& body, bool chat = false) {
-    EXPECT_THROW(parse(body, chat), Error) << body.dump();
+  auto bad = [](const json& body, const std::string& param, bool chat = false) {
+    expect_rejected(body, chat, param);
   };
-  bad(json::array());
-  bad({{"prompt", nullptr}});
-  bad({{"prompt", "x"}, {"temperature", 3}});
-  bad({{"prompt", "x"}, {"top_p", 0}});
-  bad({{"prompt", "x"}, {"max_tokens", 0}});
-  bad({{"prompt", "x"}, {"max_tokens", 1000}});  // beyond the context
-  bad({{"prompt", "x"}, {"n", 0}});
-  bad({{"prompt", "x"}, {"stop", 3}});
-  bad({{"prompt", {1, -2}}});
-  bad({{"prompt", {"a", "b"}}});  // batched prompts
-  bad({{"messages", json::array()}}, true);
-  bad({{"messages", {{{"content", "no role"}}}}}, true);
-  bad({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"top_logprobs", 2}},
+  bad(json::array(), "");
+  bad({{"prompt", nullptr}}, "prompt");
+  bad({{"prompt", "x"}, {"temperature", 3}}, "temperature");
+  bad({{"prompt", "x"}, {"top_p", 0}}, "top_p");
+  bad({{"prompt", "x"}, {"max_tokens", 0}}, "max_tokens");
+  bad({{"prompt", "x"}, {"max_tokens", 1000}}, "max_tokens");  // beyond the context
+  bad({{"prompt", "x"}, {"n", 0}}, "n");
+  bad({{"prompt", "x"}, {"stop", 3}}, "stop");
+  bad({{"prompt", {1, -2}}}, "prompt");
+  bad({{"prompt", {"a", "b"}}}, "prompt");  // batched prompts
+  bad({{"messages", json::array()}}, "messages", true);
+  bad({{"messages", {{{"content", "no role"}}}}}, "messages", true);
+  bad({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"top_logprobs", 2}}, "top_logprobs",
       true);  // needs logprobs
+}
+
+TEST(OpenAiRequest, UnknownAndUnsupportedFieldsAreRefusedByName) {
+  const json chat_msgs = {{{"role", "user"}, {"content", "x"}}};
+  expect_rejected({{"prompt", "x"}, {"frobnicate", 1}}, false, "frobnicate");
+  expect_rejected({{"messages", chat_msgs}, {"tools", json::array({json::object()})}}, true,
+                  "tools");
+  expect_rejected({{"messages", chat_msgs}, {"response_format", {{"type", "json_object"}}}}, true,
+                  "response_format");
+  expect_rejected({{"prompt", "x"}, {"suffix", "y"}}, false, "suffix");
+  expect_rejected({{"prompt", "x"}, {"echo", true}}, false, "echo");
+  expect_rejected({{"prompt", "x"}, {"messages", chat_msgs}}, false, "messages");
+  expect_rejected({{"messages", chat_msgs}, {"stream_options", {{"x", true}}}}, true,
+                  "stream_options");
+  // Fields without an effect on the output are accepted; null means "not set".
+  EXPECT_NO_THROW(parse({{"messages", chat_msgs},
+                         {"user", "u1"},
+                         {"store", false},
+                         {"metadata", {{"k", "v"}}},
+                         {"tools", nullptr},
+                         {"response_format", nullptr}},
+                        true));
+}
+
+TEST(OpenAiRequest, SamplingControlsReachTheInferlet) {
+  CompletionRequest r = parse({{"prompt", "x"},
+                               {"max_tokens", 8},
+                               {"presence_penalty", 1.5},
+                               {"frequency_penalty", -0.5},
+                               {"repetition_penalty", 1.2},
+                               {"logit_bias", {{"17", 100}, {"3", -100}}},
+                               {"min_tokens", 4},
+                               {"ignore_eos", true},
+                               {"stop_token_ids", {5, 6}}});
+  EXPECT_FLOAT_EQ(r.presence_penalty, 1.5f);
+  EXPECT_FLOAT_EQ(r.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(r.repetition_penalty, 1.2f);
+  EXPECT_EQ(r.min_tokens, 4u);
+  EXPECT_TRUE(r.ignore_eos);
+  EXPECT_EQ(r.stop_token_ids, (std::vector<int32_t>{5, 6}));
+  auto args = r.inferlet_args();
+  auto value_of = [&](const std::string& flag) {
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      if (args[i] == flag) return args[i + 1];
+    return std::string("<missing>");
+  };
+  EXPECT_EQ(value_of("--presence-penalty"), "1.5");
+  EXPECT_EQ(value_of("--frequency-penalty"), "-0.5");
+  EXPECT_EQ(value_of("--repetition-penalty"), "1.2");
+  // nlohmann orders object keys: "17" < "3" as strings.
+  EXPECT_EQ(value_of("--logit-bias"), "17:100,3:-100");
+  EXPECT_EQ(value_of("--min-tokens"), "4");
+  EXPECT_EQ(value_of("--ignore-eos"), "1");
+  EXPECT_EQ(value_of("--stop-token-ids"), "5,6");
+  // Defaults add no flags: the inferlet then asks for a top-K, not the whole vocabulary.
+  auto plain = parse({{"prompt", "x"}}).inferlet_args();
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), "--logit-bias"), 0);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), "--presence-penalty"), 0);
+
+  expect_rejected({{"prompt", "x"}, {"presence_penalty", 2.5}}, false, "presence_penalty");
+  expect_rejected({{"prompt", "x"}, {"repetition_penalty", 0}}, false, "repetition_penalty");
+  expect_rejected({{"prompt", "x"}, {"logit_bias", {{"abc", 1}}}}, false, "logit_bias");
+  expect_rejected({{"prompt", "x"}, {"logit_bias", {{"99999999", 1}}}}, false, "logit_bias");
+  expect_rejected({{"prompt", "x"}, {"logit_bias", {{"5", 101}}}}, false, "logit_bias");
+  expect_rejected({{"prompt", "x"}, {"min_tokens", 20}}, false, "min_tokens");  // > max_tokens
+  expect_rejected({{"prompt", "x"}, {"stop_token_ids", {-1}}}, false, "stop_token_ids");
+  expect_rejected({{"prompt", "x"}, {"ignore_eos", "yes"}}, false, "ignore_eos");
 }
 
 std::vector<int32_t> ids_of(const std::string& s) {

@@ -209,7 +209,7 @@ def test_chat_stream_matches_non_stream(client):
 def test_openai_bad_request_is_raised_before_iteration(client):
     with pytest.raises(PithError) as e:
         client.complete("x", max_tokens=-3, stream=True)
-    assert e.value.status == 400 and e.value.type == "bad_request"
+    assert e.value.status == 400 and e.value.type == "invalid_request_error"
 
 
 # ---------------------------------------------------------------- auth, transport

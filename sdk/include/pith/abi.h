@@ -311,6 +311,11 @@ PITH_IMPORT(forward_with_adapter) pith_status_t pith_forward_with_adapter(
  * token-id order (k = vocab_size, ids 0..k-1, NOT sorted): what grammar masks, watermarks and
  * likelihood scoring need, since the token they care about may lie outside any top-K. */
 #define PITH_TOP_K_ALL 0xFFFFFFFFu
+/* top_k = PITH_TOP_K_LOGITS (forward_tokens only; next_dist answers PITH_ERR_UNSUPPORTED): the
+ * whole vocabulary in id order like PITH_TOP_K_ALL, with the raw logits (float32) in place of
+ * the probabilities. Logit biases add to logits and a repetition penalty divides or multiplies
+ * a logit by its sign, which probabilities (logits minus an unknown constant) cannot express. */
+#define PITH_TOP_K_LOGITS 0xFFFFFFFEu
 PITH_IMPORT(next_dist) pith_status_t pith_next_dist(pith_queue_t queue, pith_emb_t emb,
                                                     uint32_t top_k, pith_future_t* future);
 

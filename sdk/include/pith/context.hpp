@@ -161,6 +161,8 @@ class Context {
     Generation g;
     if (stop.eos_ids.empty() && info_.eos_token != UINT32_MAX)
       stop.eos_ids.push_back(info_.eos_token);
+    if (sampler.config().repetition_penalty != 1.0f) sampler.observe_prompt(tokens_);
+    if (stop.min_tokens > 0) sampler.suppress_until(stop.min_tokens, stop.ending_ids());
     std::vector<uint32_t> generated;
     // Stop strings are matched against a decoded tail, so a step costs O(longest stop string),
     // not O(tokens so far); the whole text is decoded once, at the end.
@@ -507,6 +509,7 @@ class Context {
     pending_total_ = total;
     pending_first_ = first && !mask && default_positions(total);  // may feed the prefix cache
     pending_every_ = every_input;
+    pending_top_k_ = top_k;
     return {};
   }
 
@@ -530,7 +533,7 @@ class Context {
                            pages_.data(), full);
       offered_pages_ = full;
     }
-    return parse_distributions(*bytes);
+    return parse_distributions(*bytes, pending_top_k_ == PITH_TOP_K_LOGITS);
   }
 
   Model model_;
@@ -550,6 +553,7 @@ class Context {
   size_t pending_total_ = 0;
   bool pending_first_ = false;
   bool pending_every_ = false;  // the started forward has an output per input (decode_all)
+  uint32_t pending_top_k_ = 0;
   // Leading pages given to the prefix cache (read-only after truncate).
   uint32_t offered_pages_ = 0;
   uint32_t cached_ = 0;

@@ -6,25 +6,31 @@
 #pragma once
 
 #include <math.h>
+#include <pith/abi.h>
 #include <stdint.h>
 #include <string.h>
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pith {
 
 // A next-token distribution truncated to its top K (sorted by probability, descending).
 // Probabilities are softmax over the whole vocabulary, so they sum to <= 1.
+// With `logits` set (asked for with PITH_TOP_K_LOGITS) it is the whole vocabulary in id order
+// and `probs` holds the raw logits instead; Sampler::sample takes both forms.
 struct Distribution {
   std::vector<uint32_t> ids;
   std::vector<float> probs;
+  bool logits = false;
 };
 
 // Parses the future layout of next_dist / forward_tokens: per distribution, uint32 k, k ids,
-// k float32 probabilities, back to back.
-inline std::vector<Distribution> parse_distributions(const std::string& bytes) {
+// k float32 probabilities (raw logits when `logits`), back to back.
+inline std::vector<Distribution> parse_distributions(const std::string& bytes,
+                                                     bool logits = false) {
   std::vector<Distribution> out;
   size_t at = 0;
   while (at + 4 <= bytes.size()) {
@@ -33,6 +39,7 @@ inline std::vector<Distribution> parse_distributions(const std::string& bytes) {
     at += 4;
     if (at + size_t{k} * 8 > bytes.size()) break;
     Distribution d;
+    d.logits = logits;
     d.ids.resize(k);
     d.probs.resize(k);
     memcpy(d.ids.data(), bytes.data() + at, size_t{k} * 4);
@@ -50,6 +57,19 @@ struct SamplerConfig {
   float min_p = 0.0f;        // drop tokens below min_p * p(max)
   float typical_p = 1.0f;    // locally typical sampling
   uint64_t seed = 0;
+  // Penalties and biases with OpenAI / vLLM semantics, applied to the logits before everything
+  // above. Setting any of them makes candidates() ask for the whole vocabulary's logits
+  // (PITH_TOP_K_LOGITS: about 4 bytes per vocabulary entry per step).
+  float presence_penalty = 0.0f;    // subtracted once from every token this sampler returned
+  float frequency_penalty = 0.0f;   // subtracted once per time this sampler returned the token
+  float repetition_penalty = 1.0f;  // tokens of the prompt (observe_prompt) or returned so far:
+                                    // a positive logit is divided by it, a negative multiplied
+  std::vector<std::pair<uint32_t, float>> logit_bias = {};  // added to those tokens' logits
+
+  bool adjusts_logits() const {
+    return presence_penalty != 0 || frequency_penalty != 0 || repetition_penalty != 1 ||
+           !logit_bias.empty();
+  }
 };
 
 class Sampler {
@@ -57,22 +77,142 @@ class Sampler {
   explicit Sampler(SamplerConfig c = {})
       : c_(c), state_(c.seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull) {}
   static Sampler greedy() { return Sampler(); }
-  static Sampler temperature(float t, uint64_t seed) { return Sampler({t, 0, 1, 0, 1, seed}); }
-  static Sampler top_k(uint32_t k, float t, uint64_t seed) {
-    return Sampler({t, k, 1, 0, 1, seed});
+  static Sampler temperature(float t, uint64_t seed) {
+    return Sampler({.temperature = t, .seed = seed});
   }
-  static Sampler top_p(float p, float t, uint64_t seed) { return Sampler({t, 0, p, 0, 1, seed}); }
-  static Sampler min_p(float p, float t, uint64_t seed) { return Sampler({t, 0, 1, p, 1, seed}); }
-  static Sampler typical(float p, float t, uint64_t seed) { return Sampler({t, 0, 1, 0, p, seed}); }
+  static Sampler top_k(uint32_t k, float t, uint64_t seed) {
+    return Sampler({.temperature = t, .top_k = k, .seed = seed});
+  }
+  static Sampler top_p(float p, float t, uint64_t seed) {
+    return Sampler({.temperature = t, .top_p = p, .seed = seed});
+  }
+  static Sampler min_p(float p, float t, uint64_t seed) {
+    return Sampler({.temperature = t, .min_p = p, .seed = seed});
+  }
+  static Sampler typical(float p, float t, uint64_t seed) {
+    return Sampler({.temperature = t, .typical_p = p, .seed = seed});
+  }
 
   const SamplerConfig& config() const { return c_; }
-  // How many candidates to request from the server (top-K of the distribution).
+  // How many candidates to request from the server: the top-K of the distribution, the whole
+  // vocabulary's logits (PITH_TOP_K_LOGITS) when penalties or biases are set, and room for the
+  // tokens suppress_until holds back.
   uint32_t candidates() const {
-    if (c_.temperature <= 0) return 1;
-    return c_.top_k ? c_.top_k : 256;
+    if (c_.adjusts_logits()) return PITH_TOP_K_LOGITS;
+    uint32_t k = c_.temperature <= 0 ? 1 : (c_.top_k ? c_.top_k : kDefaultCandidates);
+    if (suppressing()) k += static_cast<uint32_t>(suppressed_.size());
+    return k;
   }
 
+  // The prompt's tokens, which repetition_penalty also discourages (vLLM's semantics).
+  void observe_prompt(const std::vector<uint32_t>& tokens) {
+    prompt_tokens_.insert(prompt_tokens_.end(), tokens.begin(), tokens.end());
+    std::sort(prompt_tokens_.begin(), prompt_tokens_.end());
+    prompt_tokens_.erase(std::unique(prompt_tokens_.begin(), prompt_tokens_.end()),
+                         prompt_tokens_.end());
+  }
+  // Never returns any of `ids` until `n` tokens have been sampled (min_tokens: the end-of-
+  // sequence and stop tokens are held back, as vLLM does).
+  void suppress_until(uint32_t n, std::vector<uint32_t> ids) {
+    suppress_left_ = n > sampled_ ? n - sampled_ : 0;
+    suppressed_ = static_cast<std::vector<uint32_t>&&>(ids);
+  }
+  uint32_t sampled() const { return sampled_; }
+
+  // Samples the next token and records it (penalties count the tokens this sampler returned).
   uint32_t sample(const Distribution& d) {
+    uint32_t tok;
+    if (d.logits) {
+      tok = sample_sorted(adjusted(d));
+    } else if (suppressing()) {
+      tok = sample_sorted(without_suppressed(d));
+    } else {
+      tok = sample_sorted(d);
+    }
+    record(tok);
+    return tok;
+  }
+
+ private:
+  static constexpr uint32_t kDefaultCandidates = 256;
+
+  bool suppressing() const { return suppress_left_ > 0 && !suppressed_.empty(); }
+  bool is_suppressed(uint32_t t) const {
+    return suppressing() &&
+           std::find(suppressed_.begin(), suppressed_.end(), t) != suppressed_.end();
+  }
+  bool in_prompt(uint32_t t) const {
+    return std::binary_search(prompt_tokens_.begin(), prompt_tokens_.end(), t);
+  }
+
+  void record(uint32_t tok) {
+    ++sampled_;
+    if (suppress_left_ > 0) --suppress_left_;
+    if (c_.presence_penalty != 0 || c_.frequency_penalty != 0 || c_.repetition_penalty != 1) {
+      if (tok >= counts_.size()) counts_.resize(size_t{tok} + 1, 0);
+      if (counts_[tok]++ == 0) returned_.push_back(tok);
+    }
+  }
+
+  // A top-K distribution without the held-back tokens (the server sent room for them).
+  Distribution without_suppressed(const Distribution& d) const {
+    Distribution out;
+    for (size_t i = 0; i < d.ids.size(); ++i)
+      if (!is_suppressed(d.ids[i])) {
+        out.ids.push_back(d.ids[i]);
+        out.probs.push_back(d.probs[i]);
+      }
+    return out;
+  }
+
+  // Biases and penalties applied to whole-vocabulary logits, then softmax, then the top
+  // candidates sorted by probability: the form the rest of sample() works on.
+  Distribution adjusted(const Distribution& d) {
+    std::vector<float>& l = scratch_;
+    l.assign(d.probs.begin(), d.probs.end());
+    const size_t v = l.size();
+    for (const auto& [id, bias] : c_.logit_bias)
+      if (id < v) l[id] += bias;
+    if (c_.repetition_penalty != 1) {
+      const float r = c_.repetition_penalty;
+      auto penalize = [&](uint32_t t) { l[t] = l[t] > 0 ? l[t] / r : l[t] * r; };
+      for (uint32_t t : prompt_tokens_)
+        if (t < v) penalize(t);
+      for (uint32_t t : returned_)
+        if (t < v && !in_prompt(t)) penalize(t);
+    }
+    for (uint32_t t : returned_)
+      if (t < v) l[t] -= c_.presence_penalty + c_.frequency_penalty * float(counts_[t]);
+    if (suppressing())
+      for (uint32_t t : suppressed_)
+        if (t < v) l[t] = -INFINITY;
+    float max = -INFINITY;
+    for (float x : l) max = x > max ? x : max;
+    Distribution out;
+    if (!(max > -INFINITY)) {  // everything held back: keep the model's own argmax
+      out.ids.push_back(0);
+      out.probs.push_back(1.0f);
+      for (uint32_t i = 1; i < v; ++i)
+        if (d.probs[i] > d.probs[out.ids[0]]) out.ids[0] = i;
+      return out;
+    }
+    double sum = 0;
+    for (float x : l) sum += ::exp(double(x) - double(max));
+    size_t n = c_.temperature <= 0 ? 1 : (c_.top_k ? c_.top_k : kDefaultCandidates);
+    if (n > v) n = v;
+    order_.resize(v);
+    for (uint32_t i = 0; i < v; ++i) order_[i] = i;
+    auto higher = [&](uint32_t a, uint32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
+    std::partial_sort(order_.begin(), order_.begin() + static_cast<ptrdiff_t>(n), order_.end(),
+                      higher);
+    out.ids.assign(order_.begin(), order_.begin() + static_cast<ptrdiff_t>(n));
+    for (uint32_t id : out.ids)
+      out.probs.push_back(static_cast<float>(::exp(double(l[id]) - double(max)) / sum));
+    return out;
+  }
+
+  // Samples from a distribution sorted by decreasing probability.
+  uint32_t sample_sorted(const Distribution& d) {
     if (d.ids.empty()) return 0;
     if (c_.temperature <= 0) return d.ids[0];  // sorted: the first is the argmax
     size_t n = d.ids.size();
@@ -107,7 +247,6 @@ class Sampler {
     return d.ids[n - 1];
   }
 
- private:
   // Locally typical sampling (Meister et al. 2022): keeps the tokens whose surprisal is closest
   // to the entropy until they hold typical_p of the mass, and zeroes the others' weights.
   size_t typical_cut(std::vector<double>& w, size_t n) const {
@@ -142,14 +281,33 @@ class Sampler {
 
   SamplerConfig c_;
   uint64_t state_;
+  uint32_t sampled_ = 0;
+  uint32_t suppress_left_ = 0;
+  std::vector<uint32_t> suppressed_;
+  std::vector<uint32_t> prompt_tokens_;  // distinct, sorted
+  std::vector<uint32_t> counts_;         // by token id: times returned
+  std::vector<uint32_t> returned_;       // distinct tokens returned, in first-seen order
+  std::vector<float> scratch_;
+  std::vector<uint32_t> order_;
 };
 
-// When generation ends: any of max tokens, an end-of-generation token, a stop string.
+// When generation ends: any of max tokens, an end-of-generation token, a stop token, a stop
+// string; none but max tokens before min_tokens (the sampler holds the tokens back meanwhile:
+// Sampler::suppress_until, which Context::generate sets up).
 struct Stop {
   uint32_t max_tokens = 256;
-  std::vector<uint32_t> eos_ids;  // filled from the model by Context::generate if empty
-  bool stop_at_eos = true;
+  uint32_t min_tokens = 0;
+  std::vector<uint32_t> eos_ids;     // filled from the model by Context::generate if empty
+  bool stop_at_eos = true;           // false: ignore_eos (eos_ids are ordinary tokens)
+  std::vector<uint32_t> stop_ids;    // stop tokens that hold even when stop_at_eos is false
   std::vector<std::string> strings;  // stop when the generated text ends with one of these
+
+  // The tokens that end generation (what min_tokens holds back).
+  std::vector<uint32_t> ending_ids() const {
+    std::vector<uint32_t> ids = stop_ids;
+    if (stop_at_eos) ids.insert(ids.end(), eos_ids.begin(), eos_ids.end());
+    return ids;
+  }
 
   // Length of the longest stop string: how much of the text's end check() looks at.
   size_t max_string_bytes() const {
@@ -161,9 +319,13 @@ struct Stop {
   // "length", "eos", "stop" or "" (keep going); `text` is the generated text so far, or any
   // suffix of it at least max_string_bytes() long (Model::detokenize_tail).
   const char* check(const std::vector<uint32_t>& generated, const std::string& text) const {
+    if (generated.size() < min_tokens) return generated.size() >= max_tokens ? "length" : "";
     if (!generated.empty() && stop_at_eos &&
         std::find(eos_ids.begin(), eos_ids.end(), generated.back()) != eos_ids.end())
       return "eos";
+    if (!generated.empty() &&
+        std::find(stop_ids.begin(), stop_ids.end(), generated.back()) != stop_ids.end())
+      return "stop";
     for (const auto& s : strings)
       if (!s.empty() && text.size() >= s.size() &&
           text.compare(text.size() - s.size(), s.size(), s) == 0)
