@@ -84,7 +84,8 @@ def client(server):
 
 @pytest.fixture(scope="module")
 def model(info):
-    return info["name"]
+    # The server names the model as its file does, or after the file when it has no name.
+    return info["name"] or os.path.splitext(os.path.basename(os.environ["PITH_MODEL"]))[0]
 
 
 def chat(client, model, **kw):
@@ -174,6 +175,21 @@ def test_chat_completion(client, model):
     assert_usage(r.usage, completion_tokens=generated)
     # The chat template wraps the message: more prompt tokens than the message alone.
     assert r.usage.prompt_tokens > len(tokenize(CHAT[0]["content"]))
+
+
+def test_chat_conversation_max_completion_tokens(client, model):
+    conversation = [{"role": "system", "content": "You are terse."},
+                    {"role": "user", "content": "Hi."},
+                    {"role": "assistant", "content": "Hello."},
+                    {"role": "user", "content": [{"type": "text", "text": "And now?"}]}]
+    r = chat(client, model, messages=conversation, max_completion_tokens=3, seed=26)
+    c = r.choices[0]
+    assert c.finish_reason in ("length", "stop")
+    if c.finish_reason == "length":
+        assert r.usage.completion_tokens == 3
+    assert r.usage.completion_tokens <= 3
+    single = chat(client, model, messages=conversation[-1:], max_completion_tokens=1, seed=26)
+    assert r.usage.prompt_tokens > single.usage.prompt_tokens
 
 
 def test_chat_stream_equals_non_stream(client, model):
@@ -359,14 +375,17 @@ def too_long_prompt(info):
 
 def error_cases(client, model, info, server):
     """name → a call that the server must refuse, with the SDK exception it must raise."""
-    wrong_key = make_client(server, api_key="not-" + API_KEY)
+    def with_wrong_key():
+        with make_client(server, api_key="not-" + API_KEY) as wrong_key:
+            return wrong_key.models.list()
+
     return {
         "temperature": (openai.BadRequestError, lambda: chat(client, model, temperature=5)),
         "too_long_prompt": (openai.BadRequestError, lambda: client.completions.create(
             model=model, prompt=too_long_prompt(info), max_tokens=1)),
         "prompt_plus_max_tokens": (openai.BadRequestError, lambda: client.completions.create(
             model=model, prompt=[7] * 10, max_tokens=info["context_length"])),
-        "wrong_api_key": (openai.AuthenticationError, lambda: wrong_key.models.list()),
+        "wrong_api_key": (openai.AuthenticationError, with_wrong_key),
         "unknown_path": (openai.NotFoundError,
                          lambda: client.get("/no-such-endpoint", cast_to=object)),
         "unknown_model": (openai.NotFoundError,
@@ -414,7 +433,8 @@ def test_server_up_after_errors(client, model):
 # -------------------------------------------------------------------- streams under pressure
 
 def test_abort_mid_stream_then_next_request(client, model, server, info):
-    stream = chat(client, model, stream=True, max_tokens=info["context_length"] // 2, seed=51,
+    seed = 5151  # finds the request's instance in the server's listing below
+    stream = chat(client, model, stream=True, max_tokens=info["context_length"] // 2, seed=seed,
                   temperature=1.0)
     seen = 0
     for ch in stream:
@@ -424,11 +444,22 @@ def test_abort_mid_stream_then_next_request(client, model, server, info):
             break
     assert seen == 3
     stream.close()
-    # The server notices the closed connection and ends the generation.
-    deadline = time.time() + 15
-    while server.metric("pith_running_instances") > 0 and time.time() < deadline:
+
+    # The server notices the closed connection and ends the generation (it would otherwise run
+    # for seconds: thousands of tokens, unless the model samples its end token).
+    def instance():
+        _, listing = server.request("GET", "/v1/instances")
+        mine = [i for i in listing["instances"] if "--seed" in i["args"]
+                and i["args"][i["args"].index("--seed") + 1] == str(seed)]
+        assert len(mine) == 1, listing
+        return mine[0]
+
+    deadline = time.time() + 10
+    while instance()["state"] != "finished" and time.time() < deadline:
         time.sleep(0.1)
-    assert server.metric("pith_running_instances") == 0, "the aborted generation kept running"
+    ended = instance()
+    assert ended["state"] == "finished", "the aborted generation kept running"
+    assert ended["exit"]["kind"] == "killed" and "client disconnected" in ended["exit"]["reason"]
     r = chat(client, model, max_tokens=4, seed=52)
     assert r.choices[0].finish_reason in ("length", "stop") and r.usage.completion_tokens <= 4
 
