@@ -1,6 +1,6 @@
 # The commands a newcomer runs: `make demo` and `make test` (and `make test-gpu` on a machine with
-# an NVIDIA GPU). Each installs what is missing (Debian 12 packages; DEPS=0 skips that), configures,
-# builds and runs.
+# an NVIDIA GPU). Each installs what is missing (Debian 12 packages and the pinned Python venv of
+# the OpenAI SDK tests; DEPS=0 skips that), configures, builds and runs.
 # SAN=1 builds with ASan + UBSan into a separate build folder, at -O1 with line tables (the
 # sanitizers' recommended speed/report trade-off), without the CUDA backend (the sanitizers do
 # not see into device code) and without the `pith bench` suites (not part of the unit and e2e
@@ -30,6 +30,7 @@ all: build
 deps:
 ifeq ($(DEPS),1)
 	@bash scripts/setup-deps.sh
+	@bash scripts/setup-python.sh
 endif
 
 configure: deps

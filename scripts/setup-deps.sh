@@ -17,6 +17,7 @@ PACKAGES=(
   wasi-libc libc++-14-dev-wasm32 libc++abi-14-dev-wasm32 libclang-rt-14-dev-wasm32
   # tests and clients
   python3 python3-pytest curl
+  python3-venv  # scripts/setup-python.sh: the venv of the OpenAI SDK tests
   # style check (scripts/check-format.sh; .ci/run)
   clang-format
 )

@@ -1,0 +1,654 @@
+"""End-to-end: the official `openai` Python SDK against a real `pith serve` (one server, started
+with an API key, for the whole module), the way real clients use the OpenAI-compatible endpoints.
+
+Run by ctest (e2e_openai_sdk) with the venv of scripts/setup-python.sh, which pins the SDK:
+    PITH_BIN=build/bin/pith PITH_MODEL=tests/data/models/tiny-f32.gguf \\
+    PITH_INFERLET_DIR=build/inferlets ~/.cache/pith/venv/bin/python -m pytest \\
+    tests/e2e/openai_sdk.py
+The expectations come from outside the server where they can: the model's name and context length
+from `pith model info --json`, prompt token counts from `pith tokenize`. The model has random
+weights, so texts are noise; the tests check what the API guarantees about them (seeds, stop
+strings, logprob order, token counts), never particular words.
+
+The last section tests features that are being added to the server; it is skipped until they land.
+"""
+import asyncio
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from typing import Literal
+
+import openai
+import pydantic
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pith_harness import Server  # noqa: E402
+
+API_KEY = "sdk-test-key"
+CHAT = [{"role": "user", "content": "Tell me something."}]
+
+
+def pith_bin():
+    pith = os.environ.get("PITH_BIN")
+    if not pith or not os.environ.get("PITH_MODEL"):
+        pytest.fail("set PITH_BIN and PITH_MODEL (ctest does: ctest -R e2e_openai_sdk)",
+                    pytrace=False)
+    return pith
+
+
+def pith_cli(*args):
+    return subprocess.run([pith_bin(), *args], check=True, capture_output=True, text=True).stdout
+
+
+def tokenize(text, bos=True):
+    """Token ids from `pith tokenize`, the tokenizer the server uses, run outside the server."""
+    extra = [] if bos else ["--no-bos"]
+    return json.loads(pith_cli("tokenize", "--json", *extra, "-m", os.environ["PITH_MODEL"], text))
+
+
+def detokenize(token_id):
+    return pith_cli("detokenize", "-m", os.environ["PITH_MODEL"], str(token_id)).rstrip("\n")
+
+
+@pytest.fixture(scope="module")
+def info():
+    """The served model as `pith model info --json` describes it (name, context_length, ...)."""
+    return json.loads(pith_cli("model", "info", "--json", os.environ["PITH_MODEL"]))
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server(pith_bin(), os.environ["PITH_MODEL"], api_key=API_KEY)
+    s.start()
+    yield s
+    code = s.stop()
+    assert code == 0, f"pith serve exited with {code}"
+
+
+def make_client(server, api_key=API_KEY, cls=openai.OpenAI):
+    # No retries: a failing request must fail the test at once, not after backoff.
+    return cls(base_url=f"http://127.0.0.1:{server.port}/v1", api_key=api_key, max_retries=0,
+               timeout=120)
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    c = make_client(server)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def model(info):
+    # The server names the model as its file does, or after the file when it has no name.
+    return info["name"] or os.path.splitext(os.path.basename(os.environ["PITH_MODEL"]))[0]
+
+
+def chat(client, model, **kw):
+    kw.setdefault("messages", CHAT)
+    return client.chat.completions.create(model=model, **kw)
+
+
+def assert_usage(usage, completion_tokens=None):
+    assert usage.prompt_tokens > 0
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    if completion_tokens is not None:
+        assert usage.completion_tokens == completion_tokens
+
+
+def ascii_stop_string(text):
+    """A short printable-ASCII piece from the second half of `text`, to use as a stop string."""
+    for i in range(len(text) // 2, len(text) - 1):
+        piece = text[i:i + 2]
+        if all(c.isascii() and c.isalnum() for c in piece):
+            return piece
+    return None
+
+
+# ------------------------------------------------------------------------------------- models
+
+def test_models_list(client, model):
+    models = client.models.list()
+    assert [m.id for m in models.data] == [model]
+    assert models.data[0].object == "model"
+    assert isinstance(models.data[0].owned_by, str)
+
+
+def test_models_retrieve(client, model):
+    m = client.models.retrieve(model)
+    assert m.id == model and m.object == "model"
+
+
+# -------------------------------------------------------------------------------- completions
+
+def test_completion_text_prompt(client, model):
+    prompt = "The quick brown fox"
+    r = client.completions.create(model=model, prompt=prompt, max_tokens=6, seed=11, logprobs=1)
+    assert r.object == "text_completion" and r.model == model
+    (c,) = r.choices
+    assert c.index == 0 and isinstance(c.text, str)
+    assert c.finish_reason in ("length", "stop")
+    generated = len(c.logprobs.tokens)
+    assert generated == 6 if c.finish_reason == "length" else generated < 6
+    assert_usage(r.usage, completion_tokens=generated)
+    assert r.usage.prompt_tokens == len(tokenize(prompt))
+
+
+def test_completion_token_prompt(client, model):
+    prompt = "The quick brown fox"
+    ids = tokenize(prompt)
+    by_ids = client.completions.create(model=model, prompt=ids, max_tokens=5, seed=12,
+                                       temperature=0.9)
+    assert by_ids.usage.prompt_tokens == len(ids)
+    assert_usage(by_ids.usage)
+    assert by_ids.choices[0].finish_reason in ("length", "stop")
+    if by_ids.choices[0].finish_reason == "length":
+        assert by_ids.usage.completion_tokens == 5
+    # The text prompt is these very tokens: same seed, same continuation.
+    by_text = client.completions.create(model=model, prompt=prompt, max_tokens=5, seed=12,
+                                        temperature=0.9)
+    assert by_text.choices[0].text == by_ids.choices[0].text
+
+
+def test_completion_max_tokens_one(client, model):
+    r = client.completions.create(model=model, prompt="Hello", max_tokens=1, seed=3)
+    assert r.usage.completion_tokens <= 1
+    if r.choices[0].finish_reason == "length":
+        assert r.usage.completion_tokens == 1
+
+
+# ------------------------------------------------------------------------------------- chat
+
+def test_chat_completion(client, model):
+    r = chat(client, model, max_tokens=8, seed=21, temperature=0.8, logprobs=True)
+    assert r.object == "chat.completion" and r.model == model and r.id
+    (c,) = r.choices
+    assert c.index == 0 and c.message.role == "assistant"
+    assert isinstance(c.message.content, str)
+    assert c.finish_reason in ("length", "stop")
+    generated = len(c.logprobs.content)
+    assert generated == 8 if c.finish_reason == "length" else generated < 8
+    assert_usage(r.usage, completion_tokens=generated)
+    # The chat template wraps the message: more prompt tokens than the message alone.
+    assert r.usage.prompt_tokens > len(tokenize(CHAT[0]["content"]))
+
+
+def test_chat_conversation_max_completion_tokens(client, model):
+    conversation = [{"role": "system", "content": "You are terse."},
+                    {"role": "user", "content": "Hi."},
+                    {"role": "assistant", "content": "Hello."},
+                    {"role": "user", "content": [{"type": "text", "text": "And now?"}]}]
+    r = chat(client, model, messages=conversation, max_completion_tokens=3, seed=26)
+    c = r.choices[0]
+    assert c.finish_reason in ("length", "stop")
+    if c.finish_reason == "length":
+        assert r.usage.completion_tokens == 3
+    assert r.usage.completion_tokens <= 3
+    single = chat(client, model, messages=conversation[-1:], max_completion_tokens=1, seed=26)
+    assert r.usage.prompt_tokens > single.usage.prompt_tokens
+
+
+def test_chat_stream_equals_non_stream(client, model):
+    params = dict(max_tokens=12, seed=22, temperature=0.9)
+    whole = chat(client, model, **params)
+    stream = chat(client, model, stream=True, stream_options={"include_usage": True}, **params)
+    chunks = list(stream)
+    content = [ch for ch in chunks if ch.choices]
+    assert content and content[0].choices[0].delta.role == "assistant"
+    assert all(ch.object == "chat.completion.chunk" and ch.id == chunks[0].id for ch in chunks)
+    text = "".join(ch.choices[0].delta.content or "" for ch in content)
+    finishes = [ch.choices[0].finish_reason for ch in content if ch.choices[0].finish_reason]
+    assert text == whole.choices[0].message.content
+    assert finishes == [whole.choices[0].finish_reason]
+    # include_usage: every chunk carries usage null except a last one with no choices.
+    assert all(ch.usage is None for ch in chunks[:-1])
+    last = chunks[-1]
+    assert last.choices == [] and last.usage is not None
+    assert last.usage.completion_tokens == whole.usage.completion_tokens
+    assert last.usage.prompt_tokens == whole.usage.prompt_tokens
+    assert_usage(last.usage)
+
+
+def test_stream_without_usage_has_no_usage_chunk(client, model):
+    chunks = list(chat(client, model, stream=True, max_tokens=4, seed=23))
+    assert chunks and all(ch.choices for ch in chunks)
+    assert all(getattr(ch, "usage", None) is None for ch in chunks)
+
+
+def test_n_three_choices(client, model):
+    params = dict(max_tokens=6, seed=24, temperature=1.0, n=3)
+    r = chat(client, model, **params)
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    texts = [c.message.content for c in r.choices]
+    assert len(set(texts)) == 3, f"three samples of a random model should differ: {texts}"
+    if all(c.finish_reason == "length" for c in r.choices):
+        assert r.usage.completion_tokens == 3 * 6
+    assert_usage(r.usage)
+    # Streamed, the same seed gives the same three texts, each under its own index.
+    streamed = {0: "", 1: "", 2: ""}
+    finished = {}
+    for ch in chat(client, model, stream=True, **params):
+        for c in ch.choices:
+            streamed[c.index] += c.delta.content or ""
+            if c.finish_reason:
+                assert c.index not in finished, "two finish_reason chunks for one choice"
+                finished[c.index] = c.finish_reason
+    assert [streamed[i] for i in range(3)] == texts
+    assert [finished.get(i) for i in range(3)] == [c.finish_reason for c in r.choices]
+
+
+def check_top_logprobs(entry, k):
+    assert len(entry.top_logprobs) == k
+    values = [t.logprob for t in entry.top_logprobs]
+    assert values == sorted(values, reverse=True), "top_logprobs must be in descending order"
+    assert all(v <= 0 for v in values) and entry.logprob <= 0
+    assert sum(math.exp(v) for v in values) <= 1 + 1e-4
+    assert bytes(entry.bytes).decode("utf-8", "replace") == entry.token
+
+
+def test_logprobs_greedy(client, model):
+    r = chat(client, model, max_tokens=8, temperature=0, logprobs=True, top_logprobs=3)
+    c = r.choices[0]
+    entries = c.logprobs.content
+    assert len(entries) == r.usage.completion_tokens > 0
+    for e in entries:
+        check_top_logprobs(e, 3)
+        # Greedy picks the most likely token: no alternative is more likely than it.
+        assert all(e.logprob >= t.logprob - 1e-5 for t in e.top_logprobs)
+        assert e.top_logprobs[0].token == e.token
+    # The tokens' bytes make up the text.
+    joined = b"".join(bytes(e.bytes) for e in entries).decode("utf-8", "replace")
+    assert joined == c.message.content
+
+
+def test_logprobs_sampled_consistent(client, model):
+    """Sampled tokens need not be the most likely, but the top list is the most likely ones."""
+    r = chat(client, model, max_tokens=12, temperature=1.0, seed=25, logprobs=True, top_logprobs=3)
+    for e in r.choices[0].logprobs.content:
+        check_top_logprobs(e, 3)
+        listed = {t.token: t.logprob for t in e.top_logprobs}
+        if e.token in listed:
+            assert abs(listed[e.token] - e.logprob) < 1e-4
+        else:
+            assert e.logprob <= min(listed.values()) + 1e-5
+
+
+def test_completion_logprobs_shape(client, model):
+    r = client.completions.create(model=model, prompt="Once upon", max_tokens=5, temperature=0,
+                                  logprobs=2)
+    lp = r.choices[0].logprobs
+    n = r.usage.completion_tokens
+    for field in (lp.tokens, lp.token_logprobs, lp.top_logprobs, lp.text_offset):
+        assert len(field) == n
+    for token, chosen, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        # A dict keyed by token text: byte tokens that all read "\ufffd" share one key.
+        assert 1 <= len(top) <= 2
+        assert token in top, "greedy picks the most likely token, so it is listed"
+        assert all(chosen >= v - 1e-5 for v in top.values())
+    assert lp.text_offset[0] == 0 and lp.text_offset == sorted(lp.text_offset)
+
+
+def test_completion_text_offset_counts_characters(client, model):
+    """text_offset is where each token starts in `text`, in characters (Python str indexes)."""
+    non_ascii = None
+    for seed in range(100):
+        r = client.completions.create(model=model, prompt="Once upon a time", max_tokens=16,
+                                      seed=seed, logprobs=1)
+        lp, text = r.choices[0].logprobs, r.choices[0].text
+        if "".join(lp.tokens) != text or "\ufffd" in text:
+            continue  # a token that is part of a UTF-8 sequence has no start of its own
+        assert lp.text_offset == [len("".join(lp.tokens[:i])) for i in range(len(lp.tokens))], (
+            f"seed {seed}: tokens {lp.tokens}")
+        if not text.isascii():
+            non_ascii = text
+            break
+    assert non_ascii, "no completion with whole non-ASCII characters to check in 100 seeds"
+
+
+# ------------------------------------------------------------------------ seeds and stop strings
+
+def test_same_seed_same_text(client, model):
+    texts = {chat(client, model, max_tokens=16, seed=31, temperature=1.0).choices[0].message.content
+             for _ in range(3)}
+    assert len(texts) == 1
+
+
+def test_different_seeds_differ(client, model):
+    texts = [chat(client, model, max_tokens=16, seed=s, temperature=1.0).choices[0].message.content
+             for s in range(40, 45)]
+    assert len(set(texts)) == len(texts), f"different seeds gave equal texts: {texts}"
+
+
+def test_stop_string(client, model):
+    params = dict(max_tokens=24, seed=32, temperature=1.0)
+    free = chat(client, model, **params).choices[0].message.content
+    stop = ascii_stop_string(free)
+    assert stop, f"no ASCII piece to stop at in {free!r}"
+    expected = free[:free.index(stop)]
+    r = chat(client, model, stop=[stop, "\x00never\x00"], **params)
+    assert stop not in r.choices[0].message.content
+    assert r.choices[0].message.content == expected
+    assert r.choices[0].finish_reason == "stop"
+    # Streamed: no chunk ever shows the stop string, not even split across chunks.
+    text, finish = "", None
+    for ch in chat(client, model, stop=stop, stream=True, **params):
+        text += ch.choices[0].delta.content or ""
+        finish = ch.choices[0].finish_reason or finish
+    assert text == expected and finish == "stop"
+
+
+def test_stream_helper(client, model):
+    """client.chat.completions.stream(): events and get_final_completion()."""
+    params = dict(max_tokens=24, seed=33, temperature=1.0)
+    free = chat(client, model, **params).choices[0].message.content
+    stop = ascii_stop_string(free)
+    assert stop, f"no ASCII piece to stop at in {free!r}"
+    expected = free[:free.index(stop)]
+    deltas, done, chunks = [], [], 0
+    # A length finish would make get_final_completion() raise: end on a stop string instead.
+    with client.chat.completions.stream(model=model, messages=CHAT, stop=stop, **params) as s:
+        for event in s:
+            if event.type == "chunk":
+                chunks += 1
+            elif event.type == "content.delta":
+                deltas.append(event.delta)
+                assert event.snapshot == "".join(deltas)
+            elif event.type == "content.done":
+                done.append(event.content)
+        final = s.get_final_completion()
+    assert chunks > 0
+    assert "".join(deltas) == expected
+    assert done == [expected]
+    assert final.choices[0].message.content == expected
+    assert final.choices[0].finish_reason == "stop"
+
+
+# ------------------------------------------------------------------------------ typed errors
+
+def too_long_prompt(info):
+    return [7] * info["context_length"]
+
+
+def error_cases(client, model, info, server):
+    """name → a call that the server must refuse, with the SDK exception it must raise."""
+    def with_wrong_key():
+        with make_client(server, api_key="not-" + API_KEY) as wrong_key:
+            return wrong_key.models.list()
+
+    return {
+        "temperature": (openai.BadRequestError, lambda: chat(client, model, temperature=5)),
+        "too_long_prompt": (openai.BadRequestError, lambda: client.completions.create(
+            model=model, prompt=too_long_prompt(info), max_tokens=1)),
+        "prompt_plus_max_tokens": (openai.BadRequestError, lambda: client.completions.create(
+            model=model, prompt=[7] * 10, max_tokens=info["context_length"])),
+        "wrong_api_key": (openai.AuthenticationError, with_wrong_key),
+        "unknown_path": (openai.NotFoundError,
+                         lambda: client.get("/no-such-endpoint", cast_to=object)),
+        "unknown_model": (openai.NotFoundError,
+                          lambda: chat(client, "no-such-model", max_tokens=1)),
+    }
+
+
+ERROR_CASES = ["temperature", "too_long_prompt", "prompt_plus_max_tokens", "wrong_api_key",
+               "unknown_path", "unknown_model"]
+
+
+@pytest.mark.parametrize("case", ERROR_CASES)
+def test_typed_error(client, model, info, server, case):
+    exc, call = error_cases(client, model, info, server)[case]
+    with pytest.raises(exc) as e:
+        call()
+    assert e.value.status_code == exc.status_code
+    assert e.value.message
+
+
+@pytest.mark.parametrize("case", ERROR_CASES)
+def test_error_body_has_openai_shape(client, model, info, server, case):
+    """{"error": {"message": str, "type": str, "param": str|null, "code": str|int|null}}."""
+    exc, call = error_cases(client, model, info, server)[case]
+    with pytest.raises(exc) as e:
+        call()
+    body = e.value.response.json()
+    assert set(body) == {"error"}
+    err = body["error"]
+    missing = {"message", "type", "param", "code"} - set(err)
+    assert not missing, f"error object lacks {sorted(missing)}: {err}"
+    assert isinstance(err["message"], str) and err["message"]
+    assert isinstance(err["type"], str) and err["type"]
+    assert err["param"] is None or isinstance(err["param"], str)
+    assert err["code"] is None or isinstance(err["code"], (str, int))
+    if case == "temperature":
+        assert err["param"] in (None, "temperature")
+
+
+def test_server_up_after_errors(client, model):
+    r = chat(client, model, max_tokens=2, seed=1)
+    assert r.choices[0].finish_reason in ("length", "stop")
+
+
+# -------------------------------------------------------------------- streams under pressure
+
+def test_abort_mid_stream_then_next_request(client, model, server, info):
+    seed = 5151  # finds the request's instance in the server's listing below
+    stream = chat(client, model, stream=True, max_tokens=info["context_length"] // 2, seed=seed,
+                  temperature=1.0)
+    seen = 0
+    for ch in stream:
+        if ch.choices and ch.choices[0].delta.content:
+            seen += 1
+        if seen >= 3:
+            break
+    assert seen == 3
+    stream.close()
+
+    # The server notices the closed connection and ends the generation (it would otherwise run
+    # for seconds: thousands of tokens, unless the model samples its end token).
+    def instance():
+        _, listing = server.request("GET", "/v1/instances")
+        mine = [i for i in listing["instances"] if "--seed" in i["args"]
+                and i["args"][i["args"].index("--seed") + 1] == str(seed)]
+        assert len(mine) == 1, listing
+        return mine[0]
+
+    deadline = time.time() + 10
+    while instance()["state"] != "finished" and time.time() < deadline:
+        time.sleep(0.1)
+    ended = instance()
+    assert ended["state"] == "finished", "the aborted generation kept running"
+    assert ended["exit"]["kind"] == "killed" and "client disconnected" in ended["exit"]["reason"]
+    r = chat(client, model, max_tokens=4, seed=52)
+    assert r.choices[0].finish_reason in ("length", "stop") and r.usage.completion_tokens <= 4
+
+
+def test_concurrent_streams(server, model):
+    """16 streams at once (AsyncOpenAI): each gets all its tokens, counted by their logprobs."""
+    max_tokens = 16
+
+    async def one(client, i):
+        stream = await client.completions.create(
+            model=model, prompt=f"Stream number {i}:", max_tokens=max_tokens, seed=100 + i,
+            temperature=1.0, logprobs=1, stream=True, stream_options={"include_usage": True})
+        tokens, text, finish, usage = 0, "", None, None
+        async for ch in stream:
+            for c in ch.choices:
+                assert c.index == 0
+                text += c.text
+                tokens += len(c.logprobs.tokens) if c.logprobs else 0
+                finish = c.finish_reason or finish
+            usage = ch.usage or usage
+        return tokens, text, finish, usage
+
+    async def all_of_them():
+        async with make_client(server, cls=openai.AsyncOpenAI) as client:
+            return await asyncio.gather(*(one(client, i) for i in range(16)))
+
+    results = asyncio.run(all_of_them())
+    assert len(results) == 16
+    for i, (tokens, text, finish, usage) in enumerate(results):
+        assert usage is not None, f"stream {i}: no usage chunk"
+        assert usage.completion_tokens == tokens, f"stream {i}: {tokens} tokens, usage {usage}"
+        assert usage.prompt_tokens == len(tokenize(f"Stream number {i}:"))
+        if finish == "length":
+            assert tokens == max_tokens
+        else:
+            assert finish == "stop" and tokens < max_tokens, f"stream {i}: finish {finish}"
+    assert len({text for _, text, _, _ in results}) == 16
+
+
+# ==================================================================================================
+# Features being added to the server. Skipped until they land; un-skip each as it does.
+# ==================================================================================================
+in_progress = pytest.mark.skip(reason="lead: feature in progress")
+
+
+class Verdict(pydantic.BaseModel):
+    # Only bounded fields, so a random model's constrained output ends within a few tokens.
+    answer: Literal["yes", "no", "maybe"]
+    confident: bool
+
+
+@in_progress
+def test_structured_output_parse(client, model):
+    r = client.chat.completions.parse(model=model, messages=CHAT, response_format=Verdict,
+                                      max_tokens=64, seed=61, temperature=1.0)
+    msg = r.choices[0].message
+    assert isinstance(msg.parsed, Verdict)
+    assert Verdict.model_validate_json(msg.content) == msg.parsed
+    assert r.choices[0].finish_reason == "stop"
+
+
+@in_progress
+def test_json_object(client, model):
+    r = chat(client, model, response_format={"type": "json_object"}, max_tokens=1024, seed=62,
+             temperature=1.0)
+    assert r.choices[0].finish_reason == "stop"
+    assert isinstance(json.loads(r.choices[0].message.content), dict)
+
+
+@in_progress
+def test_logit_bias_forces_token(client, model):
+    token = 300
+    piece = detokenize(token)
+    assert piece and piece.isascii() and piece.strip() == piece
+    r = chat(client, model, logit_bias={str(token): 100}, max_tokens=5, seed=63, temperature=1.0)
+    assert r.choices[0].message.content == piece * 5
+
+
+def repeats(client, model, **penalty):
+    """Tokens of 32 greedy steps that repeat an earlier token."""
+    r = chat(client, model, max_tokens=32, temperature=0, logprobs=True, **penalty)
+    tokens = [e.token for e in r.choices[0].logprobs.content]
+    return len(tokens) - len(set(tokens))
+
+
+@in_progress
+@pytest.mark.parametrize("penalty", ["presence_penalty", "frequency_penalty"])
+def test_penalty_reduces_repeats(client, model, penalty):
+    # Greedy decoding of a random model loops on a few tokens; a penalty of 2 (several times the
+    # spread of its logits) makes every seen token lose to an unseen one.
+    without = repeats(client, model)
+    assert without >= 8, "greedy decoding of this model should repeat itself"
+    assert repeats(client, model, **{penalty: 2.0}) < without // 2
+
+
+def eos_token():
+    ids = json.loads(pith_cli("tokenize", "--json", "--no-bos", "--parse-special", "-m",
+                              os.environ["PITH_MODEL"], "</s>"))
+    assert len(ids) == 1, f"</s> is not one token of this vocabulary: {ids}"
+    return ids[0]
+
+
+@in_progress
+def test_ignore_eos(client, model):
+    forced_eos = {str(eos_token()): 100}
+    r = chat(client, model, logit_bias=forced_eos, max_tokens=6, seed=64)
+    assert r.choices[0].finish_reason == "stop" and r.usage.completion_tokens <= 1
+    r = chat(client, model, logit_bias=forced_eos, max_tokens=6, seed=64,
+             extra_body={"ignore_eos": True})
+    assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 6
+
+
+@in_progress
+def test_stop_token_ids_and_min_tokens(client, model):
+    token = 300
+    bias = {str(token): 100}
+    r = chat(client, model, logit_bias=bias, max_tokens=8, seed=65,
+             extra_body={"stop_token_ids": [token]})
+    assert r.choices[0].finish_reason == "stop" and r.usage.completion_tokens <= 1
+    assert detokenize(token) not in r.choices[0].message.content
+    # min_tokens holds the stop token back for 4 tokens; then the bias makes it the next one.
+    r = chat(client, model, logit_bias=bias, max_tokens=8, seed=65,
+             extra_body={"stop_token_ids": [token], "min_tokens": 4})
+    assert r.choices[0].finish_reason == "stop"
+    assert 4 <= r.usage.completion_tokens <= 5
+
+
+@in_progress
+def test_tokenize_detokenize(server, model, info):
+    root = openai.OpenAI(base_url=f"http://127.0.0.1:{server.port}", api_key=API_KEY, max_retries=0)
+    text = "hello world"
+    t = root.post("/tokenize", body={"model": model, "prompt": text}, cast_to=object)
+    assert t["tokens"] == tokenize(text)
+    assert t["count"] == len(t["tokens"])
+    assert t["max_model_len"] == info["context_length"]
+    bare = root.post("/tokenize", cast_to=object,
+                     body={"model": model, "prompt": text, "add_special_tokens": False})
+    assert bare["tokens"] == tokenize(text, bos=False)
+    d = root.post("/detokenize", body={"model": model, "tokens": bare["tokens"]}, cast_to=object)
+    assert d["prompt"] == text
+
+
+class GetWeather(pydantic.BaseModel):
+    city: Literal["Paris", "Tokyo", "Lima"]
+    unit: Literal["celsius", "fahrenheit"]
+
+
+@in_progress
+def test_tool_choice_required(client, model):
+    tool = openai.pydantic_function_tool(GetWeather, name="get_weather")
+    r = chat(client, model, tools=[tool], tool_choice="required", max_tokens=64, seed=66)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls"
+    call = c.message.tool_calls[0]
+    assert call.type == "function" and call.function.name == "get_weather" and call.id
+    GetWeather.model_validate(json.loads(call.function.arguments))
+
+
+@in_progress
+def test_tool_choice_named_function(client, model):
+    tools = [openai.pydantic_function_tool(GetWeather, name="get_weather"),
+             openai.pydantic_function_tool(Verdict, name="give_verdict")]
+    r = client.chat.completions.parse(
+        model=model, messages=CHAT, tools=tools, max_tokens=64, seed=67,
+        tool_choice={"type": "function", "function": {"name": "give_verdict"}})
+    c = r.choices[0]
+    # OpenAI answers "stop" when the function was named by the request, "tool_calls" otherwise.
+    assert c.finish_reason in ("tool_calls", "stop")
+    call = c.message.tool_calls[0]
+    assert call.function.name == "give_verdict"
+    assert isinstance(call.function.parsed_arguments, Verdict)
+
+
+@in_progress
+def test_responses_create(client, model):
+    r = client.responses.create(model=model, input="Tell me something.", max_output_tokens=8,
+                                temperature=1.0)
+    assert r.object == "response" and r.model == model
+    assert r.status in ("completed", "incomplete")
+    if r.status == "incomplete":
+        assert r.incomplete_details.reason == "max_output_tokens"
+    assert isinstance(r.output_text, str)
+    assert r.usage.output_tokens <= 8 and r.usage.input_tokens > 0
+    assert r.usage.total_tokens == r.usage.input_tokens + r.usage.output_tokens
+    # Streamed: the text deltas add up to the final response's text.
+    deltas, final = [], None
+    with client.responses.stream(model=model, input="Tell me something.", max_output_tokens=8) as s:
+        for event in s:
+            if event.type == "response.output_text.delta":
+                deltas.append(event.delta)
+        final = s.get_final_response()
+    assert "".join(deltas) == final.output_text
