@@ -529,7 +529,6 @@ def test_json_object(client, model):
     assert isinstance(json.loads(r.choices[0].message.content), dict)
 
 
-@in_progress
 def test_logit_bias_forces_token(client, model):
     token = 300
     piece = detokenize(token)
@@ -545,7 +544,6 @@ def repeats(client, model, **penalty):
     return len(tokens) - len(set(tokens))
 
 
-@in_progress
 @pytest.mark.parametrize("penalty", ["presence_penalty", "frequency_penalty"])
 def test_penalty_reduces_repeats(client, model, penalty):
     # Greedy decoding of a random model loops on a few tokens; a penalty of 2 (several times the
@@ -562,7 +560,6 @@ def eos_token():
     return ids[0]
 
 
-@in_progress
 def test_ignore_eos(client, model):
     forced_eos = {str(eos_token()): 100}
     r = chat(client, model, logit_bias=forced_eos, max_tokens=6, seed=64)
@@ -572,14 +569,14 @@ def test_ignore_eos(client, model):
     assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 6
 
 
-@in_progress
 def test_stop_token_ids_and_min_tokens(client, model):
     token = 300
     bias = {str(token): 100}
     r = chat(client, model, logit_bias=bias, max_tokens=8, seed=65,
              extra_body={"stop_token_ids": [token]})
     assert r.choices[0].finish_reason == "stop" and r.usage.completion_tokens <= 1
-    assert detokenize(token) not in r.choices[0].message.content
+    # As in vLLM, a stop token that is not a special token stays in the text.
+    assert r.choices[0].message.content == detokenize(token)
     # min_tokens holds the stop token back for 4 tokens; then the bias makes it the next one.
     r = chat(client, model, logit_bias=bias, max_tokens=8, seed=65,
              extra_body={"stop_token_ids": [token], "min_tokens": 4})
@@ -587,7 +584,6 @@ def test_stop_token_ids_and_min_tokens(client, model):
     assert 4 <= r.usage.completion_tokens <= 5
 
 
-@in_progress
 def test_tokenize_detokenize(server, model, info):
     root = openai.OpenAI(base_url=f"http://127.0.0.1:{server.port}", api_key=API_KEY, max_retries=0)
     text = "hello world"
