@@ -9,13 +9,20 @@
 //                     [--top-p P] [--top-k K] [--min-p P] [--seed S] [--stop STR]...
 //                     [--stop-token-ids ID,...] [--ignore-eos 1] [--n N] [--logprobs K]
 //                     [--presence-penalty X] [--frequency-penalty X] [--repetition-penalty X]
-//                     [--logit-bias ID:BIAS,...]
+//                     [--logit-bias ID:BIAS,...] [--grammar GBNF]
+// --grammar constrains every choice to a sentence of the grammar (structured outputs: the server
+// turns a response_format's JSON Schema into GBNF); near the end of max_tokens only a shortest
+// completion is allowed, so the output is complete whenever the budget can hold one.
 // Logprobs are the model's own (before penalties and biases), as vLLM reports them.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pith/constrained.hpp>
 #include <pith/context.hpp>
 #include <pith/openai_protocol.hpp>
+
+#include <memory>
+#include <optional>
 
 namespace {
 
@@ -27,6 +34,7 @@ struct Request {
   pith::Stop stop;
   uint32_t n = 1;
   uint32_t logprobs = 0;  // alternatives per token (0: only the chosen token's logprob)
+  std::string grammar;    // GBNF; empty: unconstrained
 };
 
 bool parse_tokens(const std::string& s, std::vector<uint32_t>& out) {
@@ -80,6 +88,8 @@ const char* parse_args(Request& r) {
       r.sampling.frequency_penalty = strtof(v.c_str(), nullptr);
     else if (k == "--repetition-penalty")
       r.sampling.repetition_penalty = strtof(v.c_str(), nullptr);
+    else if (k == "--grammar")
+      r.grammar = v;
     else if (k == "--logit-bias") {
       if (!parse_biases(v, r.sampling.logit_bias)) return "--logit-bias needs ID:BIAS,...";
     } else if (k == "--temperature")
@@ -111,6 +121,14 @@ struct Choice {
   pith::Sampler sampler;
   std::vector<uint32_t> generated;
   bool done = false;
+  std::optional<pith::GrammarConstraint> grammar;
+};
+
+// The grammar's compiled form over this model's vocabulary, shared by the choices.
+struct CompiledGrammar {
+  pith::TokenTrie trie;
+  pith::grammar::Grammar grammar;
+  std::unique_ptr<pith::grammar::Automaton> automaton;
 };
 
 // Reports the failure with the status that caused it (the server maps it to an HTTP status).
@@ -124,17 +142,22 @@ int fail(pith_status_t code) {
   return fail(code, pith::status_name(code));
 }
 
-// The model's log-probabilities from whole-vocabulary logits (PITH_TOP_K_LOGITS): the chosen
-// token's and the `want` most likely.
+// The model's log-probabilities from a whole-vocabulary distribution in id order (logits or
+// probabilities): the chosen token's and the `want` most likely.
 void model_logprobs(const pith::Distribution& d, uint32_t tok, uint32_t want,
                     proto::TokenMessage& msg) {
-  const std::vector<float>& l = d.probs;
-  float max = -INFINITY;
-  for (float x : l) max = x > max ? x : max;
-  double sum = 0;
-  for (float x : l) sum += exp(double(x) - double(max));
-  const double lse = double(max) + log(sum);
-  if (tok < l.size()) msg.logprob = double(l[tok]) - lse;
+  std::vector<float> l = d.probs;
+  double lse = 0;  // log-probabilities are l - lse
+  if (d.logits) {
+    float max = -INFINITY;
+    for (float x : l) max = x > max ? x : max;
+    double sum = 0;
+    for (float x : l) sum += exp(double(x) - double(max));
+    lse = double(max) + log(sum);
+  } else {
+    for (float& x : l) x = x > 0 ? static_cast<float>(log(double(x))) : -INFINITY;
+  }
+  if (tok < l.size() && l[tok] > -INFINITY) msg.logprob = double(l[tok]) - lse;
   if (want == 0) return;
   std::vector<uint32_t> order(l.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -177,11 +200,11 @@ int main() {
     pith::SamplerConfig sc = req.sampling;
     sc.seed = req.sampling.seed + i;
     if (i + 1 == req.n) {
-      choices.push_back(Choice{std::move(*root), pith::Sampler(sc), {}, false});
+      choices.push_back(Choice{std::move(*root), pith::Sampler(sc), {}, false, {}});
     } else {
       auto child = root->fork();
       if (!child) return fail(child.status());
-      choices.push_back(Choice{std::move(*child), pith::Sampler(sc), {}, false});
+      choices.push_back(Choice{std::move(*child), pith::Sampler(sc), {}, false, {}});
     }
     if (req.n > 1) choices.back().ctx.fill_tokens({last});
     if (sc.repetition_penalty != 1.0f) choices.back().sampler.observe_prompt(req.prompt);
@@ -189,6 +212,21 @@ int main() {
       choices.back().sampler.suppress_until(req.stop.min_tokens, req.stop.ending_ids());
   }
   bool reported_usage = req.n > 1;
+
+  CompiledGrammar compiled;
+  if (!req.grammar.empty()) {
+    auto trie = pith::vocabulary_trie(*model);
+    if (!trie) return fail(trie.status(), "vocabulary: " + trie.error().what());
+    compiled.trie = std::move(*trie);
+    std::string err;
+    if (!pith::grammar::Grammar::parse(req.grammar, &compiled.grammar, &err))
+      return fail(PITH_ERR_BAD_ARGUMENT, "grammar: " + err);
+    compiled.automaton =
+        std::make_unique<pith::grammar::Automaton>(compiled.grammar, compiled.trie);
+    for (Choice& c : choices) c.grammar.emplace(*compiled.automaton);
+  }
+  const uint32_t eos = req.stop.stop_at_eos && !req.stop.eos_ids.empty() ? req.stop.eos_ids[0]
+                                                                          : UINT32_MAX;
 
   const size_t stop_bytes = req.stop.max_string_bytes();
   const uint32_t want = req.logprobs > 0 ? (req.logprobs > 20 ? 20 : req.logprobs) : 0;
@@ -198,7 +236,7 @@ int main() {
       Choice& c = choices[i];
       if (c.done) continue;
       // The last prompt token is computed by the first step (flush left the distribution unread).
-      uint32_t k = c.sampler.candidates();
+      uint32_t k = c.grammar ? c.sampler.whole_vocabulary() : c.sampler.candidates();
       if (k < want) k = want;
       if (k < 1) k = 1;
       auto d = c.ctx.decode_step(k);
@@ -207,9 +245,21 @@ int main() {
         reported_usage = true;
         if (!send_usage(static_cast<uint32_t>(req.prompt.size()), c.ctx.cached_tokens())) return 1;
       }
-      uint32_t tok = c.sampler.sample(*d);
+      const std::vector<uint64_t>* allowed =
+          c.grammar ? &c.grammar->mask(eos, req.stop.max_tokens - c.generated.size()) : nullptr;
+      uint32_t tok = c.sampler.sample(*d, allowed);
+      if (tok == UINT32_MAX) {  // the grammar is complete and nothing may follow
+        c.done = true;
+        --live;
+        if (!pith::send(proto::encode(proto::EndMessage{
+                i, proto::FinishReason::Stop, static_cast<uint32_t>(c.generated.size())})))
+          return 1;
+        continue;
+      }
+      if (c.grammar && tok != eos && !c.grammar->accept(tok))
+        return fail(PITH_ERR_INTERNAL, "grammar: a masked token was rejected");
       proto::TokenMessage msg{i, static_cast<int32_t>(tok), -9999.0, {}};
-      if (d->logits) {
+      if (d->logits || c.grammar) {
         model_logprobs(*d, tok, want, msg);
       } else {
         for (size_t j = 0; j < d->ids.size(); ++j) {
@@ -229,7 +279,9 @@ int main() {
       if (*why) {
         c.done = true;
         --live;
-        const auto reason = why[0] == 'l' ? proto::FinishReason::Length : proto::FinishReason::Stop;
+        // A structured output that is complete when the budget ends has not been cut short.
+        const bool cut = why[0] == 'l' && !(c.grammar && c.grammar->complete());
+        const auto reason = cut ? proto::FinishReason::Length : proto::FinishReason::Stop;
         if (!pith::send(proto::encode(
                 proto::EndMessage{i, reason, static_cast<uint32_t>(c.generated.size())})))
           return 1;

@@ -7,6 +7,7 @@
 
 #include "chat_template/chat_template.h"
 #include "common/error.h"
+#include "server/response_format.h"
 
 namespace pith::server {
 
@@ -53,7 +54,9 @@ std::vector<int32_t> tokens_of(const json& arr, const Tokenizer& tok, const char
   return out;
 }
 
-std::string message_content(const json& m) {
+}  // namespace
+
+std::string message_text(const json& m) {
   auto it = m.find("content");
   if (it == m.end() || it->is_null()) return "";
   if (it->is_string()) return it->get<std::string>();
@@ -69,6 +72,8 @@ std::string message_content(const json& m) {
   }
   bad("messages", "message 'content' must be a string or an array of text parts");
 }
+
+namespace {
 
 // Every request field, and what this server does with it. Fields that do not change the output
 // are accepted; fields whose feature is missing are refused by name; unknown ones too (a client
@@ -112,12 +117,12 @@ constexpr FieldRule kFields[] = {
     {"safety_identifier", Field::Accepted, true, true},
     {"prompt_cache_key", Field::Accepted, true, true},  // the prefix cache is always on
     // Features this server does not have (yet).
-    {"tools", Field::Unsupported, true, false},
-    {"tool_choice", Field::Unsupported, true, false},
-    {"parallel_tool_calls", Field::Unsupported, true, false},
+    {"tools", Field::Used, true, false},
+    {"tool_choice", Field::Used, true, false},
+    {"parallel_tool_calls", Field::Used, true, false},
     {"functions", Field::Unsupported, true, false},
     {"function_call", Field::Unsupported, true, false},
-    {"response_format", Field::Unsupported, true, false},
+    {"response_format", Field::Used, true, false},
     {"audio", Field::Unsupported, true, false},
     {"modalities", Field::Unsupported, true, false},
     {"prediction", Field::Unsupported, true, false},
@@ -146,17 +151,15 @@ void check_fields(const json& body, bool chat) {
 
 std::vector<int32_t> chat_prompt_tokens(const json& messages_field, const Tokenizer& tok,
                                         const ChatTemplate& chat_template,
-                                        bool add_generation_prompt) {
+                                        bool add_generation_prompt,
+                                        const nlohmann::ordered_json* tools) {
   if (!messages_field.is_array() || messages_field.empty())
     bad("messages", "'messages' must be a non-empty array");
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  for (const auto& m : messages_field) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      bad("messages", "every message needs a string 'role'");
-    messages.push_back({{"role", m["role"].get<std::string>()}, {"content", message_content(m)}});
-  }
+  for (const auto& m : messages_field) messages.push_back(template_message(m));
   nlohmann::ordered_json vars = {{"messages", messages},
                                  {"add_generation_prompt", add_generation_prompt}};
+  if (tools && !tools->is_null()) vars["tools"] = *tools;
   if (!tok.bos_text().empty()) vars["bos_token"] = tok.bos_text();
   if (!tok.eos_text().empty()) vars["eos_token"] = tok.eos_text();
   std::string text;
@@ -198,6 +201,7 @@ std::vector<std::string> CompletionRequest::inferlet_args() const {
   }
   if (min_tokens) a.insert(a.end(), {"--min-tokens", std::to_string(min_tokens)});
   if (ignore_eos) a.insert(a.end(), {"--ignore-eos", "1"});
+  if (!grammar.empty()) a.insert(a.end(), {"--grammar", grammar});
   if (!stop_token_ids.empty()) {
     std::string ids;
     for (int32_t t : stop_token_ids) ids += fmt::format("{}{}", ids.empty() ? "" : ",", t);
@@ -208,7 +212,9 @@ std::vector<std::string> CompletionRequest::inferlet_args() const {
 
 CompletionRequest parse_completion_request(const json& body, bool chat, const Tokenizer& tok,
                                            const ChatTemplate& chat_template,
-                                           uint32_t context_length, uint64_t default_seed) {
+                                           uint32_t context_length, uint64_t default_seed,
+                                           const nlohmann::ordered_json* ordered_body,
+                                           ToolCallFormat tool_format) {
   if (!body.is_object()) bad("", "the request body must be a JSON object");
   check_fields(body, chat);
   CompletionRequest r;
@@ -232,7 +238,12 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
   if (chat) {
     auto it = body.find("messages");
     if (it == body.end()) bad("messages", "'messages' is required");
-    r.prompt = chat_prompt_tokens(*it, tok, chat_template, /*add_generation_prompt=*/true);
+    r.tools = parse_tool_request(body, ordered_body && ordered_body->is_object() ? ordered_body
+                                                                                 : nullptr);
+    r.tool_format = tool_format;
+    // The template sees the tools unless tool_choice is none (then the model is not told).
+    r.prompt = chat_prompt_tokens(*it, tok, chat_template, /*add_generation_prompt=*/true,
+                                  r.tools.active() ? &r.tools.template_tools : nullptr);
   } else {
     auto it = body.find("prompt");
     if (it == body.end() || it->is_null()) bad("prompt", "'prompt' is required");
@@ -332,271 +343,18 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
     if (!it->is_array()) bad("stop_token_ids", "'stop_token_ids' must be an array of token ids");
     r.stop_token_ids = tokens_of(*it, tok, "stop_token_ids");
   }
+  if (auto it = body.find("response_format"); chat && it != body.end()) {
+    const nlohmann::ordered_json* ordered = nullptr;
+    if (ordered_body && ordered_body->is_object())
+      if (auto o = ordered_body->find("response_format"); o != ordered_body->end()) ordered = &*o;
+    r.grammar = response_format_grammar(*it, ordered);
+  }
+  if (r.tools.forced()) {
+    if (!r.grammar.empty())
+      bad("response_format", "'response_format' cannot be combined with a forced tool_choice");
+    r.grammar = tool_call_grammar(r.tools, r.tool_format);
+  }
   return r;
-}
-
-// ---------------------------------------------------------------- ChoiceText
-
-ChoiceText::ChoiceText(const Tokenizer& tokenizer, std::vector<std::string> stops)
-    : decoder_(tokenizer, /*skip_special=*/true, /*at_text_start=*/false),
-      stops_(std::move(stops)) {}
-
-std::string ChoiceText::release(std::string s) {
-  text_ += s;
-  return s;
-}
-
-std::string ChoiceText::push(int32_t token) {
-  if (stopped_) return "";
-  held_ += decoder_.push(token);
-  size_t best = std::string::npos;
-  for (const auto& s : stops_) best = std::min(best, held_.find(s));
-  if (best != std::string::npos) {
-    stopped_ = true;
-    std::string out = held_.substr(0, best);
-    held_.clear();
-    return release(std::move(out));
-  }
-  // Hold back the longest suffix that could still grow into a stop string.
-  size_t keep = 0;
-  for (const auto& s : stops_)
-    for (size_t k = std::min(s.size() - 1, held_.size()); k > keep; --k)
-      if (held_.compare(held_.size() - k, k, s, 0, k) == 0) {
-        keep = k;
-        break;
-      }
-  std::string out = held_.substr(0, held_.size() - keep);
-  held_.erase(0, held_.size() - keep);
-  return release(std::move(out));
-}
-
-std::string ChoiceText::finish() {
-  if (stopped_) return "";
-  std::string out = std::move(held_) + decoder_.flush();
-  held_.clear();
-  return release(std::move(out));
-}
-
-// ---------------------------------------------------------------- CompletionSession
-
-CompletionSession::CompletionSession(const CompletionRequest& request, const Tokenizer& tokenizer,
-                                     std::string id, std::string model, int64_t created)
-    : req_(request),
-      tok_(tokenizer),
-      id_(std::move(id)),
-      model_(std::move(model)),
-      created_(created) {
-  prompt_tokens_ = static_cast<uint32_t>(req_.prompt.size());
-  for (uint32_t i = 0; i < req_.n; ++i) {
-    choices_.push_back(Choice{ChoiceText(tok_, req_.stop), 0, "", json(), 0, false});
-    if (req_.logprobs)
-      choices_.back().logprobs = req_.chat ? json{{"content", json::array()}}
-                                           : json{{"tokens", json::array()},
-                                                  {"token_logprobs", json::array()},
-                                                  {"top_logprobs", json::array()},
-                                                  {"text_offset", json::array()}};
-  }
-}
-
-bool CompletionSession::all_done() const {
-  return std::all_of(choices_.begin(), choices_.end(),
-                     [](const Choice& c) { return !c.finish_reason.empty(); });
-}
-
-uint32_t CompletionSession::completion_tokens() const {
-  uint32_t n = 0;
-  for (const auto& c : choices_) n += c.tokens;
-  return n;
-}
-
-json CompletionSession::usage() const {
-  uint32_t completion = completion_tokens();
-  return {{"prompt_tokens", prompt_tokens_},
-          {"completion_tokens", completion},
-          {"total_tokens", prompt_tokens_ + completion},
-          {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
-}
-
-json CompletionSession::chunk(json choices) const {
-  json c = {{"id", id_},
-            {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
-            {"created", created_},
-            {"model", model_},
-            {"system_fingerprint", nullptr},
-            {"choices", std::move(choices)}};
-  if (req_.include_usage) c["usage"] = nullptr;
-  return c;
-}
-
-json CompletionSession::choice_delta(uint32_t index, const std::string& text, const json* logprobs,
-                                     const std::string& finish_reason) {
-  Choice& c = choices_[index];
-  json fr = finish_reason.empty() ? json(nullptr) : json(finish_reason);
-  json lp = logprobs ? *logprobs : json(nullptr);
-  if (req_.chat) {
-    json delta = json::object();
-    if (!c.sent_role) {
-      delta["role"] = "assistant";
-      c.sent_role = true;
-    }
-    if (!text.empty() || finish_reason.empty()) delta["content"] = text;
-    return {{"index", index}, {"delta", delta}, {"logprobs", lp}, {"finish_reason", fr}};
-  }
-  return {{"index", index}, {"text", text}, {"logprobs", lp}, {"finish_reason", fr}};
-}
-
-json CompletionSession::logprob_entry(int32_t token, double logprob,
-                                      const std::vector<std::pair<int32_t, double>>& top) const {
-  auto bytes_of = [](const std::string& s) {
-    json b = json::array();
-    for (unsigned char ch : s) b.push_back(static_cast<int>(ch));
-    return b;
-  };
-  const std::string& piece = tok_.token_bytes(token);
-  json e = {{"token", piece},
-            {"logprob", logprob},
-            {"bytes", bytes_of(piece)},
-            {"top_logprobs", json::array()}};
-  for (const auto& [id, lp] : top) {
-    const std::string& p = tok_.token_bytes(id);
-    e["top_logprobs"].push_back({{"token", p}, {"logprob", lp}, {"bytes", bytes_of(p)}});
-  }
-  return e;
-}
-
-FailureResponse failure_response(pith_status_t code) {
-  switch (code) {
-    case PITH_ERR_OUT_OF_KV_PAGES:
-    case PITH_ERR_OUT_OF_EMBEDS:
-      return {503, "unavailable"};
-    default:
-      return {500, "internal"};
-  }
-}
-
-std::vector<json> CompletionSession::on_message(std::string_view m) {
-  namespace proto = openai_protocol;
-  std::vector<json> out;
-  proto::Message msg;
-  std::string malformed;
-  if (!proto::parse(m, msg, malformed))
-    fail("completion inferlet sent a malformed message: {}", malformed);
-  if (auto* e = std::get_if<proto::ErrorMessage>(&msg)) {
-    if (!failure_) failure_ = std::move(*e);
-    return out;
-  }
-  if (auto* u = std::get_if<proto::UsageMessage>(&msg)) {
-    prompt_tokens_ = u->prompt_tokens;
-    cached_tokens_ = u->cached_tokens;
-    return out;
-  }
-  const uint32_t index = std::visit(
-      [](const auto& v) -> uint32_t {
-        if constexpr (requires { v.choice; })
-          return v.choice;
-        else
-          return 0;
-      },
-      msg);
-  if (index >= choices_.size())
-    fail("completion inferlet sent choice {} of {}", index, choices_.size());
-  Choice& c = choices_[index];
-  if (auto* t = std::get_if<proto::TokenMessage>(&msg)) {
-    const int32_t token = t->token;
-    if (token < 0 || static_cast<size_t>(token) >= tok_.vocab_size())
-      fail("completion inferlet sent token {}", token);
-    ++token_messages_;
-    const double lp = t->logprob;
-    std::vector<std::pair<int32_t, double>> top;
-    for (const auto& alt : t->top) {
-      if (top.size() >= req_.top_logprobs) break;
-      if (alt.token >= 0 && static_cast<size_t>(alt.token) < tok_.vocab_size())
-        top.emplace_back(alt.token, alt.logprob);
-    }
-    if (!c.finish_reason.empty() || c.text.stopped()) return out;
-    saw_token_ = true;
-    ++c.tokens;
-    std::string delta = c.text.push(token);
-    json lp_delta;
-    if (req_.logprobs) {
-      if (req_.chat) {
-        lp_delta = {{"content", json::array({logprob_entry(token, lp, top)})}};
-        c.logprobs["content"].push_back(lp_delta["content"][0]);
-      } else {
-        json top_map = json::object();
-        for (const auto& [id, v] : top) top_map[tok_.token_bytes(id)] = v;
-        lp_delta = {{"tokens", {tok_.token_bytes(token)}},
-                    {"token_logprobs", {lp}},
-                    {"top_logprobs", {top_map}},
-                    {"text_offset", {c.text_offset}}};
-        for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
-          c.logprobs[k].push_back(lp_delta[k][0]);
-      }
-    }
-    // OpenAI's text_offset counts characters: code points of the released (complete) UTF-8.
-    for (unsigned char ch : delta) c.text_offset += (ch & 0xC0) != 0x80;
-    if (c.text.stopped()) c.finish_reason = "stop";
-    if (req_.stream && (!delta.empty() || req_.logprobs || !c.sent_role))
-      out.push_back(chunk(
-          json::array({choice_delta(index, delta, req_.logprobs ? &lp_delta : nullptr, "")})));
-    if (req_.stream && !c.finish_reason.empty())
-      out.push_back(chunk(json::array({choice_delta(index, "", nullptr, c.finish_reason)})));
-    return out;
-  }
-  const auto& end = std::get<proto::EndMessage>(msg);
-  if (!c.finish_reason.empty()) return out;
-  std::string rest = c.text.finish();
-  c.finish_reason = proto::finish_reason_name(end.reason);
-  if (req_.stream) {
-    if (!rest.empty()) out.push_back(chunk(json::array({choice_delta(index, rest, nullptr, "")})));
-    out.push_back(chunk(json::array({choice_delta(index, "", nullptr, c.finish_reason)})));
-  }
-  return out;
-}
-
-std::vector<json> CompletionSession::finish() {
-  std::vector<json> out;
-  for (uint32_t i = 0; i < choices_.size(); ++i) {
-    Choice& c = choices_[i];
-    if (!c.finish_reason.empty()) continue;
-    std::string rest = c.text.finish();
-    c.finish_reason = c.tokens >= req_.max_tokens ? "length" : "stop";
-    if (req_.stream) {
-      if (!rest.empty()) out.push_back(chunk(json::array({choice_delta(i, rest, nullptr, "")})));
-      out.push_back(chunk(json::array({choice_delta(i, "", nullptr, c.finish_reason)})));
-    }
-  }
-  if (req_.stream && req_.include_usage) {
-    json u = chunk(json::array());
-    u["usage"] = usage();
-    out.push_back(std::move(u));
-  }
-  return out;
-}
-
-json CompletionSession::response() const {
-  json choices = json::array();
-  for (uint32_t i = 0; i < choices_.size(); ++i) {
-    const Choice& c = choices_[i];
-    json lp = req_.logprobs ? c.logprobs : json(nullptr);
-    if (req_.chat)
-      choices.push_back({{"index", i},
-                         {"message", {{"role", "assistant"}, {"content", c.text.text()}}},
-                         {"logprobs", lp},
-                         {"finish_reason", c.finish_reason}});
-    else
-      choices.push_back({{"index", i},
-                         {"text", c.text.text()},
-                         {"logprobs", lp},
-                         {"finish_reason", c.finish_reason}});
-  }
-  return {{"id", id_},
-          {"object", req_.chat ? "chat.completion" : "text_completion"},
-          {"created", created_},
-          {"model", model_},
-          {"system_fingerprint", nullptr},
-          {"choices", std::move(choices)},
-          {"usage", usage()}};
 }
 
 }  // namespace pith::server

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "chat_template/chat_template.h"
+#include "server/completion_session.h"
 #include "server/openai_api.h"
 #include "server/tokenize_api.h"
 #include "stack/serving_stack.h"
@@ -16,17 +17,6 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 namespace proto = openai_protocol;
 
-namespace {
-
-std::string random_hex(size_t n) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  std::string out;
-  while (out.size() < n) out += fmt::format("{:016x}", rng());
-  out.resize(n);
-  return out;
-}
-
-}  // namespace
 
 OpenAiRoutes::OpenAiRoutes(ServerContext& ctx, InstanceLauncher& launcher, ServedModel model,
                            std::unique_ptr<ChatTemplate> chat_template)
@@ -130,8 +120,12 @@ asio::awaitable<void> OpenAiRoutes::completion(HttpExchange& ex, bool chat,
   std::optional<InvalidRequest> bad;
   try {
     std::random_device rd;
+    // Parsed again with members in the order sent, for response_format's property order.
+    nlohmann::ordered_json ordered;
+    if (body.is_object() && (body.contains("response_format") || body.contains("tools")))
+      ordered = nlohmann::ordered_json::parse(ex.req.body(), nullptr, false);
     req = parse_completion_request(body, chat, tokenizer, *chat_template_, model_.context_length,
-                                   (uint64_t(rd()) << 32) | rd());
+                                   (uint64_t(rd()) << 32) | rd(), &ordered);
   } catch (const InvalidRequest& e) {
     bad = e;
   } catch (const std::exception& e) {  // the tokenizer or the template: still the request's

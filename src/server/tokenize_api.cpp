@@ -37,12 +37,14 @@ json tokenize_response(const json& body, const Tokenizer& tok, const ChatTemplat
   if (!body.is_object()) bad("", "the request body must be a JSON object");
   std::vector<int32_t> ids;
   if (body.contains("messages")) {
-    only_fields(body, {"model", "messages", "add_generation_prompt", "add_special_tokens",
-                       "return_token_strs"});
+    only_fields(body, {"model", "messages", "tools", "add_generation_prompt",
+                       "add_special_tokens", "return_token_strs"});
     if (flag(body, "add_special_tokens", false))
       bad("add_special_tokens", "the chat template places the special tokens itself");
+    const nlohmann::ordered_json tools =
+        body.contains("tools") ? nlohmann::ordered_json(body["tools"]) : nlohmann::ordered_json();
     ids = chat_prompt_tokens(body["messages"], tok, chat_template,
-                             flag(body, "add_generation_prompt", true));
+                             flag(body, "add_generation_prompt", true), &tools);
   } else {
     only_fields(body, {"model", "prompt", "add_special_tokens", "return_token_strs"});
     auto it = body.find("prompt");

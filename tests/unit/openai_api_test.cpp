@@ -6,6 +6,7 @@
 
 #include "chat_template/chat_template.h"
 #include "common/error.h"
+#include "server/completion_session.h"
 #include "server/openai_api.h"
 
 namespace pith::server {

@@ -94,6 +94,46 @@ inline uint32_t sample_masked(const Distribution& d, const std::vector<uint64_t>
   return best;
 }
 
+// A grammar constraint for a sampling loop of one's own (e.g. the OpenAI inferlet's choices,
+// with Sampler::sample's `allowed`): the mask of each step, which near the end of the token
+// budget allows only the next token of a shortest completion, so that the output is a complete
+// sentence of the grammar within max_tokens whenever the budget can hold one.
+class GrammarConstraint {
+ public:
+  explicit GrammarConstraint(grammar::Automaton& a) : a_(&a), m_(a) {}
+
+  // The tokens allowed next. `eos` is allowed once the input is complete (UINT32_MAX: never);
+  // `left` counts the tokens the budget still holds, this step's included.
+  const std::vector<uint64_t>& mask(uint32_t eos, size_t left) {
+    m_.fill_mask(mask_, eos);
+    if (m_.is_complete()) return mask_;
+    const std::string rest = m_.completion();
+    if (rest.size() < left) return mask_;  // a token holds at least one byte: room enough
+    uint32_t first = UINT32_MAX;
+    size_t tokens = 0;
+    for (size_t at = 0; at < rest.size(); ++tokens) {
+      const int32_t t = a_->trie().longest_prefix(std::string_view(rest).substr(at));
+      if (t < 0) return mask_;  // not spellable with this vocabulary: leave it to the model
+      if (first == UINT32_MAX) first = static_cast<uint32_t>(t);
+      at += a_->trie().bytes(static_cast<uint32_t>(t)).size();
+    }
+    if (tokens >= left && first != UINT32_MAX) {
+      mask_.assign(mask_.size(), 0);
+      mask_[first >> 6] |= uint64_t{1} << (first & 63);
+    }
+    return mask_;
+  }
+  // Advances over a sampled token; false (no change) if the grammar rejects it.
+  bool accept(uint32_t token) { return m_.accept_token(token); }
+  // The input so far is a complete sentence (it may still continue).
+  bool complete() const { return m_.is_complete(); }
+
+ private:
+  grammar::Automaton* a_;
+  grammar::Matcher m_;
+  std::vector<uint64_t> mask_;
+};
+
 struct ConstrainedConfig {
   uint32_t max_tokens = 64;
   float temperature = 0.0f;  // 0: greedy among the allowed tokens

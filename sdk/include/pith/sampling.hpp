@@ -119,11 +119,26 @@ class Sampler {
   }
   uint32_t sampled() const { return sampled_; }
 
+  // What to ask for when sampling under a token mask (sample's `allowed`): the whole vocabulary,
+  // as logits when penalties or biases need them.
+  uint32_t whole_vocabulary() const {
+    return c_.adjusts_logits() ? PITH_TOP_K_LOGITS : PITH_TOP_K_ALL;
+  }
+
   // Samples the next token and records it (penalties count the tokens this sampler returned).
-  uint32_t sample(const Distribution& d) {
+  // `allowed` (one bit per token id, e.g. a grammar's mask; null: every token) restricts the
+  // choice; `d` must then cover the whole vocabulary (whole_vocabulary()). Returns UINT32_MAX,
+  // recording nothing, when the mask allows no token.
+  uint32_t sample(const Distribution& d, const std::vector<uint64_t>* allowed = nullptr) {
     uint32_t tok;
     if (d.logits) {
-      tok = sample_sorted(adjusted(d));
+      Distribution a = adjusted(d, allowed);
+      if (a.ids.empty()) return UINT32_MAX;
+      tok = sample_sorted(a);
+    } else if (allowed) {
+      Distribution r = restricted(d, *allowed);
+      if (r.ids.empty()) return UINT32_MAX;
+      tok = sample_sorted(r);
     } else if (suppressing()) {
       tok = sample_sorted(without_suppressed(d));
     } else {
@@ -165,9 +180,42 @@ class Sampler {
     return out;
   }
 
+  static bool bit(const std::vector<uint64_t>& mask, uint32_t t) {
+    return (t >> 6) < mask.size() && ((mask[t >> 6] >> (t & 63)) & 1);
+  }
+
+  uint32_t keep_count(size_t v) const {
+    size_t n = c_.temperature <= 0 ? 1 : (c_.top_k ? c_.top_k : kDefaultCandidates);
+    return static_cast<uint32_t>(n < v ? n : v);
+  }
+
+  // Sorts ids[0..n) to the front by decreasing value (ties: the lower id) and drops the rest.
+  static void keep_top(std::vector<uint32_t>& ids, const std::vector<float>& value, size_t n) {
+    if (n > ids.size()) n = ids.size();
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(n), ids.end(),
+                      [&](uint32_t a, uint32_t b) {
+                        return value[a] > value[b] || (value[a] == value[b] && a < b);
+                      });
+    ids.resize(n);
+  }
+
+  // Whole-vocabulary probabilities (id order) restricted to the allowed, not held-back tokens:
+  // the top candidates among them, sorted.
+  Distribution restricted(const Distribution& d, const std::vector<uint64_t>& allowed) {
+    order_.clear();
+    for (uint32_t t = 0; t < d.probs.size(); ++t)
+      if (bit(allowed, t) && !is_suppressed(t)) order_.push_back(t);
+    keep_top(order_, d.probs, keep_count(d.probs.size()));
+    Distribution out;
+    out.ids = order_;
+    for (uint32_t id : out.ids) out.probs.push_back(d.probs[id]);
+    return out;
+  }
+
   // Biases and penalties applied to whole-vocabulary logits, then softmax, then the top
-  // candidates sorted by probability: the form the rest of sample() works on.
-  Distribution adjusted(const Distribution& d) {
+  // candidates sorted by probability: the form the rest of sample() works on. Empty when
+  // `allowed` leaves nothing.
+  Distribution adjusted(const Distribution& d, const std::vector<uint64_t>* allowed) {
     std::vector<float>& l = scratch_;
     l.assign(d.probs.begin(), d.probs.end());
     const size_t v = l.size();
@@ -186,9 +234,21 @@ class Sampler {
     if (suppressing())
       for (uint32_t t : suppressed_)
         if (t < v) l[t] = -INFINITY;
+    if (allowed)
+      for (uint32_t t = 0; t < v; ++t)
+        if (!bit(*allowed, t)) l[t] = -INFINITY;
     float max = -INFINITY;
     for (float x : l) max = x > max ? x : max;
     Distribution out;
+    if (allowed && !(max > -INFINITY)) {  // a biased-away allowed token is still allowed
+      for (uint32_t t = 0; t < v; ++t)
+        if (bit(*allowed, t)) {
+          out.ids.push_back(t);
+          out.probs.push_back(1.0f);
+          break;
+        }
+      return out;
+    }
     if (!(max > -INFINITY)) {  // everything held back: keep the model's own argmax
       out.ids.push_back(0);
       out.probs.push_back(1.0f);
@@ -198,14 +258,11 @@ class Sampler {
     }
     double sum = 0;
     for (float x : l) sum += ::exp(double(x) - double(max));
-    size_t n = c_.temperature <= 0 ? 1 : (c_.top_k ? c_.top_k : kDefaultCandidates);
-    if (n > v) n = v;
-    order_.resize(v);
-    for (uint32_t i = 0; i < v; ++i) order_[i] = i;
-    auto higher = [&](uint32_t a, uint32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
-    std::partial_sort(order_.begin(), order_.begin() + static_cast<ptrdiff_t>(n), order_.end(),
-                      higher);
-    out.ids.assign(order_.begin(), order_.begin() + static_cast<ptrdiff_t>(n));
+    order_.clear();
+    for (uint32_t i = 0; i < v; ++i)
+      if (l[i] > -INFINITY) order_.push_back(i);
+    keep_top(order_, l, keep_count(v));
+    out.ids = order_;
     for (uint32_t id : out.ids)
       out.probs.push_back(static_cast<float>(::exp(double(l[id]) - double(max)) / sum));
     return out;

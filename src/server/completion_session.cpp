@@ -1,0 +1,345 @@
+// ChoiceText and CompletionSession: see completion_session.h.
+#include "server/completion_session.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+#include "common/error.h"
+
+namespace pith::server {
+
+using nlohmann::json;
+
+std::string random_hex(size_t n) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string out;
+  while (out.size() < n) out += fmt::format("{:016x}", rng());
+  out.resize(n);
+  return out;
+}
+
+// ---------------------------------------------------------------- ChoiceText
+
+ChoiceText::ChoiceText(const Tokenizer& tokenizer, std::vector<std::string> stops)
+    : decoder_(tokenizer, /*skip_special=*/true, /*at_text_start=*/false),
+      stops_(std::move(stops)) {}
+
+std::string ChoiceText::release(std::string s) {
+  text_ += s;
+  return s;
+}
+
+std::string ChoiceText::push(int32_t token) {
+  if (stopped_) return "";
+  held_ += decoder_.push(token);
+  size_t best = std::string::npos;
+  for (const auto& s : stops_) best = std::min(best, held_.find(s));
+  if (best != std::string::npos) {
+    stopped_ = true;
+    std::string out = held_.substr(0, best);
+    held_.clear();
+    return release(std::move(out));
+  }
+  // Hold back the longest suffix that could still grow into a stop string.
+  size_t keep = 0;
+  for (const auto& s : stops_)
+    for (size_t k = std::min(s.size() - 1, held_.size()); k > keep; --k)
+      if (held_.compare(held_.size() - k, k, s, 0, k) == 0) {
+        keep = k;
+        break;
+      }
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return release(std::move(out));
+}
+
+std::string ChoiceText::finish() {
+  if (stopped_) return "";
+  std::string out = std::move(held_) + decoder_.flush();
+  held_.clear();
+  return release(std::move(out));
+}
+
+// ---------------------------------------------------------------- CompletionSession
+
+CompletionSession::CompletionSession(const CompletionRequest& request, const Tokenizer& tokenizer,
+                                     std::string id, std::string model, int64_t created)
+    : req_(request),
+      tok_(tokenizer),
+      id_(std::move(id)),
+      model_(std::move(model)),
+      created_(created) {
+  prompt_tokens_ = static_cast<uint32_t>(req_.prompt.size());
+  for (uint32_t i = 0; i < req_.n; ++i) {
+    choices_.push_back(Choice{ChoiceText(tok_, req_.stop), 0, "", json(), 0, false});
+    if (req_.chat && req_.tools.active()) choices_.back().tools = &req_.tools;
+    if (req_.logprobs)
+      choices_.back().logprobs = req_.chat ? json{{"content", json::array()}}
+                                           : json{{"tokens", json::array()},
+                                                  {"token_logprobs", json::array()},
+                                                  {"top_logprobs", json::array()},
+                                                  {"text_offset", json::array()}};
+  }
+}
+
+bool CompletionSession::all_done() const {
+  return std::all_of(choices_.begin(), choices_.end(),
+                     [](const Choice& c) { return !c.finish_reason.empty(); });
+}
+
+uint32_t CompletionSession::completion_tokens() const {
+  uint32_t n = 0;
+  for (const auto& c : choices_) n += c.tokens;
+  return n;
+}
+
+json CompletionSession::usage() const {
+  uint32_t completion = completion_tokens();
+  return {{"prompt_tokens", prompt_tokens_},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt_tokens_ + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+}
+
+json CompletionSession::chunk(json choices) const {
+  json c = {{"id", id_},
+            {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
+            {"created", created_},
+            {"model", model_},
+            {"system_fingerprint", nullptr},
+            {"choices", std::move(choices)}};
+  if (req_.include_usage) c["usage"] = nullptr;
+  return c;
+}
+
+json CompletionSession::choice_delta(uint32_t index, const std::string& text, const json* logprobs,
+                                     const std::string& finish_reason) {
+  Choice& c = choices_[index];
+  json fr = finish_reason.empty() ? json(nullptr) : json(finish_reason);
+  json lp = logprobs ? *logprobs : json(nullptr);
+  if (req_.chat) {
+    json delta = json::object();
+    if (!c.sent_role) {
+      delta["role"] = "assistant";
+      c.sent_role = true;
+    }
+    if (!text.empty() || finish_reason.empty()) delta["content"] = text;
+    return {{"index", index}, {"delta", delta}, {"logprobs", lp}, {"finish_reason", fr}};
+  }
+  return {{"index", index}, {"text", text}, {"logprobs", lp}, {"finish_reason", fr}};
+}
+
+json CompletionSession::logprob_entry(int32_t token, double logprob,
+                                      const std::vector<std::pair<int32_t, double>>& top) const {
+  auto bytes_of = [](const std::string& s) {
+    json b = json::array();
+    for (unsigned char ch : s) b.push_back(static_cast<int>(ch));
+    return b;
+  };
+  const std::string& piece = tok_.token_bytes(token);
+  json e = {{"token", piece},
+            {"logprob", logprob},
+            {"bytes", bytes_of(piece)},
+            {"top_logprobs", json::array()}};
+  for (const auto& [id, lp] : top) {
+    const std::string& p = tok_.token_bytes(id);
+    e["top_logprobs"].push_back({{"token", p}, {"logprob", lp}, {"bytes", bytes_of(p)}});
+  }
+  return e;
+}
+
+FailureResponse failure_response(pith_status_t code) {
+  switch (code) {
+    case PITH_ERR_OUT_OF_KV_PAGES:
+    case PITH_ERR_OUT_OF_EMBEDS:
+      return {503, "unavailable"};
+    default:
+      return {500, "internal"};
+  }
+}
+
+std::vector<json> CompletionSession::on_message(std::string_view m) {
+  namespace proto = openai_protocol;
+  std::vector<json> out;
+  proto::Message msg;
+  std::string malformed;
+  if (!proto::parse(m, msg, malformed))
+    fail("completion inferlet sent a malformed message: {}", malformed);
+  if (auto* e = std::get_if<proto::ErrorMessage>(&msg)) {
+    if (!failure_) failure_ = std::move(*e);
+    return out;
+  }
+  if (auto* u = std::get_if<proto::UsageMessage>(&msg)) {
+    prompt_tokens_ = u->prompt_tokens;
+    cached_tokens_ = u->cached_tokens;
+    return out;
+  }
+  const uint32_t index = std::visit(
+      [](const auto& v) -> uint32_t {
+        if constexpr (requires { v.choice; })
+          return v.choice;
+        else
+          return 0;
+      },
+      msg);
+  if (index >= choices_.size())
+    fail("completion inferlet sent choice {} of {}", index, choices_.size());
+  Choice& c = choices_[index];
+  if (auto* t = std::get_if<proto::TokenMessage>(&msg)) {
+    const int32_t token = t->token;
+    if (token < 0 || static_cast<size_t>(token) >= tok_.vocab_size())
+      fail("completion inferlet sent token {}", token);
+    ++token_messages_;
+    const double lp = t->logprob;
+    std::vector<std::pair<int32_t, double>> top;
+    for (const auto& alt : t->top) {
+      if (top.size() >= req_.top_logprobs) break;
+      if (alt.token >= 0 && static_cast<size_t>(alt.token) < tok_.vocab_size())
+        top.emplace_back(alt.token, alt.logprob);
+    }
+    if (!c.finish_reason.empty() || c.text.stopped()) return out;
+    saw_token_ = true;
+    ++c.tokens;
+    std::string delta = c.text.push(token);
+    c.text_offset_delta = delta;
+    delta = hold_for_tools(c, std::move(delta));
+    json lp_delta;
+    if (req_.logprobs) {
+      if (req_.chat) {
+        lp_delta = {{"content", json::array({logprob_entry(token, lp, top)})}};
+        c.logprobs["content"].push_back(lp_delta["content"][0]);
+      } else {
+        json top_map = json::object();
+        for (const auto& [id, v] : top) top_map[tok_.token_bytes(id)] = v;
+        lp_delta = {{"tokens", {tok_.token_bytes(token)}},
+                    {"token_logprobs", {lp}},
+                    {"top_logprobs", {top_map}},
+                    {"text_offset", {c.text_offset}}};
+        for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+          c.logprobs[k].push_back(lp_delta[k][0]);
+      }
+    }
+    // OpenAI's text_offset counts characters: code points of the released (complete) UTF-8.
+    for (unsigned char ch : c.text_offset_delta) c.text_offset += (ch & 0xC0) != 0x80;
+    const bool holding = !c.held_for_tools.empty() || c.tools_forced();
+    if (req_.stream && (!delta.empty() || req_.logprobs || (!c.sent_role && !holding)))
+      out.push_back(chunk(
+          json::array({choice_delta(index, delta, req_.logprobs ? &lp_delta : nullptr, "")})));
+    if (c.text.stopped()) end_choice(index, "stop", out);
+    return out;
+  }
+  const auto& end = std::get<proto::EndMessage>(msg);
+  if (!c.finish_reason.empty()) return out;
+  end_choice(index, proto::finish_reason_name(end.reason), out);
+  return out;
+}
+
+bool CompletionSession::Choice::tools_forced() const {
+  return tools && tools->forced();
+}
+
+std::string CompletionSession::hold_for_tools(Choice& c, std::string delta) {
+  if (!c.tools || c.tools_decided) return delta;
+  c.held_for_tools += delta;
+  if (c.tools->forced() || may_become_tool_call(c.held_for_tools, req_.tool_format)) return "";
+  c.tools_decided = true;  // plain content after all: release what was held
+  return std::exchange(c.held_for_tools, std::string());
+}
+
+void CompletionSession::end_choice(uint32_t index, std::string reason, std::vector<json>& out) {
+  Choice& c = choices_[index];
+  std::string rest = c.text.finish();
+  if (c.tools && !c.tools_decided) {
+    ParsedToolOutput parsed =
+        parse_tool_output(c.held_for_tools + rest, req_.tool_format, req_.tools);
+    c.held_for_tools.clear();
+    rest = parsed.content;
+    c.content = parsed.content;
+    for (auto& call : parsed.calls)
+      c.tool_calls.push_back({"call_" + random_hex(24), std::move(call.name), std::move(call.arguments)});
+    // OpenAI: "tool_calls" when the model chose to call, "stop" when the request named the
+    // function.
+    if (!c.tool_calls.empty())
+      reason = req_.tools.choice == ToolRequest::Choice::Named ? "stop" : "tool_calls";
+  }
+  c.finish_reason = std::move(reason);
+  if (!req_.stream) return;
+  if (!rest.empty()) out.push_back(chunk(json::array({choice_delta(index, rest, nullptr, "")})));
+  if (!c.tool_calls.empty()) out.push_back(chunk(json::array({tool_calls_delta(index)})));
+  out.push_back(chunk(json::array({choice_delta(index, "", nullptr, c.finish_reason)})));
+}
+
+json CompletionSession::tool_calls_json(const Choice& c, bool streaming) const {
+  json calls = json::array();
+  for (size_t i = 0; i < c.tool_calls.size(); ++i) {
+    const StoredToolCall& t = c.tool_calls[i];
+    json call = {{"id", t.id},
+                 {"type", "function"},
+                 {"function", {{"name", t.name}, {"arguments", t.arguments}}}};
+    if (streaming) call["index"] = i;
+    calls.push_back(std::move(call));
+  }
+  return calls;
+}
+
+json CompletionSession::tool_calls_delta(uint32_t index) {
+  Choice& c = choices_[index];
+  json delta = {{"tool_calls", tool_calls_json(c, true)}};
+  if (!c.sent_role) {
+    delta["role"] = "assistant";
+    delta["content"] = nullptr;
+    c.sent_role = true;
+  }
+  return {{"index", index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+}
+
+std::vector<json> CompletionSession::finish() {
+  std::vector<json> out;
+  for (uint32_t i = 0; i < choices_.size(); ++i) {
+    Choice& c = choices_[i];
+    if (!c.finish_reason.empty()) continue;
+    end_choice(i, c.tokens >= req_.max_tokens ? "length" : "stop", out);
+  }
+  if (req_.stream && req_.include_usage) {
+    json u = chunk(json::array());
+    u["usage"] = usage();
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
+json CompletionSession::response() const {
+  json choices = json::array();
+  for (uint32_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    json lp = req_.logprobs ? c.logprobs : json(nullptr);
+    if (req_.chat) {
+      json message = {{"role", "assistant"}, {"content", c.text.text()}};
+      if (!c.tool_calls.empty()) {
+        message["content"] = c.content.empty() ? json(nullptr) : json(c.content);
+        message["tool_calls"] = tool_calls_json(c, false);
+      }
+      choices.push_back({{"index", i},
+                         {"message", std::move(message)},
+                         {"logprobs", lp},
+                         {"finish_reason", c.finish_reason}});
+    } else {
+      choices.push_back({{"index", i},
+                         {"text", c.text.text()},
+                         {"logprobs", lp},
+                         {"finish_reason", c.finish_reason}});
+    }
+  }
+  return {{"id", id_},
+          {"object", req_.chat ? "chat.completion" : "text_completion"},
+          {"created", created_},
+          {"model", model_},
+          {"system_fingerprint", nullptr},
+          {"choices", std::move(choices)},
+          {"usage", usage()}};
+}
+
+}  // namespace pith::server

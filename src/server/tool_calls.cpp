@@ -1,0 +1,264 @@
+#include "server/tool_calls.h"
+
+#include <fmt/format.h>
+
+#include "server/json_schema_grammar.h"
+#include "server/openai_api.h"
+
+namespace pith::server {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+template <typename... Args>
+[[noreturn]] void bad(std::string param, fmt::format_string<Args...> f, Args&&... args) {
+  throw InvalidRequest(std::move(param), fmt::format(f, std::forward<Args>(args)...));
+}
+
+constexpr std::string_view kHermesOpen = "<tool_call>";
+constexpr std::string_view kHermesClose = "</tool_call>";
+constexpr std::string_view kPythonTag = "<|python_tag|>";
+// A bound on calls per turn, so a grammar-forced output always ends.
+constexpr int kMaxParallelCalls = 8;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// The key a format's call object holds the arguments under.
+const char* arguments_key(ToolCallFormat f) {
+  return f == ToolCallFormat::Hermes ? "arguments" : "parameters";
+}
+
+// One call as the model writes it: {"name": NAME, ARGS_KEY: {...}}, as a JSON Schema.
+ordered_json call_schema(const ToolFunction& fn, ToolCallFormat f) {
+  return {{"type", "object"},
+          {"properties", {{"name", {{"const", fn.name}}}, {arguments_key(f), fn.parameters}}},
+          {"required", {"name", arguments_key(f)}},
+          {"additionalProperties", false}};
+}
+
+const ToolFunction* find_function(const ToolRequest& r, const std::string& name) {
+  for (const auto& fn : r.functions)
+    if (fn.name == name) return &fn;
+  return nullptr;
+}
+
+// A call object parsed from the output, if it names a known function and has object arguments.
+std::optional<ToolCall> call_of(std::string_view text, ToolCallFormat f, const ToolRequest& r) {
+  ordered_json j = ordered_json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  auto name = j.find("name");
+  if (name == j.end() || !name->is_string()) return std::nullopt;
+  // Llama 3 models write "parameters" as asked, and sometimes "arguments": accept both.
+  auto args = j.find(arguments_key(f));
+  if (args == j.end()) args = j.find(f == ToolCallFormat::Hermes ? "parameters" : "arguments");
+  if (args == j.end() || !args->is_object()) return std::nullopt;
+  std::string n = name->get<std::string>();
+  if (!find_function(r, n)) return std::nullopt;
+  return ToolCall{std::move(n), args->dump()};
+}
+
+}  // namespace
+
+const char* tool_call_format_name(ToolCallFormat f) {
+  return f == ToolCallFormat::Hermes ? "hermes" : "llama3_json";
+}
+
+std::optional<ToolCallFormat> parse_tool_call_format(std::string_view name) {
+  if (name == "hermes") return ToolCallFormat::Hermes;
+  if (name == "llama3_json") return ToolCallFormat::Llama3Json;
+  return std::nullopt;
+}
+
+ToolCallFormat detect_tool_call_format(const std::string& source) {
+  if (source.find(kHermesOpen) != std::string::npos) return ToolCallFormat::Hermes;
+  if (source.find("\"parameters\"") != std::string::npos &&
+      source.find("ipython") != std::string::npos)
+    return ToolCallFormat::Llama3Json;
+  return ToolCallFormat::Hermes;
+}
+
+ToolRequest parse_tool_request(const json& body, const ordered_json* ordered) {
+  ToolRequest r;
+  const ordered_json tools_ordered =
+      ordered && ordered->contains("tools") ? (*ordered)["tools"]
+      : body.contains("tools")              ? ordered_json(body["tools"])
+                                            : ordered_json();
+  if (!tools_ordered.is_null()) {
+    if (!tools_ordered.is_array()) bad("tools", "'tools' must be an array");
+    if (tools_ordered.size() > 128) bad("tools", "at most 128 tools");
+    for (const auto& t : tools_ordered) {
+      if (!t.is_object() || t.value("type", "") != "function")
+        bad("tools", "every tool needs \"type\": \"function\" (the only type supported)");
+      auto fn = t.find("function");
+      if (fn == t.end() || !fn->is_object()) bad("tools", "every tool needs a 'function' object");
+      for (const auto& [key, value] : fn->items())
+        if (key != "name" && key != "description" && key != "parameters" && key != "strict")
+          bad("tools", "unrecognized function field '{}'", key);
+      auto name = fn->find("name");
+      if (name == fn->end() || !name->is_string() || name->get<std::string>().empty())
+        bad("tools", "every function needs a non-empty 'name'");
+      ToolFunction f{name->get<std::string>(), ordered_json{{"type", "object"}}};
+      if (find_function(r, f.name)) bad("tools", "function '{}' is declared twice", f.name);
+      if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null()) {
+        if (!p->is_object()) bad("tools", "function '{}': 'parameters' must be an object", f.name);
+        f.parameters = *p;
+      }
+      r.functions.push_back(std::move(f));
+    }
+    r.template_tools = tools_ordered;
+  }
+  const bool have_tools = !r.functions.empty();
+  r.choice = have_tools ? ToolRequest::Choice::Auto : ToolRequest::Choice::None;
+  if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
+    if (c->is_string()) {
+      const std::string v = c->get<std::string>();
+      if (v == "none")
+        r.choice = ToolRequest::Choice::None;
+      else if (v == "auto")
+        r.choice = ToolRequest::Choice::Auto;
+      else if (v == "required")
+        r.choice = ToolRequest::Choice::Required;
+      else
+        bad("tool_choice", "'tool_choice' must be none, auto, required or a function");
+    } else if (c->is_object() && c->value("type", "") == "function" && c->contains("function") &&
+               (*c)["function"].is_object() && (*c)["function"].contains("name") &&
+               (*c)["function"]["name"].is_string()) {
+      r.choice = ToolRequest::Choice::Named;
+      r.named = (*c)["function"]["name"].get<std::string>();
+      if (!find_function(r, r.named))
+        bad("tool_choice", "'tool_choice' names function '{}', which 'tools' does not declare",
+            r.named);
+    } else {
+      bad("tool_choice",
+          "'tool_choice' must be none, auto, required or {\"type\": \"function\", "
+          "\"function\": {\"name\": ...}}");
+    }
+    if (r.choice != ToolRequest::Choice::None && !have_tools)
+      bad("tool_choice", "'tool_choice' needs 'tools'");
+  }
+  if (auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
+    if (!p->is_boolean()) bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    r.parallel = p->get<bool>();
+  }
+  return r;
+}
+
+std::string tool_call_grammar(const ToolRequest& r, ToolCallFormat f) {
+  ordered_json schema;
+  if (r.choice == ToolRequest::Choice::Named) {
+    schema = call_schema(*find_function(r, r.named), f);
+  } else {
+    ordered_json any = ordered_json::array();
+    for (const auto& fn : r.functions) any.push_back(call_schema(fn, f));
+    schema = any.size() == 1 ? any[0] : ordered_json{{"anyOf", any}};
+  }
+  std::string call;
+  try {
+    call = json_schema_to_gbnf(schema).gbnf;
+  } catch (const std::exception& e) {
+    bad("tools", "{}", e.what());
+  }
+  // The converter's start rule becomes one call; the format wraps it.
+  constexpr std::string_view kRoot = "root ::= ";
+  if (call.compare(0, kRoot.size(), kRoot) != 0) bad("tools", "internal: unexpected grammar");
+  call.replace(0, kRoot.size(), "tool-call-object ::= ");
+  if (f == ToolCallFormat::Llama3Json) return "root ::= tool-call-object\n" + call;
+  const std::string block = R"("<tool_call>\n" tool-call-object "\n</tool_call>")";
+  const bool many = r.parallel && r.choice == ToolRequest::Choice::Required;
+  return fmt::format("root ::= tool-call-block{}\ntool-call-block ::= {}\n{}",
+                     many ? fmt::format(" (\"\\n\" tool-call-block){{0,{}}}", kMaxParallelCalls - 1)
+                          : "",
+                     block, call);
+}
+
+ParsedToolOutput parse_tool_output(std::string_view text, ToolCallFormat f, const ToolRequest& r) {
+  ParsedToolOutput out;
+  if (f == ToolCallFormat::Llama3Json) {
+    std::string_view body = trim(text);
+    if (body.substr(0, kPythonTag.size()) == kPythonTag) body = trim(body.substr(kPythonTag.size()));
+    if (auto call = call_of(body, f, r)) {
+      out.calls.push_back(std::move(*call));
+      return out;
+    }
+    out.content = std::string(text);
+    return out;
+  }
+  std::string content;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t open = text.find(kHermesOpen, at);
+    if (open == std::string_view::npos) break;
+    const size_t start = open + kHermesOpen.size();
+    const size_t close = text.find(kHermesClose, start);
+    // An unclosed block at the end (the budget ran out) is parsed if its JSON is complete.
+    const size_t end = close == std::string_view::npos ? text.size() : close;
+    auto call = call_of(trim(text.substr(start, end - start)), f, r);
+    if (!call) break;  // text that only looks like a call: the rest stays content
+    content += text.substr(at, open - at);
+    out.calls.push_back(std::move(*call));
+    at = close == std::string_view::npos ? text.size() : close + kHermesClose.size();
+  }
+  if (out.calls.empty()) {
+    out.content = std::string(text);
+    return out;
+  }
+  content += text.substr(at);
+  out.content = std::string(trim(content));
+  return out;
+}
+
+bool may_become_tool_call(std::string_view text, ToolCallFormat f) {
+  const std::string_view t = trim(text);
+  if (t.empty()) return true;
+  auto prefix_of = [&](std::string_view marker) {
+    return marker.substr(0, std::min(marker.size(), t.size())) == t.substr(0, marker.size());
+  };
+  if (f == ToolCallFormat::Hermes) return prefix_of(kHermesOpen);
+  return t.front() == '{' || prefix_of(kPythonTag);
+}
+
+ordered_json template_message(const json& m) {
+  if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+    bad("messages", "every message needs a string 'role'");
+  const std::string role = m["role"].get<std::string>();
+  ordered_json out = {{"role", role}, {"content", message_text(m)}};
+  if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
+    if (role != "assistant" || !calls->is_array())
+      bad("messages", "'tool_calls' must be an array on an assistant message");
+    ordered_json list = ordered_json::array();
+    for (const auto& c : *calls) {
+      if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+          !c["function"].contains("name") || !c["function"]["name"].is_string())
+        bad("messages", "every tool call needs a function with a name");
+      const json& fn = c["function"];
+      ordered_json args = ordered_json::object();
+      if (auto a = fn.find("arguments"); a != fn.end() && !a->is_null()) {
+        // OpenAI sends arguments as a JSON string; templates want the object.
+        args = a->is_string() ? ordered_json::parse(a->get<std::string>(), nullptr, false)
+                              : ordered_json(*a);
+        if (args.is_discarded())
+          bad("messages", "tool call arguments of '{}' are not valid JSON",
+              fn["name"].get<std::string>());
+      }
+      ordered_json call = {{"type", "function"},
+                           {"function", {{"name", fn["name"]}, {"arguments", std::move(args)}}}};
+      if (c.contains("id") && c["id"].is_string()) call["id"] = c["id"];
+      list.push_back(std::move(call));
+    }
+    out["tool_calls"] = std::move(list);
+  }
+  if (role == "tool") {
+    if (auto id = m.find("tool_call_id"); id != m.end() && id->is_string())
+      out["tool_call_id"] = *id;
+  }
+  if (auto name = m.find("name"); name != m.end() && name->is_string()) out["name"] = *name;
+  return out;
+}
+
+}  // namespace pith::server

@@ -1,0 +1,81 @@
+// OpenAI tool calling on a chat template's own tool-call format:
+//  - the request side: `tools`, `tool_choice` (none, auto, required, a named function) and
+//    `parallel_tool_calls`, validated into a ToolRequest;
+//  - required / named: a GBNF grammar (json_schema_grammar.h) that only admits calls in the
+//    model's format whose arguments satisfy the function's parameter schema;
+//  - every mode: the model's output parsed back into tool calls.
+// Formats (vLLM's --tool-call-parser names):
+//   hermes      <tool_call>\n{"name": NAME, "arguments": {...}}\n</tool_call>  (one or more;
+//               Hermes, Qwen 2.5 / 3 templates)
+//   llama3_json {"name": NAME, "parameters": {...}}  (one call; Llama 3.1 / 3.2 templates)
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pith::server {
+
+enum class ToolCallFormat { Hermes, Llama3Json };
+
+const char* tool_call_format_name(ToolCallFormat f);
+// "hermes", "llama3_json"; nullopt for anything else.
+std::optional<ToolCallFormat> parse_tool_call_format(std::string_view name);
+// The format a chat template renders tool calls in: llama3_json for templates that ask for
+// {"name": ..., "parameters": ...}, hermes otherwise.
+ToolCallFormat detect_tool_call_format(const std::string& template_source);
+
+struct ToolFunction {
+  std::string name;
+  nlohmann::ordered_json parameters;  // a JSON Schema ({"type": "object"} when absent)
+};
+
+struct ToolRequest {
+  enum class Choice { None, Auto, Required, Named };
+  Choice choice = Choice::None;
+  std::vector<ToolFunction> functions;
+  std::string named;                    // Choice::Named: the function's name
+  bool parallel = true;                 // parallel_tool_calls
+  nlohmann::ordered_json template_tools;  // `tools` as sent, for the chat template
+  // Whether the output may hold tool calls.
+  bool active() const { return choice != Choice::None && !functions.empty(); }
+  // Whether the grammar forces a call.
+  bool forced() const { return choice == Choice::Required || choice == Choice::Named; }
+};
+
+// Throws InvalidRequest naming tools / tool_choice / parallel_tool_calls. `ordered` (optional)
+// is the same body with members in the order sent: parameter properties keep that order.
+ToolRequest parse_tool_request(const nlohmann::json& body, const nlohmann::ordered_json* ordered);
+
+// The grammar of the calls a forced choice admits. Throws InvalidRequest (param "tools") for a
+// parameter schema the grammar cannot enforce.
+std::string tool_call_grammar(const ToolRequest& request, ToolCallFormat format);
+
+struct ToolCall {
+  std::string name;
+  std::string arguments;  // a JSON object, serialized
+};
+
+struct ParsedToolOutput {
+  std::string content;          // text outside the calls (trimmed)
+  std::vector<ToolCall> calls;  // empty: the output is plain content
+};
+
+// The calls in a complete model output. Calls to unknown functions, or text that only looks
+// like a call, stay content.
+ParsedToolOutput parse_tool_output(std::string_view text, ToolCallFormat format,
+                                   const ToolRequest& request);
+
+// While streaming with tool_choice auto: whether the output so far could still turn out to be
+// a tool call (its text is then held back until it is decided).
+bool may_become_tool_call(std::string_view text, ToolCallFormat format);
+
+// Chat messages as templates expect them: assistant tool_calls with `arguments` parsed from
+// their JSON string into objects (templates iterate or re-serialize them), tool messages with
+// their tool_call_id. Throws InvalidRequest (param "messages").
+nlohmann::ordered_json template_message(const nlohmann::json& message);
+
+}  // namespace pith::server
