@@ -13,10 +13,12 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
 #include "common/error.h"
+#include "server/json_schema_scalars.h"
 
 namespace pith::server {
 namespace {
@@ -62,7 +64,9 @@ const std::set<std::string> kAnnotations = {
 const std::set<std::string> kObjectKeywords = {"properties", "required", "additionalProperties"};
 const std::set<std::string> kArrayKeywords = {"items",    "prefixItems", "additionalItems",
                                               "minItems", "maxItems",    "uniqueItems"};
-const std::set<std::string> kStringKeywords = {"minLength", "maxLength"};
+const std::set<std::string> kStringKeywords = {"minLength", "maxLength", "format"};
+const std::set<std::string> kNumberKeywords = {"minimum", "maximum", "exclusiveMinimum",
+                                               "exclusiveMaximum"};
 const std::set<std::string> kOtherKeywords = {"type",  "enum",  "const", "$ref",       "anyOf",
                                               "oneOf", "allOf", "$defs", "definitions"};
 const char* const kTypeNames[] = {"object",  "array",   "string", "number",
@@ -242,7 +246,7 @@ class Converter {
       fail("{}: the schema at {} must be an object or a boolean", kWhere, pointer_text(path));
     for (const auto& [key, value] : s.items()) {
       if (kAnnotations.count(key) || kOtherKeywords.count(key) || kObjectKeywords.count(key) ||
-          kArrayKeywords.count(key) || kStringKeywords.count(key))
+          kArrayKeywords.count(key) || kStringKeywords.count(key) || kNumberKeywords.count(key))
         continue;
       unsupported(key, path);
     }
@@ -292,7 +296,7 @@ class Converter {
       } else if (type == "string") {
         alts.push_back(string(s, path));
       } else {
-        alts.push_back(use(type));
+        alts.push_back(number(s, path, type, hint));
       }
     }
     return alts;
@@ -317,6 +321,7 @@ class Converter {
       if (kObjectKeywords.count(key)) types.insert("object");
       if (kArrayKeywords.count(key) && key != "uniqueItems") types.insert("array");
       if (kStringKeywords.count(key)) types.insert("string");
+      if (kNumberKeywords.count(key)) types.insert("number");
     }
     return types;
   }
@@ -416,12 +421,62 @@ class Converter {
   }
 
   std::string string(const Json& s, const std::string& path) {
+    if (s.contains("format")) {
+      if (!s["format"].is_string()) malformed("format", path, "must be a string");
+      const std::string format = s["format"].get<std::string>();
+      for (const char* length : {"minLength", "maxLength"})
+        if (s.contains(length)) unsupported(length, path, " beside 'format'");
+      const std::optional<std::string> body = string_format_gbnf(format);
+      if (!body)
+        unsupported("format", path,
+                    fmt::format(" for '{}' (supported: date, time, date-time, uuid)", format));
+      const std::string name = "format-" + name_part(format);
+      if (taken_.insert(name).second) define(name, {*body});
+      return name;
+    }
     if (!s.contains("minLength") && !s.contains("maxLength")) return use("string");
     const uint64_t lo = count(s, "minLength", path, 0);
     const uint64_t hi = count(s, "maxLength", path, kUnbounded);
     if (hi < lo) malformed("maxLength", path, "is below minLength: no string satisfies both");
     use("char");
     return seq({"( \"\\\"\"", repeated("char", lo, hi), "\"\\\"\" )"});
+  }
+
+  // integer, number, boolean or null; bounds on integers become a range rule.
+  std::string number(const Json& s, const std::string& path, const std::string& type,
+                     const std::string& hint) {
+    bool bounded = false;
+    for (const std::string& k : kNumberKeywords) bounded |= s.contains(k);
+    if (!bounded || (type != "integer" && type != "number")) return use(type);
+    if (type == "number") {
+      for (const std::string& k : kNumberKeywords)
+        if (s.contains(k)) unsupported(k, path, " on numbers (only on integers)");
+    }
+    std::optional<int64_t> lo, hi;
+    auto raise = [](std::optional<int64_t>& b, int64_t v, bool up) {
+      b = !b ? v : up ? std::max(*b, v) : std::min(*b, v);
+    };
+    for (const std::string& k : kNumberKeywords) {
+      if (!s.contains(k)) continue;
+      const Json& v = s[k];
+      if (v.is_boolean())
+        unsupported(k, path, " in draft 4's boolean form (give the bound as a number)");
+      if (!v.is_number()) malformed(k, path, "must be a number");
+      const double d = v.get<double>();
+      if (!(std::fabs(d) <= 1e18)) unsupported(k, path, " beyond +-1e18");
+      // The integer bound: exact for integer JSON numbers, rounded inwards for fractions.
+      const bool exact = v.is_number_integer();
+      if (k == "minimum") raise(lo, exact ? v.get<int64_t>() : int64_t(std::ceil(d)), true);
+      if (k == "exclusiveMinimum")
+        raise(lo, exact ? v.get<int64_t>() + 1 : int64_t(std::floor(d)) + 1, true);
+      if (k == "maximum") raise(hi, exact ? v.get<int64_t>() : int64_t(std::floor(d)), false);
+      if (k == "exclusiveMaximum")
+        raise(hi, exact ? v.get<int64_t>() - 1 : int64_t(std::ceil(d)) - 1, false);
+    }
+    if (lo && hi && *lo > *hi)
+      fail("{}: no integer at {} lies between the bounds {} and {}", kWhere, pointer_text(path),
+           *lo, *hi);
+    return define(fresh(hint + "-range"), {integer_range_gbnf(lo, hi)});
   }
 
   // ---- objects -----------------------------------------------------------------------------

@@ -12,14 +12,16 @@
 //   and their names are not checked against the declared names);
 //   arrays: items (a schema, or a list = prefixItems), prefixItems, additionalItems, minItems,
 //   maxItems (at most 1000), uniqueItems: false;
-//   strings: minLength, maxLength (at most 1000; an escape counts as one character).
+//   strings: minLength, maxLength (at most 1000; an escape counts as one character), format
+//   date, time, date-time, uuid (json_schema_scalars.h; not beside minLength / maxLength);
+//   integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, within +-1e18).
 // Accepted and ignored (annotations): title, description, default, examples, $schema, $id,
 //   $comment, deprecated, readOnly, writeOnly, discriminator (the oneOf branches constrain).
 // Everything else is rejected with a pith::Error naming the keyword and its JSON pointer, e.g.
 //   "response_format.json_schema.schema: keyword 'pattern' at /properties/a is not supported"
-// (format, pattern, minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf,
-// patternProperties, propertyNames, minProperties, maxProperties, dependentRequired, not, if,
-// contains, uniqueItems: true, remote $refs, ...).
+// (pattern, other formats, bounds on non-integer numbers, multipleOf, patternProperties,
+// propertyNames, minProperties, maxProperties, dependentRequired, not, if, contains,
+// uniqueItems: true, remote $refs, ...).
 //
 // Choices where JSON Schema leaves room:
 //  - An object that declares `properties` but no additionalProperties allows no other members

@@ -7,8 +7,10 @@
 #include <pith/grammar_matcher.hpp>
 
 #include <functional>
+#include <limits>
 #include <memory>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -177,6 +179,66 @@ TEST(JsonSchemaGrammar, StringLength) {
   expect_rejects(s, {"\"a\"", "\"abcd\"", "\"\"", "\"\\u00e9\""});
 }
 
+// Every integer near the bounds is accepted exactly when it lies in the range.
+TEST(JsonSchemaGrammar, IntegerRanges) {
+  struct Range {
+    const char* bounds;
+    int64_t lo, hi;  // the expected range (INT64_MIN / INT64_MAX: open)
+  };
+  const int64_t kOpen = std::numeric_limits<int64_t>::max();
+  const Range ranges[] = {
+      {R"("minimum": 0, "maximum": 100)", 0, 100},
+      {R"("minimum": -5, "maximum": 5)", -5, 5},
+      {R"("minimum": 10)", 10, kOpen},
+      {R"("maximum": -3)", -kOpen, -3},
+      {R"("maximum": 250)", -kOpen, 250},
+      {R"("minimum": -250)", -250, kOpen},
+      {R"("minimum": 7, "maximum": 7)", 7, 7},
+      {R"("exclusiveMinimum": 0, "exclusiveMaximum": 1000)", 1, 999},
+      {R"("minimum": 123, "maximum": 4567)", 123, 4567},
+      {R"("minimum": -1999, "maximum": -1001)", -1999, -1001},
+      {R"("minimum": 0.5, "maximum": 99.5)", 1, 99},
+      {R"("exclusiveMinimum": -0.5, "exclusiveMaximum": 20.5)", 0, 20},
+      {R"("minimum": 90, "maximum": 110, "exclusiveMaximum": 105)", 90, 104},
+  };
+  for (const Range& r : ranges) {
+    const std::string text = std::string(R"({"type": "integer", )") + r.bounds + "}";
+    Schema s(text.c_str());
+    for (int64_t v = -2100; v <= 5000; ++v) {
+      const bool in = (r.lo == -kOpen || v >= r.lo) && (r.hi == kOpen || v <= r.hi);
+      ASSERT_EQ(s.matches(std::to_string(v)), in) << r.bounds << ": " << v << "\n" << s.gbnf;
+    }
+    for (const char* far : {"123456789012", "-123456789012"}) {
+      const int64_t v = std::stoll(far);
+      const bool in = (r.lo == -kOpen || v >= r.lo) && (r.hi == kOpen || v <= r.hi);
+      EXPECT_EQ(s.matches(far), in) << r.bounds << ": " << far;
+    }
+    expect_rejects(s, {"-0", "007", "1.0", "1e2", "-"});
+  }
+  Schema big(R"({"type": "integer", "minimum": -1000000000000000000,
+      "maximum": 1000000000000000000})");
+  expect_accepts(big, {"0", "-1000000000000000000", "1000000000000000000", "999999999999999999"});
+  expect_rejects(big, {"1000000000000000001", "-1000000000000000001", "10000000000000000000"});
+}
+
+TEST(JsonSchemaGrammar, StringFormats) {
+  Schema date(R"({"type": "string", "format": "date"})");
+  expect_accepts(date, {"\"2024-01-31\"", "\"1999-12-01\"", "\"2023-04-30\"", "\"2024-02-29\""});
+  expect_rejects(date, {"\"2024-1-31\"", "\"2024-13-01\"", "\"2024-00-10\"", "\"2024-04-31\"",
+                        "\"2024-02-30\"", "\"2024-01-00\"", "\"24-01-01\"", "\"2024-01-01T\""});
+  Schema time(R"({"format": "time"})");
+  expect_accepts(time, {"\"23:59:60Z\"", "\"00:00:00.123+05:30\"", "\"12:30:00z\""});
+  expect_rejects(time, {"\"24:00:00Z\"", "\"12:60:00Z\"", "\"12:30:00\"", "\"12:30Z\""});
+  Schema date_time(R"({"type": "string", "format": "date-time"})");
+  expect_accepts(date_time, {"\"2024-06-01T12:00:00Z\"", "\"2024-06-01t12:00:00.5-01:00\""});
+  expect_rejects(date_time,
+                 {"\"2024-06-01 12:00:00Z\"", "\"2024-06-01\"", "\"2024-06-31T00:00:00Z\""});
+  Schema uuid(R"({"type": ["string", "null"], "format": "uuid"})");
+  expect_accepts(uuid, {"\"123e4567-e89b-12d3-A456-426614174000\"", "null"});
+  expect_rejects(
+      uuid, {"\"123e4567e89b12d3a456426614174000\"", "\"123e4567-e89b-12d3-a456-42661417400g\""});
+}
+
 TEST(JsonSchemaGrammar, RefsAndRecursion) {
   Schema tree(R"({"$defs": {"Node": {"type": "object", "properties": {
       "value": {"type": "integer"}, "children": {"type": "array",
@@ -245,10 +307,21 @@ TEST(JsonSchemaGrammar, UnsupportedKeywordsAreNamedWithTheirPath) {
   };
   const Case cases[] = {
       {R"({"type": "string", "pattern": "a+"})", "keyword 'pattern' at (root) is not supported"},
-      {R"({"type": "string", "format": "date-time"})", "keyword 'format' at (root)"},
-      {R"({"properties": {"a": {"type": "integer", "minimum": 0}}})",
-       "keyword 'minimum' at /properties/a is not supported"},
+      {R"({"type": "string", "format": "email"})",
+       "keyword 'format' at (root) is not supported for 'email' (supported: date, time, "
+       "date-time, uuid)"},
+      {R"({"format": "date", "maxLength": 10})",
+       "keyword 'maxLength' at (root) is not supported "
+       "beside 'format'"},
+      {R"({"properties": {"a": {"type": "number", "minimum": 0}}})",
+       "keyword 'minimum' at /properties/a is not supported on numbers (only on integers)"},
       {R"({"properties": {"a": {"maximum": 1}}})", "keyword 'maximum' at /properties/a"},
+      {R"({"type": ["integer", "number"], "maximum": 1})", "keyword 'maximum' at (root)"},
+      {R"({"type": "integer", "exclusiveMinimum": true, "minimum": 1})",
+       "keyword 'exclusiveMinimum' at (root) is not supported in draft 4's boolean form"},
+      {R"({"type": "integer", "maximum": 1e19})",
+       "keyword 'maximum' at (root) is not supported "
+       "beyond"},
       {R"({"exclusiveMinimum": 1})", "keyword 'exclusiveMinimum'"},
       {R"({"exclusiveMaximum": 1})", "keyword 'exclusiveMaximum'"},
       {R"({"multipleOf": 2})", "keyword 'multipleOf'"},
@@ -264,7 +337,7 @@ TEST(JsonSchemaGrammar, UnsupportedKeywordsAreNamedWithTheirPath) {
       {R"({"items": {"contains": {}}})", "keyword 'contains' at /items"},
       {R"({"uniqueItems": true})", "keyword 'uniqueItems' at (root) is not supported"},
       {R"({"nullable": true})", "keyword 'nullable'"},
-      {R"({"$defs": {"A": {"type": "string", "format": "uuid"}}, "$ref": "#/$defs/A"})",
+      {R"({"$defs": {"A": {"type": "string", "format": "uri"}}, "$ref": "#/$defs/A"})",
        "keyword 'format' at /$defs/A"},
       {R"({"allOf": [{}, {}]})", "keyword 'allOf' at (root) is not supported with more than one"},
       {R"({"type": "string", "anyOf": [{}]})",
@@ -299,6 +372,11 @@ TEST(JsonSchemaGrammar, MalformedAndUnsatisfiableSchemas) {
       {R"({"minLength": 1.5})", "keyword 'minLength' at (root) must be a non-negative integer"},
       {R"({"minItems": 3, "maxItems": 2})", "at least 3 and at most 2 items"},
       {R"({"minLength": 3, "maxLength": 2})", "maxLength' at (root) is below minLength"},
+      {R"({"type": "integer", "minimum": 5, "exclusiveMaximum": 5})",
+       "no integer at (root) lies between the bounds 5 and 4"},
+      {R"({"type": "integer", "minimum": 0.5, "maximum": 0.7})", "bounds 1 and 0"},
+      {R"({"format": 3})", "keyword 'format' at (root) must be a string"},
+      {R"({"type": "integer", "minimum": "0"})", "keyword 'minimum' at (root) must be a number"},
       {R"({"enum": []})", "keyword 'enum' at (root) must be a non-empty array"},
       {R"({"type": "integer", "enum": ["a"]})", "has no value of the schema's 'type'"},
       {R"({"anyOf": [false]})", "no branch of 'anyOf'"},
@@ -406,6 +484,16 @@ class Validator {
       for (const Json& t : types) any |= has_type(t.get<std::string>(), v);
       if (!any) return false;
     }
+    if (v.is_number()) {
+      const double d = v.get<double>();
+      if ((s.contains("minimum") && d < s["minimum"].get<double>()) ||
+          (s.contains("maximum") && d > s["maximum"].get<double>()) ||
+          (s.contains("exclusiveMinimum") && d <= s["exclusiveMinimum"].get<double>()) ||
+          (s.contains("exclusiveMaximum") && d >= s["exclusiveMaximum"].get<double>()))
+        return false;
+    }
+    if (v.is_string() && s.contains("format") && !format_ok(s["format"], v.get<std::string>()))
+      return false;
     if (v.is_string()) {
       size_t chars = 0;
       for (unsigned char c : v.get<std::string>()) chars += (c & 0xC0) != 0x80;
@@ -434,6 +522,20 @@ class Validator {
   }
 
  private:
+  static bool format_ok(const std::string& format, const std::string& v) {
+    static const std::string kDate = R"((\d{4})-(\d{2})-(\d{2}))";
+    static const std::string kTime =
+        R"(([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?([zZ]|[+-]([01]\d|2[0-3]):[0-5]\d))";
+    std::smatch m;
+    if (format == "uuid")
+      return std::regex_match(v, std::regex("[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}"));
+    if (format == "time") return std::regex_match(v, std::regex(kTime));
+    const std::string pattern = format == "date" ? kDate : kDate + "[tT]" + kTime;
+    if (!std::regex_match(v, m, std::regex(pattern))) return false;
+    const int month = std::stoi(m[2]), day = std::stoi(m[3]);
+    static const int kDays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    return month >= 1 && month <= 12 && day >= 1 && day <= kDays[month - 1];
+  }
   static bool has_type(const std::string& t, const Json& v) {
     if (t == "integer") return v.is_number_integer();
     if (t == "number") return v.is_number();
@@ -460,12 +562,21 @@ class Generator {
         return instance(s[u][deep(depth) ? s[u].size() - 1 : rng_() % s[u].size()], depth);
     if (s.contains("const")) return s["const"];
     if (s.contains("enum")) return s["enum"][rng_() % s["enum"].size()];
-    Json types = s["type"].is_array() ? s["type"] : Json::array({s["type"]});
+    const Json type = s.contains("type") ? s["type"] : Json("string");  // `format` alone
+    const Json types = type.is_array() ? type : Json::array({type});
     const std::string t = types[rng_() % types.size()].get<std::string>();
-    if (t == "integer") return static_cast<int>(rng_() % 2000) - 1000;
+    if (t == "integer") {
+      int64_t lo = -1000, hi = 1000;
+      if (s.contains("minimum")) lo = s["minimum"].get<int64_t>();
+      if (s.contains("exclusiveMinimum")) lo = s["exclusiveMinimum"].get<int64_t>() + 1;
+      if (s.contains("maximum")) hi = s["maximum"].get<int64_t>();
+      if (s.contains("exclusiveMaximum")) hi = s["exclusiveMaximum"].get<int64_t>() - 1;
+      return lo + static_cast<int64_t>(rng_() % static_cast<uint64_t>(hi - lo + 1));
+    }
     if (t == "number") return (static_cast<int>(rng_() % 2000) - 1000) / 8.0 + 0.125;
     if (t == "boolean") return rng_() % 2 == 0;
     if (t == "null") return nullptr;
+    if (t == "string" && s.contains("format")) return format(s["format"].get<std::string>());
     if (t == "string") {
       static const char* const kPieces[] = {
           "a",  "Z",  " ",    "\"",       "\\",           "/",
@@ -511,6 +622,23 @@ class Generator {
 
  private:
   static bool deep(int depth) { return depth >= 3; }
+  std::string format(const std::string& f) {
+    auto num = [&](int lo, int hi) {
+      return fmt::format("{:02}", lo + int(rng_() % (hi - lo + 1)));
+    };
+    const std::string date = fmt::format("{:04}-{}-{}", rng_() % 10000, num(1, 12), num(1, 28));
+    const std::string time = fmt::format("{}:{}:{}{}", num(0, 23), num(0, 59), num(0, 59),
+                                         rng_() % 2 ? "Z" : "+" + num(0, 23) + ":" + num(0, 59));
+    if (f == "date") return date;
+    if (f == "time") return time;
+    if (f == "date-time") return date + "T" + time;
+    std::string uuid;
+    for (int i = 0; i < 32; ++i) {
+      uuid += "0123456789abcdefABCDEF"[rng_() % 22];
+      if (i == 7 || i == 11 || i == 15 || i == 19) uuid += '-';
+    }
+    return uuid;
+  }
   std::string ws() {
     switch (rng_() % 4) {
       case 0:
@@ -559,8 +687,8 @@ Json mutate(const Json& v, Generator& gen) {
   Json& node = out[Json::json_pointer(all[gen.next() % all.size()])];
   switch (gen.next() % 3) {
     case 0:
-      node = gen.pick({Json(7), Json(-2.5), Json("str"), Json(true), Json(nullptr), Json::array(),
-                       Json::object(), Json::array({1})});
+      node = gen.pick({Json(7), Json(-2.5), Json("str"), Json(true), Json(nullptr), Json(100000),
+                       Json::array(), Json::object(), Json::array({1})});
       break;
     case 1:
       if (node.is_object() && !node.empty() && gen.next() % 2 == 0)
@@ -590,7 +718,10 @@ const char* kMixed = R"({"type": "object", "properties": {
     "kind": {"enum": ["a", "b", {"c": [1, 2]}]}, "ratio": {"type": ["number", "null"]},
     "pair": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}],
              "minItems": 2, "maxItems": 2},
-    "extra": {"type": "object", "additionalProperties": {"type": "string"}}},
+    "extra": {"type": "object", "additionalProperties": {"type": "string"}},
+    "count": {"type": "integer", "minimum": -3, "exclusiveMaximum": 250},
+    "when": {"type": "string", "format": "date-time"}, "day": {"type": "string", "format": "date"},
+    "uid": {"anyOf": [{"type": "string", "format": "uuid"}, {"type": "null"}]}},
     "required": ["id", "kind"], "additionalProperties": false})";
 
 TEST(JsonSchemaGrammar, RandomInstancesAndMutationsAgreeWithTheValidator) {
