@@ -31,6 +31,9 @@
 //  - enum / const values match their compact serialization (no escapes other than the ones
 //    JSON requires, numbers as written), with whitespace allowed inside arrays and objects.
 //  - Integers are written without fraction or exponent.
+//  - Beside $ref, anyOf, oneOf, allOf, enum and const only annotations (and `type` beside enum /
+//    const, where it filters the values) are accepted; other keywords there are rejected.
+//  - Whitespace between tokens: none, one space, or a newline and up to 20 blanks.
 // nlohmann::json keeps object members sorted by name, so a schema held in it has its
 // properties emitted alphabetically; parse the schema as nlohmann::ordered_json to keep the
 // declared order (what OpenAI does).
