@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "server/json_schema_grammar.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pith::bench {
@@ -28,6 +29,8 @@ double since_us(Clock::time_point t0) {
 struct Walk {
   std::vector<double> us;        // per step: mask + accept
   std::vector<uint32_t> states;  // the matcher state each mask was computed for
+  std::vector<int64_t> picks;    // per step: the accepted token, or -1 where the walk restarted
+  std::vector<size_t> allowed;   // per step: tokens the mask allowed
   size_t documents = 0;          // completed documents
 };
 
@@ -52,10 +55,12 @@ Walk random_walk(Automaton& a, const std::vector<std::string>& vocab, size_t ste
           vocab[t].find_first_of("{}[]\",:0123456789tfn-()+*") != std::string::npos)
         structural.push_back(t);
     }
+    w.allowed.push_back(allowed.size());
     if (allowed.empty() || (m.is_complete() && rng() % 3 == 0)) {
       w.documents += m.is_complete();
       m.reset();
       w.us.push_back(mask_us);
+      w.picks.push_back(-1);
       continue;
     }
     uint32_t pick = !structural.empty() && rng() % 2 ? structural[rng() % structural.size()]
@@ -64,6 +69,7 @@ Walk random_walk(Automaton& a, const std::vector<std::string>& vocab, size_t ste
     if (!m.accept_token(pick))
       fail("grammar bench: an allowed token was rejected (token {})", pick);
     w.us.push_back(mask_us + since_us(t0));
+    w.picks.push_back(pick);
   }
   return w;
 }
@@ -80,6 +86,32 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * double(v.size())))];
 }
 
+// The timed walk with everything another matcher needs to replay it: vocabulary bytes (hex),
+// special tokens, the GBNF, the schema it came from (if any), and per step the accepted token
+// (-1: restart) and how many tokens the mask allowed (to compare masks without storing them).
+void write_replay(const std::string& path, const std::vector<std::string>& vocab,
+                  const std::vector<bool>& special, const std::string& gbnf,
+                  const nlohmann::ordered_json& schema, const Walk& w) {
+  nlohmann::ordered_json j;
+  j["gbnf"] = gbnf;
+  j["schema"] = schema;
+  j["special"] = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < special.size(); ++i)
+    if (special[i]) j["special"].push_back(i);
+  j["vocab_hex"] = nlohmann::ordered_json::array();
+  for (const std::string& t : vocab) {
+    std::string hex;
+    for (unsigned char c : t) hex += fmt::format("{:02x}", c);
+    j["vocab_hex"].push_back(std::move(hex));
+  }
+  j["picks"] = w.picks;
+  j["allowed"] = w.allowed;
+  j["us"] = w.us;
+  std::ofstream out(path, std::ios::binary);
+  if (!out) fail("{}: cannot write", path);
+  out << j.dump();
+}
+
 }  // namespace
 
 nlohmann::json run_grammar_bench(const GrammarBenchOptions& o) {
@@ -91,14 +123,26 @@ nlohmann::json run_grammar_bench(const GrammarBenchOptions& o) {
     vocab.push_back(tok.token_bytes(static_cast<int32_t>(i)));
     special.push_back(tok.is_special(static_cast<int32_t>(i)));
   }
-  std::string text = grammar::json_gbnf();
-  if (!o.grammar_file.empty()) {
-    std::ifstream in(o.grammar_file, std::ios::binary);
-    if (!in) fail("{}: cannot open", o.grammar_file);
+  if (!o.grammar_file.empty() && !o.schema_file.empty())
+    fail("--grammar and --schema exclude each other");
+  auto read = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("{}: cannot open", path);
     std::stringstream ss;
     ss << in.rdbuf();
-    text = ss.str();
+    return ss.str();
+  };
+  std::string text = grammar::json_gbnf();
+  nlohmann::ordered_json schema;
+  if (!o.grammar_file.empty()) text = read(o.grammar_file);
+  if (!o.schema_file.empty()) {
+    schema = nlohmann::ordered_json::parse(read(o.schema_file), nullptr, false);
+    if (schema.is_discarded()) fail("{}: not JSON", o.schema_file);
+    text = server::json_schema_to_gbnf(schema).gbnf;
   }
+  const std::string grammar_name = !o.schema_file.empty()    ? o.schema_file
+                                   : !o.grammar_file.empty() ? o.grammar_file
+                                                             : "JSON";
   grammar::Grammar g;
   std::string err;
   auto t0 = Clock::now();
@@ -109,8 +153,7 @@ nlohmann::json run_grammar_bench(const GrammarBenchOptions& o) {
   const double trie_ms = since_us(t0) / 1e3;
   Automaton a(g, trie, o.context_frames);
   fmt::print("grammar bench: {} over {} ({} tokens, {} trie nodes), {} tokens per pass\n",
-             o.grammar_file.empty() ? "JSON" : o.grammar_file, o.model, vocab.size(), trie.nodes(),
-             o.tokens);
+             grammar_name, o.model, vocab.size(), trie.nodes(), o.tokens);
   fmt::print("  compile grammar     {:10.3f} ms ({} rules)\n", parse_ms, g.rule_count());
   fmt::print("  build token trie    {:10.3f} ms\n", trie_ms);
 
@@ -141,7 +184,7 @@ nlohmann::json run_grammar_bench(const GrammarBenchOptions& o) {
   }
   nlohmann::json j = {{"suite", "grammar"},
                       {"model", o.model},
-                      {"grammar", o.grammar_file.empty() ? "json" : o.grammar_file},
+                      {"grammar", grammar_name},
                       {"vocab", vocab.size()},
                       {"trie_nodes", trie.nodes()},
                       {"tokens", o.tokens},
@@ -166,6 +209,7 @@ nlohmann::json run_grammar_bench(const GrammarBenchOptions& o) {
     j["speedup_vs_naive"] = nv / us;
   }
   j["us_per_token"] = us;
+  if (!o.replay_file.empty()) write_replay(o.replay_file, vocab, special, text, schema, warm);
   return j;
 }
 

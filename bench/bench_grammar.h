@@ -10,6 +10,9 @@
 //   - baseline, same run: the naive mask (every token matched from scratch against the parser
 //     stacks, as llama.cpp's GBNF sampler does) on the first --naive-steps states of the timed
 //     walk; the masks must be identical, and `speedup_vs_naive` is the ratio of mean costs.
+// --schema FILE benchmarks the grammar the server makes from a response_format JSON Schema;
+// --replay-out FILE saves the timed walk so bench/xgrammar_replay.py can time xgrammar on the
+// same vocabulary, grammar (or schema) and tokens.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +26,9 @@ namespace pith::bench {
 struct GrammarBenchOptions {
   std::string model;         // .gguf, HF folder or tokenizer.json: the vocabulary
   std::string grammar_file;  // GBNF; empty: the built-in JSON grammar
+  std::string schema_file;   // JSON Schema, converted as the server converts response_format
+  std::string replay_file;   // if set: vocabulary, grammar and timed walk written as JSON, so
+                             // other matchers can replay the same tokens (bench/xgrammar_replay.py)
   size_t tokens = 2000;      // steps per pass
   size_t naive_steps = 8;    // baseline steps (each matches the whole vocabulary naively)
   uint32_t context_frames = 3;

@@ -254,6 +254,10 @@ void add_grammar_suite(CLI::App& bench) {  // pith bench grammar (bench/bench_gr
   cmd->add_option("-m,--model", o->model, "GGUF file, HF folder or tokenizer.json (the vocabulary)")
       ->required();
   cmd->add_option("--grammar", o->grammar_file, "GBNF file (default: the built-in JSON grammar)");
+  cmd->add_option("--schema", o->schema_file,
+                  "JSON Schema file, converted as for response_format (instead of --grammar)");
+  cmd->add_option("--replay-out", o->replay_file,
+                  "write vocabulary, grammar and timed walk as JSON (bench/xgrammar_replay.py)");
   cmd->add_option("--tokens", o->tokens, "generated tokens per pass")->capture_default_str();
   cmd->add_option("--naive-steps", o->naive_steps, "steps of the naive baseline")
       ->capture_default_str();

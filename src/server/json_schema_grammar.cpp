@@ -1,0 +1,679 @@
+// JSON Schema -> GBNF (see json_schema_grammar.h for the supported subset).
+//
+// Every schema becomes a list of GBNF alternatives; objects, arrays, enums, unions and $ref
+// targets get named rules (named after where they sit: schema-address-street, def-Node), plain
+// types reuse shared rules (string, integer, ...). Values carry no whitespace of their own: the
+// structure around them puts `ws` after every value and after `{`, `[`, `,` and `:`, so two
+// `ws` never meet and every gap between tokens is exactly one bounded `ws`.
+#include "server/json_schema_grammar.h"
+
+#include <pith/grammar.hpp>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "common/error.h"
+#include "server/json_schema_scalars.h"
+
+namespace pith::server {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using Alternatives = std::vector<std::string>;
+
+constexpr const char* kWhere = "response_format.json_schema.schema";
+constexpr uint64_t kUnbounded = std::numeric_limits<uint64_t>::max();
+constexpr uint64_t kMaxCount = 1000;  // the GBNF parser's largest {m,n} bound
+
+// Whitespace between tokens: nothing, one space, or a newline and up to 20 blanks of indentation
+// (pretty-printing with 2-space indents to depth 10). Bounded, because a masked model that likes
+// spaces could otherwise emit them until max_tokens; the same shape as json_gbnf()'s `ws`.
+constexpr const char* kWs = R"(( " " | "\n" [ \t]{0,20} )?)";
+
+// Shared rules, emitted when used; `needs` lists the shared rules each refers to.
+struct SharedRule {
+  const char* name;
+  const char* body;
+  std::vector<const char*> needs;
+};
+const SharedRule kShared[] = {
+    {"ws", kWs, {}},
+    {"string", R"("\"" char* "\"")", {"char"}},
+    {"char", R"([^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ))", {}},
+    {"integer", R"("-"? ( "0" | [1-9] [0-9]* ))", {}},
+    {"number", R"("-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?)", {}},
+    {"boolean", R"("true" | "false")", {}},
+    {"null", R"("null")", {}},
+    {"any-value",
+     "any-object | any-array | string | number | boolean | null",
+     {"any-object", "any-array", "string", "number", "boolean", "null"}},
+    {"any-object", R"("{" ws ( any-member ( "," ws any-member )* )? "}")", {"any-member", "ws"}},
+    {"any-member", R"(string ws ":" ws any-value ws)", {"string", "any-value", "ws"}},
+    {"any-array", R"("[" ws ( any-value ws ( "," ws any-value ws )* )? "]")", {"any-value", "ws"}},
+};
+
+const std::set<std::string> kAnnotations = {
+    "title",    "description", "default",  "examples",  "$schema",       "$id",
+    "$comment", "deprecated",  "readOnly", "writeOnly", "discriminator",
+};
+const std::set<std::string> kObjectKeywords = {"properties", "required", "additionalProperties"};
+const std::set<std::string> kArrayKeywords = {"items",    "prefixItems", "additionalItems",
+                                              "minItems", "maxItems",    "uniqueItems"};
+const std::set<std::string> kStringKeywords = {"minLength", "maxLength", "format"};
+const std::set<std::string> kNumberKeywords = {"minimum", "maximum", "exclusiveMinimum",
+                                               "exclusiveMaximum"};
+const std::set<std::string> kOtherKeywords = {"type",  "enum",  "const", "$ref",       "anyOf",
+                                              "oneOf", "allOf", "$defs", "definitions"};
+const char* const kTypeNames[] = {"object",  "array",   "string", "number",
+                                  "integer", "boolean", "null"};
+
+std::string pointer_text(const std::string& path) {
+  return path.empty() ? "(root)" : path;
+}
+
+// One JSON pointer step (RFC 6901 escapes).
+std::string child(const std::string& path, const std::string& key) {
+  std::string out = path + "/";
+  for (char c : key) {
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
+  }
+  return out;
+}
+
+[[noreturn]] void unsupported(const std::string& keyword, const std::string& path,
+                              const std::string& detail = "") {
+  fail("{}: keyword '{}' at {} is not supported{}", kWhere, keyword, pointer_text(path), detail);
+}
+[[noreturn]] void malformed(const std::string& keyword, const std::string& path,
+                            const std::string& why) {
+  fail("{}: keyword '{}' at {} {}", kWhere, keyword, pointer_text(path), why);
+}
+
+// Compact JSON text of a value (throws pith::Error for strings that are not UTF-8).
+std::string compact(const Json& v, const std::string& path) {
+  try {
+    return v.dump(-1, ' ', false, Json::error_handler_t::strict);
+  } catch (const nlohmann::json::exception&) {
+    fail("{}: a string at {} is not valid UTF-8", kWhere, pointer_text(path));
+  }
+}
+
+// A GBNF string literal matching exactly these bytes (UTF-8 passes through as characters).
+std::string literal(const std::string& bytes) {
+  std::string out = "\"";
+  for (unsigned char c : bytes) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02X}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+// Rule names keep to letters, digits and '-': the GBNF parser names its helper rules
+// `<rule>_<n>`, so an '_' from a property name could collide with one.
+std::string name_part(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    out += ok ? c : '-';
+  }
+  return out.empty() ? "x" : out.substr(0, 40);
+}
+
+std::string join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
+  return out;
+}
+
+// "x{lo,hi}" in GBNF ("" when it matches only the empty string).
+std::string repeated(const std::string& atom, uint64_t lo, uint64_t hi) {
+  if (hi == 0) return "";
+  if (hi == kUnbounded) {
+    if (lo == 0) return atom + "*";
+    if (lo == 1) return atom + "+";
+    return fmt::format("{}{{{},}}", atom, lo);
+  }
+  if (lo == hi) return lo == 1 ? atom : fmt::format("{}{{{}}}", atom, lo);
+  if (lo == 0 && hi == 1) return atom + "?";
+  return fmt::format("{}{{{},{}}}", atom, lo, hi);
+}
+
+std::string seq(std::initializer_list<std::string> parts) {
+  std::string out;
+  for (const std::string& p : parts)
+    if (!p.empty()) out += (out.empty() ? "" : " ") + p;
+  return out;
+}
+
+class Converter {
+ public:
+  explicit Converter(const Json& root) : root_(root) {
+    for (const SharedRule& r : kShared) taken_.insert(r.name);
+    taken_.insert("root");
+  }
+
+  std::string run() {
+    const std::string top = ref_rule("#", "");
+    std::string out = fmt::format("root ::= ws {} ws\n", top);
+    use("ws");
+    for (const auto& [name, body] : rules_) out += fmt::format("{} ::= {}\n", name, body);
+    for (const SharedRule& r : kShared)
+      if (used_.count(r.name)) out += fmt::format("{} ::= {}\n", r.name, r.body);
+    return out;
+  }
+
+ private:
+  // ---- rules -------------------------------------------------------------------------------
+
+  std::string fresh(const std::string& hint) {
+    std::string name = hint;
+    for (int i = 2; taken_.count(name); ++i) name = fmt::format("{}-{}", hint, i);
+    taken_.insert(name);
+    return name;
+  }
+  std::string define(const std::string& name, const Alternatives& alts) {
+    rules_.emplace_back(name, join(alts, " | "));
+    return name;
+  }
+  bool defined(const std::string& name) const {
+    for (const auto& r : rules_)
+      if (r.first == name) return true;
+    return false;
+  }
+  std::string use(const std::string& shared) {
+    if (used_.insert(shared).second)
+      for (const SharedRule& r : kShared)
+        if (shared == r.name)
+          for (const char* n : r.needs) use(n);
+    return shared;
+  }
+  // One GBNF atom for the alternatives (a named rule when there are several).
+  std::string atom(const Alternatives& alts, const std::string& hint) {
+    if (alts.size() == 1) return alts[0];
+    return define(fresh(hint), alts);
+  }
+
+  // The rule of a $ref target, made once per pointer (so recursion refers back to it).
+  std::string ref_rule(const std::string& ref, const std::string& path) {
+    auto known = ref_names_.find(ref);
+    if (known != ref_names_.end()) return known->second;
+    if (ref.empty() || ref[0] != '#')
+      unsupported("$ref", path, fmt::format(" ('{}': only local references '#/...')", ref));
+    const Json* target = nullptr;
+    try {
+      target = &root_.at(Json::json_pointer(ref.substr(1)));
+    } catch (const nlohmann::json::exception&) {
+      malformed("$ref", path,
+                fmt::format("'{}' does not resolve to a schema in this document", ref));
+    }
+    const std::string where = ref.substr(1);
+    const std::string name = ref == "#"
+                                 ? fresh("schema")
+                                 : fresh("def-" + name_part(where.substr(where.rfind('/') + 1)));
+    ref_names_.emplace(ref, name);
+    const Alternatives alts = schema(*target, where, name, name);
+    if (!(alts.size() == 1 && alts[0] == name && defined(name))) define(name, alts);
+    return name;
+  }
+
+  // ---- schemas -----------------------------------------------------------------------------
+
+  // The alternatives matching the instances of s (s at JSON pointer `path`). `own`: a name
+  // reserved for s (a $ref target) that an object or array rule takes instead of a fresh one.
+  Alternatives schema(const Json& s, const std::string& path, const std::string& hint,
+                      const std::string& own = "") {
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return {use("any-value")};
+      fail("{}: the schema at {} is false: no value satisfies it", kWhere, pointer_text(path));
+    }
+    if (!s.is_object())
+      fail("{}: the schema at {} must be an object or a boolean", kWhere, pointer_text(path));
+    for (const auto& [key, value] : s.items()) {
+      if (kAnnotations.count(key) || kOtherKeywords.count(key) || kObjectKeywords.count(key) ||
+          kArrayKeywords.count(key) || kStringKeywords.count(key) || kNumberKeywords.count(key))
+        continue;
+      unsupported(key, path);
+    }
+    if (s.contains("uniqueItems") && s["uniqueItems"] != Json(false))
+      unsupported("uniqueItems", path, " (only uniqueItems: false)");
+    for (const char* defs : {"$defs", "definitions"})
+      if (s.contains(defs) && !s[defs].is_object()) malformed(defs, path, "must be an object");
+
+    // Keywords that replace the rest of the schema allow only annotations beside them.
+    for (const char* applicator : {"$ref", "allOf", "anyOf", "oneOf", "enum", "const"}) {
+      if (!s.contains(applicator)) continue;
+      for (const auto& [key, value] : s.items()) {
+        if (key == applicator || kAnnotations.count(key) || key == "$defs" || key == "definitions")
+          continue;
+        const bool typed_values =
+            applicator == std::string("enum") || applicator == std::string("const");
+        if (typed_values && key == "type") continue;  // filters the values
+        unsupported(key, path, fmt::format(" beside '{}'", applicator));
+      }
+    }
+    if (s.contains("$ref")) {
+      if (!s["$ref"].is_string()) malformed("$ref", path, "must be a string");
+      return {ref_rule(s["$ref"].get<std::string>(), path)};
+    }
+    if (s.contains("allOf")) {
+      const Json& all = s["allOf"];
+      if (!all.is_array() || all.empty()) malformed("allOf", path, "must be a non-empty array");
+      if (all.size() > 1) unsupported("allOf", path, " with more than one schema");
+      return schema(all[0], child(path, "allOf") + "/0", hint, own);
+    }
+    for (const char* union_kw : {"anyOf", "oneOf"})
+      if (s.contains(union_kw)) return any_of(s[union_kw], union_kw, path, hint);
+    if (s.contains("enum") || s.contains("const")) return values(s, path);
+
+    std::set<std::string> types = type_set(s, path);
+    if (types.empty()) return {use("any-value")};
+    if (types.count("number")) types.erase("integer");  // number already covers integers
+    auto rule_name = [&] { return types.size() == 1 && !own.empty() ? own : fresh(hint); };
+    Alternatives alts;
+    for (const char* t : kTypeNames) {
+      if (!types.count(t)) continue;
+      const std::string type = t;
+      if (type == "object") {
+        alts.push_back(object(s, path, rule_name()));
+      } else if (type == "array") {
+        alts.push_back(array(s, path, rule_name()));
+      } else if (type == "string") {
+        alts.push_back(string(s, path));
+      } else {
+        alts.push_back(number(s, path, type, hint));
+      }
+    }
+    return alts;
+  }
+
+  std::set<std::string> type_set(const Json& s, const std::string& path) {
+    std::set<std::string> types;
+    if (s.contains("type")) {
+      const Json& t = s["type"];
+      Json list = t.is_array() ? t : Json::array({t});
+      if (list.empty()) malformed("type", path, "must name at least one type");
+      for (const Json& name : list) {
+        if (!name.is_string()) malformed("type", path, "must be a type name or a list of them");
+        const std::string n = name.get<std::string>();
+        if (std::find(std::begin(kTypeNames), std::end(kTypeNames), n) == std::end(kTypeNames))
+          malformed("type", path, fmt::format("has unknown type '{}'", n));
+        types.insert(n);
+      }
+      return types;
+    }
+    for (const auto& [key, value] : s.items()) {
+      if (kObjectKeywords.count(key)) types.insert("object");
+      if (kArrayKeywords.count(key) && key != "uniqueItems") types.insert("array");
+      if (kStringKeywords.count(key)) types.insert("string");
+      if (kNumberKeywords.count(key)) types.insert("number");
+    }
+    return types;
+  }
+
+  Alternatives any_of(const Json& branches, const std::string& keyword, const std::string& path,
+                      const std::string& hint) {
+    if (!branches.is_array() || branches.empty())
+      malformed(keyword, path, "must be a non-empty array");
+    Alternatives alts;
+    for (size_t i = 0; i < branches.size(); ++i) {
+      if (branches[i] == Json(false)) continue;  // a branch nothing satisfies
+      const std::string at = fmt::format("{}/{}", child(path, keyword), i);
+      for (std::string& a : schema(branches[i], at, fmt::format("{}-{}", hint, i)))
+        alts.push_back(std::move(a));
+    }
+    if (alts.empty())
+      fail("{}: no branch of '{}' at {} admits a value", kWhere, keyword, pointer_text(path));
+    // Deduplicate (Optional[X] | None twice, the same $ref in two branches).
+    Alternatives unique;
+    for (std::string& a : alts)
+      if (std::find(unique.begin(), unique.end(), a) == unique.end()) unique.push_back(a);
+    return unique;
+  }
+
+  // enum / const, filtered by `type` when present.
+  Alternatives values(const Json& s, const std::string& path) {
+    Json list;
+    std::string keyword = "enum";
+    if (s.contains("const")) {
+      if (s.contains("enum")) unsupported("enum", path, " beside 'const'");
+      keyword = "const";
+      list = Json::array({s["const"]});
+    } else {
+      list = s["enum"];
+      if (!list.is_array() || list.empty()) malformed("enum", path, "must be a non-empty array");
+    }
+    const std::set<std::string> types =
+        s.contains("type") ? type_set(s, path) : std::set<std::string>{};
+    Alternatives alts;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!types.empty() && !types.count(type_of(list[i])) &&
+          !(types.count("number") && list[i].is_number()) &&
+          !(types.count("integer") && is_integral(list[i])))
+        continue;
+      std::string lit = value_literal(list[i], fmt::format("{}/{}", child(path, keyword), i));
+      if (std::find(alts.begin(), alts.end(), lit) == alts.end()) alts.push_back(lit);
+    }
+    if (alts.empty())
+      malformed(keyword, path, "has no value of the schema's 'type': no value satisfies it");
+    return alts;
+  }
+
+  static std::string type_of(const Json& v) {
+    if (v.is_object()) return "object";
+    if (v.is_array()) return "array";
+    if (v.is_string()) return "string";
+    if (v.is_boolean()) return "boolean";
+    if (v.is_null()) return "null";
+    return is_integral(v) ? "integer" : "number";
+  }
+  static bool is_integral(const Json& v) {
+    if (v.is_number_integer()) return true;
+    if (!v.is_number_float()) return false;
+    const double d = v.get<double>();
+    return std::fabs(d) < 9e15 && std::floor(d) == d;
+  }
+
+  // A fixed JSON value, with whitespace allowed between its tokens.
+  std::string value_literal(const Json& v, const std::string& path) {
+    if (v.is_object()) {
+      std::vector<std::string> members;
+      for (const auto& [key, value] : v.items())
+        members.push_back(seq({literal(compact(Json(key), path)), "ws \":\" ws",
+                               value_literal(value, child(path, key)), "ws"}));
+      use("ws");
+      return seq({"\"{\" ws", join(members, " \",\" ws "), "\"}\""});
+    }
+    if (v.is_array()) {
+      std::vector<std::string> items;
+      for (size_t i = 0; i < v.size(); ++i)
+        items.push_back(value_literal(v[i], fmt::format("{}/{}", path, i)) + " ws");
+      use("ws");
+      return seq({"\"[\" ws", join(items, " \",\" ws "), "\"]\""});
+    }
+    return literal(compact(v, path));
+  }
+
+  static uint64_t count(const Json& s, const char* keyword, const std::string& path,
+                        uint64_t otherwise) {
+    if (!s.contains(keyword)) return otherwise;
+    const Json& v = s[keyword];
+    if (!is_integral(v) || v.get<double>() < 0)
+      malformed(keyword, path, "must be a non-negative integer");
+    const uint64_t n = v.get<uint64_t>();
+    if (n > kMaxCount) unsupported(keyword, path, fmt::format(" above {} (here {})", kMaxCount, n));
+    return n;
+  }
+
+  std::string string(const Json& s, const std::string& path) {
+    if (s.contains("format")) {
+      if (!s["format"].is_string()) malformed("format", path, "must be a string");
+      const std::string format = s["format"].get<std::string>();
+      for (const char* length : {"minLength", "maxLength"})
+        if (s.contains(length)) unsupported(length, path, " beside 'format'");
+      const std::optional<std::string> body = string_format_gbnf(format);
+      if (!body)
+        unsupported("format", path,
+                    fmt::format(" for '{}' (supported: date, time, date-time, uuid)", format));
+      const std::string name = "format-" + name_part(format);
+      if (taken_.insert(name).second) define(name, {*body});
+      return name;
+    }
+    if (!s.contains("minLength") && !s.contains("maxLength")) return use("string");
+    const uint64_t lo = count(s, "minLength", path, 0);
+    const uint64_t hi = count(s, "maxLength", path, kUnbounded);
+    if (hi < lo) malformed("maxLength", path, "is below minLength: no string satisfies both");
+    use("char");
+    return seq({"( \"\\\"\"", repeated("char", lo, hi), "\"\\\"\" )"});
+  }
+
+  // integer, number, boolean or null; bounds on integers become a range rule.
+  std::string number(const Json& s, const std::string& path, const std::string& type,
+                     const std::string& hint) {
+    bool bounded = false;
+    for (const std::string& k : kNumberKeywords) bounded |= s.contains(k);
+    if (!bounded || (type != "integer" && type != "number")) return use(type);
+    if (type == "number") {
+      for (const std::string& k : kNumberKeywords)
+        if (s.contains(k)) unsupported(k, path, " on numbers (only on integers)");
+    }
+    std::optional<int64_t> lo, hi;
+    auto raise = [](std::optional<int64_t>& b, int64_t v, bool up) {
+      b = !b ? v : up ? std::max(*b, v) : std::min(*b, v);
+    };
+    for (const std::string& k : kNumberKeywords) {
+      if (!s.contains(k)) continue;
+      const Json& v = s[k];
+      if (v.is_boolean())
+        unsupported(k, path, " in draft 4's boolean form (give the bound as a number)");
+      if (!v.is_number()) malformed(k, path, "must be a number");
+      const double d = v.get<double>();
+      if (!(std::fabs(d) <= 1e18)) unsupported(k, path, " beyond +-1e18");
+      // The integer bound: exact for integer JSON numbers, rounded inwards for fractions.
+      const bool exact = v.is_number_integer();
+      if (k == "minimum") raise(lo, exact ? v.get<int64_t>() : int64_t(std::ceil(d)), true);
+      if (k == "exclusiveMinimum")
+        raise(lo, exact ? v.get<int64_t>() + 1 : int64_t(std::floor(d)) + 1, true);
+      if (k == "maximum") raise(hi, exact ? v.get<int64_t>() : int64_t(std::floor(d)), false);
+      if (k == "exclusiveMaximum")
+        raise(hi, exact ? v.get<int64_t>() - 1 : int64_t(std::ceil(d)) - 1, false);
+    }
+    if (lo && hi && *lo > *hi)
+      fail("{}: no integer at {} lies between the bounds {} and {}", kWhere, pointer_text(path),
+           *lo, *hi);
+    return define(fresh(hint + "-range"), {integer_range_gbnf(lo, hi)});
+  }
+
+  // ---- objects -----------------------------------------------------------------------------
+
+  std::string object(const Json& s, const std::string& path, const std::string& name) {
+    const size_t slot = rules_.size();
+    rules_.emplace_back(name, "");
+    use("ws");
+
+    const Json empty = Json::object();
+    const Json& props = s.contains("properties") ? s["properties"] : empty;
+    if (!props.is_object()) malformed("properties", path, "must be an object");
+    std::set<std::string> required;
+    if (s.contains("required")) {
+      if (!s["required"].is_array()) malformed("required", path, "must be an array of names");
+      for (const Json& r : s["required"]) {
+        if (!r.is_string()) malformed("required", path, "must be an array of names");
+        if (!props.contains(r.get<std::string>()))
+          malformed("required", path,
+                    fmt::format("names '{}', which 'properties' does not declare (not supported)",
+                                r.get<std::string>()));
+        required.insert(r.get<std::string>());
+      }
+    }
+    // Extra members: absent additionalProperties means none when properties are declared.
+    std::string extra;
+    const bool open = s.contains("additionalProperties") ? s["additionalProperties"] != Json(false)
+                                                         : !s.contains("properties");
+    if (open) {
+      const std::string at = child(path, "additionalProperties");
+      const Json& extra_schema =
+          s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
+      const std::string value = atom(schema(extra_schema, at, name + "-extra"), name + "-extra");
+      extra = define(fresh(name + "-member"), {seq({use("string"), "ws \":\" ws", value, "ws"})});
+    }
+
+    struct Member {
+      std::string text;  // key ws ":" ws value ws
+      bool required;
+    };
+    std::vector<Member> members;
+    const std::string props_path = child(path, "properties");
+    for (const auto& [key, prop] : props.items()) {
+      const bool req = required.count(key) > 0;
+      if (prop == Json(false)) {  // may not appear
+        if (req)
+          fail("{}: property '{}' at {} is required but its schema is false", kWhere, key,
+               pointer_text(path));
+        continue;
+      }
+      const std::string at = child(props_path, key);
+      const std::string hint_key = name + "-" + name_part(key);
+      const std::string value = atom(schema(prop, at, hint_key), hint_key);
+      members.push_back({seq({literal(compact(Json(key), at)), "ws \":\" ws", value, "ws"}), req});
+    }
+
+    bool all_required = true;
+    for (const Member& m : members) all_required &= m.required;
+    std::string body;
+    if (all_required && extra.empty()) {
+      std::vector<std::string> texts;
+      for (const Member& m : members) texts.push_back(m.text);
+      body = join(texts, " \",\" ws ");
+    } else {
+      // after(i): members i.. once one member was written (each needs a comma);
+      // first[i]: members i.. when none was written yet. Linear in the member count: each
+      // after(i) is a rule (made when first referred to) that refers to the next one.
+      const size_t n = members.size();
+      const std::string tail = extra.empty() ? "" : fmt::format("( \",\" ws {} )*", extra);
+      std::vector<std::string> after_rule(n);
+      std::function<std::string(size_t)> after = [&](size_t i) -> std::string {
+        if (i == n) return tail;
+        if (!after_rule[i].empty()) return after_rule[i];
+        const Member& m = members[i];
+        const std::string piece =
+            m.required ? seq({"\",\" ws", m.text}) : fmt::format("( \",\" ws {} )?", m.text);
+        const std::string text = seq({piece, after(i + 1)});
+        if (i + 1 == n && tail.empty()) return text;  // short: inline
+        return after_rule[i] = define(fresh(fmt::format("{}-after{}", name, i)), {text});
+      };
+      std::vector<std::string> first(n + 1);
+      first[n] = extra.empty() ? "" : fmt::format("( {} ( \",\" ws {} )* )?", extra, extra);
+      for (size_t i = n; i-- > 0;) {
+        const Member& m = members[i];
+        const std::string with = seq({m.text, after(i + 1)});
+        if (m.required) {
+          first[i] = with;
+        } else if (first[i + 1].empty()) {
+          first[i] = fmt::format("( {} )?", with);
+        } else {
+          first[i] = define(fresh(fmt::format("{}-from{}", name, i)), {with, first[i + 1]});
+        }
+      }
+      body = first[0];
+    }
+    rules_[slot].second = seq({"\"{\" ws", body, "\"}\""});
+    return name;
+  }
+
+  // ---- arrays ------------------------------------------------------------------------------
+
+  std::string array(const Json& s, const std::string& path, const std::string& name) {
+    const size_t slot = rules_.size();
+    rules_.emplace_back(name, "");
+    use("ws");
+
+    // Positional schemas, then the schema of every further item.
+    Json prefix = Json::array();
+    std::string prefix_kw = "prefixItems";
+    Json rest = true;
+    std::string rest_kw = "items";
+    if (s.contains("prefixItems")) {
+      prefix = s["prefixItems"];
+      if (!prefix.is_array()) malformed("prefixItems", path, "must be an array of schemas");
+      if (s.contains("items")) rest = s["items"];
+      if (s.contains("additionalItems"))
+        unsupported("additionalItems", path, " beside prefixItems");
+    } else if (s.contains("items") && s["items"].is_array()) {  // draft 4-2019 tuples
+      prefix = s["items"];
+      prefix_kw = "items";
+      rest_kw = "additionalItems";
+      if (s.contains("additionalItems")) rest = s["additionalItems"];
+    } else {
+      if (s.contains("items")) rest = s["items"];
+      if (s.contains("additionalItems"))
+        unsupported("additionalItems", path, " without a list of items");
+    }
+    const uint64_t lo = count(s, "minItems", path, 0);
+    uint64_t hi = count(s, "maxItems", path, kUnbounded);
+    for (size_t i = 0; i < prefix.size(); ++i)
+      if (prefix[i] == Json(false)) hi = std::min<uint64_t>(hi, i);
+    if (rest == Json(false)) hi = std::min<uint64_t>(hi, prefix.size());
+    if (hi < lo)
+      fail("{}: the array at {} must have at least {} and at most {} items: no array does", kWhere,
+           pointer_text(path), lo, hi);
+
+    const uint64_t k = std::min<uint64_t>(prefix.size(), hi);
+    std::string body;
+    if (k < hi) {  // the repeated tail from position k on
+      const std::string item =
+          atom(schema(rest, child(path, rest_kw), name + "-item"), name + "-item");
+      const uint64_t tail_lo = lo > k ? lo - k : 0;
+      const uint64_t tail_hi = hi == kUnbounded ? kUnbounded : hi - k;
+      const std::string next = fmt::format("( \",\" ws {} ws )", item);
+      if (k > 0) {
+        body = repeated(next, tail_lo, tail_hi);
+      } else {
+        const std::string more = repeated(next, tail_lo > 0 ? tail_lo - 1 : 0,
+                                          tail_hi == kUnbounded ? kUnbounded : tail_hi - 1);
+        body = seq({item, "ws", more});
+        if (tail_lo == 0) body = fmt::format("( {} )?", body);
+      }
+    }
+    for (uint64_t i = k; i-- > 0;) {  // positional items, innermost last
+      const std::string at = fmt::format("{}/{}", child(path, prefix_kw), i);
+      const std::string hint_i = fmt::format("{}-{}", name, i);
+      const std::string item = atom(schema(prefix[i], at, hint_i), hint_i);
+      body = seq({i > 0 ? "\",\" ws" : "", item, "ws", body});
+      if (i >= lo) body = fmt::format("( {} )?", body);
+    }
+    rules_[slot].second = seq({"\"[\" ws", body, "\"]\""});
+    return name;
+  }
+
+  const Json& root_;
+  std::vector<std::pair<std::string, std::string>> rules_;  // in definition order
+  std::set<std::string> taken_;
+  std::set<std::string> used_;
+  std::map<std::string, std::string> ref_names_;  // $ref -> rule
+};
+
+}  // namespace
+
+SchemaGrammar json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
+  SchemaGrammar out{Converter(schema).run()};
+  // Compile once here: schemas without a finite instance fail now, with a message, rather
+  // than inside the inferlet.
+  grammar::Grammar g;
+  std::string err;
+  if (!grammar::Grammar::parse(out.gbnf, &g, &err)) {
+    if (err.find("derives no finite string") != std::string::npos)
+      fail(
+          "{}: no finite JSON value satisfies the schema (a required property or item must "
+          "contain itself forever): {}",
+          kWhere, err);
+    if (err.find("left recursion") != std::string::npos)
+      fail(
+          "{}: a $ref leads back to its own schema without nesting it inside an object or "
+          "array: {}",
+          kWhere, err);
+    fail("{}: internal error: the grammar made from the schema does not compile: {}", kWhere, err);
+  }
+  return out;
+}
+
+SchemaGrammar json_schema_to_gbnf(const nlohmann::json& schema) {
+  return json_schema_to_gbnf(nlohmann::ordered_json(schema));
+}
+
+}  // namespace pith::server

@@ -1,0 +1,57 @@
+// JSON Schema to GBNF: OpenAI structured outputs (`response_format` {"type": "json_schema"}) as a
+// grammar for the SDK's matcher (sdk/include/pith/grammar.hpp, grammar_matcher.hpp), so the
+// built-in inferlet can mask every token against the schema. The grammar's start rule is `root`.
+//
+// Supported (the subset vLLM / xgrammar enforce):
+//   type (one name or a list), enum, const, $ref to local pointers ("#", "#/$defs/Name",
+//   "#/definitions/Name", any "#/..."; recursion becomes recursive rules), anyOf, oneOf (as
+//   alternatives: an instance matching two branches is not rejected), allOf with one schema,
+//   $defs / definitions, boolean schemas;
+//   objects: properties (emitted in the order the schema object holds them), required,
+//   additionalProperties (false, true or a schema; extra members come after the declared ones
+//   and their names are not checked against the declared names);
+//   arrays: items (a schema, or a list = prefixItems), prefixItems, additionalItems, minItems,
+//   maxItems (at most 1000), uniqueItems: false;
+//   strings: minLength, maxLength (at most 1000; an escape counts as one character), format
+//   date, time, date-time, uuid (json_schema_scalars.h; not beside minLength / maxLength);
+//   integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, within +-1e18).
+// Accepted and ignored (annotations): title, description, default, examples, $schema, $id,
+//   $comment, deprecated, readOnly, writeOnly, discriminator (the oneOf branches constrain).
+// Everything else is rejected with a pith::Error naming the keyword and its JSON pointer, e.g.
+//   "response_format.json_schema.schema: keyword 'pattern' at /properties/a is not supported"
+// (pattern, other formats, bounds on non-integer numbers, multipleOf, patternProperties,
+// propertyNames, minProperties, maxProperties, dependentRequired, not, if, contains,
+// uniqueItems: true, remote $refs, ...).
+//
+// Choices where JSON Schema leaves room:
+//  - An object that declares `properties` but no additionalProperties allows no other members
+//    (OpenAI strict mode); an object schema with neither allows any members.
+//  - Without `type`, the type follows from the keywords present (properties -> object, items ->
+//    array, minLength -> string); a schema with none of them (or `true`) is any JSON value.
+//  - enum / const values match their compact serialization (no escapes other than the ones
+//    JSON requires, numbers as written), with whitespace allowed inside arrays and objects.
+//  - Integers are written without fraction or exponent.
+//  - Beside $ref, anyOf, oneOf, allOf, enum and const only annotations (and `type` beside enum /
+//    const, where it filters the values) are accepted; other keywords there are rejected.
+//  - Whitespace between tokens: none, one space, or a newline and up to 20 blanks.
+// nlohmann::json keeps object members sorted by name, so a schema held in it has its
+// properties emitted alphabetically; parse the schema as nlohmann::ordered_json to keep the
+// declared order (what OpenAI does).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace pith::server {
+
+struct SchemaGrammar {
+  std::string gbnf;  // root rule is `root`
+};
+
+// Throws pith::Error for an unsupported or malformed schema, and for one no finite JSON value
+// satisfies (e.g. a required property that must contain itself).
+SchemaGrammar json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+SchemaGrammar json_schema_to_gbnf(const nlohmann::json& schema);
+
+}  // namespace pith::server
