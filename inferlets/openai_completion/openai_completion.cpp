@@ -225,8 +225,8 @@ int main() {
         std::make_unique<pith::grammar::Automaton>(compiled.grammar, compiled.trie);
     for (Choice& c : choices) c.grammar.emplace(*compiled.automaton);
   }
-  const uint32_t eos = req.stop.stop_at_eos && !req.stop.eos_ids.empty() ? req.stop.eos_ids[0]
-                                                                          : UINT32_MAX;
+  const uint32_t eos =
+      req.stop.stop_at_eos && !req.stop.eos_ids.empty() ? req.stop.eos_ids[0] : UINT32_MAX;
 
   const size_t stop_bytes = req.stop.max_string_bytes();
   const uint32_t want = req.logprobs > 0 ? (req.logprobs > 20 ? 20 : req.logprobs) : 0;
@@ -245,9 +245,10 @@ int main() {
         reported_usage = true;
         if (!send_usage(static_cast<uint32_t>(req.prompt.size()), c.ctx.cached_tokens())) return 1;
       }
-      const std::vector<uint64_t>* allowed =
-          c.grammar ? &c.grammar->mask(eos, req.stop.max_tokens - c.generated.size()) : nullptr;
+      const size_t left = req.stop.max_tokens - c.generated.size();
+      const std::vector<uint64_t>* allowed = c.grammar ? &c.grammar->mask(eos, left) : nullptr;
       uint32_t tok = c.sampler.sample(*d, allowed);
+      if (c.grammar && tok != UINT32_MAX) tok = c.grammar->choose(tok, left, eos);
       if (tok == UINT32_MAX) {  // the grammar is complete and nothing may follow
         c.done = true;
         --live;
@@ -256,8 +257,6 @@ int main() {
           return 1;
         continue;
       }
-      if (c.grammar && tok != eos && !c.grammar->accept(tok))
-        return fail(PITH_ERR_INTERNAL, "grammar: a masked token was rejected");
       proto::TokenMessage msg{i, static_cast<int32_t>(tok), -9999.0, {}};
       if (d->logits || c.grammar) {
         model_logprobs(*d, tok, want, msg);

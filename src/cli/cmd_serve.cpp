@@ -88,6 +88,8 @@ void add_serve_commands(CLI::App& app) {
   add(cmd->add_option("--kv-page-size", cfg->kv_page_size, "tokens per KV page"));
   add(cmd->add_option("--chat-template", cfg->chat_template,
                       "Jinja chat template file (default: the model's)"));
+  add(cmd->add_option("--tool-call-parser", cfg->tool_call_parser,
+                      "tool-call format: auto (from the chat template), hermes, llama3_json"));
   add(cmd->add_option("--batch-policy", cfg->batch_policy, "adaptive | eager | k[:K] | t[:MS]"));
   add(cmd->add_option("--max-batch-tokens", cfg->max_batch_tokens,
                       "token budget per batch (0: unlimited)"));

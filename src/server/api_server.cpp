@@ -134,6 +134,9 @@ void ApiServer::load_model() {
       tmpl = kFallbackChatTemplate;
     }
     auto chat_template = std::make_unique<ChatTemplate>(tmpl);
+    served.tool_format = cfg.tool_call_parser == "auto"
+                             ? detect_tool_call_format(tmpl)
+                             : *parse_tool_call_format(cfg.tool_call_parser);
 
     std::string_view builtin = builtin_openai_completion_wasm();
     if (builtin.empty())

@@ -259,7 +259,8 @@ void CompletionSession::end_choice(uint32_t index, std::string reason, std::vect
     rest = parsed.content;
     c.content = parsed.content;
     for (auto& call : parsed.calls)
-      c.tool_calls.push_back({"call_" + random_hex(24), std::move(call.name), std::move(call.arguments)});
+      c.tool_calls.push_back(
+          {"call_" + random_hex(24), std::move(call.name), std::move(call.arguments)});
     // OpenAI: "tool_calls" when the model chose to call, "stop" when the request named the
     // function.
     if (!c.tool_calls.empty())

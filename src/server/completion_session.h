@@ -86,7 +86,7 @@ class CompletionSession {
     bool sent_role = false;
     // Tool calling (null: the request has no tools or tool_choice is none).
     const ToolRequest* tools = nullptr;
-    bool tools_decided = false;  // auto: the output turned out to be plain content
+    bool tools_decided = false;       // auto: the output turned out to be plain content
     std::string held_for_tools = {};  // text held back while it may still be a tool call
     std::string text_offset_delta = {};
     std::vector<StoredToolCall> tool_calls = {};

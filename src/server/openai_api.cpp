@@ -238,8 +238,8 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
   if (chat) {
     auto it = body.find("messages");
     if (it == body.end()) bad("messages", "'messages' is required");
-    r.tools = parse_tool_request(body, ordered_body && ordered_body->is_object() ? ordered_body
-                                                                                 : nullptr);
+    r.tools = parse_tool_request(
+        body, ordered_body && ordered_body->is_object() ? ordered_body : nullptr);
     r.tool_format = tool_format;
     // The template sees the tools unless tool_choice is none (then the model is not told).
     r.prompt = chat_prompt_tokens(*it, tok, chat_template, /*add_generation_prompt=*/true,

@@ -17,7 +17,6 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 namespace proto = openai_protocol;
 
-
 OpenAiRoutes::OpenAiRoutes(ServerContext& ctx, InstanceLauncher& launcher, ServedModel model,
                            std::unique_ptr<ChatTemplate> chat_template)
     : ctx_(ctx),
@@ -125,7 +124,7 @@ asio::awaitable<void> OpenAiRoutes::completion(HttpExchange& ex, bool chat,
     if (body.is_object() && (body.contains("response_format") || body.contains("tools")))
       ordered = nlohmann::ordered_json::parse(ex.req.body(), nullptr, false);
     req = parse_completion_request(body, chat, tokenizer, *chat_template_, model_.context_length,
-                                   (uint64_t(rd()) << 32) | rd(), &ordered);
+                                   (uint64_t(rd()) << 32) | rd(), &ordered, model_.tool_format);
   } catch (const InvalidRequest& e) {
     bad = e;
   } catch (const std::exception& e) {  // the tokenizer or the template: still the request's

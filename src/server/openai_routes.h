@@ -11,6 +11,7 @@
 
 #include "server/instance_launcher.h"
 #include "server/server_context.h"
+#include "server/tool_calls.h"
 
 namespace pith {
 class ChatTemplate;
@@ -25,6 +26,7 @@ struct ServedModel {
   std::string name;
   uint32_t context_length = 0;
   int64_t created_unix = 0;  // reported as the model's "created"
+  ToolCallFormat tool_format = ToolCallFormat::Hermes;
 };
 
 class OpenAiRoutes {

@@ -27,7 +27,8 @@ std::string grammar_of(const Json& format) {
     if (kind == "text") return "";
     if (kind == "json_object") return json_schema_to_gbnf(Json{{"type", "object"}}).gbnf;
     if (kind != "json_schema")
-      bad(fmt::format("response_format type '{}' is not supported (text, json_object, "
+      bad(
+          fmt::format("response_format type '{}' is not supported (text, json_object, "
                       "json_schema)",
                       kind));
     auto spec = format.find("json_schema");
@@ -39,8 +40,8 @@ std::string grammar_of(const Json& format) {
     auto name = spec->find("name");
     if (name == spec->end() || !name->is_string() || name->template get<std::string>().empty())
       bad("response_format.json_schema needs a non-empty 'name'");
-    if (auto strict = spec->find("strict"); strict != spec->end() && !strict->is_null() &&
-                                            !strict->is_boolean())
+    if (auto strict = spec->find("strict");
+        strict != spec->end() && !strict->is_null() && !strict->is_boolean())
       bad("response_format.json_schema.strict must be a boolean");
     auto schema = spec->find("schema");
     // OpenAI treats a missing schema as "any JSON value".

@@ -37,8 +37,8 @@ json tokenize_response(const json& body, const Tokenizer& tok, const ChatTemplat
   if (!body.is_object()) bad("", "the request body must be a JSON object");
   std::vector<int32_t> ids;
   if (body.contains("messages")) {
-    only_fields(body, {"model", "messages", "tools", "add_generation_prompt",
-                       "add_special_tokens", "return_token_strs"});
+    only_fields(body, {"model", "messages", "tools", "add_generation_prompt", "add_special_tokens",
+                       "return_token_strs"});
     if (flag(body, "add_special_tokens", false))
       bad("add_special_tokens", "the chat template places the special tokens itself");
     const nlohmann::ordered_json tools =

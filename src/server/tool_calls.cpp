@@ -85,10 +85,9 @@ ToolCallFormat detect_tool_call_format(const std::string& source) {
 
 ToolRequest parse_tool_request(const json& body, const ordered_json* ordered) {
   ToolRequest r;
-  const ordered_json tools_ordered =
-      ordered && ordered->contains("tools") ? (*ordered)["tools"]
-      : body.contains("tools")              ? ordered_json(body["tools"])
-                                            : ordered_json();
+  const ordered_json tools_ordered = ordered && ordered->contains("tools") ? (*ordered)["tools"]
+                                     : body.contains("tools") ? ordered_json(body["tools"])
+                                                              : ordered_json();
   if (!tools_ordered.is_null()) {
     if (!tools_ordered.is_array()) bad("tools", "'tools' must be an array");
     if (tools_ordered.size() > 128) bad("tools", "at most 128 tools");
@@ -136,8 +135,8 @@ ToolRequest parse_tool_request(const json& body, const ordered_json* ordered) {
             r.named);
     } else {
       bad("tool_choice",
-          "'tool_choice' must be none, auto, required or {\"type\": \"function\", "
-          "\"function\": {\"name\": ...}}");
+          "'tool_choice' must be none, auto, required or {{\"type\": \"function\", "
+          "\"function\": {{\"name\": ...}}}}");
     }
     if (r.choice != ToolRequest::Choice::None && !have_tools)
       bad("tool_choice", "'tool_choice' needs 'tools'");
@@ -171,17 +170,18 @@ std::string tool_call_grammar(const ToolRequest& r, ToolCallFormat f) {
   if (f == ToolCallFormat::Llama3Json) return "root ::= tool-call-object\n" + call;
   const std::string block = R"("<tool_call>\n" tool-call-object "\n</tool_call>")";
   const bool many = r.parallel && r.choice == ToolRequest::Choice::Required;
-  return fmt::format("root ::= tool-call-block{}\ntool-call-block ::= {}\n{}",
-                     many ? fmt::format(" (\"\\n\" tool-call-block){{0,{}}}", kMaxParallelCalls - 1)
-                          : "",
-                     block, call);
+  return fmt::format(
+      "root ::= tool-call-block{}\ntool-call-block ::= {}\n{}",
+      many ? fmt::format(" (\"\\n\" tool-call-block){{0,{}}}", kMaxParallelCalls - 1) : "", block,
+      call);
 }
 
 ParsedToolOutput parse_tool_output(std::string_view text, ToolCallFormat f, const ToolRequest& r) {
   ParsedToolOutput out;
   if (f == ToolCallFormat::Llama3Json) {
     std::string_view body = trim(text);
-    if (body.substr(0, kPythonTag.size()) == kPythonTag) body = trim(body.substr(kPythonTag.size()));
+    if (body.substr(0, kPythonTag.size()) == kPythonTag)
+      body = trim(body.substr(kPythonTag.size()));
     if (auto call = call_of(body, f, r)) {
       out.calls.push_back(std::move(*call));
       return out;

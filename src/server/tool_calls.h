@@ -37,8 +37,8 @@ struct ToolRequest {
   enum class Choice { None, Auto, Required, Named };
   Choice choice = Choice::None;
   std::vector<ToolFunction> functions;
-  std::string named;                    // Choice::Named: the function's name
-  bool parallel = true;                 // parallel_tool_calls
+  std::string named;                      // Choice::Named: the function's name
+  bool parallel = true;                   // parallel_tool_calls
   nlohmann::ordered_json template_tools;  // `tools` as sent, for the chat template
   // Whether the output may hold tool calls.
   bool active() const { return choice != Choice::None && !functions.empty(); }

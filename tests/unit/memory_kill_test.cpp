@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <mutex>
 
-#include "server/instance_registry.h"
 #include "server/completion_session.h"
+#include "server/instance_registry.h"
 #include "server/openai_api.h"
 #include "stack/serving_stack.h"
 

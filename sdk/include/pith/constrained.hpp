@@ -95,43 +95,86 @@ inline uint32_t sample_masked(const Distribution& d, const std::vector<uint64_t>
 }
 
 // A grammar constraint for a sampling loop of one's own (e.g. the OpenAI inferlet's choices,
-// with Sampler::sample's `allowed`): the mask of each step, which near the end of the token
-// budget allows only the next token of a shortest completion, so that the output is a complete
-// sentence of the grammar within max_tokens whenever the budget can hold one.
+// with Sampler::sample's `allowed`), which also keeps the output within a token budget: a
+// sampled token is taken only if a completion of the grammar still fits in the tokens left
+// after it; otherwise the constraint switches to a shortest completion (tokenized greedily
+// over the vocabulary) and allows only its tokens from then on. So the output is a complete
+// sentence within max_tokens whenever the budget can hold one at all.
+//
+//   const auto& allowed = c.mask(eos, left);      // left: budget including this step
+//   uint32_t tok = c.choose(sampler.sample(d, &allowed), left);
 class GrammarConstraint {
  public:
   explicit GrammarConstraint(grammar::Automaton& a) : a_(&a), m_(a) {}
 
-  // The tokens allowed next. `eos` is allowed once the input is complete (UINT32_MAX: never);
-  // `left` counts the tokens the budget still holds, this step's included.
+  // The tokens allowed next: the grammar's, or the next token of the completion being forced.
+  // `eos` is allowed once the input is complete (UINT32_MAX: never).
   const std::vector<uint64_t>& mask(uint32_t eos, size_t left) {
+    (void)left;
+    if (forcing()) {
+      mask_.assign(a_->mask_words(), 0);
+      const uint32_t t = forced_[forced_at_];
+      mask_[t >> 6] |= uint64_t{1} << (t & 63);
+      return mask_;
+    }
     m_.fill_mask(mask_, eos);
-    if (m_.is_complete()) return mask_;
-    const std::string rest = m_.completion();
-    if (rest.size() < left) return mask_;  // a token holds at least one byte: room enough
-    uint32_t first = UINT32_MAX;
-    size_t tokens = 0;
-    for (size_t at = 0; at < rest.size(); ++tokens) {
-      const int32_t t = a_->trie().longest_prefix(std::string_view(rest).substr(at));
-      if (t < 0) return mask_;  // not spellable with this vocabulary: leave it to the model
-      if (first == UINT32_MAX) first = static_cast<uint32_t>(t);
-      at += a_->trie().bytes(static_cast<uint32_t>(t)).size();
-    }
-    if (tokens >= left && first != UINT32_MAX) {
-      mask_.assign(mask_.size(), 0);
-      mask_[first >> 6] |= uint64_t{1} << (first & 63);
-    }
     return mask_;
   }
-  // Advances over a sampled token; false (no change) if the grammar rejects it.
-  bool accept(uint32_t token) { return m_.accept_token(token); }
+
+  // The token to take, given the one sampled under mask(): the sampled one, unless its
+  // completion would no longer fit in `left` - 1 tokens (then the first token of a shortest
+  // completion, and forcing starts). Advances the grammar over the returned token, except for
+  // an end token (which is not part of the grammar's text).
+  uint32_t choose(uint32_t sampled, size_t left, uint32_t eos = UINT32_MAX) {
+    if (forcing()) {
+      const uint32_t t = forced_[forced_at_++];
+      m_.accept_token(t);
+      return t;
+    }
+    if (sampled == eos && m_.is_complete()) return sampled;
+    if (sampled < a_->trie().vocab_size() && a_->trie().usable(sampled)) {
+      const uint32_t next = a_->run(m_.state(), a_->trie().bytes(sampled));
+      if (next != grammar::Automaton::kDead && completion_tokens(a_->completion(next)) < left) {
+        m_.accept_token(sampled);
+        return sampled;
+      }
+    }
+    // Force a shortest completion from here (it fits if the budget allowed one before).
+    forced_ = tokenize(m_.completion());
+    forced_at_ = 0;
+    if (forced_.empty()) return sampled;  // complete or not spellable: leave it to the model
+    return choose(sampled, left, eos);
+  }
+
   // The input so far is a complete sentence (it may still continue).
   bool complete() const { return m_.is_complete(); }
+  bool forcing() const { return forced_at_ < forced_.size(); }
 
  private:
+  // Greedy longest-prefix tokens of `text`; empty if some byte cannot be spelled.
+  std::vector<uint32_t> tokenize(const std::string& text) const {
+    std::vector<uint32_t> out;
+    for (size_t at = 0; at < text.size();) {
+      const int32_t t = a_->trie().longest_prefix(std::string_view(text).substr(at));
+      if (t < 0) return {};
+      out.push_back(static_cast<uint32_t>(t));
+      at += a_->trie().bytes(static_cast<uint32_t>(t)).size();
+    }
+    return out;
+  }
+  // Tokens needed to spell `text` (a token holds at least one byte, so short texts skip the
+  // tokenization).
+  size_t completion_tokens(const std::string& text) const {
+    if (text.size() <= 1) return text.size();
+    const std::vector<uint32_t> t = tokenize(text);
+    return t.empty() && !text.empty() ? text.size() : t.size();
+  }
+
   grammar::Automaton* a_;
   grammar::Matcher m_;
   std::vector<uint64_t> mask_;
+  std::vector<uint32_t> forced_;
+  size_t forced_at_ = 0;
 };
 
 struct ConstrainedConfig {

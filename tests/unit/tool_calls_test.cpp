@@ -1,0 +1,192 @@
+// Tool calling without a server: request validation, the grammar a forced call runs under (run
+// byte by byte through the SDK's matcher), parsing model output back into calls, and tool
+// conversations rendered through real chat templates exactly as Hugging Face renders them
+// (tests/data/templates/tool_calls.expected.json, made by tools/make_tool_template_cases.py).
+#include <gtest/gtest.h>
+#include <pith/grammar_matcher.hpp>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "chat_template/chat_template.h"
+#include "server/openai_api.h"
+#include "server/tool_calls.h"
+
+namespace pith::server {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+const char* kTools = R"([
+  {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+    "properties": {"city": {"enum": ["Paris", "Tokyo"]}, "unit": {"enum": ["c", "f"]}},
+    "required": ["city", "unit"]}}},
+  {"type": "function", "function": {"name": "noop"}}])";
+
+ToolRequest request(const std::string& choice_json, bool parallel = true) {
+  json body = {{"tools", json::parse(kTools)}, {"tool_choice", json::parse(choice_json)},
+               {"parallel_tool_calls", parallel}};
+  return parse_tool_request(body, nullptr);
+}
+
+struct CallGrammar {
+  CallGrammar(const ToolRequest& r, ToolCallFormat f) : gbnf(tool_call_grammar(r, f)) {
+    std::vector<std::string> bytes;
+    for (int b = 0; b < 256; ++b) bytes.emplace_back(1, static_cast<char>(b));
+    trie = TokenTrie(bytes);
+    std::string err;
+    EXPECT_TRUE(grammar::Grammar::parse(gbnf, &g, &err)) << err << "\n" << gbnf;
+    a = std::make_unique<grammar::Automaton>(g, trie);
+  }
+  bool matches(std::string_view s) const {
+    grammar::Matcher m(*a);
+    return m.accept_bytes(s) && m.is_complete();
+  }
+  std::string gbnf;
+  grammar::Grammar g;
+  TokenTrie trie;
+  std::unique_ptr<grammar::Automaton> a;
+};
+
+const char* kParis = R"({"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}})";
+
+TEST(ToolRequest, ChoicesAndRejections) {
+  EXPECT_EQ(request("\"auto\"").choice, ToolRequest::Choice::Auto);
+  EXPECT_EQ(request("\"none\"").choice, ToolRequest::Choice::None);
+  EXPECT_FALSE(request("\"none\"").active());
+  EXPECT_TRUE(request("\"required\"").forced());
+  ToolRequest named = request(R"({"type": "function", "function": {"name": "noop"}})");
+  EXPECT_EQ(named.choice, ToolRequest::Choice::Named);
+  EXPECT_EQ(named.named, "noop");
+  EXPECT_EQ(named.functions[1].parameters, ordered_json({{"type", "object"}}));
+  // Tools without tool_choice: auto, as OpenAI does.
+  EXPECT_EQ(parse_tool_request({{"tools", json::parse(kTools)}}, nullptr).choice,
+            ToolRequest::Choice::Auto);
+  auto rejected = [](const json& body, const std::string& param) {
+    try {
+      parse_tool_request(body, nullptr);
+      ADD_FAILURE() << "accepted " << body.dump();
+    } catch (const InvalidRequest& e) {
+      EXPECT_EQ(e.param(), param) << e.what();
+    }
+  };
+  rejected({{"tools", json::parse(kTools)}, {"tool_choice", "sometimes"}}, "tool_choice");
+  rejected({{"tools", json::parse(kTools)},
+            {"tool_choice", {{"type", "function"}, {"function", {{"name", "missing"}}}}}},
+           "tool_choice");
+  rejected({{"tool_choice", "required"}}, "tool_choice");  // no tools
+  rejected({{"tools", {{{"type", "retrieval"}}}}}, "tools");
+  rejected({{"tools", {{{"type", "function"}, {"function", {{"description", "no name"}}}}}}},
+           "tools");
+  rejected({{"tools", json::parse(kTools)}, {"parallel_tool_calls", "yes"}}, "parallel_tool_calls");
+}
+
+TEST(ToolCallGrammar, HermesRequiredAdmitsOnlyValidCalls) {
+  CallGrammar g(request("\"required\""), ToolCallFormat::Hermes);
+  const std::string one = std::string("<tool_call>\n") + kParis + "\n</tool_call>";
+  EXPECT_TRUE(g.matches(one)) << g.gbnf;
+  EXPECT_TRUE(g.matches("<tool_call>\n{\"name\": \"noop\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_TRUE(g.matches(one + "\n" + one));  // parallel calls
+  EXPECT_FALSE(g.matches(kParis));           // the tags are required
+  EXPECT_FALSE(g.matches("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                         "\"Lima\", \"unit\": \"c\"}}\n</tool_call>"));  // enum
+  EXPECT_FALSE(g.matches("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                         "\"Paris\"}}\n</tool_call>"));  // required argument missing
+  EXPECT_FALSE(g.matches("<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(g.matches("Sure! " + one));
+
+  CallGrammar single(request("\"required\"", /*parallel=*/false), ToolCallFormat::Hermes);
+  EXPECT_TRUE(single.matches(one));
+  EXPECT_FALSE(single.matches(one + "\n" + one));
+}
+
+TEST(ToolCallGrammar, NamedAndLlama3Json) {
+  CallGrammar named(request(R"({"type": "function", "function": {"name": "noop"}})"),
+                    ToolCallFormat::Hermes);
+  EXPECT_TRUE(named.matches("<tool_call>\n{\"name\": \"noop\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(named.matches(std::string("<tool_call>\n") + kParis + "\n</tool_call>"));
+  CallGrammar llama(request("\"required\""), ToolCallFormat::Llama3Json);
+  EXPECT_TRUE(llama.matches(R"({"name": "get_weather", "parameters": {"city": "Tokyo", "unit": "f"}})"));
+  EXPECT_FALSE(llama.matches(kParis));  // "arguments" is Hermes' key
+}
+
+TEST(ToolOutput, HermesCallsAndTheTextAround) {
+  ToolRequest r = request("\"auto\"");
+  ParsedToolOutput p = parse_tool_output(
+      std::string("Let me check.\n<tool_call>\n") + kParis +
+          "\n</tool_call>\n<tool_call>\n{\"name\": \"noop\", \"arguments\": {}}\n</tool_call>",
+      ToolCallFormat::Hermes, r);
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_EQ(json::parse(p.calls[0].arguments), json({{"city", "Paris"}, {"unit", "c"}}));
+  EXPECT_EQ(p.calls[1].arguments, "{}");
+  EXPECT_EQ(p.content, "Let me check.");
+  // Unknown functions, broken JSON and plain text stay content.
+  for (const char* text : {"<tool_call>\n{\"name\": \"rm_rf\", \"arguments\": {}}\n</tool_call>",
+                           "<tool_call>\n{\"name\": \"noop\", \"arguments\": {\n</tool_call>",
+                           "It is sunny."}) {
+    ParsedToolOutput plain = parse_tool_output(text, ToolCallFormat::Hermes, r);
+    EXPECT_TRUE(plain.calls.empty()) << text;
+    EXPECT_EQ(plain.content, text);
+  }
+}
+
+TEST(ToolOutput, Llama3JsonAndStreamingHoldBack) {
+  ToolRequest r = request("\"auto\"");
+  ParsedToolOutput p = parse_tool_output(
+      R"(<|python_tag|>{"name": "get_weather", "parameters": {"city": "Tokyo", "unit": "f"}})",
+      ToolCallFormat::Llama3Json, r);
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_TRUE(may_become_tool_call("", ToolCallFormat::Hermes));
+  EXPECT_TRUE(may_become_tool_call("  <tool_", ToolCallFormat::Hermes));
+  EXPECT_TRUE(may_become_tool_call("<tool_call>\n{\"na", ToolCallFormat::Hermes));
+  EXPECT_FALSE(may_become_tool_call("Hello", ToolCallFormat::Hermes));
+  EXPECT_FALSE(may_become_tool_call("<toot", ToolCallFormat::Hermes));
+  EXPECT_TRUE(may_become_tool_call("{\"name\"", ToolCallFormat::Llama3Json));
+  EXPECT_FALSE(may_become_tool_call("The", ToolCallFormat::Llama3Json));
+}
+
+TEST(ToolCallFormat, DetectedFromTheTemplate) {
+  auto read = [](const std::string& name) {
+    std::ifstream in(std::string(PITH_TEST_DATA) + "/templates/" + name + ".jinja");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  EXPECT_EQ(detect_tool_call_format(read("Qwen-Qwen2.5-7B-Instruct")), ToolCallFormat::Hermes);
+  EXPECT_EQ(detect_tool_call_format(read("meta-llama-Llama-3.1-8B-Instruct")),
+            ToolCallFormat::Llama3Json);
+  EXPECT_EQ(parse_tool_call_format("hermes"), ToolCallFormat::Hermes);
+  EXPECT_EQ(parse_tool_call_format("llama3_json"), ToolCallFormat::Llama3Json);
+  EXPECT_FALSE(parse_tool_call_format("mistral"));
+}
+
+TEST(ToolConversation, RendersLikeHuggingFace) {
+  std::ifstream in(std::string(PITH_TEST_DATA) + "/templates/tool_calls.expected.json");
+  ASSERT_TRUE(in) << "tool_calls.expected.json missing";
+  ordered_json data = ordered_json::parse(in);
+  ASSERT_GE(data["cases"].size(), 4u);
+  for (const auto& c : data["cases"]) {
+    std::ifstream t(std::string(PITH_TEST_DATA) + "/templates/" +
+                    c["template"].get<std::string>() + ".jinja");
+    std::stringstream source;
+    source << t.rdbuf();
+    ChatTemplate tmpl(source.str());
+    ordered_json messages = ordered_json::array();
+    for (const auto& m : c["openai_messages"]) messages.push_back(template_message(json(m)));
+    ordered_json vars = {{"messages", messages},
+                         {"add_generation_prompt", true},
+                         {"tools", c["tools"]},
+                         {"bos_token", c["bos_token"]},
+                         {"eos_token", c["eos_token"]},
+                         {"date_string", c["date_string"]}};
+    EXPECT_EQ(tmpl.render(ChatTemplate::variables_for(vars)), c["output"].get<std::string>())
+        << c["template"] << " / " << c["name"];
+  }
+}
+
+}  // namespace
+}  // namespace pith::server
