@@ -26,7 +26,8 @@ const char* kTools = R"([
   {"type": "function", "function": {"name": "noop"}}])";
 
 ToolRequest request(const std::string& choice_json, bool parallel = true) {
-  json body = {{"tools", json::parse(kTools)}, {"tool_choice", json::parse(choice_json)},
+  json body = {{"tools", json::parse(kTools)},
+               {"tool_choice", json::parse(choice_json)},
                {"parallel_tool_calls", parallel}};
   return parse_tool_request(body, nullptr);
 }
@@ -90,10 +91,12 @@ TEST(ToolCallGrammar, HermesRequiredAdmitsOnlyValidCalls) {
   EXPECT_TRUE(g.matches("<tool_call>\n{\"name\": \"noop\", \"arguments\": {}}\n</tool_call>"));
   EXPECT_TRUE(g.matches(one + "\n" + one));  // parallel calls
   EXPECT_FALSE(g.matches(kParis));           // the tags are required
-  EXPECT_FALSE(g.matches("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
-                         "\"Lima\", \"unit\": \"c\"}}\n</tool_call>"));  // enum
-  EXPECT_FALSE(g.matches("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
-                         "\"Paris\"}}\n</tool_call>"));  // required argument missing
+  EXPECT_FALSE(
+      g.matches("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                "\"Lima\", \"unit\": \"c\"}}\n</tool_call>"));  // enum
+  EXPECT_FALSE(
+      g.matches("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                "\"Paris\"}}\n</tool_call>"));  // required argument missing
   EXPECT_FALSE(g.matches("<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n</tool_call>"));
   EXPECT_FALSE(g.matches("Sure! " + one));
 
@@ -108,7 +111,8 @@ TEST(ToolCallGrammar, NamedAndLlama3Json) {
   EXPECT_TRUE(named.matches("<tool_call>\n{\"name\": \"noop\", \"arguments\": {}}\n</tool_call>"));
   EXPECT_FALSE(named.matches(std::string("<tool_call>\n") + kParis + "\n</tool_call>"));
   CallGrammar llama(request("\"required\""), ToolCallFormat::Llama3Json);
-  EXPECT_TRUE(llama.matches(R"({"name": "get_weather", "parameters": {"city": "Tokyo", "unit": "f"}})"));
+  EXPECT_TRUE(
+      llama.matches(R"({"name": "get_weather", "parameters": {"city": "Tokyo", "unit": "f"}})"));
   EXPECT_FALSE(llama.matches(kParis));  // "arguments" is Hermes' key
 }
 
@@ -124,9 +128,9 @@ TEST(ToolOutput, HermesCallsAndTheTextAround) {
   EXPECT_EQ(p.calls[1].arguments, "{}");
   EXPECT_EQ(p.content, "Let me check.");
   // Unknown functions, broken JSON and plain text stay content.
-  for (const char* text : {"<tool_call>\n{\"name\": \"rm_rf\", \"arguments\": {}}\n</tool_call>",
-                           "<tool_call>\n{\"name\": \"noop\", \"arguments\": {\n</tool_call>",
-                           "It is sunny."}) {
+  for (const char* text :
+       {"<tool_call>\n{\"name\": \"rm_rf\", \"arguments\": {}}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"noop\", \"arguments\": {\n</tool_call>", "It is sunny."}) {
     ParsedToolOutput plain = parse_tool_output(text, ToolCallFormat::Hermes, r);
     EXPECT_TRUE(plain.calls.empty()) << text;
     EXPECT_EQ(plain.content, text);
@@ -170,19 +174,16 @@ TEST(ToolConversation, RendersLikeHuggingFace) {
   ordered_json data = ordered_json::parse(in);
   ASSERT_GE(data["cases"].size(), 4u);
   for (const auto& c : data["cases"]) {
-    std::ifstream t(std::string(PITH_TEST_DATA) + "/templates/" +
-                    c["template"].get<std::string>() + ".jinja");
+    std::ifstream t(std::string(PITH_TEST_DATA) + "/templates/" + c["template"].get<std::string>() +
+                    ".jinja");
     std::stringstream source;
     source << t.rdbuf();
     ChatTemplate tmpl(source.str());
     ordered_json messages = ordered_json::array();
     for (const auto& m : c["openai_messages"]) messages.push_back(template_message(json(m)));
-    ordered_json vars = {{"messages", messages},
-                         {"add_generation_prompt", true},
-                         {"tools", c["tools"]},
-                         {"bos_token", c["bos_token"]},
-                         {"eos_token", c["eos_token"]},
-                         {"date_string", c["date_string"]}};
+    ordered_json vars = {{"messages", messages},        {"add_generation_prompt", true},
+                         {"tools", c["tools"]},         {"bos_token", c["bos_token"]},
+                         {"eos_token", c["eos_token"]}, {"date_string", c["date_string"]}};
     EXPECT_EQ(tmpl.render(ChatTemplate::variables_for(vars)), c["output"].get<std::string>())
         << c["template"] << " / " << c["name"];
   }
