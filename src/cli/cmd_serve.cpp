@@ -90,6 +90,9 @@ void add_serve_commands(CLI::App& app) {
                       "Jinja chat template file (default: the model's)"));
   add(cmd->add_option("--tool-call-parser", cfg->tool_call_parser,
                       "tool-call format: auto (from the chat template), hermes, llama3_json"));
+  add(cmd->add_option("--reasoning-parser", cfg->reasoning_parser,
+                      "how <think> reasoning is told apart: auto (from the chat template), none, "
+                      "deepseek_r1, qwen3"));
   add(cmd->add_option("--batch-policy", cfg->batch_policy, "adaptive | eager | k[:K] | t[:MS]"));
   add(cmd->add_option("--max-batch-tokens", cfg->max_batch_tokens,
                       "token budget per batch (0: unlimited)"));

@@ -137,6 +137,12 @@ void ApiServer::load_model() {
     served.tool_format = cfg.tool_call_parser == "auto"
                              ? detect_tool_call_format(tmpl)
                              : *parse_tool_call_format(cfg.tool_call_parser);
+    served.reasoning = cfg.reasoning_parser == "auto"
+                           ? detect_reasoning_format(*chat_template)
+                           : *parse_reasoning_format(cfg.reasoning_parser);
+    if (served.reasoning != ReasoningFormat::None)
+      spdlog::info("chat responses separate reasoning ({})",
+                   reasoning_format_name(served.reasoning));
 
     std::string_view builtin = builtin_openai_completion_wasm();
     if (builtin.empty())

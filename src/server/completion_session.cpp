@@ -74,7 +74,9 @@ CompletionSession::CompletionSession(const CompletionRequest& request, const Tok
       created_(created) {
   prompt_tokens_ = static_cast<uint32_t>(req_.prompt.size());
   for (uint32_t i = 0; i < req_.n; ++i) {
-    choices_.push_back(Choice{ChoiceText(tok_, req_.stop), 0, "", json(), 0, false});
+    choices_.push_back(Choice{ChoiceText(tok_, req_.stop),
+                              ReasoningSplitter(req_.chat ? req_.reasoning : ReasoningFormat::None),
+                              0, "", json(), 0, false});
     if (req_.chat && req_.tools.active()) choices_.back().tools = &req_.tools;
     if (req_.logprobs)
       choices_.back().logprobs = req_.chat ? json{{"content", json::array()}}
@@ -116,7 +118,8 @@ json CompletionSession::chunk(json choices) const {
 }
 
 json CompletionSession::choice_delta(uint32_t index, const std::string& text, const json* logprobs,
-                                     const std::string& finish_reason) {
+                                     const std::string& finish_reason,
+                                     const std::string& reasoning) {
   Choice& c = choices_[index];
   json fr = finish_reason.empty() ? json(nullptr) : json(finish_reason);
   json lp = logprobs ? *logprobs : json(nullptr);
@@ -126,7 +129,8 @@ json CompletionSession::choice_delta(uint32_t index, const std::string& text, co
       delta["role"] = "assistant";
       c.sent_role = true;
     }
-    if (!text.empty() || finish_reason.empty()) delta["content"] = text;
+    if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+    if (!text.empty() || (finish_reason.empty() && reasoning.empty())) delta["content"] = text;
     return {{"index", index}, {"delta", delta}, {"logprobs", lp}, {"finish_reason", fr}};
   }
   return {{"index", index}, {"text", text}, {"logprobs", lp}, {"finish_reason", fr}};
@@ -205,7 +209,8 @@ std::vector<json> CompletionSession::on_message(std::string_view m) {
     ++c.tokens;
     std::string delta = c.text.push(token);
     c.text_offset_delta = delta;
-    delta = hold_for_tools(c, std::move(delta));
+    ReasoningSplitter::Delta split = c.reasoning.push(delta);
+    delta = hold_for_tools(c, std::move(split.content));
     json lp_delta;
     if (req_.logprobs) {
       if (req_.chat) {
@@ -225,9 +230,10 @@ std::vector<json> CompletionSession::on_message(std::string_view m) {
     // OpenAI's text_offset counts characters: code points of the released (complete) UTF-8.
     for (unsigned char ch : c.text_offset_delta) c.text_offset += (ch & 0xC0) != 0x80;
     const bool holding = !c.held_for_tools.empty() || c.tools_forced();
-    if (req_.stream && (!delta.empty() || req_.logprobs || (!c.sent_role && !holding)))
-      out.push_back(chunk(
-          json::array({choice_delta(index, delta, req_.logprobs ? &lp_delta : nullptr, "")})));
+    if (req_.stream &&
+        (!delta.empty() || !split.reasoning.empty() || req_.logprobs || (!c.sent_role && !holding)))
+      out.push_back(chunk(json::array(
+          {choice_delta(index, delta, req_.logprobs ? &lp_delta : nullptr, "", split.reasoning)})));
     if (c.text.stopped()) end_choice(index, "stop", out);
     return out;
   }
@@ -251,10 +257,12 @@ std::string CompletionSession::hold_for_tools(Choice& c, std::string delta) {
 
 void CompletionSession::end_choice(uint32_t index, std::string reason, std::vector<json>& out) {
   Choice& c = choices_[index];
-  std::string rest = c.text.finish();
+  ReasoningSplitter::Delta tail = c.reasoning.push(c.text.finish());
+  ReasoningSplitter::Delta last = c.reasoning.finish();
+  std::string rest = hold_for_tools(c, tail.content + last.content);
+  const std::string reasoning_rest = tail.reasoning + last.reasoning;
   if (c.tools && !c.tools_decided) {
-    ParsedToolOutput parsed =
-        parse_tool_output(c.held_for_tools + rest, req_.tool_format, req_.tools);
+    ParsedToolOutput parsed = parse_tool_output(c.held_for_tools, req_.tool_format, req_.tools);
     c.held_for_tools.clear();
     rest = parsed.content;
     c.content = parsed.content;
@@ -268,7 +276,8 @@ void CompletionSession::end_choice(uint32_t index, std::string reason, std::vect
   }
   c.finish_reason = std::move(reason);
   if (!req_.stream) return;
-  if (!rest.empty()) out.push_back(chunk(json::array({choice_delta(index, rest, nullptr, "")})));
+  if (!rest.empty() || !reasoning_rest.empty())
+    out.push_back(chunk(json::array({choice_delta(index, rest, nullptr, "", reasoning_rest)})));
   if (!c.tool_calls.empty()) out.push_back(chunk(json::array({tool_calls_delta(index)})));
   out.push_back(chunk(json::array({choice_delta(index, "", nullptr, c.finish_reason)})));
 }
@@ -318,7 +327,12 @@ json CompletionSession::response() const {
     const Choice& c = choices_[i];
     json lp = req_.logprobs ? c.logprobs : json(nullptr);
     if (req_.chat) {
-      json message = {{"role", "assistant"}, {"content", c.text.text()}};
+      const bool thinks = req_.reasoning != ReasoningFormat::None;
+      json message = {{"role", "assistant"},
+                      {"content", thinks ? c.reasoning.content() : c.text.text()}};
+      if (thinks)
+        message["reasoning_content"] =
+            c.reasoning.reasoning().empty() ? json(nullptr) : json(c.reasoning.reasoning());
       if (!c.tool_calls.empty()) {
         message["content"] = c.content.empty() ? json(nullptr) : json(c.content);
         message["tool_calls"] = tool_calls_json(c, false);

@@ -79,6 +79,7 @@ class CompletionSession {
   };
   struct Choice {
     ChoiceText text;
+    ReasoningSplitter reasoning;
     uint32_t tokens = 0;
     std::string finish_reason;  // "" while running
     nlohmann::json logprobs;    // chat: {"content": [...]}, completions: {tokens, ...}
@@ -102,7 +103,8 @@ class CompletionSession {
   nlohmann::json tool_calls_delta(uint32_t index);
   nlohmann::json chunk(nlohmann::json choices) const;
   nlohmann::json choice_delta(uint32_t index, const std::string& text,
-                              const nlohmann::json* logprobs, const std::string& finish_reason);
+                              const nlohmann::json* logprobs, const std::string& finish_reason,
+                              const std::string& reasoning = "");
   nlohmann::json usage() const;
   nlohmann::json logprob_entry(int32_t token, double logprob,
                                const std::vector<std::pair<int32_t, double>>& top) const;

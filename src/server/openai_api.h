@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/reasoning.h"
 #include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
@@ -56,6 +57,7 @@ struct CompletionRequest {
   std::string grammar;  // GBNF from response_format or a forced tool call; empty: unconstrained
   ToolRequest tools;
   ToolCallFormat tool_format = ToolCallFormat::Hermes;
+  ReasoningFormat reasoning = ReasoningFormat::None;  // chat: how thoughts are told apart
 
   // The built-in inferlet's arguments (after argv[0]).
   std::vector<std::string> inferlet_args() const;

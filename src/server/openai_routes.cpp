@@ -133,6 +133,7 @@ asio::awaitable<void> OpenAiRoutes::completion(HttpExchange& ex, bool chat,
   if (bad)
     co_return co_await ex.error(http::status::bad_request, "invalid_request_error", bad->what(),
                                 bad->param());
+  req.reasoning = model_.reasoning;
   if (!req.model.empty() && req.model != model_.name)
     co_return co_await ex.error(
         http::status::not_found, "invalid_request_error",

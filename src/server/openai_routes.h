@@ -10,6 +10,7 @@
 #include <string>
 
 #include "server/instance_launcher.h"
+#include "server/reasoning.h"
 #include "server/server_context.h"
 #include "server/tool_calls.h"
 
@@ -27,6 +28,7 @@ struct ServedModel {
   uint32_t context_length = 0;
   int64_t created_unix = 0;  // reported as the model's "created"
   ToolCallFormat tool_format = ToolCallFormat::Hermes;
+  ReasoningFormat reasoning = ReasoningFormat::None;
 };
 
 class OpenAiRoutes {

@@ -18,6 +18,7 @@ struct ServeConfig {
   uint32_t kv_page_size = 16;
   std::string chat_template;              // Jinja file overriding the model's template
   std::string tool_call_parser = "auto";  // auto (from the template) | hermes | llama3_json
+  std::string reasoning_parser = "auto";  // auto (from the template) | none | deepseek_r1 | qwen3
 
   // Control layer.
   std::string batch_policy = "adaptive";

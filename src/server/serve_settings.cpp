@@ -10,6 +10,7 @@
 #include "common/cache_dir.h"
 #include "common/error.h"
 #include "control/dispatch_policy.h"
+#include "server/reasoning.h"
 #include "server/tool_calls.h"
 
 namespace pith::server {
@@ -125,6 +126,9 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   require(c.tool_call_parser == "auto" || parse_tool_call_format(c.tool_call_parser),
           "--tool-call-parser",
           fmt::format("must be auto, hermes or llama3_json, not '{}'", c.tool_call_parser));
+  require(c.reasoning_parser == "auto" || parse_reasoning_format(c.reasoning_parser),
+          "--reasoning-parser",
+          fmt::format("must be auto, none, deepseek_r1 or qwen3, not '{}'", c.reasoning_parser));
   if (!c.chat_template.empty()) {
     std::ifstream in(c.chat_template);
     if (!in) fail("cannot read chat template {}", c.chat_template);

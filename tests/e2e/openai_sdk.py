@@ -683,6 +683,37 @@ def test_tool_results_in_the_history(client, model):
     assert e.value.body["param"] == "messages"
 
 
+# DeepSeek R1's template shape: the generation prompt opens the thought.
+R1_TEMPLATE = ("{% for m in messages %}{% if m['role'] == 'assistant' %}"
+               "{{ m['content'].split('</think>')[-1] }}{% else %}{{ m['content'] }}{% endif %}"
+               "{% endfor %}{% if add_generation_prompt %}<|Assistant|><think>\n{% endif %}")
+
+
+def test_reasoning_content_of_a_thinking_template(tmp_path, model):
+    # The random model never closes the thought: everything it writes is reasoning, streamed as
+    # delta.reasoning_content and returned as message.reasoning_content, with no content.
+    template = tmp_path / "r1.jinja"
+    template.write_text(R1_TEMPLATE)
+    s = Server(pith_bin(), os.environ["PITH_MODEL"], "--chat-template", str(template),
+               api_key=API_KEY)
+    s.start()
+    try:
+        c = make_client(s)
+        r = chat(c, model, max_tokens=8, seed=81, temperature=1.0)
+        msg = r.choices[0].message
+        assert msg.reasoning_content and not msg.content
+        streamed = "".join(
+            getattr(ch.choices[0].delta, "reasoning_content", None) or ""
+            for ch in c.chat.completions.create(model=model, messages=CHAT, max_tokens=8,
+                                                seed=81, temperature=1.0, stream=True)
+            if ch.choices)
+        assert streamed == msg.reasoning_content
+        c.close()
+        assert "reasoning (deepseek_r1)" in s.server_log()
+    finally:
+        assert s.stop() == 0
+
+
 @in_progress
 def test_responses_create(client, model):
     r = client.responses.create(model=model, input="Tell me something.", max_output_tokens=8,

@@ -95,8 +95,14 @@ TEST(OpenAiRequest, UnknownAndUnsupportedFieldsAreRefusedByName) {
   expect_rejected({{"prompt", "x"}, {"frobnicate", 1}}, false, "frobnicate");
   expect_rejected({{"messages", chat_msgs}, {"tools", json::array({json::object()})}}, true,
                   "tools");
-  expect_rejected({{"messages", chat_msgs}, {"response_format", {{"type", "json_object"}}}}, true,
+  expect_rejected({{"messages", chat_msgs}, {"response_format", {{"type", "regex"}}}}, true,
                   "response_format");
+  const json pattern_schema = json::parse(
+      R"({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string",
+          "pattern": "a+"}}})");
+  expect_rejected({{"messages", chat_msgs}, {"response_format", pattern_schema}}, true,
+                  "response_format");  // a keyword the grammar cannot enforce
+  expect_rejected({{"messages", chat_msgs}, {"audio", {{"voice", "alloy"}}}}, true, "audio");
   expect_rejected({{"prompt", "x"}, {"suffix", "y"}}, false, "suffix");
   expect_rejected({{"prompt", "x"}, {"echo", true}}, false, "echo");
   expect_rejected({{"prompt", "x"}, {"messages", chat_msgs}}, false, "messages");

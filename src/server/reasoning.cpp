@@ -1,0 +1,122 @@
+#include "server/reasoning.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+#include "chat_template/chat_template.h"
+
+namespace pith::server {
+
+namespace {
+
+constexpr std::string_view kOpen = "<think>";
+constexpr std::string_view kClose = "</think>";
+
+// The length of the longest suffix of `s` that is a proper prefix of `tag`.
+size_t partial_tag(std::string_view s, std::string_view tag) {
+  for (size_t k = std::min(tag.size() - 1, s.size()); k > 0; --k)
+    if (s.substr(s.size() - k) == tag.substr(0, k)) return k;
+  return 0;
+}
+
+bool starts_with_space_then(std::string_view s, std::string_view tag, size_t* at) {
+  size_t i = 0;
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\n')) ++i;
+  *at = i;
+  return s.substr(i, tag.size()) == tag;
+}
+
+}  // namespace
+
+const char* reasoning_format_name(ReasoningFormat f) {
+  switch (f) {
+    case ReasoningFormat::DeepSeekR1:
+      return "deepseek_r1";
+    case ReasoningFormat::Qwen3:
+      return "qwen3";
+    case ReasoningFormat::None:
+      break;
+  }
+  return "none";
+}
+
+std::optional<ReasoningFormat> parse_reasoning_format(std::string_view name) {
+  if (name == "none") return ReasoningFormat::None;
+  if (name == "deepseek_r1") return ReasoningFormat::DeepSeekR1;
+  if (name == "qwen3") return ReasoningFormat::Qwen3;
+  return std::nullopt;
+}
+
+ReasoningFormat detect_reasoning_format(const ChatTemplate& t) {
+  if (t.source().find(kClose) == std::string::npos) return ReasoningFormat::None;
+  std::string prompt;
+  try {
+    nlohmann::ordered_json vars = {{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                                   {"add_generation_prompt", true}};
+    prompt = t.render(ChatTemplate::variables_for(vars));
+  } catch (const std::exception&) {
+    return ReasoningFormat::Qwen3;
+  }
+  while (!prompt.empty() && (prompt.back() == '\n' || prompt.back() == ' ')) prompt.pop_back();
+  return prompt.ends_with(kOpen) ? ReasoningFormat::DeepSeekR1 : ReasoningFormat::Qwen3;
+}
+
+// Both formats start by looking for an opening tag (DeepSeek R1 may repeat the one its prompt
+// ends with); without one, R1's text is already the thought and Qwen3's is the answer.
+ReasoningSplitter::ReasoningSplitter(ReasoningFormat f)
+    : state_(f == ReasoningFormat::None ? State::Answer : State::Start),
+      r1_(f == ReasoningFormat::DeepSeekR1) {}
+
+ReasoningSplitter::Delta ReasoningSplitter::release(std::string reasoning, std::string content) {
+  reasoning_ += reasoning;
+  content_ += content;
+  return {std::move(reasoning), std::move(content)};
+}
+
+ReasoningSplitter::Delta ReasoningSplitter::push(std::string_view text) {
+  held_ += text;
+  std::string reasoning, content;
+  for (;;) {
+    if (state_ == State::Answer) {
+      content += held_;
+      held_.clear();
+      break;
+    }
+    if (state_ == State::Start) {
+      size_t at = 0;
+      if (starts_with_space_then(held_, kOpen, &at)) {
+        held_.erase(0, at + kOpen.size());
+        state_ = State::Thinking;
+        continue;
+      }
+      // Still possibly the opening tag (or only whitespace so far): wait.
+      std::string_view rest = std::string_view(held_).substr(at);
+      if (rest.size() < kOpen.size() && kOpen.substr(0, rest.size()) == rest) break;
+      state_ = r1_ ? State::Thinking : State::Answer;
+      continue;
+    }
+    // Thinking.
+    const size_t close = held_.find(kClose);
+    if (close != std::string::npos) {
+      reasoning += held_.substr(0, close);
+      held_.erase(0, close + kClose.size());
+      state_ = State::Answer;
+      continue;
+    }
+    const size_t keep = partial_tag(held_, kClose);
+    reasoning += held_.substr(0, held_.size() - keep);
+    held_.erase(0, held_.size() - keep);
+    break;
+  }
+  return release(std::move(reasoning), std::move(content));
+}
+
+ReasoningSplitter::Delta ReasoningSplitter::finish() {
+  std::string rest = std::exchange(held_, std::string());
+  if (state_ == State::Thinking) return release(std::move(rest), "");
+  if (state_ == State::Start && r1_) return release(std::move(rest), "");
+  return release("", std::move(rest));
+}
+
+}  // namespace pith::server

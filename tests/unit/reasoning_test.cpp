@@ -1,0 +1,160 @@
+// Reasoning separated from the answer: the splitter under every way of cutting the text into
+// streamed pieces, both parsers' rules, detection from real-shaped templates, and a streamed and
+// a whole chat response carrying reasoning_content.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "chat_template/chat_template.h"
+#include "server/completion_session.h"
+#include "server/openai_api.h"
+#include "server/reasoning.h"
+
+namespace pith::server {
+namespace {
+
+using nlohmann::json;
+
+struct Split {
+  std::string reasoning, content;
+};
+
+// The text pushed in pieces cut at the given byte positions.
+Split split(ReasoningFormat f, const std::string& text, const std::vector<size_t>& cuts) {
+  ReasoningSplitter s(f);
+  Split out;
+  size_t at = 0;
+  for (size_t c : cuts) {
+    auto d = s.push(std::string_view(text).substr(at, c - at));
+    out.reasoning += d.reasoning;
+    out.content += d.content;
+    at = c;
+  }
+  auto d = s.push(std::string_view(text).substr(at));
+  out.reasoning += d.reasoning;
+  out.content += d.content;
+  d = s.finish();
+  out.reasoning += d.reasoning;
+  out.content += d.content;
+  EXPECT_EQ(out.reasoning, s.reasoning());
+  EXPECT_EQ(out.content, s.content());
+  return out;
+}
+
+void expect_split(ReasoningFormat f, const std::string& text, const std::string& reasoning,
+                  const std::string& content) {
+  Split whole = split(f, text, {});
+  EXPECT_EQ(whole.reasoning, reasoning) << text;
+  EXPECT_EQ(whole.content, content) << text;
+  // Every single cut, and random multi-cuts, give the same result.
+  for (size_t c = 0; c <= text.size(); ++c) {
+    Split s = split(f, text, {c});
+    EXPECT_EQ(s.reasoning, reasoning) << text << " cut at " << c;
+    EXPECT_EQ(s.content, content) << text << " cut at " << c;
+  }
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<size_t> cuts;
+    for (size_t i = 1; i < text.size(); ++i)
+      if (rng() % 3 == 0) cuts.push_back(i);
+    Split s = split(f, text, cuts);
+    EXPECT_EQ(s.reasoning, reasoning) << text;
+    EXPECT_EQ(s.content, content) << text;
+  }
+}
+
+TEST(ReasoningSplitter, Qwen3ThinksOnlyWhenTheOutputOpensAThought) {
+  const auto q = ReasoningFormat::Qwen3;
+  expect_split(q, "<think>\nLet me see.\n</think>\n\nParis.", "\nLet me see.\n", "\n\nParis.");
+  expect_split(q, "Paris.", "", "Paris.");
+  expect_split(q, "<thinking is fun", "", "<thinking is fun");
+  expect_split(q, "<think>cut short by max_tokens", "cut short by max_tokens", "");
+  expect_split(q, "<think></think>Done", "", "Done");
+  expect_split(q, "a </think> b", "", "a </think> b");
+}
+
+TEST(ReasoningSplitter, DeepSeekR1StartsInsideTheThought) {
+  const auto r1 = ReasoningFormat::DeepSeekR1;
+  expect_split(r1, "Hmm, 2+2.\n</think>\n\n4", "Hmm, 2+2.\n", "\n\n4");
+  expect_split(r1, "<think>\nrepeated tag</think>4", "\nrepeated tag", "4");
+  expect_split(r1, "no end tag at all", "no end tag at all", "");
+  expect_split(r1, "</think>", "", "");
+}
+
+TEST(ReasoningSplitter, NoneLeavesTextAlone) {
+  expect_split(ReasoningFormat::None, "<think>x</think>y", "", "<think>x</think>y");
+}
+
+TEST(ReasoningFormat, DetectedFromTheTemplate) {
+  const ChatTemplate plain(
+      "{% for m in messages %}{{ m['content'] }}{% endfor %}{% if add_generation_prompt "
+      "%}<|assistant|>{% endif %}");
+  EXPECT_EQ(detect_reasoning_format(plain), ReasoningFormat::None);
+  // DeepSeek R1's shape: the generation prompt opens the thought.
+  const ChatTemplate r1(
+      "{% for m in messages %}{% if m['role'] == 'assistant' %}{{ m['content'].split('</think>')"
+      "[-1] }}{% else %}{{ m['content'] }}{% endif %}{% endfor %}{% if add_generation_prompt "
+      "%}<|Assistant|><think>\n{% endif %}");
+  EXPECT_EQ(detect_reasoning_format(r1), ReasoningFormat::DeepSeekR1);
+  // Qwen3's shape: knows </think> (to strip old thoughts) but lets the model open one.
+  const ChatTemplate q3(
+      "{% for m in messages %}{% if m['role'] == 'assistant' %}{{ m['content'].split('</think>')"
+      "[-1] }}{% else %}{{ m['content'] }}{% endif %}{% endfor %}{% if add_generation_prompt "
+      "%}<|im_start|>assistant\n{% endif %}");
+  EXPECT_EQ(detect_reasoning_format(q3), ReasoningFormat::Qwen3);
+  EXPECT_EQ(parse_reasoning_format("deepseek_r1"), ReasoningFormat::DeepSeekR1);
+  EXPECT_FALSE(parse_reasoning_format("o1"));
+}
+
+const Tokenizer& tok() {
+  static const Tokenizer t =
+      Tokenizer::load(std::string(PITH_TEST_DATA) + "/tokenizer/ggml-vocab-llama-bpe.gguf");
+  return t;
+}
+
+CompletionRequest chat_request(bool stream) {
+  static const ChatTemplate t(
+      "{% for m in messages %}{{ m['content'] }}{% endfor %}{% if add_generation_prompt "
+      "%}assistant:{% endif %}");
+  CompletionRequest r = parse_completion_request(
+      {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"stream", stream}}, true, tok(), t,
+      128, 42);
+  r.reasoning = ReasoningFormat::Qwen3;
+  return r;
+}
+
+std::vector<std::string> token_messages(const std::string& text) {
+  std::vector<std::string> out;
+  for (int32_t id : tok().encode(text, false, false))
+    out.push_back("tok 0 " + std::to_string(id) + " -0.5");
+  return out;
+}
+
+TEST(CompletionSession, ReasoningContentStreamedAndWhole) {
+  const std::string output = "<think>Two and two.</think>Four.";
+  CompletionSession whole(chat_request(false), tok(), "chatcmpl-1", "tiny", 1);
+  for (const auto& m : token_messages(output)) whole.on_message(m);
+  whole.finish();
+  json message = whole.response()["choices"][0]["message"];
+  EXPECT_EQ(message["reasoning_content"], "Two and two.");
+  EXPECT_EQ(message["content"], "Four.");
+
+  CompletionSession streamed(chat_request(true), tok(), "chatcmpl-2", "tiny", 1);
+  std::string reasoning, content;
+  auto take = [&](const std::vector<json>& chunks) {
+    for (const json& c : chunks) {
+      if (c["choices"].empty()) continue;
+      const json& d = c["choices"][0]["delta"];
+      reasoning += d.value("reasoning_content", "");
+      content += d.value("content", "");
+      EXPECT_EQ(d.value("content", "").find("think>"), std::string::npos) << c.dump();
+    }
+  };
+  for (const auto& m : token_messages(output)) take(streamed.on_message(m));
+  take(streamed.finish());
+  EXPECT_EQ(reasoning, "Two and two.");
+  EXPECT_EQ(content, "Four.");
+}
+
+}  // namespace
+}  // namespace pith::server
