@@ -5,11 +5,15 @@
 // produce SSE chunks, usage and logprobs; the messages (usage, tok, end, error with its status
 // code) are defined in <pith/openai_protocol.hpp>, which the server parses with the same header.
 //
-//   openai_completion --tokens ID,ID,... [--max-tokens N] [--min-tokens N] [--temperature T]
+//   openai_completion --tokens ID,ID,... [--tokens ...] [--max-tokens N] [--prompt-logprobs 1]
+//   [--min-tokens N] [--temperature T]
 //                     [--top-p P] [--top-k K] [--min-p P] [--seed S] [--stop STR]...
 //                     [--stop-token-ids ID,...] [--ignore-eos 1] [--n N] [--logprobs K]
 //                     [--presence-penalty X] [--frequency-penalty X] [--repetition-penalty X]
 //                     [--logit-bias ID:BIAS,...] [--grammar GBNF]
+// Each --tokens is one prompt with n choices of its own (choice index = prompt * n + j);
+// --prompt-logprobs reports every prompt token's logprob (ptok messages, for echo); max_tokens
+// may then be 0 (scoring a text without generating).
 // --grammar constrains every choice to a sentence of the grammar (structured outputs: the server
 // turns a response_format's JSON Schema into GBNF); near the end of max_tokens only a shortest
 // completion is allowed, so the output is complete whenever the budget can hold one.
@@ -29,12 +33,13 @@ namespace {
 namespace proto = pith::openai_protocol;
 
 struct Request {
-  std::vector<uint32_t> prompt;
+  std::vector<std::vector<uint32_t>> prompts;  // one per --tokens; n choices each
   pith::SamplerConfig sampling;
   pith::Stop stop;
   uint32_t n = 1;
-  uint32_t logprobs = 0;  // alternatives per token (0: only the chosen token's logprob)
-  std::string grammar;    // GBNF; empty: unconstrained
+  uint32_t logprobs = 0;         // alternatives per token (0: only the chosen token's logprob)
+  std::string grammar;           // GBNF; empty: unconstrained
+  bool prompt_logprobs = false;  // echo: the logprob of every prompt token (ptok messages)
 };
 
 bool parse_tokens(const std::string& s, std::vector<uint32_t>& out) {
@@ -73,7 +78,10 @@ const char* parse_args(Request& r) {
     const std::string& k = a[i];
     const std::string& v = a[++i];
     if (k == "--tokens") {
-      if (!parse_tokens(v, r.prompt)) return "--tokens needs ID,ID,...";
+      r.prompts.emplace_back();
+      if (!parse_tokens(v, r.prompts.back())) return "--tokens needs ID,ID,...";
+    } else if (k == "--prompt-logprobs") {
+      r.prompt_logprobs = v == "1";
     } else if (k == "--max-tokens")
       r.stop.max_tokens = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
     else if (k == "--min-tokens")
@@ -111,7 +119,7 @@ const char* parse_args(Request& r) {
     else
       return "unknown argument";
   }
-  if (r.prompt.empty()) return "--tokens is required";
+  if (r.prompts.empty()) return "--tokens is required";
   if (r.n == 0) return "--n must be at least 1";
   return nullptr;
 }
@@ -172,6 +180,30 @@ pith::Status send_usage(uint32_t prompt_tokens, uint32_t cached_tokens) {
   return pith::send(proto::encode(proto::UsageMessage{prompt_tokens, cached_tokens}));
 }
 
+// Computes the prompt but its last token in chunks, one whole-vocabulary distribution per
+// position, and reports each prompt token's logprob given the tokens before it (ptok). Chunks
+// bound the guest memory the distributions take (about 8 bytes per vocabulary entry each).
+pith::Status score_prompt(pith::Context& ctx, uint32_t prompt_index,
+                          const std::vector<uint32_t>& prompt, uint32_t want) {
+  const uint32_t top = want > 20 ? 20 : want;
+  PITH_TRY(pith::send(proto::encode(
+      proto::PromptTokenMessage{prompt_index, static_cast<int32_t>(prompt[0]), false, 0, {}})));
+  constexpr size_t kChunk = 8;
+  for (size_t at = 0; at + 1 < prompt.size(); at += kChunk) {
+    const size_t end = at + kChunk < prompt.size() - 1 ? at + kChunk : prompt.size() - 1;
+    ctx.fill_tokens(std::vector<uint32_t>(prompt.begin() + at, prompt.begin() + end));
+    std::vector<pith::Distribution> dists = PITH_TRY(ctx.decode_all(PITH_TOP_K_ALL));
+    for (size_t j = 0; j < dists.size(); ++j) {
+      const uint32_t next = prompt[at + j + 1];
+      proto::TokenMessage scored{0, static_cast<int32_t>(next), -9999.0, {}};
+      model_logprobs(dists[j], next, top, scored);
+      PITH_TRY(pith::send(proto::encode(proto::PromptTokenMessage{
+          prompt_index, static_cast<int32_t>(next), true, scored.logprob, scored.top})));
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 int main() {
@@ -184,34 +216,54 @@ int main() {
   if (!root) return fail(root.status());
   if (req.stop.eos_ids.empty() && root->info().eos_token != UINT32_MAX)
     req.stop.eos_ids.push_back(root->info().eos_token);
-  // With n > 1 the prompt but its last token is computed once and forked, so the choices share
-  // its pages; each choice computes the last token itself, which yields its first distribution.
-  const uint32_t last = req.prompt.back();
-  std::vector<uint32_t> head(req.prompt.begin(), req.prompt.end() - 1);
-  if (req.n == 1) {
-    root->fill_tokens(req.prompt);
-  } else {
-    root->fill_tokens(head);
-    if (pith::Status s = root->flush(); !s) return fail(s.status(), pith::status_name(s.status()));
-    if (!send_usage(static_cast<uint32_t>(req.prompt.size()), root->cached_tokens())) return 1;
-  }
+  // Per prompt: with n > 1 (or prompt logprobs) the prompt but its last token is computed once
+  // and forked, so the choices share its pages; each choice computes the last token itself,
+  // which yields its first distribution.
   std::vector<Choice> choices;
-  for (uint32_t i = 0; i < req.n; ++i) {
-    pith::SamplerConfig sc = req.sampling;
-    sc.seed = req.sampling.seed + i;
-    if (i + 1 == req.n) {
-      choices.push_back(Choice{std::move(*root), pith::Sampler(sc), {}, false, {}});
+  std::vector<bool> usage_sent;  // per choice group: the prompt's usage message went out
+  for (uint32_t p = 0; p < req.prompts.size(); ++p) {
+    const std::vector<uint32_t>& prompt = req.prompts[p];
+    auto group_root = p == 0 ? std::move(root) : pith::Context::create(*model);
+    if (!group_root) return fail(group_root.status());
+    const bool split_last = req.n > 1 || req.prompt_logprobs || req.stop.max_tokens == 0;
+    if (!split_last) {
+      group_root->fill_tokens(prompt);
     } else {
-      auto child = root->fork();
-      if (!child) return fail(child.status());
-      choices.push_back(Choice{std::move(*child), pith::Sampler(sc), {}, false, {}});
+      std::vector<uint32_t> head(prompt.begin(), prompt.end() - 1);
+      if (req.prompt_logprobs) {
+        if (pith::Status s = score_prompt(*group_root, p, prompt, req.logprobs); !s)
+          return fail(s.status(), s.error().what());
+      } else {
+        group_root->fill_tokens(head);
+        if (pith::Status s = group_root->flush(); !s)
+          return fail(s.status(), pith::status_name(s.status()));
+      }
+      if (!send_usage(static_cast<uint32_t>(prompt.size()), group_root->cached_tokens())) return 1;
     }
-    if (req.n > 1) choices.back().ctx.fill_tokens({last});
-    if (sc.repetition_penalty != 1.0f) choices.back().sampler.observe_prompt(req.prompt);
-    if (req.stop.min_tokens > 0)
-      choices.back().sampler.suppress_until(req.stop.min_tokens, req.stop.ending_ids());
+    usage_sent.push_back(split_last);
+    for (uint32_t i = 0; i < req.n; ++i) {
+      pith::SamplerConfig sc = req.sampling;
+      sc.seed = req.sampling.seed + p * req.n + i;
+      if (i + 1 == req.n) {
+        choices.push_back(Choice{std::move(*group_root), pith::Sampler(sc), {}, false, {}});
+      } else {
+        auto child = group_root->fork();
+        if (!child) return fail(child.status());
+        choices.push_back(Choice{std::move(*child), pith::Sampler(sc), {}, false, {}});
+      }
+      if (split_last) choices.back().ctx.fill_tokens({prompt.back()});
+      if (sc.repetition_penalty != 1.0f) choices.back().sampler.observe_prompt(prompt);
+      if (req.stop.min_tokens > 0)
+        choices.back().sampler.suppress_until(req.stop.min_tokens, req.stop.ending_ids());
+    }
   }
-  bool reported_usage = req.n > 1;
+  const uint32_t total = static_cast<uint32_t>(choices.size());
+  if (req.stop.max_tokens == 0) {  // scoring only: nothing to generate
+    for (uint32_t i = 0; i < total; ++i)
+      if (!pith::send(proto::encode(proto::EndMessage{i, proto::FinishReason::Length, 0})))
+        return 1;
+    return 0;
+  }
 
   CompiledGrammar compiled;
   if (!req.grammar.empty()) {
@@ -230,9 +282,9 @@ int main() {
 
   const size_t stop_bytes = req.stop.max_string_bytes();
   const uint32_t want = req.logprobs > 0 ? (req.logprobs > 20 ? 20 : req.logprobs) : 0;
-  uint32_t live = req.n;
+  uint32_t live = total;
   while (live > 0) {
-    for (uint32_t i = 0; i < req.n; ++i) {
+    for (uint32_t i = 0; i < total; ++i) {
       Choice& c = choices[i];
       if (c.done) continue;
       // The last prompt token is computed by the first step (flush left the distribution unread).
@@ -241,9 +293,11 @@ int main() {
       if (k < 1) k = 1;
       auto d = c.ctx.decode_step(k);
       if (!d) return fail(d.status(), std::string("decode: ") + pith::status_name(d.status()));
-      if (!reported_usage) {  // the prefix-cache lookup happened in the first computation
-        reported_usage = true;
-        if (!send_usage(static_cast<uint32_t>(req.prompt.size()), c.ctx.cached_tokens())) return 1;
+      const uint32_t group = i / req.n;
+      if (!usage_sent[group]) {  // the prefix-cache lookup happened in the first computation
+        usage_sent[group] = true;
+        if (!send_usage(static_cast<uint32_t>(req.prompts[group].size()), c.ctx.cached_tokens()))
+          return 1;
       }
       const size_t left = req.stop.max_tokens - c.generated.size();
       const std::vector<uint64_t>* allowed = c.grammar ? &c.grammar->mask(eos, left) : nullptr;

@@ -72,8 +72,8 @@ CompletionSession::CompletionSession(const CompletionRequest& request, const Tok
       id_(std::move(id)),
       model_(std::move(model)),
       created_(created) {
-  prompt_tokens_ = static_cast<uint32_t>(req_.prompt.size());
-  for (uint32_t i = 0; i < req_.n; ++i) {
+  for (const auto& prompt : req_.prompts) prompt_tokens_ += static_cast<uint32_t>(prompt.size());
+  for (uint32_t i = 0; i < req_.n * req_.prompts.size(); ++i) {
     choices_.push_back(Choice{ChoiceText(tok_, req_.stop),
                               ReasoningSplitter(req_.chat ? req_.reasoning : ReasoningFormat::None),
                               0, "", json(), 0, false});
@@ -84,6 +84,45 @@ CompletionSession::CompletionSession(const CompletionRequest& request, const Tok
                                                   {"token_logprobs", json::array()},
                                                   {"top_logprobs", json::array()},
                                                   {"text_offset", json::array()}};
+    if (req_.echo && !req_.chat) {
+      Choice& c = choices_.back();
+      const std::string& text = req_.echo_texts.at(i / req_.n);
+      c.text.set_echo(text);
+      for (unsigned char ch : text) c.text_offset += (ch & 0xC0) != 0x80;
+      c.echo_pending = req_.stream;
+    }
+  }
+}
+
+void CompletionSession::emit_echo(uint32_t index, std::vector<json>& out) {
+  Choice& c = choices_[index];
+  if (!c.echo_pending) return;
+  c.echo_pending = false;
+  const json* lp = req_.logprobs ? &c.logprobs : nullptr;
+  out.push_back(chunk(json::array({choice_delta(index, c.text.text(), lp, "")})));
+}
+
+void CompletionSession::on_prompt_token(const openai_protocol::PromptTokenMessage& m) {
+  if (!req_.echo || !req_.logprobs || m.prompt >= req_.prompts.size()) return;
+  if (m.token < 0 || static_cast<size_t>(m.token) >= tok_.vocab_size())
+    fail("completion inferlet sent prompt token {}", m.token);
+  const std::string& piece = tok_.token_bytes(m.token);
+  json top = nullptr;
+  if (m.has_logprob) {
+    top = json::object();
+    for (const auto& alt : m.top) {
+      if (top.size() >= req_.top_logprobs) break;
+      if (alt.token >= 0 && static_cast<size_t>(alt.token) < tok_.vocab_size())
+        top[tok_.token_bytes(alt.token)] = alt.logprob;
+    }
+  }
+  for (uint32_t j = 0; j < req_.n; ++j) {
+    Choice& c = choices_[m.prompt * req_.n + j];
+    c.logprobs["tokens"].push_back(piece);
+    c.logprobs["token_logprobs"].push_back(m.has_logprob ? json(m.logprob) : json(nullptr));
+    c.logprobs["top_logprobs"].push_back(top);
+    c.logprobs["text_offset"].push_back(c.prompt_offset);
+    for (unsigned char ch : piece) c.prompt_offset += (ch & 0xC0) != 0x80;
   }
 }
 
@@ -177,8 +216,13 @@ std::vector<json> CompletionSession::on_message(std::string_view m) {
     return out;
   }
   if (auto* u = std::get_if<proto::UsageMessage>(&msg)) {
-    prompt_tokens_ = u->prompt_tokens;
-    cached_tokens_ = u->cached_tokens;
+    if (!usage_seen_) prompt_tokens_ = 0, cached_tokens_ = 0, usage_seen_ = true;
+    prompt_tokens_ += u->prompt_tokens;
+    cached_tokens_ += u->cached_tokens;
+    return out;
+  }
+  if (auto* p = std::get_if<proto::PromptTokenMessage>(&msg)) {
+    on_prompt_token(*p);
     return out;
   }
   const uint32_t index = std::visit(
@@ -206,6 +250,7 @@ std::vector<json> CompletionSession::on_message(std::string_view m) {
     }
     if (!c.finish_reason.empty() || c.text.stopped()) return out;
     saw_token_ = true;
+    emit_echo(index, out);
     ++c.tokens;
     std::string delta = c.text.push(token);
     c.text_offset_delta = delta;
@@ -257,6 +302,7 @@ std::string CompletionSession::hold_for_tools(Choice& c, std::string delta) {
 
 void CompletionSession::end_choice(uint32_t index, std::string reason, std::vector<json>& out) {
   Choice& c = choices_[index];
+  emit_echo(index, out);
   ReasoningSplitter::Delta tail = c.reasoning.push(c.text.finish());
   ReasoningSplitter::Delta last = c.reasoning.finish();
   std::string rest = hold_for_tools(c, tail.content + last.content);

@@ -38,6 +38,8 @@ class ChoiceText {
   // later tokens are ignored.
   std::string push(int32_t token);
   std::string finish();  // at the end: whatever was held back (nothing after a stop)
+  // echo: the prompt's text leads the final text (it is never matched against stop strings).
+  void set_echo(const std::string& prompt_text) { text_ = prompt_text; }
   bool stopped() const { return stopped_; }
   const std::string& text() const { return text_; }
 
@@ -85,6 +87,8 @@ class CompletionSession {
     nlohmann::json logprobs;    // chat: {"content": [...]}, completions: {tokens, ...}
     size_t text_offset = 0;
     bool sent_role = false;
+    bool echo_pending = false;  // stream mode: the echoed prompt is not sent yet
+    size_t prompt_offset = 0;   // echo logprobs: text_offset of the next prompt token
     // Tool calling (null: the request has no tools or tool_choice is none).
     const ToolRequest* tools = nullptr;
     bool tools_decided = false;       // auto: the output turned out to be plain content
@@ -100,6 +104,9 @@ class CompletionSession {
   // adds the last chunks (stream mode).
   void end_choice(uint32_t index, std::string reason, std::vector<nlohmann::json>& out);
   nlohmann::json tool_calls_json(const Choice& c, bool streaming) const;
+  // Stream mode: the echoed prompt (and its logprobs) as the choice's first chunk.
+  void emit_echo(uint32_t index, std::vector<nlohmann::json>& out);
+  void on_prompt_token(const openai_protocol::PromptTokenMessage& m);
   nlohmann::json tool_calls_delta(uint32_t index);
   nlohmann::json chunk(nlohmann::json choices) const;
   nlohmann::json choice_delta(uint32_t index, const std::string& text,
@@ -115,6 +122,7 @@ class CompletionSession {
   int64_t created_;
   std::vector<Choice> choices_;
   uint32_t prompt_tokens_ = 0, cached_tokens_ = 0;
+  bool usage_seen_ = false;  // usage messages (one per prompt) replace the initial count
   bool saw_token_ = false;
   uint64_t token_messages_ = 0;
   std::optional<openai_protocol::ErrorMessage> failure_;

@@ -108,7 +108,7 @@ constexpr FieldRule kFields[] = {
     {"min_tokens", Field::Used, true, true},
     {"ignore_eos", Field::Used, true, true},
     {"stop_token_ids", Field::Used, true, true},
-    {"echo", Field::Used, false, true},  // false only; true is refused below
+    {"echo", Field::Used, false, true},
     // No effect on the output: annotations and storage/routing hints of OpenAI's platform.
     {"user", Field::Accepted, true, true},
     {"metadata", Field::Accepted, true, true},
@@ -172,19 +172,20 @@ std::vector<int32_t> chat_prompt_tokens(const json& messages_field, const Tokeni
 }
 
 std::vector<std::string> CompletionRequest::inferlet_args() const {
-  std::string ids;
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    if (i) ids += ',';
-    ids += std::to_string(prompt[i]);
+  std::vector<std::string> a;
+  for (const auto& prompt : prompts) {
+    std::string ids;
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      if (i) ids += ',';
+      ids += std::to_string(prompt[i]);
+    }
+    a.insert(a.end(), {"--tokens", ids});
   }
-  std::vector<std::string> a = {"--tokens",      ids,
-                                "--max-tokens",  std::to_string(max_tokens),
-                                "--temperature", fmt::format("{}", temperature),
-                                "--top-p",       fmt::format("{}", top_p),
-                                "--top-k",       std::to_string(top_k),
-                                "--min-p",       fmt::format("{}", min_p),
-                                "--seed",        std::to_string(seed),
-                                "--n",           std::to_string(n)};
+  if (echo && logprobs) a.insert(a.end(), {"--prompt-logprobs", "1"});
+  a.insert(a.end(), {"--max-tokens", std::to_string(max_tokens), "--temperature",
+                     fmt::format("{}", temperature), "--top-p", fmt::format("{}", top_p), "--top-k",
+                     std::to_string(top_k), "--min-p", fmt::format("{}", min_p), "--seed",
+                     std::to_string(seed), "--n", std::to_string(n)});
   if (logprobs)
     a.insert(a.end(), {"--logprobs", std::to_string(std::max<uint32_t>(top_logprobs, 1))});
   for (const auto& s : stop) a.insert(a.end(), {"--stop", s});
@@ -232,8 +233,7 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
       r.include_usage = value.get<bool>();
     }
   }
-  if (bool_field(body, "echo").value_or(false))
-    bad("echo", "'echo' is not supported by this server");
+  r.echo = bool_field(body, "echo").value_or(false);
 
   if (chat) {
     auto it = body.find("messages");
@@ -242,39 +242,56 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
         body, ordered_body && ordered_body->is_object() ? ordered_body : nullptr);
     r.tool_format = tool_format;
     // The template sees the tools unless tool_choice is none (then the model is not told).
-    r.prompt = chat_prompt_tokens(*it, tok, chat_template, /*add_generation_prompt=*/true,
-                                  r.tools.active() ? &r.tools.template_tools : nullptr);
+    r.prompts.push_back(chat_prompt_tokens(*it, tok, chat_template,
+                                           /*add_generation_prompt=*/true,
+                                           r.tools.active() ? &r.tools.template_tools : nullptr));
   } else {
     auto it = body.find("prompt");
     if (it == body.end() || it->is_null()) bad("prompt", "'prompt' is required");
-    const json* p = &*it;
-    if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array()))
-      p = &(*p)[0];
-    if (p->is_string())
-      r.prompt = tok.encode(p->get<std::string>(), /*add_special=*/true, /*parse_special=*/false);
-    else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer())
-      r.prompt = tokens_of(*p, tok, "prompt");
-    else if (p->is_array() && p->size() > 1)
-      bad("prompt", "batched prompts are not supported: send one request per prompt");
-    else
-      bad("prompt", "'prompt' must be a string or an array of token ids");
+    // A string, token ids, or a batch of either (one set of n choices per prompt).
+    auto one = [&](const json& p) {
+      if (p.is_string()) {
+        r.prompts.push_back(
+            tok.encode(p.get<std::string>(), /*add_special=*/true, /*parse_special=*/false));
+        r.echo_texts.push_back(p.get<std::string>());
+      } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
+        r.prompts.push_back(tokens_of(p, tok, "prompt"));
+        r.echo_texts.push_back(tok.decode(r.prompts.back()));
+      } else {
+        bad("prompt", "'prompt' must be a string, token ids, or an array of either");
+      }
+    };
+    const json& p = *it;
+    if (p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array())) {
+      if (p.size() > 64) bad("prompt", "at most 64 prompts in one request");
+      for (const auto& each : p) one(each);
+    } else {
+      one(p);
+    }
   }
   const char* prompt_field = chat ? "messages" : "prompt";
-  if (r.prompt.empty()) bad(prompt_field, "the prompt is empty");
-  if (r.prompt.size() >= context_length)
-    bad(prompt_field, "the prompt has {} tokens; this model's maximum context length is {} tokens",
-        r.prompt.size(), context_length);
-  const uint32_t room = context_length - static_cast<uint32_t>(r.prompt.size());
+  size_t longest = 0;
+  for (const auto& prompt : r.prompts) {
+    if (prompt.empty()) bad(prompt_field, "the prompt is empty");
+    if (prompt.size() >= context_length)
+      bad(prompt_field,
+          "the prompt has {} tokens; this model's maximum context length is {} tokens",
+          prompt.size(), context_length);
+    longest = std::max(longest, prompt.size());
+  }
+  const uint32_t room = context_length - static_cast<uint32_t>(longest);
 
+  // max_tokens 0 scores a text without generating (echo with logprobs).
+  const double least = r.echo ? 0 : 1;
   const char* max_field = "max_completion_tokens";
-  std::optional<uint32_t> max_tokens = number_field<uint32_t>(body, max_field, 1, 1e9);
-  if (!max_tokens) max_tokens = number_field<uint32_t>(body, max_field = "max_tokens", 1, 1e9);
+  std::optional<uint32_t> max_tokens = number_field<uint32_t>(body, max_field, least, 1e9);
+  if (!max_tokens) max_tokens = number_field<uint32_t>(body, max_field = "max_tokens", least, 1e9);
   r.max_tokens = max_tokens.value_or(chat ? room : 16);
   if (r.max_tokens > room)
     bad(max_field,
         "the prompt ({} tokens) plus max_tokens ({}) exceeds this model's maximum context length "
         "of {} tokens",
-        r.prompt.size(), r.max_tokens, context_length);
+        longest, r.max_tokens, context_length);
   r.temperature = number_field<float>(body, "temperature", 0, 2).value_or(1.0f);
   r.top_p = number_field<float>(body, "top_p", 0, 1).value_or(1.0f);
   if (r.top_p <= 0) bad("top_p", "'top_p' must be greater than 0");
@@ -284,6 +301,9 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
   auto seed = number_field<int64_t>(body, "seed", -9.2e18, 9.2e18);
   r.seed = seed ? static_cast<uint64_t>(*seed) : default_seed;
   r.n = number_field<uint32_t>(body, "n", 1, 16).value_or(1);
+  if (r.n * r.prompts.size() > 64)
+    bad("n", "{} prompts with n = {} make {} choices; at most 64", r.prompts.size(), r.n,
+        r.n * r.prompts.size());
   if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
     if (it->is_string())
       r.stop.push_back(it->get<std::string>());

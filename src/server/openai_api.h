@@ -39,7 +39,9 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::string model;
-  std::vector<int32_t> prompt;
+  std::vector<std::vector<int32_t>> prompts;  // completions may batch; chat has one
+  bool echo = false;                          // completions: the prompt leads each text
+  std::vector<std::string> echo_texts;        // per prompt, as sent (decoded for token ids)
   uint32_t max_tokens = 16;
   float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
   uint32_t top_k = 0;

@@ -499,6 +499,41 @@ def test_concurrent_streams(server, model):
     assert len({text for _, text, _, _ in results}) == 16
 
 
+def test_batched_prompts_are_independent_requests(client, model):
+    prompts = ["Once upon a time", "The cat sat"]
+    r = client.completions.create(model=model, prompt=prompts, n=2, max_tokens=5, seed=90,
+                                  temperature=1.0)
+    assert sorted(c.index for c in r.choices) == [0, 1, 2, 3]
+    assert r.usage.prompt_tokens == sum(len(tokenize(p)) for p in prompts)
+    # Choice p * n + j samples with seed + p * n + j: prompt 1's first choice is what a request
+    # for prompt 1 alone gives with seed + 2.
+    alone = client.completions.create(model=model, prompt=prompts[1], max_tokens=5, seed=92,
+                                      temperature=1.0)
+    by_index = {c.index: c.text for c in r.choices}
+    assert by_index[2] == alone.choices[0].text
+
+
+def test_echo_and_prompt_logprobs_score_a_text(client, model):
+    text = "Once upon a time there was"
+    ids = tokenize(text)
+    r = client.completions.create(model=model, prompt=text, echo=True, max_tokens=3, seed=93)
+    assert r.choices[0].text.startswith(text)
+    # max_tokens 0 with echo and logprobs: the prompt scored, nothing generated (lm-eval style).
+    s = client.completions.create(model=model, prompt=ids, echo=True, logprobs=2, max_tokens=0)
+    lp = s.choices[0].logprobs
+    assert s.usage.completion_tokens == 0 and len(lp.token_logprobs) == len(ids)
+    assert lp.token_logprobs[0] is None and all(x <= 0 for x in lp.token_logprobs[1:])
+    # Each prompt token's logprob is the model's own: the same value a one-token generation
+    # reports when a bias makes it pick that token (reported logprobs are before biases).
+    for k in (1, len(ids) // 2, len(ids) - 1):
+        g = client.completions.create(model=model, prompt=ids[:k], max_tokens=1, logprobs=1,
+                                      logit_bias={str(ids[k]): 100})
+        assert abs(g.choices[0].logprobs.token_logprobs[0] - lp.token_logprobs[k]) < 2e-3
+    streamed = "".join(c.choices[0].text for c in client.completions.create(
+        model=model, prompt=text, echo=True, max_tokens=3, seed=93, stream=True) if c.choices)
+    assert streamed == r.choices[0].text
+
+
 # ==================================================================================================
 # Features being added to the server. Skipped until they land; un-skip each as it does.
 # ==================================================================================================

@@ -36,15 +36,15 @@ CompletionRequest parse(const json& body, bool chat = false) {
 
 TEST(OpenAiRequest, CompletionDefaultsAndTokens) {
   CompletionRequest r = parse({{"prompt", "Hello world"}});
-  EXPECT_EQ(r.prompt, tok().encode("Hello world", true, false));
-  EXPECT_EQ(r.prompt.front(), tok().bos_id());
+  EXPECT_EQ(r.prompts[0], tok().encode("Hello world", true, false));
+  EXPECT_EQ(r.prompts[0].front(), tok().bos_id());
   EXPECT_EQ(r.max_tokens, 16u);
   EXPECT_FLOAT_EQ(r.temperature, 1.0f);
   EXPECT_EQ(r.seed, 42u);
   EXPECT_EQ(r.n, 1u);
   CompletionRequest ids =
       parse({{"prompt", {1, 2, 3}}, {"max_tokens", 4}, {"seed", 9}, {"stop", "x"}});
-  EXPECT_EQ(ids.prompt, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(ids.prompts[0], (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(ids.seed, 9u);
   EXPECT_EQ(ids.stop, std::vector<std::string>{"x"});
   auto args = ids.inferlet_args();
@@ -54,10 +54,10 @@ TEST(OpenAiRequest, CompletionDefaultsAndTokens) {
 
 TEST(OpenAiRequest, ChatUsesTemplateAndSpecialTokens) {
   CompletionRequest r = parse({{"messages", {{{"role", "user"}, {"content", "Hi"}}}}}, true);
-  std::string text = tok().decode(r.prompt);
+  std::string text = tok().decode(r.prompts[0]);
   EXPECT_NE(text.find("<|start_header_id|>assistant<|end_header_id|>"), std::string::npos) << text;
-  EXPECT_EQ(r.prompt.front(), tok().bos_id());
-  EXPECT_EQ(r.max_tokens, 128u - r.prompt.size());  // chat default: the rest of the context
+  EXPECT_EQ(r.prompts[0].front(), tok().bos_id());
+  EXPECT_EQ(r.max_tokens, 128u - r.prompts[0].size());  // chat default: the rest of the context
 }
 
 // Every rejection names the request field at fault (OpenAI's "param").
@@ -83,7 +83,8 @@ TEST(OpenAiRequest, Rejections) {
   bad({{"prompt", "x"}, {"n", 0}}, "n");
   bad({{"prompt", "x"}, {"stop", 3}}, "stop");
   bad({{"prompt", {1, -2}}}, "prompt");
-  bad({{"prompt", {"a", "b"}}}, "prompt");  // batched prompts
+  bad({{"prompt", {"a", 2}}}, "prompt");                    // a batch holds strings or token arrays
+  bad({{"prompt", "x"}, {"max_tokens", 0}}, "max_tokens");  // 0 only scores, with echo
   bad({{"messages", json::array()}}, "messages", true);
   bad({{"messages", {{{"content", "no role"}}}}}, "messages", true);
   bad({{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"top_logprobs", 2}}, "top_logprobs",
@@ -104,7 +105,7 @@ TEST(OpenAiRequest, UnknownAndUnsupportedFieldsAreRefusedByName) {
                   "response_format");  // a keyword the grammar cannot enforce
   expect_rejected({{"messages", chat_msgs}, {"audio", {{"voice", "alloy"}}}}, true, "audio");
   expect_rejected({{"prompt", "x"}, {"suffix", "y"}}, false, "suffix");
-  expect_rejected({{"prompt", "x"}, {"echo", true}}, false, "echo");
+  expect_rejected({{"prompt", "x"}, {"echo", "yes"}}, false, "echo");
   expect_rejected({{"prompt", "x"}, {"messages", chat_msgs}}, false, "messages");
   expect_rejected({{"messages", chat_msgs}, {"stream_options", {{"x", true}}}}, true,
                   "stream_options");
@@ -116,6 +117,47 @@ TEST(OpenAiRequest, UnknownAndUnsupportedFieldsAreRefusedByName) {
                          {"tools", nullptr},
                          {"response_format", nullptr}},
                         true));
+}
+
+TEST(OpenAiRequest, BatchedPromptsAndEcho) {
+  CompletionRequest r = parse(
+      {{"prompt", {"a b", "c"}}, {"n", 2}, {"echo", true}, {"logprobs", 2}, {"max_tokens", 0}});
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_EQ(r.prompts[1], tok().encode("c", true, false));
+  EXPECT_EQ(r.echo_texts, (std::vector<std::string>{"a b", "c"}));
+  EXPECT_EQ(r.max_tokens, 0u);
+  auto args = r.inferlet_args();
+  EXPECT_EQ(std::count(args.begin(), args.end(), "--tokens"), 2);
+  EXPECT_NE(std::find(args.begin(), args.end(), "--prompt-logprobs"), args.end());
+  CompletionRequest ids = parse({{"prompt", {{1, 2}, {3}}}});
+  EXPECT_EQ(ids.prompts, (std::vector<std::vector<int32_t>>{{1, 2}, {3}}));
+  expect_rejected({{"prompt", {"a", "b"}}, {"n", 40}}, false, "n");  // 80 choices
+}
+
+TEST(CompletionSession, EchoWithPromptLogprobsAndNoGeneration) {
+  CompletionRequest r = parse(
+      {{"prompt", {"Hello world", "Hi"}}, {"echo", true}, {"logprobs", 1}, {"max_tokens", 0}});
+  CompletionSession s(r, tok(), "cmpl-1", "tiny", 1);
+  for (uint32_t p = 0; p < 2; ++p) {
+    const auto& prompt = r.prompts[p];
+    s.on_message("usage " + std::to_string(prompt.size()) + " 0");
+    for (size_t i = 0; i < prompt.size(); ++i)
+      s.on_message("ptok " + std::to_string(p) + " " + std::to_string(prompt[i]) + " " +
+                   (i == 0 ? std::string("none") : "-1.5 " + std::to_string(prompt[i]) + ":-1.5"));
+  }
+  for (int i = 0; i < 2; ++i) s.on_message("end " + std::to_string(i) + " length 0");
+  json resp = s.response();
+  ASSERT_EQ(resp["choices"].size(), 2u);
+  EXPECT_EQ(resp["choices"][0]["text"], "Hello world");
+  EXPECT_EQ(resp["choices"][1]["text"], "Hi");
+  const json& lp = resp["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), r.prompts[0].size());
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_DOUBLE_EQ(lp["token_logprobs"][1].get<double>(), -1.5);
+  EXPECT_EQ(lp["top_logprobs"][1].size(), 1u);
+  EXPECT_EQ(resp["usage"]["prompt_tokens"], r.prompts[0].size() + r.prompts[1].size());
+  EXPECT_EQ(resp["usage"]["completion_tokens"], 0);
 }
 
 TEST(OpenAiRequest, SamplingControlsReachTheInferlet) {

@@ -3,7 +3,8 @@
 // Both sides include this header, so the wire format is written down once: the inferlet encodes
 // with encode(), the server decodes with parse(). One message per pith::send, plain text:
 //
-//   usage <prompt_tokens> <cached_tokens>
+//   usage <prompt_tokens> <cached_tokens>                  (one per prompt; they add up)
+//   ptok <prompt> <token> <logprob|none> [<id>:<logprob>,...] (echo: a prompt token's logprob)
 //   tok <choice> <token> <logprob> [<id>:<logprob>,...]   (alternatives only when asked for)
 //   end <choice> <stop|length> <completion_tokens>
 //   error <code> <text>                                    (code: a pith_status_t, see abi.h)
@@ -46,6 +47,16 @@ struct TokenMessage {
   std::vector<TokenAlternative> top;  // most likely first; empty unless logprobs were asked for
 };
 
+// A prompt token and the model's log-probability of it given the tokens before (none for the
+// first), for `echo` with logprobs; `prompt` indexes the request's prompts.
+struct PromptTokenMessage {
+  uint32_t prompt = 0;
+  int32_t token = 0;
+  bool has_logprob = false;
+  double logprob = 0;
+  std::vector<TokenAlternative> top;
+};
+
 struct EndMessage {
   uint32_t choice = 0;
   FinishReason reason = FinishReason::Stop;
@@ -57,7 +68,8 @@ struct ErrorMessage {
   std::string text;
 };
 
-using Message = std::variant<UsageMessage, TokenMessage, EndMessage, ErrorMessage>;
+using Message =
+    std::variant<UsageMessage, TokenMessage, PromptTokenMessage, EndMessage, ErrorMessage>;
 
 inline const char* finish_reason_name(FinishReason r) {
   return r == FinishReason::Length ? "length" : "stop";
@@ -77,6 +89,16 @@ inline std::string encode(const UsageMessage& m) {
 inline std::string encode(const TokenMessage& m) {
   std::string s = "tok " + std::to_string(m.choice) + " " + std::to_string(m.token) + " " +
                   encode_logprob(m.logprob);
+  for (size_t i = 0; i < m.top.size(); ++i) {
+    s += i == 0 ? " " : ",";
+    s += std::to_string(m.top[i].token) + ":" + encode_logprob(m.top[i].logprob);
+  }
+  return s;
+}
+
+inline std::string encode(const PromptTokenMessage& m) {
+  std::string s = "ptok " + std::to_string(m.prompt) + " " + std::to_string(m.token) + " " +
+                  (m.has_logprob ? encode_logprob(m.logprob) : std::string("none"));
   for (size_t i = 0; i < m.top.size(); ++i) {
     s += i == 0 ? " " : ",";
     s += std::to_string(m.top[i].token) + ":" + encode_logprob(m.top[i].logprob);
@@ -153,6 +175,26 @@ inline bool malformed(std::string& error, std::string_view what, std::string_vie
   return false;
 }
 
+// The optional last word "<id>:<logprob>,..." of tok / ptok, and nothing after it.
+inline bool parse_alternatives(std::string_view rest, std::string_view text, const char* kind,
+                               std::vector<TokenAlternative>& top, std::string& error) {
+  std::string_view alts = next_word(rest);
+  if (!next_word(rest).empty())
+    return malformed(error, std::string(kind) + ": trailing text in", text);
+  while (!alts.empty()) {
+    size_t comma = alts.find(',');
+    std::string_view a = alts.substr(0, comma);
+    size_t colon = a.find(':');
+    TokenAlternative alt;
+    if (colon == std::string_view::npos || !parse_i32(a.substr(0, colon), alt.token) ||
+        !parse_double(a.substr(colon + 1), alt.logprob))
+      return malformed(error, std::string(kind) + ": bad alternative", a);
+    top.push_back(alt);
+    alts = comma == std::string_view::npos ? std::string_view() : alts.substr(comma + 1);
+  }
+  return true;
+}
+
 }  // namespace detail
 
 // Parses one message into `out`. Returns false with `error` naming what is wrong (unknown
@@ -179,19 +221,19 @@ inline bool parse(std::string_view text, Message& out, std::string& error) {
     if (!detail::parse_u32(c, m.choice)) return malformed(error, "tok: bad choice", c);
     if (!detail::parse_i32(t, m.token)) return malformed(error, "tok: bad token", t);
     if (!detail::parse_double(lp, m.logprob)) return malformed(error, "tok: bad logprob", lp);
-    std::string_view alts = next_word(rest);
-    if (!next_word(rest).empty()) return malformed(error, "tok: trailing text in", text);
-    while (!alts.empty()) {
-      size_t comma = alts.find(',');
-      std::string_view a = alts.substr(0, comma);
-      size_t colon = a.find(':');
-      TokenAlternative alt;
-      if (colon == std::string_view::npos || !detail::parse_i32(a.substr(0, colon), alt.token) ||
-          !detail::parse_double(a.substr(colon + 1), alt.logprob))
-        return malformed(error, "tok: bad alternative", a);
-      m.top.push_back(alt);
-      alts = comma == std::string_view::npos ? std::string_view() : alts.substr(comma + 1);
-    }
+    if (!detail::parse_alternatives(rest, text, "tok", m.top, error)) return false;
+    out = std::move(m);
+    return true;
+  }
+  if (kind == "ptok") {
+    PromptTokenMessage m;
+    std::string_view p = next_word(rest), t = next_word(rest), lp = next_word(rest);
+    if (!detail::parse_u32(p, m.prompt)) return malformed(error, "ptok: bad prompt", p);
+    if (!detail::parse_i32(t, m.token)) return malformed(error, "ptok: bad token", t);
+    m.has_logprob = lp != "none";
+    if (m.has_logprob && !detail::parse_double(lp, m.logprob))
+      return malformed(error, "ptok: bad logprob", lp);
+    if (!detail::parse_alternatives(rest, text, "ptok", m.top, error)) return false;
     out = std::move(m);
     return true;
   }
