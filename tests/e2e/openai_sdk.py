@@ -586,6 +586,13 @@ def test_penalty_reduces_repeats(client, model, penalty):
     assert repeats(client, model, **{penalty: 2.0}) < without // 2
 
 
+def test_repetition_penalty_reduces_repeats(client, model):
+    # vLLM's rule on raw logits: a seen token's positive logit is divided by the penalty, a
+    # negative one multiplied; prompt tokens count as seen.
+    without = repeats(client, model)
+    assert repeats(client, model, extra_body={"repetition_penalty": 5.0}) < without // 2
+
+
 def eos_token():
     ids = json.loads(pith_cli("tokenize", "--json", "--no-bos", "--parse-special", "-m",
                               os.environ["PITH_MODEL"], "</s>"))
