@@ -1,0 +1,38 @@
+// The bounded in-memory store of responses: oldest evicted first.
+#include <gtest/gtest.h>
+
+#include "server/responses_store.h"
+
+namespace pith::server {
+namespace {
+
+ResponsesStore::Stored stored(int n) {
+  return {{{"n", n}}, nlohmann::ordered_json::array()};
+}
+
+TEST(ResponsesStore, KeepsTheLastCapacityResponses) {
+  ResponsesStore s(2);
+  s.put("a", stored(1));
+  s.put("b", stored(2));
+  s.put("c", stored(3));
+  EXPECT_EQ(s.size(), 2u);
+  EXPECT_FALSE(s.get("a"));
+  EXPECT_EQ(s.get("b")->response["n"], 2);
+  EXPECT_EQ(s.get("c")->response["n"], 3);
+}
+
+TEST(ResponsesStore, EraseRemovesAndReportsMissing) {
+  ResponsesStore s(2);
+  s.put("a", stored(1));
+  EXPECT_TRUE(s.erase("a"));
+  EXPECT_FALSE(s.erase("a"));
+  EXPECT_FALSE(s.get("a"));
+  s.put("b", stored(2));
+  s.put("c", stored(3));
+  s.put("d", stored(4));  // evicts b, not a slot freed by the erase
+  EXPECT_FALSE(s.get("b"));
+  EXPECT_TRUE(s.get("c") && s.get("d"));
+}
+
+}  // namespace
+}  // namespace pith::server
