@@ -15,6 +15,18 @@ ojson output_text_part(const std::string& text) {
   return {{"type", "output_text"}, {"text", text}, {"annotations", ojson::array()}};
 }
 
+ojson reasoning_part(const std::string& text) {
+  return {{"type", "reasoning_text"}, {"text", text}};
+}
+
+ojson reasoning_item(const std::string& text, const char* status) {
+  return {{"id", "rs_" + random_hex(32)},
+          {"type", "reasoning"},
+          {"status", status},
+          {"summary", ojson::array()},
+          {"content", ojson::array({reasoning_part(text)})}};
+}
+
 }  // namespace
 
 std::string sse_event(const ojson& event) {
@@ -72,7 +84,52 @@ std::vector<ojson> ResponseBuilder::start() {
   return out;
 }
 
+void ResponseBuilder::reasoning_delta(const std::string& delta, std::vector<ojson>& out) {
+  if (delta.empty()) return;
+  if (reasoning_index_ < 0) {
+    close_message(out);
+    reasoning_index_ = static_cast<int>(output_.size());
+    reasoning_.clear();
+    ojson item = reasoning_item("", "in_progress");
+    item["content"] = ojson::array();
+    output_.push_back(item);
+    out.push_back(
+        event("response.output_item.added", {{"output_index", reasoning_index_}, {"item", item}}));
+    out.push_back(event("response.content_part.added", {{"item_id", item["id"]},
+                                                        {"output_index", reasoning_index_},
+                                                        {"content_index", 0},
+                                                        {"part", reasoning_part("")}}));
+  }
+  reasoning_ += delta;
+  out.push_back(
+      event("response.reasoning_text.delta", {{"item_id", output_[reasoning_index_]["id"]},
+                                              {"output_index", reasoning_index_},
+                                              {"content_index", 0},
+                                              {"delta", delta}}));
+}
+
+void ResponseBuilder::close_reasoning(std::vector<ojson>& out) {
+  if (reasoning_index_ < 0) return;
+  ojson& item = output_[reasoning_index_];
+  const ojson item_id = item["id"];
+  out.push_back(event("response.reasoning_text.done", {{"item_id", item_id},
+                                                       {"output_index", reasoning_index_},
+                                                       {"content_index", 0},
+                                                       {"text", reasoning_}}));
+  out.push_back(event("response.content_part.done", {{"item_id", item_id},
+                                                     {"output_index", reasoning_index_},
+                                                     {"content_index", 0},
+                                                     {"part", reasoning_part(reasoning_)}}));
+  item["content"] = ojson::array({reasoning_part(reasoning_)});
+  item["status"] = item_status();
+  out.push_back(
+      event("response.output_item.done", {{"output_index", reasoning_index_}, {"item", item}}));
+  reasoning_index_ = -1;
+}
+
 void ResponseBuilder::open_message(std::vector<ojson>& out) {
+  close_reasoning(out);
+  saw_message_ = true;
   message_index_ = static_cast<int>(output_.size());
   text_.clear();
   output_.push_back({{"id", "msg_" + random_hex(32)},
@@ -152,9 +209,12 @@ std::vector<ojson> ResponseBuilder::on_chunk(const json& chunk) {
   if (choices == chunk.end() || !choices->is_array() || choices->empty()) return out;
   const json& choice = (*choices)[0];
   const json& delta = choice.value("delta", json::object());
+  if (auto r = delta.find("reasoning_content"); r != delta.end() && r->is_string())
+    reasoning_delta(r->get<std::string>(), out);
   if (auto c = delta.find("content"); c != delta.end() && c->is_string())
     text_delta(c->get<std::string>(), out);
   if (auto calls = delta.find("tool_calls"); calls != delta.end() && calls->is_array()) {
+    close_reasoning(out);
     close_message(out);  // the text before the calls
     for (const auto& call : *calls) add_function_call(call, &out);
   }
@@ -166,7 +226,8 @@ std::vector<ojson> ResponseBuilder::on_chunk(const json& chunk) {
 std::vector<ojson> ResponseBuilder::finish(const ResponsesUsage& usage) {
   std::vector<ojson> out;
   // An answer with neither text nor calls is still a message (with empty text).
-  if (message_index_ < 0 && !saw_tool_calls_ && output_.empty()) open_message(out);
+  close_reasoning(out);
+  if (!saw_message_ && !saw_tool_calls_) open_message(out);
   close_message(out);
   usage_ = usage;
   finished_ = true;
@@ -188,6 +249,8 @@ void ResponseBuilder::set_chat_completion(const json& completion, const Response
   const std::string text = message.value("content", json()).is_string()
                                ? message["content"].get<std::string>()
                                : std::string();
+  if (auto r = message.find("reasoning_content"); r != message.end() && r->is_string())
+    output_.push_back(reasoning_item(r->get<std::string>(), item_status()));
   if (!text.empty() || calls.empty()) {
     output_.push_back({{"id", "msg_" + random_hex(32)},
                        {"type", "message"},

@@ -1,7 +1,8 @@
 // A Responses API response object and its stream events, built from what CompletionSession
 // produces for the equivalent chat request: the chat chunks of a stream become
 // response.output_item.added / content_part.added / output_text.delta / ... events, the chat
-// completion becomes the output items (a `message` with `output_text`, then `function_call`s).
+// completion becomes the output items (a `reasoning` item with the model's thoughts when the
+// served model thinks, a `message` with `output_text`, then `function_call`s).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -47,6 +48,8 @@ class ResponseBuilder {
   void text_delta(const std::string& delta, std::vector<nlohmann::ordered_json>& out);
   void open_message(std::vector<nlohmann::ordered_json>& out);
   void close_message(std::vector<nlohmann::ordered_json>& out);
+  void reasoning_delta(const std::string& delta, std::vector<nlohmann::ordered_json>& out);
+  void close_reasoning(std::vector<nlohmann::ordered_json>& out);
   void add_function_call(const nlohmann::json& call, std::vector<nlohmann::ordered_json>* out);
   const char* item_status() const { return incomplete_ ? "incomplete" : "completed"; }
 
@@ -55,8 +58,11 @@ class ResponseBuilder {
   nlohmann::ordered_json echo_;
   nlohmann::ordered_json output_ = nlohmann::ordered_json::array();
   uint64_t sequence_ = 0;
-  int message_index_ = -1;  // the message item in output_ while it is open
-  std::string text_;        // the open message's text
+  int message_index_ = -1;    // the message item in output_ while it is open
+  std::string text_;          // the open message's text
+  int reasoning_index_ = -1;  // the reasoning item in output_ while it is open
+  std::string reasoning_;     // its text
+  bool saw_message_ = false;
   bool finished_ = false, incomplete_ = false, saw_tool_calls_ = false;
   std::string error_;  // set by fail()
   ResponsesUsage usage_;

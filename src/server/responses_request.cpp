@@ -61,7 +61,8 @@ std::string string_member(const ojson& item, const char* key, const std::string&
   return it->get<std::string>();
 }
 
-// One input item, checked and normalized (the form stored for previous_response_id).
+// One input item, checked and normalized (the form stored for previous_response_id); null for an
+// item that does not reach the model.
 ojson normalize_item(const ojson& item, size_t index) {
   const std::string param = fmt::format("input[{}]", index);
   if (!item.is_object()) bad(param, "input items must be objects");
@@ -88,12 +89,17 @@ ojson normalize_item(const ojson& item, size_t index) {
             {"call_id", string_member(item, "call_id", param)},
             {"output", o->is_string() ? o->get<std::string>() : content_text(*o, param)}};
   }
+  // A previous output's reasoning item, sent back as many clients do (input += output): its
+  // thoughts are not shown to the model, as chat templates drop them from the history.
+  if (type == "reasoning") return nullptr;
   bad(param, "input items of type '{}' are not supported by this server", type);
 }
 
-// An output item of a stored response, as the input item the next turn sees.
+// An output item of a stored response, as the input item the next turn sees (null: none; the
+// thoughts of a reasoning item are not shown to the next turn, as chat templates drop them).
 ojson input_item_of_output(const ojson& item) {
   const std::string type = item.value("type", "");
+  if (type == "reasoning") return nullptr;
   if (type == "message") {
     std::string text;
     for (const auto& part : item.value("content", ojson::array()))
@@ -222,7 +228,8 @@ ResponsesRequest translate_responses_request(const ojson& body, const Conversati
         {{"type", "message"}, {"role", "user"}, {"content", input->get<std::string>()}});
   } else if (input->is_array() && !input->empty()) {
     for (size_t i = 0; i < input->size(); ++i)
-      r.input_items.push_back(normalize_item((*input)[i], i));
+      if (ojson item = normalize_item((*input)[i], i); !item.is_null())
+        r.input_items.push_back(std::move(item));
   } else {
     bad("input", "'input' must be a string or a non-empty array of input items");
   }
@@ -278,7 +285,8 @@ ResponsesRequest translate_responses_request(const ojson& body, const Conversati
 
 ojson conversation_after(const ojson& input_items, const ojson& output) {
   ojson items = input_items;
-  for (const auto& item : output) items.push_back(input_item_of_output(item));
+  for (const auto& item : output)
+    if (ojson in = input_item_of_output(item); !in.is_null()) items.push_back(std::move(in));
   return items;
 }
 

@@ -889,6 +889,39 @@ def test_responses_retrieve_and_delete(client, model):
         client.responses.retrieve(unstored.id)
 
 
+def test_responses_reasoning_item_of_a_thinking_template(tmp_path, model):
+    # The random model never closes its thought: a reasoning item holding what chat returns as
+    # reasoning_content, then an empty message; streamed as response.reasoning_text.delta.
+    template = tmp_path / "r1.jinja"
+    template.write_text(R1_TEMPLATE)
+    s = Server(pith_bin(), os.environ["PITH_MODEL"], "--chat-template", str(template),
+               api_key=API_KEY)
+    s.start()
+    try:
+        c = make_client(s)
+        r = respond(c, model, max_output_tokens=8, temperature=0)
+        assert [item.type for item in r.output] == ["reasoning", "message"]
+        thought = r.output[0].content[0].text
+        assert thought and r.output_text == "" and r.status == "incomplete"
+        ref = chat(c, model, max_completion_tokens=8, temperature=0).choices[0].message
+        assert thought == ref.reasoning_content
+        with c.responses.stream(model=model, input="Tell me something.", max_output_tokens=8,
+                                temperature=0) as st:
+            events = list(st)
+        streamed = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
+        assert streamed == thought
+        assert events[-1].response.output[0].content[0].text == thought
+        # Sent back as input (input += output), the reasoning item is accepted.
+        again = respond(c, model, max_output_tokens=2, input=[
+            {"role": "user", "content": "Tell me something."},
+            *[item.model_dump(exclude_none=True) for item in r.output],
+            {"role": "user", "content": "Go on."}])
+        assert again.status in ("completed", "incomplete")
+        c.close()
+    finally:
+        assert s.stop() == 0
+
+
 @pytest.mark.parametrize("kw, exc, param", [
     ({"reasoning": {"effort": "low"}}, openai.BadRequestError, "reasoning"),
     ({"truncation": "auto"}, openai.BadRequestError, "truncation"),

@@ -144,6 +144,42 @@ TEST(ResponsesOutput, ChatCompletionBecomesOutputItems) {
   EXPECT_EQ(r["output"][1]["arguments"], "{\"a\":1}");
 }
 
+TEST(ResponsesOutput, ThoughtsAreAReasoningItemBeforeTheMessage) {
+  ResponseBuilder b("resp_1", "m", 0, echo());
+  b.start();
+  std::vector<ojson> ev = b.on_chunk(chunk({{"role", "assistant"}, {"reasoning_content", "hm"}}));
+  for (auto& e : b.on_chunk(chunk({{"reasoning_content", "m"}, {"content", "Yes"}})))
+    ev.push_back(std::move(e));
+  for (auto& e : b.on_chunk(chunk(json::object(), "stop"))) ev.push_back(std::move(e));
+  for (auto& e : b.finish({1, 0, 3})) ev.push_back(std::move(e));
+  EXPECT_EQ(types(ev), (std::vector<std::string>{
+                           "response.output_item.added", "response.content_part.added",
+                           "response.reasoning_text.delta", "response.reasoning_text.delta",
+                           "response.reasoning_text.done", "response.content_part.done",
+                           "response.output_item.done", "response.output_item.added",
+                           "response.content_part.added", "response.output_text.delta",
+                           "response.output_text.done", "response.content_part.done",
+                           "response.output_item.done", "response.completed"}));
+  EXPECT_EQ(ev[0]["item"]["type"], "reasoning");
+  EXPECT_EQ(ev[4]["text"], "hmm");
+  EXPECT_EQ(ev[7]["output_index"], 1);
+  const ojson& out = ev.back()["response"]["output"];
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0]["content"][0], ojson::parse(R"({"type": "reasoning_text", "text": "hmm"})"));
+  EXPECT_EQ(out[1]["content"][0]["text"], "Yes");
+
+  // Unstreamed, the same items from the chat message's reasoning_content.
+  ResponseBuilder u("resp_2", "m", 0, echo());
+  u.set_chat_completion(json::parse(R"({"choices": [{"index": 0, "finish_reason": "length",
+      "message": {"role": "assistant", "content": "", "reasoning_content": "hmm"}}]})"),
+                        {1, 0, 3});
+  const ojson r = u.response();
+  ASSERT_EQ(r["output"].size(), 2u);
+  EXPECT_EQ(r["output"][0]["type"], "reasoning");
+  EXPECT_EQ(r["output"][0]["status"], "incomplete");
+  EXPECT_EQ(r["output"][1]["content"][0]["text"], "");
+}
+
 TEST(ResponsesOutput, FailureIsAFailedResponse) {
   ResponseBuilder b("resp_1", "m", 0, echo());
   b.start();

@@ -126,6 +126,20 @@ TEST(ResponsesRequest, ConversationAfterAddsTheOutputAsInputItems) {
       {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}])"));
 }
 
+TEST(ResponsesRequest, ReasoningItemsAreNotShownToTheNextTurn) {
+  const ojson output = ojson::parse(R"([
+      {"type": "reasoning", "id": "rs_1", "summary": [],
+       "content": [{"type": "reasoning_text", "text": "hm"}]},
+      {"type": "message", "id": "msg_1", "role": "assistant",
+       "content": [{"type": "output_text", "text": "yes", "annotations": []}]}])");
+  EXPECT_EQ(conversation_after(ojson::array(), output).size(), 1u);
+  ojson body = {{"input", ojson::array({{{"role", "user"}, {"content", "q"}}})}};
+  for (const auto& item : output) body["input"].push_back(item);
+  ResponsesRequest r = translate_responses_request(body, no_stored);
+  ASSERT_EQ(r.chat_body["messages"].size(), 2u);
+  EXPECT_EQ(r.chat_body["messages"][1], ojson::parse(R"({"role": "assistant", "content": "yes"})"));
+}
+
 TEST(ResponsesRequest, RefusesWhatItCannotHonourNamingTheField) {
   EXPECT_EQ(refused_param(R"({"input": "x", "reasoning": {"effort": "low"}})"), "reasoning");
   EXPECT_EQ(refused_param(R"({"input": "x", "truncation": "auto"})"), "truncation");
