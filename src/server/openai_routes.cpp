@@ -23,7 +23,7 @@ OpenAiRoutes::OpenAiRoutes(ServerContext& ctx, InstanceLauncher& launcher, Serve
       launcher_(launcher),
       model_(std::move(model)),
       chat_template_(std::move(chat_template)),
-      responses_store_(std::make_unique<ResponsesStore>(kStoredResponses)) {}
+      responses_store_(std::make_unique<ResponsesStore>(kStoredResponses, kStoredResponseBytes)) {}
 
 OpenAiRoutes::~OpenAiRoutes() = default;
 

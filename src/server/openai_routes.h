@@ -27,8 +27,10 @@ class ResponsesStore;
 
 // The built-in program's name in the program store.
 inline constexpr const char* kCompletionProgram = "openai_completion";
-// How many stored responses (store: true) are kept for previous_response_id; the oldest goes.
+// The stored responses (store: true) kept for previous_response_id: at most this many, in at most
+// this many bytes of JSON; the oldest goes first.
 inline constexpr size_t kStoredResponses = 1000;
+inline constexpr size_t kStoredResponseBytes = size_t(256) << 20;
 
 struct ServedModel {
   std::string name;

@@ -2,19 +2,37 @@
 
 namespace pith::server {
 
+namespace {
+
+size_t size_of(const ResponsesStore::Stored& s) {
+  using nlohmann::json;
+  return s.response.dump(-1, ' ', false, json::error_handler_t::replace).size() +
+         s.conversation.dump(-1, ' ', false, json::error_handler_t::replace).size();
+}
+
+}  // namespace
+
+void ResponsesStore::evict_oldest() {
+  auto it = entries_.find(order_.front());
+  bytes_ -= it->second.bytes;
+  entries_.erase(it);
+  order_.pop_front();
+}
+
 void ResponsesStore::put(const std::string& id, Stored stored) {
+  const size_t bytes = size_of(stored);
   std::lock_guard lock(mu_);
-  if (capacity_ == 0) return;
   if (auto it = entries_.find(id); it != entries_.end()) {
+    bytes_ -= it->second.bytes;
     order_.erase(it->second.position);
     entries_.erase(it);
   }
-  while (entries_.size() >= capacity_) {
-    entries_.erase(order_.front());
-    order_.pop_front();
-  }
+  if (max_entries_ == 0 || bytes > max_bytes_) return;
+  while (!order_.empty() && (entries_.size() >= max_entries_ || bytes_ + bytes > max_bytes_))
+    evict_oldest();
   order_.push_back(id);
-  entries_.emplace(id, Entry{std::move(stored), std::prev(order_.end())});
+  entries_.emplace(id, Entry{std::move(stored), bytes, std::prev(order_.end())});
+  bytes_ += bytes;
 }
 
 std::optional<ResponsesStore::Stored> ResponsesStore::get(const std::string& id) const {
@@ -28,6 +46,7 @@ bool ResponsesStore::erase(const std::string& id) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) return false;
+  bytes_ -= it->second.bytes;
   order_.erase(it->second.position);
   entries_.erase(it);
   return true;
@@ -36,6 +55,11 @@ bool ResponsesStore::erase(const std::string& id) {
 size_t ResponsesStore::size() const {
   std::lock_guard lock(mu_);
   return entries_.size();
+}
+
+size_t ResponsesStore::bytes() const {
+  std::lock_guard lock(mu_);
+  return bytes_;
 }
 
 }  // namespace pith::server
