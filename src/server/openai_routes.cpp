@@ -105,7 +105,7 @@ asio::awaitable<void> OpenAiRoutes::detokenize(HttpExchange& ex) {
 
 asio::awaitable<std::optional<CompletionRequest>> OpenAiRoutes::completion_request(
     HttpExchange& ex, const json& body, const nlohmann::ordered_json* ordered, bool chat,
-    std::string (*param_name)(const std::string&)) {
+    void (*rename)(std::string& param, std::string& message)) {
   const Tokenizer& tokenizer = ctx_.stack.tokenizer();
   CompletionRequest req;
   std::optional<InvalidRequest> bad;
@@ -119,8 +119,8 @@ asio::awaitable<std::optional<CompletionRequest>> OpenAiRoutes::completion_reque
     bad = InvalidRequest("", e.what());
   }
   if (bad) {
-    const std::string message = bad->what();
-    const std::string param = param_name ? param_name(bad->param()) : bad->param();
+    std::string message = bad->what(), param = bad->param();
+    if (rename) rename(param, message);
     co_await ex.error(http::status::bad_request, "invalid_request_error", message, param);
     co_return std::nullopt;
   }

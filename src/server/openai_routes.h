@@ -67,10 +67,11 @@ class OpenAiRoutes {
   };
 
   // A chat (or completions) body as the inferlet's request, after the model check; nullopt once
-  // the error is answered (`param_name` renames the field at fault; null: as is).
+  // the error is answered (`rename`, when not null, words the error for another endpoint: it may
+  // change the field at fault and the message).
   asio::awaitable<std::optional<CompletionRequest>> completion_request(
       HttpExchange& ex, const nlohmann::json& body, const nlohmann::ordered_json* ordered,
-      bool chat, std::string (*param_name)(const std::string&));
+      bool chat, void (*rename)(std::string& param, std::string& message));
   // Launches the completion inferlet and feeds its messages to a CompletionSession. Streaming:
   // begins the stream, writes `opening`, then each batch of chunks as `frames` makes it. The
   // caller answers a failure and finishes the session.

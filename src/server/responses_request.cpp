@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <string_view>
+#include <utility>
+
 #include "server/openai_api.h"
 
 namespace pith::server {
@@ -39,9 +42,10 @@ bool known_field(const std::string& key) {
 }
 
 // A message's content: a string, or input_text / output_text parts.
-std::string content_text(const ojson& content, const std::string& param) {
+std::string content_text(const ojson& content, const std::string& param,
+                         const char* member = "content") {
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) bad(param, "'content' must be a string or an array of text parts");
+  if (!content.is_array()) bad(param, "'{}' must be a string or an array of text parts", member);
   std::string out;
   for (const auto& part : content) {
     const std::string type = part.is_object() ? part.value("type", "") : "";
@@ -87,7 +91,7 @@ ojson normalize_item(const ojson& item, size_t index) {
     if (o == item.end()) bad(param, "a 'function_call_output' item needs 'output'");
     return {{"type", "function_call_output"},
             {"call_id", string_member(item, "call_id", param)},
-            {"output", o->is_string() ? o->get<std::string>() : content_text(*o, param)}};
+            {"output", content_text(*o, param, "output")}};
   }
   // A previous output's reasoning item, sent back as many clients do (input += output): its
   // thoughts are not shown to the model, as chat templates drop them from the history.
@@ -192,12 +196,22 @@ ojson chat_tool_choice(const ojson& choice) {
 
 }  // namespace
 
-std::string responses_param(const std::string& chat_param) {
-  if (chat_param == "messages") return "input";
-  if (chat_param == "max_tokens" || chat_param == "max_completion_tokens")
-    return "max_output_tokens";
-  if (chat_param == "response_format") return "text";
-  return chat_param;
+void responses_wording(std::string& param, std::string& message) {
+  // Longest first: a name that contains another is replaced whole.
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"response_format.json_schema", "text.format"},
+      {"max_completion_tokens", "max_output_tokens"},
+      {"response_format", "text.format"},
+      {"max_tokens", "max_output_tokens"},
+      {"messages", "input"}};
+  for (const auto& [chat, responses] : kNames) {
+    for (size_t at = message.find(chat); at != std::string::npos;
+         at = message.find(chat, at + std::string_view(responses).size()))
+      message.replace(at, std::string_view(chat).size(), responses);
+  }
+  if (param == "messages") param = "input";
+  if (param == "max_tokens" || param == "max_completion_tokens") param = "max_output_tokens";
+  if (param == "response_format") param = "text";
 }
 
 ResponsesRequest translate_responses_request(const ojson& body, const ConversationLookup& lookup) {

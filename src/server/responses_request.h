@@ -47,7 +47,9 @@ class UnknownResponse : public std::runtime_error {
 nlohmann::ordered_json conversation_after(const nlohmann::ordered_json& input_items,
                                           const nlohmann::ordered_json& output);
 
-// The Responses name of a field parse_completion_request blamed on the translated chat body.
-std::string responses_param(const std::string& chat_param);
+// An error parse_completion_request found in the translated chat body, in the Responses
+// request's own terms: the field at fault (messages -> input, max_completion_tokens ->
+// max_output_tokens, response_format -> text) and the names in the message.
+void responses_wording(std::string& param, std::string& message);
 
 }  // namespace pith::server

@@ -75,7 +75,7 @@ asio::awaitable<void> OpenAiRoutes::responses(HttpExchange& ex, const std::strin
     co_return co_await ex.error(http::status::not_found, "invalid_request_error", *unknown,
                                 "previous_response_id");
   const json chat_body = r.chat_body;
-  auto req = co_await completion_request(ex, chat_body, &r.chat_body, true, &responses_param);
+  auto req = co_await completion_request(ex, chat_body, &r.chat_body, true, &responses_wording);
   if (!req) co_return;
 
   const int64_t created_at = std::chrono::duration_cast<std::chrono::seconds>(

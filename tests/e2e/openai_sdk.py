@@ -941,3 +941,6 @@ def test_responses_typed_errors(client, model, kw, exc, param):
         client.responses.create(**kw)
     err = e.value.response.json()["error"]
     assert err["param"] == param and err["message"] and err["type"] == "invalid_request_error"
+    # Worded in the Responses request's terms, never in those of the chat request behind it.
+    for chat_name in ("max_completion_tokens", "max_tokens", "response_format", "messages"):
+        assert chat_name not in err["message"]

@@ -165,11 +165,21 @@ TEST(ResponsesRequest, RefusesWhatItCannotHonourNamingTheField) {
   EXPECT_EQ(refused_param(R"(["x"])"), "");
 }
 
-TEST(ResponsesRequest, ChatFieldNamesMapBackToResponsesNames) {
-  EXPECT_EQ(responses_param("messages"), "input");
-  EXPECT_EQ(responses_param("max_completion_tokens"), "max_output_tokens");
-  EXPECT_EQ(responses_param("response_format"), "text");
-  EXPECT_EQ(responses_param("temperature"), "temperature");
+TEST(ResponsesRequest, ChatErrorsAreWordedInResponsesTerms) {
+  auto worded = [](std::string param, std::string message) {
+    responses_wording(param, message);
+    return param + " | " + message;
+  };
+  EXPECT_EQ(worded("max_completion_tokens", "'max_completion_tokens' must be between 1 and 9"),
+            "max_output_tokens | 'max_output_tokens' must be between 1 and 9");
+  EXPECT_EQ(worded("max_tokens", "the prompt plus max_tokens (9) exceeds"),
+            "max_output_tokens | the prompt plus max_output_tokens (9) exceeds");
+  EXPECT_EQ(worded("response_format", "response_format.json_schema needs a non-empty 'name'"),
+            "text | text.format needs a non-empty 'name'");
+  EXPECT_EQ(worded("messages", "'messages' must be a non-empty array"),
+            "input | 'input' must be a non-empty array");
+  EXPECT_EQ(worded("temperature", "'temperature' must be between 0 and 2"),
+            "temperature | 'temperature' must be between 0 and 2");
 }
 
 }  // namespace
