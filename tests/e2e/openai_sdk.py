@@ -889,6 +889,33 @@ def test_responses_retrieve_and_delete(client, model):
         client.responses.retrieve(unstored.id)
 
 
+def test_responses_abort_mid_stream_ends_the_generation(client, model, server, info):
+    max_tokens = info["context_length"] // 2 - 11  # finds the request's instance below
+    stream = client.responses.create(model=model, input="Tell me something.", stream=True,
+                                     max_output_tokens=max_tokens, temperature=1.0)
+    seen = 0
+    for event in stream:
+        seen += event.type == "response.output_text.delta"
+        if seen >= 3:
+            break
+    stream.close()
+
+    def instance():
+        _, listing = server.request("GET", "/v1/instances")
+        mine = [i for i in listing["instances"] if "--max-tokens" in i["args"]
+                and i["args"][i["args"].index("--max-tokens") + 1] == str(max_tokens)]
+        assert len(mine) == 1, listing
+        return mine[0]
+
+    deadline = time.time() + 10
+    while instance()["state"] != "finished" and time.time() < deadline:
+        time.sleep(0.1)
+    ended = instance()
+    assert ended["state"] == "finished", "the aborted generation kept running"
+    assert "client disconnected" in ended["exit"]["reason"]
+    assert respond(client, model, max_output_tokens=2).usage.output_tokens <= 2
+
+
 def test_responses_reasoning_item_of_a_thinking_template(tmp_path, model):
     # The random model never closes its thought: a reasoning item holding what chat returns as
     # reasoning_content, then an empty message; streamed as response.reasoning_text.delta.
