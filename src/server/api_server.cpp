@@ -53,7 +53,9 @@ struct Route {
     Programs,
     Program,
     Instances,
-    Instance
+    Instance,
+    Responses,
+    Response
   } kind = None;
   std::string id, action;
 };
@@ -82,6 +84,10 @@ Route match_route(const std::string& path) {
     r.kind = Route::Completions;
   else if (p.size() == 3 && p[1] == "chat" && p[2] == "completions")
     r.kind = Route::ChatCompletions;
+  else if (p.size() == 2 && p[1] == "responses")
+    r.kind = Route::Responses;
+  else if (p.size() == 3 && p[1] == "responses")
+    r.kind = Route::Response, r.id = p[2];
   else if (p.size() == 2 && p[1] == "programs")
     r.kind = Route::Programs;
   else if (p.size() == 3 && p[1] == "programs")
@@ -320,6 +326,11 @@ asio::awaitable<void> ApiServer::route(HttpExchange& ex, const std::string& key)
     case Route::ChatCompletions:
       if (method != http::verb::post) co_return co_await method_not_allowed();
       co_return co_await openai_routes_->completion(ex, route.kind == Route::ChatCompletions, key);
+    case Route::Responses:
+      if (method != http::verb::post) co_return co_await method_not_allowed();
+      co_return co_await openai_routes_->responses(ex, key);
+    case Route::Response:
+      co_return co_await openai_routes_->stored_response(ex, route.id);
     case Route::Programs:
       if (method == http::verb::post) co_return co_await program_routes_->upload(ex);
       if (method == http::verb::get) co_return co_await program_routes_->list(ex);

@@ -8,13 +8,13 @@
 #include "chat_template/chat_template.h"
 #include "server/completion_session.h"
 #include "server/openai_api.h"
+#include "server/responses_store.h"
 #include "server/tokenize_api.h"
 #include "stack/serving_stack.h"
 
 namespace pith::server {
 
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 namespace proto = openai_protocol;
 
 OpenAiRoutes::OpenAiRoutes(ServerContext& ctx, InstanceLauncher& launcher, ServedModel model,
@@ -22,7 +22,8 @@ OpenAiRoutes::OpenAiRoutes(ServerContext& ctx, InstanceLauncher& launcher, Serve
     : ctx_(ctx),
       launcher_(launcher),
       model_(std::move(model)),
-      chat_template_(std::move(chat_template)) {}
+      chat_template_(std::move(chat_template)),
+      responses_store_(std::make_unique<ResponsesStore>(kStoredResponses, kStoredResponseBytes)) {}
 
 OpenAiRoutes::~OpenAiRoutes() = default;
 
@@ -102,11 +103,41 @@ asio::awaitable<void> OpenAiRoutes::detokenize(HttpExchange& ex) {
   co_await ex.respond_json(http::status::ok, reply);
 }
 
+asio::awaitable<std::optional<CompletionRequest>> OpenAiRoutes::completion_request(
+    HttpExchange& ex, const json& body, const nlohmann::ordered_json* ordered, bool chat,
+    void (*rename)(std::string& param, std::string& message)) {
+  const Tokenizer& tokenizer = ctx_.stack.tokenizer();
+  CompletionRequest req;
+  std::optional<InvalidRequest> bad;
+  try {
+    std::random_device rd;
+    req = parse_completion_request(body, chat, tokenizer, *chat_template_, model_.context_length,
+                                   (uint64_t(rd()) << 32) | rd(), ordered, model_.tool_format);
+  } catch (const InvalidRequest& e) {
+    bad = e;
+  } catch (const std::exception& e) {  // the tokenizer or the template: still the request's
+    bad = InvalidRequest("", e.what());
+  }
+  if (bad) {
+    std::string message = bad->what(), param = bad->param();
+    if (rename) rename(param, message);
+    co_await ex.error(http::status::bad_request, "invalid_request_error", message, param);
+    co_return std::nullopt;
+  }
+  req.reasoning = model_.reasoning;
+  if (!req.model.empty() && req.model != model_.name) {
+    const std::string message = fmt::format(
+        "the model '{}' does not exist; this server serves '{}'", req.model, model_.name);
+    co_await ex.error(http::status::not_found, "invalid_request_error", message, "model");
+    co_return std::nullopt;
+  }
+  co_return req;
+}
+
 asio::awaitable<void> OpenAiRoutes::completion(HttpExchange& ex, bool chat,
                                                const std::string& owner) {
   const auto t_request = Clock::now();
-  Metrics& metrics = ctx_.metrics;
-  metrics
+  ctx_.metrics
       .counter("pith_openai_requests_total", "OpenAI-compatible requests",
                chat ? "endpoint=\"chat\"" : "endpoint=\"completions\"")
       .inc();
@@ -114,45 +145,70 @@ asio::awaitable<void> OpenAiRoutes::completion(HttpExchange& ex, bool chat,
   if (body.is_discarded())
     co_return co_await ex.error(http::status::bad_request, "invalid_request_error",
                                 "the body is not valid JSON");
-  const Tokenizer& tokenizer = ctx_.stack.tokenizer();
-  CompletionRequest req;
-  std::optional<InvalidRequest> bad;
-  try {
-    std::random_device rd;
-    // Parsed again with members in the order sent, for response_format's property order.
-    nlohmann::ordered_json ordered;
-    if (body.is_object() && (body.contains("response_format") || body.contains("tools")))
-      ordered = nlohmann::ordered_json::parse(ex.req.body(), nullptr, false);
-    req = parse_completion_request(body, chat, tokenizer, *chat_template_, model_.context_length,
-                                   (uint64_t(rd()) << 32) | rd(), &ordered, model_.tool_format);
-  } catch (const InvalidRequest& e) {
-    bad = e;
-  } catch (const std::exception& e) {  // the tokenizer or the template: still the request's
-    bad = InvalidRequest("", e.what());
+  // Parsed again with members in the order sent, for response_format's property order.
+  nlohmann::ordered_json ordered;
+  if (body.is_object() && (body.contains("response_format") || body.contains("tools")))
+    ordered = nlohmann::ordered_json::parse(ex.req.body(), nullptr, false);
+  auto req = co_await completion_request(ex, body, &ordered, chat, nullptr);
+  if (!req) co_return;
+  // (Locals, not temporaries, in co_await expressions: GCC 12 destroys those wrongly.)
+  const SseFrames frames = [](const std::vector<json>& chunks) {
+    std::string out;
+    for (const auto& c : chunks) out += "data: " + json_text(c) + "\n\n";
+    return out;
+  };
+  std::string id = (chat ? "chatcmpl-" : "cmpl-") + random_hex(24);
+  Generation g = co_await generate(ex, *req, owner, std::move(id), "", frames, t_request);
+  if (!g.session) co_return;
+  if (g.failure) {
+    const FailureResponse answer = failure_response(g.failure->code);
+    if (!req->stream)
+      co_return co_await ex.error(static_cast<http::status>(answer.http_status), answer.type,
+                                  g.failure->text);
+    json err = {
+        {"error",
+         {{"message", g.failure->text}, {"type", answer.type}, {"code", answer.http_status}}}};
+    co_await ex.write_chunk("data: " + json_text(err) + "\n\n");
+    co_await ex.write_chunk("data: [DONE]\n\n");
+    co_return co_await ex.end_stream();
   }
-  if (bad)
-    co_return co_await ex.error(http::status::bad_request, "invalid_request_error", bad->what(),
-                                bad->param());
-  req.reasoning = model_.reasoning;
-  if (!req.model.empty() && req.model != model_.name)
-    co_return co_await ex.error(
-        http::status::not_found, "invalid_request_error",
-        fmt::format("the model '{}' does not exist; this server serves '{}'", req.model,
-                    model_.name),
-        "model");
+  std::vector<json> last = g.session->finish();
+  if (!req->stream) {
+    const json response = g.session->response();
+    co_return co_await ex.respond_json(http::status::ok, response);
+  }
+  const std::string tail = frames(last);
+  if (!co_await ex.write_chunk(tail)) co_return;
+  co_await ex.write_chunk("data: [DONE]\n\n");
+  co_await ex.end_stream();
+}
+
+asio::awaitable<OpenAiRoutes::Generation> OpenAiRoutes::generate(
+    HttpExchange& ex, const CompletionRequest& req, const std::string& owner, std::string id,
+    std::string opening, const SseFrames& frames, Clock::time_point t_request) {
+  Generation g;
+  Metrics& metrics = ctx_.metrics;
   auto hash = ctx_.programs.builtin_hash(kCompletionProgram);
-  if (!hash)
-    co_return co_await ex.error(http::status::service_unavailable, "unavailable",
-                                "the built-in completion inferlet is not available");
+  if (!hash) {
+    co_await ex.error(http::status::service_unavailable, "unavailable",
+                      "the built-in completion inferlet is not available");
+    co_return g;
+  }
   Launched l = launcher_.launch(*hash, req.inferlet_args(), owner, true);
-  if (l.error) co_return co_await ex.error(l.error->status, l.error->type, l.error->message);
+  if (l.error) {
+    co_await ex.error(l.error->status, l.error->type, l.error->message);
+    co_return g;
+  }
   auto rec = l.record;
+  auto end_instance = [&rec](const char* why) {
+    if (auto inst = rec->live()) inst->terminate(why);
+  };
 
   const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
                               std::chrono::system_clock::now().time_since_epoch())
                               .count();
-  CompletionSession session(req, tokenizer, (chat ? "chatcmpl-" : "cmpl-") + random_hex(24),
-                            model_.name, created);
+  auto session =
+      std::make_unique<CompletionSession>(req, ctx_.stack.tokenizer(), id, model_.name, created);
   auto& ttft = metrics.histogram("pith_time_to_first_token_seconds",
                                  "Time from request to first generated token",
                                  exponential_buckets(0.001, 2, 16));
@@ -161,14 +217,12 @@ asio::awaitable<void> OpenAiRoutes::completion(HttpExchange& ex, bool chat,
                                 exponential_buckets(0.0005, 2, 16));
   auto& gen_tokens =
       metrics.counter("pith_generation_tokens_total", "Tokens generated for OpenAI requests");
-  if (req.stream && !co_await ex.begin_stream("text/event-stream")) {
-    if (auto inst = rec->live()) inst->terminate("client disconnected");
-    co_return;
+  if (req.stream && (!co_await ex.begin_stream("text/event-stream") ||
+                     (!opening.empty() && !co_await ex.write_chunk(opening)))) {
+    end_instance("client disconnected");
+    co_return g;
   }
   ex.watch_hangup();  // a client that goes away stops its generation
-  auto end_instance = [&rec](const char* why) {
-    if (auto inst = rec->live()) inst->terminate(why);
-  };
   // The failure that ends the request, with the ABI status that decides the HTTP answer.
   std::optional<proto::ErrorMessage> failure;
   std::optional<runtime::ExitStatus> exit;
@@ -186,19 +240,19 @@ asio::awaitable<void> OpenAiRoutes::completion(HttpExchange& ex, bool chat,
       }
       if (e.type != "message") continue;
       std::vector<json> chunks;
-      const uint64_t tokens_before = session.token_messages();
+      const uint64_t tokens_before = session->token_messages();
       try {
-        chunks = session.on_message(e.text);
+        chunks = session->on_message(e.text);
       } catch (const std::exception& err) {
         failure = proto::ErrorMessage{PITH_ERR_INTERNAL, err.what()};
         break;
       }
-      if (session.failure()) {
-        failure = proto::ErrorMessage{session.failure()->code,
-                                      "generation failed: " + session.failure()->text};
+      if (session->failure()) {
+        failure = proto::ErrorMessage{session->failure()->code,
+                                      "generation failed: " + session->failure()->text};
         break;
       }
-      if (session.token_messages() > tokens_before) {
+      if (session->token_messages() > tokens_before) {
         const auto now = Clock::now();
         if (last_token == Clock::time_point{})
           ttft.observe(std::chrono::duration<double>(now - t_request).count());
@@ -207,15 +261,13 @@ asio::awaitable<void> OpenAiRoutes::completion(HttpExchange& ex, bool chat,
         last_token = now;
         gen_tokens.inc();
       }
-      for (const auto& c : chunks) {
-        if (!co_await ex.write_chunk("data: " + json_text(c) + "\n\n")) {
-          gone = true;
-          break;
-        }
+      if (chunks.empty()) continue;
+      if (std::string text = frames(chunks); !text.empty() && !co_await ex.write_chunk(text)) {
+        gone = true;
+        break;
       }
-      if (gone) break;
     }
-    if (session.all_done() || exit || r.closed) break;
+    if (session->all_done() || exit || r.closed) break;
     if (ex.client_gone()) {
       gone = true;
       break;
@@ -224,9 +276,9 @@ asio::awaitable<void> OpenAiRoutes::completion(HttpExchange& ex, bool chat,
   }
   if (gone) {
     end_instance("client disconnected");
-    co_return;
+    co_return g;
   }
-  if (!session.all_done() && !failure) {
+  if (!session->all_done() && !failure) {
     // The inferlet ended (or was ended) before finishing every choice.
     pith_status_t ended_by = PITH_OK;
     {
@@ -242,31 +294,17 @@ asio::awaitable<void> OpenAiRoutes::completion(HttpExchange& ex, bool chat,
   }
   end_instance("finished");
   metrics.counter("pith_prompt_tokens_total", "Prompt tokens of OpenAI requests")
-      .inc(session.prompt_tokens());
+      .inc(session->prompt_tokens());
   metrics
       .counter("pith_prompt_tokens_cached_total",
                "Prompt tokens of OpenAI requests served by the prefix cache")
-      .inc(session.cached_tokens());
-  if (failure) {
+      .inc(session->cached_tokens());
+  if (failure)
     metrics.counter("pith_openai_failures_total", "OpenAI requests that failed during generation")
         .inc();
-    const FailureResponse answer = failure_response(failure->code);
-    if (!req.stream)
-      co_return co_await ex.error(static_cast<http::status>(answer.http_status), answer.type,
-                                  failure->text);
-    json err = {
-        {"error",
-         {{"message", failure->text}, {"type", answer.type}, {"code", answer.http_status}}}};
-    co_await ex.write_chunk("data: " + json_text(err) + "\n\n");
-    co_await ex.write_chunk("data: [DONE]\n\n");
-    co_return co_await ex.end_stream();
-  }
-  std::vector<json> last = session.finish();
-  if (!req.stream) co_return co_await ex.respond_json(http::status::ok, session.response());
-  for (const auto& c : last)
-    if (!co_await ex.write_chunk("data: " + json_text(c) + "\n\n")) co_return;
-  co_await ex.write_chunk("data: [DONE]\n\n");
-  co_await ex.end_stream();
+  g.session = std::move(session);
+  g.failure = std::move(failure);
+  co_return g;
 }
 
 }  // namespace pith::server

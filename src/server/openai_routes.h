@@ -4,11 +4,14 @@
 // (<pith/openai_protocol.hpp>) become the response or SSE chunks.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "server/completion_session.h"
 #include "server/instance_launcher.h"
 #include "server/reasoning.h"
 #include "server/server_context.h"
@@ -20,8 +23,14 @@ class ChatTemplate;
 
 namespace pith::server {
 
+class ResponsesStore;
+
 // The built-in program's name in the program store.
 inline constexpr const char* kCompletionProgram = "openai_completion";
+// The stored responses (store: true) kept for previous_response_id: at most this many, in at most
+// this many bytes of JSON; the oldest goes first.
+inline constexpr size_t kStoredResponses = 1000;
+inline constexpr size_t kStoredResponseBytes = size_t(256) << 20;
 
 struct ServedModel {
   std::string name;
@@ -42,8 +51,35 @@ class OpenAiRoutes {
   asio::awaitable<void> tokenize(HttpExchange& ex);                      // POST /tokenize
   asio::awaitable<void> detokenize(HttpExchange& ex);                    // POST /detokenize
   asio::awaitable<void> completion(HttpExchange& ex, bool chat, const std::string& owner);
+  // OpenAI's Responses API (responses_routes.cpp): POST /v1/responses, and GET / DELETE
+  // /v1/responses/{id} on the stored ones.
+  asio::awaitable<void> responses(HttpExchange& ex, const std::string& owner);
+  asio::awaitable<void> stored_response(HttpExchange& ex, const std::string& id);
 
  private:
+  using Clock = std::chrono::steady_clock;
+  // Chunks of a CompletionSession as the text an endpoint streams.
+  using SseFrames = std::function<std::string(const std::vector<nlohmann::json>&)>;
+  // What one run of the completion inferlet ended with.
+  struct Generation {
+    std::unique_ptr<CompletionSession> session;  // null: already answered (error, client gone)
+    std::optional<openai_protocol::ErrorMessage> failure;  // generation failed
+  };
+
+  // A chat (or completions) body as the inferlet's request, after the model check; nullopt once
+  // the error is answered (`rename`, when not null, words the error for another endpoint: it may
+  // change the field at fault and the message).
+  asio::awaitable<std::optional<CompletionRequest>> completion_request(
+      HttpExchange& ex, const nlohmann::json& body, const nlohmann::ordered_json* ordered,
+      bool chat, void (*rename)(std::string& param, std::string& message));
+  // Launches the completion inferlet and feeds its messages to a CompletionSession. Streaming:
+  // begins the stream, writes `opening`, then each batch of chunks as `frames` makes it. The
+  // caller answers a failure and finishes the session.
+  asio::awaitable<Generation> generate(HttpExchange& ex, const CompletionRequest& req,
+                                       const std::string& owner, std::string id,
+                                       std::string opening, const SseFrames& frames,
+                                       Clock::time_point t_request);
+
   nlohmann::json model_object() const;
   // The body of a tokenizer route as JSON, after the "model" check; nullopt once answered.
   asio::awaitable<std::optional<nlohmann::json>> tokenizer_request(HttpExchange& ex);
@@ -52,6 +88,7 @@ class OpenAiRoutes {
   InstanceLauncher& launcher_;
   ServedModel model_;
   std::unique_ptr<ChatTemplate> chat_template_;
+  std::unique_ptr<ResponsesStore> responses_store_;
 };
 
 }  // namespace pith::server
