@@ -41,12 +41,13 @@ namespace {
 constexpr size_t kNr = 16;  // rows per micro-panel (two 8-lane vectors)
 constexpr int kMr = 6;      // tokens per micro-kernel call
 static_assert(kMr == kGemmTokenGroup);
-constexpr size_t kKc = 256;         // columns per k-block (a multiple of 32: whole quant blocks)
+constexpr size_t kKc = 256;  // columns per k-block: whole quant blocks (32) and K-quant blocks
+static_assert(kKc % kQK == 0);
 constexpr size_t kRowBlock = 64;    // rows per task
 constexpr size_t kTokenChunk = 96;  // tokens whose packed k-block stays in L2 (96 KiB)
 
 // Dequantises columns [k0, k0 + n) of one weight row into dst (f32). k0 and n are multiples
-// of 32 for quantised dtypes.
+// of the block size for quantised dtypes.
 void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float* dst) {
   switch (dtype) {
     case DType::F32:
@@ -96,6 +97,12 @@ void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float
       }
       return;
     }
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      // k0 and n are multiples of 256 here (kKc = 256). Scalar: each dequantised panel is reused
+      // by every token of the chunk.
+      return dequantize_row(dtype, row + row_bytes(dtype, k0), dst, n);
   }
 }
 

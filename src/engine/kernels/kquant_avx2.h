@@ -1,0 +1,172 @@
+// AVX2 micro-kernel for K-quant weights (Q4_K, Q5_K, Q6_K) against ActQ8K activations,
+// included by matmul_avx2.cpp (internal to engine/kernels).
+//
+// One weight row x T tokens per call. Per super-block the row's 256 quants are unpacked once
+// into eight 32-byte vectors of unsigned levels (4, 5 or 6 bits), each multiplied with every
+// token's int8 activations by maddubs (u8 x s8 -> s16 pairs; at most 2 * 63 * 127 < 2^15) and
+// weighted by its sub-block scale(s) with madd, summed in int32. The mins (Q4_K/Q5_K) and
+// Q6_K's offset of 32 come from the activations' per-16 sums (ActQ8K::bsums), one madd per
+// block. The int32 block sums are converted and accumulated in f32 lanes, reduced at the end:
+// the same math as dot_q*k_scalar up to f32 summation order.
+#pragma once
+
+#include <immintrin.h>
+
+#include "engine/kernels/matmul_kernels.h"
+#include "engine/kernels/simd_avx2.h"
+#include "formats/kquants.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace pith::kernels {
+
+template <DType D>
+inline constexpr size_t kKBlockBytes = D == DType::Q4_K   ? sizeof(BlockQ4_K)
+                                       : D == DType::Q5_K ? sizeof(BlockQ5_K)
+                                                          : sizeof(BlockQ6_K);
+
+// y0[t * ldy] = dot(row, token t) for t < T; token t's blocks start at x0 + t * x_stride.
+// kStream: the row is streamed from memory (decode); prefetch kStreamAheadBytes ahead.
+template <DType D, int T, bool kStream>
+void tile_kquant(const uint8_t* row, const ActQ8K* x0, size_t x_stride, size_t n_blocks, float* y0,
+                 size_t ldy) {
+  __m256 acc[T], acc_min[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  constexpr size_t kBytes = kKBlockBytes<D>;
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* blk = row + b * kBytes;
+    if constexpr (kStream)
+      for (size_t off = 0; off < kBytes; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(blk + kStreamAheadBytes + off), _MM_HINT_T0);
+    __m256i s[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) s[t] = _mm256_setzero_si256();
+    // Adds level vector q (32 quants, activations at byte offset 32 * j of the block) times
+    // its scale vector to every token's int32 sums.
+    auto accumulate = [&](__m256i q, __m256i scale, int j) {
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256i a =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0[t * x_stride + b].qs + 32 * j));
+        s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), scale));
+      }
+    };
+    if constexpr (D == DType::Q6_K) {
+      const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
+      const __m256i top2 = _mm256_set1_epi8(0x30);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h));
+        const __m256i ql1 =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qh + 32 * h));
+        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(ql0, low4),
+                                              _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2)),
+                              _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                                              _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                                              _mm256_and_si256(qh, top2)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                              _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2))};
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; ++g) {
+          const int j = 4 * h + g;  // 32 quants = sub-blocks 2j (low lane) and 2j + 1
+          accumulate(q[g],
+                     _mm256_set_m128i(_mm_set1_epi16(w->scales[2 * j + 1]),
+                                      _mm_set1_epi16(w->scales[2 * j])),
+                     j);
+        }
+      }
+      const __m256i sc16 =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales)));
+      const float d = _cvtsh_ss(w->d);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const ActQ8K& a = x0[t * x_stride + b];
+        // Levels are q + 32: subtract 32 * Σ_j sc_j * (sum of the sub-block's activations).
+        const __m256i off =
+            _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)), sc16);
+        const __m256i si = _mm256_sub_epi32(s[t], _mm256_slli_epi32(off, 5));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(si), _mm256_set1_ps(d * a.d), acc[t]);
+      }
+    } else {
+      const uint8_t* scales;
+      const uint8_t* qs;
+      uint16_t d16, dmin16;
+      __m256i qh = _mm256_setzero_si256();
+      if constexpr (D == DType::Q4_K) {
+        const BlockQ4_K* w = reinterpret_cast<const BlockQ4_K*>(blk);
+        scales = w->scales, qs = w->qs, d16 = w->d, dmin16 = w->dmin;
+      } else {
+        const BlockQ5_K* w = reinterpret_cast<const BlockQ5_K*>(blk);
+        scales = w->scales, qs = w->qs, d16 = w->d, dmin16 = w->dmin;
+        qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qh));
+      }
+      uint8_t sc[8], m[8];
+      unpack_q4k_scales(scales, sc, m);
+      const __m256i one = _mm256_set1_epi8(1);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(raw, low4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+        if constexpr (D == DType::Q5_K) {
+          // Bit 2c (2c + 1) of qh[l] is bit 4 of element 64c + l (64c + 32 + l).
+          lo = _mm256_or_si256(
+              lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+          hi = _mm256_or_si256(
+              hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+        }
+        accumulate(lo, _mm256_set1_epi16(sc[2 * c]), 2 * c);
+        accumulate(hi, _mm256_set1_epi16(sc[2 * c + 1]), 2 * c + 1);
+      }
+      // Sub-block j's min applies to both 16-sums 2j and 2j + 1.
+      const __m256i mins =
+          _mm256_cvtepu8_epi16(_mm_setr_epi8(m[0], m[0], m[1], m[1], m[2], m[2], m[3], m[3], m[4],
+                                             m[4], m[5], m[5], m[6], m[6], m[7], m[7]));
+      const float d = _cvtsh_ss(d16), dmin = _cvtsh_ss(dmin16);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const ActQ8K& a = x0[t * x_stride + b];
+        const __m256i mi =
+            _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)), mins);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_set1_ps(d * a.d), acc[t]);
+        acc_min[t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(mi), _mm256_set1_ps(dmin * a.d), acc_min[t]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) y0[t * ldy] = avx2::hsum(acc[t]) - avx2::hsum(acc_min[t]);
+}
+
+// Rows [r_begin, r_end) x tokens [t_begin, t_end) into y[(t - t_begin) * ldy + (r - r_begin)]:
+// each row against groups of up to kKquantTokens tokens (the row stays in L1 between groups).
+inline constexpr int kKquantTokens = 4;
+
+template <DType D>
+void kquant_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_begin, size_t t_end,
+                 size_t r_begin, size_t r_end, float* y, size_t ldy) {
+  const size_t nb = x.blocks_per_token;
+  const bool stream = t_end - t_begin <= size_t(kKquantTokens);
+  for (size_t r = r_begin; r < r_end; ++r) {
+    for (size_t t = t_begin; t < t_end; t += kKquantTokens) {
+      const int nt = static_cast<int>(std::min<size_t>(kKquantTokens, t_end - t));
+      const ActQ8K* xt = x.q8k + t * nb;
+      float* yt = y + (t - t_begin) * ldy + (r - r_begin);
+      for_tile<1, kKquantTokens>(1, nt, [&]<int R, int T>() {
+        if (stream)
+          tile_kquant<D, T, true>(w.row(r), xt, nb, nb, yt, ldy);
+        else
+          tile_kquant<D, T, false>(w.row(r), xt, nb, nb, yt, ldy);
+      });
+    }
+  }
+}
+
+}  // namespace pith::kernels
+
+#pragma GCC pop_options
