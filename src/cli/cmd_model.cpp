@@ -181,7 +181,8 @@ void add_model_commands(CLI::App& app) {
       "gen", "Write a random-weight Llama model (real shapes, real vocabulary)");
   static GenArgs g;
   g.opt.vocab_path = "tests/data/tokenizer/ggml-vocab-llama-bpe.gguf";
-  gen->add_option("--preset", g.opt.preset, "tiny, llama3.2-1b, llama3.2-3b or llama3.1-8b")
+  gen->add_option("--preset", g.opt.preset,
+                  "tiny, tiny256, llama3.2-1b, llama3.2-3b or llama3.1-8b")
       ->capture_default_str();
   gen->add_option("--dtype", g.dtype,
                   "Matrix dtype: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, or llama.cpp's "

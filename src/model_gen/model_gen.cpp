@@ -41,6 +41,11 @@ ModelPreset model_preset(const std::string& name) {
     c.n_layers = 2, c.d_model = 64, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 192;
     c.context_length = 4096;
     c.tied_output = true;
+  } else if (name == "tiny256") {
+    // tiny with rows of 256: whole K-quant super-blocks, so the K-quant mixes apply.
+    c.n_layers = 2, c.d_model = 256, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 768;
+    c.context_length = 4096;
+    c.tied_output = true;
   } else if (name == "llama3.2-1b") {
     c.n_layers = 16, c.d_model = 2048, c.n_heads = 32, c.n_kv_heads = 8, c.d_ff = 8192;
     c.tied_output = true;
@@ -51,7 +56,7 @@ ModelPreset model_preset(const std::string& name) {
     c.n_layers = 32, c.d_model = 4096, c.n_heads = 32, c.n_kv_heads = 8, c.d_ff = 14336;
     c.tied_output = false;
   } else {
-    fail("unknown model preset '{}' (tiny, llama3.2-1b, llama3.2-3b, llama3.1-8b)", name);
+    fail("unknown model preset '{}' (tiny, tiny256, llama3.2-1b, llama3.2-3b, llama3.1-8b)", name);
   }
   c.head_dim = c.d_model / c.n_heads;
   const Llama3RopeScaling& s = *p.rope_scaling;
@@ -62,7 +67,7 @@ ModelPreset model_preset(const std::string& name) {
 }
 
 std::vector<std::string> model_preset_names() {
-  return {"tiny", "llama3.2-1b", "llama3.2-3b", "llama3.1-8b"};
+  return {"tiny", "tiny256", "llama3.2-1b", "llama3.2-3b", "llama3.1-8b"};
 }
 
 namespace {

@@ -35,7 +35,8 @@ struct ModelPreset {
   std::optional<Llama3RopeScaling> rope_scaling;
 };
 
-// "tiny", "llama3.2-1b", "llama3.2-3b", "llama3.1-8b". Throws pith::Error for other names.
+// "tiny", "tiny256", "llama3.2-1b", "llama3.2-3b", "llama3.1-8b". Throws pith::Error for other
+// names.
 ModelPreset model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
 
