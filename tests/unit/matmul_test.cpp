@@ -238,7 +238,8 @@ TEST(Matmul, QuantisedActivationsSimdMatchScalarExactly) {
 }
 
 // K-quant activations: every block's d keeps 16 significant bits (so d * q is exact), the
-// quants reproduce x within half a step, and bsums are the sums of each 16 quants.
+// quants reproduce x within half a step, bsums are the sums of each 16 quants, and the AVX2
+// version gives the same bytes.
 TEST(Matmul, KQuantActivationBlocks) {
   std::mt19937 rng(11);
   auto x = make_acts(3 * 256, rng);
@@ -261,6 +262,15 @@ TEST(Matmul, KQuantActivationBlocks) {
           << "block " << b << " i=" << i;
   }
   EXPECT_EQ(a[2].qs[600 - 512], 127);
+  if (isa_supported(KernelIsa::Avx2)) {
+    // Values near .5 multiples of the step.
+    for (size_t j = 0; j < 256; ++j) x[j] = (float(j % 7) - 3.0f) * 0.5f * (4.0f / 127.0f);
+    x[0] = 4.0f;
+    kernels::quantize_act_q8k(x.data(), a.data(), x.size());
+    std::vector<kernels::ActQ8K> b(3);
+    kernels::quantize_act_q8k_avx2(x.data(), b.data(), x.size());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), 3 * sizeof(kernels::ActQ8K)));
+  }
 }
 
 TEST(Matmul, BadInputIsAnError) {

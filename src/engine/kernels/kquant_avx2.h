@@ -143,6 +143,44 @@ void tile_kquant(const uint8_t* row, const ActQ8K* x0, size_t x_stride, size_t n
   for (int t = 0; t < T; ++t) y0[t * ldy] = avx2::hsum(acc[t]) - avx2::hsum(acc_min[t]);
 }
 
+// quantize_act_q8k with AVX2, bit-identical to it (same d and 1/d; vroundps rounds half to
+// even as nearbyint does in the default rounding mode).
+inline void quantize_act_q8k_avx2_impl(const float* x, ActQ8K* out, size_t n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (size_t b = 0; b < n / kQK; ++b, x += kQK) {
+    ActQ8K& a = out[b];
+    __m256 amax = _mm256_setzero_ps();
+    for (size_t i = 0; i < kQK; i += 8)
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+    a.d = act_q8k_scale(avx2::hmax(amax));
+    const __m256 id = _mm256_set1_ps(a.d != 0.0f ? 1.0f / a.d : 0.0f);
+    const __m256 hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+    for (size_t i = 0; i < kQK; i += 32) {
+      __m256i q[4];
+      for (int k = 0; k < 4; ++k) {
+        __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * k), id),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, lo), hi));
+      }
+      // 32 int32 -> 32 int8 in order (packs work per 128-bit lane; the permute restores order).
+      __m256i p =
+          _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.qs + i), p);
+      // Sums of each 16: widen to int16 (w0: elements 0-15 of these 32, w1: 16-31), add pairs
+      // (hadd, per 128-bit lane) and pairs again (madd): lanes 0-3 hold the sums of elements
+      // 0-7 (two) and 16-23 (two), lanes 4-7 those of 8-15 and 24-31.
+      const __m256i w0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(p));
+      const __m256i w1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(p, 1));
+      const __m256i s = _mm256_madd_epi16(_mm256_hadd_epi16(w0, w1), _mm256_set1_epi16(1));
+      alignas(32) int32_t t[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(t), s);
+      a.bsums[i / 16] = static_cast<int16_t>(t[0] + t[1] + t[4] + t[5]);
+      a.bsums[i / 16 + 1] = static_cast<int16_t>(t[2] + t[3] + t[6] + t[7]);
+    }
+  }
+}
+
 // Rows [r_begin, r_end) x tokens [t_begin, t_end) into y[(t - t_begin) * ldy + (r - r_begin)]:
 // each row against groups of up to kKquantTokens tokens (the row stays in L1 between groups).
 inline constexpr int kKquantTokens = 4;

@@ -10,25 +10,12 @@
 
 namespace pith::kernels {
 
-namespace {
-
-// Rounds to 16 significant bits (nearest, ties away), so that d * q is exact for |q| ≤ 127.
-float round_to_16_bits(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  u = (u + 0x80u) & ~0xffu;
-  std::memcpy(&v, &u, 4);
-  return v;
-}
-
-}  // namespace
-
 void quantize_act_q8k(const float* x, ActQ8K* out, size_t n) {
   for (size_t b = 0; b < n / kQK; ++b, x += kQK) {
     ActQ8K& a = out[b];
     float amax = 0;
     for (size_t i = 0; i < kQK; ++i) amax = std::max(amax, std::fabs(x[i]));
-    a.d = round_to_16_bits(amax / 127.0f);
+    a.d = act_q8k_scale(amax);
     const float id = a.d != 0.0f ? 1.0f / a.d : 0.0f;
     for (size_t i = 0; i < kQK; ++i)
       a.qs[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * id), -127.0f, 127.0f));

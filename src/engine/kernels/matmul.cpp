@@ -225,8 +225,12 @@ kernels::PreparedActs prepare_acts(ThreadPool& pool, const WeightMatrix& w, cons
     case DType::Q6_K: {
       acts.blocks_per_token = cols / kQK;
       kernels::ActQ8K* q = scratch<kernels::ActQ8K>(n_tokens * acts.blocks_per_token);
+      const bool simd = isa != KernelIsa::Scalar;
       per_token([&](size_t t) {
-        kernels::quantize_act_q8k(x + t * cols, q + t * acts.blocks_per_token, cols);
+        if (simd)
+          kernels::quantize_act_q8k_avx2(x + t * cols, q + t * acts.blocks_per_token, cols);
+        else
+          kernels::quantize_act_q8k(x + t * cols, q + t * acts.blocks_per_token, cols);
       });
       acts.q8k = q;
       break;

@@ -255,6 +255,10 @@ void matmul_tiled(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x
 
 }  // namespace
 
+void quantize_act_q8k_avx2(const float* x, ActQ8K* out, size_t n) {
+  quantize_act_q8k_avx2_impl(x, out, n);
+}
+
 void quantize_act_q8_avx2(const float* x, ActQ8* out, size_t n) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (size_t b = 0; b < n / 32; ++b) {

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "common/thread_pool.h"
 #include "engine/kernels/matmul.h"
@@ -57,9 +58,20 @@ constexpr bool is_kquant(DType d) {
 // SIMD versions, which must give identical blocks.
 void quantize_act_q8_scalar(const float* x, ActQ8* out, size_t n);
 // The same per 256-block for K-quant weights (n a multiple of 256): d = amax / 127 rounded to
-// 16 significant bits, q = round_half_even(x * (1 / d)) clamped to ±127. Cheap next to the
-// matmul (one pass over a row of activations), so every ISA uses this one.
+// 16 significant bits, q = round_half_even(x * (1 / d)) clamped to ±127.
 void quantize_act_q8k(const float* x, ActQ8K* out, size_t n);
+// The same with AVX2 (kquant_avx2.h), bit-identical.
+void quantize_act_q8k_avx2(const float* x, ActQ8K* out, size_t n);
+// The block scale for a block whose largest |x| is amax: amax / 127 rounded to 16 significant
+// bits (nearest, ties away), so that d * q is exact for |q| ≤ 127.
+inline float act_q8k_scale(float amax) {
+  float v = amax / 127.0f;
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u = (u + 0x80u) & ~0xffu;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
 // Portable K-quant dot products of one weight row (n_blocks super-blocks) with one token's
 // activations: per block d_a * (d * Σ_j sc_j Σ q·a - dmin * Σ_j m_j Σ a), integers exact.
 float dot_q4k_scalar(const uint8_t* row, const ActQ8K* a, size_t n_blocks);
