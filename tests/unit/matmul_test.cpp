@@ -157,12 +157,12 @@ TEST_P(MatmulParity, EveryIsaMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllDtypes, MatmulParity,
-    ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0,
-                                         DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K),
-                       ::testing::Values(size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{8},
-                                         size_t{33}, size_t{64}, size_t{70}, size_t{100}),
-                       ::testing::Values(Shape{96, 256}, Shape{37, 96}, Shape{5, 33},
-                                         Shape{130, 520})));
+    ::testing::Combine(
+        ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0,
+                          DType::Q4_K, DType::Q5_K, DType::Q6_K),
+        ::testing::Values(size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{8}, size_t{33},
+                          size_t{64}, size_t{70}, size_t{100}, size_t{130}),
+        ::testing::Values(Shape{96, 256}, Shape{37, 96}, Shape{5, 33}, Shape{130, 520})));
 
 TEST(Matmul, DefaultOverloadUsesBestIsa) {
   std::mt19937 rng(7);

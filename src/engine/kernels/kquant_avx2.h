@@ -143,6 +143,89 @@ void tile_kquant(const uint8_t* row, const ActQ8K* x0, size_t x_stride, size_t n
   for (int t = 0; t < T; ++t) y0[t * ldy] = avx2::hsum(acc[t]) - avx2::hsum(acc_min[t]);
 }
 
+// Unsigned levels of 32 quants (as in tile_kquant) -> 32 f32 values scale * q - offset, for
+// 8-element pieces; the same operations (a multiply, then a subtract) as kquants.cpp.
+inline void store_levels(__m256i q, __m256 scale, __m256 offset, float* dst) {
+  const __m128i halves[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const __m256 a = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(halves[h]));
+    const __m256 b = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(halves[h], 8)));
+    _mm256_storeu_ps(dst + 16 * h, _mm256_sub_ps(_mm256_mul_ps(scale, a), offset));
+    _mm256_storeu_ps(dst + 16 * h + 8, _mm256_sub_ps(_mm256_mul_ps(scale, b), offset));
+  }
+}
+
+// One K-quant block to 256 f32 values (the GEMM's weight panels), equal to dequantize_q*_k.
+template <DType D>
+void dequantize_kquant_block_avx2(const uint8_t* blk, float* dst) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  if constexpr (D == DType::Q6_K) {
+    const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
+    const float d = _cvtsh_ss(w->d);
+    const __m256i top2 = _mm256_set1_epi8(0x30);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qh + 32 * h));
+      const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(ql0, low4),
+                                            _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2)),
+                            _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                                            _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2)),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                                            _mm256_and_si256(qh, top2)),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2))};
+      for (int g = 0; g < 4; ++g) {
+        const int e = 128 * h + 32 * g;  // sub-blocks e / 16 (first 16) and e / 16 + 1
+        // (d * sc) * (q - 32), in dequantize_q6_k's order.
+        const __m128i halves[2] = {_mm256_castsi256_si128(q[g]), _mm256_extracti128_si256(q[g], 1)};
+        for (int k = 0; k < 2; ++k) {
+          const __m256 ds = _mm256_set1_ps(d * w->scales[e / 16 + k]);
+          const __m128i v = _mm_sub_epi8(halves[k], _mm_set1_epi8(32));
+          _mm256_storeu_ps(dst + e + 16 * k,
+                           _mm256_mul_ps(ds, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
+          _mm256_storeu_ps(
+              dst + e + 16 * k + 8,
+              _mm256_mul_ps(ds, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))));
+        }
+      }
+    }
+  } else {
+    const uint8_t* scales;
+    const uint8_t* qs;
+    uint16_t d16, dmin16;
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (D == DType::Q4_K) {
+      const BlockQ4_K* w = reinterpret_cast<const BlockQ4_K*>(blk);
+      scales = w->scales, qs = w->qs, d16 = w->d, dmin16 = w->dmin;
+    } else {
+      const BlockQ5_K* w = reinterpret_cast<const BlockQ5_K*>(blk);
+      scales = w->scales, qs = w->qs, d16 = w->d, dmin16 = w->dmin;
+      qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qh));
+    }
+    uint8_t sc[8], m[8];
+    unpack_q4k_scales(scales, sc, m);
+    const float d = _cvtsh_ss(d16), dmin = _cvtsh_ss(dmin16);
+    const __m256i one = _mm256_set1_epi8(1);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+      __m256i lo = _mm256_and_si256(raw, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+      if constexpr (D == DType::Q5_K) {
+        lo = _mm256_or_si256(
+            lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+        hi = _mm256_or_si256(
+            hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+      }
+      store_levels(lo, _mm256_set1_ps(d * sc[2 * c]), _mm256_set1_ps(dmin * m[2 * c]),
+                   dst + 64 * c);
+      store_levels(hi, _mm256_set1_ps(d * sc[2 * c + 1]), _mm256_set1_ps(dmin * m[2 * c + 1]),
+                   dst + 64 * c + 32);
+    }
+  }
+}
+
 // quantize_act_q8k with AVX2, bit-identical to it (same d and 1/d; vroundps rounds half to
 // even as nearbyint does in the default rounding mode).
 inline void quantize_act_q8k_avx2_impl(const float* x, ActQ8K* out, size_t n) {
