@@ -12,6 +12,8 @@
 
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "engine/kernels/matmul_kernels.h"
 #include "engine/kernels/simd_avx2.h"
 #include "formats/kquants.h"
@@ -105,8 +107,21 @@ void tile_kquant(const uint8_t* row, const ActQ8K* x0, size_t x_stride, size_t n
         scales = w->scales, qs = w->qs, d16 = w->d, dmin16 = w->dmin;
         qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qh));
       }
-      uint8_t sc[8], m[8];
-      unpack_q4k_scales(scales, sc, m);
+      // The 6-bit scales and mins, four bytes at a time: sc[0..3] and m[0..3] are the low 6
+      // bits of bytes 0-3 and 4-7; sc[4..7] (m[4..7]) take their low 4 bits from the low (high)
+      // nibbles of bytes 8-11 and their top 2 bits from the top bits of bytes 0-3 (4-7).
+      uint32_t p[3];
+      std::memcpy(p, scales, 12);
+      const uint32_t sc_lo = p[0] & 0x3f3f3f3fu, m_lo = p[1] & 0x3f3f3f3fu;
+      const uint32_t sc_hi = (p[2] & 0x0f0f0f0fu) | (((p[0] >> 6) & 0x03030303u) << 4);
+      const uint32_t m_hi = ((p[2] >> 4) & 0x0f0f0f0fu) | (((p[1] >> 6) & 0x03030303u) << 4);
+      // 8 scales as int16 in both 128-bit lanes; scale j is broadcast by a byte shuffle.
+      const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(
+          _mm_cvtsi64_si128(static_cast<int64_t>(uint64_t{sc_hi} << 32 | sc_lo))));
+      auto scale = [&](int j) {
+        const __m256i pick = _mm256_set1_epi16(static_cast<int16_t>((2 * j) | ((2 * j + 1) << 8)));
+        return _mm256_shuffle_epi8(sc16, pick);
+      };
       const __m256i one = _mm256_set1_epi8(1);
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
@@ -120,13 +135,13 @@ void tile_kquant(const uint8_t* row, const ActQ8K* x0, size_t x_stride, size_t n
           hi = _mm256_or_si256(
               hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
         }
-        accumulate(lo, _mm256_set1_epi16(sc[2 * c]), 2 * c);
-        accumulate(hi, _mm256_set1_epi16(sc[2 * c + 1]), 2 * c + 1);
+        accumulate(lo, scale(2 * c), 2 * c);
+        accumulate(hi, scale(2 * c + 1), 2 * c + 1);
       }
-      // Sub-block j's min applies to both 16-sums 2j and 2j + 1.
-      const __m256i mins =
-          _mm256_cvtepu8_epi16(_mm_setr_epi8(m[0], m[0], m[1], m[1], m[2], m[2], m[3], m[3], m[4],
-                                             m[4], m[5], m[5], m[6], m[6], m[7], m[7]));
+      // Sub-block j's min applies to both 16-sums 2j and 2j + 1: bytes m0 m0 m1 m1 ... m7 m7.
+      const __m128i m8 = _mm_cvtsi64_si128(static_cast<int64_t>(uint64_t{m_hi} << 32 | m_lo));
+      const __m256i mins = _mm256_cvtepu8_epi16(
+          _mm_shuffle_epi8(m8, _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)));
       const float d = _cvtsh_ss(d16), dmin = _cvtsh_ss(dmin16);
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
