@@ -59,8 +59,13 @@ void tile_kquant(const uint8_t* row, const ActQ8K* x0, size_t x_stride, size_t n
     if constexpr (D == DType::Q6_K) {
       const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
       const __m256i top2 = _mm256_set1_epi8(0x30);
+      // The 16 scales as int16: sub-blocks 0-7 in the low lane, 8-15 in the high one.
+      const __m256i sc16 =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales)));
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
+        // This half's 8 scales in both lanes.
+        const __m256i half_scales = _mm256_permute2x128_si256(sc16, sc16, h == 0 ? 0x00 : 0x11);
         const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h));
         const __m256i ql1 =
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h + 32));
@@ -76,14 +81,16 @@ void tile_kquant(const uint8_t* row, const ActQ8K* x0, size_t x_stride, size_t n
 #pragma GCC unroll 4
         for (int g = 0; g < 4; ++g) {
           const int j = 4 * h + g;  // 32 quants = sub-blocks 2j (low lane) and 2j + 1
-          accumulate(q[g],
-                     _mm256_set_m128i(_mm_set1_epi16(w->scales[2 * j + 1]),
-                                      _mm_set1_epi16(w->scales[2 * j])),
-                     j);
+          // Word 2j' of the half's 8 scales in the low lane, 2j' + 1 in the high lane.
+          const int k = 2 * g;
+          const __m256i pick = _mm256_setr_epi8(
+              2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k,
+              2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k + 2, 2 * k + 3,
+              2 * k + 2, 2 * k + 3, 2 * k + 2, 2 * k + 3, 2 * k + 2, 2 * k + 3, 2 * k + 2,
+              2 * k + 3, 2 * k + 2, 2 * k + 3, 2 * k + 2, 2 * k + 3, 2 * k + 2, 2 * k + 3);
+          accumulate(q[g], _mm256_shuffle_epi8(half_scales, pick), j);
         }
       }
-      const __m256i sc16 =
-          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales)));
       const float d = _cvtsh_ss(w->d);
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
