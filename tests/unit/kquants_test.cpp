@@ -1,5 +1,6 @@
 // The K-quant codec (formats/kquants.h): dequantisation of hand-built blocks element by element
-// against values derived from ggml's documented bit layout (so a wrong layout cannot pass),
+// against values derived from ggml's documented bit layout (so a wrong layout cannot pass), and
+// of random blocks against ggml's own Python implementation (committed reference data),
 // the 6-bit scale packing, quantise -> dequantise error bounds on random data and edge cases,
 // and GGUF reading of K-quant tensors (and the error for a type pith does not implement).
 #include "formats/kquants.h"
@@ -15,6 +16,7 @@
 
 #include "common/error.h"
 #include "common/fp16.h"
+#include "engine/kernels/matmul.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 
@@ -225,6 +227,52 @@ TEST(KQuants, EdgeBlocks) {
     auto yo = round_trip(dt, outlier);
     EXPECT_NEAR(yo[77], 100.0f, 1.0f) << name;  // the outlier's sub-block scale carries it
     for (float v : yo) ASSERT_TRUE(std::isfinite(v)) << name;
+  }
+}
+
+// ggml's own Python package wrote tests/data/kquant/blocks.gguf (random K-quant blocks) and
+// dequantized it into dequantized.gguf (see make_reference.py there): pith reads the first and
+// dequantizes it to the second, and its matmul kernels multiply it as the second's values do.
+TEST(KQuants, MatchesGgmlPythonReference) {
+  const std::string dir = std::string(PITH_TEST_DATA) + "/kquant/";
+  GGUFFile blocks(dir + "blocks.gguf"), ref(dir + "dequantized.gguf");
+  ThreadPool pool(2);
+  for (const char* name : {"q4_K", "q5_K", "q6_K"}) {
+    const GGUFTensorInfo* q = blocks.find_tensor(name);
+    const GGUFTensorInfo* r = ref.find_tensor(name);
+    ASSERT_NE(q, nullptr) << name;
+    ASSERT_NE(r, nullptr) << name;
+    ASSERT_EQ(q->dims, (std::vector<uint64_t>{512, 3})) << name;
+    ASSERT_EQ(r->dtype, DType::F32);
+    const size_t rows = 3, cols = 512;
+    std::vector<uint8_t> wbytes(q->data, q->data + q->n_bytes);  // aligned copy
+    std::vector<float> want(rows * cols), got(rows * cols);
+    std::memcpy(want.data(), r->data, want.size() * 4);
+    WeightMatrix w{q->dtype, rows, cols, wbytes.data()};
+    for (size_t row = 0; row < rows; ++row)
+      dequantize_row(w.dtype, w.row(row), got.data() + row * cols, cols);
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], want[i]) << name << " element " << i;  // bit-identical
+    // Every kernel level against the reference values (activation rounding: 1e-2 of |w|·|x|).
+    const auto x = normal(4 * cols, 1.0f, 9);
+    for (KernelIsa isa : {KernelIsa::Scalar, KernelIsa::Avx2, KernelIsa::Avx512}) {
+      if (!isa_supported(isa)) continue;
+      for (size_t n_tokens : {size_t{1}, size_t{4}}) {
+        std::vector<float> y(n_tokens * rows);
+        matmul(pool, w, x.data(), n_tokens, y.data(), isa);
+        for (size_t t = 0; t < n_tokens; ++t)
+          for (size_t row = 0; row < rows; ++row) {
+            double dot = 0, wn = 0, xn = 0;
+            for (size_t i = 0; i < cols; ++i) {
+              dot += double(want[row * cols + i]) * x[t * cols + i];
+              wn += double(want[row * cols + i]) * want[row * cols + i];
+              xn += double(x[t * cols + i]) * x[t * cols + i];
+            }
+            ASSERT_NEAR(y[t * rows + row], dot, 1e-2 * std::sqrt(wn * xn))
+                << name << " " << isa_name(isa) << " token " << t << " row " << row;
+          }
+      }
+    }
   }
 }
 
