@@ -12,6 +12,7 @@
 #include "common/fp16.h"
 #include "common/thread_pool.h"
 #include "engine/kernels/matmul.h"
+#include "formats/kquants.h"
 
 namespace pith::bench {
 
@@ -51,6 +52,15 @@ std::vector<uint8_t> random_row(DType dtype, size_t cols, std::mt19937& rng) {
         blk->d = f32_to_f16(0.02f);
         for (size_t j = 0; j < 16; ++j) blk->qs[j] = static_cast<uint8_t>(rng());
       }
+      break;
+    case DType::Q4_K:
+      quantize_q4_k(v.data(), reinterpret_cast<BlockQ4_K*>(out.data()), cols);
+      break;
+    case DType::Q5_K:
+      quantize_q5_k(v.data(), reinterpret_cast<BlockQ5_K*>(out.data()), cols);
+      break;
+    case DType::Q6_K:
+      quantize_q6_k(v.data(), reinterpret_cast<BlockQ6_K*>(out.data()), cols);
       break;
   }
   return out;

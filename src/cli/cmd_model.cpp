@@ -142,9 +142,17 @@ struct GenArgs {
 };
 
 void model_gen(GenArgs& a) {
-  auto dt = dtype_from_name(a.dtype);
-  if (!dt) fail("unknown dtype '{}' (f32, f16, bf16, q8_0, q4_0)", a.dtype);
-  a.opt.dtype = *dt;
+  if (auto mix = quant_mix_from_name(a.dtype)) {
+    a.opt.mix = *mix;
+  } else {
+    auto dt = dtype_from_name(a.dtype);
+    if (!dt)
+      fail(
+          "unknown dtype '{}' (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, or the llama.cpp mixes "
+          "q4_k_m, q4_k_s, q5_k_m, q6_k)",
+          a.dtype);
+    a.opt.dtype = *dt;
+  }
   a.opt.shard_bytes = parse_size(a.shard_size);
   ThreadPool pool(a.threads);
   ModelGenResult r = generate_model(a.opt, pool);
@@ -173,10 +181,12 @@ void add_model_commands(CLI::App& app) {
       "gen", "Write a random-weight Llama model (real shapes, real vocabulary)");
   static GenArgs g;
   g.opt.vocab_path = "tests/data/tokenizer/ggml-vocab-llama-bpe.gguf";
-  gen->add_option("--preset", g.opt.preset, "tiny, llama3.2-1b, llama3.2-3b or llama3.1-8b")
+  gen->add_option("--preset", g.opt.preset,
+                  "tiny, tiny256, llama3.2-1b, llama3.2-3b or llama3.1-8b")
       ->capture_default_str();
   gen->add_option("--dtype", g.dtype,
-                  "Matrix dtype: f32, f16, bf16, q8_0 (q4_0; quantised: GGUF only)")
+                  "Matrix dtype: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, or llama.cpp's "
+                  "per-tensor K-quant mixes q4_k_m, q4_k_s, q5_k_m, q6_k (quantised: GGUF only)")
       ->capture_default_str();
   gen->add_option("--vocab", g.opt.vocab_path, "GGUF file whose tokenizer.* metadata is copied")
       ->capture_default_str();

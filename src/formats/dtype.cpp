@@ -1,5 +1,7 @@
 #include "formats/dtype.h"
 
+#include <iterator>
+
 #include "common/error.h"
 
 namespace pith {
@@ -11,6 +13,18 @@ constexpr DTypeInfo kTypes[] = {
     {DType::BF16, "bf16", 1, 2},
     {DType::Q8_0, "q8_0", 32, sizeof(BlockQ8_0)},
     {DType::Q4_0, "q4_0", 32, sizeof(BlockQ4_0)},
+    {DType::Q4_K, "q4_k", kQK, sizeof(BlockQ4_K)},
+    {DType::Q5_K, "q5_k", kQK, sizeof(BlockQ5_K)},
+    {DType::Q6_K, "q6_k", kQK, sizeof(BlockQ6_K)},
+};
+
+// ggml's type names by code (ggml.c's type traits), for error messages; codes 4 and 5 were
+// removed from ggml and 31-33 are unused.
+constexpr std::string_view kGgmlNames[] = {
+    "f32",    "f16",   "q4_0",  "q4_1",   "",      "",      "q5_0",    "q5_1",   "q8_0",    "q8_1",
+    "q2_K",   "q3_K",  "q4_K",  "q5_K",   "q6_K",  "q8_K",  "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s",
+    "iq4_nl", "iq3_s", "iq2_s", "iq4_xs", "i8",    "i16",   "i32",     "i64",    "f64",     "iq1_m",
+    "bf16",   "",      "",      "",       "tq1_0", "tq2_0", "",        "",       "",        "mxfp4",
 };
 }  // namespace
 
@@ -18,6 +32,21 @@ std::optional<DTypeInfo> dtype_info(uint32_t ggml_type) {
   for (const auto& t : kTypes)
     if (static_cast<uint32_t>(t.type) == ggml_type) return t;
   return std::nullopt;
+}
+
+std::string ggml_type_name(uint32_t ggml_type) {
+  if (ggml_type < std::size(kGgmlNames) && !kGgmlNames[ggml_type].empty())
+    return std::string(kGgmlNames[ggml_type]);
+  return "type " + std::to_string(ggml_type);
+}
+
+std::string supported_dtype_names() {
+  std::string out;
+  for (const auto& t : kTypes) {
+    if (!out.empty()) out += ", ";
+    out += ggml_type_name(static_cast<uint32_t>(t.type));
+  }
+  return out;
 }
 
 const DTypeInfo& dtype_info(DType type) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace pith {
@@ -14,6 +15,9 @@ enum class DType : uint32_t {
   F16 = 1,
   Q4_0 = 2,
   Q8_0 = 8,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
   BF16 = 30,
 };
 
@@ -26,6 +30,11 @@ struct DTypeInfo {
 
 // Returns nullopt for GGUF types pith does not implement.
 std::optional<DTypeInfo> dtype_info(uint32_t ggml_type);
+// ggml's name of any ggml_type code ("q4_K", "iq2_xxs"), or "type <n>" for an unknown one: for
+// errors about files whose tensors pith cannot read.
+std::string ggml_type_name(uint32_t ggml_type);
+// "f32, f16, ..., q6_K": the types pith reads, for the same errors.
+std::string supported_dtype_names();
 const DTypeInfo& dtype_info(DType t);
 std::optional<DType> dtype_from_name(std::string_view name);
 // Bytes taken by one row of `n` elements; n must be a multiple of the block size.
@@ -45,5 +54,43 @@ struct BlockQ4_0 {
   uint8_t qs[16];
 };
 static_assert(sizeof(BlockQ4_0) == 18);
+
+// K-quants: super-blocks of 256 values (kQK values), byte-identical to ggml's layouts so that
+// llama.cpp's files load. Codec (dequantise, quantise) in formats/kquants.h.
+inline constexpr size_t kQK = 256;
+
+// Q4_K: 8 sub-blocks of 32, value = d * sc[j] * q - dmin * m[j] with q in [0, 15] and 6-bit
+// sc/m packed into `scales` (formats/kquants.h: unpack_q4k_scales). qs[32 * c + l] holds
+// element 64c + l in its low nibble and element 64c + 32 + l in its high nibble.
+struct BlockQ4_K {
+  uint16_t d;     // f16 scale of the sub-block scales
+  uint16_t dmin;  // f16 scale of the sub-block mins
+  uint8_t scales[12];
+  uint8_t qs[128];
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+
+// Q5_K: Q4_K plus a fifth bit: q in [0, 31], bit 4 of element 64c + l is bit 2c of qh[l], of
+// element 64c + 32 + l bit 2c + 1.
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[32];
+  uint8_t qs[128];
+};
+static_assert(sizeof(BlockQ5_K) == 176);
+
+// Q6_K: 16 sub-blocks of 16, value = d * scales[j] * (q - 32) with q in [0, 63]. In each half
+// h (128 elements), for l < 32: element 128h + l has low nibble ql[64h + l] & 15, element
+// +32 ql[64h + 32 + l] & 15, +64 ql[64h + l] >> 4, +96 ql[64h + 32 + l] >> 4; their top two
+// bits are bits 0-1, 2-3, 4-5, 6-7 of qh[32h + l].
+struct BlockQ6_K {
+  uint8_t ql[128];
+  uint8_t qh[64];
+  int8_t scales[16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ6_K) == 210);
 
 }  // namespace pith

@@ -196,7 +196,10 @@ GGUFFile::GGUFFile(const std::string& path) : file_(path) {
     }
     uint32_t type = c.read<uint32_t>("tensor type");
     auto info = dtype_info(type);
-    if (!info) bad("tensor '" + ti.name + "' has unsupported ggml type " + std::to_string(type));
+    if (!info)
+      bad("tensor '" + ti.name + "' has ggml type " + ggml_type_name(type) + " (" +
+          std::to_string(type) +
+          "), which pith does not implement (supported: " + supported_dtype_names() + ")");
     ti.dtype = info->type;
     if (ti.dims[0] % info->block_size != 0)
       bad("tensor '" + ti.name + "': row length not a multiple of the " + std::string(info->name) +

@@ -18,6 +18,7 @@
 #include "engine/model_loader.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
+#include "formats/kquants.h"
 #include "formats/safetensors.h"
 #include "model_gen/normal_rng.h"
 #include "tokenizer/hf_tokenizer_json.h"
@@ -40,6 +41,11 @@ ModelPreset model_preset(const std::string& name) {
     c.n_layers = 2, c.d_model = 64, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 192;
     c.context_length = 4096;
     c.tied_output = true;
+  } else if (name == "tiny256") {
+    // tiny with rows of 256: whole K-quant super-blocks, so the K-quant mixes apply.
+    c.n_layers = 2, c.d_model = 256, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 768;
+    c.context_length = 4096;
+    c.tied_output = true;
   } else if (name == "llama3.2-1b") {
     c.n_layers = 16, c.d_model = 2048, c.n_heads = 32, c.n_kv_heads = 8, c.d_ff = 8192;
     c.tied_output = true;
@@ -50,7 +56,7 @@ ModelPreset model_preset(const std::string& name) {
     c.n_layers = 32, c.d_model = 4096, c.n_heads = 32, c.n_kv_heads = 8, c.d_ff = 14336;
     c.tied_output = false;
   } else {
-    fail("unknown model preset '{}' (tiny, llama3.2-1b, llama3.2-3b, llama3.1-8b)", name);
+    fail("unknown model preset '{}' (tiny, tiny256, llama3.2-1b, llama3.2-3b, llama3.1-8b)", name);
   }
   c.head_dim = c.d_model / c.n_heads;
   const Llama3RopeScaling& s = *p.rope_scaling;
@@ -61,7 +67,7 @@ ModelPreset model_preset(const std::string& name) {
 }
 
 std::vector<std::string> model_preset_names() {
-  return {"tiny", "llama3.2-1b", "llama3.2-3b", "llama3.1-8b"};
+  return {"tiny", "tiny256", "llama3.2-1b", "llama3.2-3b", "llama3.1-8b"};
 }
 
 namespace {
@@ -180,6 +186,12 @@ void encode_row(DType dt, const float* x, size_t n, uint8_t* out) {
       }
       return;
     }
+    case DType::Q4_K:
+      return quantize_q4_k(x, reinterpret_cast<BlockQ4_K*>(out), n);
+    case DType::Q5_K:
+      return quantize_q5_k(x, reinterpret_cast<BlockQ5_K*>(out), n);
+    case DType::Q6_K:
+      return quantize_q6_k(x, reinterpret_cast<BlockQ6_K*>(out), n);
   }
   fail("cannot encode dtype {}", static_cast<uint32_t>(dt));
 }
@@ -244,6 +256,12 @@ void emit_tensor(GenContext& ctx, const GenTensor& t, DType dtype, bool hf_rows,
 
 uint32_t file_type_code(DType dt) {
   switch (dt) {
+    case DType::Q4_K:
+      return 15;  // llama.cpp has no all-Q4_K type; its mostly-Q4_K one is Q4_K_M
+    case DType::Q5_K:
+      return 17;  // Q5_K_M
+    case DType::Q6_K:
+      return 18;
     case DType::F32:
       return 0;
     case DType::F16:
@@ -272,7 +290,8 @@ void write_gguf(GenContext& ctx, const std::vector<GenTensor>& plan, const GGUFF
     GGUFWriter w(tmp);
     w.set_string("general.architecture", "llama");
     w.set_string("general.name", fmt::format("pith-random-{}", preset_name));
-    w.set_u32("general.file_type", file_type_code(ctx.opt.dtype));
+    w.set_u32("general.file_type",
+              ctx.opt.mix ? quant_mix_file_type(*ctx.opt.mix) : file_type_code(ctx.opt.dtype));
     w.set_u32("llama.block_count", c.n_layers);
     w.set_u32("llama.context_length", c.context_length);
     w.set_u32("llama.embedding_length", c.d_model);
@@ -289,14 +308,20 @@ void write_gguf(GenContext& ctx, const std::vector<GenTensor>& plan, const GGUFF
     }
     for (const auto& [key, value] : vocab.metadata())
       if (key.starts_with("tokenizer.")) w.set(key, value);
+    auto tensor_dtype = [&](const GenTensor& t) {
+      if (t.kind != GenTensor::Kind::Matrix) return DType::F32;
+      if (ctx.opt.mix)
+        return quant_mix_tensor_dtype(*ctx.opt.mix, t.gguf_name, t.cols, c.n_layers, c.tied_output);
+      return ctx.opt.dtype;
+    };
     for (const auto& t : plan) {
-      DType dt = t.kind == GenTensor::Kind::Matrix ? ctx.opt.dtype : DType::F32;
+      DType dt = tensor_dtype(t);
       w.add_tensor(
           t.gguf_name,
           t.rows == 1 ? std::vector<uint64_t>{t.cols} : std::vector<uint64_t>{t.cols, t.rows}, dt);
     }
     for (const auto& t : plan) {
-      DType dt = t.kind == GenTensor::Kind::Matrix ? ctx.opt.dtype : DType::F32;
+      DType dt = tensor_dtype(t);
       emit_tensor(ctx, t, dt, false, [&](const void* p, size_t n) { w.write(p, n); });
       log_progress(ctx, t);
     }
@@ -416,6 +441,9 @@ ModelGenResult generate_model(const ModelGenOptions& opt, ThreadPool& pool) {
   ModelPreset preset = model_preset(opt.preset);
   if (opt.format != "gguf" && opt.format != "hf")
     fail("unknown model format '{}' (gguf, hf)", opt.format);
+  if (opt.format == "hf" && opt.mix)
+    fail("dtype {} cannot be written to a Hugging Face folder; use --format gguf",
+         quant_mix_name(*opt.mix));
   if (opt.format == "hf" && dtype_info(opt.dtype).block_size != 1)
     fail(
         "dtype {} cannot be written to a Hugging Face folder (safetensors holds f32, f16, bf16); "
@@ -435,7 +463,8 @@ ModelGenResult generate_model(const ModelGenOptions& opt, ThreadPool& pool) {
   c.vocab_size = static_cast<uint32_t>(n_vocab);
   c.name = "pith-random-" + preset.name;
   validate_config(c, "preset " + preset.name);
-  const size_t block = dtype_info(opt.dtype).block_size;
+  // (A mix falls back to Q8_0 for rows that are not whole K-quant blocks.)
+  const size_t block = opt.mix ? 32 : dtype_info(opt.dtype).block_size;
   if (c.d_model % block != 0 || c.d_ff % block != 0 || c.q_dim() % block != 0)
     fail("preset {}: row lengths are not multiples of the {} block", preset.name,
          dtype_info(opt.dtype).name);
@@ -462,7 +491,7 @@ ModelGenResult generate_model(const ModelGenOptions& opt, ThreadPool& pool) {
 
   GenContext ctx{opt, c, pool, NormalZiggurat{}, opt.format == "hf" ? opt.dtype : DType::F32,
                  {},  {}};
-  if (opt.format == "gguf" && block == 1)
+  if (opt.format == "gguf" && !opt.mix && block == 1)
     ctx.norm_round = opt.dtype;  // same values as the HF output
   ctx.scratch.resize(pool.size());
   const auto plan = plan_tensors(c);

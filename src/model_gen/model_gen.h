@@ -18,6 +18,7 @@
 #include "backend/model_config.h"
 #include "common/thread_pool.h"
 #include "formats/dtype.h"
+#include "model_gen/quant_mix.h"
 
 namespace pith {
 
@@ -34,13 +35,15 @@ struct ModelPreset {
   std::optional<Llama3RopeScaling> rope_scaling;
 };
 
-// "tiny", "llama3.2-1b", "llama3.2-3b", "llama3.1-8b". Throws pith::Error for other names.
+// "tiny", "tiny256", "llama3.2-1b", "llama3.2-3b", "llama3.1-8b". Throws pith::Error for other
+// names.
 ModelPreset model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();
 
 struct ModelGenOptions {
   std::string preset = "tiny";
-  DType dtype = DType::F32;     // matrices; q8_0 / q4_0 only with GGUF
+  DType dtype = DType::F32;     // matrices; block-quantised types only with GGUF
+  std::optional<QuantMix> mix;  // instead of dtype: llama.cpp's per-tensor K-quant types (GGUF)
   std::string vocab_path;       // GGUF file holding tokenizer.* metadata
   std::string format = "gguf";  // "gguf" (output is a file) or "hf" (output is a folder)
   uint64_t seed = 0;

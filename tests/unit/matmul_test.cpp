@@ -18,6 +18,7 @@
 #include "engine/kernels/matmul_kernels.h"
 #include "engine/lm_head.h"
 #include "engine/token_distribution.h"
+#include "formats/kquants.h"
 
 namespace pith {
 
@@ -58,6 +59,15 @@ std::vector<uint8_t> make_weights(DType dtype, size_t rows, size_t cols, std::mt
           blk->d = f32_to_f16(0.1f);
           for (size_t j = 0; j < 16; ++j) blk->qs[j] = static_cast<uint8_t>(rng() & 0xff);
         }
+        break;
+      case DType::Q4_K:
+        quantize_q4_k(v.data(), reinterpret_cast<BlockQ4_K*>(dst), cols);
+        break;
+      case DType::Q5_K:
+        quantize_q5_k(v.data(), reinterpret_cast<BlockQ5_K*>(dst), cols);
+        break;
+      case DType::Q6_K:
+        quantize_q6_k(v.data(), reinterpret_cast<BlockQ6_K*>(dst), cols);
         break;
     }
   }
@@ -119,8 +129,8 @@ class MatmulParity : public ::testing::TestWithParam<std::tuple<DType, size_t, S
 
 TEST_P(MatmulParity, EveryIsaMatchesReference) {
   auto [dtype, n_tokens, shape] = GetParam();
-  size_t cols = shape.cols;
-  if (dtype_info(dtype).block_size > 1) cols = (cols + 31) / 32 * 32;
+  const size_t block = dtype_info(dtype).block_size;
+  const size_t cols = (shape.cols + block - 1) / block * block;
   std::mt19937 rng(42 + n_tokens);
   auto wbytes = make_weights(dtype, shape.rows, cols, rng);
   WeightMatrix w{dtype, shape.rows, cols, wbytes.data()};
@@ -145,14 +155,14 @@ TEST_P(MatmulParity, EveryIsaMatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDtypes, MatmulParity,
-                         ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16,
-                                                              DType::Q8_0, DType::Q4_0),
-                                            ::testing::Values(size_t{1}, size_t{2}, size_t{3},
-                                                              size_t{4}, size_t{8}, size_t{33},
-                                                              size_t{64}, size_t{70}, size_t{100}),
-                                            ::testing::Values(Shape{96, 256}, Shape{37, 96},
-                                                              Shape{5, 33}, Shape{130, 520})));
+INSTANTIATE_TEST_SUITE_P(
+    AllDtypes, MatmulParity,
+    ::testing::Combine(
+        ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0,
+                          DType::Q4_K, DType::Q5_K, DType::Q6_K),
+        ::testing::Values(size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{8}, size_t{33},
+                          size_t{64}, size_t{70}, size_t{100}, size_t{130}),
+        ::testing::Values(Shape{96, 256}, Shape{37, 96}, Shape{5, 33}, Shape{130, 520})));
 
 TEST(Matmul, DefaultOverloadUsesBestIsa) {
   std::mt19937 rng(7);
@@ -183,8 +193,9 @@ TEST(Matmul, SingleThreadPoolGivesSameResult) {
 // exactly as the scalar kernel does.
 TEST(Matmul, DecodeRowTasksCoverEveryRow) {
   std::mt19937 rng(10);
-  const size_t rows = 1030, cols = 64;
-  for (DType dt : {DType::Q8_0, DType::Q4_0, DType::BF16, DType::F32}) {
+  const size_t rows = 1030;
+  for (DType dt : {DType::Q8_0, DType::Q4_0, DType::BF16, DType::F32, DType::Q4_K, DType::Q6_K}) {
+    const size_t cols = kernels::is_kquant(dt) ? 256 : 64;
     auto wbytes = make_weights(dt, rows, cols, rng);
     WeightMatrix w{dt, rows, cols, wbytes.data()};
     for (size_t n : {size_t{1}, size_t{2}}) {
@@ -226,12 +237,50 @@ TEST(Matmul, QuantisedActivationsSimdMatchScalarExactly) {
   EXPECT_EQ(a[2].qs[1], 0);  // 0.5 rounds half to even
 }
 
+// K-quant activations: every block's d keeps 16 significant bits (so d * q is exact), the
+// quants reproduce x within half a step, bsums are the sums of each 16 quants, and the AVX2
+// version gives the same bytes.
+TEST(Matmul, KQuantActivationBlocks) {
+  std::mt19937 rng(11);
+  auto x = make_acts(3 * 256, rng);
+  for (size_t j = 0; j < 256; ++j) x[256 + j] = 0.0f;  // an all-zero block
+  x[600] = 1e6f;                                       // a block dominated by one value
+  std::vector<kernels::ActQ8K> a(3);
+  kernels::quantize_act_q8k(x.data(), a.data(), x.size());
+  EXPECT_EQ(a[1].d, 0.0f);
+  for (size_t b = 0; b < 3; ++b) {
+    uint32_t bits;
+    std::memcpy(&bits, &a[b].d, 4);
+    EXPECT_EQ(bits & 0xffu, 0u) << "block " << b;
+    for (size_t g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (size_t i = 0; i < 16; ++i) sum += a[b].qs[16 * g + i];
+      EXPECT_EQ(a[b].bsums[g], sum);
+    }
+    for (size_t i = 0; i < 256; ++i)
+      ASSERT_LE(std::fabs(a[b].d * a[b].qs[i] - x[b * 256 + i]), 0.5f * a[b].d * 1.0001f + 1e-30f)
+          << "block " << b << " i=" << i;
+  }
+  EXPECT_EQ(a[2].qs[600 - 512], 127);
+  if (isa_supported(KernelIsa::Avx2)) {
+    // Values near .5 multiples of the step.
+    for (size_t j = 0; j < 256; ++j) x[j] = (float(j % 7) - 3.0f) * 0.5f * (4.0f / 127.0f);
+    x[0] = 4.0f;
+    kernels::quantize_act_q8k(x.data(), a.data(), x.size());
+    std::vector<kernels::ActQ8K> b(3);
+    kernels::quantize_act_q8k_avx2(x.data(), b.data(), x.size());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), 3 * sizeof(kernels::ActQ8K)));
+  }
+}
+
 TEST(Matmul, BadInputIsAnError) {
   std::vector<uint8_t> data(34 * 4);
   float x[64] = {}, y[4] = {};
   ThreadPool pool(1);
   WeightMatrix odd{DType::Q8_0, 2, 48, data.data()};  // 48 is not a multiple of 32
   EXPECT_THROW(matmul(pool, odd, x, 1, y), Error);
+  WeightMatrix odd_k{DType::Q4_K, 1, 64, data.data()};  // 64 is not a multiple of 256
+  EXPECT_THROW(matmul(pool, odd_k, x, 1, y), Error);
   WeightMatrix null_data{DType::F32, 2, 8, nullptr};
   EXPECT_THROW(matmul(pool, null_data, x, 1, y), Error);
   ScopedIsaCap cap(KernelIsa::Avx2);  // AVX-512 unsupported on any host
@@ -254,8 +303,9 @@ TEST(Matmul, ZeroTokensWritesNothing) {
 TEST(Matmul, BlocksMatchMatmulExactly) {
   std::mt19937 rng(21);
   ThreadPool pool(2);
-  const size_t rows = 2 * kMatmulBlockRows + 37, cols = 64;
-  for (DType dt : {DType::F32, DType::BF16, DType::Q8_0}) {
+  const size_t rows = 2 * kMatmulBlockRows + 37;
+  for (DType dt : {DType::F32, DType::BF16, DType::Q8_0, DType::Q5_K}) {
+    const size_t cols = kernels::is_kquant(dt) ? 256 : 64;
     auto wdata = make_weights(dt, rows, cols, rng);
     WeightMatrix w{dt, rows, cols, wdata.data()};
     for (size_t n : {size_t{1}, size_t{5}, size_t{30}, size_t{200}}) {

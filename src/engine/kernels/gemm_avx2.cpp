@@ -28,6 +28,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/kernels/kquant_avx2.h"
 #include "engine/kernels/matmul_kernels.h"
 #include "engine/kernels/simd_avx2.h"
 
@@ -41,12 +42,19 @@ namespace {
 constexpr size_t kNr = 16;  // rows per micro-panel (two 8-lane vectors)
 constexpr int kMr = 6;      // tokens per micro-kernel call
 static_assert(kMr == kGemmTokenGroup);
-constexpr size_t kKc = 256;         // columns per k-block (a multiple of 32: whole quant blocks)
+constexpr size_t kKc = 256;  // columns per k-block: whole quant blocks (32) and K-quant blocks
+static_assert(kKc % kQK == 0);
 constexpr size_t kRowBlock = 64;    // rows per task
 constexpr size_t kTokenChunk = 96;  // tokens whose packed k-block stays in L2 (96 KiB)
 
+template <DType D>
+void dequant_kquant_segment(const uint8_t* row, size_t k0, size_t n, float* dst) {
+  for (size_t j = 0; j < n / kQK; ++j)
+    dequantize_kquant_block_avx2<D>(row + (k0 / kQK + j) * kKBlockBytes<D>, dst + j * kQK);
+}
+
 // Dequantises columns [k0, k0 + n) of one weight row into dst (f32). k0 and n are multiples
-// of 32 for quantised dtypes.
+// of the block size for quantised dtypes.
 void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float* dst) {
   switch (dtype) {
     case DType::F32:
@@ -96,6 +104,12 @@ void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float
       }
       return;
     }
+    case DType::Q4_K:
+      return dequant_kquant_segment<DType::Q4_K>(row, k0, n, dst);
+    case DType::Q5_K:
+      return dequant_kquant_segment<DType::Q5_K>(row, k0, n, dst);
+    case DType::Q6_K:
+      return dequant_kquant_segment<DType::Q6_K>(row, k0, n, dst);
   }
 }
 

@@ -11,6 +11,7 @@
 #include "common/fp16.h"
 #include "engine/kernels/matmul_kernels.h"
 #include "engine/kernels/vector_ops.h"
+#include "formats/kquants.h"
 
 namespace pith {
 
@@ -44,6 +45,12 @@ void dequantize_row(DType dtype, const void* src, float* dst, size_t n) {
       }
       return;
     }
+    case DType::Q4_K:
+      return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n);
+    case DType::Q5_K:
+      return dequantize_q5_k(static_cast<const BlockQ5_K*>(src), dst, n);
+    case DType::Q6_K:
+      return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n);
   }
   fail("dequantize_row: unsupported dtype {}", static_cast<uint32_t>(dtype));
 }
@@ -92,7 +99,13 @@ void matmul_scalar(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& 
     float* row = scratch[worker].data();
     const size_t end = std::min(w.rows, (task + 1) * kRowsPerTask);
     for (size_t o = task * kRowsPerTask; o < end; ++o) {
-      if (quant) {
+      if (is_kquant(w.dtype)) {
+        const auto dot = w.dtype == DType::Q4_K   ? dot_q4k_scalar
+                         : w.dtype == DType::Q5_K ? dot_q5k_scalar
+                                                  : dot_q6k_scalar;
+        for (size_t t = 0; t < n_tokens; ++t)
+          y[t * w.rows + o] = dot(w.row(o), x.q8k + t * x.blocks_per_token, x.blocks_per_token);
+      } else if (quant) {
         // Integer dot per block, scaled by both block scales (dequantise gives d * q).
         for (size_t t = 0; t < n_tokens; ++t) {
           const ActQ8* a = x.q8 + t * x.blocks_per_token;
@@ -207,6 +220,21 @@ kernels::PreparedActs prepare_acts(ThreadPool& pool, const WeightMatrix& w, cons
       acts.q8 = q;
       break;
     }
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: {
+      acts.blocks_per_token = cols / kQK;
+      kernels::ActQ8K* q = scratch<kernels::ActQ8K>(n_tokens * acts.blocks_per_token);
+      const bool simd = isa != KernelIsa::Scalar;
+      per_token([&](size_t t) {
+        if (simd)
+          kernels::quantize_act_q8k_avx2(x + t * cols, q + t * acts.blocks_per_token, cols);
+        else
+          kernels::quantize_act_q8k(x + t * cols, q + t * acts.blocks_per_token, cols);
+      });
+      acts.q8k = q;
+      break;
+    }
   }
   return acts;
 }
@@ -229,6 +257,7 @@ kernels::PreparedActs offset_acts(const kernels::PreparedActs& a, size_t t0, siz
   if (o.f32) o.f32 += t0 * cols;
   if (o.bf16) o.bf16 += t0 * cols;
   if (o.q8) o.q8 += t0 * a.blocks_per_token;
+  if (o.q8k) o.q8k += t0 * a.blocks_per_token;
   return o;
 }
 

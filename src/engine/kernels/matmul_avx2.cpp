@@ -16,11 +16,13 @@
 //   - Prefill / batches: the row block's weights stay in L1/L2 while every token chunk passes
 //     (compute-bound).
 // Q8_0 / Q4_0 use integer dot products on int8 activations (maddubs: u8 x s8 -> s16 pairs,
-// madd -> s32), one f32 scale multiply per 32-block.
+// madd -> s32), one f32 scale multiply per 32-block; the K-quants the same per 256-block with
+// their own single-row micro-kernel (kquant_avx2.h).
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "engine/kernels/kquant_avx2.h"
 #include "engine/kernels/matmul_kernels.h"
 #include "engine/kernels/simd_avx2.h"
 
@@ -186,8 +188,8 @@ void tile_q8(const uint8_t* w0, size_t w_stride, const ActQ8* x0, size_t n_block
 // y[(t - t_begin) * ldy + (r - r_begin)]. r_begin is a multiple of RMax for the same tiling as
 // matmul.
 template <DType D, int RMax, int TMax>
-void tiled_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_begin, size_t t_end,
-                size_t r_begin, size_t r_end, float* y, size_t ldy) {
+void tiled_rows_block32(const WeightMatrix& w, const PreparedActs& x, size_t t_begin, size_t t_end,
+                        size_t r_begin, size_t r_end, float* y, size_t ldy) {
   constexpr bool kQuant = D == DType::Q8_0 || D == DType::Q4_0;
   const size_t cols = w.cols, wstride = w.row_bytes();
   const auto* wdata = static_cast<const uint8_t*>(w.data);
@@ -229,6 +231,15 @@ void tiled_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_begin, si
 }
 
 template <DType D, int RMax, int TMax>
+void tiled_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_begin, size_t t_end,
+                size_t r_begin, size_t r_end, float* y, size_t ldy) {
+  if constexpr (is_kquant(D))
+    kquant_rows<D>(w, x, t_begin, t_end, r_begin, r_end, y, ldy);
+  else
+    tiled_rows_block32<D, RMax, TMax>(w, x, t_begin, t_end, r_begin, r_end, y, ldy);
+}
+
+template <DType D, int RMax, int TMax>
 void matmul_tiled(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
                   float* y) {
   // Row blocks: for decode, sized in bytes (decode_row_block); for prefill 64 rows, so a
@@ -243,6 +254,10 @@ void matmul_tiled(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x
 }
 
 }  // namespace
+
+void quantize_act_q8k_avx2(const float* x, ActQ8K* out, size_t n) {
+  quantize_act_q8k_avx2_impl(x, out, n);
+}
 
 void quantize_act_q8_avx2(const float* x, ActQ8* out, size_t n) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
@@ -274,13 +289,27 @@ void quantize_act_q8_avx2(const float* x, ActQ8* out, size_t n) {
 namespace {
 
 // d * q of each quantised activation, exactly representable in f32 (the GEMM's input for
-// Q8_0/Q4_0 weights), in the calling thread's scratch.
+// quantised weights), in the calling thread's scratch.
 const float* dequantize_acts(ThreadPool& pool, const PreparedActs& x, size_t n_tokens,
                              size_t cols) {
   thread_local std::vector<float> deq;
   const size_t nb = x.blocks_per_token;
   if (deq.size() < n_tokens * cols) deq.resize(n_tokens * cols);
   float* out = deq.data();
+  if (x.q8k != nullptr) {
+    pool.parallel_for(n_tokens, [&](size_t t, size_t) {
+      for (size_t b = 0; b < nb; ++b) {
+        const ActQ8K& a = x.q8k[t * nb + b];
+        const __m256 d = _mm256_set1_ps(a.d);
+        for (int q = 0; q < 32; ++q) {
+          __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.qs + 8 * q));
+          _mm256_storeu_ps(out + t * cols + b * kQK + 8 * q,
+                           _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
+        }
+      }
+    });
+    return out;
+  }
   pool.parallel_for(n_tokens, [&](size_t t, size_t) {
     for (size_t b = 0; b < nb; ++b) {
       const ActQ8& a = x.q8[t * nb + b];
@@ -308,6 +337,12 @@ void for_dtype_tiles(DType dtype, Fn&& fn) {
       return fn.template operator()<DType::Q8_0, 4, 2>();
     case DType::Q4_0:
       return fn.template operator()<DType::Q4_0, 4, 2>();
+    case DType::Q4_K:
+      return fn.template operator()<DType::Q4_K, 1, kKquantTokens>();
+    case DType::Q5_K:
+      return fn.template operator()<DType::Q5_K, 1, kKquantTokens>();
+    case DType::Q6_K:
+      return fn.template operator()<DType::Q6_K, 1, kKquantTokens>();
   }
 }
 
@@ -316,7 +351,8 @@ void for_dtype_tiles(DType dtype, Fn&& fn) {
 void matmul_avx2(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
                  float* y) {
   if (n_tokens >= kGemmMinTokens) {
-    const float* xf = x.q8 != nullptr ? dequantize_acts(pool, x, n_tokens, w.cols) : x.f32;
+    const float* xf =
+        x.q8 != nullptr || x.q8k != nullptr ? dequantize_acts(pool, x, n_tokens, w.cols) : x.f32;
     if (n_tokens < kGemmLaneMaxTokens) return gemm_lanes_avx2(pool, w, xf, n_tokens, y);
     return gemm_avx2(pool, w, xf, n_tokens, y);
   }
@@ -330,7 +366,8 @@ Avx2BlockActs prepare_avx2_blocks(ThreadPool& pool, const WeightMatrix& w, const
   a.acts = &x;
   a.n_tokens = n_tokens;
   if (n_tokens >= kGemmMinTokens) {
-    const float* xf = x.q8 != nullptr ? dequantize_acts(pool, x, n_tokens, w.cols) : x.f32;
+    const float* xf =
+        x.q8 != nullptr || x.q8k != nullptr ? dequantize_acts(pool, x, n_tokens, w.cols) : x.f32;
     a.token_lanes = n_tokens < kGemmLaneMaxTokens;
     a.gemm_packed = a.token_lanes ? pack_lane_acts_avx2(pool, xf, n_tokens, w.cols)
                                   : pack_gemm_acts_avx2(pool, xf, n_tokens, w.cols);

@@ -269,6 +269,11 @@ void matmul_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& 
     case DType::Q4_0:
       return f.avx512vnni ? matmul_quant<DType::Q4_0, true>(pool, w, x, n_tokens, y)
                           : matmul_quant<DType::Q4_0, false>(pool, w, x, n_tokens, y);
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      // No AVX-512 K-quant kernel yet: every AVX-512 CPU runs the AVX2 one.
+      return matmul_avx2(pool, w, x, n_tokens, y);
   }
 }
 

@@ -7,11 +7,15 @@
 //   BF16 weights:     activations rounded to bf16 (round to nearest even), kept as f32 values.
 //   Q8_0, Q4_0:       activations quantised per 32-block to int8 with a scale
 //                     d = fp16(amax / 127), q = round_half_even(x / d); integer dot products.
+//   Q4_K, Q5_K, Q6_K: activations quantised per 256-block (ActQ8K) with the sums of each 16
+//                     quants, which turn the weights' per-sub-block mins / offsets into one
+//                     multiply per sub-block.
 // Every ISA path computes the same math, so paths differ only by f32 summation order.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "common/thread_pool.h"
 #include "engine/kernels/matmul.h"
@@ -25,19 +29,54 @@ struct ActQ8 {
 };
 static_assert(sizeof(ActQ8) == 36);
 
+// One 256-element block of quantised activations for K-quant weights. d keeps 16 significant
+// bits (not fp16: activations can exceed its range), so that d * q is exact in f32 and the
+// f32 GEMM sees exactly the values the integer kernels multiply.
+struct ActQ8K {
+  float d;
+  int8_t qs[256];
+  int16_t bsums[16];  // sum of qs[16 i .. 16 i + 15]
+};
+static_assert(sizeof(ActQ8K) == 292);
+
 // Prepared activations for one matmul: `q8` for Q8_0/Q4_0 weights ([n_tokens][cols/32]
-// blocks), otherwise `f32` ([n_tokens][cols], possibly bf16-rounded), plus `bf16`
-// ([n_tokens][cols]) for the AVX512_BF16 kernel.
+// blocks), `q8k` for K-quants ([n_tokens][cols/256]), otherwise `f32` ([n_tokens][cols],
+// possibly bf16-rounded), plus `bf16` ([n_tokens][cols]) for the AVX512_BF16 kernel.
 struct PreparedActs {
   const float* f32 = nullptr;
   const uint16_t* bf16 = nullptr;  // BF16 weights on AVX512_BF16 CPUs: the same values packed
   const ActQ8* q8 = nullptr;
+  const ActQ8K* q8k = nullptr;
   size_t blocks_per_token = 0;
 };
+
+constexpr bool is_kquant(DType d) {
+  return d == DType::Q4_K || d == DType::Q5_K || d == DType::Q6_K;
+}
 
 // Scalar quantisation of one row of activations (n a multiple of 32); the reference for the
 // SIMD versions, which must give identical blocks.
 void quantize_act_q8_scalar(const float* x, ActQ8* out, size_t n);
+// The same per 256-block for K-quant weights (n a multiple of 256): d = amax / 127 rounded to
+// 16 significant bits, q = round_half_even(x * (1 / d)) clamped to ±127.
+void quantize_act_q8k(const float* x, ActQ8K* out, size_t n);
+// The same with AVX2 (kquant_avx2.h), bit-identical.
+void quantize_act_q8k_avx2(const float* x, ActQ8K* out, size_t n);
+// The block scale for a block whose largest |x| is amax: amax / 127 rounded to 16 significant
+// bits (nearest, ties away), so that d * q is exact for |q| ≤ 127.
+inline float act_q8k_scale(float amax) {
+  float v = amax / 127.0f;
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u = (u + 0x80u) & ~0xffu;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+// Portable K-quant dot products of one weight row (n_blocks super-blocks) with one token's
+// activations: per block d_a * (d * Σ_j sc_j Σ q·a - dmin * Σ_j m_j Σ a), integers exact.
+float dot_q4k_scalar(const uint8_t* row, const ActQ8K* a, size_t n_blocks);
+float dot_q5k_scalar(const uint8_t* row, const ActQ8K* a, size_t n_blocks);
+float dot_q6k_scalar(const uint8_t* row, const ActQ8K* a, size_t n_blocks);
 
 // Calls fn.template operator()<R, T>() for the runtime (r, t), 1 ≤ r ≤ RMax, 1 ≤ t ≤ TMax:
 // how the loop nests pick a register tile for a ragged edge. Always inlined, so that the

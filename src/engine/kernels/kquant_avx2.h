@@ -1,0 +1,315 @@
+// AVX2 micro-kernel for K-quant weights (Q4_K, Q5_K, Q6_K) against ActQ8K activations,
+// included by matmul_avx2.cpp (internal to engine/kernels).
+//
+// One weight row x T tokens per call. Per super-block the row's 256 quants are unpacked once
+// into eight 32-byte vectors of unsigned levels (4, 5 or 6 bits), each multiplied with every
+// token's int8 activations by maddubs (u8 x s8 -> s16 pairs; at most 2 * 63 * 127 < 2^15) and
+// weighted by its sub-block scale(s) with madd, summed in int32. The mins (Q4_K/Q5_K) and
+// Q6_K's offset of 32 come from the activations' per-16 sums (ActQ8K::bsums), one madd per
+// block. The int32 block sums are converted and accumulated in f32 lanes, reduced at the end:
+// the same math as dot_q*k_scalar up to f32 summation order.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "engine/kernels/matmul_kernels.h"
+#include "engine/kernels/simd_avx2.h"
+#include "formats/kquants.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace pith::kernels {
+
+template <DType D>
+inline constexpr size_t kKBlockBytes = D == DType::Q4_K   ? sizeof(BlockQ4_K)
+                                       : D == DType::Q5_K ? sizeof(BlockQ5_K)
+                                                          : sizeof(BlockQ6_K);
+
+// y0[t * ldy] = dot(row, token t) for t < T; token t's blocks start at x0 + t * x_stride.
+// kStream: the row is streamed from memory (decode); prefetch kStreamAheadBytes ahead.
+template <DType D, int T, bool kStream>
+void tile_kquant(const uint8_t* row, const ActQ8K* x0, size_t x_stride, size_t n_blocks, float* y0,
+                 size_t ldy) {
+  __m256 acc[T], acc_min[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = acc_min[t] = _mm256_setzero_ps();
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  constexpr size_t kBytes = kKBlockBytes<D>;
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* blk = row + b * kBytes;
+    if constexpr (kStream)
+      for (size_t off = 0; off < kBytes; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(blk + kStreamAheadBytes + off), _MM_HINT_T0);
+    __m256i s[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) s[t] = _mm256_setzero_si256();
+    // Adds level vector q (32 quants, activations at byte offset 32 * j of the block) times
+    // its scale vector to every token's int32 sums.
+    auto accumulate = [&](__m256i q, __m256i scale, int j) {
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256i a =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0[t * x_stride + b].qs + 32 * j));
+        s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), scale));
+      }
+    };
+    if constexpr (D == DType::Q6_K) {
+      const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
+      const __m256i top2 = _mm256_set1_epi8(0x30);
+      // The 16 scales as int16: sub-blocks 0-7 in the low lane, 8-15 in the high one.
+      const __m256i sc16 =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales)));
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        // This half's 8 scales in both lanes.
+        const __m256i half_scales = _mm256_permute2x128_si256(sc16, sc16, h == 0 ? 0x00 : 0x11);
+        const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h));
+        const __m256i ql1 =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qh + 32 * h));
+        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(ql0, low4),
+                                              _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2)),
+                              _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                                              _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                                              _mm256_and_si256(qh, top2)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                              _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2))};
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; ++g) {
+          const int j = 4 * h + g;  // 32 quants = sub-blocks 2j (low lane) and 2j + 1
+          // Word 2j' of the half's 8 scales in the low lane, 2j' + 1 in the high lane.
+          const int k = 2 * g;
+          const __m256i pick = _mm256_setr_epi8(
+              2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k,
+              2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k + 2, 2 * k + 3,
+              2 * k + 2, 2 * k + 3, 2 * k + 2, 2 * k + 3, 2 * k + 2, 2 * k + 3, 2 * k + 2,
+              2 * k + 3, 2 * k + 2, 2 * k + 3, 2 * k + 2, 2 * k + 3, 2 * k + 2, 2 * k + 3);
+          accumulate(q[g], _mm256_shuffle_epi8(half_scales, pick), j);
+        }
+      }
+      const float d = _cvtsh_ss(w->d);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const ActQ8K& a = x0[t * x_stride + b];
+        // Levels are q + 32: subtract 32 * Σ_j sc_j * (sum of the sub-block's activations).
+        const __m256i off =
+            _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)), sc16);
+        const __m256i si = _mm256_sub_epi32(s[t], _mm256_slli_epi32(off, 5));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(si), _mm256_set1_ps(d * a.d), acc[t]);
+      }
+    } else {
+      const uint8_t* scales;
+      const uint8_t* qs;
+      uint16_t d16, dmin16;
+      __m256i qh = _mm256_setzero_si256();
+      if constexpr (D == DType::Q4_K) {
+        const BlockQ4_K* w = reinterpret_cast<const BlockQ4_K*>(blk);
+        scales = w->scales, qs = w->qs, d16 = w->d, dmin16 = w->dmin;
+      } else {
+        const BlockQ5_K* w = reinterpret_cast<const BlockQ5_K*>(blk);
+        scales = w->scales, qs = w->qs, d16 = w->d, dmin16 = w->dmin;
+        qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qh));
+      }
+      // The 6-bit scales and mins, four bytes at a time: sc[0..3] and m[0..3] are the low 6
+      // bits of bytes 0-3 and 4-7; sc[4..7] (m[4..7]) take their low 4 bits from the low (high)
+      // nibbles of bytes 8-11 and their top 2 bits from the top bits of bytes 0-3 (4-7).
+      uint32_t p[3];
+      std::memcpy(p, scales, 12);
+      const uint32_t sc_lo = p[0] & 0x3f3f3f3fu, m_lo = p[1] & 0x3f3f3f3fu;
+      const uint32_t sc_hi = (p[2] & 0x0f0f0f0fu) | (((p[0] >> 6) & 0x03030303u) << 4);
+      const uint32_t m_hi = ((p[2] >> 4) & 0x0f0f0f0fu) | (((p[1] >> 6) & 0x03030303u) << 4);
+      // 8 scales as int16 in both 128-bit lanes; scale j is broadcast by a byte shuffle.
+      const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(
+          _mm_cvtsi64_si128(static_cast<int64_t>(uint64_t{sc_hi} << 32 | sc_lo))));
+      auto scale = [&](int j) {
+        const __m256i pick = _mm256_set1_epi16(static_cast<int16_t>((2 * j) | ((2 * j + 1) << 8)));
+        return _mm256_shuffle_epi8(sc16, pick);
+      };
+      const __m256i one = _mm256_set1_epi8(1);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(raw, low4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+        if constexpr (D == DType::Q5_K) {
+          // Bit 2c (2c + 1) of qh[l] is bit 4 of element 64c + l (64c + 32 + l).
+          lo = _mm256_or_si256(
+              lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+          hi = _mm256_or_si256(
+              hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+        }
+        accumulate(lo, scale(2 * c), 2 * c);
+        accumulate(hi, scale(2 * c + 1), 2 * c + 1);
+      }
+      // Sub-block j's min applies to both 16-sums 2j and 2j + 1: bytes m0 m0 m1 m1 ... m7 m7.
+      const __m128i m8 = _mm_cvtsi64_si128(static_cast<int64_t>(uint64_t{m_hi} << 32 | m_lo));
+      const __m256i mins = _mm256_cvtepu8_epi16(
+          _mm_shuffle_epi8(m8, _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)));
+      const float d = _cvtsh_ss(d16), dmin = _cvtsh_ss(dmin16);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const ActQ8K& a = x0[t * x_stride + b];
+        const __m256i mi =
+            _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)), mins);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_set1_ps(d * a.d), acc[t]);
+        acc_min[t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(mi), _mm256_set1_ps(dmin * a.d), acc_min[t]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) y0[t * ldy] = avx2::hsum(acc[t]) - avx2::hsum(acc_min[t]);
+}
+
+// Unsigned levels of 32 quants (as in tile_kquant) -> 32 f32 values scale * q - offset, for
+// 8-element pieces; the same operations (a multiply, then a subtract) as kquants.cpp.
+inline void store_levels(__m256i q, __m256 scale, __m256 offset, float* dst) {
+  const __m128i halves[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const __m256 a = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(halves[h]));
+    const __m256 b = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(halves[h], 8)));
+    _mm256_storeu_ps(dst + 16 * h, _mm256_sub_ps(_mm256_mul_ps(scale, a), offset));
+    _mm256_storeu_ps(dst + 16 * h + 8, _mm256_sub_ps(_mm256_mul_ps(scale, b), offset));
+  }
+}
+
+// One K-quant block to 256 f32 values (the GEMM's weight panels), equal to dequantize_q*_k.
+template <DType D>
+void dequantize_kquant_block_avx2(const uint8_t* blk, float* dst) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  if constexpr (D == DType::Q6_K) {
+    const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
+    const float d = _cvtsh_ss(w->d);
+    const __m256i top2 = _mm256_set1_epi8(0x30);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qh + 32 * h));
+      const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(ql0, low4),
+                                            _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2)),
+                            _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                                            _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2)),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                                            _mm256_and_si256(qh, top2)),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2))};
+      for (int g = 0; g < 4; ++g) {
+        const int e = 128 * h + 32 * g;  // sub-blocks e / 16 (first 16) and e / 16 + 1
+        // (d * sc) * (q - 32), in dequantize_q6_k's order.
+        const __m128i halves[2] = {_mm256_castsi256_si128(q[g]), _mm256_extracti128_si256(q[g], 1)};
+        for (int k = 0; k < 2; ++k) {
+          const __m256 ds = _mm256_set1_ps(d * w->scales[e / 16 + k]);
+          const __m128i v = _mm_sub_epi8(halves[k], _mm_set1_epi8(32));
+          _mm256_storeu_ps(dst + e + 16 * k,
+                           _mm256_mul_ps(ds, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
+          _mm256_storeu_ps(
+              dst + e + 16 * k + 8,
+              _mm256_mul_ps(ds, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))));
+        }
+      }
+    }
+  } else {
+    const uint8_t* scales;
+    const uint8_t* qs;
+    uint16_t d16, dmin16;
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (D == DType::Q4_K) {
+      const BlockQ4_K* w = reinterpret_cast<const BlockQ4_K*>(blk);
+      scales = w->scales, qs = w->qs, d16 = w->d, dmin16 = w->dmin;
+    } else {
+      const BlockQ5_K* w = reinterpret_cast<const BlockQ5_K*>(blk);
+      scales = w->scales, qs = w->qs, d16 = w->d, dmin16 = w->dmin;
+      qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qh));
+    }
+    uint8_t sc[8], m[8];
+    unpack_q4k_scales(scales, sc, m);
+    const float d = _cvtsh_ss(d16), dmin = _cvtsh_ss(dmin16);
+    const __m256i one = _mm256_set1_epi8(1);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+      __m256i lo = _mm256_and_si256(raw, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+      if constexpr (D == DType::Q5_K) {
+        lo = _mm256_or_si256(
+            lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+        hi = _mm256_or_si256(
+            hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+      }
+      store_levels(lo, _mm256_set1_ps(d * sc[2 * c]), _mm256_set1_ps(dmin * m[2 * c]),
+                   dst + 64 * c);
+      store_levels(hi, _mm256_set1_ps(d * sc[2 * c + 1]), _mm256_set1_ps(dmin * m[2 * c + 1]),
+                   dst + 64 * c + 32);
+    }
+  }
+}
+
+// quantize_act_q8k with AVX2, bit-identical to it (same d and 1/d; vroundps rounds half to
+// even as nearbyint does in the default rounding mode).
+inline void quantize_act_q8k_avx2_impl(const float* x, ActQ8K* out, size_t n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (size_t b = 0; b < n / kQK; ++b, x += kQK) {
+    ActQ8K& a = out[b];
+    __m256 amax = _mm256_setzero_ps();
+    for (size_t i = 0; i < kQK; i += 8)
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+    a.d = act_q8k_scale(avx2::hmax(amax));
+    const __m256 id = _mm256_set1_ps(a.d != 0.0f ? 1.0f / a.d : 0.0f);
+    const __m256 hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+    for (size_t i = 0; i < kQK; i += 32) {
+      __m256i q[4];
+      for (int k = 0; k < 4; ++k) {
+        __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * k), id),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, lo), hi));
+      }
+      // 32 int32 -> 32 int8 in order (packs work per 128-bit lane; the permute restores order).
+      __m256i p =
+          _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.qs + i), p);
+      // Sums of each 16: widen to int16 (w0: elements 0-15 of these 32, w1: 16-31), add pairs
+      // (hadd, per 128-bit lane) and pairs again (madd): lanes 0-3 hold the sums of elements
+      // 0-7 (two) and 16-23 (two), lanes 4-7 those of 8-15 and 24-31.
+      const __m256i w0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(p));
+      const __m256i w1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(p, 1));
+      const __m256i s = _mm256_madd_epi16(_mm256_hadd_epi16(w0, w1), _mm256_set1_epi16(1));
+      alignas(32) int32_t t[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(t), s);
+      a.bsums[i / 16] = static_cast<int16_t>(t[0] + t[1] + t[4] + t[5]);
+      a.bsums[i / 16 + 1] = static_cast<int16_t>(t[2] + t[3] + t[6] + t[7]);
+    }
+  }
+}
+
+// Rows [r_begin, r_end) x tokens [t_begin, t_end) into y[(t - t_begin) * ldy + (r - r_begin)]:
+// each row against groups of up to kKquantTokens tokens (the row stays in L1 between groups).
+inline constexpr int kKquantTokens = 4;
+
+template <DType D>
+void kquant_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_begin, size_t t_end,
+                 size_t r_begin, size_t r_end, float* y, size_t ldy) {
+  const size_t nb = x.blocks_per_token;
+  const bool stream = t_end - t_begin <= size_t(kKquantTokens);
+  for (size_t r = r_begin; r < r_end; ++r) {
+    for (size_t t = t_begin; t < t_end; t += kKquantTokens) {
+      const int nt = static_cast<int>(std::min<size_t>(kKquantTokens, t_end - t));
+      const ActQ8K* xt = x.q8k + t * nb;
+      float* yt = y + (t - t_begin) * ldy + (r - r_begin);
+      for_tile<1, kKquantTokens>(1, nt, [&]<int R, int T>() {
+        if (stream)
+          tile_kquant<D, T, true>(w.row(r), xt, nb, nb, yt, ldy);
+        else
+          tile_kquant<D, T, false>(w.row(r), xt, nb, nb, yt, ldy);
+      });
+    }
+  }
+}
+
+}  // namespace pith::kernels
+
+#pragma GCC pop_options

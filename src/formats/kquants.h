@@ -1,0 +1,40 @@
+// The codec of ggml's K-quant blocks (Q4_K, Q5_K, Q6_K; layouts in formats/dtype.h):
+// dequantisation to f32, the reference every kernel is tested against, and quantisation from
+// f32, for `pith model gen` and tests. All lengths are multiples of kQK (256).
+//
+// The quantisers are pith's own (a small search per sub-block, then a least-squares refit of
+// its scale and min; see kquants.cpp); the files they write load in llama.cpp, which only
+// reads the bit layout, but their values differ from llama.cpp's quantiser's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "formats/dtype.h"
+
+namespace pith {
+
+// The 8 six-bit sub-block scales and mins of a Q4_K/Q5_K block, packed in 12 bytes: bytes
+// 0-3 hold sc[0..3] in their low 6 bits, bytes 4-7 m[0..3]; byte 8 + i holds the low 4 bits of
+// sc[4 + i] (low nibble) and m[4 + i] (high nibble), whose top 2 bits are the top 2 bits of
+// bytes i (sc) and 4 + i (m).
+// (Inline: the kernels unpack once per block.)
+inline void unpack_q4k_scales(const uint8_t p[12], uint8_t sc[8], uint8_t m[8]) {
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = p[j] & 63;
+    m[j] = p[j + 4] & 63;
+    sc[j + 4] = static_cast<uint8_t>((p[j + 8] & 15) | ((p[j] >> 6) << 4));
+    m[j + 4] = static_cast<uint8_t>((p[j + 8] >> 4) | ((p[j + 4] >> 6) << 4));
+  }
+}
+void pack_q4k_scales(const uint8_t sc[8], const uint8_t m[8], uint8_t packed[12]);
+
+void dequantize_q4_k(const BlockQ4_K* blocks, float* out, size_t n);
+void dequantize_q5_k(const BlockQ5_K* blocks, float* out, size_t n);
+void dequantize_q6_k(const BlockQ6_K* blocks, float* out, size_t n);
+
+void quantize_q4_k(const float* x, BlockQ4_K* blocks, size_t n);
+void quantize_q5_k(const float* x, BlockQ5_K* blocks, size_t n);
+void quantize_q6_k(const float* x, BlockQ6_K* blocks, size_t n);
+
+}  // namespace pith

@@ -1,0 +1,85 @@
+// The tensor-type rules of llama.cpp's K-quant mixes, for the llama architecture (see
+// quant_mix.h). Implemented (llama.cpp's llama_tensor_get_type, as of ggml 0.25):
+//   - every matrix gets the mix's base type: Q4_K (q4_k_s, q4_k_m), Q5_K (q5_k_m), Q6_K (q6_k);
+//   - the output matrix, or token_embd when the output is tied to it, gets Q6_K;
+//   - attn_v: q4_k_m and q5_k_m use Q6_K in the layers where use_more_bits(layer) holds;
+//     q4_k_s uses Q5_K in layers 0-3;
+//   - ffn_down: q4_k_m and q5_k_m use Q6_K where use_more_bits(layer) holds; q4_k_s uses Q5_K
+//     in the first n_layers / 8 layers;
+//   - use_more_bits(i, n) = i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2 (integer division);
+//   - 1-D tensors (norms, rope factors) are not matrices and stay F32 (model_gen's choice).
+// Differences from llama.cpp:
+//   - a matrix whose rows are not a multiple of 256 falls back to Q8_0 whatever its K type
+//     (llama.cpp: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; pith has no Q5_0/Q5_1);
+//   - the 70B rule (attn_v Q4_K -> Q5_K), the 8-expert rules and Falcon's are not
+//     implemented: the presets are dense Llama models of at most 8B;
+//   - no importance matrix: llama.cpp's choices that depend on one do not arise for these mixes.
+#include "model_gen/quant_mix.h"
+
+#include <cstdio>
+
+namespace pith {
+
+namespace {
+
+struct MixInfo {
+  QuantMix mix;
+  std::string_view name;
+  DType base;
+  uint32_t file_type;  // LLAMA_FTYPE_MOSTLY_*
+};
+
+constexpr MixInfo kMixes[] = {
+    {QuantMix::Q4_K_S, "q4_k_s", DType::Q4_K, 14},
+    {QuantMix::Q4_K_M, "q4_k_m", DType::Q4_K, 15},
+    {QuantMix::Q5_K_M, "q5_k_m", DType::Q5_K, 17},
+    {QuantMix::Q6_K, "q6_k", DType::Q6_K, 18},
+};
+
+const MixInfo& info(QuantMix mix) {
+  for (const auto& m : kMixes)
+    if (m.mix == mix) return m;
+  return kMixes[0];
+}
+
+bool use_more_bits(int i, int n) {
+  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+}  // namespace
+
+std::optional<QuantMix> quant_mix_from_name(std::string_view name) {
+  for (const auto& m : kMixes)
+    if (m.name == name) return m.mix;
+  return std::nullopt;
+}
+
+std::string_view quant_mix_name(QuantMix mix) {
+  return info(mix).name;
+}
+
+uint32_t quant_mix_file_type(QuantMix mix) {
+  return info(mix).file_type;
+}
+
+DType quant_mix_tensor_dtype(QuantMix mix, const std::string& name, size_t cols, uint32_t n_layers,
+                             bool tied_output) {
+  DType t = info(mix).base;
+  int layer = -1;
+  std::sscanf(name.c_str(), "blk.%d.", &layer);
+  const int n = static_cast<int>(n_layers);
+  const bool m_mix = mix == QuantMix::Q4_K_M || mix == QuantMix::Q5_K_M;
+  if (name == "output.weight" || (tied_output && name == "token_embd.weight")) {
+    t = DType::Q6_K;
+  } else if (name.ends_with(".attn_v.weight")) {
+    if (m_mix && use_more_bits(layer, n)) t = DType::Q6_K;
+    if (mix == QuantMix::Q4_K_S && layer < 4) t = DType::Q5_K;
+  } else if (name.ends_with(".ffn_down.weight")) {
+    if (m_mix && use_more_bits(layer, n)) t = DType::Q6_K;
+    if (mix == QuantMix::Q4_K_S && layer < n / 8) t = DType::Q5_K;
+  }
+  if (cols % kQK != 0) t = DType::Q8_0;
+  return t;
+}
+
+}  // namespace pith
