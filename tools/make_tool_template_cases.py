@@ -1,7 +1,7 @@
 """Renders tool-calling chat requests with Hugging Face transformers' own chat-template code, as
-reference data for pith's tests (tests/data/templates/tool_calls.expected.json).
+reference data for pith's tests (tests/data/templates/tool_conversations.json).
 
-    python3 tools/make_tool_template_cases.py > tests/data/templates/tool_calls.expected.json
+    python3 tools/make_tool_template_cases.py > tests/data/templates/tool_conversations.json
 
 Needs transformers (PyPI); pith never runs it. Each case holds the request as an OpenAI client
 sends it (`openai_messages`: tool-call arguments as JSON strings) and the rendering of the same

@@ -1,7 +1,7 @@
 // Tool calling without a server: request validation, the grammar a forced call runs under (run
 // byte by byte through the SDK's matcher), parsing model output back into calls, and tool
 // conversations rendered through real chat templates exactly as Hugging Face renders them
-// (tests/data/templates/tool_calls.expected.json, made by tools/make_tool_template_cases.py).
+// (tests/data/templates/tool_conversations.json, made by tools/make_tool_template_cases.py).
 #include <gtest/gtest.h>
 #include <pith/grammar_matcher.hpp>
 
@@ -169,8 +169,8 @@ TEST(ToolCallFormat, DetectedFromTheTemplate) {
 }
 
 TEST(ToolConversation, RendersLikeHuggingFace) {
-  std::ifstream in(std::string(PITH_TEST_DATA) + "/templates/tool_calls.expected.json");
-  ASSERT_TRUE(in) << "tool_calls.expected.json missing";
+  std::ifstream in(std::string(PITH_TEST_DATA) + "/templates/tool_conversations.json");
+  ASSERT_TRUE(in) << "tool_conversations.json missing";
   ordered_json data = ordered_json::parse(in);
   ASSERT_GE(data["cases"].size(), 4u);
   for (const auto& c : data["cases"]) {
