@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Literal
+from typing import Literal, Optional
 
 import openai
 import pydantic
@@ -553,6 +553,33 @@ def test_structured_output_parse(client, model):
     assert isinstance(msg.parsed, Verdict)
     assert Verdict.model_validate_json(msg.content) == msg.parsed
     assert r.choices[0].finish_reason == "stop"
+
+
+class Item(pydantic.BaseModel):
+    name: str
+    count: int = pydantic.Field(ge=0, le=1000)
+    tags: list[Literal["a", "b", "c"]] = pydantic.Field(max_length=3)
+
+
+class Order(pydantic.BaseModel):
+    id: int
+    priority: Optional[Literal["low", "high"]]
+    items: list[Item] = pydantic.Field(min_length=1, max_length=2)
+    note: Optional[str] = None
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8, 1.6])
+def test_structured_output_holds_for_every_seed_and_temperature(client, model, temperature):
+    # Only the grammar can make a random model's output parse: every seed must give a document
+    # that validates against the schema (nested objects, bounded integers, enums, optional and
+    # nullable fields, bounded arrays), complete within max_tokens.
+    for seed in range(6):
+        r = client.chat.completions.parse(model=model, messages=CHAT, response_format=Order,
+                                          max_tokens=400, seed=seed, temperature=temperature)
+        c = r.choices[0]
+        assert c.finish_reason == "stop", (seed, c.message.content)
+        assert isinstance(c.message.parsed, Order)
+        assert Order.model_validate_json(c.message.content) == c.message.parsed
 
 
 def test_json_object(client, model):
