@@ -147,6 +147,10 @@ def attachment(pith, model):
         check(b["state"] == "running", f"detached {b}")
         # 8 args -> 9 messages + 1 log line before the first receive: only the last 4 are kept.
         many = s.launch(h, [str(i) for i in range(8)])
+        # The events must all be produced before a reader connects (a reader that keeps up loses
+        # nothing): the instance emits them at once, then waits for a message; give a slow
+        # (sanitizer) build time to get there.
+        time.sleep(3)
         s.send(many, "quit")
         events = list(s.events(many))
         dropped = sum(json.loads(d)["count"] for _, k, d in events if k == "dropped")

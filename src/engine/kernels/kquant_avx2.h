@@ -62,10 +62,13 @@ void tile_kquant(const uint8_t* row, const ActQ8K* x0, size_t x_stride, size_t n
       // The 16 scales as int16: sub-blocks 0-7 in the low lane, 8-15 in the high one.
       const __m256i sc16 =
           _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales)));
+      // Each half's 8 scales in both lanes (immediates outside the loop: at -O1 the loop is
+      // not unrolled and the permute's control would not be a constant).
+      const __m256i scales_of_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                                         _mm256_permute2x128_si256(sc16, sc16, 0x11)};
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
-        // This half's 8 scales in both lanes.
-        const __m256i half_scales = _mm256_permute2x128_si256(sc16, sc16, h == 0 ? 0x00 : 0x11);
+        const __m256i half_scales = scales_of_half[h];
         const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h));
         const __m256i ql1 =
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h + 32));
