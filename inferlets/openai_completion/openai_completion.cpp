@@ -25,6 +25,7 @@
 #include <pith/context.hpp>
 #include <pith/openai_protocol.hpp>
 
+#include <cmath>
 #include <memory>
 #include <optional>
 
@@ -154,26 +155,30 @@ int fail(pith_status_t code) {
 // probabilities): the chosen token's and the `want` most likely.
 void model_logprobs(const pith::Distribution& d, uint32_t tok, uint32_t want,
                     proto::TokenMessage& msg) {
-  std::vector<float> l = d.probs;
-  double lse = 0;  // log-probabilities are l - lse
+  // Runs every step under a grammar or penalties: no copy of the vocabulary, and only the
+  // logsumexp pass that logits need (log p and logit order the tokens alike).
+  const std::vector<float>& v = d.probs;
+  double lse = 0;
   if (d.logits) {
     float max = -INFINITY;
-    for (float x : l) max = x > max ? x : max;
+    for (float x : v) max = x > max ? x : max;
     double sum = 0;
-    for (float x : l) sum += exp(double(x) - double(max));
+    for (float x : v) sum += exp(double(x) - double(max));
     lse = double(max) + log(sum);
-  } else {
-    for (float& x : l) x = x > 0 ? static_cast<float>(log(double(x))) : -INFINITY;
   }
-  if (tok < l.size() && l[tok] > -INFINITY) msg.logprob = double(l[tok]) - lse;
+  auto logprob = [&](uint32_t i) {
+    if (d.logits) return double(v[i]) - lse;
+    return v[i] > 0 ? log(double(v[i])) : -INFINITY;
+  };
+  if (tok < v.size() && std::isfinite(logprob(tok))) msg.logprob = logprob(tok);
   if (want == 0) return;
-  std::vector<uint32_t> order(l.size());
+  std::vector<uint32_t> order(v.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
   const size_t n = want < order.size() ? want : order.size();
   std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(n), order.end(),
-                    [&](uint32_t a, uint32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+                    [&](uint32_t a, uint32_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
   for (size_t j = 0; j < n; ++j)
-    msg.top.push_back({static_cast<int32_t>(order[j]), double(l[order[j]]) - lse});
+    msg.top.push_back({static_cast<int32_t>(order[j]), logprob(order[j])});
 }
 
 pith::Status send_usage(uint32_t prompt_tokens, uint32_t cached_tokens) {
@@ -300,7 +305,7 @@ int main() {
           return 1;
       }
       const size_t left = req.stop.max_tokens - c.generated.size();
-      const std::vector<uint64_t>* allowed = c.grammar ? &c.grammar->mask(eos, left) : nullptr;
+      const std::vector<uint64_t>* allowed = c.grammar ? &c.grammar->mask(eos) : nullptr;
       uint32_t tok = c.sampler.sample(*d, allowed);
       if (c.grammar && tok != UINT32_MAX) tok = c.grammar->choose(tok, left, eos);
       if (tok == UINT32_MAX) {  // the grammar is complete and nothing may follow

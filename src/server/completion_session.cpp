@@ -253,7 +253,7 @@ std::vector<json> CompletionSession::on_message(std::string_view m) {
     emit_echo(index, out);
     ++c.tokens;
     std::string delta = c.text.push(token);
-    c.text_offset_delta = delta;
+    const std::string released = delta;  // text_offset counts it, tools or not
     ReasoningSplitter::Delta split = c.reasoning.push(delta);
     delta = hold_for_tools(c, std::move(split.content));
     json lp_delta;
@@ -273,7 +273,7 @@ std::vector<json> CompletionSession::on_message(std::string_view m) {
       }
     }
     // OpenAI's text_offset counts characters: code points of the released (complete) UTF-8.
-    for (unsigned char ch : c.text_offset_delta) c.text_offset += (ch & 0xC0) != 0x80;
+    for (unsigned char ch : released) c.text_offset += (ch & 0xC0) != 0x80;
     const bool holding = !c.held_for_tools.empty() || c.tools_forced();
     if (req_.stream &&
         (!delta.empty() || !split.reasoning.empty() || req_.logprobs || (!c.sent_role && !holding)))

@@ -93,7 +93,6 @@ class CompletionSession {
     const ToolRequest* tools = nullptr;
     bool tools_decided = false;       // auto: the output turned out to be plain content
     std::string held_for_tools = {};  // text held back while it may still be a tool call
-    std::string text_offset_delta = {};
     std::vector<StoredToolCall> tool_calls = {};
     std::string content = {};  // with tool calls: the text outside them
     bool tools_forced() const;

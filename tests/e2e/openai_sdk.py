@@ -582,6 +582,23 @@ def test_structured_output_holds_for_every_seed_and_temperature(client, model, t
         assert Order.model_validate_json(c.message.content) == c.message.parsed
 
 
+def test_structured_output_fits_a_tight_budget(client, model):
+    # The shortest document ({"answer":"yes"}) is about 16 bytes; the random model wanders
+    # (whitespace, the longer "maybe"), so only the budget rule (take a token only if a completion
+    # still fits, else write the shortest completion) ends every output complete here.
+    fmt = {"type": "json_schema", "json_schema": {"name": "v", "schema": {
+        "type": "object", "properties": {"answer": {"enum": ["yes", "no", "maybe"]}},
+        "required": ["answer"]}}}
+    for budget in range(20, 28):
+        for seed in range(3):
+            r = chat(client, model, response_format=fmt, max_tokens=budget, seed=seed,
+                     temperature=1.5)
+            c = r.choices[0]
+            assert c.finish_reason == "stop", (budget, seed, c.message.content)
+            assert json.loads(c.message.content)["answer"] in ("yes", "no", "maybe")
+            assert r.usage.completion_tokens <= budget
+
+
 def test_json_object(client, model):
     r = chat(client, model, response_format={"type": "json_object"}, max_tokens=1024, seed=62,
              temperature=1.0)

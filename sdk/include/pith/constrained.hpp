@@ -101,7 +101,8 @@ inline uint32_t sample_masked(const Distribution& d, const std::vector<uint64_t>
 // over the vocabulary) and allows only its tokens from then on. So the output is a complete
 // sentence within max_tokens whenever the budget can hold one at all.
 //
-//   const auto& allowed = c.mask(eos, left);      // left: budget including this step
+//   const auto& allowed = c.mask(eos);
+//   // left: the budget including this step
 //   uint32_t tok = c.choose(sampler.sample(d, &allowed), left);
 class GrammarConstraint {
  public:
@@ -109,8 +110,7 @@ class GrammarConstraint {
 
   // The tokens allowed next: the grammar's, or the next token of the completion being forced.
   // `eos` is allowed once the input is complete (UINT32_MAX: never).
-  const std::vector<uint64_t>& mask(uint32_t eos, size_t left) {
-    (void)left;
+  const std::vector<uint64_t>& mask(uint32_t eos) {
     if (forcing()) {
       mask_.assign(a_->mask_words(), 0);
       const uint32_t t = forced_[forced_at_];
