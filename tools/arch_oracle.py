@@ -140,7 +140,7 @@ def oracle(model_name, tokens, logits, texts, meta, top_n):
         top = []
         for i in order:
             entry = {"id": int(i), "logit": f32(row[i])}
-            if texts is not None:
+            if texts is not None and texts[i] is not None:
                 entry["text"] = texts[i]
             top.append(entry)
         positions.append({"pos": pos, "token": token, "logsumexp": f32(lse),
