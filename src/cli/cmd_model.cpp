@@ -178,12 +178,15 @@ void add_model_commands(CLI::App& app) {
   info->callback([] { model_info(info_path, info_json); });
 
   auto* gen = model->add_subcommand(
-      "gen", "Write a random-weight Llama model (real shapes, real vocabulary)");
+      "gen", "Write a random-weight model of any supported family (real shapes, real vocabulary)");
   static GenArgs g;
   g.opt.vocab_path = "tests/data/tokenizer/ggml-vocab-llama-bpe.gguf";
   gen->add_option("--preset", g.opt.preset,
-                  "tiny, tiny256, llama3.2-1b, llama3.2-3b or llama3.1-8b")
+                  fmt::format("Shape: {}", fmt::join(model_preset_names(), ", ")))
       ->capture_default_str();
+  gen->add_option("--arch", g.opt.arch,
+                  fmt::format("Family: {} (default: the preset's own, llama for tiny shapes)",
+                              supported_architecture_names()));
   gen->add_option("--dtype", g.dtype,
                   "Matrix dtype: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, or llama.cpp's "
                   "per-tensor K-quant mixes q4_k_m, q4_k_s, q5_k_m, q6_k (quantised: GGUF only)")

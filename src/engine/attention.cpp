@@ -186,10 +186,13 @@ PieceKernels piece_kernels(uint32_t head_dim) {
 // Calls fn(page, first_offset, count, running_index) for each page-contiguous piece of the
 // visible slots of query i, in slot order.
 template <typename Fn>
-void for_visible(const AttentionSequence& s, uint32_t i, uint32_t page_size, Fn&& fn) {
+void for_visible(const AttentionSequence& s, uint32_t i, uint32_t page_size, uint32_t window,
+                 Fn&& fn) {
   size_t idx = 0;
+  const uint32_t q_slot = s.context_len - s.n_inputs + i;
+  const uint32_t first = window > 0 && q_slot + 1 > window ? q_slot + 1 - window : 0;
   auto interval = [&](uint32_t begin, uint32_t end) {
-    uint32_t slot = begin;
+    uint32_t slot = std::max(begin, first);
     while (slot < end) {
       uint32_t page = s.pages[slot / page_size];
       uint32_t off = slot % page_size;
@@ -214,13 +217,15 @@ void for_visible(const AttentionSequence& s, uint32_t i, uint32_t page_size, Fn&
 }  // namespace
 
 void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_heads,
-               std::span<const AttentionSequence> seqs, AttentionScratch& scratch) {
+               std::span<const AttentionSequence> seqs, AttentionScratch& scratch,
+               const AttentionParams& params) {
   const KvShape& shape = kv.shape();
   const uint32_t hd = shape.head_dim;
   const uint32_t ps = shape.page_size;
   const uint32_t group = n_heads / shape.n_kv_heads;
   const uint32_t q_dim = n_heads * hd;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale = params.scale > 0 ? params.scale : 1.0f / std::sqrt(static_cast<float>(hd));
+  const float cap = params.softcap, inv_cap = cap > 0 ? 1.0f / cap : 0.0f;
   const KernelIsa isa = best_isa();
   const PieceKernels kern = piece_kernels(hd);
 
@@ -264,28 +269,33 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
         qg[g] = s.q + size_t{i} * q_dim + size_t{task.head + g} * hd;
       // Pass 1: scaled scores of the visible slots, per head.
       size_t n_vis = 0;
-      for_visible(s, i, ps, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
-        float* so[kMaxGroup];
-        for (uint32_t g = 0; g < hpt; ++g) so[g] = sg[g] + idx;
-        kern.scores(kv.k(page, layer, kvh) + size_t{off} * hd, cnt, qg, hpt, hd, scale, so);
-        n_vis = idx + cnt;
-      });
+      for_visible(
+          s, i, ps, params.window, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
+            float* so[kMaxGroup];
+            for (uint32_t g = 0; g < hpt; ++g) so[g] = sg[g] + idx;
+            kern.scores(kv.k(page, layer, kvh) + size_t{off} * hd, cnt, qg, hpt, hd, scale, so);
+            n_vis = idx + cnt;
+          });
       if (n_vis == 0) {  // validation rejects this; keep the output defined anyway
         for (uint32_t g = 0; g < hpt; ++g)
           std::memset(s.out + size_t{i} * q_dim + size_t{task.head + g} * hd, 0,
                       hd * sizeof(float));
         continue;
       }
+      if (cap > 0)
+        for (uint32_t g = 0; g < hpt; ++g)
+          for (size_t j = 0; j < n_vis; ++j) sg[g][j] = cap * std::tanh(sg[g][j] * inv_cap);
       // Softmax (normalised in place), then the probability-weighted sum of V rows.
       for (uint32_t g = 0; g < hpt; ++g) {
         softmax(sg[g], n_vis, isa);
         std::memset(ag[g], 0, hd * sizeof(float));
       }
-      for_visible(s, i, ps, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
-        const float* po[kMaxGroup];
-        for (uint32_t g = 0; g < hpt; ++g) po[g] = sg[g] + idx;
-        kern.accumulate(kv.v(page, layer, kvh) + size_t{off} * hd, cnt, po, hpt, hd, ag);
-      });
+      for_visible(
+          s, i, ps, params.window, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
+            const float* po[kMaxGroup];
+            for (uint32_t g = 0; g < hpt; ++g) po[g] = sg[g] + idx;
+            kern.accumulate(kv.v(page, layer, kvh) + size_t{off} * hd, cnt, po, hpt, hd, ag);
+          });
       for (uint32_t g = 0; g < hpt; ++g)
         std::memcpy(s.out + size_t{i} * q_dim + size_t{task.head + g} * hd, ag[g],
                     hd * sizeof(float));

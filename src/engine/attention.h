@@ -11,7 +11,9 @@
 // to keep the workers busy (each K/V row is then loaded once for the group), single heads
 // otherwise. Per query: one pass of dot products over the visible K rows (contiguous
 // [page_size][head_dim] tiles, one kernel call per page piece), softmax with scale
-// 1/sqrt(head_dim) (max-subtracted, vectorised exp), one pass of weighted V rows.
+// 1/sqrt(head_dim) or the family's (max-subtracted, vectorised exp; soft-capped first where
+// the family caps), one pass of weighted V rows. A sliding window clips the visible slots to
+// the most recent `window` by slot index, which for a plain sequence is its position.
 // Cost O(visible_slots * head_dim) per (query, head); memory traffic O(visible_slots *
 // head_dim) per (query, task).
 #pragma once
@@ -45,9 +47,18 @@ struct AttentionScratch {
   std::vector<std::vector<float>> acc;     // [worker][heads per task][head_dim]
 };
 
+// The per-layer options of the model family (ModelConfig).
+struct AttentionParams {
+  float scale = 0;      // query scale; 0: 1/sqrt(head_dim)
+  float softcap = 0;    // scores -> softcap * tanh(scores / softcap); 0: off
+  uint32_t window = 0;  // a query sees only the `window` most recent slots (itself included)
+                        // among those its mask allows; 0: no window
+};
+
 // Fills every sequence's `out` for one layer. Inputs are assumed validated (page ids in range,
 // masks summing to context_len, every query seeing at least one slot).
 void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_heads,
-               std::span<const AttentionSequence> seqs, AttentionScratch& scratch);
+               std::span<const AttentionSequence> seqs, AttentionScratch& scratch,
+               const AttentionParams& params = {});
 
 }  // namespace pith

@@ -26,19 +26,24 @@
 namespace pith {
 
 struct Engine::Scratch {
-  explicit Scratch(const ModelConfig& c) : rope(c) {}
+  explicit Scratch(const ModelConfig& c)
+      : rope(c),
+        rope_local(c.head_dim, c.rope_theta_local > 0 ? c.rope_theta_local : c.rope_theta,
+                   c.rope_theta_local > 0 ? std::vector<float>{} : c.rope_freq_factors) {}
 
   RopeTable rope;
-  std::vector<float> x;      // [T][d_model] residual stream
-  std::vector<float> h;      // [T][d_model] normed input of a block
-  std::vector<float> q;      // [T][q_dim]
-  std::vector<float> k, v;   // [T][kv_dim]
-  std::vector<float> attn;   // [T][q_dim]
-  std::vector<float> tmp;    // [T][d_model] block output before the residual add
-  std::vector<float> gate;   // [T][d_ff]
-  std::vector<float> up;     // [T][d_ff]
-  std::vector<float> cos_t;  // [T][head_dim/2]
-  std::vector<float> sin_t;  // [T][head_dim/2]
+  RopeTable rope_local;             // sliding layers of gemma3 (own base, no scaling); else == rope
+  std::vector<float> x;             // [T][d_model] residual stream
+  std::vector<float> h;             // [T][d_model] normed input of a block
+  std::vector<float> q;             // [T][q_dim]
+  std::vector<float> k, v;          // [T][kv_dim]
+  std::vector<float> attn;          // [T][q_dim]
+  std::vector<float> tmp;           // [T][d_model] block output before the residual add
+  std::vector<float> gate;          // [T][d_ff]
+  std::vector<float> up;            // [T][d_ff]
+  std::vector<float> cos_t;         // [T][head_dim/2]
+  std::vector<float> sin_t;         // [T][head_dim/2]
+  std::vector<float> cos_l, sin_l;  // [T][head_dim/2] of rope_local, when the model has one
   std::vector<uint32_t> write_page, write_slot;  // [T] where each input's K/V goes
   std::vector<float> out_h;   // [R][d_model] normed hidden states of the rows needing logits
   std::vector<float> logits;  // [R_logits][vocab] of the rows that asked for full logits
@@ -124,6 +129,9 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
   float* up = grow(s.up, T * d_ff);
   float* cos_t = grow(s.cos_t, T * np);
   float* sin_t = grow(s.sin_t, T * np);
+  const bool local_rope = c.rope_theta_local > 0;
+  float* cos_l = local_rope ? grow(s.cos_l, T * np) : cos_t;
+  float* sin_l = local_rope ? grow(s.sin_l, T * np) : sin_t;
   uint32_t* wpage = grow(s.write_page, T);
   uint32_t* wslot = grow(s.write_slot, T);
 
@@ -138,19 +146,26 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
         AttentionSequence{q + t * q_dim, attn + t * q_dim, n, ctx, seq.kv_pages, &seq.mask};
     for (uint32_t i = 0; i < n; ++i, ++t) {
       if (!seq.tokens.empty())
-        dequantize_row(w.token_embd.dtype, w.token_embd.row(uint32_t(seq.tokens[i])), x + t * d, d);
+        embed_token(seq.tokens[i], x + t * d);
       else
         std::memcpy(x + t * d, embeds_.data(seq.embed_slots[i]), d * sizeof(float));
       s.rope.angles(seq.positions[i], cos_t + t * np, sin_t + t * np);
+      if (local_rope) s.rope_local.angles(seq.positions[i], cos_l + t * np, sin_l + t * np);
       const uint32_t slot = ctx - n + i;
       wpage[t] = seq.kv_pages[slot / ps];
       wslot[t] = slot % ps;
     }
   }
 
+  const auto rotate = c.rope_style == RopeStyle::SplitHalf ? apply_rope_split_half : apply_rope;
+  const bool gelu = c.ffn_activation == FfnActivation::GeluTanh;
   for (uint32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = w.layers[l];
-    // Attention block: h = norm(x); q,k,v = W h; rope; K/V -> pages; attn; x += Wo attn.
+    const bool slides = c.layer_slides(l);
+    const float* lc = slides ? cos_l : cos_t;
+    const float* ls = slides ? sin_l : sin_t;
+    // Attention block: h = norm(x); q,k,v = W h (+ b); q/k head norms; rope; K/V -> pages;
+    // attn; o = Wo attn (normed again where the family does); x += o.
     for_each_token(pool_, T, [&](size_t i) {
       rmsnorm(x + i * d, L.attn_norm.data(), h + i * d, d, c.rms_eps);
     });
@@ -158,23 +173,50 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     matmul(pool_, L.wk, h, T, k);
     matmul(pool_, L.wv, h, T, v);
     for_each_token(pool_, T, [&](size_t i) {
-      apply_rope(q + i * q_dim, c.n_heads, np, cos_t + i * np, sin_t + i * np);
-      apply_rope(k + i * kv_dim, c.n_kv_heads, np, cos_t + i * np, sin_t + i * np);
-      kv_pool_.write(wpage[i], wslot[i], l, k + i * kv_dim, v + i * kv_dim);
+      float* qi = q + i * q_dim;
+      float* ki = k + i * kv_dim;
+      float* vi = v + i * kv_dim;
+      if (c.qkv_bias) {
+        add(L.bq.data(), qi, q_dim);
+        add(L.bk.data(), ki, kv_dim);
+        add(L.bv.data(), vi, kv_dim);
+      }
+      if (c.qk_norm) {
+        for (uint32_t hh = 0; hh < c.n_heads; ++hh)
+          rmsnorm(qi + hh * hd, L.q_norm.data(), qi + hh * hd, hd, c.rms_eps);
+        for (uint32_t hh = 0; hh < c.n_kv_heads; ++hh)
+          rmsnorm(ki + hh * hd, L.k_norm.data(), ki + hh * hd, hd, c.rms_eps);
+      }
+      rotate(qi, c.n_heads, np, lc + i * np, ls + i * np);
+      rotate(ki, c.n_kv_heads, np, lc + i * np, ls + i * np);
+      kv_pool_.write(wpage[i], wslot[i], l, ki, vi);
     });
-    attention(pool_, kv_pool_, l, c.n_heads, s.seqs, s.attention);
+    attention(pool_, kv_pool_, l, c.n_heads, s.seqs, s.attention,
+              AttentionParams{c.attn_scale, c.attn_softcap, slides ? c.sliding_window : 0});
     matmul(pool_, L.wo, attn, T, tmp);
+    if (c.post_norms)
+      for_each_token(pool_, T, [&](size_t i) {
+        rmsnorm(tmp + i * d, L.post_attn_norm.data(), tmp + i * d, d, c.rms_eps);
+      });
     add(tmp, x, T * d);
 
-    // Feed-forward block: x += Wdown (silu(Wgate h) * Wup h), h = norm(x).
+    // Feed-forward block: x += norm?(Wdown (act(Wgate h) * Wup h)), h = norm(x).
     for_each_token(pool_, T, [&](size_t i) {
       rmsnorm(x + i * d, L.ffn_norm.data(), h + i * d, d, c.rms_eps);
     });
     matmul(pool_, L.w_gate, h, T, gate);
     matmul(pool_, L.w_up, h, T, up);
-    for_each_token(
-        pool_, T, [&](size_t i) { swiglu(gate + i * d_ff, up + i * d_ff, gate + i * d_ff, d_ff); });
+    for_each_token(pool_, T, [&](size_t i) {
+      if (gelu)
+        gelu_tanh_gate(gate + i * d_ff, up + i * d_ff, gate + i * d_ff, d_ff);
+      else
+        swiglu(gate + i * d_ff, up + i * d_ff, gate + i * d_ff, d_ff);
+    });
     matmul(pool_, L.w_down, gate, T, tmp);
+    if (c.post_norms)
+      for_each_token(pool_, T, [&](size_t i) {
+        rmsnorm(tmp + i * d, L.post_ffn_norm.data(), tmp + i * d, d, c.rms_eps);
+      });
     add(tmp, x, T * d);
   }
 
@@ -220,7 +262,8 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     for (size_t j = 0; j < n_topk; ++j)
       s.top_ks[j] = batch[jobs[j].first].outputs[jobs[j].second].top_k;
     s.dists.resize(n_topk);
-    lm_head_top_k(pool_, w.output, out_h, n_topk, s.top_ks.data(), s.lm_head, s.dists.data());
+    lm_head_top_k(pool_, w.output, out_h, n_topk, s.top_ks.data(), s.lm_head, s.dists.data(),
+                  c.final_softcap);
     for (size_t j = 0; j < n_topk; ++j)
       results[jobs[j].first].outputs[jobs[j].second].dist = std::move(s.dists[j]);
   }
@@ -230,7 +273,8 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     matmul(pool_, w.output, out_h + n_topk * d, n_logits, logits);
     pool_.parallel_for(n_logits, [&](size_t j, size_t) {
       const auto& job = jobs[n_topk + j];
-      const float* lr = logits + j * V;
+      float* lr = logits + j * V;
+      if (c.final_softcap > 0) soft_cap(lr, V, c.final_softcap);
       results[job.first].outputs[job.second].logits.assign(lr, lr + V);
     });
   }
@@ -241,9 +285,8 @@ void Engine::embed_tokens(std::span<const int32_t> tokens, std::span<const uint3
                           std::span<const uint32_t> slots) {
   const ModelConfig& c = config();
   validate_embed_tokens(tokens, positions, slots, c, embeds_.slots());
-  const WeightMatrix& e = weights_->token_embd;
   for (size_t i = 0; i < tokens.size(); ++i) {
-    dequantize_row(e.dtype, e.row(uint32_t(tokens[i])), embeds_.data(slots[i]), c.d_model);
+    embed_token(tokens[i], embeds_.data(slots[i]));
     embeds_.set_position(slots[i], positions[i]);
   }
 }
@@ -261,8 +304,15 @@ TokenDistribution Engine::next_dist(uint32_t embed_slot, uint32_t top_k) {
   float* hn = grow(scratch_->out_h, c.d_model);
   rmsnorm(embeds_.data(embed_slot), weights_->output_norm.data(), hn, c.d_model, c.rms_eps);
   TokenDistribution d;
-  lm_head_top_k(pool_, weights_->output, hn, 1, &top_k, scratch_->lm_head, &d);
+  lm_head_top_k(pool_, weights_->output, hn, 1, &top_k, scratch_->lm_head, &d, c.final_softcap);
   return d;
+}
+
+void Engine::embed_token(int32_t token, float* out) const {
+  const WeightMatrix& e = weights_->token_embd;
+  const uint32_t d = weights_->config.d_model;
+  dequantize_row(e.dtype, e.row(uint32_t(token)), out, d);
+  if (weights_->config.embed_scale != 1.0f) scale(out, weights_->config.embed_scale, d);
 }
 
 }  // namespace pith

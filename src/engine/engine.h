@@ -62,6 +62,9 @@ class Engine final : public Backend {
   TokenDistribution next_dist(uint32_t embed_slot, uint32_t top_k) override;
 
  private:
+  // The input embedding of one token: its table row, times embed_scale (gemma).
+  void embed_token(int32_t token, float* out) const;
+
   struct Scratch;  // reusable activation buffers (engine.cpp), sized to the largest batch seen
 
   std::shared_ptr<const ModelWeights> weights_;

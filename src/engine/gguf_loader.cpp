@@ -68,14 +68,43 @@ std::vector<float> vector_f32(const GGUFFile& f, const std::string& name, size_t
   return out;
 }
 
+// A family's option keys, read from "<arch>.<key>" metadata.
+class GgufKeys final : public ArchitectureKeys {
+ public:
+  GgufKeys(const GGUFFile& f, std::string prefix) : f_(f), prefix_(std::move(prefix)) {}
+  bool is_gguf() const override { return true; }
+  const std::string& source() const override { return f_.path(); }
+  std::optional<double> number(ArchKey key) const override {
+    if (key.gguf.empty() || !f_.has(prefix_ + std::string(key.gguf))) return std::nullopt;
+    return f_.get_float(prefix_ + std::string(key.gguf));
+  }
+  std::optional<bool> flag(ArchKey key) const override {
+    if (key.gguf.empty() || !f_.has(prefix_ + std::string(key.gguf))) return std::nullopt;
+    return f_.get_bool_or(prefix_ + std::string(key.gguf), false);
+  }
+  std::optional<std::vector<std::string>> layer_types() const override { return std::nullopt; }
+
+ private:
+  const GGUFFile& f_;
+  std::string prefix_;
+};
+
+const Architecture& gguf_architecture(const GGUFFile& f) {
+  const std::string name = f.get_string("general.architecture");
+  const Architecture* arch = architecture_for_gguf(name);
+  if (!arch)
+    fail("{}: unsupported architecture '{}' (pith supports {})", f.path(), name,
+         supported_architecture_names());
+  return *arch;
+}
+
 }  // namespace
 
 ModelConfig gguf_model_config(const GGUFFile& f) {
   ModelConfig c;
-  c.architecture = f.get_string("general.architecture");
-  if (c.architecture != "llama")
-    fail("{}: unsupported architecture '{}' (pith supports llama)", f.path(), c.architecture);
-  const std::string p = c.architecture + ".";
+  const Architecture& arch = gguf_architecture(f);
+  c.architecture = std::string(arch.name);
+  const std::string p = std::string(arch.gguf_name) + ".";
   c.name = f.get_string_opt("general.name").value_or("");
   c.n_layers = get_u32(f, p + "block_count");
   c.d_model = get_u32(f, p + "embedding_length");
@@ -117,6 +146,7 @@ ModelConfig gguf_model_config(const GGUFFile& f) {
     c.rope_freq_factors = vector_f32(f, "rope_freqs.weight", c.head_dim / 2);
 
   c.tied_output = f.find_tensor("output.weight") == nullptr;
+  arch.configure(c, GgufKeys(f, p));
   validate_config(c, f.path());
   return c;
 }
@@ -132,19 +162,16 @@ std::shared_ptr<ModelWeights> load_gguf_model(const std::string& path, const Loa
   const ModelConfig& c = w->config;
 
   w->token_embd = matrix(f, *w, "token_embd.weight", c.vocab_size, c.d_model);
+  const Architecture& arch = *find_architecture(c.architecture);
   w->layers.resize(c.n_layers);
   for (uint32_t i = 0; i < c.n_layers; ++i) {
-    const std::string b = fmt::format("blk.{}.", i);
     LayerWeights& l = w->layers[i];
-    l.attn_norm = vector_f32(f, b + "attn_norm.weight", c.d_model);
-    l.wq = matrix(f, *w, b + "attn_q.weight", c.q_dim(), c.d_model);
-    l.wk = matrix(f, *w, b + "attn_k.weight", c.kv_dim(), c.d_model);
-    l.wv = matrix(f, *w, b + "attn_v.weight", c.kv_dim(), c.d_model);
-    l.wo = matrix(f, *w, b + "attn_output.weight", c.d_model, c.q_dim());
-    l.ffn_norm = vector_f32(f, b + "ffn_norm.weight", c.d_model);
-    l.w_gate = matrix(f, *w, b + "ffn_gate.weight", c.d_ff, c.d_model);
-    l.w_up = matrix(f, *w, b + "ffn_up.weight", c.d_ff, c.d_model);
-    l.w_down = matrix(f, *w, b + "ffn_down.weight", c.d_model, c.d_ff);
+    for (const LayerTensor& t : layer_tensors(arch, c, i)) {
+      if (t.rows == 1)
+        place_layer_vector(l, t.role, vector_f32(f, t.gguf, t.cols));
+      else
+        place_layer_matrix(l, t.role, matrix(f, *w, t.gguf, t.rows, t.cols), c);
+    }
     log_layer_progress(options, path, i, c.n_layers);
   }
   w->output_norm = vector_f32(f, "output_norm.weight", c.d_model);

@@ -189,7 +189,51 @@ class HfBuilder {
   ModelWeights& w_;
 };
 
+// A family's option keys, read from config.json (null counts as absent).
+class HfKeys final : public ArchitectureKeys {
+ public:
+  HfKeys(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+  bool is_gguf() const override { return false; }
+  const std::string& source() const override { return path_; }
+  std::optional<double> number(ArchKey key) const override {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) fail("{}: '{}' must be a number", path_, key.hf);
+    return v->get<double>();
+  }
+  std::optional<bool> flag(ArchKey key) const override {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) fail("{}: '{}' must be true or false", path_, key.hf);
+    return v->get<bool>();
+  }
+  std::optional<std::vector<std::string>> layer_types() const override {
+    const json* v = find({"", "layer_types"});
+    if (!v) return std::nullopt;
+    std::vector<std::string> out;
+    if (v->is_array())
+      for (const json& e : *v)
+        if (e.is_string()) out.push_back(e.get<std::string>());
+    if (!v->is_array() || out.size() != v->size())
+      fail("{}: 'layer_types' must be a list of strings", path_);
+    return out;
+  }
+
+ private:
+  const json* find(ArchKey key) const {
+    if (key.hf.empty()) return nullptr;
+    auto it = j_.find(std::string(key.hf));
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+  const json& j_;
+  std::string path_;
+};
+
 }  // namespace
+
+std::unique_ptr<ArchitectureKeys> hf_config_keys(const json& config, std::string path) {
+  return std::make_unique<HfKeys>(config, std::move(path));
+}
 
 ModelConfig hf_model_config(const std::string& folder) {
   const std::string path = (fs::path(folder) / "config.json").string();
@@ -205,10 +249,11 @@ ModelConfig hf_model_config(const std::string& folder) {
     arch = j["architectures"][0].get<std::string>();
   }
   std::string model_type = r.str_or("model_type", "");
-  if (arch != "LlamaForCausalLM" && !(arch.empty() && model_type == "llama"))
-    fail("{}: unsupported architecture '{}' (pith supports LlamaForCausalLM)", path,
-         arch.empty() ? model_type : arch);
-  c.architecture = "llama";
+  const Architecture* family = architecture_for_hf(arch, model_type);
+  if (!family)
+    fail("{}: unsupported architecture '{}' (pith supports {})", path,
+         arch.empty() ? model_type : arch, supported_hf_classes());
+  c.architecture = std::string(family->name);
   c.name = fs::path(folder).filename().string();
   if (c.name.empty()) c.name = fs::path(folder).parent_path().filename().string();
   c.n_layers = r.u32("num_hidden_layers");
@@ -244,6 +289,7 @@ ModelConfig hf_model_config(const std::string& folder) {
       fail("{}: rope_scaling type '{}' is not supported (llama3, linear)", path, type);
     }
   }
+  family->configure(c, HfKeys(j, path));
   validate_config(c, path);
   return c;
 }
@@ -259,22 +305,28 @@ std::shared_ptr<ModelWeights> load_hf_model(const std::string& folder, const Loa
   HfBuilder b(ck, *w);
 
   w->token_embd = b.matrix("model.embed_tokens.weight", c.vocab_size, c.d_model);
+  const Architecture& family = *find_architecture(c.architecture);
+  // Gemma's HF norms hold w - 1; pith (like GGUF) keeps the weight the norm multiplies by.
+  auto norm = [&](const std::string& name, size_t n) {
+    std::vector<float> v = b.vector_f32(name, n);
+    if (family.hf_norm_offset)
+      for (float& x : v) x += 1.0f;
+    return v;
+  };
   w->layers.resize(c.n_layers);
   for (uint32_t i = 0; i < c.n_layers; ++i) {
-    const std::string p = fmt::format("model.layers.{}.", i);
     LayerWeights& l = w->layers[i];
-    l.attn_norm = b.vector_f32(p + "input_layernorm.weight", c.d_model);
-    l.wq = b.rotary_matrix(p + "self_attn.q_proj.weight", c.q_dim(), c.d_model, c.head_dim);
-    l.wk = b.rotary_matrix(p + "self_attn.k_proj.weight", c.kv_dim(), c.d_model, c.head_dim);
-    l.wv = b.matrix(p + "self_attn.v_proj.weight", c.kv_dim(), c.d_model);
-    l.wo = b.matrix(p + "self_attn.o_proj.weight", c.d_model, c.q_dim());
-    l.ffn_norm = b.vector_f32(p + "post_attention_layernorm.weight", c.d_model);
-    l.w_gate = b.matrix(p + "mlp.gate_proj.weight", c.d_ff, c.d_model);
-    l.w_up = b.matrix(p + "mlp.up_proj.weight", c.d_ff, c.d_model);
-    l.w_down = b.matrix(p + "mlp.down_proj.weight", c.d_model, c.d_ff);
+    for (const LayerTensor& t : layer_tensors(family, c, i)) {
+      if (t.rows == 1)
+        place_layer_vector(l, t.role, t.is_norm ? norm(t.hf, t.cols) : b.vector_f32(t.hf, t.cols));
+      else if (t.rotary)
+        place_layer_matrix(l, t.role, b.rotary_matrix(t.hf, t.rows, t.cols, c.head_dim), c);
+      else
+        place_layer_matrix(l, t.role, b.matrix(t.hf, t.rows, t.cols), c);
+    }
     log_layer_progress(options, folder, i, c.n_layers);
   }
-  w->output_norm = b.vector_f32("model.norm.weight", c.d_model);
+  w->output_norm = norm("model.norm.weight", c.d_model);
   if (c.tied_output) {
     w->output = w->token_embd;
   } else if (ck.find("lm_head.weight")) {

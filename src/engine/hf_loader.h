@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "engine/model_loader.h"
 
 namespace pith {
@@ -22,6 +24,10 @@ std::shared_ptr<ModelWeights> load_hf_model(const std::string& folder, const Loa
 
 // Row index maps between the layouts, for a matrix of n_heads heads of head_dim rows each.
 // hf_row_for_pith_row(r) is the HF row that pith row r comes from; the inverse maps back.
+// A family's option keys read from a config.json object (null counts as absent); `path` names
+// it in errors. model gen configures its presets through the same reader.
+std::unique_ptr<ArchitectureKeys> hf_config_keys(const nlohmann::json& config, std::string path);
+
 size_t hf_row_for_pith_row(size_t pith_row, uint32_t head_dim);
 size_t pith_row_for_hf_row(size_t hf_row, uint32_t head_dim);
 

@@ -2,11 +2,12 @@
 #include "engine/lm_head.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace pith {
 
 void lm_head_top_k(ThreadPool& pool, const WeightMatrix& w, const float* h, size_t n_rows,
-                   const uint32_t* ks, LmHeadScratch& s, TokenDistribution* out) {
+                   const uint32_t* ks, LmHeadScratch& s, TokenDistribution* out, float softcap) {
   if (n_rows == 0) return;
   const size_t vocab = w.rows;
   const size_t n_blocks = (vocab + kMatmulBlockRows - 1) / kMatmulBlockRows;
@@ -15,11 +16,18 @@ void lm_head_top_k(ThreadPool& pool, const WeightMatrix& w, const float* h, size
   for (size_t wk = 0; wk < pool.size(); ++wk)
     for (size_t r = 0; r < n_rows; ++r)
       s.selectors[wk * n_rows + r].reset(static_cast<uint32_t>(std::min<size_t>(ks[r], vocab)));
+  if (softcap > 0 && s.capped.size() < pool.size()) s.capped.resize(pool.size());
 
   matmul_blocks(pool, w, h, n_rows, [&](const MatmulBlock& b) {
     const size_t block = b.r0 / kMatmulBlockRows;
     for (size_t t = 0; t < b.n_tokens; ++t) {
       const float* logits = b.y + t * b.n_rows;
+      if (softcap > 0) {
+        std::vector<float>& c = s.capped[b.worker];
+        c.assign(logits, logits + b.n_rows);
+        soft_cap(c.data(), b.n_rows, softcap);
+        logits = c.data();
+      }
       const size_t r = b.t0 + t;
       s.partials[r * n_blocks + block] = softmax_partial(logits, b.n_rows);
       s.selectors[b.worker * n_rows + r].scan(logits, b.n_rows, static_cast<int32_t>(b.r0));
@@ -31,6 +39,11 @@ void lm_head_top_k(ThreadPool& pool, const WeightMatrix& w, const float* h, size
     for (size_t wk = 1; wk < pool.size(); ++wk) sel.merge(s.selectors[wk * n_rows + r]);
     out[r] = sel.distribution(combine_logsumexp(&s.partials[r * n_blocks], n_blocks));
   });
+}
+
+void soft_cap(float* x, size_t n, float softcap) {
+  const float inv = 1.0f / softcap;
+  for (size_t i = 0; i < n; ++i) x[i] = softcap * std::tanh(x[i] * inv);
 }
 
 }  // namespace pith

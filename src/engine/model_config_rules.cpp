@@ -4,6 +4,7 @@
 
 #include "backend/model_config.h"
 #include "common/error.h"
+#include "engine/architectures/architecture.h"
 #include "engine/model_loader.h"
 
 namespace pith {
@@ -51,8 +52,9 @@ void validate_config(const ModelConfig& c, const std::string& source) {
   auto check_size = [&](const char* what, uint32_t v, uint32_t max) {
     if (v == 0 || v > max) fail("{}: {} = {} is out of range (1..{})", source, what, v, max);
   };
-  if (c.architecture != "llama")
-    fail("{}: unsupported architecture '{}' (pith supports llama)", source, c.architecture);
+  if (!find_architecture(c.architecture))
+    fail("{}: unsupported architecture '{}' (pith supports {})", source, c.architecture,
+         supported_architecture_names());
   check_size("n_layers", c.n_layers, 4096);
   check_size("d_model", c.d_model, kMaxDim);
   check_size("n_heads", c.n_heads, 4096);
@@ -68,6 +70,14 @@ void validate_config(const ModelConfig& c, const std::string& source) {
     fail("{}: invalid rms epsilon {}", source, c.rms_eps);
   if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta))
     fail("{}: invalid rope theta {}", source, c.rope_theta);
+  if (c.sliding_window > 0 && c.sliding_layers.size() != c.n_layers)
+    fail("{}: sliding-window flags for {} layers, model has {}", source, c.sliding_layers.size(),
+         c.n_layers);
+  for (float v : {c.embed_scale, c.attn_scale, c.attn_softcap, c.final_softcap, c.rope_theta_local})
+    if (!(v >= 0) || !std::isfinite(v))
+      fail("{}: invalid model option value {} (scales, soft-caps and RoPE bases are >= 0)", source,
+           v);
+  if (!(c.embed_scale > 0)) fail("{}: embedding scale must be positive", source);
   if (!c.rope_freq_factors.empty()) {
     if (c.rope_freq_factors.size() != c.head_dim / 2)
       fail("{}: rope frequency factors have {} entries, expected head_dim/2 = {}", source,

@@ -1,6 +1,8 @@
 // Size accounting over a loaded model's matrices.
 #include "engine/model_weights.h"
 
+#include <fmt/ranges.h>
+
 #include "common/error.h"
 
 namespace pith {
@@ -26,8 +28,107 @@ size_t ModelWeights::n_params() const {
   size_t n = 0;
   for_each_matrix(*this, [&](const WeightMatrix& m) { n += m.rows * m.cols; });
   n += output_norm.size();
-  for (const auto& l : layers) n += l.attn_norm.size() + l.ffn_norm.size();
+  for (const auto& l : layers)
+    for (const auto* v : {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
+                          &l.post_attn_norm, &l.post_ffn_norm})
+      n += v->size();
   return n;
+}
+
+std::string family_option_summary(const ModelConfig& c) {
+  std::vector<std::string> used;
+  if (c.rope_style != RopeStyle::AdjacentPairs) used.push_back("split-half RoPE");
+  if (c.ffn_activation != FfnActivation::Silu) used.push_back("GELU-tanh FFN");
+  if (c.qkv_bias) used.push_back("Q/K/V bias");
+  if (c.qk_norm) used.push_back("Q/K norms");
+  if (c.post_norms) used.push_back("post-norms");
+  if (c.embed_scale != 1.0f) used.push_back("scaled embeddings");
+  if (c.attn_scale > 0) used.push_back("custom query scale");
+  if (c.attn_softcap > 0 || c.final_softcap > 0) used.push_back("soft-capping");
+  if (c.sliding_window > 0) used.push_back("sliding-window attention");
+  if (c.rope_theta_local > 0) used.push_back("a second RoPE base");
+  return used.empty() ? "none" : fmt::format("{}", fmt::join(used, ", "));
+}
+
+bool family_options_are_llamas(const ModelConfig& c) {
+  return family_option_summary(c) == "none";
+}
+
+void place_layer_vector(LayerWeights& l, LayerTensor::Role role, std::vector<float> v) {
+  using R = LayerTensor::Role;
+  switch (role) {
+    case R::AttnNorm:
+      l.attn_norm = std::move(v);
+      return;
+    case R::QBias:
+      l.bq = std::move(v);
+      return;
+    case R::KBias:
+      l.bk = std::move(v);
+      return;
+    case R::VBias:
+      l.bv = std::move(v);
+      return;
+    case R::QNorm:
+      l.q_norm = std::move(v);
+      return;
+    case R::KNorm:
+      l.k_norm = std::move(v);
+      return;
+    case R::PostAttnNorm:
+      l.post_attn_norm = std::move(v);
+      return;
+    case R::FfnNorm:
+      l.ffn_norm = std::move(v);
+      return;
+    case R::PostFfnNorm:
+      l.post_ffn_norm = std::move(v);
+      return;
+    default:
+      fail("layer tensor role {} is not a vector", static_cast<int>(role));
+  }
+}
+
+void place_layer_matrix(LayerWeights& l, LayerTensor::Role role, const WeightMatrix& m,
+                        const ModelConfig& c) {
+  using R = LayerTensor::Role;
+  auto rows = [&](size_t first, size_t n) {
+    return WeightMatrix{m.dtype, n, m.cols, m.row(first)};
+  };
+  switch (role) {
+    case R::Q:
+      l.wq = m;
+      return;
+    case R::K:
+      l.wk = m;
+      return;
+    case R::V:
+      l.wv = m;
+      return;
+    case R::Qkv:
+      l.wq = rows(0, c.q_dim());
+      l.wk = rows(c.q_dim(), c.kv_dim());
+      l.wv = rows(size_t{c.q_dim()} + c.kv_dim(), c.kv_dim());
+      return;
+    case R::AttnOut:
+      l.wo = m;
+      return;
+    case R::Gate:
+      l.w_gate = m;
+      return;
+    case R::Up:
+      l.w_up = m;
+      return;
+    case R::GateUp:
+      l.w_gate = rows(0, c.d_ff);
+      l.w_up = rows(c.d_ff, c.d_ff);
+      return;
+    case R::Down:
+      l.w_down = m;
+      return;
+    default:
+      fail("layer tensor role {} is not a matrix", static_cast<int>(role));
+  }
 }
 
 namespace {
@@ -52,6 +153,9 @@ void validate_model_shapes(const ModelWeights& w) {
     fail("engine: model '{}' has an empty dimension", w.source);
   if (c.n_heads % c.n_kv_heads != 0)
     fail("engine: {} query heads is not a multiple of {} KV heads", c.n_heads, c.n_kv_heads);
+  if (c.sliding_window > 0 && c.sliding_layers.size() != c.n_layers)
+    fail("engine: sliding-window flags for {} layers, model has {}", c.sliding_layers.size(),
+         c.n_layers);
   if (w.layers.size() != c.n_layers)
     fail("engine: model has {} layers of weights, config says {}", w.layers.size(), c.n_layers);
   check_matrix(w.token_embd, c.vocab_size, c.d_model, "token_embd", 0);
@@ -68,6 +172,15 @@ void validate_model_shapes(const ModelWeights& w) {
     check_matrix(L.w_gate, c.d_ff, c.d_model, "ffn_gate", l);
     check_matrix(L.w_up, c.d_ff, c.d_model, "ffn_up", l);
     check_matrix(L.w_down, c.d_model, c.d_ff, "ffn_down", l);
+    auto check_optional = [&](const std::vector<float>& v, bool present, size_t n,
+                              const char* name) { check_vector(v, present ? n : 0, name, l); };
+    check_optional(L.bq, c.qkv_bias, c.q_dim(), "attn_q.bias");
+    check_optional(L.bk, c.qkv_bias, c.kv_dim(), "attn_k.bias");
+    check_optional(L.bv, c.qkv_bias, c.kv_dim(), "attn_v.bias");
+    check_optional(L.q_norm, c.qk_norm, c.head_dim, "attn_q_norm");
+    check_optional(L.k_norm, c.qk_norm, c.head_dim, "attn_k_norm");
+    check_optional(L.post_attn_norm, c.post_norms, c.d_model, "post_attention_norm");
+    check_optional(L.post_ffn_norm, c.post_norms, c.d_model, "post_ffw_norm");
   }
 }
 

@@ -12,20 +12,27 @@
 #include <vector>
 
 #include "backend/model_config.h"
+#include "engine/architectures/architecture.h"
 #include "engine/kernels/matmul.h"
 
 namespace pith {
 
+// Vectors that a family does not have stay empty (see ModelConfig's options). Fused
+// projections (phi3) are row slices of one mapped matrix.
 struct LayerWeights {
-  std::vector<float> attn_norm;  // [d_model]
-  WeightMatrix wq;               // [q_dim][d_model]
-  WeightMatrix wk;               // [kv_dim][d_model]
-  WeightMatrix wv;               // [kv_dim][d_model]
-  WeightMatrix wo;               // [d_model][q_dim]
-  std::vector<float> ffn_norm;   // [d_model]
-  WeightMatrix w_gate;           // [d_ff][d_model]
-  WeightMatrix w_up;             // [d_ff][d_model]
-  WeightMatrix w_down;           // [d_model][d_ff]
+  std::vector<float> attn_norm;       // [d_model]
+  WeightMatrix wq;                    // [q_dim][d_model]
+  WeightMatrix wk;                    // [kv_dim][d_model]
+  WeightMatrix wv;                    // [kv_dim][d_model]
+  std::vector<float> bq, bk, bv;      // qkv_bias: [q_dim], [kv_dim], [kv_dim]
+  std::vector<float> q_norm, k_norm;  // qk_norm: [head_dim]
+  WeightMatrix wo;                    // [d_model][q_dim]
+  std::vector<float> post_attn_norm;  // post_norms: [d_model]
+  std::vector<float> ffn_norm;        // [d_model]
+  WeightMatrix w_gate;                // [d_ff][d_model]
+  WeightMatrix w_up;                  // [d_ff][d_model]
+  WeightMatrix w_down;                // [d_model][d_ff]
+  std::vector<float> post_ffn_norm;   // post_norms: [d_model]
 };
 
 struct ModelWeights {
@@ -43,6 +50,17 @@ struct ModelWeights {
   // Keeps mappings and converted buffers alive for as long as the matrices point into them.
   std::vector<std::shared_ptr<const void>> storage;
 };
+
+// Stores a loaded layer tensor (engine/architectures) where the forward pass reads it: vectors
+// into their field, matrices into theirs, fused QKV / gate-up matrices split into row slices.
+void place_layer_vector(LayerWeights& layer, LayerTensor::Role role, std::vector<float> v);
+void place_layer_matrix(LayerWeights& layer, LayerTensor::Role role, const WeightMatrix& m,
+                        const ModelConfig& config);
+
+// True when the config uses none of the family options beyond Llama's (a backend that
+// implements only Llama's kernels checks this); the summary names the ones in use.
+bool family_options_are_llamas(const ModelConfig& config);
+std::string family_option_summary(const ModelConfig& config);
 
 // Loads a GGUF file or a Hugging Face folder (config.json + *.safetensors). Throws pith::Error
 // naming the file and the problem on malformed, truncated or unsupported input.

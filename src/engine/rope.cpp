@@ -7,15 +7,16 @@
 
 namespace pith {
 
-RopeTable::RopeTable(const ModelConfig& config) {
-  const uint32_t hd = config.head_dim;
+RopeTable::RopeTable(const ModelConfig& config)
+    : RopeTable(config.head_dim, config.rope_theta, config.rope_freq_factors) {}
+
+RopeTable::RopeTable(uint32_t hd, float rope_theta, const std::vector<float>& ff) {
   if (hd == 0 || hd % 2 != 0) fail("RoPE: head_dim {} must be even and non-zero", hd);
   const uint32_t n = hd / 2;
-  const auto& ff = config.rope_freq_factors;
   if (!ff.empty() && ff.size() != n)
     fail("RoPE: {} rope_freq_factors for head_dim {} (expected {})", ff.size(), hd, n);
-  if (!(config.rope_theta > 0)) fail("RoPE: theta {} must be positive", config.rope_theta);
-  theta_scale_ = std::pow(config.rope_theta, -2.0f / static_cast<float>(hd));
+  if (!(rope_theta > 0)) fail("RoPE: theta {} must be positive", rope_theta);
+  theta_scale_ = std::pow(rope_theta, -2.0f / static_cast<float>(hd));
   freq_factors_.assign(n, 1.0f);
   for (uint32_t i = 0; i < ff.size(); ++i) {
     if (!(ff[i] > 0)) fail("RoPE: rope_freq_factors[{}] = {} must be positive", i, ff[i]);
@@ -42,6 +43,19 @@ void apply_rope(float* x, uint32_t n_heads, uint32_t n_pairs, const float* cos_v
       float x0 = v[2 * i], x1 = v[2 * i + 1];
       v[2 * i] = x0 * cos_v[i] - x1 * sin_v[i];
       v[2 * i + 1] = x0 * sin_v[i] + x1 * cos_v[i];
+    }
+  }
+}
+
+void apply_rope_split_half(float* x, uint32_t n_heads, uint32_t n_pairs, const float* cos_v,
+                           const float* sin_v) {
+  for (uint32_t h = 0; h < n_heads; ++h) {
+    float* lo = x + size_t{h} * 2 * n_pairs;
+    float* hi = lo + n_pairs;
+    for (uint32_t i = 0; i < n_pairs; ++i) {
+      float x0 = lo[i], x1 = hi[i];
+      lo[i] = x0 * cos_v[i] - x1 * sin_v[i];
+      hi[i] = x0 * sin_v[i] + x1 * cos_v[i];
     }
   }
 }

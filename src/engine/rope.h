@@ -1,5 +1,5 @@
-// Rotary position embeddings (RoPE) as llama.cpp's `llama` arch applies them: each head's
-// vector is rotated in adjacent pairs (2i, 2i+1) by the angle
+// Rotary position embeddings (RoPE) as llama.cpp applies them: each head's vector is rotated
+// in pairs, adjacent (2i, 2i+1) for `llama` or halves (i, i + head_dim/2), by the angle
 //   pos * theta^(-2i/head_dim) / freq_factors[i]
 // (GGUF stores the Q/K rows already permuted for this pairing; HF weights are permuted at load
 // time, see model_weights.h).
@@ -23,6 +23,7 @@ class RopeTable {
  public:
   // Throws pith::Error when head_dim is odd or freq factors do not have head_dim/2 entries.
   explicit RopeTable(const ModelConfig& config);
+  RopeTable(uint32_t head_dim, float theta, const std::vector<float>& freq_factors);
 
   uint32_t n_pairs() const { return static_cast<uint32_t>(freq_factors_.size()); }
 
@@ -38,5 +39,10 @@ class RopeTable {
 // the given cos/sin [n_pairs].
 void apply_rope(float* x, uint32_t n_heads, uint32_t n_pairs, const float* cos_v,
                 const float* sin_v);
+
+// The same rotation with pair i = (i, i + n_pairs) of each head (RopeStyle::SplitHalf, the
+// layout of qwen2/3, phi3 and gemma checkpoints in both formats).
+void apply_rope_split_half(float* x, uint32_t n_heads, uint32_t n_pairs, const float* cos_v,
+                           const float* sin_v);
 
 }  // namespace pith

@@ -28,46 +28,112 @@ namespace pith {
 
 namespace fs = std::filesystem;
 
-ModelPreset model_preset(const std::string& name) {
+namespace {
+
+// A shape preset: the generic ones take any family; a named model's is of its own family.
+struct ShapePreset {
+  const char* name;
+  const char* arch;                                                 // "" for any family
+  uint32_t n_layers, d_model, n_heads, n_kv_heads, head_dim, d_ff;  // head_dim 0: d / heads
+  bool tied;
+  float rope_theta;
+  uint32_t context_length;
+  const char* options;  // family option keys, as in config.json (JSON object)
+};
+
+constexpr ShapePreset kShapes[] = {
+    {"tiny", "", 2, 64, 4, 2, 0, 192, true, 0, 4096, "{}"},
+    // tiny with rows of 256: whole K-quant super-blocks, so the K-quant mixes apply.
+    {"tiny256", "", 2, 256, 4, 2, 0, 768, true, 0, 4096, "{}"},
+    {"llama3.2-1b", "llama", 16, 2048, 32, 8, 0, 8192, true, 500000, 131072, "{}"},
+    {"llama3.2-3b", "llama", 28, 3072, 24, 8, 0, 8192, true, 500000, 131072, "{}"},
+    {"llama3.1-8b", "llama", 32, 4096, 32, 8, 0, 14336, false, 500000, 131072, "{}"},
+    {"mistral-7b", "mistral", 32, 4096, 32, 8, 128, 14336, false, 1e6, 32768, "{}"},
+    {"qwen2.5-0.5b", "qwen2", 24, 896, 14, 2, 64, 4864, true, 1e6, 32768, "{}"},
+    {"qwen2.5-1.5b", "qwen2", 28, 1536, 12, 2, 128, 8960, true, 1e6, 32768, "{}"},
+    {"qwen3-0.6b", "qwen3", 28, 1024, 16, 8, 128, 3072, true, 1e6, 40960, "{}"},
+    {"qwen3-1.7b", "qwen3", 28, 2048, 16, 8, 128, 6144, true, 1e6, 40960, "{}"},
+    {"phi3-mini", "phi3", 32, 3072, 32, 32, 96, 8192, false, 10000, 4096,
+     R"({"sliding_window": 2047})"},
+    {"gemma2-2b", "gemma2", 26, 2304, 8, 4, 256, 9216, true, 10000, 8192,
+     R"({"sliding_window": 4096, "attn_logit_softcapping": 50.0,
+         "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 256})"},
+    {"gemma3-1b", "gemma3", 26, 1152, 4, 1, 256, 6912, true, 1e6, 32768,
+     R"({"sliding_window": 512, "sliding_window_pattern": 6, "rope_local_base_freq": 10000.0,
+         "query_pre_attn_scalar": 256})"},
+};
+
+// Family options of the generic tiny shapes: windows of 4 slots and soft-caps low enough to
+// bend the random-weight scores and logits, so a short prompt tells them apart.
+nlohmann::json tiny_family_options(const std::string& arch, uint32_t head_dim) {
+  if (arch == "mistral" || arch == "phi3") return {{"sliding_window", 4}};
+  if (arch == "gemma2")
+    return {{"sliding_window", 4},
+            {"attn_logit_softcapping", 0.1},
+            {"final_logit_softcapping", 0.3},
+            {"query_pre_attn_scalar", head_dim}};
+  if (arch == "gemma3")
+    return {{"sliding_window", 4},
+            {"sliding_window_pattern", 6},
+            {"rope_local_base_freq", 10000.0},
+            {"query_pre_attn_scalar", head_dim}};
+  return nlohmann::json::object();
+}
+
+std::string shape_names() {
+  std::string out;
+  for (const ShapePreset& p : kShapes) out += (out.empty() ? "" : ", ") + std::string(p.name);
+  return out;
+}
+
+}  // namespace
+
+ModelPreset model_preset(const std::string& name, const std::string& arch_name) {
+  const ShapePreset* shape = nullptr;
+  for (const ShapePreset& p : kShapes)
+    if (name == p.name) shape = &p;
+  if (!shape) fail("unknown model preset '{}' ({})", name, shape_names());
+  std::string family = arch_name.empty() ? (*shape->arch ? shape->arch : "llama") : arch_name;
+  const Architecture* arch = find_architecture(family);
+  if (!arch)
+    fail("unknown architecture '{}' (pith supports {})", family, supported_architecture_names());
+  if (*shape->arch && family != shape->arch)
+    fail("preset {} is a {} model; use a generic shape (tiny, tiny256) for --arch {}", name,
+         shape->arch, family);
+  const bool generic = *shape->arch == 0;
   ModelPreset p;
   p.name = name;
   ModelConfig& c = p.config;
-  c.architecture = "llama";
-  c.rms_eps = 1e-5f;
-  c.rope_theta = 500000.0f;
-  c.context_length = 131072;
-  p.rope_scaling = Llama3RopeScaling{};
-  if (name == "tiny") {
-    c.n_layers = 2, c.d_model = 64, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 192;
-    c.context_length = 4096;
-    c.tied_output = true;
-  } else if (name == "tiny256") {
-    // tiny with rows of 256: whole K-quant super-blocks, so the K-quant mixes apply.
-    c.n_layers = 2, c.d_model = 256, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 768;
-    c.context_length = 4096;
-    c.tied_output = true;
-  } else if (name == "llama3.2-1b") {
-    c.n_layers = 16, c.d_model = 2048, c.n_heads = 32, c.n_kv_heads = 8, c.d_ff = 8192;
-    c.tied_output = true;
-  } else if (name == "llama3.2-3b") {
-    c.n_layers = 28, c.d_model = 3072, c.n_heads = 24, c.n_kv_heads = 8, c.d_ff = 8192;
-    c.tied_output = true;
-  } else if (name == "llama3.1-8b") {
-    c.n_layers = 32, c.d_model = 4096, c.n_heads = 32, c.n_kv_heads = 8, c.d_ff = 14336;
-    c.tied_output = false;
-  } else {
-    fail("unknown model preset '{}' (tiny, tiny256, llama3.2-1b, llama3.2-3b, llama3.1-8b)", name);
+  c.architecture = family;
+  c.rms_eps = family.starts_with("gemma") || family.starts_with("qwen") ? 1e-6f : 1e-5f;
+  // gemma3's tiny shape has 6 layers so that the last one is a full-attention layer.
+  c.n_layers = generic && family == "gemma3" ? 6 : shape->n_layers;
+  c.d_model = shape->d_model, c.n_heads = shape->n_heads, c.n_kv_heads = shape->n_kv_heads;
+  c.head_dim = shape->head_dim ? shape->head_dim : c.d_model / c.n_heads;
+  c.d_ff = shape->d_ff;
+  c.tied_output = shape->tied || arch->tied_only;
+  c.context_length = shape->context_length;
+  c.rope_theta = shape->rope_theta > 0                              ? shape->rope_theta
+                 : family == "llama"                                ? 500000.0f
+                 : family == "gemma3" || family.starts_with("qwen") ? 1e6f
+                                                                    : 10000.0f;
+  if (family == "llama") {  // Llama 3's rope scaling, as its checkpoints carry it
+    p.rope_scaling = Llama3RopeScaling{};
+    const Llama3RopeScaling& s = *p.rope_scaling;
+    c.rope_freq_factors =
+        llama3_rope_freq_factors(c.head_dim, c.rope_theta, s.factor, s.low_freq_factor,
+                                 s.high_freq_factor, s.original_context);
   }
-  c.head_dim = c.d_model / c.n_heads;
-  const Llama3RopeScaling& s = *p.rope_scaling;
-  c.rope_freq_factors =
-      llama3_rope_freq_factors(c.head_dim, c.rope_theta, s.factor, s.low_freq_factor,
-                               s.high_freq_factor, s.original_context);
+  nlohmann::json options =
+      generic ? tiny_family_options(family, c.head_dim) : nlohmann::json::parse(shape->options);
+  arch->configure(c, *hf_config_keys(options, "preset " + name));
   return p;
 }
 
 std::vector<std::string> model_preset_names() {
-  return {"tiny", "tiny256", "llama3.2-1b", "llama3.2-3b", "llama3.1-8b"};
+  std::vector<std::string> out;
+  for (const ShapePreset& p : kShapes) out.push_back(p.name);
+  return out;
 }
 
 namespace {
@@ -76,12 +142,13 @@ constexpr float kWeightStd = 0.02f;
 constexpr size_t kBatchBytes = size_t{32} << 20;  // f32 rows generated per batch
 
 struct GenTensor {
-  enum class Kind { Matrix, Norm, RopeFreqs };
+  enum class Kind { Matrix, Norm, Bias, RopeFreqs };
   std::string gguf_name, hf_name;
   size_t rows, cols;
   Kind kind;
-  bool rotary = false;  // Q/K: HF stores rows in split-half order
-  uint64_t stream = 0;  // RNG stream id (from the GGUF name: identical in both formats)
+  bool rotary = false;     // Q/K: HF stores rows in split-half order
+  bool hf_offset = false;  // gemma norms: HF stores w - 1
+  uint64_t stream = 0;     // RNG stream id (from the GGUF name: identical in both formats)
 };
 
 uint64_t fnv1a(const std::string& s) {
@@ -92,27 +159,23 @@ uint64_t fnv1a(const std::string& s) {
 
 std::vector<GenTensor> plan_tensors(const ModelConfig& c) {
   using K = GenTensor::Kind;
+  const Architecture& arch = *find_architecture(c.architecture);
   std::vector<GenTensor> t;
   auto add = [&](std::string g, std::string h, size_t rows, size_t cols, K kind,
-                 bool rotary = false) {
+                 bool rotary = false, bool offset = false) {
     uint64_t id = fnv1a(g);
-    t.push_back({std::move(g), std::move(h), rows, cols, kind, rotary, id});
+    t.push_back({std::move(g), std::move(h), rows, cols, kind, rotary, offset, id});
   };
   add("token_embd.weight", "model.embed_tokens.weight", c.vocab_size, c.d_model, K::Matrix);
   if (!c.rope_freq_factors.empty()) add("rope_freqs.weight", "", 1, c.head_dim / 2, K::RopeFreqs);
-  for (uint32_t i = 0; i < c.n_layers; ++i) {
-    std::string b = fmt::format("blk.{}.", i), h = fmt::format("model.layers.{}.", i);
-    add(b + "attn_norm.weight", h + "input_layernorm.weight", 1, c.d_model, K::Norm);
-    add(b + "attn_q.weight", h + "self_attn.q_proj.weight", c.q_dim(), c.d_model, K::Matrix, true);
-    add(b + "attn_k.weight", h + "self_attn.k_proj.weight", c.kv_dim(), c.d_model, K::Matrix, true);
-    add(b + "attn_v.weight", h + "self_attn.v_proj.weight", c.kv_dim(), c.d_model, K::Matrix);
-    add(b + "attn_output.weight", h + "self_attn.o_proj.weight", c.d_model, c.q_dim(), K::Matrix);
-    add(b + "ffn_norm.weight", h + "post_attention_layernorm.weight", 1, c.d_model, K::Norm);
-    add(b + "ffn_gate.weight", h + "mlp.gate_proj.weight", c.d_ff, c.d_model, K::Matrix);
-    add(b + "ffn_up.weight", h + "mlp.up_proj.weight", c.d_ff, c.d_model, K::Matrix);
-    add(b + "ffn_down.weight", h + "mlp.down_proj.weight", c.d_model, c.d_ff, K::Matrix);
-  }
-  add("output_norm.weight", "model.norm.weight", 1, c.d_model, K::Norm);
+  for (uint32_t i = 0; i < c.n_layers; ++i)
+    for (const LayerTensor& l : layer_tensors(arch, c, i))
+      add(l.gguf, l.hf, l.rows, l.cols,
+          l.rows > 1  ? K::Matrix
+          : l.is_norm ? K::Norm
+                      : K::Bias,
+          l.rotary, l.is_norm && arch.hf_norm_offset);
+  add("output_norm.weight", "model.norm.weight", 1, c.d_model, K::Norm, false, arch.hf_norm_offset);
   if (!c.tied_output) add("output.weight", "lm_head.weight", c.vocab_size, c.d_model, K::Matrix);
   return t;
 }
@@ -208,17 +271,24 @@ struct GenContext {
       buffers[2];  // batches of encoded rows: one filled while the other is written
 };
 
-// Canonical row `row` of tensor `t` in f32.
-void fill_row(GenContext& ctx, const GenTensor& t, size_t row, float* out) {
+// Canonical row `row` of tensor `t` in f32 (as HF stores it when hf_values: gemma's norms
+// hold w - 1 there; pith's loader adds the 1 back in f32, as this does for GGUF).
+void fill_row(GenContext& ctx, const GenTensor& t, size_t row, float* out, bool hf_values) {
   if (t.kind == GenTensor::Kind::RopeFreqs) {
     std::copy(ctx.config.rope_freq_factors.begin(), ctx.config.rope_freq_factors.end(), out);
     return;
   }
   Xoshiro256 rng(splitmix64(ctx.opt.seed ^ t.stream) ^ (row * 0xd1b54a32d192ed03ull));
-  if (t.kind == GenTensor::Kind::Norm) {
+  if (t.kind == GenTensor::Kind::Norm && t.hf_offset) {
+    for (size_t i = 0; i < t.cols; ++i) {
+      float delta = round_through(ctx.norm_round, kWeightStd * static_cast<float>(ctx.normal(rng)));
+      out[i] = hf_values ? delta : 1.0f + delta;
+    }
+  } else if (t.kind == GenTensor::Kind::Norm || t.kind == GenTensor::Kind::Bias) {
+    const float base = t.kind == GenTensor::Kind::Norm ? 1.0f : 0.0f;
     for (size_t i = 0; i < t.cols; ++i)
       out[i] =
-          round_through(ctx.norm_round, 1.0f + kWeightStd * static_cast<float>(ctx.normal(rng)));
+          round_through(ctx.norm_round, base + kWeightStd * static_cast<float>(ctx.normal(rng)));
   } else {
     for (size_t i = 0; i < t.cols; ++i) out[i] = kWeightStd * static_cast<float>(ctx.normal(rng));
   }
@@ -244,7 +314,7 @@ void emit_tensor(GenContext& ctx, const GenTensor& t, DType dtype, bool hf_rows,
         size_t file_row = start + r;
         size_t canon =
             hf_rows && t.rotary ? pith_row_for_hf_row(file_row, ctx.config.head_dim) : file_row;
-        fill_row(ctx, t, canon, row);
+        fill_row(ctx, t, canon, row, hf_rows);
         encode_row(dtype, row, t.cols, out + r * rb);
       }
     });
@@ -288,23 +358,32 @@ void write_gguf(GenContext& ctx, const std::vector<GenTensor>& plan, const GGUFF
   const std::string tmp = ctx.opt.output + ".partial";
   {
     GGUFWriter w(tmp);
-    w.set_string("general.architecture", "llama");
+    const Architecture& arch = *find_architecture(c.architecture);
+    const std::string a = std::string(arch.gguf_name) + ".";
+    w.set_string("general.architecture", std::string(arch.gguf_name));
     w.set_string("general.name", fmt::format("pith-random-{}", preset_name));
     w.set_u32("general.file_type",
               ctx.opt.mix ? quant_mix_file_type(*ctx.opt.mix) : file_type_code(ctx.opt.dtype));
-    w.set_u32("llama.block_count", c.n_layers);
-    w.set_u32("llama.context_length", c.context_length);
-    w.set_u32("llama.embedding_length", c.d_model);
-    w.set_u32("llama.feed_forward_length", c.d_ff);
-    w.set_u32("llama.attention.head_count", c.n_heads);
-    w.set_u32("llama.attention.head_count_kv", c.n_kv_heads);
-    w.set_f32("llama.rope.freq_base", c.rope_theta);
-    w.set_f32("llama.attention.layer_norm_rms_epsilon", c.rms_eps);
-    w.set_u32("llama.rope.dimension_count", c.head_dim);
-    w.set_u32("llama.vocab_size", c.vocab_size);
+    w.set_u32(a + "block_count", c.n_layers);
+    w.set_u32(a + "context_length", c.context_length);
+    w.set_u32(a + "embedding_length", c.d_model);
+    w.set_u32(a + "feed_forward_length", c.d_ff);
+    w.set_u32(a + "attention.head_count", c.n_heads);
+    w.set_u32(a + "attention.head_count_kv", c.n_kv_heads);
+    w.set_f32(a + "rope.freq_base", c.rope_theta);
+    w.set_f32(a + "attention.layer_norm_rms_epsilon", c.rms_eps);
+    w.set_u32(a + "rope.dimension_count", c.head_dim);
+    w.set_u32(a + "vocab_size", c.vocab_size);
     if (c.head_dim != c.d_model / c.n_heads) {
-      w.set_u32("llama.attention.key_length", c.head_dim);
-      w.set_u32("llama.attention.value_length", c.head_dim);
+      w.set_u32(a + "attention.key_length", c.head_dim);
+      w.set_u32(a + "attention.value_length", c.head_dim);
+    }
+    for (const ArchValue& v : arch.describe(c)) {  // 0 means unset: no key
+      if (v.key.gguf.empty() || v.number == 0) continue;
+      if (v.is_integer)
+        w.set_u32(a + std::string(v.key.gguf), static_cast<uint32_t>(v.number));
+      else
+        w.set_f32(a + std::string(v.key.gguf), static_cast<float>(v.number));
     }
     for (const auto& [key, value] : vocab.metadata())
       if (key.starts_with("tokenizer.")) w.set(key, value);
@@ -396,15 +475,18 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
 
   Vocab vocab = vocab_from_gguf(vocab_file);
   nlohmann::ordered_json cfg;
-  cfg["architectures"] = {"LlamaForCausalLM"};
-  cfg["model_type"] = "llama";
+  const Architecture& arch = *find_architecture(c.architecture);
+  cfg["architectures"] = {std::string(arch.hf_class)};
+  cfg["model_type"] = std::string(arch.hf_model_type);
   cfg["hidden_size"] = c.d_model;
   cfg["intermediate_size"] = c.d_ff;
   cfg["num_attention_heads"] = c.n_heads;
   cfg["num_key_value_heads"] = c.n_kv_heads;
   cfg["num_hidden_layers"] = c.n_layers;
   cfg["head_dim"] = c.head_dim;
-  cfg["hidden_act"] = "silu";
+  const char* act = c.ffn_activation == FfnActivation::GeluTanh ? "gelu_pytorch_tanh" : "silu";
+  cfg["hidden_act"] = act;
+  cfg["hidden_activation"] = act;
   cfg["rms_norm_eps"] = static_cast<double>(c.rms_eps);
   cfg["rope_theta"] = static_cast<double>(c.rope_theta);
   if (preset.rope_scaling) {
@@ -421,10 +503,27 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
   cfg["tie_word_embeddings"] = c.tied_output;
   cfg["vocab_size"] = c.vocab_size;
   cfg["torch_dtype"] = torch_dtype(ctx.opt.dtype);
-  cfg["attention_bias"] = false;
+  cfg["attention_bias"] = c.qkv_bias;
   cfg["mlp_bias"] = false;
+  cfg["use_sliding_window"] = c.sliding_window > 0;
+  for (const ArchValue& v : arch.describe(c)) {  // 0 means unset: null
+    if (v.key.hf.empty()) continue;
+    if (v.number == 0)
+      cfg[std::string(v.key.hf)] = nullptr;
+    else if (v.is_integer)
+      cfg[std::string(v.key.hf)] = static_cast<uint64_t>(v.number);
+    else
+      cfg[std::string(v.key.hf)] = v.number;
+  }
+  if (c.sliding_window > 0) {
+    cfg["max_window_layers"] = 0;
+    nlohmann::ordered_json types = nlohmann::ordered_json::array();
+    for (uint32_t l = 0; l < c.n_layers; ++l)
+      types.push_back(c.layer_slides(l) ? "sliding_attention" : "full_attention");
+    cfg["layer_types"] = types;
+  }
   if (vocab.bos_id >= 0) cfg["bos_token_id"] = vocab.bos_id;
-  if (vocab.eos_id >= 0) cfg["eos_token_id"] = vocab.eos_id;
+  if (vocab.eos_id >= 0) cfg["eos_token_id"] = vocab.eos_id, cfg["pad_token_id"] = vocab.eos_id;
   write_text(dir / "config.json", cfg.dump(2) + "\n");
   files.push_back((dir / "config.json").string());
 
@@ -438,7 +537,7 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
 
 ModelGenResult generate_model(const ModelGenOptions& opt, ThreadPool& pool) {
   auto start = std::chrono::steady_clock::now();
-  ModelPreset preset = model_preset(opt.preset);
+  ModelPreset preset = model_preset(opt.preset, opt.arch);
   if (opt.format != "gguf" && opt.format != "hf")
     fail("unknown model format '{}' (gguf, hf)", opt.format);
   if (opt.format == "hf" && opt.mix)

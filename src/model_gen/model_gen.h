@@ -1,7 +1,7 @@
-// `pith model gen`: writes a loadable Llama-architecture model with random weights, as a GGUF
-// file or a Hugging Face folder, with the real shapes of Llama 3.x presets and a real
-// vocabulary taken from a GGUF vocab file. Used to test and benchmark at real sizes without
-// downloading weights.
+// `pith model gen`: writes a loadable model of any supported family (engine/architectures)
+// with random weights, as a GGUF file or a Hugging Face folder, with the real shapes of
+// popular models (presets) and a real vocabulary taken from a GGUF vocab file. Used to test and
+// benchmark at real sizes without downloading weights.
 //
 // Weights: matrices N(0, 0.02²), norm weights 1 + N(0, 0.02²). Every row is drawn from its own
 // stream seeded by (seed, tensor, row) in pith's (GGUF) rotary layout, so generation is
@@ -35,13 +35,16 @@ struct ModelPreset {
   std::optional<Llama3RopeScaling> rope_scaling;
 };
 
-// "tiny", "tiny256", "llama3.2-1b", "llama3.2-3b", "llama3.1-8b". Throws pith::Error for other
-// names.
-ModelPreset model_preset(const std::string& name);
+// A shape preset ("tiny", "tiny256", "llama3.2-1b", ..., "qwen3-0.6b", "gemma3-1b", ...) as a
+// model of family `arch`. The generic shapes (tiny, tiny256) take any family, with small
+// sliding windows and soft-caps so short prompts exercise them; a named model's preset is of
+// its own family ("" picks it). Throws pith::Error for an unknown name or a mismatch.
+ModelPreset model_preset(const std::string& name, const std::string& arch = "");
 std::vector<std::string> model_preset_names();
 
 struct ModelGenOptions {
   std::string preset = "tiny";
+  std::string arch;             // family (engine/architectures); "": the preset's own
   DType dtype = DType::F32;     // matrices; block-quantised types only with GGUF
   std::optional<QuantMix> mix;  // instead of dtype: llama.cpp's per-tensor K-quant types (GGUF)
   std::string vocab_path;       // GGUF file holding tokenizer.* metadata

@@ -2,7 +2,8 @@
 // attention over the same slots), for head sizes that take the AVX2 path (multiples of 8, with
 // and without a 16-wide remainder) and the scalar path (not a multiple of 8), GQA groups,
 // shuffled pages, causal and run-length masks, and thread counts that switch between
-// per-group and per-head tasks.
+// per-group and per-head tasks; with a custom query scale, soft-capped scores and a sliding
+// window (clipping both causal and masked visibility).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@ namespace {
 struct Shape {
   uint32_t head_dim, n_heads, n_kv_heads, page_size;
   size_t threads;
+  AttentionParams params{};  // family options: query scale, soft-cap, sliding window
 };
 
 class AttentionParity : public ::testing::TestWithParam<Shape> {};
@@ -63,7 +65,9 @@ TEST_P(AttentionParity, MatchesDenseReference) {
     seqs.push_back(
         {qs[si].data(), outs[si].data(), specs[si].n, specs[si].ctx, pages[si], &masks[si]});
   AttentionScratch scratch;
-  attention(pool, kv, layer, sh.n_heads, seqs, scratch);
+  attention(pool, kv, layer, sh.n_heads, seqs, scratch, sh.params);
+  const double scale = sh.params.scale > 0 ? sh.params.scale : 1.0 / std::sqrt(double(sh.head_dim));
+  const double cap = sh.params.softcap;
 
   const uint32_t hd = sh.head_dim, group = sh.n_heads / sh.n_kv_heads;
   for (size_t si = 0; si < specs.size(); ++si) {
@@ -77,6 +81,10 @@ TEST_P(AttentionParity, MatchesDenseReference) {
         for (size_t r = 0; r < masks[si][i].size(); ++r)
           for (uint32_t j = 0; j < masks[si][i][r]; ++j, ++s) vis[s] = r % 2 == 0;
       }
+      const uint32_t q_slot = sp.ctx - sp.n + i;
+      if (sh.params.window > 0)
+        for (uint32_t s = 0; s < sp.ctx; ++s)
+          if (s + sh.params.window <= q_slot) vis[s] = false;
       for (uint32_t h = 0; h < sh.n_heads; ++h) {
         const float* q = qs[si].data() + size_t{i} * q_dim + size_t{h} * hd;
         const uint32_t kvh = h / group;
@@ -88,7 +96,8 @@ TEST_P(AttentionParity, MatchesDenseReference) {
               kv.k(pages[si][s / sh.page_size], layer, kvh) + size_t{s % sh.page_size} * hd;
           double a = 0;
           for (uint32_t d = 0; d < hd; ++d) a += double(q[d]) * k[d];
-          sc[s] = a / std::sqrt(double(hd));
+          sc[s] = a * scale;
+          if (cap > 0) sc[s] = cap * std::tanh(sc[s] / cap);
           mx = std::max(mx, sc[s]);
         }
         double sum = 0;
@@ -110,21 +119,28 @@ TEST_P(AttentionParity, MatchesDenseReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionParity,
-                         ::testing::Values(Shape{16, 4, 2, 4, 1},  // AVX2, GQA 2, per-group tasks
-                                           Shape{16, 4, 2, 4, 3},  // AVX2, per-head tasks
-                                           Shape{24, 6, 2, 5,
-                                                 2},  // AVX2 with an 8-wide remainder, GQA 3
-                                           Shape{128, 8, 2, 16, 2},  // Llama-sized heads, GQA 4
-                                           Shape{12, 4, 4, 3, 2},  // scalar path (12 % 8 != 0), MHA
-                                           Shape{6, 8, 1, 7, 1}),  // scalar path, MQA (one KV head)
-                         [](const ::testing::TestParamInfo<Shape>& info) {
-                           const Shape& s = info.param;
-                           return "hd" + std::to_string(s.head_dim) + "_h" +
-                                  std::to_string(s.n_heads) + "_kv" + std::to_string(s.n_kv_heads) +
-                                  "_ps" + std::to_string(s.page_size) + "_t" +
-                                  std::to_string(s.threads);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionParity,
+    ::testing::Values(Shape{16, 4, 2, 4, 1},    // AVX2, GQA 2, per-group tasks
+                      Shape{16, 4, 2, 4, 3},    // AVX2, per-head tasks
+                      Shape{24, 6, 2, 5, 2},    // AVX2 with an 8-wide remainder, GQA 3
+                      Shape{128, 8, 2, 16, 2},  // Llama-sized heads, GQA 4
+                      Shape{12, 4, 4, 3, 2},    // scalar path (12 % 8 != 0), MHA
+                      Shape{6, 8, 1, 7, 1},     // scalar path, MQA (one KV head)
+                      // window 6 over pages of 4 (clips mid-page)
+                      Shape{16, 4, 2, 4, 2, {0, 0, 6}},
+                      // gemma2-style: scale, soft-cap and window together
+                      Shape{24, 6, 2, 5, 1, {0.3f, 1.5f, 9}},
+                      // soft-cap alone, scalar path
+                      Shape{12, 4, 4, 3, 2, {0, 0.8f, 0}}),
+    [](const ::testing::TestParamInfo<Shape>& info) {
+      const Shape& s = info.param;
+      return "hd" + std::to_string(s.head_dim) + "_h" + std::to_string(s.n_heads) + "_kv" +
+             std::to_string(s.n_kv_heads) + "_ps" + std::to_string(s.page_size) + "_t" +
+             std::to_string(s.threads) +
+             (s.params.window ? "_w" + std::to_string(s.params.window) : "") +
+             (s.params.softcap > 0 ? "_cap" : "") + (s.params.scale > 0 ? "_scale" : "");
+    });
 
 }  // namespace
 }  // namespace pith

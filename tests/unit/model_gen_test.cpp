@@ -4,7 +4,9 @@
 #include "model_gen/model_gen.h"
 
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include <tuple>
 
 #include <cmath>
 #include <cstring>
@@ -94,7 +96,33 @@ void expect_same_weights(const ModelWeights& a, const ModelWeights& b) {
     expect_same_matrix(x.w_down, y.w_down, "w_down");
     EXPECT_EQ(x.attn_norm, y.attn_norm);
     EXPECT_EQ(x.ffn_norm, y.ffn_norm);
+    for (auto [u, v, what] : {std::tuple{&x.bq, &y.bq, "bq"},
+                              {&x.bk, &y.bk, "bk"},
+                              {&x.bv, &y.bv, "bv"},
+                              {&x.q_norm, &y.q_norm, "q_norm"},
+                              {&x.k_norm, &y.k_norm, "k_norm"},
+                              {&x.post_attn_norm, &y.post_attn_norm, "post_attn_norm"},
+                              {&x.post_ffn_norm, &y.post_ffn_norm, "post_ffn_norm"}})
+      EXPECT_EQ(*u, *v) << what << " layer " << i;
   }
+}
+
+// Every option of the family config, compared field by field.
+void expect_same_family_options(const ModelConfig& a, const ModelConfig& b) {
+  EXPECT_EQ(a.architecture, b.architecture);
+  EXPECT_EQ(a.rope_style, b.rope_style);
+  EXPECT_EQ(a.ffn_activation, b.ffn_activation);
+  EXPECT_EQ(a.qkv_bias, b.qkv_bias);
+  EXPECT_EQ(a.qk_norm, b.qk_norm);
+  EXPECT_EQ(a.post_norms, b.post_norms);
+  EXPECT_EQ(a.embed_scale, b.embed_scale);
+  EXPECT_EQ(a.attn_scale, b.attn_scale);
+  EXPECT_EQ(a.attn_softcap, b.attn_softcap);
+  EXPECT_EQ(a.final_softcap, b.final_softcap);
+  EXPECT_EQ(a.sliding_window, b.sliding_window);
+  EXPECT_EQ(a.sliding_layers, b.sliding_layers);
+  EXPECT_EQ(a.rope_theta_local, b.rope_theta_local);
+  EXPECT_EQ(a.head_dim, b.head_dim);
 }
 }  // namespace
 
@@ -173,6 +201,62 @@ TEST(ModelGen, GgufAndHfOfOneSeedLoadToIdenticalWeights) {
     EXPECT_EQ(std::memcmp(q->data + rb, wg->layers[0].wq.row(2), rb), 0);
     EXPECT_NE(std::memcmp(q->data + rb, wg->layers[0].wq.row(1), rb), 0);
   }
+}
+
+// Every family: the GGUF and HF outputs of one seed load to the same options and weights
+// (gemma's HF norms hold w - 1, phi3's projections are fused, qwen/gemma rotate halves).
+TEST(ModelGen, EveryFamilyLoadsIdenticallyFromBothFormats) {
+  ThreadPool pool(2);
+  for (const Architecture* arch : architectures()) {
+    const std::string name(arch->name);
+    SCOPED_TRACE(name);
+    std::string g = temp_path(name + ".gguf"), h = temp_path(name + "_hf");
+    ModelGenOptions og = tiny(DType::F32, "gguf", g), oh = tiny(DType::F32, "hf", h);
+    og.arch = oh.arch = name;
+    generate_model(og, pool);
+    generate_model(oh, pool);
+    auto wg = load_model(g, kQuiet);
+    auto wh = load_model(h, kQuiet);
+    const ModelConfig& c = wg->config;
+    EXPECT_EQ(c.architecture, name == "mistral" ? "llama" : name);  // Mistral GGUFs say llama
+    ModelConfig hc = wh->config;
+    if (name == "mistral") hc.architecture = "llama";
+    expect_same_family_options(c, hc);
+    expect_same_weights(*wg, *wh);
+    // What each family is made of.
+    EXPECT_EQ(c.qkv_bias, name == "qwen2");
+    EXPECT_EQ(c.qk_norm, name == "qwen3" || name == "gemma3");
+    EXPECT_EQ(c.post_norms, name.starts_with("gemma"));
+    EXPECT_EQ(c.rope_style == RopeStyle::SplitHalf, name != "llama" && name != "mistral");
+    EXPECT_EQ(c.sliding_window > 0, name != "llama" && !name.starts_with("qwen"));
+    if (name == "gemma2") {
+      EXPECT_EQ(c.sliding_layers, (std::vector<uint8_t>{1, 0}));
+      EXPECT_GT(c.attn_softcap, 0);
+      EXPECT_GT(c.final_softcap, 0);
+      EXPECT_EQ(c.embed_scale, 8.0f);
+    }
+    if (name == "gemma3") {
+      EXPECT_EQ(c.sliding_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
+      EXPECT_EQ(c.rope_theta_local, 10000.0f);
+      EXPECT_EQ(c.rope_theta, 1e6f);
+      // HF stores the norm as w - 1; both loads hold w, close to 1.
+      for (float v : wg->layers[0].q_norm) EXPECT_NEAR(v, 1.0f, 0.15f);
+    }
+    if (name == "phi3") {  // fused projections become row slices of one matrix
+      EXPECT_EQ(wg->layers[0].wk.row(0), wg->layers[0].wq.row(c.q_dim()));
+      EXPECT_EQ(wg->layers[0].w_up.row(0), wg->layers[0].w_gate.row(c.d_ff));
+    }
+  }
+}
+
+TEST(ModelGen, NamedPresetsKeepTheirFamily) {
+  EXPECT_EQ(model_preset("qwen3-0.6b").config.architecture, "qwen3");
+  EXPECT_EQ(model_preset("qwen3-0.6b").config.head_dim, 128u);
+  EXPECT_EQ(model_preset("gemma3-1b").config.sliding_window, 512u);
+  EXPECT_EQ(model_preset("gemma2-2b").config.final_softcap, 30.0f);
+  EXPECT_EQ(model_preset("tiny", "qwen2").config.architecture, "qwen2");
+  EXPECT_THROW(model_preset("qwen3-0.6b", "gemma2"), Error);
+  EXPECT_THROW(model_preset("tiny", "gpt2"), Error);
 }
 
 TEST(ModelGen, WeightsHaveTheRequestedDistribution) {

@@ -297,7 +297,7 @@ TEST(ModelLoader, BadGgufModelsNameTheProblem) {
   p = rewrite_gguf("dims", {}, {}, {{"blk.0.ffn_up.weight", {192, 64}}});
   expect_load_error(p, {p, "'blk.0.ffn_up.weight' has shape [192, 64], expected [64, 192]"});
   p = rewrite_gguf("arch", {{"general.architecture", str("gpt2")}});
-  expect_load_error(p, {p, "unsupported architecture 'gpt2'"});
+  expect_load_error(p, {p, "unsupported architecture 'gpt2'", "llama, mistral, qwen2, qwen3"});
   p = rewrite_gguf("kv", {{"llama.attention.head_count_kv", u32(3)}});
   expect_load_error(p, {p, "not a multiple of n_kv_heads 3"});
   p = rewrite_gguf("type", {{"llama.block_count", str("two")}});
@@ -336,8 +336,9 @@ TEST(ModelLoader, BadHfFoldersNameTheProblem) {
   expect_load_error(dir, {"config.json", "missing key 'hidden_size'"});
 
   dir = hf_folder("hf_arch");
-  edit_config(dir, [](nlohmann::json& j) { j["architectures"] = {"MistralForCausalLM"}; });
-  expect_load_error(dir, {"config.json", "unsupported architecture 'MistralForCausalLM'"});
+  edit_config(dir, [](nlohmann::json& j) { j["architectures"] = {"GPT2LMHeadModel"}; });
+  expect_load_error(dir, {"config.json", "unsupported architecture 'GPT2LMHeadModel'",
+                          "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM"});
 
   dir = hf_folder("hf_type");
   edit_config(dir, [](nlohmann::json& j) { j["num_key_value_heads"] = "two"; });

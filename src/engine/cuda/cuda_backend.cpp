@@ -181,6 +181,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
       rope_(weights_->config) {
   const ModelConfig& c = weights_->config;
   validate_model_shapes(*weights_);
+  if (!family_options_are_llamas(c))
+    fail(
+        "the CUDA backend runs the llama architecture only so far; '{}' uses {} (run it with "
+        "--device cpu)",
+        c.architecture, family_option_summary(c));
   cudaDeviceProp prop{};
   PITH_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   device_name_ = prop.name;

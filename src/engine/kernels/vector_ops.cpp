@@ -15,6 +15,12 @@ namespace pith {
 
 namespace {
 
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+
+inline float scalar_gelu_tanh(float g) {
+  return 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g)));
+}
+
 bool use_avx2(KernelIsa isa) {
   if (isa == KernelIsa::Scalar) return false;
   if (!isa_supported(isa)) fail("kernel ISA '{}' is not supported by this CPU", isa_name(isa));
@@ -113,6 +119,22 @@ void swiglu(const float* gate, const float* up, float* out, size_t n) {
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+// gelu_tanh(g) = 0.5 g (1 + tanh(u)) = g / (1 + exp(-2u)), u = sqrt(2/pi) (g + 0.044715 g^3).
+void gelu_tanh_gate(const float* gate, const float* up, float* out, size_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 k0 = _mm256_set1_ps(-2.0f * kSqrt2OverPi);
+  const __m256 k1 = _mm256_set1_ps(0.044715f);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 g = _mm256_loadu_ps(gate + i);
+    __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(k1, g), _mm256_mul_ps(g, g), g);
+    __m256 e = avx2::exp(_mm256_mul_ps(k0, inner));
+    __m256 gelu = _mm256_div_ps(g, _mm256_add_ps(one, e));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(gelu, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) out[i] = scalar_gelu_tanh(gate[i]) * up[i];
+}
+
 float max_value(const float* x, size_t n) {
   __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   size_t i = 0;
@@ -190,6 +212,11 @@ void rmsnorm(const float* x, const float* weight, float* y, size_t n, float eps,
 void swiglu(const float* gate, const float* up, float* out, size_t n, KernelIsa isa) {
   if (use_avx2(isa)) return vavx2::swiglu(gate, up, out, n);
   for (size_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void gelu_tanh_gate(const float* gate, const float* up, float* out, size_t n, KernelIsa isa) {
+  if (use_avx2(isa)) return vavx2::gelu_tanh_gate(gate, up, out, n);
+  for (size_t i = 0; i < n; ++i) out[i] = scalar_gelu_tanh(gate[i]) * up[i];
 }
 
 float softmax(float* x, size_t n, KernelIsa isa) {

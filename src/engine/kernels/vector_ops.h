@@ -39,6 +39,11 @@ void rmsnorm(const float* x, const float* weight, float* y, size_t n, float eps,
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)). out may equal gate or up.
 void swiglu(const float* gate, const float* up, float* out, size_t n, KernelIsa isa = best_isa());
 
+// out[i] = gelu_tanh(gate[i]) * up[i] (Gemma's gated FFN; PyTorch's gelu(approximate="tanh")).
+// out may equal gate or up.
+void gelu_tanh_gate(const float* gate, const float* up, float* out, size_t n,
+                    KernelIsa isa = best_isa());
+
 // In place: x[i] = exp(x[i] - max) / sum. Returns log(sum_i exp(x[i])) of the input (the
 // log-partition, for log-probabilities). n must be > 0. Entries equal to -inf (masked) get 0.
 float softmax(float* x, size_t n, KernelIsa isa = best_isa());

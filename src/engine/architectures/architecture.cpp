@@ -1,0 +1,132 @@
+// The family registry and the per-layer tensor table shared by both loaders and model gen.
+#include "engine/architectures/architecture.h"
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+
+namespace pith {
+
+extern const Architecture kLlamaArchitecture;
+extern const Architecture kMistralArchitecture;
+extern const Architecture kQwen2Architecture;
+extern const Architecture kQwen3Architecture;
+extern const Architecture kPhi3Architecture;
+extern const Architecture kGemma2Architecture;
+extern const Architecture kGemma3Architecture;
+
+const std::vector<const Architecture*>& architectures() {
+  static const std::vector<const Architecture*> all = {
+      &kLlamaArchitecture, &kMistralArchitecture, &kQwen2Architecture, &kQwen3Architecture,
+      &kPhi3Architecture,  &kGemma2Architecture,  &kGemma3Architecture};
+  return all;
+}
+
+const Architecture* find_architecture(std::string_view name) {
+  for (const Architecture* a : architectures())
+    if (a->name == name) return a;
+  return nullptr;
+}
+
+const Architecture* architecture_for_gguf(std::string_view gguf_name) {
+  for (const Architecture* a : architectures())  // llama first: Mistral GGUFs say "llama"
+    if (a->gguf_name == gguf_name) return a;
+  return nullptr;
+}
+
+const Architecture* architecture_for_hf(std::string_view hf_class, std::string_view model_type) {
+  for (const Architecture* a : architectures())
+    if (hf_class.empty() ? a->hf_model_type == model_type : a->hf_class == hf_class) return a;
+  return nullptr;
+}
+
+std::string supported_architecture_names() {
+  std::string out;
+  for (const Architecture* a : architectures())
+    out += (out.empty() ? "" : ", ") + std::string(a->name);
+  return out;
+}
+
+std::string supported_hf_classes() {
+  std::string out;
+  for (const Architecture* a : architectures())
+    out += (out.empty() ? "" : ", ") + std::string(a->hf_class);
+  return out;
+}
+
+std::vector<LayerTensor> layer_tensors(const Architecture& arch, const ModelConfig& c,
+                                       uint32_t layer) {
+  using R = LayerTensor::Role;
+  const std::string g = fmt::format("blk.{}.", layer), h = fmt::format("model.layers.{}.", layer);
+  const bool permute = c.rope_style == RopeStyle::AdjacentPairs;
+  const size_t d = c.d_model;
+  std::vector<LayerTensor> t;
+  auto matrix = [&](R role, std::string_view gg, std::string_view hh, size_t rows, size_t cols,
+                    bool rotary = false) {
+    t.push_back(
+        {role, g + std::string(gg), h + std::string(hh), rows, cols, false, rotary && permute});
+  };
+  auto vector = [&](R role, std::string_view gg, std::string_view hh, size_t n, bool norm) {
+    t.push_back({role, g + std::string(gg), h + std::string(hh), 1, n, norm, false});
+  };
+  vector(R::AttnNorm, "attn_norm.weight", "input_layernorm.weight", d, true);
+  if (arch.fused_qkv) {
+    matrix(R::Qkv, "attn_qkv.weight", "self_attn.qkv_proj.weight", c.q_dim() + 2 * c.kv_dim(), d);
+  } else {
+    matrix(R::Q, "attn_q.weight", "self_attn.q_proj.weight", c.q_dim(), d, true);
+    matrix(R::K, "attn_k.weight", "self_attn.k_proj.weight", c.kv_dim(), d, true);
+    matrix(R::V, "attn_v.weight", "self_attn.v_proj.weight", c.kv_dim(), d);
+  }
+  if (c.qkv_bias) {
+    vector(R::QBias, "attn_q.bias", "self_attn.q_proj.bias", c.q_dim(), false);
+    vector(R::KBias, "attn_k.bias", "self_attn.k_proj.bias", c.kv_dim(), false);
+    vector(R::VBias, "attn_v.bias", "self_attn.v_proj.bias", c.kv_dim(), false);
+  }
+  if (c.qk_norm) {
+    vector(R::QNorm, "attn_q_norm.weight", "self_attn.q_norm.weight", c.head_dim, true);
+    vector(R::KNorm, "attn_k_norm.weight", "self_attn.k_norm.weight", c.head_dim, true);
+  }
+  matrix(R::AttnOut, "attn_output.weight", "self_attn.o_proj.weight", d, c.q_dim());
+  const HfLayerNames& n = arch.hf_names;
+  if (c.post_norms)
+    vector(R::PostAttnNorm, "post_attention_norm.weight", std::string(n.post_attn_norm) + ".weight",
+           d, true);
+  vector(R::FfnNorm, "ffn_norm.weight", std::string(n.ffn_norm) + ".weight", d, true);
+  if (arch.fused_gate_up) {
+    matrix(R::GateUp, "ffn_up.weight", "mlp.gate_up_proj.weight", 2 * size_t{c.d_ff}, d);
+  } else {
+    matrix(R::Gate, "ffn_gate.weight", "mlp.gate_proj.weight", c.d_ff, d);
+    matrix(R::Up, "ffn_up.weight", "mlp.up_proj.weight", c.d_ff, d);
+  }
+  matrix(R::Down, "ffn_down.weight", "mlp.down_proj.weight", d, c.d_ff);
+  if (c.post_norms)
+    vector(R::PostFfnNorm, "post_ffw_norm.weight", std::string(n.post_ffn_norm) + ".weight", d,
+           true);
+  return t;
+}
+
+void read_sliding_window(ModelConfig& c, const ArchitectureKeys& keys, ArchKey window_key,
+                         uint32_t pattern) {
+  std::optional<double> w = keys.number(window_key);
+  if (!w || *w <= 0) return;
+  if (*w > double(UINT32_MAX)) fail("{}: sliding window {} is out of range", keys.source(), *w);
+  c.sliding_window = static_cast<uint32_t>(*w);
+  c.sliding_layers.assign(c.n_layers, 1);
+  if (auto types = keys.layer_types()) {
+    if (types->size() != c.n_layers)
+      fail("{}: layer_types has {} entries for {} layers", keys.source(), types->size(),
+           c.n_layers);
+    for (uint32_t l = 0; l < c.n_layers; ++l) {
+      const std::string& ty = (*types)[l];
+      if (ty != "sliding_attention" && ty != "full_attention")
+        fail("{}: layer_types[{}] = '{}' is not supported (sliding_attention, full_attention)",
+             keys.source(), l, ty);
+      c.sliding_layers[l] = ty == "sliding_attention";
+    }
+    return;
+  }
+  if (pattern > 0)
+    for (uint32_t l = 0; l < c.n_layers; ++l) c.sliding_layers[l] = (l + 1) % pattern != 0;
+}
+
+}  // namespace pith

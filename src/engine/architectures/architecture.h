@@ -1,0 +1,117 @@
+// The per-family description the loaders, the forward pass and `pith model gen` read (issue:
+// "a small table of options and tensor names per architecture, one file per family").
+//
+// A family is a few data fields (its names in GGUF and config.json, which per-layer tensors it
+// has and what Hugging Face calls them) and one function that sets its ModelConfig options
+// from metadata keys it names in both formats. The shapes common to all families (layers,
+// widths, heads, vocabulary, RoPE base and scaling) are read by the loaders themselves.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/model_config.h"
+
+namespace pith {
+
+// A metadata key as each format spells it: GGUF's is relative to "<architecture>." (empty when
+// that format has no such key).
+struct ArchKey {
+  std::string_view gguf, hf;
+};
+
+// Read access to a model file's metadata for a family's options.
+class ArchitectureKeys {
+ public:
+  virtual ~ArchitectureKeys() = default;
+  virtual bool is_gguf() const = 0;
+  virtual const std::string& source() const = 0;  // file named in errors
+  virtual std::optional<double> number(ArchKey key) const = 0;
+  virtual std::optional<bool> flag(ArchKey key) const = 0;
+  // HF `layer_types` ("sliding_attention" / "full_attention" per layer), when present.
+  virtual std::optional<std::vector<std::string>> layer_types() const = 0;
+};
+
+// A value a generated model records for a family option (pith model gen).
+struct ArchValue {
+  ArchKey key;
+  double number = 0;
+  bool is_integer = false;
+};
+
+// Names of the per-layer tensors whose Hugging Face names differ between families.
+struct HfLayerNames {
+  std::string_view ffn_norm = "post_attention_layernorm";  // norm before the FFN
+  std::string_view post_attn_norm = "";                    // norm of the attention output
+  std::string_view post_ffn_norm = "";                     // norm of the FFN output
+};
+
+struct Architecture {
+  std::string_view name;           // pith's name, `pith model gen --arch`
+  std::string_view gguf_name;      // general.architecture of its GGUF files
+  std::string_view hf_class;       // config.json architectures[0]
+  std::string_view hf_model_type;  // config.json model_type
+  HfLayerNames hf_names;
+  bool fused_qkv = false;  // one [q+2kv][d] projection (attn_qkv / qkv_proj)
+  bool fused_gate_up =
+      false;  // one [2 d_ff][d] projection, gate rows first (ffn_up / gate_up_proj)
+  bool hf_norm_offset = false;  // HF stores norm weights as w - 1 (gemma); GGUF stores w
+  bool tied_only = false;       // no separate LM head tensor exists in this family
+  // Sets the family's options (rope style, biases, norms, windows, caps) on a config whose
+  // common shapes are already read. Throws pith::Error for values pith does not implement.
+  void (*configure)(ModelConfig& config, const ArchitectureKeys& keys) = nullptr;
+  // The option values a generated model of this family records (inverse of configure).
+  std::vector<ArchValue> (*describe)(const ModelConfig& config) = nullptr;
+};
+
+// Every supported family, llama first.
+const std::vector<const Architecture*>& architectures();
+const Architecture* find_architecture(std::string_view name);  // by pith name
+const Architecture* architecture_for_gguf(std::string_view gguf_name);
+const Architecture* architecture_for_hf(std::string_view hf_class, std::string_view model_type);
+std::string supported_architecture_names();  // "llama, mistral, qwen2, ..."
+std::string supported_hf_classes();          // "LlamaForCausalLM, ..."
+
+// One tensor of a layer, in both formats' names, with its pith shape ([rows][cols], rows 1 for
+// a vector). `rotary`: Q/K rows that HF Llama checkpoints store in split-half order.
+struct LayerTensor {
+  enum class Role {
+    AttnNorm,
+    Q,
+    K,
+    V,
+    Qkv,
+    QBias,
+    KBias,
+    VBias,
+    QNorm,
+    KNorm,
+    AttnOut,
+    PostAttnNorm,
+    FfnNorm,
+    Gate,
+    Up,
+    GateUp,
+    Down,
+    PostFfnNorm
+  };
+  Role role;
+  std::string gguf, hf;  // full names for layer `layer`
+  size_t rows, cols;
+  bool is_norm = false;  // a norm weight vector (gemma's HF offset applies)
+  bool rotary = false;
+};
+
+// The tensors of layer `layer` of a model of `arch` with `config`, in file order.
+std::vector<LayerTensor> layer_tensors(const Architecture& arch, const ModelConfig& config,
+                                       uint32_t layer);
+
+// Shared option readers for families.
+// Sliding-window layers from HF layer_types if present, else every `pattern`-th layer is full
+// (pattern 0: all layers slide). Leaves the window off when the window key is absent or 0.
+void read_sliding_window(ModelConfig& c, const ArchitectureKeys& keys, ArchKey window_key,
+                         uint32_t pattern);
+
+}  // namespace pith
