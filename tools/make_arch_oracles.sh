@@ -1,7 +1,8 @@
 #!/bin/sh
 # Regenerates tests/data/oracle/arch: for every model family, a tiny random-weight model made by
 # `pith model gen` (GGUF and HF, same seed), its logits from llama.cpp (GGUF) and Hugging Face
-# transformers (HF folder) over one 24-token prompt. Needs the oracle venv of tools/README.md;
+# transformers (HF folder) over one 24-token prompt (ARCHES=... limits the families). Needs the
+# oracle venv of tools/README.md;
 # never needed to build or test. Usage: tools/make_arch_oracles.sh BUILD_DIR [VENV]
 set -eu
 build=$1
@@ -10,7 +11,7 @@ out=tests/data/oracle/arch
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 tokens=1,312,943,697,361,137,785,400,512,33,640,877,259,404,918,77,150,606,731,288,990,45,263,999
-for arch in llama mistral qwen2 qwen3 phi3 gemma2 gemma3; do
+for arch in ${ARCHES:-llama mistral qwen2 qwen3 phi3 gemma2 gemma3 qwen2moe qwen3moe}; do
   for fmt in gguf hf; do
     "$build/bin/pith" model gen --preset tiny --arch "$arch" --format "$fmt" --dtype f32 --seed 5 \
       --vocab tests/data/models/tiny-f32.gguf -q -o "$tmp/$arch.$fmt"

@@ -53,6 +53,15 @@ struct ModelConfig {
   std::vector<uint8_t> sliding_layers;  // [n_layers] when sliding_window > 0
   // Sliding layers of gemma3 use their own RoPE base and no scaling; 0: same as global.
   float rope_theta_local = 0.0f;
+  // Mixture of experts (qwen2moe, qwen3moe): every layer's FFN is n_experts SwiGLU experts of
+  // width d_ff_expert, n_experts_used of them per token chosen by a softmax router (their
+  // weights renormalised to sum 1 when moe_norm_top_k), plus, where d_ff_shared_expert > 0,
+  // a shared expert gated by sigmoid(w . h). 0 experts: the dense FFN of width d_ff.
+  uint32_t n_experts = 0;
+  uint32_t n_experts_used = 0;
+  uint32_t d_ff_expert = 0;
+  uint32_t d_ff_shared_expert = 0;
+  bool moe_norm_top_k = false;
 
   uint32_t q_dim() const { return n_heads * head_dim; }
   uint32_t kv_dim() const { return n_kv_heads * head_dim; }

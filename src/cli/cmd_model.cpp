@@ -83,6 +83,16 @@ void model_info(const std::string& path, bool as_json) {
   j["dtype"] = dtype_summary(*w);
   j["n_params"] = w->n_params();
   j["weight_bytes"] = w->weight_bytes();
+  j["active_weight_bytes"] = w->active_weight_bytes();
+  j["family_options"] = family_option_summary(c);
+  j["sliding_window"] = c.sliding_window;
+  if (c.sliding_window > 0) j["sliding_layers"] = c.sliding_layers;
+  if (c.n_experts > 0)
+    j["experts"] = {{"count", c.n_experts},
+                    {"used", c.n_experts_used},
+                    {"d_ff", c.d_ff_expert},
+                    {"shared_d_ff", c.d_ff_shared_expert},
+                    {"renormalised", c.moe_norm_top_k}};
   describe_tokenizer(path, j);
   if (as_json) {
     fmt::print("{}\n", j.dump(2));
@@ -103,6 +113,17 @@ void model_info(const std::string& path, bool as_json) {
   fmt::print("rope: theta {:g}, scaling {}\n", c.rope_theta, scaling);
   fmt::print("weights: {}, {} parameters, {:.1f} MiB in matrices\n", dtype_summary(*w),
              w->n_params(), double(w->weight_bytes()) / (1 << 20));
+  fmt::print("family options: {}\n", family_option_summary(c));
+  if (c.sliding_window > 0) {
+    uint32_t n = 0;
+    for (uint32_t l = 0; l < c.n_layers; ++l) n += c.layer_slides(l);
+    fmt::print("sliding window: {} slots on {} of {} layers\n", c.sliding_window, n, c.n_layers);
+  }
+  if (c.n_experts > 0)
+    fmt::print("experts: {} of {} per token (width {}{}), {:.1f} MiB read per token\n",
+               c.n_experts_used, c.n_experts, c.d_ff_expert,
+               c.d_ff_shared_expert ? fmt::format(", shared expert {}", c.d_ff_shared_expert) : "",
+               double(w->active_weight_bytes()) / (1 << 20));
   if (j["tokenizer"].is_null()) {
     fmt::print("tokenizer: none\n");
   } else {

@@ -20,6 +20,7 @@
 #include "engine/kernels/cpu_features.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/lm_head.h"
+#include "engine/moe_ffn.h"
 #include "engine/rope.h"
 #include "engine/token_distribution.h"
 
@@ -54,6 +55,7 @@ struct Engine::Scratch {
   std::vector<size_t> seq_base;  // first flattened input of each sequence
   std::vector<AttentionSequence> seqs;
   AttentionScratch attention;
+  MoeScratch moe;
 };
 
 namespace {
@@ -110,7 +112,8 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
   const ModelWeights& w = *weights_;
   Scratch& s = *scratch_;
   const uint32_t d = c.d_model, hd = c.head_dim, np = hd / 2;
-  const uint32_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), d_ff = c.d_ff;
+  const uint32_t q_dim = c.q_dim(), kv_dim = c.kv_dim();
+  const uint32_t d_ff = c.n_experts > 0 ? 0 : c.d_ff;  // MoE layers use their own buffers
   const uint32_t ps = kv_pool_.page_size();
 
   std::vector<SequenceResult> results(batch.size());
@@ -204,15 +207,19 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     for_each_token(pool_, T, [&](size_t i) {
       rmsnorm(x + i * d, L.ffn_norm.data(), h + i * d, d, c.rms_eps);
     });
-    matmul(pool_, L.w_gate, h, T, gate);
-    matmul(pool_, L.w_up, h, T, up);
-    for_each_token(pool_, T, [&](size_t i) {
-      if (gelu)
-        gelu_tanh_gate(gate + i * d_ff, up + i * d_ff, gate + i * d_ff, d_ff);
-      else
-        swiglu(gate + i * d_ff, up + i * d_ff, gate + i * d_ff, d_ff);
-    });
-    matmul(pool_, L.w_down, gate, T, tmp);
+    if (c.n_experts > 0) {
+      moe_ffn(pool_, c, L, h, T, tmp, s.moe);
+    } else {
+      matmul(pool_, L.w_gate, h, T, gate);
+      matmul(pool_, L.w_up, h, T, up);
+      for_each_token(pool_, T, [&](size_t i) {
+        if (gelu)
+          gelu_tanh_gate(gate + i * d_ff, up + i * d_ff, gate + i * d_ff, d_ff);
+        else
+          swiglu(gate + i * d_ff, up + i * d_ff, gate + i * d_ff, d_ff);
+      });
+      matmul(pool_, L.w_down, gate, T, tmp);
+    }
     if (c.post_norms)
       for_each_token(pool_, T, [&](size_t i) {
         rmsnorm(tmp + i * d, L.post_ffn_norm.data(), tmp + i * d, d, c.rms_eps);

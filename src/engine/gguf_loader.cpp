@@ -41,13 +41,17 @@ std::vector<uint64_t> squeezed(const std::vector<uint64_t>& dims) {
 
 // In place from the mapping. A file with general.alignment below the element size could leave a
 // tensor misaligned for its type; such a tensor is copied once into an owned buffer.
+// experts > 0: a stack of `experts` [rows][cols] matrices (ggml dims {cols, rows, experts}),
+// returned as one [experts * rows][cols] matrix.
 WeightMatrix matrix(const GGUFFile& f, ModelWeights& w, const std::string& name, size_t rows,
-                    size_t cols) {
+                    size_t cols, uint32_t experts = 0) {
   const GGUFTensorInfo& t = require_tensor(f, name);
-  if (squeezed(t.dims) != std::vector<uint64_t>{cols, rows})
-    fail("{}: tensor '{}' has shape [{}], expected [{}, {}] (ggml order: in, out)", f.path(), name,
-         fmt::join(t.dims, ", "), cols, rows);
-  WeightMatrix m{t.dtype, rows, cols, t.data};
+  std::vector<uint64_t> want{cols, rows};
+  if (experts > 0) want.push_back(experts);
+  if (squeezed(t.dims) != want)
+    fail("{}: tensor '{}' has shape [{}], expected [{}] (ggml order: in, out{})", f.path(), name,
+         fmt::join(t.dims, ", "), fmt::join(want, ", "), experts ? ", expert" : "");
+  WeightMatrix m{t.dtype, rows * std::max<size_t>(experts, 1), cols, t.data};
   size_t align = t.dtype == DType::F32 ? 4 : 2;
   if (reinterpret_cast<uintptr_t>(t.data) % align != 0) {
     auto buf = std::make_shared<std::vector<uint8_t>>(t.data, t.data + t.n_bytes);
@@ -167,7 +171,11 @@ std::shared_ptr<ModelWeights> load_gguf_model(const std::string& path, const Loa
   for (uint32_t i = 0; i < c.n_layers; ++i) {
     LayerWeights& l = w->layers[i];
     for (const LayerTensor& t : layer_tensors(arch, c, i)) {
-      if (t.rows == 1)
+      if (t.experts > 0) {
+        WeightMatrix stack = matrix(f, *w, t.gguf, t.rows, t.cols, t.experts);
+        for (uint32_t e = 0; e < t.experts; ++e)
+          place_layer_expert(l, t.role, e, {stack.dtype, t.rows, t.cols, stack.row(e * t.rows)}, c);
+      } else if (t.rows == 1)
         place_layer_vector(l, t.role, vector_f32(f, t.gguf, t.cols));
       else
         place_layer_matrix(l, t.role, matrix(f, *w, t.gguf, t.rows, t.cols), c);

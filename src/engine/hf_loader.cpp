@@ -170,8 +170,9 @@ class HfBuilder {
     return m;
   }
 
-  std::vector<float> vector_f32(const std::string& name, size_t n) {
-    const SafetensorsTensor& t = tensor(name, {n});
+  std::vector<float> vector_f32(const std::string& name, size_t n, bool as_row = false) {
+    const SafetensorsTensor& t =
+        tensor(name, as_row ? std::vector<uint64_t>{1, n} : std::vector<uint64_t>{n});
     std::vector<float> out(n);
     std::vector<uint8_t> tmp(t.data, t.data + t.n_bytes);  // dequantize_row wants aligned input
     dequantize_row(*t.dtype, tmp.data(), out.data(), n);
@@ -317,8 +318,14 @@ std::shared_ptr<ModelWeights> load_hf_model(const std::string& folder, const Loa
   for (uint32_t i = 0; i < c.n_layers; ++i) {
     LayerWeights& l = w->layers[i];
     for (const LayerTensor& t : layer_tensors(family, c, i)) {
-      if (t.rows == 1)
-        place_layer_vector(l, t.role, t.is_norm ? norm(t.hf, t.cols) : b.vector_f32(t.hf, t.cols));
+      if (t.experts > 0)
+        for (uint32_t e = 0; e < t.experts; ++e)
+          place_layer_expert(l, t.role, e,
+                             b.matrix(fmt::format(fmt::runtime(t.hf), e), t.rows, t.cols), c);
+      else if (t.rows == 1)
+        place_layer_vector(
+            l, t.role,
+            t.is_norm ? norm(t.hf, t.cols) : b.vector_f32(t.hf, t.cols, t.hf_row_vector));
       else if (t.rotary)
         place_layer_matrix(l, t.role, b.rotary_matrix(t.hf, t.rows, t.cols, c.head_dim), c);
       else

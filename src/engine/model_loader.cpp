@@ -40,11 +40,8 @@ std::shared_ptr<const ModelWeights> load_model(const std::string& path,
 std::string dtype_summary(const ModelWeights& w) {
   std::set<std::string_view> names;
   auto add = [&](const WeightMatrix& m) { names.insert(dtype_info(m.dtype).name); };
-  add(w.token_embd);
   add(w.output);
-  for (const auto& l : w.layers)
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      add(*m);
+  for_each_weight_matrix(w, add);
   if (names.size() == 1) return std::string(*names.begin());
   return fmt::format("mixed ({})", fmt::join(names, ", "));
 }
@@ -57,11 +54,16 @@ size_t peak_rss_bytes() {
 
 std::string load_summary(const ModelWeights& w, double load_seconds) {
   const ModelConfig& c = w.config;
+  const std::string moe =
+      c.n_experts == 0
+          ? ""
+          : fmt::format(" ({:.1f} MiB per token: {} of {} experts)",
+                        double(w.active_weight_bytes()) / (1 << 20), c.n_experts_used, c.n_experts);
   return fmt::format(
-      "loaded {} ({}): {} layers, d_model {}, {} params, {}, {:.1f} MiB weights, {} output, "
+      "loaded {} ({}, {}): {} layers, d_model {}, {} params, {}, {:.1f} MiB weights{}, {} output, "
       "{:.2f} s, peak RSS {:.1f} MiB",
-      w.source, w.format, c.n_layers, c.d_model, w.n_params(), dtype_summary(w),
-      double(w.weight_bytes()) / (1 << 20), c.tied_output ? "tied" : "untied", load_seconds,
+      w.source, w.format, c.architecture, c.n_layers, c.d_model, w.n_params(), dtype_summary(w),
+      double(w.weight_bytes()) / (1 << 20), moe, c.tied_output ? "tied" : "untied", load_seconds,
       double(peak_rss_bytes()) / (1 << 20));
 }
 

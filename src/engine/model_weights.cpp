@@ -7,30 +7,43 @@
 
 namespace pith {
 
-namespace {
-template <typename Fn>
-void for_each_matrix(const ModelWeights& w, Fn&& fn) {
+void for_each_weight_matrix(const ModelWeights& w,
+                            const std::function<void(const WeightMatrix&)>& fn) {
   fn(w.token_embd);
-  for (const auto& l : w.layers)
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      fn(*m);
+  for (const auto& l : w.layers) {
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down,
+                                  &l.router, &l.sh_gate, &l.sh_up, &l.sh_down})
+      if (m->data) fn(*m);
+    for (const auto* experts : {&l.exp_gate, &l.exp_up, &l.exp_down})
+      for (const WeightMatrix& m : *experts) fn(m);
+  }
   if (!w.config.tied_output) fn(w.output);
 }
-}  // namespace
 
 size_t ModelWeights::weight_bytes() const {
   size_t bytes = 0;
-  for_each_matrix(*this, [&](const WeightMatrix& m) { bytes += m.rows * m.row_bytes(); });
+  for_each_weight_matrix(*this, [&](const WeightMatrix& m) { bytes += m.rows * m.row_bytes(); });
+  return bytes;
+}
+
+size_t ModelWeights::active_weight_bytes() const {
+  size_t bytes = weight_bytes();
+  const ModelConfig& c = config;
+  if (c.n_experts == 0) return bytes;
+  for (const auto& l : layers)
+    for (const auto* experts : {&l.exp_gate, &l.exp_up, &l.exp_down})
+      for (size_t e = c.n_experts_used; e < experts->size(); ++e)  // experts are equal in size
+        bytes -= (*experts)[e].rows * (*experts)[e].row_bytes();
   return bytes;
 }
 
 size_t ModelWeights::n_params() const {
   size_t n = 0;
-  for_each_matrix(*this, [&](const WeightMatrix& m) { n += m.rows * m.cols; });
+  for_each_weight_matrix(*this, [&](const WeightMatrix& m) { n += m.rows * m.cols; });
   n += output_norm.size();
   for (const auto& l : layers)
     for (const auto* v : {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
-                          &l.post_attn_norm, &l.post_ffn_norm})
+                          &l.post_attn_norm, &l.post_ffn_norm, &l.sh_gate_inp})
       n += v->size();
   return n;
 }
@@ -47,6 +60,7 @@ std::string family_option_summary(const ModelConfig& c) {
   if (c.attn_softcap > 0 || c.final_softcap > 0) used.push_back("soft-capping");
   if (c.sliding_window > 0) used.push_back("sliding-window attention");
   if (c.rope_theta_local > 0) used.push_back("a second RoPE base");
+  if (c.n_experts > 0) used.push_back("mixture of experts");
   return used.empty() ? "none" : fmt::format("{}", fmt::join(used, ", "));
 }
 
@@ -83,6 +97,9 @@ void place_layer_vector(LayerWeights& l, LayerTensor::Role role, std::vector<flo
       return;
     case R::PostFfnNorm:
       l.post_ffn_norm = std::move(v);
+      return;
+    case R::SharedGateInp:
+      l.sh_gate_inp = std::move(v);
       return;
     default:
       fail("layer tensor role {} is not a vector", static_cast<int>(role));
@@ -126,9 +143,34 @@ void place_layer_matrix(LayerWeights& l, LayerTensor::Role role, const WeightMat
     case R::Down:
       l.w_down = m;
       return;
+    case R::Router:
+      l.router = m;
+      return;
+    case R::SharedGate:
+      l.sh_gate = m;
+      return;
+    case R::SharedUp:
+      l.sh_up = m;
+      return;
+    case R::SharedDown:
+      l.sh_down = m;
+      return;
     default:
       fail("layer tensor role {} is not a matrix", static_cast<int>(role));
   }
+}
+
+void place_layer_expert(LayerWeights& l, LayerTensor::Role role, uint32_t expert,
+                        const WeightMatrix& m, const ModelConfig& c) {
+  using R = LayerTensor::Role;
+  std::vector<WeightMatrix>* v = role == R::ExpertGate   ? &l.exp_gate
+                                 : role == R::ExpertUp   ? &l.exp_up
+                                 : role == R::ExpertDown ? &l.exp_down
+                                                         : nullptr;
+  if (!v) fail("layer tensor role {} is not an expert matrix", static_cast<int>(role));
+  if (v->size() != c.n_experts) v->resize(c.n_experts);
+  if (expert >= c.n_experts) fail("expert {} of {}", expert, c.n_experts);
+  (*v)[expert] = m;
 }
 
 namespace {
@@ -169,9 +211,27 @@ void validate_model_shapes(const ModelWeights& w) {
     check_matrix(L.wk, c.kv_dim(), c.d_model, "attn_k", l);
     check_matrix(L.wv, c.kv_dim(), c.d_model, "attn_v", l);
     check_matrix(L.wo, c.d_model, c.q_dim(), "attn_output", l);
-    check_matrix(L.w_gate, c.d_ff, c.d_model, "ffn_gate", l);
-    check_matrix(L.w_up, c.d_ff, c.d_model, "ffn_up", l);
-    check_matrix(L.w_down, c.d_model, c.d_ff, "ffn_down", l);
+    if (c.n_experts == 0) {
+      check_matrix(L.w_gate, c.d_ff, c.d_model, "ffn_gate", l);
+      check_matrix(L.w_up, c.d_ff, c.d_model, "ffn_up", l);
+      check_matrix(L.w_down, c.d_model, c.d_ff, "ffn_down", l);
+    } else {
+      check_matrix(L.router, c.n_experts, c.d_model, "ffn_gate_inp", l);
+      for (const auto* e : {&L.exp_gate, &L.exp_up, &L.exp_down})
+        if (e->size() != c.n_experts)
+          fail("engine: layer {} has {} experts, config says {}", l, e->size(), c.n_experts);
+      for (uint32_t e = 0; e < c.n_experts; ++e) {
+        check_matrix(L.exp_gate[e], c.d_ff_expert, c.d_model, "ffn_gate_exps", l);
+        check_matrix(L.exp_up[e], c.d_ff_expert, c.d_model, "ffn_up_exps", l);
+        check_matrix(L.exp_down[e], c.d_model, c.d_ff_expert, "ffn_down_exps", l);
+      }
+      if (c.d_ff_shared_expert > 0) {
+        check_matrix(L.sh_gate, c.d_ff_shared_expert, c.d_model, "ffn_gate_shexp", l);
+        check_matrix(L.sh_up, c.d_ff_shared_expert, c.d_model, "ffn_up_shexp", l);
+        check_matrix(L.sh_down, c.d_model, c.d_ff_shared_expert, "ffn_down_shexp", l);
+        check_vector(L.sh_gate_inp, c.d_model, "ffn_gate_inp_shexp", l);
+      }
+    }
     auto check_optional = [&](const std::vector<float>& v, bool present, size_t n,
                               const char* name) { check_vector(v, present ? n : 0, name, l); };
     check_optional(L.bq, c.qkv_bias, c.q_dim(), "attn_q.bias");

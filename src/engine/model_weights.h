@@ -7,6 +7,7 @@
 // same model give bit-identical logits.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,12 @@ struct LayerWeights {
   WeightMatrix w_up;                  // [d_ff][d_model]
   WeightMatrix w_down;                // [d_model][d_ff]
   std::vector<float> post_ffn_norm;   // post_norms: [d_model]
+  // Mixture of experts (n_experts > 0), instead of w_gate/w_up/w_down.
+  WeightMatrix router;  // [n_experts][d_model]
+  std::vector<WeightMatrix> exp_gate, exp_up,
+      exp_down;                          // [n_experts] of [d_ff_expert][d] / [d][ff]
+  WeightMatrix sh_gate, sh_up, sh_down;  // shared expert, [d_ff_shared] wide
+  std::vector<float> sh_gate_inp;        // [d_model]: sigmoid(. h) scales it
 };
 
 struct ModelWeights {
@@ -44,18 +51,28 @@ struct ModelWeights {
   std::vector<float> output_norm;  // [d_model]
   WeightMatrix output;             // [vocab][d_model]; == token_embd when tied
 
-  size_t weight_bytes() const;  // bytes of all matrices (what one decode step streams)
+  size_t weight_bytes() const;  // bytes of all matrices (what one dense decode step streams)
+  // Bytes one token's forward reads: all matrices, but only n_experts_used of each MoE layer's
+  // experts (the LM head counted once).
+  size_t active_weight_bytes() const;
   size_t n_params() const;
 
   // Keeps mappings and converted buffers alive for as long as the matrices point into them.
   std::vector<std::shared_ptr<const void>> storage;
 };
 
+// Calls fn on every weight matrix (token embedding, layers, experts, untied LM head).
+void for_each_weight_matrix(const ModelWeights& weights,
+                            const std::function<void(const WeightMatrix&)>& fn);
+
 // Stores a loaded layer tensor (engine/architectures) where the forward pass reads it: vectors
 // into their field, matrices into theirs, fused QKV / gate-up matrices split into row slices.
 void place_layer_vector(LayerWeights& layer, LayerTensor::Role role, std::vector<float> v);
 void place_layer_matrix(LayerWeights& layer, LayerTensor::Role role, const WeightMatrix& m,
                         const ModelConfig& config);
+// One expert's matrix of a stacked expert tensor (GGUF slices it, HF stores it alone).
+void place_layer_expert(LayerWeights& layer, LayerTensor::Role role, uint32_t expert,
+                        const WeightMatrix& m, const ModelConfig& config);
 
 // True when the config uses none of the family options beyond Llama's (a backend that
 // implements only Llama's kernels checks this); the summary names the ones in use.

@@ -58,6 +58,12 @@ constexpr ShapePreset kShapes[] = {
     {"gemma2-2b", "gemma2", 26, 2304, 8, 4, 256, 9216, true, 10000, 8192,
      R"({"sliding_window": 4096, "attn_logit_softcapping": 50.0,
          "final_logit_softcapping": 30.0, "query_pre_attn_scalar": 256})"},
+    {"qwen3-30b-a3b", "qwen3moe", 48, 2048, 32, 4, 128, 6144, false, 1e6, 40960,
+     R"({"num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768,
+         "norm_topk_prob": true})"},
+    {"qwen1.5-moe-a2.7b", "qwen2moe", 24, 2048, 16, 16, 128, 5632, false, 1e6, 8192,
+     R"({"num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408,
+         "shared_expert_intermediate_size": 5632})"},
     {"gemma3-1b", "gemma3", 26, 1152, 4, 1, 256, 6912, true, 1e6, 32768,
      R"({"sliding_window": 512, "sliding_window_pattern": 6, "rope_local_base_freq": 10000.0,
          "query_pre_attn_scalar": 256})"},
@@ -77,6 +83,19 @@ nlohmann::json tiny_family_options(const std::string& arch, uint32_t head_dim) {
             {"sliding_window_pattern", 6},
             {"rope_local_base_freq", 10000.0},
             {"query_pre_attn_scalar", head_dim}};
+  // MoE: 8 experts of width d/2, 2 per token; qwen2moe's shared expert as wide as the dense FFN.
+  if (arch == "qwen3moe")
+    return {{"num_experts", 8},
+            {"num_experts_per_tok", 2},
+            {"moe_intermediate_size", 32},
+            {"norm_topk_prob", true}};
+  // (llama.cpp loads qwen2moe only with an LM head of its own, as the real checkpoints have.)
+  if (arch == "qwen2moe")
+    return {{"num_experts", 8},
+            {"num_experts_per_tok", 2},
+            {"moe_intermediate_size", 32},
+            {"shared_expert_intermediate_size", 64},
+            {"tie_word_embeddings", false}};
   return nlohmann::json::object();
 }
 
@@ -126,6 +145,8 @@ ModelPreset model_preset(const std::string& name, const std::string& arch_name) 
   }
   nlohmann::json options =
       generic ? tiny_family_options(family, c.head_dim) : nlohmann::json::parse(shape->options);
+  if (options.contains("tie_word_embeddings"))
+    c.tied_output = options["tie_word_embeddings"].get<bool>();
   arch->configure(c, *hf_config_keys(options, "preset " + name));
   return p;
 }
@@ -146,9 +167,12 @@ struct GenTensor {
   std::string gguf_name, hf_name;
   size_t rows, cols;
   Kind kind;
-  bool rotary = false;     // Q/K: HF stores rows in split-half order
-  bool hf_offset = false;  // gemma norms: HF stores w - 1
-  uint64_t stream = 0;     // RNG stream id (from the GGUF name: identical in both formats)
+  bool rotary = false;         // Q/K: HF stores rows in split-half order
+  bool hf_offset = false;      // gemma norms: HF stores w - 1
+  uint64_t stream = 0;         // RNG stream id (from the GGUF name: identical in both formats)
+  uint32_t experts = 0;        // > 0: `experts` stacked matrices (one GGUF tensor, HF: one each)
+  bool hf_row_vector = false;  // HF stores this vector as [1][cols]
+  size_t row_offset = 0;       // first canonical row (one expert's HF tensor)
 };
 
 uint64_t fnv1a(const std::string& s) {
@@ -165,16 +189,21 @@ std::vector<GenTensor> plan_tensors(const ModelConfig& c) {
                  bool rotary = false, bool offset = false) {
     uint64_t id = fnv1a(g);
     t.push_back({std::move(g), std::move(h), rows, cols, kind, rotary, offset, id});
+    return &t.back();
   };
   add("token_embd.weight", "model.embed_tokens.weight", c.vocab_size, c.d_model, K::Matrix);
   if (!c.rope_freq_factors.empty()) add("rope_freqs.weight", "", 1, c.head_dim / 2, K::RopeFreqs);
   for (uint32_t i = 0; i < c.n_layers; ++i)
-    for (const LayerTensor& l : layer_tensors(arch, c, i))
-      add(l.gguf, l.hf, l.rows, l.cols,
-          l.rows > 1  ? K::Matrix
-          : l.is_norm ? K::Norm
-                      : K::Bias,
-          l.rotary, l.is_norm && arch.hf_norm_offset);
+    for (const LayerTensor& l : layer_tensors(arch, c, i)) {
+      const bool matrix = l.rows > 1 || l.experts > 0;
+      GenTensor* g = add(l.gguf, l.hf, l.rows * std::max<size_t>(l.experts, 1), l.cols,
+                         matrix      ? K::Matrix
+                         : l.is_norm ? K::Norm
+                                     : K::Bias,
+                         l.rotary, l.is_norm && arch.hf_norm_offset);
+      g->experts = l.experts;
+      g->hf_row_vector = l.hf_row_vector;
+    }
   add("output_norm.weight", "model.norm.weight", 1, c.d_model, K::Norm, false, arch.hf_norm_offset);
   if (!c.tied_output) add("output.weight", "lm_head.weight", c.vocab_size, c.d_model, K::Matrix);
   return t;
@@ -311,7 +340,7 @@ void emit_tensor(GenContext& ctx, const GenTensor& t, DType dtype, bool hf_rows,
     ctx.pool.parallel_for((n + per_task - 1) / per_task, [&](size_t task, size_t worker) {
       float* row = ctx.scratch[worker].data();
       for (size_t r = task * per_task; r < std::min(n, (task + 1) * per_task); ++r) {
-        size_t file_row = start + r;
+        size_t file_row = start + r + (hf_rows ? t.row_offset : 0);
         size_t canon =
             hf_rows && t.rotary ? pith_row_for_hf_row(file_row, ctx.config.head_dim) : file_row;
         fill_row(ctx, t, canon, row, hf_rows);
@@ -395,9 +424,11 @@ void write_gguf(GenContext& ctx, const std::vector<GenTensor>& plan, const GGUFF
     };
     for (const auto& t : plan) {
       DType dt = tensor_dtype(t);
-      w.add_tensor(
-          t.gguf_name,
-          t.rows == 1 ? std::vector<uint64_t>{t.cols} : std::vector<uint64_t>{t.cols, t.rows}, dt);
+      w.add_tensor(t.gguf_name,
+                   t.experts > 0 ? std::vector<uint64_t>{t.cols, t.rows / t.experts, t.experts}
+                   : t.rows == 1 ? std::vector<uint64_t>{t.cols}
+                                 : std::vector<uint64_t>{t.cols, t.rows},
+                   dt);
     }
     for (const auto& t : plan) {
       DType dt = tensor_dtype(t);
@@ -434,9 +465,26 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
   const fs::path dir(ctx.opt.output);
   std::vector<std::string> files;
   // Shards: consecutive tensors, a new shard once the next tensor would overflow this one.
+  // HF stores each expert of a stacked tensor alone: same stream, its slice of the rows.
+  std::vector<GenTensor> hf_plan;
+  for (const auto& t : plan) {
+    if (t.experts == 0) {
+      hf_plan.push_back(t);
+      continue;
+    }
+    const size_t rows = t.rows / t.experts;
+    for (uint32_t e = 0; e < t.experts; ++e) {
+      GenTensor one = t;
+      one.hf_name = fmt::format(fmt::runtime(t.hf_name), e);
+      one.rows = rows;
+      one.row_offset = e * rows;
+      one.experts = 0;
+      hf_plan.push_back(std::move(one));
+    }
+  }
   std::vector<std::vector<const GenTensor*>> shards(1);
   uint64_t in_shard = 0, total = 0;
-  for (const auto& t : plan) {
+  for (const auto& t : hf_plan) {
     if (t.kind == GenTensor::Kind::RopeFreqs) continue;
     uint64_t bytes = uint64_t{t.rows} * row_bytes(ctx.opt.dtype, t.cols);
     if (!shards.back().empty() && in_shard + bytes > ctx.opt.shard_bytes) {
@@ -454,9 +502,9 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
                                                         shards.size());
     SafetensorsWriter w((dir / name).string(), {{"format", "pt"}});
     for (const GenTensor* t : shards[s]) {
-      w.add_tensor(
-          t->hf_name, ctx.opt.dtype,
-          t->rows == 1 ? std::vector<uint64_t>{t->cols} : std::vector<uint64_t>{t->rows, t->cols});
+      w.add_tensor(t->hf_name, ctx.opt.dtype,
+                   t->rows == 1 && !t->hf_row_vector ? std::vector<uint64_t>{t->cols}
+                                                     : std::vector<uint64_t>{t->rows, t->cols});
       weight_map[t->hf_name] = name;
     }
     for (const GenTensor* t : shards[s]) {
@@ -506,6 +554,7 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
   cfg["attention_bias"] = c.qkv_bias;
   cfg["mlp_bias"] = false;
   cfg["use_sliding_window"] = c.sliding_window > 0;
+  if (c.n_experts > 0) cfg["norm_topk_prob"] = c.moe_norm_top_k;
   for (const ArchValue& v : arch.describe(c)) {  // 0 means unset: null
     if (v.key.hf.empty()) continue;
     if (v.number == 0)

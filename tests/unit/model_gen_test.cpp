@@ -104,6 +104,18 @@ void expect_same_weights(const ModelWeights& a, const ModelWeights& b) {
                               {&x.post_attn_norm, &y.post_attn_norm, "post_attn_norm"},
                               {&x.post_ffn_norm, &y.post_ffn_norm, "post_ffn_norm"}})
       EXPECT_EQ(*u, *v) << what << " layer " << i;
+    EXPECT_EQ(x.sh_gate_inp, y.sh_gate_inp);
+    for (auto [u, v, what] : {std::tuple{&x.router, &y.router, "router"},
+                              {&x.sh_gate, &y.sh_gate, "sh_gate"},
+                              {&x.sh_up, &y.sh_up, "sh_up"},
+                              {&x.sh_down, &y.sh_down, "sh_down"}})
+      if (u->data || v->data) expect_same_matrix(*u, *v, what);
+    ASSERT_EQ(x.exp_gate.size(), y.exp_gate.size());
+    for (size_t e = 0; e < x.exp_gate.size(); ++e) {
+      expect_same_matrix(x.exp_gate[e], y.exp_gate[e], "exp_gate");
+      expect_same_matrix(x.exp_up[e], y.exp_up[e], "exp_up");
+      expect_same_matrix(x.exp_down[e], y.exp_down[e], "exp_down");
+    }
   }
 }
 
@@ -224,8 +236,8 @@ TEST(ModelGen, EveryFamilyLoadsIdenticallyFromBothFormats) {
     expect_same_family_options(c, hc);
     expect_same_weights(*wg, *wh);
     // What each family is made of.
-    EXPECT_EQ(c.qkv_bias, name == "qwen2");
-    EXPECT_EQ(c.qk_norm, name == "qwen3" || name == "gemma3");
+    EXPECT_EQ(c.qkv_bias, name == "qwen2" || name == "qwen2moe");
+    EXPECT_EQ(c.qk_norm, name == "qwen3" || name == "qwen3moe" || name == "gemma3");
     EXPECT_EQ(c.post_norms, name.starts_with("gemma"));
     EXPECT_EQ(c.rope_style == RopeStyle::SplitHalf, name != "llama" && name != "mistral");
     EXPECT_EQ(c.sliding_window > 0, name != "llama" && !name.starts_with("qwen"));
@@ -242,6 +254,17 @@ TEST(ModelGen, EveryFamilyLoadsIdenticallyFromBothFormats) {
       // HF stores the norm as w - 1; both loads hold w, close to 1.
       for (float v : wg->layers[0].q_norm) EXPECT_NEAR(v, 1.0f, 0.15f);
     }
+    if (c.n_experts > 0) {  // MoE: 8 experts, 2 per token; a decode reads only those
+      EXPECT_EQ(c.n_experts, 8u);
+      EXPECT_EQ(c.n_experts_used, 2u);
+      EXPECT_EQ(c.moe_norm_top_k, name == "qwen3moe");
+      EXPECT_EQ(c.d_ff_shared_expert > 0, name == "qwen2moe");
+      EXPECT_EQ(wg->layers[1].exp_down.size(), 8u);
+      const size_t expert_bytes = 3 * size_t{c.d_ff_expert} * c.d_model * 4 * c.n_layers;
+      EXPECT_EQ(wg->weight_bytes() - wg->active_weight_bytes(), 6 * expert_bytes);
+    } else {
+      EXPECT_EQ(wg->active_weight_bytes(), wg->weight_bytes());
+    }
     if (name == "phi3") {  // fused projections become row slices of one matrix
       EXPECT_EQ(wg->layers[0].wk.row(0), wg->layers[0].wq.row(c.q_dim()));
       EXPECT_EQ(wg->layers[0].w_up.row(0), wg->layers[0].w_gate.row(c.d_ff));
@@ -256,6 +279,10 @@ TEST(ModelGen, NamedPresetsKeepTheirFamily) {
   EXPECT_EQ(model_preset("gemma2-2b").config.final_softcap, 30.0f);
   EXPECT_EQ(model_preset("tiny", "qwen2").config.architecture, "qwen2");
   EXPECT_THROW(model_preset("qwen3-0.6b", "gemma2"), Error);
+  const ModelConfig moe = model_preset("qwen3-30b-a3b").config;
+  EXPECT_EQ(moe.n_experts, 128u);
+  EXPECT_EQ(moe.n_experts_used, 8u);
+  EXPECT_TRUE(moe.moe_norm_top_k);
   EXPECT_THROW(model_preset("tiny", "gpt2"), Error);
 }
 

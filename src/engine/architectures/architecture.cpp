@@ -14,11 +14,14 @@ extern const Architecture kQwen3Architecture;
 extern const Architecture kPhi3Architecture;
 extern const Architecture kGemma2Architecture;
 extern const Architecture kGemma3Architecture;
+extern const Architecture kQwen2MoeArchitecture;
+extern const Architecture kQwen3MoeArchitecture;
 
 const std::vector<const Architecture*>& architectures() {
   static const std::vector<const Architecture*> all = {
-      &kLlamaArchitecture, &kMistralArchitecture, &kQwen2Architecture, &kQwen3Architecture,
-      &kPhi3Architecture,  &kGemma2Architecture,  &kGemma3Architecture};
+      &kLlamaArchitecture,  &kMistralArchitecture,  &kQwen2Architecture,
+      &kQwen3Architecture,  &kPhi3Architecture,     &kGemma2Architecture,
+      &kGemma3Architecture, &kQwen2MoeArchitecture, &kQwen3MoeArchitecture};
   return all;
 }
 
@@ -92,13 +95,30 @@ std::vector<LayerTensor> layer_tensors(const Architecture& arch, const ModelConf
     vector(R::PostAttnNorm, "post_attention_norm.weight", std::string(n.post_attn_norm) + ".weight",
            d, true);
   vector(R::FfnNorm, "ffn_norm.weight", std::string(n.ffn_norm) + ".weight", d, true);
-  if (arch.fused_gate_up) {
+  if (c.n_experts > 0) {
+    const size_t e = c.n_experts, ff = c.d_ff_expert, sh = c.d_ff_shared_expert;
+    matrix(R::Router, "ffn_gate_inp.weight", "mlp.gate.weight", e, d);
+    auto experts = [&](R role, std::string_view gg, std::string_view hh, size_t rows, size_t cols) {
+      t.push_back(
+          {role, g + std::string(gg), h + std::string(hh), rows, cols, false, false, c.n_experts});
+    };
+    experts(R::ExpertGate, "ffn_gate_exps.weight", "mlp.experts.{}.gate_proj.weight", ff, d);
+    experts(R::ExpertUp, "ffn_up_exps.weight", "mlp.experts.{}.up_proj.weight", ff, d);
+    experts(R::ExpertDown, "ffn_down_exps.weight", "mlp.experts.{}.down_proj.weight", d, ff);
+    if (sh > 0) {
+      t.push_back({R::SharedGateInp, g + "ffn_gate_inp_shexp.weight",
+                   h + "mlp.shared_expert_gate.weight", 1, d, false, false, 0, true});
+      matrix(R::SharedGate, "ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight", sh, d);
+      matrix(R::SharedUp, "ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight", sh, d);
+      matrix(R::SharedDown, "ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight", d, sh);
+    }
+  } else if (arch.fused_gate_up) {
     matrix(R::GateUp, "ffn_up.weight", "mlp.gate_up_proj.weight", 2 * size_t{c.d_ff}, d);
   } else {
     matrix(R::Gate, "ffn_gate.weight", "mlp.gate_proj.weight", c.d_ff, d);
     matrix(R::Up, "ffn_up.weight", "mlp.up_proj.weight", c.d_ff, d);
   }
-  matrix(R::Down, "ffn_down.weight", "mlp.down_proj.weight", d, c.d_ff);
+  if (c.n_experts == 0) matrix(R::Down, "ffn_down.weight", "mlp.down_proj.weight", d, c.d_ff);
   if (c.post_norms)
     vector(R::PostFfnNorm, "post_ffw_norm.weight", std::string(n.post_ffn_norm) + ".weight", d,
            true);

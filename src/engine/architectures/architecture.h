@@ -95,13 +95,25 @@ struct LayerTensor {
     Up,
     GateUp,
     Down,
-    PostFfnNorm
+    PostFfnNorm,
+    Router,
+    ExpertGate,
+    ExpertUp,
+    ExpertDown,
+    SharedGate,
+    SharedUp,
+    SharedDown,
+    SharedGateInp
   };
   Role role;
-  std::string gguf, hf;  // full names for layer `layer`
+  std::string gguf, hf;  // full names for layer `layer`; an expert's HF name has "{}" for its index
   size_t rows, cols;
   bool is_norm = false;  // a norm weight vector (gemma's HF offset applies)
   bool rotary = false;
+  // > 0: one [rows][cols] matrix per expert, stacked in one GGUF tensor (ggml dims {cols, rows,
+  // experts}) and stored as separate tensors in HF checkpoints.
+  uint32_t experts = 0;
+  bool hf_row_vector = false;  // a vector HF stores as a [1][cols] matrix (shared_expert_gate)
 };
 
 // The tensors of layer `layer` of a model of `arch` with `config`, in file order.

@@ -1,0 +1,78 @@
+// Mixture-of-experts FFN: routing, per-expert gathered SwiGLU, shared expert. See moe_ffn.h.
+#include "engine/moe_ffn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/kernels/vector_ops.h"
+
+namespace pith {
+
+namespace {
+
+template <typename T>
+T* grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+// SwiGLU of n gathered rows x [n][d] through one expert: y = Wd (silu(Wg x) * Wu x).
+void expert_swiglu(ThreadPool& pool, const WeightMatrix& wg, const WeightMatrix& wu,
+                   const WeightMatrix& wd, const float* x, size_t n, MoeScratch& s, float* y) {
+  const size_t ff = wg.rows;
+  float* g = grow(s.gate, n * ff);
+  float* u = grow(s.up, n * ff);
+  matmul(pool, wg, x, n, g);
+  matmul(pool, wu, x, n, u);
+  swiglu(g, u, g, n * ff);
+  matmul(pool, wd, g, n, y);
+}
+
+}  // namespace
+
+void moe_ffn(ThreadPool& pool, const ModelConfig& c, const LayerWeights& L, const float* h,
+             size_t T, float* out, MoeScratch& s) {
+  const uint32_t E = c.n_experts, K = c.n_experts_used, d = c.d_model;
+  float* logits = grow(s.router, T * E);
+  matmul(pool, L.router, h, T, logits);
+  s.routed.resize(E);
+  for (auto& r : s.routed) r.clear();
+  for (size_t t = 0; t < T; ++t) {
+    float* p = logits + t * E;
+    softmax(p, E);
+    s.order.resize(E);
+    for (uint32_t e = 0; e < E; ++e) s.order[e] = {-p[e], e};  // ascending: largest prob first
+    std::partial_sort(s.order.begin(), s.order.begin() + K, s.order.end());
+    float sum = 0;
+    for (uint32_t k = 0; k < K; ++k) sum -= s.order[k].first;
+    const float norm = c.moe_norm_top_k && sum > 0 ? 1.0f / sum : 1.0f;
+    for (uint32_t k = 0; k < K; ++k)
+      s.routed[s.order[k].second].push_back({static_cast<uint32_t>(t), -s.order[k].first * norm});
+  }
+
+  std::memset(out, 0, T * d * sizeof(float));
+  for (uint32_t e = 0; e < E; ++e) {
+    const auto& tokens = s.routed[e];
+    if (tokens.empty()) continue;
+    const size_t n = tokens.size();
+    float* x = grow(s.x, n * d);
+    for (size_t i = 0; i < n; ++i)
+      std::memcpy(x + i * d, h + size_t{tokens[i].first} * d, d * sizeof(float));
+    float* y = grow(s.y, n * d);
+    expert_swiglu(pool, L.exp_gate[e], L.exp_up[e], L.exp_down[e], x, n, s, y);
+    for (size_t i = 0; i < n; ++i)
+      axpy(tokens[i].second, y + i * d, out + size_t{tokens[i].first} * d, d);
+  }
+
+  if (c.d_ff_shared_expert > 0) {
+    float* y = grow(s.y, T * d);
+    expert_swiglu(pool, L.sh_gate, L.sh_up, L.sh_down, h, T, s, y);
+    for (size_t t = 0; t < T; ++t) {
+      const float g = dot(L.sh_gate_inp.data(), h + t * d, d);
+      axpy(1.0f / (1.0f + std::exp(-g)), y + t * d, out + t * d, d);
+    }
+  }
+}
+
+}  // namespace pith
