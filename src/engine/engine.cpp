@@ -1,7 +1,9 @@
-// The engine's batched handlers: forward (the Llama decoder over a flattened batch of
-// sequences), embed_tokens, copy_kv and next_dist. Semantics follow llama.cpp's `llama` arch
-// exactly (docs/engine.md): RMSNorm, Q/K/V, RoPE on adjacent pairs, GQA softmax attention over
-// paged KV, SwiGLU, tied or untied LM head; f32 activations, accumulation and KV.
+// The engine's batched handlers: forward (the decoder over a flattened batch of sequences),
+// embed_tokens, copy_kv and next_dist. Semantics follow llama.cpp's `llama` arch exactly
+// (docs/engine.md): RMSNorm, Q/K/V, RoPE, GQA softmax attention over paged KV, SwiGLU, tied or
+// untied LM head; f32 activations, accumulation and KV. The other families switch in the
+// options of their ModelConfig (biases, Q/K norms, split-half RoPE, post-norms, GELU-tanh,
+// scales, soft-caps, sliding windows, experts; engine/architectures/).
 //
 // One forward = one set of matrix multiplies over all T inputs of the batch ([T][d_model]
 // activations, prefill chunks and decode tokens mixed), attention per sequence over its own

@@ -53,6 +53,9 @@ ProcessResult run_limited(const std::vector<std::string>& argv, const std::strin
     dup2(log_fd, 1);
     dup2(log_fd, 2);
     if (devnull >= 0) dup2(devnull, 0);
+    // Nothing else of the server's: an inherited listening socket would keep the port bound
+    // after the server dies, until the compiler exits (a restart then fails to listen).
+    close_range(3, ~0u, 0);
     setrlimit(RLIMIT_CPU, &cpu);
     setrlimit(RLIMIT_AS, &as);
     setrlimit(RLIMIT_FSIZE, &fsize);

@@ -318,6 +318,25 @@ std::string wat_module(const std::string& wat) {
   return ss.str();
 }
 
+// The compiler child inherits stdin/stdout/stderr only: no socket, file or pipe of the server.
+TEST(Subprocess, ChildInheritsOnlyTheStandardDescriptors) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);  // not close-on-exec: would leak without the child's close_range
+  std::string dir = fs::temp_directory_path() / ("pith-fds-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  ProcessResult r = run_limited({"ls", "/proc/self/fd"}, dir, {});
+  close(fds[0]);
+  close(fds[1]);
+  fs::remove_all(dir);
+  ASSERT_TRUE(r.ok()) << r.output;
+  std::istringstream in(r.output);
+  std::vector<int> open_fds;
+  for (int fd; in >> fd;) open_fds.push_back(fd);
+  // 0-2, plus the one `ls` opens to read the directory.
+  EXPECT_LE(open_fds.size(), 4u) << r.output;
+  for (int fd : open_fds) EXPECT_TRUE(fd <= 3) << "inherited fd " << fd << ": " << r.output;
+}
+
 std::string launch_error(Runtime& rt, const std::string& wasm) {
   try {
     rt.launch(rt.load_program(wasm), {"m"})->wait();
