@@ -68,17 +68,18 @@ TEST_P(OracleTemplate, EveryCaseMatchesHuggingFace) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Templates, OracleTemplate,
-                         ::testing::Values("meta-llama-Llama-3.1-8B-Instruct",
-                                           "meta-llama-Llama-3.2-3B-Instruct",
-                                           "Qwen-Qwen2.5-7B-Instruct",
-                                           "mistralai-Mistral-Nemo-Instruct-2407"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n)
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Templates, OracleTemplate,
+    ::testing::Values("meta-llama-Llama-3.1-8B-Instruct", "meta-llama-Llama-3.2-3B-Instruct",
+                      "Qwen-Qwen2.5-7B-Instruct", "mistralai-Mistral-Nemo-Instruct-2407",
+                      "Qwen-Qwen3-0.6B", "google-gemma-2-2b-it", "microsoft-Phi-3.5-mini-instruct",
+                      "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B"),
+    [](const auto& info) {
+      std::string n = info.param;
+      for (char& c : n)
+        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+      return n;
+    });
 
 TEST(ChatTemplate, MistralRejectsNonAlternatingRoles) {
   pith::ChatTemplate tmpl(read_file(data("mistralai-Mistral-Nemo-Instruct-2407.jinja")));
