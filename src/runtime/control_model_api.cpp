@@ -179,6 +179,16 @@ class ControlSession final : public ModelSession {
   pith_status_t model_traits(uint32_t model, std::vector<std::string>* traits) override {
     if (model != kModelHandle) return PITH_ERR_BAD_HANDLE;
     *traits = {"allocate", "forward", "input_text", "tokenize", "output_text", "prefix_cache"};
+    // What the model is, for inferlets whose policy depends on it (a KV policy may drop pages
+    // a sliding window no longer reads; a sampler may expect soft-capped logits).
+    const auto& cfg = ctl_.model_config();
+    traits->push_back("architecture=" + cfg.architecture);
+    if (cfg.sliding_window > 0)
+      traits->push_back("sliding_window=" + std::to_string(cfg.sliding_window));
+    if (cfg.final_softcap > 0) traits->push_back("logit_softcap");
+    if (cfg.n_experts > 0)
+      traits->push_back("experts=" + std::to_string(cfg.n_experts_used) + "/" +
+                        std::to_string(cfg.n_experts));
     return PITH_OK;
   }
   pith_status_t model_info(uint32_t model, pith_model_info_t* info) override {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
@@ -55,6 +56,42 @@ struct Log {
     });
   }
 };
+
+// Traits name the capabilities, then what the model is (from its ModelConfig).
+TEST(ControlModelApi, TraitsDescribeTheModelFamily) {
+  ModelConfig c;
+  c.vocab_size = static_cast<uint32_t>(tokenizer().vocab_size());
+  c.d_model = 64;
+  c.architecture = "gemma2";
+  c.sliding_window = 4096;
+  c.final_softcap = 30;
+  FakeBackend backend(c, FakeBackendOptions{16, 8, 16});
+  Controller ctl(backend, {});
+  ControlModelApi api(ctl, tokenizer(), "tiny");
+  auto session = api.open_session(1);
+  uint32_t model = 0;
+  ASSERT_EQ(session->open_model("", &model), PITH_OK);
+  std::vector<std::string> traits;
+  ASSERT_EQ(session->model_traits(model, &traits), PITH_OK);
+  auto has = [&](const std::string& t) {
+    return std::find(traits.begin(), traits.end(), t) != traits.end();
+  };
+  EXPECT_TRUE(has("forward"));
+  EXPECT_TRUE(has("architecture=gemma2"));
+  EXPECT_TRUE(has("sliding_window=4096"));
+  EXPECT_TRUE(has("logit_softcap"));
+  EXPECT_FALSE(has("experts=2/8"));
+
+  auto llama_backend = fake_backend();
+  Controller ctl2(*llama_backend, {});
+  ControlModelApi api2(ctl2, tokenizer(), "tiny");
+  auto s2 = api2.open_session(2);
+  ASSERT_EQ(s2->open_model("", &model), PITH_OK);
+  ASSERT_EQ(s2->model_traits(model, &traits), PITH_OK);
+  EXPECT_TRUE(has("architecture=llama"));
+  EXPECT_FALSE(has("logit_softcap"));
+  for (const auto& t : traits) EXPECT_FALSE(t.starts_with("sliding_window")) << t;
+}
 
 TEST(ControlModelApi, RejectedCallsLogWhyAndReturnTheCode) {
   auto backend = fake_backend();
