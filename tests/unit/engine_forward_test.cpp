@@ -1,9 +1,10 @@
-// Invariants of the batched forward handler on the bundled tiny models (GQA, llama3 rope
-// factors): whatever way the same computation is expressed — one prefill or N decodes, alone
-// or batched with others, pages in any physical order, a masked slot or a missing token, Embed
-// inputs or token ids, output Embed + next_dist or a TopK output, KV copied to other pages —
-// the logits agree (to summation-order noise), and invalid batches are rejected before any KV
-// is touched.
+// Invariants of the batched forward handler on the bundled tiny model (GQA, llama3 rope
+// factors) and on generated tiny models of the other families (sliding windows, soft-caps,
+// scaled embeddings, Q/K norms, fused projections, experts): whatever way the same computation is
+// expressed — one prefill or N decodes, alone or batched with others, pages in any physical order,
+// a masked slot or a missing token, Embed inputs or token ids, output Embed + next_dist or a TopK
+// output, KV copied to other pages — the logits agree (to summation-order noise), and invalid
+// batches are rejected before any KV is touched.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,10 +40,41 @@ float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-class EngineForward : public ::testing::Test {
+// The bundled llama model, or a tiny model of family GetParam() generated once per process.
+std::shared_ptr<const ModelWeights> family_model(const std::string& name) {
+  if (name == "tiny-f32") return test::load_test_model(name);
+  namespace fs = std::filesystem;
+  const fs::path path =
+      fs::temp_directory_path() / ("pith_fwd_" + name + "_" + std::to_string(getpid()) + ".gguf");
+  // Removed when the test process exits.
+  static struct Cleanup {
+    std::vector<fs::path> files;
+    ~Cleanup() {
+      std::error_code ec;
+      for (const auto& f : files) fs::remove(f, ec);
+    }
+  } cleanup;
+  if (!fs::exists(path)) {
+    cleanup.files.push_back(path);
+    ThreadPool pool(2);
+    ModelGenOptions g;
+    g.preset = "tiny";
+    g.arch = name;
+    g.vocab_path = test::model_path("tiny-f32");
+    g.seed = 5;
+    g.quiet = true;
+    g.output = path.string();
+    generate_model(g, pool);
+  }
+  LoadOptions lo;
+  lo.quiet = true;
+  return load_model(path.string(), lo);
+}
+
+class EngineForward : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    weights_ = test::load_test_model("tiny-f32");
+    weights_ = family_model(GetParam());
     engine_ = test::make_engine(weights_, kPageSize);
   }
   static constexpr uint32_t kPageSize = 4;  // small pages: many page boundaries
@@ -63,7 +95,7 @@ class EngineForward : public ::testing::Test {
   std::unique_ptr<Engine> engine_;
 };
 
-TEST_F(EngineForward, PrefillEqualsSingleTokenDecodes) {
+TEST_P(EngineForward, PrefillEqualsSingleTokenDecodes) {
   auto tokens = random_tokens(37, 1);
   auto prefill = test::prefill_logits(e(), tokens);
   auto pages = e().kv_pool().allocate(test::pages_for(37, kPageSize));
@@ -73,7 +105,7 @@ TEST_F(EngineForward, PrefillEqualsSingleTokenDecodes) {
 
 // Three sequences in one batch: a fresh prefill, a chunk continuing an existing context and a
 // single-token decode; each must match the same work done alone.
-TEST_F(EngineForward, BatchEqualsEachAlone) {
+TEST_P(EngineForward, BatchEqualsEachAlone) {
   auto ta = random_tokens(11, 2), tb = random_tokens(23, 3), tc = random_tokens(9, 4);
   auto& kv = e().kv_pool();
   // Alone.
@@ -98,7 +130,7 @@ TEST_F(EngineForward, BatchEqualsEachAlone) {
   EXPECT_LT(max_diff(res[2].outputs[0].logits, alone_c[8]), kTol);
 }
 
-TEST_F(EngineForward, ShuffledPhysicalPagesEqualOrdered) {
+TEST_P(EngineForward, ShuffledPhysicalPagesEqualOrdered) {
   auto tokens = random_tokens(30, 5);
   auto ordered = test::prefill_logits(e(), tokens);
   auto pages = e().kv_pool().allocate(20);
@@ -110,7 +142,9 @@ TEST_F(EngineForward, ShuffledPhysicalPagesEqualOrdered) {
 }
 
 // Hiding slot 4 from every later input == the sequence without token 4, positions kept.
-TEST_F(EngineForward, MaskedSlotEqualsSequenceWithoutIt) {
+TEST_P(EngineForward, MaskedSlotEqualsSequenceWithoutIt) {
+  if (weights_->config.sliding_window > 0)
+    GTEST_SKIP() << "a sliding window counts slots, hidden ones included (docs/model-formats.md)";
   const uint32_t n = 13, gone = 4;
   auto tokens = random_tokens(n, 6);
   std::vector<int32_t> without;
@@ -149,7 +183,7 @@ TEST_F(EngineForward, MaskedSlotEqualsSequenceWithoutIt) {
   for (uint32_t i = 0; i < n; ++i) EXPECT_LT(max_diff(causal[i].logits, plain[i]), kTol);
 }
 
-TEST_F(EngineForward, EmbedInputsEqualTokenInputs) {
+TEST_P(EngineForward, EmbedInputsEqualTokenInputs) {
   auto tokens = random_tokens(10, 8);
   auto ref = test::prefill_logits(e(), tokens);
   auto slots = e().embeds().allocate(tokens.size());
@@ -166,7 +200,7 @@ TEST_F(EngineForward, EmbedInputsEqualTokenInputs) {
     EXPECT_LT(max_diff(res[0].outputs[i].logits, ref[i]), kTol);
 }
 
-TEST_F(EngineForward, OutputEmbedThenNextDistEqualsTopK) {
+TEST_P(EngineForward, OutputEmbedThenNextDistEqualsTopK) {
   auto tokens = random_tokens(9, 9);
   auto slot = e().embeds().allocate(1)[0];
   auto pages = e().kv_pool().allocate(test::pages_for(9, kPageSize));
@@ -196,7 +230,7 @@ TEST_F(EngineForward, OutputEmbedThenNextDistEqualsTopK) {
 }
 
 // Fork: copy a context's KV to new pages (at a different offset), continue on the copy.
-TEST_F(EngineForward, CopyKvThenContinueEqualsOriginal) {
+TEST_P(EngineForward, CopyKvThenContinueEqualsOriginal) {
   auto tokens = random_tokens(14, 10);
   auto& kv = e().kv_pool();
   auto src = kv.allocate(test::pages_for(14, kPageSize));
@@ -220,7 +254,7 @@ TEST_F(EngineForward, CopyKvThenContinueEqualsOriginal) {
   EXPECT_THROW(e().copy_kv(src[0], dst[0], 2, 0, 3), Error);
 }
 
-TEST_F(EngineForward, NoOutputsStillWritesKv) {
+TEST_P(EngineForward, NoOutputsStillWritesKv) {
   auto tokens = random_tokens(8, 11);
   auto ref = test::prefill_logits(e(), tokens);
   auto pages = e().kv_pool().allocate(test::pages_for(8, kPageSize));
@@ -231,7 +265,7 @@ TEST_F(EngineForward, NoOutputsStillWritesKv) {
   EXPECT_LT(max_diff(decode(pages, tokens.back(), 7), ref[7]), kTol);
 }
 
-TEST_F(EngineForward, ThreadCountDoesNotChangeResults) {
+TEST_P(EngineForward, ThreadCountDoesNotChangeResults) {
   auto tokens = random_tokens(20, 12);
   auto two = test::prefill_logits(e(), tokens);
   auto one_engine = test::make_engine(weights_, kPageSize, 1);
@@ -240,7 +274,7 @@ TEST_F(EngineForward, ThreadCountDoesNotChangeResults) {
 }
 
 // Each bad batch throws pith::Error, and the valid sequence batched before it wrote nothing.
-TEST_F(EngineForward, InvalidBatchesAreRejectedBeforeTouchingKv) {
+TEST_P(EngineForward, InvalidBatchesAreRejectedBeforeTouchingKv) {
   auto& kv = e().kv_pool();
   auto good_pages = kv.allocate(2);
   auto bad_pages = kv.allocate(2);
@@ -365,6 +399,16 @@ TEST_F(EngineForward, InvalidBatchesAreRejectedBeforeTouchingKv) {
   // The good sequence alone still runs.
   EXPECT_EQ(e().forward({good})[0].outputs.size(), 6u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, EngineForward,
+                         ::testing::Values("tiny-f32", "gemma2", "gemma3", "phi3", "qwen2moe",
+                                           "qwen3moe"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n)
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
 
 // The same random weights written as GGUF and as a Hugging Face folder (Q/K rows in HF's
 // split-half order, permuted back at load) give bit-identical logits.
