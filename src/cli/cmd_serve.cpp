@@ -123,6 +123,9 @@ void add_serve_commands(CLI::App& app) {
                       "events kept per instance for (re)connecting streams"));
   add(cmd->add_option("--orphan-grace", cfg->orphan_grace_s,
                       "seconds a non-detached instance survives without an event stream"));
+  add(cmd->add_option("--drain-timeout", cfg->drain_timeout_s,
+                      "on SIGTERM, seconds OpenAI requests in flight may take to finish (lifecycle "
+                      "instances end at once; a second signal ends everything)"));
   add(cmd->add_option("--log-interval", cfg->log_interval_s,
                       "seconds between stats lines (0: off)"));
   add(cmd->add_flag("-v,--verbose", *verbose, "debug logging"));

@@ -15,6 +15,7 @@
 #include "server/instance_routes.h"
 #include "server/openai_routes.h"
 #include "server/program_routes.h"
+#include "server/router_metrics.h"
 #include "stack/serving_stack.h"
 
 namespace pith::server {
@@ -164,6 +165,14 @@ void ApiServer::load_model() {
     openai_routes_ =
         std::make_unique<OpenAiRoutes>(*context_, *launcher_, served, std::move(chat_template));
     register_serving_metrics(metrics_, *stack_);
+    register_router_metrics(metrics_, *stack_,
+                            RouterLoad{[this] {
+                                         size_t n = 0;
+                                         for (const auto& r : registry_.list())
+                                           if (r->live() && serves_request(*r)) ++n;
+                                         return n;
+                                       },
+                                       [this] { return draining_.load(); }});
 
     const BackendInfo backend = stack_->backend().info();
     const auto g = stack_->controller().gauges();
@@ -201,12 +210,22 @@ int ApiServer::run() {
                                           : fmt::format("{} API key(s)", settings_.api_keys.size()),
                cfg.model, cfg.device);
 
+  // The first signal drains (shutdown()); a second one ends everything at once.
   asio::signal_set signals(io_, SIGINT, SIGTERM);
-  signals.async_wait([this](const boost::system::error_code& ec, int sig) {
-    if (ec) return;
-    spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    asio::co_spawn(io_, shutdown(), asio::detached);
-  });
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [this, &signals, &on_signal](const boost::system::error_code& ec, int sig) {
+        if (ec) return;
+        const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+        if (stopping_) {
+          spdlog::info("received {} again: ending every instance now", name);
+          force_stop_ = true;
+          return;
+        }
+        spdlog::info("received {}, shutting down", name);
+        asio::co_spawn(io_, shutdown(), asio::detached);
+        signals.async_wait(on_signal);
+      };
+  signals.async_wait(on_signal);
   asio::co_spawn(io_, housekeeping(), asio::detached);
   loader_ = std::thread([this] { load_model(); });
   io_.run();
@@ -222,19 +241,63 @@ int ApiServer::run() {
   return exit_code_;
 }
 
-asio::awaitable<void> ApiServer::shutdown() {
-  if (stopping_.exchange(true)) co_return;
-  http_->stop_accepting();
-  for (const auto& r : registry_.list())
-    if (auto inst = r->live()) inst->terminate("server shutting down");
+bool ApiServer::serves_request(const InstanceRecord& r) const {
+  if (!programs_) return false;
+  auto hash = programs_->builtin_hash(kCompletionProgram);
+  return hash && r.program == *hash;
+}
+
+asio::awaitable<void> ApiServer::wait_until(std::function<bool()> done,
+                                            Clock::time_point deadline) {
   asio::steady_timer t(io_);
   boost::system::error_code ec;
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (registry_.running() > 0 && Clock::now() < deadline) {
+  while (!done() && !force_stop_ && Clock::now() < deadline) {
     t.expires_after(std::chrono::milliseconds(20));
     co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
   }
+}
+
+// Graceful drain, so a router can roll replicas: no new connections, /health answers 503 and
+// new requests on open connections are refused, OpenAI requests in flight finish (up to
+// --drain-timeout), lifecycle instances end at once with a reason their clients see (their
+// state lives here and cannot move). Then whatever still runs is ended.
+asio::awaitable<void> ApiServer::shutdown() {
+  if (stopping_.exchange(true)) co_return;
+  http_->stop_accepting();
+  draining_ = true;
+  size_t requests = 0;
+  for (const auto& r : registry_.list()) {
+    auto inst = r->live();
+    if (!inst) continue;
+    if (serves_request(*r))
+      ++requests;
+    else
+      inst->terminate("server shutting down");
+  }
+  const double drain_s = settings_.config.drain_timeout_s;
+  if (requests > 0)
+    spdlog::info("draining: {} OpenAI request(s) in flight may take up to {:g} s", requests,
+                 drain_s);
+  const auto t0 = Clock::now();
+  co_await wait_until(
+      [this] { return registry_.running() == 0; },
+      t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(drain_s)));
+  size_t cut = 0;
+  for (const auto& r : registry_.list())
+    if (auto inst = r->live()) {
+      inst->terminate(force_stop_ ? "server shutting down"
+                                  : "server shutting down (drain timeout)");
+      ++cut;
+    }
+  if (requests > 0 || cut > 0)
+    spdlog::info("drained in {:.1f} s; {} instance(s) ended unfinished",
+                 std::chrono::duration<double>(Clock::now() - t0).count(), cut);
+  draining_ = false;
+  co_await wait_until([this] { return registry_.running() == 0; },
+                      Clock::now() + std::chrono::seconds(10));
   // Let event streams deliver the terminated events.
+  asio::steady_timer t(io_);
+  boost::system::error_code ec;
   t.expires_after(std::chrono::milliseconds(200));
   co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
   io_.stop();

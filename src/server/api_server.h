@@ -8,6 +8,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -47,6 +49,10 @@ class ApiServer {
   asio::awaitable<void> route(HttpExchange& ex, const std::string& key);
   asio::awaitable<void> housekeeping();
   asio::awaitable<void> shutdown();
+  // Waits (polling) until `done()` or `deadline`, or a second signal asked to stop at once.
+  asio::awaitable<void> wait_until(std::function<bool()> done,
+                                   std::chrono::steady_clock::time_point deadline);
+  bool serves_request(const InstanceRecord& r) const;  // an OpenAI request's instance
   bool authorized(const HttpExchange& ex, std::string& key) const;
 
   const ServeSettings settings_;
@@ -57,6 +63,7 @@ class ApiServer {
   StatsLog stats_log_;
   std::unique_ptr<HttpServer> http_;
   std::atomic<bool> ready_{false}, stopping_{false};
+  std::atomic<bool> draining_{false}, force_stop_{false};
   std::atomic<int> exit_code_{0};
   std::thread loader_;
   int64_t started_unix_ = 0;

@@ -47,6 +47,7 @@ struct ServeConfig {
   size_t event_buffer_bytes = 4u << 20;
   double finished_ttl_s = 600;  // finished instances stay listed this long
   double orphan_grace_s = 5;    // non-detached instance without event stream
+  double drain_timeout_s = 30;  // SIGTERM: OpenAI requests in flight may finish this long
   double log_interval_s = 10;   // periodic stats line (0: off)
 };
 

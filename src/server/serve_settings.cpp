@@ -119,6 +119,7 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   require(c.event_buffer > 0, "--event-buffer", "must keep at least 1 event");
   require(c.event_buffer_bytes > 0, "event buffer bytes", "must be more than 0");
   seconds_option("--orphan-grace", c.orphan_grace_s);
+  seconds_option("--drain-timeout", c.drain_timeout_s);
   seconds_option("--log-interval", c.log_interval_s);
   seconds_option("finished instance TTL", c.finished_ttl_s);
   s.api_keys = read_api_keys(c);

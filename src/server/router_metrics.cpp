@@ -1,0 +1,41 @@
+// Router-facing gauges over the controller's counts. See router_metrics.h.
+#include "server/router_metrics.h"
+
+#include <fmt/format.h>
+
+#include "stack/serving_stack.h"
+
+namespace pith::server {
+
+void register_router_metrics(Metrics& metrics, ServingStack& stack, RouterLoad load) {
+  Controller& ctl = stack.controller();
+  const uint32_t page_size = stack.controller().page_size();
+  // KV usage as routers mean it: pages held by running work. Prefix-cache pages that nothing
+  // holds are evictable, so they count as free (as vLLM counts its cached free blocks).
+  auto kv_usage = [&ctl] {
+    auto g = ctl.gauges();
+    if (g.pages_total == 0) return 0.0;
+    return double(g.pages_total - g.pages_free - g.pages_cached) / double(g.pages_total);
+  };
+  auto running = [load] { return double(load.running_requests()); };
+  // Calls waiting in command queues for a batch: the work not yet scheduled.
+  auto waiting = [&ctl] { return double(ctl.gauges().queue_depth); };
+
+  metrics.gauge("vllm:num_requests_running", "Requests being served (vLLM name)", running);
+  metrics.gauge("vllm:num_requests_waiting", "Model calls waiting for a batch (vLLM name)",
+                waiting);
+  metrics.gauge("vllm:kv_cache_usage_perc", "KV cache usage, 0-1 (vLLM name)", kv_usage);
+  metrics.gauge("vllm:gpu_cache_usage_perc", "KV cache usage, 0-1 (older vLLM name)", kv_usage);
+  metrics.gauge(
+      "vllm:cache_config_info", "KV cache configuration (vLLM name; the labels carry it)",
+      [] { return 1.0; },
+      fmt::format("block_size=\"{}\",num_gpu_blocks=\"{}\"", page_size,
+                  ctl.gauges().pages_total));
+  metrics.gauge("sglang:num_running_reqs", "Requests being served (SGLang name)", running);
+  metrics.gauge("sglang:num_queue_reqs", "Model calls waiting for a batch (SGLang name)", waiting);
+  metrics.gauge("sglang:token_usage", "KV cache usage, 0-1 (SGLang name)", kv_usage);
+  metrics.gauge("pith_draining", "1 while a SIGTERM drain finishes the requests in flight",
+                [load] { return load.draining() ? 1.0 : 0.0; });
+}
+
+}  // namespace pith::server
