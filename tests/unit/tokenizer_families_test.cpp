@@ -100,6 +100,20 @@ TEST(TokenizerFamilies, Phi3TokensStripFollowingWhitespace) {
   EXPECT_EQ(phi.decode(phi.encode("<|user|>\n Hi", false, false)), "<|user|>\n Hi");
 }
 
+// lstrip (tokenizer.json flag) removes the whitespace before the token, only from plain text.
+TEST(TokenizerFamilies, LstripRemovesWhitespaceBefore) {
+  Vocab v = load("ggml-vocab-phi-3.gguf").vocab();
+  const int32_t user = 32010;
+  ASSERT_EQ(v.tokens[user], "<|user|>");
+  v.rstrip_ids.clear();
+  v.lstrip_ids = {user};
+  Tokenizer t = Tokenizer::from_vocab(std::move(v), "phi-3 with lstrip");
+  const int32_t hi = t.find_token("\xE2\x96\x81Hi"), x = t.find_token("\xE2\x96\x81x");
+  EXPECT_EQ(t.encode("Hi \t\n<|user|>x", false, true), (std::vector<int32_t>{hi, user, x}));
+  EXPECT_EQ(t.encode(" \n<|user|>", false, true), (std::vector<int32_t>{user}));
+  EXPECT_EQ(t.encode("<|user|><|user|>", false, true), (std::vector<int32_t>{user, user}));
+}
+
 // gpt-oss (harmony): <|end|> closes a reasoning channel and generation goes on; only
 // <|return|> and <|call|> end the output.
 TEST(TokenizerFamilies, HarmonyEndIsNotEndOfGeneration) {
