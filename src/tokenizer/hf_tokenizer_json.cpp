@@ -90,16 +90,16 @@ Vocab read_hf_tokenizer(const std::string& dir) {
 
     // Byte-level or SentencePiece-style?
     bool byte_level = false, metaspace = false, prepend_space = false;
-    std::string split_regex;
+    std::vector<std::string> split_regexes;  // in the order the Sequence applies them
     bool bytelevel_regex = false;
     auto scan = [&](const json& n) {
       std::string t = type_of(n);
       if (t == "ByteLevel") {
         byte_level = true;
         if (n.value("use_regex", true)) bytelevel_regex = true;
-      } else if (t == "Split" && split_regex.empty()) {
+      } else if (t == "Split") {
         if (auto p = n.find("pattern"); p != n.end() && p->is_object() && p->contains("Regex"))
-          split_regex = (*p)["Regex"].get<std::string>();
+          split_regexes.push_back((*p)["Regex"].get<std::string>());
       } else if (t == "Metaspace") {
         metaspace = true;
         std::string scheme =
@@ -118,8 +118,8 @@ Vocab read_hf_tokenizer(const std::string& dir) {
     Vocab v;
     if (byte_level) {
       v.kind = VocabKind::BytePairBPE;
-      if (!split_regex.empty()) {
-        v.pre_regex = split_regex;
+      if (!split_regexes.empty()) {
+        v.pre_regexes = std::move(split_regexes);
         v.pre = "custom";
       } else if (bytelevel_regex) {
         v.pre = "gpt2";
@@ -143,7 +143,11 @@ Vocab read_hf_tokenizer(const std::string& dir) {
         int64_t id = a.at("id").get<int64_t>();
         by_id[id] = a.at("content").get<std::string>();
         added_type[id] = a.value("special", false) ? TokenType::Control : TokenType::UserDefined;
+        if (a.value("lstrip", false)) v.lstrip_ids.push_back(static_cast<int32_t>(id));
+        if (a.value("rstrip", false)) v.rstrip_ids.push_back(static_cast<int32_t>(id));
       }
+      std::sort(v.lstrip_ids.begin(), v.lstrip_ids.end());
+      std::sort(v.rstrip_ids.begin(), v.rstrip_ids.end());
     }
     if (by_id.empty()) fail("{}: empty vocabulary", tj_path);
     if (by_id.begin()->first < 0 || by_id.rbegin()->first >= INT32_MAX)
@@ -256,9 +260,17 @@ Vocab read_hf_tokenizer(const std::string& dir) {
 
 namespace {
 
-json added_token(int32_t id, const std::string& text, bool special) {
-  return {{"id", id},        {"content", text},     {"single_word", false}, {"lstrip", false},
-          {"rstrip", false}, {"normalized", false}, {"special", special}};
+json added_token(const Vocab& v, int32_t id, bool special) {
+  auto has = [id](const std::vector<int32_t>& ids) {
+    return std::binary_search(ids.begin(), ids.end(), id);
+  };
+  return {{"id", id},
+          {"content", v.tokens[id]},
+          {"single_word", false},
+          {"lstrip", has(v.lstrip_ids)},
+          {"rstrip", has(v.rstrip_ids)},
+          {"normalized", false},
+          {"special", special}};
 }
 
 // SentencePiece → HF merges, as transformers' SentencePieceExtractor: every split of a piece
@@ -311,7 +323,7 @@ void write_hf_tokenizer_json(const Vocab& v, const std::string& path) {
     vocab[v.tokens[i]] = id;
     TokenType t = v.types[i];
     if (t == TokenType::Control || t == TokenType::Unknown || t == TokenType::UserDefined)
-      added.push_back(added_token(id, v.tokens[i], t != TokenType::UserDefined));
+      added.push_back(added_token(v, id, t != TokenType::UserDefined));
   }
   auto merges_src = spm ? spm_merges(v, ids) : v.merges;
   bool space_in_merge = false;
@@ -337,17 +349,20 @@ void write_hf_tokenizer_json(const Vocab& v, const std::string& path) {
     j["normalizer"] = {{"type", "Sequence"}, {"normalizers", norms}};
     j["pre_tokenizer"] = nullptr;
   } else {
-    std::string regex = v.pre_regex.empty() ? PreTokenizer::regex_for(v.pre) : v.pre_regex;
+    const std::vector<std::string> regexes =
+        v.pre_regexes.empty() ? PreTokenizer::regexes_for(v.pre) : v.pre_regexes;
+    json steps = json::array();
+    for (const std::string& regex : regexes)
+      steps.push_back({{"type", "Split"},
+                       {"pattern", {{"Regex", regex}}},
+                       {"behavior", "Isolated"},
+                       {"invert", false}});
+    steps.push_back({{"type", "ByteLevel"},
+                     {"add_prefix_space", false},
+                     {"trim_offsets", true},
+                     {"use_regex", false}});
     j["normalizer"] = nullptr;
-    j["pre_tokenizer"] = {{"type", "Sequence"},
-                          {"pretokenizers", json::array({{{"type", "Split"},
-                                                          {"pattern", {{"Regex", regex}}},
-                                                          {"behavior", "Isolated"},
-                                                          {"invert", false}},
-                                                         {{"type", "ByteLevel"},
-                                                          {"add_prefix_space", false},
-                                                          {"trim_offsets", true},
-                                                          {"use_regex", false}}})}};
+    j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", steps}};
   }
   if (v.add_bos && v.bos_id >= 0) {
     const std::string& bos = v.tokens[v.bos_id];

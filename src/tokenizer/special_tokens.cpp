@@ -5,12 +5,24 @@
 
 namespace pith {
 
-void SpecialTokenMatcher::add(int32_t id, std::string text, bool always) {
+namespace {
+
+// C-locale isspace, as llama.cpp strips: space, \t, \n, \v, \f, \r.
+bool ascii_space(char c) {
+  return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+}  // namespace
+
+void SpecialTokenMatcher::add(int32_t id, std::string text, bool always, uint8_t strip) {
   if (text.empty()) return;
   auto& bucket = by_first_[static_cast<uint8_t>(text[0])];
-  bucket.push_back({id, always, std::move(text)});
-  std::stable_sort(bucket.begin(), bucket.end(),
-                   [](const Entry& a, const Entry& b) { return a.text.size() > b.text.size(); });
+  // Longest first, ties in the order added: insert after every entry at least as long (vocabs
+  // with thousands of added tokens sharing a first byte, like DeepSeek's "[PAD...]", would
+  // make a sort per insertion quadratic).
+  auto at = std::upper_bound(bucket.begin(), bucket.end(), text.size(),
+                             [](size_t len, const Entry& e) { return len > e.text.size(); });
+  bucket.insert(at, {id, always, strip, std::move(text)});
   any_ = true;
   any_always_ |= always;
 }
@@ -35,9 +47,15 @@ void SpecialTokenMatcher::partition(std::string_view text, bool parse_special,
       ++i;
       continue;
     }
-    if (i > plain_start) out.push_back({-1, text.substr(plain_start, i - plain_start)});
+    size_t plain_end = i;
+    if (hit->strip & kStripLeft)
+      while (plain_end > plain_start && ascii_space(text[plain_end - 1])) --plain_end;
+    if (plain_end > plain_start)
+      out.push_back({-1, text.substr(plain_start, plain_end - plain_start)});
     out.push_back({hit->id, text.substr(i, hit->text.size())});
     i += hit->text.size();
+    if (hit->strip & kStripRight)
+      while (i < text.size() && ascii_space(text[i])) ++i;
     plain_start = i;
   }
   if (plain_start < text.size()) out.push_back({-1, text.substr(plain_start)});

@@ -11,6 +11,7 @@
 #include "formats/gguf.h"
 #include "tokenizer/byte_unicode.h"
 #include "tokenizer/hf_tokenizer_json.h"
+#include "tokenizer/token_roles.h"
 #include "tokenizer/tokenizer_impl.h"
 
 namespace pith {
@@ -18,12 +19,6 @@ namespace pith {
 namespace {
 
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // "▁" U+2581
-
-// Control tokens that end a turn or the text in common chat models (llama.cpp's list).
-constexpr std::string_view kEogNames[] = {"<|eot_id|>", "<|eom_id|>",      "<|im_end|>",
-                                          "<|end|>",    "<end_of_turn>",   "<|endoftext|>",
-                                          "<EOT>",      "<|end_of_text|>", "<｜end▁of▁sentence｜>",
-                                          "<|return|>", "<|call|>"};
 
 bool is_literal_type(TokenType t) {
   return t == TokenType::Control || t == TokenType::Unknown || t == TokenType::UserDefined;
@@ -65,6 +60,7 @@ Tokenizer::Impl::Impl(Vocab vocab, std::string src) : v(std::move(vocab)), sourc
   spm_prefix = !bpe && v.add_space_prefix;
   index.reserve(n);
   for (size_t i = 0; i < n; ++i) index[v.tokens[i]] = static_cast<int32_t>(i);  // last wins
+  eog = assign_token_roles(v, index);  // may retype tokens: before anything reads types
 
   ByteUnicode bu;
   bytes.resize(n);
@@ -114,8 +110,7 @@ Tokenizer::Impl::Impl(Vocab vocab, std::string src) : v(std::move(vocab)), sourc
       if (ia < 0 || ib < 0 || im < 0) continue;  // merge of/into unknown tokens: unusable
       merger.add(ia, ib, im, static_cast<int32_t>(r));
     }
-    std::string pattern = v.pre_regex.empty() ? PreTokenizer::regex_for(v.pre) : v.pre_regex;
-    pre.emplace(pattern);
+    pre.emplace(v.pre_regexes.empty() ? PreTokenizer::regexes_for(v.pre) : v.pre_regexes);
   } else {
     for (size_t i = 0; i < n; ++i) {
       if (v.types[i] != TokenType::Byte) continue;
@@ -133,25 +128,19 @@ Tokenizer::Impl::Impl(Vocab vocab, std::string src) : v(std::move(vocab)), sourc
     });
   }
 
+  auto has = [](const std::vector<int32_t>& ids, int32_t id) {
+    return std::binary_search(ids.begin(), ids.end(), id);
+  };
   for (size_t i = 0; i < n; ++i) {
     TokenType t = v.types[i];
-    if (is_literal_type(t))
-      specials.add(static_cast<int32_t>(i), v.tokens[i], t == TokenType::UserDefined);
+    if (!is_literal_type(t)) continue;
+    const auto id = static_cast<int32_t>(i);
+    const bool always = t == TokenType::UserDefined;
+    uint8_t strip = SpecialTokenMatcher::kNoStrip;
+    if (has(v.lstrip_ids, id)) strip |= SpecialTokenMatcher::kStripLeft;
+    if (has(v.rstrip_ids, id)) strip |= SpecialTokenMatcher::kStripRight;
+    specials.add(id, v.tokens[i], always, strip);
   }
-
-  // End-of-generation set: the declared ids plus well-known end-of-turn control tokens.
-  for (int32_t id : {v.eos_id, v.eot_id, v.eom_id})
-    if (id >= 0) eog.push_back(id);
-  for (std::string_view name : kEogNames) {
-    int32_t id = lookup(index, name);
-    if (id >= 0 && is_literal_type(v.types[id])) {
-      eog.push_back(id);
-      if (v.eot_id < 0 && (name == "<|eot_id|>" || name == "<|im_end|>" || name == "<end_of_turn>"))
-        v.eot_id = id;
-    }
-  }
-  std::sort(eog.begin(), eog.end());
-  eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
 }
 
 void Tokenizer::Impl::check_id(int32_t id) const {

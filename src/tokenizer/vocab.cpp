@@ -4,6 +4,9 @@
 // add_space_prefix}, tokenizer.chat_template.
 #include "tokenizer/vocab.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include "common/error.h"
 #include "formats/gguf.h"
 
@@ -23,8 +26,16 @@ void Vocab::validate(const std::string& source) const {
   check_id(eos_id, "EOS");
   check_id(eot_id, "EOT");
   check_id(eom_id, "EOM");
+  check_id(fim_pad_id, "FIM pad");
+  check_id(fim_rep_id, "FIM repo");
+  check_id(fim_sep_id, "FIM separator");
   check_id(unk_id, "UNK");
   check_id(pad_id, "PAD");
+  for (const auto* ids : {&lstrip_ids, &rstrip_ids}) {
+    for (int32_t id : *ids) check_id(id, "strip-whitespace token");
+    if (!std::is_sorted(ids->begin(), ids->end()))
+      fail("{}: strip-whitespace token ids are not sorted", source);
+  }
   if (add_bos && bos_id < 0) fail("{}: add_bos_token is true but there is no BOS token", source);
   if (add_eos && eos_id < 0) fail("{}: add_eos_token is true but there is no EOS token", source);
 }
@@ -39,6 +50,29 @@ int32_t id_or(const GGUFFile& f, const std::string& key) {
   if (auto* u = std::get_if<uint64_t>(&v->v)) return *u > uint64_t(INT32_MAX) ? -1 : int32_t(*u);
   if (auto* i = std::get_if<int64_t>(&v->v)) return *i < 0 || *i > INT32_MAX ? -1 : int32_t(*i);
   fail("{}: metadata '{}' is not an integer token id", f.path(), key);
+}
+
+// llama.cpp gives every added token of Phi-3 models (recognised by general.name) rstrip,
+// except <unk>, <s> and <|endoftext|>.
+void phi3_rstrip(const GGUFFile& f, Vocab& v) {
+  std::string name = f.get_string_opt("general.name").value_or("");
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (name.find("phi-3") == std::string::npos && name.find("phi3") == std::string::npos) return;
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
+    TokenType t = v.types[i];
+    const std::string& text = v.tokens[i];
+    bool literal =
+        t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown;
+    if (literal && text != "<unk>" && text != "<s>" && text != "<|endoftext|>")
+      v.rstrip_ids.push_back(static_cast<int32_t>(i));
+  }
+}
+
+bool bpe_adds_bos_by_default(const std::string& pre) {
+  for (const char* name : {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral",
+                           "midm-2.0", "lfm2", "tekken", "chameleon"})
+    if (pre == name) return true;
+  return false;
 }
 
 }  // namespace
@@ -83,15 +117,23 @@ Vocab vocab_from_gguf(const GGUFFile& f) {
   v.eos_id = id_or(f, "tokenizer.ggml.eos_token_id");
   v.eot_id = id_or(f, "tokenizer.ggml.eot_token_id");
   v.eom_id = id_or(f, "tokenizer.ggml.eom_token_id");
+  v.fim_pad_id = id_or(f, "tokenizer.ggml.fim_pad_token_id");
+  v.fim_rep_id = id_or(f, "tokenizer.ggml.fim_rep_token_id");
+  v.fim_sep_id = id_or(f, "tokenizer.ggml.fim_sep_token_id");
   v.unk_id = id_or(f, "tokenizer.ggml.unknown_token_id");
   v.pad_id = id_or(f, "tokenizer.ggml.padding_token_id");
-  // llama.cpp defaults: SPM adds BOS, BPE adds BOS unless the model says otherwise.
-  v.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", v.bos_id >= 0);
+  // llama.cpp's defaults when the file does not say: SentencePiece adds BOS; byte-level BPE
+  // adds it only for the Llama 3 family (GPT-2, Qwen2, Falcon, StarCoder name <|endoftext|> as
+  // BOS but never start a prompt with it).
+  v.add_bos = f.get_bool_or(
+      "tokenizer.ggml.add_bos_token",
+      v.bos_id >= 0 && (v.kind == VocabKind::SentencePiece || bpe_adds_bos_by_default(v.pre)));
   v.add_eos = f.get_bool_or("tokenizer.ggml.add_eos_token", false);
   v.add_space_prefix =
       f.get_bool_or("tokenizer.ggml.add_space_prefix", v.kind == VocabKind::SentencePiece);
   v.ignore_merges = v.kind == VocabKind::BytePairBPE && v.pre == "llama-bpe";
   v.chat_template = f.get_string_opt("tokenizer.chat_template").value_or("");
+  phi3_rstrip(f, v);
   v.validate(f.path());
   return v;
 }

@@ -34,9 +34,10 @@ enum class VocabKind {
 struct Vocab {
   VocabKind kind = VocabKind::BytePairBPE;
   // Pre-tokenizer name as in GGUF tokenizer.ggml.pre ("llama-bpe", "gpt2", "qwen2", "default",
-  // ...). `pre_regex`, when not empty, is the split regex itself (from tokenizer.json) and wins.
+  // ...). `pre_regexes`, when not empty, are the split regexes themselves, applied in order
+  // (from tokenizer.json), and win.
   std::string pre = "default";
-  std::string pre_regex;
+  std::vector<std::string> pre_regexes;
 
   std::vector<std::string> tokens;  // id → stored text
   std::vector<float> scores;        // id → score (SentencePiece); may be empty for BPE
@@ -47,6 +48,9 @@ struct Vocab {
   int32_t eos_id = -1;
   int32_t eot_id = -1;  // end of turn (<|eot_id|>, <|im_end|>); -1 when the model has none
   int32_t eom_id = -1;
+  int32_t fim_pad_id = -1;  // fill-in-the-middle padding, repository and file separator:
+  int32_t fim_rep_id = -1;  // code models stop there
+  int32_t fim_sep_id = -1;
   int32_t unk_id = -1;
   int32_t pad_id = -1;
   bool add_bos = false;
@@ -54,6 +58,12 @@ struct Vocab {
   bool add_space_prefix = true;  // SentencePiece: prepend "▁" to the text (llama.cpp default)
   bool ignore_merges = false;    // BPE: a pre-token word that is itself a token is not split
                                  // (Llama 3; true by default for pre "llama-bpe")
+  // Literal tokens that swallow the ASCII whitespace before (lstrip) or after (rstrip) them
+  // when matched in text, sorted: HF added tokens' lstrip/rstrip flags; for GGUF files,
+  // llama.cpp's rule that Phi-3's added tokens rstrip (its chat format "<|user|>\n..." then
+  // tokenizes without the newline, as the HF tokenizer does).
+  std::vector<int32_t> lstrip_ids;
+  std::vector<int32_t> rstrip_ids;
 
   std::string chat_template;  // Jinja source, empty when the model has none
 

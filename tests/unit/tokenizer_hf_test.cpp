@@ -62,6 +62,7 @@ std::vector<std::string> vector_inputs(const std::string& vocab) {
   texts.push_back(
       "emoji 🦙🚀😶‍🌫️ 中文 code() {\n\t return x; }    spaces     \n\n\n");
   texts.push_back("<s>[INST] <|eot_id|> <|begin_of_text|>");
+  texts.push_back("<|user|>\n Hi<|end|>\n<|assistant|>\n");
   return texts;
 }
 
@@ -94,6 +95,14 @@ TEST(TokenizerHf, LlamaBpeGgufAndHfAgree) {
 }
 TEST(TokenizerHf, LlamaSpmGgufAndHfAgree) {
   check_same_ids("ggml-vocab-llama-spm.gguf");
+}
+// A sequence of six Split regexes (code point ranges, \z) and Phi-3's rstrip added tokens
+// survive the round trip through tokenizer.json.
+TEST(TokenizerHf, DeepSeekLlmGgufAndHfAgree) {
+  check_same_ids("ggml-vocab-deepseek-llm.gguf");
+}
+TEST(TokenizerHf, Phi3GgufAndHfAgree) {
+  check_same_ids("ggml-vocab-phi-3.gguf");
 }
 
 TEST(TokenizerHf, WrittenJsonIsStandard) {

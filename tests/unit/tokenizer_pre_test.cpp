@@ -16,7 +16,7 @@ namespace pith {
 namespace {
 
 std::vector<std::string> split(const std::string& pre, const std::string& text) {
-  PreTokenizer p(PreTokenizer::regex_for(pre));
+  PreTokenizer p(PreTokenizer::regexes_for(pre));
   std::vector<std::pair<uint32_t, uint32_t>> pieces;
   p.split(text, pieces);
   std::vector<std::string> out;
@@ -41,8 +41,28 @@ TEST(PreTokenizer, PatternsPerModel) {
   EXPECT_EQ(split("llama-bpe", "I'M here\n\n  ok"), (V{"I", "'M", " here", "\n\n", " ", " ok"}));
   EXPECT_EQ(split("gpt2", "I'M"), (V{"I", "'", "M"}));  // GPT-2 contractions are lower case
   EXPECT_EQ(split("llama-bpe", "нещо на"), (V{"нещо", " на"}));  // \p{L} is Unicode-aware
-  EXPECT_THROW(PreTokenizer::regex_for("made-up"), Error);
+  EXPECT_THROW(PreTokenizer::regexes_for("made-up"), Error);
   EXPECT_THROW(PreTokenizer("(unclosed"), Error);
+  EXPECT_THROW(PreTokenizer(std::vector<std::string>{}), Error);
+}
+
+// Pre-tokenizers made of several regexes: each one splits the pieces of the one before, seeing
+// only its own piece.
+TEST(PreTokenizer, RegexSequences) {
+  // StarCoder: every digit alone first, then GPT-2 (so " 12" keeps no space on its digits).
+  EXPECT_EQ(split("starcoder", "ab 12 cd"), (V{"ab", " ", "1", "2", " cd"}));
+  // Falcon: punctuation runs first, digits in threes last.
+  EXPECT_EQ(split("falcon", "x=1234567!?"), (V{"x", "=", "123", "456", "7", "!?"}));
+  // DeepSeek Coder: newlines alone, letters with one leading space, single digits.
+  EXPECT_EQ(split("deepseek-coder", "a\n bc 42"), (V{"a", "\n", " bc", " ", "4", "2"}));
+  // DeepSeek LLM: digit runs; CJK on its own; trailing spaces only at the end of a piece.
+  EXPECT_EQ(split("deepseek-llm", "ab 123 \u4e2d\u6587  "),
+            (V{"ab", " ", "123", " ", "\u4e2d\u6587", "  "}));
+  // A lookahead stops at the end of the piece being split: the second regex sees "  " alone.
+  PreTokenizer p(std::vector<std::string>{"x", R"(\s+(?!\S))"});
+  std::vector<std::pair<uint32_t, uint32_t>> pieces;
+  p.split("  x", pieces);
+  EXPECT_EQ(pieces, (std::vector<std::pair<uint32_t, uint32_t>>{{0, 2}, {2, 1}}));
 }
 
 TEST(PreTokenizer, InvalidUtf8AndLongRuns) {
