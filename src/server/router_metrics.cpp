@@ -29,8 +29,7 @@ void register_router_metrics(Metrics& metrics, ServingStack& stack, RouterLoad l
   metrics.gauge(
       "vllm:cache_config_info", "KV cache configuration (vLLM name; the labels carry it)",
       [] { return 1.0; },
-      fmt::format("block_size=\"{}\",num_gpu_blocks=\"{}\"", page_size,
-                  ctl.gauges().pages_total));
+      fmt::format("block_size=\"{}\",num_gpu_blocks=\"{}\"", page_size, ctl.gauges().pages_total));
   metrics.gauge("sglang:num_running_reqs", "Requests being served (SGLang name)", running);
   metrics.gauge("sglang:num_queue_reqs", "Model calls waiting for a batch (SGLang name)", waiting);
   metrics.gauge("sglang:token_usage", "KV cache usage, 0-1 (SGLang name)", kv_usage);
