@@ -8,8 +8,7 @@
 //   openai_completion --tokens ID,ID,... [--tokens ...] [--max-tokens N] [--prompt-logprobs 1]
 //   [--min-tokens N] [--temperature T]
 //                     [--top-p P] [--top-k K] [--min-p P] [--seed S] [--stop STR]...
-//                     [--stop-token-ids ID,...] [--eos-ids ID,...] [--ignore-eos 1] [--n N]
-//                     [--logprobs K]
+//                     [--stop-token-ids ID,...] [--ignore-eos 1] [--n N] [--logprobs K]
 //                     [--presence-penalty X] [--frequency-penalty X] [--repetition-penalty X]
 //                     [--logit-bias ID:BIAS,...] [--grammar GBNF]
 // Each --tokens is one prompt with n choices of its own (choice index = prompt * n + j);
@@ -90,8 +89,6 @@ const char* parse_args(Request& r) {
       r.stop.min_tokens = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
     else if (k == "--stop-token-ids") {
       if (!parse_tokens(v, r.stop.stop_ids)) return "--stop-token-ids needs ID,ID,...";
-    } else if (k == "--eos-ids") {  // the model's end-of-generation set, its EOS first
-      if (!parse_tokens(v, r.stop.eos_ids)) return "--eos-ids needs ID,ID,...";
     } else if (k == "--ignore-eos")
       r.stop.stop_at_eos = v != "1";
     else if (k == "--presence-penalty")
@@ -222,8 +219,7 @@ int main() {
   if (!model) return fail(model.status());
   auto root = pith::Context::create(*model);
   if (!root) return fail(root.status());
-  if (req.stop.eos_ids.empty() && root->info().eos_token != UINT32_MAX)
-    req.stop.eos_ids.push_back(root->info().eos_token);
+  if (req.stop.eos_ids.empty()) req.stop.eos_ids = root->eos_tokens();
   // Per prompt: with n > 1 (or prompt logprobs) the prompt but its last token is computed once
   // and forked, so the choices share its pages; each choice computes the last token itself,
   // which yields its first distribution.

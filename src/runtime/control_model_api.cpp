@@ -189,6 +189,13 @@ class ControlSession final : public ModelSession {
     if (cfg.n_experts > 0)
       traits->push_back("experts=" + std::to_string(cfg.n_experts_used) + "/" +
                         std::to_string(cfg.n_experts));
+    // Every end-of-generation token, the EOS first (the SDK stops on all of them).
+    const Tokenizer& tok = api_.tokenizer();
+    std::string eos;
+    if (tok.eos_id() >= 0) eos = std::to_string(tok.eos_id());
+    for (int32_t id : tok.eos_ids())
+      if (id != tok.eos_id()) eos += (eos.empty() ? "" : ",") + std::to_string(id);
+    if (!eos.empty()) traits->push_back("eos_tokens=" + eos);
     return PITH_OK;
   }
   pith_status_t model_info(uint32_t model, pith_model_info_t* info) override {

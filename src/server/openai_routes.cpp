@@ -1,7 +1,6 @@
 #include "server/openai_routes.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <optional>
 #include <random>
@@ -195,16 +194,7 @@ asio::awaitable<OpenAiRoutes::Generation> OpenAiRoutes::generate(
                       "the built-in completion inferlet is not available");
     co_return g;
   }
-  // The model's whole end-of-generation set (Phi-3's <|end|> and <|endoftext|>, Qwen's
-  // <|im_end|> and <|endoftext|>, ...), its EOS first: the inferlet only knows one EOS id.
-  std::vector<std::string> args = req.inferlet_args();
-  const Tokenizer& tok = ctx_.stack.tokenizer();
-  std::vector<int32_t> eog;
-  if (tok.eos_id() >= 0) eog.push_back(tok.eos_id());
-  for (int32_t id : tok.eos_ids())
-    if (id != tok.eos_id()) eog.push_back(id);
-  if (!eog.empty()) args.insert(args.end(), {"--eos-ids", fmt::format("{}", fmt::join(eog, ","))});
-  Launched l = launcher_.launch(*hash, std::move(args), owner, true);
+  Launched l = launcher_.launch(*hash, req.inferlet_args(), owner, true);
   if (l.error) {
     co_await ex.error(l.error->status, l.error->type, l.error->message);
     co_return g;

@@ -89,6 +89,7 @@ TEST(ControlModelApi, TraitsDescribeTheModelFamily) {
   ASSERT_EQ(s2->open_model("", &model), PITH_OK);
   ASSERT_EQ(s2->model_traits(model, &traits), PITH_OK);
   EXPECT_TRUE(has("architecture=llama"));
+  EXPECT_TRUE(has("eos_tokens=" + std::to_string(tokenizer().eos_id())));
   EXPECT_FALSE(has("logit_softcap"));
   for (const auto& t : traits) EXPECT_FALSE(t.starts_with("sliding_window")) << t;
 }

@@ -47,8 +47,7 @@ inline Result<std::vector<Beam>> beam_search(Context& prompt, BeamSearchOptions 
   if (opt.beams == 0 || opt.max_tokens == 0)
     return Error(PITH_ERR_BAD_ARGUMENT, "beam search needs at least one beam and one token");
   const uint32_t k = opt.expand ? opt.expand : opt.beams;
-  if (opt.stop_at_eos && opt.eos_ids.empty() && prompt.info().eos_token != UINT32_MAX)
-    opt.eos_ids.push_back(prompt.info().eos_token);
+  if (opt.stop_at_eos && opt.eos_ids.empty()) opt.eos_ids = prompt.eos_tokens();
   auto is_eos = [&](uint32_t t) {
     return opt.stop_at_eos &&
            std::find(opt.eos_ids.begin(), opt.eos_ids.end(), t) != opt.eos_ids.end();

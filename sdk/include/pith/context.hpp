@@ -46,12 +46,7 @@ struct Generation {
 
 class Context {
  public:
-  static Result<Context> create(const Model& model) {
-    pith_model_info_t info{};
-    PITH_TRY(check(pith_model_info(model.handle(), &info), "model info"));
-    Queue q = PITH_TRY(Queue::create(model));
-    return Context(model, static_cast<Queue&&>(q), info);
-  }
+  static Result<Context> create(const Model& model) { return create(model, nullptr); }
 
   Context(Context&&) = default;
   // Not defaulted: the pages this context holds must be released before it takes the other's.
@@ -69,6 +64,8 @@ class Context {
   const Model& model() const { return model_; }
   const Queue& queue() const { return queue_; }
   const pith_model_info_t& info() const { return info_; }
+  // Every token that ends generation, the EOS first (Model::eos_tokens; empty: none).
+  const std::vector<uint32_t>& eos_tokens() const { return eos_tokens_; }
   uint32_t page_size() const { return info_.tokens_per_page; }
   // Every token of the context, computed and pending, in slot order.
   const std::vector<uint32_t>& tokens() const { return tokens_; }
@@ -159,8 +156,7 @@ class Context {
   // The generate loop: decode, sample, append, until a stop condition holds.
   Generation generate(Sampler sampler, Stop stop) {
     Generation g;
-    if (stop.eos_ids.empty() && info_.eos_token != UINT32_MAX)
-      stop.eos_ids.push_back(info_.eos_token);
+    if (stop.eos_ids.empty()) stop.eos_ids = eos_tokens_;
     if (sampler.config().repetition_penalty != 1.0f) sampler.observe_prompt(tokens_);
     if (stop.min_tokens > 0) sampler.suppress_until(stop.min_tokens, stop.ending_ids());
     std::vector<uint32_t> generated;
@@ -205,7 +201,7 @@ class Context {
   // shared, the partial last page is copied so both can append. Pending tokens are copied.
   Result<Context> fork() {
     PITH_TRY(flush());
-    Context c = PITH_TRY(Context::create(model_));
+    Context c = PITH_TRY(Context::create(model_, &eos_tokens_));
     c.tokens_ = tokens_;
     c.positions_ = positions_;
     c.computed_ = computed_;
@@ -353,6 +349,16 @@ class Context {
   }
 
  private:
+  // known_eos: the end-of-generation set when the caller has it (fork), else asked of the host.
+  static Result<Context> create(const Model& model, const std::vector<uint32_t>* known_eos) {
+    pith_model_info_t info{};
+    PITH_TRY(check(pith_model_info(model.handle(), &info), "model info"));
+    Queue q = PITH_TRY(Queue::create(model));
+    Context c(model, static_cast<Queue&&>(q), info);
+    c.eos_tokens_ = known_eos ? *known_eos : model.eos_tokens(info.eos_token);
+    return c;
+  }
+
   Context(const Model& model, Queue&& q, pith_model_info_t info)
       : model_(model), queue_(static_cast<Queue&&>(q)), info_(info) {}
 
@@ -539,6 +545,7 @@ class Context {
   Model model_;
   Queue queue_;
   pith_model_info_t info_{};
+  std::vector<uint32_t> eos_tokens_;
   std::vector<uint32_t> tokens_, positions_;
   size_t computed_ = 0;
   uint32_t next_pos_ = 0;

@@ -46,8 +46,7 @@ struct KvWindow {
 inline Generation generate_windowed(Context& ctx, Sampler sampler, Stop stop, KvWindow& w,
                                     size_t* max_pages) {
   Generation g;
-  if (stop.eos_ids.empty() && ctx.info().eos_token != UINT32_MAX)
-    stop.eos_ids.push_back(ctx.info().eos_token);
+  if (stop.eos_ids.empty()) stop.eos_ids = ctx.eos_tokens();
   for (;;) {
     Result<Distribution> d = ctx.decode_step(sampler.candidates());
     if (!d) {

@@ -75,8 +75,7 @@ inline double logprob_of(const Distribution& d, uint32_t tok) {
 inline ParallelStats generate_parallel(std::vector<Branch>& bs) {
   ParallelStats st;
   for (Branch& b : bs) {
-    if (b.stop.eos_ids.empty() && b.ctx && b.ctx->info().eos_token != UINT32_MAX)
-      b.stop.eos_ids.push_back(b.ctx->info().eos_token);
+    if (b.stop.eos_ids.empty() && b.ctx) b.stop.eos_ids = b.ctx->eos_tokens();
   }
   for (;;) {
     std::vector<Branch*> live;

@@ -407,6 +407,44 @@ class Model {
     }
     return out;
   }
+  // The model's traits (pith_model_traits): capabilities, then key=value facts such as
+  // "architecture=qwen3" or "eos_tokens=2,32007".
+  Result<std::vector<std::string>> traits() const {
+    std::string s = PITH_TRY(detail::read_sized(
+        [&](char* b, uint32_t cap, uint32_t* len) { return pith_model_traits(m_, b, cap, len); }));
+    std::vector<std::string> out;
+    for (size_t start = 0; start < s.size();) {
+      size_t nl = s.find('\n', start);
+      if (nl == std::string::npos) nl = s.size();
+      out.push_back(s.substr(start, nl - start));
+      start = nl + 1;
+    }
+    return out;
+  }
+  // Every token that ends generation (the "eos_tokens" trait: Phi-3's <|end|> and
+  // <|endoftext|>, Qwen's <|im_end|> and <|endoftext|>, ...), the EOS id first; just `eos`
+  // (when not UINT32_MAX) where the host names no set.
+  std::vector<uint32_t> eos_tokens(uint32_t eos) const {
+    std::vector<uint32_t> ids;
+    if (Result<std::vector<std::string>> t = traits())
+      for (const std::string& tr : *t) {
+        if (tr.rfind("eos_tokens=", 0) != 0) continue;
+        uint32_t v = 0;
+        bool digits = false;
+        for (size_t i = 11; i <= tr.size(); ++i) {
+          if (i < tr.size() && tr[i] >= '0' && tr[i] <= '9') {
+            v = v * 10 + static_cast<uint32_t>(tr[i] - '0');
+            digits = true;
+          } else if (digits) {
+            ids.push_back(v);
+            v = 0;
+            digits = false;
+          }
+        }
+      }
+    if (ids.empty() && eos != UINT32_MAX) ids.push_back(eos);
+    return ids;
+  }
   // Ids of the special tokens (pith_vocab_special), increasing.
   Result<std::vector<uint32_t>> special_tokens() const {
     std::vector<uint32_t> ids(512);
