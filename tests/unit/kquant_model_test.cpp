@@ -114,12 +114,18 @@ TEST(KQuantModel, MixesGiveLlamaCppTensorTypes) {
       }
   }
   {
-    // Rows of 64 are not whole K-quant blocks: those matrices fall back to Q8_0.
+    // Rows of 64 are not whole K-quant blocks: llama.cpp's fallbacks Q4_K -> Q5_0,
+    // Q6_K -> Q8_0 (and Q5_K -> Q5_1 in q5_k_m).
     GGUFFile f(generate(dir, "tiny", "q4_k_m"));
-    for (const auto& t : f.tensors())
-      if (t.dims.size() == 2) {
-        EXPECT_EQ(t.dtype, DType::Q8_0) << t.name;
-      }
+    EXPECT_EQ(tensor_type(f, "token_embd.weight"), DType::Q8_0);
+    EXPECT_EQ(tensor_type(f, "blk.0.attn_v.weight"), DType::Q5_0);
+    EXPECT_EQ(tensor_type(f, "blk.1.attn_v.weight"), DType::Q8_0);
+    EXPECT_EQ(tensor_type(f, "blk.1.ffn_down.weight"), DType::Q8_0);
+    EXPECT_EQ(tensor_type(f, "blk.0.ffn_up.weight"), DType::Q5_0);
+    EXPECT_EQ(tensor_type(f, "blk.1.attn_q.weight"), DType::Q5_0);
+    GGUFFile g(generate(dir, "tiny", "q5_k_m"));
+    EXPECT_EQ(tensor_type(g, "blk.0.attn_k.weight"), DType::Q5_1);
+    EXPECT_EQ(tensor_type(g, "blk.1.ffn_down.weight"), DType::Q8_0);
   }
   // The 32 layers of Llama 3.1 8B: llama.cpp's Q4_K_M gives attn_v / ffn_down Q6_K in layers
   // 0-3, 6, 9, ..., 27 (every third after the first eighth) and 28-31.

@@ -19,6 +19,7 @@
 #include "engine/lm_head.h"
 #include "engine/token_distribution.h"
 #include "formats/kquants.h"
+#include "formats/legacy_quants.h"
 
 namespace pith {
 
@@ -59,6 +60,15 @@ std::vector<uint8_t> make_weights(DType dtype, size_t rows, size_t cols, std::mt
           blk->d = f32_to_f16(0.1f);
           for (size_t j = 0; j < 16; ++j) blk->qs[j] = static_cast<uint8_t>(rng() & 0xff);
         }
+        break;
+      case DType::Q4_1:
+        quantize_q4_1(v.data(), reinterpret_cast<BlockQ4_1*>(dst), cols);
+        break;
+      case DType::Q5_0:
+        quantize_q5_0(v.data(), reinterpret_cast<BlockQ5_0*>(dst), cols);
+        break;
+      case DType::Q5_1:
+        quantize_q5_1(v.data(), reinterpret_cast<BlockQ5_1*>(dst), cols);
         break;
       case DType::Q4_K:
         quantize_q4_k(v.data(), reinterpret_cast<BlockQ4_K*>(dst), cols);
@@ -159,7 +169,8 @@ INSTANTIATE_TEST_SUITE_P(
     AllDtypes, MatmulParity,
     ::testing::Combine(
         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0,
-                          DType::Q4_K, DType::Q5_K, DType::Q6_K),
+                          DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K,
+                          DType::Q6_K),
         ::testing::Values(size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{8}, size_t{33},
                           size_t{64}, size_t{70}, size_t{100}, size_t{130}),
         ::testing::Values(Shape{96, 256}, Shape{37, 96}, Shape{5, 33}, Shape{130, 520})));
@@ -194,7 +205,8 @@ TEST(Matmul, SingleThreadPoolGivesSameResult) {
 TEST(Matmul, DecodeRowTasksCoverEveryRow) {
   std::mt19937 rng(10);
   const size_t rows = 1030;
-  for (DType dt : {DType::Q8_0, DType::Q4_0, DType::BF16, DType::F32, DType::Q4_K, DType::Q6_K}) {
+  for (DType dt :
+       {DType::Q8_0, DType::Q4_0, DType::Q5_1, DType::BF16, DType::F32, DType::Q4_K, DType::Q6_K}) {
     const size_t cols = kernels::is_kquant(dt) ? 256 : 64;
     auto wbytes = make_weights(dt, rows, cols, rng);
     WeightMatrix w{dt, rows, cols, wbytes.data()};
@@ -231,6 +243,10 @@ TEST(Matmul, QuantisedActivationsSimdMatchScalarExactly) {
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].d, b[i].d) << "block " << i;
     EXPECT_EQ(0, std::memcmp(a[i].qs, b[i].qs, 32)) << "block " << i;
+    int32_t sum = 0;
+    for (int8_t q : a[i].qs) sum += q;
+    EXPECT_EQ(a[i].sum, sum) << "block " << i;
+    EXPECT_EQ(b[i].sum, sum) << "block " << i;
   }
   EXPECT_EQ(a[0].d, 0.0f);
   EXPECT_EQ(a[2].qs[0], 127);
