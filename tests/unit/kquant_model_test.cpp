@@ -173,20 +173,26 @@ TEST(KQuantModel, LogitsCloseToF32) {
 // prompt (SIMD: f32 GEMM on dequantised weights): 0.010, because a last-bit difference now and
 // then moves an activation across a rounding boundary of the next int8 quantisation; the
 // existing quantised types do the same on this model (Q8_0 0.0077, Q4_0 0.00077, f32 6e-7).
+// The same for the 32-block fallbacks of the mixes on 64-wide rows: tiny q4_k_m (Q5_0, Q8_0)
+// and q5_k_m (Q5_1, Q8_0).
 TEST(KQuantModel, ScalarKernelsMatchSimd) {
   if (!isa_supported(KernelIsa::Avx2)) GTEST_SKIP() << "no SIMD kernels on this CPU";
   TempDir dir;
-  const std::string path = generate(dir, "tiny256", "q4_k_m");
-  const auto long_prompt = random_tokens(40, 1), short_prompt = random_tokens(3, 2);
-  auto simd = test::make_engine(load(path), 16);
-  const auto a_long = test::prefill_logits(*simd, long_prompt);
-  const auto a_short = test::prefill_logits(*simd, short_prompt);
-  ScopedIsaCap cap(KernelIsa::Scalar);
-  auto scalar = test::make_engine(load(path), 16);
-  const double long_err = rel_rms(test::prefill_logits(*scalar, long_prompt), a_long);
-  const double short_err = rel_rms(test::prefill_logits(*scalar, short_prompt), a_short);
-  EXPECT_LT(long_err, 0.03);
-  EXPECT_LT(short_err, 1e-5);
+  const std::pair<const char*, const char*> models[] = {
+      {"tiny256", "q4_k_m"}, {"tiny", "q4_k_m"}, {"tiny", "q5_k_m"}};
+  for (const auto& [preset, mix] : models) {
+    const std::string path = generate(dir, preset, mix);
+    const auto long_prompt = random_tokens(40, 1), short_prompt = random_tokens(3, 2);
+    auto simd = test::make_engine(load(path), 16);
+    const auto a_long = test::prefill_logits(*simd, long_prompt);
+    const auto a_short = test::prefill_logits(*simd, short_prompt);
+    ScopedIsaCap cap(KernelIsa::Scalar);
+    auto scalar = test::make_engine(load(path), 16);
+    const double long_err = rel_rms(test::prefill_logits(*scalar, long_prompt), a_long);
+    const double short_err = rel_rms(test::prefill_logits(*scalar, short_prompt), a_short);
+    EXPECT_LT(long_err, 0.03) << preset << " " << mix;
+    EXPECT_LT(short_err, 1e-5) << preset << " " << mix;
+  }
 }
 
 }  // namespace pith

@@ -5,7 +5,8 @@
 // The signed types (Q8_0, Q4_0, Q5_0) give their quants less the offset (q - 8, q - 16), so a
 // dot with int8 activations times d * d_a is the block's product. The "+ m" types (Q4_1, Q5_1)
 // give the unsigned levels q ≤ 31: their block product is d * d_a * Σ q·a + m * d_a * Σ a,
-// the second term from the activations' block sum (ActQ8::sum), as ggml's q4_1 x q8_1 dot.
+// the second term from the activations' rounded block sum (ActQ8::s), as ggml's q4_1 x q8_1
+// dot computes it.
 #pragma once
 
 #include <immintrin.h>

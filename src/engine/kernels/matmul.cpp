@@ -84,18 +84,19 @@ void quantize_act_q8_scalar(const float* x, ActQ8* out, size_t n) {
     for (size_t j = 0; j < 32; ++j) m = std::max(m, std::fabs(xb[j]));
     out[b].d = f16_to_f32(f32_to_f16(m / 127.0f));
     const float id = m != 0.0f ? 127.0f / m : 0.0f;
-    out[b].sum = 0;
+    int32_t sum = 0;
     for (size_t j = 0; j < 32; ++j) {
       out[b].qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
-      out[b].sum += out[b].qs[j];
+      sum += out[b].qs[j];
     }
+    out[b].s = f16_to_f32(f32_to_f16(m / 127.0f * static_cast<float>(sum)));
   }
 }
 
 namespace {
 
 // Block b of a 32-block quant row times one block of activations:
-// d * d_a * Σ (q - offset) a, plus m * d_a * Σ a for the "+ m" types; integer sums exact.
+// d * d_a * Σ (q - offset) a, plus m * s_a for the "+ m" types; integer sums exact.
 float block32_dot(DType dtype, const uint8_t* row, size_t b, const ActQ8& a) {
   int32_t s = 0;
   float d = 0, m = 0;
@@ -139,7 +140,7 @@ float block32_dot(DType dtype, const uint8_t* row, size_t b, const ActQ8& a) {
     default:
       fail("block32_dot: {} is not a 32-block quant type", dtype_info(dtype).name);
   }
-  return static_cast<float>(s) * (d * a.d) + m * (a.d * static_cast<float>(a.sum));
+  return static_cast<float>(s) * (d * a.d) + m * a.s;
 }
 
 }  // namespace

@@ -123,7 +123,7 @@ void tile_q8(const uint8_t* w0, size_t w_stride, const ActQ8* x0, size_t n_block
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-  // The "+ m" types' offsets: m * d_a * Σ a per block, in scalar accumulators.
+  // The "+ m" types' offsets: m * s_a per block, in scalar accumulators.
   constexpr bool kMin = has_block_min(D);
   float acc_min[R][T] = {};
   const __m256i ones = _mm256_set1_epi16(1);
@@ -147,7 +147,7 @@ void tile_q8(const uint8_t* w0, size_t w_stride, const ActQ8* x0, size_t n_block
       const ActQ8& a = x0[t * n_blocks + b];
       xq[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
       xd[t] = a.d;
-      xsum[t] = a.d * static_cast<float>(a.sum);
+      xsum[t] = a.s;
     }
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
@@ -279,7 +279,8 @@ void quantize_act_q8_avx2(const float* x, ActQ8* out, size_t n) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), p);
     const __m256i sum =
         _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-    out[b].sum = avx2::hsum_epi32(sum);
+    out[b].s = _cvtsh_ss(
+        _cvtss_sh(d * static_cast<float>(avx2::hsum_epi32(sum)), _MM_FROUND_TO_NEAREST_INT));
   }
 }
 

@@ -6,8 +6,11 @@
 //   F32, F16 weights: f32 activations as given.
 //   BF16 weights:     activations rounded to bf16 (round to nearest even), kept as f32 values.
 //   Q8_0, Q4_0, Q5_0, activations quantised per 32-block to int8 with a scale
-//   Q4_1, Q5_1:       d = fp16(amax / 127), q = round_half_even(x / d), and the block's Σ q;
-//                     integer dot products (the "+ m" types add m * d * Σ q per block).
+//   Q4_1, Q5_1:       d = fp16(amax / 127), q = round_half_even(x / d); integer dot products.
+//                     The "+ m" types add m * s per block, s = fp16(amax / 127 * Σ q) as in
+//                     ggml's q8_1 blocks (so pith's logits follow llama.cpp's to ~1e-7, where
+//                     the exact d * Σ q left ~1e-2 on tiny models).
+//                     The AVX2 GEMM (many tokens) uses m * d * Σ q unrounded.
 //   Q4_K, Q5_K, Q6_K: activations quantised per 256-block (ActQ8K) with the sums of each 16
 //                     quants, which turn the weights' per-sub-block mins / offsets into one
 //                     multiply per sub-block.
@@ -27,7 +30,7 @@ namespace pith::kernels {
 struct ActQ8 {
   float d;  // scale (an fp16 value, widened)
   int8_t qs[32];
-  int32_t sum;  // Σ qs: multiplies the offset m of Q4_1/Q5_1 weight blocks
+  float s;  // fp16(amax / 127 * Σ qs): multiplies the offset m of Q4_1/Q5_1 weight blocks
 };
 static_assert(sizeof(ActQ8) == 40);
 
