@@ -6,6 +6,10 @@ scales random, the f16 scales in [1e-3, 0.1], the f16 offsets m in [-0.1, 0.1]) 
 by gguf-py's GGUFWriter; dequantized.gguf holds the same tensors as F32, dequantized by
 gguf-py's numpy implementation (gguf.quants.dequantize). pith must read the first file and
 dequantize it to the second: an independent check of the bit layouts and of the reader.
+quantized.gguf holds an F32 tensor "input" (3 rows x 512 columns, N(0, 1), with an all-zero,
+a constant and an all-negative block) and its quantisation to Q4_1, Q5_0 and Q5_1 by gguf-py's
+ports of llama.cpp's reference quantisers (gguf.quants.quantize), which pith's quantisers
+(`pith model gen`) must reproduce byte for byte.
 
 Made with gguf 0.19.0 (PyPI) and numpy 2.4.6, in a scratch venv; not a build or test dependency:
     python3 -m venv /tmp/v && /tmp/v/bin/pip install gguf==0.19.0
@@ -17,7 +21,7 @@ import sys
 import numpy as np
 from gguf import GGMLQuantizationType as T
 from gguf import GGUFWriter
-from gguf.quants import dequantize
+from gguf.quants import dequantize, quantize
 
 ROWS, COLS = 3, 512
 SCALE, OFFSET = (1e-3, 0.1), (-0.1, 0.1)
@@ -46,7 +50,15 @@ def main():
         data = raw.reshape(ROWS, COLS // elems * size)
         blocks.add_tensor(name, data, raw_dtype=qtype)  # shape from the byte shape
         ref.add_tensor(name, dequantize(data, qtype).astype(np.float32).reshape(ROWS, COLS))
-    for w in (blocks, ref):
+    quantized = GGUFWriter(os.path.join(out, "quantized.gguf"), "llama")
+    x = rng.standard_normal((ROWS, COLS)).astype(np.float32)
+    x[0, 0:32] = 0
+    x[1, 32:64] = 0.75
+    x[2, 64:96] = -1 - np.arange(32, dtype=np.float32) / 32
+    quantized.add_tensor("input", x)
+    for name, qtype in (("q4_1", T.Q4_1), ("q5_0", T.Q5_0), ("q5_1", T.Q5_1)):
+        quantized.add_tensor(name, quantize(x, qtype), raw_dtype=qtype)
+    for w in (blocks, ref, quantized):
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_tensors_to_file()
