@@ -166,6 +166,20 @@ TEST(KQuantModel, LogitsCloseToF32) {
       EXPECT_LT(long_err, q40_err) << mix;
     }
   }
+  // The 32-block types, seeds 3-6 (long / short): q4_1 0.200-0.237 / 0.184-0.229, q5_0
+  // 0.113-0.134 / 0.111-0.126, q5_1 0.096-0.118 / 0.084-0.104; the 5-bit ones beat Q4_0.
+  const std::pair<const char*, double> legacy_bounds[] = {
+      {"q4_1", 0.285}, {"q5_0", 0.16}, {"q5_1", 0.14}};
+  for (const auto& [dt, bound] : legacy_bounds) {
+    auto e = test::make_engine(load(generate(dir, "tiny256", dt)), 16);
+    const double long_err = rel_rms(test::prefill_logits(*e, long_prompt), ref_long);
+    const double short_err = rel_rms(test::prefill_logits(*e, short_prompt), ref_short);
+    EXPECT_LT(long_err, bound) << dt;
+    EXPECT_LT(short_err, bound) << dt;
+    if (std::string(dt).starts_with("q5")) {
+      EXPECT_LT(long_err, q40_err) << dt;
+    }
+  }
 }
 
 // The whole forward on the portable kernels gives the SIMD kernels' logits up to f32 rounding.
