@@ -13,6 +13,7 @@
 #include "common/thread_pool.h"
 #include "engine/kernels/matmul.h"
 #include "formats/kquants.h"
+#include "formats/legacy_quants.h"
 
 namespace pith::bench {
 
@@ -52,6 +53,15 @@ std::vector<uint8_t> random_row(DType dtype, size_t cols, std::mt19937& rng) {
         blk->d = f32_to_f16(0.02f);
         for (size_t j = 0; j < 16; ++j) blk->qs[j] = static_cast<uint8_t>(rng());
       }
+      break;
+    case DType::Q4_1:
+      quantize_q4_1(v.data(), reinterpret_cast<BlockQ4_1*>(out.data()), cols);
+      break;
+    case DType::Q5_0:
+      quantize_q5_0(v.data(), reinterpret_cast<BlockQ5_0*>(out.data()), cols);
+      break;
+    case DType::Q5_1:
+      quantize_q5_1(v.data(), reinterpret_cast<BlockQ5_1*>(out.data()), cols);
       break;
     case DType::Q4_K:
       quantize_q4_k(v.data(), reinterpret_cast<BlockQ4_K*>(out.data()), cols);

@@ -25,7 +25,11 @@ std::vector<DType> parse_dtypes(const std::vector<std::string>& names) {
   std::vector<DType> out;
   for (const auto& n : names) {
     auto d = dtype_from_name(n);
-    if (!d) fail("unknown dtype '{}' (expected f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k)", n);
+    if (!d)
+      fail(
+          "unknown dtype '{}' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k "
+          "or q6_k)",
+          n);
     out.push_back(*d);
   }
   return out;

@@ -14,6 +14,9 @@ enum class DType : uint32_t {
   F32 = 0,
   F16 = 1,
   Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
   Q8_0 = 8,
   Q4_K = 12,
   Q5_K = 13,
@@ -54,6 +57,33 @@ struct BlockQ4_0 {
   uint8_t qs[16];
 };
 static_assert(sizeof(BlockQ4_0) == 18);
+
+// Q4_1: 32 4-bit values q in [0, 15], value = d * q + m (20 bytes); nibbles as in Q4_0.
+struct BlockQ4_1 {
+  uint16_t d;  // f16 scale
+  uint16_t m;  // f16 offset (the block's minimum)
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockQ4_1) == 20);
+
+// Q5_0: 32 5-bit values q in [0, 31], value = d * (q - 16) (22 bytes). The low four bits are
+// the nibbles of Q4_0's layout; bit 4 of element j is bit j of qh read as a little-endian
+// uint32 (a byte array, as in ggml, so the struct has no padding).
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+
+// Q5_1: Q5_0's quants without the offset, value = d * q + m (24 bytes).
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockQ5_1) == 24);
 
 // K-quants: super-blocks of 256 values (kQK values), byte-identical to ggml's layouts so that
 // llama.cpp's files load. Codec (dequantise, quantise) in formats/kquants.h.

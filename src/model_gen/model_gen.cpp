@@ -19,6 +19,7 @@
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "formats/kquants.h"
+#include "formats/legacy_quants.h"
 #include "formats/safetensors.h"
 #include "model_gen/normal_rng.h"
 #include "tokenizer/hf_tokenizer_json.h"
@@ -278,6 +279,12 @@ void encode_row(DType dt, const float* x, size_t n, uint8_t* out) {
       }
       return;
     }
+    case DType::Q4_1:
+      return quantize_q4_1(x, reinterpret_cast<BlockQ4_1*>(out), n);
+    case DType::Q5_0:
+      return quantize_q5_0(x, reinterpret_cast<BlockQ5_0*>(out), n);
+    case DType::Q5_1:
+      return quantize_q5_1(x, reinterpret_cast<BlockQ5_1*>(out), n);
     case DType::Q4_K:
       return quantize_q4_k(x, reinterpret_cast<BlockQ4_K*>(out), n);
     case DType::Q5_K:
@@ -367,8 +374,14 @@ uint32_t file_type_code(DType dt) {
       return 1;
     case DType::Q4_0:
       return 2;
+    case DType::Q4_1:
+      return 3;
     case DType::Q8_0:
       return 7;
+    case DType::Q5_0:
+      return 8;
+    case DType::Q5_1:
+      return 9;
     case DType::BF16:
       return 32;
   }
@@ -611,7 +624,7 @@ ModelGenResult generate_model(const ModelGenOptions& opt, ThreadPool& pool) {
   c.vocab_size = static_cast<uint32_t>(n_vocab);
   c.name = "pith-random-" + preset.name;
   validate_config(c, "preset " + preset.name);
-  // (A mix falls back to Q8_0 for rows that are not whole K-quant blocks.)
+  // (A mix falls back to 32-block types for rows that are not whole K-quant blocks.)
   const size_t block = opt.mix ? 32 : dtype_info(opt.dtype).block_size;
   if (c.d_model % block != 0 || c.d_ff % block != 0 || c.q_dim() % block != 0)
     fail("preset {}: row lengths are not multiples of the {} block", preset.name,

@@ -7,10 +7,10 @@
 //   - ffn_down: q4_k_m and q5_k_m use Q6_K where use_more_bits(layer) holds; q4_k_s uses Q5_K
 //     in the first n_layers / 8 layers;
 //   - use_more_bits(i, n) = i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2 (integer division);
+//   - a matrix whose rows are not a multiple of 256 (Qwen2.5-0.5B's 896, Gemma 3 1B's 1152)
+//     falls back to a 32-block type: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0;
 //   - 1-D tensors (norms, rope factors) are not matrices and stay F32 (model_gen's choice).
 // Differences from llama.cpp:
-//   - a matrix whose rows are not a multiple of 256 falls back to Q8_0 whatever its K type
-//     (llama.cpp: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; pith has no Q5_0/Q5_1);
 //   - the 70B rule (attn_v Q4_K -> Q5_K), the 8-expert rules and Falcon's are not
 //     implemented: the presets are dense Llama models of at most 8B;
 //   - no importance matrix: llama.cpp's choices that depend on one do not arise for these mixes.
@@ -78,7 +78,8 @@ DType quant_mix_tensor_dtype(QuantMix mix, const std::string& name, size_t cols,
     if (m_mix && use_more_bits(layer, n)) t = DType::Q6_K;
     if (mix == QuantMix::Q4_K_S && layer < n / 8) t = DType::Q5_K;
   }
-  if (cols % kQK != 0) t = DType::Q8_0;
+  if (cols % kQK != 0)
+    t = t == DType::Q4_K ? DType::Q5_0 : t == DType::Q5_K ? DType::Q5_1 : DType::Q8_0;
   return t;
 }
 

@@ -114,12 +114,18 @@ TEST(KQuantModel, MixesGiveLlamaCppTensorTypes) {
       }
   }
   {
-    // Rows of 64 are not whole K-quant blocks: those matrices fall back to Q8_0.
+    // Rows of 64 are not whole K-quant blocks: llama.cpp's fallbacks Q4_K -> Q5_0,
+    // Q6_K -> Q8_0 (and Q5_K -> Q5_1 in q5_k_m).
     GGUFFile f(generate(dir, "tiny", "q4_k_m"));
-    for (const auto& t : f.tensors())
-      if (t.dims.size() == 2) {
-        EXPECT_EQ(t.dtype, DType::Q8_0) << t.name;
-      }
+    EXPECT_EQ(tensor_type(f, "token_embd.weight"), DType::Q8_0);
+    EXPECT_EQ(tensor_type(f, "blk.0.attn_v.weight"), DType::Q5_0);
+    EXPECT_EQ(tensor_type(f, "blk.1.attn_v.weight"), DType::Q8_0);
+    EXPECT_EQ(tensor_type(f, "blk.1.ffn_down.weight"), DType::Q8_0);
+    EXPECT_EQ(tensor_type(f, "blk.0.ffn_up.weight"), DType::Q5_0);
+    EXPECT_EQ(tensor_type(f, "blk.1.attn_q.weight"), DType::Q5_0);
+    GGUFFile g(generate(dir, "tiny", "q5_k_m"));
+    EXPECT_EQ(tensor_type(g, "blk.0.attn_k.weight"), DType::Q5_1);
+    EXPECT_EQ(tensor_type(g, "blk.1.ffn_down.weight"), DType::Q8_0);
   }
   // The 32 layers of Llama 3.1 8B: llama.cpp's Q4_K_M gives attn_v / ffn_down Q6_K in layers
   // 0-3, 6, 9, ..., 27 (every third after the first eighth) and 28-31.
@@ -160,6 +166,20 @@ TEST(KQuantModel, LogitsCloseToF32) {
       EXPECT_LT(long_err, q40_err) << mix;
     }
   }
+  // The 32-block types, seeds 3-6 (long / short): q4_1 0.200-0.237 / 0.184-0.229, q5_0
+  // 0.113-0.134 / 0.111-0.126, q5_1 0.096-0.118 / 0.084-0.104; the 5-bit ones beat Q4_0.
+  const std::pair<const char*, double> legacy_bounds[] = {
+      {"q4_1", 0.285}, {"q5_0", 0.16}, {"q5_1", 0.14}};
+  for (const auto& [dt, bound] : legacy_bounds) {
+    auto e = test::make_engine(load(generate(dir, "tiny256", dt)), 16);
+    const double long_err = rel_rms(test::prefill_logits(*e, long_prompt), ref_long);
+    const double short_err = rel_rms(test::prefill_logits(*e, short_prompt), ref_short);
+    EXPECT_LT(long_err, bound) << dt;
+    EXPECT_LT(short_err, bound) << dt;
+    if (std::string(dt).starts_with("q5")) {
+      EXPECT_LT(long_err, q40_err) << dt;
+    }
+  }
 }
 
 // The whole forward on the portable kernels gives the SIMD kernels' logits up to f32 rounding.
@@ -167,20 +187,26 @@ TEST(KQuantModel, LogitsCloseToF32) {
 // prompt (SIMD: f32 GEMM on dequantised weights): 0.010, because a last-bit difference now and
 // then moves an activation across a rounding boundary of the next int8 quantisation; the
 // existing quantised types do the same on this model (Q8_0 0.0077, Q4_0 0.00077, f32 6e-7).
+// The same for the 32-block fallbacks of the mixes on 64-wide rows: tiny q4_k_m (Q5_0, Q8_0)
+// and q5_k_m (Q5_1, Q8_0).
 TEST(KQuantModel, ScalarKernelsMatchSimd) {
   if (!isa_supported(KernelIsa::Avx2)) GTEST_SKIP() << "no SIMD kernels on this CPU";
   TempDir dir;
-  const std::string path = generate(dir, "tiny256", "q4_k_m");
-  const auto long_prompt = random_tokens(40, 1), short_prompt = random_tokens(3, 2);
-  auto simd = test::make_engine(load(path), 16);
-  const auto a_long = test::prefill_logits(*simd, long_prompt);
-  const auto a_short = test::prefill_logits(*simd, short_prompt);
-  ScopedIsaCap cap(KernelIsa::Scalar);
-  auto scalar = test::make_engine(load(path), 16);
-  const double long_err = rel_rms(test::prefill_logits(*scalar, long_prompt), a_long);
-  const double short_err = rel_rms(test::prefill_logits(*scalar, short_prompt), a_short);
-  EXPECT_LT(long_err, 0.03);
-  EXPECT_LT(short_err, 1e-5);
+  const std::pair<const char*, const char*> models[] = {
+      {"tiny256", "q4_k_m"}, {"tiny", "q4_k_m"}, {"tiny", "q5_k_m"}};
+  for (const auto& [preset, mix] : models) {
+    const std::string path = generate(dir, preset, mix);
+    const auto long_prompt = random_tokens(40, 1), short_prompt = random_tokens(3, 2);
+    auto simd = test::make_engine(load(path), 16);
+    const auto a_long = test::prefill_logits(*simd, long_prompt);
+    const auto a_short = test::prefill_logits(*simd, short_prompt);
+    ScopedIsaCap cap(KernelIsa::Scalar);
+    auto scalar = test::make_engine(load(path), 16);
+    const double long_err = rel_rms(test::prefill_logits(*scalar, long_prompt), a_long);
+    const double short_err = rel_rms(test::prefill_logits(*scalar, short_prompt), a_short);
+    EXPECT_LT(long_err, 0.03) << preset << " " << mix;
+    EXPECT_LT(short_err, 1e-5) << preset << " " << mix;
+  }
 }
 
 }  // namespace pith

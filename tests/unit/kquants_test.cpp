@@ -230,14 +230,15 @@ TEST(KQuants, EdgeBlocks) {
   }
 }
 
-// ggml's own Python package wrote tests/data/kquant/blocks.gguf (random K-quant blocks) and
+// ggml's own Python package wrote tests/data/kquant/blocks.gguf (random blocks of the K-quants
+// and of Q4_1, Q5_0, Q5_1) and
 // dequantized it into dequantized.gguf (see make_reference.py there): pith reads the first and
 // dequantizes it to the second, and its matmul kernels multiply it as the second's values do.
 TEST(KQuants, MatchesGgmlPythonReference) {
   const std::string dir = std::string(PITH_TEST_DATA) + "/kquant/";
   GGUFFile blocks(dir + "blocks.gguf"), ref(dir + "dequantized.gguf");
   ThreadPool pool(2);
-  for (const char* name : {"q4_K", "q5_K", "q6_K"}) {
+  for (const char* name : {"q4_K", "q5_K", "q6_K", "q4_1", "q5_0", "q5_1"}) {
     const GGUFTensorInfo* q = blocks.find_tensor(name);
     const GGUFTensorInfo* r = ref.find_tensor(name);
     ASSERT_NE(q, nullptr) << name;

@@ -3,10 +3,11 @@
 //
 // Why one f32 kernel: with AVX2 (no VNNI, no BF16 dot) an int8 block dot costs ~7 vector ops
 // per 32 multiply-adds (sign, maddubs, madd, convert, scale, fma), while f32 FMA does 8 per op.
-// So weights are dequantised once into a packed f32 panel (exact for every dtype: fp16 scale x
-// int8 fits in 24 bits) and reused by every token; activations are the prepared ones in f32
-// (bf16-rounded for BF16, d*q of the int8 quantisation for Q8_0/Q4_0 — also exact), so the
-// result is the same math as the integer path up to f32 summation order.
+// So weights are dequantised once into a packed f32 panel (exact for every dtype but the
+// "+ m" ones: fp16 scale x int8 fits in 24 bits; Q4_1/Q5_1 round d * q + m once, as
+// dequantize_row does) and reused by every token; activations are the prepared ones in f32
+// (bf16-rounded for BF16, d*q of the int8 quantisation for the 32-block and K-quant types —
+// also exact), so the result is the same math as the integer path up to f32 rounding.
 //
 // Blocking (per task = a block of kRowBlock rows, spread over the pool):
 //   for each k-block of kKc columns:
@@ -28,6 +29,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/kernels/block32_avx2.h"
 #include "engine/kernels/kquant_avx2.h"
 #include "engine/kernels/matmul_kernels.h"
 #include "engine/kernels/simd_avx2.h"
@@ -51,6 +53,25 @@ template <DType D>
 void dequant_kquant_segment(const uint8_t* row, size_t k0, size_t n, float* dst) {
   for (size_t j = 0; j < n / kQK; ++j)
     dequantize_kquant_block_avx2<D>(row + (k0 / kQK + j) * kKBlockBytes<D>, dst + j * kQK);
+}
+
+// d * q + m of each quant (rounded as dequantize_row rounds it) of 32-blocks [k0 / 32, (k0 + n) /
+// 32) of a row, into dst.
+template <DType D>
+void dequant_block32_segment(const uint8_t* row, size_t k0, size_t n, float* dst) {
+  for (size_t j = 0; j < n / 32; ++j) {
+    float d, m;
+    const __m256i q = load_block32<D>(row, k0 / 32 + j, &d, &m);
+    const __m256 dv = _mm256_set1_ps(d), mv = _mm256_set1_ps(m);
+    const __m128i halves[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+    for (int h = 0; h < 2; ++h)
+      for (int i = 0; i < 2; ++i) {
+        const __m128i v = _mm_srli_si128(halves[h], 8 * i);
+        _mm256_storeu_ps(
+            dst + j * 32 + 16 * h + 8 * i,
+            _mm256_add_ps(_mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))), mv));
+      }
+  }
 }
 
 // Dequantises columns [k0, k0 + n) of one weight row into dst (f32). k0 and n are multiples
@@ -104,6 +125,12 @@ void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float
       }
       return;
     }
+    case DType::Q4_1:
+      return dequant_block32_segment<DType::Q4_1>(row, k0, n, dst);
+    case DType::Q5_0:
+      return dequant_block32_segment<DType::Q5_0>(row, k0, n, dst);
+    case DType::Q5_1:
+      return dequant_block32_segment<DType::Q5_1>(row, k0, n, dst);
     case DType::Q4_K:
       return dequant_kquant_segment<DType::Q4_K>(row, k0, n, dst);
     case DType::Q5_K:

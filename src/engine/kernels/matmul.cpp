@@ -12,6 +12,7 @@
 #include "engine/kernels/matmul_kernels.h"
 #include "engine/kernels/vector_ops.h"
 #include "formats/kquants.h"
+#include "formats/legacy_quants.h"
 
 namespace pith {
 
@@ -45,6 +46,12 @@ void dequantize_row(DType dtype, const void* src, float* dst, size_t n) {
       }
       return;
     }
+    case DType::Q4_1:
+      return dequantize_q4_1(static_cast<const BlockQ4_1*>(src), dst, n);
+    case DType::Q5_0:
+      return dequantize_q5_0(static_cast<const BlockQ5_0*>(src), dst, n);
+    case DType::Q5_1:
+      return dequantize_q5_1(static_cast<const BlockQ5_1*>(src), dst, n);
     case DType::Q4_K:
       return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n);
     case DType::Q5_K:
@@ -77,9 +84,66 @@ void quantize_act_q8_scalar(const float* x, ActQ8* out, size_t n) {
     for (size_t j = 0; j < 32; ++j) m = std::max(m, std::fabs(xb[j]));
     out[b].d = f16_to_f32(f32_to_f16(m / 127.0f));
     const float id = m != 0.0f ? 127.0f / m : 0.0f;
-    for (size_t j = 0; j < 32; ++j) out[b].qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
+    int32_t sum = 0;
+    for (size_t j = 0; j < 32; ++j) {
+      out[b].qs[j] = static_cast<int8_t>(std::nearbyint(xb[j] * id));
+      sum += out[b].qs[j];
+    }
+    out[b].s = f16_to_f32(f32_to_f16(m / 127.0f * static_cast<float>(sum)));
   }
 }
+
+namespace {
+
+// Block b of a 32-block quant row times one block of activations:
+// d * d_a * Σ (q - offset) a, plus m * s_a for the "+ m" types; integer sums exact.
+float block32_dot(DType dtype, const uint8_t* row, size_t b, const ActQ8& a) {
+  int32_t s = 0;
+  float d = 0, m = 0;
+  auto dot4 = [&](const uint8_t qs[16], uint32_t high, int offset) {
+    for (size_t j = 0; j < 32; ++j) {
+      const int q = nibble_quant(qs, j) | static_cast<int>(((high >> j) & 1u) << 4);
+      s += (q - offset) * int32_t{a.qs[j]};
+    }
+  };
+  switch (dtype) {
+    case DType::Q8_0: {
+      const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+      d = f16_to_f32(blk.d);
+      for (size_t j = 0; j < 32; ++j) s += int32_t{blk.qs[j]} * a.qs[j];
+      break;
+    }
+    case DType::Q4_0: {
+      const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
+      d = f16_to_f32(blk.d);
+      dot4(blk.qs, 0, 8);
+      break;
+    }
+    case DType::Q4_1: {
+      const auto& blk = reinterpret_cast<const BlockQ4_1*>(row)[b];
+      d = f16_to_f32(blk.d), m = f16_to_f32(blk.m);
+      dot4(blk.qs, 0, 0);
+      break;
+    }
+    case DType::Q5_0: {
+      const auto& blk = reinterpret_cast<const BlockQ5_0*>(row)[b];
+      d = f16_to_f32(blk.d);
+      dot4(blk.qs, q5_high_bits(blk.qh), 16);
+      break;
+    }
+    case DType::Q5_1: {
+      const auto& blk = reinterpret_cast<const BlockQ5_1*>(row)[b];
+      d = f16_to_f32(blk.d), m = f16_to_f32(blk.m);
+      dot4(blk.qs, q5_high_bits(blk.qh), 0);
+      break;
+    }
+    default:
+      fail("block32_dot: {} is not a 32-block quant type", dtype_info(dtype).name);
+  }
+  return static_cast<float>(s) * (d * a.d) + m * a.s;
+}
+
+}  // namespace
 
 size_t decode_row_block(const WeightMatrix& w, size_t n_threads, size_t align) {
   const size_t by_bytes = (size_t{256} << 10) / std::max<size_t>(1, w.row_bytes());
@@ -93,7 +157,7 @@ void matmul_scalar(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& 
                    float* y) {
   constexpr size_t kRowsPerTask = 16;
   const size_t n_tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
-  const bool quant = w.dtype == DType::Q8_0 || w.dtype == DType::Q4_0;
+  const bool quant = is_block32_quant(w.dtype);
   std::vector<std::vector<float>> scratch(pool.size(), std::vector<float>(w.cols));
   pool.parallel_for(n_tasks, [&](size_t task, size_t worker) {
     float* row = scratch[worker].data();
@@ -110,23 +174,8 @@ void matmul_scalar(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& 
         for (size_t t = 0; t < n_tokens; ++t) {
           const ActQ8* a = x.q8 + t * x.blocks_per_token;
           float acc = 0;
-          for (size_t b = 0; b < x.blocks_per_token; ++b) {
-            int32_t s = 0;
-            float wd;
-            if (w.dtype == DType::Q8_0) {
-              const auto& blk = reinterpret_cast<const BlockQ8_0*>(w.row(o))[b];
-              wd = f16_to_f32(blk.d);
-              for (size_t j = 0; j < 32; ++j) s += int32_t{blk.qs[j]} * a[b].qs[j];
-            } else {
-              const auto& blk = reinterpret_cast<const BlockQ4_0*>(w.row(o))[b];
-              wd = f16_to_f32(blk.d);
-              for (size_t j = 0; j < 16; ++j) {
-                s += ((blk.qs[j] & 0x0f) - 8) * int32_t{a[b].qs[j]};
-                s += ((blk.qs[j] >> 4) - 8) * int32_t{a[b].qs[j + 16]};
-              }
-            }
-            acc += static_cast<float>(s) * (wd * a[b].d);
-          }
+          for (size_t b = 0; b < x.blocks_per_token; ++b)
+            acc += block32_dot(w.dtype, w.row(o), b, a[b]);
           y[t * w.rows + o] = acc;
         }
       } else {
@@ -207,7 +256,10 @@ kernels::PreparedActs prepare_acts(ThreadPool& pool, const WeightMatrix& w, cons
       break;
     }
     case DType::Q8_0:
-    case DType::Q4_0: {
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1: {
       acts.blocks_per_token = cols / 32;
       kernels::ActQ8* q = scratch<kernels::ActQ8>(n_tokens * acts.blocks_per_token);
       const bool simd = isa != KernelIsa::Scalar;

@@ -1,8 +1,8 @@
 // Matrix products against model weights: the compute core of every forward pass.
 //
 // Weights are stored [rows = out_features][cols = in_features], each row contiguous, in their
-// file dtype (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k); activations are f32 [n_tokens][cols],
-// outputs f32 [n_tokens][rows]. Accumulation is always f32.
+// file dtype (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k); activations are
+// f32 [n_tokens][cols], outputs f32 [n_tokens][rows]. Accumulation is always f32.
 //
 // The implementation picks a path by n_tokens: few tokens (decode) is bound by weight-read
 // bandwidth; many tokens (prefill, big decode batches) by arithmetic, so it tiles the weights
@@ -10,8 +10,8 @@
 // is chosen at run time from the CPU; see docs/kernels.md.
 //
 // Activations are first converted to the weight's dot type, as llama.cpp does: rounded to bf16
-// for BF16 weights, quantised to int8 per 32-block (scale fp16(amax/127)) for Q8_0 and Q4_0,
-// per 256-block (with per-16 sums) for the K-quants.
+// for BF16 weights, quantised to int8 per 32-block (scale fp16(amax/127)) for the 32-block
+// types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), per 256-block (with per-16 sums) for the K-quants.
 // F32 and F16 weights use the f32 activations unchanged.
 #pragma once
 

@@ -15,13 +15,15 @@
 //     starts cold, left 10-20 % of the read bandwidth unused.
 //   - Prefill / batches: the row block's weights stay in L1/L2 while every token chunk passes
 //     (compute-bound).
-// Q8_0 / Q4_0 use integer dot products on int8 activations (maddubs: u8 x s8 -> s16 pairs,
-// madd -> s32), one f32 scale multiply per 32-block; the K-quants the same per 256-block with
-// their own single-row micro-kernel (kquant_avx2.h).
+// The 32-block quants (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) use integer dot products on int8
+// activations (maddubs: u8 x s8 -> s16 pairs, madd -> s32), one f32 scale multiply per 32-block
+// (and, for Q4_1/Q5_1, one offset multiply with the activations' block sum; block32_avx2.h);
+// the K-quants the same per 256-block with their own single-row micro-kernel (kquant_avx2.h).
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "engine/kernels/block32_avx2.h"
 #include "engine/kernels/kquant_avx2.h"
 #include "engine/kernels/matmul_kernels.h"
 #include "engine/kernels/simd_avx2.h"
@@ -109,22 +111,7 @@ void tile_float(const uint8_t* w0, size_t w_stride, const float* x0, size_t k_to
     }
 }
 
-// ---- quantised weights (Q8_0, Q4_0) against int8 activations ----
-
-template <DType D>
-inline __m256i load_wq(const uint8_t* row, size_t b, float* d) {
-  if constexpr (D == DType::Q8_0) {
-    const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
-    *d = _cvtsh_ss(blk->d);
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));
-  } else {
-    const BlockQ4_0* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
-    *d = _cvtsh_ss(blk->d);
-    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
-    __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
-    return _mm256_sub_epi8(u, _mm256_set1_epi8(8));
-  }
-}
+// ---- 32-block quantised weights against int8 activations ----
 
 // kStream: rows are consumed in memory order (R == 1 streaming decode), prefetch ahead along
 // them; otherwise decode-sized tiles prefetch the next tile's rows.
@@ -136,8 +123,11 @@ void tile_q8(const uint8_t* w0, size_t w_stride, const ActQ8* x0, size_t n_block
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  // The "+ m" types' offsets: m * s_a per block, in scalar accumulators.
+  constexpr bool kMin = has_block_min(D);
+  float acc_min[R][T] = {};
   const __m256i ones = _mm256_set1_epi16(1);
-  constexpr size_t kBlockBytes = D == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+  constexpr size_t kBlockBytes = kBlock32Bytes<D>;
   constexpr size_t kPfTiles = 1;
   // Streaming: one prefetch per ~64 bytes of blocks.
   constexpr size_t kPfEvery = (64 + kBlockBytes - 1) / kBlockBytes;
@@ -151,12 +141,13 @@ void tile_q8(const uint8_t* w0, size_t w_stride, const ActQ8* x0, size_t n_block
                        _MM_HINT_T0);
     }
     __m256i xq[T];
-    float xd[T];
+    float xd[T], xsum[T];
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       const ActQ8& a = x0[t * n_blocks + b];
       xq[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
       xd[t] = a.d;
+      xsum[t] = a.s;
     }
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
@@ -165,21 +156,24 @@ void tile_q8(const uint8_t* w0, size_t w_stride, const ActQ8* x0, size_t n_block
         _mm_prefetch(
             reinterpret_cast<const char*>(w0 + (kPfTiles * R + r) * w_stride + b * kBlockBytes),
             _MM_HINT_T0);
-      float wd;
-      __m256i wq = load_wq<D>(w0 + r * w_stride, b, &wd);
-      __m256i wabs = _mm256_sign_epi8(wq, wq);
+      float wd, wm;
+      const __m256i wq = load_block32<D>(w0 + r * w_stride, b, &wd, &wm);
+      // maddubs wants unsigned weights: signed ones lend their sign to the activations.
+      const __m256i wu = kMin ? wq : _mm256_sign_epi8(wq, wq);
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
-        __m256i p16 = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(xq[t], wq));
+        const __m256i xs = kMin ? xq[t] : _mm256_sign_epi8(xq[t], wq);
+        __m256i p16 = _mm256_maddubs_epi16(wu, xs);
         __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
         acc[r][t] = _mm256_fmadd_ps(p, _mm256_set1_ps(wd * xd[t]), acc[r][t]);
+        if constexpr (kMin) acc_min[r][t] += wm * xsum[t];
       }
     }
   }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) y0[t * ldy + r] = avx2::hsum(acc[r][t]);
+    for (int t = 0; t < T; ++t) y0[t * ldy + r] = avx2::hsum(acc[r][t]) + acc_min[r][t];
 }
 
 // ---- the loop nest ----
@@ -190,7 +184,7 @@ void tile_q8(const uint8_t* w0, size_t w_stride, const ActQ8* x0, size_t n_block
 template <DType D, int RMax, int TMax>
 void tiled_rows_block32(const WeightMatrix& w, const PreparedActs& x, size_t t_begin, size_t t_end,
                         size_t r_begin, size_t r_end, float* y, size_t ldy) {
-  constexpr bool kQuant = D == DType::Q8_0 || D == DType::Q4_0;
+  constexpr bool kQuant = is_block32_quant(D);
   const size_t cols = w.cols, wstride = w.row_bytes();
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   // Bytes of one token's activations, to size token chunks to ~128 KiB (half of L2).
@@ -283,6 +277,10 @@ void quantize_act_q8_avx2(const float* x, ActQ8* out, size_t n) {
     __m256i p = _mm256_packs_epi16(p01, p23);
     p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), p);
+    const __m256i sum =
+        _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    out[b].s = _cvtsh_ss(
+        _cvtss_sh(d * static_cast<float>(avx2::hsum_epi32(sum)), _MM_FROUND_TO_NEAREST_INT));
   }
 }
 
@@ -337,6 +335,12 @@ void for_dtype_tiles(DType dtype, Fn&& fn) {
       return fn.template operator()<DType::Q8_0, 4, 2>();
     case DType::Q4_0:
       return fn.template operator()<DType::Q4_0, 4, 2>();
+    case DType::Q4_1:
+      return fn.template operator()<DType::Q4_1, 4, 2>();
+    case DType::Q5_0:
+      return fn.template operator()<DType::Q5_0, 4, 2>();
+    case DType::Q5_1:
+      return fn.template operator()<DType::Q5_1, 4, 2>();
     case DType::Q4_K:
       return fn.template operator()<DType::Q4_K, 1, kKquantTokens>();
     case DType::Q5_K:

@@ -1,5 +1,6 @@
 // AVX-512 matmul kernels (F/BW/VL/DQ), with AVX512_BF16 (vdpbf16ps) for BF16 weights and
-// AVX512_VNNI (vpdpbusd) for Q8_0/Q4_0 where the CPU has them.
+// AVX512_VNNI (vpdpbusd) for the 32-block quants (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) where the CPU
+// has them.
 //
 // Same loop nest and math as matmul_avx2.cpp (see there; decode prefetches kStreamAheadBytes
 // ahead along its rows, in byte-sized row tasks), with:
@@ -7,7 +8,7 @@
 //   - BF16 with AVX512_BF16: activations packed to bf16 (already rounded to bf16 by the
 //     front end, so the products are the same as the FMA path's) and vdpbf16ps, 32 products
 //     per instruction;
-//   - Q8_0/Q4_0: 256-bit integer dot products, one block per vector, using the 32 vector
+//   - 32-block quants: 256-bit integer dot products, one block per vector, using the 32 vector
 //     registers for 4x4 tiles and vpdpbusd (VNNI) in place of maddubs+madd when present.
 //     (Zen 4 splits 512-bit integer ops in two, so 256-bit vectors lose nothing there and keep
 //     the 34-byte block layout simple.)
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/kernels/block32_avx2.h"
 #include "engine/kernels/matmul_kernels.h"
 
 #pragma GCC push_options
@@ -97,22 +99,8 @@ void tile_float(const uint8_t* w0, size_t w_stride, const float* x0, size_t k_to
     for (int t = 0; t < T; ++t) y0[t * ldy + r] = hsum512(acc[r][t]);
 }
 
-// ---- quantised weights against int8 activations (256-bit, one 32-block per vector) ----
-
-template <DType D>
-inline __m256i load_wq(const uint8_t* row, size_t b, float* d) {
-  if constexpr (D == DType::Q8_0) {
-    const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(row) + b;
-    *d = _cvtsh_ss(blk->d);
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));
-  } else {
-    const BlockQ4_0* blk = reinterpret_cast<const BlockQ4_0*>(row) + b;
-    *d = _cvtsh_ss(blk->d);
-    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
-    __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
-    return _mm256_sub_epi8(u, _mm256_set1_epi8(8));
-  }
-}
+// ---- quantised weights against int8 activations (256-bit, one 32-block per vector;
+// load_block32 in block32_avx2.h) ----
 
 // tile_q8<D, R, T>, compiled twice: without and with AVX512_VNNI (an inlined helper cannot
 // have a wider target than its caller, so each variant is a whole tile with its own target).
@@ -269,6 +257,15 @@ void matmul_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& 
     case DType::Q4_0:
       return f.avx512vnni ? matmul_quant<DType::Q4_0, true>(pool, w, x, n_tokens, y)
                           : matmul_quant<DType::Q4_0, false>(pool, w, x, n_tokens, y);
+    case DType::Q4_1:
+      return f.avx512vnni ? matmul_quant<DType::Q4_1, true>(pool, w, x, n_tokens, y)
+                          : matmul_quant<DType::Q4_1, false>(pool, w, x, n_tokens, y);
+    case DType::Q5_0:
+      return f.avx512vnni ? matmul_quant<DType::Q5_0, true>(pool, w, x, n_tokens, y)
+                          : matmul_quant<DType::Q5_0, false>(pool, w, x, n_tokens, y);
+    case DType::Q5_1:
+      return f.avx512vnni ? matmul_quant<DType::Q5_1, true>(pool, w, x, n_tokens, y)
+                          : matmul_quant<DType::Q5_1, false>(pool, w, x, n_tokens, y);
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:

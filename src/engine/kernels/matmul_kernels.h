@@ -5,8 +5,12 @@
 // which also makes pith's logits track llama.cpp's more closely):
 //   F32, F16 weights: f32 activations as given.
 //   BF16 weights:     activations rounded to bf16 (round to nearest even), kept as f32 values.
-//   Q8_0, Q4_0:       activations quantised per 32-block to int8 with a scale
-//                     d = fp16(amax / 127), q = round_half_even(x / d); integer dot products.
+//   Q8_0, Q4_0, Q5_0, activations quantised per 32-block to int8 with a scale
+//   Q4_1, Q5_1:       d = fp16(amax / 127), q = round_half_even(x / d); integer dot products.
+//                     The "+ m" types add m * s per block, s = fp16(amax / 127 * Σ q) as in
+//                     ggml's q8_1 blocks (so pith's logits follow llama.cpp's to ~1e-7, where
+//                     the exact d * Σ q left ~1e-2 on tiny models).
+//                     The AVX2 GEMM (many tokens) uses m * d * Σ q unrounded.
 //   Q4_K, Q5_K, Q6_K: activations quantised per 256-block (ActQ8K) with the sums of each 16
 //                     quants, which turn the weights' per-sub-block mins / offsets into one
 //                     multiply per sub-block.
@@ -26,8 +30,9 @@ namespace pith::kernels {
 struct ActQ8 {
   float d;  // scale (an fp16 value, widened)
   int8_t qs[32];
+  float s;  // fp16(amax / 127 * Σ qs): multiplies the offset m of Q4_1/Q5_1 weight blocks
 };
-static_assert(sizeof(ActQ8) == 36);
+static_assert(sizeof(ActQ8) == 40);
 
 // One 256-element block of quantised activations for K-quant weights. d keeps 16 significant
 // bits (not fp16: activations can exceed its range), so that d * q is exact in f32 and the
@@ -39,7 +44,7 @@ struct ActQ8K {
 };
 static_assert(sizeof(ActQ8K) == 292);
 
-// Prepared activations for one matmul: `q8` for Q8_0/Q4_0 weights ([n_tokens][cols/32]
+// Prepared activations for one matmul: `q8` for 32-block weights ([n_tokens][cols/32]
 // blocks), `q8k` for K-quants ([n_tokens][cols/256]), otherwise `f32` ([n_tokens][cols],
 // possibly bf16-rounded), plus `bf16` ([n_tokens][cols]) for the AVX512_BF16 kernel.
 struct PreparedActs {
@@ -52,6 +57,16 @@ struct PreparedActs {
 
 constexpr bool is_kquant(DType d) {
   return d == DType::Q4_K || d == DType::Q5_K || d == DType::Q6_K;
+}
+
+// ggml's 32-element quant blocks, multiplied with ActQ8 activations.
+constexpr bool is_block32_quant(DType d) {
+  return d == DType::Q8_0 || d == DType::Q4_0 || d == DType::Q4_1 || d == DType::Q5_0 ||
+         d == DType::Q5_1;
+}
+// ... those of them with a per-block offset (value = d * q + m).
+constexpr bool has_block_min(DType d) {
+  return d == DType::Q4_1 || d == DType::Q5_1;
 }
 
 // Scalar quantisation of one row of activations (n a multiple of 32); the reference for the

@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""Writes the K-quant reference data for kquants_test with ggml's own Python package (gguf-py):
-blocks.gguf holds one tensor per K-quant type (3 rows x 512 columns of random blocks: every
-bit of the quants and packed scales random, the f16 super-block scales in [1e-3, 0.1]) written
+"""Writes the quant reference data for kquants_test with ggml's own Python package (gguf-py):
+blocks.gguf holds one tensor per K-quant type and per 32-block type with a 5th bit or an offset
+(Q4_1, Q5_0, Q5_1) (3 rows x 512 columns of random blocks: every bit of the quants and packed
+scales random, the f16 scales in [1e-3, 0.1], the f16 offsets m in [-0.1, 0.1]) written
 by gguf-py's GGUFWriter; dequantized.gguf holds the same tensors as F32, dequantized by
 gguf-py's numpy implementation (gguf.quants.dequantize). pith must read the first file and
 dequantize it to the second: an independent check of the bit layouts and of the reader.
+quantized.gguf holds an F32 tensor "input" (3 rows x 512 columns, N(0, 1), with an all-zero,
+a constant and an all-negative block) and its quantisation to Q4_1, Q5_0 and Q5_1 by gguf-py's
+ports of llama.cpp's reference quantisers (gguf.quants.quantize), which pith's quantisers
+(`pith model gen`) must reproduce byte for byte.
 
 Made with gguf 0.19.0 (PyPI) and numpy 2.4.6, in a scratch venv; not a build or test dependency:
     python3 -m venv /tmp/v && /tmp/v/bin/pip install gguf==0.19.0
@@ -16,11 +21,19 @@ import sys
 import numpy as np
 from gguf import GGMLQuantizationType as T
 from gguf import GGUFWriter
-from gguf.quants import dequantize
+from gguf.quants import dequantize, quantize
 
 ROWS, COLS = 3, 512
-# Block bytes and the byte offsets of the f16 scales (d, and dmin where there is one).
-TYPES = {"q4_K": (T.Q4_K, 144, [0, 2]), "q5_K": (T.Q5_K, 176, [0, 2]), "q6_K": (T.Q6_K, 210, [208])}
+SCALE, OFFSET = (1e-3, 0.1), (-0.1, 0.1)
+# Elements and bytes per block, and the byte offsets and ranges of its f16 scales and offsets.
+TYPES = {
+    "q4_K": (T.Q4_K, 256, 144, [(0, SCALE), (2, SCALE)]),
+    "q5_K": (T.Q5_K, 256, 176, [(0, SCALE), (2, SCALE)]),
+    "q6_K": (T.Q6_K, 256, 210, [(208, SCALE)]),
+    "q4_1": (T.Q4_1, 32, 20, [(0, SCALE), (2, OFFSET)]),
+    "q5_0": (T.Q5_0, 32, 22, [(0, SCALE)]),
+    "q5_1": (T.Q5_1, 32, 24, [(0, SCALE), (2, OFFSET)]),
+}
 
 
 def main():
@@ -28,16 +41,24 @@ def main():
     rng = np.random.default_rng(20261124)
     blocks = GGUFWriter(os.path.join(out, "blocks.gguf"), "llama")
     ref = GGUFWriter(os.path.join(out, "dequantized.gguf"), "llama")
-    for name, (qtype, size, scale_at) in TYPES.items():
-        n_blocks = ROWS * COLS // 256
+    for name, (qtype, elems, size, scales) in TYPES.items():
+        n_blocks = ROWS * COLS // elems
         raw = rng.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
-        for at in scale_at:
-            d = rng.uniform(1e-3, 0.1, size=n_blocks).astype(np.float16)
+        for at, (lo, hi) in scales:
+            d = rng.uniform(lo, hi, size=n_blocks).astype(np.float16)
             raw[:, at:at + 2] = d.view(np.uint8).reshape(n_blocks, 2)
-        data = raw.reshape(ROWS, COLS // 256 * size)
+        data = raw.reshape(ROWS, COLS // elems * size)
         blocks.add_tensor(name, data, raw_dtype=qtype)  # shape from the byte shape
         ref.add_tensor(name, dequantize(data, qtype).astype(np.float32).reshape(ROWS, COLS))
-    for w in (blocks, ref):
+    quantized = GGUFWriter(os.path.join(out, "quantized.gguf"), "llama")
+    x = rng.standard_normal((ROWS, COLS)).astype(np.float32)
+    x[0, 0:32] = 0
+    x[1, 32:64] = 0.75
+    x[2, 64:96] = -1 - np.arange(32, dtype=np.float32) / 32
+    quantized.add_tensor("input", x)
+    for name, qtype in (("q4_1", T.Q4_1), ("q5_0", T.Q5_0), ("q5_1", T.Q5_1)):
+        quantized.add_tensor(name, quantize(x, qtype), raw_dtype=qtype)
+    for w in (blocks, ref, quantized):
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_tensors_to_file()

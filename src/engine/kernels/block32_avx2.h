@@ -1,0 +1,78 @@
+// Unpacking of ggml's 32-element quant blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) into one 32-byte
+// vector each, for the AVX2 and AVX-512 integer kernels and the AVX2 GEMM's dequantisation
+// (internal to engine/kernels; compiled for the includer's target, at least AVX2).
+//
+// The signed types (Q8_0, Q4_0, Q5_0) give their quants less the offset (q - 8, q - 16), so a
+// dot with int8 activations times d * d_a is the block's product. The "+ m" types (Q4_1, Q5_1)
+// give the unsigned levels q ≤ 31: their block product is d * d_a * Σ q·a + m * d_a * Σ a,
+// the second term from the activations' rounded block sum (ActQ8::s), as ggml's q4_1 x q8_1
+// dot computes it.
+#pragma once
+
+#include <immintrin.h>
+
+#include "engine/kernels/matmul_kernels.h"
+#include "formats/legacy_quants.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace pith::kernels {
+
+template <DType D>
+inline constexpr size_t kBlock32Bytes = D == DType::Q8_0   ? sizeof(BlockQ8_0)
+                                        : D == DType::Q4_0 ? sizeof(BlockQ4_0)
+                                        : D == DType::Q4_1 ? sizeof(BlockQ4_1)
+                                        : D == DType::Q5_0 ? sizeof(BlockQ5_0)
+                                                           : sizeof(BlockQ5_1);
+
+// 0x10 in byte j where bit j of `bits` is set, else 0: a Q5 block's fifth bits in place.
+inline __m256i q5_high_bytes(uint32_t bits) {
+  // Byte j takes byte j / 8 of `bits` (per 128-bit lane, both lanes hold all four), then
+  // tests its own bit j % 8.
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// The 32 nibbles of qs in element order (low nibbles, then high nibbles).
+inline __m256i nibbles32(const uint8_t* qs) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
+}
+
+// Block b of a row: its 32 quants (see above), scale *d and offset *m (0 for the signed types).
+template <DType D>
+inline __m256i load_block32(const uint8_t* row, size_t b, float* d, float* m) {
+  const uint8_t* p = row + b * kBlock32Bytes<D>;
+  if constexpr (D == DType::Q8_0) {
+    const auto* blk = reinterpret_cast<const BlockQ8_0*>(p);
+    *d = _cvtsh_ss(blk->d), *m = 0.0f;
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));
+  } else if constexpr (D == DType::Q4_0) {
+    const auto* blk = reinterpret_cast<const BlockQ4_0*>(p);
+    *d = _cvtsh_ss(blk->d), *m = 0.0f;
+    return _mm256_sub_epi8(nibbles32(blk->qs), _mm256_set1_epi8(8));
+  } else if constexpr (D == DType::Q4_1) {
+    const auto* blk = reinterpret_cast<const BlockQ4_1*>(p);
+    *d = _cvtsh_ss(blk->d), *m = _cvtsh_ss(blk->m);
+    return nibbles32(blk->qs);
+  } else if constexpr (D == DType::Q5_0) {
+    const auto* blk = reinterpret_cast<const BlockQ5_0*>(p);
+    *d = _cvtsh_ss(blk->d), *m = 0.0f;
+    const __m256i q = _mm256_or_si256(nibbles32(blk->qs), q5_high_bytes(q5_high_bits(blk->qh)));
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+  } else {
+    static_assert(D == DType::Q5_1);
+    const auto* blk = reinterpret_cast<const BlockQ5_1*>(p);
+    *d = _cvtsh_ss(blk->d), *m = _cvtsh_ss(blk->m);
+    return _mm256_or_si256(nibbles32(blk->qs), q5_high_bytes(q5_high_bits(blk->qh)));
+  }
+}
+
+}  // namespace pith::kernels
+
+#pragma GCC pop_options
