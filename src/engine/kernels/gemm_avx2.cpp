@@ -64,13 +64,15 @@ void dequant_block32_segment(const uint8_t* row, size_t k0, size_t n, float* dst
     const __m256i q = load_block32<D>(row, k0 / 32 + j, &d, &m);
     const __m256 dv = _mm256_set1_ps(d), mv = _mm256_set1_ps(m);
     const __m128i halves[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
-    for (int h = 0; h < 2; ++h)
-      for (int i = 0; i < 2; ++i) {
-        const __m128i v = _mm_srli_si128(halves[h], 8 * i);
+    // The shift count must be an immediate even where the loop is not unrolled (-O1).
+    for (int h = 0; h < 2; ++h) {
+      const __m128i parts[2] = {halves[h], _mm_srli_si128(halves[h], 8)};
+      for (int i = 0; i < 2; ++i)
         _mm256_storeu_ps(
             dst + j * 32 + 16 * h + 8 * i,
-            _mm256_add_ps(_mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))), mv));
-      }
+            _mm256_add_ps(_mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[i]))),
+                          mv));
+    }
   }
 }
 
