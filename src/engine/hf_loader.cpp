@@ -269,6 +269,9 @@ ModelConfig hf_model_config(const std::string& folder) {
   c.rms_eps = r.f32_or("rms_norm_eps", 1e-6f);
   c.rope_theta = r.f32_or("rope_theta", 10000.0f);
   c.tied_output = r.bool_or("tie_word_embeddings", false);
+  // No family pith runs has FFN biases; their tensors would otherwise be ignored.
+  if (r.bool_or("mlp_bias", false))
+    fail("{}: mlp_bias = true (biases on the FFN projections) is not supported", path);
   if (r.has("rope_scaling")) {
     const json& s = j["rope_scaling"];
     if (!s.is_object()) fail("{}: 'rope_scaling' must be an object", path);

@@ -131,7 +131,7 @@ ModelPreset model_preset(const std::string& name, const std::string& arch_name) 
   c.d_model = shape->d_model, c.n_heads = shape->n_heads, c.n_kv_heads = shape->n_kv_heads;
   c.head_dim = shape->head_dim ? shape->head_dim : c.d_model / c.n_heads;
   c.d_ff = shape->d_ff;
-  c.tied_output = shape->tied || arch->tied_only;
+  c.tied_output = shape->tied;  // gemma's configure ties it whatever the shape says
   c.context_length = shape->context_length;
   c.rope_theta = shape->rope_theta > 0                              ? shape->rope_theta
                  : family == "llama"                                ? 500000.0f

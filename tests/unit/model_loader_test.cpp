@@ -340,6 +340,14 @@ TEST(ModelLoader, BadHfFoldersNameTheProblem) {
   expect_load_error(dir, {"config.json", "unsupported architecture 'GPT2LMHeadModel'",
                           "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM"});
 
+  dir = hf_folder("hf_attention_bias");
+  edit_config(dir, [](nlohmann::json& j) { j["attention_bias"] = true; });
+  expect_load_error(dir, {"config.json", "attention_bias = true", "not supported"});
+
+  dir = hf_folder("hf_mlp_bias");
+  edit_config(dir, [](nlohmann::json& j) { j["mlp_bias"] = true; });
+  expect_load_error(dir, {"config.json", "mlp_bias = true", "not supported"});
+
   dir = hf_folder("hf_type");
   edit_config(dir, [](nlohmann::json& j) { j["num_key_value_heads"] = "two"; });
   expect_load_error(dir, {"config.json", "'num_key_value_heads' must be a non-negative integer"});

@@ -125,6 +125,14 @@ std::vector<LayerTensor> layer_tensors(const Architecture& arch, const ModelConf
   return t;
 }
 
+void refuse_attention_bias(const ArchitectureKeys& keys) {
+  if (keys.flag({"", "attention_bias"}).value_or(false))
+    fail(
+        "{}: attention_bias = true (biases on q/k/v/o projections) is not supported for this "
+        "architecture",
+        keys.source());
+}
+
 void read_sliding_window(ModelConfig& c, const ArchitectureKeys& keys, ArchKey window_key,
                          uint32_t pattern) {
   std::optional<double> w = keys.number(window_key);

@@ -58,7 +58,6 @@ struct Architecture {
   bool fused_gate_up =
       false;  // one [2 d_ff][d] projection, gate rows first (ffn_up / gate_up_proj)
   bool hf_norm_offset = false;  // HF stores norm weights as w - 1 (gemma); GGUF stores w
-  bool tied_only = false;       // no separate LM head tensor exists in this family
   // Sets the family's options (rope style, biases, norms, windows, caps) on a config whose
   // common shapes are already read. Throws pith::Error for values pith does not implement.
   void (*configure)(ModelConfig& config, const ArchitectureKeys& keys) = nullptr;
@@ -121,6 +120,9 @@ std::vector<LayerTensor> layer_tensors(const Architecture& arch, const ModelConf
                                        uint32_t layer);
 
 // Shared option readers for families.
+// Llama-layout HF configs may ask for biases on every attention projection (attention_bias,
+// o_proj included), which pith does not implement: refused by name instead of ignored.
+void refuse_attention_bias(const ArchitectureKeys& keys);
 // Sliding-window layers from HF layer_types if present, else every `pattern`-th layer is full
 // (pattern 0: all layers slide). Leaves the window off when the window key is absent or 0.
 void read_sliding_window(ModelConfig& c, const ArchitectureKeys& keys, ArchKey window_key,

@@ -54,7 +54,6 @@ extern const Architecture kGemma2Architecture{
                  .post_attn_norm = "post_attention_layernorm",
                  .post_ffn_norm = "post_feedforward_layernorm"},
     .hf_norm_offset = true,
-    .tied_only = true,
     .configure = configure,
     .describe = describe_gemma_common,
 };

@@ -39,7 +39,6 @@ extern const Architecture kGemma3Architecture{
                  .post_attn_norm = "post_attention_layernorm",
                  .post_ffn_norm = "post_feedforward_layernorm"},
     .hf_norm_offset = true,
-    .tied_only = true,
     .configure = configure,
     .describe = describe,
 };

@@ -8,6 +8,7 @@ namespace {
 
 void configure(ModelConfig& c, const ArchitectureKeys& keys) {
   c.rope_style = RopeStyle::AdjacentPairs;
+  refuse_attention_bias(keys);
   // Mistral GGUFs say "llama"; a window, when a file records one, applies to every layer.
   read_sliding_window(c, keys, {"attention.sliding_window", ""}, 0);
 }

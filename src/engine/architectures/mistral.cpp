@@ -9,6 +9,7 @@ namespace {
 
 void configure(ModelConfig& c, const ArchitectureKeys& keys) {
   c.rope_style = RopeStyle::AdjacentPairs;
+  refuse_attention_bias(keys);
   read_sliding_window(c, keys, {"attention.sliding_window", "sliding_window"}, 0);
 }
 

@@ -19,10 +19,6 @@ void configure(ModelConfig& c, const ArchitectureKeys& keys) {
   read_qwen_sliding_window(c, keys);
 }
 
-std::vector<ArchValue> describe(const ModelConfig& c) {
-  return describe_moe(c);
-}
-
 }  // namespace
 
 extern const Architecture kQwen2MoeArchitecture{
@@ -31,7 +27,7 @@ extern const Architecture kQwen2MoeArchitecture{
     .hf_class = "Qwen2MoeForCausalLM",
     .hf_model_type = "qwen2_moe",
     .configure = configure,
-    .describe = describe,
+    .describe = describe_moe,
 };
 
 }  // namespace pith

@@ -3,8 +3,6 @@
 // shared expert.
 #include "engine/architectures/architecture.h"
 
-#include "common/error.h"
-
 namespace pith {
 
 void read_qwen_sliding_window(ModelConfig& c, const ArchitectureKeys& keys);  // qwen2.cpp
@@ -22,10 +20,6 @@ void configure(ModelConfig& c, const ArchitectureKeys& keys) {
   read_qwen_sliding_window(c, keys);
 }
 
-std::vector<ArchValue> describe(const ModelConfig& c) {
-  return describe_moe(c);
-}
-
 }  // namespace
 
 extern const Architecture kQwen3MoeArchitecture{
@@ -34,7 +28,7 @@ extern const Architecture kQwen3MoeArchitecture{
     .hf_class = "Qwen3MoeForCausalLM",
     .hf_model_type = "qwen3_moe",
     .configure = configure,
-    .describe = describe,
+    .describe = describe_moe,
 };
 
 }  // namespace pith
