@@ -77,6 +77,16 @@ class Backend {
 
   // Next-token distribution from an output Embed (output norm + LM head), top_k entries.
   virtual TokenDistribution next_dist(uint32_t embed_slot, uint32_t top_k) = 0;
+
+  // Swap (control/kv_suspension.cpp): when KV pages run short the controller suspends an
+  // instance by saving its private pages to host memory and later loads them back into any free
+  // pages. A page image is the page's K/V for every layer in the backend's own layout,
+  // kv_page_bytes() bytes, opaque above the seam. save writes pages.size() images to `out` in
+  // order; load reads them into `pages` (allocated ids). Throws pith::Error on an id that is not
+  // allocated or a buffer of the wrong size.
+  virtual size_t kv_page_bytes() const = 0;
+  virtual void save_kv_pages(std::span<const uint32_t> pages, std::span<std::byte> out) = 0;
+  virtual void load_kv_pages(std::span<const uint32_t> pages, std::span<const std::byte> in) = 0;
 };
 
 // Whether `device` names a CUDA device ("cuda", "cuda:N", or "auto" on a machine with a GPU).

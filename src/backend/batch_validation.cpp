@@ -106,6 +106,15 @@ void validate_copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_offset,
          src_offset, dst_offset, n, page_size);
 }
 
+void validate_kv_images(const char* handler, std::span<const uint32_t> pages, size_t buffer_bytes,
+                        size_t page_bytes, const SlotPool& slots) {
+  for (uint32_t p : pages)
+    if (!slots.allocated(p)) fail("{}: page {} is not allocated", handler, p);
+  if (buffer_bytes != pages.size() * page_bytes)
+    fail("{}: buffer of {} bytes for {} pages of {} bytes", handler, buffer_bytes, pages.size(),
+         page_bytes);
+}
+
 void validate_next_dist(uint32_t embed_slot, uint32_t top_k, const SlotPool& embeds) {
   if (!embeds.allocated(embed_slot)) fail("next_dist: Embed slot {} is not allocated", embed_slot);
   if (top_k == 0) fail("next_dist: top_k must be at least 1");

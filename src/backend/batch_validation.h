@@ -32,4 +32,8 @@ void validate_copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_offset,
 
 void validate_next_dist(uint32_t embed_slot, uint32_t top_k, const SlotPool& embeds);
 
+// save_kv_pages / load_kv_pages: every page allocated and a buffer of exactly one image per page.
+void validate_kv_images(const char* handler, std::span<const uint32_t> pages, size_t buffer_bytes,
+                        size_t page_bytes, const SlotPool& slots);
+
 }  // namespace pith

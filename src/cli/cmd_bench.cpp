@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench/bench_batching.h"
+#include "bench/bench_contention.h"
 #include "bench/bench_grammar.h"
 #include "bench/bench_matmul.h"
 #include "bench/bench_model.h"
@@ -250,6 +251,26 @@ void add_serving_suites(CLI::App& bench) {  // pith bench prefix-cache|chunked-p
   });
 }
 
+void add_contention_suite(CLI::App& bench) {  // pith bench contention (bench/bench_contention.h)
+  auto o = std::make_shared<bench::ContentionBenchOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto* c = bench.add_subcommand(
+      "contention", "KV-memory oversubscription: suspend vs kill vs an unpressured pool");
+  c->add_option("-m,--model", o->model, "model file (GGUF or HF folder)")->required();
+  c->add_option("--requests", o->requests, "completions started at once");
+  c->add_option("--prompt-tokens", o->prompt_tokens, "prompt length");
+  c->add_option("--gen-tokens", o->gen_tokens, "tokens generated per request");
+  c->add_option("--factors", o->factors, "oversubscription factors (pages needed / pool)")
+      ->delimiter(',');
+  c->add_option("-t,--threads", o->threads, "engine threads");
+  add_device_option(*c, o->device);
+  c->add_flag("--json", *json, "print a JSON summary as the last line");
+  c->callback([o, json] {
+    auto r = bench::run_contention_bench(*o);
+    if (*json) fmt::print("{}\n", r.dump());
+  });
+}
+
 void add_grammar_suite(CLI::App& bench) {  // pith bench grammar (bench/bench_grammar.h)
   auto o = std::make_shared<bench::GrammarBenchOptions>();
   auto json = std::make_shared<bool>(false);
@@ -285,6 +306,7 @@ void add_bench_commands(CLI::App& app) {
   add_batching_suite(*bench);
   add_overhead_suite(*bench);
   add_serving_suites(*bench);
+  add_contention_suite(*bench);
   add_grammar_suite(*bench);
 }
 

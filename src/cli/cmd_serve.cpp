@@ -100,6 +100,14 @@ void add_serve_commands(CLI::App& app) {
   add(cmd->add_flag("--no-prefix-cache", cfg->no_prefix_cache, "disable the radix prefix cache"));
   add(cmd->add_option("--max-kv-pages-per-inferlet", cfg->max_kv_pages_per_inferlet,
                       "KV page quota per inferlet (0: none)"));
+  add(cmd->add_option("--kv-pressure", cfg->kv_pressure,
+                      "when KV pages run short: suspend (wait, swap inferlets to host memory) or "
+                      "kill (end the newest inferlet)"));
+  add(cmd->add_option("--swap-memory", cfg->swap_memory,
+                      "host memory for suspended inferlets' KV pages, e.g. 4G"));
+  add(cmd->add_option("--kv-idle-suspend", cfg->kv_idle_suspend_s,
+                      "seconds an inferlet with nothing queued may hold KV pages others wait for "
+                      "before it is suspended (0: never)"));
   add(cmd->add_option("--runtime-threads", cfg->runtime_threads, "threads running inferlets"));
   add(cmd->add_option("--inferlet-cpu-limit", cfg->inferlet_cpu_limit_s,
                       "CPU seconds per inferlet instance (0: none)"));

@@ -8,13 +8,13 @@
 
 namespace pith {
 
-namespace {
-
-int64_t now_ns() {
+int64_t Controller::now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+namespace {
 
 Failure unknown_instance() {
   return {Status::Terminated, "unknown instance"};
@@ -81,13 +81,20 @@ void Controller::release_instance_locked(InstanceId id, Deferred& deferred) {
     drop_pending_locked(qit->second, "instance terminated", deferred);
     queues_.erase(qit);
   }
+  forget_kv_client_locked(id);
   spaces_.release_instance(id);
+  work_cv_.notify_one();  // pages came back: someone may be waiting for them
   // In-flight calls of this instance still hold their references; they are released when the
   // batch completes, and their completions see Status::Terminated there.
 }
 
 void Controller::release_refs_locked(const PendingCall& call) {
-  spaces_.page_refs().release(call.held_pages);
+  if (spaces_.suspended(call.owner)) {
+    for (uint32_t p : call.held_pages)  // its swapped pages hold no references while out
+      if (!spaces_.is_swapped(call.owner, p)) spaces_.page_refs().release(p);
+  } else {
+    spaces_.page_refs().release(call.held_pages);
+  }
   spaces_.embed_refs().release(call.held_embeds);
 }
 
@@ -167,6 +174,7 @@ Result<void> Controller::alloc_pages(InstanceId id, uint32_t n, std::vector<uint
   Result<void> result;
   {
     std::lock_guard lock(mu_);
+    if (options_.kv_pressure == KvPressure::Suspend) return alloc_or_wait_locked(id, n, handles);
     result = spaces_.alloc_pages(
         id, n,
         [&](InstanceId victim, KillFn kill) {
@@ -189,6 +197,8 @@ Result<std::vector<uint32_t>> Controller::alloc_pages(InstanceId id, uint32_t n)
 
 Result<void> Controller::dealloc_pages(InstanceId id, std::span<const uint32_t> handles) {
   std::lock_guard lock(mu_);
+  if (auto r = resident_or_wait_locked(id); !r) return r;
+  if (!alloc_waits_.empty()) work_cv_.notify_one();
   return spaces_.dealloc_pages(id, handles);
 }
 
@@ -211,11 +221,13 @@ Result<void> Controller::dealloc_embeds(InstanceId id, std::span<const uint32_t>
 Result<void> Controller::export_pages(InstanceId id, const std::string& name,
                                       std::span<const uint32_t> handles, bool persistent) {
   std::lock_guard lock(mu_);
+  if (auto r = resident_or_wait_locked(id); !r) return r;
   return spaces_.export_pages(id, name, handles, persistent);
 }
 
 Result<std::vector<uint32_t>> Controller::import_pages(InstanceId id, const std::string& name) {
   std::lock_guard lock(mu_);
+  if (auto r = resident_or_wait_locked(id); !r) return r.failure();
   return spaces_.import_pages(id, name);
 }
 
@@ -232,12 +244,14 @@ std::vector<std::string> Controller::list_exports() const {
 Result<Controller::PrefixMatch> Controller::prefix_match(InstanceId id,
                                                          std::span<const int32_t> tokens) {
   std::lock_guard lock(mu_);
+  if (auto r = resident_or_wait_locked(id); !r) return r.failure();
   return spaces_.prefix_match(id, tokens);
 }
 
 Result<void> Controller::prefix_insert(InstanceId id, std::span<const int32_t> tokens,
                                        std::span<const uint32_t> handles) {
   std::lock_guard lock(mu_);
+  if (auto r = resident_or_wait_locked(id); !r) return r;
   return spaces_.prefix_insert(id, tokens, handles);
 }
 
@@ -268,6 +282,8 @@ Result<void> Controller::submit(InstanceId id, QueueId q, Result<BuiltCall> buil
   CallInfo info = std::move(built->info);
   info.id = next_call_id_++;
   info.enqueued_ns = call->enqueued_ns = now_ns();
+  if (auto it = kv_clients_.find(id); it != kv_clients_.end())
+    it->second.last_active_ns = info.enqueued_ns;
   spaces_.page_refs().retain(call->held_pages);
   spaces_.embed_refs().retain(call->held_embeds);
   queue->infos.push_back(std::move(info));
@@ -277,9 +293,10 @@ Result<void> Controller::submit(InstanceId id, QueueId q, Result<BuiltCall> buil
   return {};
 }
 
-Result<void> Controller::forward(InstanceId id, QueueId q, SequenceInput seq, CallCompletion done) {
+Result<void> Controller::forward(InstanceId id, QueueId q, SequenceInput&& seq,
+                                 CallCompletion&& done) {
   std::lock_guard lock(mu_);
-  if (!spaces_.has_instance(id)) return unknown_instance();
+  if (auto r = resident_or_wait_locked(id); !r) return r;
   if (!find_queue(id, q)) return unknown_queue(q);
   return submit(id, q,
                 build_forward(call_limits_, *spaces_.page_table(id), *spaces_.embed_table(id),
@@ -312,7 +329,7 @@ Result<void> Controller::copy_kv(InstanceId id, QueueId q, uint32_t src_handle, 
                                  uint32_t src_offset, uint32_t dst_offset, uint32_t n,
                                  CallCompletion done) {
   std::lock_guard lock(mu_);
-  if (!spaces_.has_instance(id)) return unknown_instance();
+  if (auto r = resident_or_wait_locked(id); !r) return r;
   if (!find_queue(id, q)) return unknown_queue(q);
   return submit(id, q,
                 build_copy_kv(call_limits_, *spaces_.page_table(id), src_handle, dst_handle,
@@ -339,6 +356,10 @@ ControllerGauges Controller::gauges() const {
   uint32_t depth = 0;
   for (const auto& [_, q] : queues_) depth += static_cast<uint32_t>(q.infos.size());
   g.queue_depth = depth;
+  g.kv_waiting = 0;
+  for (const auto& [_, w] : alloc_waits_) g.kv_waiting += w.granted || w.refused ? 0 : 1;
+  g.instances_suspended = static_cast<uint32_t>(suspended_.size());
+  g.swap_bytes = spaces_.swap_bytes();
   if (const PrefixCache* cache = spaces_.prefix_cache()) {
     g.pages_cached = cache->stats().cached_pages;
     g.prefix_hit_tokens = cache->stats().hit_tokens;
@@ -378,15 +399,28 @@ bool Controller::wait_for_work(std::unique_lock<std::mutex>& lock, std::vector<Q
   // No busy-waiting: an idle server sleeps here until a call arrives or the policy's recheck.
   for (;;) {
     if (stop_) return false;
+    // KV pressure first: grants, suspensions and resumes change which queues may run.
+    Deferred wakes;
+    const bool blocked = relieve_pressure_locked(wakes);
+    if (!wakes.empty()) {
+      lock.unlock();
+      for (auto& f : wakes) f();
+      lock.lock();
+      continue;
+    }
     views.clear();
     int64_t oldest = INT64_MAX;
     for (auto& [qid, q] : queues_) {
-      if (q.infos.empty()) continue;
+      if (q.infos.empty() || (!suspended_.empty() && suspended_.count(q.owner))) continue;
       views.push_back({qid, q.priority, q.infos});
       oldest = std::min(oldest, q.infos.front().enqueued_ns);
     }
     if (views.empty()) {
-      work_cv_.wait(lock);
+      // A blocked allocation is looked at again now and then: an instance may have gone idle.
+      if (blocked)
+        work_cv_.wait_for(lock, std::chrono::milliseconds(50));
+      else
+        work_cv_.wait(lock);
       continue;
     }
     DispatchState ds;

@@ -26,20 +26,30 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
 #include "control/batch_scheduler.h"
 #include "control/call_builder.h"
 #include "control/calls.h"
+#include "control/contention_policy.h"
 #include "control/dispatch_policy.h"
 #include "control/pending_call.h"
 #include "control/resource_spaces.h"
 #include "control/status.h"
 
 namespace pith {
+
+// What happens when KV pages run short (contention_policy.h).
+enum class KvPressure : uint8_t {
+  Suspend,  // allocations wait; lower-ranked or idle instances are swapped to host memory
+  Kill,     // the paper's baseline: the newest instance is terminated
+};
 
 struct ControllerOptions {
   std::string policy = "adaptive";  // adaptive | eager | k[:K] | t[:MS]
@@ -49,8 +59,14 @@ struct ControllerOptions {
   // Prefills longer than this wait behind shorter ones (decode-first formation); 0 = a
   // quarter of the token budget.
   uint32_t long_prefill_threshold = 0;
-  uint32_t max_kv_pages_per_instance = 0;  // 0: no quota
-  bool prefix_cache = true;                // --no-prefix-cache turns it off
+  uint32_t max_kv_pages_per_instance = 0;        // 0: no quota
+  bool prefix_cache = true;                      // --no-prefix-cache turns it off
+  KvPressure kv_pressure = KvPressure::Suspend;  // --kv-pressure
+  size_t swap_bytes =
+      size_t{4} << 30;  // host memory for suspended instances' pages (--swap-memory)
+  // An instance with nothing queued for this long may be suspended by any instance that needs
+  // pages, whatever their ranks (an agent waiting for its user); 0: never.
+  int64_t idle_suspend_ns = 1'000'000'000;
 };
 
 // Per-batch accounting, reported to an observer (metrics, the periodic log line).
@@ -74,6 +90,15 @@ struct ControllerGauges {
   uint64_t instances_killed_for_memory = 0;
   uint32_t pages_cached = 0;  // owned by the prefix cache
   uint64_t prefix_hit_tokens = 0, prefix_miss_tokens = 0;
+  // KV pressure (suspend policy).
+  uint32_t kv_waiting = 0;           // instances whose allocation waits (the admission queue)
+  uint32_t instances_suspended = 0;  // instances whose pages are in host memory now
+  uint64_t suspensions = 0, resumes = 0;
+  uint64_t pages_swapped_out = 0, pages_swapped_in = 0;
+  uint64_t swap_bytes = 0;  // host memory held by suspended instances' pages now
+  int64_t swap_ns = 0;      // time spent saving and loading pages
+  uint64_t kv_wait_ns = 0;  // time allocations spent waiting, summed
+  uint64_t kv_refused = 0;  // allocations refused: more than the pool can give the instance
 };
 
 class Controller {
@@ -91,7 +116,7 @@ class Controller {
   // (status.h); an unknown instance is Status::Terminated.
 
   // ---- instances ----
-  // Instances launched later are "newer": the contention policy terminates the newest first.
+  // Instances launched later are "newer" (contention_policy.h ranks them after older ones).
   void register_instance(InstanceId id, KillFn on_kill);
   // Releases every handle, queue and pending call of the instance (pending calls complete
   // with Status::Terminated). Idempotent.
@@ -105,7 +130,16 @@ class Controller {
   // `done` runs once every call submitted to q before this one has completed.
   Result<void> synchronize(InstanceId id, QueueId q, std::function<void()> done);
 
-  // ---- resources (complete immediately; handles in the instance's space) ----
+  // ---- KV pressure (the suspend policy; contention_policy.h, kv_suspension.cpp) ----
+  // Lets the instance wait. When pages are short its allocation answers Status::Waiting, and
+  // while it is suspended so do its calls that touch pages; `wake` (any thread, called outside
+  // the lock) says when to call again. Instances without a waker never wait and are never
+  // suspended: their allocations fail at once, as under fail_fast.
+  void set_waker(InstanceId id, std::function<void()> wake);
+  // The inferlet's opt-out of waiting: allocations that do not fit fail at once (OutOfKvPages).
+  void set_fail_fast(InstanceId id, bool fail_fast);
+
+  // ---- resources (complete immediately, or answer Status::Waiting, see above) ----
   // The out-parameter forms fill `handles` keeping its capacity (the guest's per-step path);
   // the value forms are for callers that allocate rarely.
   Result<void> alloc_pages(InstanceId id, uint32_t n, std::vector<uint32_t>& handles);
@@ -139,7 +173,8 @@ class Controller {
   // Validated fully here (call_builder.h): a bad request fails alone with BadHandle /
   // BadArgument and a message, and never reaches a batch. `done` runs on the dispatcher thread
   // with the call's output or its Failure.
-  Result<void> forward(InstanceId id, QueueId q, SequenceInput seq, CallCompletion done);
+  // Status::Waiting (a suspended instance) leaves `seq` and `done` untouched for the next try.
+  Result<void> forward(InstanceId id, QueueId q, SequenceInput&& seq, CallCompletion&& done);
   Result<void> embed_tokens(InstanceId id, QueueId q, std::vector<int32_t> tokens,
                             std::vector<uint32_t> positions, std::vector<uint32_t> embed_handles,
                             CallCompletion done);
@@ -170,6 +205,7 @@ class Controller {
     uint32_t prefill_tokens = 0, decode_tokens = 0;
   };
 
+  static int64_t now_ns();
   Queue* find_queue(InstanceId id, QueueId q);
   Result<void> submit(InstanceId id, QueueId q, Result<BuiltCall> built, CallCompletion done);
   void release_instance_locked(InstanceId id, Deferred& deferred);
@@ -183,6 +219,36 @@ class Controller {
   Batch take_locked(BatchPlan plan);
   std::shared_ptr<PendingCall> split_chunk_locked(Queue& queue, uint32_t m);
   Deferred complete_locked(Batch& batch, int64_t backend_ns);
+
+  // KV pressure (kv_suspension.cpp).
+  struct AllocWait {
+    uint32_t n = 0;
+    bool granted = false;  // the pages are reserved for it; it takes them when it calls again
+    int64_t since_ns = 0;
+    std::optional<Failure> refused;
+  };
+  struct KvClient {
+    std::function<void()> wake;
+    bool fail_fast = false;
+    int64_t last_active_ns = 0;
+  };
+  Result<void> alloc_or_wait_locked(InstanceId id, uint32_t n, std::vector<uint32_t>& handles);
+  Result<void> resident_or_wait_locked(InstanceId id);
+  uint32_t pages_available_locked() const;  // free and not reserved for a granted wait
+  KvRank rank_locked(InstanceId id) const;
+  bool wanting_ahead_locked(InstanceId id) const;
+  int64_t idle_ns_locked(InstanceId id, int64_t now) const;
+  bool others_hold_pages_locked(InstanceId id) const;
+  void forget_kv_client_locked(InstanceId id);
+  void wake_locked(InstanceId id, Deferred& wakes);
+  // Between batches: grants, resumes and suspends in rank order; true while someone still waits
+  // for pages it could not get.
+  bool relieve_pressure_locked(Deferred& deferred);
+  void make_room_locked(InstanceId requester, size_t need, int64_t now);
+  void private_pages_locked(InstanceId id, std::vector<uint32_t>& pages,
+                            std::vector<uint32_t>& refs) const;
+  size_t suspend_locked(InstanceId victim);  // pages freed
+  bool resume_locked(InstanceId id, Deferred& deferred);
 
   Backend& backend_;
   ControllerOptions options_;
@@ -203,6 +269,11 @@ class Controller {
   std::vector<QueueId> last_batch_queues_;
   int64_t last_batch_end_ns_ = 0;
   int64_t last_backend_ns_ = 0;
+
+  std::map<InstanceId, AllocWait> alloc_waits_;
+  std::unordered_map<InstanceId, KvClient> kv_clients_;
+  std::set<InstanceId> suspended_;
+  uint32_t reserved_pages_ = 0;
 
   bool stop_ = false;
   std::thread dispatcher_;

@@ -46,6 +46,13 @@ class HandleTable {
 
   size_t size() const { return size_; }
 
+  // Replaces every live entry's physical id p with fn(p) (pages moved by a swap-in).
+  template <typename Fn>
+  void remap(Fn&& fn) {
+    for (uint32_t& p : slots_)
+      if (p != kNone) p = fn(p);
+  }
+
   // Calls fn(handle, physical) for every live handle.
   template <typename Fn>
   void for_each(Fn&& fn) const {

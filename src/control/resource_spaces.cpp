@@ -71,7 +71,10 @@ void ResourceSpaces::release_instance(InstanceId id) {
   auto it = instances_.find(id);
   if (it == instances_.end()) return;
   Instance& inst = it->second;
-  inst.pages.for_each([&](uint32_t, uint32_t phys) { page_refs_.release(phys); });
+  inst.pages.for_each([&](uint32_t, uint32_t phys) {
+    if (!inst.suspended || !inst.swapped_set.count(phys)) page_refs_.release(phys);
+  });
+  swap_bytes_ -= inst.image.size();
   inst.embeds.for_each([&](uint32_t, uint32_t phys) { embed_refs_.release(phys); });
   for (const auto& name : inst.exports) {
     auto eit = exports_.find(name);
@@ -83,7 +86,32 @@ void ResourceSpaces::release_instance(InstanceId id) {
   instances_.erase(it);
 }
 
+KillFn ResourceSpaces::take_on_kill(InstanceId id) {
+  Instance* inst = find(id);
+  return inst ? std::move(inst->on_kill) : KillFn{};
+}
+
+uint64_t ResourceSpaces::launch_seq(InstanceId id) const {
+  const Instance* inst = find(id);
+  return inst ? inst->launch_seq : 0;
+}
+
 // ---------------------------------------------------------------- pages and Embeds
+
+Result<void> ResourceSpaces::check_quota(InstanceId id, uint32_t n) const {
+  const Instance* inst = find(id);
+  if (!inst) return unknown_instance();
+  if (options_.max_kv_pages_per_instance &&
+      inst->pages.size() + n > options_.max_kv_pages_per_instance)
+    return Failure{Status::QuotaExceeded,
+                   fmt::format("{} pages requested while holding {}, quota {}", n,
+                               inst->pages.size(), options_.max_kv_pages_per_instance)};
+  return {};
+}
+
+void ResourceSpaces::evict_cached(uint32_t n) {
+  if (prefix_cache_ && n > 0) prefix_cache_->evict(n);
+}
 
 bool ResourceSpaces::make_room(InstanceId requester, uint32_t n, const EvictFn& evict) {
   // First give back cached pages nobody uses (LRU leaves of the prefix cache); then the
@@ -92,6 +120,7 @@ bool ResourceSpaces::make_room(InstanceId requester, uint32_t n, const EvictFn& 
   const uint64_t requester_seq = instances_.at(requester).launch_seq;
   std::vector<InstanceUsage> usage;
   while (page_refs_.n_free() < n) {
+    if (!evict) return false;
     usage.clear();
     for (const auto& [id, inst] : instances_)
       usage.push_back({id, inst.launch_seq, inst.pages.size()});
@@ -107,13 +136,8 @@ bool ResourceSpaces::make_room(InstanceId requester, uint32_t n, const EvictFn& 
 
 Result<void> ResourceSpaces::alloc_pages(InstanceId id, uint32_t n, const EvictFn& evict,
                                          std::vector<uint32_t>& handles) {
+  if (auto quota = check_quota(id, n); !quota) return quota;
   Instance* inst = find(id);
-  if (!inst) return unknown_instance();
-  if (options_.max_kv_pages_per_instance &&
-      inst->pages.size() + n > options_.max_kv_pages_per_instance)
-    return Failure{Status::QuotaExceeded,
-                   fmt::format("{} pages requested while holding {}, quota {}", n,
-                               inst->pages.size(), options_.max_kv_pages_per_instance)};
   if (page_refs_.n_free() < n && !make_room(id, n, evict))
     return Failure{Status::OutOfKvPages, fmt::format("{} pages requested, {} free of {}", n,
                                                      page_refs_.n_free(), page_capacity_)};
@@ -180,6 +204,79 @@ const HandleTable* ResourceSpaces::page_table(InstanceId id) const {
 const HandleTable* ResourceSpaces::embed_table(InstanceId id) const {
   const Instance* inst = find(id);
   return inst ? &inst->embeds : nullptr;
+}
+
+// ---------------------------------------------------------------- suspension
+
+void ResourceSpaces::private_pages(InstanceId id, std::span<const uint32_t> pending,
+                                   std::vector<uint32_t>& pages,
+                                   std::vector<uint32_t>& refs) const {
+  pages.clear();
+  refs.clear();
+  const Instance* inst = find(id);
+  if (!inst || inst->suspended) return;
+  std::unordered_map<uint32_t, uint32_t> mine;  // page -> references this instance holds
+  inst->pages.for_each([&](uint32_t, uint32_t phys) { ++mine[phys]; });
+  for (uint32_t p : pending) ++mine[p];
+  for (const auto& [page, n] : mine)
+    if (page_refs_.count(page) == n) {  // nobody else: no peer, export, cache entry or batch
+      pages.push_back(page);
+      refs.push_back(n);
+    }
+}
+
+void ResourceSpaces::swap_out(InstanceId id, std::vector<uint32_t> pages,
+                              std::vector<uint32_t> refs, std::vector<std::byte> image) {
+  Instance* inst = find(id);
+  PITH_CHECK(inst && !inst->suspended && pages.size() == refs.size());
+  for (size_t i = 0; i < pages.size(); ++i)
+    for (uint32_t r = 0; r < refs[i]; ++r) page_refs_.release(pages[i]);
+  inst->suspended = true;
+  inst->swapped_set = {pages.begin(), pages.end()};
+  inst->swapped = std::move(pages);
+  inst->swapped_refs = std::move(refs);
+  swap_bytes_ += image.size();
+  inst->image = std::move(image);
+}
+
+bool ResourceSpaces::suspended(InstanceId id) const {
+  const Instance* inst = find(id);
+  return inst && inst->suspended;
+}
+
+size_t ResourceSpaces::swapped_pages(InstanceId id) const {
+  const Instance* inst = find(id);
+  return inst && inst->suspended ? inst->swapped.size() : 0;
+}
+
+bool ResourceSpaces::is_swapped(InstanceId id, uint32_t page) const {
+  const Instance* inst = find(id);
+  return inst && inst->suspended && inst->swapped_set.count(page) != 0;
+}
+
+ResourceSpaces::SwapIn ResourceSpaces::swap_in(InstanceId id) {
+  Instance* inst = find(id);
+  PITH_CHECK(inst && inst->suspended);
+  SwapIn in;
+  PITH_CHECK(page_refs_.allocate(static_cast<uint32_t>(inst->swapped.size()), in.fresh));
+  std::unordered_map<uint32_t, uint32_t> moved;
+  for (size_t i = 0; i < in.fresh.size(); ++i) {
+    for (uint32_t r = 1; r < inst->swapped_refs[i]; ++r) page_refs_.retain(in.fresh[i]);
+    moved.emplace(inst->swapped[i], in.fresh[i]);
+  }
+  inst->pages.remap([&](uint32_t p) {
+    auto it = moved.find(p);
+    return it == moved.end() ? p : it->second;
+  });
+  in.stale = std::move(inst->swapped);
+  in.image = std::move(inst->image);
+  swap_bytes_ -= in.image.size();
+  inst->suspended = false;
+  inst->swapped.clear();
+  inst->swapped_refs.clear();
+  inst->swapped_set.clear();
+  inst->image.clear();
+  return in;
 }
 
 // ---------------------------------------------------------------- exports

@@ -1,6 +1,8 @@
 // The control layer's resource spaces: every instance's handle tables for KV pages and Embeds
 // (paper §4.1), the reference counts underneath, exports, the radix prefix cache, the per-instance
-// page quota and contention (terminating newer instances when an older one needs pages).
+// page quota and contention: the kill policy (terminating newer instances when an older one
+// needs pages) and the bookkeeping of suspension (an instance's private pages leave the pool for
+// host memory and come back under new ids; contention_policy.h, kv_suspension.cpp).
 //
 // Not thread-safe: the Controller calls it under its lock. Each call either succeeds or fails
 // with a Failure and leaves every count as it was. The queues themselves (and their pending
@@ -15,6 +17,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "backend/slot_pool.h"
@@ -56,15 +59,24 @@ class ResourceSpaces {
   void remove_queue(InstanceId id, QueueId q);
   std::vector<QueueId> queues_of(InstanceId id) const;
   // Drops every handle and non-persistent export of the instance (no-op if unknown). Drop its
-  // queued calls first: they hold references too.
+  // queued calls first: they hold references too (a suspended instance's calls release only
+  // the pages is_swapped() says are not).
   void release_instance(InstanceId id);
+  uint64_t launch_seq(InstanceId id) const;
+  // Hands over the instance's kill callback (for ending it from the controller).
+  KillFn take_on_kill(InstanceId id);
 
   // ---- pages and Embeds (handles in the instance's space)
-  // When the pool is short, evicts LRU prefix-cache pages, then newer instances (through `evict`).
+  // When the pool is short, evicts LRU prefix-cache pages, then newer instances (through `evict`;
+  // an empty one kills nobody and fails with OutOfKvPages).
   // Allocations replace `handles`' contents and keep its capacity (a guest allocates on every
   // decode step; the success path allocates no memory once the vectors have grown).
   Result<void> alloc_pages(InstanceId id, uint32_t n, const EvictFn& evict,
                            std::vector<uint32_t>& handles);
+  // QuotaExceeded when n more pages would pass the per-instance quota.
+  Result<void> check_quota(InstanceId id, uint32_t n) const;
+  // Gives back up to n unused prefix-cache pages (LRU first).
+  void evict_cached(uint32_t n);
   Result<void> dealloc_pages(InstanceId id, std::span<const uint32_t> handles);
   Result<void> alloc_embeds(InstanceId id, uint32_t n, std::vector<uint32_t>& handles);
   Result<void> dealloc_embeds(InstanceId id, std::span<const uint32_t> handles);
@@ -98,6 +110,29 @@ class ResourceSpaces {
   const PrefixCache* prefix_cache() const { return prefix_cache_.get(); }
   uint64_t instances_killed_for_memory() const { return killed_for_memory_; }
 
+  // ---- suspension (driven by the Controller, kv_suspension.cpp)
+  // The pages only this instance references, through its handles and through `pending` (the
+  // page references its queued calls hold), with the number of references each has.
+  void private_pages(InstanceId id, std::span<const uint32_t> pending, std::vector<uint32_t>& pages,
+                     std::vector<uint32_t>& refs) const;
+  // Returns those pages to the pool; `image` holds their saved contents in the same order.
+  // Their ids stay in the instance's handles and queued calls, stale, until swap_in.
+  void swap_out(InstanceId id, std::vector<uint32_t> pages, std::vector<uint32_t> refs,
+                std::vector<std::byte> image);
+  bool suspended(InstanceId id) const;
+  size_t swapped_pages(InstanceId id) const;  // pages swap_in needs
+  // Whether `page`, as named by the suspended instance's handles or calls, is a stale id.
+  bool is_swapped(InstanceId id, uint32_t page) const;
+  // Takes one fresh page per swapped page (the caller made sure they are free), restores their
+  // references and rewrites the instance's handles. The caller loads `image` into `fresh` and
+  // moves its queued calls from `stale` to `fresh`.
+  struct SwapIn {
+    std::vector<uint32_t> stale, fresh;
+    std::vector<std::byte> image;
+  };
+  SwapIn swap_in(InstanceId id);
+  size_t swap_bytes() const { return swap_bytes_; }  // images held in host memory
+
  private:
   struct Instance {
     uint64_t launch_seq = 0;
@@ -105,6 +140,12 @@ class ResourceSpaces {
     std::vector<QueueId> queues;
     std::vector<std::string> exports;  // non-persistent exports to drop on release
     KillFn on_kill;
+    // While suspended: the stale ids of its swapped pages, the references each held, and their
+    // images (kv_page_bytes each, in the same order).
+    bool suspended = false;
+    std::vector<uint32_t> swapped, swapped_refs;
+    std::unordered_set<uint32_t> swapped_set;
+    std::vector<std::byte> image;
   };
   struct Export {
     std::vector<uint32_t> pages;  // physical, one reference each held by the export
@@ -125,6 +166,7 @@ class ResourceSpaces {
   std::map<std::string, Export> exports_;
   uint64_t next_launch_seq_ = 1;
   uint64_t killed_for_memory_ = 0;
+  size_t swap_bytes_ = 0;
   std::vector<uint32_t> phys_scratch_;  // physical ids of the allocation in progress
 };
 

@@ -26,6 +26,8 @@ const char* status_name(Status s) {
       return "unsupported";
     case Status::BackendFailure:
       return "backend failure";
+    case Status::Waiting:
+      return "waiting";
   }
   return "?";
 }

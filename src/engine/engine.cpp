@@ -307,6 +307,20 @@ void Engine::copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_offset, 
   kv_pool_.copy(src_page, dst_page, src_offset, dst_offset, n);
 }
 
+void Engine::save_kv_pages(std::span<const uint32_t> pages, std::span<std::byte> out) {
+  const size_t bytes = kv_page_bytes();
+  validate_kv_images("save_kv_pages", pages, out.size(), bytes, kv_pool_.slots());
+  for (size_t i = 0; i < pages.size(); ++i)
+    std::memcpy(out.data() + i * bytes, kv_pool_.page(pages[i]), bytes);
+}
+
+void Engine::load_kv_pages(std::span<const uint32_t> pages, std::span<const std::byte> in) {
+  const size_t bytes = kv_page_bytes();
+  validate_kv_images("load_kv_pages", pages, in.size(), bytes, kv_pool_.slots());
+  for (size_t i = 0; i < pages.size(); ++i)
+    std::memcpy(kv_pool_.page(pages[i]), in.data() + i * bytes, bytes);
+}
+
 TokenDistribution Engine::next_dist(uint32_t embed_slot, uint32_t top_k) {
   const ModelConfig& c = config();
   validate_next_dist(embed_slot, top_k, embeds_.slots());

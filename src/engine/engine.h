@@ -61,6 +61,11 @@ class Engine final : public Backend {
   // Next-token distribution from an output Embed (applies output norm + LM head).
   TokenDistribution next_dist(uint32_t embed_slot, uint32_t top_k) override;
 
+  // Page images are the pool's f32 pages as they are (kv_pool.h layout).
+  size_t kv_page_bytes() const override { return kv_pool_.shape().page_bytes(); }
+  void save_kv_pages(std::span<const uint32_t> pages, std::span<std::byte> out) override;
+  void load_kv_pages(std::span<const uint32_t> pages, std::span<const std::byte> in) override;
+
  private:
   // The input embedding of one token: its table row, times embed_scale (gemma).
   void embed_token(int32_t token, float* out) const;

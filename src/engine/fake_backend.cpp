@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <new>
 #include <thread>
 
@@ -225,6 +226,47 @@ void FakeBackend::copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_off
   std::vector<FakeEntry> moved(n);  // through a copy: overlapping ranges behave like memmove
   for (uint32_t i = 0; i < n; ++i) moved[i] = kv_slot_or_empty(src_page, src_offset + i);
   for (uint32_t i = 0; i < n; ++i) kv_slot(dst_page, dst_offset + i) = moved[i];
+}
+
+void FakeBackend::save_kv_pages(std::span<const uint32_t> pages, std::span<std::byte> out) {
+  validate_kv_images("save_kv_pages", pages, out.size(), kv_page_bytes(), pages_);
+  {
+    std::lock_guard knobs(knob_mu_);
+    counters_.pages_saved += pages.size();
+  }
+  std::lock_guard lock(state_mu_);
+  std::byte* at = out.data();
+  for (uint32_t page : pages)
+    for (uint32_t s = 0; s < page_size_; ++s) {
+      const FakeEntry e = kv_slot_or_empty(page, s);
+      const uint8_t written = e.written ? 1 : 0;
+      std::memcpy(at, &e.token, 4);
+      std::memcpy(at + 4, &e.state, 8);
+      std::memcpy(at + 12, &e.position, 4);
+      std::memcpy(at + 16, &written, 1);
+      at += kEntryBytes;
+    }
+}
+
+void FakeBackend::load_kv_pages(std::span<const uint32_t> pages, std::span<const std::byte> in) {
+  validate_kv_images("load_kv_pages", pages, in.size(), kv_page_bytes(), pages_);
+  {
+    std::lock_guard knobs(knob_mu_);
+    counters_.pages_loaded += pages.size();
+  }
+  std::lock_guard lock(state_mu_);
+  const std::byte* at = in.data();
+  for (uint32_t page : pages)
+    for (uint32_t s = 0; s < page_size_; ++s) {
+      FakeEntry& e = kv_slot(page, s);
+      uint8_t written = 0;
+      std::memcpy(&e.token, at, 4);
+      std::memcpy(&e.state, at + 4, 8);
+      std::memcpy(&e.position, at + 12, 4);
+      std::memcpy(&written, at + 16, 1);
+      e.written = written != 0;
+      at += kEntryBytes;
+    }
 }
 
 TokenDistribution FakeBackend::next_dist(uint32_t embed_slot, uint32_t top_k) {

@@ -83,7 +83,8 @@ struct FakeCounters {
   uint64_t embed_tokens_calls = 0;
   uint64_t copy_kv_calls = 0;
   uint64_t next_dist_calls = 0;
-  uint64_t rejected = 0;  // calls of any handler that failed validation
+  uint64_t pages_saved = 0, pages_loaded = 0;  // swap images
+  uint64_t rejected = 0;                       // calls of any handler that failed validation
   uint64_t injected_failures = 0;
 };
 
@@ -114,6 +115,10 @@ class FakeBackend final : public Backend {
   void copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_offset, uint32_t dst_offset,
                uint32_t n) override;
   TokenDistribution next_dist(uint32_t embed_slot, uint32_t top_k) override;
+  // A page image is its page_size entries, field by field (kEntryBytes each).
+  size_t kv_page_bytes() const override { return size_t{page_size_} * kEntryBytes; }
+  void save_kv_pages(std::span<const uint32_t> pages, std::span<std::byte> out) override;
+  void load_kv_pages(std::span<const uint32_t> pages, std::span<const std::byte> in) override;
 
   // ---- knobs ----
   void set_script(FakeScript script);
@@ -138,6 +143,7 @@ class FakeBackend final : public Backend {
   static TokenDistribution certainly(int32_t token);
 
  private:
+  static constexpr size_t kEntryBytes = 4 + 8 + 4 + 1;  // token, state, position, written
   struct EmbedRecord {
     FakeEntry entry;
     std::shared_ptr<const FakeView> view;  // what next_dist reads (null: never written)

@@ -77,6 +77,10 @@ class KvPool {
     return data_.get() + offset(page, layer, 1, kv_head);
   }
 
+  // The whole page (page_floats() floats, every layer's K and V): swap images.
+  float* page(uint32_t page) { return data_.get() + size_t{page} * page_floats_; }
+  const float* page(uint32_t page) const { return data_.get() + size_t{page} * page_floats_; }
+
   // Writes one token's K and V rows ([kv_dim] each, heads concatenated) of one layer into
   // (page, slot).
   void write(uint32_t page, uint32_t slot, uint32_t layer, const float* k_row, const float* v_row);

@@ -35,6 +35,8 @@ pith_status_t to_abi_status(Status s) {
       return PITH_ERR_UNSUPPORTED;
     case Status::BackendFailure:
       return PITH_ERR_BACKEND;
+    case Status::Waiting:  // parked on before it gets here; an unparkable caller sees this
+      return PITH_ERR_OUT_OF_KV_PAGES;
   }
   return PITH_ERR_INTERNAL;
 }
@@ -290,14 +292,27 @@ class ControlSession final : public ModelSession {
                  ctl_.set_queue_priority(id_, q->id, static_cast<int32_t>(priority)));
   }
 
+  // ---- KV pressure: the instance parks while the controller answers Waiting
+  void set_parking(Parking parking) override {
+    parking_ = std::move(parking);
+    if (parking_.park && parking_.wake) ctl_.set_waker(id_, parking_.wake);
+  }
+  pith_status_t kv_policy(uint32_t model, uint32_t policy) override {
+    if (model != kModelHandle) return PITH_ERR_BAD_HANDLE;
+    if (policy != PITH_KV_WAIT && policy != PITH_KV_FAIL_FAST)
+      return reject("kvpage_policy", PITH_ERR_BAD_ARGUMENT, fmt::format("policy {}", policy));
+    ctl_.set_fail_fast(id_, policy == PITH_KV_FAIL_FAST);
+    return PITH_OK;
+  }
+
   // ---- resources
   pith_status_t alloc_kvpages(uint32_t queue, uint32_t n, std::vector<uint32_t>* out) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
-    return check("alloc_kvpages", ctl_.alloc_pages(id_, n, *out));
+    return check("alloc_kvpages", parked([&] { return ctl_.alloc_pages(id_, n, *out); }));
   }
   pith_status_t dealloc_kvpages(uint32_t queue, std::span<const uint32_t> pages) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
-    auto st = ctl_.dealloc_pages(id_, pages);
+    auto st = parked([&] { return ctl_.dealloc_pages(id_, pages); });
     if (st)
       for (uint32_t p : pages) page_masks_.erase(p);
     return check("dealloc_kvpages", st);
@@ -317,8 +332,10 @@ class ControlSession final : public ModelSession {
                             uint32_t dst_offset, uint32_t count) override {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
-    return check("copy_kvpage", ctl_.copy_kv(id_, q->id, src, dst, src_offset, dst_offset, count,
-                                             record(*q, "copy_kvpage")));
+    return check("copy_kvpage", parked([&] {
+                   return ctl_.copy_kv(id_, q->id, src, dst, src_offset, dst_offset, count,
+                                       record(*q, "copy_kvpage"));
+                 }));
   }
   pith_status_t mask_kvpage(uint32_t queue, uint32_t page, std::span<const uint8_t> mask) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
@@ -340,8 +357,9 @@ class ControlSession final : public ModelSession {
   pith_status_t export_kvpages(uint32_t queue, std::span<const uint32_t> pages,
                                std::string_view name) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
-    return check("export_kvpages",
-                 ctl_.export_pages(id_, std::string(name), pages, /*persistent=*/true));
+    return check("export_kvpages", parked([&] {
+                   return ctl_.export_pages(id_, std::string(name), pages, /*persistent=*/true);
+                 }));
   }
   pith_status_t unexport_kvpages(uint32_t queue, std::string_view name) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
@@ -350,7 +368,8 @@ class ControlSession final : public ModelSession {
   pith_status_t import_kvpages(uint32_t queue, std::string_view name,
                                std::vector<uint32_t>* pages) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
-    return take("import_kvpages", ctl_.import_pages(id_, std::string(name)), *pages);
+    return take("import_kvpages", parked([&] { return ctl_.import_pages(id_, std::string(name)); }),
+                *pages);
   }
 
   // ---- prefix cache
@@ -358,7 +377,7 @@ class ControlSession final : public ModelSession {
                              std::vector<uint32_t>* pages, uint32_t* matched) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
     std::vector<int32_t> ids(tokens.begin(), tokens.end());
-    auto m = ctl_.prefix_match(id_, ids);
+    auto m = parked([&] { return ctl_.prefix_match(id_, ids); });
     if (!m) return fail("prefix_match", m.failure());
     *pages = std::move(m->handles);
     *matched = static_cast<uint32_t>(m->matched);
@@ -368,7 +387,7 @@ class ControlSession final : public ModelSession {
                               std::span<const uint32_t> pages) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
     std::vector<int32_t> ids(tokens.begin(), tokens.end());
-    return check("prefix_insert", ctl_.prefix_insert(id_, ids, pages));
+    return check("prefix_insert", parked([&] { return ctl_.prefix_insert(id_, ids, pages); }));
   }
 
   // ---- compute
@@ -415,7 +434,8 @@ class ControlSession final : public ModelSession {
     std::vector<std::pair<uint32_t, uint32_t>> out_pos;
     for (size_t j = 0; j < args.output_embs.size(); ++j)
       out_pos.emplace_back(args.output_embs[j], seq.positions[first_out + j]);
-    auto st = ctl_.forward(id_, q->id, std::move(seq), record(*q, "forward"));
+    auto st =
+        parked([&] { return ctl_.forward(id_, q->id, std::move(seq), record(*q, "forward")); });
     if (st)
       for (auto [e, p] : out_pos) emb_pos_[e] = p;
     return check("forward", st);
@@ -483,23 +503,24 @@ class ControlSession final : public ModelSession {
     pith_status_t ms = apply_page_masks("forward_tokens", seq);
     if (ms != PITH_OK) return ms;
     auto err = q->deferred_error;
-    return check(
-        "forward_tokens",
-        ctl_.forward(id_, q->id, std::move(seq),
-                     [err, raw_logits, log = error_log(), done = std::move(done)](CallOutcome&& o) {
-                       if (!o) return done(log_failure(log, "forward_tokens", o.failure()), {});
-                       if (int32_t e = err->exchange(PITH_OK)) return done(e, {});
-                       std::string bytes;
-                       for (const auto& out : o->forward.outputs) {
-                         if (out.logits.empty())
-                           append_dist(bytes, out.dist);
-                         else if (raw_logits)
-                           append_raw_logits(bytes, out.logits);
-                         else
-                           append_full_dist(bytes, out.logits);
-                       }
-                       done(PITH_OK, std::move(bytes));
-                     }));
+    CallCompletion completion = [err, raw_logits, log = error_log(),
+                                 done = std::move(done)](CallOutcome&& o) {
+      if (!o) return done(log_failure(log, "forward_tokens", o.failure()), {});
+      if (int32_t e = err->exchange(PITH_OK)) return done(e, {});
+      std::string bytes;
+      for (const auto& out : o->forward.outputs) {
+        if (out.logits.empty())
+          append_dist(bytes, out.dist);
+        else if (raw_logits)
+          append_raw_logits(bytes, out.logits);
+        else
+          append_full_dist(bytes, out.logits);
+      }
+      done(PITH_OK, std::move(bytes));
+    };
+    return check("forward_tokens", parked([&] {
+                   return ctl_.forward(id_, q->id, std::move(seq), std::move(completion));
+                 }));
   }
 
  private:
@@ -507,6 +528,18 @@ class ControlSession final : public ModelSession {
     QueueId id = 0;  // 0: destroyed
     std::shared_ptr<std::atomic<int32_t>> deferred_error;
   };
+
+  // Calls `call` until the controller stops answering Waiting, parking the instance in between
+  // (its allocation waits for pages, or it is suspended). Without parking, Waiting is the answer.
+  template <typename Call>
+  auto parked(Call&& call) -> decltype(call()) {
+    for (;;) {
+      auto r = call();
+      if (r.code() != Status::Waiting || !parking_.park) return r;
+      if (!parking_.park())
+        return Failure{Status::Terminated, "killed while waiting for KV memory"};
+    }
+  }
 
   QueueState* find(uint32_t handle) {
     if (handle == 0 || handle > queues_.size() || queues_[handle - 1].id == 0) return nullptr;
@@ -593,6 +626,7 @@ class ControlSession final : public ModelSession {
   std::vector<QueueState> queues_;
   std::unordered_map<uint32_t, uint32_t> emb_pos_;                 // Embed handle -> position
   std::unordered_map<uint32_t, std::vector<uint8_t>> page_masks_;  // page handle -> hidden slots
+  Parking parking_;
 };
 
 ControlModelApi::ControlModelApi(Controller& controller, const Tokenizer& tokenizer,

@@ -448,6 +448,16 @@ ModelSession* Instance::model_session() {
       if (auto self = weak.lock())
         self->emit({InstanceEvent::Kind::Log, PITH_LOG_WARN, std::move(message)});
     });
+    // KV pressure parks the guest (on its fiber: session calls come from host calls) until the
+    // controller wakes it; a kill ends the wait.
+    model_session_->set_parking({[this] {
+                                   if (exec_.kill_pending) return false;
+                                   park();
+                                   return exec_.kill_pending == 0;
+                                 },
+                                 [weak = weak_from_this()] {
+                                   if (auto self = weak.lock()) self->wake();
+                                 }});
   }
   return model_session_.get();
 }

@@ -8,9 +8,11 @@
 // session (when the instance ends, for any reason) releases everything it still holds, except
 // pages published with export_kvpages, which the control layer keeps until unexported.
 //
-// Threading: session methods are called on the instance's scheduler thread and must not block;
-// long work is queued and completed later through a Completion, which may be called from any
-// thread (exactly once; the runtime ignores completions of futures the guest already dropped).
+// Threading: session methods are called on the instance's scheduler thread (on its fiber) and
+// block only through Parking (KV pressure: an allocation waiting for pages, a suspended instance
+// waiting to be resumed); long work is queued and completed later through a Completion, which may
+// be called from any thread (exactly once; the runtime ignores completions of futures the guest
+// already dropped).
 //
 // Errors: a call returns (or completes with) a pith_status_t; why it failed ("mask runs cover 40
 // slots, context has 48") goes to the instance's log through the session's ErrorLog, so the
@@ -36,6 +38,14 @@ using Completion = std::function<void(pith_status_t status, std::string result)>
 // Writes one line to the instance's log stream (any thread; a no-op once the instance is gone).
 using ErrorLog = std::function<void(std::string message)>;
 
+// How a session blocks its instance: park() suspends the calling fiber until wake() (any thread)
+// or a kill, and returns false when the instance is being killed. A session without it never
+// waits: calls that would wait fail at once.
+struct Parking {
+  std::function<bool()> park;
+  std::function<void()> wake;
+};
+
 struct ForwardArgs {
   std::vector<uint32_t> kv_pages;
   uint32_t last_page_len = 0;
@@ -60,6 +70,7 @@ class ModelSession {
 
   // Set once by the Instance right after open_session, before any call.
   void set_error_log(ErrorLog log) { error_log_ = std::move(log); }
+  virtual void set_parking(Parking parking) { (void)parking; }
 
   // Models and traits.
   virtual pith_status_t open_model(std::string_view name, uint32_t* model) = 0;
@@ -85,7 +96,12 @@ class ModelSession {
   virtual pith_status_t synchronize(uint32_t queue, Completion done) = 0;
   virtual pith_status_t set_queue_priority(uint32_t queue, uint32_t priority) = 0;
 
-  // Resources.
+  // Resources. kv_policy: PITH_KV_WAIT (default) or PITH_KV_FAIL_FAST (abi.h).
+  virtual pith_status_t kv_policy(uint32_t model, uint32_t policy) {
+    (void)model;
+    (void)policy;
+    return PITH_ERR_UNSUPPORTED;
+  }
   virtual pith_status_t alloc_kvpages(uint32_t queue, uint32_t n, std::vector<uint32_t>* out) = 0;
   virtual pith_status_t dealloc_kvpages(uint32_t queue, std::span<const uint32_t> pages) = 0;
   virtual pith_status_t alloc_embs(uint32_t queue, uint32_t n, std::vector<uint32_t>* out) = 0;

@@ -26,6 +26,9 @@ struct ServeConfig {
   std::string batch_formation = "decode-first";
   bool no_prefix_cache = false;
   uint32_t max_kv_pages_per_inferlet = 0;
+  std::string kv_pressure = "suspend";  // suspend | kill
+  std::string swap_memory = "4G";       // host memory for suspended inferlets' KV pages
+  double kv_idle_suspend_s = 1;         // idle this long: may be suspended by anyone (0: never)
 
   // Runtime.
   std::string cache_dir;  // programs/ and native/ below it (default ~/.cache/pith)

@@ -97,6 +97,10 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   } catch (const Error& e) {
     fail("--batch-policy: {}", e.what());
   }
+  require(c.kv_pressure == "suspend" || c.kv_pressure == "kill", "--kv-pressure",
+          fmt::format("must be suspend or kill, not '{}'", c.kv_pressure));
+  const size_t swap_bytes = byte_size_option("--swap-memory", c.swap_memory);
+  seconds_option("--kv-idle-suspend", c.kv_idle_suspend_s);
   BatchFormation formation = BatchFormation::DecodeFirst;
   if (c.batch_formation == "fcfs")
     formation = BatchFormation::Fcfs;
@@ -148,6 +152,9 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   so.control.batch_formation = formation;
   so.control.prefix_cache = !c.no_prefix_cache;
   so.control.max_kv_pages_per_instance = c.max_kv_pages_per_inferlet;
+  so.control.kv_pressure = c.kv_pressure == "kill" ? KvPressure::Kill : KvPressure::Suspend;
+  so.control.swap_bytes = swap_bytes;
+  so.control.idle_suspend_ns = static_cast<int64_t>(c.kv_idle_suspend_s * 1e9);
   so.runtime.compiler.cache_dir = c.cache_dir + "/native";
   so.runtime.threads = c.runtime_threads;
   so.runtime.limits.cpu_ns = static_cast<uint64_t>(c.inferlet_cpu_limit_s * 1e9);

@@ -50,6 +50,31 @@ void register_serving_metrics(Metrics& metrics, ServingStack& stack) {
   metrics.counter_fn("pith_instances_killed_for_memory_total",
                      "Instances ended by the KV contention policy",
                      [g] { return double(g().instances_killed_for_memory); });
+  metrics.gauge("pith_kv_waiting_instances",
+                "Instances whose KV allocation waits for pages (the admission queue)",
+                [g] { return double(g().kv_waiting); });
+  metrics.gauge("pith_suspended_instances", "Instances whose KV pages are swapped to host memory",
+                [g] { return double(g().instances_suspended); });
+  metrics.gauge("pith_kv_swap_bytes", "Host memory holding suspended instances' KV pages",
+                [g] { return double(g().swap_bytes); });
+  metrics.counter_fn("pith_kv_suspensions_total",
+                     "Instances suspended to host memory under KV pressure",
+                     [g] { return double(g().suspensions); });
+  metrics.counter_fn("pith_kv_resumes_total", "Suspended instances brought back",
+                     [g] { return double(g().resumes); });
+  metrics.counter_fn(
+      "pith_kv_swapped_pages_total", "KV pages moved between the pool and host memory",
+      [g] { return double(g().pages_swapped_out); }, "direction=\"out\"");
+  metrics.counter_fn(
+      "pith_kv_swapped_pages_total", "KV pages moved between the pool and host memory",
+      [g] { return double(g().pages_swapped_in); }, "direction=\"in\"");
+  metrics.counter_fn("pith_kv_swap_seconds_total", "Time spent saving and restoring KV pages",
+                     [g] { return double(g().swap_ns) / 1e9; });
+  metrics.counter_fn("pith_kv_wait_seconds_total", "Time KV allocations spent waiting, summed",
+                     [g] { return double(g().kv_wait_ns) / 1e9; });
+  metrics.counter_fn("pith_kv_refused_total",
+                     "KV allocations refused: more than the pool can give the instance",
+                     [g] { return double(g().kv_refused); });
   auto& batch_size = metrics.histogram("pith_batch_size", "Sequences per forward batch",
                                        exponential_buckets(1, 2, 10));
   auto& batch_tokens = metrics.histogram("pith_batch_tokens", "Tokens per forward batch",
@@ -79,11 +104,17 @@ std::string stats_line(const ControllerGauges& last, const ControllerGauges& now
   return fmt::format(
       "prompt {:.1f} tok/s, generation {:.1f} tok/s, running {} inferlets, queued {} calls, KV "
       "usage {:.1f}%, "
-      "prefix-cache hit {:.1f}%",
+      "prefix-cache hit {:.1f}%{}",
       double(now.prefill_tokens - last.prefill_tokens) / dt_s,
       double(now.decode_tokens - last.decode_tokens) / dt_s, running_inferlets, now.queue_depth,
       now.pages_total ? 100.0 * (now.pages_total - now.pages_free) / now.pages_total : 0.0,
-      hit + miss ? 100.0 * double(hit) / double(hit + miss) : 0.0);
+      hit + miss ? 100.0 * double(hit) / double(hit + miss) : 0.0,
+      now.kv_waiting || now.instances_suspended || now.suspensions != last.suspensions
+          ? fmt::format(", KV pressure: {} waiting, {} suspended ({} suspensions, {} resumes "
+                        "since the last line)",
+                        now.kv_waiting, now.instances_suspended, now.suspensions - last.suspensions,
+                        now.resumes - last.resumes)
+          : std::string());
 }
 
 void StatsLog::tick(const ControllerGauges& now, size_t running_inferlets, bool any_running) {

@@ -252,6 +252,7 @@ TEST(Controller, BadRequestsFailAloneWithClearErrors) {
 TEST(Controller, ContentionTerminatesNewestInstancesAndQuotasRefuse) {
   auto backend = small_fake(6);
   ControllerOptions opt;
+  opt.kv_pressure = KvPressure::Kill;  // the paper's policy (kv_suspension_test: the default)
   Controller ctl(*backend, opt);
   std::promise<std::string> killed;
   ctl.register_instance(1, [](const std::string&) { ADD_FAILURE() << "oldest must survive"; });

@@ -61,6 +61,7 @@ TEST(MemoryKill, TheContentionVictimIsMarkedByCode) {
   so.engine.kv_page_size = 16;
   so.engine.kv_memory_bytes = 8 * 2 /*layers*/ * 2 * 16 * 32 /*kv_dim*/ * sizeof(float);  // 8 pages
   so.runtime.compiler.cache_dir = PITH_TEST_NATIVE_CACHE;
+  so.control.kv_pressure = KvPressure::Kill;  // the policy that ends instances
   so.on_memory_kill = [&registry](uint64_t id) {
     registry.mark_ended_by(id, PITH_ERR_OUT_OF_KV_PAGES);
   };

@@ -45,6 +45,9 @@ TEST(ServeSettings, ConvertsEveryOption) {
   c.batch_formation = "fcfs";
   c.no_prefix_cache = true;
   c.max_kv_pages_per_inferlet = 40;
+  c.kv_pressure = "kill";
+  c.swap_memory = "1G";
+  c.kv_idle_suspend_s = 0.25;
   c.runtime_threads = 2;
   c.inferlet_cpu_limit_s = 1.5;
   c.inferlet_memory_mb = 32;
@@ -63,6 +66,10 @@ TEST(ServeSettings, ConvertsEveryOption) {
   EXPECT_EQ(so.control.batch_formation, BatchFormation::Fcfs);
   EXPECT_FALSE(so.control.prefix_cache);
   EXPECT_EQ(so.control.max_kv_pages_per_instance, 40u);
+  EXPECT_EQ(so.control.kv_pressure, KvPressure::Kill);
+  EXPECT_EQ(so.control.swap_bytes, size_t{1} << 30);
+  EXPECT_EQ(so.control.idle_suspend_ns, 250'000'000);
+  EXPECT_EQ(resolve_serve_config(base()).serving.control.kv_pressure, KvPressure::Suspend);
   EXPECT_EQ(so.runtime.compiler.cache_dir, "/tmp/pith-settings-test/native");
   EXPECT_EQ(so.runtime.threads, 2);
   EXPECT_EQ(so.runtime.limits.cpu_ns, 1'500'000'000u);
@@ -94,6 +101,12 @@ TEST(ServeSettings, EachInvalidOptionIsNamed) {
   EXPECT_NE(with([](ServeConfig& c) { c.kv_memory = "lots"; }).find("--kv-memory"),
             std::string::npos);
   EXPECT_NE(with([](ServeConfig& c) { c.kv_memory = "0"; }).find("--kv-memory"), std::string::npos);
+  EXPECT_NE(with([](ServeConfig& c) { c.kv_pressure = "evict"; }).find("--kv-pressure"),
+            std::string::npos);
+  EXPECT_NE(with([](ServeConfig& c) { c.swap_memory = "much"; }).find("--swap-memory"),
+            std::string::npos);
+  EXPECT_NE(with([](ServeConfig& c) { c.kv_idle_suspend_s = -1; }).find("--kv-idle-suspend"),
+            std::string::npos);
   EXPECT_NE(with([](ServeConfig& c) { c.kv_page_size = 0; }).find("--kv-page-size"),
             std::string::npos);
   EXPECT_NE(with([](ServeConfig& c) { c.device = "tpu"; }).find("--device"), std::string::npos);

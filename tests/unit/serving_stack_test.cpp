@@ -44,10 +44,16 @@ struct Inbox {
     if (!cv.wait_for(lock, 30s, [&] { return messages.size() > n; })) return "<timeout>";
     return messages[n];
   }
+  size_t messages_now() {
+    std::lock_guard lock(mu);
+    return messages.size();
+  }
 };
 
-ServingOptions options(uint32_t pages, uint32_t quota = 0) {
+ServingOptions options(uint32_t pages, uint32_t quota = 0,
+                       KvPressure pressure = KvPressure::Suspend) {
   ServingOptions so;
+  so.control.kv_pressure = pressure;
   so.model_path = kModel;
   so.quiet_load = true;
   so.engine.device = "fake";
@@ -71,7 +77,7 @@ class ServingStackTest : public ::testing::Test {
 };
 
 TEST_F(ServingStackTest, ContentionTerminatesTheNewestInferletWithAReason) {
-  ServingStack stack(options(8));
+  ServingStack stack(options(8, 0, KvPressure::Kill));
   ASSERT_EQ(stack.backend().info().name, "fake");
   ASSERT_EQ(stack.controller().gauges().pages_total, 8u);
   auto prog = stack.runtime().load_program_file(kKvAlloc);
@@ -91,6 +97,62 @@ TEST_F(ServingStackTest, ContentionTerminatesTheNewestInferletWithAReason) {
   a->push_message("quit");
   EXPECT_EQ(a->wait().reason, "exited with code 0");
   EXPECT_EQ(stack.controller().gauges().pages_free, 8u);
+}
+
+TEST_F(ServingStackTest, UnderPressureTheNewestInferletIsSuspendedNotKilled) {
+  ServingStack stack(options(8));
+  auto prog = stack.runtime().load_program_file(kKvAlloc);
+  Inbox older, newer;
+  auto a = stack.launch(prog, {"kv_alloc", "2"}, older.sink());
+  ASSERT_EQ(older.wait_nth(0), "ok 2");
+  auto b = stack.launch(prog, {"kv_alloc", "5"}, newer.sink());
+  ASSERT_EQ(newer.wait_nth(0), "ok 5");
+  // The older one needs 4 more, 1 is free: the newer one's pages go to host memory.
+  a->push_message("alloc 4");
+  EXPECT_EQ(older.wait_nth(1), "ok 6");
+  EXPECT_EQ(stack.controller().gauges().instances_suspended, 1u);
+  // The suspended one asks for a page: it waits (parked) until the older one gives some back,
+  // then is resumed with its 5 pages and granted the sixth.
+  b->push_message("alloc 1");
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(newer.messages_now(), 1u);
+  a->push_message("free 6");
+  EXPECT_EQ(older.wait_nth(2), "ok 0");
+  EXPECT_EQ(newer.wait_nth(1), "ok 6");
+  auto g = stack.controller().gauges();
+  EXPECT_EQ(g.instances_killed_for_memory, 0u);
+  EXPECT_EQ(g.suspensions, 1u);
+  EXPECT_EQ(g.resumes, 1u);
+  // Holding 6 of 8 and alone, asking for 3 more can never be met: refused, not waited on.
+  b->push_message("alloc 3");
+  EXPECT_EQ(newer.wait_nth(2), "error: out of KV pages");
+  // A fail-fast inferlet is refused at once where it would otherwise wait.
+  a->push_message("failfast");
+  EXPECT_EQ(older.wait_nth(3), "ok failfast");
+  a->push_message("alloc 3");
+  EXPECT_EQ(older.wait_nth(4), "error: out of KV pages");
+  a->push_message("quit");
+  b->push_message("quit");
+  EXPECT_EQ(a->wait().reason, "exited with code 0");
+  EXPECT_EQ(b->wait().reason, "exited with code 0");
+  EXPECT_EQ(stack.controller().gauges().pages_free, 8u);
+}
+
+TEST_F(ServingStackTest, AKillEndsAnInferletWaitingForKvMemory) {
+  ServingStack stack(options(4));
+  auto prog = stack.runtime().load_program_file(kKvAlloc);
+  Inbox older, newer;
+  auto a = stack.launch(prog, {"kv_alloc", "3"}, older.sink());
+  ASSERT_EQ(older.wait_nth(0), "ok 3");
+  auto b = stack.launch(prog, {"kv_alloc", "2"}, newer.sink());  // waits: the older holds 3 of 4
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(stack.controller().gauges().kv_waiting, 1u);
+  b->kill();
+  EXPECT_EQ(b->wait().reason, "killed: by request");
+  EXPECT_EQ(stack.controller().gauges().kv_waiting, 0u);
+  a->push_message("quit");
+  EXPECT_EQ(a->wait().reason, "exited with code 0");
+  EXPECT_EQ(stack.controller().gauges().pages_free, 4u);
 }
 
 TEST_F(ServingStackTest, QuotaRefusesWithoutTerminatingAnyone) {

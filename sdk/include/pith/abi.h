@@ -229,7 +229,15 @@ PITH_IMPORT(queue_set_priority) pith_status_t pith_queue_set_priority(pith_queue
 
 /* ---- resources: KV pages and embeddings (api/resources.cpp) ------------------------------ */
 
-/* Allocates n pages; writes n handles to pages. All or nothing (PITH_ERR_OUT_OF_KV_PAGES). */
+/* What an allocation does when KV memory is short. PITH_KV_WAIT (the default): it waits, and the
+ * instance may be suspended meanwhile (its pages moved to host memory and back): latency, never
+ * lost state. PITH_KV_FAIL_FAST: it fails at once with PITH_ERR_OUT_OF_KV_PAGES. Per instance. */
+#define PITH_KV_WAIT 0u
+#define PITH_KV_FAIL_FAST 1u
+PITH_IMPORT(kvpage_policy) pith_status_t pith_kvpage_policy(pith_model_t model, uint32_t policy);
+
+/* Allocates n pages; writes n handles to pages. All or nothing (PITH_ERR_OUT_OF_KV_PAGES when
+ * the instance alone needs more than the pool, or fails fast, or exceeds its quota). */
 PITH_IMPORT(kvpage_alloc) pith_status_t pith_kvpage_alloc(pith_queue_t queue, uint32_t n,
                                                           pith_kvpage_t* pages);
 PITH_IMPORT(kvpage_dealloc) pith_status_t pith_kvpage_dealloc(pith_queue_t queue,

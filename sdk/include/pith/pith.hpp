@@ -460,6 +460,12 @@ class Model {
       return ids;
     }
   }
+  // What this instance's KV allocations do when memory is short: wait (the default; the instance
+  // may be suspended meanwhile, which it sees only as latency) or fail at once.
+  Status set_kv_fail_fast(bool fail_fast) const {
+    return check(pith_kvpage_policy(m_, fail_fast ? PITH_KV_FAIL_FAST : PITH_KV_WAIT),
+                 "kvpage_policy");
+  }
 
  private:
   explicit Model(pith_model_t m) : m_(m) {}

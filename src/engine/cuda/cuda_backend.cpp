@@ -135,6 +135,11 @@ class CudaBackend final : public Backend {
   void copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_offset, uint32_t dst_offset,
                uint32_t n) override;
   TokenDistribution next_dist(uint32_t embed_slot, uint32_t top_k) override;
+  // Page images are the pool's pages as stored (KvPoolLayout, the KV dtype), copied on the
+  // stream so they are ordered after the forwards that wrote them.
+  size_t kv_page_bytes() const override { return layout_.page_elems() * layout_.elem_bytes(); }
+  void save_kv_pages(std::span<const uint32_t> pages, std::span<std::byte> out) override;
+  void load_kv_pages(std::span<const uint32_t> pages, std::span<const std::byte> in) override;
 
   CudaStepTime last_step_time() const { return last_step_; }
 
@@ -447,6 +452,28 @@ void CudaBackend::copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_off
   if (n == 0) return;
   PITH_CUDA_CHECK(cudaSetDevice(device_));
   kv_copy(src_page, dst_page, src_offset, dst_offset, n, layout_, kv_pool_.get(), stream_.get());
+}
+
+void CudaBackend::save_kv_pages(std::span<const uint32_t> pages, std::span<std::byte> out) {
+  const size_t bytes = kv_page_bytes();
+  validate_kv_images("save_kv_pages", pages, out.size(), bytes, *pages_);
+  PITH_CUDA_CHECK(cudaSetDevice(device_));
+  const auto* pool = static_cast<const std::byte*>(kv_pool_.get());
+  for (size_t i = 0; i < pages.size(); ++i)
+    PITH_CUDA_CHECK(cudaMemcpyAsync(out.data() + i * bytes, pool + size_t{pages[i]} * bytes, bytes,
+                                    cudaMemcpyDeviceToHost, stream_.get()));
+  PITH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+}
+
+void CudaBackend::load_kv_pages(std::span<const uint32_t> pages, std::span<const std::byte> in) {
+  const size_t bytes = kv_page_bytes();
+  validate_kv_images("load_kv_pages", pages, in.size(), bytes, *pages_);
+  PITH_CUDA_CHECK(cudaSetDevice(device_));
+  auto* pool = static_cast<std::byte*>(kv_pool_.get());
+  for (size_t i = 0; i < pages.size(); ++i)
+    PITH_CUDA_CHECK(cudaMemcpyAsync(pool + size_t{pages[i]} * bytes, in.data() + i * bytes, bytes,
+                                    cudaMemcpyHostToDevice, stream_.get()));
+  PITH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));  // `in` is released by the caller
 }
 
 TokenDistribution CudaBackend::next_dist(uint32_t embed_slot, uint32_t top_k) {

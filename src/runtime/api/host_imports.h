@@ -63,6 +63,7 @@ typedef double f64;
   X(queue_destroy, u32, (u32))                              \
   X(queue_synchronize, u32, (u32, u32))                     \
   X(queue_set_priority, u32, (u32, u32))                    \
+  X(kvpage_policy, u32, (u32, u32))                         \
   X(kvpage_alloc, u32, (u32, u32, u32))                     \
   X(kvpage_dealloc, u32, (u32, u32, u32))                   \
   X(emb_alloc, u32, (u32, u32, u32))                        \

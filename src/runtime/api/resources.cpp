@@ -13,9 +13,9 @@ pith_status_t alloc_into(Instance& inst, u32 n, u32 out, Alloc alloc) {
   check_count(n);
   GuestMemory mem(inst);
   mem.bytes(out, uint64_t{n} * 4);
-  // Reused across calls on this thread: a decode loop allocates a page every few tokens, and
-  // the success path then allocates no host memory at all.
-  thread_local std::vector<uint32_t> handles;
+  // Per call, not per thread: the call may park the instance (KV pressure) while another
+  // instance on this thread makes the same call.
+  std::vector<uint32_t> handles;
   pith_status_t st = alloc(session_of(inst), &handles);
   if (st != PITH_OK) return st;
   if (handles.size() != n) return PITH_ERR_INTERNAL;
@@ -26,6 +26,12 @@ pith_status_t alloc_into(Instance& inst, u32 n, u32 out, Alloc alloc) {
 }  // namespace
 
 extern "C" {
+
+u32 Z_pithZ_kvpage_policy(Z_pith_instance_t* c, u32 model, u32 policy) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    return session_of(inst).kv_policy(model, policy);
+  });
+}
 
 u32 Z_pithZ_kvpage_alloc(Z_pith_instance_t* c, u32 queue, u32 n, u32 out) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
@@ -38,7 +44,7 @@ u32 Z_pithZ_kvpage_alloc(Z_pith_instance_t* c, u32 queue, u32 n, u32 out) {
 u32 Z_pithZ_kvpage_dealloc(Z_pith_instance_t* c, u32 queue, u32 pages, u32 n) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
     check_count(n);
-    thread_local std::vector<uint32_t> handles;  // reused: see alloc_into
+    std::vector<uint32_t> handles;  // per call: see alloc_into
     GuestMemory(inst).u32s(pages, n, handles);
     return session_of(inst).dealloc_kvpages(queue, handles);
   });
@@ -55,7 +61,7 @@ u32 Z_pithZ_emb_alloc(Z_pith_instance_t* c, u32 queue, u32 n, u32 out) {
 u32 Z_pithZ_emb_dealloc(Z_pith_instance_t* c, u32 queue, u32 embs, u32 n) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
     check_count(n);
-    thread_local std::vector<uint32_t> handles;  // reused: see alloc_into
+    std::vector<uint32_t> handles;  // per call: see alloc_into
     GuestMemory(inst).u32s(embs, n, handles);
     return session_of(inst).dealloc_embs(queue, handles);
   });

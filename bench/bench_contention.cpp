@@ -1,0 +1,228 @@
+#include "bench/bench_contention.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "bench/request_driver.h"
+#include "common/error.h"
+#include "control/controller.h"
+#include "engine/model_loader.h"
+
+namespace pith::bench {
+
+namespace {
+
+// What a parked guest does, for a C++ request thread: the controller's waker bumps a counter,
+// and a call answered Waiting is made again once the counter moved past what it was before it.
+class Parker {
+ public:
+  std::function<void()> waker() {
+    return [this] {
+      std::lock_guard lock(mu_);
+      ++wakes_;
+      cv_.notify_all();
+    };
+  }
+  template <typename Call>
+  auto until_ready(Call&& call) -> decltype(call()) {
+    for (;;) {
+      uint64_t seen = wakes();
+      auto r = call();
+      if (r.code() != Status::Waiting) return r;
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return wakes_ > seen; });
+    }
+  }
+
+ private:
+  uint64_t wakes() {
+    std::lock_guard lock(mu_);
+    return wakes_;
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t wakes_ = 0;
+};
+
+struct Outcome {
+  bool ok = false;
+  std::vector<int32_t> tokens;  // greedy output
+  double seconds = 0;
+};
+
+// One greedy completion, allocating a page whenever the context fills one (as the SDK does).
+Outcome complete(Controller& ctl, InstanceId id, const std::vector<int32_t>& prompt, int gen,
+                 Clock::time_point start) {
+  Outcome out;
+  const uint32_t ps = ctl.page_size();
+  Parker parker;
+  ctl.register_instance(id, [](const std::string&) {});  // the kill policy's victims fail below
+  ctl.set_waker(id, parker.waker());
+  auto queue = ctl.create_queue(id);
+  std::vector<uint32_t> pages;
+  auto grow_to = [&](size_t slots) {
+    const size_t need = (slots + ps - 1) / ps;
+    if (need <= pages.size()) return true;
+    auto got = parker.until_ready(
+        [&] { return ctl.alloc_pages(id, static_cast<uint32_t>(need - pages.size())); });
+    if (!got) return false;
+    pages.insert(pages.end(), got->begin(), got->end());
+    return true;
+  };
+  auto step = [&](std::vector<int32_t> tokens, size_t first_pos) -> int32_t {
+    SequenceInput s;
+    s.tokens = std::move(tokens);
+    const size_t end = first_pos + s.tokens.size();
+    for (size_t i = first_pos; i < end; ++i) s.positions.push_back(static_cast<uint32_t>(i));
+    const size_t used = (end + ps - 1) / ps;
+    s.kv_pages.assign(pages.begin(), pages.begin() + used);
+    s.last_page_len = static_cast<uint32_t>(end - (used - 1) * ps);
+    s.outputs.push_back({static_cast<uint32_t>(s.tokens.size() - 1), OutputKind::TopK, 1, 0});
+    std::promise<CallOutcome> p;
+    CallCompletion done = [&p](CallOutcome&& o) { p.set_value(std::move(o)); };
+    auto submitted =
+        parker.until_ready([&] { return ctl.forward(id, *queue, std::move(s), std::move(done)); });
+    if (!submitted) return -1;
+    CallOutcome o = p.get_future().get();
+    return o ? o->forward.outputs[0].dist.ids[0] : -1;
+  };
+  if (queue && grow_to(prompt.size())) {
+    int32_t next = step(prompt, 0);
+    size_t pos = prompt.size();
+    while (next >= 0) {
+      out.tokens.push_back(next);
+      if (static_cast<int>(out.tokens.size()) == gen) {
+        out.ok = true;
+        break;
+      }
+      if (!grow_to(pos + 1)) break;
+      next = step({next}, pos++);
+    }
+  }
+  out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  ctl.release_instance(id);
+  return out;
+}
+
+struct RunResult {
+  uint32_t pages = 0;
+  int completed = 0, identical = 0;
+  double seconds = 0, tok_s = 0, p99_s = 0;
+  ControllerGauges gauges;
+  std::vector<Outcome> outcomes;
+};
+
+}  // namespace
+
+nlohmann::json run_contention_bench(const ContentionBenchOptions& o) {
+  if (o.model.empty()) fail("pith bench contention needs -m MODEL");
+  if (o.requests < 1 || o.prompt_tokens < 1 || o.gen_tokens < 1)
+    fail("pith bench contention: requests, prompt and generated tokens must be at least 1");
+  auto weights = load_model(o.model, LoadOptions{.quiet = true});
+  const auto& cfg = weights->config;
+  const uint32_t ps = 16;
+  std::mt19937 rng(11);
+  std::vector<std::vector<int32_t>> prompts(o.requests);
+  for (auto& p : prompts)
+    for (int i = 0; i < o.prompt_tokens; ++i)
+      p.push_back(static_cast<int32_t>(rng() % cfg.vocab_size));
+  const uint32_t per_request = (o.prompt_tokens + o.gen_tokens + ps - 1) / ps;
+  const uint32_t needed = per_request * static_cast<uint32_t>(o.requests);
+
+  auto run = [&](uint32_t pages, KvPressure pressure, const RunResult* reference) {
+    BackendOptions bo;
+    bo.device = o.device;
+    bo.n_threads = static_cast<size_t>(o.threads);
+    bo.kv_page_size = ps;
+    bo.kv_memory_bytes = size_t{pages} * cfg.n_layers * 2 * ps * cfg.kv_dim() * sizeof(float);
+    auto backend = make_backend(weights, bo);
+    ControllerOptions co;
+    co.kv_pressure = pressure;
+    co.prefix_cache = false;  // distinct prompts: nothing to share, nothing to evict
+    Controller ctl(*backend, co);
+    RunResult r;
+    r.pages = backend->page_slots().capacity();
+    r.outcomes.resize(o.requests);
+    const auto start = Clock::now();
+    std::vector<std::thread> threads;
+    for (int i = 0; i < o.requests; ++i)
+      threads.emplace_back([&, i] {
+        r.outcomes[i] =
+            complete(ctl, static_cast<InstanceId>(i + 1), prompts[i], o.gen_tokens, start);
+      });
+    for (auto& t : threads) t.join();
+    r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    std::vector<double> latencies;
+    for (int i = 0; i < o.requests; ++i) {
+      const Outcome& out = r.outcomes[i];
+      if (!out.ok) continue;
+      ++r.completed;
+      latencies.push_back(out.seconds);
+      if (reference && out.tokens == reference->outcomes[i].tokens) ++r.identical;
+    }
+    r.tok_s = double(r.completed) * o.gen_tokens / r.seconds;
+    r.p99_s = percentile(latencies, 99);
+    r.gauges = ctl.gauges();
+    return r;
+  };
+
+  fmt::print(
+      "contention: {} requests x ({} prompt + {} generated tokens) at once, {}-token pages: "
+      "{} pages needed together; model {}\n",
+      o.requests, o.prompt_tokens, o.gen_tokens, ps, needed, o.model);
+  RunResult base = run(needed + 1, KvPressure::Suspend, nullptr);
+  base.identical = base.completed;
+  fmt::print("  unpressured ({:>5} pages):        {:>3}/{} done, {:9.1f} tok/s, p99 {:7.2f} s\n",
+             base.pages, base.completed, o.requests, base.tok_s, base.p99_s);
+  nlohmann::json out;
+  out["suite"] = "contention";
+  out["requests"] = o.requests;
+  out["prompt_tokens"] = o.prompt_tokens;
+  out["gen_tokens"] = o.gen_tokens;
+  out["pages_needed"] = needed;
+  out["baseline"] = {{"pages", base.pages},
+                     {"completed", base.completed},
+                     {"tok_s", base.tok_s},
+                     {"p99_s", base.p99_s},
+                     {"seconds", base.seconds}};
+  out["runs"] = nlohmann::json::array();
+  for (double f : o.factors) {
+    const uint32_t pages = std::max<uint32_t>(static_cast<uint32_t>(needed / f), per_request + 1);
+    for (KvPressure pressure : {KvPressure::Suspend, KvPressure::Kill}) {
+      RunResult r = run(pages, pressure, &base);
+      const char* name = pressure == KvPressure::Suspend ? "suspend" : "kill";
+      const auto& g = r.gauges;
+      fmt::print(
+          "  {:>4.1f}x ({:>5} pages) {:<7}:        {:>3}/{} done ({} identical), {:9.1f} tok/s "
+          "({:.2f}x of unpressured), p99 {:7.2f} s; {} suspensions, {} pages swapped out and in, "
+          "{:.3f} s swapping, {} killed\n",
+          double(needed) / r.pages, r.pages, name, r.completed, o.requests, r.identical, r.tok_s,
+          r.tok_s / base.tok_s, r.p99_s, g.suspensions, g.pages_swapped_out, g.swap_ns / 1e9,
+          g.instances_killed_for_memory);
+      out["runs"].push_back({{"oversubscription", double(needed) / r.pages},
+                             {"pages", r.pages},
+                             {"policy", name},
+                             {"completed", r.completed},
+                             {"identical", r.identical},
+                             {"tok_s", r.tok_s},
+                             {"throughput_vs_unpressured", r.tok_s / base.tok_s},
+                             {"p99_s", r.p99_s},
+                             {"seconds", r.seconds},
+                             {"suspensions", g.suspensions},
+                             {"pages_swapped_out", g.pages_swapped_out},
+                             {"pages_swapped_in", g.pages_swapped_in},
+                             {"swap_s", g.swap_ns / 1e9},
+                             {"kv_wait_s", g.kv_wait_ns / 1e9},
+                             {"killed", g.instances_killed_for_memory}});
+    }
+  }
+  return out;
+}
+
+}  // namespace pith::bench

@@ -1,0 +1,311 @@
+// KV pressure under the suspend policy (contention_policy.h): admission of allocations that do not
+// fit, suspension of instances to host memory and their resumption. Controller methods; the
+// queues, dispatcher and resource calls are in controller.cpp.
+//
+// How it runs: an allocation that does not fit (or that a better-ranked instance is already
+// waiting ahead of) registers an AllocWait and answers Status::Waiting; the runtime parks the
+// guest. Between batches (nothing in flight, so every reference a queued call holds is known)
+// the dispatcher walks everyone that wants pages — waiting allocations and suspended instances —
+// best rank first: it makes room by evicting prefix-cache pages and suspending instances the
+// wanting one outranks or that sit idle, then resumes or grants (reserving the pages) and wakes
+// the instance. The walk stops at the first one that still does not fit, so a large request is
+// not starved by smaller ones behind it.
+//
+// Suspending an instance saves the pages only it references (its handles and its queued calls)
+// through the backend, frees them and skips its queues; its other calls that touch pages answer
+// Waiting. Resuming takes fresh pages, loads the images and rewrites the instance's handles and
+// queued calls from the old ids to the new ones.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "control/contention_policy.h"
+#include "control/controller.h"
+
+namespace pith {
+
+namespace {
+
+Failure waiting() {
+  return {Status::Waiting, "waiting for KV memory"};
+}
+
+// Rewrites a queued call's page ids after a swap-in (pages, copy ends, references, and the
+// scheduler's conflict sets).
+void relocate(PendingCall& call, CallInfo& info,
+              const std::unordered_map<uint32_t, uint32_t>& moved) {
+  auto fix = [&](uint32_t& p) {
+    auto it = moved.find(p);
+    if (it != moved.end()) p = it->second;
+  };
+  for (uint32_t& p : call.held_pages) fix(p);
+  for (uint32_t& p : info.reads)
+    if (!(p & kEmbedTag)) fix(p);
+  for (uint32_t& p : info.writes)
+    if (!(p & kEmbedTag)) fix(p);
+  if (auto* f = std::get_if<ForwardCall>(&call.call)) {
+    for (uint32_t& p : f->seq.kv_pages) fix(p);
+  } else if (auto* c = std::get_if<CopyKvCall>(&call.call)) {
+    fix(c->src);
+    fix(c->dst);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- the instance side
+
+void Controller::set_waker(InstanceId id, std::function<void()> wake) {
+  std::lock_guard lock(mu_);
+  if (!spaces_.has_instance(id)) return;
+  KvClient& client = kv_clients_[id];
+  client.wake = std::move(wake);
+  client.last_active_ns = now_ns();
+}
+
+void Controller::set_fail_fast(InstanceId id, bool fail_fast) {
+  std::lock_guard lock(mu_);
+  if (!spaces_.has_instance(id)) return;
+  kv_clients_[id].fail_fast = fail_fast;
+}
+
+Result<void> Controller::resident_or_wait_locked(InstanceId id) {
+  if (!spaces_.has_instance(id)) return Failure{Status::Terminated, "unknown instance"};
+  if (spaces_.suspended(id)) return waiting();
+  return {};
+}
+
+uint32_t Controller::pages_available_locked() const {
+  return spaces_.pages_free() - reserved_pages_;
+}
+
+KvRank Controller::rank_locked(InstanceId id) const {
+  KvRank r{0, spaces_.launch_seq(id)};
+  bool any = false;
+  for (QueueId q : spaces_.queues_of(id)) {
+    auto it = queues_.find(q);
+    if (it == queues_.end()) continue;
+    r.priority = any ? std::max(r.priority, it->second.priority) : it->second.priority;
+    any = true;
+  }
+  return r;
+}
+
+bool Controller::wanting_ahead_locked(InstanceId id) const {
+  if (alloc_waits_.empty() && suspended_.empty()) return false;
+  const KvRank mine = rank_locked(id);
+  for (const auto& [other, w] : alloc_waits_)
+    if (other != id && !w.granted && !w.refused && outranks(rank_locked(other), mine)) return true;
+  for (InstanceId other : suspended_)
+    if (other != id && outranks(rank_locked(other), mine)) return true;
+  return false;
+}
+
+Result<void> Controller::alloc_or_wait_locked(InstanceId id, uint32_t n,
+                                              std::vector<uint32_t>& handles) {
+  if (auto r = resident_or_wait_locked(id); !r) return r;
+  if (auto quota = spaces_.check_quota(id, n); !quota) return quota;
+  const int64_t now = now_ns();
+  KvClient* client = nullptr;
+  if (auto it = kv_clients_.find(id); it != kv_clients_.end()) {
+    client = &it->second;
+    client->last_active_ns = now;
+  }
+  if (auto w = alloc_waits_.find(id); w != alloc_waits_.end()) {
+    AllocWait wait = std::move(w->second);
+    if (!wait.granted && !wait.refused) return waiting();
+    alloc_waits_.erase(w);
+    counters_.kv_wait_ns += static_cast<uint64_t>(now - wait.since_ns);
+    if (wait.refused) return *wait.refused;
+    reserved_pages_ -= wait.n;
+    if (wait.n == n) return spaces_.alloc_pages(id, n, {}, handles);
+    // A different request than the one granted (not a guest parked in one call): judge it anew.
+  }
+  const uint32_t capacity = backend_.page_slots().capacity();
+  if (n > capacity)
+    return Failure{Status::OutOfKvPages,
+                   fmt::format("{} pages requested, the whole pool has {}", n, capacity)};
+  if (!wanting_ahead_locked(id)) {
+    if (pages_available_locked() < n) spaces_.evict_cached(n - pages_available_locked());
+    if (pages_available_locked() >= n) return spaces_.alloc_pages(id, n, {}, handles);
+  }
+  if (!client || !client->wake || client->fail_fast)
+    return Failure{Status::OutOfKvPages,
+                   fmt::format("{} pages requested, {} free of {} (this instance fails fast)", n,
+                               pages_available_locked(), capacity)};
+  alloc_waits_[id] = AllocWait{n, false, now, std::nullopt};
+  work_cv_.notify_one();
+  return waiting();
+}
+
+void Controller::forget_kv_client_locked(InstanceId id) {
+  if (auto w = alloc_waits_.find(id); w != alloc_waits_.end()) {
+    if (w->second.granted) reserved_pages_ -= w->second.n;
+    alloc_waits_.erase(w);
+  }
+  kv_clients_.erase(id);
+  suspended_.erase(id);
+}
+
+// ---------------------------------------------------------------- the dispatcher side
+
+void Controller::wake_locked(InstanceId id, Deferred& wakes) {
+  auto it = kv_clients_.find(id);
+  if (it != kv_clients_.end() && it->second.wake) wakes.push_back(it->second.wake);
+}
+
+void Controller::private_pages_locked(InstanceId id, std::vector<uint32_t>& pages,
+                                      std::vector<uint32_t>& refs) const {
+  std::vector<uint32_t> pending;  // the references its queued calls hold
+  for (QueueId q : spaces_.queues_of(id)) {
+    auto it = queues_.find(q);
+    if (it == queues_.end()) continue;
+    for (const auto& call : it->second.calls)
+      pending.insert(pending.end(), call->held_pages.begin(), call->held_pages.end());
+  }
+  spaces_.private_pages(id, pending, pages, refs);
+}
+
+size_t Controller::suspend_locked(InstanceId victim) {
+  std::vector<uint32_t> pages, refs;
+  private_pages_locked(victim, pages, refs);
+  if (pages.empty()) return 0;
+  const size_t bytes = pages.size() * backend_.kv_page_bytes();
+  if (spaces_.swap_bytes() + bytes > options_.swap_bytes) return 0;  // host swap space is full
+  std::vector<std::byte> image(bytes);
+  const int64_t t0 = now_ns();
+  try {
+    backend_.save_kv_pages(pages, image);
+  } catch (const std::exception&) {
+    return 0;  // the instance keeps running; the one that wanted pages waits longer
+  }
+  counters_.swap_ns += now_ns() - t0;
+  spaces_.swap_out(victim, pages, std::move(refs), std::move(image));
+  suspended_.insert(victim);
+  if (auto w = alloc_waits_.find(victim); w != alloc_waits_.end() && w->second.granted) {
+    reserved_pages_ -= w->second.n;  // asks again once it is back
+    w->second.granted = false;
+  }
+  ++counters_.suspensions;
+  counters_.pages_swapped_out += pages.size();
+  return pages.size();
+}
+
+bool Controller::resume_locked(InstanceId id, Deferred& deferred) {
+  ResourceSpaces::SwapIn in = spaces_.swap_in(id);
+  suspended_.erase(id);
+  const int64_t t0 = now_ns();
+  try {
+    backend_.load_kv_pages(in.fresh, in.image);
+  } catch (const std::exception& e) {
+    // Its K/V is gone: end it with the reason rather than let it compute on garbage.
+    KillFn kill = spaces_.take_on_kill(id);
+    release_instance_locked(id, deferred);
+    if (kill)
+      deferred.push_back([kill = std::move(kill), why = std::string(e.what())] {
+        kill("its KV pages could not be restored after a suspension (" + why + ")");
+      });
+    return false;
+  }
+  counters_.swap_ns += now_ns() - t0;
+  std::unordered_map<uint32_t, uint32_t> moved;
+  for (size_t i = 0; i < in.stale.size(); ++i) moved.emplace(in.stale[i], in.fresh[i]);
+  for (QueueId q : spaces_.queues_of(id)) {
+    auto it = queues_.find(q);
+    if (it == queues_.end()) continue;
+    Queue& queue = it->second;
+    for (size_t i = 0; i < queue.calls.size(); ++i)
+      relocate(*queue.calls[i], queue.infos[i], moved);
+  }
+  ++counters_.resumes;
+  counters_.pages_swapped_in += in.fresh.size();
+  // Its guest has been parked all along: give it time to run before it can count as idle.
+  if (auto it = kv_clients_.find(id); it != kv_clients_.end()) it->second.last_active_ns = now_ns();
+  return true;
+}
+
+void Controller::make_room_locked(InstanceId requester, size_t need, int64_t now) {
+  if (pages_available_locked() < need)
+    spaces_.evict_cached(static_cast<uint32_t>(need - pages_available_locked()));
+  if (pages_available_locked() >= need) return;
+  std::vector<SuspendCandidate> candidates;
+  std::vector<uint32_t> pages, refs;
+  size_t could_free = 0;
+  for (const auto& [id, client] : kv_clients_) {
+    if (id == requester || !client.wake || spaces_.suspended(id)) continue;
+    private_pages_locked(id, pages, refs);
+    candidates.push_back({id, rank_locked(id), pages.size(), idle_ns_locked(id, now)});
+  }
+  const KvRank rank = rank_locked(requester);
+  std::vector<uint64_t> order = suspension_order(candidates, rank, options_.idle_suspend_ns);
+  for (uint64_t id : order)
+    for (const auto& c : candidates)
+      if (c.id == id) could_free += c.private_pages;
+  // Suspending them all would not be enough: leave them running and wait for pages to free up.
+  if (pages_available_locked() + could_free < need) return;
+  for (uint64_t victim : order) {
+    if (pages_available_locked() >= need) break;
+    suspend_locked(victim);
+  }
+}
+
+int64_t Controller::idle_ns_locked(InstanceId id, int64_t now) const {
+  if (alloc_waits_.count(id)) return -1;
+  for (QueueId q : spaces_.queues_of(id)) {
+    auto it = queues_.find(q);
+    if (it != queues_.end() && !it->second.calls.empty()) return -1;
+  }
+  auto it = kv_clients_.find(id);
+  return it == kv_clients_.end() ? -1 : now - it->second.last_active_ns;
+}
+
+bool Controller::others_hold_pages_locked(InstanceId id) const {
+  for (InstanceId other : spaces_.instance_ids())
+    if (other != id && !spaces_.suspended(other) && spaces_.pages_held(other) > 0) return true;
+  return false;
+}
+
+bool Controller::relieve_pressure_locked(Deferred& deferred) {
+  if (alloc_waits_.empty() && suspended_.empty()) return false;
+  const int64_t now = now_ns();
+  std::vector<InstanceId> wanting(suspended_.begin(), suspended_.end());
+  for (const auto& [id, w] : alloc_waits_)
+    if (!w.granted && !w.refused && !suspended_.count(id)) wanting.push_back(id);
+  std::sort(wanting.begin(), wanting.end(),
+            [&](InstanceId a, InstanceId b) { return outranks(rank_locked(a), rank_locked(b)); });
+  bool blocked = false;
+  for (InstanceId id : wanting) {
+    auto w = alloc_waits_.find(id);
+    uint32_t want =
+        w != alloc_waits_.end() && !w->second.granted && !w->second.refused ? w->second.n : 0;
+    size_t need = spaces_.swapped_pages(id) + want;
+    make_room_locked(id, need, now);
+    if (pages_available_locked() < need && want > 0 && !others_hold_pages_locked(id)) {
+      // Nobody else holds pages it could wait for: it alone needs more than the pool gives.
+      w->second.refused = Failure{
+          Status::OutOfKvPages,
+          fmt::format("{} pages requested while holding {}: more than the pool of {} can give "
+                      "this instance ({} free, the rest held by exports and cached prefixes)",
+                      want, spaces_.pages_held(id), backend_.page_slots().capacity(),
+                      pages_available_locked())};
+      ++counters_.kv_refused;
+      need -= want;
+      want = 0;
+      wake_locked(id, deferred);
+    }
+    if (pages_available_locked() < need) {
+      blocked = true;
+      break;
+    }
+    if (spaces_.suspended(id) && !resume_locked(id, deferred)) continue;
+    if (want > 0) {
+      w->second.granted = true;
+      reserved_pages_ += want;
+    }
+    wake_locked(id, deferred);
+  }
+  return blocked;
+}
+
+}  // namespace pith
