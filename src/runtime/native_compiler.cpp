@@ -193,7 +193,10 @@ std::string NativeCompiler::cached(std::string_view wasm) const {
 }
 
 std::string NativeCompiler::compile(std::string_view wasm) const {
-  std::string key = cache_key(wasm);
+  return compile(wasm, cache_key(wasm));
+}
+
+std::string NativeCompiler::compile(std::string_view wasm, const std::string& key) const {
   fs::path so = fs::path(config_.cache_dir) / (key + ".so");
   std::error_code ec;
   if (fs::exists(so, ec)) return so.string();

@@ -34,6 +34,10 @@ class NativeCompiler {
   // Builds (or finds) the shared object for the module and returns its path. Throws pith::Error
   // naming the problem: unknown import, wrong import signature, tool failure or limit.
   std::string compile(std::string_view wasm) const;
+  // The same with the module's cache_key computed by the caller: a background builder then never
+  // calls into libcrypto, whose exit handlers may already have run when a process ends while
+  // a build is still going.
+  std::string compile(std::string_view wasm, const std::string& key) const;
 
   // Cache key of a module: hex SHA-256 over the module and everything that affects the output.
   std::string cache_key(std::string_view wasm) const;

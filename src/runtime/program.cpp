@@ -31,10 +31,11 @@ Program::Program(std::string wasm, std::shared_ptr<const NativeCompiler> compile
   // (std::async would: its last future blocks in its destructor.)
   auto promise = std::make_shared<std::promise<std::shared_ptr<const NativeModule>>>();
   native_ = promise->get_future().share();
-  std::thread([promise, compiler, wasm = wasm_, seconds = compile_seconds_]() {
+  std::thread([promise, compiler, wasm = wasm_, key = compiler->cache_key(wasm_),
+               seconds = compile_seconds_]() {
     try {
       auto t0 = std::chrono::steady_clock::now();
-      std::string so = compiler->compile(wasm);
+      std::string so = compiler->compile(wasm, key);
       seconds->store(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       promise->set_value(std::shared_ptr<const NativeModule>(NativeModule::load(so)));
     } catch (...) {

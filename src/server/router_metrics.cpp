@@ -18,8 +18,12 @@ void register_router_metrics(Metrics& metrics, ServingStack& stack, RouterLoad l
     return double(g.pages_total - g.pages_free - g.pages_cached) / double(g.pages_total);
   };
   auto running = [load] { return double(load.running_requests()); };
-  // Calls waiting in command queues for a batch: the work not yet scheduled.
-  auto waiting = [&ctl] { return double(ctl.gauges().queue_depth); };
+  // Work not yet scheduled: calls waiting in command queues for a batch, and instances waiting
+  // for KV memory or suspended to host memory (what vLLM counts as waiting or preempted).
+  auto waiting = [&ctl] {
+    const ControllerGauges g = ctl.gauges();
+    return double(g.queue_depth) + g.kv_waiting + g.instances_suspended;
+  };
 
   metrics.gauge("vllm:num_requests_running", "Requests being served (vLLM name)", running);
   metrics.gauge("vllm:num_requests_waiting", "Model calls waiting for a batch (vLLM name)",
