@@ -29,6 +29,7 @@ struct RunArgs {
   bool no_prefix_cache = false;
   uint32_t max_kv_pages_per_inferlet = 0;
   std::vector<std::string> http_allow;
+  bool http_allow_private = false;
   bool no_stdin = false;
   bool verbose = false;
   std::string device = "auto";
@@ -52,6 +53,7 @@ int run(const RunArgs& a) {
   so.control.prefix_cache = !a.no_prefix_cache;
   so.control.max_kv_pages_per_instance = a.max_kv_pages_per_inferlet;
   so.runtime.http_allow = a.http_allow;
+  so.runtime.http_allow_private = a.http_allow_private;
   ServingStack stack(so);
   auto program = stack.runtime().load_program_file(a.program);
   std::vector<std::string> argv = {a.program};
@@ -93,6 +95,8 @@ void add_run_commands(CLI::App& app) {
           "hosts inferlets may reach over HTTP: HOST or HOST:PORT, comma-separated (default: none)")
       ->delimiter(',')
       ->allow_extra_args(false);
+  run_cmd->add_flag("--inferlet-http-allow-private", a->http_allow_private,
+                    "let allowed host names resolve to loopback or private addresses");
   run_cmd->add_flag("--no-stdin", a->no_stdin, "do not forward stdin lines as messages");
   run_cmd->add_flag("-v,--verbose", a->verbose,
                     "model load progress and instance status on stderr");

@@ -116,6 +116,10 @@ void add_serve_commands(CLI::App& app) {
   add(cmd->add_option("--inferlet-http-allow", cfg->inferlet_http_allow,
                       "hosts inferlets may call (host or host:port)")
           ->delimiter(','));
+  add(cmd->add_option("--inferlet-max-message-bytes", cfg->inferlet_max_message_bytes,
+                      "largest message to or from an inferlet (client messages, pub/sub)"));
+  add(cmd->add_flag("--inferlet-http-allow-private", cfg->inferlet_http_allow_private,
+                    "let allowed host names resolve to loopback or private addresses"));
   add(cmd->add_option("--api-key", cfg->api_keys,
                       "accepted API key (repeatable); without keys no auth")
           ->delimiter(','));
@@ -123,6 +127,8 @@ void add_serve_commands(CLI::App& app) {
   add(cmd->add_option("--max-upload-bytes", cfg->max_upload_bytes, "largest program upload"));
   add(cmd->add_option("--max-body-bytes", cfg->max_body_bytes,
                       "largest request body other than uploads"));
+  add(cmd->add_option("--http-idle-timeout", cfg->http_idle_timeout_s,
+                      "seconds a connection may stay silent (slow headers included)"));
   add(cmd->add_option("--max-instances", cfg->max_instances,
                       "instances running at once (all clients)"));
   add(cmd->add_option("--max-instances-per-key", cfg->max_instances_per_key,

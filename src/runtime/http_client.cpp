@@ -1,7 +1,10 @@
 // Inferlet HTTP over libcurl's multi interface. See http_client.h.
 #include "runtime/http_client.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <charconv>
@@ -77,6 +80,17 @@ std::string get_part(CURLU* u, CURLUPart part, unsigned flags = 0) {
 
 // PITH_OK with `out` filled; PITH_ERR_NOT_ENABLED for a scheme other than http(s);
 // PITH_ERR_BAD_ARGUMENT for anything else that is not a URL with a host. The reason goes to *why.
+// An IPv4 dotted quad or a bracketed IPv6 literal (as normalize_host leaves them).
+bool is_address_literal(const std::string& host) {
+  in_addr a4;
+  if (inet_pton(AF_INET, host.c_str(), &a4) == 1) return true;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    in6_addr a6;
+    return inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &a6) == 1;
+  }
+  return false;
+}
+
 pith_status_t parse_url(std::string_view url, ParsedUrl* out, std::string* why) {
   if (url.empty() || url.size() > kMaxUrlBytes || url.find('\0') != std::string_view::npos) {
     *why = fmt::format("http: refused a malformed URL ({} bytes)", url.size());
@@ -119,6 +133,8 @@ struct HttpClient::Worker {
     std::string response;
     size_t max_bytes = 0;
     bool too_big = false;
+    bool check_address = false;   // the host is a name: refuse non-public addresses it resolves to
+    std::string refused_address;  // set when that refusal happened
     char error[CURL_ERROR_SIZE] = {};
 
     ~Transfer() {
@@ -168,6 +184,24 @@ struct HttpClient::Worker {
     return bytes;
   }
 
+  // Opens the connection's socket unless the name resolved to a non-public address.
+  static curl_socket_t open_socket(void* user, curlsocktype purpose, curl_sockaddr* address) {
+    auto* t = static_cast<Transfer*>(user);
+    const char* what = nullptr;
+    if (purpose == CURLSOCKTYPE_IPCXN && is_non_public_address(&address->addr, &what)) {
+      char text[INET6_ADDRSTRLEN] = "?";
+      const auto* sa = reinterpret_cast<const sockaddr*>(&address->addr);
+      if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, text, sizeof text);
+      else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, text,
+                  sizeof text);
+      t->refused_address = fmt::format("{}, a {} address", text, what);
+      return CURL_SOCKET_BAD;
+    }
+    return socket(address->family, address->socktype, address->protocol);
+  }
+
   // Sets up the easy handle; false (and the transfer completed with an error) if curl refuses.
   bool begin(Transfer& t) {
     t.easy = curl_easy_init();
@@ -187,6 +221,10 @@ struct HttpClient::Worker {
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t.error);
     curl_easy_setopt(e, CURLOPT_USERAGENT, "pith-inferlet");
     curl_easy_setopt(e, CURLOPT_PRIVATE, &t);
+    if (t.check_address) {
+      curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &Worker::open_socket);
+      curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, &t);
+    }
     t.headers = curl_slist_append(t.headers, "Expect:");  // no 100-continue round trip
     if (t.request.method == "POST") {
       // The ABI has no headers: JSON-looking bodies are labelled JSON, others as raw bytes.
@@ -213,6 +251,11 @@ struct HttpClient::Worker {
       uint32_t c = static_cast<uint32_t>(code);
       std::memcpy(t.response.data(), &c, 4);  // little endian, as the guest reads it
       t.done(PITH_OK, std::move(t.response));
+    } else if (!t.refused_address.empty()) {
+      t.done(PITH_ERR_NOT_ENABLED,
+             fmt::format("http: refused {}: it resolves to {} (allow with "
+                         "--inferlet-http-allow-private, or list the address itself)",
+                         t.request.url, t.refused_address));
     } else if (t.too_big || rc == CURLE_FILESIZE_EXCEEDED) {
       t.done(PITH_ERR_LIMIT,
              fmt::format("response larger than {} bytes", config.max_response_bytes));
@@ -298,6 +341,42 @@ struct HttpClient::Worker {
   std::thread thread;
 };
 
+// ---------------------------------------------------------------- addresses
+
+bool is_non_public_address(const void* sockaddr_ptr, const char** what) {
+  const char* kind = nullptr;
+  const auto* sa = static_cast<const sockaddr*>(sockaddr_ptr);
+  auto v4 = [&](uint32_t a) {  // host byte order
+    if ((a >> 24) == 127) return "loopback";
+    if ((a >> 24) == 10 || (a >> 20) == 0xAC1 || (a >> 16) == 0xC0A8) return "private";
+    if ((a >> 16) == 0xA9FE) return "link-local";
+    if ((a >> 22) == (100u << 2 | 1)) return "shared (CGNAT)";
+    if ((a >> 28) == 0xE) return "multicast";
+    if ((a >> 24) == 0) return "unspecified";
+    return static_cast<const char*>(nullptr);
+  };
+  if (sa->sa_family == AF_INET) {
+    kind = v4(ntohl(static_cast<const sockaddr_in*>(sockaddr_ptr)->sin_addr.s_addr));
+  } else if (sa->sa_family == AF_INET6) {
+    const in6_addr& a = static_cast<const sockaddr_in6*>(sockaddr_ptr)->sin6_addr;
+    const uint8_t* b = a.s6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&a))
+      kind = "loopback";
+    else if (IN6_IS_ADDR_UNSPECIFIED(&a))
+      kind = "unspecified";
+    else if (IN6_IS_ADDR_LINKLOCAL(&a))
+      kind = "link-local";
+    else if ((b[0] & 0xFE) == 0xFC)
+      kind = "private (unique-local)";
+    else if (IN6_IS_ADDR_MULTICAST(&a))
+      kind = "multicast";
+    else if (IN6_IS_ADDR_V4MAPPED(&a))
+      kind = v4(uint32_t{b[12]} << 24 | uint32_t{b[13]} << 16 | uint32_t{b[14]} << 8 | b[15]);
+  }
+  if (what) *what = kind;
+  return kind != nullptr;
+}
+
 // ---------------------------------------------------------------- the client
 
 HttpClient::HttpClient(HttpConfig config) : config_(std::move(config)) {
@@ -357,6 +436,7 @@ void HttpClient::start(HttpRequest request, std::function<bool()> wanted, HttpDo
     return;
   }
   auto t = std::make_unique<Worker::Transfer>();
+  t->check_address = !config_.allow_private && !is_address_literal(u.host);
   t->request = std::move(request);
   t->wanted = std::move(wanted);
   t->done = std::move(done);

@@ -9,6 +9,13 @@
 // after timeout_ms and with PITH_ERR_LIMIT when the body exceeds max_response_bytes (never
 // truncated). libcurl honours the usual proxy environment variables (http_proxy, no_proxy).
 //
+// Addresses: an allow-listed *name* that resolves to a loopback, private, link-local, shared
+// (100.64/10), unique-local, multicast or unspecified address is refused when the connection is
+// opened (a public name re-pointed at the server's own network: DNS rebinding, SSRF), unless
+// allow_private (--inferlet-http-allow-private). An allow-listed address literal (127.0.0.1:8080,
+// [::1]) names exactly what the operator chose and is always reached. Behind a proxy the check
+// applies to the proxy's address.
+//
 // Cancellation: each request carries a `wanted` predicate (the instance still exists and the
 // future was not dropped), polled by the worker; an unwanted transfer is aborted and its
 // completion never runs. Destroying the client aborts every transfer the same way.
@@ -31,7 +38,13 @@ struct HttpConfig {
   uint32_t timeout_ms = 10'000;         // the whole request, connect included
   size_t max_response_bytes = 4 << 20;  // a larger body fails the request
   size_t max_in_flight = 256;           // transfers run at once; later ones wait their turn
+  bool allow_private = false;           // names may resolve to non-public addresses
 };
+
+// Whether an address (sockaddr_in or sockaddr_in6) is not on the public internet: loopback,
+// RFC 1918 / unique-local, link-local, CGNAT shared space, multicast, unspecified, or an
+// IPv4-mapped one of those. `what` (if given) names the kind ("loopback", "private", ...).
+bool is_non_public_address(const void* sockaddr, const char** what = nullptr);
 
 // Completes the guest's future (status, result bytes); called on the worker thread.
 using HttpDone = std::function<void(pith_status_t status, std::string result)>;

@@ -42,7 +42,8 @@ Runtime::Runtime(RuntimeConfig config)
     http_ = std::make_unique<HttpClient>(
         HttpConfig{.allow = config_.http_allow,
                    .timeout_ms = config_.http_timeout_ms,
-                   .max_response_bytes = config_.http_max_response_bytes});
+                   .max_response_bytes = config_.http_max_response_bytes,
+                   .allow_private = config_.http_allow_private});
   for (int i = 0; i < config_.threads; ++i)
     schedulers_.push_back(std::make_unique<Scheduler>(config_.cpu_tick_ns));
 }

@@ -35,6 +35,7 @@ struct RuntimeConfig {
   std::vector<std::string> http_allow;
   uint32_t http_timeout_ms = 10'000;         // per request, connect included
   size_t http_max_response_bytes = 4 << 20;  // larger responses fail with PITH_ERR_LIMIT
+  bool http_allow_private = false;  // listed names may resolve to loopback/private addresses
   TierPolicy tiers = TierPolicy::Auto;
 };
 

@@ -200,6 +200,7 @@ int ApiServer::run() {
   HttpLimits limits;
   limits.max_body_bytes = cfg.max_body_bytes;
   limits.max_upload_bytes = cfg.max_upload_bytes;
+  limits.idle_timeout = std::chrono::seconds(static_cast<int64_t>(cfg.http_idle_timeout_s));
   limits.is_upload = [](std::string_view target) { return target.starts_with("/v1/programs"); };
   http_ =
       std::make_unique<HttpServer>(io_, limits, [this](HttpExchange& ex) { return handle(ex); });

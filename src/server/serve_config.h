@@ -36,6 +36,8 @@ struct ServeConfig {
   double inferlet_cpu_limit_s = 60;
   uint32_t inferlet_memory_mb = 64;
   std::vector<std::string> inferlet_http_allow;
+  bool inferlet_http_allow_private = false;      // listed names may resolve to private addresses
+  size_t inferlet_max_message_bytes = 4u << 20;  // one client/pub-sub message, either way
 
   // HTTP.
   std::string host = "127.0.0.1";
@@ -44,6 +46,7 @@ struct ServeConfig {
   std::string api_keys_file;  // one key per line, '#' comments
   size_t max_upload_bytes = 64u << 20;
   size_t max_body_bytes = 4u << 20;
+  double http_idle_timeout_s = 120;    // a connection silent this long (slow headers too) is closed
   uint32_t max_instances = 1024;       // running at once, all clients
   uint32_t max_instances_per_key = 0;  // 0: only the total limit
   size_t event_buffer = 4096;          // events kept per instance

@@ -119,6 +119,9 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   require(!c.host.empty(), "--host", "must name an address to listen on");
   require(c.max_upload_bytes > 0, "--max-upload-bytes", "must be more than 0");
   require(c.max_body_bytes > 0, "--max-body-bytes", "must be more than 0");
+  require(c.http_idle_timeout_s >= 1, "--http-idle-timeout",
+          fmt::format("must be at least 1 second, not {}", c.http_idle_timeout_s));
+  require(c.inferlet_max_message_bytes > 0, "--inferlet-max-message-bytes", "must be more than 0");
   require(c.max_instances > 0, "--max-instances", "must be at least 1");
   require(c.event_buffer > 0, "--event-buffer", "must keep at least 1 event");
   require(c.event_buffer_bytes > 0, "event buffer bytes", "must be more than 0");
@@ -159,7 +162,9 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   so.runtime.threads = c.runtime_threads;
   so.runtime.limits.cpu_ns = static_cast<uint64_t>(c.inferlet_cpu_limit_s * 1e9);
   so.runtime.limits.memory_pages = c.inferlet_memory_mb * 16;  // 64 KiB Wasm pages
+  so.runtime.limits.max_message_bytes = c.inferlet_max_message_bytes;
   so.runtime.http_allow = c.inferlet_http_allow;
+  so.runtime.http_allow_private = c.inferlet_http_allow_private;
   s.config = std::move(c);
   return s;
 }

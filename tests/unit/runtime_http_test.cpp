@@ -3,7 +3,9 @@
 // the allow list (host, host:port, schemes), a disabled server, GET/POST with status codes,
 // timeouts, the response-size cap, redirects not followed, concurrency without blocking the
 // scheduler thread, and an instance (or the whole runtime) ending while a request is in flight.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -99,6 +101,42 @@ TEST(HttpPolicy, BadAllowEntriesAreRejected) {
     EXPECT_THROW(HttpClient(HttpConfig{.allow = {bad}}), Error) << bad;
 }
 
+TEST(HttpAddresses, NonPublicAddressesAreRecognised) {
+  auto v4 = [](const char* text) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    EXPECT_EQ(inet_pton(AF_INET, text, &a.sin_addr), 1) << text;
+    const char* what = nullptr;
+    return is_non_public_address(&a, &what) ? std::string(what) : std::string("public");
+  };
+  auto v6 = [](const char* text) {
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    EXPECT_EQ(inet_pton(AF_INET6, text, &a.sin6_addr), 1) << text;
+    const char* what = nullptr;
+    return is_non_public_address(&a, &what) ? std::string(what) : std::string("public");
+  };
+  EXPECT_EQ(v4("127.0.0.1"), "loopback");
+  EXPECT_EQ(v4("10.1.2.3"), "private");
+  EXPECT_EQ(v4("172.16.0.1"), "private");
+  EXPECT_EQ(v4("172.31.255.255"), "private");
+  EXPECT_EQ(v4("172.32.0.1"), "public");
+  EXPECT_EQ(v4("192.168.1.1"), "private");
+  EXPECT_EQ(v4("169.254.169.254"), "link-local");  // cloud metadata endpoints
+  EXPECT_EQ(v4("100.64.0.1"), "shared (CGNAT)");
+  EXPECT_EQ(v4("100.128.0.1"), "public");
+  EXPECT_EQ(v4("0.0.0.0"), "unspecified");
+  EXPECT_EQ(v4("224.0.0.1"), "multicast");
+  EXPECT_EQ(v4("8.8.8.8"), "public");
+  EXPECT_EQ(v6("::1"), "loopback");
+  EXPECT_EQ(v6("::"), "unspecified");
+  EXPECT_EQ(v6("fe80::1"), "link-local");
+  EXPECT_EQ(v6("fd00::1"), "private (unique-local)");
+  EXPECT_EQ(v6("::ffff:10.0.0.1"), "private");
+  EXPECT_EQ(v6("::ffff:8.8.8.8"), "public");
+  EXPECT_EQ(v6("2001:4860:4860::8888"), "public");
+}
+
 // ---- through a guest -------------------------------------------------------------------------
 
 class RuntimeHttpTest : public ::testing::TestWithParam<TierPolicy> {
@@ -175,6 +213,25 @@ TEST_P(RuntimeHttpTest, RefusedHostIsLoggedAndNeverContacted) {
   EXPECT_NE(ev2.log_containing("refused host localhost:"), "");
   EXPECT_EQ(fetch(rt, {"get", "file:///etc/passwd"}), (Lines{"error not enabled"}));
   EXPECT_EQ(srv.requests() + other.requests(), 0);
+}
+
+TEST_P(RuntimeHttpTest, AllowedNamesThatResolveToPrivateAddressesAreRefused) {
+  TinyHttpServer srv;
+  const std::string name = "localhost:" + std::to_string(srv.port());
+  Runtime rt(config({name}));
+  Events ev;
+  EXPECT_EQ(fetch(rt, {"get", "http://" + name + "/hello"}, &ev), (Lines{"error not enabled"}));
+  EXPECT_NE(ev.log_containing("a loopback address"), "") << ev.log_containing("http");
+  EXPECT_EQ(srv.requests(), 0);
+  // The operator may allow it; a listed address literal is always what the operator chose.
+  RuntimeConfig c = config({name});
+  c.http_allow_private = true;
+  Runtime allowed(c);
+  EXPECT_EQ(fetch(allowed, {"get", "http://" + name + "/hello"}),
+            (Lines{"status 200", "body hello"}));
+  Runtime literal(config({here(srv)}));
+  EXPECT_EQ(fetch(literal, {"get", srv.url("/hello")}), (Lines{"status 200", "body hello"}));
+  EXPECT_EQ(srv.requests(), 2);
 }
 
 TEST_P(RuntimeHttpTest, SlowServerTimesOut) {

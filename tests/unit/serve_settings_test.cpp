@@ -48,6 +48,8 @@ TEST(ServeSettings, ConvertsEveryOption) {
   c.kv_pressure = "kill";
   c.swap_memory = "1G";
   c.kv_idle_suspend_s = 0.25;
+  c.inferlet_http_allow_private = true;
+  c.inferlet_max_message_bytes = 1000;
   c.runtime_threads = 2;
   c.inferlet_cpu_limit_s = 1.5;
   c.inferlet_memory_mb = 32;
@@ -69,6 +71,8 @@ TEST(ServeSettings, ConvertsEveryOption) {
   EXPECT_EQ(so.control.kv_pressure, KvPressure::Kill);
   EXPECT_EQ(so.control.swap_bytes, size_t{1} << 30);
   EXPECT_EQ(so.control.idle_suspend_ns, 250'000'000);
+  EXPECT_TRUE(so.runtime.http_allow_private);
+  EXPECT_EQ(so.runtime.limits.max_message_bytes, 1000u);
   EXPECT_EQ(resolve_serve_config(base()).serving.control.kv_pressure, KvPressure::Suspend);
   EXPECT_EQ(so.runtime.compiler.cache_dir, "/tmp/pith-settings-test/native");
   EXPECT_EQ(so.runtime.threads, 2);
@@ -102,6 +106,12 @@ TEST(ServeSettings, EachInvalidOptionIsNamed) {
             std::string::npos);
   EXPECT_NE(with([](ServeConfig& c) { c.kv_memory = "0"; }).find("--kv-memory"), std::string::npos);
   EXPECT_NE(with([](ServeConfig& c) { c.kv_pressure = "evict"; }).find("--kv-pressure"),
+            std::string::npos);
+  EXPECT_NE(with([](ServeConfig& c) { c.http_idle_timeout_s = 0; }).find("--http-idle-timeout"),
+            std::string::npos);
+  EXPECT_NE(with([](ServeConfig& c) {
+              c.inferlet_max_message_bytes = 0;
+            }).find("--inferlet-max-message-bytes"),
             std::string::npos);
   EXPECT_NE(with([](ServeConfig& c) { c.swap_memory = "much"; }).find("--swap-memory"),
             std::string::npos);

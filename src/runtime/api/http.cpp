@@ -39,7 +39,11 @@ pith_status_t start_request(Instance& inst, std::string method, std::string_view
     return i && i->future_pending(id);
   };
   auto done = [weak, id](pith_status_t status, std::string result) {
-    if (auto i = weak.lock()) i->complete_future(id, status, std::move(result));
+    auto i = weak.lock();
+    if (!i) return;
+    // Refused when connecting (a listed name resolved to a non-public address): say why.
+    if (status == PITH_ERR_NOT_ENABLED) i->emit({InstanceEvent::Kind::Log, PITH_LOG_WARN, result});
+    i->complete_future(id, status, std::move(result));
   };
   http->start({std::move(method), std::string(url), std::string(body)}, std::move(wanted),
               std::move(done));
