@@ -26,11 +26,19 @@ asio::awaitable<void> ProgramRoutes::upload(HttpExchange& ex) {
     co_return co_await ex.error(http::status::bad_request, "bad_request",
                                 "empty upload: send the .wasm bytes as the body");
   std::pair<ProgramInfo, bool> r;
-  std::string invalid;
+  std::string invalid, unstored;
   try {
     r = ctx_.programs.upload(std::move(body), ex.query.count("name") ? ex.query["name"] : "");
+  } catch (const ProgramStorageError& e) {
+    unstored = e.what();
   } catch (const std::exception& e) {
     invalid = e.what();
+  }
+  if (!unstored.empty()) {
+    ctx_.metrics.counter("pith_program_uploads_total", "Program uploads", "result=\"unstored\"")
+        .inc();
+    co_return co_await ex.error(http::status::insufficient_storage, "insufficient_storage",
+                                "the program is valid but could not be stored: " + unstored);
   }
   if (!invalid.empty()) {
     ctx_.metrics.counter("pith_program_uploads_total", "Program uploads", "result=\"invalid\"")

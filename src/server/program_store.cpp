@@ -5,6 +5,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
+#include "common/atomic_file.h"
 #include "common/error.h"
 #include "runtime/native_compiler.h"
 #include "runtime/program.h"
@@ -35,6 +38,9 @@ ProgramStore::ProgramStore(std::string dir, runtime::Runtime& runtime)
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) fail("program store {}: {}", dir_, ec.message());
+  // An upload killed mid-write leaves only a temporary, never a partial program.
+  if (size_t n = remove_temporaries(dir_))
+    spdlog::info("program store {}: removed {} unfinished upload(s)", dir_, n);
   for (const auto& f : fs::directory_iterator(dir_, ec)) {
     std::string stem = f.path().stem().string();
     if (f.path().extension() != ".wasm" || !is_hash(stem)) continue;
@@ -84,15 +90,11 @@ std::pair<ProgramInfo, bool> ProgramStore::upload(std::string wasm, const std::s
   auto program = runtime_.load_program(wasm);
   const fs::path final_path = fs::path(dir_) / (hash + ".wasm");
   if (!fs::exists(final_path)) {
-    const fs::path tmp = fs::path(dir_) / (hash + ".wasm.tmp");
-    {
-      std::ofstream out(tmp, std::ios::binary);
-      out.write(wasm.data(), static_cast<std::streamsize>(wasm.size()));
-      if (!out) fail("program store: cannot write {}", tmp.string());
+    try {
+      write_file_atomically(final_path.string(), wasm);
+    } catch (const Error& e) {
+      throw ProgramStorageError(e.what());
     }
-    std::error_code ec;
-    fs::rename(tmp, final_path, ec);
-    if (ec) fail("program store: cannot rename {}: {}", tmp.string(), ec.message());
   }
   std::lock_guard lock(mu_);
   auto [it, fresh] = entries_.try_emplace(hash);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "runtime/runtime.h"
 
 namespace pith::server {
@@ -26,6 +27,12 @@ struct ProgramInfo {
   bool loaded = false;
   bool native_ready = false;
   double compile_seconds = 0;
+};
+
+// The program was valid but could not be stored (a full disk, a read-only cache dir).
+class ProgramStorageError : public pith::Error {
+ public:
+  using pith::Error::Error;
 };
 
 class ProgramStore {

@@ -4,7 +4,8 @@
 complete with the greedy output of an unpressured server, nobody is killed, and /metrics shows
 what it cost (suspensions, pages swapped each way, time waited). The same load under
 `--kv-pressure kill` (the paper's policy) loses requests with 503s, and a request that alone
-needs more than the pool gets a clear error while the server keeps serving.
+needs more than the pool gets a clear error while the server keeps serving, and a client that
+disconnects mid-stream gets its instance and pages freed.
 
 Usage: kv_pressure.py PITH MODEL [REQUESTS TOKENS]"""
 import http.client
@@ -97,6 +98,25 @@ def main():
         status, _ = s.request("POST", "/v1/completions", {
             "model": name, "prompt": "Once", "max_tokens": 8}, check=False)
         assert status == 200
+
+        # A client that disconnects mid-stream frees its instance and its pages.
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+        conn.request("POST", "/v1/completions", json.dumps({
+            "model": name, "prompt": "Once", "max_tokens": 900, "min_tokens": 900,
+            "temperature": 0, "stream": True}), {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 200
+        resp.read1(256)  # the stream has started
+        assert s.metric("pith_kv_pages", {"state": "used"}) > 0
+        t0 = time.monotonic()
+        conn.sock.close()
+        conn.close()
+        while (s.metric("pith_kv_pages", {"state": "used"}) > 0 or
+               s.metric("pith_running_instances") > 0):
+            assert time.monotonic() - t0 < 10, "a disconnected stream kept its pages"
+            time.sleep(0.02)
+        print(f"a disconnected stream's instance and pages were freed in "
+              f"{(time.monotonic() - t0) * 1000:.0f} ms")
 
     with Server(pith, model, "--device", "cpu", "--kv-memory", "2M", "--kv-pressure", "kill") as s:
         killed, kill_s, _ = load(s, n, tokens)
