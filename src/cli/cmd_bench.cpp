@@ -14,6 +14,7 @@
 #include "bench/bench_overhead.h"
 #include "bench/bench_runtime.h"
 #include "bench/bench_serving.h"
+#include "bench/bench_soak.h"
 #include "bench/bench_tokenizer.h"
 #include "cli/commands.h"
 #include "common/error.h"
@@ -271,6 +272,27 @@ void add_contention_suite(CLI::App& bench) {  // pith bench contention (bench/be
   });
 }
 
+void add_soak_suite(CLI::App& bench) {  // pith bench soak (bench/bench_soak.h)
+  auto o = std::make_shared<bench::SoakBenchOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto* c = bench.add_subcommand(
+      "soak", "mixed inferlets for minutes: RSS, threads and KV pages over time, leaks at the end");
+  c->add_option("-m,--model", o->model, "model file (GGUF or HF folder)")->required();
+  c->add_option("--instances", o->instances, "instances running at once");
+  c->add_option("--seconds", o->seconds, "how long to keep relaunching");
+  c->add_option("--kv-memory", o->kv_memory, "KV pool (small: suspension takes part)");
+  c->add_option("-t,--threads", o->threads, "engine threads");
+  c->add_option("--runtime-threads", o->runtime_threads, "threads running inferlets");
+  c->add_option("--inferlets", o->inferlet_dir, "folder of the .wasm inferlets");
+  c->add_option("--cache-dir", o->cache_dir, "native code cache");
+  add_device_option(*c, o->device);
+  c->add_flag("--json", *json, "print a JSON summary as the last line");
+  c->callback([o, json] {
+    auto r = bench::run_soak_bench(*o);
+    if (*json) fmt::print("{}\n", r.dump());
+  });
+}
+
 void add_grammar_suite(CLI::App& bench) {  // pith bench grammar (bench/bench_grammar.h)
   auto o = std::make_shared<bench::GrammarBenchOptions>();
   auto json = std::make_shared<bool>(false);
@@ -307,6 +329,7 @@ void add_bench_commands(CLI::App& app) {
   add_overhead_suite(*bench);
   add_serving_suites(*bench);
   add_contention_suite(*bench);
+  add_soak_suite(*bench);
   add_grammar_suite(*bench);
 }
 
