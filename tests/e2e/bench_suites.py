@@ -73,6 +73,24 @@ def main():
               "--short-tokens", "8", "--decoders", "1", "--decode-tokens", "4", "--max-batch-tokens", "64")
     need(c, "ttft_p99_ratio", "throughput_loss_pct")
     positive(c, "ttft_p99_ratio")
+    k = bench(pith, "contention", "-m", model, "--requests", "6", "--prompt-tokens", "8",
+              "--gen-tokens", "24", "--factors", "3")
+    need(k, "baseline", "runs", "pages_needed")
+    assert k["baseline"]["completed"] == 6, k["baseline"]
+    suspend = [r for r in k["runs"] if r["policy"] == "suspend"]
+    kill = [r for r in k["runs"] if r["policy"] == "kill"]
+    assert len(suspend) == len(kill) == 1, k["runs"]
+    # Under suspension nothing is lost and every output is the unpressured one.
+    assert suspend[0]["completed"] == suspend[0]["identical"] == 6, suspend[0]
+    assert kill[0]["completed"] + kill[0]["killed"] <= 6, kill[0]
+
+    with tempfile.TemporaryDirectory(prefix="pith_bench_") as cache:
+        s = bench(pith, "soak", "-m", model, "--instances", "6", "--seconds", "3",
+                  "--kv-memory", "256K", "--inferlets", inferlets, "--cache-dir", cache)
+        need(s, "rss_slope_mib_per_min", "pages_leaked", "kinds", "samples")
+        assert s["pages_leaked"] == 0 and s["instances_left"] == 0, s
+        assert s["unexpected"] == 0, s["kinds"]
+        assert s["launched"] > 0 and len(s["samples"]) >= 2, s
     print("bench suites: JSON contracts hold")
 
 
