@@ -195,6 +195,17 @@ size_t Controller::suspend_locked(InstanceId victim) {
 bool Controller::resume_locked(InstanceId id, Deferred& deferred) {
   ResourceSpaces::SwapIn in = spaces_.swap_in(id);
   suspended_.erase(id);
+  // Queued calls move to the fresh ids first, so that every reference is consistent whatever
+  // the load does.
+  std::unordered_map<uint32_t, uint32_t> moved;
+  for (size_t i = 0; i < in.stale.size(); ++i) moved.emplace(in.stale[i], in.fresh[i]);
+  for (QueueId q : spaces_.queues_of(id)) {
+    auto it = queues_.find(q);
+    if (it == queues_.end()) continue;
+    Queue& queue = it->second;
+    for (size_t i = 0; i < queue.calls.size(); ++i)
+      relocate(*queue.calls[i], queue.infos[i], moved);
+  }
   const int64_t t0 = now_ns();
   try {
     backend_.load_kv_pages(in.fresh, in.image);
@@ -209,15 +220,6 @@ bool Controller::resume_locked(InstanceId id, Deferred& deferred) {
     return false;
   }
   counters_.swap_ns += now_ns() - t0;
-  std::unordered_map<uint32_t, uint32_t> moved;
-  for (size_t i = 0; i < in.stale.size(); ++i) moved.emplace(in.stale[i], in.fresh[i]);
-  for (QueueId q : spaces_.queues_of(id)) {
-    auto it = queues_.find(q);
-    if (it == queues_.end()) continue;
-    Queue& queue = it->second;
-    for (size_t i = 0; i < queue.calls.size(); ++i)
-      relocate(*queue.calls[i], queue.infos[i], moved);
-  }
   ++counters_.resumes;
   counters_.pages_swapped_in += in.fresh.size();
   // Its guest has been parked all along: give it time to run before it can count as idle.
