@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -174,12 +175,27 @@ NativeCompiler::NativeCompiler(NativeCompilerConfig config) : config_(std::move(
   std::error_code ec;
   fs::create_directories(config_.cache_dir, ec);
   if (ec) fail("{}: cannot create cache directory: {}", config_.cache_dir, ec.message());
+  sweep_abandoned_builds();
   std::string wasm2c_version = first_line_of(config_.wasm2c + " --version");
   std::string cc_version = first_line_of(config_.cc + " --version");
   toolchain_id_ = kShimVersion;
   toolchain_id_ += "\n" + wasm2c_version + "\n" + cc_version + "\n";
   for (const auto& f : cc_flags(config_)) toolchain_id_ += f + " ";
   toolchain_id_ += "\n" + host_import_prototypes();
+}
+
+void NativeCompiler::sweep_abandoned_builds() const {
+  // A build folder lives at most as long as its two tool runs; one much older than that belongs
+  // to a process killed mid-build (the cache may be shared, so younger ones are left alone).
+  const auto max_age = std::chrono::duration_cast<fs::file_time_type::duration>(
+      std::chrono::duration<double>(4 * config_.limits.wall_seconds + 60));
+  const auto now = fs::file_time_type::clock::now();
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(config_.cache_dir, ec)) {
+    if (!f.is_directory(ec) || f.path().filename().string().rfind("build-", 0) != 0) continue;
+    auto t = fs::last_write_time(f.path(), ec);
+    if (!ec && now - t > max_age) fs::remove_all(f.path(), ec);
+  }
 }
 
 std::string NativeCompiler::cache_key(std::string_view wasm) const {

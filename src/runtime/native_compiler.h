@@ -45,6 +45,9 @@ class NativeCompiler {
   const NativeCompilerConfig& config() const { return config_; }
 
  private:
+  // Removes build folders a killed process left in the cache (older than any build can run).
+  void sweep_abandoned_builds() const;
+
   NativeCompilerConfig config_;
   std::string toolchain_id_;  // tool versions + flags + shim/import-table text
 };

@@ -2,6 +2,10 @@
 // and the import table.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
 #include "runtime/kv_store.h"
 #include "runtime/native_compiler.h"
 
@@ -55,6 +59,23 @@ TEST(NativeCompiler, CacheKeyDependsOnModuleAndToolchain) {
   EXPECT_NE(ca.cache_key("module"), ca.cache_key("module2"));
   EXPECT_NE(ca.cache_key("module"), cb.cache_key("module"));  // flags are part of the key
   EXPECT_EQ(ca.cached("never compiled"), "");
+}
+
+TEST(NativeCompiler, BuildFoldersOfAKilledProcessAreSweptAtStart) {
+  namespace fs = std::filesystem;
+  NativeCompilerConfig c;
+  c.cache_dir = testing::TempDir() + "/pith-sweep";
+  fs::remove_all(c.cache_dir);
+  const fs::path old_build = fs::path(c.cache_dir) / "build-0123456789abcdef-AbCdEf";
+  const fs::path live_build = fs::path(c.cache_dir) / "build-fedcba9876543210-XyZxYz";
+  fs::create_directories(old_build);
+  fs::create_directories(live_build);
+  std::ofstream(old_build / "guest.c") << "int half_written";
+  fs::last_write_time(old_build, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  NativeCompiler compiler(c);
+  EXPECT_FALSE(fs::exists(old_build));
+  EXPECT_TRUE(fs::exists(live_build));  // another process may be building there right now
+  fs::remove_all(c.cache_dir);
 }
 
 TEST(NativeCompiler, ImportTableKnowsTheAbi) {
