@@ -7,7 +7,8 @@ what it cost (suspensions, pages swapped each way, time waited). The same load u
 needs more than the pool gets a clear error while the server keeps serving, and a client that
 disconnects mid-stream gets its instance and pages freed.
 
-Usage: kv_pressure.py PITH MODEL [REQUESTS TOKENS]"""
+Usage: kv_pressure.py PITH MODEL [REQUESTS TOKENS KV_MEMORY] (default 50 500 2M, the issue's
+load; the sanitizer build runs 50 250 1M: the same oversubscription in half the tokens)"""
 import http.client
 import json
 import os
@@ -55,6 +56,7 @@ def main():
     pith, model = sys.argv[1], sys.argv[2]
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 50
     tokens = int(sys.argv[4]) if len(sys.argv) > 4 else 500
+    pool = sys.argv[5] if len(sys.argv) > 5 else "2M"
 
     with Server(pith, model, "--device", "cpu") as s:
         ref, ref_s, ref_p99 = load(s, n, tokens)
@@ -62,7 +64,7 @@ def main():
         assert s.metric("pith_kv_suspensions_total") == 0
     print(f"unpressured: {n}/{n} in {ref_s:.2f} s, p99 latency {ref_p99:.2f} s")
 
-    with Server(pith, model, "--device", "cpu", "--kv-memory", "2M") as s:
+    with Server(pith, model, "--device", "cpu", "--kv-memory", pool) as s:
         pages = s.metric("pith_kv_pages_total")
         got, got_s, got_p99 = load(s, n, tokens)
         failed = [r for r in got if r[0] != 200]
@@ -83,7 +85,7 @@ def main():
         assert s.metric("pith_kv_swap_bytes") == 0
         assert s.metric("pith_kv_pages", {"state": "used"}) == 0  # every page came back
 
-    print(f"2 MiB pool ({int(pages)} pages), suspend: {n}/{n} in {got_s:.2f} s, p99 latency "
+    print(f"{pool} pool ({int(pages)} pages), suspend: {n}/{n} in {got_s:.2f} s, p99 latency "
           f"{got_p99:.2f} s, outputs identical to unpressured; {int(suspensions)} suspensions, "
           f"{int(swapped_out)} pages swapped out and in, {waited:.1f} s waited in all")
 
@@ -118,14 +120,14 @@ def main():
         print(f"a disconnected stream's instance and pages were freed in "
               f"{(time.monotonic() - t0) * 1000:.0f} ms")
 
-    with Server(pith, model, "--device", "cpu", "--kv-memory", "2M", "--kv-pressure", "kill") as s:
+    with Server(pith, model, "--device", "cpu", "--kv-memory", pool, "--kv-pressure", "kill") as s:
         killed, kill_s, _ = load(s, n, tokens)
         ok = sum(1 for status, _ in killed if status == 200)
         lost = [body for status, body in killed if status != 200]
         # Killed for an older one's pages, or refused when nobody newer was left to kill.
         assert lost and all("KV memory" in b["error"]["message"] or
                             "out of KV pages" in b["error"]["message"] for b in lost), lost[:2]
-    print(f"2 MiB pool, kill (the paper's policy): {ok}/{n} completed, {n - ok} answered 503")
+    print(f"{pool} pool, kill (the paper's policy): {ok}/{n} completed, {n - ok} answered 503")
 
 
 if __name__ == "__main__":
