@@ -68,6 +68,10 @@ const char* handler_name(FakeHandler h) {
       return "copy_kv";
     case FakeHandler::NextDist:
       return "next_dist";
+    case FakeHandler::SaveKv:
+      return "save_kv_pages";
+    case FakeHandler::LoadKv:
+      return "load_kv_pages";
   }
   return "?";
 }
@@ -229,7 +233,8 @@ void FakeBackend::copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_off
 }
 
 void FakeBackend::save_kv_pages(std::span<const uint32_t> pages, std::span<std::byte> out) {
-  validate_kv_images("save_kv_pages", pages, out.size(), kv_page_bytes(), pages_);
+  enter(FakeHandler::SaveKv,
+        [&] { validate_kv_images("save_kv_pages", pages, out.size(), kv_page_bytes(), pages_); });
   {
     std::lock_guard knobs(knob_mu_);
     counters_.pages_saved += pages.size();
@@ -249,7 +254,8 @@ void FakeBackend::save_kv_pages(std::span<const uint32_t> pages, std::span<std::
 }
 
 void FakeBackend::load_kv_pages(std::span<const uint32_t> pages, std::span<const std::byte> in) {
-  validate_kv_images("load_kv_pages", pages, in.size(), kv_page_bytes(), pages_);
+  enter(FakeHandler::LoadKv,
+        [&] { validate_kv_images("load_kv_pages", pages, in.size(), kv_page_bytes(), pages_); });
   {
     std::lock_guard knobs(knob_mu_);
     counters_.pages_loaded += pages.size();
@@ -367,6 +373,9 @@ void FakeBackend::enter(FakeHandler handler, const std::function<void()>& valida
       case FakeHandler::NextDist:
         counters_.next_dist_calls++;
         break;
+      case FakeHandler::SaveKv:
+      case FakeHandler::LoadKv:
+        break;  // counted in pages by the handlers
     }
   }
   try {

@@ -69,7 +69,7 @@ using FakeScript = std::function<std::optional<TokenDistribution>(const FakeView
 // leaves the view to the default: "after this prompt, answer this".
 FakeScript script_continuation(std::vector<int32_t> prefix, std::vector<int32_t> continuation);
 
-enum class FakeHandler : uint8_t { Forward, EmbedTokens, CopyKv, NextDist };
+enum class FakeHandler : uint8_t { Forward, EmbedTokens, CopyKv, NextDist, SaveKv, LoadKv };
 enum class FakeFailure : uint8_t { Error, OutOfMemory };  // pith::Error, std::bad_alloc
 
 struct FakeCounters {
@@ -177,7 +177,7 @@ class FakeBackend final : public Backend {
     uint64_t calls_left = 0;  // 0: none
     FakeFailure kind = FakeFailure::Error;
   };
-  PendingFailure failures_[4];
+  PendingFailure failures_[6];
   FakeCounters counters_;
 };
 

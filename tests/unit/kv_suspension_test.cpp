@@ -326,6 +326,29 @@ TEST(KvSuspension, KillingASuspendedInstanceFreesEverything) {
   EXPECT_EQ(ctl.gauges().pages_free, 4u);
 }
 
+TEST(KvSuspension, AResumeThatCannotLoadEndsTheInstanceWithTheReason) {
+  auto backend = fake(4);
+  Controller ctl(*backend, {});
+  Waker w1, w2;
+  std::promise<std::string> killed;
+  ctl.register_instance(1, nullptr);
+  ctl.register_instance(2, [&](const std::string& why) { killed.set_value(why); });
+  ctl.set_waker(1, w1.fn());
+  ctl.set_waker(2, w2.fn());
+  auto p2 = alloc(ctl, 2, 3);
+  auto p1 = alloc_waiting(ctl, 1, 4, w1);
+  ASSERT_TRUE(p1.ok()) << p1;
+  backend->fail_call(FakeHandler::LoadKv, 1);
+  ctl.release_instance(1);  // the resume's load fails: instance 2 cannot get its K/V back
+  auto why = killed.get_future().get();
+  EXPECT_NE(why.find("could not be restored after a suspension"), std::string::npos) << why;
+  EXPECT_NE(why.find("injected failure of this load_kv_pages call"), std::string::npos) << why;
+  auto g = ctl.gauges();
+  EXPECT_EQ(g.instances, 0u);
+  EXPECT_EQ(g.pages_free, 4u);
+  EXPECT_EQ(g.swap_bytes, 0u);
+}
+
 TEST(KvSuspension, SwapSpaceIsBounded) {
   auto backend = fake(4);
   ControllerOptions opt;
