@@ -10,7 +10,15 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_L
   target_compile_options(pith_options INTERFACE -Wno-restrict)
 endif()
 
-if(PITH_SANITIZE)
+if(PITH_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "PITH_FUZZ needs clang (libFuzzer): -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  # Coverage instrumentation everywhere; the fuzz targets link the libFuzzer driver themselves.
+  target_compile_options(pith_options INTERFACE -fsanitize=fuzzer-no-link,address,undefined
+    -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  target_link_options(pith_options INTERFACE -fsanitize=address,undefined)
+elseif(PITH_SANITIZE)
   target_compile_options(pith_options INTERFACE
     -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   target_link_options(pith_options INTERFACE -fsanitize=address,undefined)

@@ -30,7 +30,7 @@ class Dict {
   const Value* find(std::string_view key) const;
   void set(std::string key, Value value);  // replaces an existing key in place
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
-  size_t size() const { return entries_.size(); }
+  size_t size() const;  // defined below Value (clang needs Value complete here)
 
  private:
   std::vector<std::pair<std::string, Value>> entries_;
@@ -137,5 +137,9 @@ struct JsonFormat {
   bool sort_keys = false;
 };
 std::string to_json(const Value& v, const JsonFormat& format);
+
+inline size_t Dict::size() const {
+  return entries_.size();
+}
 
 }  // namespace pith::jinja
