@@ -358,7 +358,7 @@ ControllerGauges Controller::gauges() const {
   g.queue_depth = depth;
   g.kv_waiting = 0;
   for (const auto& [_, w] : alloc_waits_) g.kv_waiting += w.granted || w.refused ? 0 : 1;
-  g.instances_suspended = static_cast<uint32_t>(suspended_.size());
+  g.instances_suspended = static_cast<uint32_t>(spaces_.suspended_instances().size());
   g.swap_bytes = spaces_.swap_bytes();
   if (const PrefixCache* cache = spaces_.prefix_cache()) {
     g.pages_cached = cache->stats().cached_pages;
@@ -411,7 +411,7 @@ bool Controller::wait_for_work(std::unique_lock<std::mutex>& lock, std::vector<Q
     views.clear();
     int64_t oldest = INT64_MAX;
     for (auto& [qid, q] : queues_) {
-      if (q.infos.empty() || (!suspended_.empty() && suspended_.count(q.owner))) continue;
+      if (q.infos.empty() || spaces_.suspended(q.owner)) continue;
       views.push_back({qid, q.priority, q.infos});
       oldest = std::min(oldest, q.infos.front().enqueued_ns);
     }

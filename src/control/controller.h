@@ -27,7 +27,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -272,7 +271,6 @@ class Controller {
 
   std::map<InstanceId, AllocWait> alloc_waits_;
   std::unordered_map<InstanceId, KvClient> kv_clients_;
-  std::set<InstanceId> suspended_;
   uint32_t reserved_pages_ = 0;
 
   bool stop_ = false;

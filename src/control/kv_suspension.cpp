@@ -93,11 +93,12 @@ KvRank Controller::rank_locked(InstanceId id) const {
 }
 
 bool Controller::wanting_ahead_locked(InstanceId id) const {
-  if (alloc_waits_.empty() && suspended_.empty()) return false;
+  const auto& suspended = spaces_.suspended_instances();
+  if (alloc_waits_.empty() && suspended.empty()) return false;
   const KvRank mine = rank_locked(id);
   for (const auto& [other, w] : alloc_waits_)
     if (other != id && !w.granted && !w.refused && outranks(rank_locked(other), mine)) return true;
-  for (InstanceId other : suspended_)
+  for (InstanceId other : suspended)
     if (other != id && outranks(rank_locked(other), mine)) return true;
   return false;
 }
@@ -145,7 +146,6 @@ void Controller::forget_kv_client_locked(InstanceId id) {
     alloc_waits_.erase(w);
   }
   kv_clients_.erase(id);
-  suspended_.erase(id);
 }
 
 // ---------------------------------------------------------------- the dispatcher side
@@ -182,7 +182,6 @@ size_t Controller::suspend_locked(InstanceId victim) {
   }
   counters_.swap_ns += now_ns() - t0;
   spaces_.swap_out(victim, pages, std::move(refs), std::move(image));
-  suspended_.insert(victim);
   if (auto w = alloc_waits_.find(victim); w != alloc_waits_.end() && w->second.granted) {
     reserved_pages_ -= w->second.n;  // asks again once it is back
     w->second.granted = false;
@@ -194,7 +193,6 @@ size_t Controller::suspend_locked(InstanceId victim) {
 
 bool Controller::resume_locked(InstanceId id, Deferred& deferred) {
   ResourceSpaces::SwapIn in = spaces_.swap_in(id);
-  suspended_.erase(id);
   // Queued calls move to the fresh ids first, so that every reference is consistent whatever
   // the load does.
   std::unordered_map<uint32_t, uint32_t> moved;
@@ -269,11 +267,12 @@ bool Controller::others_hold_pages_locked(InstanceId id) const {
 }
 
 bool Controller::relieve_pressure_locked(Deferred& deferred) {
-  if (alloc_waits_.empty() && suspended_.empty()) return false;
+  const auto& suspended = spaces_.suspended_instances();
+  if (alloc_waits_.empty() && suspended.empty()) return false;
   const int64_t now = now_ns();
-  std::vector<InstanceId> wanting(suspended_.begin(), suspended_.end());
+  std::vector<InstanceId> wanting(suspended.begin(), suspended.end());
   for (const auto& [id, w] : alloc_waits_)
-    if (!w.granted && !w.refused && !suspended_.count(id)) wanting.push_back(id);
+    if (!w.granted && !w.refused && !suspended.count(id)) wanting.push_back(id);
   std::sort(wanting.begin(), wanting.end(),
             [&](InstanceId a, InstanceId b) { return outranks(rank_locked(a), rank_locked(b)); });
   bool blocked = false;

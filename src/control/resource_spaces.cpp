@@ -72,8 +72,9 @@ void ResourceSpaces::release_instance(InstanceId id) {
   if (it == instances_.end()) return;
   Instance& inst = it->second;
   inst.pages.for_each([&](uint32_t, uint32_t phys) {
-    if (!inst.suspended || !inst.swapped_set.count(phys)) page_refs_.release(phys);
+    if (!inst.swapped_set.count(phys)) page_refs_.release(phys);
   });
+  suspended_.erase(id);
   swap_bytes_ -= inst.image.size();
   inst.embeds.for_each([&](uint32_t, uint32_t phys) { embed_refs_.release(phys); });
   for (const auto& name : inst.exports) {
@@ -214,7 +215,7 @@ void ResourceSpaces::private_pages(InstanceId id, std::span<const uint32_t> pend
   pages.clear();
   refs.clear();
   const Instance* inst = find(id);
-  if (!inst || inst->suspended) return;
+  if (!inst || suspended(id)) return;
   std::unordered_map<uint32_t, uint32_t> mine;  // page -> references this instance holds
   inst->pages.for_each([&](uint32_t, uint32_t phys) { ++mine[phys]; });
   for (uint32_t p : pending) ++mine[p];
@@ -228,10 +229,10 @@ void ResourceSpaces::private_pages(InstanceId id, std::span<const uint32_t> pend
 void ResourceSpaces::swap_out(InstanceId id, std::vector<uint32_t> pages,
                               std::vector<uint32_t> refs, std::vector<std::byte> image) {
   Instance* inst = find(id);
-  PITH_CHECK(inst && !inst->suspended && pages.size() == refs.size());
+  PITH_CHECK(inst && !suspended(id) && pages.size() == refs.size());
   for (size_t i = 0; i < pages.size(); ++i)
     for (uint32_t r = 0; r < refs[i]; ++r) page_refs_.release(pages[i]);
-  inst->suspended = true;
+  suspended_.insert(id);
   inst->swapped_set = {pages.begin(), pages.end()};
   inst->swapped = std::move(pages);
   inst->swapped_refs = std::move(refs);
@@ -239,24 +240,19 @@ void ResourceSpaces::swap_out(InstanceId id, std::vector<uint32_t> pages,
   inst->image = std::move(image);
 }
 
-bool ResourceSpaces::suspended(InstanceId id) const {
-  const Instance* inst = find(id);
-  return inst && inst->suspended;
-}
-
 size_t ResourceSpaces::swapped_pages(InstanceId id) const {
   const Instance* inst = find(id);
-  return inst && inst->suspended ? inst->swapped.size() : 0;
+  return inst && suspended(id) ? inst->swapped.size() : 0;
 }
 
 bool ResourceSpaces::is_swapped(InstanceId id, uint32_t page) const {
   const Instance* inst = find(id);
-  return inst && inst->suspended && inst->swapped_set.count(page) != 0;
+  return inst && inst->swapped_set.count(page) != 0;
 }
 
 ResourceSpaces::SwapIn ResourceSpaces::swap_in(InstanceId id) {
   Instance* inst = find(id);
-  PITH_CHECK(inst && inst->suspended);
+  PITH_CHECK(inst && suspended(id));
   SwapIn in;
   PITH_CHECK(page_refs_.allocate(static_cast<uint32_t>(inst->swapped.size()), in.fresh));
   std::unordered_map<uint32_t, uint32_t> moved;
@@ -271,7 +267,7 @@ ResourceSpaces::SwapIn ResourceSpaces::swap_in(InstanceId id) {
   in.stale = std::move(inst->swapped);
   in.image = std::move(inst->image);
   swap_bytes_ -= in.image.size();
-  inst->suspended = false;
+  suspended_.erase(id);
   inst->swapped.clear();
   inst->swapped_refs.clear();
   inst->swapped_set.clear();

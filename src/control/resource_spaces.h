@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -119,7 +120,8 @@ class ResourceSpaces {
   // Their ids stay in the instance's handles and queued calls, stale, until swap_in.
   void swap_out(InstanceId id, std::vector<uint32_t> pages, std::vector<uint32_t> refs,
                 std::vector<std::byte> image);
-  bool suspended(InstanceId id) const;
+  bool suspended(InstanceId id) const { return !suspended_.empty() && suspended_.count(id) != 0; }
+  const std::set<InstanceId>& suspended_instances() const { return suspended_; }
   size_t swapped_pages(InstanceId id) const;  // pages swap_in needs
   // Whether `page`, as named by the suspended instance's handles or calls, is a stale id.
   bool is_swapped(InstanceId id, uint32_t page) const;
@@ -140,9 +142,8 @@ class ResourceSpaces {
     std::vector<QueueId> queues;
     std::vector<std::string> exports;  // non-persistent exports to drop on release
     KillFn on_kill;
-    // While suspended: the stale ids of its swapped pages, the references each held, and their
-    // images (kv_page_bytes each, in the same order).
-    bool suspended = false;
+    // While suspended (suspended_ lists it): the stale ids of its swapped pages, the references
+    // each held, and their images (kv_page_bytes each, in the same order).
     std::vector<uint32_t> swapped, swapped_refs;
     std::unordered_set<uint32_t> swapped_set;
     std::vector<std::byte> image;
@@ -167,6 +168,7 @@ class ResourceSpaces {
   uint64_t next_launch_seq_ = 1;
   uint64_t killed_for_memory_ = 0;
   size_t swap_bytes_ = 0;
+  std::set<InstanceId> suspended_;
   std::vector<uint32_t> phys_scratch_;  // physical ids of the allocation in progress
 };
 
