@@ -118,6 +118,9 @@ void add_serve_commands(CLI::App& app) {
           ->delimiter(','));
   add(cmd->add_option("--inferlet-max-message-bytes", cfg->inferlet_max_message_bytes,
                       "largest message to or from an inferlet (client messages, pub/sub)"));
+  add(cmd->add_option("--inferlet-max-messages-per-second", cfg->inferlet_max_messages_per_second,
+                      "messages one inferlet may send per second: client messages, pub/sub, "
+                      "log lines (burst: one second's worth; 0: unlimited)"));
   add(cmd->add_flag("--inferlet-http-allow-private", cfg->inferlet_http_allow_private,
                     "let allowed host names resolve to loopback or private addresses"));
   add(cmd->add_option("--api-key", cfg->api_keys,

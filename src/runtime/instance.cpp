@@ -263,12 +263,37 @@ void Instance::emit(InstanceEvent event) {
   if (sink_) sink_(id_, event);
 }
 
+bool Instance::take_message_credit() {
+  const double rate = limits_.max_messages_per_second;
+  if (rate == 0) return true;
+  auto now = std::chrono::steady_clock::now();
+  if (credits_at_ == std::chrono::steady_clock::time_point{}) {
+    message_credits_ = rate;  // a full burst to start with
+  } else {
+    message_credits_ = std::min(
+        rate, message_credits_ + rate * std::chrono::duration<double>(now - credits_at_).count());
+  }
+  credits_at_ = now;
+  if (message_credits_ < 1) return false;
+  message_credits_ -= 1;
+  return true;
+}
+
 void Instance::write_stdio(int fd, std::string_view bytes) {
   std::string& partial = stdio_partial_[fd == 2 ? 2 : 1];
   int level = fd == 2 ? PITH_LOG_WARN : PITH_LOG_INFO;
   for (char c : bytes) {
     if (c == '\n') {
-      emit({InstanceEvent::Kind::Log, level, std::move(partial)});
+      if (!take_message_credit()) {
+        ++dropped_stdio_lines_;
+      } else {
+        if (dropped_stdio_lines_)
+          emit({InstanceEvent::Kind::Log, PITH_LOG_WARN,
+                std::to_string(dropped_stdio_lines_) +
+                    " output line(s) dropped: over the message rate limit"});
+        dropped_stdio_lines_ = 0;
+        emit({InstanceEvent::Kind::Log, level, std::move(partial)});
+      }
       partial.clear();
     } else if (partial.size() < 64 * 1024) {
       partial += c;

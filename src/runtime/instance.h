@@ -18,6 +18,7 @@
 #include <pith/abi.h>
 #include <boost/context/fiber.hpp>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -64,9 +65,14 @@ struct InstanceLimits {
   uint64_t cpu_ns = 5'000'000'000ull;  // CPU time: 5 s (0 = unlimited)
   size_t stack_bytes = 1 << 20;        // fiber stack (virtual; resident only when touched)
   size_t stack_guard_bytes = 64 << 10;
-  size_t max_handles = 4096;            // live futures + subscriptions
-  size_t max_message_bytes = 4 << 20;   // msg_send / broadcast / inbox message size
-  size_t max_queued_messages = 4096;    // client inbox and each subscription
+  size_t max_handles = 4096;           // live futures + subscriptions
+  size_t max_message_bytes = 4 << 20;  // msg_send / broadcast / inbox message size
+  size_t max_queued_messages = 4096;   // client inbox and each subscription
+  // Messages out of the guest (msg_send, topic_broadcast, log, stdout/stderr lines) per second,
+  // with a burst of one second's worth; over it a call fails with PITH_ERR_LIMIT (stdio lines are
+  // dropped and counted). 0: unlimited. The default leaves room for the built-in completion
+  // inferlet's one message per prompt token (echo with logprobs) at GPU prefill speed.
+  uint32_t max_messages_per_second = 100000;
   uint64_t time_slice_ns = 20'000'000;  // CPU time before a spinning guest is preempted
 };
 
@@ -112,6 +118,8 @@ class Instance : public std::enable_shared_from_this<Instance> {
   const InstanceServices& services() const { return services_; }
   const char* tier() const;  // the GuestModule tier this instance runs in
   void emit(InstanceEvent event);
+  // Takes one message from the rate budget (limits().max_messages_per_second); false: over it.
+  bool take_message_credit();
   void write_stdio(int fd, std::string_view bytes);  // fd 1/2: split into log lines
   void park();       // until wake(); returns at once if a wake came in between
   void yield_now();  // lets the other ready instances run once
@@ -176,6 +184,9 @@ class Instance : public std::enable_shared_from_this<Instance> {
   TrapCode end_code_ = TrapCode::None;
   std::string terminate_reason_;  // set by terminate() (guarded by mu_)
   std::string stdio_partial_[3];
+  double message_credits_ = 0;  // the rate budget (guest fiber only)
+  std::chrono::steady_clock::time_point credits_at_;
+  uint64_t dropped_stdio_lines_ = 0;
   std::unique_ptr<ModelSession> model_session_;
 
   // Shared state.

@@ -38,6 +38,7 @@ struct ServeConfig {
   std::vector<std::string> inferlet_http_allow;
   bool inferlet_http_allow_private = false;      // listed names may resolve to private addresses
   size_t inferlet_max_message_bytes = 4u << 20;  // one client/pub-sub message, either way
+  uint32_t inferlet_max_messages_per_second = 100000;  // out of one instance (0: unlimited)
 
   // HTTP.
   std::string host = "127.0.0.1";

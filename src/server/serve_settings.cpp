@@ -163,6 +163,7 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   so.runtime.limits.cpu_ns = static_cast<uint64_t>(c.inferlet_cpu_limit_s * 1e9);
   so.runtime.limits.memory_pages = c.inferlet_memory_mb * 16;  // 64 KiB Wasm pages
   so.runtime.limits.max_message_bytes = c.inferlet_max_message_bytes;
+  so.runtime.limits.max_messages_per_second = c.inferlet_max_messages_per_second;
   so.runtime.http_allow = c.inferlet_http_allow;
   so.runtime.http_allow_private = c.inferlet_http_allow_private;
   s.config = std::move(c);

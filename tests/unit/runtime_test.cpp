@@ -108,6 +108,28 @@ TEST_P(RuntimeTest, ReceiveEndsWhenClientCloses) {
   EXPECT_TRUE(ev.has_log_containing("receive ended: closed"));
 }
 
+TEST_P(RuntimeTest, MessageRateIsLimitedPerInstance) {
+  Runtime rt(test_config());
+  auto echo = load(rt, "echo");
+  std::vector<std::string> args = {"echo", "--no-wait"};
+  for (int i = 0; i < 40; ++i) args.push_back("m" + std::to_string(i));
+  InstanceLimits limits;
+  limits.max_messages_per_second = 10;  // a burst of 10, then 10 a second
+  Events ev;
+  auto inst = rt.launch(echo, args, ev.sink(), limits);
+  EXPECT_EQ(inst->wait().reason, "exited with code 1");  // its send failed with PITH_ERR_LIMIT
+  {
+    std::lock_guard lock(ev.mu);
+    EXPECT_GE(ev.messages.size(), 10u);
+    EXPECT_LT(ev.messages.size(), 20u);  // 40 sends take microseconds: no time to refill
+  }
+  limits.max_messages_per_second = 0;  // unlimited
+  Events all;
+  EXPECT_EQ(rt.launch(echo, args, all.sink(), limits)->wait().reason, "exited with code 0");
+  std::lock_guard lock(all.mu);
+  EXPECT_EQ(all.messages.size(), args.size());
+}
+
 TEST_P(RuntimeTest, StorePersistsAcrossInstances) {
   Runtime rt(test_config());
   auto prog = load(rt, "echo");

@@ -50,6 +50,7 @@ TEST(ServeSettings, ConvertsEveryOption) {
   c.kv_idle_suspend_s = 0.25;
   c.inferlet_http_allow_private = true;
   c.inferlet_max_message_bytes = 1000;
+  c.inferlet_max_messages_per_second = 50;
   c.runtime_threads = 2;
   c.inferlet_cpu_limit_s = 1.5;
   c.inferlet_memory_mb = 32;
@@ -73,6 +74,7 @@ TEST(ServeSettings, ConvertsEveryOption) {
   EXPECT_EQ(so.control.idle_suspend_ns, 250'000'000);
   EXPECT_TRUE(so.runtime.http_allow_private);
   EXPECT_EQ(so.runtime.limits.max_message_bytes, 1000u);
+  EXPECT_EQ(so.runtime.limits.max_messages_per_second, 50u);
   EXPECT_EQ(resolve_serve_config(base()).serving.control.kv_pressure, KvPressure::Suspend);
   EXPECT_EQ(so.runtime.compiler.cache_dir, "/tmp/pith-settings-test/native");
   EXPECT_EQ(so.runtime.threads, 2);

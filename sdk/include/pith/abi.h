@@ -63,7 +63,7 @@ enum {
   PITH_ERR_PENDING = 6,            /* the future is not ready yet (poll, result_read) */
   PITH_ERR_OUT_OF_KV_PAGES = 7,    /* the KV-page quota or the pool is exhausted */
   PITH_ERR_OUT_OF_EMBEDS = 8,      /* the embedding-slot quota or the pool is exhausted */
-  PITH_ERR_LIMIT = 9,              /* a per-instance limit (handles, queue length, message size) */
+  PITH_ERR_LIMIT = 9,              /* a per-instance limit (handles, queue length, message size or rate) */
   PITH_ERR_NO_MODEL = 10,          /* no model is attached to this runtime (e.g. run-local) */
   PITH_ERR_NOT_ENABLED = 11,       /* capability disabled in this server (e.g. HTTP) */
   PITH_ERR_UNSUPPORTED = 12,       /* the model lacks the trait this call needs */

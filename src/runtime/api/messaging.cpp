@@ -9,7 +9,8 @@ extern "C" {
 
 u32 Z_pithZ_msg_send(Z_pith_instance_t* c, u32 data, u32 len) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
-    if (len > inst.limits().max_message_bytes) return static_cast<pith_status_t>(PITH_ERR_LIMIT);
+    if (len > inst.limits().max_message_bytes || !inst.take_message_credit())
+      return static_cast<pith_status_t>(PITH_ERR_LIMIT);
     std::string msg(GuestMemory(inst).string(data, len));
     inst.emit({InstanceEvent::Kind::Message, 0, std::move(msg)});
     return static_cast<pith_status_t>(PITH_OK);

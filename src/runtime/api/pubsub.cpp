@@ -14,7 +14,8 @@ extern "C" {
 
 u32 Z_pithZ_topic_broadcast(Z_pith_instance_t* c, u32 topic, u32 topic_len, u32 data, u32 len) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
-    if (topic_len > kMaxTopic || len > inst.limits().max_message_bytes)
+    if (topic_len > kMaxTopic || len > inst.limits().max_message_bytes ||
+        !inst.take_message_credit())
       return static_cast<pith_status_t>(PITH_ERR_LIMIT);
     GuestMemory mem(inst);
     std::string_view t = mem.string(topic, topic_len);
