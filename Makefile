@@ -23,7 +23,12 @@ endif
 GPU_BUILD ?= build-gpu
 CTEST = ctest --output-on-failure -j $(JOBS) --timeout $(TEST_TIMEOUT)
 
-.PHONY: all deps configure build test demo test-gpu clean
+# Fuzzing (docs/reliability.md): every libFuzzer target for FUZZ_SECONDS each; FUZZ_TARGET=name
+# for one. CI runs `scripts/fuzz.sh all 20 --ci`.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGET  ?= all
+
+.PHONY: all deps configure build test demo test-gpu fuzz clean
 
 all: build
 
@@ -56,5 +61,8 @@ test-gpu: deps
 	@cd $(GPU_BUILD) && PITH_REQUIRE_GPU=1 $(CTEST) --no-tests=error -L gpu $(CTEST_FLAGS)
 	@cd $(GPU_BUILD) && PITH_TEST_DEVICE=cuda $(CTEST) -L e2e $(CTEST_FLAGS)
 
+fuzz: deps
+	@bash scripts/fuzz.sh $(FUZZ_TARGET) $(FUZZ_SECONDS)
+
 clean:
-	rm -rf build build-san $(GPU_BUILD)
+	rm -rf build build-san $(GPU_BUILD) build-fuzz build-fuzz-ci

@@ -1,33 +1,73 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/; clang, ASan + UBSan) in build-fuzz and runs them on seed
-# corpora copied from the test data: scripts/fuzz.sh [TARGET|all] [SECONDS] [JOBS]
-# Findings (crash-*, leak-*, timeout-*) land in build-fuzz/findings/TARGET/. Not part of CI.
+# Builds the libFuzzer targets (fuzz/; clang, ASan + UBSan) in build-fuzz and runs each on its
+# seed corpus: scripts/fuzz.sh [TARGET|all] [SECONDS] [--ci]
+# Seeds: fuzz/corpus/TARGET (committed, small) plus files from the test data (GGUF models and
+# vocabularies, chat templates) and, for wasm_module, inferlets built here. The corpus grows in
+# build-fuzz/corpus/TARGET. Findings (crash-*, leak-*, timeout-*, oom-*) land in
+# build-fuzz/findings/TARGET/ and make the script fail. --ci (what .ci/run does): build-fuzz-ci,
+# an -O1 build without debug info (faster to build), a fresh corpus from the seeds only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:-all}
 seconds=${2:-60}
+ci=0
+[ "${3:-}" = --ci ] && ci=1
 build=build-fuzz
-cmake -S . -B $build -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DPITH_FUZZ=ON -DPITH_CUDA=OFF -DPITH_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-targets=(gguf chat_template)
+all=(gguf safetensors hf_config tokenizer_json chat_template grammar json_schema openai_request
+  http_request sse wasm_module)
+targets=("${all[@]}")
 [ "$target" != all ] && targets=("$target")
-cmake --build $build -j "$(nproc)" --target "${targets[@]/#/fuzz_}"
 
-seed() {  # seed corpora from the project's own test data (small files; GGUFs are read truncated)
+config=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+[ $ci = 1 ] && build=build-fuzz-ci && config=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG"
+  "-DCMAKE_C_FLAGS_RELEASE=-O1 -DNDEBUG")
+cmake -S . -B $build -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DPITH_FUZZ=ON -DPITH_CUDA=OFF -DPITH_BUILD_BENCH=OFF "${config[@]}" >/dev/null
+build_targets=("${targets[@]/#/fuzz_}")
+[[ " ${targets[*]} " == *" wasm_module "* ]] && build_targets+=(inferlet_spin inferlet_traps inferlet_echo)
+cmake --build $build -j "$(nproc)" --target "${build_targets[@]}"
+
+seed() {
   local t=$1 dir=$build/corpus/$1
+  [ $ci = 1 ] && rm -rf "$dir"
   mkdir -p "$dir"
+  [ -d fuzz/corpus/$t ] && cp fuzz/corpus/$t/* "$dir"/
   case $t in
     gguf) cp tests/data/models/tiny-q8_0.gguf tests/data/tokenizer/ggml-vocab-phi-3.gguf "$dir"/ ;;
     chat_template) cp tests/data/templates/*.jinja "$dir"/ ;;
+    wasm_module) cp $build/inferlets/{spin,traps,echo}.wasm "$dir"/ ;;
   esac
 }
+max_len() {
+  case $1 in
+    gguf | wasm_module) echo 1048576 ;;
+    chat_template | tokenizer_json) echo 32768 ;;
+    *) echo 16384 ;;
+  esac
+}
+
+failed=()
 for t in "${targets[@]}"; do
   seed "$t"
-  mkdir -p $build/findings/$t
-  max_len=65536
-  [ "$t" = chat_template ] && max_len=16384
+  findings=$build/findings/$t
+  mkdir -p "$findings"
+  log=$build/fuzz_$t.log
   echo "== fuzz_$t for ${seconds}s"
+  set +e
   ASAN_OPTIONS=detect_leaks=1 $build/fuzz/fuzz_$t $build/corpus/$t -max_total_time="$seconds" \
-    -max_len=$max_len -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix=$build/findings/$t/ 2>&1 | grep -E "^#[0-9]+.*(DONE|pulse)|stat::|ERROR|SUMMARY|Done" || true
+    -max_len="$(max_len "$t")" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$findings/" >"$log" 2>&1
+  rc=$?
+  set -e
+  grep -E "^#[0-9]+.*DONE|stat::(number_of_executed_units|average_exec_per_sec)|ERROR|SUMMARY" \
+    "$log" || true
+  if [ $rc != 0 ]; then
+    failed+=("$t")
+    tail -40 "$log"
+  fi
 done
+if [ ${#failed[@]} != 0 ]; then
+  echo "fuzz: findings in ${failed[*]} (inputs in $build/findings/)"
+  exit 1
+fi
+echo "fuzz: ${#targets[@]} target(s) ran ${seconds}s each without a finding"

@@ -22,6 +22,9 @@ using json = nlohmann::json;
 
 namespace {
 
+// Unused ids a vocabulary may leave between its tokens (placeholders fill them).
+constexpr size_t kMaxIdGaps = 65536;
+
 constexpr const char* kSpace = "\xE2\x96\x81";  // "▁"
 
 json read_json(const std::string& path) {
@@ -68,6 +71,14 @@ std::optional<std::string> token_content(const json& cfg, const char* key) {
   if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
     return (*it)["content"].get<std::string>();
   return std::nullopt;
+}
+
+// A token id as tokenizer.json writes it: a non-negative integer (a float, even a whole one, is
+// refused: converting an out-of-range one is undefined behaviour).
+int64_t token_id(const json& id, const std::string& path) {
+  if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= INT32_MAX)
+    fail("{}: token id {} is not an integer in [0, 2^31 - 1)", path, id.dump());
+  return id.get<int64_t>();
 }
 
 bool is_byte_token(const std::string& t) {
@@ -136,11 +147,11 @@ Vocab read_hf_tokenizer(const std::string& dir) {
 
     // Tokens: model vocab plus added tokens, placed by id.
     std::map<int64_t, std::string> by_id;
-    for (const auto& [text, id] : model.at("vocab").items()) by_id[id.get<int64_t>()] = text;
+    for (const auto& [text, id] : model.at("vocab").items()) by_id[token_id(id, tj_path)] = text;
     std::map<int64_t, TokenType> added_type;
     if (tj.contains("added_tokens") && tj["added_tokens"].is_array()) {
       for (const auto& a : tj["added_tokens"]) {
-        int64_t id = a.at("id").get<int64_t>();
+        int64_t id = token_id(a.at("id"), tj_path);
         by_id[id] = a.at("content").get<std::string>();
         added_type[id] = a.value("special", false) ? TokenType::Control : TokenType::UserDefined;
         if (a.value("lstrip", false)) v.lstrip_ids.push_back(static_cast<int32_t>(id));
@@ -150,9 +161,12 @@ Vocab read_hf_tokenizer(const std::string& dir) {
       std::sort(v.rstrip_ids.begin(), v.rstrip_ids.end());
     }
     if (by_id.empty()) fail("{}: empty vocabulary", tj_path);
-    if (by_id.begin()->first < 0 || by_id.rbegin()->first >= INT32_MAX)
-      fail("{}: token id out of range", tj_path);
+    // Ids are dense in real vocabularies; a file naming id 2e9 for a handful of tokens must not
+    // make the reader allocate two billion placeholders.
     size_t n = static_cast<size_t>(by_id.rbegin()->first) + 1;
+    if (n > by_id.size() + kMaxIdGaps)
+      fail("{}: token ids are sparse: the largest is {} for {} tokens", tj_path, n - 1,
+           by_id.size());
     v.tokens.resize(n);
     v.types.assign(n, TokenType::Unused);
     for (size_t i = 0; i < n; ++i) v.tokens[i] = "<pith_unused_" + std::to_string(i) + ">";

@@ -205,5 +205,26 @@ TEST(TokenizerHf, BrokenFilesAreErrors) {
   EXPECT_THROW(Tokenizer::from_hf_folder(dir.path()), Error);  // neither byte-level nor SPM
 }
 
+// Fuzzing findings: a float id (5.5e66 converted to an integer was undefined behaviour) and a
+// sparse id (2e9 for one token made the reader allocate two billion placeholder tokens).
+TEST(TokenizerHf, HostileIdsAreErrors) {
+  TempDir dir;
+  const std::string head =
+      R"({"pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "merges": [], )";
+  for (const char* vocab : {R"("vocab": {"a": 5.5e66})", R"("vocab": {"a": 1.0})",
+                            R"("vocab": {"a": -1})", R"("vocab": {"a": 0, "b": 2000000000})"}) {
+    spit(dir.path() + "/tokenizer.json", head + vocab + "}}");
+    try {
+      Tokenizer::from_hf_folder(dir.path());
+      FAIL() << "accepted " << vocab;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("token id"), std::string::npos) << e.what();
+    }
+  }
+  spit(dir.path() + "/tokenizer.json",
+       head + R"("vocab": {"a": 0}}, "added_tokens": [{"id": 1e300, "content": "x"}]})");
+  EXPECT_THROW(Tokenizer::from_hf_folder(dir.path()), Error);
+}
+
 }  // namespace
 }  // namespace pith
