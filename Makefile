@@ -24,7 +24,7 @@ GPU_BUILD ?= build-gpu
 CTEST = ctest --output-on-failure -j $(JOBS) --timeout $(TEST_TIMEOUT)
 
 # Fuzzing (docs/reliability.md): every libFuzzer target for FUZZ_SECONDS each; FUZZ_TARGET=name
-# for one. CI runs `scripts/fuzz.sh all 20 --ci`.
+# for one. CI runs `scripts/fuzz.sh all 10 --ci`.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGET  ?= all
 

@@ -4,7 +4,9 @@
 // limit and a trapping one. Samples RSS, threads, live instances and KV pages every second;
 // at the end waits for everything to finish and checks that KV pages, instances and threads are
 // back to their idle values. Reports the RSS slope after warm-up (MiB per minute), pages
-// leaked, unexpected endings, and per-kind p99 latency per minute.
+// leaked, unexpected endings, and per-kind p99 latency per minute. With `server`, the same mix
+// (plus OpenAI chat streams) goes over HTTP to a real `pith serve` child process, whose RSS,
+// threads and /metrics gauges are sampled.
 #pragma once
 
 #include <string>
@@ -23,6 +25,10 @@ struct SoakBenchOptions {
   std::string inferlet_dir;  // "" = the build tree
   std::string cache_dir;     // native cache ("" = default)
   std::string device = "auto";
+  // --server: run the mix through a `pith serve` child process (this binary) over HTTP, with
+  // `openai_share` of every 20 launches being streamed chat completions.
+  bool server = false;
+  int openai_share = 4;
 };
 
 nlohmann::json run_soak_bench(const SoakBenchOptions& options);

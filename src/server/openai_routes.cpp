@@ -227,6 +227,10 @@ asio::awaitable<OpenAiRoutes::Generation> OpenAiRoutes::generate(
   std::optional<proto::ErrorMessage> failure;
   std::optional<runtime::ExitStatus> exit;
   Clock::time_point last_token{};
+  // Streams carry an SSE comment after 10 s of silence (a request queued behind others under
+  // load): proxies with read timeouts (nginx: 60 s) keep the connection, and OpenAI's clients
+  // skip comment lines.
+  Clock::time_point last_write = Clock::now();
   uint64_t after = 0;
   bool gone = false;
   while (!failure && !gone) {
@@ -262,12 +266,19 @@ asio::awaitable<OpenAiRoutes::Generation> OpenAiRoutes::generate(
         gen_tokens.inc();
       }
       if (chunks.empty()) continue;
-      if (std::string text = frames(chunks); !text.empty() && !co_await ex.write_chunk(text)) {
-        gone = true;
-        break;
+      if (std::string text = frames(chunks); !text.empty()) {
+        if (!co_await ex.write_chunk(text)) {
+          gone = true;
+          break;
+        }
+        last_write = Clock::now();
       }
     }
     if (session->all_done() || exit || r.closed) break;
+    if (req.stream && !gone && Clock::now() - last_write > std::chrono::seconds(10)) {
+      if (!co_await ex.write_chunk(": keep-alive\n\n")) gone = true;
+      last_write = Clock::now();
+    }
     if (ex.client_gone()) {
       gone = true;
       break;

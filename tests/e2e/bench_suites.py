@@ -91,6 +91,14 @@ def main():
         assert s["pages_leaked"] == 0 and s["instances_left"] == 0, s
         assert s["unexpected"] == 0, s["kinds"]
         assert s["launched"] > 0 and len(s["samples"]) >= 2, s
+        # The same mix through a real `pith serve` over HTTP, with OpenAI streams (6 of 20).
+        s = bench(pith, "soak", "-m", model, "--instances", "6", "--seconds", "3", "--server",
+                  "--openai-share", "6", "--kv-memory", "256K", "--inferlets", inferlets,
+                  "--cache-dir", cache)
+        assert s["server"] is True, s
+        assert s["pages_leaked"] == 0 and s["instances_left"] == 0, s
+        assert s["unexpected"] == 0, s["kinds"]
+        assert "openai_stream" in s["kinds"], s["kinds"]  # (the warm-up ran one to [DONE])
     print("bench suites: JSON contracts hold")
 
 
