@@ -10,7 +10,10 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -68,13 +71,29 @@ struct Server {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static Server* srv = new Server;  // lives for the whole run (the I/O thread never stops)
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) __builtin_trap();
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(srv->http->port());
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) __builtin_trap();
+  int fd = -1;
+  // Hundreds of connections a second can run the loopback out of free ports (connections in
+  // TIME_WAIT): that is the harness's limit, not the server's, so it waits and retries.
+  for (int attempt = 0; fd < 0; ++attempt) {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      const int err = errno;
+      if (fd >= 0) close(fd);
+      fd = -1;
+      if (attempt == 200) {
+        std::fprintf(stderr, "cannot connect to the server: %s\n", std::strerror(err));
+        __builtin_trap();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  // Closing with a reset leaves no TIME_WAIT behind on either end.
+  linger reset{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
   timeval tv{10, 0};  // far above the server's 2 s idle timeout: hitting it is a hang
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   for (size_t at = 0; at < size;) {  // the server may answer and close before reading it all
@@ -98,6 +117,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     reply.append(buf, static_cast<size_t>(n));
   }
   close(fd);
-  if (!reply.empty() && reply.rfind("HTTP/1.", 0) != 0) __builtin_trap();
+  if (!reply.empty() && reply.rfind("HTTP/1.", 0) != 0) {
+    std::fprintf(stderr, "the server answered without a status line: %.200s\n", reply.c_str());
+    __builtin_trap();
+  }
   return 0;
 }
