@@ -63,7 +63,7 @@ std::string message_text(const json& m) {
   if (it->is_array()) {  // content parts: only text is supported by a text-only model
     std::string out;
     for (const auto& part : *it) {
-      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+      if (!part.is_object() || string_or(part, "type") != "text" || !part.contains("text") ||
           !part["text"].is_string())
         bad("messages", "only text content parts are supported by this model");
       out += part["text"].get<std::string>();

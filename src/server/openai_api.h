@@ -78,6 +78,15 @@ CompletionRequest parse_completion_request(const nlohmann::json& body, bool chat
                                            const nlohmann::ordered_json* ordered_body = nullptr,
                                            ToolCallFormat tool_format = ToolCallFormat::Hermes);
 
+// object[key] when it is a string, else `fallback`. For request bodies: nlohmann's value() throws
+// a type_error worded for programmers when the member has another type, where the client must
+// get a 400 naming the field.
+template <typename Json>
+std::string string_or(const Json& object, const char* key, std::string fallback = {}) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->template get<std::string>() : fallback;
+}
+
 // A chat message's text: its string content, or its text parts joined (null: ""). Throws
 // InvalidRequest (param "messages") for other content.
 std::string message_text(const nlohmann::json& message);

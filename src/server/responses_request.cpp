@@ -48,7 +48,7 @@ std::string content_text(const ojson& content, const std::string& param,
   if (!content.is_array()) bad(param, "'{}' must be a string or an array of text parts", member);
   std::string out;
   for (const auto& part : content) {
-    const std::string type = part.is_object() ? part.value("type", "") : "";
+    const std::string type = part.is_object() ? string_or(part, "type") : "";
     if ((type != "input_text" && type != "output_text") || !part.contains("text") ||
         !part["text"].is_string())
       bad(param, "only input_text and output_text content parts are supported by this model{}",
@@ -58,10 +58,15 @@ std::string content_text(const ojson& content, const std::string& param,
   return out;
 }
 
+// An input item's type: "message" when absent, "" (refused as unknown) when not a string.
+std::string item_type(const ojson& item) {
+  return item.contains("type") ? string_or(item, "type") : "message";
+}
+
 std::string string_member(const ojson& item, const char* key, const std::string& param) {
   auto it = item.find(key);
   if (it == item.end() || !it->is_string())
-    bad(param, "a '{}' item needs a string '{}'", item.value("type", "message"), key);
+    bad(param, "a '{}' item needs a string '{}'", item_type(item), key);
   return it->get<std::string>();
 }
 
@@ -70,7 +75,7 @@ std::string string_member(const ojson& item, const char* key, const std::string&
 ojson normalize_item(const ojson& item, size_t index) {
   const std::string param = fmt::format("input[{}]", index);
   if (!item.is_object()) bad(param, "input items must be objects");
-  const std::string type = item.value("type", "message");
+  const std::string type = item_type(item);
   if (type == "message") {
     const std::string role = string_member(item, "role", param);
     if (role != "user" && role != "system" && role != "developer" && role != "assistant")
@@ -170,7 +175,7 @@ ojson chat_tools(const ojson& tools) {
   if (!tools.is_array()) bad("tools", "'tools' must be an array");
   ojson out = ojson::array();
   for (const auto& t : tools) {
-    if (!t.is_object() || t.value("type", "") != "function")
+    if (!t.is_object() || string_or(t, "type") != "function")
       bad("tools", "only function tools are supported by this server{}",
           t.is_object() && t.contains("type") ? fmt::format(" (got {})", t["type"].dump()) : "");
     ojson function = ojson::object();
@@ -187,7 +192,7 @@ ojson chat_tools(const ojson& tools) {
 
 ojson chat_tool_choice(const ojson& choice) {
   if (choice.is_string()) return choice;
-  if (choice.is_object() && choice.value("type", "") == "function" && choice.contains("name"))
+  if (choice.is_object() && string_or(choice, "type") == "function" && choice.contains("name"))
     return {{"type", "function"}, {"function", {{"name", choice["name"]}}}};
   bad("tool_choice",
       "'tool_choice' must be none, auto, required or {{\"type\": \"function\", "

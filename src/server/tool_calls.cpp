@@ -92,7 +92,7 @@ ToolRequest parse_tool_request(const json& body, const ordered_json* ordered) {
     if (!tools_ordered.is_array()) bad("tools", "'tools' must be an array");
     if (tools_ordered.size() > 128) bad("tools", "at most 128 tools");
     for (const auto& t : tools_ordered) {
-      if (!t.is_object() || t.value("type", "") != "function")
+      if (!t.is_object() || string_or(t, "type") != "function")
         bad("tools", "every tool needs \"type\": \"function\" (the only type supported)");
       auto fn = t.find("function");
       if (fn == t.end() || !fn->is_object()) bad("tools", "every tool needs a 'function' object");
@@ -125,7 +125,7 @@ ToolRequest parse_tool_request(const json& body, const ordered_json* ordered) {
         r.choice = ToolRequest::Choice::Required;
       else
         bad("tool_choice", "'tool_choice' must be none, auto, required or a function");
-    } else if (c->is_object() && c->value("type", "") == "function" && c->contains("function") &&
+    } else if (c->is_object() && string_or(*c, "type") == "function" && c->contains("function") &&
                (*c)["function"].is_object() && (*c)["function"].contains("name") &&
                (*c)["function"]["name"].is_string()) {
       r.choice = ToolRequest::Choice::Named;

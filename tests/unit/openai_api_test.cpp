@@ -329,5 +329,19 @@ TEST(CompletionSession, StreamingChatChunks) {
   EXPECT_EQ(text, "Yes.");
 }
 
+// Fuzzing finding: `tools[0].type` as an object reached nlohmann's value() (a type_error, a
+// 500); members of the wrong type are InvalidRequest (400) naming the field.
+TEST(OpenAiRequest, MembersOfTheWrongTypeAreInvalidRequests) {
+  const json user = {{"role", "user"}, {"content", "Hi"}};
+  const json bodies[] = {
+      {{"messages", {user}}, {"tools", {{{"type", json::object()}}}}},
+      {{"messages", {user}},
+       {"tools", {{{"type", "function"}, {"function", {{"name", "f"}}}}}},
+       {"tool_choice", {{"type", 1}, {"function", {{"name", "f"}}}}}},
+      {{"messages", {{{"role", "user"}, {"content", {{{"type", 5}, {"text", "x"}}}}}}}},
+  };
+  for (const json& body : bodies) EXPECT_THROW(parse(body, true), InvalidRequest) << body.dump();
+}
+
 }  // namespace
 }  // namespace pith::server

@@ -182,5 +182,17 @@ TEST(ResponsesRequest, ChatErrorsAreWordedInResponsesTerms) {
             "temperature | 'temperature' must be between 0 and 2");
 }
 
+// Fuzzing finding: a member of the wrong JSON type reached nlohmann's value(), whose type_error
+// became a 500; each is a 400 naming the field.
+TEST(ResponsesRequest, MembersOfTheWrongTypeAreRefusedNotThrown) {
+  EXPECT_EQ(refused_param(R"({"input": [{"type": 3, "role": "user", "content": "x"}]})"),
+            "input[0]");
+  EXPECT_EQ(refused_param(R"({"input": [{"role": 7, "content": "x"}]})"), "input[0]");
+  EXPECT_EQ(
+      refused_param(R"({"input": [{"role": "user", "content": [{"type": {}, "text": "x"}]}]})"),
+      "input[0]");
+  EXPECT_NE(refused_param(R"({"input": "x", "tools": [{"type": []}]})"), "(accepted)");
+}
+
 }  // namespace
 }  // namespace pith::server
