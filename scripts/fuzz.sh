@@ -21,7 +21,12 @@ targets=("${all[@]}")
 config=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 [ $ci = 1 ] && build=build-fuzz-ci && config=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG"
   "-DCMAKE_C_FLAGS_RELEASE=-O1 -DNDEBUG")
-cmake -S . -B $build -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+# A folder configured with another compiler is reconfigured from scratch (CMake would drop the
+# other options while switching).
+if [ -f $build/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:.*clang++-14$' $build/CMakeCache.txt; then
+  rm -rf $build/CMakeCache.txt $build/CMakeFiles
+fi
+cmake -S . -B $build -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DPITH_FUZZ=ON -DPITH_CUDA=OFF -DPITH_BUILD_BENCH=OFF "${config[@]}" >/dev/null
 build_targets=("${targets[@]/#/fuzz_}")
 [[ " ${targets[*]} " == *" wasm_module "* ]] && build_targets+=(inferlet_spin inferlet_traps inferlet_echo)

@@ -20,6 +20,8 @@ PACKAGES=(
   python3-venv  # scripts/setup-python.sh: the venv of the OpenAI SDK tests
   # style check (scripts/check-format.sh; .ci/run)
   clang-format
+  # fuzzing (scripts/fuzz.sh; .ci/run): libFuzzer and clang's sanitizer runtimes
+  libclang-rt-14-dev
 )
 
 missing=()
