@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/read_file.h"
 #include "server/json_schema_grammar.h"
 #include "tokenizer/tokenizer.h"
 
@@ -125,18 +126,11 @@ nlohmann::json run_grammar_bench(const GrammarBenchOptions& o) {
   }
   if (!o.grammar_file.empty() && !o.schema_file.empty())
     fail("--grammar and --schema exclude each other");
-  auto read = [](const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("{}: cannot open", path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
   std::string text = grammar::json_gbnf();
   nlohmann::ordered_json schema;
-  if (!o.grammar_file.empty()) text = read(o.grammar_file);
+  if (!o.grammar_file.empty()) text = read_file(o.grammar_file);
   if (!o.schema_file.empty()) {
-    schema = nlohmann::ordered_json::parse(read(o.schema_file), nullptr, false);
+    schema = nlohmann::ordered_json::parse(read_file(o.schema_file), nullptr, false);
     if (schema.is_discarded()) fail("{}: not JSON", o.schema_file);
     text = server::json_schema_to_gbnf(schema).gbnf;
   }

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/read_file.h"
 #include "runtime/runtime.h"
 
 extern char** environ;
@@ -48,13 +49,6 @@ double median(std::vector<double> v) {
 
 std::string wasm_path(const RuntimeBenchOptions& o, const std::string& name) {
   return find_inferlet(o.inferlet_dir.empty() ? PITH_BUILD_INFERLET_DIR : o.inferlet_dir, name);
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 size_t rss_kib() {
@@ -163,7 +157,7 @@ nlohmann::json run_launch_bench(const RuntimeBenchOptions& o) {
              reached, median(start_all_ms), median(rss_per));
 
   // ---- cold: a module never seen before (fresh cache), load + launch -> first message ----
-  std::string big = read_bytes(big_path);
+  std::string big = read_file(big_path);
   std::vector<double> cold, cold_load;
   for (int r = 0; r < o.cold_reps; ++r) {
     std::string dir = (fs::temp_directory_path() / "pith-bench-cold-XXXXXX").string();

@@ -172,20 +172,17 @@ nlohmann::json run_soak(SoakTarget& target, const std::vector<SoakKind>& kinds,
         const double t0 = since();
         ++launched;
         std::string reason;
-        runtime::ExitStatus::Kind kind;
+        bool as_expected = false;
         try {
-          kind = target.run_one(k, &reason);
-        } catch (const std::exception& e) {
-          kind = k.expected == runtime::ExitStatus::Kind::Exited
-                     ? runtime::ExitStatus::Kind::Killed
-                     : runtime::ExitStatus::Kind::Exited;  // anything but the expected
+          as_expected = target.run_one(k, &reason) == k.expected;
+        } catch (const std::exception& e) {  // the launch itself failed (HTTP, a lost stream)
           reason = e.what();
         }
         const double t1 = since();
         std::lock_guard lock(mu);
         ++ended[k.name];
         latency[k.name][static_cast<int>(t0 / 60)].push_back(t1 - t0);
-        if (kind != k.expected) {
+        if (!as_expected) {
           ++unexpected[k.name];
           if (unexpected_reasons.size() < 5)
             unexpected_reasons.push_back(fmt::format("{}: {}", k.name, reason));

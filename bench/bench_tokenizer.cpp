@@ -11,6 +11,7 @@
 
 #include "bench/machine_baselines.h"
 #include "common/error.h"
+#include "common/read_file.h"
 #include "tokenizer/sample_text.h"
 #include "tokenizer/tokenizer.h"
 
@@ -38,11 +39,7 @@ nlohmann::json run_tokenizer_bench(const TokenizerBenchOptions& o) {
   if (o.file.empty()) {
     text = sample_mixed_text(o.bytes);
   } else {
-    std::ifstream in(o.file, std::ios::binary);
-    if (!in) fail("{}: cannot open", o.file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    text = read_file(o.file);
   }
   if (text.empty()) fail("nothing to tokenize (empty text)");
   const double mb = text.size() / 1e6;

@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -25,6 +24,7 @@
 #include "bench/soak_target.h"
 #include "cli/server_client.h"
 #include "common/error.h"
+#include "common/read_file.h"
 
 extern char** environ;
 
@@ -49,14 +49,6 @@ uint16_t free_port() {
     fail("soak: cannot find a free port");
   close(fd);
   return ntohs(a.sin_port);
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read {}", path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // `name{labels} value` lines of a Prometheus text page, by "name{labels}" (or "name").
@@ -200,16 +192,14 @@ class ServerTarget final : public SoakTarget {
         return !exit;
       });
     }
-    if (!exit || !exit->is_object()) {
-      *reason = "the event stream ended without a terminated event";
-      return k.expected == Kind::Exited ? Kind::Killed : Kind::Exited;
-    }
+    if (!exit || !exit->is_object())
+      fail("instance {}: the event stream ended without a terminated event", id);
     *reason = exit->value("reason", "");
     const std::string kind = exit->value("kind", "");
     return kind == "exited" ? Kind::Exited : kind == "trapped" ? Kind::Trapped : Kind::Killed;
   }
 
-  // A streamed chat completion read to `data: [DONE]`; anything short of that is unexpected.
+  // A streamed chat completion read to `data: [DONE]`; anything short of that throws.
   Kind chat_stream(std::string* reason) {
     json body = {{"model", model_},
                  {"messages", {{{"role", "user"}, {"content", "Tell me a short story."}}}},
@@ -221,6 +211,7 @@ class ServerTarget final : public SoakTarget {
     r.idle_timeout_s = 60;
     bool done = false, finished = false;
     uint64_t completion_tokens = 0;
+    std::string error;
     client_.stream(r, [&](const SseEvent& e) {
       if (e.data == "[DONE]") {
         done = true;
@@ -228,7 +219,7 @@ class ServerTarget final : public SoakTarget {
       }
       json chunk = json::parse(e.data, nullptr, false);
       if (chunk.is_discarded()) return true;
-      if (chunk.contains("error")) *reason = chunk["error"].dump();
+      if (chunk.contains("error")) error = chunk["error"].dump();
       if (chunk.contains("choices") && !chunk["choices"].empty() &&
           !chunk["choices"][0].value("finish_reason", json()).is_null())
         finished = true;
@@ -236,11 +227,12 @@ class ServerTarget final : public SoakTarget {
         completion_tokens = chunk["usage"].value("completion_tokens", uint64_t{0});
       return true;
     });
-    if (done && finished && completion_tokens > 0) return Kind::Exited;
-    if (reason->empty())
-      *reason = fmt::format("stream ended: [DONE] {}, finish_reason {}, {} completion tokens", done,
-                            finished, completion_tokens);
-    return Kind::Killed;
+    if (!error.empty()) fail("chat stream: {}", error);
+    if (!done || !finished || completion_tokens == 0)
+      fail("chat stream ended early: [DONE] {}, finish_reason {}, {} completion tokens", done,
+           finished, completion_tokens);
+    *reason = "[DONE]";
+    return Kind::Exited;
   }
 
   uint16_t port_;

@@ -36,7 +36,7 @@ class SoakTarget {
  public:
   virtual ~SoakTarget() = default;
   // Runs one launch of `kind` to its end (blocking; many threads at once). Returns how it ended
-  // and, for an unexpected ending, why.
+  // and, in `reason`, why; throws pith::Error when the launch could not be followed to an end.
   virtual runtime::ExitStatus::Kind run_one(const SoakKind& kind, std::string* reason) = 0;
   virtual SoakGauges gauges() = 0;
   virtual std::string describe() const = 0;  // for the report's first line

@@ -9,14 +9,13 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "chat_template/chat_template.h"
 #include "common/error.h"
+#include "common/read_file.h"
 #include "server/openai_api.h"
 #include "server/responses_request.h"
 #include "tokenizer/tokenizer.h"
@@ -27,15 +26,10 @@ using pith::server::ToolCallFormat;
 
 struct Model {
   explicit Model(const std::string& template_file)
-      : tmpl(read(std::string(PITH_TEST_DATA) + "/templates/" + template_file)),
-        format(pith::server::detect_tool_call_format(read(std::string(PITH_TEST_DATA) +
-                                                          "/templates/" + template_file))) {}
-  static std::string read(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
+      : source(pith::read_file(std::string(PITH_TEST_DATA) + "/templates/" + template_file)),
+        tmpl(source),
+        format(pith::server::detect_tool_call_format(source)) {}
+  std::string source;
   pith::ChatTemplate tmpl;
   ToolCallFormat format;
 };

@@ -285,11 +285,13 @@ void add_soak_suite(CLI::App& bench) {  // pith bench soak (bench/bench_soak.h)
   c->add_option("--runtime-threads", o->runtime_threads, "threads running inferlets");
   c->add_option("--inferlets", o->inferlet_dir, "folder of the .wasm inferlets");
   c->add_option("--cache-dir", o->cache_dir, "native code cache");
-  c->add_flag("--server", o->server,
-              "run the mix through a `pith serve` child process over HTTP, with OpenAI streams");
+  auto* server = c->add_flag(
+      "--server", o->server,
+      "run the mix through a `pith serve` child process over HTTP, with OpenAI streams");
   c->add_option("--openai-share", o->openai_share,
                 "--server: streamed chat completions in every 20 launches (0-12)")
-      ->check(CLI::Range(0, 12));
+      ->check(CLI::Range(0, 12))
+      ->needs(server);
   add_device_option(*c, o->device);
   c->add_flag("--json", *json, "print a JSON summary as the last line");
   c->callback([o, json] {

@@ -17,6 +17,7 @@
 #include "chat_template/chat_template.h"
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/read_file.h"
 #include "formats/gguf.h"
 
 namespace pith::cli {
@@ -27,14 +28,6 @@ struct ChatTemplateArgs {
   std::string template_path;
   std::string case_path;
 };
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("{}: cannot open file", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
@@ -52,7 +45,7 @@ std::string load_template_source(const std::string& path) {
   if (ends_with(path, ".json")) {
     nlohmann::json config;
     try {
-      config = nlohmann::json::parse(read_text(path));
+      config = nlohmann::json::parse(read_file(path));
     } catch (const nlohmann::json::parse_error& e) {
       fail("{}: invalid JSON: {}", path, e.what());
     }
@@ -67,14 +60,14 @@ std::string load_template_source(const std::string& path) {
     }
     fail("{}: 'chat_template' is neither a string nor a list with a 'default' entry", path);
   }
-  return read_text(path);
+  return read_file(path);
 }
 
 void run_chat_template(const ChatTemplateArgs& a) {
   ChatTemplate tmpl(load_template_source(a.template_path));
   nlohmann::ordered_json request;
   try {
-    request = nlohmann::ordered_json::parse(read_text(a.case_path));
+    request = nlohmann::ordered_json::parse(read_file(a.case_path));
   } catch (const nlohmann::json::parse_error& e) {
     fail("{}: invalid JSON: {}", a.case_path, e.what());
   }

@@ -32,6 +32,7 @@
 #include "cli/commands.h"
 #include "cli/server_client.h"
 #include "common/error.h"
+#include "common/read_file.h"
 #include "runtime/inferlet_builder.h"
 #include "runtime/native_compiler.h"
 
@@ -96,14 +97,6 @@ class StopSignals {
 bool is_cpp_source(const std::string& path) {
   std::string ext = fs::path(path).extension().string();
   return ext == ".cpp" || ext == ".cc" || ext == ".cxx";
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read {}", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // The module's bytes; a C++ source is compiled first, exactly as `pith inferlet build` does.

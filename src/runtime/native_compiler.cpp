@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/read_file.h"
 #include "runtime/api/host_imports.h"
 
 namespace pith::runtime {
@@ -23,14 +24,6 @@ namespace {
 
 // Bump when the shim or the calling convention between host and shared object changes.
 constexpr const char* kShimVersion = "pith-native-shim-1";
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) fail("{}: cannot read", p.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_file(const fs::path& p, std::string_view data) {
   std::ofstream out(p, std::ios::binary);
@@ -234,7 +227,7 @@ std::string NativeCompiler::compile(std::string_view wasm, const std::string& ke
                                 work.string(), config_.limits);
   if (!r.ok()) fail("wasm2c rejected the module ({}): {}", r.describe(), r.output);
 
-  std::string header = read_file(work / "guest.h");
+  std::string header = read_file((work / "guest.h").string());
   for (const auto& imp : parse_imports(header)) {
     if (!is_host_import(imp.module, imp.name))
       fail("module imports {}.{}, which pith does not provide", imp.module, imp.name);

@@ -9,6 +9,7 @@
 
 #include "common/cache_dir.h"
 #include "common/error.h"
+#include "common/read_file.h"
 #include "runtime/guest_module.h"
 #include "runtime/scheduler.h"
 
@@ -60,12 +61,9 @@ std::shared_ptr<Program> Runtime::load_program(std::string wasm) {
 }
 
 std::shared_ptr<Program> Runtime::load_program_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  std::string wasm = read_file(path);
   try {
-    return load_program(ss.str());
+    return load_program(std::move(wasm));
   } catch (const Error& e) {
     fail("{}: {}", path, e.what());
   }

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
+#include "common/read_file.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -28,12 +29,9 @@ constexpr size_t kMaxIdGaps = 65536;
 constexpr const char* kSpace = "\xE2\x96\x81";  // "▁"
 
 json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = read_file(path);
   try {
-    return json::parse(ss.str());
+    return json::parse(text);
   } catch (const json::exception& e) {
     fail("{}: invalid JSON: {}", path, e.what());
   }

@@ -99,6 +99,10 @@ def main():
         assert s["pages_leaked"] == 0 and s["instances_left"] == 0, s
         assert s["unexpected"] == 0, s["kinds"]
         assert "openai_stream" in s["kinds"], s["kinds"]  # (the warm-up ran one to [DONE])
+        # --openai-share means nothing in process: refused, not ignored.
+        p = subprocess.run([pith, "bench", "soak", "-m", model, "--openai-share", "3"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and "--server" in p.stderr + p.stdout, (p.returncode, p.stderr)
     print("bench suites: JSON contracts hold")
 
 
