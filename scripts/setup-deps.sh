@@ -11,6 +11,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcurl4-openssl-dev libpcre2-dev libxxhash-dev libssl-dev libtomlplusplus-dev
+  libhiredis-dev  # --state-store redis:// (shared inferlet state across replicas)
   duktape-dev  # agent_codeact compiles duktape.c into an inferlet
   # Wasm: wasm2c/interpreter for the runtime, clang + wasi sysroot for building inferlets
   wabt clang-14 lld-14
@@ -18,6 +19,7 @@ PACKAGES=(
   # tests and clients
   python3 python3-pytest curl
   python3-venv  # scripts/setup-python.sh: the venv of the OpenAI SDK tests
+  nginx redis-server  # the scale-out test: instance-affine proxy and shared state (e2e_scale_out)
   # style check (scripts/check-format.sh; .ci/run)
   clang-format
   # fuzzing (scripts/fuzz.sh; .ci/run): libFuzzer and clang's sanitizer runtimes

@@ -145,6 +145,13 @@ void add_serve_commands(CLI::App& app) {
                       "instances end at once; a second signal ends everything)"));
   add(cmd->add_option("--log-interval", cfg->log_interval_s,
                       "seconds between stats lines (0: off)"));
+  add(cmd->add_option(
+      "--replica-id", cfg->replica_id,
+      "this replica's name behind a router: instance ids become NAME-RUN-N so a "
+      "proxy can send each instance's calls to its replica (letters, digits, _, -)"));
+  add(cmd->add_option("--state-store", cfg->state_store,
+                      "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]: the inferlet key-value store, "
+                      "broadcast/subscribe and uploaded programs, shared by the replicas"));
   add(cmd->add_flag("-v,--verbose", *verbose, "debug logging"));
   cmd->callback([cmd, cfg, config_file, verbose] {
     if (!config_file->empty()) apply_toml(*cmd, *config_file);

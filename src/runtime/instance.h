@@ -40,6 +40,7 @@ class GuestModule;
 class Scheduler;
 class KvStore;
 class PubSub;
+class SharedState;
 class ModelApi;
 class ModelSession;
 class HttpClient;
@@ -81,8 +82,9 @@ struct InstanceServices {
   Scheduler* scheduler = nullptr;
   KvStore* store = nullptr;
   PubSub* pubsub = nullptr;
-  ModelApi* model = nullptr;   // nullptr: model calls return PITH_ERR_NO_MODEL
-  HttpClient* http = nullptr;  // nullptr: HTTP calls return PITH_ERR_NOT_ENABLED
+  SharedState* shared = nullptr;  // --state-store: export records (nullptr: one process)
+  ModelApi* model = nullptr;      // nullptr: model calls return PITH_ERR_NO_MODEL
+  HttpClient* http = nullptr;     // nullptr: HTTP calls return PITH_ERR_NOT_ENABLED
 };
 
 class Instance : public std::enable_shared_from_this<Instance> {

@@ -3,14 +3,14 @@
 
 namespace pith::runtime {
 
-std::optional<std::string> KvStore::get(std::string_view key) const {
+std::optional<std::string> LocalKvStore::get(std::string_view key) const {
   std::lock_guard lock(mu_);
   auto it = map_.find(key);
   if (it == map_.end()) return std::nullopt;
   return it->second;
 }
 
-pith_status_t KvStore::set(std::string_view key, std::string_view value) {
+pith_status_t LocalKvStore::set(std::string_view key, std::string_view value) {
   if (key.size() > limits_.max_key || value.size() > limits_.max_value) return PITH_ERR_LIMIT;
   std::lock_guard lock(mu_);
   auto it = map_.find(key);
@@ -26,7 +26,7 @@ pith_status_t KvStore::set(std::string_view key, std::string_view value) {
   return PITH_OK;
 }
 
-bool KvStore::erase(std::string_view key) {
+bool LocalKvStore::erase(std::string_view key) {
   std::lock_guard lock(mu_);
   auto it = map_.find(key);
   if (it == map_.end()) return false;
@@ -35,12 +35,12 @@ bool KvStore::erase(std::string_view key) {
   return true;
 }
 
-bool KvStore::contains(std::string_view key) const {
+bool LocalKvStore::contains(std::string_view key) const {
   std::lock_guard lock(mu_);
   return map_.find(key) != map_.end();
 }
 
-size_t KvStore::size() const {
+size_t LocalKvStore::size() const {
   std::lock_guard lock(mu_);
   return map_.size();
 }

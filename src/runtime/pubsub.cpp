@@ -25,6 +25,14 @@ void PubSub::unsubscribe(const std::string& topic, const Instance* instance, uin
 }
 
 size_t PubSub::broadcast(std::string_view topic, const std::string& message) {
+  if (relay_) {
+    relay_->publish(topic, message);
+    return 0;
+  }
+  return deliver(topic, message);
+}
+
+size_t PubSub::deliver(std::string_view topic, const std::string& message) {
   std::lock_guard lock(mu_);
   auto it = topics_.find(topic);
   if (it == topics_.end()) return 0;

@@ -35,7 +35,7 @@ NativeCompilerConfig with_defaults(NativeCompilerConfig c) {
 Runtime::Runtime(RuntimeConfig config)
     : config_(std::move(config)),
       compiler_(std::make_shared<const NativeCompiler>(with_defaults(config_.compiler))),
-      store_(config_.store) {
+      local_store_(config_.store) {
   const void* const* imports = nullptr;
   PITH_CHECK(api::host_import_table(&imports) > 0 && imports[0] != nullptr);
   if (config_.threads < 1) fail("runtime: threads must be >= 1 (got {})", config_.threads);
@@ -45,6 +45,11 @@ Runtime::Runtime(RuntimeConfig config)
                    .timeout_ms = config_.http_timeout_ms,
                    .max_response_bytes = config_.http_max_response_bytes,
                    .allow_private = config_.http_allow_private});
+  if (!config_.state_store.empty()) {
+    shared_ = std::make_unique<SharedState>(config_.state_store, config_.store, config_.replica);
+    pubsub_.set_relay(shared_.get());
+    shared_->deliver_to(&pubsub_);
+  }
   for (int i = 0; i < config_.threads; ++i)
     schedulers_.push_back(std::make_unique<Scheduler>(config_.cpu_tick_ns));
 }
@@ -75,7 +80,7 @@ std::shared_ptr<Instance> Runtime::launch(const std::shared_ptr<Program>& progra
   std::shared_ptr<const GuestModule> module = program->module_for_launch();
   uint64_t id = next_id_.fetch_add(1);
   Scheduler* sched = schedulers_[id % schedulers_.size()].get();
-  InstanceServices services{sched, &store_, &pubsub_, config_.model, http_.get()};
+  InstanceServices services{sched, &store(), &pubsub_, shared_.get(), config_.model, http_.get()};
   auto inst =
       std::make_shared<Instance>(id, std::move(module), std::move(args),
                                  limits.value_or(config_.limits), services, std::move(sink));

@@ -16,6 +16,7 @@
 #include "runtime/native_compiler.h"
 #include "runtime/program.h"
 #include "runtime/pubsub.h"
+#include "runtime/shared_state.h"
 
 namespace pith::runtime {
 
@@ -37,6 +38,10 @@ struct RuntimeConfig {
   size_t http_max_response_bytes = 4 << 20;  // larger responses fail with PITH_ERR_LIMIT
   bool http_allow_private = false;  // listed names may resolve to loopback/private addresses
   TierPolicy tiers = TierPolicy::Auto;
+  // redis://… : the key-value store, pub/sub, programs and export records live there, shared
+  // with every runtime given the same URL (shared_state.h). Empty: this process only.
+  std::string state_store;
+  std::string replica = "local";  // this runtime's name in export records
 };
 
 // default_cache_root() (common/cache_dir.h) + "/native".
@@ -59,7 +64,8 @@ class Runtime {
                                    std::vector<std::string> args, EventSink sink = {},
                                    std::optional<InstanceLimits> limits = std::nullopt);
 
-  KvStore& store() { return store_; }
+  KvStore& store() { return shared_ ? static_cast<KvStore&>(*shared_) : local_store_; }
+  SharedState* shared_state() { return shared_.get(); }  // nullptr without --state-store
   PubSub& pubsub() { return pubsub_; }
   HttpClient* http() { return http_.get(); }  // nullptr when HTTP is disabled
   const NativeCompiler& compiler() const { return *compiler_; }
@@ -68,8 +74,9 @@ class Runtime {
  private:
   RuntimeConfig config_;
   std::shared_ptr<const NativeCompiler> compiler_;
-  KvStore store_;
+  LocalKvStore local_store_;
   PubSub pubsub_;
+  std::unique_ptr<SharedState> shared_;  // after pubsub_: its subscriber delivers into it
   std::unique_ptr<HttpClient> http_;  // outlives the schedulers: instances call it until they end
   std::vector<std::unique_ptr<Scheduler>> schedulers_;
   std::atomic<uint64_t> next_id_{1};

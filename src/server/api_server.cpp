@@ -109,6 +109,7 @@ ApiServer::ApiServer(ServeConfig config)
     : settings_(resolve_serve_config(std::move(config))),
       compile_times_(metrics_),
       stats_log_(settings_.config.log_interval_s) {
+  registry_.set_replica(settings_.config.replica_id);
   started_unix_ = std::chrono::duration_cast<std::chrono::seconds>(
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();

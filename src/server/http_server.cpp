@@ -213,10 +213,10 @@ asio::awaitable<void> write_error(beast::tcp_stream& stream, unsigned version, h
 }  // namespace
 
 asio::awaitable<void> HttpServer::session(tcp::socket socket) {
-  ++connections_;
+  ++*connections_;
   struct Count {
-    std::atomic<size_t>& n;
-    ~Count() { --n; }
+    std::shared_ptr<std::atomic<size_t>> n;
+    ~Count() { --*n; }
   } count{connections_};
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;

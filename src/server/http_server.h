@@ -87,7 +87,7 @@ class HttpServer {
   void listen(const std::string& host, uint16_t port);
   uint16_t port() const { return port_; }
   void stop_accepting();
-  size_t connections() const { return connections_.load(); }
+  size_t connections() const { return connections_->load(); }
 
  private:
   asio::awaitable<void> accept_loop();
@@ -98,7 +98,9 @@ class HttpServer {
   HttpHandler handler_;
   std::unique_ptr<tcp::acceptor> acceptor_;
   uint16_t port_ = 0;
-  std::atomic<size_t> connections_{0};
+  // Shared with each session: an idle keep-alive session still suspended when the server stops
+  // is destroyed with the io_context, after this object (a proxy's pooled connections).
+  std::shared_ptr<std::atomic<size_t>> connections_ = std::make_shared<std::atomic<size_t>>(0);
 };
 
 std::string url_decode(std::string_view s);

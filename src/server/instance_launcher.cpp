@@ -128,7 +128,7 @@ json InstanceLauncher::describe(const InstanceRecord& r) const {
       end = r.finished_at;
     }
   }
-  json j = {{"id", std::to_string(r.id)},
+  json j = {{"id", ctx_.registry.external_id(r.id)},
             {"program", r.program},
             {"args", r.args},
             {"state", exit.is_null() ? "running" : "finished"},

@@ -1,5 +1,7 @@
 #include "server/instance_registry.h"
 
+#include <fmt/format.h>
+
 namespace pith::server {
 
 void InstanceRegistry::add(std::shared_ptr<InstanceRecord> r) {
@@ -41,6 +43,52 @@ void InstanceRegistry::reap(std::chrono::steady_clock::duration ttl) {
     std::lock_guard l(kv.second->mu);
     return kv.second->exit && now - kv.second->finished_at > ttl;
   });
+}
+
+void InstanceRegistry::set_replica(std::string replica) {
+  replica_ = std::move(replica);
+  uint64_t ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+  run_.clear();
+  do {
+    run_.insert(run_.begin(), "0123456789abcdefghijklmnopqrstuvwxyz"[ms % 36]);
+    ms /= 36;
+  } while (ms);
+}
+
+std::string InstanceRegistry::external_id(uint64_t id) const {
+  return replica_.empty() ? std::to_string(id) : replica_ + "-" + run_ + "-" + std::to_string(id);
+}
+
+std::optional<uint64_t> InstanceRegistry::parse_id(std::string_view text,
+                                                   std::string* why_not) const {
+  if (auto last = text.rfind('-'); last != std::string_view::npos) {
+    // REPLICA-RUN-N from the right: a replica name may itself contain '-' (pod names do).
+    auto mid = text.substr(0, last).rfind('-');
+    if (mid == std::string_view::npos) return std::nullopt;
+    std::string_view replica = text.substr(0, mid), run = text.substr(mid + 1, last - mid - 1);
+    if (replica != replica_) {
+      *why_not = fmt::format("its id names replica '{}', this is replica '{}'", replica,
+                             replica_.empty() ? "(unnamed)" : replica_);
+      return std::nullopt;
+    }
+    if (run != run_) {
+      *why_not = fmt::format(
+          "it belonged to an earlier run of replica '{}', which ended (restarted since); its "
+          "state is lost",
+          replica_);
+      return std::nullopt;
+    }
+    text = text.substr(last + 1);
+  }
+  if (text.empty() || text.size() > 19) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return v;
 }
 
 void InstanceRegistry::mark_ended_by(uint64_t id, pith_status_t code) {

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/instance.h"
@@ -56,6 +57,17 @@ struct InstanceRecord {
 
 class InstanceRegistry {
  public:
+  // Instance ids as clients see them: "<n>", or with --replica-id "<replica>-<run>-<n>", where
+  // <run> (base 36 milliseconds at start) tells this run from an earlier one of the same replica.
+  // The replica in the id lets a stock proxy send every call for an instance to the replica that
+  // runs it (docs/scale-out.md). Call before serving.
+  void set_replica(std::string replica);
+  std::string external_id(uint64_t id) const;
+  // The local id behind a client's id ("<n>" is accepted too); nullopt if the text is not an id
+  // of this run of this replica, with `why_not` saying so when it is another replica's or an
+  // earlier run's.
+  std::optional<uint64_t> parse_id(std::string_view text, std::string* why_not) const;
+
   void add(std::shared_ptr<InstanceRecord> r);
   std::shared_ptr<InstanceRecord> find(uint64_t id) const;
   std::vector<std::shared_ptr<InstanceRecord>> list() const;
@@ -67,6 +79,7 @@ class InstanceRegistry {
   void reap(std::chrono::steady_clock::duration ttl);
 
  private:
+  std::string replica_, run_;
   mutable std::mutex mu_;
   std::map<uint64_t, std::shared_ptr<InstanceRecord>> records_;
 };

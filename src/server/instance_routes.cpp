@@ -50,7 +50,7 @@ asio::awaitable<void> InstanceRoutes::create(HttpExchange& ex, const std::string
   if (auto named = ctx_.programs.builtin_hash(hash)) hash = *named;  // built-ins also by name
   Launched l = launcher_.launch(hash, std::move(args), owner, detach);
   if (l.error) co_return co_await ex.error(l.error->status, l.error->type, l.error->message);
-  json reply = {{"id", std::to_string(l.record->id)}};
+  json reply = {{"id", ctx_.registry.external_id(l.record->id)}};
   co_await ex.respond_json(http::status::created, reply);
 }
 
@@ -82,8 +82,12 @@ void InstanceRoutes::stream_closed(const std::shared_ptr<InstanceRecord>& rec) {
 
 asio::awaitable<void> InstanceRoutes::instance(HttpExchange& ex, const std::string& id_text,
                                                const std::string& action) {
-  auto id = parse_id(id_text);
+  std::string why_not;
+  auto id = ctx_.registry.parse_id(id_text, &why_not);
   auto rec = id ? ctx_.registry.find(*id) : nullptr;
+  if (!rec && !why_not.empty())  // a proxy sent it astray, or the replica restarted
+    co_return co_await ex.error(http::status::not_found, "not_found",
+                                fmt::format("no instance {} here: {}", id_text, why_not));
   if (!rec)
     co_return co_await ex.error(http::status::not_found, "not_found",
                                 fmt::format("no instance {}", id_text));

@@ -78,11 +78,14 @@ namespace {
 // Every request field, and what this server does with it. Fields that do not change the output
 // are accepted; fields whose feature is missing are refused by name; unknown ones too (a client
 // must never believe that a field it sent took effect when it did not).
-enum class Field { Used, Accepted, Unsupported };
+// AtDefault: an SGLang/vLLM extension field that LLM routers (sglang-router, vllm-router) fill in
+// on every request they forward; accepted at the value that is this server's behaviour anyway.
+enum class Field { Used, Accepted, Unsupported, AtDefault };
 struct FieldRule {
   const char* name;
   Field what;
   bool chat, completions;
+  bool default_value = false;  // AtDefault: the only value accepted
 };
 constexpr FieldRule kFields[] = {
     {"model", Field::Used, true, true},
@@ -131,6 +134,16 @@ constexpr FieldRule kFields[] = {
     {"web_search_options", Field::Unsupported, true, false},
     {"suffix", Field::Unsupported, false, true},
     {"best_of", Field::Unsupported, false, true},
+    // Extensions routers send with their defaults: stop strings are trimmed from the text,
+    // special tokens are left out of it, no hidden states, the generation prompt opens a new
+    // assistant turn, reasoning is told apart from the answer and streamed as it comes.
+    {"no_stop_trim", Field::AtDefault, true, true, false},
+    {"skip_special_tokens", Field::AtDefault, true, true, true},
+    {"return_hidden_states", Field::AtDefault, true, true, false},
+    {"continue_final_message", Field::AtDefault, true, false, false},
+    {"separate_reasoning", Field::AtDefault, true, false, true},
+    {"stream_reasoning", Field::AtDefault, true, false, true},
+    {"include_reasoning", Field::AtDefault, true, false, true},
 };
 
 void check_fields(const json& body, bool chat) {
@@ -144,6 +157,12 @@ void check_fields(const json& body, bool chat) {
           chat ? "/v1/chat/completions" : "/v1/completions");
     if (rule->what == Field::Unsupported && !value.is_null())
       bad(key, "'{}' is not supported by this server", key);
+    if (rule->what == Field::AtDefault && !value.is_null()) {
+      if (!value.is_boolean()) bad(key, "'{}' must be a boolean", key);
+      if (value.get<bool>() != rule->default_value)
+        bad(key, "'{}': {} is not supported by this server (only {})", key, value.get<bool>(),
+            rule->default_value);
+    }
   }
 }
 

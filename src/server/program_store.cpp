@@ -9,8 +9,10 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/read_file.h"
 #include "runtime/native_compiler.h"
 #include "runtime/program.h"
+#include "runtime/runtime.h"
 
 namespace pith::server {
 
@@ -71,6 +73,11 @@ ProgramInfo ProgramStore::describe(const Entry& e) const {
 }
 
 std::pair<ProgramInfo, bool> ProgramStore::upload(std::string wasm, const std::string& name) {
+  return add(std::move(wasm), name, /*share=*/true);
+}
+
+std::pair<ProgramInfo, bool> ProgramStore::add(std::string wasm, const std::string& name,
+                                               bool share) {
   const std::string hash = runtime::sha256_hex(wasm);
   auto remember_name = [&](Entry& e) {
     if (name.empty() || e.info.builtin || e.info.name == name) return;
@@ -94,6 +101,14 @@ std::pair<ProgramInfo, bool> ProgramStore::upload(std::string wasm, const std::s
       write_file_atomically(final_path.string(), wasm);
     } catch (const Error& e) {
       throw ProgramStorageError(e.what());
+    }
+  }
+  if (runtime::SharedState* shared = runtime_.shared_state(); shared && share) {
+    // Other replicas launch it from there; without it, only from here.
+    try {
+      shared->put_program(hash, wasm, name);
+    } catch (const runtime::StoreFailure& e) {
+      spdlog::warn("program {}: not shared with the other replicas: {}", hash, e.what());
     }
   }
   std::lock_guard lock(mu_);
@@ -150,16 +165,58 @@ bool ProgramStore::remove(const std::string& hash) {
   std::error_code ec;
   fs::remove(fs::path(dir_) / (hash + ".wasm"), ec);
   fs::remove(fs::path(dir_) / (hash + ".name"), ec);
+  if (runtime::SharedState* shared = runtime_.shared_state()) {
+    try {
+      shared->forget_program(hash);
+    } catch (const runtime::StoreFailure& e) {
+      spdlog::warn("program {}: still in the shared state store: {}", hash, e.what());
+    }
+  }
   return true;
 }
 
+std::shared_ptr<runtime::Program> ProgramStore::fetch_elsewhere(const std::string& hash) {
+  if (!is_hash(hash)) return nullptr;
+  std::string wasm, name;
+  // Another replica sharing this cache directory stored it...
+  const fs::path file = fs::path(dir_) / (hash + ".wasm");
+  std::error_code ec;
+  if (fs::exists(file, ec)) {
+    wasm = read_file(file.string());
+    std::ifstream name_file(fs::path(dir_) / (hash + ".name"));
+    std::getline(name_file, name);
+  } else if (runtime::SharedState* shared = runtime_.shared_state()) {
+    // ... or one uploaded it to the shared state store.
+    std::optional<std::pair<std::string, std::string>> found;
+    try {
+      found = shared->get_program(hash);
+    } catch (const runtime::StoreFailure& e) {
+      spdlog::warn("program {}: {}", hash, e.what());
+    }
+    if (!found) return nullptr;
+    std::tie(wasm, name) = std::move(*found);
+  } else {
+    return nullptr;
+  }
+  if (runtime::sha256_hex(wasm) != hash) {
+    spdlog::error("program {}: the shared copy does not match its hash; ignored", hash);
+    return nullptr;
+  }
+  add(std::move(wasm), name, /*share=*/false);
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(hash);
+  return it == entries_.end() ? nullptr : it->second.program;
+}
+
 std::shared_ptr<runtime::Program> ProgramStore::get(const std::string& hash) {
+  bool miss = false;
   {
     std::lock_guard lock(mu_);
     auto it = entries_.find(hash);
-    if (it == entries_.end()) return nullptr;
-    if (it->second.program) return it->second.program;
+    if (it != entries_.end() && it->second.program) return it->second.program;
+    if (it == entries_.end()) miss = true;
   }
+  if (miss) return fetch_elsewhere(hash);
   std::ifstream in(fs::path(dir_) / (hash + ".wasm"), std::ios::binary);
   if (!in) fail("program {}: stored file is missing", hash);
   std::stringstream ss;

@@ -51,7 +51,8 @@ class ProgramStore {
   // False if absent; throws pith::Error for a built-in.
   bool remove(const std::string& hash);
 
-  // The loaded program (loading a stored file at first use); nullptr if unknown. Throws
+  // The loaded program (loading a stored file at first use; one this replica never saw comes
+  // from a shared cache directory or the shared state store); nullptr if unknown. Throws
   // pith::Error if the stored file no longer validates.
   std::shared_ptr<runtime::Program> get(const std::string& hash);
 
@@ -61,6 +62,10 @@ class ProgramStore {
     std::shared_ptr<runtime::Program> program;
   };
   ProgramInfo describe(const Entry& e) const;
+  std::pair<ProgramInfo, bool> add(std::string wasm, const std::string& name, bool share);
+  // A program this store has not seen: from a cache directory shared with other replicas, or
+  // from the shared state store (--state-store). nullptr if neither has it.
+  std::shared_ptr<runtime::Program> fetch_elsewhere(const std::string& hash);
 
   const std::string dir_;
   runtime::Runtime& runtime_;

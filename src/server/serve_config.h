@@ -56,6 +56,10 @@ struct ServeConfig {
   double orphan_grace_s = 5;    // non-detached instance without event stream
   double drain_timeout_s = 30;  // SIGTERM: OpenAI requests in flight may finish this long
   double log_interval_s = 10;   // periodic stats line (0: off)
+
+  // Replicas (docs/scale-out.md).
+  std::string replica_id;   // prefixes instance ids ("r1-42") so a proxy can route by them
+  std::string state_store;  // redis://…: KV store, pub/sub, programs shared by the replicas
 };
 
 }  // namespace pith::server

@@ -1,5 +1,9 @@
 #include "server/serve_settings.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -10,6 +14,7 @@
 #include "common/cache_dir.h"
 #include "common/error.h"
 #include "control/dispatch_policy.h"
+#include "runtime/redis_client.h"
 #include "server/reasoning.h"
 #include "server/tool_calls.h"
 
@@ -130,6 +135,23 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   seconds_option("--log-interval", c.log_interval_s);
   seconds_option("finished instance TTL", c.finished_ttl_s);
   s.api_keys = read_api_keys(c);
+  require(c.replica_id.size() <= 63 &&
+              std::all_of(c.replica_id.begin(), c.replica_id.end(),
+                          [](char ch) {
+                            return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' ||
+                                   ch == '-';
+                          }),
+          "--replica-id",
+          fmt::format("must be at most 63 letters, digits, '_' or '-' (it prefixes instance ids "
+                      "as NAME-RUN-N), not '{}'",
+                      c.replica_id));
+  if (!c.state_store.empty()) {
+    try {
+      runtime::RedisUrl::parse(c.state_store);
+    } catch (const Error& e) {
+      fail("--state-store: {}", e.what());
+    }
+  }
 
   require(c.tool_call_parser == "auto" || parse_tool_call_format(c.tool_call_parser),
           "--tool-call-parser",
@@ -166,6 +188,11 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   so.runtime.limits.max_messages_per_second = c.inferlet_max_messages_per_second;
   so.runtime.http_allow = c.inferlet_http_allow;
   so.runtime.http_allow_private = c.inferlet_http_allow_private;
+  so.runtime.state_store = c.state_store;
+  // Export records name the replica; without --replica-id, this host and port.
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  so.runtime.replica = !c.replica_id.empty() ? c.replica_id : fmt::format("{}:{}", host, c.port);
   s.config = std::move(c);
   return s;
 }

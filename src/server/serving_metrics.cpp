@@ -30,6 +30,14 @@ void register_serving_metrics(Metrics& metrics, ServingStack& stack) {
                 [rt] { return double(rt->live_instances()); });
   metrics.gauge("pith_queued_calls", "Model calls waiting in command queues",
                 [g] { return double(g().queue_depth); });
+  if (runtime::SharedState* shared = rt->shared_state()) {  // --state-store
+    metrics.gauge("pith_state_store_subscribed",
+                  "1 while this replica receives the shared broadcasts (Redis pub/sub)",
+                  [shared] { return shared->subscribed() ? 1.0 : 0.0; });
+    metrics.counter_fn("pith_state_store_failures_total",
+                       "Shared state store calls that failed (Redis unreachable or refusing)",
+                       [shared] { return double(shared->failures()); });
+  }
   metrics.counter_fn("pith_prefix_cache_hit_tokens_total",
                      "Prompt tokens served by the radix prefix cache",
                      [g] { return double(g().prefix_hit_tokens); });

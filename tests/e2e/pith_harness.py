@@ -70,8 +70,10 @@ class RunResult:
 class Server:
     """A `pith serve` child process. Extra arguments go to `pith serve` unchanged."""
 
-    def __init__(self, pith, model, *extra, api_key=None, env=None, startup_timeout=120, cache_dir=None):
+    def __init__(self, pith, model, *extra, api_key=None, env=None, startup_timeout=120, cache_dir=None,
+                 port=None):
         self.pith, self.model, self.extra = pith, model, list(extra)
+        self.fixed_port = port  # default: a free port per start
         self.cache_dir = cache_dir  # default: a fresh temporary directory per start
         self.api_key = api_key
         self.env = env
@@ -89,7 +91,7 @@ class Server:
         self.stop()
 
     def start(self):
-        self.port = free_port()
+        self.port = self.fixed_port or free_port()
         self._tmp = tempfile.TemporaryDirectory(prefix="pith-e2e-")
         args = [self.pith, "serve", "-m", self.model, "--host", "127.0.0.1", "--port", str(self.port),
                 "--cache-dir", self.cache_dir or os.path.join(self._tmp.name, "cache")] + self.extra

@@ -88,6 +88,11 @@ def drain(pith, model, echo):
         events = []
         ev = threading.Thread(target=lambda: events.extend(s.events(echo_id, timeout=60)))
         ev.start()
+        # A proxy's pooled keep-alive connection, idle at the signal: its session is still
+        # suspended when the server stops (it once freed a counter that session used: ASan).
+        idle = s.connection(timeout=60)
+        idle.request("GET", "/health")
+        idle.getresponse().read()
         time.sleep(0.1)
         s.proc.send_signal(signal.SIGTERM)
         t0 = time.time()
@@ -101,6 +106,7 @@ def drain(pith, model, echo):
         t.join(170)
         ev.join(60)
         code = s.proc.wait(170)
+        idle.close()
         log = s.server_log()
         assert code == 0, f"exit {code}\n{log}"
         assert "draining: 1 OpenAI request(s) in flight" in log, \

@@ -343,5 +343,42 @@ TEST(OpenAiRequest, MembersOfTheWrongTypeAreInvalidRequests) {
   for (const json& body : bodies) EXPECT_THROW(parse(body, true), InvalidRequest) << body.dump();
 }
 
+// sglang-router and vllm-router forward every request with SGLang/vLLM extension fields at their
+// defaults (bodies as they sent them, 2026-11); those are this server's behaviour, so accepted.
+// Any other value asks for a behaviour this server does not have: refused by name.
+TEST(OpenAiRequest, RouterExtensionFieldsAreAcceptedAtTheirDefaults) {
+  const json chat = json::parse(
+      R"({"messages":[{"role":"user","content":"hi"}],"model":"m","logprobs":false,
+          "max_completion_tokens":5,"stream":true,"no_stop_trim":false,"ignore_eos":false,
+          "continue_final_message":false,"skip_special_tokens":true,"separate_reasoning":true,
+          "stream_reasoning":true,"return_hidden_states":false,"include_reasoning":true})");
+  EXPECT_EQ(parse(chat, true).max_tokens, 5u);
+  const json completion = json::parse(
+      R"({"model":"m","prompt":"hello there","max_tokens":5,"stream":false,"echo":false,
+          "no_stop_trim":false,"ignore_eos":false,"skip_special_tokens":true,
+          "return_hidden_states":false})");
+  EXPECT_EQ(parse(completion, false).max_tokens, 5u);
+
+  for (const char* field : {"no_stop_trim", "return_hidden_states", "continue_final_message"}) {
+    json body = chat;
+    body[field] = true;
+    try {
+      parse(body, true);
+      ADD_FAILURE() << field << ": true was accepted";
+    } catch (const InvalidRequest& e) {
+      EXPECT_EQ(e.param(), field);
+    }
+  }
+  json body = chat;
+  body["skip_special_tokens"] = false;
+  EXPECT_THROW(parse(body, true), InvalidRequest);
+  body = chat;
+  body["separate_reasoning"] = "yes";
+  EXPECT_THROW(parse(body, true), InvalidRequest);
+  body = completion;
+  body["continue_final_message"] = false;  // a chat field, unknown on /v1/completions
+  EXPECT_THROW(parse(body, false), InvalidRequest);
+}
+
 }  // namespace
 }  // namespace pith::server

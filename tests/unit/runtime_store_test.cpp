@@ -13,7 +13,7 @@ namespace pith::runtime {
 namespace {
 
 TEST(KvStore, SetGetEraseContains) {
-  KvStore s;
+  LocalKvStore s;
   EXPECT_FALSE(s.get("k").has_value());
   EXPECT_EQ(s.set("k", "v1"), PITH_OK);
   EXPECT_EQ(s.get("k").value(), "v1");
@@ -33,7 +33,7 @@ TEST(KvStore, LimitsRejectWithoutChangingAnything) {
   limits.max_key = 4;
   limits.max_value = 8;
   limits.max_total = 20;
-  KvStore s(limits);
+  LocalKvStore s(limits);
   EXPECT_EQ(s.set("toolong", "v"), PITH_ERR_LIMIT);
   EXPECT_EQ(s.set("k", "123456789"), PITH_ERR_LIMIT);
   EXPECT_EQ(s.set("a", "12345678"), PITH_OK);    // 9 bytes

@@ -6,8 +6,8 @@
 //     less than 64 KiB of fiber stack left ("call stack exhausted"): no C++ object is alive yet,
 //     so the trap's siglongjmp is safe (interpreter tier: see end_guest);
 //  2. marks the instance "in host" (faults and CPU ticks then never longjmp out of host code);
-//  3. runs body; a GuestError becomes its status code, any other exception PITH_ERR_INTERNAL
-//     with the message logged to the instance;
+//  3. runs body; a GuestError becomes its status code, a StoreFailure its status with the message
+//     logged to the instance, any other exception PITH_ERR_INTERNAL with the message logged;
 //  4. at exit, raises a kill that arrived meanwhile (e.g. while parked in future_wait).
 #pragma once
 
@@ -25,6 +25,7 @@
 #include "runtime/api/host_imports.h"
 #include "runtime/guest_execution.h"
 #include "runtime/instance.h"
+#include "runtime/kv_store.h"
 
 namespace pith::runtime::api {
 
@@ -42,6 +43,9 @@ __attribute__((noinline)) uint32_t run_host_body(Instance& inst, Body& body) {
   try {
     return static_cast<uint32_t>(body(inst));
   } catch (const GuestError& e) {
+    return static_cast<uint32_t>(e.status);
+  } catch (const StoreFailure& e) {  // the shared state store is down or refused
+    inst.emit({InstanceEvent::Kind::Log, PITH_LOG_WARN, e.what()});
     return static_cast<uint32_t>(e.status);
   } catch (const std::exception& e) {
     inst.emit({InstanceEvent::Kind::Log, PITH_LOG_ERROR, std::string("host error: ") + e.what()});

@@ -3,6 +3,10 @@
 // to the instance.
 #include "runtime/api/model_call.h"
 
+#include <fmt/format.h>
+
+#include "runtime/shared_state.h"
+
 using namespace pith::runtime;
 using namespace pith::runtime::api;
 
@@ -21,6 +25,38 @@ pith_status_t alloc_into(Instance& inst, u32 n, u32 out, Alloc alloc) {
   if (handles.size() != n) return PITH_ERR_INTERNAL;
   mem.store_u32s(out, handles);
   return PITH_OK;
+}
+
+// With a shared state store, exports are recorded under this replica's name, so an import on
+// another replica can say where the pages are. Best effort: the export itself is local and done.
+void record_export(Instance& inst, std::string_view name, bool exported) {
+  SharedState* shared = inst.services().shared;
+  if (!shared) return;
+  try {
+    if (exported)
+      shared->note_export(name);
+    else
+      shared->forget_export(name);
+  } catch (const StoreFailure& e) {
+    inst.emit({InstanceEvent::Kind::Log, PITH_LOG_WARN,
+               fmt::format("export '{}' is not recorded in the shared state: {}", name, e.what())});
+  }
+}
+
+void explain_remote_export(Instance& inst, std::string_view name) {
+  SharedState* shared = inst.services().shared;
+  if (!shared) return;
+  std::optional<std::string> owner;
+  try {
+    owner = shared->export_owner(name);
+  } catch (const StoreFailure&) {
+    return;  // the import's own answer (NOT_FOUND) stands
+  }
+  if (owner && *owner != shared->replica())
+    inst.emit({InstanceEvent::Kind::Log, PITH_LOG_WARN,
+               fmt::format("import '{}': that export is held by replica '{}'; KV pages stay on the "
+                           "replica that computed them (this is replica '{}')",
+                           name, *owner, shared->replica())});
 }
 
 }  // namespace
@@ -87,13 +123,19 @@ u32 Z_pithZ_kvpage_export(Z_pith_instance_t* c, u32 queue, u32 pages, u32 n, u32
   return host_call(c, [&](Instance& inst) -> pith_status_t {
     check_count(n);
     GuestMemory mem(inst);
-    return session_of(inst).export_kvpages(queue, mem.u32s(pages, n), mem.string(name, name_len));
+    std::string_view export_name = mem.string(name, name_len);
+    pith_status_t st = session_of(inst).export_kvpages(queue, mem.u32s(pages, n), export_name);
+    if (st == PITH_OK) record_export(inst, export_name, true);
+    return st;
   });
 }
 
 u32 Z_pithZ_kvpage_unexport(Z_pith_instance_t* c, u32 queue, u32 name, u32 name_len) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
-    return session_of(inst).unexport_kvpages(queue, GuestMemory(inst).string(name, name_len));
+    std::string_view export_name = GuestMemory(inst).string(name, name_len);
+    pith_status_t st = session_of(inst).unexport_kvpages(queue, export_name);
+    if (st == PITH_OK) record_export(inst, export_name, false);
+    return st;
   });
 }
 
@@ -104,7 +146,9 @@ u32 Z_pithZ_kvpage_import(Z_pith_instance_t* c, u32 queue, u32 name, u32 name_le
     mem.bytes(n_out, 4);
     mem.bytes(pages, uint64_t{cap} * 4);
     std::vector<uint32_t> handles;
-    pith_status_t st = session_of(inst).import_kvpages(queue, mem.string(name, name_len), &handles);
+    std::string_view import_name = mem.string(name, name_len);
+    pith_status_t st = session_of(inst).import_kvpages(queue, import_name, &handles);
+    if (st == PITH_ERR_NOT_FOUND) explain_remote_export(inst, import_name);
     if (st != PITH_OK) return st;
     uint32_t n = static_cast<uint32_t>(handles.size());
     mem.store_u32s(pages, std::span<const uint32_t>(handles.data(), n < cap ? n : cap));
