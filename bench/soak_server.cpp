@@ -2,31 +2,18 @@
 // a child process on a free loopback port) over HTTP — programs uploaded, instances launched
 // and followed on their event streams — with streamed OpenAI chat completions mixed in. The
 // child's RSS and threads come from /proc, its instances and KV pages from /metrics.
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <cstring>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <sstream>
-#include <thread>
 
+#include "bench/child_server.h"
 #include "bench/inferlet_files.h"
 #include "bench/soak_target.h"
 #include "cli/server_client.h"
 #include "common/error.h"
 #include "common/read_file.h"
-
-extern char** environ;
 
 namespace pith::bench {
 
@@ -37,19 +24,6 @@ using cli::ServerClient;
 using cli::SseEvent;
 using nlohmann::json;
 using Kind = runtime::ExitStatus::Kind;
-
-uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    fail("soak: cannot find a free port");
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 // `name{labels} value` lines of a Prometheus text page, by "name{labels}" (or "name").
 std::map<std::string, double> parse_metrics(const std::string& text) {
@@ -71,11 +45,7 @@ std::map<std::string, double> parse_metrics(const std::string& text) {
 class ServerTarget final : public SoakTarget {
  public:
   ServerTarget(const SoakBenchOptions& o, const std::vector<SoakKind>& kinds)
-      : port_(free_port()), client_(fmt::format("http://127.0.0.1:{}", port_), "") {
-    log_path_ =
-        (std::filesystem::temp_directory_path() / fmt::format("pith-soak-server-{}.log", getpid()))
-            .string();
-    start(o);
+      : server_("soak", serve_args(o)), client_(server_.url(), "") {
     for (const SoakKind& k : kinds) {
       if (k.name == "openai_stream") continue;
       std::string wasm = read_file(
@@ -91,19 +61,9 @@ class ServerTarget final : public SoakTarget {
       if (run_one(k, &reason) != k.expected)
         fail("soak: warm-up {} ended unexpectedly: {}", k.name, reason);
     }
-    description_ = fmt::format("model {}, KV pool {}, `pith serve` pid {} on port {} (log {})",
-                               o.model, o.kv_memory, pid_, port_, log_path_);
-  }
-
-  ~ServerTarget() override {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);  // drains: every instance has ended by now
-    for (int i = 0; i < 300; ++i) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
+    description_ =
+        fmt::format("model {}, KV pool {}, `pith serve` pid {} on port {} (log {})", o.model,
+                    o.kv_memory, server_.pid(), server_.port(), server_.log_path());
   }
 
   Kind run_one(const SoakKind& k, std::string* reason) override {
@@ -112,8 +72,8 @@ class ServerTarget final : public SoakTarget {
 
   SoakGauges gauges() override {
     SoakGauges g;
-    g.rss_mib = process_rss_mib(pid_);
-    g.threads = process_threads(pid_);
+    g.rss_mib = process_rss_mib(server_.pid());
+    g.threads = process_threads(server_.pid());
     cli::HttpResponse r = client_.perform(cli::http_request("GET", "/metrics"));
     auto m = parse_metrics(r.body);
     g.instances = m["pith_running_instances"];
@@ -127,16 +87,9 @@ class ServerTarget final : public SoakTarget {
   std::string describe() const override { return description_; }
 
  private:
-  void start(const SoakBenchOptions& o) {
-    std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-    std::vector<std::string> args = {self,
-                                     "serve",
-                                     "-m",
+  static std::vector<std::string> serve_args(const SoakBenchOptions& o) {
+    std::vector<std::string> args = {"-m",
                                      o.model,
-                                     "--host",
-                                     "127.0.0.1",
-                                     "--port",
-                                     std::to_string(port_),
                                      "--device",
                                      o.device,
                                      "-t",
@@ -150,29 +103,7 @@ class ServerTarget final : public SoakTarget {
                                      "--max-instances",
                                      std::to_string(o.instances + 64)};
     if (!o.cache_dir.empty()) args.insert(args.end(), {"--cache-dir", o.cache_dir});
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log_path_.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
-    int rc = posix_spawn(&pid_, self.c_str(), &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) fail("soak: cannot start `pith serve`: {}", std::strerror(rc));
-    for (int i = 0; i < 1200; ++i) {  // model load and the built-in inferlet: up to 2 minutes
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = 0;
-        fail("soak: `pith serve` exited during startup (log: {})", log_path_);
-      }
-      try {
-        if (client_.perform(cli::http_request("GET", "/health")).status == 200) return;
-      } catch (const Error&) {
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    fail("soak: `pith serve` did not become healthy in 2 minutes (log: {})", log_path_);
+    return args;
   }
 
   // POST /v1/instances, then its event stream until `terminated` (reconnecting after a drop).
@@ -235,10 +166,9 @@ class ServerTarget final : public SoakTarget {
     return Kind::Exited;
   }
 
-  uint16_t port_;
+  ChildServer server_;
   ServerClient client_;
-  pid_t pid_ = 0;
-  std::string log_path_, model_, description_;
+  std::string model_, description_;
   std::map<std::string, std::string> hashes_;
 };
 

@@ -9,6 +9,7 @@
 #include "bench/bench_batching.h"
 #include "bench/bench_contention.h"
 #include "bench/bench_grammar.h"
+#include "bench/bench_http_load.h"
 #include "bench/bench_matmul.h"
 #include "bench/bench_model.h"
 #include "bench/bench_overhead.h"
@@ -300,6 +301,38 @@ void add_soak_suite(CLI::App& bench) {  // pith bench soak (bench/bench_soak.h)
   });
 }
 
+void add_http_load_suite(CLI::App& bench) {  // pith bench serving (bench/bench_http_load.h)
+  auto o = std::make_shared<bench::HttpLoadOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto* c = bench.add_subcommand(
+      "serving",
+      "closed-loop streaming OpenAI load on pith and, with --against URL, on another server "
+      "(llama-server, vLLM), interleaved: generated tok/s, TTFT, ITL and the ratios");
+  auto* url = c->add_option("--url", o->url, "the pith server to measure (instead of -m)");
+  c->add_option("-m,--model", o->model, "start `pith serve` on this model and measure it")
+      ->excludes(url);
+  c->add_option("--against", o->against, "the other OpenAI-compatible server's URL");
+  c->add_option("--api-key", o->api_key, "bearer key sent to both");
+  c->add_option("--concurrency", o->concurrency, "clients at once (comma-separated: one run each)")
+      ->delimiter(',');
+  c->add_option("--requests", o->requests, "requests per run (0: 2 x concurrency)");
+  c->add_option("--prompt-words", o->prompt_words, "distinct words per prompt");
+  c->add_option("--shared-prefix-words", o->shared_prefix_words,
+                "words of a system prompt every request starts with");
+  c->add_option("--max-tokens", o->max_tokens, "tokens generated per request (ignore_eos)");
+  c->add_option("--rounds", o->rounds, "runs per server, alternating the order; medians");
+  c->add_option("--seed", o->seed, "prompt words");
+  c->add_option("-t,--threads", o->threads, "-m: engine threads (0: one per core)");
+  c->add_option("--kv-memory", o->kv_memory, "-m: the KV pool");
+  add_device_option(*c, o->device);
+  c->add_flag("--json", *json, "print a JSON summary as the last line");
+  c->callback([o, json] {
+    auto r = bench::run_http_load_bench(*o);
+    if (*json) fmt::print("{}\n", r.dump());
+    if (r.value("failed_requests", false)) throw CLI::RuntimeError(1);
+  });
+}
+
 void add_grammar_suite(CLI::App& bench) {  // pith bench grammar (bench/bench_grammar.h)
   auto o = std::make_shared<bench::GrammarBenchOptions>();
   auto json = std::make_shared<bool>(false);
@@ -337,6 +370,7 @@ void add_bench_commands(CLI::App& app) {
   add_serving_suites(*bench);
   add_contention_suite(*bench);
   add_soak_suite(*bench);
+  add_http_load_suite(*bench);
   add_grammar_suite(*bench);
 }
 

@@ -7,9 +7,16 @@ sizes so the whole file takes seconds; plus the checks that hold whatever the ma
 usage: bench_suites.py PITH TINY_MODEL INFERLET_DIR
 """
 import json
+import socket
 import subprocess
 import sys
 import tempfile
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def bench(pith, *args):
@@ -103,6 +110,30 @@ def main():
         p = subprocess.run([pith, "bench", "soak", "-m", model, "--openai-share", "3"],
                            capture_output=True, text=True, timeout=60)
         assert p.returncode != 0 and "--server" in p.stderr + p.stdout, (p.returncode, p.stderr)
+    # The same streaming load on a started pith and on another server (here: a second pith).
+    port = free_port()
+    other = subprocess.Popen([pith, "serve", "-m", model, "--port", str(port), "--log-interval", "0"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        s = bench(pith, "serving", "-m", model, "--against", f"http://127.0.0.1:{port}",
+                  "--concurrency", "2,3", "--requests", "4", "--prompt-words", "12", "--max-tokens",
+                  "4", "--rounds", "2")
+        need(s, "results", "servers", "failed_requests")
+        assert s["failed_requests"] is False and len(s["results"]) == 2, s
+        for row in s["results"]:
+            for side in ("pith", "against"):
+                r = row[side]
+                assert r["ok"] == 2 * 4 and r["failed"] == 0, row  # 2 rounds x 4 requests
+                positive(dict(r, suite="serving"), "gen_tok_s", "ttft_p50_ms", "prompt_tokens_mean")
+            need(row["ratio"], "gen_tok_s", "ttft_p50", "itl_p50")
+        # A baseline that is not there is an error, not a ratio against nothing.
+        p = subprocess.run([pith, "bench", "serving", "-m", model, "--against",
+                            f"http://127.0.0.1:{free_port()}", "--concurrency", "1"],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode != 0 and "127.0.0.1" in p.stderr, (p.returncode, p.stderr)
+    finally:
+        other.terminate()
+        other.wait(30)
     print("bench suites: JSON contracts hold")
 
 

@@ -253,6 +253,15 @@ for i in range(6):
     check(got == ["arg 0: echo", "arg 1: hello", f"arg 2: {i}", f"echo: ping {i}"] or
           got[-1] == f"echo: ping {i}", "echo through nginx", inst.id, got)
     check(inst.info()["state"] == "finished", "instance info through nginx", inst.id)
+doomed = front.launch(echo_wasm, ["until-terminated"])
+doomed.send("ping")
+end = None
+for e in doomed.events(timeout=30):
+    if e.type == "message" and e.text == "echo: ping":  # it counted its launch: now end it
+        doomed.terminate()  # DELETE through nginx reaches the replica in the id
+    elif e.type == "terminated":
+        end = e.data
+check(end and end["kind"] == "killed" and "killed by client" in end["reason"], "terminate through nginx", end)
 spread = {i.split("-")[0] for i in ids}
 check(len(spread) >= 2, "launches through nginx did not spread over the replicas", ids)
 check(all(i.split("-")[0] in names and len(i.split("-")) == 3 for i in ids), "instance ids name the replica", ids)
@@ -264,7 +273,7 @@ log(f"lifecycle through nginx: instances {ids}; pith run --server works")
 
 # ---- 4. shared state ----
 launches = int(redis_cli("GET", "pith:kv:echo.launches") or 0)
-check(launches == 7, "echo's launch counter in the shared store", launches)
+check(launches == 8, "echo's launch counter in the shared store", launches)
 
 
 def swarm(tag, n=3):
