@@ -1,5 +1,6 @@
 // The model benchmark suite (see bench_model.h).
 #include "bench/bench_model.h"
+#include "bench/model_profile.h"
 
 #include <fmt/format.h>
 
@@ -243,6 +244,11 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
     j["llama_cpp"] = {{"pp_tok_s", lb.pp_tok_s}, {"tg_tok_s", lb.tg_tok_s}, {"build", lb.version}};
     j["pp_vs_llama_cpp"] = lb.pp_tok_s > 0 ? pp / lb.pp_tok_s : 0.0;
     j["tg_vs_llama_cpp"] = lb.tg_tok_s > 0 ? tg / lb.tg_tok_s : 0.0;
+  }
+  if (o.profile) {
+    if (engine.info().name != "cpu")
+      fail("bench model --profile: the per-op profile is the CPU engine's");
+    j["profile"] = run_forward_profile(weights, o.threads, o.profile_context, o.reps);
   }
   return j;
 }

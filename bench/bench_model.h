@@ -29,8 +29,10 @@ struct ModelBenchOptions {
   size_t batch_steps = 16;
   int reps = 3;
   size_t bandwidth_bytes = size_t{2} << 30;
-  std::string llama_bench;      // path of llama-bench to run beside (empty: not run)
-  std::string device = "auto";  // cpu | cuda | cuda:N | auto (engine/backend.h)
+  std::string llama_bench;         // path of llama-bench to run beside (empty: not run)
+  std::string device = "auto";     // cpu | cuda | cuda:N | auto (engine/backend.h)
+  bool profile = false;            // per-op time of a decode step and a prefill chunk (CPU)
+  uint32_t profile_context = 128;  // tokens already in KV for the profile
 };
 
 // Runs the suite, printing a readable report to stdout; returns the JSON summary.

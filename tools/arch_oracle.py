@@ -52,7 +52,7 @@ def check_token_range(tokens, n_vocab):
         fail(f"token id {bad[0]} is outside the vocabulary (0..{n_vocab - 1})")
 
 
-def llama_cpp_logits(path, tokens, verbose):
+def llama_cpp_logits(path, tokens, verbose, lora=None):
     """Returns (logits float32 [n][vocab], token texts, metadata) from llama.cpp."""
     import llama_cpp
 
@@ -66,7 +66,7 @@ def llama_cpp_logits(path, tokens, verbose):
                               logits_all=True, flash_attn=False, swa_full=True,
                               offload_kqv=False, op_offload=False,
                               type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32,
-                              verbose=verbose)
+                              lora_path=lora, verbose=verbose)
     except ValueError as e:  # llama.cpp's own reason goes to its log, shown with --verbose
         fail(f"llama.cpp cannot load {path} ({e}); --verbose shows llama.cpp's log")
     n_vocab = llm.n_vocab()
@@ -81,10 +81,12 @@ def llama_cpp_logits(path, tokens, verbose):
     meta = {"source": f"llama.cpp {commit} (bundled with llama-cpp-python {version})",
             "dtype": f"weights as stored ({llm._model.desc()}), f32 activations",
             "kv_cache_type": "f32", "n_threads": 1}
+    if lora:
+        meta["lora"] = f"{os.path.basename(lora)} (llama.cpp --lora, scale 1)"
     return logits, texts, meta
 
 
-def transformers_logits(folder, tokens, threads):
+def transformers_logits(folder, tokens, threads, lora=None):
     """Returns (logits float32 [n][vocab], token texts or None, metadata) from transformers."""
     import torch
     import transformers
@@ -96,6 +98,10 @@ def transformers_logits(folder, tokens, threads):
     transformers.utils.logging.disable_progress_bar()
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32,
                                                  attn_implementation="eager").eval()
+    if lora:  # PEFT applies the adapter's deltas on the fly (no merge)
+        import peft
+
+        model = peft.PeftModel.from_pretrained(model, lora).eval()
     n_vocab = model.get_output_embeddings().weight.shape[0]
     check_token_range(tokens, n_vocab)
     with torch.no_grad():
@@ -114,6 +120,10 @@ def transformers_logits(folder, tokens, threads):
     meta = {"source": f"transformers {transformers.__version__}, torch {torch.__version__}",
             "dtype": f"float32 (weights stored as {stored}), eager attention",
             "n_threads": threads}
+    if lora:
+        import peft
+
+        meta["lora"] = f"{os.path.basename(os.path.normpath(lora))} (peft {peft.__version__})"
     return logits, texts, meta
 
 
@@ -175,6 +185,8 @@ def main():
     ap.add_argument("--top", type=int, default=40, help="top entries per position (40)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1)")
     ap.add_argument("--verbose", action="store_true", help="show llama.cpp's log")
+    ap.add_argument("--lora-gguf", help="GGUF LoRA adapter applied on the llama.cpp side")
+    ap.add_argument("--lora-hf", help="PEFT adapter folder applied on the transformers side")
     a = ap.parse_args()
     if not a.gguf and not a.hf:
         fail("give --gguf FILE and/or --hf FOLDER")
@@ -184,10 +196,10 @@ def main():
     runs = []
     if a.gguf:
         runs.append(("llama-cpp", os.path.basename(a.gguf),
-                     *llama_cpp_logits(a.gguf, tokens, a.verbose)))
+                     *llama_cpp_logits(a.gguf, tokens, a.verbose, a.lora_gguf)))
     if a.hf:
         runs.append(("transformers", os.path.basename(os.path.normpath(a.hf)),
-                     *transformers_logits(a.hf, tokens, a.threads)))
+                     *transformers_logits(a.hf, tokens, a.threads, a.lora_hf)))
     both = len(runs) == 2
     for label, name, logits, texts, meta in runs:
         out = with_suffix(a.out, label) if both else a.out

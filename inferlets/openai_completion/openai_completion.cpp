@@ -10,7 +10,7 @@
 //                     [--top-p P] [--top-k K] [--min-p P] [--seed S] [--stop STR]...
 //                     [--stop-token-ids ID,...] [--ignore-eos 1] [--n N] [--logprobs K]
 //                     [--presence-penalty X] [--frequency-penalty X] [--repetition-penalty X]
-//                     [--logit-bias ID:BIAS,...] [--grammar GBNF]
+//                     [--logit-bias ID:BIAS,...] [--grammar GBNF] [--adapter NAME]
 // Each --tokens is one prompt with n choices of its own (choice index = prompt * n + j);
 // --prompt-logprobs reports every prompt token's logprob (ptok messages, for echo); max_tokens
 // may then be 0 (scoring a text without generating).
@@ -41,6 +41,7 @@ struct Request {
   uint32_t logprobs = 0;         // alternatives per token (0: only the chosen token's logprob)
   std::string grammar;           // GBNF; empty: unconstrained
   bool prompt_logprobs = false;  // echo: the logprob of every prompt token (ptok messages)
+  std::string adapter;           // LoRA adapter name (the request's model); empty: the base
 };
 
 bool parse_tokens(const std::string& s, std::vector<uint32_t>& out) {
@@ -117,6 +118,8 @@ const char* parse_args(Request& r) {
       r.n = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
     else if (k == "--logprobs")
       r.logprobs = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
+    else if (k == "--adapter")
+      r.adapter = v;
     else
       return "unknown argument";
   }
@@ -217,8 +220,16 @@ int main() {
 
   auto model = pith::Model::open("");
   if (!model) return fail(model.status());
+  pith_adapter_t adapter = 0;
+  if (!req.adapter.empty()) {
+    auto a = model->open_adapter(req.adapter);
+    if (!a) return fail(a.status(), a.error().what());
+    adapter = *a;
+  }
   auto root = pith::Context::create(*model);
   if (!root) return fail(root.status());
+  if (adapter != 0)
+    if (pith::Status s = root->set_adapter(adapter); !s) return fail(s.status(), s.error().what());
   if (req.stop.eos_ids.empty()) req.stop.eos_ids = root->eos_tokens();
   // Per prompt: with n > 1 (or prompt logprobs) the prompt but its last token is computed once
   // and forked, so the choices share its pages; each choice computes the last token itself,
@@ -229,6 +240,9 @@ int main() {
     const std::vector<uint32_t>& prompt = req.prompts[p];
     auto group_root = p == 0 ? std::move(root) : pith::Context::create(*model);
     if (!group_root) return fail(group_root.status());
+    if (p > 0 && adapter != 0)
+      if (pith::Status s = group_root->set_adapter(adapter); !s)
+        return fail(s.status(), s.error().what());
     const bool split_last = req.n > 1 || req.prompt_logprobs || req.stop.max_tokens == 0;
     if (!split_last) {
       group_root->fill_tokens(prompt);

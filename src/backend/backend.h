@@ -30,6 +30,7 @@
 namespace pith {
 
 struct ModelWeights;
+struct LoraAdapter;
 
 // Options every backend understands; fields a backend has no use for are ignored.
 struct BackendOptions {
@@ -87,6 +88,14 @@ class Backend {
   virtual size_t kv_page_bytes() const = 0;
   virtual void save_kv_pages(std::span<const uint32_t> pages, std::span<std::byte> out) = 0;
   virtual void load_kv_pages(std::span<const uint32_t> pages, std::span<const std::byte> in) = 0;
+
+  // LoRA adapters (engine/lora_adapter.h). load_adapter makes `adapter` usable as
+  // SequenceInput::adapter == id (id > 0, chosen by the caller and never reused); unload_adapter
+  // forgets it (a forward already running finishes with it). Unlike the handlers these may be
+  // called from any thread, concurrently with a forward. A backend without LoRA kernels throws
+  // pith::Error saying so (the default); a forward naming an id not loaded is a bad batch.
+  virtual void load_adapter(uint32_t id, std::shared_ptr<const LoraAdapter> adapter);
+  virtual void unload_adapter(uint32_t id);
 };
 
 // Whether `device` names a CUDA device ("cuda", "cuda:N", or "auto" on a machine with a GPU).

@@ -51,6 +51,8 @@ struct SequenceInput {
   uint32_t last_page_len = 0;
   std::vector<std::vector<uint32_t>> mask;
   std::vector<OutputSpec> outputs;
+  // LoRA adapter of this sequence (Backend::load_adapter's id), 0 = the base model.
+  uint32_t adapter = 0;
 
   size_t n_inputs() const { return tokens.empty() ? embed_slots.size() : tokens.size(); }
 };

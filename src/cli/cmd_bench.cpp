@@ -10,6 +10,7 @@
 #include "bench/bench_contention.h"
 #include "bench/bench_grammar.h"
 #include "bench/bench_http_load.h"
+#include "bench/bench_lora.h"
 #include "bench/bench_matmul.h"
 #include "bench/bench_model.h"
 #include "bench/bench_overhead.h"
@@ -115,6 +116,11 @@ void add_model_suite(CLI::App& bench) {
   add_device_option(*cmd, args->o.device);
   cmd->add_option("--batch", args->batch, "batch sizes for aggregate decode, e.g. 1,8,32")
       ->delimiter(',');
+  cmd->add_flag("--profile", args->o.profile,
+                "also print where a forward's time goes, per op: a decode step and a 512-token "
+                "prefill chunk at batch 1 and 32 (CPU engine)");
+  cmd->add_option("--profile-context", args->o.profile_context,
+                  "tokens already in every sequence's KV for --profile");
   cmd->add_option("--batch-steps", args->o.batch_steps, "decode steps per batch run")
       ->capture_default_str();
   cmd->add_option("-r,--reps", args->o.reps, "timed runs per test (the median is reported)")
@@ -273,6 +279,28 @@ void add_contention_suite(CLI::App& bench) {  // pith bench contention (bench/be
   });
 }
 
+void add_lora_suite(CLI::App& bench) {  // pith bench lora (bench/bench_lora.h)
+  auto o = std::make_shared<bench::LoraBenchOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto* c = bench.add_subcommand(
+      "lora", "multi-LoRA decode: adapters mixed in a batch vs the base model alone (ABAB)");
+  c->add_option("-m,--model", o->model, "base model file (GGUF or HF folder)")->required();
+  c->add_option("--batch", o->batch, "sequences decoding together");
+  c->add_option("--adapters", o->adapters, "adapters mixed through the batch");
+  c->add_option("--rank", o->rank, "LoRA rank (every linear projection)");
+  c->add_option("--adapter-dtype", o->adapter_dtype, "f32, f16 or bf16");
+  c->add_option("--context", o->context, "prompt tokens per sequence before decoding");
+  c->add_option("--steps", o->steps, "decode steps per round and mode");
+  c->add_option("--rounds", o->rounds, "ABAB rounds (medians are reported)");
+  c->add_option("-t,--threads", o->threads, "engine threads");
+  add_device_option(*c, o->device);
+  c->add_flag("--json", *json, "print a JSON summary as the last line");
+  c->callback([o, json] {
+    auto r = bench::run_lora_bench(*o);
+    if (*json) fmt::print("{}\n", r.dump());
+  });
+}
+
 void add_soak_suite(CLI::App& bench) {  // pith bench soak (bench/bench_soak.h)
   auto o = std::make_shared<bench::SoakBenchOptions>();
   auto json = std::make_shared<bool>(false);
@@ -369,6 +397,7 @@ void add_bench_commands(CLI::App& app) {
   add_overhead_suite(*bench);
   add_serving_suites(*bench);
   add_contention_suite(*bench);
+  add_lora_suite(*bench);
   add_soak_suite(*bench);
   add_http_load_suite(*bench);
   add_grammar_suite(*bench);

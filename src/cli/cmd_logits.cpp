@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "common/error.h"
 #include "engine/kv_pool.h"
+#include "engine/lora_adapter.h"
 #include "engine/model_loader.h"
 #include "engine/token_distribution.h"
 #include "formats/gguf.h"
@@ -36,6 +37,7 @@ struct LogitsArgs {
   size_t threads = 0;
   uint32_t page_size = 16;
   std::string device = "auto";
+  std::string lora;  // adapter path, applied to the whole prompt
 };
 
 std::vector<int32_t> parse_token_list(const std::string& s) {
@@ -117,6 +119,10 @@ void run_logits(const LogitsArgs& a) {
   Backend& engine = *backend;
 
   SequenceInput s;
+  if (!a.lora.empty()) {
+    engine.load_adapter(1, load_lora_adapter(a.lora, *weights));
+    s.adapter = 1;
+  }
   s.tokens = tokens;
   s.kv_pages = engine.page_slots().allocate(n_pages);
   s.last_page_len = n - (n_pages - 1) * a.page_size;
@@ -157,6 +163,7 @@ void add_logits_commands(CLI::App& app) {
       "logits", "Logits of a prompt at every position (one batched prefill), for checking");
   cmd->add_option("-m,--model", args.model, "GGUF file or Hugging Face folder")->required();
   cmd->add_option("--prompt", args.prompt, "Text, tokenized with the model's tokenizer");
+  cmd->add_option("--lora", args.lora, "LoRA adapter (PEFT folder or GGUF) applied to the prompt");
   cmd->add_option("--tokens", args.tokens, "Comma-separated token ids, e.g. 1,15043,3186");
   cmd->add_option("--top", args.top, "Top logits to print per position")->default_val(10);
   cmd->add_flag("--no-bos", args.no_bos, "Do not prepend the model's BOS token");

@@ -14,6 +14,7 @@
 #include "common/thread_pool.h"
 #include "engine/model_loader.h"
 #include "formats/gguf.h"
+#include "model_gen/lora_gen.h"
 #include "model_gen/model_gen.h"
 
 namespace pith::cli {
@@ -184,6 +185,23 @@ void model_gen(GenArgs& a) {
       r.files.size(), r.seconds, double(r.bytes) / (1 << 20) / std::max(r.seconds, 1e-9));
 }
 
+struct GenLoraArgs {
+  LoraGenOptions opt;
+  std::string dtype = "f32";
+  std::string targets = "all";
+};
+
+void model_gen_lora(GenLoraArgs& a) {
+  auto dt = dtype_from_name(a.dtype);
+  if (!dt) fail("unknown dtype '{}' (f32, f16 or bf16)", a.dtype);
+  a.opt.dtype = *dt;
+  a.opt.targets = parse_lora_targets(a.targets);
+  LoraGenResult r = generate_lora(a.opt);
+  fmt::print("wrote {} (LoRA rank {}, alpha {}, {} {}, targets {}): {} parameters, {:.1f} MiB\n",
+             a.opt.output, a.opt.rank, a.opt.alpha, a.opt.format, a.dtype, a.targets, r.n_params,
+             double(r.bytes) / (1 << 20));
+}
+
 }  // namespace
 
 void add_model_commands(CLI::App& app) {
@@ -225,6 +243,25 @@ void add_model_commands(CLI::App& app) {
       ->capture_default_str();
   gen->add_flag("-q,--quiet", g.opt.quiet, "No progress on stderr");
   gen->callback([] { model_gen(g); });
+
+  auto* lora = model->add_subcommand(
+      "gen-lora", "Write a random LoRA adapter for a base model (PEFT folder or GGUF adapter)");
+  static GenLoraArgs gl;
+  lora->add_option("-m,--model", gl.opt.base_path, "Base model: GGUF file or Hugging Face folder")
+      ->required();
+  lora->add_option("--format", gl.opt.format, "peft (a folder) or gguf (a file)")
+      ->capture_default_str();
+  lora->add_option("--rank", gl.opt.rank, "LoRA rank r")->capture_default_str();
+  lora->add_option("--alpha", gl.opt.alpha, "lora_alpha (scale = alpha / rank)")
+      ->capture_default_str();
+  lora->add_option("--targets", gl.targets,
+                   "Comma-separated projections: q, k, v, o, gate, up, down, or all")
+      ->capture_default_str();
+  lora->add_option("--dtype", gl.dtype, "f32, f16 or bf16")->capture_default_str();
+  lora->add_option("--std", gl.opt.std, "Standard deviation of A and B")->capture_default_str();
+  lora->add_option("--seed", gl.opt.seed, "Random seed")->capture_default_str();
+  lora->add_option("-o,--output", gl.opt.output, "Output folder (peft) or file (gguf)")->required();
+  lora->callback([] { model_gen_lora(gl); });
 }
 
 }  // namespace pith::cli

@@ -97,7 +97,15 @@ void add_serve_commands(CLI::App& app) {
   add(cmd->add_option("--max-batch-tokens", cfg->max_batch_tokens,
                       "token budget per batch (0: unlimited)"));
   add(cmd->add_option("--batch-formation", cfg->batch_formation, "decode-first or fcfs"));
+  add(cmd->add_option("--itl-target-ms", cfg->itl_target_ms,
+                      "inter-token latency target: a batch with decode steps takes only the "
+                      "prefill tokens that fit it, at the measured time per token (0: off)"));
   add(cmd->add_flag("--no-prefix-cache", cfg->no_prefix_cache, "disable the radix prefix cache"));
+  add(cmd->add_option("--lora", cfg->lora,
+                      "LoRA adapter NAME=PATH (PEFT folder or GGUF adapter), repeatable; requests "
+                      "name it as their model"));
+  add(cmd->add_option("--max-loras", cfg->max_loras,
+                      "LoRA adapters loaded at once (startup and POST /v1/load_lora_adapter)"));
   add(cmd->add_option("--max-kv-pages-per-inferlet", cfg->max_kv_pages_per_inferlet,
                       "KV page quota per inferlet (0: none)"));
   add(cmd->add_option("--kv-pressure", cfg->kv_pressure,

@@ -74,6 +74,7 @@ BatchPlan form_batch(std::span<const QueueView> queues, const BatchLimits& limit
   });
 
   bool full = false;
+  uint32_t max_tokens = limits.max_tokens;  // narrowed once decodes are in (3a)
   // Adds calls from the front of q (vertical batching); `accept` filters which calls this
   // pass may take. Splits the first call that overflows the token budget when allowed.
   auto take_from = [&](const QueueView& q, auto&& accept) {
@@ -83,13 +84,13 @@ BatchPlan form_batch(std::span<const QueueView> queues, const BatchLimits& limit
       if (take.calls > 0 && conflicts(c, q.pending.subspan(0, take.calls))) break;
       bool over_calls = limits.max_calls && plan.n_calls + 1 > limits.max_calls;
       bool over_seqs = limits.max_seqs && plan.n_seqs + c.n_seqs > limits.max_seqs;
-      bool over_tokens = limits.max_tokens && plan.n_tokens + c.n_tokens > limits.max_tokens;
+      bool over_tokens = max_tokens && plan.n_tokens + c.n_tokens > max_tokens;
       if (plan.n_calls > 0 && (over_calls || over_seqs)) {
         full = true;
         break;
       }
       if (over_tokens) {
-        uint32_t room = limits.max_tokens - std::min(plan.n_tokens, limits.max_tokens);
+        uint32_t room = max_tokens - std::min(plan.n_tokens, max_tokens);
         if (c.splittable && room > 0) {
           take.partial_tokens = room;
           ++plan.n_calls;
@@ -121,6 +122,11 @@ BatchPlan form_batch(std::span<const QueueView> queues, const BatchLimits& limit
     std::vector<bool> used(order.size(), false);
     for (size_t i = 0; i < order.size() && !full; ++i)
       used[i] = record(take_from(*order[i], [](const CallInfo& c) { return c.n_tokens <= 1; }));
+    if (const uint32_t allowance = limits.prefill_tokens_with_decodes; allowance && plan.n_calls) {
+      const uint32_t cap = plan.n_tokens + allowance;
+      max_tokens = max_tokens ? std::min(max_tokens, cap) : cap;
+      full = full || plan.n_tokens >= max_tokens;
+    }
     if (const uint32_t threshold = limits.long_prefill_threshold) {
       // Short prefills before long ones.
       for (size_t i = 0; i < order.size() && !full; ++i)

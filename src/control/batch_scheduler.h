@@ -66,6 +66,10 @@ struct BatchLimits {
   uint32_t max_calls = 0;   // 0: unlimited (the eager policy sets 1)
   BatchFormation formation = BatchFormation::DecodeFirst;
   uint32_t long_prefill_threshold = 0;  // DecodeFirst: prefills above this go last; 0: off
+  // DecodeFirst: a batch that holds decode steps takes at most this many prefill tokens beside
+  // them (0: whatever the token budget leaves), so the running streams' next token is not held
+  // up by a long prefill chunk. The controller derives it from --itl-target-ms.
+  uint32_t prefill_tokens_with_decodes = 0;
 };
 
 // What one batch takes from one queue: `calls` whole calls from the front, then, when

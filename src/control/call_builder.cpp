@@ -89,7 +89,7 @@ Result<BuiltCall> build_forward(const CallLimits& limits, const HandleTable& pag
       info.writes.push_back(*p | kEmbedTag);
     }
   }
-  built.call = ForwardCall{std::move(seq)};
+  built.call = ForwardCall{std::move(seq), nullptr};
   return built;
 }
 

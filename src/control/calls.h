@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <variant>
 #include <vector>
 
 #include "backend/forward_batch.h"
+#include "control/adapter_registry.h"
 #include "control/batch_scheduler.h"
 #include "control/status.h"
 
@@ -16,6 +18,8 @@ namespace pith {
 
 struct ForwardCall {
   SequenceInput seq;
+  // Keeps seq.adapter loaded until the call is done (chunks reach it through their parent).
+  std::shared_ptr<const AdapterLease> adapter_lease;
 };
 
 struct EmbedTokensCall {

@@ -33,6 +33,7 @@ PrefillChunk split_prefill(SequenceInput& seq, std::vector<uint32_t>& origin, ui
     c.embed_slots.assign(seq.embed_slots.begin(), seq.embed_slots.begin() + m);
     seq.embed_slots.erase(seq.embed_slots.begin(), seq.embed_slots.begin() + m);
   }
+  c.adapter = seq.adapter;  // every chunk runs under the call's adapter
   c.positions.assign(seq.positions.begin(), seq.positions.begin() + m);
   seq.positions.erase(seq.positions.begin(), seq.positions.begin() + m);
   const size_t chunk_pages = (chunk_ctx + ps - 1) / ps;

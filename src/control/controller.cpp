@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "control/batch_execution.h"
 #include "control/chunked_prefill.h"
@@ -32,7 +33,8 @@ Controller::Controller(Backend& backend, const ControllerOptions& options)
       policy_(make_dispatch_policy(options.policy)),
       spaces_(backend.page_slots(), backend.embed_slots(),
               ResourceOptions{backend.page_size(), options.max_kv_pages_per_instance,
-                              options.prefix_cache}) {
+                              options.prefix_cache}),
+      adapters_(backend, options.max_loras) {
   limits_.max_tokens = options.max_batch_tokens;
   limits_.max_seqs = options.max_batch_seqs;
   limits_.formation = options.batch_formation;
@@ -242,17 +244,18 @@ std::vector<std::string> Controller::list_exports() const {
 }
 
 Result<Controller::PrefixMatch> Controller::prefix_match(InstanceId id,
-                                                         std::span<const int32_t> tokens) {
+                                                         std::span<const int32_t> tokens,
+                                                         uint32_t adapter) {
   std::lock_guard lock(mu_);
   if (auto r = resident_or_wait_locked(id); !r) return r.failure();
-  return spaces_.prefix_match(id, tokens);
+  return spaces_.prefix_match(id, tokens, adapter);
 }
 
 Result<void> Controller::prefix_insert(InstanceId id, std::span<const int32_t> tokens,
-                                       std::span<const uint32_t> handles) {
+                                       std::span<const uint32_t> handles, uint32_t adapter) {
   std::lock_guard lock(mu_);
   if (auto r = resident_or_wait_locked(id); !r) return r;
-  return spaces_.prefix_insert(id, tokens, handles);
+  return spaces_.prefix_insert(id, tokens, handles, adapter);
 }
 
 bool Controller::has_page(InstanceId id, uint32_t handle) const {
@@ -294,14 +297,16 @@ Result<void> Controller::submit(InstanceId id, QueueId q, Result<BuiltCall> buil
 }
 
 Result<void> Controller::forward(InstanceId id, QueueId q, SequenceInput&& seq,
-                                 CallCompletion&& done) {
+                                 CallCompletion&& done,
+                                 std::shared_ptr<const AdapterLease> adapter) {
   std::lock_guard lock(mu_);
   if (auto r = resident_or_wait_locked(id); !r) return r;
   if (!find_queue(id, q)) return unknown_queue(q);
-  return submit(id, q,
-                build_forward(call_limits_, *spaces_.page_table(id), *spaces_.embed_table(id),
-                              std::move(seq)),
-                std::move(done));
+  seq.adapter = adapter ? adapter->id() : 0;
+  auto built = build_forward(call_limits_, *spaces_.page_table(id), *spaces_.embed_table(id),
+                             std::move(seq));
+  if (built) std::get<ForwardCall>(built->call).adapter_lease = std::move(adapter);
+  return submit(id, q, std::move(built), std::move(done));
 }
 
 Result<void> Controller::embed_tokens(InstanceId id, QueueId q, std::vector<int32_t> tokens,
@@ -368,11 +373,22 @@ ControllerGauges Controller::gauges() const {
   return g;
 }
 
+BatchLimits Controller::batch_limits_locked() const {
+  BatchLimits limits = limits_;
+  if (options_.itl_target_ns > 0 && forward_token_ns_ > 0) {
+    // What fits the target beside the decodes, never less than one page of prompt.
+    const double tokens = double(options_.itl_target_ns) / forward_token_ns_;
+    limits.prefill_tokens_with_decodes = static_cast<uint32_t>(
+        std::clamp(tokens, double(page_size()), double(std::numeric_limits<uint32_t>::max())));
+  }
+  return limits;
+}
+
 void Controller::dispatcher_loop() {
   std::vector<QueueView> views;
   std::unique_lock lock(mu_);
   while (wait_for_work(lock, views)) {
-    Batch batch = take_locked(form_batch(views, limits_));
+    Batch batch = take_locked(form_batch(views, batch_limits_locked()));
     lock.unlock();
     const int64_t t0 = now_ns();
     execute_batch(backend_, batch.calls);
@@ -489,7 +505,7 @@ std::shared_ptr<PendingCall> Controller::split_chunk_locked(Queue& queue, uint32
     if (o.kind == OutputKind::Embed) chunk->held_embeds.push_back(o.embed_slot);
   spaces_.page_refs().retain(chunk->held_pages);
   spaces_.embed_refs().retain(chunk->held_embeds);
-  chunk->call = ForwardCall{std::move(piece.seq)};
+  chunk->call = ForwardCall{std::move(piece.seq), nullptr};  // the parent holds the adapter
   return chunk;
 }
 
@@ -534,6 +550,13 @@ Controller::Deferred Controller::complete_locked(Batch& batch, int64_t backend_n
   for (const QueueTake& t : plan.takes) last_batch_queues_.push_back(t.queue_id);
   last_batch_end_ns_ = now_ns();
   last_backend_ns_ = backend_ns;
+  // Time per token, learnt from forward batches big enough for per-call overhead not to
+  // dominate (the ITL target's prefill allowance).
+  if (plan.type == CallType::Forward && plan.n_tokens >= 8) {
+    const double per_token = double(backend_ns) / plan.n_tokens;
+    forward_token_ns_ =
+        forward_token_ns_ == 0 ? per_token : 0.8 * forward_token_ns_ + 0.2 * per_token;
+  }
   ++counters_.batches;
   counters_.calls += plan.n_calls;
   counters_.tokens += plan.n_tokens;

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "control/adapter_registry.h"
 #include "control/batch_scheduler.h"
 #include "control/call_builder.h"
 #include "control/calls.h"
@@ -66,6 +67,10 @@ struct ControllerOptions {
   // An instance with nothing queued for this long may be suspended by any instance that needs
   // pages, whatever their ranks (an agent waiting for its user); 0: never.
   int64_t idle_suspend_ns = 1'000'000'000;
+  uint32_t max_loras = 64;  // LoRA adapters loaded at once (--max-loras)
+  // Inter-token latency target (--itl-target-ms): a batch with decode steps takes only as many
+  // prefill tokens as the backend's measured time per token allows in this time. 0: off.
+  int64_t itl_target_ns = 0;
 };
 
 // Per-batch accounting, reported to an observer (metrics, the periodic log line).
@@ -109,6 +114,8 @@ class Controller {
   Controller& operator=(const Controller&) = delete;
 
   const ModelConfig& model_config() const { return backend_.config(); }
+  // The loaded LoRA adapters (control/adapter_registry.h); a forward names one by its id.
+  AdapterRegistry& adapters() { return adapters_; }
   uint32_t page_size() const { return backend_.page_size(); }
 
   // Every call below that can fail returns a Result whose Failure names the reason
@@ -160,9 +167,10 @@ class Controller {
   // offers the instance's computed pages for tokens[0 : n_pages * page_size]. With the cache
   // disabled, match finds nothing and insert does nothing.
   using PrefixMatch = ResourceSpaces::PrefixMatch;
-  Result<PrefixMatch> prefix_match(InstanceId id, std::span<const int32_t> tokens);
+  Result<PrefixMatch> prefix_match(InstanceId id, std::span<const int32_t> tokens,
+                                   uint32_t adapter = 0);
   Result<void> prefix_insert(InstanceId id, std::span<const int32_t> tokens,
-                             std::span<const uint32_t> handles);
+                             std::span<const uint32_t> handles, uint32_t adapter = 0);
 
   bool has_page(InstanceId id, uint32_t handle) const;
   // Pages this instance can see through handles (for listings and quotas).
@@ -173,7 +181,8 @@ class Controller {
   // BadArgument and a message, and never reaches a batch. `done` runs on the dispatcher thread
   // with the call's output or its Failure.
   // Status::Waiting (a suspended instance) leaves `seq` and `done` untouched for the next try.
-  Result<void> forward(InstanceId id, QueueId q, SequenceInput&& seq, CallCompletion&& done);
+  Result<void> forward(InstanceId id, QueueId q, SequenceInput&& seq, CallCompletion&& done,
+                       std::shared_ptr<const AdapterLease> adapter = nullptr);
   Result<void> embed_tokens(InstanceId id, QueueId q, std::vector<int32_t> tokens,
                             std::vector<uint32_t> positions, std::vector<uint32_t> embed_handles,
                             CallCompletion done);
@@ -214,6 +223,7 @@ class Controller {
   // The dispatcher: wait for work the policy wants dispatched, plan a batch, take its calls
   // from the queues, execute them on the backend (unlocked), complete them.
   void dispatcher_loop();
+  BatchLimits batch_limits_locked() const;  // limits_ with the ITL target's prefill allowance
   bool wait_for_work(std::unique_lock<std::mutex>& lock, std::vector<QueueView>& views);
   Batch take_locked(BatchPlan plan);
   std::shared_ptr<PendingCall> split_chunk_locked(Queue& queue, uint32_t m);
@@ -258,6 +268,8 @@ class Controller {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
   ResourceSpaces spaces_;
+  AdapterRegistry adapters_;
+  double forward_token_ns_ = 0;      // EWMA of backend time per forward token (itl_target_ns)
   std::map<QueueId, Queue> queues_;  // ordered: stable scheduler input
   QueueId next_queue_id_ = 1;
   uint64_t next_call_id_ = 1;

@@ -11,14 +11,15 @@ struct PrefixCache::Node {
   Node* parent = nullptr;
   std::vector<int32_t> block;  // page_size tokens (empty at the root)
   uint32_t page = 0;
+  uint32_t adapter = 0;  // LoRA adapter whose K/V the page holds (the whole path shares it)
   uint64_t last_use = 0;
   // Children by hash of their block; collisions are resolved by comparing blocks.
   std::unordered_multimap<uint64_t, std::unique_ptr<Node>> children;
 };
 
 namespace {
-uint64_t hash_block(std::span<const int32_t> block) {
-  return XXH3_64bits(block.data(), block.size_bytes());
+uint64_t hash_block(std::span<const int32_t> block, uint32_t adapter) {
+  return XXH3_64bits_withSeed(block.data(), block.size_bytes(), adapter);
 }
 }  // namespace
 
@@ -39,10 +40,13 @@ PrefixCache::~PrefixCache() {
     if (n != root_.get()) refs_.release(n->page);
 }
 
-PrefixCache::Node* PrefixCache::find_child(Node* node, std::span<const int32_t> block) const {
-  auto [lo, hi] = node->children.equal_range(hash_block(block));
+PrefixCache::Node* PrefixCache::find_child(Node* node, std::span<const int32_t> block,
+                                           uint32_t adapter) const {
+  auto [lo, hi] = node->children.equal_range(hash_block(block, adapter));
   for (auto it = lo; it != hi; ++it)
-    if (std::equal(block.begin(), block.end(), it->second->block.begin())) return it->second.get();
+    if (it->second->adapter == adapter &&
+        std::equal(block.begin(), block.end(), it->second->block.begin()))
+      return it->second.get();
   return nullptr;
 }
 
@@ -52,12 +56,13 @@ void PrefixCache::touch(Node* node) {
   if (node->children.empty()) leaves_.insert({node->last_use, node});
 }
 
-size_t PrefixCache::match(std::span<const int32_t> tokens, std::vector<uint32_t>& pages) {
+size_t PrefixCache::match(std::span<const int32_t> tokens, std::vector<uint32_t>& pages,
+                          uint32_t adapter) {
   Node* node = root_.get();
   size_t matched = 0;
   std::vector<Node*> path;
   while (matched + page_size_ <= tokens.size()) {
-    Node* child = find_child(node, tokens.subspan(matched, page_size_));
+    Node* child = find_child(node, tokens.subspan(matched, page_size_), adapter);
     if (!child) break;
     path.push_back(child);
     node = child;
@@ -73,21 +78,23 @@ size_t PrefixCache::match(std::span<const int32_t> tokens, std::vector<uint32_t>
   return matched;
 }
 
-size_t PrefixCache::insert(std::span<const int32_t> tokens, std::span<const uint32_t> pages) {
+size_t PrefixCache::insert(std::span<const int32_t> tokens, std::span<const uint32_t> pages,
+                           uint32_t adapter) {
   Node* node = root_.get();
   size_t adopted = 0;
   for (size_t i = 0; i < pages.size() && (i + 1) * page_size_ <= tokens.size(); ++i) {
     auto block = tokens.subspan(i * page_size_, page_size_);
-    Node* child = find_child(node, block);
+    Node* child = find_child(node, block, adapter);
     if (!child) {
       if (node != root_.get() && node->children.empty()) leaves_.erase({node->last_use, node});
       auto fresh = std::make_unique<Node>();
       fresh->parent = node;
       fresh->block.assign(block.begin(), block.end());
       fresh->page = pages[i];
+      fresh->adapter = adapter;
       refs_.retain(pages[i]);
       child = fresh.get();
-      node->children.emplace(hash_block(block), std::move(fresh));
+      node->children.emplace(hash_block(block, adapter), std::move(fresh));
       child->last_use = ++clock_;
       leaves_.insert({child->last_use, child});
       ++adopted;
@@ -105,7 +112,7 @@ void PrefixCache::remove_leaf(Node* node) {
   leaves_.erase({node->last_use, node});
   Node* parent = node->parent;
   uint32_t page = node->page;
-  auto [lo, hi] = parent->children.equal_range(hash_block(node->block));
+  auto [lo, hi] = parent->children.equal_range(hash_block(node->block, node->adapter));
   for (auto it = lo; it != hi; ++it)
     if (it->second.get() == node) {
       parent->children.erase(it);  // destroys node

@@ -12,6 +12,11 @@
 // Eviction removes least-recently-used *leaves* whose page nobody else references; an internal
 // node, or a leaf some inferlet still uses, is never evicted.
 //
+// Adapters: K/V computed under a LoRA adapter differs from the base model's, so every entry is
+// keyed by the adapter id too (0 = base); a prefix cached for one adapter never matches another.
+// Ids are never reused, so an unloaded adapter's entries are simply never matched again and go
+// in LRU order.
+//
 // Not thread-safe: the controller calls it under its lock. A constructor over any RefCounts
 // pool keeps it testable without a model.
 #pragma once
@@ -44,13 +49,14 @@ class PrefixCache {
 
   // Longest cached prefix of `tokens`, in whole pages. Appends the physical pages to `pages`
   // (one new reference each, owned by the caller) and returns the matched token count.
-  size_t match(std::span<const int32_t> tokens, std::vector<uint32_t>& pages);
+  size_t match(std::span<const int32_t> tokens, std::vector<uint32_t>& pages, uint32_t adapter = 0);
 
   // Offers the computed pages of tokens[0 : pages.size() * page_size]. Blocks not yet cached
   // adopt the caller's page (the cache takes its own reference); blocks already cached keep
   // their existing page, so concurrent inserts of one prefix converge on one copy.
   // Returns the number of pages adopted.
-  size_t insert(std::span<const int32_t> tokens, std::span<const uint32_t> pages);
+  size_t insert(std::span<const int32_t> tokens, std::span<const uint32_t> pages,
+                uint32_t adapter = 0);
 
   // Evicts LRU unreferenced leaves until `n` pages went back to the pool or nothing more is
   // evictable. Returns the number of pages freed.
@@ -62,7 +68,7 @@ class PrefixCache {
 
  private:
   struct Node;
-  Node* find_child(Node* node, std::span<const int32_t> block) const;
+  Node* find_child(Node* node, std::span<const int32_t> block, uint32_t adapter) const;
   void touch(Node* node);
   void remove_leaf(Node* node);
 

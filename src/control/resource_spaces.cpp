@@ -326,19 +326,20 @@ std::vector<std::string> ResourceSpaces::list_exports() const {
 // ---------------------------------------------------------------- prefix cache
 
 Result<ResourceSpaces::PrefixMatch> ResourceSpaces::prefix_match(InstanceId id,
-                                                                 std::span<const int32_t> tokens) {
+                                                                 std::span<const int32_t> tokens,
+                                                                 uint32_t adapter) {
   Instance* inst = find(id);
   if (!inst) return unknown_instance();
   PrefixMatch m;
   if (!prefix_cache_) return m;
   std::vector<uint32_t> phys;
-  m.matched = prefix_cache_->match(tokens, phys);
+  m.matched = prefix_cache_->match(tokens, phys, adapter);
   for (uint32_t p : phys) m.handles.push_back(inst->pages.insert(p));  // takes match's reference
   return m;
 }
 
 Result<void> ResourceSpaces::prefix_insert(InstanceId id, std::span<const int32_t> tokens,
-                                           std::span<const uint32_t> handles) {
+                                           std::span<const uint32_t> handles, uint32_t adapter) {
   Instance* inst = find(id);
   if (!inst) return unknown_instance();
   const size_t ps = options_.page_size;
@@ -352,7 +353,7 @@ Result<void> ResourceSpaces::prefix_insert(InstanceId id, std::span<const int32_
     if (!p) return Failure{Status::BadHandle, fmt::format("page handle {}", h)};
     phys.push_back(*p);
   }
-  if (prefix_cache_) prefix_cache_->insert(tokens, phys);
+  if (prefix_cache_) prefix_cache_->insert(tokens, phys, adapter);
   return {};
 }
 

@@ -99,9 +99,10 @@ class ResourceSpaces {
     std::vector<uint32_t> handles;
     size_t matched = 0;
   };
-  Result<PrefixMatch> prefix_match(InstanceId id, std::span<const int32_t> tokens);
+  Result<PrefixMatch> prefix_match(InstanceId id, std::span<const int32_t> tokens,
+                                   uint32_t adapter = 0);
   Result<void> prefix_insert(InstanceId id, std::span<const int32_t> tokens,
-                             std::span<const uint32_t> handles);
+                             std::span<const uint32_t> handles, uint32_t adapter = 0);
 
   // References held by queued and running calls.
   RefCounts& page_refs() { return page_refs_; }

@@ -19,9 +19,11 @@
 #include "backend/batch_validation.h"
 #include "common/error.h"
 #include "engine/attention.h"
+#include "engine/forward_profile.h"
 #include "engine/kernels/cpu_features.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/lm_head.h"
+#include "engine/lora_delta.h"
 #include "engine/moe_ffn.h"
 #include "engine/rope.h"
 #include "engine/token_distribution.h"
@@ -58,6 +60,8 @@ struct Engine::Scratch {
   std::vector<AttentionSequence> seqs;
   AttentionScratch attention;
   MoeScratch moe;
+  LoraBatch lora;                                             // tokens grouped by adapter
+  std::vector<std::shared_ptr<const LoraAdapter>> lora_held;  // alive for this forward
 };
 
 namespace {
@@ -140,6 +144,28 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
   uint32_t* wpage = grow(s.write_page, T);
   uint32_t* wslot = grow(s.write_slot, T);
 
+  OpClock op(profile_);
+  // Adapters of the batch, held for the whole call (an unload may race with it).
+  s.lora.clear();
+  s.lora_held.clear();
+  bool any_adapter = false;
+  for (const auto& seq : batch) any_adapter |= seq.adapter != 0;
+  if (any_adapter) {
+    std::lock_guard lock(adapters_mu_);
+    size_t t0 = 0;
+    for (size_t si = 0; si < batch.size(); ++si) {
+      const uint32_t id = batch[si].adapter;
+      if (id != 0) {
+        auto it = adapters_.find(id);
+        if (it == adapters_.end()) fail("forward: sequence {}: adapter {} is not loaded", si, id);
+        s.lora_held.push_back(it->second);
+        s.lora.add_run(it->second.get(), t0, batch[si].n_inputs());
+      }
+      t0 += batch[si].n_inputs();
+    }
+  }
+  LoraBatch* lora = s.lora.empty() ? nullptr : &s.lora;
+
   // Flatten: input embeddings, RoPE angles and KV destinations per token. [T][...]
   s.seqs.resize(batch.size());
   size_t t = 0;
@@ -164,6 +190,8 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
 
   const auto rotate = c.rope_style == RopeStyle::SplitHalf ? apply_rope_split_half : apply_rope;
   const bool gelu = c.ffn_activation == FfnActivation::GeluTanh;
+  using P = ForwardProfile;
+  op(P::Embed);
   for (uint32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = w.layers[l];
     const bool slides = c.layer_slides(l);
@@ -174,9 +202,17 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     for_each_token(pool_, T, [&](size_t i) {
       rmsnorm(x + i * d, L.attn_norm.data(), h + i * d, d, c.rms_eps);
     });
+    op(P::Norms);
     matmul(pool_, L.wq, h, T, q);
     matmul(pool_, L.wk, h, T, k);
     matmul(pool_, L.wv, h, T, v);
+    op(P::QkvProj);
+    if (lora) {
+      lora->apply(pool_, l, LoraTarget::Q, h, d, q, q_dim);
+      lora->apply(pool_, l, LoraTarget::K, h, d, k, kv_dim);
+      lora->apply(pool_, l, LoraTarget::V, h, d, v, kv_dim);
+      op(P::Lora);
+    }
     for_each_token(pool_, T, [&](size_t i) {
       float* qi = q + i * q_dim;
       float* ki = k + i * kv_dim;
@@ -196,37 +232,64 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
       rotate(ki, c.n_kv_heads, np, lc + i * np, ls + i * np);
       kv_pool_.write(wpage[i], wslot[i], l, ki, vi);
     });
+    op(P::QkRopeKv);
     attention(pool_, kv_pool_, l, c.n_heads, s.seqs, s.attention,
               AttentionParams{c.attn_scale, c.attn_softcap, slides ? c.sliding_window : 0});
+    op(P::Attention);
     matmul(pool_, L.wo, attn, T, tmp);
-    if (c.post_norms)
+    op(P::OProj);
+    if (lora) {
+      lora->apply(pool_, l, LoraTarget::O, attn, q_dim, tmp, d);
+      op(P::Lora);
+    }
+    if (c.post_norms) {
       for_each_token(pool_, T, [&](size_t i) {
         rmsnorm(tmp + i * d, L.post_attn_norm.data(), tmp + i * d, d, c.rms_eps);
       });
+      op(P::Norms);
+    }
     add(tmp, x, T * d);
+    op(P::Residual);
 
     // Feed-forward block: x += norm?(Wdown (act(Wgate h) * Wup h)), h = norm(x).
     for_each_token(pool_, T, [&](size_t i) {
       rmsnorm(x + i * d, L.ffn_norm.data(), h + i * d, d, c.rms_eps);
     });
+    op(P::Norms);
     if (c.n_experts > 0) {
       moe_ffn(pool_, c, L, h, T, tmp, s.moe);
+      op(P::GateUpProj);
     } else {
       matmul(pool_, L.w_gate, h, T, gate);
       matmul(pool_, L.w_up, h, T, up);
+      op(P::GateUpProj);
+      if (lora) {
+        lora->apply(pool_, l, LoraTarget::Gate, h, d, gate, d_ff);
+        lora->apply(pool_, l, LoraTarget::Up, h, d, up, d_ff);
+        op(P::Lora);
+      }
       for_each_token(pool_, T, [&](size_t i) {
         if (gelu)
           gelu_tanh_gate(gate + i * d_ff, up + i * d_ff, gate + i * d_ff, d_ff);
         else
           swiglu(gate + i * d_ff, up + i * d_ff, gate + i * d_ff, d_ff);
       });
+      op(P::Activation);
       matmul(pool_, L.w_down, gate, T, tmp);
+      op(P::DownProj);
+      if (lora) {
+        lora->apply(pool_, l, LoraTarget::Down, gate, d_ff, tmp, d);
+        op(P::Lora);
+      }
     }
-    if (c.post_norms)
+    if (c.post_norms) {
       for_each_token(pool_, T, [&](size_t i) {
         rmsnorm(tmp + i * d, L.post_ffn_norm.data(), tmp + i * d, d, c.rms_eps);
       });
+      op(P::Norms);
+    }
     add(tmp, x, T * d);
+    op(P::Residual);
   }
 
   // Outputs. Embed outputs copy the final hidden state; the others share the LM head over
@@ -258,7 +321,10 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     }
     base += seq.n_inputs();
   }
-  if (R == 0) return results;
+  if (R == 0) {
+    op(P::Output);
+    return results;
+  }
   for_each_token(pool_, R, [&](size_t j) {
     const size_t si = jobs[j].first;
     const OutputSpec& o = batch[si].outputs[jobs[j].second];
@@ -287,6 +353,7 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
       results[job.first].outputs[job.second].logits.assign(lr, lr + V);
     });
   }
+  op(P::Output);
   return results;
 }
 
@@ -319,6 +386,18 @@ void Engine::load_kv_pages(std::span<const uint32_t> pages, std::span<const std:
   validate_kv_images("load_kv_pages", pages, in.size(), bytes, kv_pool_.slots());
   for (size_t i = 0; i < pages.size(); ++i)
     std::memcpy(kv_pool_.page(pages[i]), in.data() + i * bytes, bytes);
+}
+
+void Engine::load_adapter(uint32_t id, std::shared_ptr<const LoraAdapter> adapter) {
+  PITH_CHECK(id != 0 && adapter != nullptr);
+  check_adapter_fits(*adapter, config());
+  std::lock_guard lock(adapters_mu_);
+  adapters_[id] = std::move(adapter);
+}
+
+void Engine::unload_adapter(uint32_t id) {
+  std::lock_guard lock(adapters_mu_);
+  adapters_.erase(id);
 }
 
 TokenDistribution Engine::next_dist(uint32_t embed_slot, uint32_t top_k) {

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "backend/forward_batch.h"
 #include "common/thread_pool.h"
 #include "engine/embed_pool.h"
+#include "engine/forward_profile.h"
 #include "engine/kv_pool.h"
 #include "engine/model_weights.h"
 
@@ -66,6 +69,15 @@ class Engine final : public Backend {
   void save_kv_pages(std::span<const uint32_t> pages, std::span<std::byte> out) override;
   void load_kv_pages(std::span<const uint32_t> pages, std::span<const std::byte> in) override;
 
+  // Adapters are checked against the model (layer count, shapes) when loaded; a forward keeps
+  // the ones its batch uses alive until it returns.
+  void load_adapter(uint32_t id, std::shared_ptr<const LoraAdapter> adapter) override;
+  void unload_adapter(uint32_t id) override;
+
+  // Adds each forward's time per operation to *profile (nullptr: off). Not thread-safe: set it
+  // between forwards.
+  void set_profile(ForwardProfile* profile) { profile_ = profile; }
+
  private:
   // The input embedding of one token: its table row, times embed_scale (gemma).
   void embed_token(int32_t token, float* out) const;
@@ -77,6 +89,9 @@ class Engine final : public Backend {
   KvPool kv_pool_;
   EmbedPool embeds_;
   std::unique_ptr<Scratch> scratch_;
+  ForwardProfile* profile_ = nullptr;
+  std::mutex adapters_mu_;  // load/unload run on other threads than forward
+  std::map<uint32_t, std::shared_ptr<const LoraAdapter>> adapters_;
 };
 
 }  // namespace pith

@@ -191,6 +191,10 @@ class ControlSession final : public ModelSession {
     if (cfg.n_experts > 0)
       traits->push_back("experts=" + std::to_string(cfg.n_experts_used) + "/" +
                         std::to_string(cfg.n_experts));
+    // The loaded LoRA adapters, each openable with adapter_open.
+    const auto adapters = ctl_.adapters().list();
+    if (!adapters.empty()) traits->push_back("forward_with_adapter");
+    for (const auto& a : adapters) traits->push_back("adapter=" + a.name);
     // Every end-of-generation token, the EOS first (the SDK stops on all of them).
     const Tokenizer& tok = api_.tokenizer();
     std::string eos;
@@ -292,6 +296,32 @@ class ControlSession final : public ModelSession {
                  ctl_.set_queue_priority(id_, q->id, static_cast<int32_t>(priority)));
   }
 
+  // ---- LoRA adapters
+  pith_status_t open_adapter(uint32_t model, std::string_view name, uint32_t* adapter) override {
+    if (model != kModelHandle) return PITH_ERR_BAD_HANDLE;
+    for (size_t i = 0; i < adapters_.size(); ++i)
+      if (adapters_[i]->info().name == name) {
+        *adapter = static_cast<uint32_t>(i + 1);
+        return PITH_OK;
+      }
+    auto lease = ctl_.adapters().open(name);
+    if (!lease)
+      return reject("adapter_open", PITH_ERR_NOT_FOUND,
+                    fmt::format("no adapter named '{}' is loaded", name));
+    adapters_.push_back(std::move(lease));
+    *adapter = static_cast<uint32_t>(adapters_.size());
+    return PITH_OK;
+  }
+  pith_status_t set_queue_adapter(uint32_t queue, uint32_t adapter) override {
+    QueueState* q = find(queue);
+    if (!q) return PITH_ERR_BAD_HANDLE;
+    if (adapter > adapters_.size())
+      return reject("queue_set_adapter", PITH_ERR_BAD_HANDLE,
+                    fmt::format("adapter handle {} was not opened (adapter_open)", adapter));
+    q->adapter = adapter;
+    return PITH_OK;
+  }
+
   // ---- KV pressure: the instance parks while the controller answers Waiting
   void set_parking(Parking parking) override {
     parking_ = std::move(parking);
@@ -375,9 +405,11 @@ class ControlSession final : public ModelSession {
   // ---- prefix cache
   pith_status_t prefix_match(uint32_t queue, std::span<const uint32_t> tokens,
                              std::vector<uint32_t>* pages, uint32_t* matched) override {
-    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    QueueState* q = find(queue);
+    if (!q) return PITH_ERR_BAD_HANDLE;
     std::vector<int32_t> ids(tokens.begin(), tokens.end());
-    auto m = parked([&] { return ctl_.prefix_match(id_, ids); });
+    const uint32_t adapter = adapter_id(*q);
+    auto m = parked([&] { return ctl_.prefix_match(id_, ids, adapter); });
     if (!m) return fail("prefix_match", m.failure());
     *pages = std::move(m->handles);
     *matched = static_cast<uint32_t>(m->matched);
@@ -385,9 +417,12 @@ class ControlSession final : public ModelSession {
   }
   pith_status_t prefix_insert(uint32_t queue, std::span<const uint32_t> tokens,
                               std::span<const uint32_t> pages) override {
-    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    QueueState* q = find(queue);
+    if (!q) return PITH_ERR_BAD_HANDLE;
     std::vector<int32_t> ids(tokens.begin(), tokens.end());
-    return check("prefix_insert", parked([&] { return ctl_.prefix_insert(id_, ids, pages); }));
+    const uint32_t adapter = adapter_id(*q);
+    return check("prefix_insert",
+                 parked([&] { return ctl_.prefix_insert(id_, ids, pages, adapter); }));
   }
 
   // ---- compute
@@ -409,7 +444,9 @@ class ControlSession final : public ModelSession {
   pith_status_t forward(uint32_t queue, const ForwardArgs& args) override {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
-    if (args.adapter != 0) return PITH_ERR_UNSUPPORTED;  // no adapters are loaded
+    std::shared_ptr<const AdapterLease> lease;
+    pith_status_t bad = PITH_OK;
+    if (!adapter_for("forward", *q, args.adapter, &lease, &bad)) return bad;
     if (args.output_embs.size() > args.input_embs.size())
       return reject("forward", PITH_ERR_BAD_ARGUMENT,
                     fmt::format("{} output embeds for {} inputs", args.output_embs.size(),
@@ -434,8 +471,8 @@ class ControlSession final : public ModelSession {
     std::vector<std::pair<uint32_t, uint32_t>> out_pos;
     for (size_t j = 0; j < args.output_embs.size(); ++j)
       out_pos.emplace_back(args.output_embs[j], seq.positions[first_out + j]);
-    auto st =
-        parked([&] { return ctl_.forward(id_, q->id, std::move(seq), record(*q, "forward")); });
+    auto st = parked(
+        [&] { return ctl_.forward(id_, q->id, std::move(seq), record(*q, "forward"), lease); });
     if (st)
       for (auto [e, p] : out_pos) emb_pos_[e] = p;
     return check("forward", st);
@@ -468,7 +505,9 @@ class ControlSession final : public ModelSession {
                                Completion done) override {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
-    if (args.adapter != 0) return PITH_ERR_UNSUPPORTED;
+    std::shared_ptr<const AdapterLease> lease;
+    pith_status_t bad = PITH_OK;
+    if (!adapter_for("forward_tokens", *q, args.adapter, &lease, &bad)) return bad;
     if (args.positions.size() != args.tokens.size())
       return reject(
           "forward_tokens", PITH_ERR_BAD_ARGUMENT,
@@ -519,7 +558,7 @@ class ControlSession final : public ModelSession {
       done(PITH_OK, std::move(bytes));
     };
     return check("forward_tokens", parked([&] {
-                   return ctl_.forward(id_, q->id, std::move(seq), std::move(completion));
+                   return ctl_.forward(id_, q->id, std::move(seq), std::move(completion), lease);
                  }));
   }
 
@@ -527,7 +566,23 @@ class ControlSession final : public ModelSession {
   struct QueueState {
     QueueId id = 0;  // 0: destroyed
     std::shared_ptr<std::atomic<int32_t>> deferred_error;
+    uint32_t adapter = 0;  // queue_set_adapter's handle, 0: the base model
   };
+
+  // The lease behind an adapter handle, or why the handle is bad. `handle` 0 falls back to the
+  // queue's adapter (which may be 0: the base model, a null lease).
+  bool adapter_for(const char* call, const QueueState& q, uint32_t handle,
+                   std::shared_ptr<const AdapterLease>* lease, pith_status_t* st) const {
+    if (handle == 0) handle = q.adapter;
+    if (handle == 0) return true;
+    if (handle > adapters_.size()) {
+      *st = reject(call, PITH_ERR_BAD_HANDLE,
+                   fmt::format("adapter handle {} was not opened (adapter_open)", handle));
+      return false;
+    }
+    *lease = adapters_[handle - 1];
+    return true;
+  }
 
   // Calls `call` until the controller stops answering Waiting, parking the instance in between
   // (its allocation waits for pages, or it is suspended). Without parking, Waiting is the answer.
@@ -539,6 +594,11 @@ class ControlSession final : public ModelSession {
       if (!parking_.park())
         return Failure{Status::Terminated, "killed while waiting for KV memory"};
     }
+  }
+
+  // The backend id of a queue's adapter (0: base), for the prefix cache.
+  uint32_t adapter_id(const QueueState& q) const {
+    return q.adapter == 0 ? 0 : adapters_[q.adapter - 1]->id();
   }
 
   QueueState* find(uint32_t handle) {
@@ -624,6 +684,7 @@ class ControlSession final : public ModelSession {
   Controller& ctl_;
   uint64_t id_;
   std::vector<QueueState> queues_;
+  std::vector<std::shared_ptr<const AdapterLease>> adapters_;      // handle i+1: the i-th opened
   std::unordered_map<uint32_t, uint32_t> emb_pos_;                 // Embed handle -> position
   std::unordered_map<uint32_t, std::vector<uint8_t>> page_masks_;  // page handle -> hidden slots
   Parking parking_;

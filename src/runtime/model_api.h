@@ -96,6 +96,17 @@ class ModelSession {
   virtual pith_status_t synchronize(uint32_t queue, Completion done) = 0;
   virtual pith_status_t set_queue_priority(uint32_t queue, uint32_t priority) = 0;
 
+  // LoRA adapters (abi.h adapter_open / queue_set_adapter): a handle for a loaded adapter by
+  // name, and a queue's default adapter (its forwards and its part of the prefix cache).
+  virtual pith_status_t open_adapter(uint32_t model, std::string_view name, uint32_t* adapter) {
+    (void)model, (void)name, (void)adapter;
+    return PITH_ERR_NOT_FOUND;
+  }
+  virtual pith_status_t set_queue_adapter(uint32_t queue, uint32_t adapter) {
+    (void)queue;
+    return adapter == 0 ? PITH_OK : PITH_ERR_BAD_HANDLE;
+  }
+
   // Resources. kv_policy: PITH_KV_WAIT (default) or PITH_KV_FAIL_FAST (abi.h).
   virtual pith_status_t kv_policy(uint32_t model, uint32_t policy) {
     (void)model;

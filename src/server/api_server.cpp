@@ -47,6 +47,8 @@ struct Route {
     None,
     Models,
     Model,
+    LoadLora,
+    UnloadLora,
     Tokenize,
     Detokenize,
     Completions,
@@ -81,7 +83,11 @@ Route match_route(const std::string& path) {
     r.kind = Route::Model;
     r.id = p[2];
     for (size_t i = 3; i < p.size(); ++i) r.id += "/" + p[i];
-  } else if (p.size() == 2 && p[1] == "completions")
+  } else if (p.size() == 2 && p[1] == "load_lora_adapter")
+    r.kind = Route::LoadLora;
+  else if (p.size() == 2 && p[1] == "unload_lora_adapter")
+    r.kind = Route::UnloadLora;
+  else if (p.size() == 2 && p[1] == "completions")
     r.kind = Route::Completions;
   else if (p.size() == 3 && p[1] == "chat" && p[2] == "completions")
     r.kind = Route::ChatCompletions;
@@ -381,6 +387,12 @@ asio::awaitable<void> ApiServer::route(HttpExchange& ex, const std::string& key)
     case Route::Model:
       if (method != http::verb::get) co_return co_await method_not_allowed();
       co_return co_await openai_routes_->model(ex, route.id);
+    case Route::LoadLora:
+      if (method != http::verb::post) co_return co_await method_not_allowed();
+      co_return co_await openai_routes_->load_lora(ex);
+    case Route::UnloadLora:
+      if (method != http::verb::post) co_return co_await method_not_allowed();
+      co_return co_await openai_routes_->unload_lora(ex);
     case Route::Tokenize:
       if (method != http::verb::post) co_return co_await method_not_allowed();
       co_return co_await openai_routes_->tokenize(ex);

@@ -72,6 +72,12 @@ void Metrics::gauge(const std::string& name, const std::string& help, std::funct
   family(name, help, Type::Gauge).gauges[labels] = std::move(read);
 }
 
+void Metrics::gauge_labeled(const std::string& name, const std::string& help,
+                            std::function<std::pair<std::string, double>()> read) {
+  std::lock_guard lock(mu_);
+  family(name, help, Type::Gauge).labeled_gauges.push_back(std::move(read));
+}
+
 namespace {
 
 std::string number(double v) {
@@ -107,6 +113,10 @@ std::string Metrics::render() const {
       out += fmt::format("{}{} {}\n", name, braces(labels), number(c->value()));
     for (const auto& [labels, g] : f.gauges)
       out += fmt::format("{}{} {}\n", name, braces(labels), number(g()));
+    for (const auto& g : f.labeled_gauges) {
+      const auto [labels, value] = g();
+      out += fmt::format("{}{} {}\n", name, braces(labels), number(value));
+    }
     for (const auto& [labels, h] : f.histograms) {
       Histogram::Snapshot s = h->snapshot();
       for (size_t i = 0; i < s.bounds.size(); ++i)

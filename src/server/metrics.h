@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pith::server {
@@ -60,6 +61,10 @@ class Metrics {
   // Gauges are sampled at render time from a callback.
   void gauge(const std::string& name, const std::string& help, std::function<double()> read,
              const std::string& labels = "");
+  // A gauge whose label values change (vLLM's lora_requests_info names the running adapters):
+  // `read` returns the rendered labels and the value at render time.
+  void gauge_labeled(const std::string& name, const std::string& help,
+                     std::function<std::pair<std::string, double>()> read);
   // A counter kept elsewhere (e.g. the controller's totals), sampled at render time.
   void counter_fn(const std::string& name, const std::string& help, std::function<double()> read,
                   const std::string& labels = "");
@@ -74,6 +79,7 @@ class Metrics {
     std::map<std::string, std::unique_ptr<Counter>> counters;
     std::map<std::string, std::unique_ptr<Histogram>> histograms;
     std::map<std::string, std::function<double()>> gauges;
+    std::vector<std::function<std::pair<std::string, double>()>> labeled_gauges;
   };
   Family& family(const std::string& name, const std::string& help, Type type);
 

@@ -222,6 +222,7 @@ std::vector<std::string> CompletionRequest::inferlet_args() const {
   if (min_tokens) a.insert(a.end(), {"--min-tokens", std::to_string(min_tokens)});
   if (ignore_eos) a.insert(a.end(), {"--ignore-eos", "1"});
   if (!grammar.empty()) a.insert(a.end(), {"--grammar", grammar});
+  if (!adapter.empty()) a.insert(a.end(), {"--adapter", adapter});
   if (!stop_token_ids.empty()) {
     std::string ids;
     for (int32_t t : stop_token_ids) ids += fmt::format("{}{}", ids.empty() ? "" : ",", t);

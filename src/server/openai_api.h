@@ -39,6 +39,7 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::string model;
+  std::string adapter;  // the LoRA adapter `model` names (set by the routes); empty: the base
   std::vector<std::vector<int32_t>> prompts;  // completions may batch; chat has one
   bool echo = false;                          // completions: the prompt leads each text
   std::vector<std::string> echo_texts;        // per prompt, as sent (decoded for token ids)

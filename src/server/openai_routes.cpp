@@ -1,6 +1,7 @@
 #include "server/openai_routes.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <optional>
 #include <random>
@@ -35,18 +36,95 @@ json OpenAiRoutes::model_object() const {
           {"max_model_len", model_.context_length}};
 }
 
+// An adapter as vLLM lists it: its own id, the base as parent, its path as root.
+json OpenAiRoutes::adapter_object(const AdapterInfo& a) const {
+  return {{"id", a.name},
+          {"object", "model"},
+          {"created", a.loaded_unix},
+          {"owned_by", "pith"},
+          {"root", a.source},
+          {"parent", model_.name},
+          {"max_model_len", model_.context_length},
+          {"lora",
+           {{"format", a.format},
+            {"rank", a.rank},
+            {"alpha", a.alpha},
+            {"targets", a.targets},
+            {"bytes", a.weight_bytes}}}};
+}
+
+std::string OpenAiRoutes::served_names() const {
+  std::string names = "'" + model_.name + "'";
+  for (const AdapterInfo& a : ctx_.stack.controller().adapters().list())
+    names += ", '" + a.name + "'";
+  return names;
+}
+
 asio::awaitable<void> OpenAiRoutes::models(HttpExchange& ex) {
-  json reply = {{"object", "list"}, {"data", json::array({model_object()})}};
+  json data = json::array({model_object()});
+  for (const AdapterInfo& a : ctx_.stack.controller().adapters().list())
+    data.push_back(adapter_object(a));
+  json reply = {{"object", "list"}, {"data", data}};
   co_await ex.respond_json(http::status::ok, reply);
 }
 
 asio::awaitable<void> OpenAiRoutes::model(HttpExchange& ex, const std::string& id) {
-  if (id != model_.name)
-    co_return co_await ex.error(
-        http::status::not_found, "invalid_request_error",
-        fmt::format("the model '{}' does not exist; this server serves '{}'", id, model_.name),
-        "model");
-  co_await ex.respond_json(http::status::ok, model_object());
+  if (id == model_.name) co_return co_await ex.respond_json(http::status::ok, model_object());
+  for (const AdapterInfo& a : ctx_.stack.controller().adapters().list())
+    if (a.name == id) co_return co_await ex.respond_json(http::status::ok, adapter_object(a));
+  co_await ex.error(
+      http::status::not_found, "invalid_request_error",
+      fmt::format("the model '{}' does not exist; this server serves {}", id, served_names()),
+      "model");
+}
+
+asio::awaitable<void> OpenAiRoutes::load_lora(HttpExchange& ex) {
+  json body = json::parse(ex.req.body(), nullptr, false);
+  auto field = [&](const char* key) {
+    auto it = body.is_object() ? body.find(key) : body.end();
+    return body.is_object() && it != body.end() && it->is_string() ? it->get<std::string>()
+                                                                   : std::string();
+  };
+  const std::string name = field("lora_name"), path = field("lora_path");
+  if (name.empty() || path.empty())
+    co_return co_await ex.error(http::status::bad_request, "invalid_request_error",
+                                "both 'lora_name' and 'lora_path' must be given (strings)",
+                                name.empty() ? "lora_name" : "lora_path");
+  if (name == model_.name)
+    co_return co_await ex.error(http::status::bad_request, "invalid_request_error",
+                                fmt::format("'{}' is the base model's name", name), "lora_name");
+  AdapterInfo info;
+  std::string refused;
+  try {
+    info = ctx_.stack.load_adapter(name, path);
+  } catch (const std::exception& e) {
+    refused = e.what();
+  }
+  if (!refused.empty())
+    co_return co_await ex.error(http::status::bad_request, "invalid_request_error", refused,
+                                "lora_path");
+  spdlog::info("LoRA adapter '{}' loaded: {} ({}, rank {}, {}; {:.1f} MiB)", info.name, info.source,
+               info.format, info.rank, info.targets, double(info.weight_bytes) / (1 << 20));
+  co_await ex.respond(http::status::ok,
+                      fmt::format("Success: LoRA adapter '{}' added successfully.", name),
+                      "text/plain");
+}
+
+asio::awaitable<void> OpenAiRoutes::unload_lora(HttpExchange& ex) {
+  json body = json::parse(ex.req.body(), nullptr, false);
+  auto it = body.is_object() ? body.find("lora_name") : body.end();
+  if (!body.is_object() || it == body.end() || !it->is_string())
+    co_return co_await ex.error(http::status::bad_request, "invalid_request_error",
+                                "'lora_name' must be given (a string)", "lora_name");
+  const std::string name = it->get<std::string>();
+  if (!ctx_.stack.controller().adapters().unload(name))
+    co_return co_await ex.error(http::status::not_found, "not_found_error",
+                                fmt::format("no LoRA adapter named '{}' is loaded", name),
+                                "lora_name");
+  spdlog::info("LoRA adapter '{}' unloaded (requests using it finish with it)", name);
+  co_await ex.respond(http::status::ok,
+                      fmt::format("Success: LoRA adapter '{}' removed successfully.", name),
+                      "text/plain");
 }
 
 asio::awaitable<std::optional<json>> OpenAiRoutes::tokenizer_request(HttpExchange& ex) {
@@ -126,10 +204,14 @@ asio::awaitable<std::optional<CompletionRequest>> OpenAiRoutes::completion_reque
   }
   req.reasoning = model_.reasoning;
   if (!req.model.empty() && req.model != model_.name) {
-    const std::string message = fmt::format(
-        "the model '{}' does not exist; this server serves '{}'", req.model, model_.name);
-    co_await ex.error(http::status::not_found, "invalid_request_error", message, "model");
-    co_return std::nullopt;
+    if (ctx_.stack.controller().adapters().open(req.model)) {
+      req.adapter = req.model;  // a LoRA adapter of the base model
+    } else {
+      const std::string message = fmt::format(
+          "the model '{}' does not exist; this server serves {}", req.model, served_names());
+      co_await ex.error(http::status::not_found, "invalid_request_error", message, "model");
+      co_return std::nullopt;
+    }
   }
   co_return req;
 }
@@ -207,8 +289,8 @@ asio::awaitable<OpenAiRoutes::Generation> OpenAiRoutes::generate(
   const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
                               std::chrono::system_clock::now().time_since_epoch())
                               .count();
-  auto session =
-      std::make_unique<CompletionSession>(req, ctx_.stack.tokenizer(), id, model_.name, created);
+  auto session = std::make_unique<CompletionSession>(
+      req, ctx_.stack.tokenizer(), id, req.adapter.empty() ? model_.name : req.adapter, created);
   auto& ttft = metrics.histogram("pith_time_to_first_token_seconds",
                                  "Time from request to first generated token",
                                  exponential_buckets(0.001, 2, 16));

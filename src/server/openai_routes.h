@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "control/adapter_registry.h"
 #include "server/completion_session.h"
 #include "server/instance_launcher.h"
 #include "server/reasoning.h"
@@ -48,8 +49,12 @@ class OpenAiRoutes {
 
   asio::awaitable<void> models(HttpExchange& ex);
   asio::awaitable<void> model(HttpExchange& ex, const std::string& id);  // GET /v1/models/{id}
-  asio::awaitable<void> tokenize(HttpExchange& ex);                      // POST /tokenize
-  asio::awaitable<void> detokenize(HttpExchange& ex);                    // POST /detokenize
+  // vLLM's runtime adapter routes: POST /v1/load_lora_adapter {"lora_name", "lora_path"} and
+  // POST /v1/unload_lora_adapter {"lora_name"}.
+  asio::awaitable<void> load_lora(HttpExchange& ex);
+  asio::awaitable<void> unload_lora(HttpExchange& ex);
+  asio::awaitable<void> tokenize(HttpExchange& ex);    // POST /tokenize
+  asio::awaitable<void> detokenize(HttpExchange& ex);  // POST /detokenize
   asio::awaitable<void> completion(HttpExchange& ex, bool chat, const std::string& owner);
   // OpenAI's Responses API (responses_routes.cpp): POST /v1/responses, and GET / DELETE
   // /v1/responses/{id} on the stored ones.
@@ -81,6 +86,8 @@ class OpenAiRoutes {
                                        Clock::time_point t_request);
 
   nlohmann::json model_object() const;
+  nlohmann::json adapter_object(const AdapterInfo& adapter) const;
+  std::string served_names() const;  // "'base', 'adapter', ..." for errors
   // The body of a tokenizer route as JSON, after the "model" check; nullopt once answered.
   asio::awaitable<std::optional<nlohmann::json>> tokenizer_request(HttpExchange& ex);
 

@@ -81,7 +81,8 @@ asio::awaitable<void> OpenAiRoutes::responses(HttpExchange& ex, const std::strin
   const int64_t created_at = std::chrono::duration_cast<std::chrono::seconds>(
                                  std::chrono::system_clock::now().time_since_epoch())
                                  .count();
-  ResponseBuilder builder("resp_" + random_hex(48), model_.name, created_at, r.echo);
+  ResponseBuilder builder("resp_" + random_hex(48),
+                          req->adapter.empty() ? model_.name : req->adapter, created_at, r.echo);
   const SseFrames frames = [&builder](const std::vector<json>& chunks) {
     std::string out;
     for (const auto& c : chunks)

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include "stack/serving_stack.h"
 
 namespace pith::server {
@@ -37,6 +39,33 @@ void register_router_metrics(Metrics& metrics, ServingStack& stack, RouterLoad l
   metrics.gauge("sglang:num_running_reqs", "Requests being served (SGLang name)", running);
   metrics.gauge("sglang:num_queue_reqs", "Model calls waiting for a batch (SGLang name)", waiting);
   metrics.gauge("sglang:token_usage", "KV cache usage, 0-1 (SGLang name)", kv_usage);
+  // LoRA adapters as vLLM reports them (the Gateway API Inference Extension routes by them):
+  // one series whose labels name the adapters in use and the most this replica loads, valued
+  // at the time of the sample. "Running" = opened by a live instance; pith does not hold an
+  // adapter back for lack of slots, so none is ever waiting.
+  AdapterRegistry& adapters = ctl.adapters();
+  metrics.gauge_labeled(
+      "vllm:lora_requests_info", "LoRA adapters in use (vLLM name; the labels carry them)",
+      [&adapters] {
+        std::string running;
+        for (const AdapterInfo& a : adapters.list())
+          if (a.users > 0) running += (running.empty() ? "" : ",") + a.name;
+        const double now =
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+        return std::pair{fmt::format("running_lora_adapters=\"{}\",max_lora=\"{}\","
+                                     "waiting_lora_adapters=\"\"",
+                                     running, adapters.max_loaded()),
+                         now};
+      });
+  metrics.gauge("pith_lora_adapters_loaded", "LoRA adapters loaded",
+                [&adapters] { return double(adapters.size()); });
+  metrics.gauge("pith_lora_adapter_bytes", "Bytes of the loaded LoRA adapters' weights",
+                [&adapters] {
+                  double n = 0;
+                  for (const AdapterInfo& a : adapters.list()) n += double(a.weight_bytes);
+                  return n;
+                });
   metrics.gauge("pith_draining", "1 while a SIGTERM drain finishes the requests in flight",
                 [load] { return load.draining() ? 1.0 : 0.0; });
 }

@@ -23,9 +23,12 @@ struct ServeConfig {
   // Control layer.
   std::string batch_policy = "adaptive";
   uint32_t max_batch_tokens = 512;
+  double itl_target_ms = 0;  // bound on prefill work beside decodes (0: off)
   std::string batch_formation = "decode-first";
   bool no_prefix_cache = false;
   uint32_t max_kv_pages_per_inferlet = 0;
+  std::vector<std::string> lora;  // NAME=PATH (or PATH: named after its file), loaded at startup
+  uint32_t max_loras = 64;        // adapters loaded at once
   std::string kv_pressure = "suspend";  // suspend | kill
   std::string swap_memory = "4G";       // host memory for suspended inferlets' KV pages
   double kv_idle_suspend_s = 1;         // idle this long: may be suspended by anyone (0: never)

@@ -177,6 +177,25 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   so.control.batch_formation = formation;
   so.control.prefix_cache = !c.no_prefix_cache;
   so.control.max_kv_pages_per_instance = c.max_kv_pages_per_inferlet;
+  so.control.max_loras = c.max_loras;
+  if (!(c.itl_target_ms >= 0)) fail("--itl-target-ms must be 0 (off) or positive");
+  so.control.itl_target_ns = static_cast<int64_t>(c.itl_target_ms * 1e6);
+  if (c.max_loras == 0) fail("--max-loras must be at least 1");
+  for (const std::string& spec : c.lora) {
+    const size_t eq = spec.find('=');
+    std::string name = eq == std::string::npos ? "" : spec.substr(0, eq);
+    std::string path = eq == std::string::npos ? spec : spec.substr(eq + 1);
+    if (path.empty()) fail("--lora {}: no path (NAME=PATH)", spec);
+    if (name.empty()) {  // named after its file or folder
+      std::string base = path;
+      while (base.size() > 1 && base.back() == '/') base.pop_back();
+      base = base.substr(base.find_last_of('/') + 1);
+      name =
+          base.substr(0, base.rfind(".gguf") == base.size() - 5 && base.size() > 5 ? base.size() - 5
+                                                                                   : base.size());
+    }
+    so.lora.emplace_back(name, path);
+  }
   so.control.kv_pressure = c.kv_pressure == "kill" ? KvPressure::Kill : KvPressure::Suspend;
   so.control.swap_bytes = swap_bytes;
   so.control.idle_suspend_ns = static_cast<int64_t>(c.kv_idle_suspend_s * 1e9);

@@ -1,9 +1,12 @@
 #include "stack/serving_stack.h"
 
+#include <spdlog/spdlog.h>
+
 #include <filesystem>
 
 #include "engine/gguf_loader.h"
 #include "engine/hf_loader.h"
+#include "engine/lora_adapter.h"
 #include "engine/model_loader.h"
 #include "formats/gguf.h"
 
@@ -44,6 +47,27 @@ ServingStack::ServingStack(ServingOptions options) : options_(std::move(options)
   runtime::RuntimeConfig rc = options_.runtime;
   rc.model = model_api_.get();
   runtime_ = std::make_unique<runtime::Runtime>(rc);
+  for (const auto& [name, path] : options_.lora) {
+    AdapterInfo a = load_adapter(name, path);
+    if (!options_.quiet_load)
+      spdlog::info("LoRA adapter '{}': {} ({}, rank {}, alpha {}, {}; {:.1f} MiB)", a.name,
+                   a.source, a.format, a.rank, a.alpha, a.targets,
+                   double(a.weight_bytes) / (1 << 20));
+  }
+}
+
+AdapterInfo ServingStack::load_adapter(const std::string& name, const std::string& path) {
+  if (options_.engine.device == "fake")
+    fail("{}: LoRA adapters need a backend with weights (the fake backend has none)", path);
+  auto adapter = load_lora_adapter(path, *weights_);
+  AdapterInfo info;
+  info.source = path;
+  info.format = adapter->format;
+  info.targets = adapter->targets();
+  info.rank = adapter->rank;
+  info.alpha = adapter->alpha;
+  info.weight_bytes = adapter->weight_bytes();
+  return controller_->adapters().load(name, std::move(adapter), std::move(info));
 }
 
 ServingStack::~ServingStack() {

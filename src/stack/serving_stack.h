@@ -26,6 +26,8 @@ struct ServingOptions {
   ControllerOptions control;       // --batch-policy, --max-batch-tokens, --no-prefix-cache, quotas
   runtime::RuntimeConfig runtime;  // cache dir, limits (its `model` is filled in by the stack)
   bool quiet_load = false;
+  // LoRA adapters loaded at startup: (name, PEFT folder or GGUF adapter).
+  std::vector<std::pair<std::string, std::string>> lora;
   // Called with the instance's id just before the contention policy ends it to free KV memory
   // (the server answers its clients by that cause, not by the reason's text).
   std::function<void(uint64_t instance_id)> on_memory_kill;
@@ -43,6 +45,10 @@ class ServingStack {
   Controller& controller() { return *controller_; }
   runtime::Runtime& runtime() { return *runtime_; }
   const std::string& model_name() const { return model_name_; }
+
+  // Loads a LoRA adapter under `name` (engine/lora_adapter.h, control/adapter_registry.h).
+  // Throws pith::Error naming the path and the problem, or why the registry refuses it.
+  AdapterInfo load_adapter(const std::string& name, const std::string& path);
 
   // Launches an instance and remembers it so the contention policy can end it.
   std::shared_ptr<runtime::Instance> launch(const std::shared_ptr<runtime::Program>& program,

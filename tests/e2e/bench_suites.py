@@ -53,6 +53,23 @@ def main():
         # The floor's bandwidth: 3 samples before the tests, one before each decode run, one after.
         assert len(m["bandwidth_samples_gb_s"]) == 3 + 1 + 1, m["bandwidth_samples_gb_s"]
         assert min(m["bandwidth_samples_gb_s"]) <= m["bandwidth_gb_s"] <= max(m["bandwidth_samples_gb_s"])
+        # The per-op profile: four cases, every op named, the ops add up to the forward.
+        pm = bench(pith, "model", "-m", model, "-p", "8", "-n", "2", "-r", "1",
+                   "--bandwidth-mib", "16", "--profile", "--profile-context", "16")
+        assert set(pm["profile"]) == {"decode_b1", "decode_b32", "prefill512_b1",
+                                      "prefill512_b32"}, pm["profile"]
+        for case in pm["profile"].values():
+            ops = case["ops_ms"]
+            assert {"qkv_proj", "attention", "ffn_gate_up", "down_proj", "output"} <= set(ops), ops
+            assert abs(sum(ops.values()) - case["ms_per_forward"]) <= 1e-6 * max(1, case["ms_per_forward"]), case
+            assert ops["ffn_gate_up"] > 0 and ops["lora"] == 0, ops
+        assert pm["profile"]["decode_b32"]["tokens"] == 32, pm["profile"]["decode_b32"]
+
+        lo = bench(pith, "lora", "-m", model, "--batch", "4", "--adapters", "2", "--rank", "4",
+                   "--context", "8", "--steps", "2", "--rounds", "2")
+        need(lo, "base_tok_s", "lora_tok_s", "ratio", "adapter_bytes", "adapter_targets")
+        positive(lo, "base_tok_s", "lora_tok_s", "ratio", "adapter_bytes")
+        assert len(lo["base_tok_s_rounds"]) == len(lo["lora_tok_s_rounds"]) == 2, lo
 
         b = bench(pith, "batching", "-m", model, "--policy", "adaptive", "--instances", "4",
                   "--prompt-tokens", "4", "--max-tokens", "2", "--runs", "1",

@@ -19,8 +19,10 @@
 #include "common/thread_pool.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/engine.h"
+#include "engine/lora_adapter.h"
 #include "engine/model_loader.h"
 #include "gpu_test_main.h"
+#include "model_gen/lora_gen.h"
 #include "model_gen/model_gen.h"
 
 namespace pith {
@@ -314,6 +316,60 @@ TEST_P(CudaVsCpu, EmbedInputsOutputsAndNextDist) {
   auto [c2, g2] = both({e, t});
   expect_dist_close(c2[0].outputs[0].dist, g2[0].outputs[0].dist, "Embed fed back");
   expect_dist_close(c2[1].outputs[0].dist, g2[1].outputs[0].dist, "beside it");
+}
+
+// LoRA adapters (engine/cuda/lora.h): a batch mixing the base and two adapters (one on every
+// projection, one on q/v/down only), prefill then a decode step, against the CPU engine.
+TEST_P(CudaVsCpu, LoraAdaptersMixedInOneBatch) {
+  const Param& p = GetParam();
+  const std::string base = p.path.empty() ? generated_model() : data_path(p.path);
+  std::vector<std::shared_ptr<const LoraAdapter>> adapters;
+  for (int a = 0; a < 2; ++a) {
+    LoraGenOptions g;
+    g.base_path = base;
+    g.format = "gguf";
+    g.output = (std::filesystem::temp_directory_path() /
+                ("pith_gpu_lora_" + std::to_string(getpid()) + "_" + std::to_string(a) + ".gguf"))
+                   .string();
+    g.rank = 8;
+    g.std = 0.05f;
+    g.seed = 40 + uint64_t(a);
+    if (a == 1) g.targets = {LoraTarget::Q, LoraTarget::V, LoraTarget::Down};
+    generate_lora(g);
+    adapters.push_back(load_lora_adapter(g.output, *weights_));
+    std::filesystem::remove(g.output);
+    cpu_->load_adapter(uint32_t(a) + 1, adapters.back());
+    gpu_->load_adapter(uint32_t(a) + 1, adapters.back());
+  }
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<uint32_t>> pages;
+  std::vector<SequenceInput> batch;
+  const std::vector<uint32_t> ids = {1, 0, 2, 1};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    prompts.push_back(random_tokens(9 + 4 * i, 60 + uint32_t(i), vocab()));
+    pages.push_back(alloc_pages(pages_for(uint32_t(prompts[i].size()) + 1, kPageSize)));
+    batch.push_back(prefill(prompts[i], pages[i]));
+    batch.back().adapter = ids[i];
+    batch.back().outputs = {{uint32_t(prompts[i].size() - 1), OutputKind::Logits, 0, 0}};
+  }
+  auto [c, g] = both(batch);
+  for (size_t i = 0; i < ids.size(); ++i)
+    expect_logits_close(c[i].outputs[0].logits, g[i].outputs[0].logits,
+                        "prefill, adapter " + std::to_string(ids[i]));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    batch[i] = prefill({7}, pages[i], uint32_t(prompts[i].size()));
+    batch[i].adapter = ids[i];
+    batch[i].outputs = {{0, OutputKind::Logits, 0, 0}, {0, OutputKind::TopK, 8, 0}};
+  }
+  auto [c2, g2] = both(batch);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    expect_logits_close(c2[i].outputs[0].logits, g2[i].outputs[0].logits,
+                        "decode, adapter " + std::to_string(ids[i]));
+    expect_dist_close(c2[i].outputs[1].dist, g2[i].outputs[1].dist, "decode top-8");
+  }
+  gpu_->unload_adapter(2);
+  batch[2].adapter = 2;
+  EXPECT_THROW(gpu_->forward({batch[2]}), Error);
 }
 
 TEST_P(CudaVsCpu, InvalidBatchesRejectedLikeTheCpu) {

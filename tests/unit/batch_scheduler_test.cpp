@@ -203,4 +203,30 @@ TEST(BatchScheduler, ShortPrefillsGoBeforeLongOnesWithAThreshold) {
   EXPECT_EQ(form_batch(qs, lim).takes, (Takes{{2, 1, 0}, {1, 0, 462}}));
 }
 
+// With decodes in the batch, prefill takes at most the allowance beside them (the ITL bound);
+// without decodes the whole budget is the prefill's.
+TEST(BatchScheduler, PrefillBesideDecodesIsCappedByTheAllowance) {
+  auto long_call = call(1, CallType::Forward, 1, 1000);
+  long_call.splittable = true;
+  std::vector<CallInfo> a{long_call};
+  std::vector<CallInfo> b{call(2, CallType::Forward, 2, 1)}, c{call(3, CallType::Forward, 3, 1)};
+  std::vector<QueueView> qs{{1, 0, a}, {2, 0, b}, {3, 0, c}};
+  BatchLimits lim;
+  lim.max_tokens = 512;
+  lim.prefill_tokens_with_decodes = 64;
+  EXPECT_EQ(form_batch(qs, lim).takes, (Takes{{2, 1, 0}, {3, 1, 0}, {1, 0, 64}}));
+  std::vector<QueueView> alone{{1, 0, a}};
+  EXPECT_EQ(form_batch(alone, lim).takes, (Takes{{1, 0, 512}}));
+  // Without a token budget the allowance still bounds the prefill beside decodes.
+  lim.max_tokens = 0;
+  EXPECT_EQ(form_batch(qs, lim).takes, (Takes{{2, 1, 0}, {3, 1, 0}, {1, 0, 64}}));
+  // A short prompt that fits the allowance runs whole.
+  auto short_call = call(4, CallType::Forward, 4, 40);
+  short_call.splittable = true;
+  std::vector<CallInfo> d{short_call};
+  std::vector<QueueView> qs2{{2, 0, b}, {4, 0, d}};
+  lim.max_tokens = 512;
+  EXPECT_EQ(form_batch(qs2, lim).takes, (Takes{{2, 1, 0}, {4, 1, 0}}));
+}
+
 }  // namespace pith

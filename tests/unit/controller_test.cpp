@@ -384,6 +384,53 @@ TEST(Controller, DecodesGoFirstWhilePrefillIsChunked) {
   EXPECT_EQ(batches[0].tokens, 32u);  // the chunk filled exactly what the decode left
 }
 
+// --itl-target-ms: once the controller has measured a forward's time per token, a batch with
+// decode steps takes only the prefill tokens that fit the target (at least a page: a target
+// this small gives exactly one page), while a prefill alone still uses the whole budget.
+TEST(Controller, ItlTargetBoundsThePrefillBesideDecodes) {
+  auto backend = small_fake(32);
+  ControllerOptions opt;
+  opt.max_batch_tokens = 512;
+  opt.itl_target_ns = 1;
+  opt.policy = "k:2";  // hold until both calls of a round are queued
+  Controller ctl(*backend, opt);
+  std::vector<BatchStats> batches;
+  std::mutex mu;
+  ctl.set_batch_observer([&](const BatchStats& s) {
+    std::lock_guard lock(mu);
+    batches.push_back(s);
+  });
+  ctl.register_instance(1, nullptr);
+  ctl.register_instance(2, nullptr);
+  QueueId q1, q2;
+  ASSERT_EQ(into(ctl.create_queue(1), q1), Status::Ok);
+  ASSERT_EQ(into(ctl.create_queue(2), q2), Status::Ok);
+  std::vector<uint32_t> p1, p2;
+  ASSERT_EQ(into(ctl.alloc_pages(1, 14), p1), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(2, 1), p2), Status::Ok);
+  // Round 1: nothing measured yet, so the prompt runs whole beside the decode.
+  // Round 2: the time per token is known; the decode's batch carries one page of the prompt.
+  for (int round = 0; round < 2; ++round) {
+    std::vector<int32_t> prompt(100, 7 + round);
+    std::promise<CallOutcome> long_done, decode_done;
+    const auto first = p1.begin() + 7 * round;
+    ASSERT_EQ(ctl.forward(1, q1, prefill(prompt, 0, {first, first + 7}, 100 - 6 * 16),
+                          [&](CallOutcome&& r) { long_done.set_value(std::move(r)); }),
+              Status::Ok);
+    ASSERT_EQ(ctl.forward(2, q2, prefill({5}, uint32_t(round), p2, uint32_t(round) + 1),
+                          [&](CallOutcome&& r) { decode_done.set_value(std::move(r)); }),
+              Status::Ok);
+    ASSERT_EQ(decode_done.get_future().get().code(), Status::Ok);
+    ASSERT_EQ(long_done.get_future().get().code(), Status::Ok);
+    std::lock_guard lock(mu);
+    ASSERT_FALSE(batches.empty());
+    const BatchStats& b = batches.front();  // the decode and the prompt's first part
+    EXPECT_EQ(b.decode_tokens, 1u) << "round " << round;
+    EXPECT_EQ(b.prefill_tokens, round == 0 ? 100u : 16u) << "round " << round;
+    batches.clear();
+  }
+}
+
 TEST(Controller, PrefixCacheSharesPagesAndIsReclaimedUnderPressure) {
   auto backend = small_fake(8);
   Controller ctl(*backend, {});

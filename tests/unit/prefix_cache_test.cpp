@@ -53,6 +53,26 @@ TEST(PrefixCache, MatchesWholePagesOfTheLongestCachedPrefix) {
   EXPECT_EQ(f.cache.stats().miss_tokens, 6u + 2u);
 }
 
+// K/V computed under a LoRA adapter is another model's: entries are keyed by adapter too.
+TEST(PrefixCache, EntriesOfOneAdapterNeverMatchAnotherOrTheBase) {
+  Fixture f;
+  auto prompt = seq(100, 8);
+  auto base_pages = f.alloc(2), a_pages = f.alloc(2);
+  EXPECT_EQ(f.cache.insert(prompt, base_pages), 2u);
+  std::vector<uint32_t> got;
+  EXPECT_EQ(f.cache.match(prompt, got, /*adapter=*/7), 0u);
+  EXPECT_TRUE(got.empty());
+  EXPECT_EQ(f.cache.insert(prompt, a_pages, 7), 2u);  // its own copy beside the base's
+  EXPECT_EQ(f.cache.match(prompt, got, 7), 8u);
+  EXPECT_EQ(got, a_pages);
+  got.clear();
+  EXPECT_EQ(f.cache.match(prompt, got), 8u);
+  EXPECT_EQ(got, base_pages);
+  got.clear();
+  EXPECT_EQ(f.cache.match(prompt, got, 8), 0u);
+  EXPECT_EQ(f.cache.stats().cached_pages, 4u);
+}
+
 TEST(PrefixCache, ConcurrentInsertsOfOnePrefixKeepOneCopy) {
   Fixture f;
   auto prompt = seq(7, 8);

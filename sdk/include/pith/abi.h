@@ -197,6 +197,15 @@ typedef struct pith_model_info_t {
 } pith_model_info_t;
 PITH_IMPORT(model_info) pith_status_t pith_model_info(pith_model_t model, pith_model_info_t* info);
 
+/* LoRA adapters the server has loaded (pith serve --lora NAME=PATH, POST /v1/load_lora_adapter);
+ * model_traits lists each as "adapter=NAME". adapter_open gives a handle for forward_with_adapter,
+ * forward_tokens' adapter field and queue_set_adapter; the adapter stays loaded while this
+ * instance runs, even if the server unloads its name meanwhile. PITH_ERR_NOT_FOUND when no
+ * adapter has that name. */
+PITH_IMPORT(adapter_open) pith_status_t pith_adapter_open(pith_model_t model, const char* name,
+                                                          uint32_t name_len,
+                                                          pith_adapter_t* adapter);
+
 /* ---- tokenizer (api/model.cpp); synchronous: they run on the host thread ------------------ */
 
 PITH_IMPORT(tokenize) pith_status_t pith_tokenize(pith_model_t model, const char* text,
@@ -224,6 +233,11 @@ PITH_IMPORT(queue_destroy) pith_status_t pith_queue_destroy(pith_queue_t queue);
 PITH_IMPORT(queue_synchronize) pith_status_t pith_queue_synchronize(pith_queue_t queue,
                                                                     pith_future_t* future);
 /* 0 = lowest; higher values are scheduled first among ready batches (max 7). */
+/* Binds a queue to an adapter (0: the base model). Its forward and forward_tokens calls that name
+ * no adapter run with it, and its prefix_match / prefix_insert use that adapter's part of the
+ * radix cache: K/V computed with one adapter is never matched for another or for the base. */
+PITH_IMPORT(queue_set_adapter) pith_status_t pith_queue_set_adapter(pith_queue_t queue,
+                                                                    pith_adapter_t adapter);
 PITH_IMPORT(queue_set_priority) pith_status_t pith_queue_set_priority(pith_queue_t queue,
                                                                       uint32_t priority);
 

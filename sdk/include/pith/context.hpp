@@ -79,6 +79,15 @@ class Context {
   // Prompt tokens served by the server's prefix cache at the first flush.
   uint32_t cached_tokens() const { return cached_; }
   void set_prefix_cache(bool on) { use_prefix_cache_ = on; }
+  // Runs this context (and its forks) with a LoRA adapter (Model::open_adapter; 0: the base
+  // model). Set it before the first flush: K/V already computed belongs to the old one. The
+  // prefix cache is looked up and filled under the adapter.
+  Status set_adapter(pith_adapter_t adapter) {
+    PITH_TRY(check(pith_queue_set_adapter(queue_.handle(), adapter), "set adapter"));
+    adapter_ = adapter;
+    return {};
+  }
+  pith_adapter_t adapter() const { return adapter_; }
   // The position the next appended token gets (default: one after the last).
   void set_next_position(uint32_t p) { next_pos_ = p; }
   uint32_t next_position() const { return next_pos_; }
@@ -207,6 +216,7 @@ class Context {
     c.computed_ = computed_;
     c.next_pos_ = next_pos_;
     c.use_prefix_cache_ = use_prefix_cache_;
+    if (adapter_ != 0) PITH_TRY(c.set_adapter(adapter_));
     c.inserted_ = true;
     c.masks_ = masks_;  // shared pages keep their host-side mask; the copied page gets it below
     for (size_t i = 0; i < pages_.size(); ++i) {
@@ -553,6 +563,7 @@ class Context {
   std::vector<bool> shared_;                 // read-only: copy before writing
   std::vector<std::vector<uint8_t>> masks_;  // per page, 1 = hidden (mask())
   bool use_prefix_cache_ = true;
+  pith_adapter_t adapter_ = 0;
   bool inserted_ = false;
   uint32_t prefilled_ = 0;
   uint32_t forwarded_ = 0;

@@ -356,6 +356,14 @@ class Model {
     return Model(m);
   }
   pith_model_t handle() const { return m_; }
+  // A loaded LoRA adapter by name (the "adapter=NAME" traits), for Context::set_adapter and
+  // forward_with_adapter.
+  Result<pith_adapter_t> open_adapter(std::string_view name) const {
+    pith_adapter_t a = 0;
+    pith_status_t s = pith_adapter_open(m_, name.data(), static_cast<uint32_t>(name.size()), &a);
+    if (s != PITH_OK) return Error::of(s, "open adapter '" + std::string(name) + "'");
+    return a;
+  }
   Result<std::vector<uint32_t>> tokenize(std::string_view text) const {
     std::vector<uint32_t> ids(text.size() + 8);
     for (;;) {

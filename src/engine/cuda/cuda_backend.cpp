@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <mutex>
 
 #include "backend/batch_validation.h"
 #include "common/error.h"
@@ -27,6 +29,7 @@
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/lora.h"
 #include "engine/cuda/paged_attention.h"
 #include "engine/cuda/staging.h"
 #include "engine/model_weights.h"
@@ -141,6 +144,10 @@ class CudaBackend final : public Backend {
   void save_kv_pages(std::span<const uint32_t> pages, std::span<std::byte> out) override;
   void load_kv_pages(std::span<const uint32_t> pages, std::span<const std::byte> in) override;
 
+  // Adapters are uploaded in the compute type beside the weights (engine/cuda/lora.h).
+  void load_adapter(uint32_t id, std::shared_ptr<const LoraAdapter> adapter) override;
+  void unload_adapter(uint32_t id) override;
+
   CudaStepTime last_step_time() const { return last_step_; }
 
  private:
@@ -176,6 +183,10 @@ class CudaBackend final : public Backend {
   Event done_;
   Event step_start_{true}, step_end_{true};
   CudaStepTime last_step_;
+  std::mutex adapters_mu_;  // load/unload come from other threads than forward
+  std::map<uint32_t, std::shared_ptr<const DeviceLoraAdapter>> adapters_;
+  std::map<uint32_t, std::shared_ptr<const DeviceLoraAdapter>> step_adapters_;  // held per forward
+  LoraStep lora_;
 };
 
 CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const BackendOptions& options,
@@ -256,8 +267,8 @@ BackendInfo CudaBackend::info() const {
   i.device_memory_bytes = device_memory_;
   i.weight_bytes = dev_weights_->bytes();
   i.kv_bytes = kv_pool_.bytes();
-  i.workspace_bytes =
-      ws_.bytes() + embed_store_.bytes() + gemm_->workspace_bytes() + staging_.device_bytes();
+  i.workspace_bytes = ws_.bytes() + embed_store_.bytes() + gemm_->workspace_bytes() +
+                      staging_.device_bytes() + lora_.scratch_bytes();
   return i;
 }
 
@@ -270,6 +281,17 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   plan_.build(batch, layout_.page_size, c.vocab_size, kTopKMax);
   const uint32_t T = plan_.n_tokens;
   if (T == 0) return results;
+  // The batch's adapters, held until this forward returns (an unload may race with it).
+  step_adapters_.clear();
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const uint32_t id = batch[si].adapter;
+    if (id == 0 || step_adapters_.count(id)) continue;
+    std::lock_guard lock(adapters_mu_);
+    auto it = adapters_.find(id);
+    if (it == adapters_.end()) fail("forward: sequence {}: adapter {} is not loaded", si, id);
+    step_adapters_[id] = it->second;
+  }
+  const size_t lora_bytes = lora_.plan(batch, step_adapters_);
   PITH_CUDA_CHECK(cudaSetDevice(device_));
   cudaStream_t s = stream_.get();
   const uint32_t d = c.d_model, np = c.head_dim / 2;
@@ -281,7 +303,7 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   // Inputs: one pinned staging buffer, one upload.
   const size_t n_idx = 2 * plan_.token_rows.size() + 2 * plan_.embed_rows.size() + 2 * T +
                        2 * plan_.embed_out_rows.size() + 2 * R;
-  staging_.begin((n_idx + 2 * size_t{T} * np) * 4);
+  staging_.begin((n_idx + 2 * size_t{T} * np) * 4 + lora_bytes);
   const int32_t* tokens = staging_.put<int32_t>(plan_.tokens);
   const uint32_t* token_rows = staging_.put<uint32_t>(plan_.token_rows);
   const uint32_t* embed_slots = staging_.put<uint32_t>(plan_.embed_slots);
@@ -301,6 +323,10 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
     ks_h[j] = plan_.topk_rows[j].top_k;
   }
   for (uint32_t j = 0; j < n_logits; ++j) lm_rows_h[n_topk + j] = plan_.logits_rows[j].row;
+  if (!lora_.empty())
+    lora_.stage(staging_, std::max(c.d_model, c.d_ff), std::max({c.d_model, c.d_ff, c.q_dim()}),
+                act_);
+  LoraStep* lora = lora_.empty() ? nullptr : &lora_;
   step_start_.record(s);
   staging_.upload(s);
   attention_->plan(plan_.attention, s);
@@ -340,15 +366,29 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
     gemm_->run(L.wq, h, T, q, act_, s);
     gemm_->run(L.wk, h, T, k, act_, s);
     gemm_->run(L.wv, h, T, v, act_, s);
+    if (lora) {
+      const uint32_t qd = c.q_dim(), kvd = c.kv_dim();
+      lora->apply(*gemm_, l, LoraTarget::Q, h, d, q, act_, qd, qd, 0, act_, s);
+      lora->apply(*gemm_, l, LoraTarget::K, h, d, k, act_, kvd, kvd, 0, act_, s);
+      lora->apply(*gemm_, l, LoraTarget::V, h, d, v, act_, kvd, kvd, 0, act_, s);
+    }
     rope(q, act_, T, c.n_heads, c.head_dim, cos_d, sin_d, s);
     rope(k, act_, T, c.n_kv_heads, c.head_dim, cos_d, sin_d, s);
     kv_append(k, v, T, write_pages, write_slots, l, layout_, kv_pool_.get(), s);
     attention_->run(l, q, kv_pool_.get(), attn, s);
     gemm_->run(L.wo, attn, T, delta, DType::F32, s);
+    if (lora)
+      lora->apply(*gemm_, l, LoraTarget::O, attn, c.q_dim(), delta, DType::F32, d, d, 0, act_, s);
     add_rmsnorm(x, delta, L.ffn_norm, T, d, c.rms_eps, h, act_, s);
     gemm_->run(L.w_gate_up, h, T, gu, act_, s);
+    if (lora) {  // gate rows first, then up, in one [T][2 d_ff] output
+      lora->apply(*gemm_, l, LoraTarget::Gate, h, d, gu, act_, c.d_ff, 2 * c.d_ff, 0, act_, s);
+      lora->apply(*gemm_, l, LoraTarget::Up, h, d, gu, act_, c.d_ff, 2 * c.d_ff, c.d_ff, act_, s);
+    }
     swiglu(gu, static_cast<char*>(gu) + size_t{c.d_ff} * e, T, c.d_ff, 2 * c.d_ff, ff, act_, s);
     gemm_->run(L.w_down, ff, T, delta, DType::F32, s);
+    if (lora)
+      lora->apply(*gemm_, l, LoraTarget::Down, ff, c.d_ff, delta, DType::F32, d, d, 0, act_, s);
   }
   add_rows(x, delta, DType::F32, T, d, s);
 
@@ -366,6 +406,7 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   step_end_.record(s);
   done_.record(s);
   done_.synchronize();
+  step_adapters_.clear();
 
   const int32_t* ids = host_topk_ids();
   const float* probs = host_topk_probs(n_topk, k_max);
@@ -474,6 +515,27 @@ void CudaBackend::load_kv_pages(std::span<const uint32_t> pages, std::span<const
     PITH_CUDA_CHECK(cudaMemcpyAsync(pool + size_t{pages[i]} * bytes, in.data() + i * bytes, bytes,
                                     cudaMemcpyHostToDevice, stream_.get()));
   PITH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));  // `in` is released by the caller
+}
+
+void CudaBackend::load_adapter(uint32_t id, std::shared_ptr<const LoraAdapter> adapter) {
+  PITH_CHECK(id != 0 && adapter != nullptr);
+  check_adapter_fits(*adapter, config());
+  PITH_CUDA_CHECK(cudaSetDevice(device_));
+  size_t free_bytes = 0, total = 0;
+  PITH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  // At most twice the file's bytes (F16 or BF16 pairs held as F32), plus headroom.
+  const size_t need = 2 * adapter->weight_bytes() + (size_t{64} << 20);
+  if (need > free_bytes)
+    fail("{}: the adapter needs about {} MiB of device memory, {} MiB are free", adapter->source,
+         mib(need), mib(free_bytes));
+  auto dev = std::make_shared<const DeviceLoraAdapter>(*adapter, act_);
+  std::lock_guard lock(adapters_mu_);
+  adapters_[id] = std::move(dev);
+}
+
+void CudaBackend::unload_adapter(uint32_t id) {
+  std::lock_guard lock(adapters_mu_);
+  adapters_.erase(id);
 }
 
 TokenDistribution CudaBackend::next_dist(uint32_t embed_slot, uint32_t top_k) {

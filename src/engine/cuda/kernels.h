@@ -63,6 +63,12 @@ void add_rows(float* residual, const void* x, DType type, uint32_t n, uint32_t d
 void convert_rows(const float* src, uint32_t n, uint32_t d, void* dst, DType type,
                   cudaStream_t stream);
 
+// LoRA deltas (engine/cuda/lora.h): dst[i][:] = src[idx[i]][:] (rows of d elements of `type`),
+// and y[idx[i]][col0 + j] += scale * v[i][j] (v F32 [n][d], y rows of ldy elements of y_type).
+void lora_gather_rows(const void* src, DType type, const uint32_t* idx, uint32_t n, uint32_t d,
+                      void* dst, cudaStream_t stream);
+void lora_add_rows(const float* v, const uint32_t* idx, uint32_t n, uint32_t d, float scale,
+                   void* y, DType y_type, uint32_t ldy, uint32_t col0, cudaStream_t stream);
 // LM-head reduction over logits [rows][vocab] (F32): per row the softmax max and sum over the
 // full vocabulary and the top-k (ties by lower id), probabilities = exp(l - max) / sum.
 // Writes out_ids [rows][k_max] and out_probs [rows][k_max]: row r writes its first

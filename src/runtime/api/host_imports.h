@@ -63,6 +63,8 @@ typedef double f64;
   X(queue_destroy, u32, (u32))                              \
   X(queue_synchronize, u32, (u32, u32))                     \
   X(queue_set_priority, u32, (u32, u32))                    \
+  X(queue_set_adapter, u32, (u32, u32))                     \
+  X(adapter_open, u32, (u32, u32, u32, u32))                \
   X(kvpage_policy, u32, (u32, u32))                         \
   X(kvpage_alloc, u32, (u32, u32, u32))                     \
   X(kvpage_dealloc, u32, (u32, u32, u32))                   \

@@ -34,6 +34,17 @@ u32 Z_pithZ_model_open(Z_pith_instance_t* c, u32 name, u32 name_len, u32 model_o
   });
 }
 
+u32 Z_pithZ_adapter_open(Z_pith_instance_t* c, u32 model, u32 name, u32 name_len, u32 out) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    GuestMemory mem(inst);
+    mem.bytes(out, 4);
+    uint32_t adapter = 0;
+    pith_status_t st = session_of(inst).open_adapter(model, mem.string(name, name_len), &adapter);
+    if (st == PITH_OK) mem.store<uint32_t>(out, adapter);
+    return st;
+  });
+}
+
 u32 Z_pithZ_model_traits(Z_pith_instance_t* c, u32 model, u32 buf, u32 cap, u32 len) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
     std::vector<std::string> traits;

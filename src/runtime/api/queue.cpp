@@ -37,4 +37,10 @@ u32 Z_pithZ_queue_set_priority(Z_pith_instance_t* c, u32 queue, u32 priority) {
   });
 }
 
+u32 Z_pithZ_queue_set_adapter(Z_pith_instance_t* c, u32 queue, u32 adapter) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    return session_of(inst).set_queue_adapter(queue, adapter);
+  });
+}
+
 }  // extern "C"

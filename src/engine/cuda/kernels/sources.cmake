@@ -5,6 +5,7 @@ set(PITH_CUDA_KERNEL_SOURCES
   activation.cu
   kv.cu
   launch_check.cpp
+  lora.cu
   norm.cu
   rope.cu
   rows.cu

@@ -1,0 +1,110 @@
+#include "bench/model_profile.h"
+
+#include <fmt/format.h>
+
+#include <random>
+
+#include "common/error.h"
+#include "engine/engine.h"
+#include "engine/forward_profile.h"
+
+namespace pith::bench {
+
+namespace {
+
+struct Case {
+  const char* name;
+  uint32_t batch;
+  uint32_t tokens;  // new tokens per sequence
+};
+
+}  // namespace
+
+nlohmann::json run_forward_profile(std::shared_ptr<const ModelWeights> weights, size_t threads,
+                                   uint32_t context, int reps) {
+  const ModelConfig& c = weights->config;
+  const Case cases[] = {{"decode_b1", 1, 1},
+                        {"decode_b32", 32, 1},
+                        {"prefill512_b1", 1, 512},
+                        {"prefill512_b32", 32, 16}};
+  EngineOptions eo;
+  eo.n_threads = threads;
+  const uint32_t ps = eo.kv_page_size;
+  const uint32_t max_ctx = context + 512 + ps;
+  eo.kv_memory_bytes = size_t{32 + 2} * ((max_ctx + ps - 1) / ps) *
+                       (size_t{c.n_layers} * 2 * ps * c.kv_dim() * sizeof(float));
+  Engine engine(weights, eo);
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int32_t> tok(0, int32_t(c.vocab_size) - 1);
+
+  // One input of `n` tokens after `ctx` cached ones, top-1 at its last token.
+  auto input = [&](const std::vector<uint32_t>& pages, uint32_t ctx, uint32_t n) {
+    SequenceInput s;
+    for (uint32_t i = 0; i < n; ++i) {
+      s.tokens.push_back(tok(rng));
+      s.positions.push_back(ctx + i);
+    }
+    const uint32_t total = ctx + n, np = (total + ps - 1) / ps;
+    s.kv_pages.assign(pages.begin(), pages.begin() + np);
+    s.last_page_len = total - (np - 1) * ps;
+    s.outputs.push_back({n - 1, OutputKind::TopK, 1, 0});
+    return s;
+  };
+
+  nlohmann::json out = nlohmann::json::object();
+  std::vector<ForwardProfile> profiles;
+  for (const Case& k : cases) {
+    std::vector<std::vector<uint32_t>> pages(k.batch);
+    for (auto& p : pages) p = engine.page_slots().allocate((max_ctx + ps - 1) / ps);
+    // The context, filled in chunks of 512 tokens (not profiled).
+    for (uint32_t done = 0; done < context;) {
+      const uint32_t n = std::min<uint32_t>(512, context - done);
+      std::vector<SequenceInput> batch;
+      for (auto& p : pages) batch.push_back(input(p, done, n));
+      engine.forward(batch);
+      done += n;
+    }
+    ForwardProfile prof;
+    engine.set_profile(&prof);
+    for (int r = 0; r < reps; ++r) {
+      std::vector<SequenceInput> batch;
+      for (auto& p : pages)
+        batch.push_back(input(p, context, k.tokens));  // rewrites the same slots
+      engine.forward(batch);
+    }
+    engine.set_profile(nullptr);
+    for (auto& p : pages) engine.page_slots().free(p);
+    profiles.push_back(prof);
+    nlohmann::json ops = nlohmann::json::object();
+    for (size_t i = 0; i < ForwardProfile::kCount; ++i)
+      ops[ForwardProfile::kNames[i]] = double(prof.ns[i]) / 1e6 / double(prof.forwards);
+    out[k.name] = {{"batch", k.batch},
+                   {"tokens", k.batch * k.tokens},
+                   {"context", context},
+                   {"ms_per_forward", double(prof.total_ns()) / 1e6 / double(prof.forwards)},
+                   {"ops_ms", ops}};
+  }
+
+  fmt::print("per-op profile ({} threads, {} tokens of context, mean of {} forwards):\n", threads,
+             context, reps);
+  std::string head = fmt::format("{:<12}", "op");
+  for (const Case& k : cases) head += fmt::format(" | {:>20}", k.name);
+  fmt::print("{}\n", head);
+  for (size_t i = 0; i < ForwardProfile::kCount; ++i) {
+    std::string line = fmt::format("{:<12}", ForwardProfile::kNames[i]);
+    for (const ForwardProfile& p : profiles) {
+      const double ms = double(p.ns[i]) / 1e6 / double(p.forwards);
+      line += fmt::format(" | {:>9.2f} ms {:>5.1f}%", ms,
+                          100.0 * double(p.ns[i]) / double(std::max<int64_t>(p.total_ns(), 1)));
+    }
+    fmt::print("{}\n", line);
+  }
+  std::string total = fmt::format("{:<12}", "total");
+  for (const ForwardProfile& p : profiles)
+    total +=
+        fmt::format(" | {:>9.2f} ms {:>6}", double(p.total_ns()) / 1e6 / double(p.forwards), "");
+  fmt::print("{}\n", total);
+  return out;
+}
+
+}  // namespace pith::bench
