@@ -11,14 +11,18 @@ AdapterLease::~AdapterLease() {
   backend_.unload_adapter(info_.id);
 }
 
-AdapterInfo AdapterRegistry::load(const std::string& name,
-                                  std::shared_ptr<const LoraAdapter> adapter, AdapterInfo info) {
+void AdapterRegistry::check_name(const std::string& name) {
   if (name.empty() || name.size() > 128)
     fail("adapter name '{}' must have 1 to 128 characters", name);
   for (char ch : name)
     if (!std::isalnum(static_cast<unsigned char>(ch)) &&
         std::string_view("-_./:").find(ch) == std::string_view::npos)
       fail("adapter name '{}': only letters, digits and - _ . / : are allowed", name);
+}
+
+AdapterInfo AdapterRegistry::load(const std::string& name,
+                                  std::shared_ptr<const LoraAdapter> adapter, AdapterInfo info) {
+  check_name(name);
   std::lock_guard lock(mu_);
   if (loaded_.count(name)) fail("an adapter named '{}' is already loaded", name);
   if (loaded_.size() >= max_)

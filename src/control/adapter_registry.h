@@ -65,6 +65,9 @@ class AdapterRegistry {
   bool unload(const std::string& name);
   // A lease on a loaded adapter, or nullptr.
   std::shared_ptr<const AdapterLease> open(std::string_view name) const;
+  // Throws pith::Error when `name` is not a valid adapter name (load checks it too; callers
+  // check first to refuse before reading an adapter from disk).
+  static void check_name(const std::string& name);
 
   std::vector<AdapterInfo> list() const;  // by name, with current users
   size_t size() const;

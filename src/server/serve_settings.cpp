@@ -13,6 +13,7 @@
 #include "common/byte_size.h"
 #include "common/cache_dir.h"
 #include "common/error.h"
+#include "control/adapter_registry.h"
 #include "control/dispatch_policy.h"
 #include "runtime/redis_client.h"
 #include "server/reasoning.h"
@@ -194,6 +195,13 @@ ServeSettings resolve_serve_config(ServeConfig c) {
           base.substr(0, base.rfind(".gguf") == base.size() - 5 && base.size() > 5 ? base.size() - 5
                                                                                    : base.size());
     }
+    try {
+      AdapterRegistry::check_name(name);
+    } catch (const Error& e) {
+      fail("--lora {}: {}", spec, e.what());
+    }
+    for (const auto& [other, _] : so.lora)
+      if (other == name) fail("--lora {}: the name '{}' is given twice", spec, name);
     so.lora.emplace_back(name, path);
   }
   so.control.kv_pressure = c.kv_pressure == "kill" ? KvPressure::Kill : KvPressure::Suspend;

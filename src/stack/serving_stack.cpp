@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "common/error.h"
 #include "engine/gguf_loader.h"
 #include "engine/hf_loader.h"
 #include "engine/lora_adapter.h"
@@ -48,7 +49,12 @@ ServingStack::ServingStack(ServingOptions options) : options_(std::move(options)
   rc.model = model_api_.get();
   runtime_ = std::make_unique<runtime::Runtime>(rc);
   for (const auto& [name, path] : options_.lora) {
-    AdapterInfo a = load_adapter(name, path);
+    AdapterInfo a;
+    try {
+      a = load_adapter(name, path);
+    } catch (const Error& e) {
+      fail("--lora {}={}: {}", name, path, e.what());
+    }
     if (!options_.quiet_load)
       spdlog::info("LoRA adapter '{}': {} ({}, rank {}, alpha {}, {}; {:.1f} MiB)", a.name,
                    a.source, a.format, a.rank, a.alpha, a.targets,
@@ -59,6 +65,8 @@ ServingStack::ServingStack(ServingOptions options) : options_(std::move(options)
 AdapterInfo ServingStack::load_adapter(const std::string& name, const std::string& path) {
   if (options_.engine.device == "fake")
     fail("{}: LoRA adapters need a backend with weights (the fake backend has none)", path);
+  AdapterRegistry::check_name(name);  // before reading anything from disk
+  if (controller_->adapters().open(name)) fail("an adapter named '{}' is already loaded", name);
   auto adapter = load_lora_adapter(path, *weights_);
   AdapterInfo info;
   info.source = path;

@@ -56,6 +56,9 @@ TEST(ServeSettings, ConvertsEveryOption) {
   c.inferlet_memory_mb = 32;
   c.inferlet_http_allow = {"example.com"};
   c.api_keys = {"a", "", "b"};
+  c.lora = {"sql=/adapters/sql", "/adapters/chat-v2.gguf", "/adapters/style/"};
+  c.max_loras = 3;
+  c.itl_target_ms = 250;
   ServeSettings s = resolve_serve_config(c);
   const ServingOptions& so = s.serving;
   EXPECT_EQ(so.model_path, "model.gguf");
@@ -66,6 +69,12 @@ TEST(ServeSettings, ConvertsEveryOption) {
   EXPECT_EQ(so.engine.kv_page_size, 32u);
   EXPECT_EQ(so.control.policy, "k:8");
   EXPECT_EQ(so.control.max_batch_tokens, 1024u);
+  EXPECT_EQ(so.control.max_loras, 3u);
+  EXPECT_EQ(so.control.itl_target_ns, 250'000'000);
+  using Lora = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(so.lora, (Lora{{"sql", "/adapters/sql"},
+                           {"chat-v2", "/adapters/chat-v2.gguf"},
+                           {"style", "/adapters/style/"}}));
   EXPECT_EQ(so.control.batch_formation, BatchFormation::Fcfs);
   EXPECT_FALSE(so.control.prefix_cache);
   EXPECT_EQ(so.control.max_kv_pages_per_instance, 40u);
@@ -120,6 +129,16 @@ TEST(ServeSettings, EachInvalidOptionIsNamed) {
   EXPECT_NE(with([](ServeConfig& c) { c.kv_idle_suspend_s = -1; }).find("--kv-idle-suspend"),
             std::string::npos);
   EXPECT_NE(with([](ServeConfig& c) { c.kv_page_size = 0; }).find("--kv-page-size"),
+            std::string::npos);
+  EXPECT_NE(with([](ServeConfig& c) { c.lora = {"bad name=/x"}; }).find("--lora bad name=/x"),
+            std::string::npos);
+  EXPECT_NE(with([](ServeConfig& c) { c.lora = {"a="}; }).find("--lora"), std::string::npos);
+  EXPECT_NE(with([](ServeConfig& c) {
+              c.lora = {"a=/x", "a=/y"};
+            }).find("given twice"),
+            std::string::npos);
+  EXPECT_NE(with([](ServeConfig& c) { c.max_loras = 0; }).find("--max-loras"), std::string::npos);
+  EXPECT_NE(with([](ServeConfig& c) { c.itl_target_ms = -1; }).find("--itl-target-ms"),
             std::string::npos);
   EXPECT_NE(with([](ServeConfig& c) { c.device = "tpu"; }).find("--device"), std::string::npos);
   EXPECT_NE(with([](ServeConfig& c) { c.device = "cuda:x"; }).find("--device"), std::string::npos);
