@@ -126,7 +126,12 @@ BackendInfo FakeBackend::info() const {
 // ---- handlers ----
 
 std::vector<SequenceResult> FakeBackend::forward(const std::vector<SequenceInput>& batch) {
-  enter(FakeHandler::Forward, [&] { validate_batch(batch, config_, page_size_, pages_, embeds_); });
+  enter(FakeHandler::Forward, [&] {
+    validate_batch(batch, config_, page_size_, pages_, embeds_);
+    for (size_t si = 0; si < batch.size(); ++si)  // load_adapter refuses, so no id is loaded
+      if (batch[si].adapter != 0)
+        fail("forward: sequence {}: adapter {} is not loaded", si, batch[si].adapter);
+  });
   size_t n_inputs = 0, n_outputs = 0;
   for (const SequenceInput& s : batch) {
     n_inputs += s.n_inputs();

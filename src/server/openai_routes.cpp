@@ -86,6 +86,17 @@ asio::awaitable<void> OpenAiRoutes::load_lora(HttpExchange& ex) {
                                                                    : std::string();
   };
   const std::string name = field("lora_name"), path = field("lora_path");
+  for (const auto& [key, value] : body.is_object() ? body.items() : json::object().items())
+    if (key != "lora_name" && key != "lora_path" && key != "load_inplace")
+      co_return co_await ex.error(
+          http::status::bad_request, "invalid_request_error",
+          fmt::format("unknown field '{}' (lora_name, lora_path, load_inplace)", key), key);
+  const auto inplace_it = body.is_object() ? body.find("load_inplace") : body.end();
+  const bool inplace = body.is_object() && inplace_it != body.end() && inplace_it->is_boolean() &&
+                       inplace_it->get<bool>();
+  if (body.is_object() && inplace_it != body.end() && !inplace_it->is_boolean())
+    co_return co_await ex.error(http::status::bad_request, "invalid_request_error",
+                                "'load_inplace' must be a boolean", "load_inplace");
   if (name.empty() || path.empty())
     co_return co_await ex.error(http::status::bad_request, "invalid_request_error",
                                 "both 'lora_name' and 'lora_path' must be given (strings)",
@@ -96,7 +107,7 @@ asio::awaitable<void> OpenAiRoutes::load_lora(HttpExchange& ex) {
   AdapterInfo info;
   std::string refused;
   try {
-    info = ctx_.stack.load_adapter(name, path);
+    info = ctx_.stack.load_adapter(name, path, inplace);
   } catch (const std::exception& e) {
     refused = e.what();
   }
@@ -117,6 +128,10 @@ asio::awaitable<void> OpenAiRoutes::unload_lora(HttpExchange& ex) {
     co_return co_await ex.error(http::status::bad_request, "invalid_request_error",
                                 "'lora_name' must be given (a string)", "lora_name");
   const std::string name = it->get<std::string>();
+  for (const auto& [key, value] : body.items())
+    if (key != "lora_name")
+      co_return co_await ex.error(http::status::bad_request, "invalid_request_error",
+                                  fmt::format("unknown field '{}' (lora_name)", key), key);
   if (!ctx_.stack.controller().adapters().unload(name))
     co_return co_await ex.error(http::status::not_found, "not_found_error",
                                 fmt::format("no LoRA adapter named '{}' is loaded", name),

@@ -191,9 +191,7 @@ ServeSettings resolve_serve_config(ServeConfig c) {
       std::string base = path;
       while (base.size() > 1 && base.back() == '/') base.pop_back();
       base = base.substr(base.find_last_of('/') + 1);
-      name =
-          base.substr(0, base.rfind(".gguf") == base.size() - 5 && base.size() > 5 ? base.size() - 5
-                                                                                   : base.size());
+      name = base.ends_with(".gguf") ? base.substr(0, base.size() - 5) : base;
     }
     try {
       AdapterRegistry::check_name(name);

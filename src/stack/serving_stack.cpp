@@ -62,12 +62,15 @@ ServingStack::ServingStack(ServingOptions options) : options_(std::move(options)
   }
 }
 
-AdapterInfo ServingStack::load_adapter(const std::string& name, const std::string& path) {
+AdapterInfo ServingStack::load_adapter(const std::string& name, const std::string& path,
+                                       bool replace) {
   if (options_.engine.device == "fake")
     fail("{}: LoRA adapters need a backend with weights (the fake backend has none)", path);
   AdapterRegistry::check_name(name);  // before reading anything from disk
-  if (controller_->adapters().open(name)) fail("an adapter named '{}' is already loaded", name);
+  if (!replace && controller_->adapters().open(name))
+    fail("an adapter named '{}' is already loaded", name);
   auto adapter = load_lora_adapter(path, *weights_);
+  if (replace) controller_->adapters().unload(name);
   AdapterInfo info;
   info.source = path;
   info.format = adapter->format;

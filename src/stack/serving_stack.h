@@ -48,7 +48,9 @@ class ServingStack {
 
   // Loads a LoRA adapter under `name` (engine/lora_adapter.h, control/adapter_registry.h).
   // Throws pith::Error naming the path and the problem, or why the registry refuses it.
-  AdapterInfo load_adapter(const std::string& name, const std::string& path);
+  // With `replace`, an adapter already loaded under `name` gives way once the new one has been
+  // read (vLLM's load_inplace); requests running with the old one finish with it.
+  AdapterInfo load_adapter(const std::string& name, const std::string& path, bool replace = false);
 
   // Launches an instance and remembers it so the contention policy can end it.
   std::shared_ptr<runtime::Instance> launch(const std::shared_ptr<runtime::Program>& program,

@@ -147,6 +147,22 @@ def main():
             assert m and 'max_lora="4"' in m.group(1), metrics
             assert re.search(r"^pith_lora_adapters_loaded 2$", metrics, re.M), metrics
 
+            # Unknown fields are refused by name; load_inplace replaces an adapter under its name.
+            st, err = s.request("POST", "/v1/load_lora_adapter",
+                                {"lora_name": "c", "lora_path": gguf, "lora_scale": 2},
+                                check=False)
+            assert st == 400 and "lora_scale" in err["error"]["message"], (st, err)
+            st, err = s.request("POST", "/v1/unload_lora_adapter",
+                                {"lora_name": "b", "lora_int_id": 3}, check=False)
+            assert st == 400 and "lora_int_id" in err["error"]["message"], (st, err)
+            st, _ = s.request("POST", "/v1/load_lora_adapter",
+                              {"lora_name": "b", "lora_path": peft, "load_inplace": True})
+            assert st == 200, st
+            assert complete("b")["choices"][0]["text"] == outputs["a"], "b now holds a's weights"
+            st, _ = s.request("POST", "/v1/load_lora_adapter",
+                              {"lora_name": "b", "lora_path": gguf, "load_inplace": True})
+            assert complete("b")["choices"][0]["text"] == outputs["b"]
+
             # Unload: the name is gone for new requests.
             st, text = s.request("POST", "/v1/unload_lora_adapter", {"lora_name": "b"})
             assert st == 200 and b"removed successfully" in text, (st, text)

@@ -25,20 +25,8 @@ namespace {
 
 constexpr float kTol = 2e-5f;  // summation-order noise on |logit| ~ 3
 
-std::vector<int32_t> random_tokens(size_t n, uint32_t seed, int32_t vocab = 1000) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, vocab - 1);
-  std::vector<int32_t> t{1};
-  while (t.size() < n) t.push_back(d(rng));
-  return t;
-}
-
-float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
-}
+using test::max_diff;
+using test::random_tokens;
 
 // The bundled llama model, or a tiny model of family GetParam() generated once per process.
 std::shared_ptr<const ModelWeights> family_model(const std::string& name) {

@@ -2,7 +2,12 @@
 // as one prefill (or one token per call), and read llama.cpp oracle files from tests/data.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
 
 #include <cstdint>
 #include <fstream>
@@ -36,6 +41,23 @@ inline std::unique_ptr<Engine> make_engine(std::shared_ptr<const ModelWeights> w
   o.max_embeds = 1024;
   o.n_threads = n_threads;
   return std::make_unique<Engine>(std::move(w), o);
+}
+
+// A prompt of n tokens: BOS (1), then ids drawn from [3, vocab) by `seed`.
+inline std::vector<int32_t> random_tokens(size_t n, uint32_t seed, int32_t vocab = 1000) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(3, vocab - 1);
+  std::vector<int32_t> t{1};
+  while (t.size() < n) t.push_back(d(rng));
+  return t;
+}
+
+// Largest |a[i] - b[i]| (and a failed expectation when the lengths differ).
+inline float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
 }
 
 inline uint32_t pages_for(uint32_t n_tokens, uint32_t page_size) {

@@ -26,20 +26,8 @@ namespace {
 
 constexpr uint32_t kPageSize = 4;  // small pages: many page boundaries
 
-std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, 999);
-  std::vector<int32_t> t{1};
-  while (t.size() < n) t.push_back(d(rng));
-  return t;
-}
-
-float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
-}
+using test::max_diff;
+using test::random_tokens;
 
 BackendOptions small_options() {
   BackendOptions o;
@@ -262,6 +250,15 @@ TEST_P(BackendContract, CopyKvThenContinueEqualsOriginal) {
   auto got = b().forward({c});
   for (size_t i = 0; i < 4; ++i)
     expect_same(got[0].outputs[i].logits, ref[0].outputs[i].logits, "copy");
+}
+
+// A forward naming an adapter the backend has not loaded is a bad batch on every backend.
+TEST_P(BackendContract, AnAdapterNotLoadedIsABadBatch) {
+  auto p = pages(4);
+  SequenceInput s = test::prefill_input({1, 2, 3, 4}, p, kPageSize);
+  s.adapter = 9;
+  EXPECT_THROW(b().forward({s}), Error);
+  b().page_slots().free(p);
 }
 
 TEST_P(BackendContract, NoOutputsStillWritesKv) {

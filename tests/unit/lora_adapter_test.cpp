@@ -53,20 +53,8 @@ std::string gen_adapter(const std::string& base, const std::string& name, const 
   return o.output;
 }
 
-std::vector<int32_t> random_tokens(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, 999);
-  std::vector<int32_t> t{1};
-  while (t.size() < n) t.push_back(d(rng));
-  return t;
-}
-
-float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
-}
+using test::max_diff;
+using test::random_tokens;
 
 std::vector<float> to_f32(const WeightMatrix& m) {
   std::vector<float> out(m.rows * m.cols);
