@@ -12,6 +12,7 @@
 #include "common/fp16.h"
 #include "common/thread_pool.h"
 #include "engine/kernels/matmul.h"
+#include "engine/kernels/matmul_kernels.h"
 #include "formats/kquants.h"
 #include "formats/legacy_quants.h"
 
@@ -121,22 +122,37 @@ nlohmann::json run_matmul_bench(const MatmulBenchOptions& o) {
         if (shape.rows > 100000 && n > o.max_lm_head_tokens) continue;
         std::vector<float> x(n * shape.cols), y(n * shape.rows);
         for (auto& v : x) v = nd(rng);
-        matmul(pool, w, x.data(), n, y.data(), o.isa);  // warm-up
-        std::vector<double> times;
-        for (int r = 0; r < o.reps; ++r) {
+        // Where an AVX-512 panel GEMM runs, the kernel it replaced is the baseline,
+        // timed interleaved with it.
+        const bool vs_tiles = o.isa == KernelIsa::Avx512 && kernels::uses_panel_gemm(w, n);
+        const size_t gemm_from = kernels::panel_gemm_min_tokens();
+        auto timed = [&](bool tiles) {
+          if (tiles) kernels::set_panel_gemm_min_tokens(0);
           auto t0 = Clock::now();
           matmul(pool, w, x.data(), n, y.data(), o.isa);
-          times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+          const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+          kernels::set_panel_gemm_min_tokens(gemm_from);
+          return s;
+        };
+        timed(false);  // warm-up
+        std::vector<double> times, tile_times;
+        for (int r = 0; r < o.reps; ++r) {
+          times.push_back(timed(false));
+          if (vs_tiles) tile_times.push_back(timed(true));
         }
         const double s = median(times);
+        const double tiles_s = vs_tiles ? median(tile_times) : 0.0;
         const double gb_s = double(wbytes.size()) / s / 1e9;
         const double gflop_s = 2.0 * shape.rows * shape.cols * n / s / 1e9;
         // Few tokens: bound by reading weights; many: by arithmetic.
         const bool decode = n <= 8;
         const double ratio = decode ? gb_s / bw : gflop_s / peak;
-        fmt::print("{:<6} {:<12} {:>7} {:>6} {:>10.3f} {:>9.1f} {:>10.1f} {:>7.2f}{}\n",
+        fmt::print("{:<6} {:<12} {:>7} {:>6} {:>10.3f} {:>9.1f} {:>10.1f} {:>7.2f}{}{}\n",
                    dtype_info(dtype).name, shape.name, fmt::format("{}x{}", shape.rows, shape.cols),
-                   n, s * 1e3, gb_s, gflop_s, ratio, decode ? " of bw" : " of peak");
+                   n, s * 1e3, gb_s, gflop_s, ratio, decode ? " of bw" : " of peak",
+                   vs_tiles ? fmt::format("  panel GEMM {:.2f}x the tiles ({:.3f} ms)", tiles_s / s,
+                                          tiles_s * 1e3)
+                            : "");
         results.push_back({{"dtype", dtype_info(dtype).name},
                            {"matrix", shape.name},
                            {"rows", shape.rows},
@@ -147,6 +163,10 @@ nlohmann::json run_matmul_bench(const MatmulBenchOptions& o) {
                            {"gflop_s", gflop_s},
                            {"ratio", ratio},
                            {"ratio_of", decode ? "bandwidth" : "fma_peak"}});
+        if (vs_tiles) {
+          results.back()["tiles_ms"] = tiles_s * 1e3;
+          results.back()["vs_tiles"] = tiles_s / s;
+        }
       }
     }
   }

@@ -5,6 +5,7 @@
 // and bad input is a pith::Error.
 #include "engine/kernels/matmul.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -321,6 +322,59 @@ TEST(Matmul, ZeroTokensWritesNothing) {
   ThreadPool pool(2);
   matmul(pool, w, nullptr, 0, y);
   EXPECT_EQ(y[0], 5.0f);
+}
+
+// The AVX-512 panel GEMMs (weights repacked into 16-row panels: vpdpbusd for the quants,
+// vdpbf16ps for BF16) against the kernels they replace for many tokens (the register tiles;
+// the AVX2 rows for K-quants): same math up to f32 summation order, on row counts that leave
+// partial panels and tasks, token counts that leave partial micro-tiles, and Q8_0 quants over
+// the whole int8 range (-128 included, which the q + 128 trick must keep exact). The output
+// buffers are exact in size, so a padded row stored past the end is a sanitizer error.
+TEST(Matmul, PanelGemmMatchesTheTiles) {
+  if (!isa_supported(KernelIsa::Avx512)) GTEST_SKIP() << "no AVX-512";
+  const size_t gemm_from = kernels::panel_gemm_min_tokens();
+  ASSERT_GT(gemm_from, 0u);
+  std::mt19937 rng(31);
+  ThreadPool pool(2);
+  size_t cases = 0;
+  for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
+                   DType::Q5_K, DType::Q6_K, DType::BF16}) {
+    for (auto [rows, min_cols] : {std::pair<size_t, size_t>{1, 32},
+                                  {15, 96},
+                                  {17, 64},
+                                  {33, 160},
+                                  {69, 256},
+                                  {130, 2048}}) {
+      const size_t block = std::max<size_t>(32, dtype_info(dt).block_size);
+      const size_t cols = (min_cols + block - 1) / block * block;
+      auto wbytes = make_weights(dt, rows, cols, rng);
+      if (dt == DType::Q8_0)
+        for (size_t r = 0; r < rows; ++r) {
+          auto* blocks = reinterpret_cast<BlockQ8_0*>(wbytes.data() + r * row_bytes(dt, cols));
+          for (size_t b = 0; b < cols / 32; ++b)
+            for (int8_t& q : blocks[b].qs) q = static_cast<int8_t>(rng() & 0xff);
+        }
+      WeightMatrix w{dt, rows, cols, wbytes.data()};
+      const size_t first = 8 * gemm_from;                 // where every dtype takes its GEMM
+      if (!kernels::uses_panel_gemm(w, first)) continue;  // this CPU lacks VNNI or BF16
+      ++cases;
+      for (size_t n : {first, first + 1, first + 7, size_t{70}}) {
+        auto x = make_acts(n * cols, rng);
+        std::vector<float> gemm(n * rows), tiles(n * rows);
+        matmul(pool, w, x.data(), n, gemm.data(), KernelIsa::Avx512);
+        kernels::set_panel_gemm_min_tokens(0);
+        matmul(pool, w, x.data(), n, tiles.data(), KernelIsa::Avx512);
+        kernels::set_panel_gemm_min_tokens(gemm_from);
+        std::vector<float> want(n * rows);
+        matmul_reference(w, x.data(), n, want.data());
+        const std::string what = fmt::format("{} {}x{} n={}", dtype_info(dt).name, rows, cols, n);
+        const auto scale = output_scales(w, x.data(), n);
+        expect_close(gemm, want, scale, tolerance(dt), what);
+        expect_close(gemm, tiles, scale, vs_scalar_tolerance(dt), what + " vs tiles");
+      }
+    }
+  }
+  if (cases == 0) GTEST_SKIP() << "no AVX512_VNNI or AVX512_BF16";
 }
 
 // matmul_blocks hands out every (row block, token chunk) exactly once, with the same values

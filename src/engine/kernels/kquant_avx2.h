@@ -181,73 +181,92 @@ inline void store_levels(__m256i q, __m256 scale, __m256 offset, float* dst) {
   }
 }
 
-// One K-quant block to 256 f32 values (the GEMM's weight panels), equal to dequantize_q*_k.
+// The 256 unsigned levels of one K-quant block as eight 32-byte vectors in element order:
+// Q4_K/Q5_K's q (value d * sc * q - dmin * m), Q6_K's q + 32 (value d * sc * q - 32 d * sc).
 template <DType D>
-void dequantize_kquant_block_avx2(const uint8_t* blk, float* dst) {
+inline void kquant_levels(const uint8_t* blk, __m256i q[8]) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   if constexpr (D == DType::Q6_K) {
     const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
-    const float d = _cvtsh_ss(w->d);
     const __m256i top2 = _mm256_set1_epi8(0x30);
     for (int h = 0; h < 2; ++h) {
       const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h));
       const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->ql + 64 * h + 32));
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qh + 32 * h));
-      const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(ql0, low4),
-                                            _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2)),
-                            _mm256_or_si256(_mm256_and_si256(ql1, low4),
-                                            _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2)),
-                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                                            _mm256_and_si256(qh, top2)),
-                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2))};
-      for (int g = 0; g < 4; ++g) {
-        const int e = 128 * h + 32 * g;  // sub-blocks e / 16 (first 16) and e / 16 + 1
-        // (d * sc) * (q - 32), in dequantize_q6_k's order.
-        const __m128i halves[2] = {_mm256_castsi256_si128(q[g]), _mm256_extracti128_si256(q[g], 1)};
-        for (int k = 0; k < 2; ++k) {
-          const __m256 ds = _mm256_set1_ps(d * w->scales[e / 16 + k]);
-          const __m128i v = _mm_sub_epi8(halves[k], _mm_set1_epi8(32));
-          _mm256_storeu_ps(dst + e + 16 * k,
-                           _mm256_mul_ps(ds, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
-          _mm256_storeu_ps(
-              dst + e + 16 * k + 8,
-              _mm256_mul_ps(ds, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))));
-        }
-      }
+      q[4 * h] = _mm256_or_si256(_mm256_and_si256(ql0, low4),
+                                 _mm256_and_si256(_mm256_slli_epi16(qh, 4), top2));
+      q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                                     _mm256_and_si256(_mm256_slli_epi16(qh, 2), top2));
+      q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                                     _mm256_and_si256(qh, top2));
+      q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                     _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2));
     }
   } else {
-    const uint8_t* scales;
     const uint8_t* qs;
-    uint16_t d16, dmin16;
     __m256i qh = _mm256_setzero_si256();
     if constexpr (D == DType::Q4_K) {
-      const BlockQ4_K* w = reinterpret_cast<const BlockQ4_K*>(blk);
-      scales = w->scales, qs = w->qs, d16 = w->d, dmin16 = w->dmin;
+      qs = reinterpret_cast<const BlockQ4_K*>(blk)->qs;
     } else {
       const BlockQ5_K* w = reinterpret_cast<const BlockQ5_K*>(blk);
-      scales = w->scales, qs = w->qs, d16 = w->d, dmin16 = w->dmin;
+      qs = w->qs;
       qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qh));
     }
-    uint8_t sc[8], m[8];
-    unpack_q4k_scales(scales, sc, m);
-    const float d = _cvtsh_ss(d16), dmin = _cvtsh_ss(dmin16);
     const __m256i one = _mm256_set1_epi8(1);
     for (int c = 0; c < 4; ++c) {
       const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
       __m256i lo = _mm256_and_si256(raw, low4);
       __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
       if constexpr (D == DType::Q5_K) {
+        // Bit 2c (2c + 1) of qh[l] is bit 4 of element 64c + l (64c + 32 + l).
         lo = _mm256_or_si256(
             lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
         hi = _mm256_or_si256(
             hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
       }
-      store_levels(lo, _mm256_set1_ps(d * sc[2 * c]), _mm256_set1_ps(dmin * m[2 * c]),
-                   dst + 64 * c);
-      store_levels(hi, _mm256_set1_ps(d * sc[2 * c + 1]), _mm256_set1_ps(dmin * m[2 * c + 1]),
-                   dst + 64 * c + 32);
+      q[2 * c] = lo;
+      q[2 * c + 1] = hi;
     }
+  }
+}
+
+// One K-quant block to 256 f32 values (the GEMM's weight panels), equal to dequantize_q*_k.
+template <DType D>
+void dequantize_kquant_block_avx2(const uint8_t* blk, float* dst) {
+  __m256i q[8];
+  kquant_levels<D>(blk, q);
+  if constexpr (D == DType::Q6_K) {
+    const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
+    const float d = _cvtsh_ss(w->d);
+    for (int j = 0; j < 8; ++j) {
+      const int e = 32 * j;  // sub-blocks e / 16 (first 16) and e / 16 + 1
+      // (d * sc) * (q - 32), in dequantize_q6_k's order.
+      const __m128i halves[2] = {_mm256_castsi256_si128(q[j]), _mm256_extracti128_si256(q[j], 1)};
+      for (int k = 0; k < 2; ++k) {
+        const __m256 ds = _mm256_set1_ps(d * w->scales[e / 16 + k]);
+        const __m128i v = _mm_sub_epi8(halves[k], _mm_set1_epi8(32));
+        _mm256_storeu_ps(dst + e + 16 * k,
+                         _mm256_mul_ps(ds, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
+        _mm256_storeu_ps(
+            dst + e + 16 * k + 8,
+            _mm256_mul_ps(ds, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))));
+      }
+    }
+  } else {
+    const uint8_t* scales;
+    uint16_t d16, dmin16;
+    if constexpr (D == DType::Q4_K) {
+      const BlockQ4_K* w = reinterpret_cast<const BlockQ4_K*>(blk);
+      scales = w->scales, d16 = w->d, dmin16 = w->dmin;
+    } else {
+      const BlockQ5_K* w = reinterpret_cast<const BlockQ5_K*>(blk);
+      scales = w->scales, d16 = w->d, dmin16 = w->dmin;
+    }
+    uint8_t sc[8], m[8];
+    unpack_q4k_scales(scales, sc, m);
+    const float d = _cvtsh_ss(d16), dmin = _cvtsh_ss(dmin16);
+    for (int j = 0; j < 8; ++j)
+      store_levels(q[j], _mm256_set1_ps(d * sc[j]), _mm256_set1_ps(dmin * m[j]), dst + 32 * j);
   }
 }
 

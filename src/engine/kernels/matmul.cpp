@@ -292,14 +292,14 @@ kernels::PreparedActs prepare_acts(ThreadPool& pool, const WeightMatrix& w, cons
 }
 
 void run_kernel(ThreadPool& pool, const WeightMatrix& w, const kernels::PreparedActs& acts,
-                size_t n_tokens, float* y, KernelIsa isa) {
+                size_t n_tokens, float* y, KernelIsa isa, size_t path_tokens) {
   switch (isa) {
     case KernelIsa::Scalar:
       return kernels::matmul_scalar(pool, w, acts, n_tokens, y);
     case KernelIsa::Avx2:
       return kernels::matmul_avx2(pool, w, acts, n_tokens, y);
     case KernelIsa::Avx512:
-      return kernels::matmul_avx512(pool, w, acts, n_tokens, y);
+      return kernels::matmul_avx512(pool, w, acts, n_tokens, y, path_tokens);
   }
 }
 
@@ -319,7 +319,7 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_to
             KernelIsa isa) {
   check_matmul_args(w, isa);
   if (n_tokens == 0 || w.rows == 0) return;
-  run_kernel(pool, w, prepare_acts(pool, w, x, n_tokens, isa), n_tokens, y, isa);
+  run_kernel(pool, w, prepare_acts(pool, w, x, n_tokens, isa), n_tokens, y, isa, n_tokens);
 }
 
 void matmul_blocks(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens,
@@ -346,9 +346,9 @@ void matmul_blocks(ThreadPool& pool, const WeightMatrix& w, const float* x, size
         kernels::matmul_avx2_rows(w, avx2, t0, t0 + nt, r0, r0 + nr, ybuf.data(), nr);
       } else {
         // Other ISAs keep no per-call activation state worth sharing: run the kernel on the
-        // block's rows with a one-thread pool.
+        // block's rows with a one-thread pool, on the path the whole product would take.
         const WeightMatrix sub{w.dtype, nr, w.cols, w.row(r0)};
-        run_kernel(inline_pool, sub, offset_acts(acts, t0, w.cols), nt, ybuf.data(), isa);
+        run_kernel(inline_pool, sub, offset_acts(acts, t0, w.cols), nt, ybuf.data(), isa, n_tokens);
       }
       consume(MatmulBlock{worker, r0, nr, t0, nt, ybuf.data()});
     }

@@ -241,8 +241,12 @@ void matmul_bf16_dp(ThreadPool& pool, const WeightMatrix& w, const PreparedActs&
 #pragma GCC pop_options
 
 void matmul_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
-                   float* y) {
+                   float* y, size_t path_tokens) {
   const CpuFeatures& f = cpu_features();
+  if (uses_panel_gemm(w, path_tokens)) {
+    if (w.dtype != DType::BF16) return gemm_vnni_avx512(pool, w, x, n_tokens, y);
+    if (x.bf16 != nullptr) return gemm_bf16_avx512(pool, w, x, n_tokens, y);
+  }
   switch (w.dtype) {
     case DType::F32:
       return matmul_float<DType::F32>(pool, w, x, n_tokens, y);

@@ -161,7 +161,24 @@ Avx2BlockActs prepare_avx2_blocks(ThreadPool& pool, const WeightMatrix& w, const
                                   size_t n_tokens);
 void matmul_avx2_rows(const WeightMatrix& w, const Avx2BlockActs& a, size_t t_begin, size_t t_end,
                       size_t r_begin, size_t r_end, float* y, size_t ldy);
+// path_tokens: the token count that picks the path (tiles or GEMM); n_tokens unless the call is
+// one block of a larger product (matmul_blocks), which must take the whole product's path.
 void matmul_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
-                   float* y);
+                   float* y, size_t path_tokens);
+
+// The AVX-512 panel GEMMs (panel_gemm_avx512.h): weights repacked per task into 16-row panels,
+// one 512-bit dot instruction per 16 rows. gemm_vnni_avx512: the 32-block quants and K-quants
+// with vpdpbusd (AVX512_VNNI); gemm_bf16_avx512: BF16 with vdpbf16ps (AVX512_BF16, columns a
+// multiple of 32, activations in PreparedActs::bf16). matmul_avx512 takes them from
+// panel_gemm_min_tokens() tokens on (0: never; K-quants from 2x that, Q6_K 4x, BF16 8x).
+inline constexpr size_t kPanelGemmDefaultMinTokens = 4;
+size_t panel_gemm_min_tokens();
+// Benchmarks and tests compare them with the register tiles; set it before kernels run.
+void set_panel_gemm_min_tokens(size_t n);
+bool uses_panel_gemm(const WeightMatrix& w, size_t n_tokens);
+void gemm_vnni_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
+                      size_t n_tokens, float* y);
+void gemm_bf16_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
+                      size_t n_tokens, float* y);
 
 }  // namespace pith::kernels

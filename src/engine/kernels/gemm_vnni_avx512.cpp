@@ -1,0 +1,299 @@
+// The compute-bound path of matmul for the integer-dot quants on AVX512_VNNI CPUs (prefill and
+// large decode batches): the 32-block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) and the K-quants
+// (Q4_K, Q5_K, Q6_K).
+//
+// Why: the register tiles of matmul_avx512.cpp (and the AVX2 K-quant rows AVX-512 CPUs ran)
+// spend several vector ops per 32 multiply-adds (sign fix-up or maddubs + madd, convert, scale,
+// FMA), one row against one token at a time. Here the weights are repacked per task so that one
+// 512-bit vpdpbusd does 64 multiply-adds for 16 rows at once, with the token's 4 activation bytes
+// broadcast straight from memory; the float work per scale unit (32 quants; 16 for Q6_K) is 3-4
+// ops beside its 8 (4) vpdpbusd.
+//
+// Packing (per task of kTaskRows rows, all K, into the worker's scratch; reused by every token):
+//   per 16-row panel, per weight block: the quants as 64-byte groups, group G holding for each
+//   row r the 4 bytes [4G, 4G + 4) (16 x 8 transposes of 32-bit words), then per scale unit the
+//   16 row scales (f32) and, where the type has them, the 16 row offsets.
+// vpdpbusd multiplies unsigned by signed bytes:
+//   - Q8_0, Q4_0, Q5_0 (signed levels): stored as q + 128 (q ^ 0x80); the accumulator starts at
+//     -128 * Σ a of the activation block (precomputed per call), so the int32 sums are exact.
+//   - Q4_1, Q5_1: levels 0..31 as stored; + m * s_a per block, as the tiles do.
+//   - K-quants: unsigned levels (Q6_K's q + 32 too); scale d * sc, offset dmin * m (Q6_K: 32 d sc)
+//     times d_a * Σ a of the unit, from the activations' per-16 sums (precomputed per call).
+//
+// Same math as the other paths (exact integer sums per unit, then f32 scaling); only the f32
+// summation order differs. Rows past the end are zero-padded in the panel and never stored.
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC bug 105593, see matmul_avx512.cpp
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "common/error.h"
+#include "engine/kernels/block32_avx2.h"
+#include "engine/kernels/kquant_avx2.h"
+#include "engine/kernels/matmul_kernels.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+
+#include "engine/kernels/panel_gemm_avx512.h"
+
+namespace pith::kernels {
+
+namespace {
+
+using namespace panel_gemm;
+
+std::atomic<size_t> g_min_tokens{kPanelGemmDefaultMinTokens};
+
+// ---- the 32-block quants: one unit of 32 per block ----
+
+template <DType D>
+struct Block32Format {
+  using Act = ActQ8;
+  static constexpr bool kMin = has_block_min(D);
+  static constexpr size_t kCols = 32;
+  static constexpr size_t kBytes = 8 * 64 + 64 + (kMin ? 64 : 0);  // per panel and block
+  // 2 panels x 6 tokens: 12 int32 + 12 f32 accumulators; each activation broadcast feeds 2.
+  static constexpr int kPanels = 2, kTokens = 6;
+
+  static void pack(const uint8_t* w0, size_t w_stride, size_t n_rows, size_t nb, uint8_t* dst) {
+    // A padded row: quants whose stored byte means 0, scale 0.
+    const __m256i pad = kMin ? _mm256_setzero_si256() : _mm256_set1_epi8(char(0x80));
+    for (size_t b = 0; b < nb; ++b, dst += kBytes) {
+      float* scales = reinterpret_cast<float*>(dst + 8 * 64);
+      __m256i rows[16];
+      for (size_t r = 0; r < 16; ++r) {
+        float d = 0.0f, m = 0.0f;
+        rows[r] = pad;
+        if (r < n_rows) {
+          const __m256i q = load_block32<D>(w0 + r * w_stride, b, &d, &m);
+          rows[r] = kMin ? q : _mm256_xor_si256(q, _mm256_set1_epi8(char(0x80)));
+        }
+        scales[r] = d;
+        if constexpr (kMin) scales[16 + r] = m;
+      }
+      store_groups(rows, dst);
+    }
+  }
+
+  // Per activation block: -128 * Σ q (the signed types' start value), or nothing.
+  using Side = int32_t;
+  static constexpr size_t kSidePerBlock = kMin ? 0 : 1;
+  static void side(const ActQ8& a, int32_t* out) {
+    // Σ (q ^ 0x80) over unsigned bytes = Σ q + 32 * 128.
+    const __m256i u = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)),
+                                       _mm256_set1_epi8(char(0x80)));
+    const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
+    const int64_t sum = _mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) +
+                        _mm256_extract_epi64(s, 2) + _mm256_extract_epi64(s, 3);
+    out[0] = -128 * static_cast<int32_t>(sum - 32 * 128);
+  }
+
+  template <int P, int T>
+  static void tile(const uint8_t* panels, size_t panel_bytes, const ActQ8* x, const int32_t* corr,
+                   size_t nb, __m512 (&accf)[P][T]) {
+    for (size_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = panels + b * kBytes;
+      __m512i acc[P][T];
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const __m512i init = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(corr[t * nb + b]);
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p) acc[p][t] = init;
+      }
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        __m512i wv[P];
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p) wv[p] = _mm512_loadu_si512(blk + p * panel_bytes + g * 64);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          int32_t a4;
+          __builtin_memcpy(&a4, x[t * nb + b].qs + 4 * g, 4);
+          const __m512i av = _mm512_set1_epi32(a4);
+#pragma GCC unroll 16
+          for (int p = 0; p < P; ++p) acc[p][t] = _mm512_dpbusd_epi32(acc[p][t], wv[p], av);
+        }
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const ActQ8& a = x[t * nb + b];
+        const __m512 xd = _mm512_set1_ps(a.d);
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p) {
+          const float* sc = reinterpret_cast<const float*>(blk + p * panel_bytes + 8 * 64);
+          accf[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[p][t]),
+                                       _mm512_mul_ps(_mm512_loadu_ps(sc), xd), accf[p][t]);
+          if constexpr (kMin)
+            accf[p][t] = _mm512_fmadd_ps(_mm512_loadu_ps(sc + 16), _mm512_set1_ps(a.s), accf[p][t]);
+        }
+      }
+    }
+  }
+};
+
+// ---- the K-quants: 256-blocks of 8 units of 32 (Q4_K, Q5_K) or 16 units of 16 (Q6_K) ----
+
+template <DType D>
+struct KquantFormat {
+  using Act = ActQ8K;
+  static constexpr size_t kCols = kQK;
+  static constexpr int kUnit = D == DType::Q6_K ? 16 : 32;
+  static constexpr int kUnits = kQK / kUnit;
+  static constexpr int kGroupsPerUnit = kUnit / 4;
+  static constexpr size_t kScaleBytes = 64 * kGroupsPerUnit * kUnits;  // 4096
+  static constexpr size_t kBytes = kScaleBytes + 2 * kUnits * 64;      // + scales, offsets
+  static constexpr int kPanels = 2, kTokens = 6;
+
+  static void pack(const uint8_t* w0, size_t w_stride, size_t n_rows, size_t nb, uint8_t* dst) {
+    constexpr size_t kBlockBytes = kKBlockBytes<D>;
+    for (size_t b = 0; b < nb; ++b, dst += kBytes) {
+      float* scales = reinterpret_cast<float*>(dst + kScaleBytes);
+      float* offsets = scales + 16 * kUnits;
+      __m256i q[16][8];
+      for (size_t r = 0; r < 16; ++r) {
+        if (r >= n_rows) {
+          for (int j = 0; j < 8; ++j) q[r][j] = _mm256_setzero_si256();
+          for (int u = 0; u < kUnits; ++u) scales[u * 16 + r] = offsets[u * 16 + r] = 0.0f;
+          continue;
+        }
+        const uint8_t* blk = w0 + r * w_stride + b * kBlockBytes;
+        kquant_levels<D>(blk, q[r]);
+        if constexpr (D == DType::Q6_K) {
+          const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
+          const float d = _cvtsh_ss(w->d);
+          for (int u = 0; u < kUnits; ++u) {
+            scales[u * 16 + r] = d * w->scales[u];
+            offsets[u * 16 + r] = 32.0f * (d * w->scales[u]);
+          }
+        } else {
+          const auto* w =
+              reinterpret_cast<const std::conditional_t<D == DType::Q4_K, BlockQ4_K, BlockQ5_K>*>(
+                  blk);
+          uint8_t sc[8], m[8];
+          unpack_q4k_scales(w->scales, sc, m);
+          const float d = _cvtsh_ss(w->d), dmin = _cvtsh_ss(w->dmin);
+          for (int u = 0; u < kUnits; ++u) {
+            scales[u * 16 + r] = d * sc[u];
+            offsets[u * 16 + r] = dmin * m[u];
+          }
+        }
+      }
+      for (int j = 0; j < 8; ++j) {
+        __m256i rows[16];
+        for (size_t r = 0; r < 16; ++r) rows[r] = q[r][j];
+        store_groups(rows, dst + j * 8 * 64);
+      }
+    }
+  }
+
+  // Per activation block: d_a * Σ a of each unit (its offsets' multiplier).
+  using Side = float;
+  static constexpr size_t kSidePerBlock = kUnits;
+  static void side(const ActQ8K& a, float* out) {
+    for (int u = 0; u < kUnits; ++u)
+      out[u] =
+          a.d * static_cast<float>(kUnit == 16 ? a.bsums[u] : a.bsums[2 * u] + a.bsums[2 * u + 1]);
+  }
+
+  template <int P, int T>
+  static void tile(const uint8_t* panels, size_t panel_bytes, const ActQ8K* x, const float* sums,
+                   size_t nb, __m512 (&accf)[P][T]) {
+    for (size_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = panels + b * kBytes;
+      for (int u = 0; u < kUnits; ++u) {
+        __m512i acc[P][T];
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p)
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int g = 0; g < kGroupsPerUnit; ++g) {
+          const int group = u * kGroupsPerUnit + g;
+          __m512i wv[P];
+#pragma GCC unroll 16
+          for (int p = 0; p < P; ++p)
+            wv[p] = _mm512_loadu_si512(blk + p * panel_bytes + group * 64);
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) {
+            int32_t a4;
+            __builtin_memcpy(&a4, x[t * nb + b].qs + 4 * group, 4);
+            const __m512i av = _mm512_set1_epi32(a4);
+#pragma GCC unroll 16
+            for (int p = 0; p < P; ++p) acc[p][t] = _mm512_dpbusd_epi32(acc[p][t], wv[p], av);
+          }
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          const __m512 da = _mm512_set1_ps(x[t * nb + b].d);
+          const __m512 sum = _mm512_set1_ps(sums[(t * nb + b) * kUnits + u]);
+#pragma GCC unroll 16
+          for (int p = 0; p < P; ++p) {
+            const float* sc = reinterpret_cast<const float*>(blk + p * panel_bytes + kScaleBytes);
+            accf[p][t] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[p][t]),
+                                _mm512_mul_ps(_mm512_loadu_ps(sc + 16 * u), da), accf[p][t]);
+            accf[p][t] = _mm512_fnmadd_ps(_mm512_loadu_ps(sc + 16 * (kUnits + u)), sum, accf[p][t]);
+          }
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+size_t panel_gemm_min_tokens() {
+  return g_min_tokens.load(std::memory_order_relaxed);
+}
+
+void set_panel_gemm_min_tokens(size_t n) {
+  g_min_tokens.store(n, std::memory_order_relaxed);
+}
+
+bool uses_panel_gemm(const WeightMatrix& w, size_t n_tokens) {
+  const size_t min_tokens = panel_gemm_min_tokens();
+  const CpuFeatures& f = cpu_features();
+  if (min_tokens == 0) return false;
+  // BF16's tiles are dot instructions already, so the panels pay from more tokens (Zen 4:
+  // 0.7-1.0x at 16 tokens, 1.0-1.15x at 32, 1.3x at 512).
+  if (w.dtype == DType::BF16) return f.avx512bf16 && w.cols % 32 == 0 && n_tokens >= min_tokens * 8;
+  if (!(is_block32_quant(w.dtype) || is_kquant(w.dtype)) || !f.avx512vnni) return false;
+  // Unpacking a K-quant block costs more, so fewer tokens share it (measured on Zen 4: Q4_K and
+  // Q5_K gain 1.3x at 8 tokens, Q6_K loses up to 0.75x at 8 and gains 1.7x at 32).
+  const size_t scale = w.dtype == DType::Q6_K ? 4 : is_kquant(w.dtype) ? 2 : 1;
+  return n_tokens >= min_tokens * scale;
+}
+
+void gemm_vnni_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
+                      size_t n_tokens, float* y) {
+  const size_t nb = x.blocks_per_token;
+  switch (w.dtype) {
+    case DType::Q8_0:
+      return gemm<Block32Format<DType::Q8_0>>(pool, w, x.q8, nb, n_tokens, y);
+    case DType::Q4_0:
+      return gemm<Block32Format<DType::Q4_0>>(pool, w, x.q8, nb, n_tokens, y);
+    case DType::Q4_1:
+      return gemm<Block32Format<DType::Q4_1>>(pool, w, x.q8, nb, n_tokens, y);
+    case DType::Q5_0:
+      return gemm<Block32Format<DType::Q5_0>>(pool, w, x.q8, nb, n_tokens, y);
+    case DType::Q5_1:
+      return gemm<Block32Format<DType::Q5_1>>(pool, w, x.q8, nb, n_tokens, y);
+    case DType::Q4_K:
+      return gemm<KquantFormat<DType::Q4_K>>(pool, w, x.q8k, nb, n_tokens, y);
+    case DType::Q5_K:
+      return gemm<KquantFormat<DType::Q5_K>>(pool, w, x.q8k, nb, n_tokens, y);
+    case DType::Q6_K:
+      return gemm<KquantFormat<DType::Q6_K>>(pool, w, x.q8k, nb, n_tokens, y);
+    default:
+      fail("gemm_vnni_avx512: {} has no integer-dot GEMM", dtype_info(w.dtype).name);
+  }
+}
+
+}  // namespace pith::kernels
+
+#pragma GCC pop_options

@@ -1,0 +1,149 @@
+// The loop nest of the AVX-512 panel GEMMs (gemm_vnni_avx512.cpp: quantised weights with
+// vpdpbusd; gemm_bf16_avx512.cpp: BF16 with vdpbf16ps), shared by their weight formats.
+// Internal to engine/kernels; included inside the includer's target region (AVX-512 F/BW/VL/DQ
+// plus the format's dot instruction), so it pushes no target of its own.
+//
+// Per task of kTaskRows rows (over the pool) the weights are packed over all K into 16-row
+// panels (F::pack), each 64-byte group holding 4 bytes of every row: one 512-bit dot
+// instruction then covers 16 rows, with the token's 4 activation bytes broadcast. Then for each
+// token chunk whose activations stay in L2, each F::kPanels panels x F::kTokens tokens run
+// F::tile over all K and store straight into y[token][row].
+//
+// A format F provides: Act (one activation block, kCols columns), kBytes (per panel and
+// block), pack(w0, stride, n_rows, nb, dst), Side / kSidePerBlock / side(act, out) (values
+// computed once per call per activation block), F::kPanels, F::kTokens and
+// tile<P, T>(panels, panel_bytes, x, side, nb, accf).
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "engine/kernels/matmul_kernels.h"
+
+// Internal linkage: each includer compiles these under its own target.
+namespace pith::kernels::panel_gemm {
+namespace {
+
+constexpr size_t kPanelRows = 16;
+constexpr size_t kTaskRows = 64;  // rows packed per task (4 panels)
+
+// The 8 x 8 transpose of 32-bit words: out[g] lane r = in[r] lane g.
+inline void transpose8x8_epi32(__m256i v[8]) {
+  const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+  const __m256i t4 = _mm256_unpacklo_epi32(v[4], v[5]), t5 = _mm256_unpackhi_epi32(v[4], v[5]);
+  const __m256i t6 = _mm256_unpacklo_epi32(v[6], v[7]), t7 = _mm256_unpackhi_epi32(v[6], v[7]);
+  const __m256i s0 = _mm256_unpacklo_epi64(t0, t2), s1 = _mm256_unpackhi_epi64(t0, t2);
+  const __m256i s2 = _mm256_unpacklo_epi64(t1, t3), s3 = _mm256_unpackhi_epi64(t1, t3);
+  const __m256i s4 = _mm256_unpacklo_epi64(t4, t6), s5 = _mm256_unpackhi_epi64(t4, t6);
+  const __m256i s6 = _mm256_unpacklo_epi64(t5, t7), s7 = _mm256_unpackhi_epi64(t5, t7);
+  v[0] = _mm256_permute2x128_si256(s0, s4, 0x20);
+  v[1] = _mm256_permute2x128_si256(s1, s5, 0x20);
+  v[2] = _mm256_permute2x128_si256(s2, s6, 0x20);
+  v[3] = _mm256_permute2x128_si256(s3, s7, 0x20);
+  v[4] = _mm256_permute2x128_si256(s0, s4, 0x31);
+  v[5] = _mm256_permute2x128_si256(s1, s5, 0x31);
+  v[6] = _mm256_permute2x128_si256(s2, s6, 0x31);
+  v[7] = _mm256_permute2x128_si256(s3, s7, 0x31);
+}
+
+// 32-byte quant vectors of 16 rows (rows[r][j]) to 64-byte groups 8j .. 8j + 7 at dst.
+inline void store_groups(const __m256i rows[16], uint8_t* dst) {
+  for (size_t half = 0; half < 2; ++half) {
+    __m256i v[8];
+    for (size_t i = 0; i < 8; ++i) v[i] = rows[half * 8 + i];
+    transpose8x8_epi32(v);
+    for (size_t g = 0; g < 8; ++g)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + g * 64 + half * 32), v[g]);
+  }
+}
+
+// y[t * ldy + p * 16 + lane] for P panels x T tokens; `valid_last` rows of the last panel are
+// stored (16 for a full one).
+template <typename F, int P, int T>
+void run_tile(const uint8_t* panels, size_t panel_bytes, const typename F::Act* x,
+              const typename F::Side* side, size_t nb, float* y, size_t ldy, size_t valid_last) {
+  __m512 accf[P][T];
+#pragma GCC unroll 16
+  for (int p = 0; p < P; ++p)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) accf[p][t] = _mm512_setzero_ps();
+  F::template tile<P, T>(panels, panel_bytes, x, side, nb, accf);
+  const __mmask16 last = valid_last >= 16 ? __mmask16(0xffff) : __mmask16((1u << valid_last) - 1);
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 16
+    for (int p = 0; p < P; ++p)
+      _mm512_mask_storeu_ps(y + t * ldy + p * kPanelRows, p == P - 1 ? last : __mmask16(0xffff),
+                            accf[p][t]);
+}
+
+template <typename F>
+void gemm(ThreadPool& pool, const WeightMatrix& w, const typename F::Act* x, size_t nb,
+          size_t n_tokens, float* y) {
+  using Side = typename F::Side;
+  const size_t rows = w.rows, wstride = w.row_bytes();
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  const size_t panel_bytes = nb * F::kBytes;
+
+  // The per-activation-block values the tiles read beside the quants.
+  thread_local std::vector<Side> side_buf;
+  const Side* side = nullptr;
+  if constexpr (F::kSidePerBlock > 0) {
+    const size_t n_blocks = n_tokens * nb;
+    if (side_buf.size() < n_blocks * F::kSidePerBlock) side_buf.resize(n_blocks * F::kSidePerBlock);
+    Side* out = side_buf.data();
+    auto run = [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) F::side(x[i], out + i * F::kSidePerBlock);
+    };
+    constexpr size_t kPerTask = 4096;
+    if (n_blocks < 2 * kPerTask)
+      run(0, n_blocks);
+    else
+      pool.parallel_for((n_blocks + kPerTask - 1) / kPerTask, [&](size_t task, size_t) {
+        run(task * kPerTask, std::min(n_blocks, (task + 1) * kPerTask));
+      });
+    side = out;
+  }
+  // Tokens per pass over a task's panels: their activations (~128 KiB) stay in L2.
+  const size_t act_bytes = nb * sizeof(typename F::Act);
+  size_t chunk =
+      std::max<size_t>(F::kTokens, (size_t{128} << 10) / act_bytes / F::kTokens * F::kTokens);
+  chunk = std::min(chunk, n_tokens);
+
+  const size_t n_tasks = (rows + kTaskRows - 1) / kTaskRows;
+  pool.parallel_for(n_tasks, [&](size_t task, size_t) {
+    thread_local std::vector<uint8_t> pack_buf;
+    const size_t r_begin = task * kTaskRows, r_end = std::min(rows, r_begin + kTaskRows);
+    const size_t n_panels = (r_end - r_begin + kPanelRows - 1) / kPanelRows;
+    if (pack_buf.size() < n_panels * panel_bytes + 64) pack_buf.resize(n_panels * panel_bytes + 64);
+    uint8_t* panels = pack_buf.data() + (-reinterpret_cast<uintptr_t>(pack_buf.data()) & 63);
+    for (size_t p = 0; p < n_panels; ++p) {
+      const size_t r = r_begin + p * kPanelRows;
+      F::pack(wdata + r * wstride, wstride, std::min(kPanelRows, r_end - r), nb,
+              panels + p * panel_bytes);
+    }
+    for (size_t t0 = 0; t0 < n_tokens; t0 += chunk) {
+      const size_t t_end = std::min(n_tokens, t0 + chunk);
+      for (size_t p = 0; p < n_panels; p += F::kPanels) {
+        const int np = static_cast<int>(std::min<size_t>(F::kPanels, n_panels - p));
+        const size_t r = r_begin + p * kPanelRows;
+        const size_t valid_last = std::min(kPanelRows, r_end - (r + (np - 1) * kPanelRows));
+        for (size_t t = t0; t < t_end; t += F::kTokens) {
+          const int nt = static_cast<int>(std::min<size_t>(F::kTokens, t_end - t));
+          for_tile<F::kPanels, F::kTokens>(np, nt, [&]<int P, int T>() {
+            run_tile<F, P, T>(panels + p * panel_bytes, panel_bytes, x + t * nb,
+                              side ? side + t * nb * F::kSidePerBlock : nullptr, nb,
+                              y + t * rows + r, rows, valid_last);
+          });
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace pith::kernels::panel_gemm
