@@ -166,6 +166,7 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
                        max_batch * ((o.batch_steps + eo.kv_page_size - 1) / eo.kv_page_size) + 4;
   eo.kv_memory_bytes = pages * page_bytes;
   eo.device = o.device;
+  eo.cpu_weight_panels = o.cpu_weight_panels;
   auto backend = make_backend(weights, eo);
   Backend& engine = *backend;
 

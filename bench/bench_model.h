@@ -33,6 +33,7 @@ struct ModelBenchOptions {
   std::string device = "auto";     // cpu | cuda | cuda:N | auto (engine/backend.h)
   bool profile = false;            // per-op time of a decode step and a prefill chunk (CPU)
   uint32_t profile_context = 128;  // tokens already in KV for the profile
+  bool cpu_weight_panels = true;   // BackendOptions::cpu_weight_panels (off: the A/B baseline)
 };
 
 // Runs the suite, printing a readable report to stdout; returns the JSON summary.

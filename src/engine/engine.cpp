@@ -86,6 +86,35 @@ void for_each_token(ThreadPool& pool, size_t n, Fn&& fn) {
   });
 }
 
+// A copy of the weights whose Q8_0 / BF16 matrices (the LM head included; not the embedding
+// table, which is read by rows) also hold their AVX-512 panels, or the weights themselves where
+// no matrix has panels on this CPU. The panels take as many bytes again; the mapped rows behind
+// them are then read only by other paths (e.g. an ISA cap in tests).
+std::shared_ptr<const ModelWeights> with_weight_panels(std::shared_ptr<const ModelWeights> weights,
+                                                       ThreadPool& pool, size_t& panel_bytes) {
+  auto copy = std::make_shared<ModelWeights>(*weights);
+  bool any = false;
+  auto pack = [&](WeightMatrix& m) {
+    if (m.data == nullptr) return;
+    if (auto panels = pack_weight_panels(pool, m)) {
+      m.panels = panels.get();
+      copy->storage.push_back(std::move(panels));
+      panel_bytes += m.rows * m.row_bytes();  // the same bytes as the rows (pack_weight_panels)
+      any = true;
+    }
+  };
+  for (LayerWeights& l : copy->layers) {
+    for (WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router,
+                            &l.sh_gate, &l.sh_up, &l.sh_down})
+      pack(*m);
+    for (auto* experts : {&l.exp_gate, &l.exp_up, &l.exp_down})
+      for (WeightMatrix& m : *experts) pack(m);
+  }
+  pack(copy->output);
+  if (!any) return weights;
+  return copy;
+}
+
 KvShape kv_shape(const ModelConfig& c, uint32_t page_size) {
   return KvShape{c.n_layers, c.n_kv_heads, c.head_dim, page_size};
 }
@@ -98,7 +127,10 @@ Engine::Engine(std::shared_ptr<const ModelWeights> weights, const EngineOptions&
       kv_pool_((validate_model_shapes(*weights_), kv_shape(weights_->config, options.kv_page_size)),
                options.kv_memory_bytes),
       embeds_(weights_->config.d_model, options.max_embeds),
-      scratch_(std::make_unique<Scratch>(weights_->config)) {}
+      scratch_(std::make_unique<Scratch>(weights_->config)) {
+  if (options.cpu_weight_panels)
+    weights_ = with_weight_panels(std::move(weights_), pool_, panel_bytes_);
+}
 
 Engine::~Engine() = default;
 
@@ -106,7 +138,7 @@ BackendInfo Engine::info() const {
   BackendInfo i;
   i.name = "cpu";
   i.device = fmt::format("{} threads, {}", pool_.size(), isa_name(best_isa()));
-  i.weight_bytes = weights_->weight_bytes();
+  i.weight_bytes = weights_->weight_bytes() + panel_bytes_;
   i.kv_bytes = size_t{kv_pool_.n_pages()} * kv_pool_.shape().page_bytes();
   i.workspace_bytes = size_t{embeds_.capacity()} * embeds_.d_model() * sizeof(float);
   return i;

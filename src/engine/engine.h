@@ -85,6 +85,7 @@ class Engine final : public Backend {
   struct Scratch;  // reusable activation buffers (engine.cpp), sized to the largest batch seen
 
   std::shared_ptr<const ModelWeights> weights_;
+  size_t panel_bytes_ = 0;  // weight panels packed at load (BackendOptions::cpu_weight_panels)
   ThreadPool pool_;
   KvPool kv_pool_;
   EmbedPool embeds_;

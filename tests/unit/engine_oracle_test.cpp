@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "engine/token_distribution.h"
 #include "engine_test_util.h"
@@ -128,6 +129,65 @@ TEST(OracleIncremental, DecodeMatchesLlamaCpp) {
   std::printf("tiny-f32.mid.incremental: worst %.3g, top-1 %zu/%zu\n", a.worst, a.top1_same, a.n);
   EXPECT_LE(a.worst, 1e-4);
   EXPECT_EQ(a.top1_same, a.n);
+}
+
+// Panels packed at load (BackendOptions::cpu_weight_panels, Q8_0 and BF16 on AVX-512 CPUs with
+// the dot instructions) change only the f32 summation order: one-token decode and prefill logits
+// stay within 1e-5 (Q8_0) / 2e-3 (BF16) of 1 + max |logit| of the engine that multiplies the
+// mapped rows, with the same argmax but for near-ties.
+TEST(WeightPanels, KeepTheLogits) {
+  Oracle ref = test::read_oracle("tiny-q8_0.mid.json");
+  size_t with_panels = 0;
+  for (const char* model : {"tiny-q8_0", "tiny-bf16"}) {
+    auto weights = test::load_test_model(model);
+    EngineOptions o;
+    o.kv_memory_bytes = size_t{8} << 20;
+    o.n_threads = 2;
+    o.cpu_weight_panels = false;
+    Engine rows(weights, o);
+    o.cpu_weight_panels = true;
+    Engine panels(weights, o);
+    EXPECT_EQ(rows.info().weight_bytes, weights->weight_bytes());
+    if (panels.info().weight_bytes == weights->weight_bytes()) continue;  // none on this CPU
+    EXPECT_GT(panels.info().weight_bytes, weights->weight_bytes());
+    ++with_panels;
+    // One token per forward (the decode path, where rows and panels take different kernels),
+    // then the whole prompt at once.
+    auto logits = [&](Engine& e) {
+      const uint32_t ps = e.kv_pool().page_size(), n = 24;
+      auto pages = e.kv_pool().allocate(test::pages_for(n, ps));
+      std::vector<std::vector<float>> out;
+      for (uint32_t i = 0; i < n; ++i) {
+        SequenceInput s;
+        s.tokens = {ref.tokens[i]};
+        s.positions = {i};
+        s.kv_pages.assign(pages.begin(), pages.begin() + test::pages_for(i + 1, ps));
+        s.last_page_len = test::last_len(i + 1, ps);
+        s.outputs = {{0, OutputKind::Logits, 0, 0}};
+        out.push_back(e.forward({s})[0].outputs[0].logits);
+      }
+      e.kv_pool().free(pages);
+      for (auto& l : test::prefill_logits(e, ref.tokens)) out.push_back(std::move(l));
+      return out;
+    };
+    const auto a = logits(rows), b = logits(panels);
+    ASSERT_EQ(a.size(), b.size());
+    const bool bf16 = std::string(model) == "tiny-bf16";
+    for (size_t i = 0; i < a.size(); ++i) {
+      float scale = 1;
+      for (float v : a[i]) scale = std::max(scale, 1 + std::fabs(v));
+      // Activations are rounded to bf16 before every BF16 product, so a last-bit difference in
+      // one sum can move an activation by 2^-9 and the logits with it: BF16 noise, not error.
+      const double tol = (bf16 ? 2e-3 : 1e-5) * scale;
+      EXPECT_LE(test::max_diff(a[i], b[i]), tol) << model << " position " << i;
+      const size_t ia = std::max_element(a[i].begin(), a[i].end()) - a[i].begin();
+      const size_t ib = std::max_element(b[i].begin(), b[i].end()) - b[i].begin();
+      if (ia != ib) {
+        EXPECT_LE(std::fabs(a[i][ia] - a[i][ib]), tol) << model << " position " << i;
+      }
+    }
+  }
+  if (with_panels == 0) GTEST_SKIP() << "no weight panels on this CPU";
 }
 
 }  // namespace

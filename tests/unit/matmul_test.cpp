@@ -377,6 +377,51 @@ TEST(Matmul, PanelGemmMatchesTheTiles) {
   if (cases == 0) GTEST_SKIP() << "no AVX512_VNNI or AVX512_BF16";
 }
 
+// Panels packed once at load (WeightMatrix::panels, Q8_0 and BF16) serve every token count,
+// decode included, through matmul and through matmul_blocks' row blocks, with the same math as
+// the tiles that read the rows.
+TEST(Matmul, LoadTimePanelsServeEveryTokenCount) {
+  if (!isa_supported(KernelIsa::Avx512)) GTEST_SKIP() << "no AVX-512";
+  std::mt19937 rng(32);
+  ThreadPool pool(2);
+  size_t cases = 0;
+  for (DType dt : {DType::Q8_0, DType::BF16}) {
+    const size_t rows = 2 * kMatmulBlockRows + 37, cols = 96;
+    auto wbytes = make_weights(dt, rows, cols, rng);
+    WeightMatrix w{dt, rows, cols, wbytes.data()};
+    auto panels = pack_weight_panels(pool, w);
+    if (!panels) continue;  // this CPU lacks VNNI or BF16
+    ++cases;
+    WeightMatrix packed = w;
+    packed.panels = panels.get();
+    for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{9}, size_t{130}}) {
+      ASSERT_TRUE(kernels::uses_panel_gemm(packed, n));
+      auto x = make_acts(n * cols, rng);
+      std::vector<float> got(n * rows), tiles(n * rows), blocks(n * rows, NAN);
+      matmul(pool, packed, x.data(), n, got.data());
+      const size_t gemm_from = kernels::panel_gemm_min_tokens();
+      kernels::set_panel_gemm_min_tokens(0);
+      matmul(pool, w, x.data(), n, tiles.data());
+      kernels::set_panel_gemm_min_tokens(gemm_from);
+      const std::string what = fmt::format("{} n={}", dtype_info(dt).name, n);
+      expect_close(got, tiles, output_scales(w, x.data(), n), vs_scalar_tolerance(dt),
+                   what + " vs tiles");
+      std::mutex mu;
+      matmul_blocks(pool, packed, x.data(), n, [&](const MatmulBlock& b) {
+        std::lock_guard<std::mutex> lock(mu);
+        for (size_t t = 0; t < b.n_tokens; ++t)
+          for (size_t r = 0; r < b.n_rows; ++r)
+            blocks[(b.t0 + t) * rows + b.r0 + r] = b.y[t * b.n_rows + r];
+      });
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(blocks[i], got[i]) << what << " i=" << i;
+    }
+  }
+  if (cases == 0) GTEST_SKIP() << "no AVX512_VNNI or AVX512_BF16";
+  DType none = DType::Q4_K;  // panels of unpacked levels would take more bytes than its rows
+  auto wbytes = make_weights(none, 16, 256, rng);
+  EXPECT_EQ(pack_weight_panels(pool, WeightMatrix{none, 16, 256, wbytes.data()}), nullptr);
+}
+
 // matmul_blocks hands out every (row block, token chunk) exactly once, with the same values
 // as matmul (same kernels, so bit-identical), across token counts on both sides of the
 // tile/GEMM switch and of the 128-token chunk, and a row count that is not a block multiple.

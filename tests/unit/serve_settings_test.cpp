@@ -37,6 +37,7 @@ TEST(ServeSettings, ConvertsEveryOption) {
   ServeConfig c = base();
   c.device = "cpu";
   c.gpu_memory_fraction = 0.5;
+  c.cpu_weight_panels = false;
   c.threads = 3;
   c.kv_memory = "64M";
   c.kv_page_size = 32;
@@ -64,6 +65,7 @@ TEST(ServeSettings, ConvertsEveryOption) {
   EXPECT_EQ(so.model_path, "model.gguf");
   EXPECT_EQ(so.engine.device, "cpu");
   EXPECT_DOUBLE_EQ(so.engine.gpu_memory_fraction, 0.5);
+  EXPECT_FALSE(so.engine.cpu_weight_panels);
   EXPECT_EQ(so.engine.n_threads, 3u);
   EXPECT_EQ(so.engine.kv_memory_bytes, size_t{64} << 20);
   EXPECT_EQ(so.engine.kv_page_size, 32u);

@@ -29,6 +29,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
+#include <new>
 #include <vector>
 
 #include "common/error.h"
@@ -56,7 +58,8 @@ struct Block32Format {
   using Act = ActQ8;
   static constexpr bool kMin = has_block_min(D);
   static constexpr size_t kCols = 32;
-  static constexpr size_t kBytes = 8 * 64 + 64 + (kMin ? 64 : 0);  // per panel and block
+  // Per panel and block: the quants, then the 16 scales d (and offsets m) as stored, fp16.
+  static constexpr size_t kBytes = 8 * 64 + 32 + (kMin ? 32 : 0);
   // 2 panels x 6 tokens: 12 int32 + 12 f32 accumulators; each activation broadcast feeds 2.
   static constexpr int kPanels = 2, kTokens = 6;
 
@@ -64,7 +67,7 @@ struct Block32Format {
     // A padded row: quants whose stored byte means 0, scale 0.
     const __m256i pad = kMin ? _mm256_setzero_si256() : _mm256_set1_epi8(char(0x80));
     for (size_t b = 0; b < nb; ++b, dst += kBytes) {
-      float* scales = reinterpret_cast<float*>(dst + 8 * 64);
+      uint16_t* scales = reinterpret_cast<uint16_t*>(dst + 8 * 64);
       __m256i rows[16];
       for (size_t r = 0; r < 16; ++r) {
         float d = 0.0f, m = 0.0f;
@@ -73,8 +76,8 @@ struct Block32Format {
           const __m256i q = load_block32<D>(w0 + r * w_stride, b, &d, &m);
           rows[r] = kMin ? q : _mm256_xor_si256(q, _mm256_set1_epi8(char(0x80)));
         }
-        scales[r] = d;
-        if constexpr (kMin) scales[16 + r] = m;
+        scales[r] = _cvtss_sh(d, 0);  // exact: d and m were fp16
+        if constexpr (kMin) scales[16 + r] = _cvtss_sh(m, 0);
       }
       store_groups(rows, dst);
     }
@@ -119,17 +122,23 @@ struct Block32Format {
           for (int p = 0; p < P; ++p) acc[p][t] = _mm512_dpbusd_epi32(acc[p][t], wv[p], av);
         }
       }
+      __m512 wd[P], wm[P];
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) {
+        const uint8_t* sc = blk + p * panel_bytes + 8 * 64;
+        wd[p] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc)));
+        if constexpr (kMin)
+          wm[p] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + 32)));
+      }
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
         const ActQ8& a = x[t * nb + b];
         const __m512 xd = _mm512_set1_ps(a.d);
 #pragma GCC unroll 16
         for (int p = 0; p < P; ++p) {
-          const float* sc = reinterpret_cast<const float*>(blk + p * panel_bytes + 8 * 64);
-          accf[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[p][t]),
-                                       _mm512_mul_ps(_mm512_loadu_ps(sc), xd), accf[p][t]);
-          if constexpr (kMin)
-            accf[p][t] = _mm512_fmadd_ps(_mm512_loadu_ps(sc + 16), _mm512_set1_ps(a.s), accf[p][t]);
+          accf[p][t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[p][t]), _mm512_mul_ps(wd[p], xd), accf[p][t]);
+          if constexpr (kMin) accf[p][t] = _mm512_fmadd_ps(wm[p], _mm512_set1_ps(a.s), accf[p][t]);
         }
       }
     }
@@ -259,6 +268,7 @@ bool uses_panel_gemm(const WeightMatrix& w, size_t n_tokens) {
   const size_t min_tokens = panel_gemm_min_tokens();
   const CpuFeatures& f = cpu_features();
   if (min_tokens == 0) return false;
+  if (w.panels != nullptr) return true;  // packed at load: no packing left to amortise
   // BF16's tiles are dot instructions already, so the panels pay from more tokens (Zen 4:
   // 0.7-1.0x at 16 tokens, 1.0-1.15x at 32, 1.3x at 512).
   if (w.dtype == DType::BF16) return f.avx512bf16 && w.cols % 32 == 0 && n_tokens >= min_tokens * 8;
@@ -267,6 +277,22 @@ bool uses_panel_gemm(const WeightMatrix& w, size_t n_tokens) {
   // Q5_K gain 1.3x at 8 tokens, Q6_K loses up to 0.75x at 8 and gains 1.7x at 32).
   const size_t scale = w.dtype == DType::Q6_K ? 4 : is_kquant(w.dtype) ? 2 : 1;
   return n_tokens >= min_tokens * scale;
+}
+
+std::shared_ptr<const void> pack_panels_vnni_avx512(ThreadPool& pool, const WeightMatrix& w) {
+  if (w.dtype != DType::Q8_0 || !cpu_features().avx512vnni) return nullptr;
+  using F = Block32Format<DType::Q8_0>;
+  const size_t bytes = (w.rows + kPanelRows - 1) / kPanelRows * (w.cols / F::kCols) * F::kBytes;
+  std::shared_ptr<uint8_t> buf(static_cast<uint8_t*>(::operator new (bytes, std::align_val_t{64})),
+                               [](uint8_t* p) { ::operator delete (p, std::align_val_t{64}); });
+  pack_all<F>(pool, w, buf.get());
+  return buf;
+}
+
+size_t panel_offset_bytes(const WeightMatrix& w, size_t r0) {
+  PITH_CHECK(r0 % kPanelRows == 0 && (w.dtype == DType::BF16 || w.dtype == DType::Q8_0));
+  const size_t per_block = w.dtype == DType::BF16 ? 16 * 64 : Block32Format<DType::Q8_0>::kBytes;
+  return r0 / kPanelRows * (w.cols / 32) * per_block;
 }
 
 void gemm_vnni_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,

@@ -210,6 +210,13 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_to
   matmul(pool, w, x, n_tokens, y, best_isa());
 }
 
+std::shared_ptr<const void> pack_weight_panels(ThreadPool& pool, const WeightMatrix& w) {
+  if (best_isa() != KernelIsa::Avx512 || w.data == nullptr || w.rows == 0) return nullptr;
+  if (w.dtype == DType::Q8_0) return kernels::pack_panels_vnni_avx512(pool, w);
+  if (w.dtype == DType::BF16) return kernels::pack_panels_bf16_avx512(pool, w);
+  return nullptr;
+}
+
 namespace {
 
 void check_matmul_args(const WeightMatrix& w, KernelIsa isa) {
@@ -347,7 +354,9 @@ void matmul_blocks(ThreadPool& pool, const WeightMatrix& w, const float* x, size
       } else {
         // Other ISAs keep no per-call activation state worth sharing: run the kernel on the
         // block's rows with a one-thread pool, on the path the whole product would take.
-        const WeightMatrix sub{w.dtype, nr, w.cols, w.row(r0)};
+        WeightMatrix sub{w.dtype, nr, w.cols, w.row(r0)};
+        if (w.panels != nullptr)
+          sub.panels = static_cast<const uint8_t*>(w.panels) + kernels::panel_offset_bytes(w, r0);
         run_kernel(inline_pool, sub, offset_acts(acts, t0, w.cols), nt, ybuf.data(), isa, n_tokens);
       }
       consume(MatmulBlock{worker, r0, nr, t0, nt, ybuf.data()});

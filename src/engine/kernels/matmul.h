@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 
 #include "common/thread_pool.h"
 #include "engine/kernels/cpu_features.h"
@@ -29,6 +30,10 @@ struct WeightMatrix {
   size_t rows = 0;  // out features
   size_t cols = 0;  // in features (multiple of the dtype's block size)
   const void* data = nullptr;
+  // The same matrix in the AVX-512 panel layout (pack_weight_panels), or null. Kernels that
+  // know the layout read it instead of `data`; `data` stays valid for the others. A matrix
+  // made from another's rows must not copy it.
+  const void* panels = nullptr;
   size_t row_bytes() const { return pith::row_bytes(dtype, cols); }
   const uint8_t* row(size_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes(); }
 };
@@ -62,6 +67,12 @@ inline constexpr size_t kMatmulBlockTokens = 120;  // a block's output stays wit
 // concurrently on different workers (for different blocks).
 void matmul_blocks(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens,
                    const MatmulBlockFn& consume);
+
+// Repacks w once for the AVX-512 panel GEMM, where the panels take no more bytes than its rows
+// (Q8_0 on AVX512_VNNI CPUs, BF16 with 32-multiple columns on AVX512_BF16 ones); null for other
+// dtypes and CPUs. Setting w.panels to it (kept alive as long as w) makes every product with
+// w, decode included, stream 16-row panels instead of rows and skip per-call packing.
+std::shared_ptr<const void> pack_weight_panels(ThreadPool& pool, const WeightMatrix& w);
 
 // Slow, obviously correct version (dequantise each row, f64 accumulate): the parity reference
 // for the optimised kernels in tests.

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 
 #include "common/thread_pool.h"
 #include "engine/kernels/matmul.h"
@@ -180,5 +181,10 @@ void gemm_vnni_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedAct
                       size_t n_tokens, float* y);
 void gemm_bf16_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
                       size_t n_tokens, float* y);
+// pack_weight_panels's halves (null where the dtype or CPU has no load-time panels), and where
+// row r0's panel starts (r0 a multiple of 16) in a matrix that has them.
+std::shared_ptr<const void> pack_panels_vnni_avx512(ThreadPool& pool, const WeightMatrix& w);
+std::shared_ptr<const void> pack_panels_bf16_avx512(ThreadPool& pool, const WeightMatrix& w);
+size_t panel_offset_bytes(const WeightMatrix& w, size_t r0);
 
 }  // namespace pith::kernels

@@ -7,7 +7,9 @@
 // panels (F::pack), each 64-byte group holding 4 bytes of every row: one 512-bit dot
 // instruction then covers 16 rows, with the token's 4 activation bytes broadcast. Then for each
 // token chunk whose activations stay in L2, each F::kPanels panels x F::kTokens tokens run
-// F::tile over all K and store straight into y[token][row].
+// F::tile over all K and store straight into y[token][row]. Formats whose panels take no more
+// bytes than the file's rows (Q8_0, BF16) can also be packed once at load (WeightMatrix::panels);
+// then every call, decode included, streams the panels and skips the packing.
 //
 // A format F provides: Act (one activation block, kCols columns), kBytes (per panel and
 // block), pack(w0, stride, n_rows, nb, dst), Side / kSidePerBlock / side(act, out) (values
@@ -81,6 +83,19 @@ void run_tile(const uint8_t* panels, size_t panel_bytes, const typename F::Act* 
                             accf[p][t]);
 }
 
+// Packs all of w's panels (ceil(rows / 16) x nb * F::kBytes) into dst, over the pool.
+template <typename F>
+void pack_all(ThreadPool& pool, const WeightMatrix& w, uint8_t* dst) {
+  const size_t nb = w.cols / F::kCols, panel_bytes = nb * F::kBytes;
+  const size_t n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
+  pool.parallel_for(n_panels, [&](size_t p, size_t) {
+    const size_t r = p * kPanelRows;
+    F::pack(w.row(r), w.row_bytes(), std::min(kPanelRows, w.rows - r), nb, dst + p * panel_bytes);
+  });
+}
+
+// y = w x. With w.panels (pack_all's layout, made once at load) the tasks read their panels
+// from there; otherwise each task packs its rows into the worker's scratch first.
 template <typename F>
 void gemm(ThreadPool& pool, const WeightMatrix& w, const typename F::Act* x, size_t nb,
           size_t n_tokens, float* y) {
@@ -116,15 +131,22 @@ void gemm(ThreadPool& pool, const WeightMatrix& w, const typename F::Act* x, siz
 
   const size_t n_tasks = (rows + kTaskRows - 1) / kTaskRows;
   pool.parallel_for(n_tasks, [&](size_t task, size_t) {
-    thread_local std::vector<uint8_t> pack_buf;
     const size_t r_begin = task * kTaskRows, r_end = std::min(rows, r_begin + kTaskRows);
     const size_t n_panels = (r_end - r_begin + kPanelRows - 1) / kPanelRows;
-    if (pack_buf.size() < n_panels * panel_bytes + 64) pack_buf.resize(n_panels * panel_bytes + 64);
-    uint8_t* panels = pack_buf.data() + (-reinterpret_cast<uintptr_t>(pack_buf.data()) & 63);
-    for (size_t p = 0; p < n_panels; ++p) {
-      const size_t r = r_begin + p * kPanelRows;
-      F::pack(wdata + r * wstride, wstride, std::min(kPanelRows, r_end - r), nb,
-              panels + p * panel_bytes);
+    const uint8_t* panels;
+    if (w.panels != nullptr) {
+      panels = static_cast<const uint8_t*>(w.panels) + r_begin / kPanelRows * panel_bytes;
+    } else {
+      thread_local std::vector<uint8_t> pack_buf;
+      if (pack_buf.size() < n_panels * panel_bytes + 64)
+        pack_buf.resize(n_panels * panel_bytes + 64);
+      uint8_t* packed = pack_buf.data() + (-reinterpret_cast<uintptr_t>(pack_buf.data()) & 63);
+      for (size_t p = 0; p < n_panels; ++p) {
+        const size_t r = r_begin + p * kPanelRows;
+        F::pack(wdata + r * wstride, wstride, std::min(kPanelRows, r_end - r), nb,
+                packed + p * panel_bytes);
+      }
+      panels = packed;
     }
     for (size_t t0 = 0; t0 < n_tokens; t0 += chunk) {
       const size_t t_end = std::min(n_tokens, t0 + chunk);
