@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 
 #include "bench/machine_baselines.h"
@@ -118,6 +119,11 @@ nlohmann::json run_matmul_bench(const MatmulBenchOptions& o) {
     for (const auto& shape : shapes) {
       auto wbytes = random_matrix(dtype, shape.rows, shape.cols);
       WeightMatrix w{dtype, shape.rows, shape.cols, wbytes.data()};
+      // As the CPU backend holds it: Q8_0 / BF16 packed into panels at load where the CPU has
+      // the dot instructions (the panel GEMM then serves every token count).
+      std::shared_ptr<const void> panels;
+      if (o.isa == KernelIsa::Avx512 && (panels = pack_weight_panels(pool, w)))
+        w.panels = panels.get();
       for (size_t n : o.tokens) {
         if (shape.rows > 100000 && n > o.max_lm_head_tokens) continue;
         std::vector<float> x(n * shape.cols), y(n * shape.rows);
