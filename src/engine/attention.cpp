@@ -14,6 +14,7 @@ namespace {
 
 constexpr uint32_t kQueriesPerTask = 16;
 constexpr uint32_t kMaxGroup = 16;  // query heads per task (GQA group), bounded for stack arrays
+constexpr uint32_t kMaxRows = kQueriesPerTask * kMaxGroup;  // (query, head) rows of a task
 
 // The two inner loops of attention over one page piece (cnt contiguous K or V rows of
 // head_dim floats), for G query heads that share the rows' KV head:
@@ -245,60 +246,103 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
     for (uint32_t h = 0; h < n_heads; h += hpt)
       for (uint32_t b = 0; b < seqs[si].n_inputs; b += kQueriesPerTask)
         scratch.tasks.push_back({si, h, b, std::min(seqs[si].n_inputs, b + kQueriesPerTask)});
+  // Score rows and accumulators for every (query, head) of a task: a causal chunk's queries
+  // share their common prefix of slots (see below).
+  const size_t rows = size_t{kQueriesPerTask} * hpt;
   if (scratch.scores.size() < pool.size()) scratch.scores.resize(pool.size());
   if (scratch.acc.size() < pool.size()) scratch.acc.resize(pool.size());
   for (size_t w = 0; w < pool.size(); ++w) {
-    if (scratch.scores[w].size() < size_t{max_ctx} * hpt)
-      scratch.scores[w].resize(size_t{max_ctx} * hpt);
-    if (scratch.acc[w].size() < size_t{hd} * hpt) scratch.acc[w].resize(size_t{hd} * hpt);
+    if (scratch.scores[w].size() < size_t{max_ctx} * rows)
+      scratch.scores[w].resize(size_t{max_ctx} * rows);
+    if (scratch.acc[w].size() < size_t{hd} * rows) scratch.acc[w].resize(size_t{hd} * rows);
   }
 
   pool.parallel_for(scratch.tasks.size(), [&](size_t task_index, size_t worker) {
     const AttentionScratch::Task& task = scratch.tasks[task_index];
     const AttentionSequence& s = seqs[task.seq];
     const uint32_t kvh = task.head / group;
-    const float* qg[kMaxGroup];
-    float* sg[kMaxGroup];
-    float* ag[kMaxGroup];
-    for (uint32_t g = 0; g < hpt; ++g) {
-      sg[g] = scratch.scores[worker].data() + size_t{g} * max_ctx;
-      ag[g] = scratch.acc[worker].data() + size_t{g} * hd;
-    }
-    for (uint32_t i = task.q_begin; i < task.q_end; ++i) {
-      for (uint32_t g = 0; g < hpt; ++g)
-        qg[g] = s.q + size_t{i} * q_dim + size_t{task.head + g} * hd;
-      // Pass 1: scaled scores of the visible slots, per head.
-      size_t n_vis = 0;
-      for_visible(
-          s, i, ps, params.window, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
-            float* so[kMaxGroup];
-            for (uint32_t g = 0; g < hpt; ++g) so[g] = sg[g] + idx;
-            kern.scores(kv.k(page, layer, kvh) + size_t{off} * hd, cnt, qg, hpt, hd, scale, so);
-            n_vis = idx + cnt;
-          });
-      if (n_vis == 0) {  // validation rejects this; keep the output defined anyway
+    // A causal chunk without a window: every query of the chunk sees the slots up to the first
+    // one's, so those K/V pieces are read once for all (query, head) rows of the task (from L1,
+    // instead of once per query from L2); each query then adds its own few diagonal slots.
+    // Per (query, head) the operations are the per-query path's, in the same slot order.
+    const bool shared = (s.mask == nullptr || s.mask->empty()) && params.window == 0;
+    const uint32_t nq = task.q_end - task.q_begin;
+    const uint32_t first_slot = s.context_len - s.n_inputs + task.q_begin;
+    const uint32_t shared_end = shared ? first_slot + 1 : 0;  // slots [0, shared_end): all
+    const float* qr[kMaxRows];
+    float* sr[kMaxRows];
+    float* ar[kMaxRows];
+    size_t n_vis[kQueriesPerTask] = {};
+    for (uint32_t i = 0; i < nq; ++i)
+      for (uint32_t g = 0; g < hpt; ++g) {
+        const uint32_t r = i * hpt + g;
+        qr[r] = s.q + size_t{task.q_begin + i} * q_dim + size_t{task.head + g} * hd;
+        sr[r] = scratch.scores[worker].data() + size_t{r} * max_ctx;
+        ar[r] = scratch.acc[worker].data() + size_t{r} * hd;
+      }
+    // Slots [begin, end) in pieces within pages, for rows [r0, r0 + n_rows).
+    auto shared_pieces = [&](uint32_t end, auto&& fn) {
+      for (uint32_t slot = 0; slot < end;) {
+        const uint32_t off = slot % ps, cnt = std::min(ps - off, end - slot);
+        fn(s.pages[slot / ps], off, cnt, size_t{slot});
+        slot += cnt;
+      }
+    };
+    // Pass 1: scaled scores of the visible slots.
+    if (shared_end > 0)
+      shared_pieces(shared_end, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
+        float* so[kMaxRows];
+        for (uint32_t r = 0; r < nq * hpt; ++r) so[r] = sr[r] + idx;
+        kern.scores(kv.k(page, layer, kvh) + size_t{off} * hd, cnt, qr, nq * hpt, hd, scale, so);
+      });
+    for (uint32_t i = 0; i < nq; ++i) {
+      n_vis[i] = shared_end;
+      for_visible(s, task.q_begin + i, ps, params.window,
+                  [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
+                    if (idx + cnt <= shared_end) return;  // scored above
+                    const uint32_t skip = idx < shared_end ? uint32_t(shared_end - idx) : 0;
+                    float* so[kMaxGroup];
+                    for (uint32_t g = 0; g < hpt; ++g) so[g] = sr[i * hpt + g] + idx + skip;
+                    kern.scores(kv.k(page, layer, kvh) + size_t{off + skip} * hd, cnt - skip,
+                                qr + i * hpt, hpt, hd, scale, so);
+                    n_vis[i] = idx + cnt;
+                  });
+      if (n_vis[i] == 0) {  // validation rejects this; keep the output defined anyway
         for (uint32_t g = 0; g < hpt; ++g)
-          std::memset(s.out + size_t{i} * q_dim + size_t{task.head + g} * hd, 0,
+          std::memset(s.out + size_t{task.q_begin + i} * q_dim + size_t{task.head + g} * hd, 0,
                       hd * sizeof(float));
         continue;
       }
-      if (cap > 0)
-        for (uint32_t g = 0; g < hpt; ++g)
-          for (size_t j = 0; j < n_vis; ++j) sg[g][j] = cap * std::tanh(sg[g][j] * inv_cap);
-      // Softmax (normalised in place), then the probability-weighted sum of V rows.
+      // Softmax (normalised in place), soft-capped first where the family caps.
       for (uint32_t g = 0; g < hpt; ++g) {
-        softmax(sg[g], n_vis, isa);
-        std::memset(ag[g], 0, hd * sizeof(float));
+        float* row = sr[i * hpt + g];
+        if (cap > 0)
+          for (size_t j = 0; j < n_vis[i]; ++j) row[j] = cap * std::tanh(row[j] * inv_cap);
+        softmax(row, n_vis[i], isa);
+        std::memset(ar[i * hpt + g], 0, hd * sizeof(float));
       }
-      for_visible(
-          s, i, ps, params.window, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
-            const float* po[kMaxGroup];
-            for (uint32_t g = 0; g < hpt; ++g) po[g] = sg[g] + idx;
-            kern.accumulate(kv.v(page, layer, kvh) + size_t{off} * hd, cnt, po, hpt, hd, ag);
-          });
+    }
+    // Pass 2: the probability-weighted sum of V rows, shared prefix first (slot order kept).
+    if (shared_end > 0)
+      shared_pieces(shared_end, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
+        const float* po[kMaxRows];
+        for (uint32_t r = 0; r < nq * hpt; ++r) po[r] = sr[r] + idx;
+        kern.accumulate(kv.v(page, layer, kvh) + size_t{off} * hd, cnt, po, nq * hpt, hd, ar);
+      });
+    for (uint32_t i = 0; i < nq; ++i) {
+      if (n_vis[i] == 0) continue;
+      for_visible(s, task.q_begin + i, ps, params.window,
+                  [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
+                    if (idx + cnt <= shared_end) return;
+                    const uint32_t skip = idx < shared_end ? uint32_t(shared_end - idx) : 0;
+                    const float* po[kMaxGroup];
+                    for (uint32_t g = 0; g < hpt; ++g) po[g] = sr[i * hpt + g] + idx + skip;
+                    kern.accumulate(kv.v(page, layer, kvh) + size_t{off + skip} * hd, cnt - skip,
+                                    po, hpt, hd, ar + i * hpt);
+                  });
       for (uint32_t g = 0; g < hpt; ++g)
-        std::memcpy(s.out + size_t{i} * q_dim + size_t{task.head + g} * hd, ag[g],
-                    hd * sizeof(float));
+        std::memcpy(s.out + size_t{task.q_begin + i} * q_dim + size_t{task.head + g} * hd,
+                    ar[i * hpt + g], hd * sizeof(float));
     }
   });
 }

@@ -27,17 +27,19 @@ TEST_P(AttentionParity, MatchesDenseReference) {
   const Shape sh = GetParam();
   const uint32_t layer = 1;
   KvShape ks{2, sh.n_kv_heads, sh.head_dim, sh.page_size};
-  KvPool kv(ks, ks.page_bytes() * 64);
+  KvPool kv(ks, ks.page_bytes() * 96);
   ThreadPool pool(sh.threads);
   std::mt19937 rng(sh.head_dim * 131 + sh.n_heads);
   std::normal_distribution<float> nd(0.0f, 1.0f);
 
-  // Two sequences: 37 slots with the last 5 as inputs (causal), 20 slots with 3 masked inputs.
+  // Three sequences: 37 slots with the last 5 as inputs (causal), 20 slots with 3 masked
+  // inputs, and a causal prefill of 40 inputs after 30 slots (three query chunks whose shared
+  // prefixes end mid-page).
   struct Seq {
     uint32_t ctx, n;
     bool masked;
   };
-  std::vector<Seq> specs{{37, 5, false}, {20, 3, true}};
+  std::vector<Seq> specs{{37, 5, false}, {20, 3, true}, {70, 40, false}};
   std::vector<std::vector<uint32_t>> pages;
   std::vector<std::vector<std::vector<uint32_t>>> masks(specs.size());
   std::vector<std::vector<float>> qs, outs;
