@@ -27,6 +27,12 @@ struct PieceKernels {
                  float scale, float* const* s);
   void (*accumulate)(const float* v, uint32_t cnt, const float* const* p, uint32_t G, uint32_t hd,
                      float* const* acc);
+  // The same for many rows (a causal chunk's shared prefix: queries x heads), where a piece's
+  // K rows are worth transposing once for all of them.
+  void (*many_scores)(const float* k, uint32_t cnt, const float* const* q, uint32_t G, uint32_t hd,
+                      float scale, float* const* s);
+  void (*many_accumulate)(const float* v, uint32_t cnt, const float* const* p, uint32_t G,
+                          uint32_t hd, float* const* acc);
 };
 
 namespace scalar {
@@ -178,10 +184,92 @@ void accumulate(const float* v, uint32_t cnt, const float* const* p, uint32_t G,
 }  // namespace vavx2
 #pragma GCC pop_options
 
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")
+namespace v512 {
+
+// head_dim a multiple of 16. Keys 16 at a time: the piece's K rows transposed into kt[d][16]
+// (zero lanes past cnt), then 4 rows at a time s[r][j0 .. j0 + 16) = Σ_d q[r][d] * kt[d] with
+// q[r][d] broadcast: 16 products per FMA and no horizontal sums.
+void many_scores(const float* k, uint32_t cnt, const float* const* q, uint32_t G, uint32_t hd,
+                 float scale, float* const* s) {
+  alignas(64) float kt[256 * 16];
+  if (hd > 256) return vavx2::scores(k, cnt, q, G, hd, scale, s);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (uint32_t j0 = 0; j0 < cnt; j0 += 16) {
+    const uint32_t n = std::min<uint32_t>(16, cnt - j0);
+    for (uint32_t d = 0; d < hd; ++d) {
+      for (uint32_t j = 0; j < n; ++j) kt[d * 16 + j] = k[size_t{j0 + j} * hd + d];
+      for (uint32_t j = n; j < 16; ++j) kt[d * 16 + j] = 0.0f;
+    }
+    const __mmask16 m = n == 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
+    uint32_t g = 0;
+    for (; g + 4 <= G; g += 4) {
+      __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                       _mm512_setzero_ps()};
+      for (uint32_t d = 0; d < hd; ++d) {
+        const __m512 kv = _mm512_load_ps(kt + d * 16);
+        for (int r = 0; r < 4; ++r)
+          acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[g + r][d]), kv, acc[r]);
+      }
+      for (int r = 0; r < 4; ++r)
+        _mm512_mask_storeu_ps(s[g + r] + j0, m, _mm512_mul_ps(acc[r], vscale));
+    }
+    for (; g < G; ++g) {
+      __m512 acc = _mm512_setzero_ps();
+      for (uint32_t d = 0; d < hd; ++d)
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(q[g][d]), _mm512_load_ps(kt + d * 16), acc);
+      _mm512_mask_storeu_ps(s[g] + j0, m, _mm512_mul_ps(acc, vscale));
+    }
+  }
+}
+
+// acc[r] += Σ_j p[r][j] * v_j, 64 columns and 4 rows at a time: each V row chunk is loaded once
+// for the 4 rows, 16 accumulators stay in registers across the piece.
+void many_accumulate(const float* v, uint32_t cnt, const float* const* p, uint32_t G, uint32_t hd,
+                     float* const* acc) {
+  for (uint32_t c = 0; c < hd; c += 64) {
+    const uint32_t nv = std::min<uint32_t>(64, hd - c) / 16;
+    uint32_t g = 0;
+    for (; g + 4 <= G && nv == 4; g += 4) {
+      __m512 a[4][4];
+      for (int r = 0; r < 4; ++r)
+        for (int x = 0; x < 4; ++x) a[r][x] = _mm512_loadu_ps(acc[g + r] + c + 16 * x);
+      for (uint32_t j = 0; j < cnt; ++j) {
+        const float* vj = v + size_t{j} * hd + c;
+        const __m512 v0 = _mm512_loadu_ps(vj), v1 = _mm512_loadu_ps(vj + 16),
+                     v2 = _mm512_loadu_ps(vj + 32), v3 = _mm512_loadu_ps(vj + 48);
+        for (int r = 0; r < 4; ++r) {
+          const __m512 w = _mm512_set1_ps(p[g + r][j]);
+          a[r][0] = _mm512_fmadd_ps(w, v0, a[r][0]);
+          a[r][1] = _mm512_fmadd_ps(w, v1, a[r][1]);
+          a[r][2] = _mm512_fmadd_ps(w, v2, a[r][2]);
+          a[r][3] = _mm512_fmadd_ps(w, v3, a[r][3]);
+        }
+      }
+      for (int r = 0; r < 4; ++r)
+        for (int x = 0; x < 4; ++x) _mm512_storeu_ps(acc[g + r] + c + 16 * x, a[r][x]);
+    }
+    for (; g < G; ++g)
+      for (uint32_t x = 0; x < nv; ++x) {
+        __m512 a = _mm512_loadu_ps(acc[g] + c + 16 * x);
+        for (uint32_t j = 0; j < cnt; ++j)
+          a = _mm512_fmadd_ps(_mm512_set1_ps(p[g][j]),
+                              _mm512_loadu_ps(v + size_t{j} * hd + c + 16 * x), a);
+        _mm512_storeu_ps(acc[g] + c + 16 * x, a);
+      }
+  }
+}
+
+}  // namespace v512
+#pragma GCC pop_options
+
 PieceKernels piece_kernels(uint32_t head_dim) {
+  if (head_dim % 16 == 0 && best_isa() == KernelIsa::Avx512)
+    return {vavx2::scores, vavx2::accumulate, v512::many_scores, v512::many_accumulate};
   if (head_dim % 8 == 0 && best_isa() != KernelIsa::Scalar)
-    return {vavx2::scores, vavx2::accumulate};
-  return {scalar::scores, scalar::accumulate};
+    return {vavx2::scores, vavx2::accumulate, vavx2::scores, vavx2::accumulate};
+  return {scalar::scores, scalar::accumulate, scalar::scores, scalar::accumulate};
 }
 
 // Calls fn(page, first_offset, count, running_index) for each page-contiguous piece of the
@@ -269,6 +357,7 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
     const uint32_t nq = task.q_end - task.q_begin;
     const uint32_t first_slot = s.context_len - s.n_inputs + task.q_begin;
     const uint32_t shared_end = shared ? first_slot + 1 : 0;  // slots [0, shared_end): all
+    const bool many = nq * hpt >= 16;  // enough rows to pay for transposing K (many_scores)
     const float* qr[kMaxRows];
     float* sr[kMaxRows];
     float* ar[kMaxRows];
@@ -293,7 +382,8 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
       shared_pieces(shared_end, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
         float* so[kMaxRows];
         for (uint32_t r = 0; r < nq * hpt; ++r) so[r] = sr[r] + idx;
-        kern.scores(kv.k(page, layer, kvh) + size_t{off} * hd, cnt, qr, nq * hpt, hd, scale, so);
+        (many ? kern.many_scores : kern.scores)(kv.k(page, layer, kvh) + size_t{off} * hd, cnt, qr,
+                                                nq * hpt, hd, scale, so);
       });
     for (uint32_t i = 0; i < nq; ++i) {
       n_vis[i] = shared_end;
@@ -327,7 +417,8 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
       shared_pieces(shared_end, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
         const float* po[kMaxRows];
         for (uint32_t r = 0; r < nq * hpt; ++r) po[r] = sr[r] + idx;
-        kern.accumulate(kv.v(page, layer, kvh) + size_t{off} * hd, cnt, po, nq * hpt, hd, ar);
+        (many ? kern.many_accumulate : kern.accumulate)(kv.v(page, layer, kvh) + size_t{off} * hd,
+                                                        cnt, po, nq * hpt, hd, ar);
       });
     for (uint32_t i = 0; i < nq; ++i) {
       if (n_vis[i] == 0) continue;
