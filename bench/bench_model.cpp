@@ -233,6 +233,7 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
                       {"bandwidth_gb_s", bw},
                       {"bandwidth_samples_gb_s", bw_samples},
                       {"weight_bytes_per_token", wbytes},
+                      {"weight_panels", o.cpu_weight_panels},
                       {"decode_floor_tok_s", floor},
                       {"tg_over_floor", tg / floor}};
   if (!o.llama_bench.empty()) {

@@ -55,7 +55,9 @@ def main():
         assert min(m["bandwidth_samples_gb_s"]) <= m["bandwidth_gb_s"] <= max(m["bandwidth_samples_gb_s"])
         # The per-op profile: four cases, every op named, the ops add up to the forward.
         pm = bench(pith, "model", "-m", model, "-p", "8", "-n", "2", "-r", "1",
-                   "--bandwidth-mib", "16", "--profile", "--profile-context", "16")
+                   "--bandwidth-mib", "16", "--profile", "--profile-context", "16",
+                   "--no-weight-panels")
+        assert m["weight_panels"] is True and pm["weight_panels"] is False, (m, pm)
         assert set(pm["profile"]) == {"decode_b1", "decode_b32", "prefill512_b1",
                                       "prefill512_b32"}, pm["profile"]
         for case in pm["profile"].values():

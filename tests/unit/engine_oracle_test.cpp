@@ -111,20 +111,7 @@ INSTANTIATE_TEST_SUITE_P(Models, OracleTest,
 TEST(OracleIncremental, DecodeMatchesLlamaCpp) {
   Oracle ref = test::read_oracle("tiny-f32.mid.incremental.json");
   auto engine = test::make_engine(test::load_test_model("tiny-f32"));
-  const uint32_t ps = engine->kv_pool().page_size();
-  const uint32_t n = uint32_t(ref.tokens.size());
-  auto pages = engine->kv_pool().allocate(test::pages_for(n, ps));
-  std::vector<std::vector<float>> logits;
-  for (uint32_t i = 0; i < n; ++i) {
-    SequenceInput s;
-    s.tokens = {ref.tokens[i]};
-    s.positions = {i};
-    s.kv_pages.assign(pages.begin(), pages.begin() + test::pages_for(i + 1, ps));
-    s.last_page_len = test::last_len(i + 1, ps);
-    s.outputs = {{0, OutputKind::Logits, 0, 0}};
-    auto r = engine->forward({s});
-    logits.push_back(r[0].outputs[0].logits);
-  }
+  const auto logits = test::decode_logits(*engine, ref.tokens, uint32_t(ref.tokens.size()));
   Agreement a = compare(ref, logits);
   std::printf("tiny-f32.mid.incremental: worst %.3g, top-1 %zu/%zu\n", a.worst, a.top1_same, a.n);
   EXPECT_LE(a.worst, 1e-4);
@@ -154,19 +141,7 @@ TEST(WeightPanels, KeepTheLogits) {
     // One token per forward (the decode path, where rows and panels take different kernels),
     // then the whole prompt at once.
     auto logits = [&](Engine& e) {
-      const uint32_t ps = e.kv_pool().page_size(), n = 24;
-      auto pages = e.kv_pool().allocate(test::pages_for(n, ps));
-      std::vector<std::vector<float>> out;
-      for (uint32_t i = 0; i < n; ++i) {
-        SequenceInput s;
-        s.tokens = {ref.tokens[i]};
-        s.positions = {i};
-        s.kv_pages.assign(pages.begin(), pages.begin() + test::pages_for(i + 1, ps));
-        s.last_page_len = test::last_len(i + 1, ps);
-        s.outputs = {{0, OutputKind::Logits, 0, 0}};
-        out.push_back(e.forward({s})[0].outputs[0].logits);
-      }
-      e.kv_pool().free(pages);
+      auto out = test::decode_logits(e, ref.tokens, 24);
       for (auto& l : test::prefill_logits(e, ref.tokens)) out.push_back(std::move(l));
       return out;
     };

@@ -95,6 +95,26 @@ inline std::vector<std::vector<float>> prefill_logits(Engine& e,
   return out;
 }
 
+// Logits of tokens[0, n) fed one token per forward call (the decode path), each call seeing
+// the KV written by the earlier ones; the pages are freed at the end.
+inline std::vector<std::vector<float>> decode_logits(Engine& e, const std::vector<int32_t>& tokens,
+                                                     uint32_t n) {
+  const uint32_t ps = e.kv_pool().page_size();
+  auto pages = e.kv_pool().allocate(pages_for(n, ps));
+  std::vector<std::vector<float>> out;
+  for (uint32_t i = 0; i < n; ++i) {
+    SequenceInput s;
+    s.tokens = {tokens[i]};
+    s.positions = {i};
+    s.kv_pages.assign(pages.begin(), pages.begin() + pages_for(i + 1, ps));
+    s.last_page_len = last_len(i + 1, ps);
+    s.outputs = {{0, OutputKind::Logits, 0, 0}};
+    out.push_back(std::move(e.forward({s})[0].outputs[0].logits));
+  }
+  e.kv_pool().free(pages);
+  return out;
+}
+
 struct OracleTop {
   int32_t id;
   double logit;

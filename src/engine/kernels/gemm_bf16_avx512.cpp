@@ -13,9 +13,15 @@
 
 #include <immintrin.h>
 
+// Everything panel_gemm_avx512.h uses, included before the target region so that no library
+// code is compiled for AVX-512 here.
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <new>
+#include <vector>
 
+#include "common/error.h"
 #include "engine/kernels/matmul_kernels.h"
 
 #pragma GCC push_options
@@ -84,11 +90,7 @@ struct Bf16Format {
 
 std::shared_ptr<const void> pack_panels_bf16_avx512(ThreadPool& pool, const WeightMatrix& w) {
   if (w.dtype != DType::BF16 || !cpu_features().avx512bf16 || w.cols % 32 != 0) return nullptr;
-  const size_t bytes = (w.rows + kPanelRows - 1) / kPanelRows * (w.cols / 32) * Bf16Format::kBytes;
-  std::shared_ptr<uint8_t> buf(static_cast<uint8_t*>(::operator new (bytes, std::align_val_t{64})),
-                               [](uint8_t* p) { ::operator delete (p, std::align_val_t{64}); });
-  pack_all<Bf16Format>(pool, w, buf.get());
-  return buf;
+  return pack_all<Bf16Format>(pool, w);
 }
 
 void gemm_bf16_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,

@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <new>
 #include <vector>
@@ -281,18 +282,7 @@ bool uses_panel_gemm(const WeightMatrix& w, size_t n_tokens) {
 
 std::shared_ptr<const void> pack_panels_vnni_avx512(ThreadPool& pool, const WeightMatrix& w) {
   if (w.dtype != DType::Q8_0 || !cpu_features().avx512vnni) return nullptr;
-  using F = Block32Format<DType::Q8_0>;
-  const size_t bytes = (w.rows + kPanelRows - 1) / kPanelRows * (w.cols / F::kCols) * F::kBytes;
-  std::shared_ptr<uint8_t> buf(static_cast<uint8_t*>(::operator new (bytes, std::align_val_t{64})),
-                               [](uint8_t* p) { ::operator delete (p, std::align_val_t{64}); });
-  pack_all<F>(pool, w, buf.get());
-  return buf;
-}
-
-size_t panel_offset_bytes(const WeightMatrix& w, size_t r0) {
-  PITH_CHECK(r0 % kPanelRows == 0 && (w.dtype == DType::BF16 || w.dtype == DType::Q8_0));
-  const size_t per_block = w.dtype == DType::BF16 ? 16 * 64 : Block32Format<DType::Q8_0>::kBytes;
-  return r0 / kPanelRows * (w.cols / 32) * per_block;
+  return pack_all<Block32Format<DType::Q8_0>>(pool, w);
 }
 
 void gemm_vnni_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,

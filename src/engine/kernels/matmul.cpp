@@ -355,8 +355,9 @@ void matmul_blocks(ThreadPool& pool, const WeightMatrix& w, const float* x, size
         // Other ISAs keep no per-call activation state worth sharing: run the kernel on the
         // block's rows with a one-thread pool, on the path the whole product would take.
         WeightMatrix sub{w.dtype, nr, w.cols, w.row(r0)};
+        static_assert(kMatmulBlockRows % 16 == 0);  // block rows start whole panels
         if (w.panels != nullptr)
-          sub.panels = static_cast<const uint8_t*>(w.panels) + kernels::panel_offset_bytes(w, r0);
+          sub.panels = static_cast<const uint8_t*>(w.panels) + r0 * w.row_bytes();
         run_kernel(inline_pool, sub, offset_acts(acts, t0, w.cols), nt, ybuf.data(), isa, n_tokens);
       }
       consume(MatmulBlock{worker, r0, nr, t0, nt, ybuf.data()});

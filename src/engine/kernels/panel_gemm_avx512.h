@@ -1,7 +1,8 @@
 // The loop nest of the AVX-512 panel GEMMs (gemm_vnni_avx512.cpp: quantised weights with
 // vpdpbusd; gemm_bf16_avx512.cpp: BF16 with vdpbf16ps), shared by their weight formats.
 // Internal to engine/kernels; included inside the includer's target region (AVX-512 F/BW/VL/DQ
-// plus the format's dot instruction), so it pushes no target of its own.
+// plus the format's dot instruction), so it pushes no target of its own; the includer includes
+// the library headers it uses before that region, so no library code is compiled for AVX-512.
 //
 // Per task of kTaskRows rows (over the pool) the weights are packed over all K into 16-row
 // panels (F::pack), each 64-byte group holding 4 bytes of every row: one 512-bit dot
@@ -21,8 +22,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <vector>
 
+#include "common/error.h"
 #include "engine/kernels/matmul_kernels.h"
 
 // Internal linkage: each includer compiles these under its own target.
@@ -83,15 +87,23 @@ void run_tile(const uint8_t* panels, size_t panel_bytes, const typename F::Act* 
                             accf[p][t]);
 }
 
-// Packs all of w's panels (ceil(rows / 16) x nb * F::kBytes) into dst, over the pool.
+// All of w's panels (ceil(rows / 16) x nb * F::kBytes), packed over the pool into a 64-byte
+// aligned buffer: the load-time panels of a format whose panels take exactly its rows' bytes
+// (F::kBytes == 16 x the file's block bytes), so row r's panel starts at r * w.row_bytes().
 template <typename F>
-void pack_all(ThreadPool& pool, const WeightMatrix& w, uint8_t* dst) {
+std::shared_ptr<const void> pack_all(ThreadPool& pool, const WeightMatrix& w) {
   const size_t nb = w.cols / F::kCols, panel_bytes = nb * F::kBytes;
   const size_t n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
+  PITH_CHECK(panel_bytes == kPanelRows * w.row_bytes());
+  std::shared_ptr<uint8_t> buf(
+      static_cast<uint8_t*>(::operator new (n_panels* panel_bytes, std::align_val_t{64})),
+      [](uint8_t* p) { ::operator delete (p, std::align_val_t{64}); });
   pool.parallel_for(n_panels, [&](size_t p, size_t) {
     const size_t r = p * kPanelRows;
-    F::pack(w.row(r), w.row_bytes(), std::min(kPanelRows, w.rows - r), nb, dst + p * panel_bytes);
+    F::pack(w.row(r), w.row_bytes(), std::min(kPanelRows, w.rows - r), nb,
+            buf.get() + p * panel_bytes);
   });
+  return buf;
 }
 
 // y = w x. With w.panels (pack_all's layout, made once at load) the tasks read their panels
