@@ -135,7 +135,8 @@ nlohmann::json run_contention_bench(const ContentionBenchOptions& o) {
   const uint32_t per_request = (o.prompt_tokens + o.gen_tokens + ps - 1) / ps;
   const uint32_t needed = per_request * static_cast<uint32_t>(o.requests);
 
-  auto run = [&](uint32_t pages, KvPressure pressure, const RunResult* reference) {
+  auto run = [&](uint32_t pages, KvPressure pressure, Preemption preemption,
+                 const RunResult* reference) {
     BackendOptions bo;
     bo.device = o.device;
     bo.n_threads = static_cast<size_t>(o.threads);
@@ -144,6 +145,7 @@ nlohmann::json run_contention_bench(const ContentionBenchOptions& o) {
     auto backend = make_backend(weights, bo);
     ControllerOptions co;
     co.kv_pressure = pressure;
+    co.preemption = preemption;
     co.prefix_cache = false;  // distinct prompts: nothing to share, nothing to evict
     Controller ctl(*backend, co);
     RunResult r;
@@ -176,7 +178,7 @@ nlohmann::json run_contention_bench(const ContentionBenchOptions& o) {
       "contention: {} requests x ({} prompt + {} generated tokens) at once, {}-token pages: "
       "{} pages needed together; model {}\n",
       o.requests, o.prompt_tokens, o.gen_tokens, ps, needed, o.model);
-  RunResult base = run(needed + 1, KvPressure::Suspend, nullptr);
+  RunResult base = run(needed + 1, KvPressure::Suspend, Preemption::Swap, nullptr);
   base.identical = base.completed;
   fmt::print("  unpressured ({:>5} pages):        {:>3}/{} done, {:9.1f} tok/s, p99 {:7.2f} s\n",
              base.pages, base.completed, o.requests, base.tok_s, base.p99_s);
@@ -194,20 +196,35 @@ nlohmann::json run_contention_bench(const ContentionBenchOptions& o) {
   out["runs"] = nlohmann::json::array();
   for (double f : o.factors) {
     const uint32_t pages = std::max<uint32_t>(static_cast<uint32_t>(needed / f), per_request + 1);
-    for (KvPressure pressure : {KvPressure::Suspend, KvPressure::Kill}) {
-      RunResult r = run(pages, pressure, &base);
-      const char* name = pressure == KvPressure::Suspend ? "suspend" : "kill";
+    // Suspension with each preemption mode, then the paper's kill policy.
+    struct Policy {
+      const char* name;
+      KvPressure pressure;
+      Preemption preemption;
+    };
+    double swap_tok_s = 0;
+    for (const Policy& p : {Policy{"swap", KvPressure::Suspend, Preemption::Swap},
+                            Policy{"recompute", KvPressure::Suspend, Preemption::Recompute},
+                            Policy{"kill", KvPressure::Kill, Preemption::Swap}}) {
+      RunResult r = run(pages, p.pressure, p.preemption, &base);
+      const bool suspend = p.pressure == KvPressure::Suspend;
       const auto& g = r.gauges;
+      if (p.preemption == Preemption::Swap && suspend) swap_tok_s = r.tok_s;
       fmt::print(
-          "  {:>4.1f}x ({:>5} pages) {:<7}:        {:>3}/{} done ({} identical), {:9.1f} tok/s "
-          "({:.2f}x of unpressured), p99 {:7.2f} s; {} suspensions, {} pages swapped out and in, "
-          "{:.3f} s swapping, {} killed\n",
-          double(needed) / r.pages, r.pages, name, r.completed, o.requests, r.identical, r.tok_s,
+          "  {:>4.1f}x ({:>5} pages) {:<9}: {:>3}/{} done ({} identical), {:9.1f} tok/s "
+          "({:.2f}x of unpressured), p99 {:7.2f} s; {} suspensions, {} pages swapped out and in "
+          "({:.3f} s), {} dropped and {} tokens recomputed ({:.3f} s to resume), {} killed\n",
+          double(needed) / r.pages, r.pages, p.name, r.completed, o.requests, r.identical, r.tok_s,
           r.tok_s / base.tok_s, r.p99_s, g.suspensions, g.pages_swapped_out, g.swap_ns / 1e9,
+          g.pages_dropped, g.tokens_recomputed, g.recompute_ns / 1e9,
           g.instances_killed_for_memory);
+      if (p.preemption == Preemption::Recompute && swap_tok_s > 0)
+        fmt::print("  {:>4.1f}x recompute / swap: {:.2f}x throughput\n", double(needed) / r.pages,
+                   r.tok_s / swap_tok_s);
       out["runs"].push_back({{"oversubscription", double(needed) / r.pages},
                              {"pages", r.pages},
-                             {"policy", name},
+                             {"policy", suspend ? "suspend" : "kill"},
+                             {"preemption", suspend ? p.name : "none"},
                              {"completed", r.completed},
                              {"identical", r.identical},
                              {"tok_s", r.tok_s},
@@ -218,6 +235,9 @@ nlohmann::json run_contention_bench(const ContentionBenchOptions& o) {
                              {"pages_swapped_out", g.pages_swapped_out},
                              {"pages_swapped_in", g.pages_swapped_in},
                              {"swap_s", g.swap_ns / 1e9},
+                             {"pages_dropped", g.pages_dropped},
+                             {"tokens_recomputed", g.tokens_recomputed},
+                             {"recompute_s", g.recompute_ns / 1e9},
                              {"kv_wait_s", g.kv_wait_ns / 1e9},
                              {"killed", g.instances_killed_for_memory}});
     }

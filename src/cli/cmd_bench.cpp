@@ -266,7 +266,8 @@ void add_contention_suite(CLI::App& bench) {  // pith bench contention (bench/be
   auto o = std::make_shared<bench::ContentionBenchOptions>();
   auto json = std::make_shared<bool>(false);
   auto* c = bench.add_subcommand(
-      "contention", "KV-memory oversubscription: suspend vs kill vs an unpressured pool");
+      "contention",
+      "KV-memory oversubscription: suspend (swap, recompute) vs kill vs an unpressured pool");
   c->add_option("-m,--model", o->model, "model file (GGUF or HF folder)")->required();
   c->add_option("--requests", o->requests, "completions started at once");
   c->add_option("--prompt-tokens", o->prompt_tokens, "prompt length");

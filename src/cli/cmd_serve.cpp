@@ -116,6 +116,10 @@ void add_serve_commands(CLI::App& app) {
                       "kill (end the newest inferlet)"));
   add(cmd->add_option("--swap-memory", cfg->swap_memory,
                       "host memory for suspended inferlets' KV pages, e.g. 4G"));
+  add(cmd->add_option("--preemption-mode", cfg->preemption_mode,
+                      "how a suspended inferlet's KV pages come back: swap (saved to host memory) "
+                      "or recompute (pages written from known tokens are dropped and recomputed; "
+                      "the rest are swapped)"));
   add(cmd->add_option("--kv-idle-suspend", cfg->kv_idle_suspend_s,
                       "seconds an inferlet with nothing queued may hold KV pages others wait for "
                       "before it is suspended (0: never)"));

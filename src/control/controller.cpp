@@ -41,6 +41,9 @@ Controller::Controller(Backend& backend, const ControllerOptions& options)
   limits_.long_prefill_threshold = options.long_prefill_threshold ? options.long_prefill_threshold
                                                                   : options.max_batch_tokens / 4;
   limits_ = policy_->limit(limits_);
+  if (options.kv_pressure == KvPressure::Suspend && options.preemption == Preemption::Recompute)
+    provenance_ = std::make_unique<KvProvenance>(
+        backend.page_slots().capacity(), backend.embed_slots().capacity(), backend.page_size());
   dispatcher_ = std::thread([this] { dispatcher_loop(); });
 }
 
@@ -83,6 +86,14 @@ void Controller::release_instance_locked(InstanceId id, Deferred& deferred) {
     drop_pending_locked(qit->second, "instance terminated", deferred);
     queues_.erase(qit);
   }
+  if (auto r = restoring_.find(id); r != restoring_.end()) {
+    if (auto qit = queues_.find(r->second.queue); qit != queues_.end()) {
+      drop_pending_locked(qit->second, "instance terminated", deferred);
+      queues_.erase(qit);
+    }
+    restoring_.erase(r);
+  }
+  dropped_.erase(id);
   forget_kv_client_locked(id);
   spaces_.release_instance(id);
   work_cv_.notify_one();  // pages came back: someone may be waiting for them
@@ -364,6 +375,7 @@ ControllerGauges Controller::gauges() const {
   g.kv_waiting = 0;
   for (const auto& [_, w] : alloc_waits_) g.kv_waiting += w.granted || w.refused ? 0 : 1;
   g.instances_suspended = static_cast<uint32_t>(spaces_.suspended_instances().size());
+  g.instances_restoring = static_cast<uint32_t>(restoring_.size());
   g.swap_bytes = spaces_.swap_bytes();
   if (const PrefixCache* cache = spaces_.prefix_cache()) {
     g.pages_cached = cache->stats().cached_pages;
@@ -427,7 +439,9 @@ bool Controller::wait_for_work(std::unique_lock<std::mutex>& lock, std::vector<Q
     views.clear();
     int64_t oldest = INT64_MAX;
     for (auto& [qid, q] : queues_) {
-      if (q.infos.empty() || spaces_.suspended(q.owner)) continue;
+      // A resumed instance's own queues wait for its restore queue (its recomputed pages).
+      if (q.infos.empty() || spaces_.suspended(q.owner) || (!q.restore && restoring(q.owner)))
+        continue;
       views.push_back({qid, q.priority, q.infos});
       oldest = std::min(oldest, q.infos.front().enqueued_ns);
     }
@@ -479,6 +493,7 @@ Controller::Batch Controller::take_locked(BatchPlan plan) {
       (decode ? batch.decode_tokens : batch.prefill_tokens) += static_cast<uint32_t>(n);
     }
   batch.plan = std::move(plan);
+  if (provenance_) record_batch_locked(batch);
   return batch;
 }
 
@@ -545,6 +560,7 @@ Controller::Deferred Controller::complete_locked(Batch& batch, int64_t backend_n
       }
     }
   }
+  if (provenance_) record_outcome_locked(batch, waiters);
   const BatchPlan& plan = batch.plan;
   last_batch_queues_.clear();
   for (const QueueTake& t : plan.takes) last_batch_queues_.push_back(t.queue_id);

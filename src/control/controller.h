@@ -39,6 +39,7 @@
 #include "control/calls.h"
 #include "control/contention_policy.h"
 #include "control/dispatch_policy.h"
+#include "control/kv_provenance.h"
 #include "control/pending_call.h"
 #include "control/resource_spaces.h"
 #include "control/status.h"
@@ -49,6 +50,13 @@ namespace pith {
 enum class KvPressure : uint8_t {
   Suspend,  // allocations wait; lower-ranked or idle instances are swapped to host memory
   Kill,     // the paper's baseline: the newest instance is terminated
+};
+
+// How a suspended instance's pages come back (the suspend policy).
+enum class Preemption : uint8_t {
+  Swap,       // every private page is saved to host memory and loaded on resume
+  Recompute,  // pages with a recipe (kv_provenance.h) are dropped and recomputed from their
+              // tokens on resume; the others are swapped
 };
 
 struct ControllerOptions {
@@ -62,6 +70,7 @@ struct ControllerOptions {
   uint32_t max_kv_pages_per_instance = 0;        // 0: no quota
   bool prefix_cache = true;                      // --no-prefix-cache turns it off
   KvPressure kv_pressure = KvPressure::Suspend;  // --kv-pressure
+  Preemption preemption = Preemption::Swap;      // --preemption-mode
   size_t swap_bytes =
       size_t{4} << 30;  // host memory for suspended instances' pages (--swap-memory)
   // An instance with nothing queued for this long may be suspended by any instance that needs
@@ -97,10 +106,15 @@ struct ControllerGauges {
   // KV pressure (suspend policy).
   uint32_t kv_waiting = 0;           // instances whose allocation waits (the admission queue)
   uint32_t instances_suspended = 0;  // instances whose pages are in host memory now
+  uint32_t instances_restoring = 0;  // resumed instances whose dropped pages are recomputing
   uint64_t suspensions = 0, resumes = 0;
   uint64_t pages_swapped_out = 0, pages_swapped_in = 0;
   uint64_t swap_bytes = 0;  // host memory held by suspended instances' pages now
   int64_t swap_ns = 0;      // time spent saving and loading pages
+  // Recompute preemption: pages dropped instead of saved, the tokens that rebuilt them, and the
+  // time from each resume to the end of its recompute.
+  uint64_t pages_dropped = 0, tokens_recomputed = 0;
+  int64_t recompute_ns = 0;
   uint64_t kv_wait_ns = 0;  // time allocations spent waiting, summed
   uint64_t kv_refused = 0;  // allocations refused: more than the pool can give the instance
 };
@@ -200,6 +214,7 @@ class Controller {
   struct Queue {
     InstanceId owner = 0;
     int32_t priority = 0;
+    bool restore = false;  // the controller's queue that recomputes a resumed instance's pages
     std::vector<CallInfo> infos;                     // pending, oldest first (scheduler view)
     std::deque<std::shared_ptr<PendingCall>> calls;  // parallel to infos
     uint64_t submitted = 0, completed = 0;
@@ -211,6 +226,7 @@ class Controller {
     std::vector<std::shared_ptr<PendingCall>> calls;
     int64_t max_wait_ns = 0;
     uint32_t prefill_tokens = 0, decode_tokens = 0;
+    std::vector<uint32_t> written;  // pages it writes (recompute preemption: opaque if it fails)
   };
 
   static int64_t now_ns();
@@ -254,10 +270,21 @@ class Controller {
   // for pages it could not get.
   bool relieve_pressure_locked(Deferred& deferred);
   void make_room_locked(InstanceId requester, size_t need, int64_t now);
+  // The pages only this instance references (with its references on each), and when asked every
+  // page it references (its handles and its queued calls').
   void private_pages_locked(InstanceId id, std::vector<uint32_t>& pages,
-                            std::vector<uint32_t>& refs) const;
+                            std::vector<uint32_t>& refs,
+                            std::vector<uint32_t>* visible = nullptr) const;
   size_t suspend_locked(InstanceId victim);  // pages freed
   bool resume_locked(InstanceId id, Deferred& deferred);
+  void end_instance_locked(InstanceId id, const std::string& why, Deferred& deferred);
+  // Recompute preemption: what a batch writes, recorded before it runs; the queue that rebuilds
+  // a resumed instance's dropped pages; after a batch, failed writes made opaque and finished
+  // restores woken (or, failed, their instance ended).
+  void record_batch_locked(Batch& batch);
+  void start_restore_locked(InstanceId id, ReplayPlan plan);
+  void record_outcome_locked(const Batch& batch, Deferred& deferred);
+  bool restoring(InstanceId id) const { return !restoring_.empty() && restoring_.count(id); }
 
   Backend& backend_;
   ControllerOptions options_;
@@ -284,6 +311,15 @@ class Controller {
   std::map<InstanceId, AllocWait> alloc_waits_;
   std::unordered_map<InstanceId, KvClient> kv_clients_;
   uint32_t reserved_pages_ = 0;
+  // Recompute preemption: page recipes (null under swap), the dropped pages of suspended
+  // instances, and the resumed ones whose restore queue is still running.
+  std::unique_ptr<KvProvenance> provenance_;
+  std::unordered_map<InstanceId, std::vector<DetachedPage>> dropped_;
+  struct Restore {
+    QueueId queue = 0;
+    int64_t since_ns = 0;
+  };
+  std::unordered_map<InstanceId, Restore> restoring_;
 
   bool stop_ = false;
   std::thread dispatcher_;

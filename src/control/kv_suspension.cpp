@@ -15,9 +15,16 @@
 // through the backend, frees them and skips its queues; its other calls that touch pages answer
 // Waiting. Resuming takes fresh pages, loads the images and rewrites the instance's handles and
 // queued calls from the old ids to the new ones.
+//
+// Under recompute preemption the pages that have a recipe (kv_provenance.h) are not saved but
+// dropped: resuming gives them fresh pages too, and a restore queue of the controller's own, at
+// the highest priority, runs the forwards that rebuild them (batched with everyone else's work
+// and chunked like any prefill). The instance stays parked until the last one completes.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <limits>
 #include <unordered_map>
 
 #include "control/contention_policy.h"
@@ -72,7 +79,7 @@ void Controller::set_fail_fast(InstanceId id, bool fail_fast) {
 
 Result<void> Controller::resident_or_wait_locked(InstanceId id) {
   if (!spaces_.has_instance(id)) return Failure{Status::Terminated, "unknown instance"};
-  if (spaces_.suspended(id)) return waiting();
+  if (spaces_.suspended(id) || restoring(id)) return waiting();
   return {};
 }
 
@@ -156,7 +163,8 @@ void Controller::wake_locked(InstanceId id, Deferred& wakes) {
 }
 
 void Controller::private_pages_locked(InstanceId id, std::vector<uint32_t>& pages,
-                                      std::vector<uint32_t>& refs) const {
+                                      std::vector<uint32_t>& refs,
+                                      std::vector<uint32_t>* visible) const {
   std::vector<uint32_t> pending;  // the references its queued calls hold
   for (QueueId q : spaces_.queues_of(id)) {
     auto it = queues_.find(q);
@@ -165,30 +173,65 @@ void Controller::private_pages_locked(InstanceId id, std::vector<uint32_t>& page
       pending.insert(pending.end(), call->held_pages.begin(), call->held_pages.end());
   }
   spaces_.private_pages(id, pending, pages, refs);
+  if (visible) {
+    *visible = pending;
+    if (const HandleTable* table = spaces_.page_table(id))
+      table->for_each([&](uint32_t, uint32_t phys) { visible->push_back(phys); });
+  }
 }
 
 size_t Controller::suspend_locked(InstanceId victim) {
-  std::vector<uint32_t> pages, refs;
-  private_pages_locked(victim, pages, refs);
+  std::vector<uint32_t> pages, refs, visible;
+  private_pages_locked(victim, pages, refs, provenance_ ? &visible : nullptr);
   if (pages.empty()) return 0;
-  const size_t bytes = pages.size() * backend_.kv_page_bytes();
+  // Recompute preemption: the pages with a recipe go last and are dropped, not saved.
+  size_t n_saved = pages.size();
+  if (provenance_) {
+    const std::vector<bool> replay = provenance_->replayable(pages, visible);
+    std::vector<uint32_t> order(pages.size());
+    size_t front = 0, back = pages.size();
+    for (size_t i = 0; i < pages.size(); ++i) order[replay[i] ? --back : front++] = uint32_t(i);
+    std::vector<uint32_t> ordered_pages(pages.size()), ordered_refs(pages.size());
+    for (size_t i = 0; i < order.size(); ++i) {
+      ordered_pages[i] = pages[order[i]];
+      ordered_refs[i] = refs[order[i]];
+    }
+    pages = std::move(ordered_pages);
+    refs = std::move(ordered_refs);
+    n_saved = front;
+  }
+  const std::span<const uint32_t> saved(pages.data(), n_saved);
+  const size_t bytes = n_saved * backend_.kv_page_bytes();
   if (spaces_.swap_bytes() + bytes > options_.swap_bytes) return 0;  // host swap space is full
   std::vector<std::byte> image(bytes);
   const int64_t t0 = now_ns();
   try {
-    backend_.save_kv_pages(pages, image);
+    if (n_saved > 0) backend_.save_kv_pages(saved, image);
   } catch (const std::exception&) {
     return 0;  // the instance keeps running; the one that wanted pages waits longer
   }
   counters_.swap_ns += now_ns() - t0;
-  spaces_.swap_out(victim, pages, std::move(refs), std::move(image));
+  if (provenance_) {
+    std::vector<DetachedPage> detached = provenance_->detach(pages);
+    detached.erase(detached.begin(), detached.begin() + static_cast<ptrdiff_t>(n_saved));
+    counters_.pages_dropped += detached.size();
+    if (!detached.empty()) dropped_[victim] = std::move(detached);
+  }
+  const size_t freed = pages.size();
+  spaces_.swap_out(victim, std::move(pages), std::move(refs), std::move(image));
   if (auto w = alloc_waits_.find(victim); w != alloc_waits_.end() && w->second.granted) {
     reserved_pages_ -= w->second.n;  // asks again once it is back
     w->second.granted = false;
   }
   ++counters_.suspensions;
-  counters_.pages_swapped_out += pages.size();
-  return pages.size();
+  counters_.pages_swapped_out += n_saved;
+  return freed;
+}
+
+void Controller::end_instance_locked(InstanceId id, const std::string& why, Deferred& deferred) {
+  KillFn kill = spaces_.take_on_kill(id);
+  release_instance_locked(id, deferred);
+  if (kill) deferred.push_back([kill = std::move(kill), why] { kill(why); });
 }
 
 bool Controller::resume_locked(InstanceId id, Deferred& deferred) {
@@ -204,22 +247,37 @@ bool Controller::resume_locked(InstanceId id, Deferred& deferred) {
     for (size_t i = 0; i < queue.calls.size(); ++i)
       relocate(*queue.calls[i], queue.infos[i], moved);
   }
+  // The saved pages come first (suspend_locked), the dropped ones after them.
+  const size_t n_saved = in.image.size() / backend_.kv_page_bytes();
   const int64_t t0 = now_ns();
   try {
-    backend_.load_kv_pages(in.fresh, in.image);
+    if (n_saved > 0) backend_.load_kv_pages(std::span(in.fresh).first(n_saved), in.image);
   } catch (const std::exception& e) {
     // Its K/V is gone: end it with the reason rather than let it compute on garbage.
-    KillFn kill = spaces_.take_on_kill(id);
-    release_instance_locked(id, deferred);
-    if (kill)
-      deferred.push_back([kill = std::move(kill), why = std::string(e.what())] {
-        kill("its KV pages could not be restored after a suspension (" + why + ")");
-      });
+    end_instance_locked(
+        id, fmt::format("its KV pages could not be restored after a suspension ({})", e.what()),
+        deferred);
     return false;
   }
   counters_.swap_ns += now_ns() - t0;
   ++counters_.resumes;
-  counters_.pages_swapped_in += in.fresh.size();
+  counters_.pages_swapped_in += n_saved;
+  if (provenance_) {
+    for (size_t i = 0; i < n_saved; ++i) provenance_->on_opaque_write(in.fresh[i]);
+    if (auto d = dropped_.find(id); d != dropped_.end()) {
+      std::vector<DetachedPage> dropped = std::move(d->second);
+      dropped_.erase(d);
+      std::optional<ReplayPlan> plan = provenance_->replay_plan(std::move(dropped), moved);
+      if (!plan) {
+        end_instance_locked(id,
+                            "a KV page it shared with another instance was rewritten while it "
+                            "was suspended, so its own pages could not be recomputed",
+                            deferred);
+        return false;
+      }
+      start_restore_locked(id, std::move(*plan));
+    }
+  }
   // Its guest has been parked all along: give it time to run before it can count as idle.
   if (auto it = kv_clients_.find(id); it != kv_clients_.end()) it->second.last_active_ns = now_ns();
   return true;
@@ -233,7 +291,7 @@ void Controller::make_room_locked(InstanceId requester, size_t need, int64_t now
   std::vector<uint32_t> pages, refs;
   size_t could_free = 0;
   for (const auto& [id, client] : kv_clients_) {
-    if (id == requester || !client.wake || spaces_.suspended(id)) continue;
+    if (id == requester || !client.wake || spaces_.suspended(id) || restoring(id)) continue;
     private_pages_locked(id, pages, refs);
     candidates.push_back({id, rank_locked(id), pages.size(), idle_ns_locked(id, now)});
   }
@@ -304,9 +362,97 @@ bool Controller::relieve_pressure_locked(Deferred& deferred) {
       w->second.granted = true;
       reserved_pages_ += want;
     }
-    wake_locked(id, deferred);
+    if (!restoring(id)) wake_locked(id, deferred);  // else when its recompute is done
   }
   return blocked;
+}
+
+// ---------------------------------------------------------------- recompute preemption
+
+void Controller::record_batch_locked(Batch& batch) {
+  const uint32_t ps = page_size();
+  for (const auto& c : batch.calls) {
+    if (auto* f = std::get_if<ForwardCall>(&c->call)) {
+      provenance_->on_forward(f->seq);
+      const SequenceInput& seq = f->seq;
+      const size_t first = (context_slots(seq, ps) - seq.n_inputs()) / ps;
+      batch.written.insert(batch.written.end(), seq.kv_pages.begin() + ptrdiff_t(first),
+                           seq.kv_pages.end());
+    } else if (auto* e = std::get_if<EmbedTokensCall>(&c->call)) {
+      provenance_->on_embed_tokens(e->tokens, e->slots);
+    } else if (auto* k = std::get_if<CopyKvCall>(&c->call)) {
+      provenance_->on_opaque_write(k->dst);
+    }
+  }
+}
+
+void Controller::start_restore_locked(InstanceId id, ReplayPlan plan) {
+  if (plan.sequences.empty()) return;
+  const QueueId qid = next_queue_id_++;
+  Queue& queue = queues_[qid];
+  queue.owner = id;
+  queue.restore = true;
+  queue.priority = std::numeric_limits<int32_t>::max();  // before any work of anyone
+  const int64_t now = now_ns();
+  for (size_t i = 0; i < plan.sequences.size(); ++i) {
+    SequenceInput& seq = plan.sequences[i];
+    auto call = std::make_shared<PendingCall>();
+    CallInfo info;
+    info.id = next_call_id_++;
+    info.type = CallType::Forward;
+    info.n_tokens = static_cast<uint32_t>(seq.n_inputs());
+    info.splittable = seq.n_inputs() > 1;
+    info.writes = plan.writes[i];
+    for (uint32_t p : seq.kv_pages)
+      if (std::find(info.writes.begin(), info.writes.end(), p) == info.writes.end())
+        info.reads.push_back(p);
+    info.enqueued_ns = call->enqueued_ns = now;
+    call->owner = id;
+    call->queue = qid;
+    call->held_pages = seq.kv_pages;
+    spaces_.page_refs().retain(call->held_pages);
+    call->call = ForwardCall{std::move(seq), nullptr};
+    queue.infos.push_back(std::move(info));
+    queue.calls.push_back(std::move(call));
+    ++queue.submitted;
+  }
+  counters_.tokens_recomputed += plan.tokens;
+  restoring_[id] = Restore{qid, now};
+  work_cv_.notify_one();
+}
+
+void Controller::record_outcome_locked(const Batch& batch, Deferred& deferred) {
+  bool failed = false;
+  std::vector<std::pair<InstanceId, std::string>> broken;  // restores that failed
+  for (const auto& c : batch.calls) {
+    if (c->outcome.ok()) continue;
+    failed = true;
+    if (auto* e = std::get_if<EmbedTokensCall>(&c->call))
+      for (uint32_t slot : e->slots) provenance_->on_embed_tokens(std::array{-1}, std::array{slot});
+    if (restoring(c->owner) && restoring_.at(c->owner).queue == c->queue)
+      broken.emplace_back(c->owner, c->outcome.failure().message);
+  }
+  if (failed)  // what the batch wrote is unknown
+    for (uint32_t p : batch.written) provenance_->on_opaque_write(p);
+  for (auto& [id, why] : broken)
+    if (restoring(id))
+      end_instance_locked(
+          id, fmt::format("its KV pages could not be recomputed after a suspension ({})", why),
+          deferred);
+  // Restores whose last call completed: the instance runs again.
+  for (const QueueTake& t : batch.plan.takes) {
+    auto qit = queues_.find(t.queue_id);
+    if (qit == queues_.end() || !qit->second.restore || !qit->second.calls.empty()) continue;
+    const InstanceId id = qit->second.owner;
+    queues_.erase(qit);
+    if (auto r = restoring_.find(id); r != restoring_.end()) {
+      counters_.recompute_ns += now_ns() - r->second.since_ns;
+      restoring_.erase(r);
+    }
+    if (auto it = kv_clients_.find(id); it != kv_clients_.end())
+      it->second.last_active_ns = now_ns();
+    wake_locked(id, deferred);
+  }
 }
 
 }  // namespace pith

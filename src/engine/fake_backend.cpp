@@ -320,10 +320,10 @@ void FakeBackend::set_forward_delay(std::chrono::microseconds per_call,
   delay_per_input_ = per_input;
 }
 
-void FakeBackend::fail_call(FakeHandler handler, uint64_t n, FakeFailure kind) {
+void FakeBackend::fail_call(FakeHandler handler, uint64_t n, FakeFailure kind, uint32_t times) {
   if (n == 0) fail("fake backend: fail_call counts calls from 1 (the next call)");
   std::lock_guard lock(knob_mu_);
-  failures_[static_cast<size_t>(handler)] = PendingFailure{n, kind};
+  failures_[static_cast<size_t>(handler)] = PendingFailure{n, kind, std::max(times, 1u)};
 }
 
 FakeCounters FakeBackend::counters() const {
@@ -399,6 +399,10 @@ void FakeBackend::enter(FakeHandler handler, const std::function<void()>& valida
       failing = true;
       kind = f.kind;
       counters_.injected_failures++;
+      if (f.times > 1) {
+        --f.times;
+        f.calls_left = 1;  // the next call fails too
+      }
     }
   }
   if (!failing) return;

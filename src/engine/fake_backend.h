@@ -126,8 +126,11 @@ class FakeBackend final : public Backend {
   void set_forward_delay(std::chrono::microseconds per_call,
                          std::chrono::microseconds per_input = {});
   // The n-th valid call of `handler` from now (1 = the next) throws `kind` after validation,
-  // before any state changes. One pending failure per handler; a new one replaces it.
-  void fail_call(FakeHandler handler, uint64_t n, FakeFailure kind = FakeFailure::Error);
+  // before any state changes, and so do the `times - 1` calls after it (a failure that outlasts
+  // the controller's one-by-one retry of a rejected batch). One pending failure per handler; a
+  // new one replaces it.
+  void fail_call(FakeHandler handler, uint64_t n, FakeFailure kind = FakeFailure::Error,
+                 uint32_t times = 1);
 
   // ---- inspection ----
   FakeCounters counters() const;
@@ -176,6 +179,7 @@ class FakeBackend final : public Backend {
   struct PendingFailure {
     uint64_t calls_left = 0;  // 0: none
     FakeFailure kind = FakeFailure::Error;
+    uint32_t times = 1;
   };
   PendingFailure failures_[6];
   FakeCounters counters_;

@@ -30,9 +30,10 @@ struct ServeConfig {
   uint32_t max_kv_pages_per_inferlet = 0;
   std::vector<std::string> lora;  // NAME=PATH (or PATH: named after its file), loaded at startup
   uint32_t max_loras = 64;        // adapters loaded at once
-  std::string kv_pressure = "suspend";  // suspend | kill
-  std::string swap_memory = "4G";       // host memory for suspended inferlets' KV pages
-  double kv_idle_suspend_s = 1;         // idle this long: may be suspended by anyone (0: never)
+  std::string kv_pressure = "suspend";   // suspend | kill
+  std::string swap_memory = "4G";        // host memory for suspended inferlets' KV pages
+  std::string preemption_mode = "swap";  // swap | recompute: how suspended pages come back
+  double kv_idle_suspend_s = 1;          // idle this long: may be suspended by anyone (0: never)
 
   // Runtime.
   std::string cache_dir;  // programs/ and native/ below it (default ~/.cache/pith)

@@ -106,6 +106,8 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   require(c.kv_pressure == "suspend" || c.kv_pressure == "kill", "--kv-pressure",
           fmt::format("must be suspend or kill, not '{}'", c.kv_pressure));
   const size_t swap_bytes = byte_size_option("--swap-memory", c.swap_memory);
+  require(c.preemption_mode == "swap" || c.preemption_mode == "recompute", "--preemption-mode",
+          fmt::format("must be swap or recompute, not '{}'", c.preemption_mode));
   seconds_option("--kv-idle-suspend", c.kv_idle_suspend_s);
   BatchFormation formation = BatchFormation::DecodeFirst;
   if (c.batch_formation == "fcfs")
@@ -205,6 +207,8 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   }
   so.control.kv_pressure = c.kv_pressure == "kill" ? KvPressure::Kill : KvPressure::Suspend;
   so.control.swap_bytes = swap_bytes;
+  so.control.preemption =
+      c.preemption_mode == "recompute" ? Preemption::Recompute : Preemption::Swap;
   so.control.idle_suspend_ns = static_cast<int64_t>(c.kv_idle_suspend_s * 1e9);
   so.runtime.compiler.cache_dir = c.cache_dir + "/native";
   so.runtime.threads = c.runtime_threads;

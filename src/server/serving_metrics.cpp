@@ -78,6 +78,18 @@ void register_serving_metrics(Metrics& metrics, ServingStack& stack) {
       [g] { return double(g().pages_swapped_in); }, "direction=\"in\"");
   metrics.counter_fn("pith_kv_swap_seconds_total", "Time spent saving and restoring KV pages",
                      [g] { return double(g().swap_ns) / 1e9; });
+  metrics.gauge("pith_kv_restoring_instances",
+                "Resumed instances whose dropped KV pages are being recomputed",
+                [g] { return double(g().instances_restoring); });
+  metrics.counter_fn("pith_kv_dropped_pages_total",
+                     "KV pages dropped at suspension, to be recomputed from their tokens",
+                     [g] { return double(g().pages_dropped); });
+  metrics.counter_fn("pith_kv_recomputed_tokens_total",
+                     "Tokens recomputed to rebuild dropped KV pages",
+                     [g] { return double(g().tokens_recomputed); });
+  metrics.counter_fn("pith_kv_recompute_seconds_total",
+                     "Time from each resume to the end of its recompute, summed",
+                     [g] { return double(g().recompute_ns) / 1e9; });
   metrics.counter_fn("pith_kv_wait_seconds_total", "Time KV allocations spent waiting, summed",
                      [g] { return double(g().kv_wait_ns) / 1e9; });
   metrics.counter_fn("pith_kv_refused_total",

@@ -105,9 +105,15 @@ def main():
     assert k["baseline"]["completed"] == 6, k["baseline"]
     suspend = [r for r in k["runs"] if r["policy"] == "suspend"]
     kill = [r for r in k["runs"] if r["policy"] == "kill"]
-    assert len(suspend) == len(kill) == 1, k["runs"]
+    assert len(suspend) == 2 and len(kill) == 1, k["runs"]
+    assert sorted(r["preemption"] for r in suspend) == ["recompute", "swap"], suspend
     # Under suspension nothing is lost and every output is the unpressured one.
-    assert suspend[0]["completed"] == suspend[0]["identical"] == 6, suspend[0]
+    for r in suspend:
+        assert r["completed"] == r["identical"] == 6, r
+    swap = next(r for r in suspend if r["preemption"] == "swap")
+    recompute = next(r for r in suspend if r["preemption"] == "recompute")
+    assert swap["pages_dropped"] == 0 and swap["tokens_recomputed"] == 0, swap
+    assert recompute["pages_swapped_out"] <= swap["pages_swapped_out"], (recompute, swap)
     assert kill[0]["completed"] + kill[0]["killed"] <= 6, kill[0]
 
     with tempfile.TemporaryDirectory(prefix="pith_bench_") as cache:

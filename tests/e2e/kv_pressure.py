@@ -2,7 +2,8 @@
 """End-to-end check of the server under KV-memory pressure (real `pith serve`, tiny model):
 50 concurrent chat completions of 500 tokens on a 2 MiB KV pool (~6x oversubscribed) all
 complete with the greedy output of an unpressured server, nobody is killed, and /metrics shows
-what it cost (suspensions, pages swapped each way, time waited). The same load under
+what it cost (suspensions, pages swapped each way or dropped and recomputed, time waited), under
+both preemption modes (swap, recompute). The same load under
 `--kv-pressure kill` (the paper's policy) loses requests with 503s, and a request that alone
 needs more than the pool gets a clear error while the server keeps serving, and a client that
 disconnects mid-stream gets its instance and pages freed.
@@ -64,30 +65,41 @@ def main():
         assert s.metric("pith_kv_suspensions_total") == 0
     print(f"unpressured: {n}/{n} in {ref_s:.2f} s, p99 latency {ref_p99:.2f} s")
 
-    with Server(pith, model, "--device", "cpu", "--kv-memory", pool) as s:
-        pages = s.metric("pith_kv_pages_total")
-        got, got_s, got_p99 = load(s, n, tokens)
-        failed = [r for r in got if r[0] != 200]
-        assert not failed, f"{len(failed)} of {n} failed under pressure: {failed[:2]}"
-        for status, body in got:
-            assert body["usage"]["completion_tokens"] == tokens, body["usage"]
-        same = sum(a == b for a, b in zip(texts(got), texts(ref)))
-        assert same == n, f"only {same} of {n} outputs equal the unpressured run's"
-        suspensions = s.metric("pith_kv_suspensions_total")
-        swapped_out = s.metric("pith_kv_swapped_pages_total", {"direction": "out"})
-        swapped_in = s.metric("pith_kv_swapped_pages_total", {"direction": "in"})
-        waited = s.metric("pith_kv_wait_seconds_total")
-        assert s.metric("pith_instances_killed_for_memory_total") == 0
-        assert suspensions > 0 and swapped_out == swapped_in > 0, (suspensions, swapped_out,
+    for mode in ("swap", "recompute"):
+        with Server(pith, model, "--device", "cpu", "--kv-memory", pool, "--preemption-mode",
+                    mode) as s:
+            pages = s.metric("pith_kv_pages_total")
+            got, got_s, got_p99 = load(s, n, tokens)
+            failed = [r for r in got if r[0] != 200]
+            assert not failed, f"{len(failed)} of {n} failed under pressure ({mode}): {failed[:2]}"
+            for status, body in got:
+                assert body["usage"]["completion_tokens"] == tokens, body["usage"]
+            same = sum(a == b for a, b in zip(texts(got), texts(ref)))
+            assert same == n, f"only {same} of {n} outputs equal the unpressured run's ({mode})"
+            suspensions = s.metric("pith_kv_suspensions_total")
+            swapped_out = s.metric("pith_kv_swapped_pages_total", {"direction": "out"})
+            swapped_in = s.metric("pith_kv_swapped_pages_total", {"direction": "in"})
+            dropped = s.metric("pith_kv_dropped_pages_total")
+            recomputed = s.metric("pith_kv_recomputed_tokens_total")
+            waited = s.metric("pith_kv_wait_seconds_total")
+            assert s.metric("pith_instances_killed_for_memory_total") == 0
+            assert suspensions > 0 and swapped_out == swapped_in, (suspensions, swapped_out,
                                                                    swapped_in)
-        assert s.metric("pith_suspended_instances") == 0
-        assert s.metric("pith_kv_waiting_instances") == 0
-        assert s.metric("pith_kv_swap_bytes") == 0
-        assert s.metric("pith_kv_pages", {"state": "used"}) == 0  # every page came back
+            if mode == "swap":
+                assert swapped_out > 0 and dropped == 0 and recomputed == 0
+            else:  # the completion inferlet's pages hold its tokens: most are recomputed
+                assert dropped > swapped_out and recomputed >= dropped, (dropped, swapped_out)
+            assert s.metric("pith_suspended_instances") == 0
+            assert s.metric("pith_kv_restoring_instances") == 0
+            assert s.metric("pith_kv_waiting_instances") == 0
+            assert s.metric("pith_kv_swap_bytes") == 0
+            assert s.metric("pith_kv_pages", {"state": "used"}) == 0  # every page came back
 
-    print(f"{pool} pool ({int(pages)} pages), suspend: {n}/{n} in {got_s:.2f} s, p99 latency "
-          f"{got_p99:.2f} s, outputs identical to unpressured; {int(suspensions)} suspensions, "
-          f"{int(swapped_out)} pages swapped out and in, {waited:.1f} s waited in all")
+        print(f"{pool} pool ({int(pages)} pages), suspend with {mode}: {n}/{n} in {got_s:.2f} s, "
+              f"p99 latency {got_p99:.2f} s, outputs identical to unpressured; "
+              f"{int(suspensions)} suspensions, {int(swapped_out)} pages swapped out and in, "
+              f"{int(dropped)} dropped and {int(recomputed)} tokens recomputed, "
+              f"{waited:.1f} s waited in all")
 
     # One request that alone needs more than the pool (64 pages: 1024 tokens): a clear error,
     # and the server goes on serving.

@@ -5,97 +5,11 @@
 // whether its pages came back.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <condition_variable>
-#include <future>
-#include <mutex>
-
 #include "control/contention_policy.h"
-#include "control/controller.h"
-#include "engine/fake_backend.h"
+#include "kv_pressure_helpers.h"
 
 namespace pith {
 namespace {
-
-using namespace std::chrono_literals;
-
-ModelConfig fake_config() {
-  ModelConfig c;
-  c.vocab_size = 1000;
-  c.d_model = 16;
-  return c;
-}
-
-std::unique_ptr<FakeBackend> fake(uint32_t pages) {
-  return std::make_unique<FakeBackend>(fake_config(), FakeBackendOptions{4, pages, 32});
-}
-
-// Counts wake-ups; what a parked guest would be told.
-class Waker {
- public:
-  std::function<void()> fn() {
-    return [this] {
-      std::lock_guard lock(mu_);
-      ++n_;
-      cv_.notify_all();
-    };
-  }
-  bool wait_for(int n) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, 10s, [&] { return n_ >= n; });
-  }
-  int count() {
-    std::lock_guard lock(mu_);
-    return n_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int n_ = 0;
-};
-
-SequenceInput prompt(std::vector<int32_t> tokens, uint32_t first_pos, std::vector<uint32_t> pages,
-                     uint32_t last_len) {
-  SequenceInput s;
-  s.tokens = std::move(tokens);
-  for (size_t i = 0; i < s.tokens.size(); ++i)
-    s.positions.push_back(first_pos + static_cast<uint32_t>(i));
-  s.kv_pages = std::move(pages);
-  s.last_page_len = last_len;
-  s.outputs.push_back({static_cast<uint32_t>(s.tokens.size() - 1), OutputKind::TopK, 5, 0});
-  return s;
-}
-
-CallOutcome run(Controller& ctl, InstanceId id, QueueId q, SequenceInput seq) {
-  std::promise<CallOutcome> p;
-  auto r = ctl.forward(id, q, std::move(seq), [&](CallOutcome&& o) { p.set_value(std::move(o)); });
-  if (!r) return r.failure();
-  return p.get_future().get();
-}
-
-std::vector<uint32_t> alloc(Controller& ctl, InstanceId id, uint32_t n) {
-  auto r = ctl.alloc_pages(id, n);
-  EXPECT_TRUE(r.ok()) << r;
-  return r.ok() ? *r : std::vector<uint32_t>{};
-}
-
-// Calls again after each wake until the answer is no longer Waiting (a parked guest's loop).
-Result<std::vector<uint32_t>> alloc_waiting(Controller& ctl, InstanceId id, uint32_t n,
-                                            Waker& waker) {
-  for (int wakes = waker.count();; wakes = waker.count()) {
-    auto r = ctl.alloc_pages(id, n);
-    if (r.code() != Status::Waiting) return r;
-    if (!waker.wait_for(wakes + 1)) return Failure{Status::Terminated, "never woken"};
-  }
-}
-
-// The tokens a 12-token context of instance `seed` holds (3 pages of 4).
-std::vector<int32_t> context_of(int seed) {
-  std::vector<int32_t> t;
-  for (int i = 0; i < 12; ++i) t.push_back(10 + seed * 100 + i);
-  return t;
-}
 
 TEST(KvSuspension, AnOutrankedInstanceIsSwappedOutAndComesBackWithItsKv) {
   auto backend = fake(6);

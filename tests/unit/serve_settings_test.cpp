@@ -48,6 +48,7 @@ TEST(ServeSettings, ConvertsEveryOption) {
   c.max_kv_pages_per_inferlet = 40;
   c.kv_pressure = "kill";
   c.swap_memory = "1G";
+  c.preemption_mode = "recompute";
   c.kv_idle_suspend_s = 0.25;
   c.inferlet_http_allow_private = true;
   c.inferlet_max_message_bytes = 1000;
@@ -82,11 +83,13 @@ TEST(ServeSettings, ConvertsEveryOption) {
   EXPECT_EQ(so.control.max_kv_pages_per_instance, 40u);
   EXPECT_EQ(so.control.kv_pressure, KvPressure::Kill);
   EXPECT_EQ(so.control.swap_bytes, size_t{1} << 30);
+  EXPECT_EQ(so.control.preemption, Preemption::Recompute);
   EXPECT_EQ(so.control.idle_suspend_ns, 250'000'000);
   EXPECT_TRUE(so.runtime.http_allow_private);
   EXPECT_EQ(so.runtime.limits.max_message_bytes, 1000u);
   EXPECT_EQ(so.runtime.limits.max_messages_per_second, 50u);
   EXPECT_EQ(resolve_serve_config(base()).serving.control.kv_pressure, KvPressure::Suspend);
+  EXPECT_EQ(resolve_serve_config(base()).serving.control.preemption, Preemption::Swap);
   EXPECT_EQ(so.runtime.compiler.cache_dir, "/tmp/pith-settings-test/native");
   EXPECT_EQ(so.runtime.threads, 2);
   EXPECT_EQ(so.runtime.limits.cpu_ns, 1'500'000'000u);
@@ -118,6 +121,8 @@ TEST(ServeSettings, EachInvalidOptionIsNamed) {
   EXPECT_NE(with([](ServeConfig& c) { c.kv_memory = "lots"; }).find("--kv-memory"),
             std::string::npos);
   EXPECT_NE(with([](ServeConfig& c) { c.kv_memory = "0"; }).find("--kv-memory"), std::string::npos);
+  EXPECT_NE(with([](ServeConfig& c) { c.preemption_mode = "drop"; }).find("--preemption-mode"),
+            std::string::npos);
   EXPECT_NE(with([](ServeConfig& c) { c.kv_pressure = "evict"; }).find("--kv-pressure"),
             std::string::npos);
   EXPECT_NE(with([](ServeConfig& c) { c.http_idle_timeout_s = 0; }).find("--http-idle-timeout"),
