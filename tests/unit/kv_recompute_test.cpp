@@ -320,6 +320,63 @@ TEST(KvRecompute, CallsQueuedBeforeTheSuspensionRunAfterTheRecompute) {
   expect_same_distribution(o, expected);
 }
 
+// Pages over a trunk the instance shares (here with its export) are recomputed over it: the trunk
+// stays resident, so only the private pages leave.
+TEST(KvRecompute, PagesOverASharedTrunkAreRecomputedOverIt) {
+  auto backend = fake(8);
+  Controller ctl(*backend, recompute());
+  TwoInstances two(ctl, no_kill(), no_kill());
+  auto& [w1, w2, q2] = two;
+  const std::vector<int32_t> trunk = iota_tokens(10, 8), branch = {50, 51};
+  auto p2 = alloc(ctl, 2, 3);
+  ASSERT_EQ(run(ctl, 2, q2, prompt(trunk, 0, {p2[0], p2[1]}, 4)).code(), Status::Ok);
+  ASSERT_EQ(ctl.export_pages(2, "trunk", std::vector<uint32_t>{p2[0], p2[1]}, false), Status::Ok);
+  ASSERT_EQ(run(ctl, 2, q2, prompt(branch, 8, p2, 2)).code(), Status::Ok);
+  auto more = alloc_waiting(ctl, 1, 6, w1);  // 5 free: the branch page must go
+  ASSERT_TRUE(more.ok()) << more;
+  auto g = ctl.gauges();
+  EXPECT_EQ(g.pages_dropped, 1u);
+  EXPECT_EQ(g.pages_swapped_out, 0u);
+  ASSERT_EQ(ctl.dealloc_pages(1, *more), Status::Ok);
+  ASSERT_TRUE(w2.wait_for(1));
+  EXPECT_EQ(ctl.gauges().tokens_recomputed, 2u);  // the branch alone, over the resident trunk
+
+  Reference reference(fake(8));
+  Controller& ref = *reference.ctl;
+  auto rp = alloc(ref, 9, 3);
+  ASSERT_EQ(run(ref, 9, reference.q, prompt(trunk, 0, {rp[0], rp[1]}, 4)).code(), Status::Ok);
+  ASSERT_EQ(run(ref, 9, reference.q, prompt(branch, 8, rp, 2)).code(), Status::Ok);
+  expect_same_distribution(continue_with(ctl, 2, q2, 52, 10, p2, 3),
+                           continue_with(ref, 9, reference.q, 52, 10, rp, 3));
+}
+
+// A trunk page it kept but another instance rewrote while it was away: what its pages attended to
+// is gone, so it ends with the reason instead of computing over different K/V.
+TEST(KvRecompute, ASharedTrunkRewrittenMeanwhileEndsTheInstance) {
+  auto backend = fake(8);
+  Controller ctl(*backend, recompute());
+  std::promise<std::string> killed;
+  TwoInstances two(ctl, no_kill(), [&](const std::string& why) { killed.set_value(why); });
+  auto& [w1, w2, q2] = two;
+  auto p2 = alloc(ctl, 2, 3);
+  ASSERT_EQ(run(ctl, 2, q2, prompt(iota_tokens(10, 8), 0, {p2[0], p2[1]}, 4)).code(), Status::Ok);
+  ASSERT_EQ(ctl.export_pages(2, "trunk", std::vector<uint32_t>{p2[0], p2[1]}, false), Status::Ok);
+  ASSERT_EQ(run(ctl, 2, q2, prompt({50, 51}, 8, p2, 2)).code(), Status::Ok);
+  auto more = alloc_waiting(ctl, 1, 6, w1);
+  ASSERT_TRUE(more.ok()) << more;
+  ASSERT_EQ(ctl.gauges().pages_dropped, 1u);
+  ctl.register_instance(3, nullptr);
+  QueueId q3 = *ctl.create_queue(3);
+  auto shared = ctl.import_pages(3, "trunk");
+  ASSERT_TRUE(shared.ok()) << shared;
+  ASSERT_EQ(run(ctl, 3, q3, prompt({99}, 4, *shared, 1)).code(),
+            Status::Ok);  // page 2 of the trunk
+  ASSERT_EQ(ctl.dealloc_pages(1, *more), Status::Ok);
+  auto why = killed.get_future().get();
+  EXPECT_NE(why.find("rewritten while it was suspended"), std::string::npos) << why;
+  EXPECT_EQ(ctl.gauges().instances, 2u);
+}
+
 TEST(KvRecompute, AFailedRecomputeEndsTheInstanceWithTheReason) {
   auto backend = fake(4);
   Controller ctl(*backend, recompute());
