@@ -529,7 +529,11 @@ class Converter {
       }
       const std::string at = child(props_path, key);
       const std::string hint_key = name + "-" + name_part(key);
-      const std::string value = atom(schema(prop, at, hint_key), hint_key);
+      std::string value = atom(schema(prop, at, hint_key), hint_key);
+      // The member lists below repeat each member's text, and a bounded repetition expands
+      // wherever its text appears: such a value gets a rule of its own, referred to instead.
+      if (value.find('{') != std::string::npos && value.find(' ') != std::string::npos)
+        value = define(fresh(hint_key), {value});
       members.push_back({seq({literal(compact(Json(key), at)), "ws \":\" ws", value, "ws"}), req});
     }
 
@@ -666,6 +670,11 @@ SchemaGrammar json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
       fail(
           "{}: a $ref leads back to its own schema without nesting it inside an object or "
           "array: {}",
+          kWhere, err);
+    if (err.find("repetitions expand") != std::string::npos)
+      fail(
+          "{}: the schema's length and count bounds (maxLength, maxItems, ...) make a grammar too "
+          "large to enforce: {}",
           kWhere, err);
     fail("{}: internal error: the grammar made from the schema does not compile: {}", kWhere, err);
   }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <pith/grammar_matcher.hpp>
 
+#include <chrono>
 #include <memory>
 #include <random>
 #include <string>
@@ -166,6 +167,41 @@ TEST(GrammarMatch, CompletionFinishesAnyViablePrefix) {
     ASSERT_TRUE(m.accept_bytes(rest)) << doc.substr(0, cut) << " + " << rest;
     EXPECT_TRUE(m.is_complete()) << doc.substr(0, cut) << " + " << rest;
   }
+}
+
+// Grammars a request can send cost a bounded moment to compile (found by fuzz_openai_request: a
+// JSON schema's maxLength expands into a chain of optional rules, and the analysis fixpoints
+// took a pass per link, quadratic; 200 such strings took 4 s in a release build):
+//  - bounded repetitions expand to at most Grammar's kMaxExpanded elements in all;
+//  - chains of rules settle in a few passes (100 chains of 1 000 links: well under a second,
+//    sanitizers included; before, ~2 s in a release build and ~20 s with them);
+//  - nested repetitions whose shortest sentence is astronomically long compile, and their
+//    completion is spelled out only up to kMaxTail + 1 bytes.
+TEST(GrammarParse, RepetitionsAreBoundedAndCheapToAnalyse) {
+  auto chains = [](int n) {
+    std::string g = "root ::=";
+    for (int i = 0; i < n; ++i) g += " s" + std::to_string(i);
+    g += "\n";
+    for (int i = 0; i < n; ++i) g += "s" + std::to_string(i) + " ::= \"'\" [a-z]{2,1000} \"'\"\n";
+    return g;
+  };
+  Grammar g;
+  std::string err;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Grammar::parse(chains(100), &g, &err)) << err;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  EXPECT_FALSE(Grammar::parse(chains(101), &g, &err));
+  EXPECT_NE(err.find("repetitions expand to more than 100000 elements"), std::string::npos) << err;
+
+  Bytes nested(R"(root ::= ((("a"{1000}){1000}){1000}))");
+  Matcher m(nested.a);
+  EXPECT_EQ(m.completion().size(), Grammar::kMaxTail + 1);
+  ASSERT_TRUE(m.accept_bytes(std::string(999, 'a')));
+  EXPECT_EQ(m.completion().size(), Grammar::kMaxTail + 1);
+  Bytes short_one(R"(root ::= ("ab"{3}){2})");
+  Matcher s(short_one.a);
+  ASSERT_TRUE(s.accept_bytes("aba"));
+  EXPECT_EQ(s.completion(), "babababab");
 }
 
 // Random walks under the grammar: at every step the fast mask equals the naive one.

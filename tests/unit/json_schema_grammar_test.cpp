@@ -393,6 +393,21 @@ TEST(JsonSchemaGrammar, MalformedAndUnsatisfiableSchemas) {
   }
 }
 
+// Length bounds expand into grammar rules: a schema whose bounds add up past what a grammar may
+// expand to is refused with the reason (and quickly: grammar_test's
+// RepetitionsAreBoundedAndCheapToAnalyse), one under it still converts.
+TEST(JsonSchemaGrammar, BoundsThatExpandTooFarAreRefused) {
+  auto strings = [](int n) {
+    Json schema = {{"type", "object"}, {"properties", Json::object()}};
+    for (int i = 0; i < n; ++i)
+      schema["properties"]["p" + std::to_string(i)] = {{"type", "string"}, {"maxLength", 1000}};
+    return schema.dump();
+  };
+  EXPECT_NO_THROW(json_schema_to_gbnf(Json::parse(strings(60))));
+  const std::string err = error_of(strings(150));
+  EXPECT_NE(err.find("make a grammar too large to enforce"), std::string::npos) << err;
+}
+
 // ---- pydantic 2 model_json_schema() output, written out by hand -------------------------------
 
 // class Address(BaseModel): street: str; zip: Optional[str] = None

@@ -220,6 +220,8 @@ class GbnfParser {
  private:
   static constexpr uint32_t kInf = UINT32_MAX;
   static constexpr uint32_t kMaxRepeat = 1000;
+  static constexpr uint64_t kMaxExpanded = 100000;
+  uint64_t expanded_ = 0;  // elements the repetitions so far expanded to
 
   bool fail(const std::string& msg, size_t where) {
     if (err_.empty()) {
@@ -291,6 +293,13 @@ class GbnfParser {
         if (op == '+') lo = 1;
         if (op == '?') hi = 1;
         if (op == '{' && !bounds(&lo, &hi, op_at)) return false;
+        // Repetitions expand (a copy per required one, a rule per optional one): bound what a
+        // short text can make, so no grammar costs more than a moment and a few MiB to analyse.
+        expanded_ += lo + (hi == kInf ? 1 : hi - lo);
+        if (expanded_ > kMaxExpanded)
+          return fail("repetitions expand to more than " + std::to_string(kMaxExpanded) +
+                          " elements; bound them less",
+                      op_at);
         Elem x = single(rule, atom);
         atom = repeat(rule, x, lo, hi);
         skip_space();
@@ -649,44 +658,75 @@ class Grammar {
   bool nullable(uint32_t rule) const { return nullable_[rule]; }
   // Bytes that can come right after `rule` in some derivation from the root.
   const ByteSet& follow(uint32_t rule) const { return follow_[rule]; }
-  // A shortest byte string that finishes the alternative from `pos` to its End.
-  const std::string& min_tail(uint32_t pos) const { return min_tail_[pos]; }
+  // Completions longer than this many bytes are not spelled out (no token budget reaches them,
+  // and nested repetitions could make them astronomically long).
+  static constexpr size_t kMaxTail = size_t{1} << 20;
+  // A shortest byte string that finishes the alternative from `pos` to its End, expanded on
+  // demand; when it is longer than kMaxTail, its first kMaxTail + 1 bytes (the size says so).
+  std::string min_tail(uint32_t pos) const {
+    std::string out;
+    std::vector<uint32_t> todo{pos};  // positions still to expand, innermost last
+    while (!todo.empty() && out.size() <= kMaxTail) {
+      const uint32_t p = todo.back();
+      if (elems_[p].op == Op::End) {
+        todo.pop_back();
+        continue;
+      }
+      ++todo.back();
+      if (elems_[p].op == Op::Bytes)
+        out += static_cast<char>(sets_[elems_[p].arg].pick());
+      else
+        todo.push_back(best_[elems_[p].arg]);
+    }
+    if (out.size() > kMaxTail) out.resize(kMaxTail + 1);
+    return out;
+  }
 
  private:
+  // Calls step(i) for i in [0, n) until a whole pass changes nothing, alternating the direction
+  // of the passes: a chain of rules that each refer to the next one (a bounded repetition
+  // expands into one) settles in two passes whichever way it points, not in one per link.
+  template <typename Step>
+  static void fixpoint(size_t n, Step&& step) {
+    for (bool changed = true, forward = true; changed; forward = !forward) {
+      changed = false;
+      for (size_t k = 0; k < n; ++k) changed |= step(forward ? k : n - 1 - k);
+    }
+  }
+
   bool analyse(std::string* why, const detail::Draft& d, size_t* why_at) {
     const size_t R = alts_.size();
-    // Nullable rules (fixpoint).
+    // Nullable rules.
     nullable_.assign(R, false);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < R; ++r) {
-        if (nullable_[r]) continue;
-        for (uint32_t a : alts_[r])
-          if (seq_nullable(a)) {
-            nullable_[r] = changed = true;
-            break;
-          }
-      }
-    }
+    fixpoint(R, [&](size_t r) {
+      if (nullable_[r]) return false;
+      for (uint32_t a : alts_[r])
+        if (seq_nullable(a)) {
+          nullable_[r] = true;
+          return true;
+        }
+      return false;
+    });
     // Shortest derivation length per rule (Bellman-Ford with strict improvements only, so
-    // the chosen alternatives never form a cycle).
+    // the chosen alternatives never form a cycle), saturating at kInf.
     const uint64_t kInf = UINT64_MAX / 4;
     std::vector<uint64_t> minlen(R, kInf);
-    std::vector<uint32_t> best(R, UINT32_MAX);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < R; ++r)
-        for (uint32_t a : alts_[r]) {
-          uint64_t len = 0;
-          for (uint32_t p = a; elems_[p].op != Op::End && len < kInf; ++p)
-            len += elems_[p].op == Op::Bytes ? 1 : minlen[elems_[p].arg];
-          if (len < minlen[r]) {
-            minlen[r] = len;
-            best[r] = a;
-            changed = true;
-          }
+    best_.assign(R, UINT32_MAX);
+    std::vector<uint32_t>& best = best_;
+    fixpoint(R, [&](size_t r) {
+      bool changed = false;
+      for (uint32_t a : alts_[r]) {
+        uint64_t len = 0;
+        for (uint32_t p = a; elems_[p].op != Op::End && len < kInf; ++p)
+          len += elems_[p].op == Op::Bytes ? 1 : minlen[elems_[p].arg];
+        if (len < minlen[r]) {
+          minlen[r] = len;
+          best[r] = a;
+          changed = true;
         }
-    }
+      }
+      return changed;
+    });
     for (size_t r = 0; r < R; ++r)
       if (minlen[r] >= kInf) {
         *why = "rule '" + names_[r] + "' derives no finite string (every alternative recurses)";
@@ -726,48 +766,21 @@ class Grammar {
             "left recursion: " + cycle + " (rewrite it with repetition, e.g. a ::= b (\"+\" b)*)";
         return false;
       }
-    // FIRST and FOLLOW byte sets (fixpoints).
+    // FIRST and FOLLOW byte sets.
     std::vector<ByteSet> first(R);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < R; ++r)
-        for (uint32_t a : alts_[r]) changed |= first[r].merge(seq_first(a, first));
-    }
+    fixpoint(R, [&](size_t r) {
+      bool changed = false;
+      for (uint32_t a : alts_[r]) changed |= first[r].merge(seq_first(a, first));
+      return changed;
+    });
     follow_.assign(R, ByteSet{});
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (uint32_t p = 0; p < elems_.size(); ++p) {
-        if (elems_[p].op != Op::Rule) continue;
-        uint32_t s = elems_[p].arg;
-        changed |= follow_[s].merge(seq_first(p + 1, first));
-        if (seq_nullable(p + 1)) changed |= follow_[s].merge(follow_[rule_of_[p]]);
-      }
-    }
-    // Shortest tails, from the chosen best alternatives.
-    std::vector<std::string> rule_min(R);
-    std::vector<bool> done(R, false);
-    auto build = [&](auto&& self, uint32_t r) -> const std::string& {
-      if (!done[r]) {
-        std::string s;
-        for (uint32_t p = best[r]; elems_[p].op != Op::End; ++p) {
-          if (elems_[p].op == Op::Bytes)
-            s += static_cast<char>(sets_[elems_[p].arg].pick());
-          else
-            s += self(self, elems_[p].arg);
-        }
-        rule_min[r] = std::move(s);
-        done[r] = true;
-      }
-      return rule_min[r];
-    };
-    min_tail_.assign(elems_.size(), std::string());
-    for (size_t p = elems_.size(); p-- > 0;) {
-      if (elems_[p].op == Op::End) continue;
-      std::string head = elems_[p].op == Op::Bytes
-                             ? std::string(1, static_cast<char>(sets_[elems_[p].arg].pick()))
-                             : build(build, elems_[p].arg);
-      min_tail_[p] = head + min_tail_[p + 1];
-    }
+    fixpoint(elems_.size(), [&](size_t p) {
+      if (elems_[p].op != Op::Rule) return false;
+      uint32_t s = elems_[p].arg;
+      bool changed = follow_[s].merge(seq_first(p + 1, first));
+      if (seq_nullable(p + 1)) changed |= follow_[s].merge(follow_[rule_of_[p]]);
+      return changed;
+    });
     return true;
   }
 
@@ -797,7 +810,7 @@ class Grammar {
   std::vector<ByteSet> sets_;
   std::vector<bool> nullable_;
   std::vector<ByteSet> follow_;
-  std::vector<std::string> min_tail_;
+  std::vector<uint32_t> best_;  // rule -> the start of a shortest alternative
 };
 
 // JSON (RFC 8259) for generation: any value at the top, strings of valid UTF-8 without control

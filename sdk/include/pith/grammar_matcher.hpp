@@ -126,7 +126,9 @@ class Automaton {
         mask[t >> 6] |= uint64_t{1} << (t & 63);
   }
 
-  // A shortest byte string that takes state s to an accepting state ("" if s accepts).
+  // A shortest byte string that takes state s to an accepting state ("" if s accepts); when it
+  // is longer than Grammar::kMaxTail bytes, its first kMaxTail + 1 bytes (no token budget reaches
+  // it, and the size says so).
   std::string completion(uint32_t s) const {
     std::string best;
     bool found = false;
@@ -134,8 +136,10 @@ class Automaton {
       if (id == kEmpty) return std::string();
       if (id == kSentinel) continue;
       std::string c = g_.min_tail(nodes_[id].pos);
-      for (uint32_t p = nodes_[id].parent; p > kSentinel; p = nodes_[p].parent)
+      for (uint32_t p = nodes_[id].parent; p > kSentinel && c.size() <= Grammar::kMaxTail;
+           p = nodes_[p].parent)
         c += g_.min_tail(nodes_[p].pos);
+      if (c.size() > Grammar::kMaxTail) c.resize(Grammar::kMaxTail + 1);
       if (!found || c.size() < best.size()) best = std::move(c);
       found = true;
     }
