@@ -40,8 +40,9 @@ struct BackendOptions {
   uint32_t max_embeds = 4096;                  // Embed slots
   size_t n_threads = 0;                        // CPU: worker threads, 0 = one per core
   double gpu_memory_fraction = 0.9;            // CUDA: cap on weights + KV + scratch
-  // CPU: Q8_0 / BF16 matrices repacked once into the AVX-512 panel layout (pack_weight_panels)
-  // where the CPU has the dot instructions; off keeps only the mapped rows (half the memory).
+  // CPU: Q8_0 / Q4_K / BF16 matrices repacked once into the AVX-512 panel layout
+  // (pack_weight_panels) where the CPU has the dot instructions; off keeps only the mapped rows
+  // (half the memory).
   bool cpu_weight_panels = true;
 };
 

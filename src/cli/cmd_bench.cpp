@@ -122,8 +122,8 @@ void add_model_suite(CLI::App& bench) {
   cmd->add_option("--profile-context", args->o.profile_context,
                   "tokens already in every sequence's KV for --profile");
   cmd->add_flag("!--no-weight-panels", args->o.cpu_weight_panels,
-                "CPU: multiply Q8_0 / BF16 weights from their mapped rows instead of panels "
-                "repacked at load (the kernels before the panels, for A/B runs)");
+                "CPU: multiply Q8_0 / Q4_K / BF16 weights from their mapped rows instead "
+                "of panels repacked at load (the kernels before the panels, for A/B runs)");
   cmd->add_option("--batch-steps", args->o.batch_steps, "decode steps per batch run")
       ->capture_default_str();
   cmd->add_option("-r,--reps", args->o.reps, "timed runs per test (the median is reported)")

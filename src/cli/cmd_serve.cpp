@@ -84,8 +84,8 @@ void add_serve_commands(CLI::App& app) {
   add(cmd->add_option("--gpu-memory-fraction", cfg->gpu_memory_fraction,
                       "share of the GPU's memory for weights, KV pool and scratch (0-1]"));
   add(cmd->add_option("--cpu-weight-panels", cfg->cpu_weight_panels,
-                      "CPU: repack Q8_0 / BF16 weights at load for the AVX-512 panel kernels "
-                      "(faster decode and prefill; false: half their memory)"));
+                      "CPU: repack Q8_0 / Q4_K / BF16 weights at load for the AVX-512 panel "
+                      "kernels (faster decode and prefill; false: half their memory)"));
   add(cmd->add_option("-t,--threads", cfg->threads, "engine threads (0: one per core)"));
   add(cmd->add_option("--kv-memory", cfg->kv_memory, "KV cache budget, e.g. 512M, 2G"));
   add(cmd->add_option("--kv-page-size", cfg->kv_page_size, "tokens per KV page"));

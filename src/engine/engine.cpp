@@ -86,7 +86,7 @@ void for_each_token(ThreadPool& pool, size_t n, Fn&& fn) {
   });
 }
 
-// A copy of the weights whose Q8_0 / BF16 matrices (the LM head included; not the embedding
+// A copy of the weights whose Q8_0 / Q4_K / BF16 matrices (the LM head included; not the embedding
 // table, which is read by rows) also hold their AVX-512 panels, or the weights themselves where
 // no matrix has panels on this CPU. The panels take as many bytes again; the mapped rows behind
 // them are then read only by other paths (e.g. an ISA cap in tests).
@@ -99,7 +99,7 @@ std::shared_ptr<const ModelWeights> with_weight_panels(std::shared_ptr<const Mod
     if (auto panels = pack_weight_panels(pool, m)) {
       m.panels = panels.get();
       copy->storage.push_back(std::move(panels));
-      panel_bytes += m.rows * m.row_bytes();  // the same bytes as the rows (pack_weight_panels)
+      panel_bytes += m.rows * panel_row_bytes(m.dtype, m.cols);
       any = true;
     }
   };

@@ -385,8 +385,8 @@ TEST(Matmul, LoadTimePanelsServeEveryTokenCount) {
   std::mt19937 rng(32);
   ThreadPool pool(2);
   size_t cases = 0;
-  for (DType dt : {DType::Q8_0, DType::BF16}) {
-    const size_t rows = 2 * kMatmulBlockRows + 37, cols = 96;
+  for (DType dt : {DType::Q8_0, DType::BF16, DType::Q4_K}) {
+    const size_t rows = 2 * kMatmulBlockRows + 37, cols = kernels::is_kquant(dt) ? 512 : 96;
     auto wbytes = make_weights(dt, rows, cols, rng);
     WeightMatrix w{dt, rows, cols, wbytes.data()};
     auto panels = pack_weight_panels(pool, w);
@@ -417,7 +417,7 @@ TEST(Matmul, LoadTimePanelsServeEveryTokenCount) {
     }
   }
   if (cases == 0) GTEST_SKIP() << "no AVX512_VNNI or AVX512_BF16";
-  DType none = DType::Q4_K;  // panels of unpacked levels would take more bytes than its rows
+  DType none = DType::Q6_K;  // its panels were slower to stream than its rows
   auto wbytes = make_weights(none, 16, 256, rng);
   EXPECT_EQ(pack_weight_panels(pool, WeightMatrix{none, 16, 256, wbytes.data()}), nullptr);
 }

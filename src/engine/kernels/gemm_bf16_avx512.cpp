@@ -12,6 +12,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <immintrin.h>
+#include <sys/mman.h>
 
 // Everything panel_gemm_avx512.h uses, included before the target region so that no library
 // code is compiled for AVX-512 here.

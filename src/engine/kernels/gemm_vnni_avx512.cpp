@@ -26,6 +26,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <immintrin.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -51,6 +52,10 @@ namespace {
 using namespace panel_gemm;
 
 std::atomic<size_t> g_min_tokens{kPanelGemmDefaultMinTokens};
+
+// Up to this many tokens a product streams its weights from memory once: the K-quant panels
+// run with more panels and one token per tile, and prefetch.
+constexpr size_t kDecodeTokens = 2;
 
 // ---- the 32-block quants: one unit of 32 per block ----
 
@@ -255,6 +260,158 @@ struct KquantFormat {
   }
 };
 
+// ---- Q4_K packed once at load: the quants stay nibbles ----
+//
+// Decode streams the weights once per token, so its panels must not be larger than the file's
+// rows (KquantFormat's bytes take 2.2x). Per panel and 256-block, 2368 bytes (16 x 148; the file
+// has 144 per row): 4 unit pairs x 8 groups of 64 bytes, group (c, G) holding for each row the
+// file's qs bytes [32c + 4G, 32c + 4G + 4) — their low nibbles are quants 4G.. of unit 2c, the
+// high nibbles those of unit 2c + 1 — then the unit scales sc[u][row] (bytes), the mins as
+// pairs m[c][row] = (m[2c], m[2c + 1]) (bytes, widened for vpdpwssd), d[row] and dmin[row]
+// (fp16). Per unit the integer dot is scaled by sc in int32 (exact, as the file's math), the
+// mins term is Σ m · (Σ a of the unit) by vpdpwssd, and only the block's two sums are scaled in
+// f32 (d · d_a, dmin · d_a).
+template <int kP, int kT>
+struct Q4KNibbleFormat {
+  using Act = ActQ8K;
+  static constexpr size_t kCols = kQK;
+  static constexpr size_t kScales = 2048, kMins = kScales + 128, kD = kMins + 128, kDmin = kD + 32;
+  static constexpr size_t kBytes = kDmin + 32;
+  static_assert(kBytes == 16 * 148);
+  static constexpr int kPanels = kP, kTokens = kT;
+
+  static void pack(const uint8_t* w0, size_t w_stride, size_t n_rows, size_t nb, uint8_t* dst) {
+    for (size_t b = 0; b < nb; ++b, dst += kBytes) {
+      uint8_t* sc = dst + kScales;
+      uint8_t* mins = dst + kMins;
+      uint16_t* d = reinterpret_cast<uint16_t*>(dst + kD);
+      uint16_t* dmin = reinterpret_cast<uint16_t*>(dst + kDmin);
+      __m256i q[16][4];
+      for (size_t r = 0; r < 16; ++r) {
+        uint8_t s[8] = {}, m[8] = {};
+        d[r] = dmin[r] = 0;  // a padded row: all zero
+        for (int c = 0; c < 4; ++c) q[r][c] = _mm256_setzero_si256();
+        if (r < n_rows) {
+          const auto* w = reinterpret_cast<const BlockQ4_K*>(w0 + r * w_stride) + b;
+          for (int c = 0; c < 4; ++c)
+            q[r][c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qs + 32 * c));
+          unpack_q4k_scales(w->scales, s, m);
+          d[r] = w->d;
+          dmin[r] = w->dmin;
+        }
+        for (int u = 0; u < 8; ++u) sc[u * 16 + r] = s[u];
+        for (int c = 0; c < 4; ++c) {
+          mins[(c * 16 + r) * 2] = m[2 * c];
+          mins[(c * 16 + r) * 2 + 1] = m[2 * c + 1];
+        }
+      }
+      for (int c = 0; c < 4; ++c) {
+        __m256i rows[16];
+        for (size_t r = 0; r < 16; ++r) rows[r] = q[r][c];
+        store_groups(rows, dst + c * 8 * 64);
+      }
+    }
+  }
+
+  // Per activation block and unit pair c: (Σ a of unit 2c, Σ a of unit 2c + 1) as two int16.
+  using Side = int32_t;
+  static constexpr size_t kSidePerBlock = 4;
+  static void side(const ActQ8K& a, int32_t* out) {
+    for (int c = 0; c < 4; ++c) {
+      const auto lo = static_cast<uint16_t>(a.bsums[4 * c] + a.bsums[4 * c + 1]);
+      const auto hi = static_cast<uint16_t>(a.bsums[4 * c + 2] + a.bsums[4 * c + 3]);
+      out[c] = static_cast<int32_t>(lo | (uint32_t{hi} << 16));
+    }
+  }
+
+  template <int P, int T>
+  static void tile(const uint8_t* panels, size_t panel_bytes, const ActQ8K* x, const int32_t* sums,
+                   size_t nb, __m512 (&accf)[P][T]) {
+    const __m512i nibble = _mm512_set1_epi8(0x0f);
+    for (size_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = panels + b * kBytes;
+      __m512i acc[P][T];  // Σ_u sc_u · (Σ q a over unit u)
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p)
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) acc[p][t] = _mm512_setzero_si512();
+      for (int c = 0; c < 4; ++c) {
+        __m512i lo_acc[P][T], hi_acc[P][T];
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p)
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) lo_acc[p][t] = hi_acc[p][t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) {
+          __m512i lo[P], hi[P];
+#pragma GCC unroll 16
+          for (int p = 0; p < P; ++p) {
+            const __m512i wv = _mm512_loadu_si512(blk + p * panel_bytes + (c * 8 + g) * 64);
+            if constexpr (kT == 1)  // decode streams the panels from memory
+              _mm_prefetch(reinterpret_cast<const char*>(blk + p * panel_bytes + kStreamAheadBytes +
+                                                         (c * 8 + g) * 64),
+                           _MM_HINT_T0);
+            lo[p] = _mm512_and_si512(wv, nibble);
+            hi[p] = _mm512_and_si512(_mm512_srli_epi16(wv, 4), nibble);
+          }
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) {
+            const int8_t* qs = x[t * nb + b].qs + 64 * c + 4 * g;
+            int32_t a_lo, a_hi;
+            __builtin_memcpy(&a_lo, qs, 4);
+            __builtin_memcpy(&a_hi, qs + 32, 4);
+            const __m512i av_lo = _mm512_set1_epi32(a_lo), av_hi = _mm512_set1_epi32(a_hi);
+#pragma GCC unroll 16
+            for (int p = 0; p < P; ++p) {
+              lo_acc[p][t] = _mm512_dpbusd_epi32(lo_acc[p][t], lo[p], av_lo);
+              hi_acc[p][t] = _mm512_dpbusd_epi32(hi_acc[p][t], hi[p], av_hi);
+            }
+          }
+        }
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p) {
+          const uint8_t* sc = blk + p * panel_bytes + kScales + 2 * c * 16;
+          const __m512i s_lo =
+              _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+          const __m512i s_hi =
+              _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16)));
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t)
+            acc[p][t] = _mm512_add_epi32(acc[p][t],
+                                         _mm512_add_epi32(_mm512_mullo_epi32(lo_acc[p][t], s_lo),
+                                                          _mm512_mullo_epi32(hi_acc[p][t], s_hi)));
+        }
+      }
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) {
+        const uint8_t* meta = blk + p * panel_bytes;
+        const __m512 dv =
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + kD)));
+        const __m512 dminv =
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + kDmin)));
+        __m512i mw[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c)
+          mw[c] = _mm512_cvtepu8_epi16(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + kMins + c * 32)));
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          const int32_t* su = sums + (t * nb + b) * kSidePerBlock;
+          __m512i macc = _mm512_setzero_si512();
+#pragma GCC unroll 4
+          for (int c = 0; c < 4; ++c)
+            macc = _mm512_dpwssd_epi32(macc, mw[c], _mm512_set1_epi32(su[c]));
+          const __m512 da = _mm512_set1_ps(x[t * nb + b].d);
+          accf[p][t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[p][t]), _mm512_mul_ps(dv, da), accf[p][t]);
+          accf[p][t] =
+              _mm512_fnmadd_ps(_mm512_cvtepi32_ps(macc), _mm512_mul_ps(dminv, da), accf[p][t]);
+        }
+      }
+    }
+  }
+};
+
 }  // namespace
 
 size_t panel_gemm_min_tokens() {
@@ -281,8 +438,10 @@ bool uses_panel_gemm(const WeightMatrix& w, size_t n_tokens) {
 }
 
 std::shared_ptr<const void> pack_panels_vnni_avx512(ThreadPool& pool, const WeightMatrix& w) {
-  if (w.dtype != DType::Q8_0 || !cpu_features().avx512vnni) return nullptr;
-  return pack_all<Block32Format<DType::Q8_0>>(pool, w);
+  if (!cpu_features().avx512vnni) return nullptr;
+  if (w.dtype == DType::Q8_0) return pack_all<Block32Format<DType::Q8_0>>(pool, w);
+  if (w.dtype == DType::Q4_K) return pack_all<Q4KNibbleFormat<1, 1>>(pool, w);
+  return nullptr;
 }
 
 void gemm_vnni_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
@@ -300,6 +459,11 @@ void gemm_vnni_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedAct
     case DType::Q5_1:
       return gemm<Block32Format<DType::Q5_1>>(pool, w, x.q8, nb, n_tokens, y);
     case DType::Q4_K:
+      if (w.panels != nullptr) {
+        if (n_tokens <= kDecodeTokens)
+          return gemm<Q4KNibbleFormat<1, 1>>(pool, w, x.q8k, nb, n_tokens, y);
+        return gemm<Q4KNibbleFormat<2, 2>>(pool, w, x.q8k, nb, n_tokens, y);
+      }
       return gemm<KquantFormat<DType::Q4_K>>(pool, w, x.q8k, nb, n_tokens, y);
     case DType::Q5_K:
       return gemm<KquantFormat<DType::Q5_K>>(pool, w, x.q8k, nb, n_tokens, y);

@@ -212,9 +212,14 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_to
 
 std::shared_ptr<const void> pack_weight_panels(ThreadPool& pool, const WeightMatrix& w) {
   if (best_isa() != KernelIsa::Avx512 || w.data == nullptr || w.rows == 0) return nullptr;
-  if (w.dtype == DType::Q8_0) return kernels::pack_panels_vnni_avx512(pool, w);
+  if (w.dtype == DType::Q8_0 || w.dtype == DType::Q4_K)
+    return kernels::pack_panels_vnni_avx512(pool, w);
   if (w.dtype == DType::BF16) return kernels::pack_panels_bf16_avx512(pool, w);
   return nullptr;
+}
+
+size_t panel_row_bytes(DType dtype, size_t cols) {
+  return dtype == DType::Q4_K ? cols / kQK * 148 : row_bytes(dtype, cols);
 }
 
 namespace {
@@ -357,7 +362,8 @@ void matmul_blocks(ThreadPool& pool, const WeightMatrix& w, const float* x, size
         WeightMatrix sub{w.dtype, nr, w.cols, w.row(r0)};
         static_assert(kMatmulBlockRows % 16 == 0);  // block rows start whole panels
         if (w.panels != nullptr)
-          sub.panels = static_cast<const uint8_t*>(w.panels) + r0 * w.row_bytes();
+          sub.panels =
+              static_cast<const uint8_t*>(w.panels) + r0 * panel_row_bytes(w.dtype, w.cols);
         run_kernel(inline_pool, sub, offset_acts(acts, t0, w.cols), nt, ybuf.data(), isa, n_tokens);
       }
       consume(MatmulBlock{worker, r0, nr, t0, nt, ybuf.data()});

@@ -68,11 +68,16 @@ inline constexpr size_t kMatmulBlockTokens = 120;  // a block's output stays wit
 void matmul_blocks(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens,
                    const MatmulBlockFn& consume);
 
-// Repacks w once for the AVX-512 panel GEMM, where the panels take no more bytes than its rows
-// (Q8_0 on AVX512_VNNI CPUs, BF16 with 32-multiple columns on AVX512_BF16 ones); null for other
-// dtypes and CPUs. Setting w.panels to it (kept alive as long as w) makes every product with
-// w, decode included, stream 16-row panels instead of rows and skip per-call packing.
+// Repacks w once for the AVX-512 panel GEMM, where the panels take about the bytes of its rows
+// (Q8_0 and Q4_K on AVX512_VNNI CPUs, BF16 with 32-multiple columns on AVX512_BF16 ones); null
+// for other dtypes and CPUs. Setting w.panels to it (kept alive as long as w) makes every
+// product with w, decode included, stream 16-row panels instead of rows and skip per-call
+// packing.
 std::shared_ptr<const void> pack_weight_panels(ThreadPool& pool, const WeightMatrix& w);
+// Bytes per row of those panels: the 16-row panel of rows [r, r + 16) starts at
+// r * panel_row_bytes. The rows' own bytes for Q8_0 and BF16; Q4_K keeps its scales unpacked
+// (148 bytes per 256 columns, 144 in the file).
+size_t panel_row_bytes(DType dtype, size_t cols);
 
 // Slow, obviously correct version (dequantise each row, f64 accumulate): the parity reference
 // for the optimised kernels in tests.

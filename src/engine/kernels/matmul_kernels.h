@@ -181,9 +181,8 @@ void gemm_vnni_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedAct
                       size_t n_tokens, float* y);
 void gemm_bf16_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
                       size_t n_tokens, float* y);
-// pack_weight_panels's halves (null where the dtype or CPU has no load-time panels). Those
-// panels take exactly the rows' bytes, so row r's panel (r a multiple of 16) starts at
-// r * w.row_bytes().
+// pack_weight_panels's halves (null where the dtype or CPU has no load-time panels); row r's
+// panel (r a multiple of 16) starts at r * panel_row_bytes(w.dtype, w.cols).
 std::shared_ptr<const void> pack_panels_vnni_avx512(ThreadPool& pool, const WeightMatrix& w);
 std::shared_ptr<const void> pack_panels_bf16_avx512(ThreadPool& pool, const WeightMatrix& w);
 

@@ -8,9 +8,10 @@
 // panels (F::pack), each 64-byte group holding 4 bytes of every row: one 512-bit dot
 // instruction then covers 16 rows, with the token's 4 activation bytes broadcast. Then for each
 // token chunk whose activations stay in L2, each F::kPanels panels x F::kTokens tokens run
-// F::tile over all K and store straight into y[token][row]. Formats whose panels take no more
-// bytes than the file's rows (Q8_0, BF16) can also be packed once at load (WeightMatrix::panels);
-// then every call, decode included, streams the panels and skips the packing.
+// F::tile over all K and store straight into y[token][row]. Formats whose panels take about the
+// file's bytes (Q8_0, BF16, Q4_K's nibble format) can also be packed once at load
+// (WeightMatrix::panels); then every call, decode included, streams the panels and skips the
+// packing.
 //
 // A format F provides: Act (one activation block, kCols columns), kBytes (per panel and
 // block), pack(w0, stride, n_rows, nb, dst), Side / kSidePerBlock / side(act, out) (values
@@ -19,6 +20,7 @@
 #pragma once
 
 #include <immintrin.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -88,16 +90,21 @@ void run_tile(const uint8_t* panels, size_t panel_bytes, const typename F::Act* 
 }
 
 // All of w's panels (ceil(rows / 16) x nb * F::kBytes), packed over the pool into a 64-byte
-// aligned buffer: the load-time panels of a format whose panels take exactly its rows' bytes
-// (F::kBytes == 16 x the file's block bytes), so row r's panel starts at r * w.row_bytes().
+// aligned buffer: the load-time panels, whose size per row panel_row_bytes states, so row r's
+// panel starts at r * panel_row_bytes(w.dtype, w.cols).
 template <typename F>
 std::shared_ptr<const void> pack_all(ThreadPool& pool, const WeightMatrix& w) {
   const size_t nb = w.cols / F::kCols, panel_bytes = nb * F::kBytes;
   const size_t n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
-  PITH_CHECK(panel_bytes == kPanelRows * w.row_bytes());
+  PITH_CHECK(panel_bytes == kPanelRows * panel_row_bytes(w.dtype, w.cols));
+  // 2 MiB aligned and marked for huge pages: decode streams these once per token, and with
+  // 4 KiB pages every 64 cache lines cost a TLB walk the prefetches wait for.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t bytes = (n_panels * panel_bytes + kHuge - 1) / kHuge * kHuge;
   std::shared_ptr<uint8_t> buf(
-      static_cast<uint8_t*>(::operator new (n_panels* panel_bytes, std::align_val_t{64})),
-      [](uint8_t* p) { ::operator delete (p, std::align_val_t{64}); });
+      static_cast<uint8_t*>(::operator new (bytes, std::align_val_t{kHuge})),
+      [](uint8_t* p) { ::operator delete (p, std::align_val_t{kHuge}); });
+  madvise(buf.get(), bytes, MADV_HUGEPAGE);
   pool.parallel_for(n_panels, [&](size_t p, size_t) {
     const size_t r = p * kPanelRows;
     F::pack(w.row(r), w.row_bytes(), std::min(kPanelRows, w.rows - r), nb,
@@ -141,9 +148,15 @@ void gemm(ThreadPool& pool, const WeightMatrix& w, const typename F::Act* x, siz
       std::max<size_t>(F::kTokens, (size_t{128} << 10) / act_bytes / F::kTokens * F::kTokens);
   chunk = std::min(chunk, n_tokens);
 
-  const size_t n_tasks = (rows + kTaskRows - 1) / kTaskRows;
+  // A product that streams load-time panels once (decode) takes tasks of ~256 KiB, as the row
+  // kernels do: each thread then reads long contiguous runs instead of restarting its
+  // prefetches every 64 rows. Per-call packing keeps tasks of kTaskRows (its scratch).
+  const size_t task_rows = w.panels != nullptr && n_tokens <= size_t(F::kTokens)
+                               ? std::max(kTaskRows, decode_row_block(w, pool.size(), kPanelRows))
+                               : kTaskRows;
+  const size_t n_tasks = (rows + task_rows - 1) / task_rows;
   pool.parallel_for(n_tasks, [&](size_t task, size_t) {
-    const size_t r_begin = task * kTaskRows, r_end = std::min(rows, r_begin + kTaskRows);
+    const size_t r_begin = task * task_rows, r_end = std::min(rows, r_begin + task_rows);
     const size_t n_panels = (r_end - r_begin + kPanelRows - 1) / kPanelRows;
     const uint8_t* panels;
     if (w.panels != nullptr) {
