@@ -127,13 +127,9 @@ TEST(WeightPanels, KeepTheLogits) {
   size_t with_panels = 0;
   for (const char* model : {"tiny-q8_0", "tiny-bf16"}) {
     auto weights = test::load_test_model(model);
-    EngineOptions o;
-    o.kv_memory_bytes = size_t{8} << 20;
-    o.n_threads = 2;
-    o.cpu_weight_panels = false;
-    Engine rows(weights, o);
-    o.cpu_weight_panels = true;
-    Engine panels(weights, o);
+    auto [rows_engine, panels_engine] = test::rows_and_panels(weights);
+    Engine& rows = *rows_engine;
+    Engine& panels = *panels_engine;
     EXPECT_EQ(rows.info().weight_bytes, weights->weight_bytes());
     if (panels.info().weight_bytes == weights->weight_bytes()) continue;  // none on this CPU
     EXPECT_GT(panels.info().weight_bytes, weights->weight_bytes());

@@ -43,6 +43,23 @@ inline std::unique_ptr<Engine> make_engine(std::shared_ptr<const ModelWeights> w
   return std::make_unique<Engine>(std::move(w), o);
 }
 
+// The same weights on two CPU engines: the mapped rows only, and with the load-time weight
+// panels (the same as `rows` on a CPU without them: compare info().weight_bytes).
+struct RowsAndPanels {
+  std::unique_ptr<Engine> rows, panels;
+};
+inline RowsAndPanels rows_and_panels(const std::shared_ptr<const ModelWeights>& w) {
+  EngineOptions o;
+  o.kv_memory_bytes = size_t{8} << 20;
+  o.n_threads = 2;
+  o.cpu_weight_panels = false;
+  RowsAndPanels e;
+  e.rows = std::make_unique<Engine>(w, o);
+  o.cpu_weight_panels = true;
+  e.panels = std::make_unique<Engine>(w, o);
+  return e;
+}
+
 // A prompt of n tokens: BOS (1), then ids drawn from [3, vocab) by `seed`.
 inline std::vector<int32_t> random_tokens(size_t n, uint32_t seed, int32_t vocab = 1000) {
   std::mt19937 rng(seed);

@@ -215,14 +215,10 @@ TEST(KQuantModel, ScalarKernelsMatchSimd) {
 // an int8 rounding of an activation moved now and then, as in ScalarKernelsMatchSimd.
 TEST(KQuantModel, LoadTimePanelsKeepTheLogits) {
   TempDir dir;
-  auto weights = load(generate(dir, "tiny256", "q4_k_m"));
-  EngineOptions o;
-  o.kv_memory_bytes = size_t{8} << 20;
-  o.n_threads = 2;
-  o.cpu_weight_panels = false;
-  Engine rows(weights, o);
-  o.cpu_weight_panels = true;
-  Engine panels(weights, o);
+  auto [rows_engine, panels_engine] =
+      test::rows_and_panels(load(generate(dir, "tiny256", "q4_k_m")));
+  Engine& rows = *rows_engine;
+  Engine& panels = *panels_engine;
   if (panels.info().weight_bytes == rows.info().weight_bytes)
     GTEST_SKIP() << "no K-quant panels on this CPU (AVX512_VNNI)";
   const auto prompt = random_tokens(40, 1);
