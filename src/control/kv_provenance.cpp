@@ -42,6 +42,10 @@ void KvProvenance::on_embed_tokens(std::span<const int32_t> tokens,
     if (slots[i] < embed_token_.size()) embed_token_[slots[i]] = tokens[i];
 }
 
+void KvProvenance::on_embed_overwritten(uint32_t slot) {
+  if (slot < embed_token_.size()) embed_token_[slot] = -1;
+}
+
 KvContext KvProvenance::extend(KvContext before, uint32_t page) {
   // Reuses the page's last node when it has the page's version and the same predecessor, so
   // equal contexts are usually one pointer.
@@ -103,8 +107,7 @@ void KvProvenance::on_forward(const SequenceInput& seq) {
   }
   // Embed outputs overwrite their slots with hidden states (after the inputs were read).
   for (const OutputSpec& o : seq.outputs)
-    if (o.kind == OutputKind::Embed && o.embed_slot < embed_token_.size())
-      embed_token_[o.embed_slot] = -1;
+    if (o.kind == OutputKind::Embed) on_embed_overwritten(o.embed_slot);
 }
 
 std::vector<bool> KvProvenance::replayable(std::span<const uint32_t> own,

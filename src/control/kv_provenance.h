@@ -66,6 +66,7 @@ class KvProvenance {
   void on_forward(const SequenceInput& seq);  // physical ids
   void on_embed_tokens(std::span<const int32_t> tokens, std::span<const uint32_t> slots);
   void on_opaque_write(uint32_t page);  // copy_kv's destination, a failed batch, a loaded image
+  void on_embed_overwritten(uint32_t slot);  // a hidden state, or a failed embed_tokens
 
   uint64_t version(uint32_t page) const { return version_[page]; }
   const KvRecipe* recipe(uint32_t page) const;  // null: opaque

@@ -23,7 +23,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <limits>
 #include <unordered_map>
 
@@ -428,7 +427,7 @@ void Controller::record_outcome_locked(const Batch& batch, Deferred& deferred) {
     if (c->outcome.ok()) continue;
     failed = true;
     if (auto* e = std::get_if<EmbedTokensCall>(&c->call))
-      for (uint32_t slot : e->slots) provenance_->on_embed_tokens(std::array{-1}, std::array{slot});
+      for (uint32_t slot : e->slots) provenance_->on_embed_overwritten(slot);
     if (restoring(c->owner) && restoring_.at(c->owner).queue == c->queue)
       broken.emplace_back(c->owner, c->outcome.failure().message);
   }
