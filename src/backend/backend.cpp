@@ -15,4 +15,24 @@ void Backend::unload_adapter(uint32_t id) {
   (void)id;
 }
 
+SlotPool& Backend::state_slots() {
+  return no_states_;
+}
+
+void Backend::clear_states(std::span<const uint32_t> slots) {
+  if (!slots.empty()) fail("the {} backend has no recurrent state slots", info().name);
+}
+
+void Backend::copy_state(uint32_t, uint32_t) {
+  fail("the {} backend has no recurrent state slots", info().name);
+}
+
+void Backend::save_states(std::span<const uint32_t> slots, std::span<std::byte>) {
+  if (!slots.empty()) fail("the {} backend has no recurrent state slots", info().name);
+}
+
+void Backend::load_states(std::span<const uint32_t> slots, std::span<const std::byte>) {
+  if (!slots.empty()) fail("the {} backend has no recurrent state slots", info().name);
+}
+
 }  // namespace pith

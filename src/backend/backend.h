@@ -37,9 +37,11 @@ struct BackendOptions {
   std::string device = "auto";  // cpu | cuda | cuda:N | auto (cuda when present) | fake (tests)
   uint32_t kv_page_size = 16;   // tokens per KV page (--kv-page-size)
   size_t kv_memory_bytes = size_t{256} << 20;  // KV pool budget (--kv-memory)
-  uint32_t max_embeds = 4096;                  // Embed slots
-  size_t n_threads = 0;                        // CPU: worker threads, 0 = one per core
-  double gpu_memory_fraction = 0.9;            // CUDA: cap on weights + KV + scratch
+  // Recurrent state pool of hybrid models (--state-memory); 0: as much as the KV pool's budget.
+  size_t state_memory_bytes = 0;
+  uint32_t max_embeds = 4096;        // Embed slots
+  size_t n_threads = 0;              // CPU: worker threads, 0 = one per core
+  double gpu_memory_fraction = 0.9;  // CUDA: cap on weights + KV + scratch
   // CPU: Q8_0 / Q4_K / BF16 matrices repacked once into the AVX-512 panel layout
   // (pack_weight_panels) where the CPU has the dot instructions; off keeps only the mapped rows
   // (half the memory).
@@ -53,6 +55,7 @@ struct BackendInfo {
   size_t device_memory_bytes = 0;  // total memory of the device (0: host / unknown)
   size_t weight_bytes = 0;         // model weights as held by the backend
   size_t kv_bytes = 0;             // the KV page pool
+  size_t state_bytes = 0;          // the recurrent state pool (hybrid models)
   size_t workspace_bytes = 0;      // activations, scratch, Embed slots
 };
 
@@ -93,6 +96,18 @@ class Backend {
   virtual void save_kv_pages(std::span<const uint32_t> pages, std::span<std::byte> out) = 0;
   virtual void load_kv_pages(std::span<const uint32_t> pages, std::span<const std::byte> in) = 0;
 
+  // Recurrent state of hybrid models (SequenceInput::state_slot; engine/state_pool.h): slots of
+  // state_bytes() each, none (capacity 0) for a model without recurrent layers. clear_states
+  // empties slots for new sequences; copy_state forks one (dst continues exactly as src would);
+  // save/load move state images like KV page images. The defaults serve backends without
+  // recurrent layers: no slots, and every handler throws pith::Error.
+  virtual SlotPool& state_slots();
+  virtual size_t state_bytes() const { return 0; }
+  virtual void clear_states(std::span<const uint32_t> slots);
+  virtual void copy_state(uint32_t src, uint32_t dst);
+  virtual void save_states(std::span<const uint32_t> slots, std::span<std::byte> out);
+  virtual void load_states(std::span<const uint32_t> slots, std::span<const std::byte> in);
+
   // LoRA adapters (engine/lora_adapter.h). load_adapter makes `adapter` usable as
   // SequenceInput::adapter == id (id > 0, chosen by the caller and never reused); unload_adapter
   // forgets it (a forward already running finishes with it). Unlike the handlers these may be
@@ -100,6 +115,9 @@ class Backend {
   // pith::Error saying so (the default); a forward naming an id not loaded is a bad batch.
   virtual void load_adapter(uint32_t id, std::shared_ptr<const LoraAdapter> adapter);
   virtual void unload_adapter(uint32_t id);
+
+ private:
+  SlotPool no_states_{0, "recurrent states"};
 };
 
 // Whether `device` names a CUDA device ("cuda", "cuda:N", or "auto" on a machine with a GPU).

@@ -82,6 +82,44 @@ void validate_batch(const std::vector<SequenceInput>& batch, const ModelConfig& 
     fail("forward: output Embed slot {} is written twice in one batch", *dup_slot);
 }
 
+void validate_batch_states(const std::vector<SequenceInput>& batch, const ModelConfig& c,
+                           const SlotPool& states) {
+  const bool hybrid = c.hybrid();
+  thread_local std::vector<uint32_t> used;
+  used.clear();
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const SequenceInput& s = batch[si];
+    if (!hybrid) {
+      if (s.state_slot != SequenceInput::kNoState)
+        fail("forward: sequence {}: state slot {} given, but the model has no recurrent layers", si,
+             s.state_slot);
+      continue;
+    }
+    if (s.state_slot == SequenceInput::kNoState)
+      fail("forward: sequence {}: the model has recurrent layers; give a state slot", si);
+    if (!states.allocated(s.state_slot))
+      fail("forward: sequence {}: state slot {} is {}", si, s.state_slot,
+           states.valid(s.state_slot) ? "not allocated" : "out of range");
+    if (!s.mask.empty())
+      fail(
+          "forward: sequence {}: custom attention masks are not supported on a model with "
+          "recurrent layers (its state advances over the inputs in order)",
+          si);
+    used.push_back(s.state_slot);
+  }
+  std::sort(used.begin(), used.end());
+  if (auto it = std::adjacent_find(used.begin(), used.end()); it != used.end())
+    fail("forward: state slot {} is used by two sequences of the batch", *it);
+}
+
+void validate_state_slots(const char* handler, std::span<const uint32_t> slots,
+                          const SlotPool& states) {
+  for (uint32_t id : slots)
+    if (!states.allocated(id))
+      fail("{}: state slot {} is {}", handler, id,
+           states.valid(id) ? "not allocated" : "out of range");
+}
+
 void validate_embed_tokens(std::span<const int32_t> tokens, std::span<const uint32_t> positions,
                            std::span<const uint32_t> slots, const ModelConfig& c,
                            const SlotPool& embeds) {

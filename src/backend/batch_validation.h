@@ -22,6 +22,15 @@ namespace pith {
 void validate_batch(const std::vector<SequenceInput>& batch, const ModelConfig& config,
                     uint32_t page_size, const SlotPool& pages, const SlotPool& embeds);
 
+// Hybrid models: every sequence names an allocated recurrent state slot, no slot twice in the
+// batch (a state advances once per forward), and a causal mask. Other models: no state slot.
+void validate_batch_states(const std::vector<SequenceInput>& batch, const ModelConfig& config,
+                           const SlotPool& states);
+
+// copy_state / save_states / load_states: allocated slots, one image per slot.
+void validate_state_slots(const char* handler, std::span<const uint32_t> slots,
+                          const SlotPool& states);
+
 void validate_embed_tokens(std::span<const int32_t> tokens, std::span<const uint32_t> positions,
                            std::span<const uint32_t> slots, const ModelConfig& config,
                            const SlotPool& embeds);

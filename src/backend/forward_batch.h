@@ -53,6 +53,12 @@ struct SequenceInput {
   std::vector<OutputSpec> outputs;
   // LoRA adapter of this sequence (Backend::load_adapter's id), 0 = the base model.
   uint32_t adapter = 0;
+  // Hybrid models (ModelConfig::hybrid): the sequence's recurrent state slot
+  // (Backend::state_slots). It holds the recurrent layers' summary of the sequence's tokens
+  // before these inputs and is advanced over them, so the inputs must continue the sequence in
+  // order and the mask must be causal (empty). kNoState for models without recurrent layers.
+  static constexpr uint32_t kNoState = UINT32_MAX;
+  uint32_t state_slot = kNoState;
 
   size_t n_inputs() const { return tokens.empty() ? embed_slots.size() : tokens.size(); }
 };

@@ -18,6 +18,24 @@ enum class RopeStyle { AdjacentPairs, SplitHalf };
 // The gated feed-forward's activation: act(gate) * up.
 enum class FfnActivation { Silu, GeluTanh };
 
+// Gated DeltaNet linear attention (the recurrent layers of hybrid models, qwen3.5): per layer
+// a short causal convolution over [q | k | v] and a gated delta rule over one k_dim x v_dim
+// state matrix per value head (engine/gated_delta_net.h).
+struct DeltaNetConfig {
+  uint32_t k_heads = 0, v_heads = 0;  // key heads (shared by v_heads / k_heads value heads)
+  uint32_t k_dim = 0, v_dim = 0;      // per-head sizes
+  uint32_t conv_kernel = 0;           // convolution width (its window keeps kernel - 1 inputs)
+  // Value head h reads key head h % k_heads (llama.cpp's converter orders value heads so; HF
+  // checkpoints group them by key head and are reordered at load, architecture.h).
+
+  uint32_t key_dim() const { return k_heads * k_dim; }
+  uint32_t value_dim() const { return v_heads * v_dim; }
+  uint32_t conv_channels() const { return 2 * key_dim() + value_dim(); }
+  size_t conv_floats() const { return size_t{conv_kernel - 1} * conv_channels(); }
+  // One recurrent layer's state of one sequence: conv window, then the state matrices.
+  size_t layer_state_floats() const { return conv_floats() + size_t{v_heads} * v_dim * k_dim; }
+};
+
 struct ModelConfig {
   std::string architecture = "llama";
   std::string name;
@@ -62,11 +80,46 @@ struct ModelConfig {
   uint32_t d_ff_expert = 0;
   uint32_t d_ff_shared_expert = 0;
   bool moe_norm_top_k = false;
+  // Partial rotary: RoPE turns the first rope_dim dimensions of each head, the rest pass
+  // through (0: all of head_dim). rope_freq_factors then have rope_dim / 2 entries.
+  uint32_t rope_dim = 0;
+  // The query projection also yields a per-head output gate: wq has 2 * q_dim rows, [query |
+  // gate] per head, and the attention output is multiplied by sigmoid(gate) before wo.
+  bool attn_output_gate = false;
+  // Hybrid models: layers flagged here ([n_layers], empty when none) are Gated DeltaNet
+  // layers with a recurrent state per sequence instead of softmax attention over KV pages.
+  std::vector<uint8_t> recurrent_layers;
+  DeltaNetConfig delta_net;
 
   uint32_t q_dim() const { return n_heads * head_dim; }
   uint32_t kv_dim() const { return n_kv_heads * head_dim; }
   float query_scale() const {  // attn_scale or 1/sqrt(head_dim)
     return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  }
+  uint32_t rotary_dim() const { return rope_dim > 0 ? rope_dim : head_dim; }
+  bool layer_recurrent(uint32_t layer) const {
+    return layer < recurrent_layers.size() && recurrent_layers[layer] != 0;
+  }
+  bool hybrid() const {
+    for (uint8_t r : recurrent_layers)
+      if (r) return true;
+    return false;
+  }
+  // Layers with KV (softmax attention), and the KV pool's layer index of an attention layer.
+  uint32_t n_kv_layers() const { return n_layers - n_recurrent_layers(); }
+  uint32_t kv_layer(uint32_t layer) const {
+    uint32_t i = 0;
+    for (uint32_t l = 0; l < layer; ++l) i += layer_recurrent(l) ? 0 : 1;
+    return i;
+  }
+  uint32_t n_recurrent_layers() const {
+    uint32_t n = 0;
+    for (uint32_t l = 0; l < n_layers; ++l) n += layer_recurrent(l) ? 1 : 0;
+    return n;
+  }
+  // Floats of one sequence's recurrent state (all recurrent layers); 0 for plain models.
+  size_t recurrent_state_floats() const {
+    return size_t{n_recurrent_layers()} * delta_net.layer_state_floats();
   }
   bool layer_slides(uint32_t layer) const {
     return sliding_window > 0 && layer < sliding_layers.size() && sliding_layers[layer] != 0;

@@ -113,7 +113,8 @@ void run_logits(const LogitsArgs& a) {
   eo.max_embeds = 1;
   const uint32_t n_pages = (n + a.page_size - 1) / a.page_size;
   eo.kv_memory_bytes =
-      KvShape{c.n_layers, c.n_kv_heads, c.head_dim, a.page_size}.page_bytes() * n_pages;
+      KvShape{c.n_kv_layers(), c.n_kv_heads, c.head_dim, a.page_size}.page_bytes() * n_pages;
+  eo.state_memory_bytes = c.recurrent_state_floats() * sizeof(float);  // one sequence's
   eo.device = a.device;
   auto backend = make_backend(weights, eo);
   Backend& engine = *backend;
@@ -125,6 +126,10 @@ void run_logits(const LogitsArgs& a) {
   }
   s.tokens = tokens;
   s.kv_pages = engine.page_slots().allocate(n_pages);
+  if (c.hybrid()) {  // the recurrent layers' state, empty before the prompt
+    s.state_slot = engine.state_slots().allocate(1)[0];
+    engine.clear_states(std::span<const uint32_t>(&s.state_slot, 1));
+  }
   s.last_page_len = n - (n_pages - 1) * a.page_size;
   for (uint32_t i = 0; i < n; ++i) {
     s.positions.push_back(i);

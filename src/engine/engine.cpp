@@ -20,6 +20,7 @@
 #include "common/error.h"
 #include "engine/attention.h"
 #include "engine/forward_profile.h"
+#include "engine/gated_delta_net.h"
 #include "engine/kernels/cpu_features.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/lm_head.h"
@@ -33,7 +34,7 @@ namespace pith {
 struct Engine::Scratch {
   explicit Scratch(const ModelConfig& c)
       : rope(c),
-        rope_local(c.head_dim, c.rope_theta_local > 0 ? c.rope_theta_local : c.rope_theta,
+        rope_local(c.rotary_dim(), c.rope_theta_local > 0 ? c.rope_theta_local : c.rope_theta,
                    c.rope_theta_local > 0 ? std::vector<float>{} : c.rope_freq_factors) {}
 
   RopeTable rope;
@@ -41,14 +42,16 @@ struct Engine::Scratch {
   std::vector<float> x;             // [T][d_model] residual stream
   std::vector<float> h;             // [T][d_model] normed input of a block
   std::vector<float> q;             // [T][q_dim]
+  std::vector<float> q_gate;        // [T][2 q_dim] query and output gate, attn_output_gate only
+  std::vector<float> out_gate;      // [T][q_dim] the output gate
   std::vector<float> k, v;          // [T][kv_dim]
   std::vector<float> attn;          // [T][q_dim]
   std::vector<float> tmp;           // [T][d_model] block output before the residual add
   std::vector<float> gate;          // [T][d_ff]
   std::vector<float> up;            // [T][d_ff]
-  std::vector<float> cos_t;         // [T][head_dim/2]
-  std::vector<float> sin_t;         // [T][head_dim/2]
-  std::vector<float> cos_l, sin_l;  // [T][head_dim/2] of rope_local, when the model has one
+  std::vector<float> cos_t;         // [T][rotary_dim/2]
+  std::vector<float> sin_t;         // [T][rotary_dim/2]
+  std::vector<float> cos_l, sin_l;  // [T][rotary_dim/2] of rope_local, when the model has one
   std::vector<uint32_t> write_page, write_slot;  // [T] where each input's K/V goes
   std::vector<float> out_h;   // [R][d_model] normed hidden states of the rows needing logits
   std::vector<float> logits;  // [R_logits][vocab] of the rows that asked for full logits
@@ -60,7 +63,9 @@ struct Engine::Scratch {
   std::vector<AttentionSequence> seqs;
   AttentionScratch attention;
   MoeScratch moe;
-  LoraBatch lora;                                             // tokens grouped by adapter
+  DeltaNetScratch delta_net;
+  std::vector<DeltaNetSequence> delta_seqs;  // per sequence: its inputs and state, per layer
+  LoraBatch lora;                            // tokens grouped by adapter
   std::vector<std::shared_ptr<const LoraAdapter>> lora_held;  // alive for this forward
 };
 
@@ -105,7 +110,7 @@ std::shared_ptr<const ModelWeights> with_weight_panels(std::shared_ptr<const Mod
   };
   for (LayerWeights& l : copy->layers) {
     for (WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router,
-                            &l.sh_gate, &l.sh_up, &l.sh_down})
+                            &l.sh_gate, &l.sh_up, &l.sh_down, &l.ssm_qkv, &l.ssm_gate, &l.ssm_out})
       pack(*m);
     for (auto* experts : {&l.exp_gate, &l.exp_up, &l.exp_down})
       for (WeightMatrix& m : *experts) pack(m);
@@ -115,8 +120,13 @@ std::shared_ptr<const ModelWeights> with_weight_panels(std::shared_ptr<const Mod
   return copy;
 }
 
+// Only softmax-attention layers keep KV (a hybrid model's recurrent layers keep a state).
 KvShape kv_shape(const ModelConfig& c, uint32_t page_size) {
-  return KvShape{c.n_layers, c.n_kv_heads, c.head_dim, page_size};
+  return KvShape{c.n_kv_layers(), c.n_kv_heads, c.head_dim, page_size};
+}
+
+float sigmoid(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
 }
 
 }  // namespace
@@ -127,6 +137,8 @@ Engine::Engine(std::shared_ptr<const ModelWeights> weights, const EngineOptions&
       kv_pool_((validate_model_shapes(*weights_), kv_shape(weights_->config, options.kv_page_size)),
                options.kv_memory_bytes),
       embeds_(weights_->config.d_model, options.max_embeds),
+      states_(weights_->config, options.state_memory_bytes > 0 ? options.state_memory_bytes
+                                                               : options.kv_memory_bytes),
       scratch_(std::make_unique<Scratch>(weights_->config)) {
   if (options.cpu_weight_panels)
     weights_ = with_weight_panels(std::move(weights_), pool_, panel_bytes_);
@@ -140,16 +152,18 @@ BackendInfo Engine::info() const {
   i.device = fmt::format("{} threads, {}", pool_.size(), isa_name(best_isa()));
   i.weight_bytes = weights_->weight_bytes() + panel_bytes_;
   i.kv_bytes = size_t{kv_pool_.n_pages()} * kv_pool_.shape().page_bytes();
+  i.state_bytes = size_t{states_.capacity()} * states_.slot_bytes();
   i.workspace_bytes = size_t{embeds_.capacity()} * embeds_.d_model() * sizeof(float);
   return i;
 }
 
 std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& batch) {
   validate_batch(batch, config(), kv_pool_.page_size(), kv_pool_.slots(), embeds_.slots());
+  validate_batch_states(batch, config(), states_.slots());
   const ModelConfig& c = config();
   const ModelWeights& w = *weights_;
   Scratch& s = *scratch_;
-  const uint32_t d = c.d_model, hd = c.head_dim, np = hd / 2;
+  const uint32_t d = c.d_model, hd = c.head_dim, np = c.rotary_dim() / 2;
   const uint32_t q_dim = c.q_dim(), kv_dim = c.kv_dim();
   const uint32_t d_ff = c.n_experts > 0 ? 0 : c.d_ff;  // MoE layers use their own buffers
   const uint32_t ps = kv_pool_.page_size();
@@ -162,6 +176,8 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
   float* x = grow(s.x, T * d);
   float* h = grow(s.h, T * d);
   float* q = grow(s.q, T * q_dim);
+  float* q_gate = c.attn_output_gate ? grow(s.q_gate, T * 2 * q_dim) : nullptr;
+  float* out_gate = c.attn_output_gate ? grow(s.out_gate, T * q_dim) : nullptr;
   float* k = grow(s.k, T * kv_dim);
   float* v = grow(s.v, T * kv_dim);
   float* attn = grow(s.attn, T * q_dim);
@@ -200,10 +216,12 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
 
   // Flatten: input embeddings, RoPE angles and KV destinations per token. [T][...]
   s.seqs.resize(batch.size());
+  s.delta_seqs.resize(c.hybrid() ? batch.size() : 0);
   size_t t = 0;
   for (size_t si = 0; si < batch.size(); ++si) {
     const SequenceInput& seq = batch[si];
     const uint32_t n = static_cast<uint32_t>(seq.n_inputs());
+    if (c.hybrid()) s.delta_seqs[si] = DeltaNetSequence{static_cast<uint32_t>(t), n, nullptr};
     const uint32_t ctx = static_cast<uint32_t>((seq.kv_pages.size() - 1) * ps + seq.last_page_len);
     s.seqs[si] =
         AttentionSequence{q + t * q_dim, attn + t * q_dim, n, ctx, seq.kv_pages, &seq.mask};
@@ -224,64 +242,95 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
   const bool gelu = c.ffn_activation == FfnActivation::GeluTanh;
   using P = ForwardProfile;
   op(P::Embed);
+  uint32_t recurrent_index = 0;
   for (uint32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = w.layers[l];
     const bool slides = c.layer_slides(l);
     const float* lc = slides ? cos_l : cos_t;
     const float* ls = slides ? sin_l : sin_t;
-    // Attention block: h = norm(x); q,k,v = W h (+ b); q/k head norms; rope; K/V -> pages;
-    // attn; o = Wo attn (normed again where the family does); x += o.
     for_each_token(pool_, T, [&](size_t i) {
       rmsnorm(x + i * d, L.attn_norm.data(), h + i * d, d, c.rms_eps);
     });
     op(P::Norms);
-    matmul(pool_, L.wq, h, T, q);
-    matmul(pool_, L.wk, h, T, k);
-    matmul(pool_, L.wv, h, T, v);
-    op(P::QkvProj);
-    if (lora) {
-      lora->apply(pool_, l, LoraTarget::Q, h, d, q, q_dim);
-      lora->apply(pool_, l, LoraTarget::K, h, d, k, kv_dim);
-      lora->apply(pool_, l, LoraTarget::V, h, d, v, kv_dim);
-      op(P::Lora);
-    }
-    for_each_token(pool_, T, [&](size_t i) {
-      float* qi = q + i * q_dim;
-      float* ki = k + i * kv_dim;
-      float* vi = v + i * kv_dim;
-      if (c.qkv_bias) {
-        add(L.bq.data(), qi, q_dim);
-        add(L.bk.data(), ki, kv_dim);
-        add(L.bv.data(), vi, kv_dim);
+    if (c.layer_recurrent(l)) {
+      // Gated DeltaNet block: x += mixer(norm(x)), advancing each sequence's state.
+      for (size_t si = 0; si < batch.size(); ++si)
+        s.delta_seqs[si].state = states_.layer(batch[si].state_slot, recurrent_index);
+      ++recurrent_index;
+      gated_delta_net(pool_, c, L, h, T, s.delta_seqs, s.delta_net, tmp);
+      op(P::Attention);
+      add(tmp, x, T * d);
+      op(P::Residual);
+    } else {
+      const uint32_t kl = c.kv_layer(l);  // this layer's index in the KV pool
+      // Attention block: h = norm(x); q,k,v = W h (+ b); q/k head norms; rope; K/V -> pages;
+      // attn (times sigmoid(gate) where the query projection has one); o = Wo attn (normed again
+      // where the family does); x += o.
+      if (q_gate) {
+        matmul(pool_, L.wq, h, T, q_gate);
+        for_each_token(pool_, T, [&](size_t i) {
+          for (uint32_t hh = 0; hh < c.n_heads; ++hh) {
+            const float* src = q_gate + i * 2 * q_dim + size_t{hh} * 2 * hd;
+            std::memcpy(q + i * q_dim + hh * hd, src, hd * sizeof(float));
+            std::memcpy(out_gate + i * q_dim + hh * hd, src + hd, hd * sizeof(float));
+          }
+        });
+      } else {
+        matmul(pool_, L.wq, h, T, q);
       }
-      if (c.qk_norm) {
-        for (uint32_t hh = 0; hh < c.n_heads; ++hh)
-          rmsnorm(qi + hh * hd, L.q_norm.data(), qi + hh * hd, hd, c.rms_eps);
-        for (uint32_t hh = 0; hh < c.n_kv_heads; ++hh)
-          rmsnorm(ki + hh * hd, L.k_norm.data(), ki + hh * hd, hd, c.rms_eps);
+      matmul(pool_, L.wk, h, T, k);
+      matmul(pool_, L.wv, h, T, v);
+      op(P::QkvProj);
+      if (lora) {
+        lora->apply(pool_, l, LoraTarget::Q, h, d, q, q_dim);
+        lora->apply(pool_, l, LoraTarget::K, h, d, k, kv_dim);
+        lora->apply(pool_, l, LoraTarget::V, h, d, v, kv_dim);
+        op(P::Lora);
       }
-      rotate(qi, c.n_heads, np, lc + i * np, ls + i * np);
-      rotate(ki, c.n_kv_heads, np, lc + i * np, ls + i * np);
-      kv_pool_.write(wpage[i], wslot[i], l, ki, vi);
-    });
-    op(P::QkRopeKv);
-    attention(pool_, kv_pool_, l, c.n_heads, s.seqs, s.attention,
-              AttentionParams{c.attn_scale, c.attn_softcap, slides ? c.sliding_window : 0});
-    op(P::Attention);
-    matmul(pool_, L.wo, attn, T, tmp);
-    op(P::OProj);
-    if (lora) {
-      lora->apply(pool_, l, LoraTarget::O, attn, q_dim, tmp, d);
-      op(P::Lora);
-    }
-    if (c.post_norms) {
       for_each_token(pool_, T, [&](size_t i) {
-        rmsnorm(tmp + i * d, L.post_attn_norm.data(), tmp + i * d, d, c.rms_eps);
+        float* qi = q + i * q_dim;
+        float* ki = k + i * kv_dim;
+        float* vi = v + i * kv_dim;
+        if (c.qkv_bias) {
+          add(L.bq.data(), qi, q_dim);
+          add(L.bk.data(), ki, kv_dim);
+          add(L.bv.data(), vi, kv_dim);
+        }
+        if (c.qk_norm) {
+          for (uint32_t hh = 0; hh < c.n_heads; ++hh)
+            rmsnorm(qi + hh * hd, L.q_norm.data(), qi + hh * hd, hd, c.rms_eps);
+          for (uint32_t hh = 0; hh < c.n_kv_heads; ++hh)
+            rmsnorm(ki + hh * hd, L.k_norm.data(), ki + hh * hd, hd, c.rms_eps);
+        }
+        rotate(qi, c.n_heads, np, lc + i * np, ls + i * np, hd);
+        rotate(ki, c.n_kv_heads, np, lc + i * np, ls + i * np, hd);
+        kv_pool_.write(wpage[i], wslot[i], kl, ki, vi);
       });
-      op(P::Norms);
+      op(P::QkRopeKv);
+      attention(pool_, kv_pool_, kl, c.n_heads, s.seqs, s.attention,
+                AttentionParams{c.attn_scale, c.attn_softcap, slides ? c.sliding_window : 0});
+      if (out_gate)
+        for_each_token(pool_, T, [&](size_t i) {
+          float* a = attn + i * q_dim;
+          const float* g = out_gate + i * q_dim;
+          for (uint32_t j = 0; j < q_dim; ++j) a[j] *= sigmoid(g[j]);
+        });
+      op(P::Attention);
+      matmul(pool_, L.wo, attn, T, tmp);
+      op(P::OProj);
+      if (lora) {
+        lora->apply(pool_, l, LoraTarget::O, attn, q_dim, tmp, d);
+        op(P::Lora);
+      }
+      if (c.post_norms) {
+        for_each_token(pool_, T, [&](size_t i) {
+          rmsnorm(tmp + i * d, L.post_attn_norm.data(), tmp + i * d, d, c.rms_eps);
+        });
+        op(P::Norms);
+      }
+      add(tmp, x, T * d);
+      op(P::Residual);
     }
-    add(tmp, x, T * d);
-    op(P::Residual);
 
     // Feed-forward block: x += norm?(Wdown (act(Wgate h) * Wup h)), h = norm(x).
     for_each_token(pool_, T, [&](size_t i) {
@@ -418,6 +467,35 @@ void Engine::load_kv_pages(std::span<const uint32_t> pages, std::span<const std:
   validate_kv_images("load_kv_pages", pages, in.size(), bytes, kv_pool_.slots());
   for (size_t i = 0; i < pages.size(); ++i)
     std::memcpy(kv_pool_.page(pages[i]), in.data() + i * bytes, bytes);
+}
+
+void Engine::clear_states(std::span<const uint32_t> slots) {
+  validate_state_slots("clear_states", slots, states_.slots());
+  for (uint32_t id : slots) states_.clear(id);
+}
+
+void Engine::copy_state(uint32_t src, uint32_t dst) {
+  const uint32_t ids[] = {src, dst};
+  validate_state_slots("copy_state", ids, states_.slots());
+  states_.copy(src, dst);
+}
+
+void Engine::save_states(std::span<const uint32_t> slots, std::span<std::byte> out) {
+  validate_state_slots("save_states", slots, states_.slots());
+  if (out.size() != slots.size() * state_bytes())
+    fail("save_states: buffer of {} bytes for {} states of {} bytes", out.size(), slots.size(),
+         state_bytes());
+  for (size_t i = 0; i < slots.size(); ++i)
+    std::memcpy(out.data() + i * state_bytes(), states_.slot(slots[i]), state_bytes());
+}
+
+void Engine::load_states(std::span<const uint32_t> slots, std::span<const std::byte> in) {
+  validate_state_slots("load_states", slots, states_.slots());
+  if (in.size() != slots.size() * state_bytes())
+    fail("load_states: buffer of {} bytes for {} states of {} bytes", in.size(), slots.size(),
+         state_bytes());
+  for (size_t i = 0; i < slots.size(); ++i)
+    std::memcpy(states_.slot(slots[i]), in.data() + i * state_bytes(), state_bytes());
 }
 
 void Engine::load_adapter(uint32_t id, std::shared_ptr<const LoraAdapter> adapter) {

@@ -18,6 +18,7 @@
 #include "engine/forward_profile.h"
 #include "engine/kv_pool.h"
 #include "engine/model_weights.h"
+#include "engine/state_pool.h"
 
 namespace pith {
 
@@ -38,10 +39,12 @@ class Engine final : public Backend {
   uint32_t page_size() const override { return kv_pool_.page_size(); }
   SlotPool& page_slots() override { return kv_pool_.slots(); }
   SlotPool& embed_slots() override { return embeds_.slots(); }
+  SlotPool& state_slots() override { return states_.slots(); }
 
   const ModelWeights& weights() const { return *weights_; }
   KvPool& kv_pool() { return kv_pool_; }
   EmbedPool& embeds() { return embeds_; }
+  StatePool& states() { return states_; }
   ThreadPool& threads() { return pool_; }
 
   // One batched forward over all sequences: a single set of matrix multiplies over the
@@ -69,6 +72,13 @@ class Engine final : public Backend {
   void save_kv_pages(std::span<const uint32_t> pages, std::span<std::byte> out) override;
   void load_kv_pages(std::span<const uint32_t> pages, std::span<const std::byte> in) override;
 
+  // State images are a slot's f32 state as it is (state_pool.h layout).
+  size_t state_bytes() const override { return states_.slot_bytes(); }
+  void clear_states(std::span<const uint32_t> slots) override;
+  void copy_state(uint32_t src, uint32_t dst) override;
+  void save_states(std::span<const uint32_t> slots, std::span<std::byte> out) override;
+  void load_states(std::span<const uint32_t> slots, std::span<const std::byte> in) override;
+
   // Adapters are checked against the model (layer count, shapes) when loaded; a forward keeps
   // the ones its batch uses alive until it returns.
   void load_adapter(uint32_t id, std::shared_ptr<const LoraAdapter> adapter) override;
@@ -89,6 +99,7 @@ class Engine final : public Backend {
   ThreadPool pool_;
   KvPool kv_pool_;
   EmbedPool embeds_;
+  StatePool states_;
   std::unique_ptr<Scratch> scratch_;
   ForwardProfile* profile_ = nullptr;
   std::mutex adapters_mu_;  // load/unload run on other threads than forward

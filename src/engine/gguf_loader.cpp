@@ -61,6 +61,20 @@ WeightMatrix matrix(const GGUFFile& f, ModelWeights& w, const std::string& name,
   return m;
 }
 
+// A small [rows][cols] tensor (a convolution kernel) read into f32 values, rows after rows.
+std::vector<float> table_f32(const GGUFFile& f, const std::string& name, size_t rows, size_t cols) {
+  const GGUFTensorInfo& t = require_tensor(f, name);
+  if (squeezed(t.dims) != std::vector<uint64_t>{cols, rows})
+    fail("{}: tensor '{}' has shape [{}], expected [{}, {}]", f.path(), name,
+         fmt::join(t.dims, ", "), cols, rows);
+  std::vector<float> out(rows * cols);
+  std::vector<uint8_t> aligned(t.data, t.data + t.n_bytes);
+  const size_t rb = row_bytes(t.dtype, cols);
+  for (size_t r = 0; r < rows; ++r)
+    dequantize_row(t.dtype, aligned.data() + r * rb, out.data() + r * cols, cols);
+  return out;
+}
+
 std::vector<float> vector_f32(const GGUFFile& f, const std::string& name, size_t n) {
   const GGUFTensorInfo& t = require_tensor(f, name);
   if (squeezed(t.dims) != std::vector<uint64_t>{n})
@@ -86,7 +100,19 @@ class GgufKeys final : public ArchitectureKeys {
     if (key.gguf.empty() || !f_.has(prefix_ + std::string(key.gguf))) return std::nullopt;
     return f_.get_bool_or(prefix_ + std::string(key.gguf), false);
   }
-  std::optional<std::vector<std::string>> layer_types() const override { return std::nullopt; }
+  // Hybrid models record their layer kinds as a bool array (true: recurrent).
+  std::optional<std::vector<std::string>> layer_types() const override {
+    const GGUFValue* v = f_.find(prefix_ + "attention.recurrent_layers");
+    if (!v) return std::nullopt;
+    const GGUFArray* a = std::get_if<GGUFArray>(&v->v);
+    if (!a || (a->elem_type != GGUFType::BOOL && a->elem_type != GGUFType::U8 &&
+               a->elem_type != GGUFType::I8))
+      fail("{}: {}attention.recurrent_layers must be an array of booleans", f_.path(), prefix_);
+    std::vector<std::string> out;
+    for (uint64_t i = 0; i < a->count; ++i)
+      out.push_back(a->data[i] ? "linear_attention" : "full_attention");
+    return out;
+  }
 
  private:
   const GGUFFile& f_;
@@ -122,9 +148,12 @@ ModelConfig gguf_model_config(const GGUFFile& f) {
     fail("{}: attention.value_length {} differs from key_length {} (unsupported)", f.path(), v_len,
          c.head_dim);
   uint32_t rope_dims = get_u32_or(f, p + "rope.dimension_count", c.head_dim);
-  if (rope_dims != c.head_dim)
-    fail("{}: partial rotary embedding (rope.dimension_count {} < head_dim {}) is not supported",
-         f.path(), rope_dims, c.head_dim);
+  if (rope_dims != c.head_dim) {
+    if (!arch.partial_rotary || rope_dims == 0 || rope_dims > c.head_dim || rope_dims % 2 != 0)
+      fail("{}: partial rotary embedding (rope.dimension_count {} < head_dim {}) is not supported",
+           f.path(), rope_dims, c.head_dim);
+    c.rope_dim = rope_dims;
+  }
   c.rms_eps = static_cast<float>(f.get_float_or(p + "attention.layer_norm_rms_epsilon", 1e-5));
   c.rope_theta = static_cast<float>(f.get_float_or(p + "rope.freq_base", 10000.0));
   c.context_length = get_u32_or(f, p + "context_length", 2048);
@@ -142,12 +171,12 @@ ModelConfig gguf_model_config(const GGUFFile& f) {
   std::string scaling = f.get_string_opt(p + "rope.scaling.type").value_or("none");
   if (scaling == "linear") {
     float factor = static_cast<float>(f.get_float_or(p + "rope.scaling.factor", 1.0));
-    if (factor != 1.0f) c.rope_freq_factors.assign(c.head_dim / 2, factor);
+    if (factor != 1.0f) c.rope_freq_factors.assign(c.rotary_dim() / 2, factor);
   } else if (scaling != "none" && scaling != "llama3") {
     fail("{}: rope scaling type '{}' is not supported", f.path(), scaling);
   }
   if (f.find_tensor("rope_freqs.weight"))
-    c.rope_freq_factors = vector_f32(f, "rope_freqs.weight", c.head_dim / 2);
+    c.rope_freq_factors = vector_f32(f, "rope_freqs.weight", c.rotary_dim() / 2);
 
   c.tied_output = f.find_tensor("output.weight") == nullptr;
   arch.configure(c, GgufKeys(f, p));
@@ -175,8 +204,10 @@ std::shared_ptr<ModelWeights> load_gguf_model(const std::string& path, const Loa
         WeightMatrix stack = matrix(f, *w, t.gguf, t.rows, t.cols, t.experts);
         for (uint32_t e = 0; e < t.experts; ++e)
           place_layer_expert(l, t.role, e, {stack.dtype, t.rows, t.cols, stack.row(e * t.rows)}, c);
-      } else if (t.rows == 1)
-        place_layer_vector(l, t.role, vector_f32(f, t.gguf, t.cols));
+      } else if (t.conv)
+        place_layer_vector(l, t.role, table_f32(f, t.gguf, t.rows, t.cols), c);
+      else if (t.rows == 1)
+        place_layer_vector(l, t.role, vector_f32(f, t.gguf, t.cols), c);
       else
         place_layer_matrix(l, t.role, matrix(f, *w, t.gguf, t.rows, t.cols), c);
     }

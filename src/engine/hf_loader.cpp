@@ -5,6 +5,7 @@
 
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -170,6 +171,35 @@ class HfBuilder {
     return m;
   }
 
+  // A DeltaNet matrix indexed by value head (LayerTensor::v_block), copied once into pith's
+  // value-head order (hf_to_tiled_index): HF row (column) i becomes row (column) index(i).
+  WeightMatrix value_head_matrix(const LayerTensor& lt, const DeltaNetConfig& dn) {
+    const SafetensorsTensor& t = tensor(lt.hf, {lt.rows, lt.cols});
+    WeightMatrix m{*t.dtype, lt.rows, lt.cols, nullptr};
+    const size_t rb = m.row_bytes(), es = rb / lt.cols;
+    auto buf = std::make_shared<std::vector<uint8_t>>(t.n_bytes);
+    for (size_t r = 0; r < lt.rows; ++r) {
+      const uint8_t* src = t.data + r * rb;
+      if (!lt.v_cols) {
+        std::memcpy(buf->data() + hf_to_tiled_index(r, lt.v_first, lt.v_block, dn) * rb, src, rb);
+        continue;
+      }
+      for (size_t i = 0; i < lt.cols; ++i)
+        std::memcpy(buf->data() + r * rb + hf_to_tiled_index(i, lt.v_first, lt.v_block, dn) * es,
+                    src + i * es, es);
+    }
+    m.data = buf->data();
+    w_.storage.push_back(buf);
+    return m;
+  }
+  // A convolution kernel stored [rows][1][cols], in f32 rows after rows.
+  std::vector<float> conv_f32(const std::string& name, size_t rows, size_t cols) {
+    const SafetensorsTensor& t = tensor(name, {rows, 1, cols});
+    std::vector<float> out(rows * cols);
+    std::vector<uint8_t> tmp(t.data, t.data + t.n_bytes);
+    dequantize_row(*t.dtype, tmp.data(), out.data(), rows * cols);
+    return out;
+  }
   std::vector<float> vector_f32(const std::string& name, size_t n, bool as_row = false) {
     const SafetensorsTensor& t =
         tensor(name, as_row ? std::vector<uint64_t>{1, n} : std::vector<uint64_t>{n});
@@ -267,7 +297,33 @@ ModelConfig hf_model_config(const std::string& folder) {
   c.vocab_size = r.u32("vocab_size");
   c.context_length = r.u32_or("max_position_embeddings", 2048);
   c.rms_eps = r.f32_or("rms_norm_eps", 1e-6f);
-  c.rope_theta = r.f32_or("rope_theta", 10000.0f);
+  // Newer configs keep the RoPE settings in `rope_parameters`; text-only positions make the
+  // multimodal "mrope" layouts (Qwen3.5) ordinary RoPE.
+  const json* rope_params = j.contains("rope_parameters") && j["rope_parameters"].is_object()
+                                ? &j["rope_parameters"]
+                                : nullptr;
+  auto rope_value = [&](const char* key, float fallback) {
+    if (r.has(key)) return r.f32_or(key, fallback);
+    if (rope_params)
+      return ConfigReader(*rope_params, path + " rope_parameters").f32_or(key, fallback);
+    return fallback;
+  };
+  c.rope_theta = rope_value("rope_theta", 10000.0f);
+  if (rope_params) {
+    ConfigReader pr(*rope_params, path + " rope_parameters");
+    const std::string type = pr.str_or("rope_type", "default");
+    if (type != "default" && type != "mrope")
+      fail("{}: rope_parameters type '{}' is not supported (default)", path, type);
+  }
+  const float partial = rope_value("partial_rotary_factor", 1.0f);
+  if (partial != 1.0f) {
+    const float dims = partial * static_cast<float>(c.head_dim);
+    if (!family->partial_rotary || !(partial > 0 && partial < 1) ||
+        dims != static_cast<float>(static_cast<uint32_t>(dims)) ||
+        static_cast<uint32_t>(dims) % 2 != 0)
+      fail("{}: partial_rotary_factor {} is not supported for {}", path, partial, family->name);
+    c.rope_dim = static_cast<uint32_t>(dims);
+  }
   c.tied_output = r.bool_or("tie_word_embeddings", false);
   // No family pith runs has FFN biases; their tensors would otherwise be ignored.
   if (r.bool_or("mlp_bias", false))
@@ -282,14 +338,14 @@ ModelConfig hf_model_config(const std::string& folder) {
            {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
         if (!sr.has(k)) fail("{}: rope_scaling (llama3) is missing '{}'", path, k);
       c.rope_freq_factors =
-          llama3_rope_freq_factors(c.head_dim, c.rope_theta, sr.num(s["factor"], "factor"),
+          llama3_rope_freq_factors(c.rotary_dim(), c.rope_theta, sr.num(s["factor"], "factor"),
                                    sr.num(s["low_freq_factor"], "low_freq_factor"),
                                    sr.num(s["high_freq_factor"], "high_freq_factor"),
                                    sr.u32("original_max_position_embeddings"));
     } else if (type == "linear") {
       if (!sr.has("factor")) fail("{}: rope_scaling (linear) is missing 'factor'", path);
-      c.rope_freq_factors.assign(c.head_dim / 2, sr.num(s["factor"], "factor"));
-    } else if (type != "default") {
+      c.rope_freq_factors.assign(c.rotary_dim() / 2, sr.num(s["factor"], "factor"));
+    } else if (type != "default" && type != "mrope") {
       fail("{}: rope_scaling type '{}' is not supported (llama3, linear)", path, type);
     }
   }
@@ -311,11 +367,22 @@ std::shared_ptr<ModelWeights> load_hf_model(const std::string& folder, const Loa
   w->token_embd = b.matrix("model.embed_tokens.weight", c.vocab_size, c.d_model);
   const Architecture& family = *find_architecture(c.architecture);
   // Gemma's HF norms hold w - 1; pith (like GGUF) keeps the weight the norm multiplies by.
-  auto norm = [&](const std::string& name, size_t n) {
+  auto norm = [&](const std::string& name, size_t n, bool plain = false) {
     std::vector<float> v = b.vector_f32(name, n);
-    if (family.hf_norm_offset)
+    if (family.hf_norm_offset && !plain)
       for (float& x : v) x += 1.0f;
     return v;
+  };
+  // DeltaNet tensors in pith's value-head order (a copy, only where the orders differ).
+  const bool reorder_value_heads = c.delta_net.v_heads != c.delta_net.k_heads;
+  auto value_head_rows = [&](std::vector<float> v, const LayerTensor& t) {
+    if (t.v_block == 0 || !reorder_value_heads) return v;
+    const size_t row = t.rows == 1 ? 1 : t.cols;  // vectors: one value per "row"
+    std::vector<float> out(v.size());
+    for (size_t i = 0; i < v.size() / row; ++i)
+      std::copy_n(v.begin() + i * row, row,
+                  out.begin() + hf_to_tiled_index(i, t.v_first, t.v_block, c.delta_net) * row);
+    return out;
   };
   w->layers.resize(c.n_layers);
   for (uint32_t i = 0; i < c.n_layers; ++i) {
@@ -325,10 +392,16 @@ std::shared_ptr<ModelWeights> load_hf_model(const std::string& folder, const Loa
         for (uint32_t e = 0; e < t.experts; ++e)
           place_layer_expert(l, t.role, e,
                              b.matrix(fmt::format(fmt::runtime(t.hf), e), t.rows, t.cols), c);
-      else if (t.rows == 1)
-        place_layer_vector(
-            l, t.role,
-            t.is_norm ? norm(t.hf, t.cols) : b.vector_f32(t.hf, t.cols, t.hf_row_vector));
+      else if (t.conv)
+        place_layer_vector(l, t.role, value_head_rows(b.conv_f32(t.hf, t.rows, t.cols), t), c);
+      else if (t.rows == 1) {
+        std::vector<float> v = t.is_norm ? norm(t.hf, t.cols, t.hf_plain)
+                                         : b.vector_f32(t.hf, t.cols, t.hf_row_vector);
+        if (t.hf_log_decay)
+          for (float& x : v) x = -std::exp(x);
+        place_layer_vector(l, t.role, value_head_rows(std::move(v), t), c);
+      } else if (t.v_block > 0 && reorder_value_heads)
+        place_layer_matrix(l, t.role, b.value_head_matrix(t, c.delta_net), c);
       else if (t.rotary)
         place_layer_matrix(l, t.role, b.rotary_matrix(t.hf, t.rows, t.cols, c.head_dim), c);
       else

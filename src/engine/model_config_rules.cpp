@@ -78,10 +78,29 @@ void validate_config(const ModelConfig& c, const std::string& source) {
       fail("{}: invalid model option value {} (scales, soft-caps and RoPE bases are >= 0)", source,
            v);
   if (!(c.embed_scale > 0)) fail("{}: embedding scale must be positive", source);
+  if (!c.recurrent_layers.empty()) {
+    const DeltaNetConfig& dn = c.delta_net;
+    if (c.recurrent_layers.size() != c.n_layers)
+      fail("{}: recurrent-layer flags for {} layers, model has {}", source,
+           c.recurrent_layers.size(), c.n_layers);
+    if (c.n_kv_layers() == 0) fail("{}: a hybrid model needs at least one attention layer", source);
+    check_size("linear attention key heads", dn.k_heads, 4096);
+    check_size("linear attention value heads", dn.v_heads, 4096);
+    check_size("linear attention key head size", dn.k_dim, 4096);
+    check_size("linear attention value head size", dn.v_dim, 4096);
+    check_size("linear attention conv kernel", dn.conv_kernel, 64);
+    if (dn.v_heads % dn.k_heads != 0)
+      fail("{}: {} linear attention value heads are not a multiple of {} key heads", source,
+           dn.v_heads, dn.k_heads);
+    if (dn.conv_kernel < 2) fail("{}: conv kernel {} is too short", source, dn.conv_kernel);
+  }
+  if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
+    fail("{}: rotary dimensions {} must be even and at most head_dim {}", source, c.rope_dim,
+         c.head_dim);
   if (!c.rope_freq_factors.empty()) {
-    if (c.rope_freq_factors.size() != c.head_dim / 2)
-      fail("{}: rope frequency factors have {} entries, expected head_dim/2 = {}", source,
-           c.rope_freq_factors.size(), c.head_dim / 2);
+    if (c.rope_freq_factors.size() != c.rotary_dim() / 2)
+      fail("{}: rope frequency factors have {} entries, expected rotary dims/2 = {}", source,
+           c.rope_freq_factors.size(), c.rotary_dim() / 2);
     for (float f : c.rope_freq_factors)
       if (!(f > 0) || !std::isfinite(f))
         fail("{}: rope frequency factor {} is not positive", source, f);

@@ -11,8 +11,9 @@ void for_each_weight_matrix(const ModelWeights& w,
                             const std::function<void(const WeightMatrix&)>& fn) {
   fn(w.token_embd);
   for (const auto& l : w.layers) {
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down,
-                                  &l.router, &l.sh_gate, &l.sh_up, &l.sh_down})
+    for (const WeightMatrix* m :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router, &l.sh_gate,
+          &l.sh_up, &l.sh_down, &l.ssm_qkv, &l.ssm_gate, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out})
       if (m->data) fn(*m);
     for (const auto* experts : {&l.exp_gate, &l.exp_up, &l.exp_down})
       for (const WeightMatrix& m : *experts) fn(m);
@@ -42,8 +43,9 @@ size_t ModelWeights::n_params() const {
   for_each_weight_matrix(*this, [&](const WeightMatrix& m) { n += m.rows * m.cols; });
   n += output_norm.size();
   for (const auto& l : layers)
-    for (const auto* v : {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
-                          &l.post_attn_norm, &l.post_ffn_norm, &l.sh_gate_inp})
+    for (const auto* v :
+         {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm, &l.post_attn_norm,
+          &l.post_ffn_norm, &l.sh_gate_inp, &l.ssm_conv_t, &l.ssm_dt_bias, &l.ssm_a, &l.ssm_norm})
       n += v->size();
   return n;
 }
@@ -61,6 +63,9 @@ std::string family_option_summary(const ModelConfig& c) {
   if (c.sliding_window > 0) used.push_back("sliding-window attention");
   if (c.rope_theta_local > 0) used.push_back("a second RoPE base");
   if (c.n_experts > 0) used.push_back("mixture of experts");
+  if (c.rope_dim > 0 && c.rope_dim != c.head_dim) used.push_back("partial rotary");
+  if (c.attn_output_gate) used.push_back("gated attention output");
+  if (c.hybrid()) used.push_back("Gated DeltaNet layers");
   return used.empty() ? "none" : fmt::format("{}", fmt::join(used, ", "));
 }
 
@@ -68,9 +73,28 @@ bool family_options_are_llamas(const ModelConfig& c) {
   return family_option_summary(c) == "none";
 }
 
-void place_layer_vector(LayerWeights& l, LayerTensor::Role role, std::vector<float> v) {
+void place_layer_vector(LayerWeights& l, LayerTensor::Role role, std::vector<float> v,
+                        const ModelConfig& c) {
   using R = LayerTensor::Role;
   switch (role) {
+    case R::SsmConv: {
+      const size_t channels = c.delta_net.conv_channels(), kernel = c.delta_net.conv_kernel;
+      if (v.size() != channels * kernel)
+        fail("conv kernel has {} values, expected {}", v.size(), channels * kernel);
+      l.ssm_conv_t.resize(v.size());
+      for (size_t ch = 0; ch < channels; ++ch)
+        for (size_t i = 0; i < kernel; ++i) l.ssm_conv_t[i * channels + ch] = v[ch * kernel + i];
+      return;
+    }
+    case R::SsmDtBias:
+      l.ssm_dt_bias = std::move(v);
+      return;
+    case R::SsmA:
+      l.ssm_a = std::move(v);
+      return;
+    case R::SsmNorm:
+      l.ssm_norm = std::move(v);
+      return;
     case R::AttnNorm:
       l.attn_norm = std::move(v);
       return;
@@ -155,6 +179,21 @@ void place_layer_matrix(LayerWeights& l, LayerTensor::Role role, const WeightMat
     case R::SharedDown:
       l.sh_down = m;
       return;
+    case R::SsmQkv:
+      l.ssm_qkv = m;
+      return;
+    case R::SsmGate:
+      l.ssm_gate = m;
+      return;
+    case R::SsmBeta:
+      l.ssm_beta = m;
+      return;
+    case R::SsmAlpha:
+      l.ssm_alpha = m;
+      return;
+    case R::SsmOut:
+      l.ssm_out = m;
+      return;
     default:
       fail("layer tensor role {} is not a matrix", static_cast<int>(role));
   }
@@ -195,6 +234,11 @@ void validate_model_shapes(const ModelWeights& w) {
     fail("engine: model '{}' has an empty dimension", w.source);
   if (c.n_heads % c.n_kv_heads != 0)
     fail("engine: {} query heads is not a multiple of {} KV heads", c.n_heads, c.n_kv_heads);
+  if (!c.recurrent_layers.empty() && c.recurrent_layers.size() != c.n_layers)
+    fail("engine: recurrent-layer flags for {} layers, model has {}", c.recurrent_layers.size(),
+         c.n_layers);
+  if (c.hybrid() && c.n_kv_layers() == 0)
+    fail("engine: hybrid model '{}' has no attention layer", w.source);
   if (c.sliding_window > 0 && c.sliding_layers.size() != c.n_layers)
     fail("engine: sliding-window flags for {} layers, model has {}", c.sliding_layers.size(),
          c.n_layers);
@@ -207,10 +251,24 @@ void validate_model_shapes(const ModelWeights& w) {
     const LayerWeights& L = w.layers[l];
     check_vector(L.attn_norm, c.d_model, "attn_norm", l);
     check_vector(L.ffn_norm, c.d_model, "ffn_norm", l);
-    check_matrix(L.wq, c.q_dim(), c.d_model, "attn_q", l);
-    check_matrix(L.wk, c.kv_dim(), c.d_model, "attn_k", l);
-    check_matrix(L.wv, c.kv_dim(), c.d_model, "attn_v", l);
-    check_matrix(L.wo, c.d_model, c.q_dim(), "attn_output", l);
+    const bool recurrent = c.layer_recurrent(static_cast<uint32_t>(l));
+    if (recurrent) {
+      const DeltaNetConfig& dn = c.delta_net;
+      check_matrix(L.ssm_qkv, dn.conv_channels(), c.d_model, "attn_qkv", l);
+      check_matrix(L.ssm_gate, dn.value_dim(), c.d_model, "attn_gate", l);
+      check_matrix(L.ssm_beta, dn.v_heads, c.d_model, "ssm_beta", l);
+      check_matrix(L.ssm_alpha, dn.v_heads, c.d_model, "ssm_alpha", l);
+      check_matrix(L.ssm_out, c.d_model, dn.value_dim(), "ssm_out", l);
+      check_vector(L.ssm_conv_t, size_t{dn.conv_channels()} * dn.conv_kernel, "ssm_conv1d", l);
+      check_vector(L.ssm_dt_bias, dn.v_heads, "ssm_dt.bias", l);
+      check_vector(L.ssm_a, dn.v_heads, "ssm_a", l);
+      check_vector(L.ssm_norm, dn.v_dim, "ssm_norm", l);
+    } else {
+      check_matrix(L.wq, c.attn_output_gate ? 2 * c.q_dim() : c.q_dim(), c.d_model, "attn_q", l);
+      check_matrix(L.wk, c.kv_dim(), c.d_model, "attn_k", l);
+      check_matrix(L.wv, c.kv_dim(), c.d_model, "attn_v", l);
+      check_matrix(L.wo, c.d_model, c.q_dim(), "attn_output", l);
+    }
     if (c.n_experts == 0) {
       check_matrix(L.w_gate, c.d_ff, c.d_model, "ffn_gate", l);
       check_matrix(L.w_up, c.d_ff, c.d_model, "ffn_up", l);
@@ -234,11 +292,11 @@ void validate_model_shapes(const ModelWeights& w) {
     }
     auto check_optional = [&](const std::vector<float>& v, bool present, size_t n,
                               const char* name) { check_vector(v, present ? n : 0, name, l); };
-    check_optional(L.bq, c.qkv_bias, c.q_dim(), "attn_q.bias");
-    check_optional(L.bk, c.qkv_bias, c.kv_dim(), "attn_k.bias");
-    check_optional(L.bv, c.qkv_bias, c.kv_dim(), "attn_v.bias");
-    check_optional(L.q_norm, c.qk_norm, c.head_dim, "attn_q_norm");
-    check_optional(L.k_norm, c.qk_norm, c.head_dim, "attn_k_norm");
+    check_optional(L.bq, c.qkv_bias && !recurrent, c.q_dim(), "attn_q.bias");
+    check_optional(L.bk, c.qkv_bias && !recurrent, c.kv_dim(), "attn_k.bias");
+    check_optional(L.bv, c.qkv_bias && !recurrent, c.kv_dim(), "attn_v.bias");
+    check_optional(L.q_norm, c.qk_norm && !recurrent, c.head_dim, "attn_q_norm");
+    check_optional(L.k_norm, c.qk_norm && !recurrent, c.head_dim, "attn_k_norm");
     check_optional(L.post_attn_norm, c.post_norms, c.d_model, "post_attention_norm");
     check_optional(L.post_ffn_norm, c.post_norms, c.d_model, "post_ffw_norm");
   }

@@ -22,7 +22,7 @@ namespace pith {
 // projections (phi3) are row slices of one mapped matrix.
 struct LayerWeights {
   std::vector<float> attn_norm;       // [d_model]
-  WeightMatrix wq;                    // [q_dim][d_model]
+  WeightMatrix wq;                    // [q_dim][d_model] ([2 q_dim] with attn_output_gate)
   WeightMatrix wk;                    // [kv_dim][d_model]
   WeightMatrix wv;                    // [kv_dim][d_model]
   std::vector<float> bq, bk, bv;      // qkv_bias: [q_dim], [kv_dim], [kv_dim]
@@ -40,6 +40,16 @@ struct LayerWeights {
       exp_down;                          // [n_experts] of [d_ff_expert][d] / [d][ff]
   WeightMatrix sh_gate, sh_up, sh_down;  // shared expert, [d_ff_shared] wide
   std::vector<float> sh_gate_inp;        // [d_model]: sigmoid(. h) scales it
+  // Gated DeltaNet (recurrent layers of hybrid models), instead of wq..wo and the norms of Q/K.
+  WeightMatrix ssm_qkv;            // [conv_channels][d_model]: q | k | v before the conv
+  WeightMatrix ssm_gate;           // [value_dim][d_model]: z, the output gate
+  WeightMatrix ssm_beta;           // [v_heads][d_model]: write strength (before sigmoid)
+  WeightMatrix ssm_alpha;          // [v_heads][d_model]: decay input (before softplus)
+  std::vector<float> ssm_conv_t;   // [conv_kernel][conv_channels]: the kernel, transposed
+  std::vector<float> ssm_dt_bias;  // [v_heads]
+  std::vector<float> ssm_a;        // [v_heads]: -exp(A_log), the decay rate
+  std::vector<float> ssm_norm;     // [v_dim]: gated output norm
+  WeightMatrix ssm_out;            // [d_model][value_dim]
 };
 
 struct ModelWeights {
@@ -67,7 +77,9 @@ void for_each_weight_matrix(const ModelWeights& weights,
 
 // Stores a loaded layer tensor (engine/architectures) where the forward pass reads it: vectors
 // into their field, matrices into theirs, fused QKV / gate-up matrices split into row slices.
-void place_layer_vector(LayerWeights& layer, LayerTensor::Role role, std::vector<float> v);
+// A convolution kernel comes as a vector of its [rows][cols] values and is kept transposed.
+void place_layer_vector(LayerWeights& layer, LayerTensor::Role role, std::vector<float> v,
+                        const ModelConfig& config);
 void place_layer_matrix(LayerWeights& layer, LayerTensor::Role role, const WeightMatrix& m,
                         const ModelConfig& config);
 // One expert's matrix of a stacked expert tensor (GGUF slices it, HF stores it alone).

@@ -8,7 +8,7 @@
 namespace pith {
 
 RopeTable::RopeTable(const ModelConfig& config)
-    : RopeTable(config.head_dim, config.rope_theta, config.rope_freq_factors) {}
+    : RopeTable(config.rotary_dim(), config.rope_theta, config.rope_freq_factors) {}
 
 RopeTable::RopeTable(uint32_t hd, float rope_theta, const std::vector<float>& ff) {
   if (hd == 0 || hd % 2 != 0) fail("RoPE: head_dim {} must be even and non-zero", hd);
@@ -36,9 +36,10 @@ void RopeTable::angles(uint32_t pos, float* cos_out, float* sin_out) const {
 }
 
 void apply_rope(float* x, uint32_t n_heads, uint32_t n_pairs, const float* cos_v,
-                const float* sin_v) {
+                const float* sin_v, uint32_t head_stride) {
+  const size_t stride = head_stride ? head_stride : 2 * n_pairs;
   for (uint32_t h = 0; h < n_heads; ++h) {
-    float* v = x + size_t{h} * 2 * n_pairs;
+    float* v = x + h * stride;
     for (uint32_t i = 0; i < n_pairs; ++i) {
       float x0 = v[2 * i], x1 = v[2 * i + 1];
       v[2 * i] = x0 * cos_v[i] - x1 * sin_v[i];
@@ -48,9 +49,10 @@ void apply_rope(float* x, uint32_t n_heads, uint32_t n_pairs, const float* cos_v
 }
 
 void apply_rope_split_half(float* x, uint32_t n_heads, uint32_t n_pairs, const float* cos_v,
-                           const float* sin_v) {
+                           const float* sin_v, uint32_t head_stride) {
+  const size_t stride = head_stride ? head_stride : 2 * n_pairs;
   for (uint32_t h = 0; h < n_heads; ++h) {
-    float* lo = x + size_t{h} * 2 * n_pairs;
+    float* lo = x + h * stride;
     float* hi = lo + n_pairs;
     for (uint32_t i = 0; i < n_pairs; ++i) {
       float x0 = lo[i], x1 = hi[i];

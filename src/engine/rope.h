@@ -21,7 +21,8 @@ namespace pith {
 
 class RopeTable {
  public:
-  // Throws pith::Error when head_dim is odd or freq factors do not have head_dim/2 entries.
+  // Over the rotary dimensions (rotary_dim(): head_dim, or rope_dim for partial rotary).
+  // Throws pith::Error when they are odd or freq factors do not have half as many entries.
   explicit RopeTable(const ModelConfig& config);
   RopeTable(uint32_t head_dim, float theta, const std::vector<float>& freq_factors);
 
@@ -35,14 +36,15 @@ class RopeTable {
   std::vector<float> freq_factors_;  // [head_dim/2], 1 when the model has none
 };
 
-// Rotates n_heads vectors of head_dim = 2 * n_pairs floats (heads concatenated) in place with
-// the given cos/sin [n_pairs].
+// Rotates n_heads vectors (heads concatenated, head_stride floats apart; 0 means 2 * n_pairs)
+// in place with the given cos/sin [n_pairs]. With head_stride > 2 * n_pairs only the first
+// 2 * n_pairs dimensions of each head turn (partial rotary, ModelConfig::rope_dim).
 void apply_rope(float* x, uint32_t n_heads, uint32_t n_pairs, const float* cos_v,
-                const float* sin_v);
+                const float* sin_v, uint32_t head_stride = 0);
 
 // The same rotation with pair i = (i, i + n_pairs) of each head (RopeStyle::SplitHalf, the
 // layout of qwen2/3, phi3 and gemma checkpoints in both formats).
 void apply_rope_split_half(float* x, uint32_t n_heads, uint32_t n_pairs, const float* cos_v,
-                           const float* sin_v);
+                           const float* sin_v, uint32_t head_stride = 0);
 
 }  // namespace pith

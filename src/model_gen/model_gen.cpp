@@ -68,6 +68,14 @@ constexpr ShapePreset kShapes[] = {
     {"gemma3-1b", "gemma3", 26, 1152, 4, 1, 256, 6912, true, 1e6, 32768,
      R"({"sliding_window": 512, "sliding_window_pattern": 6, "rope_local_base_freq": 10000.0,
          "query_pre_attn_scalar": 256})"},
+    {"qwen3.5-0.8b", "qwen35", 24, 1024, 8, 2, 256, 3584, true, 1e7, 262144,
+     R"({"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+         "linear_num_value_heads": 16, "linear_value_head_dim": 128,
+         "full_attention_interval": 4, "partial_rotary_factor": 0.25})"},
+    {"qwen3.5-2b", "qwen35", 24, 2048, 8, 2, 256, 6144, true, 1e7, 262144,
+     R"({"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+         "linear_num_value_heads": 16, "linear_value_head_dim": 128,
+         "full_attention_interval": 4, "partial_rotary_factor": 0.25})"},
 };
 
 // Family options of the generic tiny shapes: windows of 4 slots and soft-caps low enough to
@@ -97,6 +105,13 @@ nlohmann::json tiny_family_options(const std::string& arch, uint32_t head_dim) {
             {"moe_intermediate_size", 32},
             {"shared_expert_intermediate_size", 64},
             {"tie_word_embeddings", false}};
+  // Hybrid: 3 DeltaNet layers and 1 attention layer; 4 value heads on 2 key heads, so the
+  // grouped (HF) and tiled (GGUF) head orders differ; half of each head rotates.
+  if (arch == "qwen35")
+    return {{"linear_conv_kernel_dim", 4}, {"linear_key_head_dim", 16},
+            {"linear_num_key_heads", 2},   {"linear_num_value_heads", 4},
+            {"linear_value_head_dim", 16}, {"full_attention_interval", 4},
+            {"partial_rotary_factor", 0.5}};
   return nlohmann::json::object();
 }
 
@@ -126,8 +141,11 @@ ModelPreset model_preset(const std::string& name, const std::string& arch_name) 
   ModelConfig& c = p.config;
   c.architecture = family;
   c.rms_eps = family.starts_with("gemma") || family.starts_with("qwen") ? 1e-6f : 1e-5f;
-  // gemma3's tiny shape has 6 layers so that the last one is a full-attention layer.
-  c.n_layers = generic && family == "gemma3" ? 6 : shape->n_layers;
+  // gemma3's tiny shape has 6 layers so that the last one is a full-attention layer, qwen35's 4
+  // so that it has one.
+  c.n_layers = generic && family == "gemma3"   ? 6
+               : generic && family == "qwen35" ? 4
+                                               : shape->n_layers;
   c.d_model = shape->d_model, c.n_heads = shape->n_heads, c.n_kv_heads = shape->n_kv_heads;
   c.head_dim = shape->head_dim ? shape->head_dim : c.d_model / c.n_heads;
   c.d_ff = shape->d_ff;
@@ -149,6 +167,8 @@ ModelPreset model_preset(const std::string& name, const std::string& arch_name) 
   if (options.contains("tie_word_embeddings"))
     c.tied_output = options["tie_word_embeddings"].get<bool>();
   arch->configure(c, *hf_config_keys(options, "preset " + name));
+  if (options.contains("partial_rotary_factor"))
+    c.rope_dim = static_cast<uint32_t>(options["partial_rotary_factor"].get<double>() * c.head_dim);
   return p;
 }
 
@@ -164,7 +184,9 @@ constexpr float kWeightStd = 0.02f;
 constexpr size_t kBatchBytes = size_t{32} << 20;  // f32 rows generated per batch
 
 struct GenTensor {
-  enum class Kind { Matrix, Norm, Bias, RopeFreqs };
+  // Conv: a DeltaNet convolution kernel (f32 in GGUF, [rows][1][cols] in HF); DtBias and
+  // DecayRate: its decay bias and rate, drawn as real checkpoints initialise them.
+  enum class Kind { Matrix, Norm, Bias, RopeFreqs, Conv, DtBias, DecayRate };
   std::string gguf_name, hf_name;
   size_t rows, cols;
   Kind kind;
@@ -174,6 +196,8 @@ struct GenTensor {
   uint32_t experts = 0;        // > 0: `experts` stacked matrices (one GGUF tensor, HF: one each)
   bool hf_row_vector = false;  // HF stores this vector as [1][cols]
   size_t row_offset = 0;       // first canonical row (one expert's HF tensor)
+  size_t v_first = 0, v_block = 0;  // value-head blocks (LayerTensor::v_block): HF order differs
+  bool v_cols = false;
 };
 
 uint64_t fnv1a(const std::string& s) {
@@ -193,17 +217,22 @@ std::vector<GenTensor> plan_tensors(const ModelConfig& c) {
     return &t.back();
   };
   add("token_embd.weight", "model.embed_tokens.weight", c.vocab_size, c.d_model, K::Matrix);
-  if (!c.rope_freq_factors.empty()) add("rope_freqs.weight", "", 1, c.head_dim / 2, K::RopeFreqs);
+  if (!c.rope_freq_factors.empty())
+    add("rope_freqs.weight", "", 1, c.rotary_dim() / 2, K::RopeFreqs);
   for (uint32_t i = 0; i < c.n_layers; ++i)
     for (const LayerTensor& l : layer_tensors(arch, c, i)) {
       const bool matrix = l.rows > 1 || l.experts > 0;
-      GenTensor* g = add(l.gguf, l.hf, l.rows * std::max<size_t>(l.experts, 1), l.cols,
-                         matrix      ? K::Matrix
-                         : l.is_norm ? K::Norm
-                                     : K::Bias,
-                         l.rotary, l.is_norm && arch.hf_norm_offset);
+      const K kind = l.conv                                   ? K::Conv
+                     : l.hf_log_decay                         ? K::DecayRate
+                     : l.role == LayerTensor::Role::SsmDtBias ? K::DtBias
+                     : matrix                                 ? K::Matrix
+                     : l.is_norm                              ? K::Norm
+                                                              : K::Bias;
+      GenTensor* g = add(l.gguf, l.hf, l.rows * std::max<size_t>(l.experts, 1), l.cols, kind,
+                         l.rotary, l.is_norm && arch.hf_norm_offset && !l.hf_plain);
       g->experts = l.experts;
       g->hf_row_vector = l.hf_row_vector;
+      g->v_first = l.v_first, g->v_block = l.v_block, g->v_cols = l.v_cols;
     }
   add("output_norm.weight", "model.norm.weight", 1, c.d_model, K::Norm, false, arch.hf_norm_offset);
   if (!c.tied_output) add("output.weight", "lm_head.weight", c.vocab_size, c.d_model, K::Matrix);
@@ -315,7 +344,23 @@ void fill_row(GenContext& ctx, const GenTensor& t, size_t row, float* out, bool 
     return;
   }
   Xoshiro256 rng(splitmix64(ctx.opt.seed ^ t.stream) ^ (row * 0xd1b54a32d192ed03ull));
-  if (t.kind == GenTensor::Kind::Norm && t.hf_offset) {
+  auto uniform = [&] { return static_cast<float>(rng.uniform()); };
+  if (t.kind == GenTensor::Kind::Conv) {
+    for (size_t i = 0; i < t.cols; ++i)
+      out[i] = round_through(ctx.norm_round, 0.3f * static_cast<float>(ctx.normal(rng)));
+  } else if (t.kind == GenTensor::Kind::DecayRate) {
+    // A_log uniform in [0, log 16] (HF); GGUF and pith keep -exp(A_log).
+    for (size_t i = 0; i < t.cols; ++i) {
+      const float a_log = round_through(ctx.norm_round, std::log(16.0f) * uniform());
+      out[i] = hf_values ? a_log : -std::exp(a_log);
+    }
+  } else if (t.kind == GenTensor::Kind::DtBias) {
+    // softplus(dt_bias) = dt, log-uniform in [0.001, 0.1]: decays from 0.9 to near 1 per token.
+    for (size_t i = 0; i < t.cols; ++i) {
+      const float dt = std::exp(std::log(0.001f) + std::log(100.0f) * uniform());
+      out[i] = round_through(ctx.norm_round, std::log(std::expm1(dt)));
+    }
+  } else if (t.kind == GenTensor::Kind::Norm && t.hf_offset) {
     for (size_t i = 0; i < t.cols; ++i) {
       float delta = round_through(ctx.norm_round, kWeightStd * static_cast<float>(ctx.normal(rng)));
       out[i] = hf_values ? delta : 1.0f + delta;
@@ -350,7 +395,15 @@ void emit_tensor(GenContext& ctx, const GenTensor& t, DType dtype, bool hf_rows,
         size_t file_row = start + r + (hf_rows ? t.row_offset : 0);
         size_t canon =
             hf_rows && t.rotary ? pith_row_for_hf_row(file_row, ctx.config.head_dim) : file_row;
+        const DeltaNetConfig& dn = ctx.config.delta_net;
+        const bool regroup = hf_rows && t.v_block > 0 && dn.v_heads != dn.k_heads;
+        if (regroup && !t.v_cols) canon = hf_to_tiled_index(file_row, t.v_first, t.v_block, dn);
         fill_row(ctx, t, canon, row, hf_rows);
+        if (regroup && t.v_cols) {
+          std::vector<float> canonical(row, row + t.cols);
+          for (size_t i = 0; i < t.cols; ++i)
+            row[i] = canonical[hf_to_tiled_index(i, t.v_first, t.v_block, dn)];
+        }
         encode_row(dtype, row, t.cols, out + r * rb);
       }
     });
@@ -414,11 +467,31 @@ void write_gguf(GenContext& ctx, const std::vector<GenTensor>& plan, const GGUFF
     w.set_u32(a + "attention.head_count_kv", c.n_kv_heads);
     w.set_f32(a + "rope.freq_base", c.rope_theta);
     w.set_f32(a + "attention.layer_norm_rms_epsilon", c.rms_eps);
-    w.set_u32(a + "rope.dimension_count", c.head_dim);
+    w.set_u32(a + "rope.dimension_count", c.rotary_dim());
     w.set_u32(a + "vocab_size", c.vocab_size);
     if (c.head_dim != c.d_model / c.n_heads) {
       w.set_u32(a + "attention.key_length", c.head_dim);
       w.set_u32(a + "attention.value_length", c.head_dim);
+    }
+    // Hybrid models: which layers are recurrent (as llama.cpp's converter records them), and
+    // the multimodal RoPE sections llama.cpp requires of qwen35 (text positions make them
+    // plain RoPE): the rotary pairs split 11/11/10-style over three position streams.
+    std::vector<uint8_t> recurrent(c.recurrent_layers.begin(), c.recurrent_layers.end());
+    std::vector<int32_t> sections;
+    if (c.hybrid()) {
+      w.set(a + "attention.recurrent_layers",
+            {GGUFType::ARRAY, GGUFArray{GGUFType::BOOL, recurrent.size(), recurrent.data(), {}}});
+      uint32_t interval = 1;
+      while (interval < c.n_layers && c.layer_recurrent(interval - 1)) ++interval;
+      w.set_u32(a + "full_attention_interval", interval);
+      const int32_t pairs = static_cast<int32_t>(c.rotary_dim() / 2);
+      const int32_t s2 = pairs / 3, s1 = (pairs - s2) / 2;
+      sections = {pairs - s1 - s2, s1, s2, 0};
+      w.set(a + "rope.dimension_sections",
+            {GGUFType::ARRAY, GGUFArray{GGUFType::I32,
+                                        sections.size(),
+                                        reinterpret_cast<const uint8_t*>(sections.data()),
+                                        {}}});
     }
     for (const ArchValue& v : arch.describe(c)) {  // 0 means unset: no key
       if (v.key.gguf.empty() || v.number == 0) continue;
@@ -516,8 +589,9 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
     SafetensorsWriter w((dir / name).string(), {{"format", "pt"}});
     for (const GenTensor* t : shards[s]) {
       w.add_tensor(t->hf_name, ctx.opt.dtype,
-                   t->rows == 1 && !t->hf_row_vector ? std::vector<uint64_t>{t->cols}
-                                                     : std::vector<uint64_t>{t->rows, t->cols});
+                   t->kind == GenTensor::Kind::Conv    ? std::vector<uint64_t>{t->rows, 1, t->cols}
+                   : t->rows == 1 && !t->hf_row_vector ? std::vector<uint64_t>{t->cols}
+                                                       : std::vector<uint64_t>{t->rows, t->cols});
       weight_map[t->hf_name] = name;
     }
     for (const GenTensor* t : shards[s]) {
@@ -576,6 +650,15 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
       cfg[std::string(v.key.hf)] = static_cast<uint64_t>(v.number);
     else
       cfg[std::string(v.key.hf)] = v.number;
+  }
+  if (c.rope_dim > 0 && c.rope_dim != c.head_dim)
+    cfg["partial_rotary_factor"] = double(c.rope_dim) / c.head_dim;
+  if (c.attn_output_gate) cfg["attn_output_gate"] = true;
+  if (c.hybrid()) {
+    nlohmann::ordered_json types = nlohmann::ordered_json::array();
+    for (uint32_t l = 0; l < c.n_layers; ++l)
+      types.push_back(c.layer_recurrent(l) ? "linear_attention" : "full_attention");
+    cfg["layer_types"] = types;
   }
   if (c.sliding_window > 0) {
     cfg["max_window_layers"] = 0;

@@ -100,13 +100,27 @@ inline SequenceInput prefill_input(const std::vector<int32_t>& tokens,
   return s;
 }
 
+// A fresh (empty) recurrent state slot on a hybrid model, kNoState on others.
+inline uint32_t new_state(Engine& e) {
+  if (!e.config().hybrid()) return SequenceInput::kNoState;
+  uint32_t slot = e.states().slots().allocate(1)[0];
+  e.clear_states(std::span<const uint32_t>(&slot, 1));
+  return slot;
+}
+inline void free_state(Engine& e, uint32_t slot) {
+  if (slot != SequenceInput::kNoState) e.states().slots().free(std::span<const uint32_t>(&slot, 1));
+}
+
 // Logits [n][vocab] of one prefill of `tokens`.
 inline std::vector<std::vector<float>> prefill_logits(Engine& e,
                                                       const std::vector<int32_t>& tokens) {
   uint32_t ps = e.kv_pool().page_size();
   auto pages = e.kv_pool().allocate(pages_for(uint32_t(tokens.size()), ps));
-  auto res = e.forward({prefill_input(tokens, pages, ps)});
+  SequenceInput s = prefill_input(tokens, pages, ps);
+  s.state_slot = new_state(e);
+  auto res = e.forward({s});
   e.kv_pool().free(pages);
+  free_state(e, s.state_slot);
   std::vector<std::vector<float>> out;
   for (auto& o : res[0].outputs) out.push_back(std::move(o.logits));
   return out;
@@ -118,9 +132,11 @@ inline std::vector<std::vector<float>> decode_logits(Engine& e, const std::vecto
                                                      uint32_t n) {
   const uint32_t ps = e.kv_pool().page_size();
   auto pages = e.kv_pool().allocate(pages_for(n, ps));
+  const uint32_t state = new_state(e);
   std::vector<std::vector<float>> out;
   for (uint32_t i = 0; i < n; ++i) {
     SequenceInput s;
+    s.state_slot = state;
     s.tokens = {tokens[i]};
     s.positions = {i};
     s.kv_pages.assign(pages.begin(), pages.begin() + pages_for(i + 1, ps));
@@ -129,6 +145,7 @@ inline std::vector<std::vector<float>> decode_logits(Engine& e, const std::vecto
     out.push_back(std::move(e.forward({s})[0].outputs[0].logits));
   }
   e.kv_pool().free(pages);
+  free_state(e, state);
   return out;
 }
 

@@ -106,8 +106,18 @@ void expect_same_weights(const ModelWeights& a, const ModelWeights& b) {
                               {&x.q_norm, &y.q_norm, "q_norm"},
                               {&x.k_norm, &y.k_norm, "k_norm"},
                               {&x.post_attn_norm, &y.post_attn_norm, "post_attn_norm"},
-                              {&x.post_ffn_norm, &y.post_ffn_norm, "post_ffn_norm"}})
+                              {&x.post_ffn_norm, &y.post_ffn_norm, "post_ffn_norm"},
+                              {&x.ssm_conv_t, &y.ssm_conv_t, "ssm_conv"},
+                              {&x.ssm_dt_bias, &y.ssm_dt_bias, "ssm_dt_bias"},
+                              {&x.ssm_a, &y.ssm_a, "ssm_a"},
+                              {&x.ssm_norm, &y.ssm_norm, "ssm_norm"}})
       EXPECT_EQ(*u, *v) << what << " layer " << i;
+    for (auto [u, v, what] : {std::tuple{&x.ssm_qkv, &y.ssm_qkv, "ssm_qkv"},
+                              {&x.ssm_gate, &y.ssm_gate, "ssm_gate"},
+                              {&x.ssm_beta, &y.ssm_beta, "ssm_beta"},
+                              {&x.ssm_alpha, &y.ssm_alpha, "ssm_alpha"},
+                              {&x.ssm_out, &y.ssm_out, "ssm_out"}})
+      expect_same_matrix(*u, *v, what);
     EXPECT_EQ(x.sh_gate_inp, y.sh_gate_inp);
     for (auto [u, v, what] : {std::tuple{&x.router, &y.router, "router"},
                               {&x.sh_gate, &y.sh_gate, "sh_gate"},
@@ -139,6 +149,14 @@ void expect_same_family_options(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.sliding_layers, b.sliding_layers);
   EXPECT_EQ(a.rope_theta_local, b.rope_theta_local);
   EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.rope_dim, b.rope_dim);
+  EXPECT_EQ(a.attn_output_gate, b.attn_output_gate);
+  EXPECT_EQ(a.recurrent_layers, b.recurrent_layers);
+  EXPECT_EQ(a.delta_net.k_heads, b.delta_net.k_heads);
+  EXPECT_EQ(a.delta_net.v_heads, b.delta_net.v_heads);
+  EXPECT_EQ(a.delta_net.k_dim, b.delta_net.k_dim);
+  EXPECT_EQ(a.delta_net.v_dim, b.delta_net.v_dim);
+  EXPECT_EQ(a.delta_net.conv_kernel, b.delta_net.conv_kernel);
 }
 }  // namespace
 
@@ -241,7 +259,8 @@ TEST(ModelGen, EveryFamilyLoadsIdenticallyFromBothFormats) {
     expect_same_weights(*wg, *wh);
     // What each family is made of.
     EXPECT_EQ(c.qkv_bias, name == "qwen2" || name == "qwen2moe");
-    EXPECT_EQ(c.qk_norm, name == "qwen3" || name == "qwen3moe" || name == "gemma3");
+    EXPECT_EQ(c.qk_norm,
+              name == "qwen3" || name == "qwen3moe" || name == "gemma3" || name == "qwen35");
     EXPECT_EQ(c.post_norms, name.starts_with("gemma"));
     EXPECT_EQ(c.rope_style == RopeStyle::SplitHalf, name != "llama" && name != "mistral");
     EXPECT_EQ(c.sliding_window > 0, name != "llama" && !name.starts_with("qwen"));
@@ -257,6 +276,16 @@ TEST(ModelGen, EveryFamilyLoadsIdenticallyFromBothFormats) {
       EXPECT_EQ(c.rope_theta, 1e6f);
       // HF stores the norm as w - 1; both loads hold w, close to 1.
       for (float v : wg->layers[0].q_norm) EXPECT_NEAR(v, 1.0f, 0.15f);
+    }
+    if (name == "qwen35") {  // hybrid: 3 DeltaNet layers, then gated attention, a half rotates
+      EXPECT_EQ(c.recurrent_layers, (std::vector<uint8_t>{1, 1, 1, 0}));
+      EXPECT_TRUE(c.attn_output_gate);
+      EXPECT_EQ(c.rope_dim, c.head_dim / 2);
+      EXPECT_EQ(c.delta_net.v_heads, 2 * c.delta_net.k_heads);  // HF reorders its value heads
+      EXPECT_EQ(wg->layers[3].wq.rows, 2 * size_t{c.q_dim()});
+      for (float a : wg->layers[0].ssm_a) EXPECT_TRUE(a <= -1.0f && a >= -16.0f);
+    } else {
+      EXPECT_TRUE(c.recurrent_layers.empty());
     }
     if (c.n_experts > 0) {  // MoE: 8 experts, 2 per token; a decode reads only those
       EXPECT_EQ(c.n_experts, 8u);

@@ -16,12 +16,13 @@ extern const Architecture kGemma2Architecture;
 extern const Architecture kGemma3Architecture;
 extern const Architecture kQwen2MoeArchitecture;
 extern const Architecture kQwen3MoeArchitecture;
+extern const Architecture kQwen35Architecture;
 
 const std::vector<const Architecture*>& architectures() {
   static const std::vector<const Architecture*> all = {
-      &kLlamaArchitecture,  &kMistralArchitecture,  &kQwen2Architecture,
-      &kQwen3Architecture,  &kPhi3Architecture,     &kGemma2Architecture,
-      &kGemma3Architecture, &kQwen2MoeArchitecture, &kQwen3MoeArchitecture};
+      &kLlamaArchitecture,    &kMistralArchitecture, &kQwen2Architecture,  &kQwen3Architecture,
+      &kPhi3Architecture,     &kGemma2Architecture,  &kGemma3Architecture, &kQwen2MoeArchitecture,
+      &kQwen3MoeArchitecture, &kQwen35Architecture};
   return all;
 }
 
@@ -72,29 +73,65 @@ std::vector<LayerTensor> layer_tensors(const Architecture& arch, const ModelConf
   auto vector = [&](R role, std::string_view gg, std::string_view hh, size_t n, bool norm) {
     t.push_back({role, g + std::string(gg), h + std::string(hh), 1, n, norm, false});
   };
+  // Softmax attention: Q (with its output gate where the family has one), K, V, biases and
+  // head norms, output projection, post-norm.
+  auto attention_tensors = [&] {
+    const size_t q_rows = c.attn_output_gate ? 2 * size_t{c.q_dim()} : c.q_dim();
+    if (arch.fused_qkv) {
+      matrix(R::Qkv, "attn_qkv.weight", "self_attn.qkv_proj.weight", c.q_dim() + 2 * c.kv_dim(), d);
+    } else {
+      matrix(R::Q, "attn_q.weight", "self_attn.q_proj.weight", q_rows, d, true);
+      matrix(R::K, "attn_k.weight", "self_attn.k_proj.weight", c.kv_dim(), d, true);
+      matrix(R::V, "attn_v.weight", "self_attn.v_proj.weight", c.kv_dim(), d);
+    }
+    if (c.qkv_bias) {
+      vector(R::QBias, "attn_q.bias", "self_attn.q_proj.bias", c.q_dim(), false);
+      vector(R::KBias, "attn_k.bias", "self_attn.k_proj.bias", c.kv_dim(), false);
+      vector(R::VBias, "attn_v.bias", "self_attn.v_proj.bias", c.kv_dim(), false);
+    }
+    if (c.qk_norm) {
+      vector(R::QNorm, "attn_q_norm.weight", "self_attn.q_norm.weight", c.head_dim, true);
+      vector(R::KNorm, "attn_k_norm.weight", "self_attn.k_norm.weight", c.head_dim, true);
+    }
+    matrix(R::AttnOut, "attn_output.weight", "self_attn.o_proj.weight", d, c.q_dim());
+    if (c.post_norms)
+      vector(R::PostAttnNorm, "post_attention_norm.weight",
+             std::string(arch.hf_names.post_attn_norm) + ".weight", d, true);
+  };
   vector(R::AttnNorm, "attn_norm.weight", "input_layernorm.weight", d, true);
-  if (arch.fused_qkv) {
-    matrix(R::Qkv, "attn_qkv.weight", "self_attn.qkv_proj.weight", c.q_dim() + 2 * c.kv_dim(), d);
+  if (c.layer_recurrent(layer)) {
+    const DeltaNetConfig& dn = c.delta_net;
+    const size_t hv = dn.v_heads;
+    auto by_value_head = [&](size_t first, size_t block, bool cols = false) {
+      t.back().v_first = first, t.back().v_block = block, t.back().v_cols = cols;
+    };
+    matrix(R::SsmQkv, "attn_qkv.weight", "linear_attn.in_proj_qkv.weight", dn.conv_channels(), d);
+    by_value_head(2 * size_t{dn.key_dim()}, dn.v_dim);
+    matrix(R::SsmGate, "attn_gate.weight", "linear_attn.in_proj_z.weight", dn.value_dim(), d);
+    by_value_head(0, dn.v_dim);
+    matrix(R::SsmBeta, "ssm_beta.weight", "linear_attn.in_proj_b.weight", hv, d);
+    by_value_head(0, 1);
+    matrix(R::SsmAlpha, "ssm_alpha.weight", "linear_attn.in_proj_a.weight", hv, d);
+    by_value_head(0, 1);
+    t.push_back({R::SsmConv, g + "ssm_conv1d.weight", h + "linear_attn.conv1d.weight",
+                 dn.conv_channels(), dn.conv_kernel});
+    t.back().conv = true;
+    by_value_head(2 * size_t{dn.key_dim()}, dn.v_dim);
+    vector(R::SsmDtBias, "ssm_dt.bias", "linear_attn.dt_bias", hv, false);
+    by_value_head(0, 1, true);
+    vector(R::SsmA, "ssm_a", "linear_attn.A_log", hv, false);
+    t.back().hf_log_decay = true;
+    by_value_head(0, 1, true);
+    vector(R::SsmNorm, "ssm_norm.weight", "linear_attn.norm.weight", dn.v_dim, true);
+    t.back().hf_plain = true;
+    matrix(R::SsmOut, "ssm_out.weight", "linear_attn.out_proj.weight", d, dn.value_dim());
+    by_value_head(0, dn.v_dim, true);
   } else {
-    matrix(R::Q, "attn_q.weight", "self_attn.q_proj.weight", c.q_dim(), d, true);
-    matrix(R::K, "attn_k.weight", "self_attn.k_proj.weight", c.kv_dim(), d, true);
-    matrix(R::V, "attn_v.weight", "self_attn.v_proj.weight", c.kv_dim(), d);
+    attention_tensors();
   }
-  if (c.qkv_bias) {
-    vector(R::QBias, "attn_q.bias", "self_attn.q_proj.bias", c.q_dim(), false);
-    vector(R::KBias, "attn_k.bias", "self_attn.k_proj.bias", c.kv_dim(), false);
-    vector(R::VBias, "attn_v.bias", "self_attn.v_proj.bias", c.kv_dim(), false);
-  }
-  if (c.qk_norm) {
-    vector(R::QNorm, "attn_q_norm.weight", "self_attn.q_norm.weight", c.head_dim, true);
-    vector(R::KNorm, "attn_k_norm.weight", "self_attn.k_norm.weight", c.head_dim, true);
-  }
-  matrix(R::AttnOut, "attn_output.weight", "self_attn.o_proj.weight", d, c.q_dim());
   const HfLayerNames& n = arch.hf_names;
-  if (c.post_norms)
-    vector(R::PostAttnNorm, "post_attention_norm.weight", std::string(n.post_attn_norm) + ".weight",
-           d, true);
-  vector(R::FfnNorm, "ffn_norm.weight", std::string(n.ffn_norm) + ".weight", d, true);
+  vector(R::FfnNorm, std::string(arch.gguf_ffn_norm) + ".weight",
+         std::string(n.ffn_norm) + ".weight", d, true);
   if (c.n_experts > 0) {
     const size_t e = c.n_experts, ff = c.d_ff_expert, sh = c.d_ff_shared_expert;
     matrix(R::Router, "ffn_gate_inp.weight", "mlp.gate.weight", e, d);
@@ -123,6 +160,12 @@ std::vector<LayerTensor> layer_tensors(const Architecture& arch, const ModelConf
     vector(R::PostFfnNorm, "post_ffw_norm.weight", std::string(n.post_ffn_norm) + ".weight", d,
            true);
   return t;
+}
+
+size_t hf_to_tiled_index(size_t i, size_t v_first, size_t v_block, const DeltaNetConfig& dn) {
+  if (v_block == 0 || i < v_first || dn.k_heads == 0) return i;
+  const size_t group = dn.v_heads / dn.k_heads, h = (i - v_first) / v_block;
+  return v_first + ((h % group) * dn.k_heads + h / group) * v_block + (i - v_first) % v_block;
 }
 
 void refuse_attention_bias(const ArchitectureKeys& keys) {

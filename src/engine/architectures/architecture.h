@@ -54,10 +54,12 @@ struct Architecture {
   std::string_view hf_class;       // config.json architectures[0]
   std::string_view hf_model_type;  // config.json model_type
   HfLayerNames hf_names;
-  bool fused_qkv = false;  // one [q+2kv][d] projection (attn_qkv / qkv_proj)
+  std::string_view gguf_ffn_norm = "ffn_norm";  // GGUF name of the norm before the FFN
+  bool fused_qkv = false;                       // one [q+2kv][d] projection (attn_qkv / qkv_proj)
   bool fused_gate_up =
       false;  // one [2 d_ff][d] projection, gate rows first (ffn_up / gate_up_proj)
   bool hf_norm_offset = false;  // HF stores norm weights as w - 1 (gemma); GGUF stores w
+  bool partial_rotary = false;  // RoPE may turn only part of each head (rope_dim < head_dim)
   // Sets the family's options (rope style, biases, norms, windows, caps) on a config whose
   // common shapes are already read. Throws pith::Error for values pith does not implement.
   void (*configure)(ModelConfig& config, const ArchitectureKeys& keys) = nullptr;
@@ -102,7 +104,18 @@ struct LayerTensor {
     SharedGate,
     SharedUp,
     SharedDown,
-    SharedGateInp
+    SharedGateInp,
+    // Gated DeltaNet (recurrent layers): [q|k|v] and z projections, per-head write strength
+    // and decay inputs, conv kernel, decay bias and rate, gated output norm, output projection.
+    SsmQkv,
+    SsmGate,
+    SsmBeta,
+    SsmAlpha,
+    SsmConv,
+    SsmDtBias,
+    SsmA,
+    SsmNorm,
+    SsmOut
   };
   Role role;
   std::string gguf, hf;  // full names for layer `layer`; an expert's HF name has "{}" for its index
@@ -113,7 +126,22 @@ struct LayerTensor {
   // experts}) and stored as separate tensors in HF checkpoints.
   uint32_t experts = 0;
   bool hf_row_vector = false;  // a vector HF stores as a [1][cols] matrix (shared_expert_gate)
+  // A convolution kernel, read into f32 whatever its dtype (GGUF dims {cols, rows}, HF shape
+  // [rows][1][cols]).
+  bool conv = false;
+  bool hf_plain = false;      // a norm HF stores as is even where the family offsets its norms
+  bool hf_log_decay = false;  // HF stores A_log; pith (like llama.cpp's GGUF) keeps -exp(A_log)
+  // DeltaNet tensors indexed by value head: from row (or column, v_cols) v_first on, blocks of
+  // v_block per value head. HF orders value heads by key head, pith and GGUF interleave them
+  // (see hf_to_tiled_index); 0: not indexed by value head.
+  size_t v_first = 0, v_block = 0;
+  bool v_cols = false;
 };
+
+// Where HF's row/column i of a value-head-indexed tensor (LayerTensor::v_block) goes in pith's
+// order. HF keeps the v_heads / k_heads value heads that share a key head together; llama.cpp's
+// converter (and pith) interleave them so that value head h reads key head h % k_heads.
+size_t hf_to_tiled_index(size_t i, size_t v_first, size_t v_block, const DeltaNetConfig& dn);
 
 // The tensors of layer `layer` of a model of `arch` with `config`, in file order.
 std::vector<LayerTensor> layer_tensors(const Architecture& arch, const ModelConfig& config,

@@ -1,0 +1,202 @@
+// The forward handler on a hybrid model (a tiny random Qwen3.5: 3 Gated DeltaNet layers with
+// 4 value heads on 2 key heads, 1 gated attention layer with partial rotary): the recurrent
+// state carries a sequence across calls exactly like KV does for attention — one prefill, N
+// decodes or a prefill in pieces agree; sequences batched together keep their own states; a
+// copied state forks a sequence; saved and loaded state images restore it; and batches that
+// break the state's rules are rejected before anything changes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <span>
+
+#include <unistd.h>
+
+#include "common/error.h"
+#include "engine_test_util.h"
+#include "model_gen/model_gen.h"
+
+namespace pith {
+namespace {
+
+constexpr float kTol = 2e-5f;
+constexpr uint32_t kPageSize = 4;
+
+using test::max_diff;
+using test::random_tokens;
+
+std::shared_ptr<const ModelWeights> hybrid_model() {
+  namespace fs = std::filesystem;
+  static const fs::path path =
+      fs::temp_directory_path() / ("pith_hybrid_" + std::to_string(getpid()) + ".gguf");
+  static struct Cleanup {
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove(path, ec);
+    }
+  } cleanup;
+  if (!fs::exists(path)) {
+    ThreadPool pool(2);
+    ModelGenOptions g;
+    g.preset = "tiny";
+    g.arch = "qwen35";
+    g.vocab_path = test::model_path("tiny-f32");
+    g.seed = 9;
+    g.quiet = true;
+    g.output = path.string();
+    generate_model(g, pool);
+  }
+  LoadOptions lo;
+  lo.quiet = true;
+  return load_model(path.string(), lo);
+}
+
+class HybridForward : public ::testing::Test {
+ protected:
+  void SetUp() override { engine_ = test::make_engine(hybrid_model(), kPageSize); }
+  Engine& e() { return *engine_; }
+
+  // Inputs tokens[from, to) of a sequence at positions from.., over `pages`, with `state`.
+  SequenceInput piece(const std::vector<int32_t>& tokens, uint32_t from, uint32_t to,
+                      const std::vector<uint32_t>& pages, uint32_t state) {
+    SequenceInput s =
+        test::prefill_input({tokens.begin() + from, tokens.begin() + to}, pages, kPageSize, from);
+    s.state_slot = state;
+    return s;
+  }
+  std::vector<uint32_t> pages(uint32_t n) {
+    return e().kv_pool().allocate(test::pages_for(n, kPageSize));
+  }
+
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(HybridForward, ModelIsHybrid) {
+  const ModelConfig& c = e().config();
+  EXPECT_TRUE(c.hybrid());
+  EXPECT_EQ(c.n_recurrent_layers(), 3u);
+  EXPECT_EQ(c.n_kv_layers(), 1u);
+  EXPECT_EQ(c.kv_layer(3), 0u);
+  EXPECT_EQ(e().kv_pool().shape().n_layers, 1u);  // KV only for the attention layer
+  EXPECT_GT(e().state_slots().capacity(), 0u);
+  EXPECT_EQ(e().state_bytes(), c.recurrent_state_floats() * sizeof(float));
+}
+
+TEST_F(HybridForward, PrefillEqualsSingleTokenDecodesAndPieces) {
+  auto tokens = random_tokens(37, 1);
+  auto whole = test::prefill_logits(e(), tokens);
+  auto decoded = test::decode_logits(e(), tokens, 37);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    EXPECT_LT(max_diff(decoded[i], whole[i]), kTol) << "position " << i;
+  // In pieces of 10, 1 and 26 tokens (chunked, recurrent, then across a 64-token chunk).
+  auto p = pages(37);
+  const uint32_t state = test::new_state(e());
+  std::vector<std::vector<float>> got;
+  for (auto [from, to] : {std::pair{0u, 10u}, {10u, 11u}, {11u, 37u}}) {
+    auto res = e().forward({piece(tokens, from, to, p, state)});
+    for (auto& o : res[0].outputs) got.push_back(std::move(o.logits));
+  }
+  for (size_t i = 0; i < tokens.size(); ++i)
+    EXPECT_LT(max_diff(got[i], whole[i]), kTol) << "position " << i;
+}
+
+TEST_F(HybridForward, LongPromptAcrossDeltaRuleChunks) {
+  auto tokens = random_tokens(150, 2);  // chunks of 64, 64, 22
+  auto whole = test::prefill_logits(e(), tokens);
+  auto decoded = test::decode_logits(e(), tokens, 150);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    EXPECT_LT(max_diff(decoded[i], whole[i]), 1e-4f) << "position " << i;
+}
+
+TEST_F(HybridForward, BatchedSequencesKeepTheirOwnStates) {
+  auto ta = random_tokens(11, 3), tb = random_tokens(23, 4), tc = random_tokens(9, 5);
+  auto alone_a = test::prefill_logits(e(), ta);
+  auto alone_b = test::prefill_logits(e(), tb);
+  auto alone_c = test::prefill_logits(e(), tc);
+  auto pa = pages(11), pb = pages(23), pc = pages(9);
+  const uint32_t sa = test::new_state(e()), sb = test::new_state(e()), sc = test::new_state(e());
+  e().forward({piece(tb, 0, 15, pb, sb), piece(tc, 0, 8, pc, sc)});
+  auto res =
+      e().forward({piece(tb, 15, 23, pb, sb), piece(ta, 0, 11, pa, sa), piece(tc, 8, 9, pc, sc)});
+  for (size_t i = 0; i < ta.size(); ++i)
+    EXPECT_LT(max_diff(res[1].outputs[i].logits, alone_a[i]), kTol);
+  for (size_t i = 0; i < 8; ++i)
+    EXPECT_LT(max_diff(res[0].outputs[i].logits, alone_b[15 + i]), kTol);
+  EXPECT_LT(max_diff(res[2].outputs[0].logits, alone_c[8]), kTol);
+}
+
+TEST_F(HybridForward, CopiedStateAndKvForkTheSequence) {
+  // A 12-token prefix, then two continuations: the original's, and a fork made by copying the
+  // state and the prefix's KV. Each branch equals a straight run of its own tokens.
+  auto a = random_tokens(20, 6), b = a;
+  for (size_t i = 12; i < b.size(); ++i) b[i] = (a[i] * 7 + 3) % 1000;
+  auto straight_a = test::prefill_logits(e(), a);
+  auto straight_b = test::prefill_logits(e(), b);
+  auto pa = pages(20), pb = pages(20);
+  const uint32_t sa = test::new_state(e()), sb = e().states().slots().allocate(1)[0];
+  e().forward({piece(a, 0, 12, pa, sa)});
+  e().copy_state(sa, sb);
+  for (uint32_t page = 0; page < 12 / kPageSize; ++page)
+    e().copy_kv(pa[page], pb[page], 0, 0, kPageSize);
+  auto res = e().forward({piece(a, 12, 20, pa, sa), piece(b, 12, 20, pb, sb)});
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_LT(max_diff(res[0].outputs[i].logits, straight_a[12 + i]), kTol);
+    EXPECT_LT(max_diff(res[1].outputs[i].logits, straight_b[12 + i]), kTol);
+  }
+}
+
+TEST_F(HybridForward, SavedStateImagesRestoreTheSequence) {
+  auto t = random_tokens(16, 7);
+  auto straight = test::prefill_logits(e(), t);
+  auto p = pages(16);
+  const uint32_t s = test::new_state(e());
+  e().forward({piece(t, 0, 9, p, s)});
+  std::vector<std::byte> image(e().state_bytes());
+  const uint32_t ids[] = {s};
+  e().save_states(ids, image);
+  e().clear_states(ids);  // forget it, then restore into another slot
+  const uint32_t other = e().states().slots().allocate(1)[0];
+  const uint32_t other_ids[] = {other};
+  e().load_states(other_ids, image);
+  auto res = e().forward({piece(t, 9, 16, p, other)});
+  for (size_t i = 0; i < 7; ++i)
+    EXPECT_LT(max_diff(res[0].outputs[i].logits, straight[9 + i]), kTol);
+  std::vector<std::byte> short_image(image.size() - 4);
+  EXPECT_THROW(e().save_states(ids, short_image), Error);
+  const uint32_t unallocated[] = {e().states().slots().capacity() - 1};
+  EXPECT_THROW(e().load_states(unallocated, image), Error);
+  EXPECT_THROW(e().copy_state(s, e().states().slots().capacity()), Error);
+}
+
+TEST_F(HybridForward, BatchesThatBreakTheStateRulesAreRejected) {
+  auto t = random_tokens(8, 8);
+  auto p = pages(8), q = pages(8);
+  const uint32_t s = test::new_state(e());
+  std::vector<float> before(e().states().slot(s), e().states().slot(s) + 64);
+  SequenceInput good = piece(t, 0, 8, p, s);
+  SequenceInput no_state = good;
+  no_state.state_slot = SequenceInput::kNoState;
+  EXPECT_THROW(e().forward({no_state}), Error);
+  SequenceInput unallocated = good;
+  unallocated.state_slot = e().states().slots().capacity() - 1;
+  EXPECT_THROW(e().forward({unallocated}), Error);
+  SequenceInput masked = good;
+  for (uint32_t i = 0; i < 8; ++i) masked.mask.push_back({i + 1, 7 - i});
+  EXPECT_THROW(e().forward({masked}), Error);
+  SequenceInput twice = piece(t, 0, 8, q, s);
+  EXPECT_THROW(e().forward({good, twice}), Error);
+  // Nothing ran: the state is as it was, and the good batch still runs.
+  EXPECT_EQ(std::vector<float>(e().states().slot(s), e().states().slot(s) + 64), before);
+  EXPECT_EQ(e().forward({good})[0].outputs.size(), 8u);
+}
+
+TEST(PlainModel, RefusesStateSlotsAndHasNone) {
+  auto engine = test::make_engine(test::load_test_model("tiny-f32"), kPageSize);
+  EXPECT_EQ(engine->state_slots().capacity(), 0u);
+  auto p = engine->kv_pool().allocate(2);
+  SequenceInput s = test::prefill_input(random_tokens(5, 1), p, kPageSize);
+  s.state_slot = 0;
+  EXPECT_THROW(engine->forward({s}), Error);
+}
+
+}  // namespace
+}  // namespace pith
