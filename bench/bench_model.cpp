@@ -35,10 +35,12 @@ double process_cpu_seconds() {
   return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
-// One sequence's KV pages and context length, grown as tokens are appended.
+// One sequence's KV pages and context length, grown as tokens are appended, and its recurrent
+// state slot on a hybrid model.
 struct Sequence {
   std::vector<uint32_t> pages;
   size_t ctx = 0;
+  uint32_t state = SequenceInput::kNoState;
 };
 
 // The forward input appending `tokens` to `s` (allocating pages as needed), asking for the
@@ -51,7 +53,12 @@ SequenceInput append(Backend& engine, Sequence& s, std::vector<int32_t> tokens) 
     auto more = engine.page_slots().allocate(need - s.pages.size());
     s.pages.insert(s.pages.end(), more.begin(), more.end());
   }
+  if (engine.config().hybrid() && s.state == SequenceInput::kNoState) {
+    s.state = engine.state_slots().allocate(1)[0];
+    engine.clear_states(std::span<const uint32_t>(&s.state, 1));
+  }
   SequenceInput in;
+  in.state_slot = s.state;
   in.tokens = std::move(tokens);
   for (size_t i = 0; i < n; ++i) in.positions.push_back(static_cast<uint32_t>(s.ctx + i));
   in.kv_pages = s.pages;
@@ -63,6 +70,8 @@ SequenceInput append(Backend& engine, Sequence& s, std::vector<int32_t> tokens) 
 
 void release(Backend& engine, Sequence& s) {
   engine.page_slots().free(s.pages);
+  if (s.state != SequenceInput::kNoState)
+    engine.state_slots().free(std::span<const uint32_t>(&s.state, 1));
   s = Sequence{};
 }
 
@@ -160,11 +169,14 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   eo.n_threads = o.threads;
   size_t max_batch = 0;
   for (size_t b : o.batch_sizes) max_batch = std::max(max_batch, b);
-  const size_t page_bytes = size_t{c.n_layers} * 2 * eo.kv_page_size * c.kv_dim() * sizeof(float);
+  const size_t page_bytes =
+      size_t{c.n_kv_layers()} * 2 * eo.kv_page_size * c.kv_dim() * sizeof(float);
   const size_t pages = (o.n_prompt + eo.kv_page_size - 1) / eo.kv_page_size +
                        (o.n_gen + eo.kv_page_size - 1) / eo.kv_page_size +
                        max_batch * ((o.batch_steps + eo.kv_page_size - 1) / eo.kv_page_size) + 4;
   eo.kv_memory_bytes = pages * page_bytes;
+  // Hybrid models: a recurrent state per sequence of the largest batch (and the prefill's).
+  eo.state_memory_bytes = (std::max<size_t>(max_batch, 1) + 1) * c.recurrent_state_floats() * 4;
   eo.device = o.device;
   eo.cpu_weight_panels = o.cpu_weight_panels;
   auto backend = make_backend(weights, eo);

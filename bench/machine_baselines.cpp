@@ -140,9 +140,12 @@ DecodeTokenCost decode_token_cost(const ModelWeights& w) {
     c.flops += 2.0 * double(m.rows) * double(m.cols);
   };
   for (const auto& l : w.layers)
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      add(*m);
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down,
+                                  &l.ssm_qkv, &l.ssm_gate, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out})
+      if (m->data) add(*m);
   add(w.output);
+  // Hybrid models also read and write one sequence's recurrent state per step.
+  c.bytes += 2 * w.config.recurrent_state_floats() * sizeof(float);
   return c;
 }
 

@@ -35,6 +35,14 @@ Controller::Controller(Backend& backend, const ControllerOptions& options)
               ResourceOptions{backend.page_size(), options.max_kv_pages_per_instance,
                               options.prefix_cache}),
       adapters_(backend, options.max_loras) {
+  // The recurrent state of hybrid models (SequenceInput::state_slot) is not yet a resource of
+  // the control layer and the inferlet ABI: refuse them here, with the way to run them.
+  if (backend.config().hybrid())
+    fail(
+        "model '{}' ({}) has recurrent (Gated DeltaNet) layers; serving them through inferlets "
+        "needs recurrent-state resources that the control layer does not have yet. `pith logits` "
+        "and `pith bench model` run this model.",
+        backend.config().name, backend.config().architecture);
   limits_.max_tokens = options.max_batch_tokens;
   limits_.max_seqs = options.max_batch_seqs;
   limits_.formation = options.batch_formation;

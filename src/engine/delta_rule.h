@@ -43,12 +43,13 @@ inline constexpr uint32_t kDeltaRuleChunk = 64;
 
 // Reusable buffers of delta_rule_chunked (one per worker).
 struct DeltaRuleScratch {
-  std::vector<float> cum_g;  // [chunk]
-  std::vector<float> kk;     // [chunk][chunk] key . key
-  std::vector<float> qk;     // [chunk][chunk] query . key
-  std::vector<float> u;      // [chunk][v_dim] writes
-  std::vector<float> s_q;    // [chunk][v_dim] S_0 q
-  std::vector<float> coef;   // [chunk] per-token factors of the state update
+  std::vector<float> cum_g;        // [chunk]
+  std::vector<float> kk;           // [chunk][chunk] key . key
+  std::vector<float> qk;           // [chunk][chunk] query . key
+  std::vector<float> u;            // [chunk][v_dim] writes
+  std::vector<float> s_q;          // [chunk][v_dim] S_0 q
+  std::vector<float> coef;         // [chunk] per-token factors of the state update
+  std::vector<const float*> rows;  // [v_dim] the state rows
 };
 
 // Advances S ([v_dim][k_dim]) over n tokens one at a time: one pass over S per token.

@@ -4,6 +4,8 @@
 // calls, and the L2 normalisation.
 #include "engine/delta_rule.h"
 
+#include "engine/kernels/cpu_features.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -85,7 +87,17 @@ double worst_error(const std::vector<float>& got, const std::vector<double>& wan
   return worst;
 }
 
-TEST(DeltaRule, RecurrentFormMatchesTheDefinition) {
+// Every DeltaRule test runs with the best kernels of this CPU and with the generic ones.
+class DeltaRule : public ::testing::TestWithParam<KernelIsa> {
+ protected:
+  void SetUp() override {
+    if (!isa_supported(GetParam())) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
+    set_isa_cap(GetParam());
+  }
+  void TearDown() override { set_isa_cap(KernelIsa::Avx512); }
+};
+
+TEST_P(DeltaRule, RecurrentFormMatchesTheDefinition) {
   for (auto [n, dk, dv] : {std::tuple{1u, 32u, 32u}, {7u, 16u, 24u}, {50u, 64u, 64u}}) {
     Case c = make_case(n, dk, dv, n);
     std::vector<double> S_ref;
@@ -97,7 +109,7 @@ TEST(DeltaRule, RecurrentFormMatchesTheDefinition) {
   }
 }
 
-TEST(DeltaRule, ChunkedFormMatchesTheDefinitionAcrossChunks) {
+TEST_P(DeltaRule, ChunkedFormMatchesTheDefinitionAcrossChunks) {
   // Within one chunk, exactly one chunk, and several chunks with a partial last one.
   for (auto [n, dk, dv] : {std::tuple{5u, 32u, 32u},
                            {kDeltaRuleChunk, 32u, 32u},
@@ -114,7 +126,7 @@ TEST(DeltaRule, ChunkedFormMatchesTheDefinitionAcrossChunks) {
   }
 }
 
-TEST(DeltaRule, SplitCallsCarryTheStateLikeOneCall) {
+TEST_P(DeltaRule, SplitCallsCarryTheStateLikeOneCall) {
   // A prefill in two pieces (chunked, then decode steps) ends where one call does.
   Case c = make_case(90, 32, 32, 7);
   std::vector<double> S_ref;
@@ -131,7 +143,7 @@ TEST(DeltaRule, SplitCallsCarryTheStateLikeOneCall) {
   EXPECT_LT(worst_error(S, S_ref), 1e-4);
 }
 
-TEST(DeltaRule, StrongDecayForgetsTheInitialState) {
+TEST_P(DeltaRule, StrongDecayForgetsTheInitialState) {
   // g = -80 zeroes the old state in one step: the output then depends on the token alone.
   Case c = make_case(3, 16, 16, 11);
   for (float& g : c.g) g = -80.0f;
@@ -142,6 +154,9 @@ TEST(DeltaRule, StrongDecayForgetsTheInitialState) {
   for (size_t i = 0; i < out_a.size(); ++i) EXPECT_NEAR(out_a[i], out_b[i], 1e-6f);
   for (float e : out_a) EXPECT_TRUE(std::isfinite(e));
 }
+
+INSTANTIATE_TEST_SUITE_P(Isas, DeltaRule, ::testing::Values(KernelIsa::Scalar, KernelIsa::Avx2),
+                         [](const auto& info) { return std::string(isa_name(info.param)); });
 
 TEST(CausalConv, MatchesTheDefinitionAndCarriesItsWindow) {
   const uint32_t C = 5, K = 4, n = 9;

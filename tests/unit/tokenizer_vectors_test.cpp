@@ -80,7 +80,8 @@ TEST_P(TokenizerVectors, MatchLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(Families, TokenizerVectors,
                          testing::Values("llama-bpe", "llama-spm", "qwen2", "phi-3", "deepseek-llm",
-                                         "deepseek-coder", "falcon", "gpt-2", "starcoder"),
+                                         "deepseek-coder", "falcon", "gpt-2", "starcoder",
+                                         "qwen35"),
                          [](const testing::TestParamInfo<const char*>& info) {
                            std::string name;
                            for (const char* c = info.param; *c; ++c)
