@@ -134,9 +134,13 @@ Checkpoint open_checkpoint(const std::string& folder) {
 
 class HfBuilder {
  public:
-  HfBuilder(const Checkpoint& ck, ModelWeights& w) : ck_(ck), w_(w) {}
+  // `prefix` replaces the leading "model." of the tensor names asked for (the language model of
+  // a multimodal checkpoint lives under "model.language_model.").
+  HfBuilder(const Checkpoint& ck, ModelWeights& w, std::string prefix)
+      : ck_(ck), w_(w), prefix_(std::move(prefix)) {}
 
-  const SafetensorsTensor& tensor(const std::string& name, std::vector<uint64_t> shape) {
+  const SafetensorsTensor& tensor(const std::string& hf_name, std::vector<uint64_t> shape) {
+    const std::string name = hf_name.starts_with("model.") ? prefix_ + hf_name.substr(6) : hf_name;
     const SafetensorsTensor* t = ck_.find(name);
     if (!t) fail("{}: missing tensor '{}'", w_.source, name);
     const std::string file = ck_.where.at(name)->path();
@@ -218,6 +222,7 @@ class HfBuilder {
 
   const Checkpoint& ck_;
   ModelWeights& w_;
+  std::string prefix_;
 };
 
 // A family's option keys, read from config.json (null counts as absent).
@@ -266,24 +271,45 @@ std::unique_ptr<ArchitectureKeys> hf_config_keys(const json& config, std::string
   return std::make_unique<HfKeys>(config, std::move(path));
 }
 
-ModelConfig hf_model_config(const std::string& folder) {
+namespace {
+
+// A folder's model configuration, and where its language model's tensors are: "model." for a
+// *ForCausalLM checkpoint, "model.language_model." for the text part of a multimodal one.
+struct HfConfig {
+  ModelConfig config;
+  std::string prefix = "model.";
+};
+
+HfConfig read_hf_config(const std::string& folder) {
   const std::string path = (fs::path(folder) / "config.json").string();
   if (!fs::exists(path)) fail("{}: not a Hugging Face model folder (no config.json)", folder);
-  json j = read_json(path);
-  ConfigReader r(j, path);
-  ModelConfig c;
+  const json top = read_json(path);
+  ConfigReader top_reader(top, path);
   std::string arch;
-  if (r.has("architectures")) {
-    if (!j["architectures"].is_array() || j["architectures"].empty() ||
-        !j["architectures"][0].is_string())
+  if (top_reader.has("architectures")) {
+    if (!top["architectures"].is_array() || top["architectures"].empty() ||
+        !top["architectures"][0].is_string())
       fail("{}: 'architectures' must be a list of names", path);
-    arch = j["architectures"][0].get<std::string>();
+    arch = top["architectures"][0].get<std::string>();
   }
-  std::string model_type = r.str_or("model_type", "");
+  std::string model_type = top_reader.str_or("model_type", "");
   const Architecture* family = architecture_for_hf(arch, model_type);
   if (!family)
     fail("{}: unsupported architecture '{}' (pith supports {})", path,
          arch.empty() ? model_type : arch, supported_hf_classes());
+  HfConfig out;
+  const json* text = &top;
+  if (!arch.empty() && arch == family->hf_multimodal_class) {
+    // The language model of a multimodal checkpoint: its own config, its own tensor names;
+    // the vision tower is not loaded.
+    if (!top.contains("text_config") || !top["text_config"].is_object())
+      fail("{}: '{}' without a 'text_config' object", path, arch);
+    text = &top["text_config"];
+    out.prefix = "model.language_model.";
+  }
+  const json& j = *text;
+  ConfigReader r(j, path);
+  ModelConfig& c = out.config;
   c.architecture = std::string(family->name);
   c.name = fs::path(folder).filename().string();
   if (c.name.empty()) c.name = fs::path(folder).parent_path().filename().string();
@@ -324,7 +350,8 @@ ModelConfig hf_model_config(const std::string& folder) {
       fail("{}: partial_rotary_factor {} is not supported for {}", path, partial, family->name);
     c.rope_dim = static_cast<uint32_t>(dims);
   }
-  c.tied_output = r.bool_or("tie_word_embeddings", false);
+  c.tied_output = r.has("tie_word_embeddings") ? r.bool_or("tie_word_embeddings", false)
+                                               : top_reader.bool_or("tie_word_embeddings", false);
   // No family pith runs has FFN biases; their tensors would otherwise be ignored.
   if (r.bool_or("mlp_bias", false))
     fail("{}: mlp_bias = true (biases on the FFN projections) is not supported", path);
@@ -351,18 +378,25 @@ ModelConfig hf_model_config(const std::string& folder) {
   }
   family->configure(c, HfKeys(j, path));
   validate_config(c, path);
-  return c;
+  return out;
+}
+
+}  // namespace
+
+ModelConfig hf_model_config(const std::string& folder) {
+  return read_hf_config(folder).config;
 }
 
 std::shared_ptr<ModelWeights> load_hf_model(const std::string& folder, const LoadOptions& options) {
   auto w = std::make_shared<ModelWeights>();
-  w->config = hf_model_config(folder);
+  HfConfig hc = read_hf_config(folder);
+  w->config = std::move(hc.config);
   w->source = folder;
   w->format = "hf";
   Checkpoint ck = open_checkpoint(folder);
   for (const auto& f : ck.files) w->storage.push_back(f);
   ModelConfig& c = w->config;
-  HfBuilder b(ck, *w);
+  HfBuilder b(ck, *w, hc.prefix);
 
   w->token_embd = b.matrix("model.embed_tokens.weight", c.vocab_size, c.d_model);
   const Architecture& family = *find_architecture(c.architecture);

@@ -7,12 +7,15 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <span>
 
 #include <unistd.h>
 
 #include "common/error.h"
 #include "engine_test_util.h"
+#include "formats/safetensors.h"
 #include "model_gen/model_gen.h"
 
 namespace pith {
@@ -187,6 +190,79 @@ TEST_F(HybridForward, BatchesThatBreakTheStateRulesAreRejected) {
   // Nothing ran: the state is as it was, and the good batch still runs.
   EXPECT_EQ(std::vector<float>(e().states().slot(s), e().states().slot(s) + 64), before);
   EXPECT_EQ(e().forward({good})[0].outputs.size(), 8u);
+}
+
+// Published Qwen3.5 checkpoints are Qwen3_5ForConditionalGeneration: the language model's
+// config under text_config and its tensors under model.language_model., beside a vision tower
+// and multi-token-prediction weights. A generated Qwen3_5ForCausalLM folder rewritten into that
+// layout gives the same logits.
+TEST(HybridLoading, MultimodalCheckpointLoadsItsLanguageModel) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("pith_mm_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  ThreadPool pool(2);
+  ModelGenOptions g;
+  g.preset = "tiny";
+  g.arch = "qwen35";
+  g.format = "hf";
+  g.vocab_path = test::model_path("tiny-f32");
+  g.seed = 9;
+  g.quiet = true;
+  g.output = (dir / "causal").string();
+  generate_model(g, pool);
+  fs::create_directories(dir / "mm");
+  nlohmann::json causal;
+  std::ifstream(dir / "causal" / "config.json") >> causal;
+  nlohmann::json mm = {{"architectures", {"Qwen3_5ForConditionalGeneration"}},
+                       {"model_type", "qwen3_5"},
+                       {"tie_word_embeddings", causal["tie_word_embeddings"]},
+                       {"vision_config", {{"depth", 1}, {"hidden_size", 8}}}};
+  causal.erase("architectures");
+  causal.erase("tie_word_embeddings");  // read from the top level, as published configs allow
+  causal["model_type"] = "qwen3_5_text";
+  mm["text_config"] = causal;
+  std::ofstream(dir / "mm" / "config.json") << mm.dump(2);
+  for (const auto& entry : fs::directory_iterator(dir / "causal")) {
+    if (entry.path().extension() != ".safetensors") continue;
+    SafetensorsFile in(entry.path().string());
+    SafetensorsWriter out((dir / "mm" / entry.path().filename()).string());
+    const char* extras[] = {"model.visual.patch_embed.proj.weight", "mtp.fc.weight"};
+    for (const auto& t : in.tensors())  // every tensor is declared before data is written
+      out.add_tensor(
+          t.name.starts_with("model.") ? "model.language_model." + t.name.substr(6) : t.name,
+          *t.dtype, t.shape);
+    for (const char* name : extras) out.add_tensor(name, DType::F32, {2, 2});
+    for (const auto& t : in.tensors()) out.write(t.data, t.n_bytes);
+    const float extra[4] = {1, 2, 3, 4};
+    for (size_t i = 0; i < std::size(extras); ++i) out.write(extra, sizeof extra);
+    out.finish();
+  }
+  if (fs::exists(dir / "causal" / "model.safetensors.index.json")) {
+    nlohmann::json index;
+    std::ifstream(dir / "causal" / "model.safetensors.index.json") >> index;
+    nlohmann::json renamed = nlohmann::json::object();
+    std::string first_shard;
+    for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
+      const std::string& n = it.key();
+      renamed[n.starts_with("model.") ? "model.language_model." + n.substr(6) : n] = it.value();
+      if (first_shard.empty()) first_shard = it.value().get<std::string>();
+    }
+    renamed["model.visual.patch_embed.proj.weight"] = first_shard;
+    renamed["mtp.fc.weight"] = first_shard;
+    index["weight_map"] = renamed;
+    std::ofstream(dir / "mm" / "model.safetensors.index.json") << index.dump(2);
+  }
+  LoadOptions lo;
+  lo.quiet = true;
+  auto causal_engine = test::make_engine(load_model((dir / "causal").string(), lo), kPageSize);
+  auto mm_weights = load_model((dir / "mm").string(), lo);
+  EXPECT_EQ(mm_weights->config.architecture, "qwen35");
+  auto mm_engine = test::make_engine(mm_weights, kPageSize);
+  auto tokens = random_tokens(12, 4);
+  auto a = test::prefill_logits(*causal_engine, tokens);
+  auto b = test::prefill_logits(*mm_engine, tokens);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "position " << i;
+  fs::remove_all(dir);
 }
 
 TEST(PlainModel, RefusesStateSlotsAndHasNone) {

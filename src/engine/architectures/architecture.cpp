@@ -40,7 +40,9 @@ const Architecture* architecture_for_gguf(std::string_view gguf_name) {
 
 const Architecture* architecture_for_hf(std::string_view hf_class, std::string_view model_type) {
   for (const Architecture* a : architectures())
-    if (hf_class.empty() ? a->hf_model_type == model_type : a->hf_class == hf_class) return a;
+    if (hf_class.empty() ? a->hf_model_type == model_type
+                         : a->hf_class == hf_class || a->hf_multimodal_class == hf_class)
+      return a;
   return nullptr;
 }
 

@@ -53,6 +53,9 @@ struct Architecture {
   std::string_view gguf_name;      // general.architecture of its GGUF files
   std::string_view hf_class;       // config.json architectures[0]
   std::string_view hf_model_type;  // config.json model_type
+  // A multimodal class whose language model this family also loads (its `text_config` and
+  // tensors under model.language_model.; the vision tower is ignored). Empty: none.
+  std::string_view hf_multimodal_class = "";
   HfLayerNames hf_names;
   std::string_view gguf_ffn_norm = "ffn_norm";  // GGUF name of the norm before the FFN
   bool fused_qkv = false;                       // one [q+2kv][d] projection (attn_qkv / qkv_proj)

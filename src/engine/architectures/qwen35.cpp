@@ -87,6 +87,7 @@ extern const Architecture kQwen35Architecture{
     .gguf_name = "qwen35",
     .hf_class = "Qwen3_5ForCausalLM",
     .hf_model_type = "qwen3_5_text",
+    .hf_multimodal_class = "Qwen3_5ForConditionalGeneration",
     .hf_names = {.ffn_norm = "post_attention_layernorm"},
     .gguf_ffn_norm = "post_attention_norm",
     .hf_norm_offset = true,
