@@ -107,11 +107,20 @@ nlohmann::json tiny_family_options(const std::string& arch, uint32_t head_dim) {
             {"tie_word_embeddings", false}};
   // Hybrid: 3 DeltaNet layers and 1 attention layer; 4 value heads on 2 key heads, so the
   // grouped (HF) and tiled (GGUF) head orders differ; half of each head rotates.
-  if (arch == "qwen35")
-    return {{"linear_conv_kernel_dim", 4}, {"linear_key_head_dim", 16},
-            {"linear_num_key_heads", 2},   {"linear_num_value_heads", 4},
-            {"linear_value_head_dim", 16}, {"full_attention_interval", 4},
-            {"partial_rotary_factor", 0.5}};
+  if (arch == "qwen35" || arch == "qwen35moe") {
+    nlohmann::json o = {{"linear_conv_kernel_dim", 4}, {"linear_key_head_dim", 16},
+                        {"linear_num_key_heads", 2},   {"linear_num_value_heads", 4},
+                        {"linear_value_head_dim", 16}, {"full_attention_interval", 4},
+                        {"partial_rotary_factor", 0.5}};
+    if (arch == "qwen35moe") {  // + 8 experts of width d/2, 2 per token, and a shared expert
+      o["num_experts"] = 8;
+      o["num_experts_per_tok"] = 2;
+      o["moe_intermediate_size"] = 32;
+      o["shared_expert_intermediate_size"] = 64;
+      o["norm_topk_prob"] = true;
+    }
+    return o;
+  }
   return nlohmann::json::object();
 }
 
@@ -143,9 +152,9 @@ ModelPreset model_preset(const std::string& name, const std::string& arch_name) 
   c.rms_eps = family.starts_with("gemma") || family.starts_with("qwen") ? 1e-6f : 1e-5f;
   // gemma3's tiny shape has 6 layers so that the last one is a full-attention layer, qwen35's 4
   // so that it has one.
-  c.n_layers = generic && family == "gemma3"   ? 6
-               : generic && family == "qwen35" ? 4
-                                               : shape->n_layers;
+  c.n_layers = generic && family == "gemma3"             ? 6
+               : generic && family.starts_with("qwen35") ? 4
+                                                         : shape->n_layers;
   c.d_model = shape->d_model, c.n_heads = shape->n_heads, c.n_kv_heads = shape->n_kv_heads;
   c.head_dim = shape->head_dim ? shape->head_dim : c.d_model / c.n_heads;
   c.d_ff = shape->d_ff;

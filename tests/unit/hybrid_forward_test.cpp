@@ -1,7 +1,7 @@
-// The forward handler on a hybrid model (a tiny random Qwen3.5: 3 Gated DeltaNet layers with
-// 4 value heads on 2 key heads, 1 gated attention layer with partial rotary): the recurrent
-// state carries a sequence across calls exactly like KV does for attention — one prefill, N
-// decodes or a prefill in pieces agree; sequences batched together keep their own states; a
+// The forward handler on hybrid models (tiny random Qwen3.5, dense and MoE: 3 Gated DeltaNet
+// layers with 4 value heads on 2 key heads, 1 gated attention layer with partial rotary): the
+// recurrent state carries a sequence across calls exactly like KV does for attention — one prefill,
+// N decodes or a prefill in pieces agree; sequences batched together keep their own states; a
 // copied state forks a sequence; saved and loaded state images restore it; and batches that
 // break the state's rules are rejected before anything changes.
 #include <gtest/gtest.h>
@@ -27,21 +27,24 @@ constexpr uint32_t kPageSize = 4;
 using test::max_diff;
 using test::random_tokens;
 
-std::shared_ptr<const ModelWeights> hybrid_model() {
+// A tiny random model of hybrid family `arch`, generated once per process.
+std::shared_ptr<const ModelWeights> hybrid_model(const std::string& arch) {
   namespace fs = std::filesystem;
-  static const fs::path path =
-      fs::temp_directory_path() / ("pith_hybrid_" + std::to_string(getpid()) + ".gguf");
+  const fs::path path = fs::temp_directory_path() /
+                        ("pith_hybrid_" + arch + "_" + std::to_string(getpid()) + ".gguf");
   static struct Cleanup {
+    std::vector<fs::path> files;
     ~Cleanup() {
       std::error_code ec;
-      fs::remove(path, ec);
+      for (const auto& f : files) fs::remove(f, ec);
     }
   } cleanup;
   if (!fs::exists(path)) {
+    cleanup.files.push_back(path);
     ThreadPool pool(2);
     ModelGenOptions g;
     g.preset = "tiny";
-    g.arch = "qwen35";
+    g.arch = arch;
     g.vocab_path = test::model_path("tiny-f32");
     g.seed = 9;
     g.quiet = true;
@@ -53,9 +56,9 @@ std::shared_ptr<const ModelWeights> hybrid_model() {
   return load_model(path.string(), lo);
 }
 
-class HybridForward : public ::testing::Test {
+class HybridForward : public ::testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override { engine_ = test::make_engine(hybrid_model(), kPageSize); }
+  void SetUp() override { engine_ = test::make_engine(hybrid_model(GetParam()), kPageSize); }
   Engine& e() { return *engine_; }
 
   // Inputs tokens[from, to) of a sequence at positions from.., over `pages`, with `state`.
@@ -73,7 +76,7 @@ class HybridForward : public ::testing::Test {
   std::unique_ptr<Engine> engine_;
 };
 
-TEST_F(HybridForward, ModelIsHybrid) {
+TEST_P(HybridForward, ModelIsHybrid) {
   const ModelConfig& c = e().config();
   EXPECT_TRUE(c.hybrid());
   EXPECT_EQ(c.n_recurrent_layers(), 3u);
@@ -84,7 +87,7 @@ TEST_F(HybridForward, ModelIsHybrid) {
   EXPECT_EQ(e().state_bytes(), c.recurrent_state_floats() * sizeof(float));
 }
 
-TEST_F(HybridForward, PrefillEqualsSingleTokenDecodesAndPieces) {
+TEST_P(HybridForward, PrefillEqualsSingleTokenDecodesAndPieces) {
   auto tokens = random_tokens(37, 1);
   auto whole = test::prefill_logits(e(), tokens);
   auto decoded = test::decode_logits(e(), tokens, 37);
@@ -102,7 +105,7 @@ TEST_F(HybridForward, PrefillEqualsSingleTokenDecodesAndPieces) {
     EXPECT_LT(max_diff(got[i], whole[i]), kTol) << "position " << i;
 }
 
-TEST_F(HybridForward, LongPromptAcrossDeltaRuleChunks) {
+TEST_P(HybridForward, LongPromptAcrossDeltaRuleChunks) {
   auto tokens = random_tokens(150, 2);  // chunks of 64, 64, 22
   auto whole = test::prefill_logits(e(), tokens);
   auto decoded = test::decode_logits(e(), tokens, 150);
@@ -110,7 +113,7 @@ TEST_F(HybridForward, LongPromptAcrossDeltaRuleChunks) {
     EXPECT_LT(max_diff(decoded[i], whole[i]), 1e-4f) << "position " << i;
 }
 
-TEST_F(HybridForward, BatchedSequencesKeepTheirOwnStates) {
+TEST_P(HybridForward, BatchedSequencesKeepTheirOwnStates) {
   auto ta = random_tokens(11, 3), tb = random_tokens(23, 4), tc = random_tokens(9, 5);
   auto alone_a = test::prefill_logits(e(), ta);
   auto alone_b = test::prefill_logits(e(), tb);
@@ -127,7 +130,7 @@ TEST_F(HybridForward, BatchedSequencesKeepTheirOwnStates) {
   EXPECT_LT(max_diff(res[2].outputs[0].logits, alone_c[8]), kTol);
 }
 
-TEST_F(HybridForward, CopiedStateAndKvForkTheSequence) {
+TEST_P(HybridForward, CopiedStateAndKvForkTheSequence) {
   // A 12-token prefix, then two continuations: the original's, and a fork made by copying the
   // state and the prefix's KV. Each branch equals a straight run of its own tokens.
   auto a = random_tokens(20, 6), b = a;
@@ -147,7 +150,7 @@ TEST_F(HybridForward, CopiedStateAndKvForkTheSequence) {
   }
 }
 
-TEST_F(HybridForward, SavedStateImagesRestoreTheSequence) {
+TEST_P(HybridForward, SavedStateImagesRestoreTheSequence) {
   auto t = random_tokens(16, 7);
   auto straight = test::prefill_logits(e(), t);
   auto p = pages(16);
@@ -170,7 +173,7 @@ TEST_F(HybridForward, SavedStateImagesRestoreTheSequence) {
   EXPECT_THROW(e().copy_state(s, e().states().slots().capacity()), Error);
 }
 
-TEST_F(HybridForward, BatchesThatBreakTheStateRulesAreRejected) {
+TEST_P(HybridForward, BatchesThatBreakTheStateRulesAreRejected) {
   auto t = random_tokens(8, 8);
   auto p = pages(8), q = pages(8);
   const uint32_t s = test::new_state(e());
@@ -191,6 +194,9 @@ TEST_F(HybridForward, BatchesThatBreakTheStateRulesAreRejected) {
   EXPECT_EQ(std::vector<float>(e().states().slot(s), e().states().slot(s) + 64), before);
   EXPECT_EQ(e().forward({good})[0].outputs.size(), 8u);
 }
+
+// Qwen3.5 dense, and with its mixture-of-experts FFN (qwen35moe).
+INSTANTIATE_TEST_SUITE_P(Families, HybridForward, ::testing::Values("qwen35", "qwen35moe"));
 
 // Published Qwen3.5 checkpoints are Qwen3_5ForConditionalGeneration: the language model's
 // config under text_config and its tensors under model.language_model., beside a vision tower

@@ -17,12 +17,13 @@ extern const Architecture kGemma3Architecture;
 extern const Architecture kQwen2MoeArchitecture;
 extern const Architecture kQwen3MoeArchitecture;
 extern const Architecture kQwen35Architecture;
+extern const Architecture kQwen35MoeArchitecture;
 
 const std::vector<const Architecture*>& architectures() {
   static const std::vector<const Architecture*> all = {
-      &kLlamaArchitecture,    &kMistralArchitecture, &kQwen2Architecture,  &kQwen3Architecture,
-      &kPhi3Architecture,     &kGemma2Architecture,  &kGemma3Architecture, &kQwen2MoeArchitecture,
-      &kQwen3MoeArchitecture, &kQwen35Architecture};
+      &kLlamaArchitecture,    &kMistralArchitecture, &kQwen2Architecture,    &kQwen3Architecture,
+      &kPhi3Architecture,     &kGemma2Architecture,  &kGemma3Architecture,   &kQwen2MoeArchitecture,
+      &kQwen3MoeArchitecture, &kQwen35Architecture,  &kQwen35MoeArchitecture};
   return all;
 }
 

@@ -14,6 +14,9 @@
 
 namespace pith {
 
+void configure_qwen35(ModelConfig& c, const ArchitectureKeys& keys);  // also for qwen35moe.cpp
+std::vector<ArchValue> describe_qwen35(const ModelConfig& c);
+
 namespace {
 
 uint32_t required(const ArchitectureKeys& keys, ArchKey key) {
@@ -24,7 +27,9 @@ uint32_t required(const ArchitectureKeys& keys, ArchKey key) {
   return static_cast<uint32_t>(*v);
 }
 
-void configure(ModelConfig& c, const ArchitectureKeys& keys) {
+}  // namespace
+
+void configure_qwen35(ModelConfig& c, const ArchitectureKeys& keys) {
   c.rope_style = RopeStyle::SplitHalf;
   c.qk_norm = true;
   c.attn_output_gate = true;
@@ -70,7 +75,7 @@ void configure(ModelConfig& c, const ArchitectureKeys& keys) {
   }
 }
 
-std::vector<ArchValue> describe(const ModelConfig& c) {
+std::vector<ArchValue> describe_qwen35(const ModelConfig& c) {
   const DeltaNetConfig& dn = c.delta_net;
   return {{{"ssm.conv_kernel", "linear_conv_kernel_dim"}, double(dn.conv_kernel), true},
           {{"ssm.state_size", "linear_key_head_dim"}, double(dn.k_dim), true},
@@ -79,8 +84,6 @@ std::vector<ArchValue> describe(const ModelConfig& c) {
           {{"ssm.inner_size", ""}, double(dn.value_dim()), true},
           {{"", "linear_value_head_dim"}, double(dn.v_dim), true}};
 }
-
-}  // namespace
 
 extern const Architecture kQwen35Architecture{
     .name = "qwen35",
@@ -92,8 +95,8 @@ extern const Architecture kQwen35Architecture{
     .gguf_ffn_norm = "post_attention_norm",
     .hf_norm_offset = true,
     .partial_rotary = true,
-    .configure = configure,
-    .describe = describe,
+    .configure = configure_qwen35,
+    .describe = describe_qwen35,
 };
 
 }  // namespace pith
