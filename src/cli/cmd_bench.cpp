@@ -8,6 +8,7 @@
 
 #include "bench/bench_batching.h"
 #include "bench/bench_contention.h"
+#include "bench/bench_delta_rule.h"
 #include "bench/bench_grammar.h"
 #include "bench/bench_http_load.h"
 #include "bench/bench_lora.h"
@@ -78,6 +79,26 @@ void add_matmul_suite(CLI::App& bench) {
     o.isa = parse_isa(args->isa);
     auto j = bench::run_matmul_bench(o);
     if (args->json) fmt::print("{}\n", j.dump());
+  });
+}
+
+void add_delta_rule_suite(CLI::App& bench) {
+  auto o = std::make_shared<bench::DeltaRuleBenchOptions>();
+  auto isa = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  auto* cmd = bench.add_subcommand(
+      "delta-rule", "Gated DeltaNet delta rule: chunked vs recurrent form, one head, one thread");
+  cmd->add_option("-n,--tokens", o->tokens, "tokens of the prefill")->capture_default_str();
+  cmd->add_option("--k-dim", o->k_dim, "key head size")->capture_default_str();
+  cmd->add_option("--v-dim", o->v_dim, "value head size")->capture_default_str();
+  cmd->add_option("--reps", o->reps, "timed runs per form (the median is reported)")
+      ->capture_default_str();
+  cmd->add_option("--isa", *isa, "force a kernel level: scalar, avx2, avx512");
+  cmd->add_flag("--json", *json, "print a JSON summary as the last line");
+  cmd->callback([o, isa, json] {
+    if (!isa->empty()) o->isa = parse_isa(*isa);
+    auto j = bench::run_delta_rule_bench(*o);
+    if (*json) fmt::print("{}\n", j.dump());
   });
 }
 
@@ -394,6 +415,7 @@ void add_bench_commands(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Performance benchmarks");
   bench->require_subcommand(1);
   add_matmul_suite(*bench);
+  add_delta_rule_suite(*bench);
   add_model_suite(*bench);
   add_tokenizer_suite(*bench);
   add_runtime_suites(*bench);

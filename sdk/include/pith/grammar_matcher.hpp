@@ -39,6 +39,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace pith::grammar {
@@ -187,11 +188,11 @@ class Automaton {
   // Adds to out the stacks whose top is a byte set, reachable from "at pos, then parent"
   // without consuming input: rule references open their alternatives (pushing the position
   // after the reference unless it is the End: a tail call keeps stacks flat for x* loops),
-  // End pops. seen_ (cleared by the caller) drops repeats.
+  // End pops. seen_ (cleared by the caller) drops repeats: a hash set, since an ambiguous grammar
+  // (nested repetitions like `x ::= "[" ++++`) reaches tens of thousands of positions in one step.
   void expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out) {
     const uint64_t key = (uint64_t{pos} << 32) | parent;
-    if (std::find(seen_.begin(), seen_.end(), key) != seen_.end()) return;
-    seen_.push_back(key);
+    if (!seen_.insert(key).second) return;
     const Elem e = g_.at(pos);
     switch (e.op) {
       case Op::Bytes:
@@ -344,7 +345,7 @@ class Automaton {
   std::unordered_map<uint32_t, uint32_t> context_ids_;  // context key stack -> contexts_ index
   std::unordered_map<uint32_t, StackInfo> stack_info_;
   std::unordered_map<uint32_t, uint32_t> cont_state_;
-  std::vector<uint64_t> seen_;
+  std::unordered_set<uint64_t> seen_;
   std::vector<uint32_t> walk_;  // state per trie depth during a walk
   uint32_t initial_ = 0;
 };
