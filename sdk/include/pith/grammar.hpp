@@ -286,6 +286,27 @@ class GbnfParser {
       std::vector<Elem> atom;
       if (!parse_atom(rule, &atom, depth)) return false;
       skip_space();
+      // Postfix operators apply left to right. Directly stacked ones made of ?, * and + are
+      // merged first (x++ = x+, x+* = x*, x?? = x?, ...: lo multiplies, hi is infinite if
+      // either is): each would otherwise nest a repetition in a repetition, and a run of them
+      // (`x+++...`) made the matcher's stack sets explode.
+      bool pending = false;
+      uint32_t plo = 1, phi = 1;
+      size_t pending_at = 0;
+      auto simple = [](uint32_t lo, uint32_t hi) { return lo <= 1 && (hi == 1 || hi == kInf); };
+      auto apply = [&]() {
+        // Repetitions expand (a copy per required one, a rule per optional one): bound what a
+        // short text can make, so no grammar costs more than a moment and a few MiB to analyse.
+        expanded_ += plo + (phi == kInf ? 1 : phi - plo);
+        if (expanded_ > kMaxExpanded)
+          return fail("repetitions expand to more than " + std::to_string(kMaxExpanded) +
+                          " elements; bound them less",
+                      pending_at);
+        Elem x = single(rule, atom);
+        atom = repeat(rule, x, plo, phi);
+        pending = false;
+        return true;
+      };
       while (more() && (peek() == '*' || peek() == '+' || peek() == '?' || peek() == '{')) {
         uint32_t lo = 0, hi = kInf;
         size_t op_at = at_;
@@ -293,17 +314,16 @@ class GbnfParser {
         if (op == '+') lo = 1;
         if (op == '?') hi = 1;
         if (op == '{' && !bounds(&lo, &hi, op_at)) return false;
-        // Repetitions expand (a copy per required one, a rule per optional one): bound what a
-        // short text can make, so no grammar costs more than a moment and a few MiB to analyse.
-        expanded_ += lo + (hi == kInf ? 1 : hi - lo);
-        if (expanded_ > kMaxExpanded)
-          return fail("repetitions expand to more than " + std::to_string(kMaxExpanded) +
-                          " elements; bound them less",
-                      op_at);
-        Elem x = single(rule, atom);
-        atom = repeat(rule, x, lo, hi);
+        if (pending && simple(plo, phi) && simple(lo, hi)) {
+          plo *= lo;
+          phi = phi == kInf || hi == kInf ? kInf : phi * hi;
+        } else {
+          if (pending && !apply()) return false;
+          pending = true, plo = lo, phi = hi, pending_at = op_at;
+        }
         skip_space();
       }
+      if (pending && !apply()) return false;
       seq->insert(seq->end(), atom.begin(), atom.end());
     }
   }
