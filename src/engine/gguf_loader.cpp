@@ -137,6 +137,13 @@ ModelConfig gguf_model_config(const GGUFFile& f) {
   const std::string p = std::string(arch.gguf_name) + ".";
   c.name = f.get_string_opt("general.name").value_or("");
   c.n_layers = get_u32(f, p + "block_count");
+  // Multi-token-prediction blocks (Qwen3.5's converter appends them after the decoder layers and
+  // counts them in block_count) are not part of the forward pass: their tensors stay unread.
+  const uint32_t nextn = get_u32_or(f, p + "nextn_predict_layers", 0);
+  if (nextn >= c.n_layers)
+    fail("{}: {}nextn_predict_layers {} leaves no decoder layer of {}", f.path(), p, nextn,
+         c.n_layers);
+  c.n_layers -= nextn;
   c.d_model = get_u32(f, p + "embedding_length");
   c.d_ff = get_u32(f, p + "feed_forward_length");
   c.n_heads = get_u32(f, p + "attention.head_count");

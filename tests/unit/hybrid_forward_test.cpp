@@ -15,6 +15,8 @@
 
 #include "common/error.h"
 #include "engine_test_util.h"
+#include "formats/gguf.h"
+#include "formats/gguf_writer.h"
 #include "formats/safetensors.h"
 #include "model_gen/model_gen.h"
 
@@ -268,6 +270,77 @@ TEST(HybridLoading, MultimodalCheckpointLoadsItsLanguageModel) {
   auto a = test::prefill_logits(*causal_engine, tokens);
   auto b = test::prefill_logits(*mm_engine, tokens);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "position " << i;
+  fs::remove_all(dir);
+}
+
+// llama.cpp's converter appends Qwen3.5's multi-token-prediction block after the decoder layers
+// (block_count + 1, nextn_predict_layers = 1, one more entry in attention.recurrent_layers, an
+// attention block with nextn.* tensors). Such a file gives the logits of the decoder alone.
+TEST(HybridLoading, MultiTokenPredictionBlocksAreNotRun) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("pith_mtp_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string plain = (dir / "plain.gguf").string(), mtp = (dir / "mtp.gguf").string();
+  {
+    ThreadPool pool(2);
+    ModelGenOptions g;
+    g.preset = "tiny";
+    g.arch = "qwen35";
+    g.vocab_path = test::model_path("tiny-f32");
+    g.seed = 9;
+    g.quiet = true;
+    g.output = plain;
+    generate_model(g, pool);
+  }
+  {
+    GGUFFile in(plain);
+    const uint32_t n = static_cast<uint32_t>(in.get_uint("qwen35.block_count"));
+    std::vector<uint8_t> recurrent;
+    const auto& layers = std::get<GGUFArray>(in.find("qwen35.attention.recurrent_layers")->v);
+    recurrent.assign(layers.data, layers.data + layers.count);
+    recurrent.push_back(0);  // the MTP block: attention
+    GGUFWriter out(mtp);
+    for (const auto& [key, value] : in.metadata()) {
+      if (key == "qwen35.attention.recurrent_layers")
+        out.set(key, {GGUFType::ARRAY,
+                      GGUFArray{GGUFType::BOOL, recurrent.size(), recurrent.data(), {}}});
+      else if (key == "qwen35.block_count")
+        out.set_u32(key, n + 1);
+      else if (key != "general.alignment")
+        out.set(key, value);
+    }
+    out.set_u32("qwen35.nextn_predict_layers", 1);
+    // The block: a copy of the last (attention) layer's tensors, plus its nextn tensors.
+    std::vector<const GGUFTensorInfo*> copies;
+    const std::string last = "blk." + std::to_string(n - 1) + ".",
+                      extra = "blk." + std::to_string(n) + ".";
+    for (const auto& t : in.tensors()) {
+      out.add_tensor(t.name, t.dims, t.dtype);
+      if (t.name.starts_with(last)) copies.push_back(&t);
+    }
+    for (const GGUFTensorInfo* t : copies)
+      out.add_tensor(extra + t->name.substr(last.size()), t->dims, t->dtype);
+    const uint64_t d = in.get_uint("qwen35.embedding_length");
+    std::vector<float> eh(2 * d * d, 0.01f), norm(d, 1.0f);
+    out.add_tensor(extra + "nextn.eh_proj.weight", {2 * d, d}, DType::F32);
+    out.add_tensor(extra + "nextn.enorm.weight", {d}, DType::F32);
+    out.add_tensor(extra + "nextn.hnorm.weight", {d}, DType::F32);
+    for (const auto& t : in.tensors()) out.write(t.data, t.n_bytes);
+    for (const GGUFTensorInfo* t : copies) out.write(t->data, t->n_bytes);
+    out.write(eh.data(), eh.size() * 4);
+    out.write(norm.data(), norm.size() * 4);
+    out.write(norm.data(), norm.size() * 4);
+    out.finish();
+  }
+  LoadOptions lo;
+  lo.quiet = true;
+  auto with_mtp = load_model(mtp, lo);
+  EXPECT_EQ(with_mtp->config.n_layers, 4u);
+  auto a = test::make_engine(load_model(plain, lo), kPageSize);
+  auto b = test::make_engine(with_mtp, kPageSize);
+  auto tokens = random_tokens(10, 5);
+  auto la = test::prefill_logits(*a, tokens), lb = test::prefill_logits(*b, tokens);
+  for (size_t i = 0; i < la.size(); ++i) EXPECT_EQ(la[i], lb[i]) << "position " << i;
   fs::remove_all(dir);
 }
 

@@ -9,6 +9,8 @@
 // every `full_attention_interval`-th layer (default 4) is full attention. Value heads: llama.cpp's
 // converter orders them so that value head h reads key head h % k_heads; HF groups them by key
 // head, and its tensors are reordered so at load (hf_to_tiled_index).
+#include <algorithm>
+
 #include "common/error.h"
 #include "engine/architectures/architecture.h"
 
@@ -55,6 +57,12 @@ void configure_qwen35(ModelConfig& c, const ArchitectureKeys& keys) {
 
   c.recurrent_layers.assign(c.n_layers, 0);
   if (auto types = keys.layer_types()) {
+    // GGUF files list the multi-token-prediction blocks after the decoder layers (attention
+    // blocks, which the forward pass does not run).
+    if (keys.is_gguf() && types->size() > c.n_layers &&
+        std::all_of(types->begin() + c.n_layers, types->end(),
+                    [](const std::string& t) { return t == "full_attention"; }))
+      types->resize(c.n_layers);
     if (types->size() != c.n_layers)
       fail("{}: layer_types has {} entries for {} layers", keys.source(), types->size(),
            c.n_layers);
