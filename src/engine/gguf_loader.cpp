@@ -140,7 +140,7 @@ ModelConfig gguf_model_config(const GGUFFile& f) {
   // Multi-token-prediction blocks (Qwen3.5's converter appends them after the decoder layers and
   // counts them in block_count) are not part of the forward pass: their tensors stay unread.
   const uint32_t nextn = get_u32_or(f, p + "nextn_predict_layers", 0);
-  if (nextn >= c.n_layers)
+  if (nextn > 0 && nextn >= c.n_layers)
     fail("{}: {}nextn_predict_layers {} leaves no decoder layer of {}", f.path(), p, nextn,
          c.n_layers);
   c.n_layers -= nextn;
