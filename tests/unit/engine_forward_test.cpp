@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "engine/token_distribution.h"
 #include "engine_test_util.h"
+#include "generated_model.h"
 #include "model_gen/model_gen.h"
 
 namespace pith {
@@ -31,32 +32,7 @@ using test::random_tokens;
 // The bundled llama model, or a tiny model of family GetParam() generated once per process.
 std::shared_ptr<const ModelWeights> family_model(const std::string& name) {
   if (name == "tiny-f32") return test::load_test_model(name);
-  namespace fs = std::filesystem;
-  const fs::path path =
-      fs::temp_directory_path() / ("pith_fwd_" + name + "_" + std::to_string(getpid()) + ".gguf");
-  // Removed when the test process exits.
-  static struct Cleanup {
-    std::vector<fs::path> files;
-    ~Cleanup() {
-      std::error_code ec;
-      for (const auto& f : files) fs::remove(f, ec);
-    }
-  } cleanup;
-  if (!fs::exists(path)) {
-    cleanup.files.push_back(path);
-    ThreadPool pool(2);
-    ModelGenOptions g;
-    g.preset = "tiny";
-    g.arch = name;
-    g.vocab_path = test::model_path("tiny-f32");
-    g.seed = 5;
-    g.quiet = true;
-    g.output = path.string();
-    generate_model(g, pool);
-  }
-  LoadOptions lo;
-  lo.quiet = true;
-  return load_model(path.string(), lo);
+  return test::generated_model(name, 5);
 }
 
 class EngineForward : public ::testing::TestWithParam<std::string> {

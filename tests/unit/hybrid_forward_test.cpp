@@ -18,6 +18,7 @@
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "formats/safetensors.h"
+#include "generated_model.h"
 #include "model_gen/model_gen.h"
 
 namespace pith {
@@ -31,31 +32,7 @@ using test::random_tokens;
 
 // A tiny random model of hybrid family `arch`, generated once per process.
 std::shared_ptr<const ModelWeights> hybrid_model(const std::string& arch) {
-  namespace fs = std::filesystem;
-  const fs::path path = fs::temp_directory_path() /
-                        ("pith_hybrid_" + arch + "_" + std::to_string(getpid()) + ".gguf");
-  static struct Cleanup {
-    std::vector<fs::path> files;
-    ~Cleanup() {
-      std::error_code ec;
-      for (const auto& f : files) fs::remove(f, ec);
-    }
-  } cleanup;
-  if (!fs::exists(path)) {
-    cleanup.files.push_back(path);
-    ThreadPool pool(2);
-    ModelGenOptions g;
-    g.preset = "tiny";
-    g.arch = arch;
-    g.vocab_path = test::model_path("tiny-f32");
-    g.seed = 9;
-    g.quiet = true;
-    g.output = path.string();
-    generate_model(g, pool);
-  }
-  LoadOptions lo;
-  lo.quiet = true;
-  return load_model(path.string(), lo);
+  return test::generated_model(arch, 9);
 }
 
 class HybridForward : public ::testing::TestWithParam<std::string> {
@@ -341,6 +318,36 @@ TEST(HybridLoading, MultiTokenPredictionBlocksAreNotRun) {
   auto tokens = random_tokens(10, 5);
   auto la = test::prefill_logits(*a, tokens), lb = test::prefill_logits(*b, tokens);
   for (size_t i = 0; i < la.size(); ++i) EXPECT_EQ(la[i], lb[i]) << "position " << i;
+  fs::remove_all(dir);
+}
+
+// A Qwen3.5 config that turns the attention output gate off asks for something pith does not
+// run: refused by name, not ignored.
+TEST(HybridLoading, UngatedAttentionIsRefusedByName) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("pith_ungated_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  ThreadPool pool(2);
+  ModelGenOptions g;
+  g.preset = "tiny";
+  g.arch = "qwen35";
+  g.format = "hf";
+  g.vocab_path = test::model_path("tiny-f32");
+  g.quiet = true;
+  g.output = dir.string();
+  generate_model(g, pool);
+  nlohmann::json cfg;
+  std::ifstream(dir / "config.json") >> cfg;
+  cfg["attn_output_gate"] = false;
+  std::ofstream(dir / "config.json") << cfg.dump(2);
+  LoadOptions lo;
+  lo.quiet = true;
+  try {
+    load_model(dir.string(), lo);
+    ADD_FAILURE() << "an ungated Qwen3.5 config loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attn_output_gate"), std::string::npos) << e.what();
+  }
   fs::remove_all(dir);
 }
 

@@ -35,6 +35,11 @@ void configure_qwen35(ModelConfig& c, const ArchitectureKeys& keys) {
   c.rope_style = RopeStyle::SplitHalf;
   c.qk_norm = true;
   c.attn_output_gate = true;
+  if (!keys.flag({"", "attn_output_gate"}).value_or(true))
+    fail(
+        "{}: attn_output_gate = false is not supported (Qwen3.5's attention layers gate their "
+        "output)",
+        keys.source());
   refuse_attention_bias(keys);
   DeltaNetConfig& dn = c.delta_net;
   dn.conv_kernel = required(keys, {"ssm.conv_kernel", "linear_conv_kernel_dim"});
