@@ -111,6 +111,11 @@ void add_serve_commands(CLI::App& app) {
                       "LoRA adapters loaded at once (startup and POST /v1/load_lora_adapter)"));
   add(cmd->add_option("--max-kv-pages-per-inferlet", cfg->max_kv_pages_per_inferlet,
                       "KV page quota per inferlet (0: none)"));
+  add(cmd->add_option("--state-memory", cfg->state_memory,
+                      "hybrid models (Qwen3.5): memory for the recurrent states of sequences "
+                      "and prefix-cache checkpoints, e.g. 1G (default: as much as --kv-memory)"));
+  add(cmd->add_option("--max-states-per-inferlet", cfg->max_states_per_inferlet,
+                      "hybrid models: recurrent-state quota per inferlet (0: none)"));
   add(cmd->add_option("--kv-pressure", cfg->kv_pressure,
                       "when KV pages run short: suspend (wait, swap inferlets to host memory) or "
                       "kill (end the newest inferlet)"));

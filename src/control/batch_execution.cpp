@@ -82,6 +82,12 @@ void execute_batch(Backend& backend, std::vector<std::shared_ptr<PendingCall>>& 
         run_one(*c, [&] { backend.copy_kv(k.src, k.dst, k.src_offset, k.dst_offset, k.n); });
       }
       break;
+    case CallType::CopyState:
+      for (auto& c : calls) {
+        auto& k = std::get<CopyStateCall>(c->call);
+        run_one(*c, [&] { backend.copy_state(k.src, k.dst); });
+      }
+      break;
   }
 }
 

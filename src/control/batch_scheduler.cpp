@@ -15,6 +15,8 @@ const char* call_type_name(CallType t) {
       return "next_dist";
     case CallType::CopyKv:
       return "copy_kv";
+    case CallType::CopyState:
+      return "copy_state";
   }
   return "?";
 }

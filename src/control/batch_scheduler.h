@@ -34,8 +34,9 @@ enum class CallType : uint8_t {
   EmbedTokens,  // engine.embed_tokens
   NextDist,     // engine.next_dist
   CopyKv,       // engine.copy_kv
+  CopyState,    // engine.copy_state (hybrid models)
 };
-inline constexpr size_t kNumCallTypes = 4;
+inline constexpr size_t kNumCallTypes = 5;
 
 const char* call_type_name(CallType t);
 

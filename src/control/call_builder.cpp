@@ -21,12 +21,14 @@ CallType call_type(const Call& call) {
     CallType operator()(const EmbedTokensCall&) const { return CallType::EmbedTokens; }
     CallType operator()(const NextDistCall&) const { return CallType::NextDist; }
     CallType operator()(const CopyKvCall&) const { return CallType::CopyKv; }
+    CallType operator()(const CopyStateCall&) const { return CallType::CopyState; }
   } visitor;
   return std::visit(visitor, call);
 }
 
 Result<BuiltCall> build_forward(const CallLimits& limits, const HandleTable& pages,
-                                const HandleTable& embeds, SequenceInput seq) {
+                                const HandleTable& embeds, const HandleTable& states,
+                                SequenceInput seq) {
   const uint32_t ps = limits.page_size;
   const bool by_tokens = !seq.tokens.empty();
   if (by_tokens == !seq.embed_slots.empty())
@@ -47,6 +49,10 @@ Result<BuiltCall> build_forward(const CallLimits& limits, const HandleTable& pag
   if (!seq.mask.empty()) {
     if (seq.mask.size() != n)
       return bad_argument(fmt::format("mask has {} rows for {} inputs", seq.mask.size(), n));
+    if (limits.recurrent)
+      return bad_argument(
+          "attention masks are not supported on a model with recurrent layers (its state "
+          "advances over every input in order)");
     for (const auto& runs : seq.mask) {
       uint64_t sum = 0;
       for (uint32_t r : runs) sum += r;
@@ -88,6 +94,19 @@ Result<BuiltCall> build_forward(const CallLimits& limits, const HandleTable& pag
       built.held_embeds.push_back(*p);
       info.writes.push_back(*p | kEmbedTag);
     }
+  }
+  if (limits.recurrent) {
+    if (seq.state_slot == SequenceInput::kNoState)
+      return bad_argument(
+          "the model has recurrent layers: bind a state to the queue first (state_alloc, "
+          "queue_set_state)");
+    auto s = states.lookup(seq.state_slot);
+    if (!s) return bad_handle(fmt::format("state handle {}", seq.state_slot));
+    seq.state_slot = *s;
+    built.held_states.push_back(*s);
+    info.writes.push_back(*s | kStateTag);
+  } else if (seq.state_slot != SequenceInput::kNoState) {
+    return bad_argument("the model has no recurrent layers: a forward names no state");
   }
   built.call = ForwardCall{std::move(seq), nullptr};
   return built;
@@ -156,6 +175,23 @@ Result<BuiltCall> build_copy_kv(const CallLimits& limits, const HandleTable& pag
   built.info.n_seqs = 0;
   built.info.reads.push_back(*src);
   built.info.writes.push_back(*dst);
+  return built;
+}
+
+Result<BuiltCall> build_copy_state(const HandleTable& states, uint32_t src_handle,
+                                   uint32_t dst_handle) {
+  auto src = states.lookup(src_handle);
+  if (!src) return bad_handle(fmt::format("copy_state source state handle {}", src_handle));
+  auto dst = states.lookup(dst_handle);
+  if (!dst) return bad_handle(fmt::format("copy_state destination state handle {}", dst_handle));
+  BuiltCall built;
+  built.call = CopyStateCall{*src, *dst};
+  built.held_states = {*src, *dst};
+  built.info.type = CallType::CopyState;
+  built.info.n_tokens = 0;
+  built.info.n_seqs = 0;
+  built.info.reads.push_back(*src | kStateTag);
+  built.info.writes.push_back(*dst | kStateTag);
   return built;
 }
 

@@ -17,6 +17,7 @@ namespace pith {
 struct CallLimits {
   uint32_t page_size = 0;
   uint32_t vocab_size = 0;
+  bool recurrent = false;  // hybrid model: every forward names its sequence's state
 };
 
 // A validated call, ready to queue: the call over physical ids, what the batch scheduler needs to
@@ -24,12 +25,14 @@ struct CallLimits {
 struct BuiltCall {
   Call call;
   CallInfo info;
-  std::vector<uint32_t> held_pages, held_embeds;
+  std::vector<uint32_t> held_pages, held_embeds, held_states;
 };
 
-// `seq` names pages and Embeds by handle (kv_pages, embed_slots, Embed outputs' embed_slot).
+// `seq` names pages and Embeds by handle (kv_pages, embed_slots, Embed outputs' embed_slot), and
+// on a hybrid model its recurrent state (state_slot, a handle in `states`).
 Result<BuiltCall> build_forward(const CallLimits& limits, const HandleTable& pages,
-                                const HandleTable& embeds, SequenceInput seq);
+                                const HandleTable& embeds, const HandleTable& states,
+                                SequenceInput seq);
 Result<BuiltCall> build_embed_tokens(const CallLimits& limits, const HandleTable& embeds,
                                      std::vector<int32_t> tokens, std::vector<uint32_t> positions,
                                      std::span<const uint32_t> embed_handles);
@@ -38,6 +41,9 @@ Result<BuiltCall> build_next_dist(const CallLimits& limits, const HandleTable& e
 Result<BuiltCall> build_copy_kv(const CallLimits& limits, const HandleTable& pages,
                                 uint32_t src_handle, uint32_t dst_handle, uint32_t src_offset,
                                 uint32_t dst_offset, uint32_t n);
+
+Result<BuiltCall> build_copy_state(const HandleTable& states, uint32_t src_handle,
+                                   uint32_t dst_handle);
 
 // Slots a forward's context covers: every page but the last is full.
 inline size_t context_slots(const SequenceInput& seq, uint32_t page_size) {

@@ -38,7 +38,12 @@ struct CopyKvCall {
   uint32_t src_offset = 0, dst_offset = 0, n = 0;
 };
 
-using Call = std::variant<ForwardCall, EmbedTokensCall, NextDistCall, CopyKvCall>;
+// Hybrid models: dst's recurrent state becomes a copy of src's (fork).
+struct CopyStateCall {
+  uint32_t src = 0, dst = 0;  // state slots
+};
+
+using Call = std::variant<ForwardCall, EmbedTokensCall, NextDistCall, CopyKvCall, CopyStateCall>;
 
 CallType call_type(const Call& call);
 
@@ -55,5 +60,8 @@ using CallCompletion = std::function<void(CallOutcome&&)>;
 // Embeds share the batch scheduler's conflict sets with pages, tagged so their ids never
 // collide with page ids.
 inline constexpr uint32_t kEmbedTag = 0x80000000u;
+// Recurrent states likewise: a forward writes its sequence's state, a copy reads one and writes
+// another.
+inline constexpr uint32_t kStateTag = 0x40000000u;
 
 }  // namespace pith

@@ -34,6 +34,8 @@ PrefillChunk split_prefill(SequenceInput& seq, std::vector<uint32_t>& origin, ui
     seq.embed_slots.erase(seq.embed_slots.begin(), seq.embed_slots.begin() + m);
   }
   c.adapter = seq.adapter;  // every chunk runs under the call's adapter
+  // Chunks of a hybrid sequence advance its one state in order, chunk after chunk.
+  c.state_slot = seq.state_slot;
   c.positions.assign(seq.positions.begin(), seq.positions.begin() + m);
   seq.positions.erase(seq.positions.begin(), seq.positions.begin() + m);
   const size_t chunk_pages = (chunk_ctx + ps - 1) / ps;

@@ -1,5 +1,7 @@
 #include "control/controller.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -29,27 +31,25 @@ Failure unknown_queue(QueueId q) {
 Controller::Controller(Backend& backend, const ControllerOptions& options)
     : backend_(backend),
       options_(options),
-      call_limits_{backend.page_size(), backend.config().vocab_size},
+      call_limits_{backend.page_size(), backend.config().vocab_size, backend.config().hybrid()},
       policy_(make_dispatch_policy(options.policy)),
-      spaces_(backend.page_slots(), backend.embed_slots(),
+      spaces_(backend.page_slots(), backend.embed_slots(), backend.state_slots(),
               ResourceOptions{backend.page_size(), options.max_kv_pages_per_instance,
-                              options.prefix_cache}),
+                              options.max_states_per_instance, options.prefix_cache}),
       adapters_(backend, options.max_loras) {
-  // The recurrent state of hybrid models (SequenceInput::state_slot) is not yet a resource of
-  // the control layer and the inferlet ABI: refuse them here, with the way to run them.
-  if (backend.config().hybrid())
-    fail(
-        "model '{}' ({}) has recurrent (Gated DeltaNet) layers; serving them through inferlets "
-        "needs recurrent-state resources that the control layer does not have yet. `pith logits` "
-        "and `pith bench model` run this model.",
-        backend.config().name, backend.config().architecture);
+  if (backend.config().hybrid() && backend.state_slots().capacity() == 0)
+    fail("model '{}' has recurrent layers but the backend keeps no recurrent states",
+         backend.config().name);
   limits_.max_tokens = options.max_batch_tokens;
   limits_.max_seqs = options.max_batch_seqs;
   limits_.formation = options.batch_formation;
   limits_.long_prefill_threshold = options.long_prefill_threshold ? options.long_prefill_threshold
                                                                   : options.max_batch_tokens / 4;
   limits_ = policy_->limit(limits_);
-  if (options.kv_pressure == KvPressure::Suspend && options.preemption == Preemption::Recompute)
+  // Recomputing a hybrid model's pages would replay tokens through a recurrent state that has
+  // moved on: its suspended pages are always swapped.
+  if (options.kv_pressure == KvPressure::Suspend && options.preemption == Preemption::Recompute &&
+      !call_limits_.recurrent)
     provenance_ = std::make_unique<KvProvenance>(
         backend.page_slots().capacity(), backend.embed_slots().capacity(), backend.page_size());
   dispatcher_ = std::thread([this] { dispatcher_loop(); });
@@ -117,6 +117,7 @@ void Controller::release_refs_locked(const PendingCall& call) {
     spaces_.page_refs().release(call.held_pages);
   }
   spaces_.embed_refs().release(call.held_embeds);
+  spaces_.state_refs().release(call.held_states);
 }
 
 void Controller::drop_pending_locked(Queue& queue, const char* why, Deferred& deferred) {
@@ -271,10 +272,50 @@ Result<Controller::PrefixMatch> Controller::prefix_match(InstanceId id,
 }
 
 Result<void> Controller::prefix_insert(InstanceId id, std::span<const int32_t> tokens,
-                                       std::span<const uint32_t> handles, uint32_t adapter) {
+                                       std::span<const uint32_t> handles, uint32_t adapter,
+                                       uint32_t state_handle) {
   std::lock_guard lock(mu_);
   if (auto r = resident_or_wait_locked(id); !r) return r;
-  return spaces_.prefix_insert(id, tokens, handles, adapter);
+  return spaces_.prefix_insert(id, tokens, handles, adapter, state_handle);
+}
+
+Result<void> Controller::alloc_states(InstanceId id, uint32_t n, std::vector<uint32_t>& handles) {
+  std::lock_guard lock(mu_);
+  if (auto r = spaces_.alloc_states(id, n, handles); !r) return r;
+  // Emptied by the dispatcher before the next batch runs: no call can name them before that.
+  const HandleTable& table = *spaces_.state_table(id);
+  for (uint32_t h : handles) states_to_clear_.push_back(*table.lookup(h));
+  return {};
+}
+
+Result<void> Controller::dealloc_states(InstanceId id, std::span<const uint32_t> handles) {
+  std::lock_guard lock(mu_);
+  return spaces_.dealloc_states(id, handles);
+}
+
+Result<void> Controller::copy_state(InstanceId id, QueueId q, uint32_t src_handle,
+                                    uint32_t dst_handle, CallCompletion done) {
+  std::lock_guard lock(mu_);
+  if (!spaces_.has_instance(id)) return unknown_instance();
+  if (!find_queue(id, q)) return unknown_queue(q);
+  return submit(id, q, build_copy_state(*spaces_.state_table(id), src_handle, dst_handle),
+                std::move(done));
+}
+
+Result<void> Controller::export_state(InstanceId id, const std::string& name, uint32_t handle,
+                                      bool persistent) {
+  std::lock_guard lock(mu_);
+  return spaces_.export_state(id, name, handle, persistent);
+}
+
+Result<uint32_t> Controller::import_state(InstanceId id, const std::string& name) {
+  std::lock_guard lock(mu_);
+  return spaces_.import_state(id, name);
+}
+
+Result<void> Controller::remove_state_export(const std::string& name) {
+  std::lock_guard lock(mu_);
+  return spaces_.remove_state_export(name);
 }
 
 bool Controller::has_page(InstanceId id, uint32_t handle) const {
@@ -298,6 +339,7 @@ Result<void> Controller::submit(InstanceId id, QueueId q, Result<BuiltCall> buil
   call->call = std::move(built->call);
   call->held_pages = std::move(built->held_pages);
   call->held_embeds = std::move(built->held_embeds);
+  call->held_states = std::move(built->held_states);
   call->owner = id;
   call->queue = q;
   call->done = std::move(done);
@@ -308,6 +350,7 @@ Result<void> Controller::submit(InstanceId id, QueueId q, Result<BuiltCall> buil
     it->second.last_active_ns = info.enqueued_ns;
   spaces_.page_refs().retain(call->held_pages);
   spaces_.embed_refs().retain(call->held_embeds);
+  spaces_.state_refs().retain(call->held_states);
   queue->infos.push_back(std::move(info));
   queue->calls.push_back(std::move(call));
   ++queue->submitted;
@@ -323,7 +366,7 @@ Result<void> Controller::forward(InstanceId id, QueueId q, SequenceInput&& seq,
   if (!find_queue(id, q)) return unknown_queue(q);
   seq.adapter = adapter ? adapter->id() : 0;
   auto built = build_forward(call_limits_, *spaces_.page_table(id), *spaces_.embed_table(id),
-                             std::move(seq));
+                             *spaces_.state_table(id), std::move(seq));
   if (built) std::get<ForwardCall>(built->call).adapter_lease = std::move(adapter);
   return submit(id, q, std::move(built), std::move(done));
 }
@@ -375,6 +418,8 @@ ControllerGauges Controller::gauges() const {
   g.pages_free = spaces_.pages_free();
   g.embeds_total = backend_.embed_slots().capacity();
   g.embeds_free = spaces_.embeds_free();
+  g.states_total = backend_.state_slots().capacity();
+  g.states_free = spaces_.states_free();
   g.instances = static_cast<uint32_t>(spaces_.n_instances());
   g.instances_killed_for_memory = spaces_.instances_killed_for_memory();
   uint32_t depth = 0;
@@ -389,6 +434,7 @@ ControllerGauges Controller::gauges() const {
     g.pages_cached = cache->stats().cached_pages;
     g.prefix_hit_tokens = cache->stats().hit_tokens;
     g.prefix_miss_tokens = cache->stats().miss_tokens;
+    g.states_cached = cache->stats().cached_states;
   }
   return g;
 }
@@ -411,6 +457,7 @@ void Controller::dispatcher_loop() {
     Batch batch = take_locked(form_batch(views, batch_limits_locked()));
     lock.unlock();
     const int64_t t0 = now_ns();
+    if (!batch.clear.empty()) clear_states(batch);
     execute_batch(backend_, batch.calls);
     const int64_t backend_ns = now_ns() - t0;
     lock.lock();
@@ -428,6 +475,19 @@ void Controller::dispatcher_loop() {
       if (c->done && !c->parent) c->done(std::move(c->outcome));
     for (auto& f : waiters) f();
     lock.lock();
+  }
+}
+
+void Controller::clear_states(Batch& batch) {
+  try {
+    backend_.clear_states(batch.clear);
+  } catch (const std::exception& e) {
+    spdlog::error("emptying {} new recurrent states failed: {}", batch.clear.size(), e.what());
+    for (auto& c : batch.calls)
+      for (uint32_t s : c->held_states)
+        if (std::binary_search(batch.clear.begin(), batch.clear.end(), s))
+          c->outcome = Failure{Status::BackendFailure,
+                               fmt::format("emptying a new recurrent state failed: {}", e.what())};
   }
 }
 
@@ -502,6 +562,12 @@ Controller::Batch Controller::take_locked(BatchPlan plan) {
     }
   batch.plan = std::move(plan);
   if (provenance_) record_batch_locked(batch);
+  // New states still allocated (a state freed meanwhile may go back to the pool uncleared).
+  for (uint32_t s : states_to_clear_)
+    if (spaces_.state_refs().count(s) > 0) batch.clear.push_back(s);
+  states_to_clear_.clear();
+  std::sort(batch.clear.begin(), batch.clear.end());
+  batch.clear.erase(std::unique(batch.clear.begin(), batch.clear.end()), batch.clear.end());
   return batch;
 }
 
@@ -524,10 +590,13 @@ std::shared_ptr<PendingCall> Controller::split_chunk_locked(Queue& queue, uint32
   // The chunk holds its own references (the rest may be released while it runs).
   chunk->held_pages = piece.seq.kv_pages;
   chunk->held_embeds = piece.seq.embed_slots;
+  if (piece.seq.state_slot != SequenceInput::kNoState)
+    chunk->held_states.push_back(piece.seq.state_slot);
   for (const auto& o : piece.seq.outputs)
     if (o.kind == OutputKind::Embed) chunk->held_embeds.push_back(o.embed_slot);
   spaces_.page_refs().retain(chunk->held_pages);
   spaces_.embed_refs().retain(chunk->held_embeds);
+  spaces_.state_refs().retain(chunk->held_states);
   chunk->call = ForwardCall{std::move(piece.seq), nullptr};  // the parent holds the adapter
   return chunk;
 }

@@ -68,6 +68,7 @@ struct ControllerOptions {
   // quarter of the token budget.
   uint32_t long_prefill_threshold = 0;
   uint32_t max_kv_pages_per_instance = 0;        // 0: no quota
+  uint32_t max_states_per_instance = 0;          // recurrent states (hybrid models); 0: no quota
   bool prefix_cache = true;                      // --no-prefix-cache turns it off
   KvPressure kv_pressure = KvPressure::Suspend;  // --kv-pressure
   Preemption preemption = Preemption::Swap;      // --preemption-mode
@@ -96,6 +97,8 @@ struct BatchStats {
 struct ControllerGauges {
   uint32_t pages_total = 0, pages_free = 0;
   uint32_t embeds_total = 0, embeds_free = 0;
+  // Recurrent states of hybrid models (0 for others); cached: prefix-cache checkpoints.
+  uint32_t states_total = 0, states_free = 0, states_cached = 0;
   uint32_t instances = 0;
   uint32_t queue_depth = 0;  // pending calls over all queues
   uint64_t batches = 0, calls = 0, tokens = 0;
@@ -179,12 +182,33 @@ class Controller {
   // Radix prefix cache (system service). prefix_match imports the longest cached prefix of
   // `tokens` (whole pages) read-only into the instance, with its token count; prefix_insert
   // offers the instance's computed pages for tokens[0 : n_pages * page_size]. With the cache
-  // disabled, match finds nothing and insert does nothing.
+  // disabled, match finds nothing and insert does nothing. Hybrid models: a match ends on a
+  // state checkpoint and imports it too (PrefixMatch::state); an insert names the state after
+  // exactly its pages' tokens.
   using PrefixMatch = ResourceSpaces::PrefixMatch;
   Result<PrefixMatch> prefix_match(InstanceId id, std::span<const int32_t> tokens,
                                    uint32_t adapter = 0);
   Result<void> prefix_insert(InstanceId id, std::span<const int32_t> tokens,
-                             std::span<const uint32_t> handles, uint32_t adapter = 0);
+                             std::span<const uint32_t> handles, uint32_t adapter = 0,
+                             uint32_t state_handle = 0);
+
+  // ---- recurrent states (hybrid models): one per sequence, named by handle like pages
+  // (resource_spaces.h). A new state starts empty (the sequence before its first token); a
+  // forward names its state in SequenceInput::state_slot (a handle) and advances it over the
+  // inputs. copy_state queues a fork (dst continues exactly as src would), after the calls
+  // queued before it on q. States are not swapped out when their instance is suspended, and
+  // an allocation the pool cannot satisfy fails at once (OutOfStates) after evicting unused
+  // prefix-cache checkpoints.
+  Result<void> alloc_states(InstanceId id, uint32_t n, std::vector<uint32_t>& handles);
+  Result<void> dealloc_states(InstanceId id, std::span<const uint32_t> handles);
+  Result<void> copy_state(InstanceId id, QueueId q, uint32_t src_handle, uint32_t dst_handle,
+                          CallCompletion done);
+  Result<void> export_state(InstanceId id, const std::string& name, uint32_t handle,
+                            bool persistent);
+  Result<uint32_t> import_state(InstanceId id, const std::string& name);
+  Result<void> remove_state_export(const std::string& name);
+  bool recurrent() const { return call_limits_.recurrent; }
+  size_t state_bytes() const { return backend_.state_bytes(); }
 
   bool has_page(InstanceId id, uint32_t handle) const;
   // Pages this instance can see through handles (for listings and quotas).
@@ -227,6 +251,7 @@ class Controller {
     int64_t max_wait_ns = 0;
     uint32_t prefill_tokens = 0, decode_tokens = 0;
     std::vector<uint32_t> written;  // pages it writes (recompute preemption: opaque if it fails)
+    std::vector<uint32_t> clear;    // new recurrent states to empty before it runs
   };
 
   static int64_t now_ns();
@@ -239,6 +264,9 @@ class Controller {
   // The dispatcher: wait for work the policy wants dispatched, plan a batch, take its calls
   // from the queues, execute them on the backend (unlocked), complete them.
   void dispatcher_loop();
+  // Empties the batch's new states (dispatcher thread, unlocked); if the backend fails, the
+  // batch's calls on them fail instead of running on garbage.
+  void clear_states(Batch& batch);
   BatchLimits batch_limits_locked() const;  // limits_ with the ITL target's prefill allowance
   bool wait_for_work(std::unique_lock<std::mutex>& lock, std::vector<QueueView>& views);
   Batch take_locked(BatchPlan plan);
@@ -307,6 +335,8 @@ class Controller {
   std::vector<QueueId> last_batch_queues_;
   int64_t last_batch_end_ns_ = 0;
   int64_t last_backend_ns_ = 0;
+
+  std::vector<uint32_t> states_to_clear_;  // allocated since the last batch was taken
 
   std::map<InstanceId, AllocWait> alloc_waits_;
   std::unordered_map<InstanceId, KvClient> kv_clients_;

@@ -47,9 +47,9 @@ void relocate(PendingCall& call, CallInfo& info,
   };
   for (uint32_t& p : call.held_pages) fix(p);
   for (uint32_t& p : info.reads)
-    if (!(p & kEmbedTag)) fix(p);
+    if (!(p & (kEmbedTag | kStateTag))) fix(p);
   for (uint32_t& p : info.writes)
-    if (!(p & kEmbedTag)) fix(p);
+    if (!(p & (kEmbedTag | kStateTag))) fix(p);
   if (auto* f = std::get_if<ForwardCall>(&call.call)) {
     for (uint32_t& p : f->seq.kv_pages) fix(p);
   } else if (auto* c = std::get_if<CopyKvCall>(&call.call)) {
@@ -320,6 +320,10 @@ int64_t Controller::idle_ns_locked(InstanceId id, int64_t now) const {
 bool Controller::others_hold_pages_locked(InstanceId id) const {
   for (InstanceId other : spaces_.instance_ids())
     if (other != id && !spaces_.suspended(other) && spaces_.pages_held(other) > 0) return true;
+  // Pages reserved for a granted wait are as good as held: their instance takes them when it
+  // wakes, and may be suspended after that.
+  for (const auto& [other, w] : alloc_waits_)
+    if (other != id && w.granted) return true;
   return false;
 }
 

@@ -15,7 +15,8 @@ struct PendingCall {
   uint64_t owner = 0;  // InstanceId
   uint64_t queue = 0;  // QueueId
   int64_t enqueued_ns = 0;
-  std::vector<uint32_t> held_pages, held_embeds;  // references released on completion
+  // References released on completion.
+  std::vector<uint32_t> held_pages, held_embeds, held_states;
   CallCompletion done;
   CallOutcome outcome = CallOutput{};
   // Chunked prefill (chunked_prefill.h): a chunk runs the first inputs of `parent` (still

@@ -11,7 +11,8 @@ struct PrefixCache::Node {
   Node* parent = nullptr;
   std::vector<int32_t> block;  // page_size tokens (empty at the root)
   uint32_t page = 0;
-  uint32_t adapter = 0;  // LoRA adapter whose K/V the page holds (the whole path shares it)
+  uint32_t adapter = 0;       // LoRA adapter whose K/V the page holds (the whole path shares it)
+  uint32_t state = kNoState;  // hybrid models: the recurrent state after this node's tokens
   uint64_t last_use = 0;
   // Children by hash of their block; collisions are resolved by comparing blocks.
   std::unordered_multimap<uint64_t, std::unique_ptr<Node>> children;
@@ -23,8 +24,8 @@ uint64_t hash_block(std::span<const int32_t> block, uint32_t adapter) {
 }
 }  // namespace
 
-PrefixCache::PrefixCache(RefCounts& refs, uint32_t page_size)
-    : refs_(refs), page_size_(page_size), root_(std::make_unique<Node>()) {}
+PrefixCache::PrefixCache(RefCounts& refs, uint32_t page_size, RefCounts* states)
+    : refs_(refs), states_(states), page_size_(page_size), root_(std::make_unique<Node>()) {}
 
 PrefixCache::~PrefixCache() {
   // Give every cached page's reference back (depth-first, children before parents).
@@ -36,8 +37,11 @@ PrefixCache::~PrefixCache() {
     order.push_back(n);
     for (auto& [_, c] : n->children) stack.push_back(c.get());
   }
-  for (Node* n : order)
-    if (n != root_.get()) refs_.release(n->page);
+  for (Node* n : order) {
+    if (n == root_.get()) continue;
+    refs_.release(n->page);
+    if (n->state != kNoState) states_->release(n->state);
+  }
 }
 
 PrefixCache::Node* PrefixCache::find_child(Node* node, std::span<const int32_t> block,
@@ -57,7 +61,7 @@ void PrefixCache::touch(Node* node) {
 }
 
 size_t PrefixCache::match(std::span<const int32_t> tokens, std::vector<uint32_t>& pages,
-                          uint32_t adapter) {
+                          uint32_t adapter, uint32_t* state) {
   Node* node = root_.get();
   size_t matched = 0;
   std::vector<Node*> path;
@@ -67,6 +71,17 @@ size_t PrefixCache::match(std::span<const int32_t> tokens, std::vector<uint32_t>
     path.push_back(child);
     node = child;
     matched += page_size_;
+  }
+  if (states_) {
+    // A hybrid model resumes only where a checkpoint holds the recurrent state.
+    while (!path.empty() && path.back()->state == kNoState) {
+      path.pop_back();
+      matched -= page_size_;
+    }
+    if (!path.empty()) {
+      states_->retain(path.back()->state);
+      if (state) *state = path.back()->state;
+    }
   }
   for (Node* n : path) {
     refs_.retain(n->page);
@@ -79,7 +94,7 @@ size_t PrefixCache::match(std::span<const int32_t> tokens, std::vector<uint32_t>
 }
 
 size_t PrefixCache::insert(std::span<const int32_t> tokens, std::span<const uint32_t> pages,
-                           uint32_t adapter) {
+                           uint32_t adapter, uint32_t state) {
   Node* node = root_.get();
   size_t adopted = 0;
   for (size_t i = 0; i < pages.size() && (i + 1) * page_size_ <= tokens.size(); ++i) {
@@ -105,6 +120,12 @@ size_t PrefixCache::insert(std::span<const int32_t> tokens, std::span<const uint
     }
     node = child;
   }
+  if (states_ && state != kNoState && node != root_.get() && node->state == kNoState &&
+      pages.size() * page_size_ <= tokens.size()) {
+    states_->retain(state);
+    node->state = state;
+    ++stats_.cached_states;
+  }
   return adopted;
 }
 
@@ -112,6 +133,7 @@ void PrefixCache::remove_leaf(Node* node) {
   leaves_.erase({node->last_use, node});
   Node* parent = node->parent;
   uint32_t page = node->page;
+  uint32_t node_state = node->state;
   auto [lo, hi] = parent->children.equal_range(hash_block(node->block, node->adapter));
   for (auto it = lo; it != hi; ++it)
     if (it->second.get() == node) {
@@ -119,6 +141,11 @@ void PrefixCache::remove_leaf(Node* node) {
       break;
     }
   refs_.release(page);
+  if (node_state != kNoState) {
+    states_->release(node_state);
+    --stats_.cached_states;
+    ++stats_.evicted_states;
+  }
   --stats_.cached_pages;
   ++stats_.evicted_pages;
   if (parent != root_.get() && parent->children.empty()) leaves_.insert({parent->last_use, parent});
@@ -138,6 +165,30 @@ uint32_t PrefixCache::evict(uint32_t n) {
     // The parent may just have become an evictable leaf older than `it`: restart the scan
     // from the oldest so LRU order holds.
     if (parent != root_.get() && parent->children.empty()) it = leaves_.begin();
+  }
+  return freed;
+}
+
+uint32_t PrefixCache::evict_states(uint32_t n) {
+  if (!states_ || n == 0) return 0;
+  std::vector<std::pair<uint64_t, Node*>> held;  // (last use, node) with a checkpoint
+  std::vector<Node*> stack{root_.get()};
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    if (node->state != kNoState && states_->count(node->state) == 1)
+      held.push_back({node->last_use, node});
+    for (auto& [_, c] : node->children) stack.push_back(c.get());
+  }
+  std::sort(held.begin(), held.end());
+  uint32_t freed = 0;
+  for (auto& [_, node] : held) {
+    if (freed == n) break;
+    states_->release(node->state);
+    node->state = kNoState;
+    --stats_.cached_states;
+    ++stats_.evicted_states;
+    ++freed;
   }
   return freed;
 }

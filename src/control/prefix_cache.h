@@ -17,6 +17,13 @@
 // Ids are never reused, so an unloaded adapter's entries are simply never matched again and go
 // in LRU order.
 //
+// Hybrid models (recurrent layers beside attention): K/V pages alone do not resume a sequence,
+// its recurrent state must come back too. Such a cache is built over the state pool as well and
+// keeps state *checkpoints* on nodes: insert() attaches the state after the inserted prefix to
+// the prefix's last node, and match() only ends on a node with a checkpoint, handing out the
+// pages up to it and the checkpoint (one new reference each). Checkpoints are evicted with
+// their node, or alone (evict_states) when the state pool runs short.
+//
 // Not thread-safe: the controller calls it under its lock. A constructor over any RefCounts
 // pool keeps it testable without a model.
 #pragma once
@@ -37,32 +44,44 @@ struct PrefixCacheStats {
   uint64_t miss_tokens = 0;  // prompt tokens the callers had to compute
   uint64_t inserted_pages = 0;
   uint64_t evicted_pages = 0;
-  uint32_t cached_pages = 0;  // pages currently owned by the tree
+  uint32_t cached_pages = 0;   // pages currently owned by the tree
+  uint32_t cached_states = 0;  // state checkpoints currently owned by the tree (hybrid models)
+  uint64_t evicted_states = 0;
 };
 
 class PrefixCache {
  public:
-  PrefixCache(RefCounts& refs, uint32_t page_size);
+  static constexpr uint32_t kNoState = UINT32_MAX;
+
+  // `states`: the recurrent-state pool of a hybrid model (checkpoints), null for plain models.
+  PrefixCache(RefCounts& refs, uint32_t page_size, RefCounts* states = nullptr);
   ~PrefixCache();
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
 
   // Longest cached prefix of `tokens`, in whole pages. Appends the physical pages to `pages`
-  // (one new reference each, owned by the caller) and returns the matched token count.
-  size_t match(std::span<const int32_t> tokens, std::vector<uint32_t>& pages, uint32_t adapter = 0);
+  // (one new reference each, owned by the caller) and returns the matched token count. With a
+  // state pool the match ends on the deepest node with a checkpoint, whose state goes to
+  // `*state` (one new reference); nothing matches where no checkpoint is on the path.
+  size_t match(std::span<const int32_t> tokens, std::vector<uint32_t>& pages, uint32_t adapter = 0,
+               uint32_t* state = nullptr);
 
   // Offers the computed pages of tokens[0 : pages.size() * page_size]. Blocks not yet cached
   // adopt the caller's page (the cache takes its own reference); blocks already cached keep
   // their existing page, so concurrent inserts of one prefix converge on one copy.
-  // Returns the number of pages adopted.
+  // Returns the number of pages adopted. `state` (with a state pool): the recurrent state after
+  // exactly these pages' tokens, kept as the checkpoint of their last node unless it has one.
   size_t insert(std::span<const int32_t> tokens, std::span<const uint32_t> pages,
-                uint32_t adapter = 0);
+                uint32_t adapter = 0, uint32_t state = kNoState);
 
   // Evicts LRU unreferenced leaves until `n` pages went back to the pool or nothing more is
   // evictable. Returns the number of pages freed.
   uint32_t evict(uint32_t n);
   // Pages that evict() could free right now (leaves and chains only the cache holds).
   uint32_t evictable_pages() const;
+  // Drops up to n checkpoints only the cache holds, least recently used first (their nodes and
+  // pages stay). Returns the number of states freed.
+  uint32_t evict_states(uint32_t n);
 
   const PrefixCacheStats& stats() const { return stats_; }
 
@@ -73,6 +92,7 @@ class PrefixCache {
   void remove_leaf(Node* node);
 
   RefCounts& refs_;
+  RefCounts* states_;
   uint32_t page_size_;
   std::unique_ptr<Node> root_;
   uint64_t clock_ = 0;

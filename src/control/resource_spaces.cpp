@@ -16,10 +16,17 @@ Failure unknown_instance() {
 
 }  // namespace
 
-ResourceSpaces::ResourceSpaces(SlotPool& pages, SlotPool& embeds, const ResourceOptions& options)
-    : options_(options), page_capacity_(pages.capacity()), page_refs_(pages), embed_refs_(embeds) {
+ResourceSpaces::ResourceSpaces(SlotPool& pages, SlotPool& embeds, SlotPool& states,
+                               const ResourceOptions& options)
+    : options_(options),
+      page_capacity_(pages.capacity()),
+      state_capacity_(states.capacity()),
+      page_refs_(pages),
+      embed_refs_(embeds),
+      state_refs_(states) {
   if (options.prefix_cache)
-    prefix_cache_ = std::make_unique<PrefixCache>(page_refs_, options.page_size);
+    prefix_cache_ = std::make_unique<PrefixCache>(page_refs_, options.page_size,
+                                                  hybrid() ? &state_refs_ : nullptr);
 }
 
 ResourceSpaces::~ResourceSpaces() {
@@ -77,6 +84,14 @@ void ResourceSpaces::release_instance(InstanceId id) {
   suspended_.erase(id);
   swap_bytes_ -= inst.image.size();
   inst.embeds.for_each([&](uint32_t, uint32_t phys) { embed_refs_.release(phys); });
+  inst.states.for_each([&](uint32_t, uint32_t phys) { state_refs_.release(phys); });
+  for (const auto& name : inst.state_exports) {
+    auto eit = state_exports_.find(name);
+    if (eit != state_exports_.end() && eit->second.owner == id && !eit->second.persistent) {
+      state_refs_.release(eit->second.state);
+      state_exports_.erase(eit);
+    }
+  }
   for (const auto& name : inst.exports) {
     auto eit = exports_.find(name);
     if (eit != exports_.end() && eit->second.owner == id && !eit->second.persistent) {
@@ -333,13 +348,16 @@ Result<ResourceSpaces::PrefixMatch> ResourceSpaces::prefix_match(InstanceId id,
   PrefixMatch m;
   if (!prefix_cache_) return m;
   std::vector<uint32_t> phys;
-  m.matched = prefix_cache_->match(tokens, phys, adapter);
+  uint32_t state = PrefixCache::kNoState;
+  m.matched = prefix_cache_->match(tokens, phys, adapter, &state);
   for (uint32_t p : phys) m.handles.push_back(inst->pages.insert(p));  // takes match's reference
+  if (state != PrefixCache::kNoState) m.state = inst->states.insert(state);
   return m;
 }
 
 Result<void> ResourceSpaces::prefix_insert(InstanceId id, std::span<const int32_t> tokens,
-                                           std::span<const uint32_t> handles, uint32_t adapter) {
+                                           std::span<const uint32_t> handles, uint32_t adapter,
+                                           uint32_t state_handle) {
   Instance* inst = find(id);
   if (!inst) return unknown_instance();
   const size_t ps = options_.page_size;
@@ -353,7 +371,17 @@ Result<void> ResourceSpaces::prefix_insert(InstanceId id, std::span<const int32_
     if (!p) return Failure{Status::BadHandle, fmt::format("page handle {}", h)};
     phys.push_back(*p);
   }
-  if (prefix_cache_) prefix_cache_->insert(tokens, phys, adapter);
+  uint32_t state = PrefixCache::kNoState;
+  if (state_handle != 0) {
+    auto s = inst->states.lookup(state_handle);
+    if (!s) return Failure{Status::BadHandle, fmt::format("state handle {}", state_handle)};
+    state = *s;
+  }
+  if (hybrid() && state == PrefixCache::kNoState)
+    return Failure{Status::BadArgument,
+                   "the model has recurrent layers: a prefix is cached with the state after its "
+                   "tokens (prefix_insert_state)"};
+  if (prefix_cache_) prefix_cache_->insert(tokens, phys, adapter, state);
   return {};
 }
 

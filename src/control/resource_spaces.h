@@ -1,8 +1,9 @@
-// The control layer's resource spaces: every instance's handle tables for KV pages and Embeds
-// (paper §4.1), the reference counts underneath, exports, the radix prefix cache, the per-instance
-// page quota and contention: the kill policy (terminating newer instances when an older one
-// needs pages) and the bookkeeping of suspension (an instance's private pages leave the pool for
-// host memory and come back under new ids; contention_policy.h, kv_suspension.cpp).
+// The control layer's resource spaces: every instance's handle tables for KV pages, Embeds and
+// the recurrent states of hybrid models (paper §4.1; states: resource_states.cpp), the reference
+// counts underneath, exports, the radix prefix cache, the per-instance page quota and contention:
+// the kill policy (terminating newer instances when an older one needs pages) and the bookkeeping
+// of suspension (an instance's private pages leave the pool for host memory and come back under new
+// ids; contention_policy.h, kv_suspension.cpp).
 //
 // Not thread-safe: the Controller calls it under its lock. Each call either succeeds or fails
 // with a Failure and leaves every count as it was. The queues themselves (and their pending
@@ -42,12 +43,17 @@ using EvictFn = std::function<void(InstanceId victim, KillFn on_kill)>;
 struct ResourceOptions {
   uint32_t page_size = 0;
   uint32_t max_kv_pages_per_instance = 0;  // 0: no quota
+  uint32_t max_states_per_instance = 0;    // 0: no quota
   bool prefix_cache = true;
 };
 
 class ResourceSpaces {
  public:
-  ResourceSpaces(SlotPool& pages, SlotPool& embeds, const ResourceOptions& options);
+  // `states`: the backend's recurrent-state pool (capacity 0 for models without recurrent
+  // layers; then the state calls fail with OutOfStates and the prefix cache keeps no
+  // checkpoints).
+  ResourceSpaces(SlotPool& pages, SlotPool& embeds, SlotPool& states,
+                 const ResourceOptions& options);
   ~ResourceSpaces();
 
   // ---- instances and their queues
@@ -87,6 +93,23 @@ class ResourceSpaces {
   const HandleTable* page_table(InstanceId id) const;
   const HandleTable* embed_table(InstanceId id) const;
 
+  // ---- recurrent states of hybrid models (resource_states.cpp): one state per sequence,
+  // named by handle like pages. A fresh state holds garbage until the controller clears it.
+  // When the pool is short, unused prefix-cache checkpoints are evicted first.
+  Result<void> alloc_states(InstanceId id, uint32_t n, std::vector<uint32_t>& handles);
+  Result<void> dealloc_states(InstanceId id, std::span<const uint32_t> handles);
+  const HandleTable* state_table(InstanceId id) const;
+  uint32_t states_held(InstanceId id) const;
+  // A state published by name: the export holds its own reference (like export_pages); an
+  // import gives the importer a handle on the same state, which it copies before advancing it.
+  Result<void> export_state(InstanceId id, const std::string& name, uint32_t handle,
+                            bool persistent);
+  Result<uint32_t> import_state(InstanceId id, const std::string& name);
+  Result<void> remove_state_export(const std::string& name);
+  RefCounts& state_refs() { return state_refs_; }
+  uint32_t states_free() const { return state_refs_.n_free(); }
+  bool hybrid() const { return state_capacity_ > 0; }
+
   // ---- exports: named page sets holding their own references
   Result<void> export_pages(InstanceId id, const std::string& name,
                             std::span<const uint32_t> handles, bool persistent);
@@ -95,14 +118,18 @@ class ResourceSpaces {
   std::vector<std::string> list_exports() const;
 
   // ---- radix prefix cache: match imports whole cached pages; `matched` is their token count
+  // Hybrid models: `state` is a new handle on the checkpoint after the matched tokens (0: no
+  // match), and an insert names the state after exactly its pages' tokens (state_handle).
   struct PrefixMatch {
     std::vector<uint32_t> handles;
     size_t matched = 0;
+    uint32_t state = 0;
   };
   Result<PrefixMatch> prefix_match(InstanceId id, std::span<const int32_t> tokens,
                                    uint32_t adapter = 0);
   Result<void> prefix_insert(InstanceId id, std::span<const int32_t> tokens,
-                             std::span<const uint32_t> handles, uint32_t adapter = 0);
+                             std::span<const uint32_t> handles, uint32_t adapter = 0,
+                             uint32_t state_handle = 0);
 
   // References held by queued and running calls.
   RefCounts& page_refs() { return page_refs_; }
@@ -139,15 +166,21 @@ class ResourceSpaces {
  private:
   struct Instance {
     uint64_t launch_seq = 0;
-    HandleTable pages, embeds;
+    HandleTable pages, embeds, states;
     std::vector<QueueId> queues;
     std::vector<std::string> exports;  // non-persistent exports to drop on release
+    std::vector<std::string> state_exports;
     KillFn on_kill;
     // While suspended (suspended_ lists it): the stale ids of its swapped pages, the references
     // each held, and their images (kv_page_bytes each, in the same order).
     std::vector<uint32_t> swapped, swapped_refs;
     std::unordered_set<uint32_t> swapped_set;
     std::vector<std::byte> image;
+  };
+  struct StateExport {
+    uint32_t state = 0;  // physical, one reference held by the export
+    InstanceId owner = 0;
+    bool persistent = false;
   };
   struct Export {
     std::vector<uint32_t> pages;  // physical, one reference each held by the export
@@ -161,11 +194,14 @@ class ResourceSpaces {
 
   ResourceOptions options_;
   uint32_t page_capacity_ = 0;
+  uint32_t state_capacity_ = 0;
   RefCounts page_refs_;
   RefCounts embed_refs_;
+  RefCounts state_refs_;
   std::unique_ptr<PrefixCache> prefix_cache_;  // null when disabled; destroyed before the refs
   std::unordered_map<InstanceId, Instance> instances_;
   std::map<std::string, Export> exports_;
+  std::map<std::string, StateExport> state_exports_;
   uint64_t next_launch_seq_ = 1;
   uint64_t killed_for_memory_ = 0;
   size_t swap_bytes_ = 0;

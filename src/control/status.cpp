@@ -28,6 +28,8 @@ const char* status_name(Status s) {
       return "backend failure";
     case Status::Waiting:
       return "waiting";
+    case Status::OutOfStates:
+      return "out of recurrent states";
   }
   return "?";
 }

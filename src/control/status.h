@@ -10,7 +10,8 @@
 //   OutOfEmbeds   -> PITH_ERR_OUT_OF_EMBEDS     BadArgument    -> PITH_ERR_BAD_ARGUMENT
 //   NotFound      -> PITH_ERR_NOT_FOUND         AlreadyExists  -> PITH_ERR_ALREADY_EXISTS
 //   Terminated    -> PITH_ERR_CANCELLED         Unsupported    -> PITH_ERR_UNSUPPORTED
-//   BackendFailure -> PITH_ERR_BACKEND         Waiting (never reaches the guest: it parks)
+//   BackendFailure -> PITH_ERR_BACKEND         OutOfStates    -> PITH_ERR_OUT_OF_STATES
+//   Waiting (never reaches the guest: it parks)
 // The message never crosses the ABI as a return value: the runtime writes it to the instance's
 // log stream and the guest gets the code.
 #pragma once
@@ -39,6 +40,8 @@ enum class Status : int32_t {
   // Not a failure the guest sees: the instance must wait (for KV pages, or to be resumed after
   // a suspension) and call again once its waker ran (Controller::set_waker). The runtime parks.
   Waiting = 11,
+  // The recurrent-state pool of a hybrid model (or the instance's state quota) is exhausted.
+  OutOfStates = 12,
 };
 
 const char* status_name(Status s);

@@ -35,6 +35,8 @@ pith_status_t to_abi_status(Status s) {
       return PITH_ERR_UNSUPPORTED;
     case Status::BackendFailure:
       return PITH_ERR_BACKEND;
+    case Status::OutOfStates:
+      return PITH_ERR_OUT_OF_STATES;
     case Status::Waiting:  // parked on before it gets here; an unparkable caller sees this
       return PITH_ERR_OUT_OF_KV_PAGES;
   }
@@ -188,6 +190,10 @@ class ControlSession final : public ModelSession {
     if (cfg.sliding_window > 0)
       traits->push_back("sliding_window=" + std::to_string(cfg.sliding_window));
     if (cfg.final_softcap > 0) traits->push_back("logit_softcap");
+    if (cfg.hybrid()) {
+      traits->push_back("recurrent_state");
+      traits->push_back("state_bytes=" + std::to_string(ctl_.state_bytes()));
+    }
     if (cfg.n_experts > 0)
       traits->push_back("experts=" + std::to_string(cfg.n_experts_used) + "/" +
                         std::to_string(cfg.n_experts));
@@ -407,13 +413,75 @@ class ControlSession final : public ModelSession {
                              std::vector<uint32_t>* pages, uint32_t* matched) override {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
+    if (ctl_.recurrent()) {  // pages alone do not resume a hybrid sequence
+      pages->clear();
+      *matched = 0;
+      return PITH_OK;
+    }
+    uint32_t state = 0;
+    return match_prefix("prefix_match", *q, tokens, pages, matched, &state);
+  }
+  pith_status_t prefix_match_state(uint32_t queue, std::span<const uint32_t> tokens,
+                                   std::vector<uint32_t>* pages, uint32_t* matched,
+                                   uint32_t* state) override {
+    QueueState* q = find(queue);
+    if (!q) return PITH_ERR_BAD_HANDLE;
+    if (!ctl_.recurrent()) return no_states("prefix_match_state", PITH_ERR_BAD_ARGUMENT);
+    return match_prefix("prefix_match_state", *q, tokens, pages, matched, state);
+  }
+  pith_status_t prefix_insert_state(uint32_t queue, std::span<const uint32_t> tokens,
+                                    std::span<const uint32_t> pages, uint32_t state) override {
+    QueueState* q = find(queue);
+    if (!q) return PITH_ERR_BAD_HANDLE;
+    if (!ctl_.recurrent()) return no_states("prefix_insert_state", PITH_ERR_BAD_ARGUMENT);
     std::vector<int32_t> ids(tokens.begin(), tokens.end());
     const uint32_t adapter = adapter_id(*q);
-    auto m = parked([&] { return ctl_.prefix_match(id_, ids, adapter); });
-    if (!m) return fail("prefix_match", m.failure());
-    *pages = std::move(m->handles);
-    *matched = static_cast<uint32_t>(m->matched);
+    return check("prefix_insert_state",
+                 parked([&] { return ctl_.prefix_insert(id_, ids, pages, adapter, state); }));
+  }
+
+  // ---- recurrent states (hybrid models)
+  pith_status_t alloc_states(uint32_t queue, uint32_t n, std::vector<uint32_t>* out) override {
+    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    if (!ctl_.recurrent()) return no_states("state_alloc", PITH_ERR_UNSUPPORTED);
+    return check("state_alloc", ctl_.alloc_states(id_, n, *out));
+  }
+  pith_status_t dealloc_states(uint32_t queue, std::span<const uint32_t> states) override {
+    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    if (!ctl_.recurrent()) return no_states("state_dealloc", PITH_ERR_UNSUPPORTED);
+    auto st = ctl_.dealloc_states(id_, states);
+    if (st)  // a queue bound to a freed state is unbound: a forward on it fails clearly
+      for (auto& qs : queues_)
+        if (std::find(states.begin(), states.end(), qs.state) != states.end()) qs.state = 0;
+    return check("state_dealloc", st);
+  }
+  pith_status_t copy_state(uint32_t queue, uint32_t src, uint32_t dst) override {
+    QueueState* q = find(queue);
+    if (!q) return PITH_ERR_BAD_HANDLE;
+    if (!ctl_.recurrent()) return no_states("state_copy", PITH_ERR_UNSUPPORTED);
+    return check("state_copy", ctl_.copy_state(id_, q->id, src, dst, record(*q, "state_copy")));
+  }
+  pith_status_t set_queue_state(uint32_t queue, uint32_t state) override {
+    QueueState* q = find(queue);
+    if (!q) return PITH_ERR_BAD_HANDLE;
+    if (!ctl_.recurrent()) return no_states("queue_set_state", PITH_ERR_UNSUPPORTED);
+    q->state = state;  // checked by each forward (the handle may be freed meanwhile)
     return PITH_OK;
+  }
+  pith_status_t export_state(uint32_t queue, uint32_t state, std::string_view name) override {
+    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    if (!ctl_.recurrent()) return no_states("state_export", PITH_ERR_UNSUPPORTED);
+    return check("state_export", ctl_.export_state(id_, std::string(name), state, true));
+  }
+  pith_status_t unexport_state(uint32_t queue, std::string_view name) override {
+    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    if (!ctl_.recurrent()) return no_states("state_unexport", PITH_ERR_UNSUPPORTED);
+    return check("state_unexport", ctl_.remove_state_export(std::string(name)));
+  }
+  pith_status_t import_state(uint32_t queue, std::string_view name, uint32_t* state) override {
+    if (!find(queue)) return PITH_ERR_BAD_HANDLE;
+    if (!ctl_.recurrent()) return no_states("state_import", PITH_ERR_UNSUPPORTED);
+    return take("state_import", ctl_.import_state(id_, std::string(name)), *state);
   }
   pith_status_t prefix_insert(uint32_t queue, std::span<const uint32_t> tokens,
                               std::span<const uint32_t> pages) override {
@@ -462,6 +530,7 @@ class ControlSession final : public ModelSession {
     }
     seq.kv_pages = args.kv_pages;
     seq.last_page_len = args.last_page_len;
+    seq.state_slot = state_of(*q);
     const size_t first_out = args.input_embs.size() - args.output_embs.size();
     for (size_t j = 0; j < args.output_embs.size(); ++j)
       seq.outputs.push_back(
@@ -524,6 +593,7 @@ class ControlSession final : public ModelSession {
     seq.positions = args.positions;
     seq.kv_pages = args.kv_pages;
     seq.last_page_len = args.last_page_len;
+    seq.state_slot = state_of(*q);
     const size_t ctx = context_len(seq);
     if (!args.attn_mask.empty()) {
       if (args.attn_mask.size() != seq.tokens.size() * ((ctx + 7) / 8))
@@ -567,7 +637,27 @@ class ControlSession final : public ModelSession {
     QueueId id = 0;  // 0: destroyed
     std::shared_ptr<std::atomic<int32_t>> deferred_error;
     uint32_t adapter = 0;  // queue_set_adapter's handle, 0: the base model
+    uint32_t state = 0;    // queue_set_state's handle (hybrid models), 0: none
   };
+
+  pith_status_t match_prefix(const char* call, const QueueState& q,
+                             std::span<const uint32_t> tokens, std::vector<uint32_t>* pages,
+                             uint32_t* matched, uint32_t* state) {
+    std::vector<int32_t> ids(tokens.begin(), tokens.end());
+    const uint32_t adapter = adapter_id(q);
+    auto m = parked([&] { return ctl_.prefix_match(id_, ids, adapter); });
+    if (!m) return fail(call, m.failure());
+    *pages = std::move(m->handles);
+    *matched = static_cast<uint32_t>(m->matched);
+    *state = m->state;
+    return PITH_OK;
+  }
+  pith_status_t no_states(const char* call, pith_status_t code) const {
+    return reject(call, code, "the model has no recurrent layers (no \"recurrent_state\" trait)");
+  }
+  uint32_t state_of(const QueueState& q) const {
+    return q.state ? q.state : SequenceInput::kNoState;
+  }
 
   // The lease behind an adapter handle, or why the handle is bad. `handle` 0 falls back to the
   // queue's adapter (which may be 0: the base model, a null lease).

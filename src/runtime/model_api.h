@@ -132,6 +132,50 @@ class ModelSession {
   virtual pith_status_t prefix_insert(uint32_t queue, std::span<const uint32_t> tokens,
                                       std::span<const uint32_t> pages) = 0;
 
+  // Recurrent states of hybrid models (abi.h "recurrent states"): handles issued by the
+  // session like pages; a queue's forwards advance the state bound to it. Sessions over models
+  // without recurrent layers keep these defaults.
+  virtual pith_status_t alloc_states(uint32_t queue, uint32_t n, std::vector<uint32_t>* out) {
+    (void)queue, (void)n, (void)out;
+    return PITH_ERR_UNSUPPORTED;
+  }
+  virtual pith_status_t dealloc_states(uint32_t queue, std::span<const uint32_t> states) {
+    (void)queue, (void)states;
+    return PITH_ERR_UNSUPPORTED;
+  }
+  virtual pith_status_t copy_state(uint32_t queue, uint32_t src, uint32_t dst) {
+    (void)queue, (void)src, (void)dst;
+    return PITH_ERR_UNSUPPORTED;
+  }
+  virtual pith_status_t set_queue_state(uint32_t queue, uint32_t state) {
+    (void)queue, (void)state;
+    return PITH_ERR_UNSUPPORTED;
+  }
+  virtual pith_status_t export_state(uint32_t queue, uint32_t state, std::string_view name) {
+    (void)queue, (void)state, (void)name;
+    return PITH_ERR_UNSUPPORTED;
+  }
+  virtual pith_status_t unexport_state(uint32_t queue, std::string_view name) {
+    (void)queue, (void)name;
+    return PITH_ERR_UNSUPPORTED;
+  }
+  virtual pith_status_t import_state(uint32_t queue, std::string_view name, uint32_t* state) {
+    (void)queue, (void)name, (void)state;
+    return PITH_ERR_UNSUPPORTED;
+  }
+  // The prefix cache with state checkpoints (hybrid models).
+  virtual pith_status_t prefix_match_state(uint32_t queue, std::span<const uint32_t> tokens,
+                                           std::vector<uint32_t>* pages, uint32_t* matched,
+                                           uint32_t* state) {
+    (void)queue, (void)tokens, (void)pages, (void)matched, (void)state;
+    return PITH_ERR_BAD_ARGUMENT;
+  }
+  virtual pith_status_t prefix_insert_state(uint32_t queue, std::span<const uint32_t> tokens,
+                                            std::span<const uint32_t> pages, uint32_t state) {
+    (void)queue, (void)tokens, (void)pages, (void)state;
+    return PITH_ERR_BAD_ARGUMENT;
+  }
+
   // Compute.
   virtual pith_status_t embed_txt(uint32_t queue, std::span<const uint32_t> tokens,
                                   std::span<const uint32_t> positions,

@@ -198,6 +198,7 @@ FailureResponse failure_response(pith_status_t code) {
   switch (code) {
     case PITH_ERR_OUT_OF_KV_PAGES:
     case PITH_ERR_OUT_OF_EMBEDS:
+    case PITH_ERR_OUT_OF_STATES:
       return {503, "unavailable"};
     default:
       return {500, "internal"};

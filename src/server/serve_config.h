@@ -28,6 +28,8 @@ struct ServeConfig {
   std::string batch_formation = "decode-first";
   bool no_prefix_cache = false;
   uint32_t max_kv_pages_per_inferlet = 0;
+  std::string state_memory;              // hybrid models' recurrent states ("": the KV budget)
+  uint32_t max_states_per_inferlet = 0;  // 0: no quota
   std::vector<std::string> lora;  // NAME=PATH (or PATH: named after its file), loaded at startup
   uint32_t max_loras = 64;        // adapters loaded at once
   std::string kv_pressure = "suspend";   // suspend | kill

@@ -96,6 +96,9 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   require(c.kv_page_size > 0, "--kv-page-size", "must be at least 1 token");
   const size_t kv_bytes = byte_size_option("--kv-memory", c.kv_memory);
   require(kv_bytes > 0, "--kv-memory", "must be more than 0 bytes");
+  const size_t state_bytes =
+      c.state_memory.empty() ? 0 : byte_size_option("--state-memory", c.state_memory);
+  require(c.state_memory.empty() || state_bytes > 0, "--state-memory", "must be more than 0 bytes");
 
   // Control layer.
   try {
@@ -176,11 +179,13 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   so.engine.n_threads = c.threads;
   so.engine.kv_memory_bytes = kv_bytes;
   so.engine.kv_page_size = c.kv_page_size;
+  so.engine.state_memory_bytes = state_bytes;
   so.control.policy = c.batch_policy;
   so.control.max_batch_tokens = c.max_batch_tokens;
   so.control.batch_formation = formation;
   so.control.prefix_cache = !c.no_prefix_cache;
   so.control.max_kv_pages_per_instance = c.max_kv_pages_per_inferlet;
+  so.control.max_states_per_instance = c.max_states_per_inferlet;
   so.control.max_loras = c.max_loras;
   if (!(c.itl_target_ms >= 0)) fail("--itl-target-ms must be 0 (off) or positive");
   so.control.itl_target_ns = static_cast<int64_t>(c.itl_target_ms * 1e6);

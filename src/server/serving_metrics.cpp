@@ -25,6 +25,20 @@ void register_serving_metrics(Metrics& metrics, ServingStack& stack) {
       "state=\"cached\"");
   metrics.gauge("pith_kv_pages_total", "KV cache pool size in pages",
                 [g] { return double(g().pages_total); });
+  if (ctl.recurrent()) {  // hybrid models: recurrent states, like pages
+    for (const char* state : {"free", "used", "cached"})
+      metrics.gauge(
+          "pith_recurrent_states", "Recurrent states of sequences (hybrid models) by state",
+          [g, s = std::string(state)] {
+            auto x = g();
+            if (s == "free") return double(x.states_free);
+            if (s == "cached") return double(x.states_cached);
+            return double(x.states_total - x.states_free - x.states_cached);
+          },
+          fmt::format("state=\"{}\"", state));
+    metrics.gauge("pith_recurrent_states_total", "Recurrent-state pool size (hybrid models)",
+                  [g] { return double(g().states_total); });
+  }
   runtime::Runtime* rt = &stack.runtime();
   metrics.gauge("pith_running_instances", "Inferlet instances running in the runtime",
                 [rt] { return double(rt->live_instances()); });

@@ -8,6 +8,8 @@ namespace pith {
 namespace {
 
 constexpr CallLimits kLimits{16, 1000};
+constexpr CallLimits kHybrid{16, 1000, true};
+const HandleTable kNoStates;
 
 // A table whose handle i names physical id base + i - 1.
 HandleTable table(uint32_t n, uint32_t base) {
@@ -32,7 +34,7 @@ TEST(CallBuilder, ForwardTranslatesHandlesAndSplitsReadsFromWrites) {
   // 2 inputs at the end of a 16 + 1 slot context: page 1 (slot 15) and page 2 are written.
   SequenceInput seq = tokens_at({5, 6}, 15, {1, 2}, 1);
   seq.outputs.push_back({1, OutputKind::Embed, 0, 2});
-  auto built = build_forward(kLimits, pages, embeds, seq);
+  auto built = build_forward(kLimits, pages, embeds, kNoStates, seq);
   ASSERT_TRUE(built.ok()) << built;
   const auto& call = std::get<ForwardCall>(built->call);
   EXPECT_EQ(call.seq.kv_pages, (std::vector<uint32_t>{40, 41}));
@@ -46,7 +48,7 @@ TEST(CallBuilder, ForwardTranslatesHandlesAndSplitsReadsFromWrites) {
   EXPECT_EQ(built->held_embeds, (std::vector<uint32_t>{8}));
 
   // A decode step reads the full first page and writes only the second.
-  auto decode = build_forward(kLimits, pages, embeds, tokens_at({5}, 16, {1, 2}, 1));
+  auto decode = build_forward(kLimits, pages, embeds, kNoStates, tokens_at({5}, 16, {1, 2}, 1));
   ASSERT_TRUE(decode.ok());
   EXPECT_EQ(decode->info.reads, (std::vector<uint32_t>{40}));
   EXPECT_EQ(decode->info.writes, (std::vector<uint32_t>{41}));
@@ -56,7 +58,7 @@ TEST(CallBuilder, ForwardTranslatesHandlesAndSplitsReadsFromWrites) {
 TEST(CallBuilder, ForwardRejectionsNameTheProblem) {
   HandleTable pages = table(2, 0), embeds = table(1, 0);
   auto expect = [&](SequenceInput seq, Status code, const std::string& message) {
-    auto r = build_forward(kLimits, pages, embeds, std::move(seq));
+    auto r = build_forward(kLimits, pages, embeds, kNoStates, std::move(seq));
     EXPECT_EQ(r, code);
     EXPECT_EQ(r.message(), message);
   };
@@ -118,6 +120,47 @@ TEST(CallBuilder, OtherKindsValidateAndCarryOnlyTheirFields) {
   EXPECT_EQ(build_copy_kv(kLimits, pages, 1, 9, 0, 0, 1), Status::BadHandle);
   // Offsets near UINT32_MAX must not wrap around the page-size check.
   EXPECT_EQ(build_copy_kv(kLimits, pages, 1, 2, UINT32_MAX, 0, 2), Status::BadArgument);
+}
+
+TEST(CallBuilder, HybridForwardsNameTheirStateAndCopiesReadAndWriteStates) {
+  HandleTable pages = table(2, 40), embeds = table(1, 7), states = table(2, 3);
+  SequenceInput seq = tokens_at({5, 6}, 0, {1}, 2);
+  seq.state_slot = 2;
+  auto built = build_forward(kHybrid, pages, embeds, states, seq);
+  ASSERT_TRUE(built.ok()) << built;
+  EXPECT_EQ(std::get<ForwardCall>(built->call).seq.state_slot, 4u);
+  EXPECT_EQ(built->held_states, (std::vector<uint32_t>{4}));
+  EXPECT_EQ(built->info.writes, (std::vector<uint32_t>{40, 4 | kStateTag}));
+
+  auto expect = [&](const CallLimits& limits, SequenceInput s, const std::string& message) {
+    auto r = build_forward(limits, pages, embeds, states, std::move(s));
+    EXPECT_EQ(r, Status::BadArgument) << r;
+    EXPECT_EQ(r.message(), message);
+  };
+  expect(kHybrid, tokens_at({5}, 0, {1}, 1),
+         "the model has recurrent layers: bind a state to the queue first (state_alloc, "
+         "queue_set_state)");
+  expect(kLimits, seq, "the model has no recurrent layers: a forward names no state");
+  auto masked = seq;
+  masked.mask = {{1, 1}, {2}};
+  expect(kHybrid, masked,
+         "attention masks are not supported on a model with recurrent layers (its state "
+         "advances over every input in order)");
+  seq.state_slot = 9;
+  auto bad = build_forward(kHybrid, pages, embeds, states, seq);
+  EXPECT_EQ(bad, Status::BadHandle);
+  EXPECT_EQ(bad.message(), "state handle 9");
+
+  auto copy = build_copy_state(states, 1, 2);
+  ASSERT_TRUE(copy.ok()) << copy;
+  const auto& c = std::get<CopyStateCall>(copy->call);
+  EXPECT_EQ(c.src, 3u);
+  EXPECT_EQ(c.dst, 4u);
+  EXPECT_EQ(copy->info.type, CallType::CopyState);
+  EXPECT_EQ(copy->info.reads, (std::vector<uint32_t>{3 | kStateTag}));
+  EXPECT_EQ(copy->info.writes, (std::vector<uint32_t>{4 | kStateTag}));
+  EXPECT_EQ(copy->held_states, (std::vector<uint32_t>{3, 4}));
+  EXPECT_EQ(build_copy_state(states, 1, 5).message(), "copy_state destination state handle 5");
 }
 
 }  // namespace

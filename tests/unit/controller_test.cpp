@@ -89,21 +89,6 @@ SequenceInput prefill(std::vector<int32_t> tokens, uint32_t first_pos, std::vect
 
 }  // namespace
 
-// Hybrid models' recurrent state is not a control-layer resource yet: refused with the reason.
-TEST(Controller, RefusesHybridModelsWithTheReason) {
-  ModelConfig c = fake_config();
-  c.architecture = "qwen35";
-  c.n_layers = 2;
-  c.recurrent_layers = {1, 0};
-  FakeBackend fake(c, FakeBackendOptions{16, 8, 64});
-  try {
-    Controller ctl(fake, ControllerOptions{});
-    ADD_FAILURE() << "a hybrid model was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("recurrent"), std::string::npos) << e.what();
-  }
-}
-
 TEST(Controller, HandlesArePerInstance) {
   auto backend = small_fake(16);
   Controller ctl(*backend, {});

@@ -75,6 +75,8 @@ enum {
   PITH_ERR_NETWORK = 18,           /* the peer could not be reached or broke off (HTTP) */
   PITH_ERR_BACKEND = 19,           /* the inference backend failed on a valid call (out of memory,
                                       device error); the message is in the instance log */
+  PITH_ERR_OUT_OF_STATES = 20,     /* the recurrent-state pool or the instance's state quota is
+                                      exhausted (hybrid models) */
 };
 
 /* ---- handles ----------------------------------------------------------------------------- */
@@ -86,6 +88,7 @@ typedef uint32_t pith_kvpage_t;   /* a virtual KV-cache page (tokens_per_page sl
 typedef uint32_t pith_emb_t;      /* a virtual embedding slot (one hidden-state vector) */
 typedef uint32_t pith_adapter_t;  /* a LoRA-style adapter known to the model */
 typedef uint32_t pith_sub_t;      /* a pub/sub subscription */
+typedef uint32_t pith_state_t;    /* a recurrent state (hybrid models: one per sequence) */
 
 /* ---- args and identity (api/args.cpp) ---------------------------------------------------- */
 
@@ -298,6 +301,56 @@ PITH_IMPORT(prefix_match) pith_status_t pith_prefix_match(pith_queue_t queue, co
 PITH_IMPORT(prefix_insert) pith_status_t pith_prefix_insert(pith_queue_t queue, const uint32_t* tokens,
                                                             uint32_t n, const pith_kvpage_t* pages,
                                                             uint32_t n_pages);
+
+/* ---- recurrent states of hybrid models (api/state.cpp) ------------------------------------
+ * A model with recurrent layers (trait "recurrent_state"; e.g. Qwen3.5's Gated DeltaNet layers
+ * beside its attention layers) summarises a sequence in a fixed-size state (trait
+ * "state_bytes=N") next to the KV pages of its attention layers. Every forward on such a model
+ * advances the state bound to its queue over its inputs, so a queue's forwards must continue one
+ * sequence in order, without attention masks (PITH_ERR_BAD_ARGUMENT otherwise: no state bound,
+ * a mask, or kvpage_mask on a page the forward reads). A fork is a kvpage/state copy; rolling a
+ * sequence back means recomputing it into a new state. On a model without recurrent layers
+ * these calls answer PITH_ERR_UNSUPPORTED (prefix_*_state: PITH_ERR_BAD_ARGUMENT). */
+
+/* Allocates n empty states (the sequence before its first token); all or nothing:
+ * PITH_ERR_OUT_OF_STATES when the pool (pith serve --state-memory) or the instance's quota
+ * (--max-states-per-inferlet) cannot give them, after unused prefix-cache checkpoints. */
+PITH_IMPORT(state_alloc) pith_status_t pith_state_alloc(pith_queue_t queue, uint32_t n,
+                                                        pith_state_t* states);
+PITH_IMPORT(state_dealloc) pith_status_t pith_state_dealloc(pith_queue_t queue,
+                                                            const pith_state_t* states,
+                                                            uint32_t n);
+/* Queues dst := src (fork: dst then continues exactly as src would), after the commands queued
+ * before it on this queue. */
+PITH_IMPORT(state_copy) pith_status_t pith_state_copy(pith_queue_t queue, pith_state_t src,
+                                                      pith_state_t dst);
+/* Binds the state that the queue's forward, forward_with_adapter and forward_tokens advance
+ * (0 unbinds). */
+PITH_IMPORT(queue_set_state) pith_status_t pith_queue_set_state(pith_queue_t queue,
+                                                                pith_state_t state);
+/* Publishes a state under a server-wide name (its own namespace, beside kvpage_export's);
+ * kept while exported, even after this instance ends. An importer gets a handle on the same
+ * state and copies it (state_copy) into one of its own before advancing it. */
+PITH_IMPORT(state_export) pith_status_t pith_state_export(pith_queue_t queue, pith_state_t state,
+                                                          const char* name, uint32_t name_len);
+PITH_IMPORT(state_unexport) pith_status_t pith_state_unexport(pith_queue_t queue,
+                                                              const char* name,
+                                                              uint32_t name_len);
+PITH_IMPORT(state_import) pith_status_t pith_state_import(pith_queue_t queue, const char* name,
+                                                          uint32_t name_len,
+                                                          pith_state_t* state);
+/* The prefix cache of a hybrid model keeps state checkpoints: prefix_match_state is
+ * prefix_match that ends on the longest cached prefix with a checkpoint and also imports that
+ * state (*state; 0 when nothing matched). Copy it into the context's own state before the
+ * forward over the rest. prefix_insert_state offers pages with the state after exactly their
+ * n_pages * tokens_per_page tokens. When cap is too small, prefix_match_state imports nothing:
+ * *n_pages says how many pages the match needs (PITH_ERR_BUFFER_TOO_SMALL). */
+PITH_IMPORT(prefix_match_state) pith_status_t pith_prefix_match_state(
+    pith_queue_t queue, const uint32_t* tokens, uint32_t n, pith_kvpage_t* pages, uint32_t cap,
+    uint32_t* n_pages, uint32_t* matched, pith_state_t* state);
+PITH_IMPORT(prefix_insert_state) pith_status_t pith_prefix_insert_state(
+    pith_queue_t queue, const uint32_t* tokens, uint32_t n, const pith_kvpage_t* pages,
+    uint32_t n_pages, pith_state_t state);
 
 /* ---- compute (api/compute.cpp) ----------------------------------------------------------- */
 

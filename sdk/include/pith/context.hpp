@@ -16,8 +16,17 @@
 //
 // The server's prefix cache is used by default: the first flush looks up the longest cached
 // prefix of the prompt and computes only the rest, then offers its full pages to the cache.
+//
+// Hybrid models (Model::recurrent(): recurrent layers beside attention) keep a recurrent state
+// per context beside its pages, bound to the context's queue. fork() copies it; truncate()
+// into computed tokens cannot rewind it, so the context recomputes itself into a fresh state
+// at the next step (prefix cache checkpoints shorten that). The first flush computes the
+// prompt up to its last page boundary, saves the state there as the prefix cache's
+// checkpoint, then computes the rest; a later prompt with that prefix resumes from the
+// checkpoint. Attention masks (mask(), flush(mask)) and import_append are not available.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <new>
 #include <optional>
@@ -59,7 +68,10 @@ class Context {
   }
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
-  ~Context() { release_pages(0); }
+  ~Context() {
+    release_pages(0);
+    release_state();
+  }
 
   const Model& model() const { return model_; }
   const Queue& queue() const { return queue_; }
@@ -69,7 +81,8 @@ class Context {
   uint32_t page_size() const { return info_.tokens_per_page; }
   // Every token of the context, computed and pending, in slot order.
   const std::vector<uint32_t>& tokens() const { return tokens_; }
-  size_t computed() const { return computed_; }
+  // (On a hybrid model after truncate, tokens waiting to be recomputed count as computed.)
+  size_t computed() const { return std::max(computed_, redo_); }
   const std::vector<pith_kvpage_t>& pages() const { return pages_; }
   // Prompt tokens this context computed itself (not served by the prefix cache or an import).
   uint32_t prefilled_tokens() const { return prefilled_; }
@@ -106,7 +119,7 @@ class Context {
 
   // Computes the K/V of every pending token.
   Status flush() {
-    if (computed_ == tokens_.size()) return {};
+    if (computed() == tokens_.size() && !stale_state_) return {};
     PITH_TRY(run(0, 0));
     return {};
   }
@@ -114,19 +127,19 @@ class Context {
   // = tokens().size() (pith/attention_mask.hpp). Such a forward neither uses nor feeds the
   // prefix cache.
   Status flush(const AttentionMask& mask) {
-    if (computed_ == tokens_.size()) return {};
+    if (computed() == tokens_.size()) return {};
     PITH_TRY(run(0, 0, false, &mask));
     return {};
   }
   Result<Distribution> decode_step(uint32_t top_k, const AttentionMask& mask) {
-    if (computed_ == tokens_.size()) return no_pending("decode_step");
+    if (computed() == tokens_.size()) return no_pending("decode_step");
     return first_of(run(1, top_k, false, &mask));
   }
 
   // Computes the pending tokens (at least one) and returns the next-token distribution after
   // the last one, truncated to top_k.
   Result<Distribution> decode_step(uint32_t top_k = 256) {
-    if (computed_ == tokens_.size()) return no_pending("decode_step");
+    if (computed() == tokens_.size()) return no_pending("decode_step");
     return first_of(run(1, top_k));
   }
 
@@ -134,7 +147,7 @@ class Context {
   // and batch on the server (e.g. the beams of a beam search): start_step queues the forward,
   // finish_step waits for it. Call nothing else on this context in between.
   Status start_step(uint32_t top_k = 256) {
-    if (computed_ == tokens_.size()) return no_pending("start_step");
+    if (computed() == tokens_.size()) return no_pending("start_step");
     return begin_run(1, top_k);
   }
   Result<Distribution> finish_step() { return first_of(end_run()); }
@@ -143,7 +156,7 @@ class Context {
   // one forward with an output per input (speculative verification, Jacobi iterations,
   // likelihood scoring). top_k = PITH_TOP_K_ALL gives full-vocabulary distributions.
   Result<std::vector<Distribution>> decode_all(uint32_t top_k = 1) {
-    if (computed_ == tokens_.size()) return no_pending("decode_all");
+    if (computed() == tokens_.size()) return no_pending("decode_all");
     return run(0, top_k, true);
   }
 
@@ -155,6 +168,19 @@ class Context {
     next_pos_ = positions_[n];
     tokens_.resize(n);
     positions_.resize(n);
+    if (state_ && (computed_ > n || redo_ > 0)) {
+      // A recurrent state cannot be rewound: the next step recomputes the context into a fresh
+      // one (from a prefix-cache checkpoint where there is one); the first n tokens still count
+      // as computed.
+      redo_ = std::min(std::max(computed_, redo_), n);
+      release_pages(0);
+      masks_.clear();
+      computed_ = 0;
+      cached_ = 0;
+      offered_pages_ = 0;
+      stale_state_ = true;
+      return;
+    }
     if (computed_ > n) computed_ = n;
     release_pages((n + page_size() - 1) / page_size());
     if (masks_.size() > pages_.size()) masks_.resize(pages_.size());
@@ -219,6 +245,12 @@ class Context {
     if (adapter_ != 0) PITH_TRY(c.set_adapter(adapter_));
     c.inserted_ = true;
     c.masks_ = masks_;  // shared pages keep their host-side mask; the copied page gets it below
+    bool sync = false;
+    if (state_) {
+      // The copy runs on the parent's queue, after the parent's forwards.
+      PITH_TRY(check(pith_state_copy(queue_.handle(), state_, c.state_), "fork: copy state"));
+      sync = true;
+    }
     for (size_t i = 0; i < pages_.size(); ++i) {
       bool partial = i + 1 == pages_.size() && computed_ % page_size() != 0;
       if (partial) {
@@ -227,9 +259,9 @@ class Context {
         // The copy runs on the parent's queue, after the parent's writes to the page.
         PITH_TRY(check(pith_kvpage_copy(queue_.handle(), pages_[i], p[0], 0, 0, filled),
                        "fork: copy KV page"));
-        PITH_TRY(queue_.synchronize().wait());
         c.adopt(p[0], false);
         PITH_TRY(c.remask(i));
+        sync = true;
       } else {
         ++detail::page_refs()[pages_[i]];
         c.pages_.push_back(pages_[i]);
@@ -237,6 +269,7 @@ class Context {
         shared_[i] = true;
       }
     }
+    if (sync) PITH_TRY(queue_.synchronize().wait());
     return c;
   }
 
@@ -290,6 +323,10 @@ class Context {
   // (token 0) and hidden so the import starts on a page boundary. Imported pages are read-only
   // (copied before a write). Nothing may be pending.
   Status import_append(std::string_view name) {
+    if (state_)
+      return Error(PITH_ERR_UNSUPPORTED,
+                   "import_append: a recurrent state summarises its sequence from the start; "
+                   "modules cannot be composed on a model with recurrent layers");
     if (computed_ != tokens_.size())
       return Error(PITH_ERR_BAD_ARGUMENT, "import_append: flush the pending tokens first");
     std::vector<uint32_t> toks, pos;
@@ -321,6 +358,18 @@ class Context {
   // another inferlet can continue from it with Context::import_state.
   Status export_state(std::string_view name) {
     PITH_TRY(flush());
+    if (state_) {
+      // A snapshot: this context's own state moves on with its next step.
+      pith_state_t snap = 0;
+      PITH_TRY(check(pith_state_alloc(queue_.handle(), 1, &snap), "export: allocate a state"));
+      Status st = check(pith_state_copy(queue_.handle(), state_, snap), "export: copy the state");
+      if (st)
+        st = check(pith_state_export(queue_.handle(), snap, name.data(),
+                                     static_cast<uint32_t>(name.size())),
+                   "export state '" + std::string(name) + "'");
+      pith_state_dealloc(queue_.handle(), &snap, 1);  // the export keeps it
+      PITH_TRY(st);
+    }
     PITH_TRY(check(
         pith_kvpage_export(queue_.handle(), pages_.data(), static_cast<uint32_t>(pages_.size()),
                            name.data(), static_cast<uint32_t>(name.size())),
@@ -339,6 +388,16 @@ class Context {
     c.computed_ = n;
     c.next_pos_ = n ? c.positions_.back() + 1 : 0;
     c.inserted_ = true;
+    if (c.state_) {
+      pith_state_t imported = 0;
+      PITH_TRY(check(pith_state_import(c.queue_.handle(), name.data(),
+                                       static_cast<uint32_t>(name.size()), &imported),
+                     "import state '" + std::string(name) + "'"));
+      Status st =
+          check(pith_state_copy(c.queue_.handle(), imported, c.state_), "import: copy the state");
+      pith_state_dealloc(c.queue_.handle(), &imported, 1);  // the queued copy holds it
+      PITH_TRY(st);
+    }
     std::vector<pith_kvpage_t> pages((n + c.page_size() - 1) / c.page_size() + 1);
     uint32_t got = 0;
     PITH_TRY(
@@ -354,6 +413,10 @@ class Context {
     Status unexported =
         check(pith_kvpage_unexport(q.handle(), name.data(), static_cast<uint32_t>(name.size())),
               "unexport '" + std::string(name) + "'");
+    if (model.recurrent() && unexported)
+      unexported =
+          check(pith_state_unexport(q.handle(), name.data(), static_cast<uint32_t>(name.size())),
+                "unexport state '" + std::string(name) + "'");
     Status deleted = store_delete(std::string("pith.ctx.") + std::string(name));
     return unexported ? deleted : unexported;
   }
@@ -366,7 +429,22 @@ class Context {
     Queue q = PITH_TRY(Queue::create(model));
     Context c(model, static_cast<Queue&&>(q), info);
     c.eos_tokens_ = known_eos ? *known_eos : model.eos_tokens(info.eos_token);
+    if (model.recurrent()) PITH_TRY(c.new_state());
     return c;
+  }
+
+  // A fresh (empty) recurrent state bound to this context's queue, replacing the old one.
+  Status new_state() {
+    pith_state_t s = 0;
+    PITH_TRY(check(pith_state_alloc(queue_.handle(), 1, &s), "allocate a recurrent state"));
+    release_state();
+    state_ = s;
+    return check(pith_queue_set_state(queue_.handle(), s), "bind the recurrent state");
+  }
+  void release_state() {
+    if (!queue_.handle() || !state_) return;  // moved-from, or a model without states
+    pith_state_dealloc(queue_.handle(), &state_, 1);
+    state_ = 0;
   }
 
   Context(const Model& model, Queue&& q, pith_model_info_t info)
@@ -437,6 +515,27 @@ class Context {
     if (!default_positions(tokens_.size())) return;
     std::vector<pith_kvpage_t> hit(tokens_.size() / page_size());
     uint32_t n_pages = 0, matched = 0;
+    if (state_) {
+      // Up to the last token (it produces the next distribution), from a state checkpoint.
+      pith_state_t cached = 0;
+      if (pith_prefix_match_state(queue_.handle(), tokens_.data(),
+                                  static_cast<uint32_t>(tokens_.size() - 1), hit.data(),
+                                  static_cast<uint32_t>(hit.size()), &n_pages, &matched,
+                                  &cached) != PITH_OK ||
+          matched == 0)
+        return;
+      // Queued before this step's forward on the same queue.
+      Status copied = check(pith_state_copy(queue_.handle(), cached, state_), "cached state");
+      pith_state_dealloc(queue_.handle(), &cached, 1);
+      if (!copied) {
+        pith_kvpage_dealloc(queue_.handle(), hit.data(), n_pages);
+        return;
+      }
+      for (uint32_t i = 0; i < n_pages; ++i) adopt(hit[i], true);
+      computed_ = matched;
+      cached_ = matched;
+      return;
+    }
     if (pith_prefix_match(queue_.handle(), tokens_.data(), static_cast<uint32_t>(tokens_.size()),
                           hit.data(), static_cast<uint32_t>(hit.size()), &n_pages,
                           &matched) != PITH_OK)
@@ -482,6 +581,10 @@ class Context {
                    const AttentionMask* mask = nullptr) {
     if (pending_.valid())
       return Error(PITH_ERR_BAD_ARGUMENT, "a step is already in flight (finish_step first)");
+    if (stale_state_) {
+      PITH_TRY(new_state());
+      stale_state_ = false;
+    }
     const bool first = computed_ == 0;
     if (first && !mask) use_prefix_cache_for_prompt();
     PITH_TRY(own_last_page());
@@ -493,7 +596,11 @@ class Context {
           PITH_TRY(queue_.alloc_kvpages(static_cast<uint32_t>(need - pages_.size())));
       for (pith_kvpage_t p : fresh) adopt(p, false);
     }
-    const uint32_t n = static_cast<uint32_t>(total - computed_);
+    size_t from = computed_;  // the first token this forward computes
+    if (state_ && first && !mask && !every_input && use_prefix_cache_ && !inserted_ &&
+        default_positions(total))
+      from = compute_to_checkpoint(total);
+    const uint32_t n = static_cast<uint32_t>(total - from);
     if (mask && (mask->rows() != n || mask->context_len() != total))
       return Error(PITH_ERR_BAD_ARGUMENT, "attention mask is " + std::to_string(mask->rows()) +
                                               " rows over " + std::to_string(mask->context_len()) +
@@ -501,13 +608,14 @@ class Context {
                                               " pending tokens over " + std::to_string(total));
     uint32_t last = n - 1;
     std::vector<uint32_t> every;
-    if (every_input) {
-      for (uint32_t i = 0; i < n; ++i) every.push_back(i);
-      n_out = n;
+    if (every_input) {  // the pending tokens (not those a truncate makes this step redo)
+      for (uint32_t i = static_cast<uint32_t>(std::max(from, redo_) - from); i < n; ++i)
+        every.push_back(i);
+      n_out = static_cast<uint32_t>(every.size());
     }
     pith_forward_tokens_args_t a{};
-    a.tokens = tokens_.data() + computed_;
-    a.positions = positions_.data() + computed_;
+    a.tokens = tokens_.data() + from;
+    a.positions = positions_.data() + from;
     a.token_count = n;
     a.kv_pages = pages_.data();
     a.kv_page_count = static_cast<uint32_t>(need);
@@ -529,19 +637,67 @@ class Context {
     return {};
   }
 
+  // Hybrid models, first step: queues the forward up to the prompt's last page boundary before
+  // the last token (no outputs) and a copy of the state there, the prefix cache's checkpoint;
+  // the caller's forward then computes the rest. Both halves run on the queue in order.
+  // Returns where the caller's forward starts.
+  size_t compute_to_checkpoint(size_t total) {
+    const uint32_t ps = page_size();
+    const size_t at = (total - 1) / ps * ps;
+    if (at <= computed_) return computed_;
+    pith_forward_tokens_args_t a{};
+    a.tokens = tokens_.data() + computed_;
+    a.positions = positions_.data() + computed_;
+    a.token_count = static_cast<uint32_t>(at - computed_);
+    a.kv_pages = pages_.data();
+    a.kv_page_count = static_cast<uint32_t>(at / ps);
+    a.last_page_len = ps;
+    pre_ = queue_.forward_tokens(a);
+    pith_state_t ck = 0;
+    if (pith_state_alloc(queue_.handle(), 1, &ck) != PITH_OK) return at;  // no checkpoint: fine
+    if (pith_state_copy(queue_.handle(), state_, ck) != PITH_OK) {
+      pith_state_dealloc(queue_.handle(), &ck, 1);
+      return at;
+    }
+    checkpoint_ = ck;
+    checkpoint_at_ = at;
+    return at;
+  }
+  void drop_checkpoint() {
+    if (checkpoint_) pith_state_dealloc(queue_.handle(), &checkpoint_, 1);
+    checkpoint_ = 0;
+  }
+
   // The second half: waits for the queued forward and takes its result.
   Result<std::vector<Distribution>> end_run() {
     if (!pending_.valid()) return Error(PITH_ERR_BAD_ARGUMENT, "finish_step without start_step");
     Result<std::string> bytes = pending_.get();
     pending_.reset();
-    if (!bytes) return std::move(bytes).take_error();
+    Result<std::string> pre = pre_.valid() ? pre_.get() : std::string();
+    pre_.reset();
+    if (!pre) bytes = std::move(pre).take_error();
+    if (!bytes) {
+      drop_checkpoint();
+      return std::move(bytes).take_error();
+    }
     const size_t total = pending_total_;
     const uint32_t n = static_cast<uint32_t>(total - computed_);
     if (!pending_every_) prefilled_ += n > 1 ? n : 0;  // decode_all verifies drafts, no prompt
     forwarded_ += n;
     computed_ = total;
+    redo_ = 0;
     const uint32_t ps = page_size();
-    if (pending_first_ && use_prefix_cache_ && !inserted_) {
+    if (checkpoint_) {
+      // Hybrid: the pages up to the checkpoint, with the state there.
+      inserted_ = true;
+      const uint32_t full = static_cast<uint32_t>(checkpoint_at_ / ps);
+      pith_prefix_insert_state(queue_.handle(), tokens_.data(), full * ps, pages_.data(), full,
+                               checkpoint_);
+      offered_pages_ = full;
+      drop_checkpoint();
+    } else if (state_) {
+      inserted_ = true;  // nothing new to offer (the prompt was cached, or under a page)
+    } else if (pending_first_ && use_prefix_cache_ && !inserted_) {
       inserted_ = true;
       uint32_t full = static_cast<uint32_t>(total / ps);
       if (full > 0)
@@ -575,6 +731,14 @@ class Context {
   // Leading pages given to the prefix cache (read-only after truncate).
   uint32_t offered_pages_ = 0;
   uint32_t cached_ = 0;
+  // Hybrid models: the context's recurrent state (0: a model without), whether truncate made
+  // it stale, and the first step's checkpoint (compute_to_checkpoint) with its forward.
+  pith_state_t state_ = 0;
+  bool stale_state_ = false;
+  size_t redo_ = 0;  // leading tokens computed before a truncate, recomputed by the next step
+  pith_state_t checkpoint_ = 0;
+  size_t checkpoint_at_ = 0;
+  Future pre_;
 };
 
 }  // namespace pith

@@ -468,6 +468,18 @@ class Model {
       return ids;
     }
   }
+  // Whether the model has recurrent layers (trait "recurrent_state"): each sequence then needs
+  // a state beside its KV pages (pith_state_alloc; Context does this). Asked once per model.
+  bool recurrent() const {
+    static std::vector<std::pair<pith_model_t, bool>> known;
+    for (const auto& [m, r] : known)
+      if (m == m_) return r;
+    bool r = false;
+    if (Result<std::vector<std::string>> t = traits())
+      for (const std::string& tr : *t) r = r || tr == "recurrent_state";
+    known.emplace_back(m_, r);
+    return r;
+  }
   // What this instance's KV allocations do when memory is short: wait (the default; the instance
   // may be suspended meanwhile, which it sees only as latency) or fail at once.
   Status set_kv_fail_fast(bool fail_fast) const {

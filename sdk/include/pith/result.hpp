@@ -44,6 +44,8 @@ inline const char* status_name(pith_status_t s) {
       return "out of KV pages";
     case PITH_ERR_OUT_OF_EMBEDS:
       return "out of embeddings";
+    case PITH_ERR_OUT_OF_STATES:
+      return "out of recurrent states";
     case PITH_ERR_LIMIT:
       return "limit exceeded";
     case PITH_ERR_NO_MODEL:

@@ -1,0 +1,241 @@
+// Recurrent states of hybrid models as control-layer resources, on the real engine with a tiny
+// random Qwen3.5: a state per sequence named by handle, emptied when allocated, advanced by the
+// forwards that name it (also across prefill chunks and beside other sequences in one batch),
+// forked by a queued copy, exported and imported, checkpointed by the prefix cache, counted by
+// quota and gauges, and released with its instance.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "control/controller.h"
+#include "engine/engine.h"
+#include "engine/fake_backend.h"
+#include "engine_test_util.h"
+#include "generated_model.h"
+
+namespace pith {
+namespace {
+
+constexpr uint32_t kPage = 16;
+
+std::unique_ptr<Engine> hybrid_engine() {
+  return test::make_engine(test::generated_model("qwen35", 5), kPage);
+}
+
+CallOutcome wait_for(const std::function<Result<void>(CallCompletion)>& submit) {
+  std::promise<CallOutcome> p;
+  auto f = p.get_future();
+  auto s = submit([&](CallOutcome&& o) { p.set_value(std::move(o)); });
+  if (!s) return s.failure();
+  return f.get();
+}
+
+// tokens[from, to) of a sequence at positions from.. over `pages` (handles), advancing `state`
+// (a handle), with the top-5 distribution after the last input.
+SequenceInput piece(const std::vector<int32_t>& tokens, uint32_t from, uint32_t to,
+                    const std::vector<uint32_t>& pages, uint32_t state) {
+  SequenceInput s;
+  s.tokens.assign(tokens.begin() + from, tokens.begin() + to);
+  for (uint32_t p = from; p < to; ++p) s.positions.push_back(p);
+  s.kv_pages.assign(pages.begin(), pages.begin() + (to + kPage - 1) / kPage);
+  s.last_page_len = to - (to - 1) / kPage * kPage;
+  s.state_slot = state;
+  s.outputs.push_back({to - from - 1, OutputKind::TopK, 5, 0});
+  return s;
+}
+
+struct Seq {
+  std::vector<uint32_t> pages;
+  uint32_t state = 0;
+  QueueId queue = 0;
+};
+
+class ControllerStates : public ::testing::Test {
+ protected:
+  void SetUp() override { start({}); }
+  void start(ControllerOptions o) {
+    ctl_.reset();
+    engine_ = hybrid_engine();
+    ctl_ = std::make_unique<Controller>(*engine_, o);
+    ctl_->register_instance(1, nullptr);
+    ctl_->register_instance(2, nullptr);
+  }
+  Seq sequence(InstanceId id, uint32_t max_tokens) {
+    Seq s;
+    s.pages = *ctl_->alloc_pages(id, (max_tokens + kPage - 1) / kPage);
+    std::vector<uint32_t> st;
+    EXPECT_TRUE(ctl_->alloc_states(id, 1, st).ok());
+    s.state = st.at(0);
+    s.queue = *ctl_->create_queue(id);
+    return s;
+  }
+  TokenDistribution run(InstanceId id, const Seq& s, const std::vector<int32_t>& tokens,
+                        uint32_t from, uint32_t to) {
+    auto o = wait_for([&](CallCompletion done) {
+      return ctl_->forward(id, s.queue, piece(tokens, from, to, s.pages, s.state), std::move(done));
+    });
+    EXPECT_TRUE(o.ok()) << (o.ok() ? "" : o.failure().message);
+    return o.ok() ? o->forward.outputs.at(0).dist : TokenDistribution{};
+  }
+
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Controller> ctl_;
+};
+
+void expect_same(const TokenDistribution& a, const TokenDistribution& b, float tol = 1e-5f) {
+  ASSERT_EQ(a.ids, b.ids);
+  for (size_t i = 0; i < a.probs.size(); ++i) EXPECT_NEAR(a.probs[i], b.probs[i], tol);
+}
+
+TEST_F(ControllerStates, ForwardsNeedAStateAndAdvanceIt) {
+  auto tokens = test::random_tokens(40, 3);
+  Seq a = sequence(1, 40);
+  auto whole = run(1, a, tokens, 0, 40);
+  // The same sequence in pieces on another state (the state carries it across calls).
+  Seq b = sequence(1, 40);
+  run(1, b, tokens, 0, 17);
+  run(1, b, tokens, 17, 39);
+  expect_same(run(1, b, tokens, 39, 40), whole);
+
+  SequenceInput stateless = piece(tokens, 0, 4, a.pages, 0);
+  stateless.state_slot = SequenceInput::kNoState;
+  auto r = ctl_->forward(1, a.queue, std::move(stateless), [](CallOutcome&&) {});
+  EXPECT_EQ(r, Status::BadArgument);
+  EXPECT_NE(r.message().find("bind a state"), std::string::npos) << r.message();
+  // Another instance's state handle is not this instance's.
+  Seq other = sequence(2, 16);
+  EXPECT_EQ(
+      ctl_->forward(2, other.queue, piece(tokens, 0, 4, other.pages, 2), [](CallOutcome&&) {}),
+      Status::BadHandle);
+}
+
+TEST_F(ControllerStates, ANewStateIsEmptyEvenInAReusedSlot) {
+  auto tokens = test::random_tokens(20, 4);
+  Seq a = sequence(1, 20);
+  auto first = run(1, a, tokens, 0, 20);
+  // Free the used state and take the slot again: it must start empty, not where `a` ended.
+  ASSERT_TRUE(ctl_->dealloc_states(1, std::vector<uint32_t>{a.state}).ok());
+  std::vector<uint32_t> st;
+  ASSERT_TRUE(ctl_->alloc_states(1, 1, st).ok());
+  a.state = st[0];
+  expect_same(run(1, a, tokens, 0, 20), first, 0);
+}
+
+TEST_F(ControllerStates, ACopiedStateContinuesLikeTheOriginal) {
+  auto tokens = test::random_tokens(30, 5);
+  Seq a = sequence(1, 30), b = sequence(1, 30);
+  run(1, a, tokens, 0, 20);
+  // Fork after 20 tokens: copy the state (queued after a's forward) and the K/V pages.
+  ASSERT_TRUE(wait_for([&](CallCompletion done) {
+                return ctl_->copy_state(1, a.queue, a.state, b.state, std::move(done));
+              }).ok());
+  for (uint32_t p = 0; p < 2; ++p)
+    ASSERT_TRUE(wait_for([&](CallCompletion done) {
+                  return ctl_->copy_kv(1, a.queue, a.pages[p], b.pages[p], 0, 0, p == 0 ? kPage : 4,
+                                       std::move(done));
+                }).ok());
+  // Both continue with the same 10 tokens, submitted together (one batch, two states).
+  std::promise<CallOutcome> pa, pb;
+  ASSERT_TRUE(ctl_->forward(1, a.queue, piece(tokens, 20, 30, a.pages, a.state),
+                            [&](CallOutcome&& o) { pa.set_value(std::move(o)); })
+                  .ok());
+  ASSERT_TRUE(ctl_->forward(1, b.queue, piece(tokens, 20, 30, b.pages, b.state),
+                            [&](CallOutcome&& o) { pb.set_value(std::move(o)); })
+                  .ok());
+  auto oa = pa.get_future().get(), ob = pb.get_future().get();
+  ASSERT_TRUE(oa.ok() && ob.ok());
+  expect_same(ob->forward.outputs[0].dist, oa->forward.outputs[0].dist, 0);
+  Seq c = sequence(1, 30);
+  expect_same(run(1, c, tokens, 0, 30), oa->forward.outputs[0].dist);
+}
+
+TEST_F(ControllerStates, ChunkedPrefillCarriesTheState) {
+  auto tokens = test::random_tokens(45, 6);
+  auto whole = run(1, sequence(1, 45), tokens, 0, 45);
+  ControllerOptions chunked;
+  chunked.max_batch_tokens = 8;  // 6 chunks
+  start(chunked);
+  expect_same(run(1, sequence(1, 45), tokens, 0, 45), whole);
+}
+
+TEST_F(ControllerStates, PrefixCacheRestoresPagesAndStateFromACheckpoint) {
+  auto tokens = test::random_tokens(40, 7);
+  // Instance 1 computes 32 tokens (two pages), checkpoints the state there, offers both.
+  Seq a = sequence(1, 40);
+  run(1, a, tokens, 0, 32);
+  std::vector<uint32_t> ck;
+  ASSERT_TRUE(ctl_->alloc_states(1, 1, ck).ok());
+  ASSERT_TRUE(wait_for([&](CallCompletion done) {
+                return ctl_->copy_state(1, a.queue, a.state, ck[0], std::move(done));
+              }).ok());
+  std::span<const int32_t> all(tokens);
+  // Pages alone are refused: they do not resume a hybrid sequence.
+  EXPECT_EQ(ctl_->prefix_insert(1, all.first(32), std::span(a.pages).first(2)),
+            Status::BadArgument);
+  ASSERT_TRUE(ctl_->prefix_insert(1, all.first(32), std::span(a.pages).first(2), 0, ck[0]).ok());
+  ASSERT_TRUE(ctl_->dealloc_states(1, ck).ok());  // the cache keeps its own reference
+  EXPECT_EQ(ctl_->gauges().states_cached, 1u);
+  auto expected = run(1, a, tokens, 32, 40);
+
+  // Instance 2 matches 39 tokens: the checkpoint after 32, with both pages.
+  auto m = ctl_->prefix_match(2, all.first(39));
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->matched, 32u);
+  ASSERT_EQ(m->handles.size(), 2u);
+  ASSERT_NE(m->state, 0u);
+  Seq b = sequence(2, 40);
+  b.pages[0] = m->handles[0];
+  b.pages[1] = m->handles[1];
+  ASSERT_TRUE(wait_for([&](CallCompletion done) {
+                return ctl_->copy_state(2, b.queue, m->state, b.state, std::move(done));
+              }).ok());
+  expect_same(run(2, b, tokens, 32, 40), expected, 0);
+  // A prefix shorter than the checkpoint matches nothing (no state to resume from).
+  EXPECT_EQ(ctl_->prefix_match(2, all.first(31))->matched, 0u);
+}
+
+TEST_F(ControllerStates, ExportImportQuotaGaugesAndRelease) {
+  ControllerOptions o;
+  o.max_states_per_instance = 2;
+  start(o);
+  const uint32_t total = ctl_->gauges().states_total;
+  ASSERT_GT(total, 4u);
+  std::vector<uint32_t> st;
+  ASSERT_TRUE(ctl_->alloc_states(1, 2, st).ok());
+  std::vector<uint32_t> more;
+  auto over = ctl_->alloc_states(1, 1, more);
+  EXPECT_EQ(over, Status::OutOfStates);
+  EXPECT_NE(over.message().find("quota 2"), std::string::npos) << over.message();
+  EXPECT_EQ(ctl_->gauges().states_free, total - 2);
+
+  ASSERT_TRUE(ctl_->export_state(1, "s", st[0], /*persistent=*/true).ok());
+  EXPECT_EQ(ctl_->export_state(1, "s", st[1], true), Status::AlreadyExists);
+  auto imported = ctl_->import_state(2, "s");
+  ASSERT_TRUE(imported.ok());
+  EXPECT_EQ(ctl_->import_state(2, "nope"), Status::NotFound);
+  ctl_->release_instance(1);  // the export and the importer still hold the state
+  EXPECT_EQ(ctl_->gauges().states_free, total - 1);
+  ASSERT_TRUE(ctl_->remove_state_export("s").ok());
+  ctl_->release_instance(2);
+  EXPECT_EQ(ctl_->gauges().states_free, total);
+}
+
+TEST(ControllerStatesPool, PlainModelsHaveNoStatesAndHybridOnesNeedAPool) {
+  auto plain = test::make_engine(test::generated_model("llama", 5), kPage);
+  Controller ctl(*plain, {});
+  ctl.register_instance(1, nullptr);
+  std::vector<uint32_t> st;
+  EXPECT_EQ(ctl.alloc_states(1, 1, st), Status::Unsupported);
+  EXPECT_FALSE(ctl.recurrent());
+
+  ModelConfig c;
+  c.vocab_size = 100;
+  c.d_model = 8;
+  c.n_layers = 2;
+  c.recurrent_layers = {1, 0};
+  FakeBackend fake(c, FakeBackendOptions{16, 8, 64});  // keeps no states
+  EXPECT_THROW(Controller(fake, ControllerOptions{}), Error);
+}
+
+}  // namespace
+}  // namespace pith
