@@ -5,7 +5,9 @@
 // whether its pages came back.
 #include <gtest/gtest.h>
 
+#include <thread>
 #include "control/contention_policy.h"
+
 #include "kv_pressure_helpers.h"
 
 namespace pith {
@@ -192,6 +194,35 @@ TEST(KvSuspension, WhatCannotEverFitIsRefusedWithTheReason) {
   EXPECT_NE(more.message().find("more than the pool of 4 can give"), std::string::npos) << more;
   EXPECT_EQ(ctl.gauges().kv_refused, 1u);
   EXPECT_EQ(ctl.alloc_pages(1, 1).code(), Status::Ok);  // what fits still does
+}
+
+// Pages reserved for a granted wait are held as soon as their instance takes them (and it may
+// be suspended then): someone who needs pages meanwhile waits, and is not refused as if it alone
+// wanted more than the pool.
+TEST(KvSuspension, PagesGrantedToAnotherAreWaitedForNotRefused) {
+  auto backend = fake(4);
+  Controller ctl(*backend, {});
+  Waker w1, w2, w3;
+  for (InstanceId id : {1, 2, 3}) ctl.register_instance(id, nullptr);
+  ctl.set_waker(1, w1.fn());
+  ctl.set_waker(2, w2.fn());
+  ctl.set_waker(3, w3.fn());
+  auto oldest = alloc(ctl, 1, 1);
+  auto newest = alloc(ctl, 3, 2);
+  // Instance 2 asks for 3: the newest is suspended for it and the 3 pages are reserved for it.
+  EXPECT_EQ(ctl.alloc_pages(2, 3).code(), Status::Waiting);
+  ASSERT_TRUE(w2.wait_for(1));
+  EXPECT_EQ(ctl.gauges().suspensions, 1u);
+  // Before instance 2 takes them, the oldest asks for one more.
+  EXPECT_EQ(ctl.alloc_pages(1, 1).code(), Status::Waiting);
+  std::this_thread::sleep_for(100ms);  // the dispatcher walks the waiters meanwhile
+  EXPECT_EQ(ctl.gauges().kv_refused, 0u);
+  auto granted = ctl.alloc_pages(2, 3);
+  ASSERT_TRUE(granted.ok()) << granted;
+  // Instance 2 now holds them; the oldest outranks it and gets its page.
+  ASSERT_TRUE(w1.wait_for(1));
+  EXPECT_EQ(ctl.alloc_pages(1, 1).code(), Status::Ok);
+  EXPECT_EQ(ctl.gauges().kv_refused, 0u);
 }
 
 TEST(KvSuspension, FailFastAndUnwakeableInstancesDoNotWait) {
