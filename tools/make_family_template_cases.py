@@ -8,7 +8,8 @@ chat_template_test and the e2e chat-template test read.
 
 LLAMA_CPP_TEMPLATES_DIR is llama.cpp's models/templates (the templates as published on Hugging
 Face, e.g. from the PyPI sdist of llama-cpp-python). Needs transformers; pith never runs it.
-The conversations are those of the existing cases (Qwen2.5's file), each with
+Qwen3.5's template (Qwen3.5-4B.jinja) is the one every Qwen3.5 checkpoint ships. The
+conversations are those of the existing cases (Qwen2.5's file), each with
 add_generation_prompt true and false.
 """
 import json
@@ -26,6 +27,7 @@ TEMPLATES = {
     "google-gemma-2-2b-it": ("<bos>", "<eos>"),
     "microsoft-Phi-3.5-mini-instruct": ("<s>", "<|endoftext|>"),
     "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "Qwen3.5-4B": (None, "<|im_end|>"),
 }
 
 

@@ -17,7 +17,7 @@ import transformers
 from transformers.utils.chat_template_utils import render_jinja_template
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "templates")
-TEMPLATES = ["Qwen-Qwen2.5-7B-Instruct", "meta-llama-Llama-3.1-8B-Instruct"]
+TEMPLATES = ["Qwen-Qwen2.5-7B-Instruct", "meta-llama-Llama-3.1-8B-Instruct", "Qwen3.5-4B"]
 
 TOOLS = [{
     "type": "function",

@@ -91,8 +91,9 @@ void add_serve_commands(CLI::App& app) {
   add(cmd->add_option("--kv-page-size", cfg->kv_page_size, "tokens per KV page"));
   add(cmd->add_option("--chat-template", cfg->chat_template,
                       "Jinja chat template file (default: the model's)"));
-  add(cmd->add_option("--tool-call-parser", cfg->tool_call_parser,
-                      "tool-call format: auto (from the chat template), hermes, llama3_json"));
+  add(cmd->add_option(
+      "--tool-call-parser", cfg->tool_call_parser,
+      "tool-call format: auto (from the chat template), hermes, llama3_json, qwen3_coder"));
   add(cmd->add_option("--reasoning-parser", cfg->reasoning_parser,
                       "how <think> reasoning is told apart: auto (from the chat template), none, "
                       "deepseek_r1, qwen3"));

@@ -151,7 +151,8 @@ void ApiServer::load_model() {
     served.tool_format = cfg.tool_call_parser == "auto"
                              ? detect_tool_call_format(tmpl)
                              : *parse_tool_call_format(cfg.tool_call_parser);
-    served.reasoning = cfg.reasoning_parser == "auto"
+    served.reasoning_from_template = cfg.reasoning_parser == "auto";
+    served.reasoning = served.reasoning_from_template
                            ? detect_reasoning_format(*chat_template)
                            : *parse_reasoning_format(cfg.reasoning_parser);
     if (served.reasoning != ReasoningFormat::None)

@@ -130,6 +130,7 @@ constexpr FieldRule kFields[] = {
     {"modalities", Field::Unsupported, true, false},
     {"prediction", Field::Unsupported, true, false},
     {"reasoning_effort", Field::Unsupported, true, false},
+    {"chat_template_kwargs", Field::Used, true, false},
     {"verbosity", Field::Unsupported, true, false},
     {"web_search_options", Field::Unsupported, true, false},
     {"suffix", Field::Unsupported, false, true},
@@ -171,7 +172,8 @@ void check_fields(const json& body, bool chat) {
 std::vector<int32_t> chat_prompt_tokens(const json& messages_field, const Tokenizer& tok,
                                         const ChatTemplate& chat_template,
                                         bool add_generation_prompt,
-                                        const nlohmann::ordered_json* tools) {
+                                        const nlohmann::ordered_json* tools,
+                                        const json* template_kwargs, std::string* rendered) {
   if (!messages_field.is_array() || messages_field.empty())
     bad("messages", "'messages' must be a non-empty array");
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
@@ -181,12 +183,21 @@ std::vector<int32_t> chat_prompt_tokens(const json& messages_field, const Tokeni
   if (tools && !tools->is_null()) vars["tools"] = *tools;
   if (!tok.bos_text().empty()) vars["bos_token"] = tok.bos_text();
   if (!tok.eos_text().empty()) vars["eos_token"] = tok.eos_text();
+  if (template_kwargs && !template_kwargs->is_null()) {
+    if (!template_kwargs->is_object())
+      bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    for (const auto& [key, value] : template_kwargs->items())
+      if (vars.contains(key) || key == "tools" || key == "documents")
+        bad("chat_template_kwargs", "'chat_template_kwargs' may not set '{}'", key);
+    vars["extra_context"] = *template_kwargs;
+  }
   std::string text;
   try {
     text = chat_template.render(ChatTemplate::variables_for(vars));
   } catch (const std::exception& e) {
     bad("messages", "chat template: {}", e.what());
   }
+  if (rendered) *rendered = text;
   return tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
 }
 
@@ -262,9 +273,13 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
         body, ordered_body && ordered_body->is_object() ? ordered_body : nullptr);
     r.tool_format = tool_format;
     // The template sees the tools unless tool_choice is none (then the model is not told).
+    auto kwargs = body.find("chat_template_kwargs");
+    std::string rendered;
     r.prompts.push_back(chat_prompt_tokens(*it, tok, chat_template,
                                            /*add_generation_prompt=*/true,
-                                           r.tools.active() ? &r.tools.template_tools : nullptr));
+                                           r.tools.active() ? &r.tools.template_tools : nullptr,
+                                           kwargs == body.end() ? nullptr : &*kwargs, &rendered));
+    r.prompt_opens_thought = prompt_opens_thought(rendered);
   } else {
     auto it = body.find("prompt");
     if (it == body.end() || it->is_null()) bad("prompt", "'prompt' is required");

@@ -61,6 +61,9 @@ struct CompletionRequest {
   ToolRequest tools;
   ToolCallFormat tool_format = ToolCallFormat::Hermes;
   ReasoningFormat reasoning = ReasoningFormat::None;  // chat: how thoughts are told apart
+  // Chat: the rendered prompt ends inside an open <think> (the template opened the thought,
+  // unless chat_template_kwargs such as enable_thinking = false closed it).
+  bool prompt_opens_thought = false;
 
   // The built-in inferlet's arguments (after argv[0]).
   std::vector<std::string> inferlet_args() const;
@@ -93,11 +96,14 @@ std::string string_or(const Json& object, const char* key, std::string fallback 
 std::string message_text(const nlohmann::json& message);
 
 // The chat template applied to a request's `messages` (tool calls and results included) and
-// `tools` (null: none), tokenized with special tokens parsed. Throws InvalidRequest (param
-// "messages").
+// `tools` (null: none), tokenized with special tokens parsed. `template_kwargs` (a request's
+// chat_template_kwargs, e.g. {"enable_thinking": false}) are further template variables;
+// `rendered` receives the prompt text. Throws InvalidRequest (param "messages").
 std::vector<int32_t> chat_prompt_tokens(const nlohmann::json& messages, const Tokenizer& tokenizer,
                                         const ChatTemplate& chat_template,
                                         bool add_generation_prompt,
-                                        const nlohmann::ordered_json* tools = nullptr);
+                                        const nlohmann::ordered_json* tools = nullptr,
+                                        const nlohmann::json* template_kwargs = nullptr,
+                                        std::string* rendered = nullptr);
 
 }  // namespace pith::server

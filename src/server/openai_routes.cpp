@@ -218,6 +218,12 @@ asio::awaitable<std::optional<CompletionRequest>> OpenAiRoutes::completion_reque
     co_return std::nullopt;
   }
   req.reasoning = model_.reasoning;
+  if (model_.reasoning_from_template && req.chat && req.reasoning != ReasoningFormat::None)
+    req.reasoning = req.prompt_opens_thought ? ReasoningFormat::DeepSeekR1 : ReasoningFormat::Qwen3;
+  // A grammar (a forced tool call, response_format) shapes the output from its first token, so
+  // it holds no thought that the prompt opened.
+  if (!req.grammar.empty() && req.reasoning == ReasoningFormat::DeepSeekR1)
+    req.reasoning = ReasoningFormat::Qwen3;
   if (!req.model.empty() && req.model != model_.name) {
     if (ctx_.stack.controller().adapters().open(req.model)) {
       req.adapter = req.model;  // a LoRA adapter of the base model

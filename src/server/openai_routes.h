@@ -39,6 +39,7 @@ struct ServedModel {
   int64_t created_unix = 0;  // reported as the model's "created"
   ToolCallFormat tool_format = ToolCallFormat::Hermes;
   ReasoningFormat reasoning = ReasoningFormat::None;
+  bool reasoning_from_template = false;  // --reasoning-parser auto: decided per rendered prompt
 };
 
 class OpenAiRoutes {

@@ -58,8 +58,13 @@ ReasoningFormat detect_reasoning_format(const ChatTemplate& t) {
   } catch (const std::exception&) {
     return ReasoningFormat::Qwen3;
   }
-  while (!prompt.empty() && (prompt.back() == '\n' || prompt.back() == ' ')) prompt.pop_back();
-  return prompt.ends_with(kOpen) ? ReasoningFormat::DeepSeekR1 : ReasoningFormat::Qwen3;
+  return prompt_opens_thought(prompt) ? ReasoningFormat::DeepSeekR1 : ReasoningFormat::Qwen3;
+}
+
+bool prompt_opens_thought(std::string_view prompt) {
+  while (!prompt.empty() && (prompt.back() == '\n' || prompt.back() == ' '))
+    prompt.remove_suffix(1);
+  return prompt.ends_with(kOpen);
 }
 
 // Both formats start by looking for an opening tag (DeepSeek R1 may repeat the one its prompt

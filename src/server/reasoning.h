@@ -27,6 +27,10 @@ std::optional<ReasoningFormat> parse_reasoning_format(std::string_view name);
 // From the template: deepseek_r1 when its generation prompt ends inside a thought, qwen3 when
 // it knows </think> otherwise, none for templates without thoughts.
 ReasoningFormat detect_reasoning_format(const ChatTemplate& chat_template);
+// Whether a rendered prompt ends inside an open thought ("<think>" and whitespace at its end):
+// a template-detected format then reads the output as deepseek_r1, otherwise as qwen3 (Qwen3.5
+// and Qwen3 close the thought in the prompt when a request turns thinking off).
+bool prompt_opens_thought(std::string_view prompt);
 
 // Splits one choice's text, as it becomes final, into reasoning and content.
 class ReasoningSplitter {

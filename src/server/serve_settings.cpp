@@ -161,7 +161,8 @@ ServeSettings resolve_serve_config(ServeConfig c) {
 
   require(c.tool_call_parser == "auto" || parse_tool_call_format(c.tool_call_parser),
           "--tool-call-parser",
-          fmt::format("must be auto, hermes or llama3_json, not '{}'", c.tool_call_parser));
+          fmt::format("must be auto, hermes, llama3_json or qwen3_coder, not '{}'",
+                      c.tool_call_parser));
   require(c.reasoning_parser == "auto" || parse_reasoning_format(c.reasoning_parser),
           "--reasoning-parser",
           fmt::format("must be auto, none, deepseek_r1 or qwen3, not '{}'", c.reasoning_parser));

@@ -66,16 +66,28 @@ std::optional<ToolCall> call_of(std::string_view text, ToolCallFormat f, const T
 }  // namespace
 
 const char* tool_call_format_name(ToolCallFormat f) {
-  return f == ToolCallFormat::Hermes ? "hermes" : "llama3_json";
+  switch (f) {
+    case ToolCallFormat::Hermes:
+      return "hermes";
+    case ToolCallFormat::Llama3Json:
+      return "llama3_json";
+    case ToolCallFormat::Qwen3Coder:
+      return "qwen3_coder";
+  }
+  return "?";
 }
 
 std::optional<ToolCallFormat> parse_tool_call_format(std::string_view name) {
   if (name == "hermes") return ToolCallFormat::Hermes;
   if (name == "llama3_json") return ToolCallFormat::Llama3Json;
+  if (name == "qwen3_coder") return ToolCallFormat::Qwen3Coder;
   return std::nullopt;
 }
 
 ToolCallFormat detect_tool_call_format(const std::string& source) {
+  if (source.find("<function=") != std::string::npos &&
+      source.find("<parameter=") != std::string::npos)
+    return ToolCallFormat::Qwen3Coder;
   if (source.find(kHermesOpen) != std::string::npos) return ToolCallFormat::Hermes;
   if (source.find("\"parameters\"") != std::string::npos &&
       source.find("ipython") != std::string::npos)
@@ -149,6 +161,9 @@ ToolRequest parse_tool_request(const json& body, const ordered_json* ordered) {
 }
 
 std::string tool_call_grammar(const ToolRequest& r, ToolCallFormat f) {
+  const bool many = r.parallel && r.choice == ToolRequest::Choice::Required;
+  if (f == ToolCallFormat::Qwen3Coder)
+    return xml_tool_call_grammar(r, many ? kMaxParallelCalls : 1);
   ordered_json schema;
   if (r.choice == ToolRequest::Choice::Named) {
     schema = call_schema(*find_function(r, r.named), f);
@@ -169,7 +184,6 @@ std::string tool_call_grammar(const ToolRequest& r, ToolCallFormat f) {
   call.replace(0, kRoot.size(), "tool-call-object ::= ");
   if (f == ToolCallFormat::Llama3Json) return "root ::= tool-call-object\n" + call;
   const std::string block = R"("<tool_call>\n" tool-call-object "\n</tool_call>")";
-  const bool many = r.parallel && r.choice == ToolRequest::Choice::Required;
   return fmt::format(
       "root ::= tool-call-block{}\ntool-call-block ::= {}\n{}",
       many ? fmt::format(" (\"\\n\" tool-call-block){{0,{}}}", kMaxParallelCalls - 1) : "", block,
@@ -177,6 +191,7 @@ std::string tool_call_grammar(const ToolRequest& r, ToolCallFormat f) {
 }
 
 ParsedToolOutput parse_tool_output(std::string_view text, ToolCallFormat f, const ToolRequest& r) {
+  if (f == ToolCallFormat::Qwen3Coder) return parse_xml_tool_output(text, r);
   ParsedToolOutput out;
   if (f == ToolCallFormat::Llama3Json) {
     std::string_view body = trim(text);
@@ -219,7 +234,7 @@ bool may_become_tool_call(std::string_view text, ToolCallFormat f) {
   auto prefix_of = [&](std::string_view marker) {
     return marker.substr(0, std::min(marker.size(), t.size())) == t.substr(0, marker.size());
   };
-  if (f == ToolCallFormat::Hermes) return prefix_of(kHermesOpen);
+  if (f != ToolCallFormat::Llama3Json) return prefix_of(kHermesOpen);
   return t.front() == '{' || prefix_of(kPythonTag);
 }
 

@@ -8,6 +8,8 @@
 //   hermes      <tool_call>\n{"name": NAME, "arguments": {...}}\n</tool_call>  (one or more;
 //               Hermes, Qwen 2.5 / 3 templates)
 //   llama3_json {"name": NAME, "parameters": {...}}  (one call; Llama 3.1 / 3.2 templates)
+//   qwen3_coder <tool_call>\n<function=NAME>\n<parameter=ARG>\nVALUE\n</parameter>\n...
+//               </function>\n</tool_call>  (one or more; Qwen3-Coder, Qwen3.5; tool_calls_xml.cpp)
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -19,12 +21,13 @@
 
 namespace pith::server {
 
-enum class ToolCallFormat { Hermes, Llama3Json };
+enum class ToolCallFormat { Hermes, Llama3Json, Qwen3Coder };
 
 const char* tool_call_format_name(ToolCallFormat f);
-// "hermes", "llama3_json"; nullopt for anything else.
+// "hermes", "llama3_json", "qwen3_coder"; nullopt for anything else.
 std::optional<ToolCallFormat> parse_tool_call_format(std::string_view name);
-// The format a chat template renders tool calls in: llama3_json for templates that ask for
+// The format a chat template renders tool calls in: qwen3_coder for templates that write
+// <function=...> and <parameter=...>, llama3_json for templates that ask for
 // {"name": ..., "parameters": ...}, hermes otherwise.
 ToolCallFormat detect_tool_call_format(const std::string& template_source);
 
@@ -68,6 +71,11 @@ struct ParsedToolOutput {
 // like a call, stay content.
 ParsedToolOutput parse_tool_output(std::string_view text, ToolCallFormat format,
                                    const ToolRequest& request);
+
+// The qwen3_coder halves (tool_calls_xml.cpp): its parser, and its forced-call grammar with at
+// most max_calls calls.
+ParsedToolOutput parse_xml_tool_output(std::string_view text, const ToolRequest& request);
+std::string xml_tool_call_grammar(const ToolRequest& request, int max_calls);
 
 // While streaming with tool_choice auto: whether the output so far could still turn out to be
 // a tool call (its text is then held back until it is decided).

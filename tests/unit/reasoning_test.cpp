@@ -3,7 +3,9 @@
 // a whole chat response carrying reasoning_content.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "chat_template/chat_template.h"
 #include "server/completion_session.h"
@@ -128,6 +130,30 @@ std::vector<std::string> token_messages(const std::string& text) {
   for (int32_t id : tok().encode(text, false, false))
     out.push_back("tok 0 " + std::to_string(id) + " -0.5");
   return out;
+}
+
+// Qwen3.5's published template opens the thought in the generation prompt, and closes it there
+// when a request sends chat_template_kwargs {"enable_thinking": false}: each request's rendered
+// prompt decides (openai_routes.cpp), so that request's output is all answer.
+TEST(ReasoningFormat, Qwen35TemplateAndEnableThinking) {
+  std::ifstream in(std::string(PITH_TEST_DATA) + "/templates/Qwen3.5-4B.jinja");
+  std::stringstream source;
+  source << in.rdbuf();
+  const ChatTemplate t(source.str());
+  EXPECT_EQ(detect_reasoning_format(t), ReasoningFormat::DeepSeekR1);
+  json body = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+  EXPECT_TRUE(parse_completion_request(body, true, tok(), t, 128, 42).prompt_opens_thought);
+  body["chat_template_kwargs"] = {{"enable_thinking", false}};
+  CompletionRequest off = parse_completion_request(body, true, tok(), t, 128, 42);
+  EXPECT_FALSE(off.prompt_opens_thought);
+  EXPECT_NE(tok().decode(off.prompts[0]).find("<think>\n\n</think>\n\n"), std::string::npos);
+  // The template's own variables cannot be replaced from a request.
+  body["chat_template_kwargs"] = {{"messages", json::array()}};
+  EXPECT_THROW(parse_completion_request(body, true, tok(), t, 128, 42), InvalidRequest);
+  body["chat_template_kwargs"] = "thinking";
+  EXPECT_THROW(parse_completion_request(body, true, tok(), t, 128, 42), InvalidRequest);
+  EXPECT_TRUE(prompt_opens_thought("<|im_start|>assistant\n<think>\n"));
+  EXPECT_FALSE(prompt_opens_thought("<think>\n\n</think>\n\n"));
 }
 
 TEST(CompletionSession, ReasoningContentStreamedAndWhole) {

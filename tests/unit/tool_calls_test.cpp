@@ -153,6 +153,89 @@ TEST(ToolOutput, Llama3JsonAndStreamingHoldBack) {
   EXPECT_FALSE(may_become_tool_call("The", ToolCallFormat::Llama3Json));
 }
 
+// Qwen3-Coder / Qwen3.5: XML calls, values as text (strings) or JSON (the rest).
+const char* kXmlTools = R"([
+  {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+    "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]},
+                   "days": {"type": "integer", "minimum": 1, "maximum": 7},
+                   "options": {"type": "object", "properties": {"hourly": {"type": "boolean"}},
+                               "required": ["hourly"]}},
+    "required": ["city", "days"]}}},
+  {"type": "function", "function": {"name": "noop"}}])";
+
+ToolRequest xml_request(const std::string& choice_json, bool parallel = true) {
+  nlohmann::ordered_json body = {{"tools", nlohmann::ordered_json::parse(kXmlTools)},
+                                 {"tool_choice", nlohmann::ordered_json::parse(choice_json)},
+                                 {"parallel_tool_calls", parallel}};
+  return parse_tool_request(json(body), &body);
+}
+
+const char* kXmlCall =
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nSão Paulo <centre>\n</parameter>\n"
+    "<parameter=days>\n3\n</parameter>\n<parameter=options>\n{\"hourly\": true}\n"
+    "</parameter>\n</function>\n</tool_call>";
+
+TEST(ToolOutput, Qwen3CoderCallsTypedByTheirSchema) {
+  ToolRequest r = xml_request("\"auto\"");
+  ParsedToolOutput p =
+      parse_tool_output(std::string("I will look.\n\n") + kXmlCall +
+                            "\n<tool_call>\n<function=noop>\n</function>\n</tool_call>",
+                        ToolCallFormat::Qwen3Coder, r);
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_EQ(json::parse(p.calls[0].arguments),
+            json({{"city", "São Paulo <centre>"}, {"days", 3}, {"options", {{"hourly", true}}}}));
+  EXPECT_EQ(p.calls[1].arguments, "{}");
+  EXPECT_EQ(p.content, "I will look.");
+  // A string parameter that looks like a number stays a string.
+  ParsedToolOutput digits = parse_tool_output(
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\n123\n</parameter>\n"
+      "<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>",
+      ToolCallFormat::Qwen3Coder, r);
+  ASSERT_EQ(digits.calls.size(), 1u);
+  EXPECT_EQ(json::parse(digits.calls[0].arguments), json({{"city", "123"}, {"days", 2}}));
+  // Unknown functions and malformed blocks stay content.
+  for (const char* text :
+       {"<tool_call>\n<function=rm_rf>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=noop>\n<parameter=x>\n1\n</tool_call>", "Sunny."}) {
+    ParsedToolOutput plain = parse_tool_output(text, ToolCallFormat::Qwen3Coder, r);
+    EXPECT_TRUE(plain.calls.empty()) << text;
+    EXPECT_EQ(plain.content, text);
+  }
+  EXPECT_TRUE(may_become_tool_call("<tool", ToolCallFormat::Qwen3Coder));
+  EXPECT_FALSE(may_become_tool_call("Sure", ToolCallFormat::Qwen3Coder));
+}
+
+TEST(ToolCallGrammar, Qwen3CoderRequiredAdmitsOnlyValidCalls) {
+  CallGrammar g(xml_request("\"required\""), ToolCallFormat::Qwen3Coder);
+  EXPECT_TRUE(g.matches(kXmlCall)) << g.gbnf;
+  const std::string minimal =
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\nLima\n</parameter>\n"
+      "<parameter=days>\n7\n</parameter>\n</function>\n</tool_call>";
+  EXPECT_TRUE(g.matches(minimal));
+  EXPECT_TRUE(g.matches("<tool_call>\n<function=noop>\n</function>\n</tool_call>"));
+  EXPECT_TRUE(g.matches(minimal + "\n" + minimal));  // parallel calls
+  auto with = [](const std::string& days, const std::string& extra = "") {
+    return "<tool_call>\n<function=get_weather>\n<parameter=city>\nLima\n</parameter>\n" + extra +
+           "<parameter=days>\n" + days + "\n</parameter>\n</function>\n</tool_call>";
+  };
+  EXPECT_TRUE(g.matches(with("1", "<parameter=unit>\nf\n</parameter>\n")));
+  EXPECT_FALSE(g.matches(with("8")));                                         // maximum
+  EXPECT_FALSE(g.matches(with("two")));                                       // integer
+  EXPECT_FALSE(g.matches(with("1", "<parameter=unit>\nk\n</parameter>\n")));  // enum
+  EXPECT_FALSE(
+      g.matches("<tool_call>\n<function=get_weather>\n<parameter=city>\nLima\n</parameter>\n"
+                "</function>\n</tool_call>"));  // days is required
+  EXPECT_FALSE(g.matches("Sure. " + minimal));
+
+  CallGrammar named(xml_request(R"({"type": "function", "function": {"name": "noop"}})"),
+                    ToolCallFormat::Qwen3Coder);
+  EXPECT_TRUE(named.matches("<tool_call>\n<function=noop>\n</function>\n</tool_call>"));
+  EXPECT_FALSE(named.matches(minimal));
+  CallGrammar single(xml_request("\"required\"", /*parallel=*/false), ToolCallFormat::Qwen3Coder);
+  EXPECT_FALSE(single.matches(minimal + "\n" + minimal));
+}
+
 TEST(ToolCallFormat, DetectedFromTheTemplate) {
   auto read = [](const std::string& name) {
     std::ifstream in(std::string(PITH_TEST_DATA) + "/templates/" + name + ".jinja");
@@ -163,6 +246,8 @@ TEST(ToolCallFormat, DetectedFromTheTemplate) {
   EXPECT_EQ(detect_tool_call_format(read("Qwen-Qwen2.5-7B-Instruct")), ToolCallFormat::Hermes);
   EXPECT_EQ(detect_tool_call_format(read("meta-llama-Llama-3.1-8B-Instruct")),
             ToolCallFormat::Llama3Json);
+  EXPECT_EQ(detect_tool_call_format(read("Qwen3.5-4B")), ToolCallFormat::Qwen3Coder);
+  EXPECT_EQ(parse_tool_call_format("qwen3_coder"), ToolCallFormat::Qwen3Coder);
   EXPECT_EQ(parse_tool_call_format("hermes"), ToolCallFormat::Hermes);
   EXPECT_EQ(parse_tool_call_format("llama3_json"), ToolCallFormat::Llama3Json);
   EXPECT_FALSE(parse_tool_call_format("mistral"));
