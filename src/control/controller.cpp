@@ -279,45 +279,6 @@ Result<void> Controller::prefix_insert(InstanceId id, std::span<const int32_t> t
   return spaces_.prefix_insert(id, tokens, handles, adapter, state_handle);
 }
 
-Result<void> Controller::alloc_states(InstanceId id, uint32_t n, std::vector<uint32_t>& handles) {
-  std::lock_guard lock(mu_);
-  if (auto r = spaces_.alloc_states(id, n, handles); !r) return r;
-  // Emptied by the dispatcher before the next batch runs: no call can name them before that.
-  const HandleTable& table = *spaces_.state_table(id);
-  for (uint32_t h : handles) states_to_clear_.push_back(*table.lookup(h));
-  return {};
-}
-
-Result<void> Controller::dealloc_states(InstanceId id, std::span<const uint32_t> handles) {
-  std::lock_guard lock(mu_);
-  return spaces_.dealloc_states(id, handles);
-}
-
-Result<void> Controller::copy_state(InstanceId id, QueueId q, uint32_t src_handle,
-                                    uint32_t dst_handle, CallCompletion done) {
-  std::lock_guard lock(mu_);
-  if (!spaces_.has_instance(id)) return unknown_instance();
-  if (!find_queue(id, q)) return unknown_queue(q);
-  return submit(id, q, build_copy_state(*spaces_.state_table(id), src_handle, dst_handle),
-                std::move(done));
-}
-
-Result<void> Controller::export_state(InstanceId id, const std::string& name, uint32_t handle,
-                                      bool persistent) {
-  std::lock_guard lock(mu_);
-  return spaces_.export_state(id, name, handle, persistent);
-}
-
-Result<uint32_t> Controller::import_state(InstanceId id, const std::string& name) {
-  std::lock_guard lock(mu_);
-  return spaces_.import_state(id, name);
-}
-
-Result<void> Controller::remove_state_export(const std::string& name) {
-  std::lock_guard lock(mu_);
-  return spaces_.remove_state_export(name);
-}
-
 bool Controller::has_page(InstanceId id, uint32_t handle) const {
   std::lock_guard lock(mu_);
   return spaces_.has_page(id, handle);
@@ -420,6 +381,8 @@ ControllerGauges Controller::gauges() const {
   g.embeds_free = spaces_.embeds_free();
   g.states_total = backend_.state_slots().capacity();
   g.states_free = spaces_.states_free();
+  g.states_waiting = 0;
+  for (const auto& [_, w] : state_waits_) g.states_waiting += w.ready || w.refused ? 0 : 1;
   g.instances = static_cast<uint32_t>(spaces_.n_instances());
   g.instances_killed_for_memory = spaces_.instances_killed_for_memory();
   uint32_t depth = 0;
@@ -497,7 +460,7 @@ bool Controller::wait_for_work(std::unique_lock<std::mutex>& lock, std::vector<Q
     if (stop_) return false;
     // KV pressure first: grants, suspensions and resumes change which queues may run.
     Deferred wakes;
-    const bool blocked = relieve_pressure_locked(wakes);
+    const bool blocked = relieve_pressure_locked(wakes) | relieve_state_waits_locked(wakes);
     if (!wakes.empty()) {
       lock.unlock();
       for (auto& f : wakes) f();

@@ -99,6 +99,8 @@ struct ControllerGauges {
   uint32_t embeds_total = 0, embeds_free = 0;
   // Recurrent states of hybrid models (0 for others); cached: prefix-cache checkpoints.
   uint32_t states_total = 0, states_free = 0, states_cached = 0;
+  uint32_t states_waiting = 0;  // instances whose state allocation waits
+  uint64_t state_wait_ns = 0;   // time state allocations spent waiting, summed
   uint32_t instances = 0;
   uint32_t queue_depth = 0;  // pending calls over all queues
   uint64_t batches = 0, calls = 0, tokens = 0;
@@ -196,9 +198,11 @@ class Controller {
   // (resource_spaces.h). A new state starts empty (the sequence before its first token); a
   // forward names its state in SequenceInput::state_slot (a handle) and advances it over the
   // inputs. copy_state queues a fork (dst continues exactly as src would), after the calls
-  // queued before it on q. States are not swapped out when their instance is suspended, and
-  // an allocation the pool cannot satisfy fails at once (OutOfStates) after evicting unused
-  // prefix-cache checkpoints.
+  // queued before it on q. States are not swapped out when their instance is suspended. An
+  // allocation the pool cannot satisfy (after evicting unused prefix-cache checkpoints) waits
+  // like a KV allocation (Status::Waiting, then the waker) while others hold states they will
+  // give back; otherwise, or for an instance that fails fast, it fails (OutOfStates)
+  // (controller_states.cpp).
   Result<void> alloc_states(InstanceId id, uint32_t n, std::vector<uint32_t>& handles);
   Result<void> dealloc_states(InstanceId id, std::span<const uint32_t> handles);
   Result<void> copy_state(InstanceId id, QueueId q, uint32_t src_handle, uint32_t dst_handle,
@@ -297,6 +301,9 @@ class Controller {
   // Between batches: grants, resumes and suspends in rank order; true while someone still waits
   // for pages it could not get.
   bool relieve_pressure_locked(Deferred& deferred);
+  // The same for state allocations (controller_states.cpp); true while one still waits.
+  bool relieve_state_waits_locked(Deferred& wakes);
+  bool others_hold_states_locked(InstanceId id) const;
   void make_room_locked(InstanceId requester, size_t need, int64_t now);
   // The pages only this instance references (with its references on each), and when asked every
   // page it references (its handles and its queued calls').
@@ -337,6 +344,15 @@ class Controller {
   int64_t last_backend_ns_ = 0;
 
   std::vector<uint32_t> states_to_clear_;  // allocated since the last batch was taken
+  // State allocations waiting for the pool (controller_states.cpp): woken when enough are free
+  // (ready), or refused when no one else could ever give one back.
+  struct StateWait {
+    uint32_t n = 0;
+    int64_t since_ns = 0;
+    bool ready = false;
+    std::optional<Failure> refused;
+  };
+  std::map<InstanceId, StateWait> state_waits_;
 
   std::map<InstanceId, AllocWait> alloc_waits_;
   std::unordered_map<InstanceId, KvClient> kv_clients_;

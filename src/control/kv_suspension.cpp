@@ -147,6 +147,7 @@ Result<void> Controller::alloc_or_wait_locked(InstanceId id, uint32_t n,
 }
 
 void Controller::forget_kv_client_locked(InstanceId id) {
+  state_waits_.erase(id);
   if (auto w = alloc_waits_.find(id); w != alloc_waits_.end()) {
     if (w->second.granted) reserved_pages_ -= w->second.n;
     alloc_waits_.erase(w);

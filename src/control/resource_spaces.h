@@ -108,6 +108,11 @@ class ResourceSpaces {
   Result<void> remove_state_export(const std::string& name);
   RefCounts& state_refs() { return state_refs_; }
   uint32_t states_free() const { return state_refs_.n_free(); }
+  uint32_t state_capacity() const { return state_capacity_; }
+  // OutOfStates when n more states would pass the per-instance quota.
+  Result<void> check_state_quota(InstanceId id, uint32_t n) const;
+  // Gives back up to n unused prefix-cache checkpoints (least recently used first).
+  void evict_state_checkpoints(uint32_t n);
   bool hybrid() const { return state_capacity_ > 0; }
 
   // ---- exports: named page sets holding their own references

@@ -23,14 +23,9 @@ Result<void> ResourceSpaces::alloc_states(InstanceId id, uint32_t n,
   if (!inst) return unknown_instance();
   if (!hybrid())
     return Failure{Status::Unsupported, "the model has no recurrent layers: it keeps no state"};
-  if (options_.max_states_per_instance &&
-      inst->states.size() + n > options_.max_states_per_instance)
-    return Failure{Status::OutOfStates,
-                   fmt::format("{} states requested while holding {}, quota {}", n,
-                               inst->states.size(), options_.max_states_per_instance)};
+  if (auto quota = check_state_quota(id, n); !quota) return quota;
   // Checkpoints nobody uses go before an allocation fails.
-  if (prefix_cache_ && state_refs_.n_free() < n)
-    prefix_cache_->evict_states(n - state_refs_.n_free());
+  if (state_refs_.n_free() < n) evict_state_checkpoints(n - state_refs_.n_free());
   if (!state_refs_.allocate(n, phys_scratch_))
     return Failure{Status::OutOfStates,
                    fmt::format("{} recurrent states requested, {} free of {} (--state-memory)", n,
@@ -38,6 +33,21 @@ Result<void> ResourceSpaces::alloc_states(InstanceId id, uint32_t n,
   handles.clear();
   for (uint32_t p : phys_scratch_) handles.push_back(inst->states.insert(p));
   return {};
+}
+
+Result<void> ResourceSpaces::check_state_quota(InstanceId id, uint32_t n) const {
+  const Instance* inst = find(id);
+  if (!inst) return unknown_instance();
+  if (options_.max_states_per_instance &&
+      inst->states.size() + n > options_.max_states_per_instance)
+    return Failure{Status::OutOfStates,
+                   fmt::format("{} states requested while holding {}, quota {}", n,
+                               inst->states.size(), options_.max_states_per_instance)};
+  return {};
+}
+
+void ResourceSpaces::evict_state_checkpoints(uint32_t n) {
+  if (prefix_cache_ && n > 0) prefix_cache_->evict_states(n);
 }
 
 Result<void> ResourceSpaces::dealloc_states(InstanceId id, std::span<const uint32_t> handles) {

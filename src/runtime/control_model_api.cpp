@@ -444,7 +444,7 @@ class ControlSession final : public ModelSession {
   pith_status_t alloc_states(uint32_t queue, uint32_t n, std::vector<uint32_t>* out) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
     if (!ctl_.recurrent()) return no_states("state_alloc", PITH_ERR_UNSUPPORTED);
-    return check("state_alloc", ctl_.alloc_states(id_, n, *out));
+    return check("state_alloc", parked([&] { return ctl_.alloc_states(id_, n, *out); }));
   }
   pith_status_t dealloc_states(uint32_t queue, std::span<const uint32_t> states) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;

@@ -38,6 +38,12 @@ void register_serving_metrics(Metrics& metrics, ServingStack& stack) {
           fmt::format("state=\"{}\"", state));
     metrics.gauge("pith_recurrent_states_total", "Recurrent-state pool size (hybrid models)",
                   [g] { return double(g().states_total); });
+    metrics.gauge("pith_recurrent_state_waiting_instances",
+                  "Instances whose recurrent-state allocation waits for the pool",
+                  [g] { return double(g().states_waiting); });
+    metrics.counter_fn("pith_recurrent_state_wait_seconds_total",
+                       "Time recurrent-state allocations spent waiting, summed",
+                       [g] { return double(g().state_wait_ns) * 1e-9; });
   }
   runtime::Runtime* rt = &stack.runtime();
   metrics.gauge("pith_running_instances", "Inferlet instances running in the runtime",

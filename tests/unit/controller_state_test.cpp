@@ -12,6 +12,7 @@
 #include "engine/fake_backend.h"
 #include "engine_test_util.h"
 #include "generated_model.h"
+#include "kv_pressure_helpers.h"
 
 namespace pith {
 namespace {
@@ -218,6 +219,48 @@ TEST_F(ControllerStates, ExportImportQuotaGaugesAndRelease) {
   ASSERT_TRUE(ctl_->remove_state_export("s").ok());
   ctl_->release_instance(2);
   EXPECT_EQ(ctl_->gauges().states_free, total);
+}
+
+// A pool of two states: an allocation waits while another instance holds states it will give
+// back, is woken when it can have them, and is refused when nobody could ever end its wait (or
+// it fails fast).
+TEST(ControllerStatesPool, AllocationsWaitForStatesOthersGiveBack) {
+  auto weights = test::generated_model("qwen35", 5);
+  EngineOptions o;
+  o.kv_page_size = kPage;
+  o.kv_memory_bytes = size_t{8} << 20;
+  o.max_embeds = 64;
+  o.n_threads = 2;
+  o.state_memory_bytes = 2 * weights->config.recurrent_state_floats() * sizeof(float);
+  Engine engine(weights, o);
+  ASSERT_EQ(engine.state_slots().capacity(), 2u);
+  Controller ctl(engine, {});
+  Waker w1, w2, w3;
+  for (InstanceId id : {1, 2, 3}) ctl.register_instance(id, nullptr);
+  ctl.set_waker(1, w1.fn());
+  ctl.set_waker(2, w2.fn());
+  ctl.set_waker(3, w3.fn());
+  std::vector<uint32_t> a, b, c;
+  ASSERT_TRUE(ctl.alloc_states(1, 2, a).ok());
+  EXPECT_EQ(ctl.alloc_states(2, 1, b), Status::Waiting);
+  EXPECT_EQ(ctl.gauges().states_waiting, 1u);
+  ctl.set_fail_fast(3, true);
+  EXPECT_EQ(ctl.alloc_states(3, 1, c), Status::OutOfStates);
+  // The holder asks for more while the only other one waits: that wait could never end.
+  EXPECT_EQ(ctl.alloc_states(1, 1, c), Status::OutOfStates);
+  // It gives one back: the waiter is woken and gets it.
+  ASSERT_TRUE(ctl.dealloc_states(1, std::vector<uint32_t>{a[0]}).ok());
+  ASSERT_TRUE(w2.wait_for(1));
+  ASSERT_TRUE(ctl.alloc_states(2, 1, b).ok());
+  auto g = ctl.gauges();
+  EXPECT_EQ(g.states_waiting, 0u);
+  EXPECT_EQ(g.states_free, 0u);
+  EXPECT_GT(g.state_wait_ns, 0u);
+  // Waiting again; the holder ends: woken again.
+  EXPECT_EQ(ctl.alloc_states(2, 1, c), Status::Waiting);
+  ctl.release_instance(1);
+  ASSERT_TRUE(w2.wait_for(2));
+  EXPECT_TRUE(ctl.alloc_states(2, 1, c).ok());
 }
 
 TEST(ControllerStatesPool, PlainModelsHaveNoStatesAndHybridOnesNeedAPool) {

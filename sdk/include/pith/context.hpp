@@ -653,8 +653,13 @@ class Context {
     a.kv_page_count = static_cast<uint32_t>(at / ps);
     a.last_page_len = ps;
     pre_ = queue_.forward_tokens(a);
+    // The checkpoint is an extra: when states are short it is skipped, never waited for.
     pith_state_t ck = 0;
-    if (pith_state_alloc(queue_.handle(), 1, &ck) != PITH_OK) return at;  // no checkpoint: fine
+    const bool waits = !Model::kv_fail_fast();
+    if (waits) pith_kvpage_policy(model_.handle(), PITH_KV_FAIL_FAST);
+    const pith_status_t got = pith_state_alloc(queue_.handle(), 1, &ck);
+    if (waits) pith_kvpage_policy(model_.handle(), PITH_KV_WAIT);
+    if (got != PITH_OK) return at;
     if (pith_state_copy(queue_.handle(), state_, ck) != PITH_OK) {
       pith_state_dealloc(queue_.handle(), &ck, 1);
       return at;

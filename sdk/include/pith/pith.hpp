@@ -483,8 +483,16 @@ class Model {
   // What this instance's KV allocations do when memory is short: wait (the default; the instance
   // may be suspended meanwhile, which it sees only as latency) or fail at once.
   Status set_kv_fail_fast(bool fail_fast) const {
-    return check(pith_kvpage_policy(m_, fail_fast ? PITH_KV_FAIL_FAST : PITH_KV_WAIT),
-                 "kvpage_policy");
+    Status s = check(pith_kvpage_policy(m_, fail_fast ? PITH_KV_FAIL_FAST : PITH_KV_WAIT),
+                     "kvpage_policy");
+    if (s) kv_fail_fast() = fail_fast;
+    return s;
+  }
+  // The policy set last (the host's default: wait). Also what a recurrent-state allocation
+  // does when the pool is short.
+  static bool& kv_fail_fast() {
+    static bool fail_fast = false;
+    return fail_fast;
   }
 
  private:
