@@ -30,13 +30,25 @@ RequestTiming run_request(Controller& ctl, InstanceId id, const RequestSpec& spe
   if (!queue) fail("request: no queue: {}", queue.message());
   const QueueId q = *queue;
 
+  // Hybrid models: the sequence's recurrent state, bound to its forwards; a cache hit resumes
+  // from a checkpoint (matched up to the last token, which yields the first output).
+  const bool hybrid = ctl.recurrent();
+  uint32_t state = SequenceInput::kNoState, cached_state = 0;
+  if (hybrid) {
+    std::vector<uint32_t> st;
+    if (auto r = ctl.alloc_states(id, 1, st); !r) fail("request: state: {}", r.message());
+    state = st[0];
+  }
   std::vector<uint32_t> pages;
-  size_t matched = 0;
+  size_t matched = 0, shared = 0;
   if (spec.use_prefix_cache) {
-    auto m = ctl.prefix_match(id, spec.prompt);
+    auto prompt = std::span<const int32_t>(spec.prompt);
+    auto m = ctl.prefix_match(id, hybrid ? prompt.first(prompt.size() - 1) : prompt);
     if (!m) fail("request: prefix match: {}", m.message());
     pages = std::move(m->handles);
     matched = m->matched;
+    cached_state = m->state;
+    shared = m->shared;
   }
   if (matched == spec.prompt.size()) {  // keep one token to compute: it yields the first output
     matched -= ps;
@@ -64,17 +76,58 @@ RequestTiming run_request(Controller& ctl, InstanceId id, const RequestSpec& spe
     s.kv_pages.assign(pages.begin(), pages.begin() + used);
     s.last_page_len = static_cast<uint32_t>(end - (used - 1) * ps);
     s.outputs.push_back({static_cast<uint32_t>(s.tokens.size() - 1), OutputKind::TopK, 1, 0});
+    s.state_slot = state;
     return s;
   };
+  auto copy_state = [&](uint32_t from, uint32_t to) {
+    call([&](CallCompletion c) { return ctl.copy_state(id, q, from, to, std::move(c)); });
+  };
 
-  std::vector<int32_t> rest(spec.prompt.begin() + matched, spec.prompt.end());
-  t.prefill_tokens = static_cast<uint32_t>(rest.size());
+  t.prefill_tokens = static_cast<uint32_t>(spec.prompt.size() - matched);
+  if (cached_state) {
+    copy_state(cached_state, state);
+    if (auto r = ctl.dealloc_states(id, std::vector<uint32_t>{cached_state}); !r)
+      fail("request: dealloc state: {}", r.message());
+  }
+  // Hybrid, first computation of this prompt: up to its last page boundary, checkpointed there
+  // for the prefix cache (what the SDK's Context does).
+  size_t from = matched;
+  uint32_t checkpoint = 0;
+  const size_t at =
+      shared > matched && shared < spec.prompt.size() ? shared : (spec.prompt.size() - 1) / ps * ps;
+  // Queued behind each other without waiting, as the SDK does; their outcomes are checked once
+  // the last forward is done.
+  std::vector<std::future<CallOutcome>> queued;
+  auto enqueue = [&](const std::function<Result<void>(CallCompletion)>& submit) {
+    auto p = std::make_shared<std::promise<CallOutcome>>();
+    queued.push_back(p->get_future());
+    if (auto r = submit([p](CallOutcome&& o) { p->set_value(std::move(o)); }); !r)
+      fail("request: call rejected: {} ({})", status_name(r.code()), r.message());
+  };
+  if (hybrid && spec.use_prefix_cache && at > matched) {
+    std::vector<int32_t> head(spec.prompt.begin() + matched, spec.prompt.begin() + at);
+    enqueue([&](CallCompletion c) {
+      return ctl.forward(id, q, sequence(head, matched), std::move(c));
+    });
+    std::vector<uint32_t> ck;
+    if (ctl.alloc_states(id, 1, ck)) {
+      checkpoint = ck[0];
+      enqueue(
+          [&](CallCompletion c) { return ctl.copy_state(id, q, state, checkpoint, std::move(c)); });
+    }
+    from = at;
+  }
+  std::vector<int32_t> rest(spec.prompt.begin() + from, spec.prompt.end());
   auto o = call(
-      [&](CallCompletion c) { return ctl.forward(id, q, sequence(rest, matched), std::move(c)); });
+      [&](CallCompletion c) { return ctl.forward(id, q, sequence(rest, from), std::move(c)); });
   t.first_token = Clock::now();
   t.tokens.push_back(t.first_token);
-  if (spec.use_prefix_cache) {
-    auto st = ctl.prefix_insert(id, spec.prompt, std::span(pages).first(spec.prompt.size() / ps));
+  for (auto& f : queued)
+    if (CallOutcome o2 = f.get(); !o2) fail("request: call failed: {}", o2.message());
+  if (spec.use_prefix_cache && (!hybrid || checkpoint)) {
+    const size_t cached = hybrid ? at : spec.prompt.size();
+    auto st = ctl.prefix_insert(id, std::span(spec.prompt).first(cached),
+                                std::span(pages).first(cached / ps), 0, hybrid ? checkpoint : 0);
     if (!st) fail("request: prefix insert: {}", st.message());
   }
   int32_t next = o.forward.outputs[0].dist.ids[0];

@@ -61,7 +61,7 @@ void PrefixCache::touch(Node* node) {
 }
 
 size_t PrefixCache::match(std::span<const int32_t> tokens, std::vector<uint32_t>& pages,
-                          uint32_t adapter, uint32_t* state) {
+                          uint32_t adapter, uint32_t* state, size_t* shared) {
   Node* node = root_.get();
   size_t matched = 0;
   std::vector<Node*> path;
@@ -72,6 +72,7 @@ size_t PrefixCache::match(std::span<const int32_t> tokens, std::vector<uint32_t>
     node = child;
     matched += page_size_;
   }
+  if (shared) *shared = matched;
   if (states_) {
     // A hybrid model resumes only where a checkpoint holds the recurrent state.
     while (!path.empty() && path.back()->state == kNoState) {

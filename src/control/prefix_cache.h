@@ -63,8 +63,10 @@ class PrefixCache {
   // (one new reference each, owned by the caller) and returns the matched token count. With a
   // state pool the match ends on the deepest node with a checkpoint, whose state goes to
   // `*state` (one new reference); nothing matches where no checkpoint is on the path.
+  // `shared` (optional) receives the tokens the tree holds pages for, checkpoint or not: where a
+  // hybrid prompt diverges from what is cached, and so where a new checkpoint serves the most.
   size_t match(std::span<const int32_t> tokens, std::vector<uint32_t>& pages, uint32_t adapter = 0,
-               uint32_t* state = nullptr);
+               uint32_t* state = nullptr, size_t* shared = nullptr);
 
   // Offers the computed pages of tokens[0 : pages.size() * page_size]. Blocks not yet cached
   // adopt the caller's page (the cache takes its own reference); blocks already cached keep

@@ -349,7 +349,7 @@ Result<ResourceSpaces::PrefixMatch> ResourceSpaces::prefix_match(InstanceId id,
   if (!prefix_cache_) return m;
   std::vector<uint32_t> phys;
   uint32_t state = PrefixCache::kNoState;
-  m.matched = prefix_cache_->match(tokens, phys, adapter, &state);
+  m.matched = prefix_cache_->match(tokens, phys, adapter, &state, &m.shared);
   for (uint32_t p : phys) m.handles.push_back(inst->pages.insert(p));  // takes match's reference
   if (state != PrefixCache::kNoState) m.state = inst->states.insert(state);
   return m;

@@ -129,6 +129,7 @@ class ResourceSpaces {
     std::vector<uint32_t> handles;
     size_t matched = 0;
     uint32_t state = 0;
+    size_t shared = 0;  // tokens cached as pages (>= matched; hybrid: past the checkpoint)
   };
   Result<PrefixMatch> prefix_match(InstanceId id, std::span<const int32_t> tokens,
                                    uint32_t adapter = 0);

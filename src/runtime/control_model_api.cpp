@@ -418,16 +418,16 @@ class ControlSession final : public ModelSession {
       *matched = 0;
       return PITH_OK;
     }
-    uint32_t state = 0;
-    return match_prefix("prefix_match", *q, tokens, pages, matched, &state);
+    uint32_t state = 0, shared = 0;
+    return match_prefix("prefix_match", *q, tokens, pages, matched, &state, &shared);
   }
   pith_status_t prefix_match_state(uint32_t queue, std::span<const uint32_t> tokens,
-                                   std::vector<uint32_t>* pages, uint32_t* matched,
-                                   uint32_t* state) override {
+                                   std::vector<uint32_t>* pages, uint32_t* matched, uint32_t* state,
+                                   uint32_t* shared) override {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
     if (!ctl_.recurrent()) return no_states("prefix_match_state", PITH_ERR_BAD_ARGUMENT);
-    return match_prefix("prefix_match_state", *q, tokens, pages, matched, state);
+    return match_prefix("prefix_match_state", *q, tokens, pages, matched, state, shared);
   }
   pith_status_t prefix_insert_state(uint32_t queue, std::span<const uint32_t> tokens,
                                     std::span<const uint32_t> pages, uint32_t state) override {
@@ -642,7 +642,7 @@ class ControlSession final : public ModelSession {
 
   pith_status_t match_prefix(const char* call, const QueueState& q,
                              std::span<const uint32_t> tokens, std::vector<uint32_t>* pages,
-                             uint32_t* matched, uint32_t* state) {
+                             uint32_t* matched, uint32_t* state, uint32_t* shared) {
     std::vector<int32_t> ids(tokens.begin(), tokens.end());
     const uint32_t adapter = adapter_id(q);
     auto m = parked([&] { return ctl_.prefix_match(id_, ids, adapter); });
@@ -650,6 +650,7 @@ class ControlSession final : public ModelSession {
     *pages = std::move(m->handles);
     *matched = static_cast<uint32_t>(m->matched);
     *state = m->state;
+    *shared = static_cast<uint32_t>(m->shared);
     return PITH_OK;
   }
   pith_status_t no_states(const char* call, pith_status_t code) const {

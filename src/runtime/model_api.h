@@ -166,8 +166,8 @@ class ModelSession {
   // The prefix cache with state checkpoints (hybrid models).
   virtual pith_status_t prefix_match_state(uint32_t queue, std::span<const uint32_t> tokens,
                                            std::vector<uint32_t>* pages, uint32_t* matched,
-                                           uint32_t* state) {
-    (void)queue, (void)tokens, (void)pages, (void)matched, (void)state;
+                                           uint32_t* state, uint32_t* shared) {
+    (void)queue, (void)tokens, (void)pages, (void)matched, (void)state, (void)shared;
     return PITH_ERR_BAD_ARGUMENT;
   }
   virtual pith_status_t prefix_insert_state(uint32_t queue, std::span<const uint32_t> tokens,

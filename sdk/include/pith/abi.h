@@ -342,12 +342,13 @@ PITH_IMPORT(state_import) pith_status_t pith_state_import(pith_queue_t queue, co
 /* The prefix cache of a hybrid model keeps state checkpoints: prefix_match_state is
  * prefix_match that ends on the longest cached prefix with a checkpoint and also imports that
  * state (*state; 0 when nothing matched). Copy it into the context's own state before the
- * forward over the rest. prefix_insert_state offers pages with the state after exactly their
+ * forward over the rest. *shared = the tokens the cache holds pages for (>= *matched): where
+ * this prompt diverges from cached ones, the place a new checkpoint serves later prompts best. prefix_insert_state offers pages with the state after exactly their
  * n_pages * tokens_per_page tokens. When cap is too small, prefix_match_state imports nothing:
  * *n_pages says how many pages the match needs (PITH_ERR_BUFFER_TOO_SMALL). */
 PITH_IMPORT(prefix_match_state) pith_status_t pith_prefix_match_state(
     pith_queue_t queue, const uint32_t* tokens, uint32_t n, pith_kvpage_t* pages, uint32_t cap,
-    uint32_t* n_pages, uint32_t* matched, pith_state_t* state);
+    uint32_t* n_pages, uint32_t* matched, pith_state_t* state, uint32_t* shared);
 PITH_IMPORT(prefix_insert_state) pith_status_t pith_prefix_insert_state(
     pith_queue_t queue, const uint32_t* tokens, uint32_t n, const pith_kvpage_t* pages,
     uint32_t n_pages, pith_state_t state);

@@ -21,9 +21,10 @@
 // per context beside its pages, bound to the context's queue. fork() copies it; truncate()
 // into computed tokens cannot rewind it, so the context recomputes itself into a fresh state
 // at the next step (prefix cache checkpoints shorten that). The first flush computes the
-// prompt up to its last page boundary, saves the state there as the prefix cache's
-// checkpoint, then computes the rest; a later prompt with that prefix resumes from the
-// checkpoint. Attention masks (mask(), flush(mask)) and import_append are not available.
+// prompt up to where it leaves the prompts the cache holds (a shared system prompt), or else
+// up to its last page boundary, saves the state there as the prefix cache's checkpoint, then
+// computes the rest; a later prompt with that prefix resumes from the checkpoint. Attention masks
+// (mask(), flush(mask)) and import_append are not available.
 #pragma once
 
 #include <algorithm>
@@ -518,12 +519,14 @@ class Context {
     if (state_) {
       // Up to the last token (it produces the next distribution), from a state checkpoint.
       pith_state_t cached = 0;
+      uint32_t shared = 0;
       if (pith_prefix_match_state(queue_.handle(), tokens_.data(),
                                   static_cast<uint32_t>(tokens_.size() - 1), hit.data(),
-                                  static_cast<uint32_t>(hit.size()), &n_pages, &matched,
-                                  &cached) != PITH_OK ||
-          matched == 0)
+                                  static_cast<uint32_t>(hit.size()), &n_pages, &matched, &cached,
+                                  &shared) != PITH_OK)
         return;
+      shared_prefix_ = shared;
+      if (matched == 0) return;
       // Queued before this step's forward on the same queue.
       Status copied = check(pith_state_copy(queue_.handle(), cached, state_), "cached state");
       pith_state_dealloc(queue_.handle(), &cached, 1);
@@ -643,7 +646,10 @@ class Context {
   // Returns where the caller's forward starts.
   size_t compute_to_checkpoint(size_t total) {
     const uint32_t ps = page_size();
-    const size_t at = (total - 1) / ps * ps;
+    // Where this prompt leaves the cached ones (a shared system prompt), else its last page
+    // boundary (the same prompt again).
+    const size_t at = shared_prefix_ > computed_ && shared_prefix_ < total ? shared_prefix_
+                                                                           : (total - 1) / ps * ps;
     if (at <= computed_) return computed_;
     pith_forward_tokens_args_t a{};
     a.tokens = tokens_.data() + computed_;
@@ -743,6 +749,7 @@ class Context {
   size_t redo_ = 0;  // leading tokens computed before a truncate, recomputed by the next step
   pith_state_t checkpoint_ = 0;
   size_t checkpoint_at_ = 0;
+  size_t shared_prefix_ = 0;  // tokens the prefix cache held pages for at the first lookup
   Future pre_;
 };
 

@@ -27,70 +27,70 @@ typedef double f64;
 #endif
 
 // X(name, result, (params after the instance pointer)); guest pointers are u32.
-#define PITH_HOST_IMPORTS(X)                                           \
-  X(arg_count, u32, (u32))                                             \
-  X(arg_get, u32, (u32, u32, u32, u32))                                \
-  X(instance_id, u32, (u32))                                           \
-  X(time_now, u32, (u32))                                              \
-  X(yield, u32, ())                                                    \
-  X(log, u32, (u32, u32, u32))                                         \
-  X(msg_send, u32, (u32, u32))                                         \
-  X(msg_receive, u32, (u32))                                           \
-  X(topic_broadcast, u32, (u32, u32, u32, u32))                        \
-  X(topic_subscribe, u32, (u32, u32, u32))                             \
-  X(topic_next, u32, (u32, u32))                                       \
-  X(topic_unsubscribe, u32, (u32))                                     \
-  X(future_poll, u32, (u32, u32))                                      \
-  X(future_wait, u32, (u32))                                           \
-  X(future_wait_any, u32, (u32, u32, u32))                             \
-  X(future_result, u32, (u32, u32, u32, u32))                          \
-  X(future_drop, u32, (u32))                                           \
-  X(store_get, u32, (u32, u32, u32, u32, u32))                         \
-  X(store_set, u32, (u32, u32, u32, u32))                              \
-  X(store_delete, u32, (u32, u32))                                     \
-  X(store_exists, u32, (u32, u32, u32))                                \
-  X(http_get, u32, (u32, u32, u32))                                    \
-  X(http_post, u32, (u32, u32, u32, u32, u32))                         \
-  X(model_list, u32, (u32, u32, u32))                                  \
-  X(model_open, u32, (u32, u32, u32))                                  \
-  X(model_traits, u32, (u32, u32, u32, u32))                           \
-  X(model_info, u32, (u32, u32))                                       \
-  X(tokenize, u32, (u32, u32, u32, u32, u32, u32))                     \
-  X(detokenize, u32, (u32, u32, u32, u32, u32, u32))                   \
-  X(vocab_get, u32, (u32, u32, u32, u32))                              \
-  X(vocab_special, u32, (u32, u32, u32, u32))                          \
-  X(queue_create, u32, (u32, u32))                                     \
-  X(queue_destroy, u32, (u32))                                         \
-  X(queue_synchronize, u32, (u32, u32))                                \
-  X(queue_set_priority, u32, (u32, u32))                               \
-  X(queue_set_adapter, u32, (u32, u32))                                \
-  X(adapter_open, u32, (u32, u32, u32, u32))                           \
-  X(kvpage_policy, u32, (u32, u32))                                    \
-  X(kvpage_alloc, u32, (u32, u32, u32))                                \
-  X(kvpage_dealloc, u32, (u32, u32, u32))                              \
-  X(emb_alloc, u32, (u32, u32, u32))                                   \
-  X(emb_dealloc, u32, (u32, u32, u32))                                 \
-  X(kvpage_copy, u32, (u32, u32, u32, u32, u32, u32))                  \
-  X(kvpage_mask, u32, (u32, u32, u32, u32))                            \
-  X(kvpage_export, u32, (u32, u32, u32, u32, u32))                     \
-  X(kvpage_unexport, u32, (u32, u32, u32))                             \
-  X(kvpage_import, u32, (u32, u32, u32, u32, u32, u32))                \
-  X(prefix_match, u32, (u32, u32, u32, u32, u32, u32, u32))            \
-  X(prefix_insert, u32, (u32, u32, u32, u32, u32))                     \
-  X(state_alloc, u32, (u32, u32, u32))                                 \
-  X(state_dealloc, u32, (u32, u32, u32))                               \
-  X(state_copy, u32, (u32, u32, u32))                                  \
-  X(queue_set_state, u32, (u32, u32))                                  \
-  X(state_export, u32, (u32, u32, u32, u32))                           \
-  X(state_unexport, u32, (u32, u32, u32))                              \
-  X(state_import, u32, (u32, u32, u32, u32))                           \
-  X(prefix_match_state, u32, (u32, u32, u32, u32, u32, u32, u32, u32)) \
-  X(prefix_insert_state, u32, (u32, u32, u32, u32, u32, u32))          \
-  X(embed_txt, u32, (u32, u32, u32, u32, u32))                         \
-  X(embed_img, u32, (u32, u32, u32, u32, u32))                         \
-  X(forward, u32, (u32, u32))                                          \
-  X(forward_with_adapter, u32, (u32, u32, u32))                        \
-  X(next_dist, u32, (u32, u32, u32, u32))                              \
+#define PITH_HOST_IMPORTS(X)                                                \
+  X(arg_count, u32, (u32))                                                  \
+  X(arg_get, u32, (u32, u32, u32, u32))                                     \
+  X(instance_id, u32, (u32))                                                \
+  X(time_now, u32, (u32))                                                   \
+  X(yield, u32, ())                                                         \
+  X(log, u32, (u32, u32, u32))                                              \
+  X(msg_send, u32, (u32, u32))                                              \
+  X(msg_receive, u32, (u32))                                                \
+  X(topic_broadcast, u32, (u32, u32, u32, u32))                             \
+  X(topic_subscribe, u32, (u32, u32, u32))                                  \
+  X(topic_next, u32, (u32, u32))                                            \
+  X(topic_unsubscribe, u32, (u32))                                          \
+  X(future_poll, u32, (u32, u32))                                           \
+  X(future_wait, u32, (u32))                                                \
+  X(future_wait_any, u32, (u32, u32, u32))                                  \
+  X(future_result, u32, (u32, u32, u32, u32))                               \
+  X(future_drop, u32, (u32))                                                \
+  X(store_get, u32, (u32, u32, u32, u32, u32))                              \
+  X(store_set, u32, (u32, u32, u32, u32))                                   \
+  X(store_delete, u32, (u32, u32))                                          \
+  X(store_exists, u32, (u32, u32, u32))                                     \
+  X(http_get, u32, (u32, u32, u32))                                         \
+  X(http_post, u32, (u32, u32, u32, u32, u32))                              \
+  X(model_list, u32, (u32, u32, u32))                                       \
+  X(model_open, u32, (u32, u32, u32))                                       \
+  X(model_traits, u32, (u32, u32, u32, u32))                                \
+  X(model_info, u32, (u32, u32))                                            \
+  X(tokenize, u32, (u32, u32, u32, u32, u32, u32))                          \
+  X(detokenize, u32, (u32, u32, u32, u32, u32, u32))                        \
+  X(vocab_get, u32, (u32, u32, u32, u32))                                   \
+  X(vocab_special, u32, (u32, u32, u32, u32))                               \
+  X(queue_create, u32, (u32, u32))                                          \
+  X(queue_destroy, u32, (u32))                                              \
+  X(queue_synchronize, u32, (u32, u32))                                     \
+  X(queue_set_priority, u32, (u32, u32))                                    \
+  X(queue_set_adapter, u32, (u32, u32))                                     \
+  X(adapter_open, u32, (u32, u32, u32, u32))                                \
+  X(kvpage_policy, u32, (u32, u32))                                         \
+  X(kvpage_alloc, u32, (u32, u32, u32))                                     \
+  X(kvpage_dealloc, u32, (u32, u32, u32))                                   \
+  X(emb_alloc, u32, (u32, u32, u32))                                        \
+  X(emb_dealloc, u32, (u32, u32, u32))                                      \
+  X(kvpage_copy, u32, (u32, u32, u32, u32, u32, u32))                       \
+  X(kvpage_mask, u32, (u32, u32, u32, u32))                                 \
+  X(kvpage_export, u32, (u32, u32, u32, u32, u32))                          \
+  X(kvpage_unexport, u32, (u32, u32, u32))                                  \
+  X(kvpage_import, u32, (u32, u32, u32, u32, u32, u32))                     \
+  X(prefix_match, u32, (u32, u32, u32, u32, u32, u32, u32))                 \
+  X(prefix_insert, u32, (u32, u32, u32, u32, u32))                          \
+  X(state_alloc, u32, (u32, u32, u32))                                      \
+  X(state_dealloc, u32, (u32, u32, u32))                                    \
+  X(state_copy, u32, (u32, u32, u32))                                       \
+  X(queue_set_state, u32, (u32, u32))                                       \
+  X(state_export, u32, (u32, u32, u32, u32))                                \
+  X(state_unexport, u32, (u32, u32, u32))                                   \
+  X(state_import, u32, (u32, u32, u32, u32))                                \
+  X(prefix_match_state, u32, (u32, u32, u32, u32, u32, u32, u32, u32, u32)) \
+  X(prefix_insert_state, u32, (u32, u32, u32, u32, u32, u32))               \
+  X(embed_txt, u32, (u32, u32, u32, u32, u32))                              \
+  X(embed_img, u32, (u32, u32, u32, u32, u32))                              \
+  X(forward, u32, (u32, u32))                                               \
+  X(forward_with_adapter, u32, (u32, u32, u32))                             \
+  X(next_dist, u32, (u32, u32, u32, u32))                                   \
   X(forward_tokens, u32, (u32, u32, u32))
 
 // WASI preview 1: the full function list, so any wasi-libc program links; unsupported ones

@@ -66,18 +66,21 @@ u32 Z_pithZ_state_import(Z_pith_instance_t* c, u32 queue, u32 name, u32 name_len
 }
 
 u32 Z_pithZ_prefix_match_state(Z_pith_instance_t* c, u32 queue, u32 tokens, u32 n, u32 pages,
-                               u32 cap, u32 n_pages_out, u32 matched_out, u32 state_out) {
+                               u32 cap, u32 n_pages_out, u32 matched_out, u32 state_out,
+                               u32 shared_out) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
     check_count(n);
     GuestMemory mem(inst);
     mem.bytes(n_pages_out, 4);
     mem.bytes(matched_out, 4);
     mem.bytes(state_out, 4);
+    mem.bytes(shared_out, 4);
     mem.bytes(pages, uint64_t{cap} * 4);
     std::vector<uint32_t> handles;
-    uint32_t matched = 0, state = 0;
+    uint32_t matched = 0, state = 0, shared = 0;
     ModelSession& s = session_of(inst);
-    pith_status_t st = s.prefix_match_state(queue, mem.u32s(tokens, n), &handles, &matched, &state);
+    pith_status_t st =
+        s.prefix_match_state(queue, mem.u32s(tokens, n), &handles, &matched, &state, &shared);
     if (st != PITH_OK) return st;
     uint32_t k = static_cast<uint32_t>(handles.size());
     if (k > cap) {  // nothing half-imported: give the match back and say how much room it needs
@@ -90,6 +93,7 @@ u32 Z_pithZ_prefix_match_state(Z_pith_instance_t* c, u32 queue, u32 tokens, u32 
     mem.store<uint32_t>(n_pages_out, k);
     mem.store<uint32_t>(matched_out, matched);
     mem.store<uint32_t>(state_out, state);
+    mem.store<uint32_t>(shared_out, shared);
     return PITH_OK;
   });
 }
