@@ -204,6 +204,14 @@ ParsedToolOutput parse_tool_output(std::string_view text, ToolCallFormat f, cons
     out.content = std::string(text);
     return out;
   }
+  return parse_tool_call_blocks(text,
+                                [&](std::string_view body) { return call_of(trim(body), f, r); });
+}
+
+ParsedToolOutput parse_tool_call_blocks(
+    std::string_view text,
+    const std::function<std::optional<ToolCall>(std::string_view)>& call_of) {
+  ParsedToolOutput out;
   std::string content;
   size_t at = 0;
   while (at < text.size()) {
@@ -211,9 +219,8 @@ ParsedToolOutput parse_tool_output(std::string_view text, ToolCallFormat f, cons
     if (open == std::string_view::npos) break;
     const size_t start = open + kHermesOpen.size();
     const size_t close = text.find(kHermesClose, start);
-    // An unclosed block at the end (the budget ran out) is parsed if its JSON is complete.
     const size_t end = close == std::string_view::npos ? text.size() : close;
-    auto call = call_of(trim(text.substr(start, end - start)), f, r);
+    auto call = call_of(text.substr(start, end - start));
     if (!call) break;  // text that only looks like a call: the rest stays content
     content += text.substr(at, open - at);
     out.calls.push_back(std::move(*call));

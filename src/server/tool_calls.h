@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -71,6 +72,12 @@ struct ParsedToolOutput {
 // like a call, stay content.
 ParsedToolOutput parse_tool_output(std::string_view text, ToolCallFormat format,
                                    const ToolRequest& request);
+
+// The tagged formats (hermes, qwen3_coder): the <tool_call>…</tool_call> blocks of an output, each
+// body turned into a call by `call_of` (nullopt: not a call, and the rest stays content); an
+// unclosed block at the end (the budget ran out) is tried too.
+ParsedToolOutput parse_tool_call_blocks(
+    std::string_view text, const std::function<std::optional<ToolCall>(std::string_view)>& call_of);
 
 // The qwen3_coder halves (tool_calls_xml.cpp): its parser, and its forced-call grammar with at
 // most max_calls calls.

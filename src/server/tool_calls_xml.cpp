@@ -22,8 +22,6 @@ using nlohmann::ordered_json;
 
 namespace {
 
-constexpr std::string_view kOpen = "<tool_call>";
-constexpr std::string_view kClose = "</tool_call>";
 constexpr std::string_view kFunction = "<function=";
 constexpr std::string_view kFunctionEnd = "</function>";
 constexpr std::string_view kParameter = "<parameter=";
@@ -114,28 +112,7 @@ std::string gbnf_literal(std::string_view s) {
 }  // namespace
 
 ParsedToolOutput parse_xml_tool_output(std::string_view text, const ToolRequest& r) {
-  ParsedToolOutput out;
-  std::string content;
-  size_t at = 0;
-  while (at < text.size()) {
-    const size_t open = text.find(kOpen, at);
-    if (open == std::string_view::npos) break;
-    const size_t start = open + kOpen.size();
-    const size_t close = text.find(kClose, start);
-    const size_t end = close == std::string_view::npos ? text.size() : close;
-    auto call = xml_call(text.substr(start, end - start), r);
-    if (!call) break;  // text that only looks like a call: the rest stays content
-    content += text.substr(at, open - at);
-    out.calls.push_back(std::move(*call));
-    at = close == std::string_view::npos ? text.size() : close + kClose.size();
-  }
-  if (out.calls.empty()) {
-    out.content = std::string(text);
-    return out;
-  }
-  content += text.substr(at);
-  out.content = std::string(trim(content));
-  return out;
+  return parse_tool_call_blocks(text, [&](std::string_view body) { return xml_call(body, r); });
 }
 
 std::string xml_tool_call_grammar(const ToolRequest& r, int max_calls) {
