@@ -11,7 +11,7 @@ out=tests/data/oracle/arch
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 tokens=1,312,943,697,361,137,785,400,512,33,640,877,259,404,918,77,150,606,731,288,990,45,263,999
-for arch in ${ARCHES:-llama mistral qwen2 qwen3 phi3 gemma2 gemma3 qwen2moe qwen3moe}; do
+for arch in ${ARCHES:-llama mistral qwen2 qwen3 phi3 gemma2 gemma3 qwen2moe qwen3moe qwen35 qwen35moe gemma4}; do
   for fmt in gguf hf; do
     "$build/bin/pith" model gen --preset tiny --arch "$arch" --format "$fmt" --dtype f32 --seed 5 \
       --vocab tests/data/models/tiny-f32.gguf -q -o "$tmp/$arch.$fmt"

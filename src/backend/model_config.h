@@ -3,6 +3,7 @@
 // options by which the supported families (engine/architectures/) differ from Llama.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -90,13 +91,75 @@ struct ModelConfig {
   // layers with a recurrent state per sequence instead of softmax attention over KV pages.
   std::vector<uint8_t> recurrent_layers;
   DeltaNetConfig delta_net;
+  // Gemma 4: the global (non-sliding) attention layers have their own head size and KV head
+  // count (0: as the sliding ones, head_dim / n_kv_heads), and where global_v_from_k they have
+  // no V projection (V is the K projection, before K's norm and RoPE). Sliding layers rotate
+  // rope_dim_local dimensions (0: all of their head) with rope_theta_local.
+  uint32_t global_head_dim = 0;
+  uint32_t global_kv_heads = 0;
+  bool global_v_from_k = false;
+  uint32_t rope_dim_local = 0;
+  bool v_norm = false;       // V heads RMS-normed without a weight before they are stored
+  bool layer_scale = false;  // each layer's output (the whole residual) times a learned scalar
+  // The last n_kv_shared_layers layers compute no K/V: each attends over the KV of the last
+  // earlier layer of its kind (sliding or global). Their FFN is twice as wide where
+  // double_wide_shared_ffn (gemma4 E2B).
+  uint32_t n_kv_shared_layers = 0;
+  bool double_wide_shared_ffn = false;
 
   uint32_t q_dim() const { return n_heads * head_dim; }
   uint32_t kv_dim() const { return n_kv_heads * head_dim; }
   float query_scale() const {  // attn_scale or 1/sqrt(head_dim)
     return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   }
-  uint32_t rotary_dim() const { return rope_dim > 0 ? rope_dim : head_dim; }
+  // Rotary dimensions of the global layers (rope_freq_factors has rotary_dim() / 2 entries).
+  uint32_t rotary_dim() const {
+    return rope_dim > 0 ? rope_dim : (global_head_dim > 0 ? global_head_dim : head_dim);
+  }
+  // Per-layer attention shapes (uniform unless the global layers differ, gemma4).
+  bool layer_global_shape(uint32_t layer) const { return !layer_slides(layer); }
+  uint32_t head_dim_of(uint32_t layer) const {
+    return global_head_dim > 0 && layer_global_shape(layer) ? global_head_dim : head_dim;
+  }
+  uint32_t kv_heads_of(uint32_t layer) const {
+    return global_kv_heads > 0 && layer_global_shape(layer) ? global_kv_heads : n_kv_heads;
+  }
+  uint32_t q_dim_of(uint32_t layer) const { return n_heads * head_dim_of(layer); }
+  uint32_t kv_dim_of(uint32_t layer) const { return kv_heads_of(layer) * head_dim_of(layer); }
+  uint32_t rotary_dim_of(uint32_t layer) const {
+    if (rope_theta_local > 0 && layer_slides(layer))
+      return rope_dim_local > 0 ? rope_dim_local : head_dim_of(layer);
+    return rope_dim > 0 ? rope_dim : head_dim_of(layer);
+  }
+  bool layer_v_from_k(uint32_t layer) const { return global_v_from_k && layer_global_shape(layer); }
+  uint32_t d_ff_of(uint32_t layer) const {
+    return double_wide_shared_ffn && !layer_has_kv(layer) ? 2 * d_ff : d_ff;
+  }
+  // The widest layer's sizes (scratch buffers).
+  uint32_t max_head_dim() const { return std::max(head_dim, global_head_dim); }
+  uint32_t max_q_dim() const { return n_heads * max_head_dim(); }
+  uint32_t max_kv_dim() const {
+    uint32_t m = kv_dim();
+    for (uint32_t l = 0; l < n_layers; ++l) m = std::max(m, kv_dim_of(l));
+    return m;
+  }
+  uint32_t max_d_ff() const { return double_wide_shared_ffn ? 2 * d_ff : d_ff; }
+  bool uniform_attention() const {
+    return global_head_dim == 0 && global_kv_heads == 0 && !global_v_from_k &&
+           n_kv_shared_layers == 0;
+  }
+  // Whether the layer computes and stores K/V (not a recurrent or KV-sharing layer).
+  bool layer_has_kv(uint32_t layer) const {
+    return !layer_recurrent(layer) && layer + n_kv_shared_layers < n_layers;
+  }
+  // The layer whose KV an attention layer reads: itself, or for a KV-sharing layer the last
+  // earlier layer of its kind that stores KV.
+  uint32_t kv_source_layer(uint32_t layer) const {
+    if (layer_has_kv(layer) || layer_recurrent(layer)) return layer;
+    for (uint32_t l = n_layers - n_kv_shared_layers; l-- > 0;)
+      if (layer_has_kv(l) && layer_slides(l) == layer_slides(layer)) return l;
+    return layer;  // validate_config refuses a model without such a layer
+  }
   bool layer_recurrent(uint32_t layer) const {
     return layer < recurrent_layers.size() && recurrent_layers[layer] != 0;
   }
@@ -105,11 +168,17 @@ struct ModelConfig {
       if (r) return true;
     return false;
   }
-  // Layers with KV (softmax attention), and the KV pool's layer index of an attention layer.
-  uint32_t n_kv_layers() const { return n_layers - n_recurrent_layers(); }
+  // Layers that store KV, and the KV pool's layer index of an attention layer (a KV-sharing
+  // layer reads its source layer's).
+  uint32_t n_kv_layers() const {
+    uint32_t n = 0;
+    for (uint32_t l = 0; l < n_layers; ++l) n += layer_has_kv(l) ? 1 : 0;
+    return n;
+  }
   uint32_t kv_layer(uint32_t layer) const {
+    const uint32_t src = kv_source_layer(layer);
     uint32_t i = 0;
-    for (uint32_t l = 0; l < layer; ++l) i += layer_recurrent(l) ? 0 : 1;
+    for (uint32_t l = 0; l < src; ++l) i += layer_has_kv(l) ? 1 : 0;
     return i;
   }
   uint32_t n_recurrent_layers() const {

@@ -112,8 +112,7 @@ void run_logits(const LogitsArgs& a) {
   eo.n_threads = a.threads;
   eo.max_embeds = 1;
   const uint32_t n_pages = (n + a.page_size - 1) / a.page_size;
-  eo.kv_memory_bytes =
-      KvShape{c.n_kv_layers(), c.n_kv_heads, c.head_dim, a.page_size}.page_bytes() * n_pages;
+  eo.kv_memory_bytes = kv_shape_for(c, a.page_size).page_bytes() * n_pages;
   eo.state_memory_bytes = c.recurrent_state_floats() * sizeof(float);  // one sequence's
   eo.device = a.device;
   auto backend = make_backend(weights, eo);

@@ -309,9 +309,9 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
                std::span<const AttentionSequence> seqs, AttentionScratch& scratch,
                const AttentionParams& params) {
   const KvShape& shape = kv.shape();
-  const uint32_t hd = shape.head_dim;
+  const uint32_t hd = shape.head_dim_of(layer);
   const uint32_t ps = shape.page_size;
-  const uint32_t group = n_heads / shape.n_kv_heads;
+  const uint32_t group = n_heads / shape.heads_of(layer);
   const uint32_t q_dim = n_heads * hd;
   const float scale = params.scale > 0 ? params.scale : 1.0f / std::sqrt(static_cast<float>(hd));
   const float cap = params.softcap, inv_cap = cap > 0 ? 1.0f / cap : 0.0f;

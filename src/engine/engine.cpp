@@ -34,11 +34,22 @@ namespace pith {
 struct Engine::Scratch {
   explicit Scratch(const ModelConfig& c)
       : rope(c),
-        rope_local(c.rotary_dim(), c.rope_theta_local > 0 ? c.rope_theta_local : c.rope_theta,
-                   c.rope_theta_local > 0 ? std::vector<float>{} : c.rope_freq_factors) {}
+        rope_local(
+            c.rope_theta_local > 0 ? c.rotary_dim_of(first_sliding_layer(c)) : c.rotary_dim(),
+            c.rope_theta_local > 0 ? c.rope_theta_local : c.rope_theta,
+            c.rope_theta_local > 0 ? std::vector<float>{} : c.rope_freq_factors),
+        ones(c.max_head_dim(), 1.0f) {}
+
+  static uint32_t first_sliding_layer(const ModelConfig& c) {
+    for (uint32_t l = 0; l < c.n_layers; ++l)
+      if (c.layer_slides(l)) return l;
+    return 0;
+  }
 
   RopeTable rope;
-  RopeTable rope_local;             // sliding layers of gemma3 (own base, no scaling); else == rope
+  RopeTable rope_local;  // sliding layers of gemma3/4 (own base and size, no scaling); else == rope
+  std::vector<float> ones;          // [max head_dim]: the weight of a weightless norm (V heads)
+  std::vector<size_t> seq_first;    // [sequences] first flattened input
   std::vector<float> x;             // [T][d_model] residual stream
   std::vector<float> h;             // [T][d_model] normed input of a block
   std::vector<float> q;             // [T][q_dim]
@@ -51,7 +62,7 @@ struct Engine::Scratch {
   std::vector<float> up;            // [T][d_ff]
   std::vector<float> cos_t;         // [T][rotary_dim/2]
   std::vector<float> sin_t;         // [T][rotary_dim/2]
-  std::vector<float> cos_l, sin_l;  // [T][rotary_dim/2] of rope_local, when the model has one
+  std::vector<float> cos_l, sin_l;  // [T][local rotary dims/2] of rope_local, where it has one
   std::vector<uint32_t> write_page, write_slot;  // [T] where each input's K/V goes
   std::vector<float> out_h;   // [R][d_model] normed hidden states of the rows needing logits
   std::vector<float> logits;  // [R_logits][vocab] of the rows that asked for full logits
@@ -120,11 +131,6 @@ std::shared_ptr<const ModelWeights> with_weight_panels(std::shared_ptr<const Mod
   return copy;
 }
 
-// Only softmax-attention layers keep KV (a hybrid model's recurrent layers keep a state).
-KvShape kv_shape(const ModelConfig& c, uint32_t page_size) {
-  return KvShape{c.n_kv_layers(), c.n_kv_heads, c.head_dim, page_size};
-}
-
 float sigmoid(float x) {
   return 1.0f / (1.0f + std::exp(-x));
 }
@@ -134,8 +140,9 @@ float sigmoid(float x) {
 Engine::Engine(std::shared_ptr<const ModelWeights> weights, const EngineOptions& options)
     : weights_((PITH_CHECK(weights != nullptr), std::move(weights))),
       pool_(options.n_threads),
-      kv_pool_((validate_model_shapes(*weights_), kv_shape(weights_->config, options.kv_page_size)),
-               options.kv_memory_bytes),
+      kv_pool_(
+          (validate_model_shapes(*weights_), kv_shape_for(weights_->config, options.kv_page_size)),
+          options.kv_memory_bytes),
       embeds_(weights_->config.d_model, options.max_embeds),
       states_(weights_->config, options.state_memory_bytes > 0 ? options.state_memory_bytes
                                                                : options.kv_memory_bytes),
@@ -163,9 +170,10 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
   const ModelConfig& c = config();
   const ModelWeights& w = *weights_;
   Scratch& s = *scratch_;
-  const uint32_t d = c.d_model, hd = c.head_dim, np = c.rotary_dim() / 2;
-  const uint32_t q_dim = c.q_dim(), kv_dim = c.kv_dim();
-  const uint32_t d_ff = c.n_experts > 0 ? 0 : c.d_ff;  // MoE layers use their own buffers
+  // Buffer widths: the widest layer's (gemma4's global layers have larger heads).
+  const uint32_t d = c.d_model, np = s.rope.n_pairs(), np_l = s.rope_local.n_pairs();
+  const uint32_t q_cap = c.max_q_dim(), kv_cap = c.max_kv_dim();
+  const uint32_t ff_cap = c.n_experts > 0 ? 0 : c.max_d_ff();  // MoE layers have their own
   const uint32_t ps = kv_pool_.page_size();
 
   std::vector<SequenceResult> results(batch.size());
@@ -175,20 +183,20 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
 
   float* x = grow(s.x, T * d);
   float* h = grow(s.h, T * d);
-  float* q = grow(s.q, T * q_dim);
-  float* q_gate = c.attn_output_gate ? grow(s.q_gate, T * 2 * q_dim) : nullptr;
-  float* out_gate = c.attn_output_gate ? grow(s.out_gate, T * q_dim) : nullptr;
-  float* k = grow(s.k, T * kv_dim);
-  float* v = grow(s.v, T * kv_dim);
-  float* attn = grow(s.attn, T * q_dim);
+  float* q = grow(s.q, T * q_cap);
+  float* q_gate = c.attn_output_gate ? grow(s.q_gate, T * 2 * q_cap) : nullptr;
+  float* out_gate = c.attn_output_gate ? grow(s.out_gate, T * q_cap) : nullptr;
+  float* k = grow(s.k, T * kv_cap);
+  float* v = grow(s.v, T * kv_cap);
+  float* attn = grow(s.attn, T * q_cap);
   float* tmp = grow(s.tmp, T * d);
-  float* gate = grow(s.gate, T * d_ff);
-  float* up = grow(s.up, T * d_ff);
+  float* gate = grow(s.gate, T * ff_cap);
+  float* up = grow(s.up, T * ff_cap);
   float* cos_t = grow(s.cos_t, T * np);
   float* sin_t = grow(s.sin_t, T * np);
   const bool local_rope = c.rope_theta_local > 0;
-  float* cos_l = local_rope ? grow(s.cos_l, T * np) : cos_t;
-  float* sin_l = local_rope ? grow(s.sin_l, T * np) : sin_t;
+  float* cos_l = local_rope ? grow(s.cos_l, T * np_l) : cos_t;
+  float* sin_l = local_rope ? grow(s.sin_l, T * np_l) : sin_t;
   uint32_t* wpage = grow(s.write_page, T);
   uint32_t* wslot = grow(s.write_slot, T);
 
@@ -216,6 +224,7 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
 
   // Flatten: input embeddings, RoPE angles and KV destinations per token. [T][...]
   s.seqs.resize(batch.size());
+  s.seq_first.resize(batch.size());
   s.delta_seqs.resize(c.hybrid() ? batch.size() : 0);
   size_t t = 0;
   for (size_t si = 0; si < batch.size(); ++si) {
@@ -223,15 +232,15 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     const uint32_t n = static_cast<uint32_t>(seq.n_inputs());
     if (c.hybrid()) s.delta_seqs[si] = DeltaNetSequence{static_cast<uint32_t>(t), n, nullptr};
     const uint32_t ctx = static_cast<uint32_t>((seq.kv_pages.size() - 1) * ps + seq.last_page_len);
-    s.seqs[si] =
-        AttentionSequence{q + t * q_dim, attn + t * q_dim, n, ctx, seq.kv_pages, &seq.mask};
+    s.seq_first[si] = t;
+    s.seqs[si] = AttentionSequence{q, attn, n, ctx, seq.kv_pages, &seq.mask};  // q, out: per layer
     for (uint32_t i = 0; i < n; ++i, ++t) {
       if (!seq.tokens.empty())
         embed_token(seq.tokens[i], x + t * d);
       else
         std::memcpy(x + t * d, embeds_.data(seq.embed_slots[i]), d * sizeof(float));
       s.rope.angles(seq.positions[i], cos_t + t * np, sin_t + t * np);
-      if (local_rope) s.rope_local.angles(seq.positions[i], cos_l + t * np, sin_l + t * np);
+      if (local_rope) s.rope_local.angles(seq.positions[i], cos_l + t * np_l, sin_l + t * np_l);
       const uint32_t slot = ctx - n + i;
       wpage[t] = seq.kv_pages[slot / ps];
       wslot[t] = slot % ps;
@@ -248,6 +257,11 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     const bool slides = c.layer_slides(l);
     const float* lc = slides ? cos_l : cos_t;
     const float* ls = slides ? sin_l : sin_t;
+    const uint32_t lnp = slides ? np_l : np;  // this layer's rotary pairs
+    // This layer's attention shape (gemma4's global layers differ from its sliding ones).
+    const uint32_t hd = c.head_dim_of(l), n_kv = c.kv_heads_of(l);
+    const uint32_t q_dim = c.q_dim_of(l), kv_dim = c.kv_dim_of(l);
+    const uint32_t d_ff = c.n_experts > 0 ? 0 : c.d_ff_of(l);
     for_each_token(pool_, T, [&](size_t i) {
       rmsnorm(x + i * d, L.attn_norm.data(), h + i * d, d, c.rms_eps);
     });
@@ -262,7 +276,12 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
       add(tmp, x, T * d);
       op(P::Residual);
     } else {
-      const uint32_t kl = c.kv_layer(l);  // this layer's index in the KV pool
+      const uint32_t kl = c.kv_layer(l);  // this layer's index in the KV pool (or its source's)
+      const bool stores_kv = c.layer_has_kv(l);
+      for (size_t si = 0; si < batch.size(); ++si) {
+        s.seqs[si].q = q + s.seq_first[si] * q_dim;
+        s.seqs[si].out = attn + s.seq_first[si] * q_dim;
+      }
       // Attention block: h = norm(x); q,k,v = W h (+ b); q/k head norms; rope; K/V -> pages;
       // attn (times sigmoid(gate) where the query projection has one); o = Wo attn (normed again
       // where the family does); x += o.
@@ -278,13 +297,20 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
       } else {
         matmul(pool_, L.wq, h, T, q);
       }
-      matmul(pool_, L.wk, h, T, k);
-      matmul(pool_, L.wv, h, T, v);
+      if (stores_kv) {
+        matmul(pool_, L.wk, h, T, k);
+        if (c.layer_v_from_k(l))
+          std::memcpy(v, k, T * kv_dim * sizeof(float));  // V is K's projection
+        else
+          matmul(pool_, L.wv, h, T, v);
+      }
       op(P::QkvProj);
       if (lora) {
         lora->apply(pool_, l, LoraTarget::Q, h, d, q, q_dim);
-        lora->apply(pool_, l, LoraTarget::K, h, d, k, kv_dim);
-        lora->apply(pool_, l, LoraTarget::V, h, d, v, kv_dim);
+        if (stores_kv) {
+          lora->apply(pool_, l, LoraTarget::K, h, d, k, kv_dim);
+          lora->apply(pool_, l, LoraTarget::V, h, d, v, kv_dim);
+        }
         op(P::Lora);
       }
       for_each_token(pool_, T, [&](size_t i) {
@@ -296,14 +322,16 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
           add(L.bk.data(), ki, kv_dim);
           add(L.bv.data(), vi, kv_dim);
         }
-        if (c.qk_norm) {
+        if (c.qk_norm)
           for (uint32_t hh = 0; hh < c.n_heads; ++hh)
             rmsnorm(qi + hh * hd, L.q_norm.data(), qi + hh * hd, hd, c.rms_eps);
-          for (uint32_t hh = 0; hh < c.n_kv_heads; ++hh)
-            rmsnorm(ki + hh * hd, L.k_norm.data(), ki + hh * hd, hd, c.rms_eps);
+        rotate(qi, c.n_heads, lnp, lc + i * lnp, ls + i * lnp, hd);
+        if (!stores_kv) return;  // this layer reads an earlier layer's KV
+        for (uint32_t hh = 0; hh < n_kv; ++hh) {
+          if (c.qk_norm) rmsnorm(ki + hh * hd, L.k_norm.data(), ki + hh * hd, hd, c.rms_eps);
+          if (c.v_norm) rmsnorm(vi + hh * hd, s.ones.data(), vi + hh * hd, hd, c.rms_eps);
         }
-        rotate(qi, c.n_heads, np, lc + i * np, ls + i * np, hd);
-        rotate(ki, c.n_kv_heads, np, lc + i * np, ls + i * np, hd);
+        rotate(ki, n_kv, lnp, lc + i * lnp, ls + i * lnp, hd);
         kv_pool_.write(wpage[i], wslot[i], kl, ki, vi);
       });
       op(P::QkRopeKv);
@@ -370,6 +398,7 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
       op(P::Norms);
     }
     add(tmp, x, T * d);
+    if (c.layer_scale) scale(x, L.layer_scale, T * d);
     op(P::Residual);
   }
 

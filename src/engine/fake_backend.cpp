@@ -83,7 +83,7 @@ uint32_t checked_size(uint32_t value, const char* what) {
 
 // The CPU engine's rule (engine/kv_pool.h): whole pages of the f32 K/V layout in the budget.
 uint32_t pages_in_budget(const ModelConfig& c, const BackendOptions& o) {
-  const KvShape shape{c.n_layers, c.n_kv_heads, c.head_dim, o.kv_page_size};
+  const KvShape shape{c.n_layers, c.n_kv_heads, c.head_dim, o.kv_page_size, {}};
   if (shape.n_layers == 0 || shape.n_kv_heads == 0 || shape.head_dim == 0 || shape.page_size == 0)
     fail("KV pool: empty shape (layers {}, kv heads {}, head_dim {}, page size {})", shape.n_layers,
          shape.n_kv_heads, shape.head_dim, shape.page_size);

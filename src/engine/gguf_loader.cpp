@@ -26,6 +26,34 @@ uint32_t get_u32_or(const GGUFFile& f, const std::string& key, uint32_t fallback
   return f.has(key) ? get_u32(f, key) : fallback;
 }
 
+// A size that may be recorded per layer (gemma4's attention.head_count_kv and
+// feed_forward_length): its value for layer 0 here; the family reads the whole array, and
+// per_layer_sizes_match checks the config against it.
+uint32_t first_layer_u32(const GGUFFile& f, const std::string& key, uint32_t fallback) {
+  const GGUFValue* v = f.find(key);
+  if (!v) return fallback;
+  if (!std::holds_alternative<GGUFArray>(v->v)) return get_u32(f, key);
+  std::vector<float> a = f.get_f32_array(key);
+  if (a.empty() || !(a[0] >= 0) || a[0] > float(UINT32_MAX))
+    fail("{}: metadata '{}' is an empty or invalid per-layer array", f.path(), key);
+  return static_cast<uint32_t>(a[0]);
+}
+
+void per_layer_sizes_match(const GGUFFile& f, const std::string& key, const ModelConfig& c,
+                           uint32_t (ModelConfig::*of)(uint32_t) const) {
+  const GGUFValue* v = f.find(key);
+  if (!v || !std::holds_alternative<GGUFArray>(v->v)) return;
+  std::vector<float> a = f.get_f32_array(key);
+  if (a.size() < c.n_layers)
+    fail("{}: '{}' has {} entries for {} layers", f.path(), key, a.size(), c.n_layers);
+  for (uint32_t l = 0; l < c.n_layers; ++l)
+    if (a[l] != float((c.*of)(l)))
+      fail(
+          "{}: '{}' gives layer {} the size {}, which this architecture's layer kinds do not "
+          "allow ({} expected)",
+          f.path(), key, l, a[l], (c.*of)(l));
+}
+
 const GGUFTensorInfo& require_tensor(const GGUFFile& f, const std::string& name) {
   const GGUFTensorInfo* t = f.find_tensor(name);
   if (!t) fail("{}: missing tensor '{}'", f.path(), name);
@@ -100,18 +128,39 @@ class GgufKeys final : public ArchitectureKeys {
     if (key.gguf.empty() || !f_.has(prefix_ + std::string(key.gguf))) return std::nullopt;
     return f_.get_bool_or(prefix_ + std::string(key.gguf), false);
   }
-  // Hybrid models record their layer kinds as a bool array (true: recurrent).
+  // Layer kinds: hybrid models record theirs as a bool array (true: recurrent), gemma4 its
+  // sliding layers (true: sliding window).
   std::optional<std::vector<std::string>> layer_types() const override {
-    const GGUFValue* v = f_.find(prefix_ + "attention.recurrent_layers");
+    for (auto [key, yes] : {std::pair{"attention.recurrent_layers", "linear_attention"},
+                            std::pair{"attention.sliding_window_pattern", "sliding_attention"}}) {
+      const GGUFValue* v = f_.find(prefix_ + key);
+      if (!v) continue;
+      const GGUFArray* a = std::get_if<GGUFArray>(&v->v);
+      if (!a && key == std::string_view("attention.sliding_window_pattern")) continue;  // gemma3: n
+      if (!a || (a->elem_type != GGUFType::BOOL && a->elem_type != GGUFType::U8 &&
+                 a->elem_type != GGUFType::I8))
+        fail("{}: {}{} must be an array of booleans", f_.path(), prefix_, key);
+      std::vector<std::string> out;
+      for (uint64_t i = 0; i < a->count; ++i) out.push_back(a->data[i] ? yes : "full_attention");
+      return out;
+    }
+    return std::nullopt;
+  }
+  std::optional<std::vector<double>> numbers(ArchKey key) const override {
+    if (key.gguf.empty()) return std::nullopt;
+    const std::string name = prefix_ + std::string(key.gguf);
+    const GGUFValue* v = f_.find(name);
     if (!v) return std::nullopt;
-    const GGUFArray* a = std::get_if<GGUFArray>(&v->v);
-    if (!a || (a->elem_type != GGUFType::BOOL && a->elem_type != GGUFType::U8 &&
-               a->elem_type != GGUFType::I8))
-      fail("{}: {}attention.recurrent_layers must be an array of booleans", f_.path(), prefix_);
-    std::vector<std::string> out;
-    for (uint64_t i = 0; i < a->count; ++i)
-      out.push_back(a->data[i] ? "linear_attention" : "full_attention");
-    return out;
+    if (!std::holds_alternative<GGUFArray>(v->v)) return std::vector<double>{f_.get_float(name)};
+    std::vector<float> a = f_.get_f32_array(name);
+    return std::vector<double>(a.begin(), a.end());
+  }
+  std::optional<std::string> text(ArchKey key) const override {
+    if (key.gguf.empty()) return std::nullopt;
+    return f_.get_string_opt(prefix_ + std::string(key.gguf));
+  }
+  std::optional<bool> has_tensor(std::string_view name) const override {
+    return f_.find_tensor(std::string(name)) != nullptr;
   }
 
  private:
@@ -145,9 +194,10 @@ ModelConfig gguf_model_config(const GGUFFile& f) {
          c.n_layers);
   c.n_layers -= nextn;
   c.d_model = get_u32(f, p + "embedding_length");
-  c.d_ff = get_u32(f, p + "feed_forward_length");
+  c.d_ff = f.has(p + "feed_forward_length") ? first_layer_u32(f, p + "feed_forward_length", 0)
+                                            : get_u32(f, p + "feed_forward_length");  // missing
   c.n_heads = get_u32(f, p + "attention.head_count");
-  c.n_kv_heads = get_u32_or(f, p + "attention.head_count_kv", c.n_heads);
+  c.n_kv_heads = first_layer_u32(f, p + "attention.head_count_kv", c.n_heads);
   if (c.n_heads == 0) fail("{}: {}attention.head_count is 0", f.path(), p);
   c.head_dim = get_u32_or(f, p + "attention.key_length", c.d_model / c.n_heads);
   uint32_t v_len = get_u32_or(f, p + "attention.value_length", c.head_dim);
@@ -188,6 +238,8 @@ ModelConfig gguf_model_config(const GGUFFile& f) {
   c.tied_output = f.find_tensor("output.weight") == nullptr;
   arch.configure(c, GgufKeys(f, p));
   validate_config(c, f.path());
+  per_layer_sizes_match(f, p + "attention.head_count_kv", c, &ModelConfig::kv_heads_of);
+  per_layer_sizes_match(f, p + "feed_forward_length", c, &ModelConfig::d_ff_of);
   return c;
 }
 

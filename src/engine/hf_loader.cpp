@@ -254,12 +254,42 @@ class HfKeys final : public ArchitectureKeys {
       fail("{}: 'layer_types' must be a list of strings", path_);
     return out;
   }
+  std::optional<std::vector<double>> numbers(ArchKey key) const override {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (v->is_number()) return std::vector<double>{v->get<double>()};
+    std::vector<double> out;
+    if (v->is_array())
+      for (const json& e : *v)
+        if (e.is_number()) out.push_back(e.get<double>());
+    if (!v->is_array() || out.size() != v->size())
+      fail("{}: '{}' must be a number or a list of numbers", path_, key.hf);
+    return out;
+  }
+  std::optional<std::string> text(ArchKey key) const override {
+    const json* v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) fail("{}: '{}' must be a string", path_, key.hf);
+    return v->get<std::string>();
+  }
+  std::optional<bool> has_tensor(std::string_view) const override { return std::nullopt; }
 
  private:
+  // key.hf may name a nested value with dots ("rope_parameters.full_attention.rope_theta").
   const json* find(ArchKey key) const {
     if (key.hf.empty()) return nullptr;
-    auto it = j_.find(std::string(key.hf));
-    return it == j_.end() || it->is_null() ? nullptr : &*it;
+    const json* at = &j_;
+    std::string_view rest = key.hf;
+    while (!rest.empty()) {
+      const size_t dot = rest.find('.');
+      const std::string part(rest.substr(0, dot));
+      rest = dot == std::string_view::npos ? std::string_view{} : rest.substr(dot + 1);
+      if (!at->is_object()) return nullptr;
+      auto it = at->find(part);
+      if (it == at->end() || it->is_null()) return nullptr;
+      at = &*it;
+    }
+    return at;
   }
   const json& j_;
   std::string path_;

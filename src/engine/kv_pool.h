@@ -12,6 +12,9 @@
 // [page_size][head_dim] tile: the inner loop of attention streams it linearly. Writing one
 // token scatters its kv_dim values into n_kv_heads rows of head_dim (cheap: one token, once).
 //
+// Layers may differ in KV heads and head size (gemma4's global layers): each layer's block then
+// has its own [k|v][kv_head][slot][head_dim] shape, at its own offset in the page.
+//
 // Cost: page_bytes = n_layers * 2 * page_size * kv_dim * 4. Llama-3.2-1B (16 layers, kv_dim
 // 512, 16-token pages): 1 MiB per page, i.e. 64 KiB per token.
 //
@@ -25,21 +28,45 @@
 #include <span>
 #include <vector>
 
+#include "backend/model_config.h"
 #include "backend/slot_pool.h"
 
 namespace pith {
+
+struct KvLayerShape {
+  uint32_t n_kv_heads = 0;
+  uint32_t head_dim = 0;
+};
 
 struct KvShape {
   uint32_t n_layers = 0;
   uint32_t n_kv_heads = 0;
   uint32_t head_dim = 0;
   uint32_t page_size = 16;  // token slots per page
+  // [n_layers] where layers differ; empty: every layer is n_kv_heads x head_dim.
+  std::vector<KvLayerShape> layers;
 
   uint32_t kv_dim() const { return n_kv_heads * head_dim; }
+  uint32_t heads_of(uint32_t layer) const {
+    return layers.empty() ? n_kv_heads : layers[layer].n_kv_heads;
+  }
+  uint32_t head_dim_of(uint32_t layer) const {
+    return layers.empty() ? head_dim : layers[layer].head_dim;
+  }
+  uint32_t kv_dim_of(uint32_t layer) const { return heads_of(layer) * head_dim_of(layer); }
   // Floats in one page (all layers, K and V).
-  size_t page_floats() const { return size_t{n_layers} * 2 * page_size * kv_dim(); }
+  size_t page_floats() const {
+    if (layers.empty()) return size_t{n_layers} * 2 * page_size * kv_dim();
+    size_t n = 0;
+    for (uint32_t l = 0; l < n_layers; ++l) n += size_t{2} * page_size * kv_dim_of(l);
+    return n;
+  }
   size_t page_bytes() const { return page_floats() * sizeof(float); }
 };
+
+// The KV shape of a model: its KV-storing layers (not recurrent or KV-sharing ones), per-layer
+// shapes where they differ.
+KvShape kv_shape_for(const ModelConfig& config, uint32_t page_size);
 
 class KvPool {
  public:
@@ -92,10 +119,16 @@ class KvPool {
 
  private:
   size_t offset(uint32_t page, uint32_t layer, uint32_t kv, uint32_t kv_head) const {
-    size_t tile = size_t{shape_.page_size} * shape_.head_dim;
-    return size_t{page} * page_floats_ +
-           ((size_t{layer} * 2 + kv) * shape_.n_kv_heads + kv_head) * tile;
+    const LayerBlock& b = blocks_[layer];
+    return size_t{page} * page_floats_ + b.offset + (size_t{kv} * b.n_kv_heads + kv_head) * b.tile;
   }
+
+  struct LayerBlock {
+    size_t offset = 0;  // floats from the page start
+    size_t tile = 0;    // page_size * head_dim
+    uint32_t n_kv_heads = 0;
+  };
+  std::vector<LayerBlock> blocks_;  // [n_layers]
 
   KvShape shape_;
   size_t page_floats_ = 0;

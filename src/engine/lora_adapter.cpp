@@ -288,17 +288,18 @@ void check_adapter_fits(const LoraAdapter& adapter, const ModelConfig& c) {
          c.n_layers);
   if (c.n_experts > 0)
     fail("{}: adapters on mixture-of-experts models are not supported", adapter.source);
-  const size_t in[kLoraTargets] = {c.d_model, c.d_model, c.d_model, c.q_dim(),
-                                   c.d_model, c.d_model, c.d_ff};
-  const size_t out[kLoraTargets] = {c.q_dim(), c.kv_dim(), c.kv_dim(), c.d_model,
-                                    c.d_ff,    c.d_ff,     c.d_model};
-  for (uint32_t l = 0; l < c.n_layers; ++l)
+  for (uint32_t l = 0; l < c.n_layers; ++l) {
+    // Per-layer sizes: gemma4's global layers and double-wide FFNs differ from the rest.
+    const size_t q = c.q_dim_of(l), kv = c.kv_dim_of(l), ff = c.d_ff_of(l);
+    const size_t in[kLoraTargets] = {c.d_model, c.d_model, c.d_model, q, c.d_model, c.d_model, ff};
+    const size_t out[kLoraTargets] = {q, kv, kv, c.d_model, ff, ff, c.d_model};
     for (size_t t = 0; t < kLoraTargets; ++t)
       if (const LoraPair* p = adapter.pair(l, static_cast<LoraTarget>(t)))
         if (p->a.cols != in[t] || p->b.rows != out[t] || p->b.cols != p->a.rows)
           fail("{}: layer {} {}: A [{}][{}] and B [{}][{}] do not fit [{}][{}]", adapter.source, l,
                lora_target_name(static_cast<LoraTarget>(t)), p->a.rows, p->a.cols, p->b.rows,
                p->b.cols, out[t], in[t]);
+  }
 }
 
 std::vector<LoraTargetTensor> lora_target_tensors(const ModelConfig& base) {

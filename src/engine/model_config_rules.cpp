@@ -94,6 +94,16 @@ void validate_config(const ModelConfig& c, const std::string& source) {
            dn.v_heads, dn.k_heads);
     if (dn.conv_kernel < 2) fail("{}: conv kernel {} is too short", source, dn.conv_kernel);
   }
+  if (c.global_head_dim % 2 != 0 || c.global_head_dim > 4096)
+    fail("{}: global head size {} must be even and at most 4096", source, c.global_head_dim);
+  if (c.global_kv_heads > 0 && c.n_heads % c.global_kv_heads != 0)
+    fail("{}: n_heads {} is not a multiple of the global layers' {} KV heads", source, c.n_heads,
+         c.global_kv_heads);
+  if (c.rope_dim_local > c.head_dim || c.rope_dim_local % 2 != 0)
+    fail("{}: sliding layers' rotary dimensions {} must be even and at most head_dim {}", source,
+         c.rope_dim_local, c.head_dim);
+  if (c.n_kv_shared_layers >= c.n_layers)
+    fail("{}: {} KV-sharing layers of {}", source, c.n_kv_shared_layers, c.n_layers);
   if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
     fail("{}: rotary dimensions {} must be even and at most head_dim {}", source, c.rope_dim,
          c.head_dim);

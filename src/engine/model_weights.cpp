@@ -3,6 +3,8 @@
 
 #include <fmt/ranges.h>
 
+#include <cmath>
+
 #include "common/error.h"
 
 namespace pith {
@@ -66,6 +68,10 @@ std::string family_option_summary(const ModelConfig& c) {
   if (c.rope_dim > 0 && c.rope_dim != c.head_dim) used.push_back("partial rotary");
   if (c.attn_output_gate) used.push_back("gated attention output");
   if (c.hybrid()) used.push_back("Gated DeltaNet layers");
+  if (!c.uniform_attention()) used.push_back("per-layer attention shapes");
+  if (c.v_norm) used.push_back("V norms");
+  if (c.layer_scale) used.push_back("layer output scales");
+  if (c.double_wide_shared_ffn) used.push_back("per-layer FFN widths");
   return used.empty() ? "none" : fmt::format("{}", fmt::join(used, ", "));
 }
 
@@ -124,6 +130,11 @@ void place_layer_vector(LayerWeights& l, LayerTensor::Role role, std::vector<flo
       return;
     case R::SharedGateInp:
       l.sh_gate_inp = std::move(v);
+      return;
+    case R::LayerScale:
+      if (v.size() != 1 || !std::isfinite(v[0]))
+        fail("layer output scale: {} values, expected one finite value", v.size());
+      l.layer_scale = v[0];
       return;
     default:
       fail("layer tensor role {} is not a vector", static_cast<int>(role));
@@ -264,15 +275,19 @@ void validate_model_shapes(const ModelWeights& w) {
       check_vector(L.ssm_a, dn.v_heads, "ssm_a", l);
       check_vector(L.ssm_norm, dn.v_dim, "ssm_norm", l);
     } else {
-      check_matrix(L.wq, c.attn_output_gate ? 2 * c.q_dim() : c.q_dim(), c.d_model, "attn_q", l);
-      check_matrix(L.wk, c.kv_dim(), c.d_model, "attn_k", l);
-      check_matrix(L.wv, c.kv_dim(), c.d_model, "attn_v", l);
-      check_matrix(L.wo, c.d_model, c.q_dim(), "attn_output", l);
+      const uint32_t li = static_cast<uint32_t>(l), q_dim = c.q_dim_of(li);
+      check_matrix(L.wq, c.attn_output_gate ? 2 * q_dim : q_dim, c.d_model, "attn_q", l);
+      if (c.layer_has_kv(li)) {
+        check_matrix(L.wk, c.kv_dim_of(li), c.d_model, "attn_k", l);
+        if (!c.layer_v_from_k(li)) check_matrix(L.wv, c.kv_dim_of(li), c.d_model, "attn_v", l);
+      }
+      check_matrix(L.wo, c.d_model, q_dim, "attn_output", l);
     }
     if (c.n_experts == 0) {
-      check_matrix(L.w_gate, c.d_ff, c.d_model, "ffn_gate", l);
-      check_matrix(L.w_up, c.d_ff, c.d_model, "ffn_up", l);
-      check_matrix(L.w_down, c.d_model, c.d_ff, "ffn_down", l);
+      const uint32_t d_ff = c.d_ff_of(static_cast<uint32_t>(l));
+      check_matrix(L.w_gate, d_ff, c.d_model, "ffn_gate", l);
+      check_matrix(L.w_up, d_ff, c.d_model, "ffn_up", l);
+      check_matrix(L.w_down, c.d_model, d_ff, "ffn_down", l);
     } else {
       check_matrix(L.router, c.n_experts, c.d_model, "ffn_gate_inp", l);
       for (const auto* e : {&L.exp_gate, &L.exp_up, &L.exp_down})
@@ -295,8 +310,10 @@ void validate_model_shapes(const ModelWeights& w) {
     check_optional(L.bq, c.qkv_bias && !recurrent, c.q_dim(), "attn_q.bias");
     check_optional(L.bk, c.qkv_bias && !recurrent, c.kv_dim(), "attn_k.bias");
     check_optional(L.bv, c.qkv_bias && !recurrent, c.kv_dim(), "attn_v.bias");
-    check_optional(L.q_norm, c.qk_norm && !recurrent, c.head_dim, "attn_q_norm");
-    check_optional(L.k_norm, c.qk_norm && !recurrent, c.head_dim, "attn_k_norm");
+    const uint32_t hd = c.head_dim_of(static_cast<uint32_t>(l));
+    const bool stores_kv = c.layer_has_kv(static_cast<uint32_t>(l));
+    check_optional(L.q_norm, c.qk_norm && !recurrent, hd, "attn_q_norm");
+    check_optional(L.k_norm, c.qk_norm && stores_kv, hd, "attn_k_norm");
     check_optional(L.post_attn_norm, c.post_norms, c.d_model, "post_attention_norm");
     check_optional(L.post_ffn_norm, c.post_norms, c.d_model, "post_ffw_norm");
   }

@@ -50,6 +50,7 @@ struct LayerWeights {
   std::vector<float> ssm_a;        // [v_heads]: -exp(A_log), the decay rate
   std::vector<float> ssm_norm;     // [v_dim]: gated output norm
   WeightMatrix ssm_out;            // [d_model][value_dim]
+  float layer_scale = 1.0f;        // layer_scale: the layer's output is multiplied by it
 };
 
 struct ModelWeights {

@@ -92,6 +92,21 @@ nlohmann::json tiny_family_options(const std::string& arch, uint32_t head_dim) {
             {"sliding_window_pattern", 6},
             {"rope_local_base_freq", 10000.0},
             {"query_pre_attn_scalar", head_dim}};
+  // gemma4: 5 sliding layers and a global one with twice the head size, one KV head and V = K;
+  // a quarter of the global pairs turn (proportional RoPE).
+  if (arch == "gemma4")
+    return {{"sliding_window", 4},
+            {"global_head_dim", 2 * head_dim},
+            {"num_global_key_value_heads", 1},
+            {"attention_k_eq_v", true},
+            {"final_logit_softcapping", 0.3},
+            {"hidden_size_per_layer_input", 0},
+            {"rope_parameters",
+             {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+              {"full_attention",
+               {{"rope_type", "proportional"},
+                {"partial_rotary_factor", 0.25},
+                {"rope_theta", 1000000.0}}}}}};
   // MoE: 8 experts of width d/2, 2 per token; qwen2moe's shared expert as wide as the dense FFN.
   if (arch == "qwen3moe")
     return {{"num_experts", 8},
@@ -152,9 +167,9 @@ ModelPreset model_preset(const std::string& name, const std::string& arch_name) 
   c.rms_eps = family.starts_with("gemma") || family.starts_with("qwen") ? 1e-6f : 1e-5f;
   // gemma3's tiny shape has 6 layers so that the last one is a full-attention layer, qwen35's 4
   // so that it has one.
-  c.n_layers = generic && family == "gemma3"             ? 6
-               : generic && family.starts_with("qwen35") ? 4
-                                                         : shape->n_layers;
+  c.n_layers = generic && family.starts_with("gemma") && family != "gemma2" ? 6
+               : generic && family.starts_with("qwen35")                    ? 4
+                                                                            : shape->n_layers;
   c.d_model = shape->d_model, c.n_heads = shape->n_heads, c.n_kv_heads = shape->n_kv_heads;
   c.head_dim = shape->head_dim ? shape->head_dim : c.d_model / c.n_heads;
   c.d_ff = shape->d_ff;
@@ -231,12 +246,13 @@ std::vector<GenTensor> plan_tensors(const ModelConfig& c) {
   for (uint32_t i = 0; i < c.n_layers; ++i)
     for (const LayerTensor& l : layer_tensors(arch, c, i)) {
       const bool matrix = l.rows > 1 || l.experts > 0;
-      const K kind = l.conv                                   ? K::Conv
-                     : l.hf_log_decay                         ? K::DecayRate
-                     : l.role == LayerTensor::Role::SsmDtBias ? K::DtBias
-                     : matrix                                 ? K::Matrix
-                     : l.is_norm                              ? K::Norm
-                                                              : K::Bias;
+      const K kind = l.conv                                    ? K::Conv
+                     : l.role == LayerTensor::Role::LayerScale ? K::Norm  // near 1
+                     : l.hf_log_decay                          ? K::DecayRate
+                     : l.role == LayerTensor::Role::SsmDtBias  ? K::DtBias
+                     : matrix                                  ? K::Matrix
+                     : l.is_norm                               ? K::Norm
+                                                               : K::Bias;
       GenTensor* g = add(l.gguf, l.hf, l.rows * std::max<size_t>(l.experts, 1), l.cols, kind,
                          l.rotary, l.is_norm && arch.hf_norm_offset && !l.hf_plain);
       g->experts = l.experts;
@@ -471,14 +487,47 @@ void write_gguf(GenContext& ctx, const std::vector<GenTensor>& plan, const GGUFF
     w.set_u32(a + "block_count", c.n_layers);
     w.set_u32(a + "context_length", c.context_length);
     w.set_u32(a + "embedding_length", c.d_model);
-    w.set_u32(a + "feed_forward_length", c.d_ff);
+    // Per-layer sizes, as llama.cpp's converter writes them for gemma4 (global layers' head size
+    // as key_length, the sliding ones' as key_length_swa; KV heads and FFN widths per layer;
+    // the sliding layers as a bool array).
+    const bool per_layer = arch.per_layer_attention;
+    std::vector<int32_t> kv_heads, ff_widths;
+    std::vector<uint8_t> sliding;
+    for (uint32_t l = 0; l < c.n_layers; ++l) {
+      kv_heads.push_back(static_cast<int32_t>(c.kv_heads_of(l)));
+      ff_widths.push_back(static_cast<int32_t>(c.d_ff_of(l)));
+      sliding.push_back(c.layer_slides(l) ? 1 : 0);
+    }
+    auto i32_array = [&](const std::string& key, const std::vector<int32_t>& v) {
+      w.set(key,
+            {GGUFType::ARRAY,
+             GGUFArray{GGUFType::I32, v.size(), reinterpret_cast<const uint8_t*>(v.data()), {}}});
+    };
+    if (per_layer && c.double_wide_shared_ffn)
+      i32_array(a + "feed_forward_length", ff_widths);
+    else
+      w.set_u32(a + "feed_forward_length", c.d_ff);
     w.set_u32(a + "attention.head_count", c.n_heads);
-    w.set_u32(a + "attention.head_count_kv", c.n_kv_heads);
+    if (per_layer && c.global_kv_heads > 0)
+      i32_array(a + "attention.head_count_kv", kv_heads);
+    else
+      w.set_u32(a + "attention.head_count_kv", c.n_kv_heads);
     w.set_f32(a + "rope.freq_base", c.rope_theta);
     w.set_f32(a + "attention.layer_norm_rms_epsilon", c.rms_eps);
     w.set_u32(a + "rope.dimension_count", c.rotary_dim());
     w.set_u32(a + "vocab_size", c.vocab_size);
-    if (c.head_dim != c.d_model / c.n_heads) {
+    if (per_layer) {
+      const uint32_t global_hd = c.global_head_dim > 0 ? c.global_head_dim : c.head_dim;
+      w.set_u32(a + "attention.key_length", global_hd);
+      w.set_u32(a + "attention.value_length", global_hd);
+      w.set_u32(a + "attention.key_length_swa", c.head_dim);
+      w.set_u32(a + "attention.value_length_swa", c.head_dim);
+      w.set_u32(a + "rope.dimension_count_swa",
+                c.rope_dim_local > 0 ? c.rope_dim_local : c.head_dim);
+      w.set(a + "attention.sliding_window_pattern",
+            {GGUFType::ARRAY, GGUFArray{GGUFType::BOOL, sliding.size(), sliding.data(), {}}});
+      w.set_u32(a + "embedding_length_per_layer_input", 0);
+    } else if (c.head_dim != c.d_model / c.n_heads) {
       w.set_u32(a + "attention.key_length", c.head_dim);
       w.set_u32(a + "attention.value_length", c.head_dim);
     }
@@ -668,6 +717,31 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
     for (uint32_t l = 0; l < c.n_layers; ++l)
       types.push_back(c.layer_recurrent(l) ? "linear_attention" : "full_attention");
     cfg["layer_types"] = types;
+  }
+  if (arch.per_layer_attention) {  // gemma4's keys (configure reads them); RoPE per layer kind
+    cfg.erase("rope_theta");
+    cfg.erase("rope_scaling");
+    cfg["global_head_dim"] = c.global_head_dim > 0 ? c.global_head_dim : c.head_dim;
+    cfg["attention_k_eq_v"] = c.global_v_from_k;
+    cfg["num_global_key_value_heads"] =
+        c.global_v_from_k ? nlohmann::ordered_json(c.kv_heads_of(c.n_layers - 1)) : nullptr;
+    cfg["num_kv_shared_layers"] = c.n_kv_shared_layers;
+    cfg["use_double_wide_mlp"] = c.double_wide_shared_ffn;
+    cfg["hidden_size_per_layer_input"] = 0;
+    cfg["enable_moe_block"] = false;
+    uint32_t turning = 0;
+    for (float f : c.rope_freq_factors) turning += f == 1.0f ? 1 : 0;
+    const double partial =
+        c.rope_freq_factors.empty() ? 1.0 : double(turning) / c.rope_freq_factors.size();
+    cfg["rope_parameters"] = {
+        {"sliding_attention",
+         {{"rope_type", "default"},
+          {"rope_theta", double(c.rope_theta_local)},
+          {"partial_rotary_factor", double(c.rotary_dim_of(0)) / c.head_dim_of(0)}}},
+        {"full_attention",
+         {{"rope_type", "proportional"},
+          {"partial_rotary_factor", partial},
+          {"rope_theta", double(c.rope_theta)}}}};
   }
   if (c.sliding_window > 0) {
     cfg["max_window_layers"] = 0;

@@ -39,7 +39,7 @@ class PagedAttentionGpu : public ::testing::TestWithParam<Case> {
   void check_batch(const std::vector<Spec>& specs, bool reverse_rows, bool expect_flashinfer) {
     const Case c = GetParam();
     const uint32_t n_layers = 2, layer = 1, page_size = 16, hd = c.head_dim;
-    KvShape ks{n_layers, c.n_kv_heads, hd, page_size};
+    KvShape ks{n_layers, c.n_kv_heads, hd, page_size, {}};
     size_t n_pages = 1;
     for (const Spec& s : specs) n_pages += (s.ctx + page_size - 1) / page_size;
     KvPool cpu_kv(ks, ks.page_bytes() * n_pages);

@@ -168,7 +168,7 @@ class OwnKernelParity : public ::testing::TestWithParam<KernelCase> {};
 TEST_P(OwnKernelParity, MatchesCpuAttention) {
   const KernelCase kc = GetParam();
   const uint32_t n_layers = 2, layer = 1, hd = kc.head_dim;
-  KvShape ks{n_layers, kc.n_kv_heads, hd, kc.page_size};
+  KvShape ks{n_layers, kc.n_kv_heads, hd, kc.page_size, {}};
   KvPool cpu_kv(ks, ks.page_bytes() * 64);
   KvPoolLayout layout{kc.bf16 ? DType::BF16 : DType::F32, n_layers, kc.n_kv_heads, hd,
                       kc.page_size};

@@ -26,7 +26,7 @@ class AttentionParity : public ::testing::TestWithParam<Shape> {};
 TEST_P(AttentionParity, MatchesDenseReference) {
   const Shape sh = GetParam();
   const uint32_t layer = 1;
-  KvShape ks{2, sh.n_kv_heads, sh.head_dim, sh.page_size};
+  KvShape ks{2, sh.n_kv_heads, sh.head_dim, sh.page_size, {}};
   KvPool kv(ks, ks.page_bytes() * 96);
   ThreadPool pool(sh.threads);
   std::mt19937 rng(sh.head_dim * 131 + sh.n_heads);

@@ -13,7 +13,7 @@
 namespace pith {
 namespace {
 
-const KvShape kShape{3, 2, 8, 4};  // 3 layers, 2 KV heads of 8, 4-token pages
+const KvShape kShape{3, 2, 8, 4, {}};  // 3 layers, 2 KV heads of 8, 4-token pages
 
 TEST(KvPool, SizesFromBudget) {
   EXPECT_EQ(kShape.page_floats(), size_t{3} * 2 * 4 * 16);
@@ -21,8 +21,8 @@ TEST(KvPool, SizesFromBudget) {
   EXPECT_EQ(pool.n_pages(), 10u);
   EXPECT_EQ(pool.n_free(), 10u);
   EXPECT_THROW(KvPool(kShape, kShape.page_bytes() - 1), Error);
-  EXPECT_THROW(KvPool(KvShape{0, 2, 8, 4}, 1 << 20), Error);
-  EXPECT_THROW(KvPool(KvShape{3, 2, 8, 0}, 1 << 20), Error);
+  EXPECT_THROW(KvPool(KvShape{0, 2, 8, 4, {}}, 1 << 20), Error);
+  EXPECT_THROW(KvPool(KvShape{3, 2, 8, 0, {}}, 1 << 20), Error);
 }
 
 TEST(KvPool, AllocateFreeAllOrNothing) {
@@ -99,6 +99,41 @@ TEST(KvPool, WriteScattersHeadsAndCopyMovesAllLayers) {
   EXPECT_EQ(pool.k(0, 0, 0)[1 * hd + 2], before);
   EXPECT_THROW(pool.copy(0, 1, 2, 0, 3), Error);  // past the page end
   EXPECT_THROW(pool.copy(0, 5, 0, 0, 1), Error);  // bad page
+}
+
+// Layers of different shapes (gemma4: sliding layers with 2 KV heads of 8, a global layer with
+// 1 head of 16): each layer's tiles have its own size, they partition the page, and writes and
+// copies use each layer's shape.
+TEST(KvPool, PerLayerShapesPartitionThePage) {
+  const KvShape shape{3, 2, 8, 4, {{2, 8}, {1, 16}, {2, 8}}};
+  EXPECT_EQ(shape.page_floats(), size_t{2} * 4 * (16 + 16 + 16));
+  KvPool pool(shape, shape.page_bytes() * 2);
+  std::vector<std::pair<const float*, size_t>> tiles;  // start, floats
+  for (uint32_t p = 0; p < 2; ++p)
+    for (uint32_t l = 0; l < 3; ++l)
+      for (uint32_t h = 0; h < shape.heads_of(l); ++h) {
+        const size_t n = size_t{4} * shape.head_dim_of(l);
+        tiles.push_back({pool.k(p, l, h), n});
+        tiles.push_back({pool.v(p, l, h), n});
+      }
+  std::sort(tiles.begin(), tiles.end());
+  ASSERT_EQ(tiles.size(), size_t{2} * (4 + 2 + 4));
+  EXPECT_EQ(tiles.front().first, pool.page(0));
+  for (size_t i = 1; i < tiles.size(); ++i)
+    EXPECT_EQ(tiles[i].first, tiles[i - 1].first + tiles[i - 1].second);
+  EXPECT_EQ(tiles.back().first + tiles.back().second, pool.page(1) + shape.page_floats());
+
+  std::vector<float> k(16), v(16);
+  std::iota(k.begin(), k.end(), 1.0f);
+  std::iota(v.begin(), v.end(), 100.0f);
+  pool.write(0, 2, 1, k.data(), v.data());  // the global layer: one head of 16
+  EXPECT_EQ(pool.k(0, 1, 0)[2 * 16 + 15], 16.0f);
+  EXPECT_EQ(pool.v(0, 1, 0)[2 * 16 + 0], 100.0f);
+  pool.write(0, 1, 2, k.data(), v.data());  // a sliding layer: two heads of 8
+  EXPECT_EQ(pool.k(0, 2, 1)[1 * 8 + 0], 9.0f);
+  pool.copy(0, 1, 2, 3, 1);
+  EXPECT_EQ(pool.k(1, 1, 0)[3 * 16 + 15], 16.0f);
+  EXPECT_THROW(KvPool(KvShape{3, 2, 8, 4, {{2, 8}}}, 1 << 20), Error);  // shapes for 1 of 3
 }
 
 TEST(EmbedPool, AllocateFreeAndData) {

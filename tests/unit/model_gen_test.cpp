@@ -157,6 +157,17 @@ void expect_same_family_options(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.delta_net.k_dim, b.delta_net.k_dim);
   EXPECT_EQ(a.delta_net.v_dim, b.delta_net.v_dim);
   EXPECT_EQ(a.delta_net.conv_kernel, b.delta_net.conv_kernel);
+  EXPECT_EQ(a.global_head_dim, b.global_head_dim);
+  EXPECT_EQ(a.global_kv_heads, b.global_kv_heads);
+  EXPECT_EQ(a.global_v_from_k, b.global_v_from_k);
+  EXPECT_EQ(a.rope_dim_local, b.rope_dim_local);
+  EXPECT_EQ(a.v_norm, b.v_norm);
+  EXPECT_EQ(a.layer_scale, b.layer_scale);
+  EXPECT_EQ(a.n_kv_shared_layers, b.n_kv_shared_layers);
+  EXPECT_EQ(a.double_wide_shared_ffn, b.double_wide_shared_ffn);
+  EXPECT_EQ(a.rope_theta, b.rope_theta);
+  EXPECT_EQ(a.rope_freq_factors, b.rope_freq_factors);
+  EXPECT_EQ(a.tied_output, b.tied_output);
 }
 }  // namespace
 
@@ -260,7 +271,7 @@ TEST(ModelGen, EveryFamilyLoadsIdenticallyFromBothFormats) {
     // What each family is made of.
     EXPECT_EQ(c.qkv_bias, name == "qwen2" || name == "qwen2moe");
     EXPECT_EQ(c.qk_norm, name == "qwen3" || name == "qwen3moe" || name == "gemma3" ||
-                             name.starts_with("qwen35"));
+                             name == "gemma4" || name.starts_with("qwen35"));
     EXPECT_EQ(c.post_norms, name.starts_with("gemma"));
     EXPECT_EQ(c.rope_style == RopeStyle::SplitHalf, name != "llama" && name != "mistral");
     EXPECT_EQ(c.sliding_window > 0, name != "llama" && !name.starts_with("qwen"));
@@ -276,6 +287,20 @@ TEST(ModelGen, EveryFamilyLoadsIdenticallyFromBothFormats) {
       EXPECT_EQ(c.rope_theta, 1e6f);
       // HF stores the norm as w - 1; both loads hold w, close to 1.
       for (float v : wg->layers[0].q_norm) EXPECT_NEAR(v, 1.0f, 0.15f);
+    }
+    if (name == "gemma4") {  // a global layer with larger heads, one KV head, V = K, proportional
+      EXPECT_EQ(c.sliding_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));
+      EXPECT_EQ(c.global_head_dim, 2 * c.head_dim);
+      EXPECT_EQ(c.kv_heads_of(5), 1u);
+      EXPECT_EQ(c.kv_heads_of(0), c.n_kv_heads);
+      EXPECT_TRUE(c.global_v_from_k && c.v_norm && c.layer_scale);
+      EXPECT_EQ(c.attn_scale, 1.0f);
+      EXPECT_EQ(wg->layers[5].wv.data, nullptr);
+      EXPECT_EQ(wg->layers[5].wk.rows, size_t{c.global_head_dim});
+      ASSERT_EQ(c.rope_freq_factors.size(), size_t{c.global_head_dim / 2});
+      EXPECT_EQ(c.rope_freq_factors[c.global_head_dim / 8 - 1], 1.0f);  // a quarter turns
+      EXPECT_EQ(c.rope_freq_factors[c.global_head_dim / 8], 1e30f);
+      EXPECT_NEAR(wg->layers[2].layer_scale, 1.0f, 0.15f);
     }
     if (name.starts_with(
             "qwen35")) {  // hybrid: 3 DeltaNet layers, then gated attention, a half rotates

@@ -14,6 +14,7 @@ extern const Architecture kQwen3Architecture;
 extern const Architecture kPhi3Architecture;
 extern const Architecture kGemma2Architecture;
 extern const Architecture kGemma3Architecture;
+extern const Architecture kGemma4Architecture;
 extern const Architecture kQwen2MoeArchitecture;
 extern const Architecture kQwen3MoeArchitecture;
 extern const Architecture kQwen35Architecture;
@@ -21,9 +22,10 @@ extern const Architecture kQwen35MoeArchitecture;
 
 const std::vector<const Architecture*>& architectures() {
   static const std::vector<const Architecture*> all = {
-      &kLlamaArchitecture,    &kMistralArchitecture, &kQwen2Architecture,    &kQwen3Architecture,
-      &kPhi3Architecture,     &kGemma2Architecture,  &kGemma3Architecture,   &kQwen2MoeArchitecture,
-      &kQwen3MoeArchitecture, &kQwen35Architecture,  &kQwen35MoeArchitecture};
+      &kLlamaArchitecture,  &kMistralArchitecture,   &kQwen2Architecture,
+      &kQwen3Architecture,  &kPhi3Architecture,      &kGemma2Architecture,
+      &kGemma3Architecture, &kQwen2MoeArchitecture,  &kQwen3MoeArchitecture,
+      &kQwen35Architecture, &kQwen35MoeArchitecture, &kGemma4Architecture};
   return all;
 }
 
@@ -78,25 +80,30 @@ std::vector<LayerTensor> layer_tensors(const Architecture& arch, const ModelConf
   };
   // Softmax attention: Q (with its output gate where the family has one), K, V, biases and
   // head norms, output projection, post-norm.
+  // Per-layer shapes: gemma4's global layers differ from its sliding ones, and its KV-sharing
+  // layers have no K/V projections.
+  const size_t q_dim = c.q_dim_of(layer), kv_dim = c.kv_dim_of(layer), hd = c.head_dim_of(layer);
+  const bool kv = c.layer_has_kv(layer);
   auto attention_tensors = [&] {
-    const size_t q_rows = c.attn_output_gate ? 2 * size_t{c.q_dim()} : c.q_dim();
+    const size_t q_rows = c.attn_output_gate ? 2 * q_dim : q_dim;
     if (arch.fused_qkv) {
-      matrix(R::Qkv, "attn_qkv.weight", "self_attn.qkv_proj.weight", c.q_dim() + 2 * c.kv_dim(), d);
+      matrix(R::Qkv, "attn_qkv.weight", "self_attn.qkv_proj.weight", q_dim + 2 * kv_dim, d);
     } else {
       matrix(R::Q, "attn_q.weight", "self_attn.q_proj.weight", q_rows, d, true);
-      matrix(R::K, "attn_k.weight", "self_attn.k_proj.weight", c.kv_dim(), d, true);
-      matrix(R::V, "attn_v.weight", "self_attn.v_proj.weight", c.kv_dim(), d);
+      if (kv) matrix(R::K, "attn_k.weight", "self_attn.k_proj.weight", kv_dim, d, true);
+      if (kv && !c.layer_v_from_k(layer))
+        matrix(R::V, "attn_v.weight", "self_attn.v_proj.weight", kv_dim, d);
     }
     if (c.qkv_bias) {
-      vector(R::QBias, "attn_q.bias", "self_attn.q_proj.bias", c.q_dim(), false);
-      vector(R::KBias, "attn_k.bias", "self_attn.k_proj.bias", c.kv_dim(), false);
-      vector(R::VBias, "attn_v.bias", "self_attn.v_proj.bias", c.kv_dim(), false);
+      vector(R::QBias, "attn_q.bias", "self_attn.q_proj.bias", q_dim, false);
+      vector(R::KBias, "attn_k.bias", "self_attn.k_proj.bias", kv_dim, false);
+      vector(R::VBias, "attn_v.bias", "self_attn.v_proj.bias", kv_dim, false);
     }
     if (c.qk_norm) {
-      vector(R::QNorm, "attn_q_norm.weight", "self_attn.q_norm.weight", c.head_dim, true);
-      vector(R::KNorm, "attn_k_norm.weight", "self_attn.k_norm.weight", c.head_dim, true);
+      vector(R::QNorm, "attn_q_norm.weight", "self_attn.q_norm.weight", hd, true);
+      if (kv) vector(R::KNorm, "attn_k_norm.weight", "self_attn.k_norm.weight", hd, true);
     }
-    matrix(R::AttnOut, "attn_output.weight", "self_attn.o_proj.weight", d, c.q_dim());
+    matrix(R::AttnOut, "attn_output.weight", "self_attn.o_proj.weight", d, q_dim);
     if (c.post_norms)
       vector(R::PostAttnNorm, "post_attention_norm.weight",
              std::string(arch.hf_names.post_attn_norm) + ".weight", d, true);
@@ -155,13 +162,15 @@ std::vector<LayerTensor> layer_tensors(const Architecture& arch, const ModelConf
   } else if (arch.fused_gate_up) {
     matrix(R::GateUp, "ffn_up.weight", "mlp.gate_up_proj.weight", 2 * size_t{c.d_ff}, d);
   } else {
-    matrix(R::Gate, "ffn_gate.weight", "mlp.gate_proj.weight", c.d_ff, d);
-    matrix(R::Up, "ffn_up.weight", "mlp.up_proj.weight", c.d_ff, d);
+    matrix(R::Gate, "ffn_gate.weight", "mlp.gate_proj.weight", c.d_ff_of(layer), d);
+    matrix(R::Up, "ffn_up.weight", "mlp.up_proj.weight", c.d_ff_of(layer), d);
   }
-  if (c.n_experts == 0) matrix(R::Down, "ffn_down.weight", "mlp.down_proj.weight", d, c.d_ff);
+  if (c.n_experts == 0)
+    matrix(R::Down, "ffn_down.weight", "mlp.down_proj.weight", d, c.d_ff_of(layer));
   if (c.post_norms)
     vector(R::PostFfnNorm, "post_ffw_norm.weight", std::string(n.post_ffn_norm) + ".weight", d,
            true);
+  if (c.layer_scale) vector(R::LayerScale, "layer_output_scale.weight", "layer_scalar", 1, false);
   return t;
 }
 

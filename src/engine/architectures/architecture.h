@@ -32,6 +32,13 @@ class ArchitectureKeys {
   virtual std::optional<bool> flag(ArchKey key) const = 0;
   // HF `layer_types` ("sliding_attention" / "full_attention" per layer), when present.
   virtual std::optional<std::vector<std::string>> layer_types() const = 0;
+  // A per-layer array (GGUF arrays such as attention.head_count_kv, JSON lists); a single
+  // number comes back as one entry.
+  virtual std::optional<std::vector<double>> numbers(ArchKey key) const = 0;
+  virtual std::optional<std::string> text(ArchKey key) const = 0;
+  // GGUF: whether the file holds a tensor of this name (families whose layers may lack a
+  // projection record that only by its absence). HF: always nullopt.
+  virtual std::optional<bool> has_tensor(std::string_view gguf_name) const = 0;
 };
 
 // A value a generated model records for a family option (pith model gen).
@@ -63,6 +70,9 @@ struct Architecture {
       false;  // one [2 d_ff][d] projection, gate rows first (ffn_up / gate_up_proj)
   bool hf_norm_offset = false;  // HF stores norm weights as w - 1 (gemma); GGUF stores w
   bool partial_rotary = false;  // RoPE may turn only part of each head (rope_dim < head_dim)
+  // Layers differ in attention shape (gemma4): GGUF files record key_length(_swa), per-layer
+  // KV heads and FFN widths and the sliding layers as arrays.
+  bool per_layer_attention = false;
   // Sets the family's options (rope style, biases, norms, windows, caps) on a config whose
   // common shapes are already read. Throws pith::Error for values pith does not implement.
   void (*configure)(ModelConfig& config, const ArchitectureKeys& keys) = nullptr;
@@ -118,7 +128,8 @@ struct LayerTensor {
     SsmDtBias,
     SsmA,
     SsmNorm,
-    SsmOut
+    SsmOut,
+    LayerScale  // a layer's output scalar (gemma4), one value
   };
   Role role;
   std::string gguf, hf;  // full names for layer `layer`; an expert's HF name has "{}" for its index
