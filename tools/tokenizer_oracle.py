@@ -30,6 +30,9 @@ CHAT = {
     "starcoder": "<fim_prefix>def f(x):<fim_suffix>\n    return x<fim_middle>",
     "llama-bpe": "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
     "llama-spm": "<s>[INST] Hi there [/INST]",
+    "gemma-4": "<|turn>system\nBe brief.<turn|>\n<|turn>user\nHi  there\n\n\n<turn|>\n"
+    "<|turn>model\n<|channel>thought\n<channel|>"
+    "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|><|tool_response>",
 }
 
 

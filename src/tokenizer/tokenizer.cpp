@@ -1,7 +1,8 @@
 // Tokenizer construction, encode and decode (see tokenizer.h). Behaviour follows llama.cpp's
 // llama-vocab.cpp (the reference the test vectors come from): special-token partition first,
-// then per fragment either regex split + byte-level BPE, or SentencePiece with a space
-// prepended to the first fragment and to every fragment that follows a literal token.
+// then per fragment either regex split + byte-level BPE, SentencePiece with a space prepended
+// to the first fragment and to every fragment that follows a literal token, or Gemma 4's
+// metaspace BPE (spaces escaped, split at newline runs).
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "formats/gguf.h"
 #include "tokenizer/byte_unicode.h"
 #include "tokenizer/hf_tokenizer_json.h"
+#include "tokenizer/metaspace_bpe.h"
 #include "tokenizer/token_roles.h"
 #include "tokenizer/tokenizer_impl.h"
 
@@ -50,6 +52,13 @@ int parse_byte_token(std::string_view t) {
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
+// Id of byte b's "<0xNN>" token (upper-case hex, as llama.cpp looks it up), or -1.
+int32_t byte_fallback_token(const TokenIndex& index, int b) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  const char text[] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
+  return lookup(index, std::string_view(text, sizeof text));
+}
+
 }  // namespace
 
 Tokenizer::Impl::Impl(Vocab vocab, std::string src) : v(std::move(vocab)), source(std::move(src)) {
@@ -57,7 +66,8 @@ Tokenizer::Impl::Impl(Vocab vocab, std::string src) : v(std::move(vocab)), sourc
   const size_t n = v.tokens.size();
   if (n > size_t(INT32_MAX)) fail("{}: vocab of {} tokens is too large", source, n);
   const bool bpe = v.kind == VocabKind::BytePairBPE;
-  spm_prefix = !bpe && v.add_space_prefix;
+  const bool ranked_merges = v.kind != VocabKind::SentencePiece;  // byte-level or metaspace
+  spm_prefix = v.kind == VocabKind::SentencePiece && v.add_space_prefix;
   index.reserve(n);
   for (size_t i = 0; i < n; ++i) index[v.tokens[i]] = static_cast<int32_t>(i);  // last wins
   eog = assign_token_roles(v, index);  // may retype tokens: before anything reads types
@@ -94,8 +104,13 @@ Tokenizer::Impl::Impl(Vocab vocab, std::string src) : v(std::move(vocab)), sourc
   }
   flat_off.push_back(static_cast<uint32_t>(flat.size()));
 
-  if (bpe) {
-    for (int b = 0; b < 256; ++b) byte_tokens[b] = lookup(index, bu.text(static_cast<uint8_t>(b)));
+  if (ranked_merges) {
+    if (bpe) {
+      for (int b = 0; b < 256; ++b)
+        byte_tokens[b] = lookup(index, bu.text(static_cast<uint8_t>(b)));
+    } else {
+      for (int b = 0; b < 256; ++b) byte_tokens[b] = byte_fallback_token(index, b);
+    }
     if (v.ignore_merges) {
       raw_index.reserve(n);
       for (size_t i = 0; i < n; ++i)
@@ -110,7 +125,7 @@ Tokenizer::Impl::Impl(Vocab vocab, std::string src) : v(std::move(vocab)), sourc
       if (ia < 0 || ib < 0 || im < 0) continue;  // merge of/into unknown tokens: unusable
       merger.add(ia, ib, im, static_cast<int32_t>(r));
     }
-    pre.emplace(v.pre_regexes.empty() ? PreTokenizer::regexes_for(v.pre) : v.pre_regexes);
+    if (bpe) pre.emplace(v.pre_regexes.empty() ? PreTokenizer::regexes_for(v.pre) : v.pre_regexes);
   } else {
     for (size_t i = 0; i < n; ++i) {
       if (v.types[i] != TokenType::Byte) continue;
@@ -227,6 +242,13 @@ void Tokenizer::Impl::encode(std::string_view text, bool add_special, bool parse
         encode_cached(e.substr(start), cache, out, seg);
       }
       cache.clear();  // keys point into `escaped`
+    } else if (!pre) {
+      const std::string escaped = escape_spaces(f.text);
+      pieces.clear();
+      split_newline_runs(escaped, pieces);
+      const MetaspaceBpe metaspace{index, merger, byte_tokens};
+      for (auto [off, len] : pieces)
+        metaspace.encode(std::string_view(escaped).substr(off, len), naive, out, scratch);
     } else {
       pieces.clear();
       pre->split(f.text, pieces);

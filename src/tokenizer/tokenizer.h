@@ -2,7 +2,9 @@
 //  - byte-level BPE (GGUF tokenizer.ggml.model "gpt2": GPT-2, Llama 3, Qwen2): regex
 //    pre-tokenizer chosen from the model, GPT-2 byte-to-unicode mapping, merges by rank;
 //  - SentencePiece BPE ("llama": Llama 2, TinyLlama, Mistral): "▁" for spaces with a space
-//    prepended to the text, merges by score, byte fallback <0xNN>.
+//    prepended to the text, merges by score, byte fallback <0xNN>;
+//  - metaspace BPE ("gemma4": Gemma 4): "▁" for spaces, no prepended space, merges by rank
+//    within runs of newlines and runs of other characters, byte fallback <0xNN>.
 // Loaded from a GGUF file (model or vocab-only) or a Hugging Face folder (tokenizer.json +
 // tokenizer_config.json). The object is immutable once built and cheap to copy (shared
 // state), so one instance serves every thread, inferlet and request.
@@ -12,7 +14,8 @@
 // plain text. User-defined (added) tokens are always recognised.
 //
 // Invalid UTF-8 input never fails: byte-level BPE encodes stray bytes as byte tokens and
-// SentencePiece as <0xNN> byte-fallback tokens, so decode(encode(s)) == s for any bytes s
+// SentencePiece and metaspace BPE as <0xNN> byte-fallback tokens (llama.cpp turns them into
+// U+FFFD first; valid UTF-8 tokenizes the same in both), so decode(encode(s)) == s for any bytes s
 // (when the vocab has all 256 byte tokens, as every supported model does).
 #pragma once
 

@@ -43,7 +43,7 @@ struct Tokenizer::Impl {
   std::vector<uint8_t> literal;            // 1: control/unknown, 2: user-defined, 0: text
   std::array<int32_t, 256> byte_tokens{};  // byte → id of its byte token, -1 if none
   BpeMerger merger;
-  std::optional<PreTokenizer> pre;
+  std::optional<PreTokenizer> pre;  // byte-level BPE only (metaspace BPE splits at newlines)
   SpecialTokenMatcher specials;
   std::vector<int32_t> eog;  // sorted
   std::unique_ptr<SpmSegmenter> spm;

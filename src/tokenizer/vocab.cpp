@@ -86,10 +86,13 @@ Vocab vocab_from_gguf(const GGUFFile& f) {
     v.kind = VocabKind::BytePairBPE;
   } else if (model == "llama") {
     v.kind = VocabKind::SentencePiece;
+  } else if (model == "gemma4") {
+    v.kind = VocabKind::MetaspaceBPE;
   } else {
-    fail("{}: unsupported tokenizer model '{}' (supported: gpt2, llama)", f.path(), model);
+    fail("{}: unsupported tokenizer model '{}' (supported: gpt2, llama, gemma4)", f.path(), model);
   }
   v.pre = f.get_string_opt("tokenizer.ggml.pre").value_or("default");
+  if (v.kind == VocabKind::MetaspaceBPE) v.pre = "gemma4";  // the model implies its splitting
   v.tokens = f.get_string_array("tokenizer.ggml.tokens");
   if (f.has("tokenizer.ggml.scores")) v.scores = f.get_f32_array("tokenizer.ggml.scores");
   if (f.has("tokenizer.ggml.token_type")) {
@@ -128,6 +131,9 @@ Vocab vocab_from_gguf(const GGUFFile& f) {
   v.add_bos = f.get_bool_or(
       "tokenizer.ggml.add_bos_token",
       v.bos_id >= 0 && (v.kind == VocabKind::SentencePiece || bpe_adds_bos_by_default(v.pre)));
+  // Gemma 4 GGUF files that say add_bos_token = false were converted wrongly: llama.cpp adds
+  // BOS to them anyway, and so does pith.
+  if (v.kind == VocabKind::MetaspaceBPE && v.bos_id >= 0) v.add_bos = true;
   v.add_eos = f.get_bool_or("tokenizer.ggml.add_eos_token", false);
   v.add_space_prefix =
       f.get_bool_or("tokenizer.ggml.add_space_prefix", v.kind == VocabKind::SentencePiece);

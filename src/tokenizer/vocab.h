@@ -29,6 +29,8 @@ enum class TokenType : int32_t {
 enum class VocabKind {
   BytePairBPE,    // byte-level BPE (tokenizer.ggml.model "gpt2"): GPT-2, Llama 3, Qwen2
   SentencePiece,  // SentencePiece BPE with scores and byte fallback ("llama"): Llama 2, Mistral
+  MetaspaceBPE,   // BPE merges by rank over text with "▁" for spaces, <0xNN> byte fallback
+                  // ("gemma4"): Gemma 4 (see metaspace_bpe.h)
 };
 
 struct Vocab {

@@ -33,7 +33,7 @@ TEST(TokenizerFamilies, MatchLlamaCppOnSpecialTokensBosAndEndOfGeneration) {
   std::ifstream in(kDir + "special.llama-cpp.json");
   ASSERT_TRUE(in.good());
   auto ref = nlohmann::json::parse(in);
-  ASSERT_GE(ref.at("vocabs").size(), 9u);
+  ASSERT_GE(ref.at("vocabs").size(), 10u);
   for (const auto& v : ref.at("vocabs")) {
     const std::string name = v.at("vocab");
     SCOPED_TRACE(name);
@@ -112,6 +112,49 @@ TEST(TokenizerFamilies, LstripRemovesWhitespaceBefore) {
   EXPECT_EQ(t.encode("Hi \t\n<|user|>x", false, true), (std::vector<int32_t>{hi, user, x}));
   EXPECT_EQ(t.encode(" \n<|user|>", false, true), (std::vector<int32_t>{user}));
   EXPECT_EQ(t.encode("<|user|><|user|>", false, true), (std::vector<int32_t>{user, user}));
+}
+
+// Gemma 4: <eos>, <turn|> and <|tool_response> (the model stops to wait for a tool's result)
+// end generation; "</s>" is ordinary text there; the chat-format markers the chat parser reads
+// (<|channel>, <|tool_call>, <|"|>) are user-defined, so they survive decode(skip_special).
+TEST(TokenizerFamilies, Gemma4RolesAndMarkers) {
+  Tokenizer g = load("ggml-vocab-gemma-4.gguf");
+  EXPECT_EQ(g.kind(), VocabKind::MetaspaceBPE);
+  EXPECT_TRUE(g.add_bos());
+  EXPECT_EQ(g.bos_text(), "<bos>");
+  for (const char* t : {"<eos>", "<turn|>", "<|tool_response>"})
+    EXPECT_TRUE(g.is_eog(g.find_token(t))) << t;
+  for (const char* t : {"</s>", "<|turn>", "<|channel>", "<channel|>", "<|tool_call>"})
+    EXPECT_FALSE(g.is_eog(g.find_token(t))) << t;
+  EXPECT_EQ(g.token_type(g.find_token("</s>")), TokenType::Normal);
+  const std::string turn =
+      "<|turn>model\n<|channel>thought\nhm<channel|><|tool_call>call:f{a:<|\"|>x"
+      "<|\"|>}<tool_call|><turn|>";
+  auto ids = g.encode(turn, false, true);
+  EXPECT_EQ(g.decode(ids), turn);
+  EXPECT_EQ(
+      g.decode(ids, /*skip_special=*/true),
+      "model\n<|channel>thought\nhm<channel|><|tool_call>call:f{a:<|\"|>x<|\"|>}<tool_call|>");
+}
+
+// A run of newlines that is a token is one id; runs longer than the longest newline token
+// merge into several; spaces are "▁"; bytes that are no character are byte tokens.
+TEST(TokenizerFamilies, Gemma4NewlineRunsAndSpaces) {
+  Tokenizer g = load("ggml-vocab-gemma-4.gguf");
+  for (int n = 1; n <= 31; ++n) {
+    const std::string run(n, '\n');
+    EXPECT_EQ(g.encode(run, false, false), (std::vector<int32_t>{g.find_token(run)})) << n;
+  }
+  auto long_run = g.encode(std::string(40, '\n'), false, false);
+  EXPECT_GT(long_run.size(), 1u);
+  EXPECT_EQ(g.decode(long_run), std::string(40, '\n'));
+  EXPECT_EQ(g.encode("a  b", false, false),
+            (std::vector<int32_t>{g.find_token("a"), g.find_token("\xE2\x96\x81\xE2\x96\x81"),
+                                  g.find_token("b")}));
+  const std::string bad = "x\xFF\xC3y";
+  auto ids = g.encode(bad, false, false);
+  EXPECT_EQ(ids[1], g.find_token("<0xFF>"));
+  EXPECT_EQ(g.decode(ids), bad);
 }
 
 // gpt-oss (harmony): <|end|> closes a reasoning channel and generation goes on; only
