@@ -106,6 +106,10 @@ struct ModelConfig {
   // double_wide_shared_ffn (gemma4 E2B).
   uint32_t n_kv_shared_layers = 0;
   bool double_wide_shared_ffn = false;
+  // Per-layer token embeddings (gemma4 E2B/E4B): every token also has a d_per_layer_input
+  // vector per layer, mixed with a projection of its embedding and fed to each layer through a
+  // gated side branch (engine.cpp). 0: none.
+  uint32_t d_per_layer_input = 0;
 
   uint32_t q_dim() const { return n_heads * head_dim; }
   uint32_t kv_dim() const { return n_kv_heads * head_dim; }

@@ -226,6 +226,9 @@ void add_model_commands(CLI::App& app) {
   gen->add_option("--arch", g.opt.arch,
                   fmt::format("Family: {} (default: the preset's own, llama for tiny shapes)",
                               supported_architecture_names()));
+  gen->add_option("--option", g.opt.options,
+                  "KEY=VALUE config.json option over the preset's (repeatable), e.g. "
+                  "num_kv_shared_layers=2");
   gen->add_option("--dtype", g.dtype,
                   "Matrix dtype: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, or "
                   "llama.cpp's "

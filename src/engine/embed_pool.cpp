@@ -20,6 +20,7 @@ EmbedPool::EmbedPool(uint32_t d_model, uint32_t capacity)
       capacity_(checked_capacity(d_model, capacity)),
       data_(size_t{capacity} * d_model, 0.0f),
       positions_(capacity, 0),
+      tokens_(capacity, -1),
       slots_(capacity, "Embed slots") {}
 
 }  // namespace pith

@@ -41,12 +41,17 @@ class EmbedPool {
   // positions of its inputs from SequenceInput::positions.
   uint32_t position(uint32_t slot) const { return positions_[slot]; }
   void set_position(uint32_t slot, uint32_t pos) { positions_[slot] = pos; }
+  // The token whose embedding the slot holds (embed_tokens), or -1 (a hidden state): models
+  // with per-layer token embeddings (gemma4 E2B/E4B) look that token up again.
+  int32_t token(uint32_t slot) const { return tokens_[slot]; }
+  void set_token(uint32_t slot, int32_t token) { tokens_[slot] = token; }
 
  private:
   uint32_t d_model_;
   uint32_t capacity_;
   std::vector<float> data_;          // [capacity][d_model]
   std::vector<uint32_t> positions_;  // [capacity]
+  std::vector<int32_t> tokens_;      // [capacity]
   SlotPool slots_;
 };
 

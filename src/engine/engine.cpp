@@ -48,8 +48,12 @@ struct Engine::Scratch {
 
   RopeTable rope;
   RopeTable rope_local;  // sliding layers of gemma3/4 (own base and size, no scaling); else == rope
-  std::vector<float> ones;          // [max head_dim]: the weight of a weightless norm (V heads)
-  std::vector<size_t> seq_first;    // [sequences] first flattened input
+  std::vector<float> ones;        // [max head_dim]: the weight of a weightless norm (V heads)
+  std::vector<size_t> seq_first;  // [sequences] first flattened input
+  // Per-layer token embeddings (gemma4 E2B/E4B): each input's token, its per-layer inputs
+  // [T][n_layers * d_per_layer] (and the looked-up rows while they are made), the gate [T][d_pl].
+  std::vector<int32_t> ple_token;
+  std::vector<float> ple_in, ple_rows, ple_gate;
   std::vector<float> x;             // [T][d_model] residual stream
   std::vector<float> h;             // [T][d_model] normed input of a block
   std::vector<float> q;             // [T][q_dim]
@@ -120,13 +124,15 @@ std::shared_ptr<const ModelWeights> with_weight_panels(std::shared_ptr<const Mod
     }
   };
   for (LayerWeights& l : copy->layers) {
-    for (WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router,
-                            &l.sh_gate, &l.sh_up, &l.sh_down, &l.ssm_qkv, &l.ssm_gate, &l.ssm_out})
+    for (WeightMatrix* m :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router, &l.sh_gate,
+          &l.sh_up, &l.sh_down, &l.ssm_qkv, &l.ssm_gate, &l.ssm_out, &l.ple_gate, &l.ple_proj})
       pack(*m);
     for (auto* experts : {&l.exp_gate, &l.exp_up, &l.exp_down})
       for (WeightMatrix& m : *experts) pack(m);
   }
   pack(copy->output);
+  pack(copy->per_layer.model_proj);
   if (!any) return weights;
   return copy;
 }
@@ -197,6 +203,8 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
   const bool local_rope = c.rope_theta_local > 0;
   float* cos_l = local_rope ? grow(s.cos_l, T * np_l) : cos_t;
   float* sin_l = local_rope ? grow(s.sin_l, T * np_l) : sin_t;
+  const uint32_t dpl = c.d_per_layer_input, pl_all = c.n_layers * dpl;
+  int32_t* ple_token = dpl ? grow(s.ple_token, T) : nullptr;
   uint32_t* wpage = grow(s.write_page, T);
   uint32_t* wslot = grow(s.write_slot, T);
 
@@ -239,6 +247,10 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
         embed_token(seq.tokens[i], x + t * d);
       else
         std::memcpy(x + t * d, embeds_.data(seq.embed_slots[i]), d * sizeof(float));
+      if (ple_token) {  // an Embed input that is not a token's embedding uses token 0 (llama.cpp)
+        const int32_t tok = seq.tokens.empty() ? embeds_.token(seq.embed_slots[i]) : seq.tokens[i];
+        ple_token[t] = tok >= 0 ? tok : 0;
+      }
       s.rope.angles(seq.positions[i], cos_t + t * np, sin_t + t * np);
       if (local_rope) s.rope_local.angles(seq.positions[i], cos_l + t * np_l, sin_l + t * np_l);
       const uint32_t slot = ctx - n + i;
@@ -251,6 +263,8 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
   const bool gelu = c.ffn_activation == FfnActivation::GeluTanh;
   using P = ForwardProfile;
   op(P::Embed);
+  float* ple_in = dpl ? per_layer_inputs(x, T, ple_token) : nullptr;
+  float* ple_gate = dpl ? grow(s.ple_gate, T * dpl) : nullptr;
   uint32_t recurrent_index = 0;
   for (uint32_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = w.layers[l];
@@ -398,8 +412,22 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
       op(P::Norms);
     }
     add(tmp, x, T * d);
-    if (c.layer_scale) scale(x, L.layer_scale, T * d);
     op(P::Residual);
+    if (ple_in) {
+      // Per-layer embedding branch: x += norm(Wproj (gelu(Wgate x) * this layer's input)).
+      matmul(pool_, L.ple_gate, x, T, ple_gate);
+      for_each_token(pool_, T, [&](size_t i) {
+        gelu_tanh_gate(ple_gate + i * dpl, ple_in + i * pl_all + size_t{l} * dpl,
+                       ple_gate + i * dpl, dpl);
+      });
+      matmul(pool_, L.ple_proj, ple_gate, T, tmp);
+      for_each_token(pool_, T, [&](size_t i) {
+        rmsnorm(tmp + i * d, L.ple_post_norm.data(), tmp + i * d, d, c.rms_eps);
+      });
+      add(tmp, x, T * d);
+      op(P::GateUpProj);
+    }
+    if (c.layer_scale) scale(x, L.layer_scale, T * d);
   }
 
   // Outputs. Embed outputs copy the final hidden state; the others share the LM head over
@@ -428,6 +456,7 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
       if (o.kind != OutputKind::Embed) continue;
       std::memcpy(embeds_.data(o.embed_slot), x + (base + o.input_index) * d, d * sizeof(float));
       embeds_.set_position(o.embed_slot, seq.positions[o.input_index]);
+      embeds_.set_token(o.embed_slot, -1);  // a hidden state, not a token's embedding
     }
     base += seq.n_inputs();
   }
@@ -474,6 +503,7 @@ void Engine::embed_tokens(std::span<const int32_t> tokens, std::span<const uint3
   for (size_t i = 0; i < tokens.size(); ++i) {
     embed_token(tokens[i], embeds_.data(slots[i]));
     embeds_.set_position(slots[i], positions[i]);
+    embeds_.set_token(slots[i], tokens[i]);
   }
 }
 
@@ -547,6 +577,31 @@ TokenDistribution Engine::next_dist(uint32_t embed_slot, uint32_t top_k) {
   TokenDistribution d;
   lm_head_top_k(pool_, weights_->output, hn, 1, &top_k, scratch_->lm_head, &d, c.final_softcap);
   return d;
+}
+
+// Per-layer inputs of models with per-layer token embeddings, as llama.cpp and transformers
+// compute them: (rmsnorm(Wproj x / sqrt(d)) per layer + E_pl[token] * sqrt(d_pl)) / sqrt(2),
+// x the scaled token embeddings. [T][n_layers * d_pl] in the scratch.
+float* Engine::per_layer_inputs(const float* x, size_t T, const int32_t* tokens) {
+  const ModelConfig& c = config();
+  const PerLayerEmbeddings& pl = weights_->per_layer;
+  Scratch& s = *scratch_;
+  const uint32_t dpl = c.d_per_layer_input, all = c.n_layers * dpl;
+  float* in = grow(s.ple_in, T * all);
+  float* rows = grow(s.ple_rows, T * all);
+  matmul(pool_, pl.model_proj, x, T, in);
+  const float proj_scale = 1.0f / std::sqrt(static_cast<float>(c.d_model));
+  const float row_scale = std::sqrt(static_cast<float>(dpl)), mix = 1.0f / std::sqrt(2.0f);
+  for_each_token(pool_, T, [&](size_t i) {
+    float* r = in + i * all;
+    float* e = rows + i * all;
+    scale(r, proj_scale, all);
+    for (uint32_t l = 0; l < c.n_layers; ++l)
+      rmsnorm(r + size_t{l} * dpl, pl.proj_norm.data(), r + size_t{l} * dpl, dpl, c.rms_eps);
+    dequantize_row(pl.token_embd.dtype, pl.token_embd.row(uint32_t(tokens[i])), e, all);
+    for (uint32_t j = 0; j < all; ++j) r[j] = (r[j] + e[j] * row_scale) * mix;
+  });
+  return in;
 }
 
 void Engine::embed_token(int32_t token, float* out) const {

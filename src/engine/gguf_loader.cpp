@@ -273,6 +273,12 @@ std::shared_ptr<ModelWeights> load_gguf_model(const std::string& path, const Loa
     log_layer_progress(options, path, i, c.n_layers);
   }
   w->output_norm = vector_f32(f, "output_norm.weight", c.d_model);
+  if (c.d_per_layer_input > 0) {
+    const size_t all = size_t{c.n_layers} * c.d_per_layer_input;
+    w->per_layer.token_embd = matrix(f, *w, "per_layer_token_embd.weight", c.vocab_size, all);
+    w->per_layer.model_proj = matrix(f, *w, "per_layer_model_proj.weight", all, c.d_model);
+    w->per_layer.proj_norm = vector_f32(f, "per_layer_proj_norm.weight", c.d_per_layer_input);
+  }
   w->output =
       c.tied_output ? w->token_embd : matrix(f, *w, "output.weight", c.vocab_size, c.d_model);
   return w;

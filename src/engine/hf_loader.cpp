@@ -474,6 +474,12 @@ std::shared_ptr<ModelWeights> load_hf_model(const std::string& folder, const Loa
     log_layer_progress(options, folder, i, c.n_layers);
   }
   w->output_norm = norm("model.norm.weight", c.d_model);
+  if (c.d_per_layer_input > 0) {
+    const size_t all = size_t{c.n_layers} * c.d_per_layer_input;
+    w->per_layer.token_embd = b.matrix("model.embed_tokens_per_layer.weight", c.vocab_size, all);
+    w->per_layer.model_proj = b.matrix("model.per_layer_model_projection.weight", all, c.d_model);
+    w->per_layer.proj_norm = norm("model.per_layer_projection_norm.weight", c.d_per_layer_input);
+  }
   if (c.tied_output) {
     w->output = w->token_embd;
   } else if (ck.find("lm_head.weight")) {

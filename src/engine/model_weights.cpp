@@ -12,10 +12,13 @@ namespace pith {
 void for_each_weight_matrix(const ModelWeights& w,
                             const std::function<void(const WeightMatrix&)>& fn) {
   fn(w.token_embd);
+  for (const WeightMatrix* m : {&w.per_layer.token_embd, &w.per_layer.model_proj})
+    if (m->data) fn(*m);
   for (const auto& l : w.layers) {
     for (const WeightMatrix* m :
          {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router, &l.sh_gate,
-          &l.sh_up, &l.sh_down, &l.ssm_qkv, &l.ssm_gate, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out})
+          &l.sh_up, &l.sh_down, &l.ssm_qkv, &l.ssm_gate, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out,
+          &l.ple_gate, &l.ple_proj})
       if (m->data) fn(*m);
     for (const auto* experts : {&l.exp_gate, &l.exp_up, &l.exp_down})
       for (const WeightMatrix& m : *experts) fn(m);
@@ -43,11 +46,11 @@ size_t ModelWeights::active_weight_bytes() const {
 size_t ModelWeights::n_params() const {
   size_t n = 0;
   for_each_weight_matrix(*this, [&](const WeightMatrix& m) { n += m.rows * m.cols; });
-  n += output_norm.size();
+  n += output_norm.size() + per_layer.proj_norm.size();
   for (const auto& l : layers)
-    for (const auto* v :
-         {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm, &l.post_attn_norm,
-          &l.post_ffn_norm, &l.sh_gate_inp, &l.ssm_conv_t, &l.ssm_dt_bias, &l.ssm_a, &l.ssm_norm})
+    for (const auto* v : {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
+                          &l.post_attn_norm, &l.post_ffn_norm, &l.sh_gate_inp, &l.ssm_conv_t,
+                          &l.ssm_dt_bias, &l.ssm_a, &l.ssm_norm, &l.ple_post_norm})
       n += v->size();
   return n;
 }
@@ -72,6 +75,7 @@ std::string family_option_summary(const ModelConfig& c) {
   if (c.v_norm) used.push_back("V norms");
   if (c.layer_scale) used.push_back("layer output scales");
   if (c.double_wide_shared_ffn) used.push_back("per-layer FFN widths");
+  if (c.d_per_layer_input > 0) used.push_back("per-layer token embeddings");
   return used.empty() ? "none" : fmt::format("{}", fmt::join(used, ", "));
 }
 
@@ -130,6 +134,9 @@ void place_layer_vector(LayerWeights& l, LayerTensor::Role role, std::vector<flo
       return;
     case R::SharedGateInp:
       l.sh_gate_inp = std::move(v);
+      return;
+    case R::PlePostNorm:
+      l.ple_post_norm = std::move(v);
       return;
     case R::LayerScale:
       if (v.size() != 1 || !std::isfinite(v[0]))
@@ -205,6 +212,12 @@ void place_layer_matrix(LayerWeights& l, LayerTensor::Role role, const WeightMat
     case R::SsmOut:
       l.ssm_out = m;
       return;
+    case R::PleGate:
+      l.ple_gate = m;
+      return;
+    case R::PleProj:
+      l.ple_proj = m;
+      return;
     default:
       fail("layer tensor role {} is not a matrix", static_cast<int>(role));
   }
@@ -258,6 +271,12 @@ void validate_model_shapes(const ModelWeights& w) {
   check_matrix(w.token_embd, c.vocab_size, c.d_model, "token_embd", 0);
   check_matrix(w.output, c.vocab_size, c.d_model, "output", 0);
   check_vector(w.output_norm, c.d_model, "output_norm", 0);
+  if (c.d_per_layer_input > 0) {
+    const size_t all = size_t{c.n_layers} * c.d_per_layer_input;
+    check_matrix(w.per_layer.token_embd, c.vocab_size, all, "per_layer_token_embd", 0);
+    check_matrix(w.per_layer.model_proj, all, c.d_model, "per_layer_model_proj", 0);
+    check_vector(w.per_layer.proj_norm, c.d_per_layer_input, "per_layer_proj_norm", 0);
+  }
   for (size_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = w.layers[l];
     check_vector(L.attn_norm, c.d_model, "attn_norm", l);
@@ -316,6 +335,11 @@ void validate_model_shapes(const ModelWeights& w) {
     check_optional(L.k_norm, c.qk_norm && stores_kv, hd, "attn_k_norm");
     check_optional(L.post_attn_norm, c.post_norms, c.d_model, "post_attention_norm");
     check_optional(L.post_ffn_norm, c.post_norms, c.d_model, "post_ffw_norm");
+    check_optional(L.ple_post_norm, c.d_per_layer_input > 0, c.d_model, "post_norm");
+    if (c.d_per_layer_input > 0) {
+      check_matrix(L.ple_gate, c.d_per_layer_input, c.d_model, "inp_gate", l);
+      check_matrix(L.ple_proj, c.d_model, c.d_per_layer_input, "proj", l);
+    }
   }
 }
 

@@ -51,6 +51,17 @@ struct LayerWeights {
   std::vector<float> ssm_norm;     // [v_dim]: gated output norm
   WeightMatrix ssm_out;            // [d_model][value_dim]
   float layer_scale = 1.0f;        // layer_scale: the layer's output is multiplied by it
+  // Per-layer token embeddings (d_per_layer_input > 0).
+  WeightMatrix ple_gate;             // [d_per_layer][d_model]
+  WeightMatrix ple_proj;             // [d_model][d_per_layer]
+  std::vector<float> ple_post_norm;  // [d_model]
+};
+
+// The model-wide tensors of per-layer token embeddings (gemma4 E2B/E4B).
+struct PerLayerEmbeddings {
+  WeightMatrix token_embd;       // [vocab][n_layers * d_per_layer], read by rows
+  WeightMatrix model_proj;       // [n_layers * d_per_layer][d_model]
+  std::vector<float> proj_norm;  // [d_per_layer]
 };
 
 struct ModelWeights {
@@ -61,6 +72,7 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   std::vector<float> output_norm;  // [d_model]
   WeightMatrix output;             // [vocab][d_model]; == token_embd when tied
+  PerLayerEmbeddings per_layer;    // d_per_layer_input > 0 only
 
   size_t weight_bytes() const;  // bytes of all matrices (what one dense decode step streams)
   // Bytes one token's forward reads: all matrices, but only n_experts_used of each MoE layer's

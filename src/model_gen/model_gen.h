@@ -39,13 +39,17 @@ struct ModelPreset {
 // model of family `arch`. The generic shapes (tiny, tiny256) take any family, with small
 // sliding windows and soft-caps so short prompts exercise them; a named model's preset is of
 // its own family ("" picks it). Throws pith::Error for an unknown name or a mismatch.
-ModelPreset model_preset(const std::string& name, const std::string& arch = "");
+// `overrides` are KEY=VALUE config.json options applied over the preset's (e.g.
+// num_kv_shared_layers=2, layer_types=[...], num_hidden_layers=6).
+ModelPreset model_preset(const std::string& name, const std::string& arch = "",
+                         const std::vector<std::string>& overrides = {});
 std::vector<std::string> model_preset_names();
 
 struct ModelGenOptions {
   std::string preset = "tiny";
-  std::string arch;             // family (engine/architectures); "": the preset's own
-  DType dtype = DType::F32;     // matrices; block-quantised types only with GGUF
+  std::string arch;                  // family (engine/architectures); "": the preset's own
+  std::vector<std::string> options;  // KEY=VALUE family options over the preset's
+  DType dtype = DType::F32;          // matrices; block-quantised types only with GGUF
   std::optional<QuantMix> mix;  // instead of dtype: llama.cpp's per-tensor K-quant types (GGUF)
   std::string vocab_path;       // GGUF file holding tokenizer.* metadata
   std::string format = "gguf";  // "gguf" (output is a file) or "hf" (output is a folder)

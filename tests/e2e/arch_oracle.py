@@ -12,6 +12,9 @@ so for those two families the GGUF side is checked against transformers, whose w
 llama.cpp shares for gemma2/3 (the checks of those pass against both), and against llama.cpp
 only on the positions the window (4 slots in the tiny presets) does not clip yet.
 
+ARCH may also name a variant of ORACLE_DIR/variants.json: a family's tiny preset with config
+options changed (e.g. gemma4-e2b: per-layer token embeddings and KV-sharing layers).
+
 Usage: arch_oracle.py PITH ARCH ORACLE_DIR VOCAB.gguf [TOL]"""
 import json
 import os
@@ -51,6 +54,12 @@ def worst_error(mine, ref, n_positions=None):
 def main():
     pith, arch, oracle_dir, vocab = sys.argv[1:5]
     tol = float(sys.argv[5]) if len(sys.argv) > 5 else 1e-3
+    variants = json.load(open(os.path.join(oracle_dir, "variants.json")))
+    family, gen_options = arch, []
+    if arch in variants:
+        family = variants[arch]["arch"]
+        for o in variants[arch]["options"]:
+            gen_options += ["--option", o]
     ref_cpp = json.load(open(os.path.join(oracle_dir, f"{arch}.llama-cpp.json")))
     ref_hf = json.load(open(os.path.join(oracle_dir, f"{arch}.transformers.json")))
     tokens = ",".join(map(str, ref_hf["tokens"]))
@@ -58,8 +67,8 @@ def main():
         out = {}
         for fmt in ("gguf", "hf"):
             path = os.path.join(tmp, f"{arch}.{fmt}")
-            run([pith, "model", "gen", "--preset", "tiny", "--arch", arch, "--format", fmt,
-                 "--dtype", "f32", "--seed", "5", "--vocab", vocab, "-q", "-o", path])
+            run([pith, "model", "gen", "--preset", "tiny", "--arch", family, "--format", fmt,
+                 "--dtype", "f32", "--seed", "5", "--vocab", vocab, "-q", "-o", path] + gen_options)
             out[fmt] = json.loads(run([pith, "logits", "-m", path, "--tokens", tokens, "--no-bos",
                                        "--top", "60", "--json"]))
     assert out["gguf"] == out["hf"], "GGUF and HF of one model give different logits"

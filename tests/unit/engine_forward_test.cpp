@@ -365,8 +365,8 @@ TEST_P(EngineForward, InvalidBatchesAreRejectedBeforeTouchingKv) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, EngineForward,
-                         ::testing::Values("tiny-f32", "gemma2", "gemma3", "gemma4", "phi3",
-                                           "qwen2moe", "qwen3moe"),
+                         ::testing::Values("tiny-f32", "gemma2", "gemma3", "gemma4", "gemma4-e2b",
+                                           "phi3", "qwen2moe", "qwen3moe"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)

@@ -1,12 +1,15 @@
 // A tiny random-weight model of a family (pith model gen's "tiny" preset over the bundled
 // vocabulary), written once per test process to a temporary GGUF file that is removed when the
-// process exits, and loaded.
+// process exits, and loaded. `arch` may also name a variant of tests/data/oracle/arch/variants.json
+// (a family's tiny preset with config options changed, e.g. gemma4-e2b).
 #pragma once
 
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -34,6 +37,12 @@ inline std::shared_ptr<const ModelWeights> generated_model(const std::string& ar
     ModelGenOptions g;
     g.preset = "tiny";
     g.arch = arch;
+    std::ifstream in(std::string(PITH_TEST_DATA) + "/oracle/arch/variants.json");
+    const nlohmann::json variants = nlohmann::json::parse(in);
+    if (variants.contains(arch)) {
+      g.arch = variants[arch]["arch"].get<std::string>();
+      g.options = variants[arch]["options"].get<std::vector<std::string>>();
+    }
     g.vocab_path = model_path("tiny-f32");
     g.seed = seed;
     g.quiet = true;

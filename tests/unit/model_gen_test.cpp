@@ -345,6 +345,34 @@ TEST(ModelGen, NamedPresetsKeepTheirFamily) {
   EXPECT_THROW(model_preset("tiny", "gpt2"), Error);
 }
 
+// --option KEY=VALUE changes a preset's config.json options: gemma4's E2B-style layers
+// (per-layer token embeddings, KV-sharing layers reading the last earlier layer of their kind,
+// double-wide FFNs there); malformed or inconsistent options are clear errors.
+TEST(ModelGen, OptionsOverrideThePreset) {
+  const std::vector<std::string> e2b = {
+      "hidden_size_per_layer_input=8", "num_kv_shared_layers=2", "use_double_wide_mlp=true",
+      "attention_k_eq_v=false",
+      R"(layer_types=["sliding_attention","sliding_attention","sliding_attention","full_attention","sliding_attention","full_attention"])"};
+  const ModelConfig c = model_preset("tiny", "gemma4", e2b).config;
+  EXPECT_EQ(c.d_per_layer_input, 8u);
+  EXPECT_EQ(c.n_kv_shared_layers, 2u);
+  EXPECT_EQ(c.n_kv_layers(), 4u);
+  EXPECT_FALSE(c.layer_has_kv(4));
+  EXPECT_EQ(c.kv_source_layer(4), 2u);  // sliding: the last earlier sliding layer
+  EXPECT_EQ(c.kv_source_layer(5), 3u);  // global
+  EXPECT_EQ(c.kv_layer(5), 3u);
+  EXPECT_EQ(c.d_ff_of(4), 2 * c.d_ff);
+  EXPECT_EQ(c.d_ff_of(3), c.d_ff);
+  EXPECT_FALSE(c.global_v_from_k);
+  EXPECT_EQ(c.global_kv_heads, 0u);  // HF: only with attention_k_eq_v
+  EXPECT_EQ(model_preset("tiny", "gemma4", {"num_hidden_layers=12"}).config.n_layers, 12u);
+  EXPECT_THROW(model_preset("tiny", "gemma4", {"no_value"}), Error);
+  EXPECT_THROW(model_preset("tiny", "gemma4", {"num_hidden_layers=0"}), Error);
+  // Sharing from layer 4 on, with no global layer before it to read.
+  EXPECT_THROW(model_preset("tiny", "gemma4", {"num_kv_shared_layers=2"}), Error);
+  EXPECT_THROW(model_preset("tiny", "gemma4", {"num_kv_shared_layers=6"}), Error);
+}
+
 TEST(ModelGen, WeightsHaveTheRequestedDistribution) {
   std::string g = temp_path("dist.gguf");
   ThreadPool pool(2);

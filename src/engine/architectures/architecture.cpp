@@ -170,6 +170,11 @@ std::vector<LayerTensor> layer_tensors(const Architecture& arch, const ModelConf
   if (c.post_norms)
     vector(R::PostFfnNorm, "post_ffw_norm.weight", std::string(n.post_ffn_norm) + ".weight", d,
            true);
+  if (c.d_per_layer_input > 0) {
+    matrix(R::PleGate, "inp_gate.weight", "per_layer_input_gate.weight", c.d_per_layer_input, d);
+    matrix(R::PleProj, "proj.weight", "per_layer_projection.weight", d, c.d_per_layer_input);
+    vector(R::PlePostNorm, "post_norm.weight", "post_per_layer_input_norm.weight", d, true);
+  }
   if (c.layer_scale) vector(R::LayerScale, "layer_output_scale.weight", "layer_scalar", 1, false);
   return t;
 }

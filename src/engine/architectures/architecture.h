@@ -129,7 +129,12 @@ struct LayerTensor {
     SsmA,
     SsmNorm,
     SsmOut,
-    LayerScale  // a layer's output scalar (gemma4), one value
+    LayerScale,  // a layer's output scalar (gemma4), one value
+    // Per-layer token embeddings (gemma4 E2B/E4B): the gate from the residual stream, the
+    // projection back to it and that projection's norm.
+    PleGate,
+    PleProj,
+    PlePostNorm
   };
   Role role;
   std::string gguf, hf;  // full names for layer `layer`; an expert's HF name has "{}" for its index

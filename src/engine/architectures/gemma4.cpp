@@ -10,8 +10,11 @@
 //  - a learned scalar multiplying each layer's output, a final logit soft-cap;
 //  - optionally, the last num_kv_shared_layers layers reuse an earlier layer's KV (E2B/E4B),
 //    with FFNs twice as wide where use_double_wide_mlp.
-// HF norm weights are stored as used (no w - 1 offset, unlike Gemma 2/3). Per-layer token
-// embeddings (hidden_size_per_layer_input > 0) and the MoE block are refused by name.
+//  - optionally (E2B/E4B), per-layer token embeddings: a second embedding table gives each token
+//    a small vector per layer, mixed with a projection of its embedding and added to each
+//    layer's output through a GELU-gated branch (engine.cpp).
+// HF norm weights are stored as used (no w - 1 offset, unlike Gemma 2/3). The MoE block
+// (26B-A4B) is refused by name.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -97,11 +100,13 @@ void configure(ModelConfig& c, const ArchitectureKeys& keys) {
   c.final_softcap = static_cast<float>(
       keys.number({"final_logit_softcapping", "final_logit_softcapping"}).value_or(0));
   refuse_attention_bias(keys);
-  if (size_or(keys, {"embedding_length_per_layer_input", "hidden_size_per_layer_input"}, 0) > 0)
-    fail(
-        "{}: per-layer token embeddings (hidden_size_per_layer_input > 0, Gemma 4 E2B/E4B) are "
-        "not supported yet",
-        keys.source());
+  // HF's default is 256 (E2B/E4B); a checkpoint without them says 0.
+  c.d_per_layer_input =
+      size_or(keys, {"embedding_length_per_layer_input", "hidden_size_per_layer_input"},
+              keys.is_gguf() ? 0 : 256);
+  if (c.d_per_layer_input > 0 && !keys.is_gguf() &&
+      size_or(keys, {"", "vocab_size_per_layer_input"}, c.vocab_size) != c.vocab_size)
+    fail("{}: vocab_size_per_layer_input differs from vocab_size (unsupported)", keys.source());
   if (keys.flag({"", "enable_moe_block"}).value_or(false) ||
       keys.number({"expert_count", "num_experts"}).value_or(0) > 0)
     fail("{}: Gemma 4's MoE block (26B-A4B) is not supported yet", keys.source());
