@@ -1,6 +1,6 @@
 """Renders the chat templates of the model families pith runs (Qwen3, Gemma 2, Phi-3.5, the
-DeepSeek-R1 distill of Qwen) with Hugging Face transformers' own chat-template code, as
-reference data for pith's Jinja engine: writes `NAME.jinja` and `NAME.expected.json` into
+DeepSeek-R1 distill of Qwen, Qwen3.5, Gemma 4) with Hugging Face transformers' own chat-template
+code, as reference data for pith's Jinja engine: writes `NAME.jinja` and `NAME.expected.json` into
 tests/data/templates in the format of the existing cases (see that README), which
 chat_template_test and the e2e chat-template test read.
 
@@ -8,7 +8,8 @@ chat_template_test and the e2e chat-template test read.
 
 LLAMA_CPP_TEMPLATES_DIR is llama.cpp's models/templates (the templates as published on Hugging
 Face, e.g. from the PyPI sdist of llama-cpp-python). Needs transformers; pith never runs it.
-Qwen3.5's template (Qwen3.5-4B.jinja) is the one every Qwen3.5 checkpoint ships. The
+Qwen3.5's template (Qwen3.5-4B.jinja) is the one every Qwen3.5 checkpoint ships; Gemma 4's is
+llama.cpp's copy of the 31B instruction-tuned model's (google-gemma-4-31B-it.jinja). The
 conversations are those of the existing cases (Qwen2.5's file), each with
 add_generation_prompt true and false.
 """
@@ -28,6 +29,7 @@ TEMPLATES = {
     "microsoft-Phi-3.5-mini-instruct": ("<s>", "<|endoftext|>"),
     "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
     "Qwen3.5-4B": (None, "<|im_end|>"),
+    "google-gemma-4-31B-it": ("<bos>", "<eos>"),
 }
 
 

@@ -73,7 +73,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values("meta-llama-Llama-3.1-8B-Instruct", "meta-llama-Llama-3.2-3B-Instruct",
                       "Qwen-Qwen2.5-7B-Instruct", "mistralai-Mistral-Nemo-Instruct-2407",
                       "Qwen-Qwen3-0.6B", "google-gemma-2-2b-it", "microsoft-Phi-3.5-mini-instruct",
-                      "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "Qwen3.5-4B"),
+                      "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "Qwen3.5-4B",
+                      "google-gemma-4-31B-it"),
     [](const auto& info) {
       std::string n = info.param;
       for (char& c : n)
