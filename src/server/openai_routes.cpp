@@ -218,8 +218,8 @@ asio::awaitable<std::optional<CompletionRequest>> OpenAiRoutes::completion_reque
     co_return std::nullopt;
   }
   req.reasoning = model_.reasoning;
-  if (model_.reasoning_from_template && req.chat && req.reasoning != ReasoningFormat::None)
-    req.reasoning = req.prompt_opens_thought ? ReasoningFormat::DeepSeekR1 : ReasoningFormat::Qwen3;
+  if (model_.reasoning_from_template && req.chat)
+    req.reasoning = format_for_prompt(req.reasoning, req.prompt_opens_thought);
   // A grammar (a forced tool call, response_format) shapes the output from its first token, so
   // it holds no thought that the prompt opened.
   if (!req.grammar.empty() && req.reasoning == ReasoningFormat::DeepSeekR1)

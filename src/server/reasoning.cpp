@@ -12,6 +12,9 @@ namespace {
 
 constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
+constexpr std::string_view kChannelOpen = "<|channel>";
+constexpr std::string_view kChannelClose = "<channel|>";
+constexpr std::string_view kThoughtChannel = "thought";
 
 // The length of the longest suffix of `s` that is a proper prefix of `tag`.
 size_t partial_tag(std::string_view s, std::string_view tag) {
@@ -35,6 +38,8 @@ const char* reasoning_format_name(ReasoningFormat f) {
       return "deepseek_r1";
     case ReasoningFormat::Qwen3:
       return "qwen3";
+    case ReasoningFormat::Gemma4:
+      return "gemma4";
     case ReasoningFormat::None:
       break;
   }
@@ -45,10 +50,12 @@ std::optional<ReasoningFormat> parse_reasoning_format(std::string_view name) {
   if (name == "none") return ReasoningFormat::None;
   if (name == "deepseek_r1") return ReasoningFormat::DeepSeekR1;
   if (name == "qwen3") return ReasoningFormat::Qwen3;
+  if (name == "gemma4") return ReasoningFormat::Gemma4;
   return std::nullopt;
 }
 
 ReasoningFormat detect_reasoning_format(const ChatTemplate& t) {
+  if (t.source().find(kChannelClose) != std::string::npos) return ReasoningFormat::Gemma4;
   if (t.source().find(kClose) == std::string::npos) return ReasoningFormat::None;
   std::string prompt;
   try {
@@ -67,11 +74,21 @@ bool prompt_opens_thought(std::string_view prompt) {
   return prompt.ends_with(kOpen);
 }
 
-// Both formats start by looking for an opening tag (DeepSeek R1 may repeat the one its prompt
-// ends with); without one, R1's text is already the thought and Qwen3's is the answer.
+ReasoningFormat format_for_prompt(ReasoningFormat detected, bool opens_thought) {
+  if (detected != ReasoningFormat::DeepSeekR1 && detected != ReasoningFormat::Qwen3)
+    return detected;
+  return opens_thought ? ReasoningFormat::DeepSeekR1 : ReasoningFormat::Qwen3;
+}
+
+// The <think> formats start by looking for an opening tag (DeepSeek R1 may repeat the one its
+// prompt ends with); without one, R1's text is already the thought and Qwen3's is the answer.
+// Gemma 4 starts in the answer and enters a thought at every <|channel>thought.
 ReasoningSplitter::ReasoningSplitter(ReasoningFormat f)
-    : state_(f == ReasoningFormat::None ? State::Answer : State::Start),
-      r1_(f == ReasoningFormat::DeepSeekR1) {}
+    : state_(f == ReasoningFormat::None || f == ReasoningFormat::Gemma4 ? State::Answer
+                                                                        : State::Start),
+      r1_(f == ReasoningFormat::DeepSeekR1),
+      gemma4_(f == ReasoningFormat::Gemma4),
+      close_(gemma4_ ? kChannelClose : kClose) {}
 
 ReasoningSplitter::Delta ReasoningSplitter::release(std::string reasoning, std::string content) {
   reasoning_ += reasoning;
@@ -84,9 +101,30 @@ ReasoningSplitter::Delta ReasoningSplitter::push(std::string_view text) {
   std::string reasoning, content;
   for (;;) {
     if (state_ == State::Answer) {
+      if (gemma4_) {
+        if (answer_until_channel(content)) continue;
+        break;
+      }
       content += held_;
       held_.clear();
       break;
+    }
+    if (state_ == State::ChannelName) {
+      if (held_.starts_with(kThoughtChannel)) {
+        held_.erase(0, kThoughtChannel.size());
+        state_ = State::ThoughtSpace;
+        continue;
+      }
+      if (kThoughtChannel.starts_with(held_)) break;  // still possibly "thought"
+      state_ = State::Answer;  // another channel: its marker is dropped, its text is content
+      continue;
+    }
+    if (state_ == State::ThoughtSpace) {
+      const size_t text = held_.find_first_not_of(" \t\r\n");
+      held_.erase(0, text == std::string::npos ? held_.size() : text);
+      if (held_.empty()) break;
+      state_ = State::Thinking;
+      continue;
     }
     if (state_ == State::Start) {
       size_t at = 0;
@@ -102,14 +140,14 @@ ReasoningSplitter::Delta ReasoningSplitter::push(std::string_view text) {
       continue;
     }
     // Thinking.
-    const size_t close = held_.find(kClose);
+    const size_t close = held_.find(close_);
     if (close != std::string::npos) {
       reasoning += held_.substr(0, close);
-      held_.erase(0, close + kClose.size());
+      held_.erase(0, close + close_.size());
       state_ = State::Answer;
       continue;
     }
-    const size_t keep = partial_tag(held_, kClose);
+    const size_t keep = partial_tag(held_, close_);
     reasoning += held_.substr(0, held_.size() - keep);
     held_.erase(0, held_.size() - keep);
     break;
@@ -117,9 +155,29 @@ ReasoningSplitter::Delta ReasoningSplitter::push(std::string_view text) {
   return release(std::move(reasoning), std::move(content));
 }
 
+// Moves the content before the first channel marker in held_ to `content`; true when a marker
+// was found (and consumed: "<|channel>" starts a channel, a stray "<channel|>" is dropped). A
+// possible marker prefix at the end stays held.
+bool ReasoningSplitter::answer_until_channel(std::string& content) {
+  const size_t open = held_.find(kChannelOpen), close = held_.find(kChannelClose);
+  const size_t at = std::min(open, close);
+  if (at != std::string::npos) {
+    content += held_.substr(0, at);
+    const bool opens = at == open;
+    held_.erase(0, at + (opens ? kChannelOpen : kChannelClose).size());
+    if (opens) state_ = State::ChannelName;
+    return true;
+  }
+  const size_t keep = std::max(partial_tag(held_, kChannelOpen), partial_tag(held_, kChannelClose));
+  content += held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return false;
+}
+
 ReasoningSplitter::Delta ReasoningSplitter::finish() {
   std::string rest = std::exchange(held_, std::string());
-  if (state_ == State::Thinking) return release(std::move(rest), "");
+  if (state_ == State::Thinking || state_ == State::ThoughtSpace)
+    return release(std::move(rest), "");
   if (state_ == State::Start && r1_) return release(std::move(rest), "");
   return release("", std::move(rest));
 }

@@ -1,11 +1,17 @@
-// Reasoning models write their thinking between <think> and </think> before the answer. The
-// OpenAI-compatible responses carry it apart, as `reasoning_content` beside `content` (streamed
-// as delta.reasoning_content), the way vLLM's reasoning parsers do:
+// Reasoning models write their thinking between <think> and </think> before the answer (Gemma 4:
+// between <|channel>thought and <channel|>). The OpenAI-compatible responses carry it apart, as
+// `reasoning_content` beside `content` (streamed as delta.reasoning_content), the way vLLM's
+// reasoning parsers do:
 //   deepseek_r1  the generation prompt opens the thought (the template ends with "<think>"), so
 //                the output starts inside it; everything before "</think>" is reasoning, and an
 //                output without "</think>" is all reasoning (the budget ended the thought);
 //   qwen3        the model opens the thought itself: reasoning only when the output starts
-//                with "<think>"; otherwise it is all content.
+//                with "<think>"; otherwise it is all content;
+//   gemma4       <|channel>thought ... <channel|> blocks anywhere in the output are reasoning
+//                (the whitespace after "thought" dropped), the rest is content; a <|channel> of
+//                another name and a <channel|> that closes nothing are dropped (llama.cpp's
+//                peg-gemma4 format). The prompt never leaves a thought open: with thinking off,
+//                Gemma 4's template ends it with an empty one.
 // A thought cut short by max_tokens stays reasoning in both, streamed or not.
 #pragma once
 
@@ -19,18 +25,22 @@ class ChatTemplate;
 
 namespace pith::server {
 
-enum class ReasoningFormat { None, DeepSeekR1, Qwen3 };
+enum class ReasoningFormat { None, DeepSeekR1, Qwen3, Gemma4 };
 
 const char* reasoning_format_name(ReasoningFormat f);
-// "none", "deepseek_r1", "qwen3"; nullopt for anything else.
+// "none", "deepseek_r1", "qwen3", "gemma4"; nullopt for anything else.
 std::optional<ReasoningFormat> parse_reasoning_format(std::string_view name);
-// From the template: deepseek_r1 when its generation prompt ends inside a thought, qwen3 when
-// it knows </think> otherwise, none for templates without thoughts.
+// From the template: gemma4 when it writes <channel|>, deepseek_r1 when its generation prompt
+// ends inside a thought, qwen3 when it knows </think> otherwise, none for templates without
+// thoughts.
 ReasoningFormat detect_reasoning_format(const ChatTemplate& chat_template);
 // Whether a rendered prompt ends inside an open thought ("<think>" and whitespace at its end):
 // a template-detected format then reads the output as deepseek_r1, otherwise as qwen3 (Qwen3.5
 // and Qwen3 close the thought in the prompt when a request turns thinking off).
 bool prompt_opens_thought(std::string_view prompt);
+// The format one chat request's output is read in, for a format detected from the template:
+// the <think> formats follow prompt_opens_thought, the others stay as they are.
+ReasoningFormat format_for_prompt(ReasoningFormat detected, bool prompt_opens_thought);
 
 // Splits one choice's text, as it becomes final, into reasoning and content.
 class ReasoningSplitter {
@@ -49,11 +59,17 @@ class ReasoningSplitter {
   const std::string& content() const { return content_; }
 
  private:
-  enum class State { Start, Thinking, Answer };
+  // ChannelName and ThoughtSpace (gemma4 only): after "<|channel>", reading "thought" and the
+  // whitespace after it.
+  enum class State { Start, Thinking, Answer, ChannelName, ThoughtSpace };
   Delta release(std::string reasoning, std::string content);
+  // gemma4's Answer state: content up to the next channel marker.
+  bool answer_until_channel(std::string& content);
 
   State state_;
   bool r1_ = false;  // deepseek_r1: text before any tag is already reasoning
+  bool gemma4_ = false;
+  std::string_view close_;  // the tag that ends a thought
   std::string held_;
   std::string reasoning_, content_;
 };

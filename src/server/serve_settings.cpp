@@ -161,11 +161,12 @@ ServeSettings resolve_serve_config(ServeConfig c) {
 
   require(c.tool_call_parser == "auto" || parse_tool_call_format(c.tool_call_parser),
           "--tool-call-parser",
-          fmt::format("must be auto, hermes, llama3_json or qwen3_coder, not '{}'",
+          fmt::format("must be auto, hermes, llama3_json, qwen3_coder or gemma4, not '{}'",
                       c.tool_call_parser));
   require(c.reasoning_parser == "auto" || parse_reasoning_format(c.reasoning_parser),
           "--reasoning-parser",
-          fmt::format("must be auto, none, deepseek_r1 or qwen3, not '{}'", c.reasoning_parser));
+          fmt::format("must be auto, none, deepseek_r1, qwen3 or gemma4, not '{}'",
+                      c.reasoning_parser));
   if (!c.chat_template.empty()) {
     std::ifstream in(c.chat_template);
     if (!in) fail("cannot read chat template {}", c.chat_template);

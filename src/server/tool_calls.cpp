@@ -19,6 +19,7 @@ template <typename... Args>
 
 constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
+constexpr std::string_view kGemma4Open = "<|tool_call>";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 // A bound on calls per turn, so a grammar-forced output always ends.
 constexpr int kMaxParallelCalls = 8;
@@ -73,6 +74,8 @@ const char* tool_call_format_name(ToolCallFormat f) {
       return "llama3_json";
     case ToolCallFormat::Qwen3Coder:
       return "qwen3_coder";
+    case ToolCallFormat::Gemma4:
+      return "gemma4";
   }
   return "?";
 }
@@ -81,10 +84,12 @@ std::optional<ToolCallFormat> parse_tool_call_format(std::string_view name) {
   if (name == "hermes") return ToolCallFormat::Hermes;
   if (name == "llama3_json") return ToolCallFormat::Llama3Json;
   if (name == "qwen3_coder") return ToolCallFormat::Qwen3Coder;
+  if (name == "gemma4") return ToolCallFormat::Gemma4;
   return std::nullopt;
 }
 
 ToolCallFormat detect_tool_call_format(const std::string& source) {
+  if (source.find("'<|tool_call>call:'") != std::string::npos) return ToolCallFormat::Gemma4;
   if (source.find("<function=") != std::string::npos &&
       source.find("<parameter=") != std::string::npos)
     return ToolCallFormat::Qwen3Coder;
@@ -164,6 +169,7 @@ std::string tool_call_grammar(const ToolRequest& r, ToolCallFormat f) {
   const bool many = r.parallel && r.choice == ToolRequest::Choice::Required;
   if (f == ToolCallFormat::Qwen3Coder)
     return xml_tool_call_grammar(r, many ? kMaxParallelCalls : 1);
+  if (f == ToolCallFormat::Gemma4) return gemma4_tool_call_grammar(r, many ? kMaxParallelCalls : 1);
   ordered_json schema;
   if (r.choice == ToolRequest::Choice::Named) {
     schema = call_schema(*find_function(r, r.named), f);
@@ -192,6 +198,7 @@ std::string tool_call_grammar(const ToolRequest& r, ToolCallFormat f) {
 
 ParsedToolOutput parse_tool_output(std::string_view text, ToolCallFormat f, const ToolRequest& r) {
   if (f == ToolCallFormat::Qwen3Coder) return parse_xml_tool_output(text, r);
+  if (f == ToolCallFormat::Gemma4) return parse_gemma4_tool_output(text, r);
   ParsedToolOutput out;
   if (f == ToolCallFormat::Llama3Json) {
     std::string_view body = trim(text);
@@ -204,27 +211,27 @@ ParsedToolOutput parse_tool_output(std::string_view text, ToolCallFormat f, cons
     out.content = std::string(text);
     return out;
   }
-  return parse_tool_call_blocks(text,
+  return parse_tool_call_blocks(text, kHermesOpen, kHermesClose,
                                 [&](std::string_view body) { return call_of(trim(body), f, r); });
 }
 
 ParsedToolOutput parse_tool_call_blocks(
-    std::string_view text,
+    std::string_view text, std::string_view open_tag, std::string_view close_tag,
     const std::function<std::optional<ToolCall>(std::string_view)>& call_of) {
   ParsedToolOutput out;
   std::string content;
   size_t at = 0;
   while (at < text.size()) {
-    const size_t open = text.find(kHermesOpen, at);
+    const size_t open = text.find(open_tag, at);
     if (open == std::string_view::npos) break;
-    const size_t start = open + kHermesOpen.size();
-    const size_t close = text.find(kHermesClose, start);
+    const size_t start = open + open_tag.size();
+    const size_t close = text.find(close_tag, start);
     const size_t end = close == std::string_view::npos ? text.size() : close;
     auto call = call_of(text.substr(start, end - start));
     if (!call) break;  // text that only looks like a call: the rest stays content
     content += text.substr(at, open - at);
     out.calls.push_back(std::move(*call));
-    at = close == std::string_view::npos ? text.size() : close + kHermesClose.size();
+    at = close == std::string_view::npos ? text.size() : close + close_tag.size();
   }
   if (out.calls.empty()) {
     out.content = std::string(text);
@@ -241,8 +248,22 @@ bool may_become_tool_call(std::string_view text, ToolCallFormat f) {
   auto prefix_of = [&](std::string_view marker) {
     return marker.substr(0, std::min(marker.size(), t.size())) == t.substr(0, marker.size());
   };
+  if (f == ToolCallFormat::Gemma4) return prefix_of(kGemma4Open);
   if (f != ToolCallFormat::Llama3Json) return prefix_of(kHermesOpen);
   return t.front() == '{' || prefix_of(kPythonTag);
+}
+
+std::string gbnf_literal(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
 }
 
 ordered_json template_message(const json& m) {
@@ -280,6 +301,9 @@ ordered_json template_message(const json& m) {
       out["tool_call_id"] = *id;
   }
   if (auto name = m.find("name"); name != m.end() && name->is_string()) out["name"] = *name;
+  // The thinking behind earlier calls: Gemma 4's and Qwen3.5's templates show it again.
+  if (auto r = m.find("reasoning_content"); role == "assistant" && r != m.end() && r->is_string())
+    out["reasoning_content"] = *r;
   return out;
 }
 

@@ -10,6 +10,8 @@
 //   llama3_json {"name": NAME, "parameters": {...}}  (one call; Llama 3.1 / 3.2 templates)
 //   qwen3_coder <tool_call>\n<function=NAME>\n<parameter=ARG>\nVALUE\n</parameter>\n...
 //               </function>\n</tool_call>  (one or more; Qwen3-Coder, Qwen3.5; tool_calls_xml.cpp)
+//   gemma4      <|tool_call>call:NAME{ARG:VALUE,...}<tool_call|>  (one or more; Gemma 4, strings
+//               quoted as <|"|>text<|"|>; tool_calls_gemma4.cpp)
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -22,14 +24,14 @@
 
 namespace pith::server {
 
-enum class ToolCallFormat { Hermes, Llama3Json, Qwen3Coder };
+enum class ToolCallFormat { Hermes, Llama3Json, Qwen3Coder, Gemma4 };
 
 const char* tool_call_format_name(ToolCallFormat f);
-// "hermes", "llama3_json", "qwen3_coder"; nullopt for anything else.
+// "hermes", "llama3_json", "qwen3_coder", "gemma4"; nullopt for anything else.
 std::optional<ToolCallFormat> parse_tool_call_format(std::string_view name);
-// The format a chat template renders tool calls in: qwen3_coder for templates that write
-// <function=...> and <parameter=...>, llama3_json for templates that ask for
-// {"name": ..., "parameters": ...}, hermes otherwise.
+// The format a chat template renders tool calls in: gemma4 for templates that write
+// '<|tool_call>call:', qwen3_coder for templates that write <function=...> and <parameter=...>,
+// llama3_json for templates that ask for {"name": ..., "parameters": ...}, hermes otherwise.
 ToolCallFormat detect_tool_call_format(const std::string& template_source);
 
 struct ToolFunction {
@@ -73,16 +75,23 @@ struct ParsedToolOutput {
 ParsedToolOutput parse_tool_output(std::string_view text, ToolCallFormat format,
                                    const ToolRequest& request);
 
-// The tagged formats (hermes, qwen3_coder): the <tool_call>…</tool_call> blocks of an output, each
-// body turned into a call by `call_of` (nullopt: not a call, and the rest stays content); an
-// unclosed block at the end (the budget ran out) is tried too.
+// The tagged formats (hermes, qwen3_coder, gemma4): the open…close blocks of an output
+// (<tool_call>…</tool_call>, <|tool_call>…<tool_call|>), each body turned into a call by
+// `call_of` (nullopt: not a call, and the rest stays content); an unclosed block at the end (the
+// budget ran out) is tried too.
 ParsedToolOutput parse_tool_call_blocks(
-    std::string_view text, const std::function<std::optional<ToolCall>(std::string_view)>& call_of);
+    std::string_view text, std::string_view open, std::string_view close,
+    const std::function<std::optional<ToolCall>(std::string_view)>& call_of);
 
 // The qwen3_coder halves (tool_calls_xml.cpp): its parser, and its forced-call grammar with at
 // most max_calls calls.
 ParsedToolOutput parse_xml_tool_output(std::string_view text, const ToolRequest& request);
 std::string xml_tool_call_grammar(const ToolRequest& request, int max_calls);
+// The gemma4 halves (tool_calls_gemma4.cpp), likewise.
+ParsedToolOutput parse_gemma4_tool_output(std::string_view text, const ToolRequest& request);
+std::string gemma4_tool_call_grammar(const ToolRequest& request, int max_calls);
+// `s` as a GBNF string literal (quotes, backslashes and newlines escaped).
+std::string gbnf_literal(std::string_view s);
 
 // While streaming with tool_choice auto: whether the output so far could still turn out to be
 // a tool call (its text is then held back until it is decided).

@@ -96,23 +96,11 @@ std::optional<ToolCall> xml_call(std::string_view body, const ToolRequest& r) {
   return ToolCall{name, args.dump()};
 }
 
-std::string gbnf_literal(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 ParsedToolOutput parse_xml_tool_output(std::string_view text, const ToolRequest& r) {
-  return parse_tool_call_blocks(text, [&](std::string_view body) { return xml_call(body, r); });
+  return parse_tool_call_blocks(text, "<tool_call>", "</tool_call>",
+                                [&](std::string_view body) { return xml_call(body, r); });
 }
 
 std::string xml_tool_call_grammar(const ToolRequest& r, int max_calls) {

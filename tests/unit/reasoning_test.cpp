@@ -83,6 +83,25 @@ TEST(ReasoningSplitter, DeepSeekR1StartsInsideTheThought) {
   expect_split(r1, "</think>", "", "");
 }
 
+// Gemma 4: thoughts are <|channel>thought ... <channel|> blocks, anywhere in the output.
+TEST(ReasoningSplitter, Gemma4ThoughtChannels) {
+  const auto g = ReasoningFormat::Gemma4;
+  expect_split(g, "<|channel>thought\nLet me see.\n<channel|>Paris.", "Let me see.\n", "Paris.");
+  expect_split(g, "Paris.", "", "Paris.");
+  // The empty thought it may add after its answer, and one cut short by max_tokens.
+  expect_split(g, "Paris.<|channel>thought\n<channel|>", "", "Paris.");
+  expect_split(g, "<|channel>thought\ncut short", "cut short", "");
+  expect_split(g, "<|channel>thought", "", "");
+  expect_split(g, "a<|channel>thought x<channel|>b<|channel>thought y<channel|>c", "xy", "abc");
+  // Markers that open no thought are dropped, their text kept.
+  expect_split(g, "A<channel|>B", "", "AB");
+  expect_split(g, "<|channel>final\nHi", "", "final\nHi");
+  expect_split(g, "<|channel><|channel>thought\nx<channel|>y", "x", "y");
+  expect_split(g, "a <|chan b <channel", "", "a <|chan b <channel");
+  // <think> means nothing to Gemma 4.
+  expect_split(g, "<think>x</think>y", "", "<think>x</think>y");
+}
+
 TEST(ReasoningSplitter, NoneLeavesTextAlone) {
   expect_split(ReasoningFormat::None, "<think>x</think>y", "", "<think>x</think>y");
 }
@@ -105,7 +124,13 @@ TEST(ReasoningFormat, DetectedFromTheTemplate) {
       "%}<|im_start|>assistant\n{% endif %}");
   EXPECT_EQ(detect_reasoning_format(q3), ReasoningFormat::Qwen3);
   EXPECT_EQ(parse_reasoning_format("deepseek_r1"), ReasoningFormat::DeepSeekR1);
+  EXPECT_EQ(parse_reasoning_format("gemma4"), ReasoningFormat::Gemma4);
   EXPECT_FALSE(parse_reasoning_format("o1"));
+  // Per prompt, only the <think> formats change.
+  EXPECT_EQ(format_for_prompt(ReasoningFormat::Qwen3, true), ReasoningFormat::DeepSeekR1);
+  EXPECT_EQ(format_for_prompt(ReasoningFormat::DeepSeekR1, false), ReasoningFormat::Qwen3);
+  EXPECT_EQ(format_for_prompt(ReasoningFormat::Gemma4, false), ReasoningFormat::Gemma4);
+  EXPECT_EQ(format_for_prompt(ReasoningFormat::None, true), ReasoningFormat::None);
 }
 
 const Tokenizer& tok() {

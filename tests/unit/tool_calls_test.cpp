@@ -236,6 +236,86 @@ TEST(ToolCallGrammar, Qwen3CoderRequiredAdmitsOnlyValidCalls) {
   EXPECT_FALSE(single.matches(minimal + "\n" + minimal));
 }
 
+// Gemma 4: <|tool_call>call:NAME{key:VALUE,...}<tool_call|>, strings between <|"|> marks.
+const char* kGemmaCall =
+    "<|tool_call>call:get_weather{city:<|\"|>São Paulo, \"SP\" {x:1}<|\"|>,days:3,"
+    "options:{hourly:true,hours:[6, 12.5e0,-1],note:null,tags:[]},unit:<|\"|><|\"|>}<tool_call|>";
+
+TEST(ToolOutput, Gemma4CallsAndTheTextAround) {
+  ToolRequest r = xml_request("\"auto\"");
+  ParsedToolOutput p = parse_tool_output(
+      std::string("Checking.\n") + kGemmaCall + "<|tool_call>call:noop{}<tool_call|>",
+      ToolCallFormat::Gemma4, r);
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  // Compact JSON, keys in the order written, numbers as written.
+  EXPECT_EQ(p.calls[0].arguments,
+            R"({"city":"São Paulo, \"SP\" {x:1}","days":3,"options":{"hourly":true,)"
+            R"("hours":[6,12.5e0,-1],"note":null,"tags":[]},"unit":""})");
+  EXPECT_EQ(p.calls[1].name, "noop");
+  EXPECT_EQ(p.calls[1].arguments, "{}");
+  EXPECT_EQ(p.content, "Checking.");
+  // Whitespace where llama.cpp's parser allows it, keys quoted the way declarations quote them,
+  // and a call cut off before its closing marker (the budget ran out).
+  ParsedToolOutput loose = parse_tool_output(
+      "<|tool_call>call:get_weather{ city: <|\"|>Lima<|\"|> ,\n <|\"|>days<|\"|>:2 }",
+      ToolCallFormat::Gemma4, r);
+  ASSERT_EQ(loose.calls.size(), 1u);
+  EXPECT_EQ(loose.calls[0].arguments, R"({"city":"Lima","days":2})");
+  EXPECT_EQ(loose.content, "");
+}
+
+// Anything that is not a well-formed call to a declared function stays content, untouched.
+TEST(ToolOutput, Gemma4MalformedCallsStayContent) {
+  ToolRequest r = xml_request("\"auto\"");
+  const std::string deep =
+      "<|tool_call>call:noop{a:" + std::string(100, '[') + std::string(100, ']') + "}<tool_call|>";
+  for (const std::string& text : std::vector<std::string>{
+           "<|tool_call>call:rm_rf{}<tool_call|>",                           // unknown function
+           "<|tool_call>get_weather{city:<|\"|>x<|\"|>}<tool_call|>",        // no "call:"
+           "<|tool_call>call:get_weather{city:<|\"|>x}<tool_call|>",         // unclosed string
+           "<|tool_call>call:get_weather{city:Paris}<tool_call|>",           // bare word
+           "<|tool_call>call:get_weather{city:<|\"|>x<|\"|>,}<tool_call|>",  // trailing comma
+           "<|tool_call>call:get_weather{:1}<tool_call|>",                   // empty key
+           "<|tool_call>call:get_weather{days:1.}<tool_call|>",              // bad number
+           "<|tool_call>call:get_weather{days:1} extra<tool_call|>",         // text after it
+           "<|tool_call>call:get_weather", "<|tool_call>", deep,             // cut short, too deep
+           "Sunny."}) {
+    ParsedToolOutput plain = parse_tool_output(text, ToolCallFormat::Gemma4, r);
+    EXPECT_TRUE(plain.calls.empty()) << text;
+    EXPECT_EQ(plain.content, text);
+  }
+  // A malformed second call leaves the first one a call and itself content.
+  ParsedToolOutput half =
+      parse_tool_output("<|tool_call>call:noop{}<tool_call|><|tool_call>call:noop{<tool_call|>",
+                        ToolCallFormat::Gemma4, r);
+  ASSERT_EQ(half.calls.size(), 1u);
+  EXPECT_EQ(half.content, "<|tool_call>call:noop{<tool_call|>");
+  EXPECT_TRUE(may_become_tool_call("  <|tool_", ToolCallFormat::Gemma4));
+  EXPECT_FALSE(may_become_tool_call("<tool_call>", ToolCallFormat::Gemma4));
+  EXPECT_FALSE(may_become_tool_call("Let me", ToolCallFormat::Gemma4));
+}
+
+TEST(ToolCallGrammar, Gemma4RequiredAdmitsCallsInItsSyntax) {
+  CallGrammar g(xml_request("\"required\""), ToolCallFormat::Gemma4);
+  EXPECT_TRUE(g.matches(kGemmaCall)) << g.gbnf;
+  EXPECT_TRUE(g.matches("<|tool_call>call:noop{}<tool_call|>"));
+  EXPECT_TRUE(g.matches(std::string(kGemmaCall) + kGemmaCall));  // parallel calls
+  // Strings may hold anything but the closing mark, "<" and "|" runs included.
+  EXPECT_TRUE(g.matches("<|tool_call>call:noop{s:<|\"|>a<<|<|\"<|\"|b<|<|\"|>}<tool_call|>"));
+  EXPECT_TRUE(g.matches("<|tool_call>call:noop{s:<|\"|><|\"|<|\"|>}<tool_call|>"));
+  EXPECT_FALSE(g.matches("<|tool_call>call:noop{s:<|\"|>a<|\"|>b<|\"|>}<tool_call|>"));
+  EXPECT_FALSE(g.matches("<|tool_call>call:rm_rf{}<tool_call|>"));
+  EXPECT_FALSE(g.matches("<|tool_call>call:noop{a:Paris}<tool_call|>"));
+  EXPECT_FALSE(g.matches("Sure. <|tool_call>call:noop{}<tool_call|>"));
+  CallGrammar named(xml_request(R"({"type": "function", "function": {"name": "noop"}})"),
+                    ToolCallFormat::Gemma4);
+  EXPECT_TRUE(named.matches("<|tool_call>call:noop{}<tool_call|>"));
+  EXPECT_FALSE(named.matches(kGemmaCall));
+  CallGrammar single(xml_request("\"required\"", /*parallel=*/false), ToolCallFormat::Gemma4);
+  EXPECT_FALSE(single.matches(std::string(kGemmaCall) + kGemmaCall));
+}
+
 TEST(ToolCallFormat, DetectedFromTheTemplate) {
   auto read = [](const std::string& name) {
     std::ifstream in(std::string(PITH_TEST_DATA) + "/templates/" + name + ".jinja");
@@ -247,6 +327,8 @@ TEST(ToolCallFormat, DetectedFromTheTemplate) {
   EXPECT_EQ(detect_tool_call_format(read("meta-llama-Llama-3.1-8B-Instruct")),
             ToolCallFormat::Llama3Json);
   EXPECT_EQ(detect_tool_call_format(read("Qwen3.5-4B")), ToolCallFormat::Qwen3Coder);
+  EXPECT_EQ(detect_tool_call_format(read("google-gemma-4-31B-it")), ToolCallFormat::Gemma4);
+  EXPECT_EQ(parse_tool_call_format("gemma4"), ToolCallFormat::Gemma4);
   EXPECT_EQ(parse_tool_call_format("qwen3_coder"), ToolCallFormat::Qwen3Coder);
   EXPECT_EQ(parse_tool_call_format("hermes"), ToolCallFormat::Hermes);
   EXPECT_EQ(parse_tool_call_format("llama3_json"), ToolCallFormat::Llama3Json);
@@ -269,6 +351,8 @@ TEST(ToolConversation, RendersLikeHuggingFace) {
     ordered_json vars = {{"messages", messages},        {"add_generation_prompt", true},
                          {"tools", c["tools"]},         {"bos_token", c["bos_token"]},
                          {"eos_token", c["eos_token"]}, {"date_string", c["date_string"]}};
+    if (c.contains("chat_template_kwargs"))  // as chat_prompt_tokens passes them
+      vars["extra_context"] = c["chat_template_kwargs"];
     EXPECT_EQ(tmpl.render(ChatTemplate::variables_for(vars)), c["output"].get<std::string>())
         << c["template"] << " / " << c["name"];
   }

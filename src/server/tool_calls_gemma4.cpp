@@ -1,0 +1,207 @@
+// Gemma 4's tool-call format (what its chat template writes, and llama.cpp's peg-gemma4 chat
+// parser reads):
+//   <|tool_call>call:NAME{key:VALUE,key:VALUE}<tool_call|>
+// one block per call, back to back; the model then ends its output with <|tool_response> (an
+// end-of-generation token) and waits for the results. A VALUE is
+//   <|"|>text<|"|>                 a string: raw text up to the next <|"|>, no escapes
+//   {key:VALUE,...}  [VALUE,...]   objects (keys unquoted, up to ':') and arrays
+//   a JSON number, true, false, null
+// with optional whitespace after '{', '[', ':' and ',' and before '}' and ']'. Parsing turns the
+// arguments into compact JSON (keys in the order written, numbers as written), as llama.cpp
+// does; a key written as <|"|>key<|"|> (the quoting the template uses inside tool
+// declarations) is read as key. The forced-call grammar, like llama.cpp's, fixes the function
+// names and the value syntax but not the parameter schemas.
+#include <fmt/format.h>
+
+#include <cctype>
+
+#include "server/tool_calls.h"
+
+namespace pith::server {
+
+namespace {
+
+constexpr std::string_view kCallOpen = "<|tool_call>";
+constexpr std::string_view kCallClose = "<tool_call|>";
+constexpr std::string_view kCallPrefix = "call:";
+constexpr std::string_view kQuote = "<|\"|>";
+// Nesting beyond this is refused: the parser recurses once per level.
+constexpr int kMaxDepth = 64;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// Reads Gemma 4 values from a text and writes them as JSON; every method returns false on text
+// that is not a well-formed value (the caller then treats the block as content).
+class ValueReader {
+ public:
+  explicit ValueReader(std::string_view text) : s_(text) {}
+
+  bool object(std::string& out, int depth = 0) {
+    if (depth > kMaxDepth || !take('{')) return false;
+    out += '{';
+    skip_space();
+    if (take('}')) return out += '}', true;
+    for (bool first = true;; first = false) {
+      if (!first) out += ',';
+      std::string_view key;
+      if (!object_key(key)) return false;
+      out += nlohmann::json(std::string(key)).dump();
+      out += ':';
+      skip_space();
+      if (!value(out, depth + 1)) return false;
+      skip_space();
+      if (take('}')) return out += '}', true;
+      if (!take(',')) return false;
+      skip_space();
+    }
+  }
+
+  bool at_end() const { return at_ == s_.size(); }
+  void skip_space() {
+    while (at_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[at_]))) ++at_;
+  }
+
+ private:
+  bool take(char c) {
+    if (at_ >= s_.size() || s_[at_] != c) return false;
+    ++at_;
+    return true;
+  }
+  bool take(std::string_view word) {
+    if (s_.substr(at_, word.size()) != word) return false;
+    at_ += word.size();
+    return true;
+  }
+
+  // Up to ':' (no '}' inside, at least one character), or a <|"|>-quoted key.
+  bool object_key(std::string_view& key) {
+    if (take(kQuote)) {
+      const size_t end = s_.find(kQuote, at_);
+      if (end == std::string_view::npos) return false;
+      key = s_.substr(at_, end - at_);
+      at_ = end + kQuote.size();
+      return take(':');
+    }
+    const size_t end = s_.find_first_of(":}", at_);
+    if (end == std::string_view::npos || s_[end] != ':' || end == at_) return false;
+    key = s_.substr(at_, end - at_);
+    at_ = end + 1;
+    return true;
+  }
+
+  bool value(std::string& out, int depth) {
+    if (depth > kMaxDepth || at_ >= s_.size()) return false;
+    if (take(kQuote)) {
+      const size_t end = s_.find(kQuote, at_);
+      if (end == std::string_view::npos) return false;
+      out += nlohmann::json(std::string(s_.substr(at_, end - at_)))
+                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      at_ = end + kQuote.size();
+      return true;
+    }
+    const char c = s_[at_];
+    if (c == '{') return object(out, depth);
+    if (c == '[') return array(out, depth);
+    for (std::string_view word : {"true", "false", "null"})
+      if (take(word)) return out += word, true;
+    return number(out);
+  }
+
+  bool array(std::string& out, int depth) {
+    take('[');
+    out += '[';
+    skip_space();
+    if (take(']')) return out += ']', true;
+    for (bool first = true;; first = false) {
+      if (!first) out += ',';
+      if (!value(out, depth + 1)) return false;
+      skip_space();
+      if (take(']')) return out += ']', true;
+      if (!take(',')) return false;
+      skip_space();
+    }
+  }
+
+  // A JSON number, copied as written.
+  bool number(std::string& out) {
+    const size_t start = at_;
+    auto digits = [&] {
+      const size_t from = at_;
+      while (at_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[at_]))) ++at_;
+      return at_ > from;
+    };
+    take('-');
+    if (!take('0') && !digits()) return false;
+    if (take('.') && !digits()) return false;
+    if (take('e') || take('E')) {
+      if (!take('+')) take('-');
+      if (!digits()) return false;
+    }
+    out += s_.substr(start, at_ - start);
+    return true;
+  }
+
+  std::string_view s_;
+  size_t at_ = 0;
+};
+
+// The call in one block body ("call:NAME{...}"), if it is a well-formed call to a known function.
+std::optional<ToolCall> gemma4_call(std::string_view body, const ToolRequest& r) {
+  body = trim(body);
+  if (body.substr(0, kCallPrefix.size()) != kCallPrefix) return std::nullopt;
+  body.remove_prefix(kCallPrefix.size());
+  const size_t brace = body.find('{');
+  if (brace == std::string_view::npos) return std::nullopt;
+  const std::string name(trim(body.substr(0, brace)));
+  bool known = false;
+  for (const auto& fn : r.functions) known |= fn.name == name;
+  if (!known) return std::nullopt;
+  ValueReader reader(body.substr(brace));
+  std::string arguments;
+  if (!reader.object(arguments)) return std::nullopt;
+  reader.skip_space();
+  if (!reader.at_end()) return std::nullopt;
+  return ToolCall{name, std::move(arguments)};
+}
+
+}  // namespace
+
+ParsedToolOutput parse_gemma4_tool_output(std::string_view text, const ToolRequest& r) {
+  return parse_tool_call_blocks(text, kCallOpen, kCallClose,
+                                [&](std::string_view body) { return gemma4_call(body, r); });
+}
+
+std::string gemma4_tool_call_grammar(const ToolRequest& r, int max_calls) {
+  std::string names;
+  for (const auto& fn : r.functions) {
+    if (r.choice == ToolRequest::Choice::Named && fn.name != r.named) continue;
+    names += (names.empty() ? "" : " | ") + gbnf_literal(fn.name);
+  }
+  // gemma-text: any text without <|"|> in it (a string's content), as a regular expression over
+  // the states "just read '<'", "<|", "<|\"" and "<|\"|".
+  return fmt::format(
+      "root ::= tool-call{}\n"
+      "tool-call ::= \"<|tool_call>call:\" ({}) gemma-object \"<tool_call|>\"\n"
+      "gemma-value ::= gemma-string | gemma-object | gemma-array | gemma-number | \"true\" | "
+      "\"false\" | \"null\"\n"
+      "gemma-string ::= \"<|\\\"|>\" gemma-text \"<|\\\"|>\"\n"
+      "gemma-text ::= ([^<] | \"<\" gemma-lt-stay* gemma-lt-leave)* "
+      "(\"<\" gemma-lt-stay* (\"|\" (\"\\\"\" \"|\"?)?)?)?\n"
+      "gemma-lt-stay ::= \"<\" | \"|<\" | \"|\\\"<\" | \"|\\\"|<\"\n"
+      "gemma-lt-leave ::= [^<|] | \"|\" [^<\"] | \"|\\\"\" [^<|] | \"|\\\"|\" [^<>]\n"
+      "gemma-object ::= \"{{\" gemma-space (\"}}\" | gemma-member (\",\" gemma-space "
+      "gemma-member)* gemma-space \"}}\")\n"
+      "gemma-member ::= [^:}}<]+ \":\" gemma-space gemma-value\n"
+      "gemma-array ::= \"[\" gemma-space (\"]\" | gemma-value (\",\" gemma-space gemma-value)* "
+      "gemma-space \"]\")\n"
+      "gemma-number ::= \"-\"? (\"0\" | [1-9] [0-9]{{0,15}}) (\".\" [0-9]{{1,16}})? "
+      "([eE] [-+]? [0-9]{{1,3}})?\n"
+      "gemma-space ::= (\" \" | \"\\n\" [ \\t]{{0,20}})?\n",
+      max_calls > 1 ? fmt::format(" tool-call{{0,{}}}", max_calls - 1) : "", names);
+}
+
+}  // namespace pith::server

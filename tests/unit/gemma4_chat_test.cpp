@@ -1,0 +1,167 @@
+// Gemma 4 through the OpenAI chat surface without a model: its vocabulary and published template
+// (tests/data), the tool-call and reasoning formats chosen from that template, the prompt a
+// request renders, and model outputs (as token ids of the real vocabulary) turned into
+// responses, whole and streamed: thoughts into reasoning_content, <|tool_call> blocks into
+// tool_calls, malformed calls into plain content.
+#include <gtest/gtest.h>
+
+#include "chat_template/chat_template.h"
+#include "common/read_file.h"
+#include "server/completion_session.h"
+#include "server/openai_api.h"
+#include "server/reasoning.h"
+#include "server/tool_calls.h"
+
+namespace pith::server {
+namespace {
+
+using nlohmann::json;
+
+const Tokenizer& gemma() {
+  static const Tokenizer t =
+      Tokenizer::load(std::string(PITH_TEST_DATA) + "/tokenizer/ggml-vocab-gemma-4.gguf");
+  return t;
+}
+
+const ChatTemplate& gemma_template() {
+  static const ChatTemplate t(
+      read_file(std::string(PITH_TEST_DATA) + "/templates/google-gemma-4-31B-it.jinja"));
+  return t;
+}
+
+const json kWeather = {
+    {"type", "function"},
+    {"function",
+     {{"name", "get_weather"},
+      {"parameters",
+       {{"type", "object"},
+        {"properties", {{"city", {{"type", "string"}}}, {"days", {{"type", "integer"}}}}},
+        {"required", {"city"}}}}}}};
+
+// A chat request as the routes build it for a Gemma 4 model (formats from the template).
+CompletionRequest chat(json body, bool stream) {
+  body["stream"] = stream;
+  if (!body.contains("messages"))
+    body["messages"] = {{{"role", "user"}, {"content", "Weather in Paris?"}}};
+  const ToolCallFormat format = detect_tool_call_format(gemma_template().source());
+  CompletionRequest r =
+      parse_completion_request(body, true, gemma(), gemma_template(), 4096, 1, nullptr, format);
+  r.reasoning =
+      format_for_prompt(detect_reasoning_format(gemma_template()), r.prompt_opens_thought);
+  return r;
+}
+
+struct Reply {
+  json message;          // whole response: choices[0].message
+  std::string finish;    // its finish_reason
+  std::string streamed;  // streamed: content deltas joined
+  std::string reasoning;
+  json tool_calls = json::array();
+};
+
+// Feeds `output` (tokenized as the model would emit it) through a session.
+Reply run(const CompletionRequest& r, const std::string& output) {
+  CompletionSession s(r, gemma(), "chatcmpl-g4", "gemma4", 1);
+  Reply reply;
+  auto take = [&](const std::vector<json>& chunks) {
+    for (const json& c : chunks) {
+      if (c["choices"].empty()) continue;
+      const json& choice = c["choices"][0];
+      const json& d = choice["delta"];
+      reply.streamed += d.value("content", "");
+      reply.reasoning += d.value("reasoning_content", "");
+      if (d.contains("tool_calls"))
+        for (const json& call : d["tool_calls"]) reply.tool_calls.push_back(call);
+      if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
+        reply.finish = choice["finish_reason"];
+    }
+  };
+  const auto ids = gemma().encode(output, false, true);
+  for (int32_t id : ids) take(s.on_message("tok 0 " + std::to_string(id) + " -0.1"));
+  take(s.on_message("end 0 stop " + std::to_string(ids.size())));
+  take(s.finish());
+  if (!r.stream) {
+    const json choice = s.response()["choices"][0];
+    reply.message = choice["message"];
+    reply.finish = choice["finish_reason"];
+  }
+  return reply;
+}
+
+TEST(Gemma4Chat, FormatsComeFromTheTemplate) {
+  EXPECT_EQ(detect_tool_call_format(gemma_template().source()), ToolCallFormat::Gemma4);
+  EXPECT_EQ(detect_reasoning_format(gemma_template()), ReasoningFormat::Gemma4);
+  // The vocabulary's own (older) template is recognised the same way.
+  EXPECT_EQ(detect_tool_call_format(gemma().chat_template()), ToolCallFormat::Gemma4);
+  EXPECT_EQ(detect_reasoning_format(ChatTemplate(gemma().chat_template())),
+            ReasoningFormat::Gemma4);
+}
+
+TEST(Gemma4Chat, PromptHasOneBosTheToolsAndAClosedThought) {
+  CompletionRequest r = chat({{"tools", {kWeather}}}, false);
+  const std::vector<int32_t>& ids = r.prompts[0];
+  ASSERT_GT(ids.size(), 10u);
+  EXPECT_EQ(ids[0], gemma().bos_id());
+  EXPECT_NE(ids[1], gemma().bos_id());
+  const std::string text = gemma().decode(ids);
+  EXPECT_EQ(text.rfind("<bos><|turn>system\n<|tool>declaration:get_weather{", 0), 0u) << text;
+  EXPECT_TRUE(text.ends_with("<|turn>model\n<|channel>thought\n<channel|>")) << text;
+  EXPECT_EQ(r.reasoning, ReasoningFormat::Gemma4);
+  // enable_thinking asks for thoughts: the prompt then leaves the turn open for one.
+  CompletionRequest thinking = chat({{"chat_template_kwargs", {{"enable_thinking", true}}}}, false);
+  const std::string on = gemma().decode(thinking.prompts[0]);
+  EXPECT_NE(on.find("<|think|>"), std::string::npos);
+  EXPECT_TRUE(on.ends_with("<|turn>model\n")) << on;
+  EXPECT_EQ(thinking.reasoning, ReasoningFormat::Gemma4);
+}
+
+TEST(Gemma4Chat, ThoughtAndToolCallWhole) {
+  CompletionRequest r = chat({{"tools", {kWeather}}}, false);
+  Reply reply = run(r,
+                    "<|channel>thought\nNeed the weather.<channel|>"
+                    "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:2}<tool_call|>");
+  EXPECT_EQ(reply.finish, "tool_calls");
+  EXPECT_EQ(reply.message["reasoning_content"], "Need the weather.");
+  ASSERT_EQ(reply.message["tool_calls"].size(), 1u);
+  const json& fn = reply.message["tool_calls"][0]["function"];
+  EXPECT_EQ(fn["name"], "get_weather");
+  EXPECT_EQ(fn["arguments"], R"({"city":"Paris","days":2})");
+}
+
+TEST(Gemma4Chat, ThoughtAndToolCallStreamed) {
+  CompletionRequest r = chat({{"tools", {kWeather}}}, true);
+  Reply reply = run(r,
+                    "<|channel>thought\nNeed the weather.<channel|>"
+                    "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|>");
+  EXPECT_EQ(reply.reasoning, "Need the weather.");
+  EXPECT_EQ(reply.streamed, "");  // no marker leaks into content
+  ASSERT_EQ(reply.tool_calls.size(), 1u);
+  EXPECT_EQ(reply.tool_calls[0]["function"]["arguments"], R"({"city":"Paris"})");
+  EXPECT_EQ(reply.finish, "tool_calls");
+}
+
+TEST(Gemma4Chat, PlainAnswerAndMalformedCallStayContent) {
+  CompletionRequest r = chat({{"tools", {kWeather}}}, false);
+  Reply plain = run(r, "Sunny.<|channel>thought\n<channel|>");
+  EXPECT_EQ(plain.message["content"], "Sunny.");
+  EXPECT_EQ(plain.finish, "stop");
+  const std::string broken = "<|tool_call>call:get_weather{city:Paris}<tool_call|>";
+  Reply bad = run(r, broken);
+  EXPECT_EQ(bad.message["content"], broken);
+  EXPECT_TRUE(!bad.message.contains("tool_calls") || bad.message["tool_calls"].empty());
+  EXPECT_EQ(bad.finish, "stop");
+  CompletionRequest s = chat({{"tools", {kWeather}}}, true);
+  EXPECT_EQ(run(s, broken).streamed, broken);
+  EXPECT_EQ(run(s, "Sunny.").streamed, "Sunny.");
+}
+
+TEST(Gemma4Chat, ForcedCallRunsUnderItsGrammar) {
+  CompletionRequest r = chat({{"tools", {kWeather}}, {"tool_choice", "required"}}, false);
+  EXPECT_NE(r.grammar.find("\"<|tool_call>call:\""), std::string::npos) << r.grammar;
+  Reply reply = run(r, "<|tool_call>call:get_weather{city:<|\"|>Oslo<|\"|>}<tool_call|>");
+  EXPECT_EQ(reply.finish, "tool_calls");
+  ASSERT_EQ(reply.message["tool_calls"].size(), 1u);
+}
+
+}  // namespace
+}  // namespace pith::server
