@@ -81,6 +81,10 @@ struct ModelConfig {
   uint32_t d_ff_expert = 0;
   uint32_t d_ff_shared_expert = 0;
   bool moe_norm_top_k = false;
+  // gemma4 26B-A4B: the experts run beside the dense FFN (not instead of it), routed from a
+  // scaled weightless norm of the residual, each expert's output scaled by its own factor, and
+  // the two outputs normed before they are summed (engine.cpp).
+  bool moe_beside_dense = false;
   // Partial rotary: RoPE turns the first rope_dim dimensions of each head, the rest pass
   // through (0: all of head_dim). rope_freq_factors then have rope_dim / 2 entries.
   uint32_t rope_dim = 0;
@@ -148,6 +152,7 @@ struct ModelConfig {
     return m;
   }
   uint32_t max_d_ff() const { return double_wide_shared_ffn ? 2 * d_ff : d_ff; }
+  bool dense_ffn() const { return n_experts == 0 || moe_beside_dense; }
   bool uniform_attention() const {
     return global_head_dim == 0 && global_kv_heads == 0 && !global_v_from_k &&
            n_kv_shared_layers == 0;

@@ -78,6 +78,7 @@ struct Engine::Scratch {
   std::vector<AttentionSequence> seqs;
   AttentionScratch attention;
   MoeScratch moe;
+  std::vector<float> moe_in, router_in, moe_out;  // [T][d_model]: experts beside the dense FFN
   DeltaNetScratch delta_net;
   std::vector<DeltaNetSequence> delta_seqs;  // per sequence: its inputs and state, per layer
   LoraBatch lora;                            // tokens grouped by adapter
@@ -179,7 +180,7 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
   // Buffer widths: the widest layer's (gemma4's global layers have larger heads).
   const uint32_t d = c.d_model, np = s.rope.n_pairs(), np_l = s.rope_local.n_pairs();
   const uint32_t q_cap = c.max_q_dim(), kv_cap = c.max_kv_dim();
-  const uint32_t ff_cap = c.n_experts > 0 ? 0 : c.max_d_ff();  // MoE layers have their own
+  const uint32_t ff_cap = c.dense_ffn() ? c.max_d_ff() : 0;  // MoE layers have their own
   const uint32_t ps = kv_pool_.page_size();
 
   std::vector<SequenceResult> results(batch.size());
@@ -275,7 +276,7 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     // This layer's attention shape (gemma4's global layers differ from its sliding ones).
     const uint32_t hd = c.head_dim_of(l), n_kv = c.kv_heads_of(l);
     const uint32_t q_dim = c.q_dim_of(l), kv_dim = c.kv_dim_of(l);
-    const uint32_t d_ff = c.n_experts > 0 ? 0 : c.d_ff_of(l);
+    const uint32_t d_ff = c.dense_ffn() ? c.d_ff_of(l) : 0;
     for_each_token(pool_, T, [&](size_t i) {
       rmsnorm(x + i * d, L.attn_norm.data(), h + i * d, d, c.rms_eps);
     });
@@ -379,7 +380,7 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
       rmsnorm(x + i * d, L.ffn_norm.data(), h + i * d, d, c.rms_eps);
     });
     op(P::Norms);
-    if (c.n_experts > 0) {
+    if (!c.dense_ffn()) {
       moe_ffn(pool_, c, L, h, T, tmp, s.moe);
       op(P::GateUpProj);
     } else {
@@ -404,6 +405,7 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
         lora->apply(pool_, l, LoraTarget::Down, gate, d_ff, tmp, d);
         op(P::Lora);
       }
+      if (c.moe_beside_dense) experts_beside_dense(L, x, T, tmp);
     }
     if (c.post_norms) {
       for_each_token(pool_, T, [&](size_t i) {
@@ -577,6 +579,29 @@ TokenDistribution Engine::next_dist(uint32_t embed_slot, uint32_t top_k) {
   TokenDistribution d;
   lm_head_top_k(pool_, weights_->output, hn, 1, &top_k, scratch_->lm_head, &d, c.final_softcap);
   return d;
+}
+
+// gemma4 26B-A4B: tmp (the dense FFN's output) becomes norm1(tmp) + norm2(experts), the
+// experts fed norm_pre2(x) and routed from rmsnorm(x) * router_scale / sqrt(d), x the residual.
+void Engine::experts_beside_dense(const LayerWeights& L, const float* x, size_t T, float* tmp) {
+  const ModelConfig& c = config();
+  Scratch& s = *scratch_;
+  const uint32_t d = c.d_model;
+  float* in = grow(s.moe_in, T * d);
+  float* route = grow(s.router_in, T * d);
+  float* out = grow(s.moe_out, T * d);
+  const float root = 1.0f / std::sqrt(static_cast<float>(d));
+  for_each_token(pool_, T, [&](size_t i) {
+    rmsnorm(tmp + i * d, L.post_ffn_norm1.data(), tmp + i * d, d, c.rms_eps);
+    rmsnorm(x + i * d, L.pre_ffn_norm2.data(), in + i * d, d, c.rms_eps);
+    rmsnorm(x + i * d, L.router_scale.data(), route + i * d, d, c.rms_eps);
+    scale(route + i * d, root, d);
+  });
+  moe_ffn(pool_, c, L, in, T, out, s.moe, route);
+  for_each_token(pool_, T, [&](size_t i) {
+    rmsnorm(out + i * d, L.post_ffn_norm2.data(), out + i * d, d, c.rms_eps);
+    add(out + i * d, tmp + i * d, d);
+  });
 }
 
 // Per-layer inputs of models with per-layer token embeddings, as llama.cpp and transformers

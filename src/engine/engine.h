@@ -92,6 +92,7 @@ class Engine final : public Backend {
   // The input embedding of one token: its table row, times embed_scale (gemma).
   void embed_token(int32_t token, float* out) const;
   float* per_layer_inputs(const float* x, size_t T, const int32_t* tokens);
+  void experts_beside_dense(const LayerWeights& layer, const float* x, size_t T, float* tmp);
 
   struct Scratch;  // reusable activation buffers (engine.cpp), sized to the largest batch seen
 

@@ -162,6 +162,16 @@ class HfBuilder {
     return m;
   }
 
+  // `experts` [rows][cols] matrices stacked in one [experts][rows][cols] tensor, as one
+  // [experts * rows][cols] matrix (in place where aligned).
+  WeightMatrix stacked_matrix(const std::string& name, uint32_t experts, size_t rows, size_t cols) {
+    const SafetensorsTensor& t = tensor(name, {experts, rows, cols});
+    WeightMatrix m{*t.dtype, size_t{experts} * rows, cols, t.data};
+    size_t align = dtype_info(m.dtype).block_bytes;
+    if (reinterpret_cast<uintptr_t>(t.data) % align != 0) m.data = own_copy(t.data, t.n_bytes);
+    return m;
+  }
+
   // Q/K rows reordered from HF split-half to pith's adjacent-pair rotary layout (one copy).
   WeightMatrix rotary_matrix(const std::string& name, size_t rows, size_t cols, uint32_t head_dim) {
     const SafetensorsTensor& t = tensor(name, {rows, cols});
@@ -452,7 +462,11 @@ std::shared_ptr<ModelWeights> load_hf_model(const std::string& folder, const Loa
   for (uint32_t i = 0; i < c.n_layers; ++i) {
     LayerWeights& l = w->layers[i];
     for (const LayerTensor& t : layer_tensors(family, c, i)) {
-      if (t.experts > 0)
+      if (t.experts > 0 && t.hf_stacked) {
+        const WeightMatrix all = b.stacked_matrix(t.hf, t.experts, t.rows, t.cols);
+        for (uint32_t e = 0; e < t.experts; ++e)
+          place_layer_expert(l, t.role, e, {all.dtype, t.rows, t.cols, all.row(e * t.rows)}, c);
+      } else if (t.experts > 0)
         for (uint32_t e = 0; e < t.experts; ++e)
           place_layer_expert(l, t.role, e,
                              b.matrix(fmt::format(fmt::runtime(t.hf), e), t.rows, t.cols), c);

@@ -48,9 +48,26 @@ size_t ModelWeights::n_params() const {
   for_each_weight_matrix(*this, [&](const WeightMatrix& m) { n += m.rows * m.cols; });
   n += output_norm.size() + per_layer.proj_norm.size();
   for (const auto& l : layers)
-    for (const auto* v : {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm,
-                          &l.post_attn_norm, &l.post_ffn_norm, &l.sh_gate_inp, &l.ssm_conv_t,
-                          &l.ssm_dt_bias, &l.ssm_a, &l.ssm_norm, &l.ple_post_norm})
+    for (const auto* v : {&l.attn_norm,
+                          &l.ffn_norm,
+                          &l.bq,
+                          &l.bk,
+                          &l.bv,
+                          &l.q_norm,
+                          &l.k_norm,
+                          &l.post_attn_norm,
+                          &l.post_ffn_norm,
+                          &l.sh_gate_inp,
+                          &l.ssm_conv_t,
+                          &l.ssm_dt_bias,
+                          &l.ssm_a,
+                          &l.ssm_norm,
+                          &l.ple_post_norm,
+                          &l.router_scale,
+                          &l.expert_scale,
+                          &l.pre_ffn_norm2,
+                          &l.post_ffn_norm1,
+                          &l.post_ffn_norm2})
       n += v->size();
   return n;
 }
@@ -137,6 +154,21 @@ void place_layer_vector(LayerWeights& l, LayerTensor::Role role, std::vector<flo
       return;
     case R::PlePostNorm:
       l.ple_post_norm = std::move(v);
+      return;
+    case R::RouterScale:
+      l.router_scale = std::move(v);
+      return;
+    case R::ExpertScale:
+      l.expert_scale = std::move(v);
+      return;
+    case R::PreFfnNorm2:
+      l.pre_ffn_norm2 = std::move(v);
+      return;
+    case R::PostFfnNorm1:
+      l.post_ffn_norm1 = std::move(v);
+      return;
+    case R::PostFfnNorm2:
+      l.post_ffn_norm2 = std::move(v);
       return;
     case R::LayerScale:
       if (v.size() != 1 || !std::isfinite(v[0]))
@@ -226,6 +258,13 @@ void place_layer_matrix(LayerWeights& l, LayerTensor::Role role, const WeightMat
 void place_layer_expert(LayerWeights& l, LayerTensor::Role role, uint32_t expert,
                         const WeightMatrix& m, const ModelConfig& c) {
   using R = LayerTensor::Role;
+  if (role == R::ExpertGateUp) {  // gate rows first, then up
+    if (m.rows % 2 != 0) fail("fused expert gate/up has an odd row count {}", m.rows);
+    const size_t half = m.rows / 2;
+    place_layer_expert(l, R::ExpertGate, expert, {m.dtype, half, m.cols, m.row(0)}, c);
+    place_layer_expert(l, R::ExpertUp, expert, {m.dtype, half, m.cols, m.row(half)}, c);
+    return;
+  }
   std::vector<WeightMatrix>* v = role == R::ExpertGate   ? &l.exp_gate
                                  : role == R::ExpertUp   ? &l.exp_up
                                  : role == R::ExpertDown ? &l.exp_down
@@ -302,12 +341,13 @@ void validate_model_shapes(const ModelWeights& w) {
       }
       check_matrix(L.wo, c.d_model, q_dim, "attn_output", l);
     }
-    if (c.n_experts == 0) {
+    if (c.dense_ffn()) {
       const uint32_t d_ff = c.d_ff_of(static_cast<uint32_t>(l));
       check_matrix(L.w_gate, d_ff, c.d_model, "ffn_gate", l);
       check_matrix(L.w_up, d_ff, c.d_model, "ffn_up", l);
       check_matrix(L.w_down, c.d_model, d_ff, "ffn_down", l);
-    } else {
+    }
+    if (c.n_experts > 0) {
       check_matrix(L.router, c.n_experts, c.d_model, "ffn_gate_inp", l);
       for (const auto* e : {&L.exp_gate, &L.exp_up, &L.exp_down})
         if (e->size() != c.n_experts)
@@ -336,6 +376,12 @@ void validate_model_shapes(const ModelWeights& w) {
     check_optional(L.post_attn_norm, c.post_norms, c.d_model, "post_attention_norm");
     check_optional(L.post_ffn_norm, c.post_norms, c.d_model, "post_ffw_norm");
     check_optional(L.ple_post_norm, c.d_per_layer_input > 0, c.d_model, "post_norm");
+    const bool beside = c.moe_beside_dense;
+    check_optional(L.router_scale, beside, c.d_model, "ffn_gate_inp.scale");
+    check_optional(L.expert_scale, beside, c.n_experts, "ffn_down_exps.scale");
+    check_optional(L.pre_ffn_norm2, beside, c.d_model, "pre_ffw_norm_2");
+    check_optional(L.post_ffn_norm1, beside, c.d_model, "post_ffw_norm_1");
+    check_optional(L.post_ffn_norm2, beside, c.d_model, "post_ffw_norm_2");
     if (c.d_per_layer_input > 0) {
       check_matrix(L.ple_gate, c.d_per_layer_input, c.d_model, "inp_gate", l);
       check_matrix(L.ple_proj, c.d_model, c.d_per_layer_input, "proj", l);

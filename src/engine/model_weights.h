@@ -55,6 +55,11 @@ struct LayerWeights {
   WeightMatrix ple_gate;             // [d_per_layer][d_model]
   WeightMatrix ple_proj;             // [d_model][d_per_layer]
   std::vector<float> ple_post_norm;  // [d_model]
+  // Experts beside the dense FFN (moe_beside_dense): router input scale, per-expert output
+  // scale, the norms of the expert input and of the two branches' outputs.
+  std::vector<float> router_scale;                                   // [d_model]
+  std::vector<float> expert_scale;                                   // [n_experts]
+  std::vector<float> pre_ffn_norm2, post_ffn_norm1, post_ffn_norm2;  // [d_model]
 };
 
 // The model-wide tensors of per-layer token embeddings (gemma4 E2B/E4B).

@@ -17,25 +17,30 @@ T* grow(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
-// SwiGLU of n gathered rows x [n][d] through one expert: y = Wd (silu(Wg x) * Wu x).
-void expert_swiglu(ThreadPool& pool, const WeightMatrix& wg, const WeightMatrix& wu,
-                   const WeightMatrix& wd, const float* x, size_t n, MoeScratch& s, float* y) {
+// The gated FFN of n gathered rows x [n][d] through one expert: y = Wd (act(Wg x) * Wu x), act
+// SiLU or GELU-tanh (the family's).
+void expert_ffn(ThreadPool& pool, const ModelConfig& c, const WeightMatrix& wg,
+                const WeightMatrix& wu, const WeightMatrix& wd, const float* x, size_t n,
+                MoeScratch& s, float* y) {
   const size_t ff = wg.rows;
   float* g = grow(s.gate, n * ff);
   float* u = grow(s.up, n * ff);
   matmul(pool, wg, x, n, g);
   matmul(pool, wu, x, n, u);
-  swiglu(g, u, g, n * ff);
+  if (c.ffn_activation == FfnActivation::GeluTanh)
+    gelu_tanh_gate(g, u, g, n * ff);
+  else
+    swiglu(g, u, g, n * ff);
   matmul(pool, wd, g, n, y);
 }
 
 }  // namespace
 
 void moe_ffn(ThreadPool& pool, const ModelConfig& c, const LayerWeights& L, const float* h,
-             size_t T, float* out, MoeScratch& s) {
+             size_t T, float* out, MoeScratch& s, const float* router_in) {
   const uint32_t E = c.n_experts, K = c.n_experts_used, d = c.d_model;
   float* logits = grow(s.router, T * E);
-  matmul(pool, L.router, h, T, logits);
+  matmul(pool, L.router, router_in ? router_in : h, T, logits);
   s.routed.resize(E);
   for (auto& r : s.routed) r.clear();
   for (size_t t = 0; t < T; ++t) {
@@ -47,8 +52,11 @@ void moe_ffn(ThreadPool& pool, const ModelConfig& c, const LayerWeights& L, cons
     float sum = 0;
     for (uint32_t k = 0; k < K; ++k) sum -= s.order[k].first;
     const float norm = c.moe_norm_top_k && sum > 0 ? 1.0f / sum : 1.0f;
-    for (uint32_t k = 0; k < K; ++k)
-      s.routed[s.order[k].second].push_back({static_cast<uint32_t>(t), -s.order[k].first * norm});
+    for (uint32_t k = 0; k < K; ++k) {
+      const uint32_t e = s.order[k].second;
+      const float scale = L.expert_scale.empty() ? 1.0f : L.expert_scale[e];
+      s.routed[e].push_back({static_cast<uint32_t>(t), -s.order[k].first * norm * scale});
+    }
   }
 
   std::memset(out, 0, T * d * sizeof(float));
@@ -60,14 +68,14 @@ void moe_ffn(ThreadPool& pool, const ModelConfig& c, const LayerWeights& L, cons
     for (size_t i = 0; i < n; ++i)
       std::memcpy(x + i * d, h + size_t{tokens[i].first} * d, d * sizeof(float));
     float* y = grow(s.y, n * d);
-    expert_swiglu(pool, L.exp_gate[e], L.exp_up[e], L.exp_down[e], x, n, s, y);
+    expert_ffn(pool, c, L.exp_gate[e], L.exp_up[e], L.exp_down[e], x, n, s, y);
     for (size_t i = 0; i < n; ++i)
       axpy(tokens[i].second, y + i * d, out + size_t{tokens[i].first} * d, d);
   }
 
   if (c.d_ff_shared_expert > 0) {
     float* y = grow(s.y, T * d);
-    expert_swiglu(pool, L.sh_gate, L.sh_up, L.sh_down, h, T, s, y);
+    expert_ffn(pool, c, L.sh_gate, L.sh_up, L.sh_down, h, T, s, y);
     for (size_t t = 0; t < T; ++t) {
       const float g = dot(L.sh_gate_inp.data(), h + t * d, d);
       axpy(1.0f / (1.0f + std::exp(-g)), y + t * d, out + t * d, d);

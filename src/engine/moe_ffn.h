@@ -1,4 +1,6 @@
-// The mixture-of-experts feed-forward of one layer (qwen2moe, qwen3moe) on the CPU.
+// The mixture-of-experts feed-forward of one layer (qwen2moe, qwen3moe, qwen35moe, gemma4
+// 26B-A4B) on the CPU. Experts use the family's gated activation (SwiGLU, or GELU-tanh for
+// gemma4, whose router also reads its own input and whose experts scale their outputs).
 //
 // Per token: router logits W_r h, softmax over all experts, the n_experts_used most probable
 // (ties: lower index), their probabilities renormalised to sum 1 where the family does. Then per
@@ -26,8 +28,9 @@ struct MoeScratch {
   std::vector<std::pair<float, uint32_t>> order;                // one token's (prob, expert)
 };
 
-// out[t] = MoE FFN of h[t] for t < T (h and out are [T][d_model]; out is overwritten).
+// out[t] = MoE FFN of h[t] for t < T (h and out are [T][d_model]; out is overwritten). The
+// router reads router_in ([T][d_model]) where given, else h.
 void moe_ffn(ThreadPool& pool, const ModelConfig& config, const LayerWeights& layer, const float* h,
-             size_t T, float* out, MoeScratch& scratch);
+             size_t T, float* out, MoeScratch& scratch, const float* router_in = nullptr);
 
 }  // namespace pith

@@ -46,6 +46,7 @@ struct GenTensor {
   uint64_t stream = 0;         // RNG stream id (from the GGUF name: identical in both formats)
   uint32_t experts = 0;        // > 0: `experts` stacked matrices (one GGUF tensor, HF: one each)
   bool hf_row_vector = false;  // HF stores this vector as [1][cols]
+  bool hf_stacked = false;     // HF also stacks the experts: one [experts][rows][cols] tensor
   size_t row_offset = 0;       // first canonical row (one expert's HF tensor)
   size_t v_first = 0, v_block = 0;  // value-head blocks (LayerTensor::v_block): HF order differs
   bool v_cols = false;
@@ -55,6 +56,13 @@ uint64_t fnv1a(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char ch : s) h = (h ^ ch) * 0x100000001b3ull;
   return h;
+}
+
+// Scales drawn like norm weights (1 + noise): a layer's output scalar, gemma4's router input
+// and expert output scales.
+bool near_one(LayerTensor::Role role) {
+  using R = LayerTensor::Role;
+  return role == R::LayerScale || role == R::RouterScale || role == R::ExpertScale;
 }
 
 std::vector<GenTensor> plan_tensors(const ModelConfig& c) {
@@ -82,17 +90,18 @@ std::vector<GenTensor> plan_tensors(const ModelConfig& c) {
   for (uint32_t i = 0; i < c.n_layers; ++i)
     for (const LayerTensor& l : layer_tensors(arch, c, i)) {
       const bool matrix = l.rows > 1 || l.experts > 0;
-      const K kind = l.conv                                    ? K::Conv
-                     : l.role == LayerTensor::Role::LayerScale ? K::Norm  // near 1
-                     : l.hf_log_decay                          ? K::DecayRate
-                     : l.role == LayerTensor::Role::SsmDtBias  ? K::DtBias
-                     : matrix                                  ? K::Matrix
-                     : l.is_norm                               ? K::Norm
-                                                               : K::Bias;
+      const K kind = l.conv                                   ? K::Conv
+                     : near_one(l.role)                       ? K::Norm
+                     : l.hf_log_decay                         ? K::DecayRate
+                     : l.role == LayerTensor::Role::SsmDtBias ? K::DtBias
+                     : matrix                                 ? K::Matrix
+                     : l.is_norm                              ? K::Norm
+                                                              : K::Bias;
       GenTensor* g = add(l.gguf, l.hf, l.rows * std::max<size_t>(l.experts, 1), l.cols, kind,
                          l.rotary, l.is_norm && arch.hf_norm_offset && !l.hf_plain);
       g->experts = l.experts;
       g->hf_row_vector = l.hf_row_vector;
+      g->hf_stacked = l.hf_stacked;
       g->v_first = l.v_first, g->v_block = l.v_block, g->v_cols = l.v_cols;
     }
   add("output_norm.weight", "model.norm.weight", 1, c.d_model, K::Norm, false, arch.hf_norm_offset);
@@ -448,7 +457,7 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
   // HF stores each expert of a stacked tensor alone: same stream, its slice of the rows.
   std::vector<GenTensor> hf_plan;
   for (const auto& t : plan) {
-    if (t.experts == 0) {
+    if (t.experts == 0 || t.hf_stacked) {
       hf_plan.push_back(t);
       continue;
     }
@@ -483,7 +492,9 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
     SafetensorsWriter w((dir / name).string(), {{"format", "pt"}});
     for (const GenTensor* t : shards[s]) {
       w.add_tensor(t->hf_name, ctx.opt.dtype,
-                   t->kind == GenTensor::Kind::Conv    ? std::vector<uint64_t>{t->rows, 1, t->cols}
+                   t->kind == GenTensor::Kind::Conv ? std::vector<uint64_t>{t->rows, 1, t->cols}
+                   : t->hf_stacked
+                       ? std::vector<uint64_t>{t->experts, t->rows / t->experts, t->cols}
                    : t->rows == 1 && !t->hf_row_vector ? std::vector<uint64_t>{t->cols}
                                                        : std::vector<uint64_t>{t->rows, t->cols});
       weight_map[t->hf_name] = name;
@@ -565,7 +576,7 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
     cfg["use_double_wide_mlp"] = c.double_wide_shared_ffn;
     cfg["hidden_size_per_layer_input"] = c.d_per_layer_input;
     cfg["vocab_size_per_layer_input"] = c.vocab_size;
-    cfg["enable_moe_block"] = false;
+    cfg["enable_moe_block"] = c.moe_beside_dense;
     uint32_t turning = 0;
     for (float f : c.rope_freq_factors) turning += f == 1.0f ? 1 : 0;
     const double partial =

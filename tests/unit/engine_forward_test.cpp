@@ -366,7 +366,7 @@ TEST_P(EngineForward, InvalidBatchesAreRejectedBeforeTouchingKv) {
 
 INSTANTIATE_TEST_SUITE_P(Families, EngineForward,
                          ::testing::Values("tiny-f32", "gemma2", "gemma3", "gemma4", "gemma4-e2b",
-                                           "phi3", "qwen2moe", "qwen3moe"),
+                                           "gemma4-moe", "phi3", "qwen2moe", "qwen3moe"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)

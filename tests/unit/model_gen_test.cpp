@@ -366,6 +366,15 @@ TEST(ModelGen, OptionsOverrideThePreset) {
   EXPECT_FALSE(c.global_v_from_k);
   EXPECT_EQ(c.global_kv_heads, 0u);  // HF: only with attention_k_eq_v
   EXPECT_EQ(model_preset("tiny", "gemma4", {"num_hidden_layers=12"}).config.n_layers, 12u);
+  // 26B-A4B: experts beside the dense FFN, top-k renormalised.
+  const ModelConfig m = model_preset("tiny", "gemma4",
+                                     {"enable_moe_block=true", "num_experts=8", "top_k_experts=2",
+                                      "moe_intermediate_size=32"})
+                            .config;
+  EXPECT_TRUE(m.moe_beside_dense && m.dense_ffn() && m.moe_norm_top_k);
+  EXPECT_EQ(m.n_experts, 8u);
+  EXPECT_EQ(m.d_ff_expert, 32u);
+  EXPECT_THROW(model_preset("tiny", "gemma4", {"enable_moe_block=true", "num_experts=8"}), Error);
   EXPECT_THROW(model_preset("tiny", "gemma4", {"no_value"}), Error);
   EXPECT_THROW(model_preset("tiny", "gemma4", {"num_hidden_layers=0"}), Error);
   // Sharing from layer 4 on, with no global layer before it to read.

@@ -142,7 +142,7 @@ std::vector<LayerTensor> layer_tensors(const Architecture& arch, const ModelConf
   const HfLayerNames& n = arch.hf_names;
   vector(R::FfnNorm, std::string(arch.gguf_ffn_norm) + ".weight",
          std::string(n.ffn_norm) + ".weight", d, true);
-  if (c.n_experts > 0) {
+  if (c.n_experts > 0 && !c.moe_beside_dense) {
     const size_t e = c.n_experts, ff = c.d_ff_expert, sh = c.d_ff_shared_expert;
     matrix(R::Router, "ffn_gate_inp.weight", "mlp.gate.weight", e, d);
     auto experts = [&](R role, std::string_view gg, std::string_view hh, size_t rows, size_t cols) {
@@ -165,11 +165,29 @@ std::vector<LayerTensor> layer_tensors(const Architecture& arch, const ModelConf
     matrix(R::Gate, "ffn_gate.weight", "mlp.gate_proj.weight", c.d_ff_of(layer), d);
     matrix(R::Up, "ffn_up.weight", "mlp.up_proj.weight", c.d_ff_of(layer), d);
   }
-  if (c.n_experts == 0)
+  if (c.dense_ffn())
     matrix(R::Down, "ffn_down.weight", "mlp.down_proj.weight", d, c.d_ff_of(layer));
   if (c.post_norms)
     vector(R::PostFfnNorm, "post_ffw_norm.weight", std::string(n.post_ffn_norm) + ".weight", d,
            true);
+  if (c.moe_beside_dense) {  // gemma4 26B-A4B: experts beside the dense FFN
+    const size_t e = c.n_experts, ff = c.d_ff_expert;
+    matrix(R::Router, "ffn_gate_inp.weight", "router.proj.weight", e, d);
+    vector(R::RouterScale, "ffn_gate_inp.scale", "router.scale", d, false);
+    vector(R::ExpertScale, "ffn_down_exps.scale", "router.per_expert_scale", e, false);
+    auto stacked = [&](R role, std::string_view gg, std::string_view hh, size_t rows, size_t cols) {
+      t.push_back(
+          {role, g + std::string(gg), h + std::string(hh), rows, cols, false, false, c.n_experts});
+      t.back().hf_stacked = true;
+    };
+    stacked(R::ExpertGateUp, "ffn_gate_up_exps.weight", "experts.gate_up_proj", 2 * ff, d);
+    stacked(R::ExpertDown, "ffn_down_exps.weight", "experts.down_proj", d, ff);
+    vector(R::PreFfnNorm2, "pre_ffw_norm_2.weight", "pre_feedforward_layernorm_2.weight", d, true);
+    vector(R::PostFfnNorm1, "post_ffw_norm_1.weight", "post_feedforward_layernorm_1.weight", d,
+           true);
+    vector(R::PostFfnNorm2, "post_ffw_norm_2.weight", "post_feedforward_layernorm_2.weight", d,
+           true);
+  }
   if (c.d_per_layer_input > 0) {
     matrix(R::PleGate, "inp_gate.weight", "per_layer_input_gate.weight", c.d_per_layer_input, d);
     matrix(R::PleProj, "proj.weight", "per_layer_projection.weight", d, c.d_per_layer_input);

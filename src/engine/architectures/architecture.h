@@ -134,7 +134,15 @@ struct LayerTensor {
     // projection back to it and that projection's norm.
     PleGate,
     PleProj,
-    PlePostNorm
+    PlePostNorm,
+    // Experts beside the dense FFN (gemma4 26B-A4B): fused gate+up of each expert, the router
+    // input's scale, each expert's output scale, and the norms around the two branches.
+    ExpertGateUp,
+    RouterScale,
+    ExpertScale,
+    PreFfnNorm2,
+    PostFfnNorm1,
+    PostFfnNorm2
   };
   Role role;
   std::string gguf, hf;  // full names for layer `layer`; an expert's HF name has "{}" for its index
@@ -145,6 +153,8 @@ struct LayerTensor {
   // experts}) and stored as separate tensors in HF checkpoints.
   uint32_t experts = 0;
   bool hf_row_vector = false;  // a vector HF stores as a [1][cols] matrix (shared_expert_gate)
+  // Experts that HF also stacks in one [experts][rows][cols] tensor (gemma4), not one per expert.
+  bool hf_stacked = false;
   // A convolution kernel, read into f32 whatever its dtype (GGUF dims {cols, rows}, HF shape
   // [rows][1][cols]).
   bool conv = false;

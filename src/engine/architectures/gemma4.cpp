@@ -13,8 +13,8 @@
 //  - optionally (E2B/E4B), per-layer token embeddings: a second embedding table gives each token
 //    a small vector per layer, mixed with a projection of its embedding and added to each
 //    layer's output through a GELU-gated branch (engine.cpp).
-// HF norm weights are stored as used (no w - 1 offset, unlike Gemma 2/3). The MoE block
-// (26B-A4B) is refused by name.
+//  - optionally (26B-A4B), routed experts beside the dense FFN of every layer.
+// HF norm weights are stored as used (no w - 1 offset, unlike Gemma 2/3).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -107,9 +107,19 @@ void configure(ModelConfig& c, const ArchitectureKeys& keys) {
   if (c.d_per_layer_input > 0 && !keys.is_gguf() &&
       size_or(keys, {"", "vocab_size_per_layer_input"}, c.vocab_size) != c.vocab_size)
     fail("{}: vocab_size_per_layer_input differs from vocab_size (unsupported)", keys.source());
-  if (keys.flag({"", "enable_moe_block"}).value_or(false) ||
-      keys.number({"expert_count", "num_experts"}).value_or(0) > 0)
-    fail("{}: Gemma 4's MoE block (26B-A4B) is not supported yet", keys.source());
+  // 26B-A4B: experts beside the dense FFN in every layer, top-k of a softmax renormalised.
+  if (keys.is_gguf() ? keys.number({"expert_count", ""}).value_or(0) > 0
+                     : keys.flag({"", "enable_moe_block"}).value_or(false)) {
+    c.moe_beside_dense = true;
+    c.moe_norm_top_k = true;
+    c.n_experts = size_or(keys, {"expert_count", "num_experts"}, 0);
+    c.n_experts_used = size_or(keys, {"expert_used_count", "top_k_experts"}, 0);
+    c.d_ff_expert = size_or(keys, {"expert_feed_forward_length", "moe_intermediate_size"}, 0);
+    if (c.n_experts == 0 || c.n_experts_used == 0 || c.n_experts_used > c.n_experts ||
+        c.d_ff_expert == 0)
+      fail("{}: MoE block with {} experts, {} per token, width {}", keys.source(), c.n_experts,
+           c.n_experts_used, c.d_ff_expert);
+  }
   if (keys.text({"", "use_bidirectional_attention"}).value_or("") == "all")
     fail(
         "{}: use_bidirectional_attention = all is not supported (a decoder needs causal "
@@ -164,7 +174,10 @@ std::vector<ArchValue> describe(const ModelConfig& c) {
   return {{{"attention.sliding_window", "sliding_window"}, double(c.sliding_window), true},
           {{"final_logit_softcapping", "final_logit_softcapping"}, c.final_softcap, false},
           {{"rope.freq_base_swa", ""}, c.rope_theta_local, false},
-          {{"attention.shared_kv_layers", ""}, double(c.n_kv_shared_layers), true}};
+          {{"attention.shared_kv_layers", ""}, double(c.n_kv_shared_layers), true},
+          {{"expert_count", "num_experts"}, double(c.n_experts), true},
+          {{"expert_used_count", "top_k_experts"}, double(c.n_experts_used), true},
+          {{"expert_feed_forward_length", "moe_intermediate_size"}, double(c.d_ff_expert), true}};
 }
 
 }  // namespace
