@@ -97,8 +97,9 @@ Vocab read_hf_tokenizer(const std::string& dir) {
     if (mtype != "BPE")
       fail("{}: tokenizer model type '{}' is not supported (pith supports BPE)", tj_path, mtype);
 
-    // Byte-level or SentencePiece-style?
+    // Byte-level, SentencePiece-style, or BPE behind a space-escaping normalizer (Gemma 4)?
     bool byte_level = false, metaspace = false, prepend_space = false;
+    bool replace_space = false, metaspace_pretokenizer = false;
     std::vector<std::string> split_regexes;  // in the order the Sequence applies them
     bool bytelevel_regex = false;
     auto scan = [&](const json& n) {
@@ -111,6 +112,7 @@ Vocab read_hf_tokenizer(const std::string& dir) {
           split_regexes.push_back((*p)["Regex"].get<std::string>());
       } else if (t == "Metaspace") {
         metaspace = true;
+        metaspace_pretokenizer = true;
         std::string scheme =
             n.value("prepend_scheme", n.value("add_prefix_space", true) ? "always" : "never");
         if (scheme != "never") prepend_space = true;
@@ -119,6 +121,9 @@ Vocab read_hf_tokenizer(const std::string& dir) {
         if (n.value("prepend", "") == kSpace) prepend_space = true;
       } else if (t == "Replace") {
         metaspace = true;
+        const json* pattern = n.contains("pattern") ? &n["pattern"] : nullptr;
+        replace_space |= pattern && pattern->is_object() && pattern->value("String", "") == " " &&
+                         n.value("content", "") == kSpace;
       }
     };
     for (const char* key : {"normalizer", "pre_tokenizer", "decoder"})
@@ -136,6 +141,12 @@ Vocab read_hf_tokenizer(const std::string& dir) {
         fail("{}: byte-level tokenizer without a split regex is not supported", tj_path);
       }
       v.ignore_merges = model.value("ignore_merges", false);
+    } else if (replace_space && !prepend_space && !metaspace_pretokenizer &&
+               model.value("byte_fallback", false)) {
+      // Merges by rank over the whole escaped text, exactly as the BPE model runs them.
+      v.kind = VocabKind::MetaspaceBPE;
+      v.pre = "metaspace";
+      v.add_space_prefix = false;
     } else if (metaspace || model.value("byte_fallback", false)) {
       v.kind = VocabKind::SentencePiece;
       v.add_space_prefix = prepend_space;
@@ -173,11 +184,20 @@ Vocab read_hf_tokenizer(const std::string& dir) {
       auto it = added_type.find(id);
       if (it != added_type.end()) {
         v.types[id] = it->second;
-      } else if (v.kind == VocabKind::SentencePiece && is_byte_token(text)) {
+      } else if (v.kind != VocabKind::BytePairBPE && is_byte_token(text)) {
         v.types[id] = TokenType::Byte;
       } else {
         v.types[id] = TokenType::Normal;
       }
+    }
+    // Gemma 4's chat-format markers are special in tokenizer.json, but the chat parsers must see
+    // them in decoded text: user-defined, as llama.cpp's converter makes them.
+    if (v.kind == VocabKind::MetaspaceBPE) {
+      for (const char* marker : {"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>",
+                                 "<|tool_response>", "<tool_response|>", "<|\"|>"})
+        for (auto& [id, text] : by_id)
+          if (text == marker && v.types[id] == TokenType::Control)
+            v.types[id] = TokenType::UserDefined;
     }
     if (auto unk = model.find("unk_token"); unk != model.end() && unk->is_string()) {
       for (auto& [id, text] : by_id)
@@ -326,6 +346,7 @@ std::vector<std::pair<std::string, std::string>> spm_merges(
 void write_hf_tokenizer_json(const Vocab& v, const std::string& path) {
   v.validate(path);
   const bool spm = v.kind == VocabKind::SentencePiece;
+  const bool metaspace = v.kind == VocabKind::MetaspaceBPE;  // as transformers writes Gemma's
   json vocab = json::object();
   std::unordered_map<std::string, int32_t> ids;
   json added = json::array();
@@ -354,7 +375,13 @@ void write_hf_tokenizer_json(const Vocab& v, const std::string& path) {
   j["truncation"] = nullptr;
   j["padding"] = nullptr;
   j["added_tokens"] = added;
-  if (spm) {
+  if (metaspace) {
+    j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kSpace}};
+    j["pre_tokenizer"] = {{"type", "Split"},
+                          {"pattern", {{"String", " "}}},
+                          {"behavior", "MergedWithPrevious"},
+                          {"invert", false}};
+  } else if (spm) {
     json norms = json::array();
     if (v.add_space_prefix) norms.push_back({{"type", "Prepend"}, {"prepend", kSpace}});
     norms.push_back({{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kSpace}});
@@ -394,12 +421,12 @@ void write_hf_tokenizer_json(const Vocab& v, const std::string& path) {
   } else {
     j["post_processor"] = nullptr;
   }
-  if (spm) {
+  if (spm || metaspace) {
     json decs =
         json::array({{{"type", "Replace"}, {"pattern", {{"String", kSpace}}}, {"content", " "}},
                      {{"type", "ByteFallback"}},
                      {{"type", "Fuse"}}});
-    if (v.add_space_prefix)
+    if (spm && v.add_space_prefix)
       decs.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
     j["decoder"] = {{"type", "Sequence"}, {"decoders", decs}};
   } else {
@@ -413,8 +440,8 @@ void write_hf_tokenizer_json(const Vocab& v, const std::string& path) {
                 {"unk_token", v.unk_id >= 0 ? json(v.tokens[v.unk_id]) : json(nullptr)},
                 {"continuing_subword_prefix", nullptr},
                 {"end_of_word_suffix", nullptr},
-                {"fuse_unk", spm},
-                {"byte_fallback", spm},
+                {"fuse_unk", spm || metaspace},
+                {"byte_fallback", spm || metaspace},
                 {"ignore_merges", v.ignore_merges},
                 {"vocab", vocab},
                 {"merges", merges}};

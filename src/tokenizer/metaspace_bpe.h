@@ -22,7 +22,9 @@ namespace pith {
 // "a b" → "a▁b": the text as the vocabulary spells it.
 std::string escape_spaces(std::string_view text);
 
-// Appends (offset, length) of each maximal run of '\n' and of each run between them.
+// Appends (offset, length) of each maximal run of '\n' and of each run between them (GGUF
+// files, pre "gemma4"; a tokenizer.json vocabulary is merged over the whole text, as its BPE
+// model does).
 void split_newline_runs(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& pieces);
 
 // What encoding one piece needs: the vocabulary's index (stored text → id), its merges and the

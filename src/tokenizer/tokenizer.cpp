@@ -245,7 +245,11 @@ void Tokenizer::Impl::encode(std::string_view text, bool add_special, bool parse
     } else if (!pre) {
       const std::string escaped = escape_spaces(f.text);
       pieces.clear();
-      split_newline_runs(escaped, pieces);
+      if (v.pre == "gemma4") {  // llama.cpp's split (GGUF); tokenizer.json: the whole text
+        split_newline_runs(escaped, pieces);
+      } else {
+        pieces.emplace_back(0, static_cast<uint32_t>(escaped.size()));
+      }
       const MetaspaceBpe metaspace{index, merger, byte_tokens};
       for (auto [off, len] : pieces)
         metaspace.encode(std::string_view(escaped).substr(off, len), naive, out, scratch);

@@ -105,6 +105,13 @@ TEST(TokenizerHf, Phi3GgufAndHfAgree) {
   check_same_ids("ggml-vocab-phi-3.gguf");
 }
 
+// Gemma 4 (metaspace BPE) round-trips through the tokenizer.json transformers writes for it
+// (Replace normalizer, BPE with byte fallback): merged over the whole text there, split at
+// newline runs from GGUF, the same ids.
+TEST(TokenizerHf, Gemma4GgufAndHfAgree) {
+  check_same_ids("ggml-vocab-gemma-4.gguf");
+}
+
 TEST(TokenizerHf, WrittenJsonIsStandard) {
   GGUFFile f(kDir + "ggml-vocab-llama-spm.gguf");
   Vocab v = vocab_from_gguf(f);
@@ -184,6 +191,52 @@ TEST(TokenizerHf, HandWrittenByteLevelFile) {
   EXPECT_EQ(t.decode(t.encode("ab ab", false, false)), "ab ab");
   EXPECT_TRUE(t.is_special(5));
   EXPECT_FALSE(t.is_special(6));
+}
+
+// Gemma 4's shape, small: spaces become "▁" by the normalizer, merges by rank over the whole
+// text (a merge across the newline too), byte fallback for characters missing from the vocab,
+// and its special chat markers kept visible (user-defined) for the chat parsers.
+TEST(TokenizerHf, HandWrittenMetaspaceFile) {
+  TempDir dir;
+  const std::string sp = "\xE2\x96\x81";
+  json vocab = {{"<pad>", 0}, {"<eos>", 1},   {"<bos>", 2},  {"<unk>", 3}, {"a", 4},
+                {"b", 5},     {sp, 6},        {"\n", 7},     {"ab", 8},    {sp + "ab", 9},
+                {"b\n", 10},  {"<0xC3>", 11}, {"<0xA9>", 12}};
+  json added = json::array();
+  for (auto [id, text] : {std::pair{0, "<pad>"},
+                          {1, "<eos>"},
+                          {2, "<bos>"},
+                          {3, "<unk>"},
+                          {13, "<|channel>"},
+                          {14, "<|turn>"}})
+    added.push_back({{"id", id}, {"content", text}, {"special", true}});
+  json j = {
+      {"added_tokens", added},
+      {"normalizer", {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", sp}}},
+      {"pre_tokenizer",
+       {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithPrevious"}}},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders",
+         json::array({json{{"type", "Replace"}, {"pattern", {{"String", sp}}}, {"content", " "}},
+                      json{{"type", "ByteFallback"}}, json{{"type", "Fuse"}}})}}},
+      {"model",
+       {{"type", "BPE"},
+        {"byte_fallback", true},
+        {"unk_token", "<unk>"},
+        {"vocab", vocab},
+        {"merges", json::array({"a b", sp + " ab", "b \n"})}}}};
+  spit(dir.path() + "/tokenizer.json", j.dump());
+  spit(dir.path() + "/tokenizer_config.json", R"({"bos_token": "<bos>", "add_bos_token": true})");
+  Tokenizer t = Tokenizer::from_hf_folder(dir.path());
+  EXPECT_EQ(t.kind(), VocabKind::MetaspaceBPE);
+  EXPECT_EQ(t.encode("ab ab\n", true, false), (std::vector<int32_t>{2, 8, 9, 7}));
+  EXPECT_EQ(t.encode("b\né", false, false), (std::vector<int32_t>{10, 11, 12}));
+  EXPECT_EQ(t.decode(t.encode("ab ab b\né", false, false)), "ab ab b\né");
+  EXPECT_EQ(t.token_type(13), TokenType::UserDefined);  // <|channel>
+  EXPECT_EQ(t.token_type(14), TokenType::Control);      // <|turn>
+  EXPECT_EQ(t.decode(t.encode("<|turn>a<|channel>", false, true), /*skip_special=*/true),
+            "a<|channel>");
 }
 
 TEST(TokenizerHf, BrokenFilesAreErrors) {
