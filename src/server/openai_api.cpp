@@ -178,6 +178,7 @@ std::vector<int32_t> chat_prompt_tokens(const json& messages_field, const Tokeni
     bad("messages", "'messages' must be a non-empty array");
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   for (const auto& m : messages_field) messages.push_back(template_message(m));
+  if (gemma4_needs_tool_turns(chat_template.source())) messages = gemma4_tool_turns(messages);
   nlohmann::ordered_json vars = {{"messages", messages},
                                  {"add_generation_prompt", add_generation_prompt}};
   if (tools && !tools->is_null()) vars["tools"] = *tools;

@@ -90,6 +90,12 @@ std::string xml_tool_call_grammar(const ToolRequest& request, int max_calls);
 // The gemma4 halves (tool_calls_gemma4.cpp), likewise.
 ParsedToolOutput parse_gemma4_tool_output(std::string_view text, const ToolRequest& request);
 std::string gemma4_tool_call_grammar(const ToolRequest& request, int max_calls);
+// Whether a template writes Gemma 4 calls but reads no `tool` messages (Gemma 4's first
+// template): the conversation must then go through gemma4_tool_turns, which folds each assistant
+// message with calls, the tool messages after it (as `tool_responses`: {name, response}) and the
+// answer after those into one assistant message.
+bool gemma4_needs_tool_turns(std::string_view template_source);
+nlohmann::ordered_json gemma4_tool_turns(const nlohmann::ordered_json& messages);
 // `s` as a GBNF string literal (quotes, backslashes and newlines escaped).
 std::string gbnf_literal(std::string_view s);
 

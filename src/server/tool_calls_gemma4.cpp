@@ -11,6 +11,10 @@
 // does; a key written as <|"|>key<|"|> (the quoting the template uses inside tool
 // declarations) is read as key. The forced-call grammar, like llama.cpp's, fixes the function
 // names and the value syntax but not the parameter schemas.
+//
+// Gemma 4's first published template (the one early GGUF files carry) knows no `tool` messages:
+// it shows results only as `tool_responses` on the assistant turn that made the calls.
+// gemma4_tool_turns rewrites an OpenAI conversation into that shape, as llama.cpp does for it.
 #include <fmt/format.h>
 
 #include <cctype>
@@ -18,6 +22,8 @@
 #include "server/tool_calls.h"
 
 namespace pith::server {
+
+using nlohmann::ordered_json;
 
 namespace {
 
@@ -202,6 +208,62 @@ std::string gemma4_tool_call_grammar(const ToolRequest& r, int max_calls) {
       "([eE] [-+]? [0-9]{{1,3}})?\n"
       "gemma-space ::= (\" \" | \"\\n\" [ \\t]{{0,20}})?\n",
       max_calls > 1 ? fmt::format(" tool-call{{0,{}}}", max_calls - 1) : "", names);
+}
+
+bool gemma4_needs_tool_turns(std::string_view source) {
+  const bool gemma4_calls = source.find("'<|tool_call>call:'") != std::string_view::npos;
+  const bool reads_tool_role = source.find("!= 'tool'") != std::string_view::npos ||
+                               source.find("== 'tool'") != std::string_view::npos;
+  return gemma4_calls && !reads_tool_role;
+}
+
+ordered_json gemma4_tool_turns(const ordered_json& messages) {
+  auto role_of = [](const ordered_json& m) { return m.value("role", std::string()); };
+  auto has_calls = [](const ordered_json& m) {
+    auto c = m.find("tool_calls");
+    return c != m.end() && c->is_array() && !c->empty();
+  };
+  ordered_json out = ordered_json::array();
+  for (size_t i = 0; i < messages.size();) {
+    const ordered_json& m = messages[i++];
+    if (role_of(m) != "assistant" || !has_calls(m)) {
+      out.push_back(m);
+      continue;
+    }
+    // The calls, then one response per following tool message (named by the call in the same
+    // position, else by its tool_call_id; JSON content parsed), then the answer that follows.
+    ordered_json turn = {{"role", "assistant"}, {"tool_calls", m["tool_calls"]}};
+    ordered_json responses = ordered_json::array();
+    for (; i < messages.size() && role_of(messages[i]) == "tool"; ++i) {
+      const ordered_json& result = messages[i];
+      std::string name;
+      if (responses.size() < m["tool_calls"].size()) {
+        const ordered_json& call = m["tool_calls"][responses.size()];
+        if (call.contains("function") && call["function"].is_object())
+          name = call["function"].value("name", std::string());
+      }
+      if (name.empty()) name = result.value("tool_call_id", std::string());
+      ordered_json response = result.value("content", ordered_json());
+      if (response.is_string()) {
+        ordered_json parsed = ordered_json::parse(response.get<std::string>(), nullptr, false);
+        if (!parsed.is_discarded()) response = std::move(parsed);
+      }
+      responses.push_back({{"name", name}, {"response", std::move(response)}});
+    }
+    if (!responses.empty()) turn["tool_responses"] = std::move(responses);
+    if (i < messages.size() && role_of(messages[i]) == "assistant" && !has_calls(messages[i])) {
+      const ordered_json& content = messages[i].value("content", ordered_json());
+      if ((content.is_string() && !content.get<std::string>().empty()) ||
+          (content.is_array() && !content.empty())) {
+        turn["content"] = content;
+        ++i;
+      }
+    }
+    if (auto r = m.find("reasoning_content"); r != m.end() && r->is_string())
+      turn["reasoning_content"] = *r;
+    out.push_back(std::move(turn));
+  }
+  return out;
 }
 
 }  // namespace pith::server

@@ -16,6 +16,7 @@ namespace pith::server {
 namespace {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
 
 const Tokenizer& gemma() {
   static const Tokenizer t =
@@ -153,6 +154,53 @@ TEST(Gemma4Chat, PlainAnswerAndMalformedCallStayContent) {
   CompletionRequest s = chat({{"tools", {kWeather}}}, true);
   EXPECT_EQ(run(s, broken).streamed, broken);
   EXPECT_EQ(run(s, "Sunny.").streamed, "Sunny.");
+}
+
+// The template early Gemma 4 GGUF files carry (the vocabulary's) reads tool results only as
+// `tool_responses` on the calling turn: the conversation is folded into that shape first, and
+// renders as transformers renders the folded one (expected strings from transformers 5.24).
+TEST(Gemma4Chat, FirstTemplateGetsToolResultsOnTheCallingTurn) {
+  const ChatTemplate first(gemma().chat_template());
+  EXPECT_TRUE(gemma4_needs_tool_turns(first.source()));
+  EXPECT_FALSE(gemma4_needs_tool_turns(gemma_template().source()));
+  const json call = {
+      {"id", "call_1"},
+      {"type", "function"},
+      {"function", {{"name", "get_weather"}, {"arguments", R"({"city": "Paris"})"}}}};
+  const json user = {{"role", "user"}, {"content", "Weather in Paris?"}};
+  const json calls = {{"role", "assistant"}, {"content", "Checking."}, {"tool_calls", {call}}};
+  const ordered_json tools =
+      ordered_json::array({{{"type", "function"},
+                            {"function",
+                             {{"name", "get_weather"},
+                              {"parameters",
+                               {{"type", "object"},
+                                {"properties", {{"city", {{"type", "string"}}}}},
+                                {"required", {"city"}}}}}}}});
+  const std::string head =
+      "<bos><|turn>system\n<|tool>declaration:get_weather{description:<|\"|><|\"|>,parameters:{"
+      "properties:{city:{type:<|\"|>STRING<|\"|>}},required:[<|\"|>city<|\"|>],type:<|\"|>OBJECT"
+      "<|\"|>}}<tool|><turn|>\n<|turn>user\nWeather in Paris?<turn|>\n<|turn>model\n<|tool_call>"
+      "call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|>";
+  std::string rendered;
+  chat_prompt_tokens(
+      json::array({user,
+                   calls,
+                   {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", R"({"temp": 21})"}},
+                   {{"role", "assistant"}, {"content", "It is 21 C."}},
+                   {{"role", "user"}, {"content", "Thanks"}}}),
+      gemma(), first, true, &tools, nullptr, &rendered);
+  EXPECT_EQ(rendered, head +
+                          "<|tool_response>response:get_weather{temp:21}<tool_response|>It is 21 "
+                          "C.<turn|>\n<|turn>user\nThanks<turn|>\n<|turn>model\n<|channel>"
+                          "thought\n<channel|>");
+  chat_prompt_tokens(
+      json::array(
+          {user, calls, {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny"}}}),
+      gemma(), first, true, &tools, nullptr, &rendered);
+  EXPECT_EQ(rendered, head +
+                          "<|tool_response>response:get_weather{value:<|\"|>sunny<|\"|>}"
+                          "<tool_response|><|channel>thought\n<channel|>");
 }
 
 TEST(Gemma4Chat, ForcedCallRunsUnderItsGrammar) {
