@@ -93,10 +93,11 @@ void add_serve_commands(CLI::App& app) {
                       "Jinja chat template file (default: the model's)"));
   add(cmd->add_option(
       "--tool-call-parser", cfg->tool_call_parser,
-      "tool-call format: auto (from the chat template), hermes, llama3_json, qwen3_coder"));
+      "tool-call format: auto (from the chat template), hermes, llama3_json, qwen3_coder, "
+      "gemma4"));
   add(cmd->add_option("--reasoning-parser", cfg->reasoning_parser,
-                      "how <think> reasoning is told apart: auto (from the chat template), none, "
-                      "deepseek_r1, qwen3"));
+                      "how reasoning is told apart: auto (from the chat template), none, "
+                      "deepseek_r1, qwen3 (<think> blocks), gemma4 (<|channel>thought blocks)"));
   add(cmd->add_option("--batch-policy", cfg->batch_policy, "adaptive | eager | k[:K] | t[:MS]"));
   add(cmd->add_option("--max-batch-tokens", cfg->max_batch_tokens,
                       "token budget per batch (0: unlimited)"));

@@ -55,6 +55,29 @@ const SharedRule kShared[] = {
     {"any-object", R"("{" ws ( any-member ( "," ws any-member )* )? "}")", {"any-member", "ws"}},
     {"any-member", R"(string ws ":" ws any-value ws)", {"string", "any-value", "ws"}},
     {"any-array", R"("[" ws ( any-value ws ( "," ws any-value ws )* )? "]")", {"any-value", "ws"}},
+    // Gemma 4's tool-call values (ValueSyntax::Gemma4): strings are <|"|>-quoted and hold any
+    // text without <|"|> (a regular expression over the states after '<', "<|", "<|\"" and
+    // "<|\"|"), object keys are unquoted up to ':'.
+    {"gemma-string", R"("<|\"|>" gemma-text "<|\"|>")", {"gemma-text"}},
+    {"gemma-text",
+     R"(( [^<] | "<" gemma-lt-stay* gemma-lt-leave )* ( "<" gemma-lt-stay* ( "|" ( "\"" "|"? )? )? )?)",
+     {"gemma-lt-stay", "gemma-lt-leave"}},
+    {"gemma-lt-stay", R"("<" | "|<" | "|\"<" | "|\"|<")", {}},
+    {"gemma-lt-leave", R"([^<|] | "|" [^<"] | "|\"" [^<|] | "|\"|" [^<>])", {}},
+    {"gemma-char", R"([^<])", {}},
+    {"gemma-any-value",
+     "gemma-any-object | gemma-any-array | gemma-string | number | boolean | null",
+     {"gemma-any-object", "gemma-any-array", "gemma-string", "number", "boolean", "null"}},
+    {"gemma-any-object",
+     R"("{" ws ( gemma-any-member ( "," ws gemma-any-member )* )? "}")",
+     {"gemma-any-member", "ws"}},
+    {"gemma-any-member",
+     R"(gemma-key ":" ws gemma-any-value ws)",
+     {"gemma-key", "gemma-any-value", "ws"}},
+    {"gemma-any-array",
+     R"("[" ws ( gemma-any-value ws ( "," ws gemma-any-value ws )* )? "]")",
+     {"gemma-any-value", "ws"}},
+    {"gemma-key", R"([^:}<, \n] [^:}<]*)", {}},
 };
 
 const std::set<std::string> kAnnotations = {
@@ -163,7 +186,8 @@ std::string seq(std::initializer_list<std::string> parts) {
 
 class Converter {
  public:
-  explicit Converter(const Json& root) : root_(root) {
+  Converter(const Json& root, ValueSyntax syntax)
+      : root_(root), gemma_(syntax == ValueSyntax::Gemma4) {
     for (const SharedRule& r : kShared) taken_.insert(r.name);
     taken_.insert("root");
   }
@@ -196,7 +220,11 @@ class Converter {
       if (r.first == name) return true;
     return false;
   }
-  std::string use(const std::string& shared) {
+  std::string use(const std::string& json_name) {
+    // Gemma 4 syntax: its own strings, keys and free-form values.
+    std::string shared = json_name;
+    if (gemma_ && (json_name == "string" || json_name == "char" || json_name == "any-value"))
+      shared = "gemma-" + json_name;
     if (used_.insert(shared).second)
       for (const SharedRule& r : kShared)
         if (shared == r.name)
@@ -394,8 +422,8 @@ class Converter {
     if (v.is_object()) {
       std::vector<std::string> members;
       for (const auto& [key, value] : v.items())
-        members.push_back(seq({literal(compact(Json(key), path)), "ws \":\" ws",
-                               value_literal(value, child(path, key)), "ws"}));
+        members.push_back(
+            seq({key_literal(key, path), value_literal(value, child(path, key)), "ws"}));
       use("ws");
       return seq({"\"{\" ws", join(members, " \",\" ws "), "\"}\""});
     }
@@ -406,7 +434,18 @@ class Converter {
       use("ws");
       return seq({"\"[\" ws", join(items, " \",\" ws "), "\"]\""});
     }
+    if (gemma_ && v.is_string()) {
+      compact(v, path);  // UTF-8 check
+      return literal(kGemmaQuote + v.get<std::string>() + kGemmaQuote);
+    }
     return literal(compact(v, path));
+  }
+
+  // A member's key and the ':' after it: JSON's quoted key, or Gemma 4's bare one (no space
+  // before the ':', which its reader would take into the key).
+  std::string key_literal(const std::string& key, const std::string& path) {
+    if (gemma_) return literal(key + ":") + " ws";
+    return seq({literal(compact(Json(key), path)), "ws \":\" ws"});
   }
 
   static uint64_t count(const Json& s, const char* keyword, const std::string& path,
@@ -421,6 +460,7 @@ class Converter {
   }
 
   std::string string(const Json& s, const std::string& path) {
+    if (gemma_ && s.contains("format")) return use("string");  // formats: JSON strings only
     if (s.contains("format")) {
       if (!s["format"].is_string()) malformed("format", path, "must be a string");
       const std::string format = s["format"].get<std::string>();
@@ -438,8 +478,10 @@ class Converter {
     const uint64_t lo = count(s, "minLength", path, 0);
     const uint64_t hi = count(s, "maxLength", path, kUnbounded);
     if (hi < lo) malformed("maxLength", path, "is below minLength: no string satisfies both");
-    use("char");
-    return seq({"( \"\\\"\"", repeated("char", lo, hi), "\"\\\"\" )"});
+    const std::string c = use("char");
+    if (gemma_)  // bounded Gemma 4 strings hold no '<' (keeps each character one atom)
+      return seq({"(", literal(kGemmaQuote), repeated(c, lo, hi), literal(kGemmaQuote), ")"});
+    return seq({"( \"\\\"\"", repeated(c, lo, hi), "\"\\\"\" )"});
   }
 
   // integer, number, boolean or null; bounds on integers become a range rule.
@@ -510,7 +552,9 @@ class Converter {
       const Json& extra_schema =
           s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
       const std::string value = atom(schema(extra_schema, at, name + "-extra"), name + "-extra");
-      extra = define(fresh(name + "-member"), {seq({use("string"), "ws \":\" ws", value, "ws"})});
+      extra = define(fresh(name + "-member"),
+                     {gemma_ ? seq({use("gemma-key"), "\":\" ws", value, "ws"})
+                             : seq({use("string"), "ws \":\" ws", value, "ws"})});
     }
 
     struct Member {
@@ -534,7 +578,7 @@ class Converter {
       // wherever its text appears: such a value gets a rule of its own, referred to instead.
       if (value.find('{') != std::string::npos && value.find(' ') != std::string::npos)
         value = define(fresh(hint_key), {value});
-      members.push_back({seq({literal(compact(Json(key), at)), "ws \":\" ws", value, "ws"}), req});
+      members.push_back({seq({key_literal(key, at), value, "ws"}), req});
     }
 
     bool all_required = true;
@@ -645,7 +689,9 @@ class Converter {
     return name;
   }
 
+  static inline const std::string kGemmaQuote = "<|\"|>";
   const Json& root_;
+  const bool gemma_;                                        // ValueSyntax::Gemma4
   std::vector<std::pair<std::string, std::string>> rules_;  // in definition order
   std::set<std::string> taken_;
   std::set<std::string> used_;
@@ -654,8 +700,8 @@ class Converter {
 
 }  // namespace
 
-SchemaGrammar json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
-  SchemaGrammar out{Converter(schema).run()};
+SchemaGrammar json_schema_to_gbnf(const nlohmann::ordered_json& schema, ValueSyntax syntax) {
+  SchemaGrammar out{Converter(schema, syntax).run()};
   // Compile once here: schemas without a finite instance fail now, with a message, rather
   // than inside the inferlet.
   grammar::Grammar g;
@@ -681,8 +727,8 @@ SchemaGrammar json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
   return out;
 }
 
-SchemaGrammar json_schema_to_gbnf(const nlohmann::json& schema) {
-  return json_schema_to_gbnf(nlohmann::ordered_json(schema));
+SchemaGrammar json_schema_to_gbnf(const nlohmann::json& schema, ValueSyntax syntax) {
+  return json_schema_to_gbnf(nlohmann::ordered_json(schema), syntax);
 }
 
 }  // namespace pith::server

@@ -49,9 +49,16 @@ struct SchemaGrammar {
   std::string gbnf;  // root rule is `root`
 };
 
+// The text the grammar writes: JSON, or the value syntax of Gemma 4's tool calls (strings
+// quoted by <|"|>, object keys bare, the rest as JSON; tool_calls_gemma4.cpp reads it back).
+// In the Gemma 4 syntax a string's `format` is not enforced and bounded strings hold no '<'.
+enum class ValueSyntax { Json, Gemma4 };
+
 // Throws pith::Error for an unsupported or malformed schema, and for one no finite JSON value
 // satisfies (e.g. a required property that must contain itself).
-SchemaGrammar json_schema_to_gbnf(const nlohmann::ordered_json& schema);
-SchemaGrammar json_schema_to_gbnf(const nlohmann::json& schema);
+SchemaGrammar json_schema_to_gbnf(const nlohmann::ordered_json& schema,
+                                  ValueSyntax syntax = ValueSyntax::Json);
+SchemaGrammar json_schema_to_gbnf(const nlohmann::json& schema,
+                                  ValueSyntax syntax = ValueSyntax::Json);
 
 }  // namespace pith::server

@@ -9,8 +9,9 @@
 // with optional whitespace after '{', '[', ':' and ',' and before '}' and ']'. Parsing turns the
 // arguments into compact JSON (keys in the order written, numbers as written), as llama.cpp
 // does; a key written as <|"|>key<|"|> (the quoting the template uses inside tool
-// declarations) is read as key. The forced-call grammar, like llama.cpp's, fixes the function
-// names and the value syntax but not the parameter schemas.
+// declarations) is read as key. The forced-call grammar writes each function's arguments to its
+// parameters schema (the JSON Schema converter in Gemma 4's value syntax), where llama.cpp's
+// fixes only the names and the value syntax.
 //
 // Gemma 4's first published template (the one early GGUF files carry) knows no `tool` messages:
 // it shows results only as `tool_responses` on the assistant turn that made the calls.
@@ -19,6 +20,8 @@
 
 #include <cctype>
 
+#include "server/json_schema_grammar.h"
+#include "server/openai_api.h"
 #include "server/tool_calls.h"
 
 namespace pith::server {
@@ -182,32 +185,37 @@ ParsedToolOutput parse_gemma4_tool_output(std::string_view text, const ToolReque
 }
 
 std::string gemma4_tool_call_grammar(const ToolRequest& r, int max_calls) {
-  std::string names;
+  // Each function's parameters schema becomes a $def of one schema written in Gemma 4's value
+  // syntax, so that the arguments of a forced call satisfy it (the converter names the rule of
+  // "#/$defs/vN" def-vN); a function without parameters takes any object.
+  ordered_json defs = ordered_json::object();
+  ordered_json refs = ordered_json::array();
+  std::string calls;
   for (const auto& fn : r.functions) {
     if (r.choice == ToolRequest::Choice::Named && fn.name != r.named) continue;
-    names += (names.empty() ? "" : " | ") + gbnf_literal(fn.name);
+    const std::string def = fmt::format("v{}", defs.size());
+    defs[def] = fn.parameters.is_object() && !fn.parameters.empty()
+                    ? fn.parameters
+                    : ordered_json{{"type", "object"}};
+    refs.push_back({{"$ref", "#/$defs/" + def}});
+    calls += fmt::format("{}{} def-{}", calls.empty() ? "" : " | ", gbnf_literal(fn.name), def);
   }
-  // gemma-text: any text without <|"|> in it (a string's content), as a regular expression over
-  // the states "just read '<'", "<|", "<|\"" and "<|\"|".
+  std::string values;
+  try {
+    const ordered_json schema = {{"$defs", defs}, {"anyOf", refs}};
+    values = json_schema_to_gbnf(schema, ValueSyntax::Gemma4).gbnf;
+  } catch (const std::exception& e) {
+    throw InvalidRequest("tools", e.what());
+  }
+  // Only the definitions are used; the converter's root (their union) is dropped.
+  const size_t root_end = values.find('\n');
+  if (values.compare(0, 5, "root ") != 0 || root_end == std::string::npos)
+    throw InvalidRequest("tools", "internal: unexpected grammar");
+  values.erase(0, root_end + 1);
   return fmt::format(
       "root ::= tool-call{}\n"
-      "tool-call ::= \"<|tool_call>call:\" ({}) gemma-object \"<tool_call|>\"\n"
-      "gemma-value ::= gemma-string | gemma-object | gemma-array | gemma-number | \"true\" | "
-      "\"false\" | \"null\"\n"
-      "gemma-string ::= \"<|\\\"|>\" gemma-text \"<|\\\"|>\"\n"
-      "gemma-text ::= ([^<] | \"<\" gemma-lt-stay* gemma-lt-leave)* "
-      "(\"<\" gemma-lt-stay* (\"|\" (\"\\\"\" \"|\"?)?)?)?\n"
-      "gemma-lt-stay ::= \"<\" | \"|<\" | \"|\\\"<\" | \"|\\\"|<\"\n"
-      "gemma-lt-leave ::= [^<|] | \"|\" [^<\"] | \"|\\\"\" [^<|] | \"|\\\"|\" [^<>]\n"
-      "gemma-object ::= \"{{\" gemma-space (\"}}\" | gemma-member (\",\" gemma-space "
-      "gemma-member)* gemma-space \"}}\")\n"
-      "gemma-member ::= [^:}}<]+ \":\" gemma-space gemma-value\n"
-      "gemma-array ::= \"[\" gemma-space (\"]\" | gemma-value (\",\" gemma-space gemma-value)* "
-      "gemma-space \"]\")\n"
-      "gemma-number ::= \"-\"? (\"0\" | [1-9] [0-9]{{0,15}}) (\".\" [0-9]{{1,16}})? "
-      "([eE] [-+]? [0-9]{{1,3}})?\n"
-      "gemma-space ::= (\" \" | \"\\n\" [ \\t]{{0,20}})?\n",
-      max_calls > 1 ? fmt::format(" tool-call{{0,{}}}", max_calls - 1) : "", names);
+      "tool-call ::= \"<|tool_call>call:\" ({}) \"<tool_call|>\"\n{}",
+      max_calls > 1 ? fmt::format(" tool-call{{0,{}}}", max_calls - 1) : "", calls, values);
 }
 
 bool gemma4_needs_tool_turns(std::string_view source) {

@@ -296,11 +296,33 @@ TEST(ToolOutput, Gemma4MalformedCallsStayContent) {
   EXPECT_FALSE(may_become_tool_call("Let me", ToolCallFormat::Gemma4));
 }
 
+// The forced call's arguments follow the function's schema, in Gemma 4's value syntax.
+const char* kGemmaValidCall =
+    "<|tool_call>call:get_weather{city:<|\"|>São Paulo, \"SP\" {x:1}<|\"|>,unit:<|\"|>f<|\"|>,"
+    "days:3, options:{ hourly:true}}<tool_call|>";
+
 TEST(ToolCallGrammar, Gemma4RequiredAdmitsCallsInItsSyntax) {
   CallGrammar g(xml_request("\"required\""), ToolCallFormat::Gemma4);
-  EXPECT_TRUE(g.matches(kGemmaCall)) << g.gbnf;
+  EXPECT_TRUE(g.matches(kGemmaValidCall)) << g.gbnf;
+  EXPECT_TRUE(g.matches("<|tool_call>call:get_weather{city:<|\"|><|\"|>,days:7}<tool_call|>"));
   EXPECT_TRUE(g.matches("<|tool_call>call:noop{}<tool_call|>"));
-  EXPECT_TRUE(g.matches(std::string(kGemmaCall) + kGemmaCall));  // parallel calls
+  EXPECT_TRUE(g.matches(std::string(kGemmaValidCall) + kGemmaValidCall));  // parallel calls
+  // Outside the schema: undeclared members, a value not in the enum, out of range, missing.
+  EXPECT_FALSE(g.matches(kGemmaCall));
+  EXPECT_FALSE(
+      g.matches("<|tool_call>call:get_weather{city:<|\"|>x<|\"|>,unit:<|\"|>k<|\"|>,"
+                "days:3}<tool_call|>"));
+  EXPECT_FALSE(g.matches("<|tool_call>call:get_weather{city:<|\"|>x<|\"|>,days:8}<tool_call|>"));
+  EXPECT_FALSE(g.matches("<|tool_call>call:get_weather{city:<|\"|>x<|\"|>}<tool_call|>"));
+  EXPECT_FALSE(g.matches("<|tool_call>call:get_weather{city:3,days:3}<tool_call|>"));
+  // What the grammar admits, the parser reads back as the same arguments.
+  ParsedToolOutput p =
+      parse_tool_output(kGemmaValidCall, ToolCallFormat::Gemma4, xml_request("\"required\""));
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(json::parse(p.calls[0].arguments), json({{"city", "São Paulo, \"SP\" {x:1}"},
+                                                     {"unit", "f"},
+                                                     {"days", 3},
+                                                     {"options", {{"hourly", true}}}}));
   // Strings may hold anything but the closing mark, "<" and "|" runs included.
   EXPECT_TRUE(g.matches("<|tool_call>call:noop{s:<|\"|>a<<|<|\"<|\"|b<|<|\"|>}<tool_call|>"));
   EXPECT_TRUE(g.matches("<|tool_call>call:noop{s:<|\"|><|\"|<|\"|>}<tool_call|>"));
@@ -311,9 +333,9 @@ TEST(ToolCallGrammar, Gemma4RequiredAdmitsCallsInItsSyntax) {
   CallGrammar named(xml_request(R"({"type": "function", "function": {"name": "noop"}})"),
                     ToolCallFormat::Gemma4);
   EXPECT_TRUE(named.matches("<|tool_call>call:noop{}<tool_call|>"));
-  EXPECT_FALSE(named.matches(kGemmaCall));
+  EXPECT_FALSE(named.matches(kGemmaValidCall));
   CallGrammar single(xml_request("\"required\"", /*parallel=*/false), ToolCallFormat::Gemma4);
-  EXPECT_FALSE(single.matches(std::string(kGemmaCall) + kGemmaCall));
+  EXPECT_FALSE(single.matches(std::string(kGemmaValidCall) + kGemmaValidCall));
 }
 
 TEST(ToolCallFormat, DetectedFromTheTemplate) {
