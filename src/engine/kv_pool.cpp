@@ -12,6 +12,8 @@ namespace pith {
 namespace {
 
 uint32_t pages_in_budget(const KvShape& shape, size_t memory_bytes) {
+  if (!shape.layers.empty() && shape.layers.size() != shape.n_layers)
+    fail("KV pool: {} per-layer shapes for {} layers", shape.layers.size(), shape.n_layers);
   if (shape.n_layers == 0 || shape.n_kv_heads == 0 || shape.head_dim == 0 || shape.page_size == 0 ||
       shape.page_floats() == 0)
     fail("KV pool: empty shape (layers {}, kv heads {}, head_dim {}, page size {})", shape.n_layers,
@@ -32,8 +34,6 @@ KvPool::KvPool(const KvShape& shape, size_t memory_bytes)
       // new float[] without () leaves the memory uninitialised: the OS commits it on first touch.
       data_(new float[size_t{n_pages_} * page_floats_]),
       slots_(n_pages_, "KV pages") {
-  if (!shape.layers.empty() && shape.layers.size() != shape.n_layers)
-    fail("KV pool: {} per-layer shapes for {} layers", shape.layers.size(), shape.n_layers);
   size_t offset = 0;
   for (uint32_t l = 0; l < shape.n_layers; ++l) {
     const size_t tile = size_t{shape.page_size} * shape.head_dim_of(l);

@@ -54,9 +54,11 @@ struct KvShape {
     return layers.empty() ? head_dim : layers[layer].head_dim;
   }
   uint32_t kv_dim_of(uint32_t layer) const { return heads_of(layer) * head_dim_of(layer); }
-  // Floats in one page (all layers, K and V).
+  // Floats in one page (all layers, K and V); 0 when the per-layer shapes do not cover
+  // n_layers (KvPool refuses that shape).
   size_t page_floats() const {
     if (layers.empty()) return size_t{n_layers} * 2 * page_size * kv_dim();
+    if (layers.size() != n_layers) return 0;
     size_t n = 0;
     for (uint32_t l = 0; l < n_layers; ++l) n += size_t{2} * page_size * kv_dim_of(l);
     return n;
