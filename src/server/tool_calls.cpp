@@ -24,12 +24,6 @@ constexpr std::string_view kPythonTag = "<|python_tag|>";
 // A bound on calls per turn, so a grammar-forced output always ends.
 constexpr int kMaxParallelCalls = 8;
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 // The key a format's call object holds the arguments under.
 const char* arguments_key(ToolCallFormat f) {
   return f == ToolCallFormat::Hermes ? "arguments" : "parameters";
@@ -201,9 +195,9 @@ ParsedToolOutput parse_tool_output(std::string_view text, ToolCallFormat f, cons
   if (f == ToolCallFormat::Gemma4) return parse_gemma4_tool_output(text, r);
   ParsedToolOutput out;
   if (f == ToolCallFormat::Llama3Json) {
-    std::string_view body = trim(text);
+    std::string_view body = trim_space(text);
     if (body.substr(0, kPythonTag.size()) == kPythonTag)
-      body = trim(body.substr(kPythonTag.size()));
+      body = trim_space(body.substr(kPythonTag.size()));
     if (auto call = call_of(body, f, r)) {
       out.calls.push_back(std::move(*call));
       return out;
@@ -211,8 +205,9 @@ ParsedToolOutput parse_tool_output(std::string_view text, ToolCallFormat f, cons
     out.content = std::string(text);
     return out;
   }
-  return parse_tool_call_blocks(text, kHermesOpen, kHermesClose,
-                                [&](std::string_view body) { return call_of(trim(body), f, r); });
+  return parse_tool_call_blocks(text, kHermesOpen, kHermesClose, [&](std::string_view body) {
+    return call_of(trim_space(body), f, r);
+  });
 }
 
 ParsedToolOutput parse_tool_call_blocks(
@@ -238,12 +233,12 @@ ParsedToolOutput parse_tool_call_blocks(
     return out;
   }
   content += text.substr(at);
-  out.content = std::string(trim(content));
+  out.content = std::string(trim_space(content));
   return out;
 }
 
 bool may_become_tool_call(std::string_view text, ToolCallFormat f) {
-  const std::string_view t = trim(text);
+  const std::string_view t = trim_space(text);
   if (t.empty()) return true;
   auto prefix_of = [&](std::string_view marker) {
     return marker.substr(0, std::min(marker.size(), t.size())) == t.substr(0, marker.size());
@@ -251,6 +246,30 @@ bool may_become_tool_call(std::string_view text, ToolCallFormat f) {
   if (f == ToolCallFormat::Gemma4) return prefix_of(kGemma4Open);
   if (f != ToolCallFormat::Llama3Json) return prefix_of(kHermesOpen);
   return t.front() == '{' || prefix_of(kPythonTag);
+}
+
+std::string_view trim_space(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::string schema_definition_rules(const nlohmann::ordered_json& defs, ValueSyntax syntax) {
+  if (defs.empty()) return "";
+  nlohmann::ordered_json refs = nlohmann::ordered_json::array();
+  for (const auto& [name, schema] : defs.items()) refs.push_back({{"$ref", "#/$defs/" + name}});
+  const nlohmann::ordered_json schema = {{"$defs", defs}, {"anyOf", refs}};
+  std::string rules;
+  try {
+    rules = json_schema_to_gbnf(schema, syntax).gbnf;
+  } catch (const std::exception& e) {
+    throw InvalidRequest("tools", e.what());
+  }
+  // Only the definitions are used; the converter's root (their union) is dropped.
+  const size_t root_end = rules.find('\n');
+  if (rules.compare(0, 5, "root ") != 0 || root_end == std::string::npos)
+    throw InvalidRequest("tools", "internal: unexpected grammar");
+  return rules.erase(0, root_end + 1);
 }
 
 std::string gbnf_literal(std::string_view s) {

@@ -22,6 +22,8 @@
 #include <string_view>
 #include <vector>
 
+#include "server/json_schema_grammar.h"
+
 namespace pith::server {
 
 enum class ToolCallFormat { Hermes, Llama3Json, Qwen3Coder, Gemma4 };
@@ -98,6 +100,12 @@ bool gemma4_needs_tool_turns(std::string_view template_source);
 nlohmann::ordered_json gemma4_tool_turns(const nlohmann::ordered_json& messages);
 // `s` as a GBNF string literal (quotes, backslashes and newlines escaped).
 std::string gbnf_literal(std::string_view s);
+// `s` without leading and trailing whitespace.
+std::string_view trim_space(std::string_view s);
+// The GBNF rules of the schemas in `defs` (name -> JSON Schema), written in `syntax`: the rule of
+// defs[N] is def-N, the rules share one namespace. Throws InvalidRequest("tools") for a schema
+// the converter refuses. Empty for no defs.
+std::string schema_definition_rules(const nlohmann::ordered_json& defs, ValueSyntax syntax);
 
 // While streaming with tool_choice auto: whether the output so far could still turn out to be
 // a tool call (its text is then held back until it is decided).

@@ -20,8 +20,6 @@
 
 #include <cctype>
 
-#include "server/json_schema_grammar.h"
-#include "server/openai_api.h"
 #include "server/tool_calls.h"
 
 namespace pith::server {
@@ -36,12 +34,6 @@ constexpr std::string_view kCallPrefix = "call:";
 constexpr std::string_view kQuote = "<|\"|>";
 // Nesting beyond this is refused: the parser recurses once per level.
 constexpr int kMaxDepth = 64;
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 // Reads Gemma 4 values from a text and writes them as JSON; every method returns false on text
 // that is not a well-formed value (the caller then treats the block as content).
@@ -160,12 +152,12 @@ class ValueReader {
 
 // The call in one block body ("call:NAME{...}"), if it is a well-formed call to a known function.
 std::optional<ToolCall> gemma4_call(std::string_view body, const ToolRequest& r) {
-  body = trim(body);
+  body = trim_space(body);
   if (body.substr(0, kCallPrefix.size()) != kCallPrefix) return std::nullopt;
   body.remove_prefix(kCallPrefix.size());
   const size_t brace = body.find('{');
   if (brace == std::string_view::npos) return std::nullopt;
-  const std::string name(trim(body.substr(0, brace)));
+  const std::string name(trim_space(body.substr(0, brace)));
   bool known = false;
   for (const auto& fn : r.functions) known |= fn.name == name;
   if (!known) return std::nullopt;
@@ -189,7 +181,6 @@ std::string gemma4_tool_call_grammar(const ToolRequest& r, int max_calls) {
   // syntax, so that the arguments of a forced call satisfy it (the converter names the rule of
   // "#/$defs/vN" def-vN); a function without parameters takes any object.
   ordered_json defs = ordered_json::object();
-  ordered_json refs = ordered_json::array();
   std::string calls;
   for (const auto& fn : r.functions) {
     if (r.choice == ToolRequest::Choice::Named && fn.name != r.named) continue;
@@ -197,21 +188,9 @@ std::string gemma4_tool_call_grammar(const ToolRequest& r, int max_calls) {
     defs[def] = fn.parameters.is_object() && !fn.parameters.empty()
                     ? fn.parameters
                     : ordered_json{{"type", "object"}};
-    refs.push_back({{"$ref", "#/$defs/" + def}});
     calls += fmt::format("{}{} def-{}", calls.empty() ? "" : " | ", gbnf_literal(fn.name), def);
   }
-  std::string values;
-  try {
-    const ordered_json schema = {{"$defs", defs}, {"anyOf", refs}};
-    values = json_schema_to_gbnf(schema, ValueSyntax::Gemma4).gbnf;
-  } catch (const std::exception& e) {
-    throw InvalidRequest("tools", e.what());
-  }
-  // Only the definitions are used; the converter's root (their union) is dropped.
-  const size_t root_end = values.find('\n');
-  if (values.compare(0, 5, "root ") != 0 || root_end == std::string::npos)
-    throw InvalidRequest("tools", "internal: unexpected grammar");
-  values.erase(0, root_end + 1);
+  const std::string values = schema_definition_rules(defs, ValueSyntax::Gemma4);
   return fmt::format(
       "root ::= tool-call{}\n"
       "tool-call ::= \"<|tool_call>call:\" ({}) \"<tool_call|>\"\n{}",

@@ -12,8 +12,6 @@
 // parameters as text without "</" and the others as JSON that satisfies their schema.
 #include <fmt/format.h>
 
-#include "server/json_schema_grammar.h"
-#include "server/openai_api.h"
 #include "server/tool_calls.h"
 
 namespace pith::server {
@@ -26,12 +24,6 @@ constexpr std::string_view kFunction = "<function=";
 constexpr std::string_view kFunctionEnd = "</function>";
 constexpr std::string_view kParameter = "<parameter=";
 constexpr std::string_view kParameterEnd = "</parameter>";
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 // Whether a parameter's value is written as plain text: its schema admits strings only.
 bool text_valued(const ordered_json& schema) {
@@ -59,20 +51,20 @@ ordered_json value_of(std::string_view raw, const ordered_json* schema) {
   if (!raw.empty() && raw.front() == '\n') raw.remove_prefix(1);
   if (!raw.empty() && raw.back() == '\n') raw.remove_suffix(1);
   if (schema && text_valued(*schema)) return std::string(raw);
-  ordered_json j = ordered_json::parse(trim(raw), nullptr, false);
+  ordered_json j = ordered_json::parse(trim_space(raw), nullptr, false);
   if (!j.is_discarded()) return j;
   return std::string(raw);
 }
 
 // The call in `body` (between <tool_call> and </tool_call>), if it is one to a known function.
 std::optional<ToolCall> xml_call(std::string_view body, const ToolRequest& r) {
-  body = trim(body);
+  body = trim_space(body);
   if (body.substr(0, kFunction.size()) != kFunction) return std::nullopt;
   const size_t name_end = body.find('>');
   const size_t fn_end = body.rfind(kFunctionEnd);
   if (name_end == std::string_view::npos || fn_end == std::string_view::npos || fn_end < name_end)
     return std::nullopt;
-  const std::string name(trim(body.substr(kFunction.size(), name_end - kFunction.size())));
+  const std::string name(trim_space(body.substr(kFunction.size(), name_end - kFunction.size())));
   const ToolFunction* fn = nullptr;
   for (const auto& f : r.functions)
     if (f.name == name) fn = &f;
@@ -80,7 +72,7 @@ std::optional<ToolCall> xml_call(std::string_view body, const ToolRequest& r) {
   ordered_json args = ordered_json::object();
   std::string_view rest = body.substr(name_end + 1, fn_end - name_end - 1);
   for (;;) {
-    rest = trim(rest);
+    rest = trim_space(rest);
     if (rest.empty()) break;
     if (rest.substr(0, kParameter.size()) != kParameter) return std::nullopt;
     const size_t key_end = rest.find('>');
@@ -88,7 +80,7 @@ std::optional<ToolCall> xml_call(std::string_view body, const ToolRequest& r) {
     if (key_end == std::string_view::npos || value_end == std::string_view::npos ||
         value_end < key_end)
       return std::nullopt;
-    const std::string key(trim(rest.substr(kParameter.size(), key_end - kParameter.size())));
+    const std::string key(trim_space(rest.substr(kParameter.size(), key_end - kParameter.size())));
     args[key] =
         value_of(rest.substr(key_end + 1, value_end - key_end - 1), parameter_schema(*fn, key));
     rest = rest.substr(value_end + kParameterEnd.size());
@@ -107,7 +99,6 @@ std::string xml_tool_call_grammar(const ToolRequest& r, int max_calls) {
   // Non-text parameters become $defs of one schema, so that their JSON grammars share one rule
   // namespace: the converter names the rule of "#/$defs/vN" def-vN.
   ordered_json defs = ordered_json::object();
-  ordered_json refs = ordered_json::array();
   std::vector<std::string> calls;
   std::string rules;
   for (const auto& fn : r.functions) {
@@ -133,7 +124,6 @@ std::string xml_tool_call_grammar(const ToolRequest& r, int max_calls) {
         } else {
           const std::string def = fmt::format("v{}", defs.size());
           defs[def] = schema;
-          refs.push_back({{"$ref", "#/$defs/" + def}});
           value = "def-" + def;
         }
         const std::string param = gbnf_literal("<parameter=" + key + ">\n") + " " + value + " " +
@@ -145,20 +135,7 @@ std::string xml_tool_call_grammar(const ToolRequest& r, int max_calls) {
     rules += fmt::format("{} ::= {}\n", call_rule, body);
     calls.push_back(call_rule);
   }
-  std::string values;
-  if (!defs.empty()) {
-    ordered_json schema = {{"$defs", defs}, {"anyOf", refs}};
-    try {
-      values = json_schema_to_gbnf(schema).gbnf;
-    } catch (const std::exception& e) {
-      throw InvalidRequest("tools", e.what());
-    }
-    // Only the definitions are used; the converter's root (their union) is dropped.
-    const size_t root_end = values.find('\n');
-    if (values.compare(0, 5, "root ") != 0 || root_end == std::string::npos)
-      throw InvalidRequest("tools", "internal: unexpected grammar");
-    values.erase(0, root_end + 1);
-  }
+  const std::string values = schema_definition_rules(defs, ValueSyntax::Json);
   std::string any;
   for (const auto& c : calls) any += (any.empty() ? "" : " | ") + c;
   return fmt::format(

@@ -22,6 +22,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pith_harness import model_gen_args  # noqa: E402
+
 WINDOWLESS_IN_LLAMA_CPP = {"mistral", "phi3"}
 
 
@@ -54,12 +57,7 @@ def worst_error(mine, ref, n_positions=None):
 def main():
     pith, arch, oracle_dir, vocab = sys.argv[1:5]
     tol = float(sys.argv[5]) if len(sys.argv) > 5 else 1e-3
-    variants = json.load(open(os.path.join(oracle_dir, "variants.json")))
-    family, gen_options = arch, []
-    if arch in variants:
-        family = variants[arch]["arch"]
-        for o in variants[arch]["options"]:
-            gen_options += ["--option", o]
+    family, gen_options = model_gen_args(oracle_dir, arch)
     ref_cpp = json.load(open(os.path.join(oracle_dir, f"{arch}.llama-cpp.json")))
     ref_hf = json.load(open(os.path.join(oracle_dir, f"{arch}.transformers.json")))
     tokens = ",".join(map(str, ref_hf["tokens"]))

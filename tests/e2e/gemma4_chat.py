@@ -18,36 +18,10 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pith_harness import Server, parse_sse  # noqa: E402
+from pith_harness import Server  # noqa: E402
+from tool_chat import TOOLS, WEATHER, chat, check_call, streamed_call  # noqa: E402
 
 pith, vocab, template = sys.argv[1], sys.argv[2], sys.argv[3]
-TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string", "enum": ["Paris", "Lima"]},
-                       "days": {"type": "integer", "minimum": 1, "maximum": 7},
-                       "options": {"type": "object", "properties": {"hourly": {"type": "boolean"}},
-                                   "required": ["hourly"]}},
-        "required": ["city", "days", "options"]}}},
-    {"type": "function", "function": {"name": "noop", "parameters": {"type": "object"}}},
-]
-MESSAGES = [{"role": "user", "content": "What is the weather in Lima this week?"}]
-
-
-def chat(s, **extra):
-    body = {"messages": MESSAGES, "max_tokens": 48, "temperature": 0}
-    body.update(extra)
-    return s.request("POST", "/v1/chat/completions", body)[1]
-
-
-def check_call(call):
-    assert call["type"] == "function" and call["id"], call
-    assert call["function"]["name"] == "get_weather", call
-    args = json.loads(call["function"]["arguments"])
-    assert args["city"] in ("Paris", "Lima"), args
-    assert isinstance(args["days"], int) and 1 <= args["days"] <= 7, args
-    assert isinstance(args["options"]["hourly"], bool), args
-    return args
 
 
 def main():
@@ -65,30 +39,16 @@ def main():
             print(f"plain chat: {usage['prompt_tokens']} prompt tokens, "
                   f"{usage['completion_tokens']} completion tokens")
 
-            weather = {"type": "function", "function": {"name": "get_weather"}}
             # One call per request (parallel_tool_calls false): the grammar ends the output after
             # it. (Each step masks 262 144 tokens against the grammar: slow on a small CPU.)
             # (A random model spells the call out in small text pieces: give it room.)
-            named = chat(s, tools=TOOLS, max_tokens=120, tool_choice=weather, parallel_tool_calls=False)
+            named = chat(s, tools=TOOLS, max_tokens=120, tool_choice=WEATHER,
+                         parallel_tool_calls=False)
             args = check_call(named["choices"][0]["message"]["tool_calls"][0])
 
-            conn = s.connection()
-            conn.request("POST", "/v1/chat/completions", body=json.dumps(
-                {"messages": MESSAGES, "max_tokens": 120, "temperature": 0, "tools": TOOLS,
-                 "tool_choice": weather, "parallel_tool_calls": False, "stream": True}),
-                headers={"Content-Type": "application/json"})
-            resp = conn.getresponse()
-            assert resp.status == 200
-            pieces, name = [], None
-            for _, _, data in parse_sse(resp):
-                if data == "[DONE]":
-                    break
-                for ch in json.loads(data)["choices"]:
-                    for tc in ch["delta"].get("tool_calls") or []:
-                        name = tc.get("function", {}).get("name") or name
-                        pieces.append(tc.get("function", {}).get("arguments") or "")
-            conn.close()
-            assert name == "get_weather" and json.loads("".join(pieces)) == args, (name, pieces)
+            name, streamed = streamed_call(s, max_tokens=120, tool_choice=WEATHER,
+                                           parallel_tool_calls=False)
+            assert name == "get_weather" and streamed == args, (name, streamed)
             print(f"named: get_weather({json.dumps(args)}), streamed alike")
     print("1 passed, 0 failed")
 

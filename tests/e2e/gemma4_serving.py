@@ -14,14 +14,13 @@ embeddings, KV-sharing layers). The KV pool then holds layers of different shape
   suspended and resumed (their pages of every layer shape swapped); the outputs still equal.
 """
 import concurrent.futures
-import json
 import os
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pith_harness import Server  # noqa: E402
+from pith_harness import Server, model_gen_args  # noqa: E402
 
 pith, vocab, oracle_dir = sys.argv[1], sys.argv[2], sys.argv[3]
 variant = sys.argv[4] if len(sys.argv) > 4 else "gemma4"
@@ -42,12 +41,7 @@ def concurrently(server):
 
 
 def main():
-    variants = json.load(open(os.path.join(oracle_dir, "variants.json")))
-    family, options = variant, []
-    if variant in variants:
-        family = variants[variant]["arch"]
-        for o in variants[variant]["options"]:
-            options += ["--option", o]
+    family, options = model_gen_args(oracle_dir, variant)
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, f"{variant}.gguf")
         subprocess.run([pith, "model", "gen", "--preset", "tiny", "--arch", family, "--format",

@@ -248,6 +248,18 @@ class Server:
         return total
 
 
+def model_gen_args(oracle_dir, name):
+    """(family, extra `pith model gen` arguments) of a tiny model NAME: a family, or a variant of
+    ORACLE_DIR/variants.json (a family's tiny preset with config options changed)."""
+    variants = json.load(open(os.path.join(oracle_dir, "variants.json")))
+    if name not in variants:
+        return name, []
+    args = []
+    for o in variants[name]["options"]:
+        args += ["--option", o]
+    return variants[name]["arch"], args
+
+
 def parse_sse(stream):
     """Parses a text/event-stream: yields (id, event, data) per event."""
     ev_id, event, data = None, "message", []

@@ -20,36 +20,10 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pith_harness import Server, parse_sse  # noqa: E402
+from pith_harness import Server  # noqa: E402
+from tool_chat import TOOLS, WEATHER, chat, check_call, streamed_call  # noqa: E402
 
 pith, vocab, template = sys.argv[1], sys.argv[2], sys.argv[3]
-TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string", "enum": ["Paris", "Lima"]},
-                       "days": {"type": "integer", "minimum": 1, "maximum": 7},
-                       "options": {"type": "object", "properties": {"hourly": {"type": "boolean"}},
-                                   "required": ["hourly"]}},
-        "required": ["city", "days", "options"]}}},
-    {"type": "function", "function": {"name": "noop", "parameters": {"type": "object"}}},
-]
-MESSAGES = [{"role": "user", "content": "What is the weather in Lima this week?"}]
-
-
-def chat(s, **extra):
-    body = {"messages": MESSAGES, "max_tokens": 48, "temperature": 0}
-    body.update(extra)
-    return s.request("POST", "/v1/chat/completions", body)[1]
-
-
-def check_call(call):
-    assert call["type"] == "function" and call["id"], call
-    assert call["function"]["name"] == "get_weather", call
-    args = json.loads(call["function"]["arguments"])
-    assert args["city"] in ("Paris", "Lima"), args
-    assert isinstance(args["days"], int) and 1 <= args["days"] <= 7, args
-    assert isinstance(args["options"]["hourly"], bool), args
-    return args
 
 
 def main():
@@ -75,27 +49,12 @@ def main():
                     assert json.loads(call["function"]["arguments"]) == {}, call
                 else:
                     check_call(call)
-            weather = {"type": "function", "function": {"name": "get_weather"}}
-            named = chat(s, tools=TOOLS, max_tokens=200, tool_choice=weather)
+            named = chat(s, tools=TOOLS, max_tokens=200, tool_choice=WEATHER)
             args = check_call(named["choices"][0]["message"]["tool_calls"][0])
 
             # Streamed: the call's arguments arrive as deltas that add up to the same call.
-            conn = s.connection()
-            conn.request("POST", "/v1/chat/completions", body=json.dumps(
-                {"messages": MESSAGES, "max_tokens": 200, "temperature": 0, "tools": TOOLS,
-                 "tool_choice": weather, "stream": True}), headers={"Content-Type": "application/json"})
-            resp = conn.getresponse()
-            assert resp.status == 200
-            pieces, name = [], None
-            for _, _, data in parse_sse(resp):
-                if data == "[DONE]":
-                    break
-                for ch in json.loads(data)["choices"]:
-                    for tc in ch["delta"].get("tool_calls") or []:
-                        name = tc.get("function", {}).get("name") or name
-                        pieces.append(tc.get("function", {}).get("arguments") or "")
-            conn.close()
-            assert name == "get_weather" and json.loads("".join(pieces)) == args, (name, pieces)
+            name, streamed = streamed_call(s, max_tokens=200, tool_choice=WEATHER)
+            assert name == "get_weather" and streamed == args, (name, streamed)
             print(f"required: {[c['function']['name'] for c in c['message']['tool_calls']]}; named: "
                   f"get_weather({json.dumps(args)}), streamed alike")
     print("1 passed, 0 failed")
