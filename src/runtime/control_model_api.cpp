@@ -268,6 +268,12 @@ class ControlSession final : public ModelSession {
     return PITH_OK;
   }
 
+  pith_status_t vocab_trie(uint32_t model, std::shared_ptr<const TokenTrie>* trie) override {
+    if (model != kModelHandle) return PITH_ERR_BAD_HANDLE;
+    *trie = api_.vocab_trie();
+    return PITH_OK;
+  }
+
   // ---- queues
   pith_status_t create_queue(uint32_t model, uint32_t* queue) override {
     if (model != kModelHandle) return PITH_ERR_BAD_HANDLE;
@@ -787,6 +793,21 @@ ControlModelApi::ControlModelApi(Controller& controller, const Tokenizer& tokeni
       tokenizer_(tokenizer),
       model_name_(std::move(model_name)),
       on_kill_(std::move(on_kill)) {}
+
+std::shared_ptr<const TokenTrie> ControlModelApi::vocab_trie() {
+  std::lock_guard lock(trie_mutex_);
+  if (!trie_) {
+    const size_t n = tokenizer_.vocab_size();
+    std::vector<std::string> bytes(n);
+    std::vector<bool> special(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      bytes[i] = tokenizer_.token_bytes(static_cast<int32_t>(i));
+      special[i] = tokenizer_.is_special(static_cast<int32_t>(i));
+    }
+    trie_ = std::make_shared<const TokenTrie>(bytes, special);
+  }
+  return trie_;
+}
 
 std::unique_ptr<ModelSession> ControlModelApi::open_session(uint64_t instance_id) {
   return std::make_unique<ControlSession>(*this, instance_id);

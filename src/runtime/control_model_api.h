@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "control/controller.h"
@@ -38,12 +39,18 @@ class ControlModelApi final : public ModelApi {
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const std::string& model_name() const { return model_name_; }
   const ContentionKillFn& on_kill() const { return on_kill_; }
+  // The vocabulary's token trie (special tokens left out), built on first use and shared by
+  // every instance: a grammar-constrained request then costs no trie build (~70 ms natively
+  // for 128k tokens, seconds in the interpreter tier).
+  std::shared_ptr<const TokenTrie> vocab_trie();
 
  private:
   Controller& controller_;
   const Tokenizer& tokenizer_;
   std::string model_name_;
   ContentionKillFn on_kill_;
+  std::mutex trie_mutex_;
+  std::shared_ptr<const TokenTrie> trie_;
 };
 
 // Maps a control-layer status to the ABI's code (the table is in control/status.h).

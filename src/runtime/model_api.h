@@ -20,6 +20,7 @@
 #pragma once
 
 #include <pith/abi.h>
+#include <pith/token_trie.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -87,6 +88,13 @@ class ModelSession {
   virtual pith_status_t vocab_special(uint32_t model, std::vector<uint32_t>* ids) {
     (void)model;
     (void)ids;
+    return PITH_ERR_UNSUPPORTED;
+  }
+  // The vocabulary trie, special tokens left out (abi.h vocab_trie), shared by every session of
+  // the model; sessions without a tokenizer keep this default.
+  virtual pith_status_t vocab_trie(uint32_t model, std::shared_ptr<const TokenTrie>* trie) {
+    (void)model;
+    (void)trie;
     return PITH_ERR_UNSUPPORTED;
   }
 

@@ -40,7 +40,7 @@ def main():
                   f"{usage['completion_tokens']} completion tokens")
 
             # One call per request (parallel_tool_calls false): the grammar ends the output after
-            # it. (Each step masks 262 144 tokens against the grammar: slow on a small CPU.)
+            # it. (Each step masks the 262 144 tokens through the host's vocabulary trie.)
             # (A random model spells the call out in small text pieces: give it room.)
             named = chat(s, tools=TOOLS, max_tokens=120, tool_choice=WEATHER,
                          parallel_tool_calls=False)

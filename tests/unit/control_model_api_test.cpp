@@ -94,6 +94,40 @@ TEST(ControlModelApi, TraitsDescribeTheModelFamily) {
   for (const auto& t : traits) EXPECT_FALSE(t.starts_with("sliding_window")) << t;
 }
 
+// The vocabulary trie is the tokenizer's (special tokens left out), built once per model and
+// shared by every session.
+TEST(ControlModelApi, VocabularyTrieIsBuiltOnceAndLeavesSpecialTokensOut) {
+  auto backend = fake_backend();
+  Controller ctl(*backend, {});
+  ControlModelApi api(ctl, tokenizer(), "tiny");
+  auto s1 = api.open_session(1);
+  auto s2 = api.open_session(2);
+  uint32_t model = 0;
+  ASSERT_EQ(s1->open_model("", &model), PITH_OK);
+  std::shared_ptr<const TokenTrie> a, b;
+  ASSERT_EQ(s1->vocab_trie(model, &a), PITH_OK);
+  ASSERT_EQ(s2->vocab_trie(model, &b), PITH_OK);
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_EQ(s1->vocab_trie(model + 7, &b), PITH_ERR_BAD_HANDLE);
+  const Tokenizer& tok = tokenizer();
+  ASSERT_EQ(a->vocab_size(), tok.vocab_size());
+  size_t special = 0;
+  for (uint32_t id = 0; id < a->vocab_size(); ++id) {
+    const auto i = static_cast<int32_t>(id);
+    EXPECT_EQ(a->bytes(id), tok.token_bytes(i));
+    EXPECT_EQ(a->usable(id), !tok.is_special(i) && !tok.token_bytes(i).empty()) << id;
+    special += tok.is_special(i);
+  }
+  EXPECT_GT(special, 0u);
+  // Every usable token is found by walking its bytes.
+  for (uint32_t id = 0; id < a->vocab_size(); ++id)
+    if (a->usable(id)) {
+      const int32_t t = a->longest_prefix(a->bytes(id));
+      ASSERT_GE(t, 0);
+      EXPECT_EQ(a->bytes(static_cast<uint32_t>(t)), a->bytes(id));
+    }
+}
+
 TEST(ControlModelApi, RejectedCallsLogWhyAndReturnTheCode) {
   auto backend = fake_backend();
   Controller ctl(*backend, {});

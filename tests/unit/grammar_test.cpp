@@ -287,6 +287,63 @@ TEST(GrammarMask, EqualsNaiveOnSyntheticVocabulary) {
   }
 }
 
+// The flat form a host hands a guest (pith_vocab_trie) is the whole trie: a trie rebuilt from a
+// copy of its words answers every query as the original, and words that are not a trie of this
+// version are refused.
+TEST(TokenTrie, FlatFormRoundTripsAndRefusesOtherWords) {
+  std::vector<std::string> vocab = byte_vocab();
+  std::mt19937 rng(3);
+  for (int i = 0; i < 500; ++i) {
+    std::string t;
+    for (size_t len = 1 + rng() % 5; t.size() < len;) t += static_cast<char>('a' + rng() % 6);
+    vocab.push_back(t);
+  }
+  vocab.push_back("ab");  // a duplicate of a generated token, most likely: chained by same_next
+  vocab.push_back("");
+  vocab.push_back("<|eot_id|>");
+  std::vector<bool> special(vocab.size(), false);
+  special.back() = true;
+  const TokenTrie trie(vocab, special);
+  auto copy_words = [&] {
+    std::shared_ptr<uint32_t[]> w(new uint32_t[trie.flat_words()]);
+    std::copy(trie.flat_data(), trie.flat_data() + trie.flat_words(), w.get());
+    return w;
+  };
+  TokenTrie copy;
+  ASSERT_TRUE(TokenTrie::from_flat(copy_words(), trie.flat_words(), &copy));
+  ASSERT_EQ(copy.nodes(), trie.nodes());
+  ASSERT_EQ(copy.vocab_size(), vocab.size());
+  EXPECT_EQ(copy.max_depth(), trie.max_depth());
+  for (uint32_t n = 0; n < trie.nodes(); ++n) {
+    EXPECT_EQ(copy.byte(n), trie.byte(n));
+    EXPECT_EQ(copy.depth(n), trie.depth(n));
+    EXPECT_EQ(copy.end(n), trie.end(n));
+    EXPECT_EQ(copy.token(n), trie.token(n));
+  }
+  for (uint32_t id = 0; id < vocab.size(); ++id) {
+    EXPECT_EQ(copy.bytes(id), vocab[id]);
+    EXPECT_EQ(copy.same_next(id), trie.same_next(id));
+    EXPECT_EQ(copy.usable(id), !vocab[id].empty() && !special[id]);
+  }
+  Grammar g = compile(kArith);
+  Automaton a(g, copy);
+  expect_masks_match(a, 11, 40);
+
+  TokenTrie untouched;
+  auto bad = copy_words();
+  bad[0] ^= 1;  // magic
+  EXPECT_FALSE(TokenTrie::from_flat(bad, trie.flat_words(), &untouched));
+  bad = copy_words();
+  bad[1] = 99;  // version
+  EXPECT_FALSE(TokenTrie::from_flat(bad, trie.flat_words(), &untouched));
+  EXPECT_FALSE(TokenTrie::from_flat(copy_words(), trie.flat_words() - 1, &untouched));
+  EXPECT_FALSE(TokenTrie::from_flat(nullptr, 0, &untouched));
+  bad = copy_words();
+  bad[5] += 4;  // text bytes: the words then have the wrong size
+  EXPECT_FALSE(TokenTrie::from_flat(bad, trie.flat_words(), &untouched));
+  EXPECT_EQ(untouched.nodes(), 0u);
+}
+
 TEST(GrammarMask, EqualsNaiveOnLlama3Vocabulary) {
   pith::Tokenizer tok =
       pith::Tokenizer::load(std::string(PITH_TEST_DATA) + "/tokenizer/ggml-vocab-llama-bpe.gguf");

@@ -225,6 +225,13 @@ PITH_IMPORT(vocab_get) pith_status_t pith_vocab_get(pith_model_t model, void* bu
  * to cap ids in increasing order; *n = their count (PITH_ERR_BUFFER_TOO_SMALL if cap < *n). */
 PITH_IMPORT(vocab_special) pith_status_t pith_vocab_special(pith_model_t model, uint32_t* ids,
                                                             uint32_t cap, uint32_t* n);
+/* The vocabulary as a byte trie in pith/token_trie.hpp's flat form (32-bit words; special
+ * tokens left out), built once per model by the host so that grammar-constrained inferlets do
+ * not sort and build it per request. Writes up to cap bytes to buf (4-byte aligned); *len = the
+ * trie's size in bytes (PITH_ERR_BUFFER_TOO_SMALL if cap < *len, so a first call with cap 0
+ * asks the size). PITH_ERR_UNSUPPORTED where the host has no vocabulary trie. */
+PITH_IMPORT(vocab_trie) pith_status_t pith_vocab_trie(pith_model_t model, void* buf, uint32_t cap,
+                                                      uint32_t* len);
 
 /* ---- command queues (api/queue.cpp) ------------------------------------------------------ */
 

@@ -16,6 +16,7 @@
 
 #include <math.h>
 
+#include <memory>
 #include <optional>
 #include <pith/context.hpp>
 #include <pith/grammar_matcher.hpp>
@@ -25,8 +26,24 @@
 
 namespace pith {
 
-// The model's vocabulary as a token trie, special tokens left out.
+// The model's vocabulary as a token trie, special tokens left out: the host's copy
+// (pith_vocab_trie, built once per model), or built here from the vocabulary where the host
+// has none to give.
 inline Result<TokenTrie> vocabulary_trie(const Model& model) {
+  uint32_t bytes = 0;
+  pith_status_t st = pith_vocab_trie(model.handle(), nullptr, 0, &bytes);
+  if (st == PITH_ERR_BUFFER_TOO_SMALL && bytes % 4 == 0) {
+    // Not value-initialised: the host writes every word (4-13 MB for 32k-262k tokens).
+    std::shared_ptr<uint32_t[]> words(new uint32_t[bytes / 4]);
+    uint32_t got = 0;
+    st = pith_vocab_trie(model.handle(), words.get(), bytes, &got);
+    TokenTrie trie;
+    if (st == PITH_OK && got == bytes && TokenTrie::from_flat(std::move(words), bytes / 4, &trie))
+      return trie;
+    if (st == PITH_OK) return Error(PITH_ERR_INTERNAL, "vocabulary trie: not a trie of this SDK");
+    return Error(st, "vocabulary trie");
+  }
+  if (st != PITH_ERR_UNSUPPORTED) return Error(st, "vocabulary trie");
   Result<std::vector<std::string>> vocab = model.vocab();
   if (!vocab) return std::move(vocab).take_error();
   std::vector<bool> excluded(vocab->size(), false);
@@ -37,7 +54,7 @@ inline Result<TokenTrie> vocabulary_trie(const Model& model) {
   } else {  // a host without pith_vocab_special: fall back to the shape of Llama 3's names
     for (size_t i = 0; i < vocab->size(); ++i) excluded[i] = looks_special((*vocab)[i]);
   }
-  return TokenTrie(static_cast<std::vector<std::string>&&>(*vocab), excluded);
+  return TokenTrie(*vocab, excluded);
 }
 
 // Samples from a full-vocabulary distribution (ids in id order, as PITH_TOP_K_ALL returns it)

@@ -59,6 +59,7 @@ typedef double f64;
   X(detokenize, u32, (u32, u32, u32, u32, u32, u32))                        \
   X(vocab_get, u32, (u32, u32, u32, u32))                                   \
   X(vocab_special, u32, (u32, u32, u32, u32))                               \
+  X(vocab_trie, u32, (u32, u32, u32, u32))                                  \
   X(queue_create, u32, (u32, u32))                                          \
   X(queue_destroy, u32, (u32))                                              \
   X(queue_synchronize, u32, (u32, u32))                                     \

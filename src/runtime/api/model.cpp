@@ -109,6 +109,18 @@ u32 Z_pithZ_vocab_special(Z_pith_instance_t* c, u32 model, u32 ids, u32 cap, u32
   });
 }
 
+u32 Z_pithZ_vocab_trie(Z_pith_instance_t* c, u32 model, u32 buf, u32 cap, u32 len) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    std::shared_ptr<const pith::TokenTrie> trie;
+    pith_status_t st = session_of(inst).vocab_trie(model, &trie);
+    if (st != PITH_OK) return st;
+    if (buf % 4 != 0 && cap > 0) return PITH_ERR_BAD_ARGUMENT;  // words: the guest reads them so
+    return GuestMemory(inst).output(
+        buf, cap, len,
+        std::string_view(reinterpret_cast<const char*>(trie->flat_data()), trie->flat_words() * 4));
+  });
+}
+
 u32 Z_pithZ_vocab_get(Z_pith_instance_t* c, u32 model, u32 buf, u32 cap, u32 len) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
     std::string vocab;
