@@ -65,6 +65,12 @@ std::vector<uint8_t> random_row(DType dtype, size_t cols, std::mt19937& rng) {
     case DType::Q5_1:
       quantize_q5_1(v.data(), reinterpret_cast<BlockQ5_1*>(out.data()), cols);
       break;
+    case DType::Q2_K:
+      quantize_q2_k(v.data(), reinterpret_cast<BlockQ2_K*>(out.data()), cols);
+      break;
+    case DType::Q3_K:
+      quantize_q3_k(v.data(), reinterpret_cast<BlockQ3_K*>(out.data()), cols);
+      break;
     case DType::Q4_K:
       quantize_q4_k(v.data(), reinterpret_cast<BlockQ4_K*>(out.data()), cols);
       break;

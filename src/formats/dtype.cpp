@@ -16,6 +16,8 @@ constexpr DTypeInfo kTypes[] = {
     {DType::Q4_1, "q4_1", 32, sizeof(BlockQ4_1)},
     {DType::Q5_0, "q5_0", 32, sizeof(BlockQ5_0)},
     {DType::Q5_1, "q5_1", 32, sizeof(BlockQ5_1)},
+    {DType::Q2_K, "q2_k", kQK, sizeof(BlockQ2_K)},
+    {DType::Q3_K, "q3_k", kQK, sizeof(BlockQ3_K)},
     {DType::Q4_K, "q4_k", kQK, sizeof(BlockQ4_K)},
     {DType::Q5_K, "q5_k", kQK, sizeof(BlockQ5_K)},
     {DType::Q6_K, "q6_k", kQK, sizeof(BlockQ6_K)},

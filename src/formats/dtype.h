@@ -18,6 +18,8 @@ enum class DType : uint32_t {
   Q5_0 = 6,
   Q5_1 = 7,
   Q8_0 = 8,
+  Q2_K = 10,
+  Q3_K = 11,
   Q4_K = 12,
   Q5_K = 13,
   Q6_K = 14,
@@ -88,6 +90,27 @@ static_assert(sizeof(BlockQ5_1) == 24);
 // K-quants: super-blocks of 256 values (kQK values), byte-identical to ggml's layouts so that
 // llama.cpp's files load. Codec (dequantise, quantise) in formats/kquants.h.
 inline constexpr size_t kQK = 256;
+
+// Q2_K and Q3_K: 16 sub-blocks of 16. Element e = 128n + 32j + l (n < 2, j < 4, l < 32) is in
+// sub-block e / 16 and has the 2 bits (qs[32n + l] >> 2j) & 3.
+// Q2_K: value = d * (scales[s] & 15) * q - dmin * (scales[s] >> 4), q in [0, 3].
+struct BlockQ2_K {
+  uint8_t scales[16];  // per sub-block: 4-bit scale (low nibble), 4-bit min (high nibble)
+  uint8_t qs[64];
+  uint16_t d;     // f16 scale of the sub-block scales
+  uint16_t dmin;  // f16 scale of the sub-block mins
+};
+static_assert(sizeof(BlockQ2_K) == 84);
+
+// Q3_K: value = d * (sc[s] - 32) * (q - 4), q in [0, 7]: the 2 bits above plus 4 x bit (4n + j)
+// of hmask[l]; the 16 six-bit sc packed in `scales` (formats/kquants.h: unpack_q3k_scales).
+struct BlockQ3_K {
+  uint8_t hmask[32];
+  uint8_t qs[64];
+  uint8_t scales[12];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ3_K) == 110);
 
 // Q4_K: 8 sub-blocks of 32, value = d * sc[j] * q - dmin * m[j] with q in [0, 15] and 6-bit
 // sc/m packed into `scales` (formats/kquants.h: unpack_q4k_scales). qs[32 * c + l] holds

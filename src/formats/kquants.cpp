@@ -1,12 +1,13 @@
 // K-quant codec (see kquants.h).
 //
 // Quantisation, per super-block of 256 values:
-//   1. each sub-block gets its own real-valued scale (and, for Q4_K/Q5_K, min) from a small
-//      search: a few candidate steps around (max - min) / nmax (or max|x| / 32 for Q6_K), each
+//   1. each sub-block gets its own real-valued scale (and, for Q2_K/Q4_K/Q5_K, min) from a small
+//      search: a few candidate steps around (max - min) / nmax (or max|x| / 32 for Q6_K, / 4 for
+//      Q3_K), each
 //      followed by the least-squares scale/min for the levels it assigns; the fit with the
 //      smallest squared error wins;
-//   2. those scales (mins) are quantised against one f16 super-block scale (6 bits unsigned
-//      for Q4_K/Q5_K, 8 bits signed for Q6_K);
+//   2. those scales (mins) are quantised against one f16 super-block scale (4 bits unsigned
+//      for Q2_K, 6 bits unsigned for Q4_K/Q5_K, 6 bits signed for Q3_K, 8 bits signed for Q6_K);
 //   3. every value is rounded to the nearest level of its quantised sub-block scale and min.
 #include "formats/kquants.h"
 
@@ -74,22 +75,23 @@ AffineFit fit_affine(const float* x, int n, int nmax) {
   return best;
 }
 
-// x ≈ scale * q with q in [-32, 31] (Q6_K sub-blocks); the scale's sign maps the value of
-// largest magnitude to the negative end, which has one more level.
-float fit_symmetric(const float* x, int n) {
+// x ≈ scale * q with q in [lo, -lo - 1] (Q6_K sub-blocks: [-32, 31], Q3_K: [-4, 3]); the
+// scale's sign maps the value of largest magnitude to the negative end, which has one more
+// level.
+float fit_symmetric(const float* x, int n, int lo) {
   float xm = 0;
   for (int i = 0; i < n; ++i)
     if (std::fabs(x[i]) > std::fabs(xm)) xm = x[i];
   if (xm == 0.0f || !std::isfinite(xm)) return 0.0f;
-  float best = xm / -32.0f;
+  float best = xm / static_cast<float>(lo);
   double best_err = INFINITY, sxx = 0;
   for (int i = 0; i < n; ++i) sxx += double(x[i]) * x[i];
   for (int k = 0; k <= 12; ++k) {
-    const float inv = (-32.0f + 0.5f * k) / xm;
+    const float inv = static_cast<float>(lo) * (1.0f - k / 64.0f) / xm;
     int sqq = 0;
     double sqx = 0;
     for (int i = 0; i < n; ++i) {
-      const int q = std::clamp(round_int(x[i] * inv), -32, 31);
+      const int q = std::clamp(round_int(x[i] * inv), lo, -lo - 1);
       sqq += q * q, sqx += double(q) * x[i];
     }
     if (sqq == 0) continue;
@@ -135,6 +137,47 @@ void pack_q4k_scales(const uint8_t sc[8], const uint8_t m[8], uint8_t p[12]) {
     p[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
     p[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
     p[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+  }
+}
+
+void pack_q3k_scales(const int8_t sc[16], uint8_t p[12]) {
+  uint8_t u[16];
+  for (int k = 0; k < 16; ++k) u[k] = static_cast<uint8_t>((sc[k] + 32) & 63);
+  for (int i = 0; i < 4; ++i) {
+    p[i] = static_cast<uint8_t>((u[i] & 15) | ((u[8 + i] & 15) << 4));
+    p[4 + i] = static_cast<uint8_t>((u[4 + i] & 15) | ((u[12 + i] & 15) << 4));
+    p[8 + i] = static_cast<uint8_t>((u[i] >> 4) | ((u[4 + i] >> 4) << 2) | ((u[8 + i] >> 4) << 4) |
+                                    ((u[12 + i] >> 4) << 6));
+  }
+}
+
+void dequantize_q2_k(const BlockQ2_K* blocks, float* out, size_t n) {
+  PITH_CHECK(n % kQK == 0);
+  for (size_t b = 0; b < n / kQK; ++b, out += kQK) {
+    const BlockQ2_K& blk = blocks[b];
+    const float d = f16_to_f32(blk.d), dmin = f16_to_f32(blk.dmin);
+    for (int e = 0; e < int(kQK); ++e) {
+      const int half = e / 128, j = (e % 128) / 32, l = e % 32;
+      const uint8_t sc = blk.scales[e / 16];
+      const float dl = d * (sc & 15), ml = dmin * (sc >> 4);
+      out[e] = dl * ((blk.qs[32 * half + l] >> (2 * j)) & 3) - ml;
+    }
+  }
+}
+
+void dequantize_q3_k(const BlockQ3_K* blocks, float* out, size_t n) {
+  PITH_CHECK(n % kQK == 0);
+  for (size_t b = 0; b < n / kQK; ++b, out += kQK) {
+    const BlockQ3_K& blk = blocks[b];
+    const float d = f16_to_f32(blk.d);
+    int8_t sc[16];
+    unpack_q3k_scales(blk.scales, sc);
+    for (int e = 0; e < int(kQK); ++e) {
+      const int half = e / 128, j = (e % 128) / 32, l = e % 32;
+      const int q =
+          ((blk.qs[32 * half + l] >> (2 * j)) & 3) | (((blk.hmask[l] >> (4 * half + j)) & 1) << 2);
+      out[e] = d * sc[e / 16] * (q - 4);
+    }
   }
 }
 
@@ -199,6 +242,64 @@ void dequantize_q6_k(const BlockQ6_K* blocks, float* out, size_t n) {
   }
 }
 
+void quantize_q2_k(const float* x, BlockQ2_K* blocks, size_t n) {
+  PITH_CHECK(n % kQK == 0);
+  for (size_t b = 0; b < n / kQK; ++b, x += kQK) {
+    BlockQ2_K& blk = blocks[b];
+    AffineFit fits[16];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 16; ++j) {
+      fits[j] = fit_affine(x + 16 * j, 16, 3);
+      max_scale = std::max(max_scale, fits[j].scale);
+      max_min = std::max(max_min, fits[j].min);
+    }
+    blk.d = f32_to_f16(max_scale / 15.0f);
+    blk.dmin = f32_to_f16(max_min / 15.0f);
+    const float d = f16_to_f32(blk.d), dmin = f16_to_f32(blk.dmin);
+    std::memset(blk.qs, 0, sizeof blk.qs);
+    for (int j = 0; j < 16; ++j) {
+      const int sc = d > 0 ? std::clamp(round_int(fits[j].scale / d), 0, 15) : 0;
+      const int m = dmin > 0 ? std::clamp(round_int(fits[j].min / dmin), 0, 15) : 0;
+      blk.scales[j] = static_cast<uint8_t>(sc | (m << 4));
+      const float ds = d * sc, dm = dmin * m;
+      for (int i = 0; i < 16; ++i) {
+        const int e = 16 * j + i, half = e / 128, k = (e % 128) / 32, l = e % 32;
+        const int q = ds > 0 ? std::clamp(round_int((x[e] + dm) / ds), 0, 3) : 0;
+        blk.qs[32 * half + l] |= static_cast<uint8_t>(q << (2 * k));
+      }
+    }
+  }
+}
+
+void quantize_q3_k(const float* x, BlockQ3_K* blocks, size_t n) {
+  PITH_CHECK(n % kQK == 0);
+  for (size_t b = 0; b < n / kQK; ++b, x += kQK) {
+    BlockQ3_K& blk = blocks[b];
+    float scales[16], max_scale = 0;
+    for (int j = 0; j < 16; ++j) {
+      scales[j] = fit_symmetric(x + 16 * j, 16, -4);
+      if (std::fabs(scales[j]) > std::fabs(max_scale)) max_scale = scales[j];
+    }
+    // The largest sub-block scale maps to -32, the end of the 6-bit range with one more level.
+    blk.d = f32_to_f16(max_scale / -32.0f);
+    const float d = f16_to_f32(blk.d);
+    int8_t sc[16];
+    std::memset(blk.qs, 0, sizeof blk.qs);
+    std::memset(blk.hmask, 0, sizeof blk.hmask);
+    for (int j = 0; j < 16; ++j) {
+      sc[j] = static_cast<int8_t>(d != 0 ? std::clamp(round_int(scales[j] / d), -32, 31) : 0);
+      const float ds = d * sc[j];
+      for (int i = 0; i < 16; ++i) {
+        const int e = 16 * j + i, half = e / 128, k = (e % 128) / 32, l = e % 32;
+        const int q = (ds != 0 ? std::clamp(round_int(x[e] / ds), -4, 3) : 0) + 4;
+        blk.qs[32 * half + l] |= static_cast<uint8_t>((q & 3) << (2 * k));
+        blk.hmask[l] |= static_cast<uint8_t>((q >> 2) << (4 * half + k));
+      }
+    }
+    pack_q3k_scales(sc, blk.scales);
+  }
+}
+
 void quantize_q4_k(const float* x, BlockQ4_K* blocks, size_t n) {
   PITH_CHECK(n % kQK == 0);
   uint8_t L[kQK];
@@ -234,7 +335,7 @@ void quantize_q6_k(const float* x, BlockQ6_K* blocks, size_t n) {
     BlockQ6_K& blk = blocks[b];
     float scales[16], max_scale = 0;
     for (int j = 0; j < 16; ++j) {
-      scales[j] = fit_symmetric(x + 16 * j, 16);
+      scales[j] = fit_symmetric(x + 16 * j, 16, -32);
       if (std::fabs(scales[j]) > std::fabs(max_scale)) max_scale = scales[j];
     }
     // The largest sub-block scale maps to -128, the end of int8 with one more level.

@@ -1,4 +1,4 @@
-// The codec of ggml's K-quant blocks (Q4_K, Q5_K, Q6_K; layouts in formats/dtype.h):
+// The codec of ggml's K-quant blocks (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K; layouts in formats/dtype.h):
 // dequantisation to f32, the reference every kernel is tested against, and quantisation from
 // f32, for `pith model gen` and tests. All lengths are multiples of kQK (256).
 //
@@ -29,10 +29,29 @@ inline void unpack_q4k_scales(const uint8_t p[12], uint8_t sc[8], uint8_t m[8]) 
 }
 void pack_q4k_scales(const uint8_t sc[8], const uint8_t m[8], uint8_t packed[12]);
 
+// The 16 six-bit sub-block scales of a Q3_K block, packed in 12 bytes, as signed values
+// sc - 32: byte i (i < 8) holds the low 4 bits of sc[i] (low nibble) and sc[8 + i] (high
+// nibble); byte 8 + i holds the top 2 bits of sc[i], sc[4 + i], sc[8 + i], sc[12 + i] in its
+// bits 0-1, 2-3, 4-5, 6-7.
+inline void unpack_q3k_scales(const uint8_t p[12], int8_t sc[16]) {
+  for (int i = 0; i < 4; ++i) {
+    const uint8_t h = p[8 + i];
+    sc[i] = static_cast<int8_t>(((p[i] & 15) | ((h & 3) << 4)) - 32);
+    sc[4 + i] = static_cast<int8_t>(((p[4 + i] & 15) | (((h >> 2) & 3) << 4)) - 32);
+    sc[8 + i] = static_cast<int8_t>(((p[i] >> 4) | (((h >> 4) & 3) << 4)) - 32);
+    sc[12 + i] = static_cast<int8_t>(((p[4 + i] >> 4) | (((h >> 6) & 3) << 4)) - 32);
+  }
+}
+void pack_q3k_scales(const int8_t sc[16], uint8_t packed[12]);
+
+void dequantize_q2_k(const BlockQ2_K* blocks, float* out, size_t n);
+void dequantize_q3_k(const BlockQ3_K* blocks, float* out, size_t n);
 void dequantize_q4_k(const BlockQ4_K* blocks, float* out, size_t n);
 void dequantize_q5_k(const BlockQ5_K* blocks, float* out, size_t n);
 void dequantize_q6_k(const BlockQ6_K* blocks, float* out, size_t n);
 
+void quantize_q2_k(const float* x, BlockQ2_K* blocks, size_t n);
+void quantize_q3_k(const float* x, BlockQ3_K* blocks, size_t n);
 void quantize_q4_k(const float* x, BlockQ4_K* blocks, size_t n);
 void quantize_q5_k(const float* x, BlockQ5_K* blocks, size_t n);
 void quantize_q6_k(const float* x, BlockQ6_K* blocks, size_t n);

@@ -184,6 +184,10 @@ void encode_row(DType dt, const float* x, size_t n, uint8_t* out) {
       return quantize_q5_0(x, reinterpret_cast<BlockQ5_0*>(out), n);
     case DType::Q5_1:
       return quantize_q5_1(x, reinterpret_cast<BlockQ5_1*>(out), n);
+    case DType::Q2_K:
+      return quantize_q2_k(x, reinterpret_cast<BlockQ2_K*>(out), n);
+    case DType::Q3_K:
+      return quantize_q3_k(x, reinterpret_cast<BlockQ3_K*>(out), n);
     case DType::Q4_K:
       return quantize_q4_k(x, reinterpret_cast<BlockQ4_K*>(out), n);
     case DType::Q5_K:
@@ -285,6 +289,10 @@ void emit_tensor(GenContext& ctx, const GenTensor& t, DType dtype, bool hf_rows,
 
 uint32_t file_type_code(DType dt) {
   switch (dt) {
+    case DType::Q2_K:
+      return 10;  // Q2_K (mostly)
+    case DType::Q3_K:
+      return 12;  // Q3_K_M
     case DType::Q4_K:
       return 15;  // llama.cpp has no all-Q4_K type; its mostly-Q4_K one is Q4_K_M
     case DType::Q5_K:
@@ -408,7 +416,8 @@ void write_gguf(GenContext& ctx, const std::vector<GenTensor>& plan, const GGUFF
     auto tensor_dtype = [&](const GenTensor& t) {
       if (t.kind != GenTensor::Kind::Matrix) return DType::F32;
       if (ctx.opt.mix)
-        return quant_mix_tensor_dtype(*ctx.opt.mix, t.gguf_name, t.cols, c.n_layers, c.tied_output);
+        return quant_mix_tensor_dtype(*ctx.opt.mix, t.gguf_name, t.cols, c.n_layers, c.tied_output,
+                                      c.n_kv_heads > 0 ? c.n_heads / c.n_kv_heads : 1);
       return ctx.opt.dtype;
     };
     for (const auto& t : plan) {

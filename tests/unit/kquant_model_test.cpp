@@ -127,6 +127,42 @@ TEST(KQuantModel, MixesGiveLlamaCppTensorTypes) {
     EXPECT_EQ(tensor_type(g, "blk.0.attn_k.weight"), DType::Q5_1);
     EXPECT_EQ(tensor_type(g, "blk.1.ffn_down.weight"), DType::Q8_0);
   }
+  {
+    // tiny256: 2 layers, 2 query heads per KV head.
+    GGUFFile f(generate(dir, "tiny256", "q2_k"));
+    EXPECT_EQ(f.get_uint("general.file_type"), 10u);
+    EXPECT_EQ(tensor_type(f, "blk.0.attn_q.weight"), DType::Q2_K);
+    EXPECT_EQ(tensor_type(f, "blk.1.ffn_up.weight"), DType::Q2_K);
+    EXPECT_EQ(tensor_type(f, "blk.0.attn_v.weight"), DType::Q3_K);  // fewer than 4 per KV head
+    EXPECT_EQ(tensor_type(f, "blk.0.attn_output.weight"), DType::Q3_K);
+    EXPECT_EQ(tensor_type(f, "blk.1.ffn_down.weight"), DType::Q3_K);
+    EXPECT_EQ(tensor_type(f, "token_embd.weight"), DType::Q6_K);
+    GGUFFile m(generate(dir, "tiny256", "q3_k_m"));
+    EXPECT_EQ(m.get_uint("general.file_type"), 12u);
+    EXPECT_EQ(tensor_type(m, "blk.1.attn_k.weight"), DType::Q3_K);
+    EXPECT_EQ(tensor_type(m, "blk.1.attn_v.weight"), DType::Q5_K);  // layers < 2
+    EXPECT_EQ(tensor_type(m, "blk.0.attn_output.weight"), DType::Q4_K);
+    EXPECT_EQ(tensor_type(m, "blk.0.ffn_down.weight"), DType::Q4_K);  // layers < 2 / 16: none
+    GGUFFile l(generate(dir, "tiny256", "q3_k_l"));
+    EXPECT_EQ(tensor_type(l, "blk.0.ffn_gate.weight"), DType::Q3_K);
+    EXPECT_EQ(tensor_type(l, "blk.0.ffn_down.weight"), DType::Q5_K);
+    EXPECT_EQ(tensor_type(l, "blk.0.attn_output.weight"), DType::Q5_K);
+    // 64-wide rows: the 2- and 3-bit types fall back to Q4_0.
+    GGUFFile t(generate(dir, "tiny", "q3_k_s"));
+    EXPECT_EQ(tensor_type(t, "blk.0.ffn_up.weight"), DType::Q4_0);
+  }
+  // Llama 3.1 8B (32 layers, 4 query heads per KV head): Q3_K_M's ffn_down is Q5_K in layers
+  // 0-1, Q4_K after; its attn_v Q5_K in layers 0-1; Q2_K's attn_v Q4_K (Q3_K without GQA).
+  EXPECT_EQ(quant_mix_tensor_dtype(QuantMix::Q3_K_M, "blk.1.ffn_down.weight", 14336, 32, false, 4),
+            DType::Q5_K);
+  EXPECT_EQ(quant_mix_tensor_dtype(QuantMix::Q3_K_M, "blk.2.ffn_down.weight", 14336, 32, false, 4),
+            DType::Q4_K);
+  EXPECT_EQ(quant_mix_tensor_dtype(QuantMix::Q3_K_M, "blk.2.attn_v.weight", 4096, 32, false, 4),
+            DType::Q4_K);
+  EXPECT_EQ(quant_mix_tensor_dtype(QuantMix::Q2_K, "blk.2.attn_v.weight", 4096, 32, false, 4),
+            DType::Q4_K);
+  EXPECT_EQ(quant_mix_tensor_dtype(QuantMix::Q2_K, "blk.2.attn_v.weight", 4096, 32, false, 1),
+            DType::Q3_K);
   // The 32 layers of Llama 3.1 8B: llama.cpp's Q4_K_M gives attn_v / ffn_down Q6_K in layers
   // 0-3, 6, 9, ..., 27 (every third after the first eighth) and 28-31.
   std::vector<int> more;
@@ -143,9 +179,12 @@ TEST(KQuantModel, MixesGiveLlamaCppTensorTypes) {
 
 // Relative RMS difference of all logits from the f32 model's, measured over seeds 3-6 (40-token
 // prefill / 3-token prefill): q4_k_m 0.135-0.167 / 0.133-0.138, q4_k_s 0.130-0.154 /
-// 0.115-0.141, q5_k_m 0.079-0.088 / 0.067-0.085, q6_k 0.043-0.053 / 0.041-0.047; the same model
-// in Q8_0 0.017-0.023 and in Q4_0 0.21-0.26. Bounds: ~20 % above the largest; the 4-bit mixes
-// must also beat Q4_0 (as llama.cpp's do). A layout or kernel bug gives errors near 1 or more.
+// 0.115-0.141, q5_k_m 0.079-0.088 / 0.067-0.085, q6_k 0.043-0.053 / 0.041-0.047, q3_k_s
+// 0.305-0.382 / 0.267-0.330, q3_k_m 0.170-0.203 / 0.133-0.162 (its attn_v, attn_output and
+// ffn_down are Q4_K/Q5_K), q3_k_l 0.145-0.167 / 0.101-0.124, q2_k 0.373-0.448 / 0.287-0.364;
+// the same model in Q8_0 0.017-0.023 and in Q4_0 0.21-0.26. Bounds: ~20 % above the largest; the
+// 4-bit mixes must also beat Q4_0 (as llama.cpp's do). A layout or kernel bug gives errors near 1
+// or more.
 TEST(KQuantModel, LogitsCloseToF32) {
   TempDir dir;
   auto ref = test::make_engine(load(generate(dir, "tiny256", "f32")), 16);
@@ -155,7 +194,8 @@ TEST(KQuantModel, LogitsCloseToF32) {
   auto q40 = test::make_engine(load(generate(dir, "tiny256", "q4_0")), 16);
   const double q40_err = rel_rms(test::prefill_logits(*q40, long_prompt), ref_long);
   const std::pair<const char*, double> bounds[] = {
-      {"q4_k_m", 0.2}, {"q4_k_s", 0.19}, {"q5_k_m", 0.105}, {"q6_k", 0.065}};
+      {"q4_k_m", 0.2},  {"q4_k_s", 0.19},  {"q5_k_m", 0.105}, {"q6_k", 0.065},
+      {"q3_k_s", 0.46}, {"q3_k_m", 0.245}, {"q3_k_l", 0.2},   {"q2_k", 0.54}};
   for (const auto& [mix, bound] : bounds) {
     auto e = test::make_engine(load(generate(dir, "tiny256", mix)), 16);
     const double long_err = rel_rms(test::prefill_logits(*e, long_prompt), ref_long);
@@ -192,8 +232,11 @@ TEST(KQuantModel, LogitsCloseToF32) {
 TEST(KQuantModel, ScalarKernelsMatchSimd) {
   if (!isa_supported(KernelIsa::Avx2)) GTEST_SKIP() << "no SIMD kernels on this CPU";
   TempDir dir;
-  const std::pair<const char*, const char*> models[] = {
-      {"tiny256", "q4_k_m"}, {"tiny", "q4_k_m"}, {"tiny", "q5_k_m"}};
+  const std::pair<const char*, const char*> models[] = {{"tiny256", "q4_k_m"},
+                                                        {"tiny256", "q3_k_m"},
+                                                        {"tiny256", "q2_k"},
+                                                        {"tiny", "q4_k_m"},
+                                                        {"tiny", "q5_k_m"}};
   for (const auto& [preset, mix] : models) {
     const std::string path = generate(dir, preset, mix);
     const auto long_prompt = random_tokens(40, 1), short_prompt = random_tokens(3, 2);

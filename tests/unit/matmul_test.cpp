@@ -71,6 +71,12 @@ std::vector<uint8_t> make_weights(DType dtype, size_t rows, size_t cols, std::mt
       case DType::Q5_1:
         quantize_q5_1(v.data(), reinterpret_cast<BlockQ5_1*>(dst), cols);
         break;
+      case DType::Q2_K:
+        quantize_q2_k(v.data(), reinterpret_cast<BlockQ2_K*>(dst), cols);
+        break;
+      case DType::Q3_K:
+        quantize_q3_k(v.data(), reinterpret_cast<BlockQ3_K*>(dst), cols);
+        break;
       case DType::Q4_K:
         quantize_q4_k(v.data(), reinterpret_cast<BlockQ4_K*>(dst), cols);
         break;
@@ -177,8 +183,8 @@ INSTANTIATE_TEST_SUITE_P(
     AllDtypes, MatmulParity,
     ::testing::Combine(
         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0,
-                          DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K,
-                          DType::Q6_K),
+                          DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
+                          DType::Q4_K, DType::Q5_K, DType::Q6_K),
         ::testing::Values(size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{8}, size_t{33},
                           size_t{64}, size_t{70}, size_t{100}, size_t{130}),
         ::testing::Values(Shape{96, 256}, Shape{37, 96}, Shape{5, 33}, Shape{130, 520})));
@@ -213,8 +219,8 @@ TEST(Matmul, SingleThreadPoolGivesSameResult) {
 TEST(Matmul, DecodeRowTasksCoverEveryRow) {
   std::mt19937 rng(10);
   const size_t rows = 1030;
-  for (DType dt :
-       {DType::Q8_0, DType::Q4_0, DType::Q5_1, DType::BF16, DType::F32, DType::Q4_K, DType::Q6_K}) {
+  for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q5_1, DType::BF16, DType::F32, DType::Q2_K,
+                   DType::Q3_K, DType::Q4_K, DType::Q6_K}) {
     const size_t cols = kernels::is_kquant(dt) ? 256 : 64;
     auto wbytes = make_weights(dt, rows, cols, rng);
     WeightMatrix w{dt, rows, cols, wbytes.data()};
@@ -337,8 +343,8 @@ TEST(Matmul, PanelGemmMatchesTheTiles) {
   std::mt19937 rng(31);
   ThreadPool pool(2);
   size_t cases = 0;
-  for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
-                   DType::Q5_K, DType::Q6_K, DType::BF16}) {
+  for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,
+                   DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::BF16}) {
     for (auto [rows, min_cols] : {std::pair<size_t, size_t>{1, 32},
                                   {15, 96},
                                   {17, 64},

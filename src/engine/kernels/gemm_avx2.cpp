@@ -133,6 +133,10 @@ void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float
       return dequant_block32_segment<DType::Q5_0>(row, k0, n, dst);
     case DType::Q5_1:
       return dequant_block32_segment<DType::Q5_1>(row, k0, n, dst);
+    case DType::Q2_K:
+      return dequant_kquant_segment<DType::Q2_K>(row, k0, n, dst);
+    case DType::Q3_K:
+      return dequant_kquant_segment<DType::Q3_K>(row, k0, n, dst);
     case DType::Q4_K:
       return dequant_kquant_segment<DType::Q4_K>(row, k0, n, dst);
     case DType::Q5_K:

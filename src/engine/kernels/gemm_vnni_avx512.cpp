@@ -1,6 +1,6 @@
 // The compute-bound path of matmul for the integer-dot quants on AVX512_VNNI CPUs (prefill and
 // large decode batches): the 32-block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) and the K-quants
-// (Q4_K, Q5_K, Q6_K).
+// (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K).
 //
 // Why: the register tiles of matmul_avx512.cpp (and the AVX2 K-quant rows AVX-512 CPUs ran)
 // spend several vector ops per 32 multiply-adds (sign fix-up or maddubs + madd, convert, scale,
@@ -17,7 +17,8 @@
 //   - Q8_0, Q4_0, Q5_0 (signed levels): stored as q + 128 (q ^ 0x80); the accumulator starts at
 //     -128 * Σ a of the activation block (precomputed per call), so the int32 sums are exact.
 //   - Q4_1, Q5_1: levels 0..31 as stored; + m * s_a per block, as the tiles do.
-//   - K-quants: unsigned levels (Q6_K's q + 32 too); scale d * sc, offset dmin * m (Q6_K: 32 d sc)
+//   - K-quants: unsigned levels (Q3_K's q + 4 and Q6_K's q + 32 too); scale d * sc, offset dmin * m
+//     (Q3_K: 4 d sc, Q6_K: 32 d sc)
 //     times d_a * Σ a of the unit, from the activations' per-16 sums (precomputed per call).
 //
 // Same math as the other paths (exact integer sums per unit, then f32 scaling); only the f32
@@ -157,7 +158,7 @@ template <DType D>
 struct KquantFormat {
   using Act = ActQ8K;
   static constexpr size_t kCols = kQK;
-  static constexpr int kUnit = D == DType::Q6_K ? 16 : 32;
+  static constexpr int kUnit = D == DType::Q4_K || D == DType::Q5_K ? 32 : 16;
   static constexpr int kUnits = kQK / kUnit;
   static constexpr int kGroupsPerUnit = kUnit / 4;
   static constexpr size_t kScaleBytes = 64 * kGroupsPerUnit * kUnits;  // 4096
@@ -178,7 +179,23 @@ struct KquantFormat {
         }
         const uint8_t* blk = w0 + r * w_stride + b * kBlockBytes;
         kquant_levels<D>(blk, q[r]);
-        if constexpr (D == DType::Q6_K) {
+        if constexpr (D == DType::Q2_K) {
+          const BlockQ2_K* w = reinterpret_cast<const BlockQ2_K*>(blk);
+          const float d = _cvtsh_ss(w->d), dmin = _cvtsh_ss(w->dmin);
+          for (int u = 0; u < kUnits; ++u) {
+            scales[u * 16 + r] = d * (w->scales[u] & 15);
+            offsets[u * 16 + r] = dmin * (w->scales[u] >> 4);
+          }
+        } else if constexpr (D == DType::Q3_K) {
+          const BlockQ3_K* w = reinterpret_cast<const BlockQ3_K*>(blk);
+          int8_t sc[16];
+          unpack_q3k_scales(w->scales, sc);
+          const float d = _cvtsh_ss(w->d);
+          for (int u = 0; u < kUnits; ++u) {
+            scales[u * 16 + r] = d * sc[u];
+            offsets[u * 16 + r] = 4.0f * (d * sc[u]);
+          }
+        } else if constexpr (D == DType::Q6_K) {
           const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
           const float d = _cvtsh_ss(w->d);
           for (int u = 0; u < kUnits; ++u) {
@@ -376,11 +393,10 @@ struct Q4KNibbleFormat {
               _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16)));
 #pragma GCC unroll 16
           for (int t = 0; t < T; ++t)
-            acc[p][t] = _mm512_add_epi32(acc[p][t],
-                                         _mm512_add_epi32(
-                                             _mm512_mullo_epi32(lo_acc[p][t], s_lo),
-                                             _mm512_mullo_epi32(_mm512_srai_epi32(hi_acc[p][t], 4),
-                                                                s_hi)));
+            acc[p][t] = _mm512_add_epi32(
+                acc[p][t],
+                _mm512_add_epi32(_mm512_mullo_epi32(lo_acc[p][t], s_lo),
+                                 _mm512_mullo_epi32(_mm512_srai_epi32(hi_acc[p][t], 4), s_hi)));
         }
       }
 #pragma GCC unroll 16
@@ -433,8 +449,12 @@ bool uses_panel_gemm(const WeightMatrix& w, size_t n_tokens) {
   if (w.dtype == DType::BF16) return f.avx512bf16 && w.cols % 32 == 0 && n_tokens >= min_tokens * 8;
   if (!(is_block32_quant(w.dtype) || is_kquant(w.dtype)) || !f.avx512vnni) return false;
   // Unpacking a K-quant block costs more, so fewer tokens share it (measured on Zen 4: Q4_K and
-  // Q5_K gain 1.3x at 8 tokens, Q6_K loses up to 0.75x at 8 and gains 1.7x at 32).
-  const size_t scale = w.dtype == DType::Q6_K ? 4 : is_kquant(w.dtype) ? 2 : 1;
+  // Q5_K gain 1.3x at 8 tokens, Q6_K loses up to 0.75x at 8 and gains 1.7x at 32; Q2_K and
+  // Q3_K 0.64-0.77x at 8, 0.88-1.01x at 16, 1.55-1.76x at 32).
+  const size_t scale = w.dtype == DType::Q2_K || w.dtype == DType::Q3_K ? 8
+                       : w.dtype == DType::Q6_K                         ? 4
+                       : is_kquant(w.dtype)                             ? 2
+                                                                        : 1;
   return n_tokens >= min_tokens * scale;
 }
 
@@ -466,6 +486,10 @@ void gemm_vnni_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedAct
         return gemm<Q4KNibbleFormat<2, 2>>(pool, w, x.q8k, nb, n_tokens, y);
       }
       return gemm<KquantFormat<DType::Q4_K>>(pool, w, x.q8k, nb, n_tokens, y);
+    case DType::Q2_K:
+      return gemm<KquantFormat<DType::Q2_K>>(pool, w, x.q8k, nb, n_tokens, y);
+    case DType::Q3_K:
+      return gemm<KquantFormat<DType::Q3_K>>(pool, w, x.q8k, nb, n_tokens, y);
     case DType::Q5_K:
       return gemm<KquantFormat<DType::Q5_K>>(pool, w, x.q8k, nb, n_tokens, y);
     case DType::Q6_K:

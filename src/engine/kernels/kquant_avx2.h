@@ -1,13 +1,14 @@
-// AVX2 micro-kernel for K-quant weights (Q4_K, Q5_K, Q6_K) against ActQ8K activations,
+// AVX2 micro-kernel for K-quant weights (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) against ActQ8K
+// activations,
 // included by matmul_avx2.cpp (internal to engine/kernels).
 //
 // One weight row x T tokens per call. Per super-block the row's 256 quants are unpacked once
-// into eight 32-byte vectors of unsigned levels (4, 5 or 6 bits), each multiplied with every
+// into eight 32-byte vectors of unsigned levels (2, 3, 4, 5 or 6 bits), each multiplied with every
 // token's int8 activations by maddubs (u8 x s8 -> s16 pairs; at most 2 * 63 * 127 < 2^15) and
-// weighted by its sub-block scale(s) with madd, summed in int32. The mins (Q4_K/Q5_K) and
-// Q6_K's offset of 32 come from the activations' per-16 sums (ActQ8K::bsums), one madd per
-// block. The int32 block sums are converted and accumulated in f32 lanes, reduced at the end:
-// the same math as dot_q*k_scalar up to f32 summation order.
+// weighted by its sub-block scale(s) with madd, summed in int32. The mins (Q2_K/Q4_K/Q5_K) and
+// the offsets of Q3_K (4) and Q6_K (32) come from the activations' per-16 sums (ActQ8K::bsums), one
+// madd per block. The int32 block sums are converted and accumulated in f32 lanes, reduced at the
+// end: the same math as dot_q*k_scalar up to f32 summation order.
 #pragma once
 
 #include <immintrin.h>
@@ -24,9 +25,65 @@
 namespace pith::kernels {
 
 template <DType D>
-inline constexpr size_t kKBlockBytes = D == DType::Q4_K   ? sizeof(BlockQ4_K)
+inline constexpr size_t kKBlockBytes = D == DType::Q2_K   ? sizeof(BlockQ2_K)
+                                       : D == DType::Q3_K ? sizeof(BlockQ3_K)
+                                       : D == DType::Q4_K ? sizeof(BlockQ4_K)
                                        : D == DType::Q5_K ? sizeof(BlockQ5_K)
                                                           : sizeof(BlockQ6_K);
+
+// For the 16-element sub-blocks (Q2_K, Q3_K, Q6_K): 8 int16 scales of one half-block in both
+// 128-bit lanes -> word 2g in the low lane, 2g + 1 in the high one: the scales of the 32
+// quants at 32g.. of the half (sub-blocks 2g and 2g + 1).
+inline __m256i scale_pair(__m256i half_scales, int g) {
+  const char k = static_cast<char>(4 * g);  // byte offset of word 2g
+  const __m256i pick =
+      _mm256_setr_epi8(k, k + 1, k, k + 1, k, k + 1, k, k + 1, k, k + 1, k, k + 1, k, k + 1, k,
+                       k + 1, k + 2, k + 3, k + 2, k + 3, k + 2, k + 3, k + 2, k + 3, k + 2, k + 3,
+                       k + 2, k + 3, k + 2, k + 3, k + 2, k + 3);
+  return _mm256_shuffle_epi8(half_scales, pick);
+}
+
+// The 2-bit levels of Q2_K / Q3_K at 32g.. of half h (qs: the half's 32 bytes), plus Q3_K's
+// third bit from hmask (hm: its 32 bytes) shifted in as 4.
+template <DType D>
+inline __m256i low_bit_levels(__m256i qs, __m256i hm, int h, int g) {
+  __m256i q = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * g), _mm256_set1_epi8(3));
+  if constexpr (D == DType::Q3_K)
+    q = _mm256_or_si256(
+        q, _mm256_slli_epi16(
+               _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + g), _mm256_set1_epi8(1)), 2));
+  return q;
+}
+
+// Q2_K / Q3_K sub-block scales as int16 (Q2_K: the low nibbles; Q3_K: sc - 32), sub-blocks 0-15.
+template <DType D>
+inline __m256i low_bit_scales(const uint8_t* blk) {
+  if constexpr (D == DType::Q2_K) {
+    const __m128i sb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk));  // scales first
+    return _mm256_cvtepu8_epi16(_mm_and_si128(sb, _mm_set1_epi8(15)));
+  } else {
+    // unpack_q3k_scales in vector form: the low 4 bits are the nibbles of bytes 0-7 (low
+    // nibbles for sc[0..7], high for sc[8..15]); the top 2 bits of sc[4q + i] are bits 2q, 2q + 1
+    // of byte 8 + i.
+    const uint8_t* p = reinterpret_cast<const BlockQ3_K*>(blk)->scales;
+    uint64_t lo8;
+    uint32_t hi4;
+    std::memcpy(&lo8, p, 8);
+    std::memcpy(&hi4, p + 8, 4);
+    const __m128i low4 = _mm_set1_epi8(15), three = _mm_set1_epi8(3);
+    const __m128i b = _mm_cvtsi64_si128(static_cast<int64_t>(lo8));
+    const __m128i nibbles =
+        _mm_unpacklo_epi64(_mm_and_si128(b, low4), _mm_and_si128(_mm_srli_epi16(b, 4), low4));
+    const __m128i h = _mm_set1_epi32(static_cast<int32_t>(hi4));  // bytes 8-11 in every dword
+    __m128i top = _mm_and_si128(h, three);
+    top = _mm_blend_epi32(top, _mm_and_si128(_mm_srli_epi16(h, 2), three), 0x2);
+    top = _mm_blend_epi32(top, _mm_and_si128(_mm_srli_epi16(h, 4), three), 0x4);
+    top = _mm_blend_epi32(top, _mm_and_si128(_mm_srli_epi16(h, 6), three), 0x8);
+    const __m128i sc =
+        _mm_sub_epi8(_mm_or_si128(nibbles, _mm_slli_epi16(top, 4)), _mm_set1_epi8(32));
+    return _mm256_cvtepi8_epi16(sc);
+  }
+}
 
 // y0[t * ldy] = dot(row, token t) for t < T; token t's blocks start at x0 + t * x_stride.
 // kStream: the row is streamed from memory (decode); prefetch kStreamAheadBytes ahead.
@@ -56,7 +113,50 @@ void tile_kquant(const uint8_t* row, const ActQ8K* x0, size_t x_stride, size_t n
         s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), scale));
       }
     };
-    if constexpr (D == DType::Q6_K) {
+    if constexpr (D == DType::Q2_K || D == DType::Q3_K) {
+      const uint8_t* qs;
+      __m256i hm = _mm256_setzero_si256();
+      uint16_t d16, dmin16 = 0;
+      if constexpr (D == DType::Q2_K) {
+        const BlockQ2_K* w = reinterpret_cast<const BlockQ2_K*>(blk);
+        qs = w->qs, d16 = w->d, dmin16 = w->dmin;
+      } else {
+        const BlockQ3_K* w = reinterpret_cast<const BlockQ3_K*>(blk);
+        qs = w->qs, d16 = w->d;
+        hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->hmask));
+      }
+      const __m256i sc16 = low_bit_scales<D>(blk);
+      const __m256i scales_of_half[2] = {_mm256_permute2x128_si256(sc16, sc16, 0x00),
+                                         _mm256_permute2x128_si256(sc16, sc16, 0x11)};
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h));
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; ++g)
+          accumulate(low_bit_levels<D>(raw, hm, h, g), scale_pair(scales_of_half[h], g), 4 * h + g);
+      }
+      const float d = _cvtsh_ss(d16);
+      __m256i mins = _mm256_setzero_si256();
+      if constexpr (D == DType::Q2_K)
+        mins = _mm256_cvtepu8_epi16(
+            _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)), 4),
+                          _mm_set1_epi8(15)));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const ActQ8K& a = x0[t * x_stride + b];
+        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
+        if constexpr (D == DType::Q2_K) {
+          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_set1_ps(d * a.d), acc[t]);
+          acc_min[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, mins)),
+                                       _mm256_set1_ps(_cvtsh_ss(dmin16) * a.d), acc_min[t]);
+        } else {
+          // Levels are q + 4: subtract 4 * Σ_j sc_j * (sum of the sub-block's activations).
+          const __m256i si =
+              _mm256_sub_epi32(s[t], _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 2));
+          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(si), _mm256_set1_ps(d * a.d), acc[t]);
+        }
+      }
+    } else if constexpr (D == DType::Q6_K) {
       const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
       const __m256i top2 = _mm256_set1_epi8(0x30);
       // The 16 scales as int16: sub-blocks 0-7 in the low lane, 8-15 in the high one.
@@ -82,17 +182,8 @@ void tile_kquant(const uint8_t* row, const ActQ8K* x0, size_t x_stride, size_t n
                               _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
                                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), top2))};
 #pragma GCC unroll 4
-        for (int g = 0; g < 4; ++g) {
-          const int j = 4 * h + g;  // 32 quants = sub-blocks 2j (low lane) and 2j + 1
-          // Word 2j' of the half's 8 scales in the low lane, 2j' + 1 in the high lane.
-          const int k = 2 * g;
-          const __m256i pick = _mm256_setr_epi8(
-              2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k,
-              2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k, 2 * k + 1, 2 * k + 2, 2 * k + 3,
-              2 * k + 2, 2 * k + 3, 2 * k + 2, 2 * k + 3, 2 * k + 2, 2 * k + 3, 2 * k + 2,
-              2 * k + 3, 2 * k + 2, 2 * k + 3, 2 * k + 2, 2 * k + 3, 2 * k + 2, 2 * k + 3);
-          accumulate(q[g], _mm256_shuffle_epi8(half_scales, pick), j);
-        }
+        for (int g = 0; g < 4; ++g)  // 32 quants = sub-blocks 8h + 2g (low lane) and + 1
+          accumulate(q[g], scale_pair(half_scales, g), 4 * h + g);
       }
       const float d = _cvtsh_ss(w->d);
 #pragma GCC unroll 4
@@ -186,7 +277,19 @@ inline void store_levels(__m256i q, __m256 scale, __m256 offset, float* dst) {
 template <DType D>
 inline void kquant_levels(const uint8_t* blk, __m256i q[8]) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
-  if constexpr (D == DType::Q6_K) {
+  if constexpr (D == DType::Q2_K || D == DType::Q3_K) {
+    // Q2_K's q (value d * sc * q - dmin * m), Q3_K's q + 4 (value d * sc * q - 4 d * sc).
+    const uint8_t* qs = D == DType::Q2_K ? reinterpret_cast<const BlockQ2_K*>(blk)->qs
+                                         : reinterpret_cast<const BlockQ3_K*>(blk)->qs;
+    __m256i hm = _mm256_setzero_si256();
+    if constexpr (D == DType::Q3_K)
+      hm = _mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(reinterpret_cast<const BlockQ3_K*>(blk)->hmask));
+    for (int h = 0; h < 2; ++h) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * h));
+      for (int g = 0; g < 4; ++g) q[4 * h + g] = low_bit_levels<D>(raw, hm, h, g);
+    }
+  } else if constexpr (D == DType::Q6_K) {
     const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
     const __m256i top2 = _mm256_set1_epi8(0x30);
     for (int h = 0; h < 2; ++h) {
@@ -235,7 +338,35 @@ template <DType D>
 void dequantize_kquant_block_avx2(const uint8_t* blk, float* dst) {
   __m256i q[8];
   kquant_levels<D>(blk, q);
-  if constexpr (D == DType::Q6_K) {
+  if constexpr (D == DType::Q2_K || D == DType::Q3_K) {
+    // Per sub-block of 16: Q2_K (d * sc) * q - dmin * m, Q3_K (d * sc) * (q - 4), in
+    // dequantize_q2_k's / dequantize_q3_k's order.
+    float scale[16], offset[16] = {};
+    if constexpr (D == DType::Q2_K) {
+      const BlockQ2_K* w = reinterpret_cast<const BlockQ2_K*>(blk);
+      const float d = _cvtsh_ss(w->d), dmin = _cvtsh_ss(w->dmin);
+      for (int s = 0; s < 16; ++s)
+        scale[s] = d * (w->scales[s] & 15), offset[s] = dmin * (w->scales[s] >> 4);
+    } else {
+      const BlockQ3_K* w = reinterpret_cast<const BlockQ3_K*>(blk);
+      int8_t sc[16];
+      unpack_q3k_scales(w->scales, sc);
+      for (int s = 0; s < 16; ++s) scale[s] = _cvtsh_ss(w->d) * sc[s];
+    }
+    for (int j = 0; j < 8; ++j) {
+      const __m128i halves[2] = {_mm256_castsi256_si128(q[j]), _mm256_extracti128_si256(q[j], 1)};
+      for (int k = 0; k < 2; ++k) {
+        const int s = 2 * j + k;
+        const __m256 ds = _mm256_set1_ps(scale[s]), dm = _mm256_set1_ps(offset[s]);
+        const __m128i v = D == DType::Q3_K ? _mm_sub_epi8(halves[k], _mm_set1_epi8(4)) : halves[k];
+        for (int p = 0; p < 2; ++p) {
+          const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(p ? _mm_srli_si128(v, 8) : v));
+          const __m256 y = _mm256_mul_ps(ds, f);
+          _mm256_storeu_ps(dst + 16 * s + 8 * p, D == DType::Q2_K ? _mm256_sub_ps(y, dm) : y);
+        }
+      }
+    }
+  } else if constexpr (D == DType::Q6_K) {
     const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
     const float d = _cvtsh_ss(w->d);
     for (int j = 0; j < 8; ++j) {

@@ -52,6 +52,10 @@ void dequantize_row(DType dtype, const void* src, float* dst, size_t n) {
       return dequantize_q5_0(static_cast<const BlockQ5_0*>(src), dst, n);
     case DType::Q5_1:
       return dequantize_q5_1(static_cast<const BlockQ5_1*>(src), dst, n);
+    case DType::Q2_K:
+      return dequantize_q2_k(static_cast<const BlockQ2_K*>(src), dst, n);
+    case DType::Q3_K:
+      return dequantize_q3_k(static_cast<const BlockQ3_K*>(src), dst, n);
     case DType::Q4_K:
       return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n);
     case DType::Q5_K:
@@ -164,7 +168,9 @@ void matmul_scalar(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& 
     const size_t end = std::min(w.rows, (task + 1) * kRowsPerTask);
     for (size_t o = task * kRowsPerTask; o < end; ++o) {
       if (is_kquant(w.dtype)) {
-        const auto dot = w.dtype == DType::Q4_K   ? dot_q4k_scalar
+        const auto dot = w.dtype == DType::Q2_K   ? dot_q2k_scalar
+                         : w.dtype == DType::Q3_K ? dot_q3k_scalar
+                         : w.dtype == DType::Q4_K ? dot_q4k_scalar
                          : w.dtype == DType::Q5_K ? dot_q5k_scalar
                                                   : dot_q6k_scalar;
         for (size_t t = 0; t < n_tokens; ++t)
@@ -284,6 +290,8 @@ kernels::PreparedActs prepare_acts(ThreadPool& pool, const WeightMatrix& w, cons
       acts.q8 = q;
       break;
     }
+    case DType::Q2_K:
+    case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K: {

@@ -341,6 +341,10 @@ void for_dtype_tiles(DType dtype, Fn&& fn) {
       return fn.template operator()<DType::Q5_0, 4, 2>();
     case DType::Q5_1:
       return fn.template operator()<DType::Q5_1, 4, 2>();
+    case DType::Q2_K:
+      return fn.template operator()<DType::Q2_K, 1, kKquantTokens>();
+    case DType::Q3_K:
+      return fn.template operator()<DType::Q3_K, 1, kKquantTokens>();
     case DType::Q4_K:
       return fn.template operator()<DType::Q4_K, 1, kKquantTokens>();
     case DType::Q5_K:

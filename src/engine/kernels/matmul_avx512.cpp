@@ -270,6 +270,8 @@ void matmul_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& 
     case DType::Q5_1:
       return f.avx512vnni ? matmul_quant<DType::Q5_1, true>(pool, w, x, n_tokens, y)
                           : matmul_quant<DType::Q5_1, false>(pool, w, x, n_tokens, y);
+    case DType::Q2_K:
+    case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:

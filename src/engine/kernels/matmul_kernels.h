@@ -57,7 +57,8 @@ struct PreparedActs {
 };
 
 constexpr bool is_kquant(DType d) {
-  return d == DType::Q4_K || d == DType::Q5_K || d == DType::Q6_K;
+  return d == DType::Q2_K || d == DType::Q3_K || d == DType::Q4_K || d == DType::Q5_K ||
+         d == DType::Q6_K;
 }
 
 // ggml's 32-element quant blocks, multiplied with ActQ8 activations.
@@ -90,6 +91,8 @@ inline float act_q8k_scale(float amax) {
 }
 // Portable K-quant dot products of one weight row (n_blocks super-blocks) with one token's
 // activations: per block d_a * (d * Σ_j sc_j Σ q·a - dmin * Σ_j m_j Σ a), integers exact.
+float dot_q2k_scalar(const uint8_t* row, const ActQ8K* a, size_t n_blocks);
+float dot_q3k_scalar(const uint8_t* row, const ActQ8K* a, size_t n_blocks);
 float dot_q4k_scalar(const uint8_t* row, const ActQ8K* a, size_t n_blocks);
 float dot_q5k_scalar(const uint8_t* row, const ActQ8K* a, size_t n_blocks);
 float dot_q6k_scalar(const uint8_t* row, const ActQ8K* a, size_t n_blocks);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the quant reference data for kquants_test with ggml's own Python package (gguf-py):
-blocks.gguf holds one tensor per K-quant type and per 32-block type with a 5th bit or an offset
+blocks.gguf holds one tensor per K-quant type (Q2_K to Q6_K) and per 32-block type with a 5th bit or an offset
 (Q4_1, Q5_0, Q5_1) (3 rows x 512 columns of random blocks: every bit of the quants and packed
 scales random, the f16 scales in [1e-3, 0.1], the f16 offsets m in [-0.1, 0.1]) written
 by gguf-py's GGUFWriter; dequantized.gguf holds the same tensors as F32, dequantized by
@@ -27,6 +27,8 @@ ROWS, COLS = 3, 512
 SCALE, OFFSET = (1e-3, 0.1), (-0.1, 0.1)
 # Elements and bytes per block, and the byte offsets and ranges of its f16 scales and offsets.
 TYPES = {
+    "q2_K": (T.Q2_K, 256, 84, [(80, SCALE), (82, SCALE)]),
+    "q3_K": (T.Q3_K, 256, 110, [(108, SCALE)]),
     "q4_K": (T.Q4_K, 256, 144, [(0, SCALE), (2, SCALE)]),
     "q5_K": (T.Q5_K, 256, 176, [(0, SCALE), (2, SCALE)]),
     "q6_K": (T.Q6_K, 256, 210, [(208, SCALE)]),
