@@ -383,7 +383,8 @@ TEST(Matmul, PanelGemmMatchesTheTiles) {
   if (cases == 0) GTEST_SKIP() << "no AVX512_VNNI or AVX512_BF16";
 }
 
-// Panels packed once at load (WeightMatrix::panels, Q8_0 and BF16) serve every token count,
+// Panels packed once at load (WeightMatrix::panels: Q8_0, BF16, Q4_K and the 4/5-bit 32-block
+// types as nibbles) serve every token count,
 // decode included, through matmul and through matmul_blocks' row blocks, with the same math as
 // the tiles that read the rows.
 TEST(Matmul, LoadTimePanelsServeEveryTokenCount) {
@@ -391,7 +392,8 @@ TEST(Matmul, LoadTimePanelsServeEveryTokenCount) {
   std::mt19937 rng(32);
   ThreadPool pool(2);
   size_t cases = 0;
-  for (DType dt : {DType::Q8_0, DType::BF16, DType::Q4_K}) {
+  for (DType dt : {DType::Q8_0, DType::BF16, DType::Q4_K, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                   DType::Q5_1}) {
     const size_t rows = 2 * kMatmulBlockRows + 37, cols = kernels::is_kquant(dt) ? 512 : 96;
     auto wbytes = make_weights(dt, rows, cols, rng);
     WeightMatrix w{dt, rows, cols, wbytes.data()};

@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <vector>
@@ -145,6 +146,152 @@ struct Block32Format {
         for (int p = 0; p < P; ++p) {
           accf[p][t] =
               _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[p][t]), _mm512_mul_ps(wd[p], xd), accf[p][t]);
+          if constexpr (kMin) accf[p][t] = _mm512_fmadd_ps(wm[p], _mm512_set1_ps(a.s), accf[p][t]);
+        }
+      }
+    }
+  }
+};
+
+// ---- Q4_0, Q4_1, Q5_0, Q5_1 packed once at load: the quants stay nibbles ----
+//
+// Per panel and 32-block, exactly 16 x the file's block bytes (decode streams them): 4 groups of
+// 64 bytes, group G holding for each row the file's qs bytes [4G, 4G + 4) (low nibbles: quants
+// 4G.., high nibbles: quants 16 + 4G..); for Q5_0/Q5_1 the fifth bits as 8 64-bit masks (group
+// G's low quants, then its high ones; bit 4r + k is row r's quant k of the group), added as 16
+// by one masked byte add; then the 16 d (fp16) and for Q4_1/Q5_1 the 16 m. The signed types'
+// offsets (8, 16) leave through the block's start value -offset * Σ a, as in Block32Format.
+template <DType D, int kP, int kT>
+struct Block32NibbleFormat {
+  using Act = ActQ8;
+  static constexpr bool kMin = has_block_min(D);
+  static constexpr bool kFifth = D == DType::Q5_0 || D == DType::Q5_1;
+  static constexpr int32_t kOffset = D == DType::Q4_0 ? 8 : D == DType::Q5_0 ? 16 : 0;
+  static constexpr size_t kCols = 32;
+  static constexpr size_t kMasks = 256, kD = kMasks + (kFifth ? 64 : 0), kM = kD + 32;
+  static constexpr size_t kBytes = kM + (kMin ? 32 : 0);
+  static_assert(kBytes == 16 * kBlock32Bytes<D>);
+  static constexpr int kPanels = kP, kTokens = kT;
+
+  static void pack(const uint8_t* w0, size_t w_stride, size_t n_rows, size_t nb, uint8_t* dst) {
+    for (size_t b = 0; b < nb; ++b, dst += kBytes) {
+      uint16_t* d = reinterpret_cast<uint16_t*>(dst + kD);
+      uint16_t* m = reinterpret_cast<uint16_t*>(dst + kM);
+      uint32_t high[16] = {};
+      for (size_t r = 0; r < 16; ++r) {
+        const uint8_t* qs = nullptr;
+        uint16_t dr = 0, mr = 0;  // a padded row: all zero
+        if (r < n_rows) {
+          const uint8_t* p = w0 + r * w_stride + b * kBlock32Bytes<D>;
+          if constexpr (D == DType::Q4_0) {
+            const auto* blk = reinterpret_cast<const BlockQ4_0*>(p);
+            qs = blk->qs, dr = blk->d;
+          } else if constexpr (D == DType::Q4_1) {
+            const auto* blk = reinterpret_cast<const BlockQ4_1*>(p);
+            qs = blk->qs, dr = blk->d, mr = blk->m;
+          } else if constexpr (D == DType::Q5_0) {
+            const auto* blk = reinterpret_cast<const BlockQ5_0*>(p);
+            qs = blk->qs, dr = blk->d, high[r] = q5_high_bits(blk->qh);
+          } else {
+            const auto* blk = reinterpret_cast<const BlockQ5_1*>(p);
+            qs = blk->qs, dr = blk->d, mr = blk->m, high[r] = q5_high_bits(blk->qh);
+          }
+        }
+        for (int g = 0; g < 4; ++g) {
+          uint8_t* out = dst + g * 64 + 4 * r;
+          if (qs)
+            std::memcpy(out, qs + 4 * g, 4);
+          else
+            std::memset(out, 0, 4);
+        }
+        d[r] = dr;
+        if constexpr (kMin) m[r] = mr;
+      }
+      if constexpr (kFifth) {
+        uint64_t* masks = reinterpret_cast<uint64_t*>(dst + kMasks);
+        for (int g = 0; g < 4; ++g)
+          for (int half = 0; half < 2; ++half) {
+            uint64_t bits = 0;
+            for (size_t r = 0; r < 16; ++r)
+              bits |= uint64_t{(high[r] >> (16 * half + 4 * g)) & 15u} << (4 * r);
+            masks[2 * g + half] = bits;
+          }
+      }
+    }
+  }
+
+  // Per activation block: the signed types' start value -offset * Σ a, or nothing.
+  using Side = int32_t;
+  static constexpr size_t kSidePerBlock = kMin ? 0 : 1;
+  static void side(const ActQ8& a, int32_t* out) {
+    const __m256i u = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)),
+                                       _mm256_set1_epi8(char(0x80)));
+    const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
+    const int64_t sum = _mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) +
+                        _mm256_extract_epi64(s, 2) + _mm256_extract_epi64(s, 3);
+    out[0] = -kOffset * static_cast<int32_t>(sum - 32 * 128);  // Σ (a + 128) - 32 * 128 = Σ a
+  }
+
+  template <int P, int T>
+  static void tile(const uint8_t* panels, size_t panel_bytes, const ActQ8* x, const int32_t* corr,
+                   size_t nb, __m512 (&accf)[P][T]) {
+    const __m512i nibble = _mm512_set1_epi8(0x0f), fifth = _mm512_set1_epi8(0x10);
+    for (size_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = panels + b * kBytes;
+      // Two chains per output (low and high nibbles), 4 dots each.
+      __m512i lo_acc[P][T], hi_acc[P][T];
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const __m512i init = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(corr[t * nb + b]);
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p) lo_acc[p][t] = init, hi_acc[p][t] = _mm512_setzero_si512();
+      }
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        __m512i lo[P], hi[P];
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p) {
+          const uint8_t* panel = blk + p * panel_bytes;
+          const __m512i wv = _mm512_loadu_si512(panel + g * 64);
+          lo[p] = _mm512_and_si512(wv, nibble);
+          hi[p] = _mm512_and_si512(_mm512_srli_epi16(wv, 4), nibble);
+          if constexpr (kFifth) {
+            const uint64_t* masks = reinterpret_cast<const uint64_t*>(panel + kMasks);
+            lo[p] = _mm512_mask_add_epi8(lo[p], _cvtu64_mask64(masks[2 * g]), lo[p], fifth);
+            hi[p] = _mm512_mask_add_epi8(hi[p], _cvtu64_mask64(masks[2 * g + 1]), hi[p], fifth);
+          }
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          const int8_t* qs = x[t * nb + b].qs + 4 * g;
+          int32_t a_lo, a_hi;
+          __builtin_memcpy(&a_lo, qs, 4);
+          __builtin_memcpy(&a_hi, qs + 16, 4);
+          const __m512i av_lo = _mm512_set1_epi32(a_lo), av_hi = _mm512_set1_epi32(a_hi);
+#pragma GCC unroll 16
+          for (int p = 0; p < P; ++p) {
+            lo_acc[p][t] = _mm512_dpbusd_epi32(lo_acc[p][t], lo[p], av_lo);
+            hi_acc[p][t] = _mm512_dpbusd_epi32(hi_acc[p][t], hi[p], av_hi);
+          }
+        }
+      }
+      __m512 wd[P], wm[P];
+#pragma GCC unroll 16
+      for (int p = 0; p < P; ++p) {
+        const uint8_t* panel = blk + p * panel_bytes;
+        wd[p] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + kD)));
+        if constexpr (kMin)
+          wm[p] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + kM)));
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const ActQ8& a = x[t * nb + b];
+        const __m512 xd = _mm512_set1_ps(a.d);
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p) {
+          const __m512i sum = _mm512_add_epi32(lo_acc[p][t], hi_acc[p][t]);
+          accf[p][t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(wd[p], xd), accf[p][t]);
           if constexpr (kMin) accf[p][t] = _mm512_fmadd_ps(wm[p], _mm512_set1_ps(a.s), accf[p][t]);
         }
       }
@@ -461,9 +608,36 @@ bool uses_panel_gemm(const WeightMatrix& w, size_t n_tokens) {
 std::shared_ptr<const void> pack_panels_vnni_avx512(ThreadPool& pool, const WeightMatrix& w) {
   if (!cpu_features().avx512vnni) return nullptr;
   if (w.dtype == DType::Q8_0) return pack_all<Block32Format<DType::Q8_0>>(pool, w);
+  if (w.dtype == DType::Q4_0) return pack_all<Block32NibbleFormat<DType::Q4_0, 1, 1>>(pool, w);
+  if (w.dtype == DType::Q4_1) return pack_all<Block32NibbleFormat<DType::Q4_1, 1, 1>>(pool, w);
+  if (w.dtype == DType::Q5_0) return pack_all<Block32NibbleFormat<DType::Q5_0, 1, 1>>(pool, w);
+  if (w.dtype == DType::Q5_1) return pack_all<Block32NibbleFormat<DType::Q5_1, 1, 1>>(pool, w);
   if (w.dtype == DType::Q4_K) return pack_all<Q4KNibbleFormat<1, 1>>(pool, w);
   return nullptr;
 }
+
+namespace {
+
+// The 4- and 5-bit 32-block types: their load-time nibble panels where the matrix has them, up
+// to kNibbleMaxTokens tokens (one panel and token per tile for decode); else, and for longer
+// prefills, panels packed per call as bytes from the rows, which unpack once for 6 tokens
+// (Zen 4, 2 threads, 2048 x 8192: nibbles 1.4-1.9x at 2 tokens, 2-3x at 8, 0.6-1.0x at 512).
+constexpr size_t kNibbleMaxTokens = 32;
+
+template <DType D>
+void gemm_block32(ThreadPool& pool, const WeightMatrix& w, const ActQ8* x, size_t nb,
+                  size_t n_tokens, float* y) {
+  if (w.panels == nullptr || n_tokens >= kNibbleMaxTokens) {
+    WeightMatrix rows = w;
+    rows.panels = nullptr;
+    return gemm<Block32Format<D>>(pool, rows, x, nb, n_tokens, y);
+  }
+  if (n_tokens <= kDecodeTokens)
+    return gemm<Block32NibbleFormat<D, 1, 1>>(pool, w, x, nb, n_tokens, y);
+  return gemm<Block32NibbleFormat<D, 2, 4>>(pool, w, x, nb, n_tokens, y);
+}
+
+}  // namespace
 
 void gemm_vnni_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
                       size_t n_tokens, float* y) {
@@ -472,13 +646,13 @@ void gemm_vnni_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedAct
     case DType::Q8_0:
       return gemm<Block32Format<DType::Q8_0>>(pool, w, x.q8, nb, n_tokens, y);
     case DType::Q4_0:
-      return gemm<Block32Format<DType::Q4_0>>(pool, w, x.q8, nb, n_tokens, y);
+      return gemm_block32<DType::Q4_0>(pool, w, x.q8, nb, n_tokens, y);
     case DType::Q4_1:
-      return gemm<Block32Format<DType::Q4_1>>(pool, w, x.q8, nb, n_tokens, y);
+      return gemm_block32<DType::Q4_1>(pool, w, x.q8, nb, n_tokens, y);
     case DType::Q5_0:
-      return gemm<Block32Format<DType::Q5_0>>(pool, w, x.q8, nb, n_tokens, y);
+      return gemm_block32<DType::Q5_0>(pool, w, x.q8, nb, n_tokens, y);
     case DType::Q5_1:
-      return gemm<Block32Format<DType::Q5_1>>(pool, w, x.q8, nb, n_tokens, y);
+      return gemm_block32<DType::Q5_1>(pool, w, x.q8, nb, n_tokens, y);
     case DType::Q4_K:
       if (w.panels != nullptr) {
         if (n_tokens <= kDecodeTokens)

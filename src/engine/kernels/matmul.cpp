@@ -218,7 +218,7 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_to
 
 std::shared_ptr<const void> pack_weight_panels(ThreadPool& pool, const WeightMatrix& w) {
   if (best_isa() != KernelIsa::Avx512 || w.data == nullptr || w.rows == 0) return nullptr;
-  if (w.dtype == DType::Q8_0 || w.dtype == DType::Q4_K)
+  if (kernels::is_block32_quant(w.dtype) || w.dtype == DType::Q4_K)
     return kernels::pack_panels_vnni_avx512(pool, w);
   if (w.dtype == DType::BF16) return kernels::pack_panels_bf16_avx512(pool, w);
   return nullptr;

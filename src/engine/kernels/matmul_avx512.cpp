@@ -22,6 +22,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "engine/kernels/block32_avx2.h"
 #include "engine/kernels/matmul_kernels.h"
@@ -102,6 +104,32 @@ void tile_float(const uint8_t* w0, size_t w_stride, const float* x0, size_t k_to
 // ---- quantised weights against int8 activations (256-bit, one 32-block per vector;
 // load_block32 in block32_avx2.h) ----
 
+// Block b of a row as unsigned levels where the type allows (see tile_q8_avx512.inc): Q4_0's and
+// Q5_0's q as stored, Q5_1's likewise; Q5's fifth bits set from the 32-bit mask in one masked
+// op (AVX512BW/VL) instead of AVX2's byte spread and compare. Q8_0 and Q4_1 as load_block32.
+template <DType D>
+inline __m256i load_levels32(const uint8_t* row, size_t b, float* d, float* m) {
+  const uint8_t* p = row + b * kBlock32Bytes<D>;
+  if constexpr (D == DType::Q4_0) {
+    const auto* blk = reinterpret_cast<const BlockQ4_0*>(p);
+    *d = _cvtsh_ss(blk->d), *m = 0.0f;
+    return nibbles32(blk->qs);
+  } else if constexpr (D == DType::Q5_0 || D == DType::Q5_1) {
+    using Block = std::conditional_t<D == DType::Q5_0, BlockQ5_0, BlockQ5_1>;
+    const auto* blk = reinterpret_cast<const Block*>(p);
+    *d = _cvtsh_ss(blk->d);
+    if constexpr (D == DType::Q5_1)
+      *m = _cvtsh_ss(blk->m);
+    else
+      *m = 0.0f;
+    const __m256i lo = nibbles32(blk->qs);
+    return _mm256_mask_add_epi8(lo, static_cast<__mmask32>(q5_high_bits(blk->qh)), lo,
+                                _mm256_set1_epi8(0x10));
+  } else {
+    return load_block32<D>(row, b, d, m);
+  }
+}
+
 // tile_q8<D, R, T>, compiled twice: without and with AVX512_VNNI (an inlined helper cannot
 // have a wider target than its caller, so each variant is a whole tile with its own target).
 #define PITH_DOT_I8(wabs, xs) \
@@ -179,13 +207,32 @@ void matmul_quant(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x
                   float* y) {
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   const size_t wstride = w.row_bytes(), rows = w.rows, nb = x.blocks_per_token;
+  // Q4_0 / Q5_0 levels are used unsigned: -offset * Σ a per token and block (tile_q8_avx512.inc).
+  thread_local std::vector<int32_t> corr_buf;
+  const int32_t* corr = nullptr;
+  if constexpr (D == DType::Q4_0 || D == DType::Q5_0) {
+    constexpr int32_t kOffset = D == DType::Q4_0 ? 8 : 16;
+    corr_buf.resize(n_tokens * nb);
+    for (size_t i = 0; i < n_tokens * nb; ++i) {
+      // Σ a over the signed bytes: sad against 0 of (a ^ 0x80) sums a + 128.
+      const __m256i u =
+          _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q8[i].qs)),
+                           _mm256_set1_epi8(char(0x80)));
+      const __m256i sad = _mm256_sad_epu8(u, _mm256_setzero_si256());
+      const int64_t sum = _mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1) +
+                          _mm256_extract_epi64(sad, 2) + _mm256_extract_epi64(sad, 3);
+      corr_buf[i] = -kOffset * static_cast<int32_t>(sum - 32 * 128);
+    }
+    corr = corr_buf.data();
+  }
   tiled<4, 4>(pool, w, n_tokens, nb * sizeof(ActQ8), [&]<int R, int T, bool S>(size_t r, size_t t) {
+    const int32_t* c = corr ? corr + t * nb : nullptr;
     if constexpr (kVnni)
-      vnni::tile_q8<D, R, T, S>(wdata + r * wstride, wstride, x.q8 + t * nb, nb, y + t * rows + r,
-                                rows);
+      vnni::tile_q8<D, R, T, S>(wdata + r * wstride, wstride, x.q8 + t * nb, c, nb,
+                                y + t * rows + r, rows);
     else
-      plain::tile_q8<D, R, T, S>(wdata + r * wstride, wstride, x.q8 + t * nb, nb, y + t * rows + r,
-                                 rows);
+      plain::tile_q8<D, R, T, S>(wdata + r * wstride, wstride, x.q8 + t * nb, c, nb,
+                                 y + t * rows + r, rows);
   });
 }
 
