@@ -121,6 +121,7 @@ struct ModelArgs {
   bench::ModelBenchOptions o;
   size_t bandwidth_mib = 2048;
   std::vector<size_t> batch;
+  std::string isa;
   bool json = false;
 };
 
@@ -154,8 +155,12 @@ void add_model_suite(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--llama-bench", args->o.llama_bench,
                   "path of llama.cpp's llama-bench, run on the same file in the same run");
+  cmd->add_option("--isa", args->isa,
+                  "CPU: cap the kernel level (scalar, avx2, avx512), e.g. to measure the AVX2 "
+                  "path on an AVX-512 host");
   cmd->add_flag("--json", args->json, "print a JSON summary as the last line");
   cmd->callback([args] {
+    if (!args->isa.empty()) set_isa_cap(parse_isa(args->isa));
     if (args->o.threads == 0) fail("--threads must be at least 1");
     if (args->o.reps < 1) fail("--reps must be at least 1");
     if (args->o.batch_steps == 0 && !args->batch.empty()) fail("--batch-steps must be at least 1");
@@ -163,6 +168,7 @@ void add_model_suite(CLI::App& bench) {
     if (args->bandwidth_mib < 16) fail("--bandwidth-mib must be at least 16");
     args->o.bandwidth_bytes = args->bandwidth_mib << 20;
     auto j = bench::run_model_bench(args->o);
+    j["kernel_isa"] = isa_name(best_isa());
     if (args->json) fmt::print("{}\n", j.dump());
   });
 }
