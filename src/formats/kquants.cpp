@@ -102,6 +102,17 @@ float fit_symmetric(const float* x, int n, int lo) {
   return best;
 }
 
+// Step 1 for the symmetric types (Q3_K, Q6_K): the 16 sub-block scales, and the one of largest
+// magnitude (which the super-block scale maps to the negative end of the scales' range).
+float fit_symmetric_subblocks(const float* x, int lo, float scales[16]) {
+  float max_scale = 0;
+  for (int j = 0; j < 16; ++j) {
+    scales[j] = fit_symmetric(x + 16 * j, 16, lo);
+    if (std::fabs(scales[j]) > std::fabs(max_scale)) max_scale = scales[j];
+  }
+  return max_scale;
+}
+
 // Steps 1-3 for Q4_K / Q5_K: fills d, dmin, the packed scales and the levels L[256].
 void quantize_affine_superblock(const float* x, int nmax, uint16_t* d16, uint16_t* dmin16,
                                 uint8_t packed[12], uint8_t L[kQK]) {
@@ -157,10 +168,9 @@ void dequantize_q2_k(const BlockQ2_K* blocks, float* out, size_t n) {
     const BlockQ2_K& blk = blocks[b];
     const float d = f16_to_f32(blk.d), dmin = f16_to_f32(blk.dmin);
     for (int e = 0; e < int(kQK); ++e) {
-      const int half = e / 128, j = (e % 128) / 32, l = e % 32;
       const uint8_t sc = blk.scales[e / 16];
       const float dl = d * (sc & 15), ml = dmin * (sc >> 4);
-      out[e] = dl * ((blk.qs[32 * half + l] >> (2 * j)) & 3) - ml;
+      out[e] = dl * q2k_level(blk.qs, e) - ml;
     }
   }
 }
@@ -172,12 +182,8 @@ void dequantize_q3_k(const BlockQ3_K* blocks, float* out, size_t n) {
     const float d = f16_to_f32(blk.d);
     int8_t sc[16];
     unpack_q3k_scales(blk.scales, sc);
-    for (int e = 0; e < int(kQK); ++e) {
-      const int half = e / 128, j = (e % 128) / 32, l = e % 32;
-      const int q =
-          ((blk.qs[32 * half + l] >> (2 * j)) & 3) | (((blk.hmask[l] >> (4 * half + j)) & 1) << 2);
-      out[e] = d * sc[e / 16] * (q - 4);
-    }
+    for (int e = 0; e < int(kQK); ++e)
+      out[e] = d * sc[e / 16] * (q3k_level(blk.qs, blk.hmask, e) - 4);
   }
 }
 
@@ -262,10 +268,10 @@ void quantize_q2_k(const float* x, BlockQ2_K* blocks, size_t n) {
       const int m = dmin > 0 ? std::clamp(round_int(fits[j].min / dmin), 0, 15) : 0;
       blk.scales[j] = static_cast<uint8_t>(sc | (m << 4));
       const float ds = d * sc, dm = dmin * m;
-      for (int i = 0; i < 16; ++i) {
-        const int e = 16 * j + i, half = e / 128, k = (e % 128) / 32, l = e % 32;
+      for (int e = 16 * j; e < 16 * j + 16; ++e) {
         const int q = ds > 0 ? std::clamp(round_int((x[e] + dm) / ds), 0, 3) : 0;
-        blk.qs[32 * half + l] |= static_cast<uint8_t>(q << (2 * k));
+        const LowBitSlot slot = low_bit_slot(e);
+        blk.qs[slot.byte] |= static_cast<uint8_t>(q << slot.shift);
       }
     }
   }
@@ -275,11 +281,8 @@ void quantize_q3_k(const float* x, BlockQ3_K* blocks, size_t n) {
   PITH_CHECK(n % kQK == 0);
   for (size_t b = 0; b < n / kQK; ++b, x += kQK) {
     BlockQ3_K& blk = blocks[b];
-    float scales[16], max_scale = 0;
-    for (int j = 0; j < 16; ++j) {
-      scales[j] = fit_symmetric(x + 16 * j, 16, -4);
-      if (std::fabs(scales[j]) > std::fabs(max_scale)) max_scale = scales[j];
-    }
+    float scales[16];
+    const float max_scale = fit_symmetric_subblocks(x, -4, scales);
     // The largest sub-block scale maps to -32, the end of the 6-bit range with one more level.
     blk.d = f32_to_f16(max_scale / -32.0f);
     const float d = f16_to_f32(blk.d);
@@ -289,11 +292,11 @@ void quantize_q3_k(const float* x, BlockQ3_K* blocks, size_t n) {
     for (int j = 0; j < 16; ++j) {
       sc[j] = static_cast<int8_t>(d != 0 ? std::clamp(round_int(scales[j] / d), -32, 31) : 0);
       const float ds = d * sc[j];
-      for (int i = 0; i < 16; ++i) {
-        const int e = 16 * j + i, half = e / 128, k = (e % 128) / 32, l = e % 32;
+      for (int e = 16 * j; e < 16 * j + 16; ++e) {
         const int q = (ds != 0 ? std::clamp(round_int(x[e] / ds), -4, 3) : 0) + 4;
-        blk.qs[32 * half + l] |= static_cast<uint8_t>((q & 3) << (2 * k));
-        blk.hmask[l] |= static_cast<uint8_t>((q >> 2) << (4 * half + k));
+        const LowBitSlot slot = low_bit_slot(e);
+        blk.qs[slot.byte] |= static_cast<uint8_t>((q & 3) << slot.shift);
+        blk.hmask[e % 32] |= static_cast<uint8_t>((q >> 2) << slot.hbit);
       }
     }
     pack_q3k_scales(sc, blk.scales);
@@ -333,11 +336,8 @@ void quantize_q6_k(const float* x, BlockQ6_K* blocks, size_t n) {
   uint8_t L[kQK];
   for (size_t b = 0; b < n / kQK; ++b, x += kQK) {
     BlockQ6_K& blk = blocks[b];
-    float scales[16], max_scale = 0;
-    for (int j = 0; j < 16; ++j) {
-      scales[j] = fit_symmetric(x + 16 * j, 16, -32);
-      if (std::fabs(scales[j]) > std::fabs(max_scale)) max_scale = scales[j];
-    }
+    float scales[16];
+    const float max_scale = fit_symmetric_subblocks(x, -32, scales);
     // The largest sub-block scale maps to -128, the end of int8 with one more level.
     blk.d = f32_to_f16(max_scale / -128.0f);
     const float d = f16_to_f32(blk.d);

@@ -44,6 +44,25 @@ inline void unpack_q3k_scales(const uint8_t p[12], int8_t sc[16]) {
 }
 void pack_q3k_scales(const int8_t sc[16], uint8_t packed[12]);
 
+// Where element e (0..255) of a Q2_K / Q3_K block keeps its bits (dtype.h): its 2 low bits are
+// bits 2j, 2j + 1 of qs[byte], Q3_K's third bit is bit `hbit` of hmask[e % 32].
+struct LowBitSlot {
+  int byte, shift, hbit;
+};
+inline LowBitSlot low_bit_slot(int e) {
+  const int half = e / 128, j = (e % 128) / 32;
+  return {32 * half + e % 32, 2 * j, 4 * half + j};
+}
+// Q2_K's level q (0..3) and Q3_K's level q + 4 (0..7) of element e.
+inline int q2k_level(const uint8_t qs[64], int e) {
+  const LowBitSlot s = low_bit_slot(e);
+  return (qs[s.byte] >> s.shift) & 3;
+}
+inline int q3k_level(const uint8_t qs[64], const uint8_t hmask[32], int e) {
+  const LowBitSlot s = low_bit_slot(e);
+  return ((qs[s.byte] >> s.shift) & 3) | (((hmask[e % 32] >> s.hbit) & 1) << 2);
+}
+
 void dequantize_q2_k(const BlockQ2_K* blocks, float* out, size_t n);
 void dequantize_q3_k(const BlockQ3_K* blocks, float* out, size_t n);
 void dequantize_q4_k(const BlockQ4_K* blocks, float* out, size_t n);

@@ -26,6 +26,16 @@ inline constexpr size_t kBlock32Bytes = D == DType::Q8_0   ? sizeof(BlockQ8_0)
                                         : D == DType::Q5_0 ? sizeof(BlockQ5_0)
                                                            : sizeof(BlockQ5_1);
 
+// Σ q of an activation block's 32 int8 quants (sad against 0 sums q ^ 0x80 = q + 128).
+inline int32_t act_q8_sum(const ActQ8& a) {
+  const __m256i u = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)),
+                                     _mm256_set1_epi8(char(0x80)));
+  const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
+  const int64_t sum = _mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) +
+                      _mm256_extract_epi64(s, 2) + _mm256_extract_epi64(s, 3);
+  return static_cast<int32_t>(sum - 32 * 128);
+}
+
 // 0x10 in byte j where bit j of `bits` is set, else 0: a Q5 block's fifth bits in place.
 inline __m256i q5_high_bytes(uint32_t bits) {
   // Byte j takes byte j / 8 of `bits` (per 128-bit lane, both lanes hold all four), then

@@ -94,15 +94,7 @@ struct Block32Format {
   // Per activation block: -128 * Σ q (the signed types' start value), or nothing.
   using Side = int32_t;
   static constexpr size_t kSidePerBlock = kMin ? 0 : 1;
-  static void side(const ActQ8& a, int32_t* out) {
-    // Σ (q ^ 0x80) over unsigned bytes = Σ q + 32 * 128.
-    const __m256i u = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)),
-                                       _mm256_set1_epi8(char(0x80)));
-    const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
-    const int64_t sum = _mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) +
-                        _mm256_extract_epi64(s, 2) + _mm256_extract_epi64(s, 3);
-    out[0] = -128 * static_cast<int32_t>(sum - 32 * 128);
-  }
+  static void side(const ActQ8& a, int32_t* out) { out[0] = -128 * act_q8_sum(a); }
 
   template <int P, int T>
   static void tile(const uint8_t* panels, size_t panel_bytes, const ActQ8* x, const int32_t* corr,
@@ -223,14 +215,7 @@ struct Block32NibbleFormat {
   // Per activation block: the signed types' start value -offset * Σ a, or nothing.
   using Side = int32_t;
   static constexpr size_t kSidePerBlock = kMin ? 0 : 1;
-  static void side(const ActQ8& a, int32_t* out) {
-    const __m256i u = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)),
-                                       _mm256_set1_epi8(char(0x80)));
-    const __m256i s = _mm256_sad_epu8(u, _mm256_setzero_si256());
-    const int64_t sum = _mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) +
-                        _mm256_extract_epi64(s, 2) + _mm256_extract_epi64(s, 3);
-    out[0] = -kOffset * static_cast<int32_t>(sum - 32 * 128);  // Σ (a + 128) - 32 * 128 = Σ a
-  }
+  static void side(const ActQ8& a, int32_t* out) { out[0] = -kOffset * act_q8_sum(a); }
 
   template <int P, int T>
   static void tile(const uint8_t* panels, size_t panel_bytes, const ActQ8* x, const int32_t* corr,

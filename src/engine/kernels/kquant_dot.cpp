@@ -32,10 +32,7 @@ float dot_q2k_scalar(const uint8_t* row, const ActQ8K* a, size_t n_blocks) {
   float acc = 0;
   for (size_t b = 0; b < n_blocks; ++b) {
     int32_t sub[16] = {};  // Σ q·a per 16-element sub-block, q in [0, 3]
-    for (int e = 0; e < int(kQK); ++e) {
-      const int half = e / 128, j = (e % 128) / 32, l = e % 32;
-      sub[e / 16] += ((w[b].qs[32 * half + l] >> (2 * j)) & 3) * a[b].qs[e];
-    }
+    for (int e = 0; e < int(kQK); ++e) sub[e / 16] += q2k_level(w[b].qs, e) * a[b].qs[e];
     int32_t sumi = 0, summ = 0;
     for (int s = 0; s < 16; ++s) {
       sumi += (w[b].scales[s] & 15) * sub[s];
@@ -54,12 +51,8 @@ float dot_q3k_scalar(const uint8_t* row, const ActQ8K* a, size_t n_blocks) {
     int8_t sc[16];
     unpack_q3k_scales(w[b].scales, sc);
     int32_t sub[16] = {};  // Σ q·a per sub-block, q in [0, 7] (the value is q - 4)
-    for (int e = 0; e < int(kQK); ++e) {
-      const int half = e / 128, j = (e % 128) / 32, l = e % 32;
-      const int q = ((w[b].qs[32 * half + l] >> (2 * j)) & 3) |
-                    (((w[b].hmask[l] >> (4 * half + j)) & 1) << 2);
-      sub[e / 16] += q * a[b].qs[e];
-    }
+    for (int e = 0; e < int(kQK); ++e)
+      sub[e / 16] += q3k_level(w[b].qs, w[b].hmask, e) * a[b].qs[e];
     int32_t sumi = 0;  // Σ_s sc_s Σ (q - 4) a = Σ_s sc_s (Σ q a - 4 Σ a)
     for (int s = 0; s < 16; ++s) sumi += sc[s] * (sub[s] - 4 * a[b].bsums[s]);
     acc += a[b].d * (f16_to_f32(w[b].d) * static_cast<float>(sumi));

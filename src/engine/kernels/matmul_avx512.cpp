@@ -213,16 +213,7 @@ void matmul_quant(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x
   if constexpr (D == DType::Q4_0 || D == DType::Q5_0) {
     constexpr int32_t kOffset = D == DType::Q4_0 ? 8 : 16;
     corr_buf.resize(n_tokens * nb);
-    for (size_t i = 0; i < n_tokens * nb; ++i) {
-      // Σ a over the signed bytes: sad against 0 of (a ^ 0x80) sums a + 128.
-      const __m256i u =
-          _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q8[i].qs)),
-                           _mm256_set1_epi8(char(0x80)));
-      const __m256i sad = _mm256_sad_epu8(u, _mm256_setzero_si256());
-      const int64_t sum = _mm256_extract_epi64(sad, 0) + _mm256_extract_epi64(sad, 1) +
-                          _mm256_extract_epi64(sad, 2) + _mm256_extract_epi64(sad, 3);
-      corr_buf[i] = -kOffset * static_cast<int32_t>(sum - 32 * 128);
-    }
+    for (size_t i = 0; i < n_tokens * nb; ++i) corr_buf[i] = -kOffset * act_q8_sum(x.q8[i]);
     corr = corr_buf.data();
   }
   tiled<4, 4>(pool, w, n_tokens, nb * sizeof(ActQ8), [&]<int R, int T, bool S>(size_t r, size_t t) {
