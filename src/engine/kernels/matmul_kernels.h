@@ -113,11 +113,11 @@ template <int RMax, int TMax, typename Fn>
 
 // Decode (a single token group) is bandwidth-bound: every weight row is streamed from memory
 // once, and the SIMD paths prefetch this far ahead (bytes) along the task's contiguous rows
-// (AVX2 walks quantised rows one at a time; AVX2 float tiles keep prefetching the next tile;
-// AVX-512 tiles prefetch along each of their rows): about twice what one core consumes during
-// a DRAM round trip (on the 2-core Zen 3 VM, 8 KB matched a plain load loop over the same
-// Q8_0 rows; 1-2 KB fell 5-15 % short, and R interleaved rows prefetching the next tile
-// 5-10 %).
+// (AVX2 walks quantised rows, and float rows for one token, one at a time; its other float
+// tiles prefetch the next tile; AVX-512 tiles prefetch along each of their rows): about twice
+// what one core consumes during a DRAM round trip (on the 2-core Zen 3 VM, 8 KB matched a plain
+// load loop over the same Q8_0 rows; 1-2 KB fell 5-15 % short, and R interleaved rows prefetching
+// the next tile 5-10 %).
 inline constexpr size_t kStreamAheadBytes = 8192;
 
 // Rows per decode task: about 256 KiB of weights, so a task's stream is long against the
