@@ -103,8 +103,10 @@ void add_serve_commands(CLI::App& app) {
                       "token budget per batch (0: unlimited)"));
   add(cmd->add_option("--batch-formation", cfg->batch_formation, "decode-first or fcfs"));
   add(cmd->add_option("--itl-target-ms", cfg->itl_target_ms,
-                      "inter-token latency target: a batch with decode steps takes only the "
-                      "prefill tokens that fit it, at the measured time per token (0: off)"));
+                      "inter-token latency target: a batch with decode steps holds only the "
+                      "tokens that fit it, decodes included, at the measured time per token "
+                      "(0: off)")
+          ->capture_default_str());
   add(cmd->add_flag("--no-prefix-cache", cfg->no_prefix_cache, "disable the radix prefix cache"));
   add(cmd->add_option("--lora", cfg->lora,
                       "LoRA adapter NAME=PATH (PEFT folder or GGUF adapter), repeatable; requests "

@@ -124,8 +124,9 @@ BatchPlan form_batch(std::span<const QueueView> queues, const BatchLimits& limit
     std::vector<bool> used(order.size(), false);
     for (size_t i = 0; i < order.size() && !full; ++i)
       used[i] = record(take_from(*order[i], [](const CallInfo& c) { return c.n_tokens <= 1; }));
-    if (const uint32_t allowance = limits.prefill_tokens_with_decodes; allowance && plan.n_calls) {
-      const uint32_t cap = plan.n_tokens + allowance;
+    if (limits.tokens_with_decodes && plan.n_calls) {
+      const uint32_t cap =
+          std::max(limits.tokens_with_decodes, plan.n_tokens + limits.min_prefill_with_decodes);
       max_tokens = max_tokens ? std::min(max_tokens, cap) : cap;
       full = full || plan.n_tokens >= max_tokens;
     }

@@ -67,10 +67,13 @@ struct BatchLimits {
   uint32_t max_calls = 0;   // 0: unlimited (the eager policy sets 1)
   BatchFormation formation = BatchFormation::DecodeFirst;
   uint32_t long_prefill_threshold = 0;  // DecodeFirst: prefills above this go last; 0: off
-  // DecodeFirst: a batch that holds decode steps takes at most this many prefill tokens beside
-  // them (0: whatever the token budget leaves), so the running streams' next token is not held
-  // up by a long prefill chunk. The controller derives it from --itl-target-ms.
-  uint32_t prefill_tokens_with_decodes = 0;
+  // DecodeFirst: a batch that holds decode steps is held to this many tokens in all (0: only the
+  // token budget), so the running streams' next token is not held up by a long prefill chunk;
+  // the decodes' own tokens count against it and the prefill beside them still gets at least
+  // min_prefill_with_decodes. The controller derives it from --itl-target-ms and the measured
+  // time per forward token.
+  uint32_t tokens_with_decodes = 0;
+  uint32_t min_prefill_with_decodes = 1;
 };
 
 // What one batch takes from one queue: `calls` whole calls from the front, then, when

@@ -405,10 +405,12 @@ ControllerGauges Controller::gauges() const {
 BatchLimits Controller::batch_limits_locked() const {
   BatchLimits limits = limits_;
   if (options_.itl_target_ns > 0 && forward_token_ns_ > 0) {
-    // What fits the target beside the decodes, never less than one page of prompt.
+    // The tokens a batch can hold within the target; the prefill beside the decodes gets what
+    // their own tokens leave, never less than one page of prompt.
     const double tokens = double(options_.itl_target_ns) / forward_token_ns_;
-    limits.prefill_tokens_with_decodes = static_cast<uint32_t>(
-        std::clamp(tokens, double(page_size()), double(std::numeric_limits<uint32_t>::max())));
+    limits.tokens_with_decodes = static_cast<uint32_t>(
+        std::clamp(tokens, 1.0, double(std::numeric_limits<uint32_t>::max())));
+    limits.min_prefill_with_decodes = page_size();
   }
   return limits;
 }

@@ -25,7 +25,7 @@ struct ServeConfig {
   // Control layer.
   std::string batch_policy = "adaptive";
   uint32_t max_batch_tokens = 512;
-  double itl_target_ms = 0;  // bound on prefill work beside decodes (0: off)
+  double itl_target_ms = 500;  // bound on prefill work beside decodes (0: off)
   std::string batch_formation = "decode-first";
   bool no_prefix_cache = false;
   uint32_t max_kv_pages_per_inferlet = 0;

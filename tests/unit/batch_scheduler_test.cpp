@@ -203,8 +203,8 @@ TEST(BatchScheduler, ShortPrefillsGoBeforeLongOnesWithAThreshold) {
   EXPECT_EQ(form_batch(qs, lim).takes, (Takes{{2, 1, 0}, {1, 0, 462}}));
 }
 
-// With decodes in the batch, prefill takes at most the allowance beside them (the ITL bound);
-// without decodes the whole budget is the prefill's.
+// With decodes in the batch, the batch holds at most tokens_with_decodes, the decodes' own
+// tokens included (the ITL bound); without decodes the whole budget is the prefill's.
 TEST(BatchScheduler, PrefillBesideDecodesIsCappedByTheAllowance) {
   auto long_call = call(1, CallType::Forward, 1, 1000);
   long_call.splittable = true;
@@ -213,7 +213,7 @@ TEST(BatchScheduler, PrefillBesideDecodesIsCappedByTheAllowance) {
   std::vector<QueueView> qs{{1, 0, a}, {2, 0, b}, {3, 0, c}};
   BatchLimits lim;
   lim.max_tokens = 512;
-  lim.prefill_tokens_with_decodes = 64;
+  lim.tokens_with_decodes = 66;
   EXPECT_EQ(form_batch(qs, lim).takes, (Takes{{2, 1, 0}, {3, 1, 0}, {1, 0, 64}}));
   std::vector<QueueView> alone{{1, 0, a}};
   EXPECT_EQ(form_batch(alone, lim).takes, (Takes{{1, 0, 512}}));
@@ -227,6 +227,10 @@ TEST(BatchScheduler, PrefillBesideDecodesIsCappedByTheAllowance) {
   std::vector<QueueView> qs2{{2, 0, b}, {4, 0, d}};
   lim.max_tokens = 512;
   EXPECT_EQ(form_batch(qs2, lim).takes, (Takes{{2, 1, 0}, {4, 1, 0}}));
+  // Decodes that use up the bound still leave the prefill its minimum.
+  lim.tokens_with_decodes = 2;
+  lim.min_prefill_with_decodes = 16;
+  EXPECT_EQ(form_batch(qs, lim).takes, (Takes{{2, 1, 0}, {3, 1, 0}, {1, 0, 16}}));
 }
 
 }  // namespace pith

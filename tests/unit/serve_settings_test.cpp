@@ -101,6 +101,14 @@ TEST(ServeSettings, ConvertsEveryOption) {
             BatchFormation::DecodeFirst);
 }
 
+// Running streams are not held up by more than about half a second of prompt by default.
+TEST(ServeSettings, ItlTargetIsOnByDefault) {
+  EXPECT_EQ(resolve_serve_config(base()).serving.control.itl_target_ns, 500'000'000);
+  ServeConfig off = base();
+  off.itl_target_ms = 0;
+  EXPECT_EQ(resolve_serve_config(off).serving.control.itl_target_ns, 0);
+}
+
 TEST(ServeSettings, DefaultCacheDirIsResolved) {
   ServeConfig c = base();
   c.cache_dir.clear();
