@@ -66,6 +66,14 @@ def main():
             assert abs(sum(ops.values()) - case["ms_per_forward"]) <= 1e-6 * max(1, case["ms_per_forward"]), case
             assert ops["ffn_gate_up"] > 0 and ops["lora"] == 0, ops
         assert pm["profile"]["decode_b32"]["tokens"] == 32, pm["profile"]["decode_b32"]
+        # --isa caps the CPU kernels (the lower paths measured on a higher host), and says so.
+        assert m["kernel_isa"] in ("scalar", "avx2", "avx512"), m["kernel_isa"]
+        sc = bench(pith, "model", "-m", model, "-p", "8", "-n", "2", "-r", "1",
+                   "--bandwidth-mib", "16", "--isa", "scalar")
+        assert sc["kernel_isa"] == "scalar" and sc["tg_tok_s"] > 0, sc
+        bad = subprocess.run([pith, "bench", "model", "-m", model, "--isa", "sse9"],
+                             capture_output=True, text=True, timeout=60)
+        assert bad.returncode != 0 and "sse9" in bad.stderr, (bad.returncode, bad.stderr)
 
         lo = bench(pith, "lora", "-m", model, "--batch", "4", "--adapters", "2", "--rank", "4",
                    "--context", "8", "--steps", "2", "--rounds", "2")
