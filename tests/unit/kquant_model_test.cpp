@@ -222,13 +222,15 @@ TEST(KQuantModel, LogitsCloseToF32) {
   }
 }
 
-// The whole forward on the portable kernels gives the SIMD kernels' logits up to f32 rounding.
-// Measured relative RMS, 3-token prompt (integer kernels on both sides): 1.4e-7. 40-token
-// prompt (SIMD: f32 GEMM on dequantised weights): 0.010, because a last-bit difference now and
-// then moves an activation across a rounding boundary of the next int8 quantisation; the
-// existing quantised types do the same on this model (Q8_0 0.0077, Q4_0 0.00077, f32 6e-7).
-// The same for the 32-block fallbacks of the mixes on 64-wide rows: tiny q4_k_m (Q5_0, Q8_0)
-// and q5_k_m (Q5_1, Q8_0).
+// The whole forward on the portable kernels gives each SIMD level's logits up to f32 rounding
+// (AVX2 is run capped on AVX-512 hosts too). All of them multiply the same integers (the AVX2
+// K-quant GEMM included; 40 tokens take it), so the only differences are f32 summation order
+// and, now and then, a last-bit difference moving an activation across a rounding boundary of
+// the next int8 quantisation. Measured relative RMS, 40-token / 3-token prompt, on the tiny256
+// mixes (one 256-block per row): AVX2 0 / 1.4e-7, AVX-512 1.4e-7-4.8e-4 / 1.4e-7. The same
+// for the 32-block fallbacks of the mixes on 64-wide rows: tiny q4_k_m (Q5_0, Q8_0) and
+// q5_k_m (Q5_1, Q8_0), whose 40-token AVX2 products take the f32 GEMM on dequantised weights
+// (q5_k_m 0.0068 / 6.5e-8).
 TEST(KQuantModel, ScalarKernelsMatchSimd) {
   if (!isa_supported(KernelIsa::Avx2)) GTEST_SKIP() << "no SIMD kernels on this CPU";
   TempDir dir;
@@ -240,15 +242,22 @@ TEST(KQuantModel, ScalarKernelsMatchSimd) {
   for (const auto& [preset, mix] : models) {
     const std::string path = generate(dir, preset, mix);
     const auto long_prompt = random_tokens(40, 1), short_prompt = random_tokens(3, 2);
-    auto simd = test::make_engine(load(path), 16);
-    const auto a_long = test::prefill_logits(*simd, long_prompt);
-    const auto a_short = test::prefill_logits(*simd, short_prompt);
-    ScopedIsaCap cap(KernelIsa::Scalar);
-    auto scalar = test::make_engine(load(path), 16);
-    const double long_err = rel_rms(test::prefill_logits(*scalar, long_prompt), a_long);
-    const double short_err = rel_rms(test::prefill_logits(*scalar, short_prompt), a_short);
-    EXPECT_LT(long_err, 0.03) << preset << " " << mix;
-    EXPECT_LT(short_err, 1e-5) << preset << " " << mix;
+    std::vector<std::vector<float>> s_long, s_short;
+    {
+      ScopedIsaCap cap(KernelIsa::Scalar);
+      auto scalar = test::make_engine(load(path), 16);
+      s_long = test::prefill_logits(*scalar, long_prompt);
+      s_short = test::prefill_logits(*scalar, short_prompt);
+    }
+    for (KernelIsa isa : {KernelIsa::Avx2, KernelIsa::Avx512}) {
+      if (!isa_supported(isa)) continue;
+      ScopedIsaCap cap(isa);
+      auto simd = test::make_engine(load(path), 16);
+      const double long_err = rel_rms(test::prefill_logits(*simd, long_prompt), s_long);
+      const double short_err = rel_rms(test::prefill_logits(*simd, short_prompt), s_short);
+      EXPECT_LT(long_err, 0.03) << isa_name(isa) << " " << preset << " " << mix;
+      EXPECT_LT(short_err, 1e-5) << isa_name(isa) << " " << preset << " " << mix;
+    }
   }
 }
 

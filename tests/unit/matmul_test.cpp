@@ -433,35 +433,41 @@ TEST(Matmul, LoadTimePanelsServeEveryTokenCount) {
 // matmul_blocks hands out every (row block, token chunk) exactly once, with the same values
 // as matmul (same kernels, so bit-identical), across token counts on both sides of the
 // tile/GEMM switch and of the 128-token chunk, and a row count that is not a block multiple.
+// Under every kernel level the host has (the AVX2 one keeps per-call activation state for the
+// blocks: its f32 GEMM packing, the K-quants' integer GEMM).
 TEST(Matmul, BlocksMatchMatmulExactly) {
   std::mt19937 rng(21);
   ThreadPool pool(2);
   const size_t rows = 2 * kMatmulBlockRows + 37;
-  for (DType dt : {DType::F32, DType::BF16, DType::Q8_0, DType::Q5_K}) {
-    const size_t cols = kernels::is_kquant(dt) ? 256 : 64;
-    auto wdata = make_weights(dt, rows, cols, rng);
-    WeightMatrix w{dt, rows, cols, wdata.data()};
-    for (size_t n : {size_t{1}, size_t{5}, size_t{30}, size_t{200}}) {
-      auto x = make_acts(n * cols, rng);
-      std::vector<float> ref(n * rows), got(n * rows, NAN);
-      std::vector<int> seen(n * rows, 0);
-      matmul(pool, w, x.data(), n, ref.data());
-      std::mutex mu;
-      matmul_blocks(pool, w, x.data(), n, [&](const MatmulBlock& b) {
-        ASSERT_LT(b.worker, pool.size());
-        std::lock_guard<std::mutex> lock(mu);
-        for (size_t t = 0; t < b.n_tokens; ++t)
-          for (size_t r = 0; r < b.n_rows; ++r) {
-            got[(b.t0 + t) * rows + b.r0 + r] = b.y[t * b.n_rows + r];
-            ++seen[(b.t0 + t) * rows + b.r0 + r];
-          }
-      });
-      for (size_t i = 0; i < ref.size(); ++i) {
-        ASSERT_EQ(seen[i], 1) << dtype_info(dt).name << " n=" << n << " i=" << i;
-        ASSERT_EQ(got[i], ref[i]) << dtype_info(dt).name << " n=" << n << " i=" << i;
+  for (KernelIsa isa : supported_isas())
+    for (DType dt : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+      ScopedIsaCap cap(isa);
+      const size_t cols = kernels::is_kquant(dt) ? 256 : 64;
+      auto wdata = make_weights(dt, rows, cols, rng);
+      WeightMatrix w{dt, rows, cols, wdata.data()};
+      for (size_t n : {size_t{1}, size_t{5}, size_t{30}, size_t{200}}) {
+        auto x = make_acts(n * cols, rng);
+        std::vector<float> ref(n * rows), got(n * rows, NAN);
+        std::vector<int> seen(n * rows, 0);
+        matmul(pool, w, x.data(), n, ref.data());
+        std::mutex mu;
+        matmul_blocks(pool, w, x.data(), n, [&](const MatmulBlock& b) {
+          ASSERT_LT(b.worker, pool.size());
+          std::lock_guard<std::mutex> lock(mu);
+          for (size_t t = 0; t < b.n_tokens; ++t)
+            for (size_t r = 0; r < b.n_rows; ++r) {
+              got[(b.t0 + t) * rows + b.r0 + r] = b.y[t * b.n_rows + r];
+              ++seen[(b.t0 + t) * rows + b.r0 + r];
+            }
+        });
+        for (size_t i = 0; i < ref.size(); ++i) {
+          ASSERT_EQ(seen[i], 1) << isa_name(isa) << " " << dtype_info(dt).name << " n=" << n
+                                << " i=" << i;
+          ASSERT_EQ(got[i], ref[i])
+              << isa_name(isa) << " " << dtype_info(dt).name << " n=" << n << " i=" << i;
+        }
       }
     }
-  }
 }
 
 // The fused LM head gives what matmul + top_k_distribution give on the materialised logits.

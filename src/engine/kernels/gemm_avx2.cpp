@@ -1,13 +1,14 @@
 // The compute-bound path of matmul (prefill, large decode batches) for AVX2+FMA: a packed
-// f32 GEMM shared by every weight dtype.
+// f32 GEMM shared by the float and 32-block weight dtypes (the K-quants, whose small unsigned
+// levels suit int16 sums, have their own integer GEMM: gemm_kquant_avx2.cpp).
 //
-// Why one f32 kernel: with AVX2 (no VNNI, no BF16 dot) an int8 block dot costs ~7 vector ops
-// per 32 multiply-adds (sign, maddubs, madd, convert, scale, fma), while f32 FMA does 8 per op.
-// So weights are dequantised once into a packed f32 panel (exact for every dtype but the
+// Why f32: with AVX2 (no VNNI, no BF16 dot) an int8 block dot of signed quants costs ~7 vector
+// ops per 32 multiply-adds (sign, maddubs, madd, convert, scale, fma), while f32 FMA does 8 per
+// op. So weights are dequantised once into a packed f32 panel (exact for every dtype but the
 // "+ m" ones: fp16 scale x int8 fits in 24 bits; Q4_1/Q5_1 round d * q + m once, as
 // dequantize_row does) and reused by every token; activations are the prepared ones in f32
-// (bf16-rounded for BF16, d*q of the int8 quantisation for the 32-block and K-quant types —
-// also exact), so the result is the same math as the integer path up to f32 rounding.
+// (bf16-rounded for BF16, d*q of the int8 quantisation for the 32-block types — also exact),
+// so the result is the same math as the integer path up to f32 rounding.
 //
 // Blocking (per task = a block of kRowBlock rows, spread over the pool):
 //   for each k-block of kKc columns:
@@ -29,6 +30,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/error.h"
 #include "engine/kernels/block32_avx2.h"
 #include "engine/kernels/kquant_avx2.h"
 #include "engine/kernels/matmul_kernels.h"
@@ -48,12 +50,6 @@ constexpr size_t kKc = 256;  // columns per k-block: whole quant blocks (32) and
 static_assert(kKc % kQK == 0);
 constexpr size_t kRowBlock = 64;    // rows per task
 constexpr size_t kTokenChunk = 96;  // tokens whose packed k-block stays in L2 (96 KiB)
-
-template <DType D>
-void dequant_kquant_segment(const uint8_t* row, size_t k0, size_t n, float* dst) {
-  for (size_t j = 0; j < n / kQK; ++j)
-    dequantize_kquant_block_avx2<D>(row + (k0 / kQK + j) * kKBlockBytes<D>, dst + j * kQK);
-}
 
 // d * q + m of each quant (rounded as dequantize_row rounds it) of 32-blocks [k0 / 32, (k0 + n) /
 // 32) of a row, into dst.
@@ -134,16 +130,13 @@ void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float
     case DType::Q5_1:
       return dequant_block32_segment<DType::Q5_1>(row, k0, n, dst);
     case DType::Q2_K:
-      return dequant_kquant_segment<DType::Q2_K>(row, k0, n, dst);
     case DType::Q3_K:
-      return dequant_kquant_segment<DType::Q3_K>(row, k0, n, dst);
     case DType::Q4_K:
-      return dequant_kquant_segment<DType::Q4_K>(row, k0, n, dst);
     case DType::Q5_K:
-      return dequant_kquant_segment<DType::Q5_K>(row, k0, n, dst);
     case DType::Q6_K:
-      return dequant_kquant_segment<DType::Q6_K>(row, k0, n, dst);
+      break;  // the K-quants take their integer GEMM (gemm_kquant_avx2.cpp)
   }
+  PITH_CHECK(false);
 }
 
 // Requests columns [k0, k0 + n) of a weight row into L2 ahead of their k-block. A k-block

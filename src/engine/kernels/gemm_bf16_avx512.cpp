@@ -24,6 +24,7 @@
 
 #include "common/error.h"
 #include "engine/kernels/matmul_kernels.h"
+#include "engine/kernels/simd_avx2.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")

@@ -259,19 +259,6 @@ void tile_kquant(const uint8_t* row, const ActQ8K* x0, size_t x_stride, size_t n
   for (int t = 0; t < T; ++t) y0[t * ldy] = avx2::hsum(acc[t]) - avx2::hsum(acc_min[t]);
 }
 
-// Unsigned levels of 32 quants (as in tile_kquant) -> 32 f32 values scale * q - offset, for
-// 8-element pieces; the same operations (a multiply, then a subtract) as kquants.cpp.
-inline void store_levels(__m256i q, __m256 scale, __m256 offset, float* dst) {
-  const __m128i halves[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {
-    const __m256 a = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(halves[h]));
-    const __m256 b = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(halves[h], 8)));
-    _mm256_storeu_ps(dst + 16 * h, _mm256_sub_ps(_mm256_mul_ps(scale, a), offset));
-    _mm256_storeu_ps(dst + 16 * h + 8, _mm256_sub_ps(_mm256_mul_ps(scale, b), offset));
-  }
-}
-
 // The 256 unsigned levels of one K-quant block as eight 32-byte vectors in element order:
 // Q4_K/Q5_K's q (value d * sc * q - dmin * m), Q6_K's q + 32 (value d * sc * q - 32 d * sc).
 template <DType D>
@@ -330,74 +317,6 @@ inline void kquant_levels(const uint8_t* blk, __m256i q[8]) {
       q[2 * c] = lo;
       q[2 * c + 1] = hi;
     }
-  }
-}
-
-// One K-quant block to 256 f32 values (the GEMM's weight panels), equal to dequantize_q*_k.
-template <DType D>
-void dequantize_kquant_block_avx2(const uint8_t* blk, float* dst) {
-  __m256i q[8];
-  kquant_levels<D>(blk, q);
-  if constexpr (D == DType::Q2_K || D == DType::Q3_K) {
-    // Per sub-block of 16: Q2_K (d * sc) * q - dmin * m, Q3_K (d * sc) * (q - 4), in
-    // dequantize_q2_k's / dequantize_q3_k's order.
-    float scale[16], offset[16] = {};
-    if constexpr (D == DType::Q2_K) {
-      const BlockQ2_K* w = reinterpret_cast<const BlockQ2_K*>(blk);
-      const float d = _cvtsh_ss(w->d), dmin = _cvtsh_ss(w->dmin);
-      for (int s = 0; s < 16; ++s)
-        scale[s] = d * (w->scales[s] & 15), offset[s] = dmin * (w->scales[s] >> 4);
-    } else {
-      const BlockQ3_K* w = reinterpret_cast<const BlockQ3_K*>(blk);
-      int8_t sc[16];
-      unpack_q3k_scales(w->scales, sc);
-      for (int s = 0; s < 16; ++s) scale[s] = _cvtsh_ss(w->d) * sc[s];
-    }
-    for (int j = 0; j < 8; ++j) {
-      const __m128i halves[2] = {_mm256_castsi256_si128(q[j]), _mm256_extracti128_si256(q[j], 1)};
-      for (int k = 0; k < 2; ++k) {
-        const int s = 2 * j + k;
-        const __m256 ds = _mm256_set1_ps(scale[s]), dm = _mm256_set1_ps(offset[s]);
-        const __m128i v = D == DType::Q3_K ? _mm_sub_epi8(halves[k], _mm_set1_epi8(4)) : halves[k];
-        for (int p = 0; p < 2; ++p) {
-          const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(p ? _mm_srli_si128(v, 8) : v));
-          const __m256 y = _mm256_mul_ps(ds, f);
-          _mm256_storeu_ps(dst + 16 * s + 8 * p, D == DType::Q2_K ? _mm256_sub_ps(y, dm) : y);
-        }
-      }
-    }
-  } else if constexpr (D == DType::Q6_K) {
-    const BlockQ6_K* w = reinterpret_cast<const BlockQ6_K*>(blk);
-    const float d = _cvtsh_ss(w->d);
-    for (int j = 0; j < 8; ++j) {
-      const int e = 32 * j;  // sub-blocks e / 16 (first 16) and e / 16 + 1
-      // (d * sc) * (q - 32), in dequantize_q6_k's order.
-      const __m128i halves[2] = {_mm256_castsi256_si128(q[j]), _mm256_extracti128_si256(q[j], 1)};
-      for (int k = 0; k < 2; ++k) {
-        const __m256 ds = _mm256_set1_ps(d * w->scales[e / 16 + k]);
-        const __m128i v = _mm_sub_epi8(halves[k], _mm_set1_epi8(32));
-        _mm256_storeu_ps(dst + e + 16 * k,
-                         _mm256_mul_ps(ds, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
-        _mm256_storeu_ps(
-            dst + e + 16 * k + 8,
-            _mm256_mul_ps(ds, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))));
-      }
-    }
-  } else {
-    const uint8_t* scales;
-    uint16_t d16, dmin16;
-    if constexpr (D == DType::Q4_K) {
-      const BlockQ4_K* w = reinterpret_cast<const BlockQ4_K*>(blk);
-      scales = w->scales, d16 = w->d, dmin16 = w->dmin;
-    } else {
-      const BlockQ5_K* w = reinterpret_cast<const BlockQ5_K*>(blk);
-      scales = w->scales, d16 = w->d, dmin16 = w->dmin;
-    }
-    uint8_t sc[8], m[8];
-    unpack_q4k_scales(scales, sc, m);
-    const float d = _cvtsh_ss(d16), dmin = _cvtsh_ss(dmin16);
-    for (int j = 0; j < 8; ++j)
-      store_levels(q[j], _mm256_set1_ps(d * sc[j]), _mm256_set1_ps(dmin * m[j]), dst + 32 * j);
   }
 }
 

@@ -46,6 +46,14 @@ constexpr size_t kGemmMinTokens = 24;
 // chunks stay in L2. Below kGemmMinTokens both lose to the register tiles (4 tokens: 34 vs
 // 104 GFLOP/s).
 constexpr size_t kGemmLaneMaxTokens = 128;
+// The K-quants take their integer GEMM (gemm_kquant_avx2.cpp) instead, from this many tokens
+// on: `pith bench matmul --dtype q4_k,q6_k --isa avx2` on the 8192x2048 matrix, two rounds,
+// GEMM vs these paths at 12 tokens 220-277 vs 180-256 GFLOP/s, at 16 247-302 vs 180-252, at 128
+// 453-485 vs 205-232 (the f32 GEMM).
+constexpr size_t kKquantGemmMinTokens = 16;
+bool uses_kquant_gemm(const PreparedActs& x, size_t n_tokens) {
+  return x.q8k != nullptr && n_tokens >= kKquantGemmMinTokens;
+}
 
 // ---- float weights (F32, F16, BF16): f32 FMA ----
 
@@ -327,28 +335,14 @@ void quantize_act_q8_avx2(const float* x, ActQ8* out, size_t n) {
 
 namespace {
 
-// d * q of each quantised activation, exactly representable in f32 (the GEMM's input for
-// quantised weights), in the calling thread's scratch.
+// d * q of each quantised activation of the 32-block types, exactly representable in f32 (the
+// f32 GEMM's input for their weights), in the calling thread's scratch.
 const float* dequantize_acts(ThreadPool& pool, const PreparedActs& x, size_t n_tokens,
                              size_t cols) {
   thread_local std::vector<float> deq;
   const size_t nb = x.blocks_per_token;
   if (deq.size() < n_tokens * cols) deq.resize(n_tokens * cols);
   float* out = deq.data();
-  if (x.q8k != nullptr) {
-    pool.parallel_for(n_tokens, [&](size_t t, size_t) {
-      for (size_t b = 0; b < nb; ++b) {
-        const ActQ8K& a = x.q8k[t * nb + b];
-        const __m256 d = _mm256_set1_ps(a.d);
-        for (int q = 0; q < 32; ++q) {
-          __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.qs + 8 * q));
-          _mm256_storeu_ps(out + t * cols + b * kQK + 8 * q,
-                           _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
-        }
-      }
-    });
-    return out;
-  }
   pool.parallel_for(n_tokens, [&](size_t t, size_t) {
     for (size_t b = 0; b < nb; ++b) {
       const ActQ8& a = x.q8[t * nb + b];
@@ -399,9 +393,9 @@ void for_dtype_tiles(DType dtype, Fn&& fn) {
 
 void matmul_avx2(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
                  float* y) {
+  if (uses_kquant_gemm(x, n_tokens)) return gemm_kquant_avx2(pool, w, x.q8k, n_tokens, y);
   if (n_tokens >= kGemmMinTokens) {
-    const float* xf =
-        x.q8 != nullptr || x.q8k != nullptr ? dequantize_acts(pool, x, n_tokens, w.cols) : x.f32;
+    const float* xf = x.q8 != nullptr ? dequantize_acts(pool, x, n_tokens, w.cols) : x.f32;
     if (n_tokens < kGemmLaneMaxTokens) return gemm_lanes_avx2(pool, w, xf, n_tokens, y);
     return gemm_avx2(pool, w, xf, n_tokens, y);
   }
@@ -414,9 +408,9 @@ Avx2BlockActs prepare_avx2_blocks(ThreadPool& pool, const WeightMatrix& w, const
   Avx2BlockActs a;
   a.acts = &x;
   a.n_tokens = n_tokens;
-  if (n_tokens >= kGemmMinTokens) {
-    const float* xf =
-        x.q8 != nullptr || x.q8k != nullptr ? dequantize_acts(pool, x, n_tokens, w.cols) : x.f32;
+  a.kquant_gemm = uses_kquant_gemm(x, n_tokens);
+  if (!a.kquant_gemm && n_tokens >= kGemmMinTokens) {
+    const float* xf = x.q8 != nullptr ? dequantize_acts(pool, x, n_tokens, w.cols) : x.f32;
     a.token_lanes = n_tokens < kGemmLaneMaxTokens;
     a.gemm_packed = a.token_lanes ? pack_lane_acts_avx2(pool, xf, n_tokens, w.cols)
                                   : pack_gemm_acts_avx2(pool, xf, n_tokens, w.cols);
@@ -426,6 +420,9 @@ Avx2BlockActs prepare_avx2_blocks(ThreadPool& pool, const WeightMatrix& w, const
 
 void matmul_avx2_rows(const WeightMatrix& w, const Avx2BlockActs& a, size_t t_begin, size_t t_end,
                       size_t r_begin, size_t r_end, float* y, size_t ldy) {
+  if (a.kquant_gemm)
+    return gemm_kquant_avx2_rows(w, a.acts->q8k + t_begin * a.acts->blocks_per_token,
+                                 t_end - t_begin, r_begin, r_end, y, ldy);
   if (a.gemm_packed != nullptr && a.token_lanes)
     return gemm_lanes_avx2_rows(w, a.gemm_packed, t_begin, t_end, r_begin, r_end, y, ldy);
   if (a.gemm_packed != nullptr)

@@ -10,7 +10,7 @@
 //                     The "+ m" types add m * s per block, s = fp16(amax / 127 * Σ q) as in
 //                     ggml's q8_1 blocks (so pith's logits follow llama.cpp's to ~1e-7, where
 //                     the exact d * Σ q left ~1e-2 on tiny models).
-//                     The AVX2 GEMM (many tokens) uses m * d * Σ q unrounded.
+//                     The AVX2 f32 GEMM (many tokens) uses m * d * Σ q unrounded.
 //   Q4_K, Q5_K, Q6_K: activations quantised per 256-block (ActQ8K) with the sums of each 16
 //                     quants, which turn the weights' per-sub-block mins / offsets into one
 //                     multiply per sub-block.
@@ -36,8 +36,8 @@ struct ActQ8 {
 static_assert(sizeof(ActQ8) == 40);
 
 // One 256-element block of quantised activations for K-quant weights. d keeps 16 significant
-// bits (not fp16: activations can exceed its range), so that d * q is exact in f32 and the
-// f32 GEMM sees exactly the values the integer kernels multiply.
+// bits (not fp16: activations can exceed its range), so that d * q is exact in f32 (the
+// scalar reference and every integer kernel then agree up to f32 summation order).
 struct ActQ8K {
   float d;
   int8_t qs[256];
@@ -152,6 +152,14 @@ const float* pack_lane_acts_avx2(ThreadPool& pool, const float* x, size_t n_toke
 void gemm_lanes_avx2_rows(const WeightMatrix& w, const float* xp, size_t t_begin, size_t t_end,
                           size_t r_begin, size_t r_end, float* y, size_t ldy);
 
+// The integer GEMM of the K-quants on AVX2 (gemm_kquant_avx2.cpp): 8-row panels packed per task,
+// maddubs/madd dot products. `rows` runs rows [r_begin, r_end) x n_tokens tokens (x: the first
+// token's blocks) on the calling thread into y[t * ldy + (r - r_begin)].
+void gemm_kquant_avx2(ThreadPool& pool, const WeightMatrix& w, const ActQ8K* x, size_t n_tokens,
+                      float* y);
+void gemm_kquant_avx2_rows(const WeightMatrix& w, const ActQ8K* x, size_t n_tokens, size_t r_begin,
+                           size_t r_end, float* y, size_t ldy);
+
 // matmul_avx2 split the same way: `prepare` picks the path for n_tokens (as matmul_avx2 does)
 // and does the activation work that does not depend on the rows; `rows` runs one row range of
 // tokens [t_begin, t_end) on the calling thread into y[(t - t_begin) * ldy + (r - r_begin)].
@@ -160,6 +168,7 @@ struct Avx2BlockActs {
   size_t n_tokens = 0;
   const float* gemm_packed = nullptr;  // set when the GEMM path is taken
   bool token_lanes = false;            // ... in its token-lane variant
+  bool kquant_gemm = false;            // the K-quants' integer GEMM (gemm_kquant_avx2)
 };
 Avx2BlockActs prepare_avx2_blocks(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
                                   size_t n_tokens);

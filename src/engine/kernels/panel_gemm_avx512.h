@@ -30,6 +30,7 @@
 
 #include "common/error.h"
 #include "engine/kernels/matmul_kernels.h"
+#include "engine/kernels/simd_avx2.h"
 
 // Internal linkage: each includer compiles these under its own target.
 namespace pith::kernels::panel_gemm {
@@ -38,32 +39,12 @@ namespace {
 constexpr size_t kPanelRows = 16;
 constexpr size_t kTaskRows = 64;  // rows packed per task (4 panels)
 
-// The 8 x 8 transpose of 32-bit words: out[g] lane r = in[r] lane g.
-inline void transpose8x8_epi32(__m256i v[8]) {
-  const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
-  const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
-  const __m256i t4 = _mm256_unpacklo_epi32(v[4], v[5]), t5 = _mm256_unpackhi_epi32(v[4], v[5]);
-  const __m256i t6 = _mm256_unpacklo_epi32(v[6], v[7]), t7 = _mm256_unpackhi_epi32(v[6], v[7]);
-  const __m256i s0 = _mm256_unpacklo_epi64(t0, t2), s1 = _mm256_unpackhi_epi64(t0, t2);
-  const __m256i s2 = _mm256_unpacklo_epi64(t1, t3), s3 = _mm256_unpackhi_epi64(t1, t3);
-  const __m256i s4 = _mm256_unpacklo_epi64(t4, t6), s5 = _mm256_unpackhi_epi64(t4, t6);
-  const __m256i s6 = _mm256_unpacklo_epi64(t5, t7), s7 = _mm256_unpackhi_epi64(t5, t7);
-  v[0] = _mm256_permute2x128_si256(s0, s4, 0x20);
-  v[1] = _mm256_permute2x128_si256(s1, s5, 0x20);
-  v[2] = _mm256_permute2x128_si256(s2, s6, 0x20);
-  v[3] = _mm256_permute2x128_si256(s3, s7, 0x20);
-  v[4] = _mm256_permute2x128_si256(s0, s4, 0x31);
-  v[5] = _mm256_permute2x128_si256(s1, s5, 0x31);
-  v[6] = _mm256_permute2x128_si256(s2, s6, 0x31);
-  v[7] = _mm256_permute2x128_si256(s3, s7, 0x31);
-}
-
 // 32-byte quant vectors of 16 rows (rows[r][j]) to 64-byte groups 8j .. 8j + 7 at dst.
 inline void store_groups(const __m256i rows[16], uint8_t* dst) {
   for (size_t half = 0; half < 2; ++half) {
     __m256i v[8];
     for (size_t i = 0; i < 8; ++i) v[i] = rows[half * 8 + i];
-    transpose8x8_epi32(v);
+    avx2::transpose8x8_epi32(v);
     for (size_t g = 0; g < 8; ++g)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + g * 64 + half * 32), v[g]);
   }
