@@ -1,10 +1,12 @@
 // The compute-bound path of matmul (prefill, large decode batches) for AVX2+FMA: a packed
-// f32 GEMM shared by the float and 32-block weight dtypes (the K-quants, whose small unsigned
-// levels suit int16 sums, have their own integer GEMM: gemm_kquant_avx2.cpp).
+// f32 GEMM shared by the float weight dtypes and Q4_0/Q4_1/Q5_0/Q5_1 (the K-quants and Q8_0 have
+// an integer GEMM: gemm_int8_avx2.cpp).
 //
-// Why f32: with AVX2 (no VNNI, no BF16 dot) an int8 block dot of signed quants costs ~7 vector
-// ops per 32 multiply-adds (sign, maddubs, madd, convert, scale, fma), while f32 FMA does 8 per
-// op. So weights are dequantised once into a packed f32 panel (exact for every dtype but the
+// Why f32: with AVX2 (no VNNI, no BF16 dot) an int8 block dot of one row and one token costs
+// ~7 vector ops per 32 multiply-adds (sign, maddubs, madd, convert, scale, fma), while f32 FMA
+// does 8 per op. (The integer GEMM's 8-row panels bring that to 4-5 ops per 8 x 32; the 4/5-bit
+// 32-block quants could move there too.) So weights are dequantised once into a packed f32
+// panel (exact for every dtype but the
 // "+ m" ones: fp16 scale x int8 fits in 24 bits; Q4_1/Q5_1 round d * q + m once, as
 // dequantize_row does) and reused by every token; activations are the prepared ones in f32
 // (bf16-rounded for BF16, d*q of the int8 quantisation for the 32-block types — also exact),
@@ -96,18 +98,6 @@ void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float
       }
       return;
     }
-    case DType::Q8_0: {
-      const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + k0 / 32;
-      for (size_t j = 0; j < n / 32; ++j) {
-        const __m256 d = _mm256_set1_ps(_cvtsh_ss(b[j].d));
-        for (int q = 0; q < 4; ++q) {
-          __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b[j].qs + 8 * q));
-          _mm256_storeu_ps(dst + j * 32 + 8 * q,
-                           _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
-        }
-      }
-      return;
-    }
     case DType::Q4_0: {
       const BlockQ4_0* b = reinterpret_cast<const BlockQ4_0*>(row) + k0 / 32;
       for (size_t j = 0; j < n / 32; ++j) {
@@ -129,12 +119,13 @@ void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float
       return dequant_block32_segment<DType::Q5_0>(row, k0, n, dst);
     case DType::Q5_1:
       return dequant_block32_segment<DType::Q5_1>(row, k0, n, dst);
+    case DType::Q8_0:
     case DType::Q2_K:
     case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
-      break;  // the K-quants take their integer GEMM (gemm_kquant_avx2.cpp)
+      break;  // these take the integer GEMM (gemm_int8_avx2.cpp)
   }
   PITH_CHECK(false);
 }

@@ -46,13 +46,14 @@ constexpr size_t kGemmMinTokens = 24;
 // chunks stay in L2. Below kGemmMinTokens both lose to the register tiles (4 tokens: 34 vs
 // 104 GFLOP/s).
 constexpr size_t kGemmLaneMaxTokens = 128;
-// The K-quants take their integer GEMM (gemm_kquant_avx2.cpp) instead, from this many tokens
-// on: `pith bench matmul --dtype q4_k,q6_k --isa avx2` on the 8192x2048 matrix, two rounds,
-// GEMM vs these paths at 12 tokens 220-277 vs 180-256 GFLOP/s, at 16 247-302 vs 180-252, at 128
-// 453-485 vs 205-232 (the f32 GEMM).
-constexpr size_t kKquantGemmMinTokens = 16;
-bool uses_kquant_gemm(const PreparedActs& x, size_t n_tokens) {
-  return x.q8k != nullptr && n_tokens >= kKquantGemmMinTokens;
+// The K-quants and Q8_0 take their integer GEMM (gemm_int8_avx2.cpp) instead, from this many
+// tokens on. `pith bench matmul --isa avx2` on the 8192x2048 matrix, interleaved rounds, GEMM vs
+// these paths: Q4_K/Q6_K at 12 tokens 220-277 vs 180-256 GFLOP/s, at 16 247-302 vs 180-252, at
+// 128 453-485 vs 205-232 (the f32 GEMM); Q8_0 at 12 182-248 vs 212-219 (the tiles), at 16
+// 200-248 vs 212-219, at 24 216-273 vs 172-180 (the token lanes).
+constexpr size_t kInt8GemmMinTokens = 16;
+bool uses_int8_gemm(const WeightMatrix& w, size_t n_tokens) {
+  return has_int8_gemm_avx2(w.dtype) && n_tokens >= kInt8GemmMinTokens;
 }
 
 // ---- float weights (F32, F16, BF16): f32 FMA ----
@@ -393,7 +394,7 @@ void for_dtype_tiles(DType dtype, Fn&& fn) {
 
 void matmul_avx2(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
                  float* y) {
-  if (uses_kquant_gemm(x, n_tokens)) return gemm_kquant_avx2(pool, w, x.q8k, n_tokens, y);
+  if (uses_int8_gemm(w, n_tokens)) return gemm_int8_avx2(pool, w, x, n_tokens, y);
   if (n_tokens >= kGemmMinTokens) {
     const float* xf = x.q8 != nullptr ? dequantize_acts(pool, x, n_tokens, w.cols) : x.f32;
     if (n_tokens < kGemmLaneMaxTokens) return gemm_lanes_avx2(pool, w, xf, n_tokens, y);
@@ -408,8 +409,8 @@ Avx2BlockActs prepare_avx2_blocks(ThreadPool& pool, const WeightMatrix& w, const
   Avx2BlockActs a;
   a.acts = &x;
   a.n_tokens = n_tokens;
-  a.kquant_gemm = uses_kquant_gemm(x, n_tokens);
-  if (!a.kquant_gemm && n_tokens >= kGemmMinTokens) {
+  a.int8_gemm = uses_int8_gemm(w, n_tokens);
+  if (!a.int8_gemm && n_tokens >= kGemmMinTokens) {
     const float* xf = x.q8 != nullptr ? dequantize_acts(pool, x, n_tokens, w.cols) : x.f32;
     a.token_lanes = n_tokens < kGemmLaneMaxTokens;
     a.gemm_packed = a.token_lanes ? pack_lane_acts_avx2(pool, xf, n_tokens, w.cols)
@@ -420,9 +421,7 @@ Avx2BlockActs prepare_avx2_blocks(ThreadPool& pool, const WeightMatrix& w, const
 
 void matmul_avx2_rows(const WeightMatrix& w, const Avx2BlockActs& a, size_t t_begin, size_t t_end,
                       size_t r_begin, size_t r_end, float* y, size_t ldy) {
-  if (a.kquant_gemm)
-    return gemm_kquant_avx2_rows(w, a.acts->q8k + t_begin * a.acts->blocks_per_token,
-                                 t_end - t_begin, r_begin, r_end, y, ldy);
+  if (a.int8_gemm) return gemm_int8_avx2_rows(w, *a.acts, t_begin, t_end, r_begin, r_end, y, ldy);
   if (a.gemm_packed != nullptr && a.token_lanes)
     return gemm_lanes_avx2_rows(w, a.gemm_packed, t_begin, t_end, r_begin, r_end, y, ldy);
   if (a.gemm_packed != nullptr)

@@ -152,13 +152,14 @@ const float* pack_lane_acts_avx2(ThreadPool& pool, const float* x, size_t n_toke
 void gemm_lanes_avx2_rows(const WeightMatrix& w, const float* xp, size_t t_begin, size_t t_end,
                           size_t r_begin, size_t r_end, float* y, size_t ldy);
 
-// The integer GEMM of the K-quants on AVX2 (gemm_kquant_avx2.cpp): 8-row panels packed per task,
-// maddubs/madd dot products. `rows` runs rows [r_begin, r_end) x n_tokens tokens (x: the first
-// token's blocks) on the calling thread into y[t * ldy + (r - r_begin)].
-void gemm_kquant_avx2(ThreadPool& pool, const WeightMatrix& w, const ActQ8K* x, size_t n_tokens,
-                      float* y);
-void gemm_kquant_avx2_rows(const WeightMatrix& w, const ActQ8K* x, size_t n_tokens, size_t r_begin,
-                           size_t r_end, float* y, size_t ldy);
+// The integer GEMM on AVX2 (gemm_int8_avx2.cpp) of the K-quants and Q8_0: 8-row panels packed
+// per task, maddubs/madd dot products. `rows` runs rows [r_begin, r_end) x tokens [t_begin,
+// t_end) on the calling thread into y[(t - t_begin) * ldy + (r - r_begin)].
+bool has_int8_gemm_avx2(DType dtype);
+void gemm_int8_avx2(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
+                    float* y);
+void gemm_int8_avx2_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_begin, size_t t_end,
+                         size_t r_begin, size_t r_end, float* y, size_t ldy);
 
 // matmul_avx2 split the same way: `prepare` picks the path for n_tokens (as matmul_avx2 does)
 // and does the activation work that does not depend on the rows; `rows` runs one row range of
@@ -168,7 +169,7 @@ struct Avx2BlockActs {
   size_t n_tokens = 0;
   const float* gemm_packed = nullptr;  // set when the GEMM path is taken
   bool token_lanes = false;            // ... in its token-lane variant
-  bool kquant_gemm = false;            // the K-quants' integer GEMM (gemm_kquant_avx2)
+  bool int8_gemm = false;              // the integer GEMM (gemm_int8_avx2)
 };
 Avx2BlockActs prepare_avx2_blocks(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
                                   size_t n_tokens);

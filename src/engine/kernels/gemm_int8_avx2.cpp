@@ -1,18 +1,21 @@
-// The compute-bound path of matmul for the K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) on AVX2 CPUs
-// (prefill and large decode batches): integer dot products on 8-row panels.
+// The compute-bound path of matmul on AVX2 CPUs (prefill and large decode batches) for the
+// K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and Q8_0: integer dot products on 8-row panels.
 //
 // Why not the f32 GEMM (gemm_avx2.cpp) the other dtypes take: it is bound by f32 FMA, 8
-// multiply-adds per instruction. The K-quants' levels are small unsigned integers (at most 6
-// bits), so one vpmaddubsw does 32 multiply-adds of levels by int8 activations into int16
-// pairs that cannot overflow, and several of them can be summed in int16 before vpmaddwd
-// applies the unit's scale and widens to int32: for Q4_K one unit of 32 columns x 8 rows costs
-// 8 maddubs + 7 int16 adds + 1 madd + 1 int32 add per token, where f32 FMA needs 32 FMAs.
-// The panel layout is the AVX-512 VNNI one (gemm_vnni_avx512.cpp) at half the width: a 32-byte
-// group holds 4 columns of each of the 8 rows, and the token's 4 activation bytes are
-// broadcast, so a tile's int32 lanes are the 8 rows' sums with no horizontal reduction.
+// multiply-adds per instruction, and ran at ~0.8 of that peak. vpmaddubsw does 32 multiply-adds
+// of unsigned by signed bytes into int16 pairs. The K-quants' levels are small unsigned integers
+// (at most 6 bits), so two groups' products can be summed in int16 before vpmaddwd applies the
+// unit's scale and widens to int32: per token, 64 multiply-adds x 8 rows cost 2 maddubs + 1
+// int16 add + 1 madd + 1 int32 add, where f32 FMA needs 64 FMAs. Q8_0's levels are signed, so
+// each group takes the sign trick (|w| against a with w's sign) and its own madd: 4 ops per 32
+// multiply-adds x 8 rows, which still runs ~1.4x the f32 GEMM (the integer ops spread over more
+// ports than FMA). The panel layout is the AVX-512 VNNI one (gemm_vnni_avx512.cpp) at half the
+// width: a 32-byte group holds 4 columns of each of the 8 rows, and the token's 4 activation
+// bytes are broadcast, so a tile's int32 lanes are the 8 rows' sums with no horizontal
+// reduction.
 //
-// Packing (per task of up to kTaskRows rows, all K, into the worker's scratch; reused by every
-// token), per 8-row panel and 256-block (Format<D>):
+// Packing (per task of up to kTaskPanels panels, all K, into the worker's scratch; reused by
+// every token), per 8-row panel and 256-block of a K-quant (Format<D>):
 //   the 256 levels as 64 groups of 32 bytes, group G holding for each row r the levels of
 //     columns [4G, 4G + 4) (8 x 8 transposes of 32-bit words of kquant_levels' vectors);
 //   per unit u (32 columns for Q4_K/Q5_K, 16 for the others) the int16 scale pairs
@@ -23,6 +26,7 @@
 //   d and dmin per row (f32; Q3_K/Q6_K subtract their offsets in int32 instead).
 // Per block: acc = Σ_u sc_u Σ q·a, off = Σ_j o_j sum_j (exact int32), then
 // y += d_a (d acc - dmin off): the math of dot_q*k_scalar, only the f32 summation order differs.
+// Q8_0 (Q8Format): per 32-block the 8 groups of quants as stored, then d per row.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -134,11 +138,26 @@ void pack_panel(const uint8_t* w0, size_t w_stride, size_t n_rows, size_t nb, ui
   }
 }
 
+// y[t * ldy + lane] = acc[t] lane, for the `valid` real rows of the panel.
+template <int T>
+void store_tile(const __m256 (&acc)[T], float* y, size_t ldy, size_t valid) {
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    if (valid == kPanelRows) {
+      _mm256_storeu_ps(y + t * ldy, acc[t]);
+    } else {
+      alignas(32) float tmp[kPanelRows];
+      _mm256_store_ps(tmp, acc[t]);
+      std::memcpy(y + t * ldy, tmp, valid * sizeof(float));
+    }
+  }
+}
+
 // y[t * ldy + lane] = the panel's rows against token t, for T tokens over nb blocks; `valid`
 // rows (the panel's real ones) are stored.
 template <DType D, int T>
-void tile(const uint8_t* panel, const ActQ8K* x, const int32_t* sums32, size_t nb, float* y,
-          size_t ldy, size_t valid) {
+void tile_kquant(const uint8_t* panel, const ActQ8K* x, const int32_t* sums32, size_t nb, float* y,
+                 size_t ldy, size_t valid) {
   using F = Format<D>;
   __m256 accf[T];
 #pragma GCC unroll 8
@@ -199,44 +218,126 @@ void tile(const uint8_t* panel, const ActQ8K* x, const int32_t* sums32, size_t n
       accf[t] = _mm256_fmadd_ps(v, _mm256_set1_ps(x[t * nb + b].d), accf[t]);
     }
   }
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) {
-    if (valid == kPanelRows) {
-      _mm256_storeu_ps(y + t * ldy, accf[t]);
-    } else {
-      alignas(32) float tmp[kPanelRows];
-      _mm256_store_ps(tmp, accf[t]);
-      std::memcpy(y + t * ldy, tmp, valid * sizeof(float));
-    }
-  }
+  store_tile<T>(accf, y, ldy, valid);
 }
 
-// Tokens per tile (4 int32 sums live beside the two weight vectors; 6 tokens, or 2 panels x 3
-// tokens, measured slower).
-constexpr int kTileTokens = 4;
-
+// The K-quants in the loop nest's terms (below).
 template <DType D>
-void rows_impl(const WeightMatrix& w, const ActQ8K* x, size_t n_tokens, size_t r_begin,
+struct KquantFormat {
+  using Act = ActQ8K;
+  static constexpr size_t kCols = kQK;
+  // Tokens per tile (4 int32 sums live beside the two weight vectors; 6 tokens, or 2 panels x
+  // 3 tokens, measured slower).
+  static constexpr int kTileTokens = 4;
+  static constexpr size_t kBytes = Format<D>::kBytes;
+  // Q4_K/Q5_K: each activation unit's sum, as int16 pairs (sum 2c, sum 2c + 1) in word c.
+  static constexpr size_t kSideWords = Format<D>::kBigUnits ? 4 : 0;
+  static void side(const ActQ8K& a, int32_t* out) {
+    for (int c = 0; c < 4; ++c) {
+      const int16_t* bs = a.bsums + 4 * c;
+      const auto lo = static_cast<uint16_t>(bs[0] + bs[1]);
+      const auto hi = static_cast<uint16_t>(bs[2] + bs[3]);
+      out[c] = static_cast<int32_t>(uint32_t{hi} << 16 | lo);
+    }
+  }
+  static void pack(const uint8_t* w0, size_t w_stride, size_t n_rows, size_t nb, uint8_t* dst) {
+    pack_panel<D>(w0, w_stride, n_rows, nb, dst);
+  }
+  template <int T>
+  static void tile(const uint8_t* panel, const ActQ8K* x, const int32_t* side, size_t nb, float* y,
+                   size_t ldy, size_t valid) {
+    tile_kquant<D, T>(panel, x, side, nb, y, ldy, valid);
+  }
+};
+
+// ---- Q8_0: signed levels, the sign trick per group ----
+//
+// Per panel and 32-block: the 8 groups of 32 bytes (group G: quants 4G..4G+3 of each row, as
+// stored), then d per row (f32). vpmaddubsw wants one unsigned operand: |w| against a
+// with w's sign (vpsignb), each pair sum at most 2 x 128 x 127 < 2^15, but two of them no longer
+// fit int16, so each group is widened by a madd with ones.
+struct Q8Format {
+  using Act = ActQ8;
+  static constexpr size_t kCols = 32;
+  // 3 tokens per tile: 2-5 % over 4 and 6 (`bench matmul --dtype q8_0 --isa avx2`, 64 and 512
+  // tokens, three interleaved rounds), 8 slower still.
+  static constexpr int kTileTokens = 3;
+  static constexpr size_t kD = 8 * 32;
+  static constexpr size_t kBytes = kD + 32;
+
+  static void pack(const uint8_t* w0, size_t w_stride, size_t n_rows, size_t nb, uint8_t* dst) {
+    for (size_t b = 0; b < nb; ++b, dst += kBytes) {
+      __m256i v[8];
+      float* d = reinterpret_cast<float*>(dst + kD);
+      for (size_t r = 0; r < kPanelRows; ++r) {
+        v[r] = _mm256_setzero_si256();
+        d[r] = 0.0f;
+        if (r < n_rows) {
+          const auto* blk = reinterpret_cast<const BlockQ8_0*>(w0 + r * w_stride) + b;
+          v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));
+          d[r] = _cvtsh_ss(blk->d);
+        }
+      }
+      avx2::transpose8x8_epi32(v);
+      for (int g = 0; g < 8; ++g)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + g * 32), v[g]);
+    }
+  }
+
+  static constexpr size_t kSideWords = 0;
+  static void side(const ActQ8&, int32_t*) {}
+
+  template <int T>
+  static void tile(const uint8_t* panel, const ActQ8* x, const int32_t*, size_t nb, float* y,
+                   size_t ldy, size_t valid) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 accf[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) accf[t] = _mm256_setzero_ps();
+    for (size_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = panel + b * kBytes;
+      __m256i acc[T];
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + g * 32));
+        const __m256i aw = _mm256_abs_epi8(w);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          int32_t a4;
+          std::memcpy(&a4, x[t * nb + b].qs + 4 * g, 4);
+          const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(a4), w));
+          acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, ones));
+        }
+      }
+      const __m256 d = _mm256_loadu_ps(reinterpret_cast<const float*>(blk + kD));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t)
+        accf[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]),
+                                  _mm256_mul_ps(d, _mm256_set1_ps(x[t * nb + b].d)), accf[t]);
+    }
+    store_tile<T>(accf, y, ldy, valid);
+  }
+};
+
+// Rows [r_begin, r_end) x n_tokens tokens (x: the first token's activation blocks) on the
+// calling thread into y[t * ldy + (r - r_begin)].
+template <typename F>
+void rows_impl(const WeightMatrix& w, const typename F::Act* x, size_t n_tokens, size_t r_begin,
                size_t r_end, float* y, size_t ldy) {
-  using F = Format<D>;
-  const size_t nb = w.cols / kQK, panel_bytes = nb * F::kBytes;
+  const size_t nb = w.cols / F::kCols, panel_bytes = nb * F::kBytes;
   const size_t task_panels = std::clamp<size_t>(kTaskPanelBytes / panel_bytes, 1, kTaskPanels);
   const size_t task_rows = task_panels * kPanelRows;
+  constexpr int kTileTokens = F::kTileTokens;
   // Tokens per pass over a task's panels: their activations (~128 KiB) stay in L2.
   size_t chunk = std::max<size_t>(
-      kTileTokens, (size_t{128} << 10) / (nb * sizeof(ActQ8K)) / kTileTokens * kTileTokens);
+      kTileTokens, (size_t{128} << 10) / (nb * sizeof(*x)) / kTileTokens * kTileTokens);
   chunk = std::min(chunk, n_tokens);
-  // Q4_K/Q5_K: each activation unit's sum, as int16 pairs (sum 2c, sum 2c + 1) in word c.
-  thread_local std::vector<int32_t> sums32;
-  if constexpr (F::kBigUnits) {
-    if (sums32.size() < n_tokens * nb * 4) sums32.resize(n_tokens * nb * 4);
-    for (size_t i = 0; i < n_tokens * nb; ++i)
-      for (int c = 0; c < 4; ++c) {
-        const int16_t* bs = x[i].bsums + 4 * c;
-        const auto lo = static_cast<uint16_t>(bs[0] + bs[1]);
-        const auto hi = static_cast<uint16_t>(bs[2] + bs[3]);
-        sums32[i * 4 + c] = static_cast<int32_t>(uint32_t{hi} << 16 | lo);
-      }
+  thread_local std::vector<int32_t> side;
+  if constexpr (F::kSideWords > 0) {
+    if (side.size() < n_tokens * nb * F::kSideWords) side.resize(n_tokens * nb * F::kSideWords);
+    for (size_t i = 0; i < n_tokens * nb; ++i) F::side(x[i], side.data() + i * F::kSideWords);
   }
   thread_local std::vector<uint8_t> pack_buf;
   if (pack_buf.size() < task_panels * panel_bytes + 64)
@@ -247,8 +348,8 @@ void rows_impl(const WeightMatrix& w, const ActQ8K* x, size_t n_tokens, size_t r
     const size_t n_panels = (nr + kPanelRows - 1) / kPanelRows;
     for (size_t p = 0; p < n_panels; ++p) {
       const size_t r = r0 + p * kPanelRows;
-      pack_panel<D>(w.row(r), w.row_bytes(), std::min(kPanelRows, r0 + nr - r), nb,
-                    packed + p * panel_bytes);
+      F::pack(w.row(r), w.row_bytes(), std::min(kPanelRows, r0 + nr - r), nb,
+              packed + p * panel_bytes);
     }
     for (size_t t0 = 0; t0 < n_tokens; t0 += chunk) {
       const size_t t_end = std::min(n_tokens, t0 + chunk);
@@ -257,9 +358,9 @@ void rows_impl(const WeightMatrix& w, const ActQ8K* x, size_t n_tokens, size_t r
         for (size_t t = t0; t < t_end; t += kTileTokens) {
           const int nt = static_cast<int>(std::min<size_t>(kTileTokens, t_end - t));
           for_tile<1, kTileTokens>(1, nt, [&]<int, int T>() {
-            tile<D, T>(packed + p * panel_bytes, x + t * nb,
-                       F::kBigUnits ? sums32.data() + t * nb * 4 : nullptr, nb,
-                       y + t * ldy + (r - r_begin), ldy, valid);
+            F::template tile<T>(packed + p * panel_bytes, x + t * nb,
+                                F::kSideWords > 0 ? side.data() + t * nb * F::kSideWords : nullptr,
+                                nb, y + t * ldy + (r - r_begin), ldy, valid);
           });
         }
       }
@@ -269,31 +370,38 @@ void rows_impl(const WeightMatrix& w, const ActQ8K* x, size_t n_tokens, size_t r
 
 }  // namespace
 
-void gemm_kquant_avx2_rows(const WeightMatrix& w, const ActQ8K* x, size_t n_tokens, size_t r_begin,
-                           size_t r_end, float* y, size_t ldy) {
+bool has_int8_gemm_avx2(DType dtype) {
+  return is_kquant(dtype) || dtype == DType::Q8_0;
+}
+
+void gemm_int8_avx2_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_begin, size_t t_end,
+                         size_t r_begin, size_t r_end, float* y, size_t ldy) {
+  const size_t n = t_end - t_begin, first = t_begin * x.blocks_per_token;
   switch (w.dtype) {
+    case DType::Q8_0:
+      return rows_impl<Q8Format>(w, x.q8 + first, n, r_begin, r_end, y, ldy);
     case DType::Q2_K:
-      return rows_impl<DType::Q2_K>(w, x, n_tokens, r_begin, r_end, y, ldy);
+      return rows_impl<KquantFormat<DType::Q2_K>>(w, x.q8k + first, n, r_begin, r_end, y, ldy);
     case DType::Q3_K:
-      return rows_impl<DType::Q3_K>(w, x, n_tokens, r_begin, r_end, y, ldy);
+      return rows_impl<KquantFormat<DType::Q3_K>>(w, x.q8k + first, n, r_begin, r_end, y, ldy);
     case DType::Q4_K:
-      return rows_impl<DType::Q4_K>(w, x, n_tokens, r_begin, r_end, y, ldy);
+      return rows_impl<KquantFormat<DType::Q4_K>>(w, x.q8k + first, n, r_begin, r_end, y, ldy);
     case DType::Q5_K:
-      return rows_impl<DType::Q5_K>(w, x, n_tokens, r_begin, r_end, y, ldy);
+      return rows_impl<KquantFormat<DType::Q5_K>>(w, x.q8k + first, n, r_begin, r_end, y, ldy);
     case DType::Q6_K:
-      return rows_impl<DType::Q6_K>(w, x, n_tokens, r_begin, r_end, y, ldy);
+      return rows_impl<KquantFormat<DType::Q6_K>>(w, x.q8k + first, n, r_begin, r_end, y, ldy);
     default:
       PITH_CHECK(false);
   }
 }
 
-void gemm_kquant_avx2(ThreadPool& pool, const WeightMatrix& w, const ActQ8K* x, size_t n_tokens,
-                      float* y) {
+void gemm_int8_avx2(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
+                    float* y) {
   constexpr size_t kRowsPerTask = kTaskPanels * kPanelRows;
   const size_t n_tasks = (w.rows + kRowsPerTask - 1) / kRowsPerTask;
   pool.parallel_for(n_tasks, [&](size_t task, size_t) {
     const size_t r0 = task * kRowsPerTask;
-    gemm_kquant_avx2_rows(w, x, n_tokens, r0, std::min(w.rows, r0 + kRowsPerTask), y + r0, w.rows);
+    gemm_int8_avx2_rows(w, x, 0, n_tokens, r0, std::min(w.rows, r0 + kRowsPerTask), y + r0, w.rows);
   });
 }
 
