@@ -54,8 +54,8 @@ inline bool outranks(const KvRank& a, const KvRank& b) {
 struct SuspendCandidate {
   uint64_t id = 0;
   KvRank rank;
-  size_t private_pages = 0;  // what suspending it would give back
-  int64_t idle_ns = -1;      // time since its last call while it has nothing queued; -1: busy
+  size_t frees = 0;      // what suspending it would give back: private pages, or states
+  int64_t idle_ns = -1;  // time since its last call while it has nothing queued; -1: busy
 };
 
 // The order in which to suspend candidates to make room for `requester`: first those idle for at
@@ -65,7 +65,7 @@ inline std::vector<uint64_t> suspension_order(std::span<const SuspendCandidate> 
                                               const KvRank& requester, int64_t idle_after_ns) {
   std::vector<const SuspendCandidate*> idle, outranked;
   for (const SuspendCandidate& c : candidates) {
-    if (c.private_pages == 0) continue;
+    if (c.frees == 0) continue;
     if (idle_after_ns > 0 && c.idle_ns >= idle_after_ns)
       idle.push_back(&c);
     else if (outranks(requester, c.rank))

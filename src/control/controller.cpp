@@ -117,7 +117,12 @@ void Controller::release_refs_locked(const PendingCall& call) {
     spaces_.page_refs().release(call.held_pages);
   }
   spaces_.embed_refs().release(call.held_embeds);
-  spaces_.state_refs().release(call.held_states);
+  if (spaces_.suspended(call.owner)) {
+    for (uint32_t s : call.held_states)  // likewise its swapped states
+      if (!spaces_.is_state_swapped(call.owner, s)) spaces_.state_refs().release(s);
+  } else {
+    spaces_.state_refs().release(call.held_states);
+  }
 }
 
 void Controller::drop_pending_locked(Queue& queue, const char* why, Deferred& deferred) {

@@ -73,7 +73,7 @@ struct ControllerOptions {
   KvPressure kv_pressure = KvPressure::Suspend;  // --kv-pressure
   Preemption preemption = Preemption::Swap;      // --preemption-mode
   size_t swap_bytes =
-      size_t{4} << 30;  // host memory for suspended instances' pages (--swap-memory)
+      size_t{4} << 30;  // host memory for suspended instances' pages and states (--swap-memory)
   // An instance with nothing queued for this long may be suspended by any instance that needs
   // pages, whatever their ranks (an agent waiting for its user); 0: never.
   int64_t idle_suspend_ns = 1'000'000'000;
@@ -114,8 +114,9 @@ struct ControllerGauges {
   uint32_t instances_restoring = 0;  // resumed instances whose dropped pages are recomputing
   uint64_t suspensions = 0, resumes = 0;
   uint64_t pages_swapped_out = 0, pages_swapped_in = 0;
-  uint64_t swap_bytes = 0;  // host memory held by suspended instances' pages now
-  int64_t swap_ns = 0;      // time spent saving and loading pages
+  uint64_t states_swapped_out = 0, states_swapped_in = 0;  // recurrent states (hybrid models)
+  uint64_t swap_bytes = 0;  // host memory held by suspended instances' pages and states now
+  int64_t swap_ns = 0;      // time spent saving and loading pages and states
   // Recompute preemption: pages dropped instead of saved, the tokens that rebuilt them, and the
   // time from each resume to the end of its recompute.
   uint64_t pages_dropped = 0, tokens_recomputed = 0;
@@ -304,13 +305,22 @@ class Controller {
   // The same for state allocations (controller_states.cpp); true while one still waits.
   bool relieve_state_waits_locked(Deferred& wakes);
   bool others_hold_states_locked(InstanceId id) const;
-  void make_room_locked(InstanceId requester, size_t need, int64_t now);
+  // States promised to woken waiters that have not taken them yet, and what is free beyond them.
+  uint32_t states_promised_locked() const;
+  uint32_t states_available_locked() const;
+  // Makes `need` pages (or recurrent states) available to `requester`: evicts prefix-cache
+  // entries, then suspends instances it outranks or that sit idle, if that is enough.
+  enum class Pool { Pages, States };
+  void make_room_locked(InstanceId requester, Pool pool, size_t need, int64_t now);
   // The pages only this instance references (with its references on each), and when asked every
   // page it references (its handles and its queued calls').
   void private_pages_locked(InstanceId id, std::vector<uint32_t>& pages,
                             std::vector<uint32_t>& refs,
                             std::vector<uint32_t>* visible = nullptr) const;
-  size_t suspend_locked(InstanceId victim);  // pages freed
+  // The same for its recurrent states.
+  void private_states_locked(InstanceId id, std::vector<uint32_t>& states,
+                             std::vector<uint32_t>& refs) const;
+  void suspend_locked(InstanceId victim);
   bool resume_locked(InstanceId id, Deferred& deferred);
   void end_instance_locked(InstanceId id, const std::string& why, Deferred& deferred);
   // Recompute preemption: what a batch writes, recorded before it runs; the queue that rebuilds

@@ -8,9 +8,11 @@
 // runtime parks the guest. Between batches the dispatcher wakes the waiters, oldest first, once
 // enough states are free; a woken instance calls again (the states are not reserved, so it may
 // wait again). An instance that fails fast or cannot be woken, and one whose wait nobody could
-// ever end (every other holder waits too, or there is none), gets OutOfStates at once. States
-// are not swapped out: an instance waiting for states frees none, so the holders it waits for
-// are the ones that end or deallocate.
+// ever end (every other holder waits too, or there is none), gets OutOfStates at once.
+// Like a KV wait, a state wait may suspend instances it outranks or that sit idle
+// (kv_suspension.cpp: their private states, and pages, go to host memory and come back into
+// fresh slots when they resume); otherwise the holders it waits for are the ones that end or
+// deallocate.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -36,7 +38,9 @@ Result<void> Controller::alloc_states(InstanceId id, uint32_t n, std::vector<uin
     state_waits_.erase(w);
     if (wait.refused) return *wait.refused;
   }
-  auto r = spaces_.alloc_states(id, n, handles);
+  if (auto client = kv_clients_.find(id); client != kv_clients_.end())
+    client->second.last_active_ns = now_ns();
+  auto r = spaces_.alloc_states(id, n, handles, states_promised_locked());
   if (r) {
     // Emptied by the dispatcher before the next batch runs: no call can name them before that.
     const HandleTable& table = *spaces_.state_table(id);
@@ -57,6 +61,8 @@ Result<void> Controller::alloc_states(InstanceId id, uint32_t n, std::vector<uin
 
 Result<void> Controller::dealloc_states(InstanceId id, std::span<const uint32_t> handles) {
   std::lock_guard lock(mu_);
+  // A suspended instance's states may be in host memory, their slot ids stale: it waits.
+  if (auto r = resident_or_wait_locked(id); !r) return r;
   if (!state_waits_.empty()) work_cv_.notify_one();
   return spaces_.dealloc_states(id, handles);
 }
@@ -64,7 +70,7 @@ Result<void> Controller::dealloc_states(InstanceId id, std::span<const uint32_t>
 Result<void> Controller::copy_state(InstanceId id, QueueId q, uint32_t src_handle,
                                     uint32_t dst_handle, CallCompletion done) {
   std::lock_guard lock(mu_);
-  if (!spaces_.has_instance(id)) return Failure{Status::Terminated, "unknown instance"};
+  if (auto r = resident_or_wait_locked(id); !r) return r;
   if (!find_queue(id, q)) return Failure{Status::BadHandle, fmt::format("unknown queue {}", q)};
   return submit(id, q, build_copy_state(*spaces_.state_table(id), src_handle, dst_handle),
                 std::move(done));
@@ -73,6 +79,7 @@ Result<void> Controller::copy_state(InstanceId id, QueueId q, uint32_t src_handl
 Result<void> Controller::export_state(InstanceId id, const std::string& name, uint32_t handle,
                                       bool persistent) {
   std::lock_guard lock(mu_);
+  if (auto r = resident_or_wait_locked(id); !r) return r;
   return spaces_.export_state(id, name, handle, persistent);
 }
 
@@ -95,22 +102,33 @@ bool Controller::others_hold_states_locked(InstanceId id) const {
   return false;
 }
 
+uint32_t Controller::states_promised_locked() const {
+  uint32_t n = 0;
+  for (const auto& [_, w] : state_waits_)
+    if (w.ready && !w.refused) n += w.n;
+  return n;
+}
+
+uint32_t Controller::states_available_locked() const {
+  const uint32_t free = spaces_.states_free(), promised = states_promised_locked();
+  return free > promised ? free - promised : 0;
+}
+
 bool Controller::relieve_state_waits_locked(Deferred& wakes) {
   if (state_waits_.empty()) return false;
   std::vector<std::pair<int64_t, InstanceId>> order;  // oldest first
   for (const auto& [id, w] : state_waits_)
     if (!w.ready && !w.refused) order.emplace_back(w.since_ns, id);
   std::sort(order.begin(), order.end());
-  uint32_t promised = 0;  // states the instances woken here will take
   bool blocked = false;
+  const int64_t now = now_ns();
   for (const auto& [since, id] : order) {
     StateWait& w = state_waits_.at(id);
-    const uint32_t need = promised + w.n;
-    if (spaces_.states_free() < need) spaces_.evict_state_checkpoints(need - spaces_.states_free());
-    if (spaces_.states_free() >= need) {
-      promised = need;
+    // Beyond what earlier waiters were promised (ready ones count until they take their states).
+    if (states_available_locked() < w.n) make_room_locked(id, Pool::States, w.n, now);
+    if (states_available_locked() >= w.n) {
       w.ready = true;
-      counters_.state_wait_ns += static_cast<uint64_t>(now_ns() - since);
+      counters_.state_wait_ns += static_cast<uint64_t>(now - since);
       wake_locked(id, wakes);
       continue;
     }

@@ -11,10 +11,11 @@
 // the instance. The walk stops at the first one that still does not fit, so a large request is
 // not starved by smaller ones behind it.
 //
-// Suspending an instance saves the pages only it references (its handles and its queued calls)
-// through the backend, frees them and skips its queues; its other calls that touch pages answer
-// Waiting. Resuming takes fresh pages, loads the images and rewrites the instance's handles and
-// queued calls from the old ids to the new ones.
+// Suspending an instance saves the pages and recurrent states only it references (its handles and
+// its queued calls) through the backend, frees them and skips its queues; its other calls that
+// touch pages or states answer Waiting. Resuming takes fresh pages and states, loads the images
+// and rewrites the instance's handles and queued calls from the old ids to the new ones. A state
+// allocation that waits (controller_states.cpp) makes room the same way (make_room_locked).
 //
 // Under recompute preemption the pages that have a recipe (kv_provenance.h) are not saved but
 // dropped: resuming gives them fresh pages too, and a restore queue of the controller's own, at
@@ -37,24 +38,35 @@ Failure waiting() {
   return {Status::Waiting, "waiting for KV memory"};
 }
 
-// Rewrites a queued call's page ids after a swap-in (pages, copy ends, references, and the
-// scheduler's conflict sets).
-void relocate(PendingCall& call, CallInfo& info,
-              const std::unordered_map<uint32_t, uint32_t>& moved) {
-  auto fix = [&](uint32_t& p) {
-    auto it = moved.find(p);
-    if (it != moved.end()) p = it->second;
+using IdMap = std::unordered_map<uint32_t, uint32_t>;
+
+// Rewrites a queued call's page and state ids after a swap-in (pages, states, copy ends,
+// references, and the scheduler's conflict sets, where states carry kStateTag).
+void relocate(PendingCall& call, CallInfo& info, const IdMap& moved, const IdMap& moved_states) {
+  auto fix = [](const IdMap& map, uint32_t& id) {
+    auto it = map.find(id);
+    if (it != map.end()) id = it->second;
   };
-  for (uint32_t& p : call.held_pages) fix(p);
-  for (uint32_t& p : info.reads)
-    if (!(p & (kEmbedTag | kStateTag))) fix(p);
-  for (uint32_t& p : info.writes)
-    if (!(p & (kEmbedTag | kStateTag))) fix(p);
+  auto fix_tagged = [&](uint32_t& id) {
+    if (id & kEmbedTag) return;
+    if (!(id & kStateTag)) return fix(moved, id);
+    uint32_t s = id & ~kStateTag;
+    fix(moved_states, s);
+    id = s | kStateTag;
+  };
+  for (uint32_t& p : call.held_pages) fix(moved, p);
+  for (uint32_t& s : call.held_states) fix(moved_states, s);
+  for (uint32_t& p : info.reads) fix_tagged(p);
+  for (uint32_t& p : info.writes) fix_tagged(p);
   if (auto* f = std::get_if<ForwardCall>(&call.call)) {
-    for (uint32_t& p : f->seq.kv_pages) fix(p);
+    for (uint32_t& p : f->seq.kv_pages) fix(moved, p);
+    if (f->seq.state_slot != SequenceInput::kNoState) fix(moved_states, f->seq.state_slot);
   } else if (auto* c = std::get_if<CopyKvCall>(&call.call)) {
-    fix(c->src);
-    fix(c->dst);
+    fix(moved, c->src);
+    fix(moved, c->dst);
+  } else if (auto* cs = std::get_if<CopyStateCall>(&call.call)) {
+    fix(moved_states, cs->src);
+    fix(moved_states, cs->dst);
   }
 }
 
@@ -180,10 +192,25 @@ void Controller::private_pages_locked(InstanceId id, std::vector<uint32_t>& page
   }
 }
 
-size_t Controller::suspend_locked(InstanceId victim) {
-  std::vector<uint32_t> pages, refs, visible;
-  private_pages_locked(victim, pages, refs, provenance_ ? &visible : nullptr);
-  if (pages.empty()) return 0;
+void Controller::private_states_locked(InstanceId id, std::vector<uint32_t>& states,
+                                       std::vector<uint32_t>& refs) const {
+  std::vector<uint32_t> pending;  // the state references its queued calls hold
+  for (QueueId q : spaces_.queues_of(id)) {
+    auto it = queues_.find(q);
+    if (it == queues_.end()) continue;
+    for (const auto& call : it->second.calls)
+      pending.insert(pending.end(), call->held_states.begin(), call->held_states.end());
+  }
+  spaces_.private_states(id, pending, states, refs);
+}
+
+void Controller::suspend_locked(InstanceId victim) {
+  ResourceSpaces::SwapOut out;
+  std::vector<uint32_t> visible;
+  std::vector<uint32_t>& pages = out.pages;
+  private_pages_locked(victim, pages, out.page_refs, provenance_ ? &visible : nullptr);
+  private_states_locked(victim, out.states, out.state_refs);
+  if (pages.empty() && out.states.empty()) return;
   // Recompute preemption: the pages with a recipe go last and are dropped, not saved.
   size_t n_saved = pages.size();
   if (provenance_) {
@@ -194,21 +221,37 @@ size_t Controller::suspend_locked(InstanceId victim) {
     std::vector<uint32_t> ordered_pages(pages.size()), ordered_refs(pages.size());
     for (size_t i = 0; i < order.size(); ++i) {
       ordered_pages[i] = pages[order[i]];
-      ordered_refs[i] = refs[order[i]];
+      ordered_refs[i] = out.page_refs[order[i]];
     }
     pages = std::move(ordered_pages);
-    refs = std::move(ordered_refs);
+    out.page_refs = std::move(ordered_refs);
     n_saved = front;
   }
   const std::span<const uint32_t> saved(pages.data(), n_saved);
   const size_t bytes = n_saved * backend_.kv_page_bytes();
-  if (spaces_.swap_bytes() + bytes > options_.swap_bytes) return 0;  // host swap space is full
-  std::vector<std::byte> image(bytes);
+  const size_t state_bytes = out.states.size() * backend_.state_bytes();
+  if (spaces_.swap_bytes() + bytes + state_bytes > options_.swap_bytes)
+    return;  // host swap space is full
+  out.page_image.resize(bytes);
+  out.state_image.resize(state_bytes);
   const int64_t t0 = now_ns();
   try {
-    if (n_saved > 0) backend_.save_kv_pages(saved, image);
+    if (!out.states.empty() && !states_to_clear_.empty()) {
+      // A state allocated since the last batch is still uncleared: empty it now (those still
+      // allocated, as take_locked does), or its image would carry a previous owner's contents
+      // into the fresh slot.
+      std::vector<uint32_t> clear;
+      for (uint32_t st : states_to_clear_)
+        if (spaces_.state_refs().count(st) > 0) clear.push_back(st);
+      std::sort(clear.begin(), clear.end());
+      clear.erase(std::unique(clear.begin(), clear.end()), clear.end());
+      backend_.clear_states(clear);
+      states_to_clear_.clear();
+    }
+    if (n_saved > 0) backend_.save_kv_pages(saved, out.page_image);
+    if (!out.states.empty()) backend_.save_states(out.states, out.state_image);
   } catch (const std::exception&) {
-    return 0;  // the instance keeps running; the one that wanted pages waits longer
+    return;  // the instance keeps running; the one that wanted pages or states waits longer
   }
   counters_.swap_ns += now_ns() - t0;
   if (provenance_) {
@@ -217,15 +260,14 @@ size_t Controller::suspend_locked(InstanceId victim) {
     counters_.pages_dropped += detached.size();
     if (!detached.empty()) dropped_[victim] = std::move(detached);
   }
-  const size_t freed = pages.size();
-  spaces_.swap_out(victim, std::move(pages), std::move(refs), std::move(image));
+  counters_.states_swapped_out += out.states.size();
+  spaces_.swap_out(victim, std::move(out));
   if (auto w = alloc_waits_.find(victim); w != alloc_waits_.end() && w->second.granted) {
     reserved_pages_ -= w->second.n;  // asks again once it is back
     w->second.granted = false;
   }
   ++counters_.suspensions;
   counters_.pages_swapped_out += n_saved;
-  return freed;
 }
 
 void Controller::end_instance_locked(InstanceId id, const std::string& why, Deferred& deferred) {
@@ -238,30 +280,43 @@ bool Controller::resume_locked(InstanceId id, Deferred& deferred) {
   ResourceSpaces::SwapIn in = spaces_.swap_in(id);
   // Queued calls move to the fresh ids first, so that every reference is consistent whatever
   // the load does.
-  std::unordered_map<uint32_t, uint32_t> moved;
+  IdMap moved, moved_states;
   for (size_t i = 0; i < in.stale.size(); ++i) moved.emplace(in.stale[i], in.fresh[i]);
+  for (size_t i = 0; i < in.stale_states.size(); ++i)
+    moved_states.emplace(in.stale_states[i], in.fresh_states[i]);
   for (QueueId q : spaces_.queues_of(id)) {
     auto it = queues_.find(q);
     if (it == queues_.end()) continue;
     Queue& queue = it->second;
     for (size_t i = 0; i < queue.calls.size(); ++i)
-      relocate(*queue.calls[i], queue.infos[i], moved);
+      relocate(*queue.calls[i], queue.infos[i], moved, moved_states);
   }
   // The saved pages come first (suspend_locked), the dropped ones after them.
   const size_t n_saved = in.image.size() / backend_.kv_page_bytes();
   const int64_t t0 = now_ns();
   try {
     if (n_saved > 0) backend_.load_kv_pages(std::span(in.fresh).first(n_saved), in.image);
+    if (!in.fresh_states.empty()) backend_.load_states(in.fresh_states, in.state_image);
   } catch (const std::exception& e) {
-    // Its K/V is gone: end it with the reason rather than let it compute on garbage.
+    // Its K/V or state is gone: end it with the reason rather than let it compute on garbage.
     end_instance_locked(
-        id, fmt::format("its KV pages could not be restored after a suspension ({})", e.what()),
+        id,
+        fmt::format("its KV pages or recurrent states could not be restored after a suspension "
+                    "({})",
+                    e.what()),
         deferred);
     return false;
   }
+  // A fresh slot may have been freed with an emptying still pending (an allocation no batch
+  // followed): it holds a loaded state now, which that emptying must not wipe.
+  if (!in.fresh_states.empty() && !states_to_clear_.empty())
+    std::erase_if(states_to_clear_, [&](uint32_t st) {
+      return std::find(in.fresh_states.begin(), in.fresh_states.end(), st) != in.fresh_states.end();
+    });
   counters_.swap_ns += now_ns() - t0;
   ++counters_.resumes;
   counters_.pages_swapped_in += n_saved;
+  counters_.states_swapped_in += in.fresh_states.size();
   if (provenance_) {
     for (size_t i = 0; i < n_saved; ++i) provenance_->on_opaque_write(in.fresh[i]);
     if (auto d = dropped_.find(id); d != dropped_.end()) {
@@ -283,27 +338,39 @@ bool Controller::resume_locked(InstanceId id, Deferred& deferred) {
   return true;
 }
 
-void Controller::make_room_locked(InstanceId requester, size_t need, int64_t now) {
-  if (pages_available_locked() < need)
-    spaces_.evict_cached(static_cast<uint32_t>(need - pages_available_locked()));
-  if (pages_available_locked() >= need) return;
+void Controller::make_room_locked(InstanceId requester, Pool pool, size_t need, int64_t now) {
+  const bool states = pool == Pool::States;
+  auto available = [&]() -> size_t {
+    return states ? states_available_locked() : pages_available_locked();
+  };
+  if (available() < need) {
+    const auto short_by = static_cast<uint32_t>(need - available());
+    if (states)
+      spaces_.evict_state_checkpoints(short_by);
+    else
+      spaces_.evict_cached(short_by);
+  }
+  if (available() >= need) return;
   std::vector<SuspendCandidate> candidates;
-  std::vector<uint32_t> pages, refs;
+  std::vector<uint32_t> ids, refs;
   size_t could_free = 0;
   for (const auto& [id, client] : kv_clients_) {
     if (id == requester || !client.wake || spaces_.suspended(id) || restoring(id)) continue;
-    private_pages_locked(id, pages, refs);
-    candidates.push_back({id, rank_locked(id), pages.size(), idle_ns_locked(id, now)});
+    if (states)
+      private_states_locked(id, ids, refs);
+    else
+      private_pages_locked(id, ids, refs);
+    candidates.push_back({id, rank_locked(id), ids.size(), idle_ns_locked(id, now)});
   }
   const KvRank rank = rank_locked(requester);
   std::vector<uint64_t> order = suspension_order(candidates, rank, options_.idle_suspend_ns);
   for (uint64_t id : order)
     for (const auto& c : candidates)
-      if (c.id == id) could_free += c.private_pages;
-  // Suspending them all would not be enough: leave them running and wait for pages to free up.
-  if (pages_available_locked() + could_free < need) return;
+      if (c.id == id) could_free += c.frees;
+  // Suspending them all would not be enough: leave them running and wait for more to free up.
+  if (available() + could_free < need) return;
   for (uint64_t victim : order) {
-    if (pages_available_locked() >= need) break;
+    if (available() >= need) break;
     suspend_locked(victim);
   }
 }
@@ -342,8 +409,16 @@ bool Controller::relieve_pressure_locked(Deferred& deferred) {
     auto w = alloc_waits_.find(id);
     uint32_t want =
         w != alloc_waits_.end() && !w->second.granted && !w->second.refused ? w->second.n : 0;
+    // A suspended instance of a hybrid model needs its states back as well as its pages.
+    if (const size_t need_states = spaces_.swapped_states(id); need_states > 0) {
+      make_room_locked(id, Pool::States, need_states, now);
+      if (states_available_locked() < need_states) {
+        blocked = true;
+        break;
+      }
+    }
     size_t need = spaces_.swapped_pages(id) + want;
-    make_room_locked(id, need, now);
+    make_room_locked(id, Pool::Pages, need, now);
     if (pages_available_locked() < need && want > 0 && !others_hold_pages_locked(id)) {
       // Nobody else holds pages it could wait for: it alone needs more than the pool gives.
       w->second.refused = Failure{

@@ -82,9 +82,11 @@ void ResourceSpaces::release_instance(InstanceId id) {
     if (!inst.swapped_set.count(phys)) page_refs_.release(phys);
   });
   suspended_.erase(id);
-  swap_bytes_ -= inst.image.size();
+  swap_bytes_ -= inst.image.size() + inst.state_image.size();
   inst.embeds.for_each([&](uint32_t, uint32_t phys) { embed_refs_.release(phys); });
-  inst.states.for_each([&](uint32_t, uint32_t phys) { state_refs_.release(phys); });
+  inst.states.for_each([&](uint32_t, uint32_t phys) {
+    if (!inst.swapped_state_set.count(phys)) state_refs_.release(phys);
+  });
   for (const auto& name : inst.state_exports) {
     auto eit = state_exports_.find(name);
     if (eit != state_exports_.end() && eit->second.owner == id && !eit->second.persistent) {
@@ -224,35 +226,79 @@ const HandleTable* ResourceSpaces::embed_table(InstanceId id) const {
 
 // ---------------------------------------------------------------- suspension
 
+namespace {
+
+// The ids in `table` and `pending` whose every reference (in `counts`) is one of them, with
+// how many each has: what only this instance holds.
+void private_ids(const HandleTable& table, std::span<const uint32_t> pending,
+                 const RefCounts& counts, std::vector<uint32_t>& ids, std::vector<uint32_t>& refs) {
+  std::unordered_map<uint32_t, uint32_t> mine;  // id -> references this instance holds
+  table.for_each([&](uint32_t, uint32_t phys) { ++mine[phys]; });
+  for (uint32_t p : pending) ++mine[p];
+  for (const auto& [id, n] : mine)
+    if (counts.count(id) == n) {  // nobody else: no peer, export, cache entry or batch
+      ids.push_back(id);
+      refs.push_back(n);
+    }
+}
+
+// Takes one fresh id per stale one from `counts` (with as many references as each had) and
+// rewrites `table`; returns the fresh ids.
+std::vector<uint32_t> take_fresh(RefCounts& counts, HandleTable& table,
+                                 const std::vector<uint32_t>& stale,
+                                 const std::vector<uint32_t>& refs) {
+  std::vector<uint32_t> fresh;
+  PITH_CHECK(counts.allocate(static_cast<uint32_t>(stale.size()), fresh));
+  std::unordered_map<uint32_t, uint32_t> moved;
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    for (uint32_t r = 1; r < refs[i]; ++r) counts.retain(fresh[i]);
+    moved.emplace(stale[i], fresh[i]);
+  }
+  table.remap([&](uint32_t p) {
+    auto it = moved.find(p);
+    return it == moved.end() ? p : it->second;
+  });
+  return fresh;
+}
+
+}  // namespace
+
 void ResourceSpaces::private_pages(InstanceId id, std::span<const uint32_t> pending,
                                    std::vector<uint32_t>& pages,
                                    std::vector<uint32_t>& refs) const {
   pages.clear();
   refs.clear();
   const Instance* inst = find(id);
-  if (!inst || suspended(id)) return;
-  std::unordered_map<uint32_t, uint32_t> mine;  // page -> references this instance holds
-  inst->pages.for_each([&](uint32_t, uint32_t phys) { ++mine[phys]; });
-  for (uint32_t p : pending) ++mine[p];
-  for (const auto& [page, n] : mine)
-    if (page_refs_.count(page) == n) {  // nobody else: no peer, export, cache entry or batch
-      pages.push_back(page);
-      refs.push_back(n);
-    }
+  if (inst && !suspended(id)) private_ids(inst->pages, pending, page_refs_, pages, refs);
 }
 
-void ResourceSpaces::swap_out(InstanceId id, std::vector<uint32_t> pages,
-                              std::vector<uint32_t> refs, std::vector<std::byte> image) {
+void ResourceSpaces::private_states(InstanceId id, std::span<const uint32_t> pending,
+                                    std::vector<uint32_t>& states,
+                                    std::vector<uint32_t>& refs) const {
+  states.clear();
+  refs.clear();
+  const Instance* inst = find(id);
+  if (inst && !suspended(id)) private_ids(inst->states, pending, state_refs_, states, refs);
+}
+
+void ResourceSpaces::swap_out(InstanceId id, SwapOut out) {
   Instance* inst = find(id);
-  PITH_CHECK(inst && !suspended(id) && pages.size() == refs.size());
-  for (size_t i = 0; i < pages.size(); ++i)
-    for (uint32_t r = 0; r < refs[i]; ++r) page_refs_.release(pages[i]);
+  PITH_CHECK(inst && !suspended(id) && out.pages.size() == out.page_refs.size() &&
+             out.states.size() == out.state_refs.size());
+  for (size_t i = 0; i < out.pages.size(); ++i)
+    for (uint32_t r = 0; r < out.page_refs[i]; ++r) page_refs_.release(out.pages[i]);
+  for (size_t i = 0; i < out.states.size(); ++i)
+    for (uint32_t r = 0; r < out.state_refs[i]; ++r) state_refs_.release(out.states[i]);
   suspended_.insert(id);
-  inst->swapped_set = {pages.begin(), pages.end()};
-  inst->swapped = std::move(pages);
-  inst->swapped_refs = std::move(refs);
-  swap_bytes_ += image.size();
-  inst->image = std::move(image);
+  inst->swapped_set = {out.pages.begin(), out.pages.end()};
+  inst->swapped = std::move(out.pages);
+  inst->swapped_refs = std::move(out.page_refs);
+  inst->swapped_state_set = {out.states.begin(), out.states.end()};
+  inst->swapped_states = std::move(out.states);
+  inst->swapped_state_refs = std::move(out.state_refs);
+  swap_bytes_ += out.page_image.size() + out.state_image.size();
+  inst->image = std::move(out.page_image);
+  inst->state_image = std::move(out.state_image);
 }
 
 size_t ResourceSpaces::swapped_pages(InstanceId id) const {
@@ -260,33 +306,42 @@ size_t ResourceSpaces::swapped_pages(InstanceId id) const {
   return inst && suspended(id) ? inst->swapped.size() : 0;
 }
 
+size_t ResourceSpaces::swapped_states(InstanceId id) const {
+  const Instance* inst = find(id);
+  return inst && suspended(id) ? inst->swapped_states.size() : 0;
+}
+
 bool ResourceSpaces::is_swapped(InstanceId id, uint32_t page) const {
   const Instance* inst = find(id);
   return inst && inst->swapped_set.count(page) != 0;
+}
+
+bool ResourceSpaces::is_state_swapped(InstanceId id, uint32_t state) const {
+  const Instance* inst = find(id);
+  return inst && inst->swapped_state_set.count(state) != 0;
 }
 
 ResourceSpaces::SwapIn ResourceSpaces::swap_in(InstanceId id) {
   Instance* inst = find(id);
   PITH_CHECK(inst && suspended(id));
   SwapIn in;
-  PITH_CHECK(page_refs_.allocate(static_cast<uint32_t>(inst->swapped.size()), in.fresh));
-  std::unordered_map<uint32_t, uint32_t> moved;
-  for (size_t i = 0; i < in.fresh.size(); ++i) {
-    for (uint32_t r = 1; r < inst->swapped_refs[i]; ++r) page_refs_.retain(in.fresh[i]);
-    moved.emplace(inst->swapped[i], in.fresh[i]);
-  }
-  inst->pages.remap([&](uint32_t p) {
-    auto it = moved.find(p);
-    return it == moved.end() ? p : it->second;
-  });
+  in.fresh = take_fresh(page_refs_, inst->pages, inst->swapped, inst->swapped_refs);
+  in.fresh_states =
+      take_fresh(state_refs_, inst->states, inst->swapped_states, inst->swapped_state_refs);
   in.stale = std::move(inst->swapped);
   in.image = std::move(inst->image);
-  swap_bytes_ -= in.image.size();
+  in.stale_states = std::move(inst->swapped_states);
+  in.state_image = std::move(inst->state_image);
+  swap_bytes_ -= in.image.size() + in.state_image.size();
   suspended_.erase(id);
   inst->swapped.clear();
   inst->swapped_refs.clear();
   inst->swapped_set.clear();
   inst->image.clear();
+  inst->swapped_states.clear();
+  inst->swapped_state_refs.clear();
+  inst->swapped_state_set.clear();
+  inst->state_image.clear();
   return in;
 }
 

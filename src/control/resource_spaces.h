@@ -96,7 +96,9 @@ class ResourceSpaces {
   // ---- recurrent states of hybrid models (resource_states.cpp): one state per sequence,
   // named by handle like pages. A fresh state holds garbage until the controller clears it.
   // When the pool is short, unused prefix-cache checkpoints are evicted first.
-  Result<void> alloc_states(InstanceId id, uint32_t n, std::vector<uint32_t>& handles);
+  // `reserved` states stay free for others (promised to woken waiters).
+  Result<void> alloc_states(InstanceId id, uint32_t n, std::vector<uint32_t>& handles,
+                            uint32_t reserved = 0);
   Result<void> dealloc_states(InstanceId id, std::span<const uint32_t> handles);
   const HandleTable* state_table(InstanceId id) const;
   uint32_t states_held(InstanceId id) const;
@@ -150,21 +152,36 @@ class ResourceSpaces {
   // page references its queued calls hold), with the number of references each has.
   void private_pages(InstanceId id, std::span<const uint32_t> pending, std::vector<uint32_t>& pages,
                      std::vector<uint32_t>& refs) const;
-  // Returns those pages to the pool; `image` holds their saved contents in the same order.
-  // Their ids stay in the instance's handles and queued calls, stale, until swap_in.
-  void swap_out(InstanceId id, std::vector<uint32_t> pages, std::vector<uint32_t> refs,
-                std::vector<std::byte> image);
+  // The same for recurrent states (`pending`: its queued calls' state references).
+  void private_states(InstanceId id, std::span<const uint32_t> pending,
+                      std::vector<uint32_t>& states, std::vector<uint32_t>& refs) const;
+  // What a suspension takes out of the pools: private pages and states with the references each
+  // held, and their saved contents in the same order.
+  struct SwapOut {
+    std::vector<uint32_t> pages, page_refs;
+    std::vector<std::byte> page_image;
+    std::vector<uint32_t> states, state_refs;
+    std::vector<std::byte> state_image;
+  };
+  // Returns them to their pools. Their ids stay in the instance's handles and queued calls,
+  // stale, until swap_in.
+  void swap_out(InstanceId id, SwapOut out);
   bool suspended(InstanceId id) const { return !suspended_.empty() && suspended_.count(id) != 0; }
   const std::set<InstanceId>& suspended_instances() const { return suspended_; }
-  size_t swapped_pages(InstanceId id) const;  // pages swap_in needs
-  // Whether `page`, as named by the suspended instance's handles or calls, is a stale id.
+  size_t swapped_pages(InstanceId id) const;   // pages swap_in needs
+  size_t swapped_states(InstanceId id) const;  // states swap_in needs
+  // Whether `page` (`state`), as named by the suspended instance's handles or calls, is a stale
+  // id.
   bool is_swapped(InstanceId id, uint32_t page) const;
-  // Takes one fresh page per swapped page (the caller made sure they are free), restores their
-  // references and rewrites the instance's handles. The caller loads `image` into `fresh` and
-  // moves its queued calls from `stale` to `fresh`.
+  bool is_state_swapped(InstanceId id, uint32_t state) const;
+  // Takes one fresh page (state) per swapped one (the caller made sure they are free), restores
+  // their references and rewrites the instance's handles. The caller loads the images into
+  // the fresh ids and moves its queued calls from the stale ids to the fresh ones.
   struct SwapIn {
     std::vector<uint32_t> stale, fresh;
     std::vector<std::byte> image;
+    std::vector<uint32_t> stale_states, fresh_states;
+    std::vector<std::byte> state_image;
   };
   SwapIn swap_in(InstanceId id);
   size_t swap_bytes() const { return swap_bytes_; }  // images held in host memory
@@ -177,11 +194,14 @@ class ResourceSpaces {
     std::vector<std::string> exports;  // non-persistent exports to drop on release
     std::vector<std::string> state_exports;
     KillFn on_kill;
-    // While suspended (suspended_ lists it): the stale ids of its swapped pages, the references
-    // each held, and their images (kv_page_bytes each, in the same order).
+    // While suspended (suspended_ lists it): the stale ids of its swapped pages and states, the
+    // references each held, and their images (kv_page_bytes / state_bytes each, in order).
     std::vector<uint32_t> swapped, swapped_refs;
     std::unordered_set<uint32_t> swapped_set;
     std::vector<std::byte> image;
+    std::vector<uint32_t> swapped_states, swapped_state_refs;
+    std::unordered_set<uint32_t> swapped_state_set;
+    std::vector<std::byte> state_image;
   };
   struct StateExport {
     uint32_t state = 0;  // physical, one reference held by the export

@@ -17,19 +17,25 @@ Failure bad_state(uint32_t h) {
 
 }  // namespace
 
-Result<void> ResourceSpaces::alloc_states(InstanceId id, uint32_t n,
-                                          std::vector<uint32_t>& handles) {
+Result<void> ResourceSpaces::alloc_states(InstanceId id, uint32_t n, std::vector<uint32_t>& handles,
+                                          uint32_t reserved) {
   Instance* inst = find(id);
   if (!inst) return unknown_instance();
   if (!hybrid())
     return Failure{Status::Unsupported, "the model has no recurrent layers: it keeps no state"};
   if (auto quota = check_state_quota(id, n); !quota) return quota;
   // Checkpoints nobody uses go before an allocation fails.
-  if (state_refs_.n_free() < n) evict_state_checkpoints(n - state_refs_.n_free());
-  if (!state_refs_.allocate(n, phys_scratch_))
-    return Failure{Status::OutOfStates,
-                   fmt::format("{} recurrent states requested, {} free of {} (--state-memory)", n,
-                               state_refs_.n_free(), state_capacity_)};
+  const uint32_t want = n + reserved;
+  if (state_refs_.n_free() < want) evict_state_checkpoints(want - state_refs_.n_free());
+  if (state_refs_.n_free() < want || !state_refs_.allocate(n, phys_scratch_))
+    return Failure{
+        Status::OutOfStates,
+        reserved == 0
+            ? fmt::format("{} recurrent states requested, {} free of {} (--state-memory)", n,
+                          state_refs_.n_free(), state_capacity_)
+            : fmt::format("{} recurrent states requested, {} free of {} (--state-memory), "
+                          "{} of them promised to waiting instances",
+                          n, state_refs_.n_free(), state_capacity_, reserved)};
   handles.clear();
   for (uint32_t p : phys_scratch_) handles.push_back(inst->states.insert(p));
   return {};

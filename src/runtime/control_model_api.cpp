@@ -455,7 +455,7 @@ class ControlSession final : public ModelSession {
   pith_status_t dealloc_states(uint32_t queue, std::span<const uint32_t> states) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
     if (!ctl_.recurrent()) return no_states("state_dealloc", PITH_ERR_UNSUPPORTED);
-    auto st = ctl_.dealloc_states(id_, states);
+    auto st = parked([&] { return ctl_.dealloc_states(id_, states); });
     if (st)  // a queue bound to a freed state is unbound: a forward on it fails clearly
       for (auto& qs : queues_)
         if (std::find(states.begin(), states.end(), qs.state) != states.end()) qs.state = 0;
@@ -465,7 +465,9 @@ class ControlSession final : public ModelSession {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
     if (!ctl_.recurrent()) return no_states("state_copy", PITH_ERR_UNSUPPORTED);
-    return check("state_copy", ctl_.copy_state(id_, q->id, src, dst, record(*q, "state_copy")));
+    return check("state_copy", parked([&] {
+                   return ctl_.copy_state(id_, q->id, src, dst, record(*q, "state_copy"));
+                 }));
   }
   pith_status_t set_queue_state(uint32_t queue, uint32_t state) override {
     QueueState* q = find(queue);
@@ -477,7 +479,8 @@ class ControlSession final : public ModelSession {
   pith_status_t export_state(uint32_t queue, uint32_t state, std::string_view name) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;
     if (!ctl_.recurrent()) return no_states("state_export", PITH_ERR_UNSUPPORTED);
-    return check("state_export", ctl_.export_state(id_, std::string(name), state, true));
+    return check("state_export",
+                 parked([&] { return ctl_.export_state(id_, std::string(name), state, true); }));
   }
   pith_status_t unexport_state(uint32_t queue, std::string_view name) override {
     if (!find(queue)) return PITH_ERR_BAD_HANDLE;

@@ -83,7 +83,8 @@ void register_serving_metrics(Metrics& metrics, ServingStack& stack) {
                 [g] { return double(g().kv_waiting); });
   metrics.gauge("pith_suspended_instances", "Instances whose KV pages are swapped to host memory",
                 [g] { return double(g().instances_suspended); });
-  metrics.gauge("pith_kv_swap_bytes", "Host memory holding suspended instances' KV pages",
+  metrics.gauge("pith_kv_swap_bytes",
+                "Host memory holding suspended instances' KV pages and recurrent states",
                 [g] { return double(g().swap_bytes); });
   metrics.counter_fn("pith_kv_suspensions_total",
                      "Instances suspended to host memory under KV pressure",
@@ -96,6 +97,14 @@ void register_serving_metrics(Metrics& metrics, ServingStack& stack) {
   metrics.counter_fn(
       "pith_kv_swapped_pages_total", "KV pages moved between the pool and host memory",
       [g] { return double(g().pages_swapped_in); }, "direction=\"in\"");
+  metrics.counter_fn(
+      "pith_recurrent_states_swapped_total",
+      "Recurrent states (hybrid models) moved between the pool and host memory",
+      [g] { return double(g().states_swapped_out); }, "direction=\"out\"");
+  metrics.counter_fn(
+      "pith_recurrent_states_swapped_total",
+      "Recurrent states (hybrid models) moved between the pool and host memory",
+      [g] { return double(g().states_swapped_in); }, "direction=\"in\"");
   metrics.counter_fn("pith_kv_swap_seconds_total", "Time spent saving and restoring KV pages",
                      [g] { return double(g().swap_ns) / 1e9; });
   metrics.gauge("pith_kv_restoring_instances",

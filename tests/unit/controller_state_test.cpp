@@ -263,6 +263,151 @@ TEST(ControllerStatesPool, AllocationsWaitForStatesOthersGiveBack) {
   EXPECT_TRUE(ctl.alloc_states(2, 1, c).ok());
 }
 
+// Under state pressure an instance the waiter outranks is suspended like under KV pressure: its
+// states (and private pages) go to host memory, the waiter gets an empty slot, and the
+// suspended instance resumes into fresh slots once they are free, its queued forward moved to
+// them: its sequence continues exactly as an unpressured one does.
+TEST(ControllerStatesPool, StatePressureSuspendsAnOutrankedInstanceWithItsStates) {
+  auto weights = test::generated_model("qwen35", 5);
+  EngineOptions o;
+  o.kv_page_size = kPage;
+  o.kv_memory_bytes = size_t{8} << 20;
+  o.max_embeds = 64;
+  o.n_threads = 2;
+  o.state_memory_bytes = 2 * weights->config.recurrent_state_floats() * sizeof(float);
+  Engine engine(weights, o);
+  ASSERT_EQ(engine.state_slots().capacity(), 2u);
+  ControllerOptions copt;
+  copt.policy = "t:300";  // hold calls in their queues long enough to be suspended with them
+  Controller ctl(engine, copt);
+  Waker w1, w2;
+  ctl.register_instance(1, [](const std::string&) { ADD_FAILURE() << "no one is killed"; });
+  ctl.register_instance(2, [](const std::string&) { ADD_FAILURE() << "no one is killed"; });
+  ctl.set_waker(1, w1.fn());
+  ctl.set_waker(2, w2.fn());
+  const auto tokens = test::random_tokens(24, 7);
+  auto forward = [&](Controller& c, InstanceId id, QueueId q, SequenceInput seq) {
+    auto out = wait_for(
+        [&](CallCompletion done) { return c.forward(id, q, std::move(seq), std::move(done)); });
+    EXPECT_TRUE(out.ok()) << (out.ok() ? "" : out.failure().message);
+    return out.ok() ? out->forward.outputs.at(0).dist : TokenDistribution{};
+  };
+
+  // The newer instance holds the whole state pool, 20 tokens into a sequence, its next step
+  // queued.
+  const QueueId q2 = *ctl.create_queue(2);
+  const auto pages2 = *ctl.alloc_pages(2, 2);
+  std::vector<uint32_t> st2;
+  ASSERT_TRUE(ctl.alloc_states(2, 2, st2).ok());
+  forward(ctl, 2, q2, piece(tokens, 0, 20, pages2, st2[0]));
+  std::promise<CallOutcome> queued;
+  ASSERT_EQ(ctl.forward(2, q2, piece(tokens, 20, 21, pages2, st2[0]),
+                        [&](CallOutcome&& r) { queued.set_value(std::move(r)); }),
+            Status::Ok);
+
+  // The older one asks for a state: the newer one is suspended with its states and pages.
+  std::vector<uint32_t> st1;
+  ASSERT_EQ(ctl.alloc_states(1, 1, st1), Status::Waiting);
+  ASSERT_TRUE(w1.wait_for(1));
+  ASSERT_TRUE(ctl.alloc_states(1, 1, st1).ok());
+  auto g = ctl.gauges();
+  EXPECT_EQ(g.suspensions, 1u);
+  EXPECT_EQ(g.instances_suspended, 1u);
+  EXPECT_EQ(g.states_swapped_out, 2u);
+  EXPECT_EQ(g.pages_swapped_out, 2u);
+  EXPECT_EQ(g.swap_bytes, 2 * engine.state_bytes() + 2 * engine.kv_page_bytes());
+
+  // Its slot held the suspended sequence's state; the waiter's starts empty all the same.
+  Engine ref_engine(weights, o);
+  Controller ref(ref_engine, {});
+  ref.register_instance(9, nullptr);
+  const QueueId rq = *ref.create_queue(9);
+  const auto rpages = *ref.alloc_pages(9, 2);
+  std::vector<uint32_t> rst;
+  ASSERT_TRUE(ref.alloc_states(9, 1, rst).ok());
+  const QueueId q1 = *ctl.create_queue(1);
+  const auto pages1 = *ctl.alloc_pages(1, 2);
+  expect_same(forward(ctl, 1, q1, piece(tokens, 0, 20, pages1, st1[0])),
+              forward(ref, 9, rq, piece(tokens, 0, 20, rpages, rst[0])), 0);
+
+  // The older one ends: the newer one is resumed into fresh slots, its queued step runs on its
+  // own state, and its sequence goes on as the unpressured one does.
+  ctl.release_instance(1);
+  ASSERT_TRUE(w2.wait_for(1));
+  auto step = queued.get_future().get();
+  ASSERT_TRUE(step.ok()) << step.failure().message;
+  g = ctl.gauges();
+  EXPECT_EQ(g.resumes, 1u);
+  EXPECT_EQ(g.states_swapped_in, 2u);
+  EXPECT_EQ(g.swap_bytes, 0u);
+  expect_same(step->forward.outputs.at(0).dist,
+              forward(ref, 9, rq, piece(tokens, 20, 21, rpages, rst[0])));
+  expect_same(forward(ctl, 2, q2, piece(tokens, 21, 24, pages2, st2[0])),
+              forward(ref, 9, rq, piece(tokens, 21, 24, rpages, rst[0])));
+  ctl.release_instance(2);
+  EXPECT_EQ(ctl.gauges().states_free, 2u);
+}
+
+// A state suspended before any batch emptied it (new, in a reused slot) comes back empty, and
+// the emptying it was waiting for does not hit the slot another of its states resumed into.
+TEST(ControllerStatesPool, AStateSuspendedBeforeItsFirstUseComesBackEmpty) {
+  auto weights = test::generated_model("qwen35", 5);
+  EngineOptions o;
+  o.kv_page_size = kPage;
+  o.kv_memory_bytes = size_t{8} << 20;
+  o.max_embeds = 64;
+  o.n_threads = 2;
+  o.state_memory_bytes = 2 * weights->config.recurrent_state_floats() * sizeof(float);
+  const auto tokens = test::random_tokens(24, 8);
+  // Unpressured: the sequence's distributions after 20 and 24 tokens.
+  Engine ref_engine(weights, o);
+  Controller ref(ref_engine, {});
+  ref.register_instance(9, nullptr);
+  const QueueId rq = *ref.create_queue(9);
+  const auto rpages = *ref.alloc_pages(9, 2);
+  std::vector<uint32_t> rst;
+  ASSERT_TRUE(ref.alloc_states(9, 1, rst).ok());
+  auto forward = [&](Controller& c, InstanceId id, QueueId q, SequenceInput seq) {
+    auto out = wait_for(
+        [&](CallCompletion done) { return c.forward(id, q, std::move(seq), std::move(done)); });
+    EXPECT_TRUE(out.ok()) << (out.ok() ? "" : out.failure().message);
+    return out.ok() ? out->forward.outputs.at(0).dist : TokenDistribution{};
+  };
+  const auto at20 = forward(ref, 9, rq, piece(tokens, 0, 20, rpages, rst[0]));
+  const auto at24 = forward(ref, 9, rq, piece(tokens, 20, 24, rpages, rst[0]));
+
+  // Either order of the two slots in the pool.
+  for (int round = 0; round < 2; ++round) {
+    Engine engine(weights, o);
+    Controller ctl(engine, {});
+    Waker w1, w2;
+    ctl.register_instance(1, nullptr);
+    ctl.register_instance(2, nullptr);
+    ctl.set_waker(1, w1.fn());
+    ctl.set_waker(2, w2.fn());
+    const QueueId q2 = *ctl.create_queue(2);
+    const auto pages2 = *ctl.alloc_pages(2, 2), pages3 = *ctl.alloc_pages(2, 2);
+    std::vector<uint32_t> both, live, fresh;
+    ASSERT_TRUE(ctl.alloc_states(2, 2, both).ok());
+    // One slot holds a finished sequence, freed and taken again (uncleared); the other a live
+    // sequence 20 tokens in.
+    const uint32_t dead = both[round], kept = both[1 - round];
+    forward(ctl, 2, q2, piece(tokens, 0, 20, pages3, dead));
+    forward(ctl, 2, q2, piece(tokens, 0, 20, pages2, kept));
+    ASSERT_TRUE(ctl.dealloc_states(2, std::vector<uint32_t>{dead}).ok());
+    ASSERT_TRUE(ctl.alloc_states(2, 1, fresh).ok());
+    std::vector<uint32_t> st1;
+    ASSERT_EQ(ctl.alloc_states(1, 1, st1), Status::Waiting);
+    ASSERT_TRUE(w1.wait_for(1));
+    ASSERT_TRUE(ctl.alloc_states(1, 1, st1).ok());
+    EXPECT_EQ(ctl.gauges().states_swapped_out, 2u);
+    ctl.release_instance(1);
+    ASSERT_TRUE(w2.wait_for(1));
+    expect_same(forward(ctl, 2, q2, piece(tokens, 20, 24, pages2, kept)), at24);
+    expect_same(forward(ctl, 2, q2, piece(tokens, 0, 20, pages3, fresh[0])), at20);
+  }
+}
+
 TEST(ControllerStatesPool, PlainModelsHaveNoStatesAndHybridOnesNeedAPool) {
   auto plain = test::make_engine(test::generated_model("llama", 5), kPage);
   Controller ctl(*plain, {});
