@@ -1,16 +1,7 @@
-// The compute-bound path of matmul (prefill, large decode batches) for AVX2+FMA: a packed
-// f32 GEMM shared by the float weight dtypes and Q4_0/Q4_1/Q5_0/Q5_1 (the K-quants and Q8_0 have
-// an integer GEMM: gemm_int8_avx2.cpp).
-//
-// Why f32: with AVX2 (no VNNI, no BF16 dot) an int8 block dot of one row and one token costs
-// ~7 vector ops per 32 multiply-adds (sign, maddubs, madd, convert, scale, fma), while f32 FMA
-// does 8 per op. (The integer GEMM's 8-row panels bring that to 4-5 ops per 8 x 32; the 4/5-bit
-// 32-block quants could move there too.) So weights are dequantised once into a packed f32
-// panel (exact for every dtype but the
-// "+ m" ones: fp16 scale x int8 fits in 24 bits; Q4_1/Q5_1 round d * q + m once, as
-// dequantize_row does) and reused by every token; activations are the prepared ones in f32
-// (bf16-rounded for BF16, d*q of the int8 quantisation for the 32-block types — also exact),
-// so the result is the same math as the integer path up to f32 rounding.
+// The compute-bound path of matmul (prefill, large decode batches) for AVX2+FMA on float
+// weights (F32, F16, BF16): a packed f32 GEMM. (The quantised dtypes have an integer GEMM:
+// gemm_int8_avx2.cpp.) Weights are converted once into a packed f32 panel and reused by every
+// token; activations are the prepared ones in f32 (bf16-rounded for BF16).
 //
 // Blocking (per task = a block of kRowBlock rows, spread over the pool):
 //   for each k-block of kKc columns:
@@ -33,8 +24,6 @@
 #include <vector>
 
 #include "common/error.h"
-#include "engine/kernels/block32_avx2.h"
-#include "engine/kernels/kquant_avx2.h"
 #include "engine/kernels/matmul_kernels.h"
 #include "engine/kernels/simd_avx2.h"
 
@@ -48,34 +37,11 @@ namespace {
 constexpr size_t kNr = 16;  // rows per micro-panel (two 8-lane vectors)
 constexpr int kMr = 6;      // tokens per micro-kernel call
 static_assert(kMr == kGemmTokenGroup);
-constexpr size_t kKc = 256;  // columns per k-block: whole quant blocks (32) and K-quant blocks
-static_assert(kKc % kQK == 0);
+constexpr size_t kKc = 256;         // columns per k-block
 constexpr size_t kRowBlock = 64;    // rows per task
 constexpr size_t kTokenChunk = 96;  // tokens whose packed k-block stays in L2 (96 KiB)
 
-// d * q + m of each quant (rounded as dequantize_row rounds it) of 32-blocks [k0 / 32, (k0 + n) /
-// 32) of a row, into dst.
-template <DType D>
-void dequant_block32_segment(const uint8_t* row, size_t k0, size_t n, float* dst) {
-  for (size_t j = 0; j < n / 32; ++j) {
-    float d, m;
-    const __m256i q = load_block32<D>(row, k0 / 32 + j, &d, &m);
-    const __m256 dv = _mm256_set1_ps(d), mv = _mm256_set1_ps(m);
-    const __m128i halves[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
-    // The shift count must be an immediate even where the loop is not unrolled (-O1).
-    for (int h = 0; h < 2; ++h) {
-      const __m128i parts[2] = {halves[h], _mm_srli_si128(halves[h], 8)};
-      for (int i = 0; i < 2; ++i)
-        _mm256_storeu_ps(
-            dst + j * 32 + 16 * h + 8 * i,
-            _mm256_add_ps(_mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[i]))),
-                          mv));
-    }
-  }
-}
-
-// Dequantises columns [k0, k0 + n) of one weight row into dst (f32). k0 and n are multiples
-// of the block size for quantised dtypes.
+// Converts columns [k0, k0 + n) of one float weight row into dst (f32).
 void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float* dst) {
   switch (dtype) {
     case DType::F32:
@@ -98,40 +64,23 @@ void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float
       }
       return;
     }
-    case DType::Q4_0: {
-      const BlockQ4_0* b = reinterpret_cast<const BlockQ4_0*>(row) + k0 / 32;
-      for (size_t j = 0; j < n / 32; ++j) {
-        const __m256 d = _mm256_set1_ps(_cvtsh_ss(b[j].d));
-        __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[j].qs));
-        __m128i lo = _mm_sub_epi8(_mm_and_si128(v, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
-        __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0f)),
-                                  _mm_set1_epi8(8));
-        const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-        for (int q = 0; q < 4; ++q)
-          _mm256_storeu_ps(dst + j * 32 + 8 * q,
-                           _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[q]))));
-      }
-      return;
-    }
-    case DType::Q4_1:
-      return dequant_block32_segment<DType::Q4_1>(row, k0, n, dst);
-    case DType::Q5_0:
-      return dequant_block32_segment<DType::Q5_0>(row, k0, n, dst);
-    case DType::Q5_1:
-      return dequant_block32_segment<DType::Q5_1>(row, k0, n, dst);
     case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
     case DType::Q2_K:
     case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
-      break;  // these take the integer GEMM (gemm_int8_avx2.cpp)
+      break;  // the quantised dtypes take the integer GEMM (gemm_int8_avx2.cpp)
   }
   PITH_CHECK(false);
 }
 
 // Requests columns [k0, k0 + n) of a weight row into L2 ahead of their k-block. A k-block
-// reads a short segment (272-1024 bytes) of each of many rows, strided streams the hardware
+// reads a short segment (512-1024 bytes) of each of many rows, strided streams the hardware
 // prefetcher does not pick up, so without this the dequantisation waits on DRAM for every
 // segment; prefetched while the previous k-block is multiplied, they arrive in time.
 inline void prefetch_segment(DType dtype, const uint8_t* row, size_t k0, size_t n) {

@@ -1,18 +1,19 @@
-// The compute-bound path of matmul on AVX2 CPUs (prefill and large decode batches) for the
-// K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and Q8_0: integer dot products on 8-row panels.
+// The compute-bound path of matmul on AVX2 CPUs (prefill and decode batches) for the quantised
+// dtypes (the K-quants Q2_K..Q6_K and the 32-block Q8_0, Q4_0, Q4_1, Q5_0, Q5_1): integer dot
+// products on 8-row panels.
 //
 // Why not the f32 GEMM (gemm_avx2.cpp) the other dtypes take: it is bound by f32 FMA, 8
 // multiply-adds per instruction, and ran at ~0.8 of that peak. vpmaddubsw does 32 multiply-adds
 // of unsigned by signed bytes into int16 pairs. The K-quants' levels are small unsigned integers
-// (at most 6 bits), so two groups' products can be summed in int16 before vpmaddwd applies the
-// unit's scale and widens to int32: per token, 64 multiply-adds x 8 rows cost 2 maddubs + 1
-// int16 add + 1 madd + 1 int32 add, where f32 FMA needs 64 FMAs. Q8_0's levels are signed, so
-// each group takes the sign trick (|w| against a with w's sign) and its own madd: 4 ops per 32
-// multiply-adds x 8 rows, which still runs ~1.4x the f32 GEMM (the integer ops spread over more
-// ports than FMA). The panel layout is the AVX-512 VNNI one (gemm_vnni_avx512.cpp) at half the
-// width: a 32-byte group holds 4 columns of each of the 8 rows, and the token's 4 activation
-// bytes are broadcast, so a tile's int32 lanes are the 8 rows' sums with no horizontal
-// reduction.
+// (at most 6 bits; the 4/5-bit 32-block quants likewise), so two groups' products can be summed
+// in int16 before vpmaddwd applies the unit's scale and widens to int32: per token, 64
+// multiply-adds x 8 rows cost 2 maddubs + 1 int16 add + 1 madd + 1 int32 add, where f32 FMA needs
+// 64 FMAs. Q8_0's levels are signed, so each group takes the sign trick (|w| against a with w's
+// sign) and its own madd: 4 ops per 32 multiply-adds x 8 rows, which still runs ~1.4x the f32 GEMM
+// (the integer ops spread over more ports than FMA). The panel layout is the AVX-512 VNNI one
+// (gemm_vnni_avx512.cpp) at half the width: a 32-byte group holds 4 columns of each of the 8 rows,
+// and the token's 4 activation bytes are broadcast, so a tile's int32 lanes are the 8 rows' sums
+// with no horizontal reduction.
 //
 // Packing (per task of up to kTaskPanels panels, all K, into the worker's scratch; reused by
 // every token), per 8-row panel and 256-block of a K-quant (Format<D>):
@@ -26,12 +27,13 @@
 //   d and dmin per row (f32; Q3_K/Q6_K subtract their offsets in int32 instead).
 // Per block: acc = Σ_u sc_u Σ q·a, off = Σ_j o_j sum_j (exact int32), then
 // y += d_a (d acc - dmin off): the math of dot_q*k_scalar, only the f32 summation order differs.
-// Q8_0 (Q8Format): per 32-block the 8 groups of quants as stored, then d per row.
+// The 32-block quants (Block32Format): per block the 8 groups of quants, then d (and m) per row.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "common/error.h"
+#include "engine/kernels/block32_avx2.h"
 #include "engine/kernels/kquant_avx2.h"
 #include "engine/kernels/matmul_kernels.h"
 #include "engine/kernels/simd_avx2.h"
@@ -250,33 +252,47 @@ struct KquantFormat {
   }
 };
 
-// ---- Q8_0: signed levels, the sign trick per group ----
+// ---- the 32-block quants: one unit of 32 per block ----
 //
-// Per panel and 32-block: the 8 groups of 32 bytes (group G: quants 4G..4G+3 of each row, as
-// stored), then d per row (f32). vpmaddubsw wants one unsigned operand: |w| against a
-// with w's sign (vpsignb), each pair sum at most 2 x 128 x 127 < 2^15, but two of them no longer
-// fit int16, so each group is widened by a madd with ones.
-struct Q8Format {
+// Per panel and 32-block: the 8 groups of 32 bytes (group G: quants 4G..4G+3 of each row), then
+// d per row (f32) and for Q4_1/Q5_1 m per row (f32).
+//   Q8_0: the quants as stored. vpmaddubsw wants one unsigned operand: |w| against a with w's
+//     sign (vpsignb), each pair sum at most 2 x 128 x 127 < 2^15, but two of them no longer
+//     fit int16, so each group is widened by a madd with ones.
+//   Q4_0, Q5_0: the unsigned levels q (value d (q - 8), d (q - 16)); the block's int32 sum
+//     starts at -8 (-16) x Σ a, Σ a made per call. Q4_1, Q5_1: the levels q (value d q + m);
+//     + m s_a per block (ActQ8::s, as the integer tiles do). Levels of at most 5 bits: two
+//     groups' products are summed in int16 (2 x 2 x 31 x 127 < 2^15) before the madd.
+template <DType D>
+struct Block32Format {
   using Act = ActQ8;
   static constexpr size_t kCols = 32;
-  // 3 tokens per tile: 2-5 % over 4 and 6 (`bench matmul --dtype q8_0 --isa avx2`, 64 and 512
-  // tokens, three interleaved rounds), 8 slower still.
-  static constexpr int kTileTokens = 3;
-  static constexpr size_t kD = 8 * 32;
-  static constexpr size_t kBytes = kD + 32;
+  static constexpr bool kSigned = D == DType::Q8_0;
+  static constexpr bool kMin = has_block_min(D);
+  static constexpr int32_t kOffset = D == DType::Q4_0 ? 8 : D == DType::Q5_0 ? 16 : 0;
+  // 3 tokens per tile for Q8_0: 2-5 % over 4 and 6 (`bench matmul --dtype q8_0 --isa avx2`, 64
+  // and 512 tokens, three interleaved rounds), 8 slower still.
+  static constexpr int kTileTokens = kSigned ? 3 : 4;
+  static constexpr size_t kD = 8 * 32, kM = kD + 32;
+  static constexpr size_t kBytes = kM + (kMin ? 32 : 0);
+  // Q4_0/Q5_0: the start of each block's int32 sum, -offset x Σ a.
+  static constexpr size_t kSideWords = kOffset != 0 ? 1 : 0;
+  static void side(const ActQ8& a, int32_t* out) { out[0] = -kOffset * act_q8_sum(a); }
 
   static void pack(const uint8_t* w0, size_t w_stride, size_t n_rows, size_t nb, uint8_t* dst) {
     for (size_t b = 0; b < nb; ++b, dst += kBytes) {
       __m256i v[8];
       float* d = reinterpret_cast<float*>(dst + kD);
+      float* m = reinterpret_cast<float*>(dst + kM);
       for (size_t r = 0; r < kPanelRows; ++r) {
         v[r] = _mm256_setzero_si256();
-        d[r] = 0.0f;
+        float dr = 0.0f, mr = 0.0f;  // a padded row: all zero
         if (r < n_rows) {
-          const auto* blk = reinterpret_cast<const BlockQ8_0*>(w0 + r * w_stride) + b;
-          v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));
-          d[r] = _cvtsh_ss(blk->d);
+          v[r] = load_block32<D>(w0 + r * w_stride, b, &dr, &mr);
+          if constexpr (kOffset != 0) v[r] = _mm256_add_epi8(v[r], _mm256_set1_epi8(kOffset));
         }
+        d[r] = dr;
+        if constexpr (kMin) m[r] = mr;
       }
       avx2::transpose8x8_epi32(v);
       for (int g = 0; g < 8; ++g)
@@ -284,11 +300,8 @@ struct Q8Format {
     }
   }
 
-  static constexpr size_t kSideWords = 0;
-  static void side(const ActQ8&, int32_t*) {}
-
   template <int T>
-  static void tile(const uint8_t* panel, const ActQ8* x, const int32_t*, size_t nb, float* y,
+  static void tile(const uint8_t* panel, const ActQ8* x, const int32_t* side, size_t nb, float* y,
                    size_t ldy, size_t valid) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 accf[T];
@@ -298,24 +311,47 @@ struct Q8Format {
       const uint8_t* blk = panel + b * kBytes;
       __m256i acc[T];
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+      for (int t = 0; t < T; ++t)
+        acc[t] = kOffset != 0 ? _mm256_set1_epi32(side[t * nb + b]) : _mm256_setzero_si256();
+      if constexpr (kSigned) {
 #pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + g * 32));
-        const __m256i aw = _mm256_abs_epi8(w);
+        for (int g = 0; g < 8; ++g) {
+          const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + g * 32));
+          const __m256i aw = _mm256_abs_epi8(w);
 #pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) {
-          int32_t a4;
-          std::memcpy(&a4, x[t * nb + b].qs + 4 * g, 4);
-          const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(a4), w));
-          acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, ones));
+          for (int t = 0; t < T; ++t) {
+            int32_t a4;
+            std::memcpy(&a4, x[t * nb + b].qs + 4 * g, 4);
+            const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(a4), w));
+            acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(p, ones));
+          }
+        }
+      } else {
+#pragma GCC unroll 4
+        for (int g = 0; g < 8; g += 2) {
+          const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + g * 32));
+          const __m256i w1 =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + g * 32 + 32));
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) {
+            int32_t a[2];
+            std::memcpy(a, x[t * nb + b].qs + 4 * g, 8);
+            const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(w0, _mm256_set1_epi32(a[0])),
+                                               _mm256_maddubs_epi16(w1, _mm256_set1_epi32(a[1])));
+            acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(s, ones));
+          }
         }
       }
       const __m256 d = _mm256_loadu_ps(reinterpret_cast<const float*>(blk + kD));
 #pragma GCC unroll 8
-      for (int t = 0; t < T; ++t)
-        accf[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]),
-                                  _mm256_mul_ps(d, _mm256_set1_ps(x[t * nb + b].d)), accf[t]);
+      for (int t = 0; t < T; ++t) {
+        const ActQ8& a = x[t * nb + b];
+        accf[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[t]), _mm256_mul_ps(d, _mm256_set1_ps(a.d)),
+                                  accf[t]);
+        if constexpr (kMin)
+          accf[t] = _mm256_fmadd_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(blk + kM)),
+                                    _mm256_set1_ps(a.s), accf[t]);
+      }
     }
     store_tile<T>(accf, y, ldy, valid);
   }
@@ -371,7 +407,7 @@ void rows_impl(const WeightMatrix& w, const typename F::Act* x, size_t n_tokens,
 }  // namespace
 
 bool has_int8_gemm_avx2(DType dtype) {
-  return is_kquant(dtype) || dtype == DType::Q8_0;
+  return is_kquant(dtype) || is_block32_quant(dtype);
 }
 
 void gemm_int8_avx2_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_begin, size_t t_end,
@@ -379,7 +415,15 @@ void gemm_int8_avx2_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_
   const size_t n = t_end - t_begin, first = t_begin * x.blocks_per_token;
   switch (w.dtype) {
     case DType::Q8_0:
-      return rows_impl<Q8Format>(w, x.q8 + first, n, r_begin, r_end, y, ldy);
+      return rows_impl<Block32Format<DType::Q8_0>>(w, x.q8 + first, n, r_begin, r_end, y, ldy);
+    case DType::Q4_0:
+      return rows_impl<Block32Format<DType::Q4_0>>(w, x.q8 + first, n, r_begin, r_end, y, ldy);
+    case DType::Q4_1:
+      return rows_impl<Block32Format<DType::Q4_1>>(w, x.q8 + first, n, r_begin, r_end, y, ldy);
+    case DType::Q5_0:
+      return rows_impl<Block32Format<DType::Q5_0>>(w, x.q8 + first, n, r_begin, r_end, y, ldy);
+    case DType::Q5_1:
+      return rows_impl<Block32Format<DType::Q5_1>>(w, x.q8 + first, n, r_begin, r_end, y, ldy);
     case DType::Q2_K:
       return rows_impl<KquantFormat<DType::Q2_K>>(w, x.q8k + first, n, r_begin, r_end, y, ldy);
     case DType::Q3_K:

@@ -36,8 +36,8 @@ namespace pith::kernels {
 
 namespace {
 
-// From this many tokens on, the packed f32 GEMM (gemm_avx2.cpp) beats the register tiles,
-// whose int8/16-bit dot products cost more ops per multiply-add but read weights only once.
+// Float weights: from this many tokens on, the packed f32 GEMM (gemm_avx2.cpp) beats the
+// register tiles (measured on Q8_0 when it still took this GEMM).
 constexpr size_t kGemmMinTokens = 24;
 // Below this many tokens the GEMM runs in its token-lane variant (gemm_avx2.cpp: no panel
 // transposes). `pith bench matmul --dtype q8_0 --tokens 24 32 48 64 96`, interleaved runs:
@@ -46,14 +46,19 @@ constexpr size_t kGemmMinTokens = 24;
 // chunks stay in L2. Below kGemmMinTokens both lose to the register tiles (4 tokens: 34 vs
 // 104 GFLOP/s).
 constexpr size_t kGemmLaneMaxTokens = 128;
-// The K-quants and Q8_0 take their integer GEMM (gemm_int8_avx2.cpp) instead, from this many
-// tokens on. `pith bench matmul --isa avx2` on the 8192x2048 matrix, interleaved rounds, GEMM vs
-// these paths: Q4_K/Q6_K at 12 tokens 220-277 vs 180-256 GFLOP/s, at 16 247-302 vs 180-252, at
-// 128 453-485 vs 205-232 (the f32 GEMM); Q8_0 at 12 182-248 vs 212-219 (the tiles), at 16
-// 200-248 vs 212-219, at 24 216-273 vs 172-180 (the token lanes).
-constexpr size_t kInt8GemmMinTokens = 16;
+// The quantised dtypes take the integer GEMM (gemm_int8_avx2.cpp) instead, from this many
+// tokens on. `pith bench matmul --isa avx2` on the 8192x2048 matrix, interleaved rounds, GEMM
+// vs the register tiles (and from 24 tokens the f32 GEMM it replaced), GFLOP/s:
+//   Q4_0/Q5_1: 4 tokens 189-194 vs 118-162, 8 tokens 267-328 vs 122-162, 16 243-346 vs 120-162;
+//   Q4_K/Q6_K: 8 tokens 204-273 vs 170-253, 12 260-312 vs 187-225, 128 453-485 vs 205-232;
+//   Q8_0 (the sign trick): 12 tokens 173-248 vs 206-219, 16 200-248 vs 212-219, 24 216-273
+//   vs 172-180.
+size_t int8_gemm_min_tokens(DType dtype) {
+  if (dtype == DType::Q8_0) return 16;
+  return is_kquant(dtype) ? 12 : 4;
+}
 bool uses_int8_gemm(const WeightMatrix& w, size_t n_tokens) {
-  return has_int8_gemm_avx2(w.dtype) && n_tokens >= kInt8GemmMinTokens;
+  return has_int8_gemm_avx2(w.dtype) && n_tokens >= int8_gemm_min_tokens(w.dtype);
 }
 
 // ---- float weights (F32, F16, BF16): f32 FMA ----
@@ -336,28 +341,6 @@ void quantize_act_q8_avx2(const float* x, ActQ8* out, size_t n) {
 
 namespace {
 
-// d * q of each quantised activation of the 32-block types, exactly representable in f32 (the
-// f32 GEMM's input for their weights), in the calling thread's scratch.
-const float* dequantize_acts(ThreadPool& pool, const PreparedActs& x, size_t n_tokens,
-                             size_t cols) {
-  thread_local std::vector<float> deq;
-  const size_t nb = x.blocks_per_token;
-  if (deq.size() < n_tokens * cols) deq.resize(n_tokens * cols);
-  float* out = deq.data();
-  pool.parallel_for(n_tokens, [&](size_t t, size_t) {
-    for (size_t b = 0; b < nb; ++b) {
-      const ActQ8& a = x.q8[t * nb + b];
-      const __m256 d = _mm256_set1_ps(a.d);
-      for (int q = 0; q < 4; ++q) {
-        __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.qs + 8 * q));
-        _mm256_storeu_ps(out + t * cols + b * 32 + 8 * q,
-                         _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
-      }
-    }
-  });
-  return out;
-}
-
 template <typename Fn>
 void for_dtype_tiles(DType dtype, Fn&& fn) {
   switch (dtype) {
@@ -396,9 +379,9 @@ void matmul_avx2(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
                  float* y) {
   if (uses_int8_gemm(w, n_tokens)) return gemm_int8_avx2(pool, w, x, n_tokens, y);
   if (n_tokens >= kGemmMinTokens) {
-    const float* xf = x.q8 != nullptr ? dequantize_acts(pool, x, n_tokens, w.cols) : x.f32;
-    if (n_tokens < kGemmLaneMaxTokens) return gemm_lanes_avx2(pool, w, xf, n_tokens, y);
-    return gemm_avx2(pool, w, xf, n_tokens, y);
+    // Float weights (the quantised ones took the integer GEMM above).
+    if (n_tokens < kGemmLaneMaxTokens) return gemm_lanes_avx2(pool, w, x.f32, n_tokens, y);
+    return gemm_avx2(pool, w, x.f32, n_tokens, y);
   }
   for_dtype_tiles(w.dtype,
                   [&]<DType D, int R, int T>() { matmul_tiled<D, R, T>(pool, w, x, n_tokens, y); });
@@ -411,10 +394,9 @@ Avx2BlockActs prepare_avx2_blocks(ThreadPool& pool, const WeightMatrix& w, const
   a.n_tokens = n_tokens;
   a.int8_gemm = uses_int8_gemm(w, n_tokens);
   if (!a.int8_gemm && n_tokens >= kGemmMinTokens) {
-    const float* xf = x.q8 != nullptr ? dequantize_acts(pool, x, n_tokens, w.cols) : x.f32;
     a.token_lanes = n_tokens < kGemmLaneMaxTokens;
-    a.gemm_packed = a.token_lanes ? pack_lane_acts_avx2(pool, xf, n_tokens, w.cols)
-                                  : pack_gemm_acts_avx2(pool, xf, n_tokens, w.cols);
+    a.gemm_packed = a.token_lanes ? pack_lane_acts_avx2(pool, x.f32, n_tokens, w.cols)
+                                  : pack_gemm_acts_avx2(pool, x.f32, n_tokens, w.cols);
   }
   return a;
 }
