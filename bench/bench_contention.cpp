@@ -65,6 +65,14 @@ Outcome complete(Controller& ctl, InstanceId id, const std::vector<int32_t>& pro
   ctl.register_instance(id, [](const std::string&) {});  // the kill policy's victims fail below
   ctl.set_waker(id, parker.waker());
   auto queue = ctl.create_queue(id);
+  bool ready = queue.ok();
+  // Hybrid models: the sequence's recurrent state (suspended with its pages).
+  uint32_t state = SequenceInput::kNoState;
+  if (ready && ctl.recurrent()) {
+    std::vector<uint32_t> st;
+    ready = parker.until_ready([&] { return ctl.alloc_states(id, 1, st); }).ok();
+    if (ready) state = st.at(0);
+  }
   std::vector<uint32_t> pages;
   auto grow_to = [&](size_t slots) {
     const size_t need = (slots + ps - 1) / ps;
@@ -84,6 +92,7 @@ Outcome complete(Controller& ctl, InstanceId id, const std::vector<int32_t>& pro
     s.kv_pages.assign(pages.begin(), pages.begin() + used);
     s.last_page_len = static_cast<uint32_t>(end - (used - 1) * ps);
     s.outputs.push_back({static_cast<uint32_t>(s.tokens.size() - 1), OutputKind::TopK, 1, 0});
+    s.state_slot = state;
     std::promise<CallOutcome> p;
     CallCompletion done = [&p](CallOutcome&& o) { p.set_value(std::move(o)); };
     auto submitted =
@@ -92,7 +101,7 @@ Outcome complete(Controller& ctl, InstanceId id, const std::vector<int32_t>& pro
     CallOutcome o = p.get_future().get();
     return o ? o->forward.outputs[0].dist.ids[0] : -1;
   };
-  if (queue && grow_to(prompt.size())) {
+  if (ready && grow_to(prompt.size())) {
     int32_t next = step(prompt, 0);
     size_t pos = prompt.size();
     while (next >= 0) {
@@ -141,7 +150,11 @@ nlohmann::json run_contention_bench(const ContentionBenchOptions& o) {
     bo.device = o.device;
     bo.n_threads = static_cast<size_t>(o.threads);
     bo.kv_page_size = ps;
-    bo.kv_memory_bytes = size_t{pages} * cfg.n_layers * 2 * ps * cfg.kv_dim() * sizeof(float);
+    bo.kv_memory_bytes = size_t{pages} * cfg.n_kv_layers() * 2 * ps * cfg.kv_dim() * sizeof(float);
+    // Hybrid models: a recurrent state for every request (the pressure is on KV memory; a
+    // suspension takes the instance's state out with its pages).
+    bo.state_memory_bytes =
+        static_cast<size_t>(o.requests) * cfg.recurrent_state_floats() * sizeof(float);
     auto backend = make_backend(weights, bo);
     ControllerOptions co;
     co.kv_pressure = pressure;
@@ -212,11 +225,12 @@ nlohmann::json run_contention_bench(const ContentionBenchOptions& o) {
       if (p.preemption == Preemption::Swap && suspend) swap_tok_s = r.tok_s;
       fmt::print(
           "  {:>4.1f}x ({:>5} pages) {:<9}: {:>3}/{} done ({} identical), {:9.1f} tok/s "
-          "({:.2f}x of unpressured), p99 {:7.2f} s; {} suspensions, {} pages swapped out and in "
-          "({:.3f} s), {} dropped and {} tokens recomputed ({:.3f} s to resume), {} killed\n",
+          "({:.2f}x of unpressured), p99 {:7.2f} s; {} suspensions, {} pages and {} states "
+          "swapped out and in ({:.3f} s), {} dropped and {} tokens recomputed ({:.3f} s to "
+          "resume), {} killed\n",
           double(needed) / r.pages, r.pages, p.name, r.completed, o.requests, r.identical, r.tok_s,
-          r.tok_s / base.tok_s, r.p99_s, g.suspensions, g.pages_swapped_out, g.swap_ns / 1e9,
-          g.pages_dropped, g.tokens_recomputed, g.recompute_ns / 1e9,
+          r.tok_s / base.tok_s, r.p99_s, g.suspensions, g.pages_swapped_out, g.states_swapped_out,
+          g.swap_ns / 1e9, g.pages_dropped, g.tokens_recomputed, g.recompute_ns / 1e9,
           g.instances_killed_for_memory);
       if (p.preemption == Preemption::Recompute && swap_tok_s > 0)
         fmt::print("  {:>4.1f}x recompute / swap: {:.2f}x throughput\n", double(needed) / r.pages,
@@ -234,6 +248,8 @@ nlohmann::json run_contention_bench(const ContentionBenchOptions& o) {
                              {"suspensions", g.suspensions},
                              {"pages_swapped_out", g.pages_swapped_out},
                              {"pages_swapped_in", g.pages_swapped_in},
+                             {"states_swapped_out", g.states_swapped_out},
+                             {"states_swapped_in", g.states_swapped_in},
                              {"swap_s", g.swap_ns / 1e9},
                              {"pages_dropped", g.pages_dropped},
                              {"tokens_recomputed", g.tokens_recomputed},
