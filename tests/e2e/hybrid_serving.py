@@ -9,10 +9,12 @@ Every request's sequence keeps a recurrent state beside its KV pages. Checked:
   decode steps (sequences at different positions in one batch), equal their one-at-a-time outputs;
 - the prefix cache: a repeated prompt resumes from the state checkpoint the first one left (hit
   tokens, `cached_tokens` in its usage) and gives the identical output; pages and checkpoint
-  show in /metrics (pith_recurrent_states);
+  show in /metrics (pith_recurrent_states); prompts sharing a system prompt: the second one
+  leaves a checkpoint where it leaves the first (a third resumes there) and one at its own end
+  (it resumes there when repeated), outputs equal to an uncached server's;
 - KV pressure: with a KV pool too small for all 8 at once, allocations wait and instances may be
-  suspended and resumed (their pages swapped, their states kept); the outputs still equal the
-  single ones;
+  suspended and resumed (their pages and states swapped out and back); the outputs still equal
+  the single ones;
 - a state pool for 3 sequences: the other requests wait for states (the prefix cache's
   checkpoints give way first) and the outputs still equal the single ones;
 - no state is left behind once the requests are done.
@@ -31,6 +33,9 @@ pith, vocab = sys.argv[1], sys.argv[2]
 arch = sys.argv[3] if len(sys.argv) > 3 else "qwen35"
 WORDS = "the river city north light stone garden paper window music early winter".split()
 PROMPTS = [" ".join(WORDS[(i * 5 + j * 7) % len(WORDS)] for j in range(6 + 7 * i)) for i in range(8)]
+SYSTEM = " ".join(WORDS[(j * 5) % len(WORDS)] for j in range(30))
+SHARED = [SYSTEM + " " + " ".join(WORDS[(i + j * 3) % len(WORDS)] for j in range(20 + 4 * i))
+          for i in range(3)]
 MAX_TOKENS = 12
 
 
@@ -75,6 +80,9 @@ def main():
             print(f"{arch}: 8 concurrent completions (prompts of {min(lengths)}..{max(lengths)} "
                   "tokens, 16-token chunks) equal their single outputs")
 
+        with Server(pith, model, "--no-prefix-cache") as s:
+            shared_single = [complete(s, p)[0] for p in SHARED]
+
         with Server(pith, model) as s:
             prompt = PROMPTS[5]
             first, u1 = complete(s, prompt)
@@ -91,6 +99,24 @@ def main():
             assert used == 0, used
             print(f"{arch}: repeated prompt of {u2['prompt_tokens']} tokens resumed from a checkpoint "
                   f"after {int(hit)} cached tokens, same output")
+
+            # A shared system prompt: the first prompt's checkpoint lies past where the second
+            # leaves it, so the second computes everything, leaving checkpoints at the divergence
+            # and at its own last page boundary; the third resumes from the first of them, the
+            # second repeated from the last.
+            a, ua = complete(s, SHARED[0])
+            b, ub = complete(s, SHARED[1])
+            c, uc = complete(s, SHARED[2])
+            b2, ub2 = complete(s, SHARED[1])
+            assert [a, b, c, b2] == shared_single + [shared_single[1]], ([a, b, c, b2], shared_single)
+            cached = [u.get("prompt_tokens_details", {}).get("cached_tokens", 0) for u in (ua, ub, uc, ub2)]
+            assert cached[0] == 0 and cached[1] == 0, cached
+            assert 16 <= cached[2] < uc["prompt_tokens"] - 16, (cached, uc)  # the divergence
+            assert cached[3] >= ub2["prompt_tokens"] - 16, (cached, ub2)  # its own last boundary
+            used = states_in_use(s)
+            assert used == 0, used
+            print(f"{arch}: a shared {cached[2]}-token prefix served the third prompt from a checkpoint, "
+                  f"the second again resumed after {cached[3]} of {ub2['prompt_tokens']} tokens")
 
         # Up to 10 KV pages of 16 tokens per request (157 tokens); 12 pages for all 8.
         with Server(pith, model, "--no-prefix-cache", "--kv-memory", "48K", "--state-memory", "1M") as s:

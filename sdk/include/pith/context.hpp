@@ -21,9 +21,9 @@
 // per context beside its pages, bound to the context's queue. fork() copies it; truncate()
 // into computed tokens cannot rewind it, so the context recomputes itself into a fresh state
 // at the next step (prefix cache checkpoints shorten that). The first flush computes the
-// prompt up to where it leaves the prompts the cache holds (a shared system prompt), or else
-// up to its last page boundary, saves the state there as the prefix cache's checkpoint, then
-// computes the rest; a later prompt with that prefix resumes from the checkpoint. Attention masks
+// prompt up to where it leaves the prompts the cache holds (a shared system prompt) and up to
+// its last page boundary, saving the state at each as a prefix-cache checkpoint, then computes
+// the rest; a later prompt with either prefix resumes from its checkpoint. Attention masks
 // (mask(), flush(mask)) and import_append are not available.
 #pragma once
 
@@ -602,7 +602,7 @@ class Context {
     size_t from = computed_;  // the first token this forward computes
     if (state_ && first && !mask && !every_input && use_prefix_cache_ && !inserted_ &&
         default_positions(total))
-      from = compute_to_checkpoint(total);
+      from = compute_to_checkpoints(total);
     const uint32_t n = static_cast<uint32_t>(total - from);
     if (mask && (mask->rows() != n || mask->context_len() != total))
       return Error(PITH_ERR_BAD_ARGUMENT, "attention mask is " + std::to_string(mask->rows()) +
@@ -640,43 +640,50 @@ class Context {
     return {};
   }
 
-  // Hybrid models, first step: queues the forward up to the prompt's last page boundary before
-  // the last token (no outputs) and a copy of the state there, the prefix cache's checkpoint;
-  // the caller's forward then computes the rest. Both halves run on the queue in order.
-  // Returns where the caller's forward starts.
-  size_t compute_to_checkpoint(size_t total) {
+  // Hybrid models, first step: queues forwards (no outputs) up to the places where a checkpoint
+  // serves later prompts best, each followed by a copy of the state there (the prefix cache's
+  // checkpoints): where this prompt leaves the prompts the cache holds (a shared system prompt:
+  // the next prompt with it), and its own last page boundary before the last token (this prompt
+  // again). The caller's forward then computes the rest; all run on the queue in order. Returns
+  // where the caller's forward starts.
+  size_t compute_to_checkpoints(size_t total) {
     const uint32_t ps = page_size();
-    // Where this prompt leaves the cached ones (a shared system prompt), else its last page
-    // boundary (the same prompt again).
-    const size_t at = shared_prefix_ > computed_ && shared_prefix_ < total ? shared_prefix_
-                                                                           : (total - 1) / ps * ps;
-    if (at <= computed_) return computed_;
-    pith_forward_tokens_args_t a{};
-    a.tokens = tokens_.data() + computed_;
-    a.positions = positions_.data() + computed_;
-    a.token_count = static_cast<uint32_t>(at - computed_);
-    a.kv_pages = pages_.data();
-    a.kv_page_count = static_cast<uint32_t>(at / ps);
-    a.last_page_len = ps;
-    pre_ = queue_.forward_tokens(a);
-    // The checkpoint is an extra: when states are short it is skipped, never waited for.
-    pith_state_t ck = 0;
-    const bool waits = !Model::kv_fail_fast();
-    if (waits) pith_kvpage_policy(model_.handle(), PITH_KV_FAIL_FAST);
-    const pith_status_t got = pith_state_alloc(queue_.handle(), 1, &ck);
-    if (waits) pith_kvpage_policy(model_.handle(), PITH_KV_WAIT);
-    if (got != PITH_OK) return at;
-    if (pith_state_copy(queue_.handle(), state_, ck) != PITH_OK) {
-      pith_state_dealloc(queue_.handle(), &ck, 1);
-      return at;
+    size_t stops[kMaxCheckpoints];
+    size_t n_stops = 0;
+    if (shared_prefix_ > computed_ && shared_prefix_ < total) stops[n_stops++] = shared_prefix_;
+    const size_t last = (total - 1) / ps * ps;
+    if (last > computed_ && (n_stops == 0 || last > stops[0])) stops[n_stops++] = last;
+    size_t from = computed_;
+    for (size_t i = 0; i < n_stops; ++i) {
+      const size_t at = stops[i];
+      pith_forward_tokens_args_t a{};
+      a.tokens = tokens_.data() + from;
+      a.positions = positions_.data() + from;
+      a.token_count = static_cast<uint32_t>(at - from);
+      a.kv_pages = pages_.data();
+      a.kv_page_count = static_cast<uint32_t>(at / ps);
+      a.last_page_len = ps;
+      pre_[i] = queue_.forward_tokens(a);
+      from = at;
+      // A checkpoint is an extra: when states are short it is skipped, never waited for.
+      pith_state_t ck = 0;
+      const bool waits = !Model::kv_fail_fast();
+      if (waits) pith_kvpage_policy(model_.handle(), PITH_KV_FAIL_FAST);
+      const pith_status_t got = pith_state_alloc(queue_.handle(), 1, &ck);
+      if (waits) pith_kvpage_policy(model_.handle(), PITH_KV_WAIT);
+      if (got != PITH_OK) continue;
+      if (pith_state_copy(queue_.handle(), state_, ck) != PITH_OK) {
+        pith_state_dealloc(queue_.handle(), &ck, 1);
+        continue;
+      }
+      checkpoints_[n_checkpoints_++] = {at, ck};
     }
-    checkpoint_ = ck;
-    checkpoint_at_ = at;
-    return at;
+    return from;
   }
-  void drop_checkpoint() {
-    if (checkpoint_) pith_state_dealloc(queue_.handle(), &checkpoint_, 1);
-    checkpoint_ = 0;
+  void drop_checkpoints() {
+    for (size_t i = 0; i < n_checkpoints_; ++i)
+      pith_state_dealloc(queue_.handle(), &checkpoints_[i].state, 1);
+    n_checkpoints_ = 0;
   }
 
   // The second half: waits for the queued forward and takes its result.
@@ -684,11 +691,14 @@ class Context {
     if (!pending_.valid()) return Error(PITH_ERR_BAD_ARGUMENT, "finish_step without start_step");
     Result<std::string> bytes = pending_.get();
     pending_.reset();
-    Result<std::string> pre = pre_.valid() ? pre_.get() : std::string();
-    pre_.reset();
-    if (!pre) bytes = std::move(pre).take_error();
+    for (Future& f : pre_) {
+      if (!f.valid()) continue;
+      Result<std::string> pre = f.get();
+      f.reset();
+      if (!pre && bytes) bytes = std::move(pre).take_error();
+    }
     if (!bytes) {
-      drop_checkpoint();
+      drop_checkpoints();
       return std::move(bytes).take_error();
     }
     const size_t total = pending_total_;
@@ -698,14 +708,16 @@ class Context {
     computed_ = total;
     redo_ = 0;
     const uint32_t ps = page_size();
-    if (checkpoint_) {
-      // Hybrid: the pages up to the checkpoint, with the state there.
+    if (n_checkpoints_ > 0) {
+      // Hybrid: the pages up to each checkpoint, with the state there.
       inserted_ = true;
-      const uint32_t full = static_cast<uint32_t>(checkpoint_at_ / ps);
-      pith_prefix_insert_state(queue_.handle(), tokens_.data(), full * ps, pages_.data(), full,
-                               checkpoint_);
-      offered_pages_ = full;
-      drop_checkpoint();
+      for (size_t i = 0; i < n_checkpoints_; ++i) {
+        const uint32_t full = static_cast<uint32_t>(checkpoints_[i].at / ps);
+        pith_prefix_insert_state(queue_.handle(), tokens_.data(), full * ps, pages_.data(), full,
+                                 checkpoints_[i].state);
+        offered_pages_ = std::max(offered_pages_, full);
+      }
+      drop_checkpoints();
     } else if (state_) {
       inserted_ = true;  // nothing new to offer (the prompt was cached, or under a page)
     } else if (pending_first_ && use_prefix_cache_ && !inserted_) {
@@ -743,14 +755,19 @@ class Context {
   uint32_t offered_pages_ = 0;
   uint32_t cached_ = 0;
   // Hybrid models: the context's recurrent state (0: a model without), whether truncate made
-  // it stale, and the first step's checkpoint (compute_to_checkpoint) with its forward.
+  // it stale, and the first step's checkpoints (compute_to_checkpoints) with their forwards.
   pith_state_t state_ = 0;
   bool stale_state_ = false;
   size_t redo_ = 0;  // leading tokens computed before a truncate, recomputed by the next step
-  pith_state_t checkpoint_ = 0;
-  size_t checkpoint_at_ = 0;
-  size_t shared_prefix_ = 0;  // tokens the prefix cache held pages for at the first lookup
-  Future pre_;
+  static constexpr size_t kMaxCheckpoints = 2;
+  struct Checkpoint {
+    size_t at = 0;  // tokens before it (a page boundary)
+    pith_state_t state = 0;
+  };
+  Checkpoint checkpoints_[kMaxCheckpoints];
+  size_t n_checkpoints_ = 0;
+  size_t shared_prefix_ = 0;     // tokens the prefix cache held pages for at the first lookup
+  Future pre_[kMaxCheckpoints];  // the forwards up to the checkpoints
 };
 
 }  // namespace pith
