@@ -305,6 +305,8 @@ class Controller {
   // The same for state allocations (controller_states.cpp); true while one still waits.
   bool relieve_state_waits_locked(Deferred& wakes);
   bool others_hold_states_locked(InstanceId id) const;
+  // Whether a state allocation that outranks `id` waits.
+  bool state_waiter_ahead_locked(InstanceId id) const;
   // States promised to woken waiters that have not taken them yet, and what is free beyond them.
   uint32_t states_promised_locked() const;
   uint32_t states_available_locked() const;

@@ -102,6 +102,13 @@ bool Controller::others_hold_states_locked(InstanceId id) const {
   return false;
 }
 
+bool Controller::state_waiter_ahead_locked(InstanceId id) const {
+  const KvRank mine = rank_locked(id);
+  for (const auto& [other, w] : state_waits_)
+    if (other != id && !w.ready && !w.refused && outranks(rank_locked(other), mine)) return true;
+  return false;
+}
+
 uint32_t Controller::states_promised_locked() const {
   uint32_t n = 0;
   for (const auto& [_, w] : state_waits_)

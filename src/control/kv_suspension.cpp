@@ -409,10 +409,11 @@ bool Controller::relieve_pressure_locked(Deferred& deferred) {
     auto w = alloc_waits_.find(id);
     uint32_t want =
         w != alloc_waits_.end() && !w->second.granted && !w->second.refused ? w->second.n : 0;
-    // A suspended instance of a hybrid model needs its states back as well as its pages.
+    // A suspended instance of a hybrid model needs its states back as well as its pages, and
+    // waits behind state allocations that outrank it (it would only be suspended again).
     if (const size_t need_states = spaces_.swapped_states(id); need_states > 0) {
-      make_room_locked(id, Pool::States, need_states, now);
-      if (states_available_locked() < need_states) {
+      if (!state_waiter_ahead_locked(id)) make_room_locked(id, Pool::States, need_states, now);
+      if (state_waiter_ahead_locked(id) || states_available_locked() < need_states) {
         blocked = true;
         break;
       }
