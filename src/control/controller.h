@@ -322,6 +322,9 @@ class Controller {
   // The same for its recurrent states.
   void private_states_locked(InstanceId id, std::vector<uint32_t>& states,
                              std::vector<uint32_t>& refs) const;
+  // The references (pages or states: `held`) its queued calls hold.
+  std::vector<uint32_t> queued_refs_locked(InstanceId id,
+                                           std::vector<uint32_t> PendingCall::*held) const;
   void suspend_locked(InstanceId victim);
   bool resume_locked(InstanceId id, Deferred& deferred);
   void end_instance_locked(InstanceId id, const std::string& why, Deferred& deferred);

@@ -177,13 +177,7 @@ void Controller::wake_locked(InstanceId id, Deferred& wakes) {
 void Controller::private_pages_locked(InstanceId id, std::vector<uint32_t>& pages,
                                       std::vector<uint32_t>& refs,
                                       std::vector<uint32_t>* visible) const {
-  std::vector<uint32_t> pending;  // the references its queued calls hold
-  for (QueueId q : spaces_.queues_of(id)) {
-    auto it = queues_.find(q);
-    if (it == queues_.end()) continue;
-    for (const auto& call : it->second.calls)
-      pending.insert(pending.end(), call->held_pages.begin(), call->held_pages.end());
-  }
+  const std::vector<uint32_t> pending = queued_refs_locked(id, &PendingCall::held_pages);
   spaces_.private_pages(id, pending, pages, refs);
   if (visible) {
     *visible = pending;
@@ -194,14 +188,19 @@ void Controller::private_pages_locked(InstanceId id, std::vector<uint32_t>& page
 
 void Controller::private_states_locked(InstanceId id, std::vector<uint32_t>& states,
                                        std::vector<uint32_t>& refs) const {
-  std::vector<uint32_t> pending;  // the state references its queued calls hold
+  spaces_.private_states(id, queued_refs_locked(id, &PendingCall::held_states), states, refs);
+}
+
+std::vector<uint32_t> Controller::queued_refs_locked(
+    InstanceId id, std::vector<uint32_t> PendingCall::*held) const {
+  std::vector<uint32_t> refs;
   for (QueueId q : spaces_.queues_of(id)) {
     auto it = queues_.find(q);
     if (it == queues_.end()) continue;
     for (const auto& call : it->second.calls)
-      pending.insert(pending.end(), call->held_states.begin(), call->held_states.end());
+      refs.insert(refs.end(), ((*call).*held).begin(), ((*call).*held).end());
   }
-  spaces_.private_states(id, pending, states, refs);
+  return refs;
 }
 
 void Controller::suspend_locked(InstanceId victim) {

@@ -125,10 +125,14 @@ def main():
             together = concurrently(s)
             assert together == single, (together, single)
             suspensions = s.metric("pith_kv_suspensions_total")
+            swapped = s.metric("pith_recurrent_states_swapped_total", {"direction": "out"})
+            back = s.metric("pith_recurrent_states_swapped_total", {"direction": "in"})
+            # Every suspended instance took its state out (none is shared here) and brought it back.
+            assert swapped >= suspensions and back == swapped, (suspensions, swapped, back)
             used = states_in_use(s)
             assert used == 0, used
-            print(f"{arch}: under KV pressure ({int(pages)} pages, {int(suspensions)} suspensions) the "
-                  "8 outputs equal the single ones")
+            print(f"{arch}: under KV pressure ({int(pages)} pages, {int(suspensions)} suspensions, "
+                  f"{int(swapped)} states swapped out and back) the 8 outputs equal the single ones")
         # Three states (~17 KB each) for 8 requests, the prefix cache on.
         with Server(pith, model, "--state-memory", "52K") as s:
             total = s.metric("pith_recurrent_states_total")

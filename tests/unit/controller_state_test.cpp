@@ -224,14 +224,28 @@ TEST_F(ControllerStates, ExportImportQuotaGaugesAndRelease) {
 // A pool of two states: an allocation waits while another instance holds states it will give
 // back, is woken when it can have them, and is refused when nobody could ever end its wait (or
 // it fails fast).
-TEST(ControllerStatesPool, AllocationsWaitForStatesOthersGiveBack) {
-  auto weights = test::generated_model("qwen35", 5);
+// A forward that waits for its outcome; the distribution after its last input.
+TokenDistribution forward_dist(Controller& c, InstanceId id, QueueId q, SequenceInput seq) {
+  auto out = wait_for(
+      [&](CallCompletion done) { return c.forward(id, q, std::move(seq), std::move(done)); });
+  EXPECT_TRUE(out.ok()) << (out.ok() ? "" : out.failure().message);
+  return out.ok() ? out->forward.outputs.at(0).dist : TokenDistribution{};
+}
+
+// An engine configuration whose state pool holds exactly two sequences' states.
+EngineOptions two_state_pool(const ModelWeights& weights) {
   EngineOptions o;
   o.kv_page_size = kPage;
   o.kv_memory_bytes = size_t{8} << 20;
   o.max_embeds = 64;
   o.n_threads = 2;
-  o.state_memory_bytes = 2 * weights->config.recurrent_state_floats() * sizeof(float);
+  o.state_memory_bytes = 2 * weights.config.recurrent_state_floats() * sizeof(float);
+  return o;
+}
+
+TEST(ControllerStatesPool, AllocationsWaitForStatesOthersGiveBack) {
+  auto weights = test::generated_model("qwen35", 5);
+  const EngineOptions o = two_state_pool(*weights);
   Engine engine(weights, o);
   ASSERT_EQ(engine.state_slots().capacity(), 2u);
   Controller ctl(engine, {});
@@ -269,12 +283,7 @@ TEST(ControllerStatesPool, AllocationsWaitForStatesOthersGiveBack) {
 // them: its sequence continues exactly as an unpressured one does.
 TEST(ControllerStatesPool, StatePressureSuspendsAnOutrankedInstanceWithItsStates) {
   auto weights = test::generated_model("qwen35", 5);
-  EngineOptions o;
-  o.kv_page_size = kPage;
-  o.kv_memory_bytes = size_t{8} << 20;
-  o.max_embeds = 64;
-  o.n_threads = 2;
-  o.state_memory_bytes = 2 * weights->config.recurrent_state_floats() * sizeof(float);
+  const EngineOptions o = two_state_pool(*weights);
   Engine engine(weights, o);
   ASSERT_EQ(engine.state_slots().capacity(), 2u);
   ControllerOptions copt;
@@ -286,12 +295,6 @@ TEST(ControllerStatesPool, StatePressureSuspendsAnOutrankedInstanceWithItsStates
   ctl.set_waker(1, w1.fn());
   ctl.set_waker(2, w2.fn());
   const auto tokens = test::random_tokens(24, 7);
-  auto forward = [&](Controller& c, InstanceId id, QueueId q, SequenceInput seq) {
-    auto out = wait_for(
-        [&](CallCompletion done) { return c.forward(id, q, std::move(seq), std::move(done)); });
-    EXPECT_TRUE(out.ok()) << (out.ok() ? "" : out.failure().message);
-    return out.ok() ? out->forward.outputs.at(0).dist : TokenDistribution{};
-  };
 
   // The newer instance holds the whole state pool, 20 tokens into a sequence, its next step
   // queued.
@@ -299,7 +302,7 @@ TEST(ControllerStatesPool, StatePressureSuspendsAnOutrankedInstanceWithItsStates
   const auto pages2 = *ctl.alloc_pages(2, 2);
   std::vector<uint32_t> st2;
   ASSERT_TRUE(ctl.alloc_states(2, 2, st2).ok());
-  forward(ctl, 2, q2, piece(tokens, 0, 20, pages2, st2[0]));
+  forward_dist(ctl, 2, q2, piece(tokens, 0, 20, pages2, st2[0]));
   std::promise<CallOutcome> queued;
   ASSERT_EQ(ctl.forward(2, q2, piece(tokens, 20, 21, pages2, st2[0]),
                         [&](CallOutcome&& r) { queued.set_value(std::move(r)); }),
@@ -316,6 +319,10 @@ TEST(ControllerStatesPool, StatePressureSuspendsAnOutrankedInstanceWithItsStates
   EXPECT_EQ(g.states_swapped_out, 2u);
   EXPECT_EQ(g.pages_swapped_out, 2u);
   EXPECT_EQ(g.swap_bytes, 2 * engine.state_bytes() + 2 * engine.kv_page_bytes());
+  // While it is out, its calls that name states wait (their slot ids are stale).
+  EXPECT_EQ(ctl.dealloc_states(2, std::vector<uint32_t>{st2[1]}), Status::Waiting);
+  EXPECT_EQ(ctl.copy_state(2, q2, st2[0], st2[1], [](CallOutcome&&) {}), Status::Waiting);
+  EXPECT_EQ(ctl.export_state(2, "out", st2[0], false), Status::Waiting);
 
   // Its slot held the suspended sequence's state; the waiter's starts empty all the same.
   Engine ref_engine(weights, o);
@@ -327,8 +334,8 @@ TEST(ControllerStatesPool, StatePressureSuspendsAnOutrankedInstanceWithItsStates
   ASSERT_TRUE(ref.alloc_states(9, 1, rst).ok());
   const QueueId q1 = *ctl.create_queue(1);
   const auto pages1 = *ctl.alloc_pages(1, 2);
-  expect_same(forward(ctl, 1, q1, piece(tokens, 0, 20, pages1, st1[0])),
-              forward(ref, 9, rq, piece(tokens, 0, 20, rpages, rst[0])), 0);
+  expect_same(forward_dist(ctl, 1, q1, piece(tokens, 0, 20, pages1, st1[0])),
+              forward_dist(ref, 9, rq, piece(tokens, 0, 20, rpages, rst[0])), 0);
 
   // The older one ends: the newer one is resumed into fresh slots, its queued step runs on its
   // own state, and its sequence goes on as the unpressured one does.
@@ -341,9 +348,9 @@ TEST(ControllerStatesPool, StatePressureSuspendsAnOutrankedInstanceWithItsStates
   EXPECT_EQ(g.states_swapped_in, 2u);
   EXPECT_EQ(g.swap_bytes, 0u);
   expect_same(step->forward.outputs.at(0).dist,
-              forward(ref, 9, rq, piece(tokens, 20, 21, rpages, rst[0])));
-  expect_same(forward(ctl, 2, q2, piece(tokens, 21, 24, pages2, st2[0])),
-              forward(ref, 9, rq, piece(tokens, 21, 24, rpages, rst[0])));
+              forward_dist(ref, 9, rq, piece(tokens, 20, 21, rpages, rst[0])));
+  expect_same(forward_dist(ctl, 2, q2, piece(tokens, 21, 24, pages2, st2[0])),
+              forward_dist(ref, 9, rq, piece(tokens, 21, 24, rpages, rst[0])));
   ctl.release_instance(2);
   EXPECT_EQ(ctl.gauges().states_free, 2u);
 }
@@ -352,12 +359,7 @@ TEST(ControllerStatesPool, StatePressureSuspendsAnOutrankedInstanceWithItsStates
 // the emptying it was waiting for does not hit the slot another of its states resumed into.
 TEST(ControllerStatesPool, AStateSuspendedBeforeItsFirstUseComesBackEmpty) {
   auto weights = test::generated_model("qwen35", 5);
-  EngineOptions o;
-  o.kv_page_size = kPage;
-  o.kv_memory_bytes = size_t{8} << 20;
-  o.max_embeds = 64;
-  o.n_threads = 2;
-  o.state_memory_bytes = 2 * weights->config.recurrent_state_floats() * sizeof(float);
+  const EngineOptions o = two_state_pool(*weights);
   const auto tokens = test::random_tokens(24, 8);
   // Unpressured: the sequence's distributions after 20 and 24 tokens.
   Engine ref_engine(weights, o);
@@ -367,14 +369,8 @@ TEST(ControllerStatesPool, AStateSuspendedBeforeItsFirstUseComesBackEmpty) {
   const auto rpages = *ref.alloc_pages(9, 2);
   std::vector<uint32_t> rst;
   ASSERT_TRUE(ref.alloc_states(9, 1, rst).ok());
-  auto forward = [&](Controller& c, InstanceId id, QueueId q, SequenceInput seq) {
-    auto out = wait_for(
-        [&](CallCompletion done) { return c.forward(id, q, std::move(seq), std::move(done)); });
-    EXPECT_TRUE(out.ok()) << (out.ok() ? "" : out.failure().message);
-    return out.ok() ? out->forward.outputs.at(0).dist : TokenDistribution{};
-  };
-  const auto at20 = forward(ref, 9, rq, piece(tokens, 0, 20, rpages, rst[0]));
-  const auto at24 = forward(ref, 9, rq, piece(tokens, 20, 24, rpages, rst[0]));
+  const auto at20 = forward_dist(ref, 9, rq, piece(tokens, 0, 20, rpages, rst[0]));
+  const auto at24 = forward_dist(ref, 9, rq, piece(tokens, 20, 24, rpages, rst[0]));
 
   // Either order of the two slots in the pool.
   for (int round = 0; round < 2; ++round) {
@@ -392,8 +388,8 @@ TEST(ControllerStatesPool, AStateSuspendedBeforeItsFirstUseComesBackEmpty) {
     // One slot holds a finished sequence, freed and taken again (uncleared); the other a live
     // sequence 20 tokens in.
     const uint32_t dead = both[round], kept = both[1 - round];
-    forward(ctl, 2, q2, piece(tokens, 0, 20, pages3, dead));
-    forward(ctl, 2, q2, piece(tokens, 0, 20, pages2, kept));
+    forward_dist(ctl, 2, q2, piece(tokens, 0, 20, pages3, dead));
+    forward_dist(ctl, 2, q2, piece(tokens, 0, 20, pages2, kept));
     ASSERT_TRUE(ctl.dealloc_states(2, std::vector<uint32_t>{dead}).ok());
     ASSERT_TRUE(ctl.alloc_states(2, 1, fresh).ok());
     std::vector<uint32_t> st1;
@@ -403,8 +399,8 @@ TEST(ControllerStatesPool, AStateSuspendedBeforeItsFirstUseComesBackEmpty) {
     EXPECT_EQ(ctl.gauges().states_swapped_out, 2u);
     ctl.release_instance(1);
     ASSERT_TRUE(w2.wait_for(1));
-    expect_same(forward(ctl, 2, q2, piece(tokens, 20, 24, pages2, kept)), at24);
-    expect_same(forward(ctl, 2, q2, piece(tokens, 0, 20, pages3, fresh[0])), at20);
+    expect_same(forward_dist(ctl, 2, q2, piece(tokens, 20, 24, pages2, kept)), at24);
+    expect_same(forward_dist(ctl, 2, q2, piece(tokens, 0, 20, pages3, fresh[0])), at20);
   }
 }
 
