@@ -16,7 +16,10 @@
 #   2. compute-sanitizer --tool memcheck on the GPU unit tests
 #   3. pith logits --device cpu vs --device cuda on the oracle models (tests/data/models) and a
 #      generated llama3.2-1b-shape BF16 model: top-1 agreement and max |dlogit|
-#   4. the same 1B model as a Hugging Face folder: pith (cuda) vs transformers on the GPU
+#   4. the same 1B model as a Hugging Face folder: pith (cuda) vs transformers on the GPU; then
+#      the other families the backend runs (qwen2.5-0.5b, qwen3-0.6b, gemma3-1b, qwen3.5-0.8b
+#      shapes, BF16):
+#      CPU vs CUDA on GGUF files and CUDA vs transformers on HF folders
 #   5. the e2e suite (ctest -L e2e) on the CUDA backend (--device defaults
 #      to cuda when a GPU is present)
 #   6. per-step GPU time vs wall time of decode at batch 1 and 64 on the 1B shape (CUDA events)
@@ -203,6 +206,38 @@ run() {
   else
     record hf-vs-transformers FAIL "gen or pith logits failed, see gen-1b-hf.txt / logits-hf-cuda.err"
   fi
+
+  # 4b. The other families (docs/gpu.md "Families"): GGUF CPU vs CUDA, HF CUDA vs transformers.
+  local preset qvocab
+  for preset in qwen2.5-0.5b qwen3-0.6b gemma3-1b qwen3.5-0.8b; do
+    qvocab=$SRC/tests/data/tokenizer/ggml-vocab-qwen2.gguf
+    [[ $preset == qwen3.5-* ]] && qvocab=$SRC/tests/data/tokenizer/ggml-vocab-qwen35.gguf
+    if "$pith" model gen --preset "$preset" --dtype bf16 --vocab "$qvocab" --seed 16 -q \
+         -o "$work/$preset.gguf" > "$OUT/gen-$preset.txt" 2>&1; then
+      compare_devices "$preset-bf16" "$work/$preset.gguf" bf16 --prompt "$prompt"
+    else
+      record "logits-$preset-bf16" FAIL "gen failed, see gen-$preset.txt"
+    fi
+    if "$pith" model gen --preset "$preset" --dtype bf16 --format hf --vocab "$qvocab" --seed 16 \
+         -q -o "$work/$preset-hf" > "$OUT/gen-$preset-hf.txt" 2>&1 &&
+       "$pith" logits -m "$work/$preset-hf" --prompt "$prompt" --top 50 --json --device cuda \
+         > "$OUT/logits-$preset-hf-cuda.json" 2> "$OUT/logits-$preset-hf-cuda.err"; then
+      local toks="" line=""
+      toks=$($python -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['tokens'])))" \
+               "$OUT/logits-$preset-hf-cuda.json")
+      if $python "$SRC/tools/hf_logits_reference.py" "$work/$preset-hf" --tokens "$toks" --top 50 \
+           > "$OUT/logits-$preset-hf-transformers.json" 2> "$OUT/logits-$preset-hf-transformers.err" &&
+         line=$($python "$SRC/tools/compare_logits.py" "$OUT/logits-$preset-hf-transformers.json" \
+                  "$OUT/logits-$preset-hf-cuda.json" --tol-mode bf16 --label "$preset-hf-vs-transformers" \
+                  --out "$OUT/logits-$preset-hf.result.json"); then
+        record "$preset-hf-vs-transformers" PASS "$line"
+      else
+        record "$preset-hf-vs-transformers" FAIL "${line:-transformers failed, see logits-$preset-hf-transformers.err}"
+      fi
+    else
+      record "$preset-hf-vs-transformers" FAIL "gen or pith logits failed, see gen-$preset-hf.txt"
+    fi
+  done
 
   # 5. e2e suite on the CUDA backend.
   if ctest --test-dir "$pack" -L e2e --output-on-failure > "$OUT/ctest-e2e.txt" 2>&1; then

@@ -33,18 +33,7 @@ namespace pith {
 
 struct Engine::Scratch {
   explicit Scratch(const ModelConfig& c)
-      : rope(c),
-        rope_local(
-            c.rope_theta_local > 0 ? c.rotary_dim_of(first_sliding_layer(c)) : c.rotary_dim(),
-            c.rope_theta_local > 0 ? c.rope_theta_local : c.rope_theta,
-            c.rope_theta_local > 0 ? std::vector<float>{} : c.rope_freq_factors),
-        ones(c.max_head_dim(), 1.0f) {}
-
-  static uint32_t first_sliding_layer(const ModelConfig& c) {
-    for (uint32_t l = 0; l < c.n_layers; ++l)
-      if (c.layer_slides(l)) return l;
-    return 0;
-  }
+      : rope(c), rope_local(sliding_rope_table(c)), ones(c.max_head_dim(), 1.0f) {}
 
   RopeTable rope;
   RopeTable rope_local;  // sliding layers of gemma3/4 (own base and size, no scaling); else == rope

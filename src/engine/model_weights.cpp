@@ -96,10 +96,6 @@ std::string family_option_summary(const ModelConfig& c) {
   return used.empty() ? "none" : fmt::format("{}", fmt::join(used, ", "));
 }
 
-bool family_options_are_llamas(const ModelConfig& c) {
-  return family_option_summary(c) == "none";
-}
-
 void place_layer_vector(LayerWeights& l, LayerTensor::Role role, std::vector<float> v,
                         const ModelConfig& c) {
   using R = LayerTensor::Role;

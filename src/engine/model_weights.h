@@ -104,9 +104,8 @@ void place_layer_matrix(LayerWeights& layer, LayerTensor::Role role, const Weigh
 void place_layer_expert(LayerWeights& layer, LayerTensor::Role role, uint32_t expert,
                         const WeightMatrix& m, const ModelConfig& config);
 
-// True when the config uses none of the family options beyond Llama's (a backend that
-// implements only Llama's kernels checks this); the summary names the ones in use.
-bool family_options_are_llamas(const ModelConfig& config);
+// The family options beyond Llama's that the config uses, comma separated ("none" for a plain
+// Llama); a backend that implements only some of them checks what is left (cuda/family_support.h).
 std::string family_option_summary(const ModelConfig& config);
 
 // Loads a GGUF file or a Hugging Face folder (config.json + *.safetensors). Throws pith::Error

@@ -24,6 +24,14 @@ RopeTable::RopeTable(uint32_t hd, float rope_theta, const std::vector<float>& ff
   }
 }
 
+RopeTable sliding_rope_table(const ModelConfig& c) {
+  if (c.rope_theta_local <= 0) return RopeTable(c);
+  uint32_t first = 0;  // the first sliding layer (layer 0 where none slides)
+  for (uint32_t l = c.n_layers; l-- > 0;)
+    if (c.layer_slides(l)) first = l;
+  return RopeTable(c.rotary_dim_of(first), c.rope_theta_local, {});
+}
+
 void RopeTable::angles(uint32_t pos, float* cos_out, float* sin_out) const {
   // ggml's recurrence, in f32: theta_0 = pos, theta_{i+1} = theta_i * theta_scale.
   float theta = static_cast<float>(pos);

@@ -36,6 +36,11 @@ class RopeTable {
   std::vector<float> freq_factors_;  // [head_dim/2], 1 when the model has none
 };
 
+// The table of a model's sliding-window layers: their own base (rope_theta_local, gemma3/4) over
+// the first sliding layer's rotary size, without frequency factors; the global table's
+// parameters when the model has no second base.
+RopeTable sliding_rope_table(const ModelConfig& config);
+
 // Rotates n_heads vectors (heads concatenated, head_stride floats apart; 0 means 2 * n_pairs)
 // in place with the given cos/sin [n_pairs]. With head_stride > 2 * n_pairs only the first
 // 2 * n_pairs dimensions of each head turn (partial rotary, ModelConfig::rope_dim).

@@ -8,9 +8,7 @@
 
 namespace pith {
 
-namespace {
-
-uint32_t slots_in_budget(const ModelConfig& c, size_t memory_bytes) {
+uint32_t state_slots_in_budget(const ModelConfig& c, size_t memory_bytes) {
   const size_t bytes = c.recurrent_state_floats() * sizeof(float);
   if (bytes == 0) return 0;
   const size_t n = memory_bytes / bytes;
@@ -22,12 +20,10 @@ uint32_t slots_in_budget(const ModelConfig& c, size_t memory_bytes) {
   return static_cast<uint32_t>(std::min<size_t>(n, UINT32_MAX - 1));
 }
 
-}  // namespace
-
 StatePool::StatePool(const ModelConfig& c, size_t memory_bytes)
     : layer_floats_(c.delta_net.layer_state_floats()),
       slot_floats_(c.recurrent_state_floats()),
-      slots_(slots_in_budget(c, memory_bytes), "recurrent states"),
+      slots_(state_slots_in_budget(c, memory_bytes), "recurrent states"),
       // Uninitialised: the OS commits it on first touch, a slot is cleared when it starts.
       data_(new float[slots_.capacity() * slot_floats_]) {}
 

@@ -18,6 +18,11 @@
 
 namespace pith {
 
+// Slots of a state pool of `memory_bytes` for the model (0 without recurrent layers). Throws
+// pith::Error when a hybrid model's budget does not hold one slot. Shared with the CUDA backend's
+// device pool, so both count and refuse alike.
+uint32_t state_slots_in_budget(const ModelConfig& config, size_t memory_bytes);
+
 class StatePool {
  public:
   // floor(memory_bytes / slot bytes) slots, none for a model without recurrent layers. Throws

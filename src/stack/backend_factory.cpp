@@ -1,7 +1,9 @@
 // make_backend: the one place that knows which backends exist. The CPU engine and the
 // weightless fake (device "fake", for tests above the seam) are always built; the CUDA backend
 // only when CMake found nvcc (PITH_HAVE_CUDA), so a CPU-only build still parses `--device cuda`
-// and answers with a clear error instead of an unknown flag.
+// and answers with a clear error instead of an unknown flag. `auto` picks the GPU when there is
+// one and the CUDA backend runs the model's family (engine/cuda/family_support.h), else the CPU
+// with a warning that says why; an explicit `cuda` refuses such a model with the same reason.
 #include <charconv>
 
 #include "backend/backend.h"
@@ -11,7 +13,10 @@
 #include "engine/model_weights.h"
 
 #if PITH_HAVE_CUDA
+#include <spdlog/spdlog.h>
+
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/family_support.h"
 #endif
 
 namespace pith {
@@ -54,7 +59,19 @@ std::unique_ptr<Backend> make_backend(std::shared_ptr<const ModelWeights> weight
   // the config for it).
   if (options.device == "fake") return std::make_unique<FakeBackend>(weights->config, options);
   const bool is_auto = options.device == "auto" || options.device.empty();
-  const int index = is_auto ? (gpu_count() > 0 ? 0 : -1) : parse_cuda_index(options.device);
+  int index = is_auto ? (gpu_count() > 0 ? 0 : -1) : parse_cuda_index(options.device);
+#if PITH_HAVE_CUDA
+  if (is_auto && index >= 0) {
+    const std::string missing = cuda::unsupported_family_options(weights->config);
+    if (missing != "none") {
+      spdlog::warn(
+          "'{}' uses {}, which the CUDA backend does not run yet: serving it on the CPU "
+          "(--device cpu to say so, --device cuda to refuse)",
+          weights->config.architecture, missing);
+      index = -1;
+    }
+  }
+#endif
   if (index < 0) return std::make_unique<Engine>(std::move(weights), options);
 #if PITH_HAVE_CUDA
   const int n = cuda_device_count();

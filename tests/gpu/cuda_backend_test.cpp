@@ -1,9 +1,11 @@
 // The CUDA backend against the CPU engine on the same batches: prefill, decode, mixed batches,
 // custom masks, copy_kv, forks sharing pages, Embed inputs and outputs, next_dist, top-K ties
-// and full logits, on the bundled tiny models (F32, untied F32, BF16, Q8_0) and a generated
-// tiny BF16 model with the real Llama 3 vocabulary. Tolerances are issue 16's: max |Δlogit| <=
-// 2e-3 in F32 mode (no TF32), <= 2e-2 * (1 + max |logit|) in BF16 mode; top-1 must agree unless
-// the CPU's two best logits are closer than the tolerance. Needs a GPU (skips with 77).
+// and full logits, on the bundled tiny models (F32, untied F32, BF16, Q8_0), a generated
+// tiny BF16 model with the real Llama 3 vocabulary and generated tiny BF16 models of the other
+// families the backend runs (qwen2, qwen3, mistral, phi3, gemma2, gemma3). Tolerances are issue
+// 16's: max |Δlogit| <= 2e-3 in F32 mode (no TF32), <= 2e-2 * (1 + max |logit|) in BF16 mode; top-1
+// must agree unless the CPU's two best logits are closer than the tolerance. Needs a GPU (skips
+// with 77).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <random>
 
 #include <unistd.h>
@@ -42,25 +45,34 @@ std::shared_ptr<const ModelWeights> load(const std::string& path) {
   return load_model(path, opt);
 }
 
-// A tiny BF16 model with the 128k Llama 3 vocabulary, generated once per test process.
-std::string generated_model() {
-  static const std::string path = [] {
-    std::string p = (std::filesystem::temp_directory_path() /
-                     ("pith-gpu-test-" + std::to_string(getpid()) + ".gguf"))
-                        .string();
-    ModelGenOptions o;
-    o.preset = "tiny";
-    o.dtype = DType::BF16;
-    o.vocab_path = data_path("tokenizer/ggml-vocab-llama-bpe.gguf");
-    o.output = p;
-    o.seed = 7;
-    o.quiet = true;
-    ThreadPool pool(2);
-    generate_model(o, pool);
-    std::atexit([] { std::filesystem::remove(generated_model()); });
-    return p;
-  }();
-  return path;
+// A generated tiny BF16 model, once per test process and family: "" is llama with the 128k
+// Llama 3 vocabulary; another family (model_gen's generic tiny shape of it, with small sliding
+// windows and soft-caps so short prompts reach them) takes tiny-f32's 1000-token vocabulary.
+std::string generated_model(const std::string& arch) {
+  static std::map<std::string, std::string> paths;
+  auto it = paths.find(arch);
+  if (it != paths.end()) return it->second;
+  std::string p =
+      (std::filesystem::temp_directory_path() / ("pith-gpu-test-" + std::to_string(getpid()) + "-" +
+                                                 (arch.empty() ? "llama" : arch) + ".gguf"))
+          .string();
+  ModelGenOptions o;
+  o.preset = "tiny";
+  o.arch = arch;
+  o.dtype = DType::BF16;
+  o.vocab_path = arch.empty() ? data_path("tokenizer/ggml-vocab-llama-bpe.gguf")
+                              : data_path("models/tiny-f32.gguf");
+  o.output = p;
+  o.seed = 7;
+  o.quiet = true;
+  ThreadPool pool(2);
+  generate_model(o, pool);
+  if (paths.empty())
+    std::atexit([] {
+      for (const auto& [a, path] : paths) std::filesystem::remove(path);
+    });
+  paths[arch] = p;
+  return p;
 }
 
 std::vector<int32_t> random_tokens(size_t n, uint32_t seed, int32_t vocab) {
@@ -80,15 +92,16 @@ uint32_t last_len(uint32_t n, uint32_t ps) {
 
 struct Param {
   std::string name;
-  std::string path;  // empty: generated_model()
+  std::string path;  // empty: generated_model(arch)
   bool f32;
+  std::string arch = "";  // the generated model's family ("": llama)
 };
 
 class CudaVsCpu : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     const Param& p = GetParam();
-    weights_ = load(p.path.empty() ? generated_model() : data_path(p.path));
+    weights_ = load(p.path.empty() ? generated_model(p.arch) : data_path(p.path));
     EngineOptions eo;
     eo.kv_page_size = kPageSize;
     eo.kv_memory_bytes = size_t{16} << 20;
@@ -322,7 +335,7 @@ TEST_P(CudaVsCpu, EmbedInputsOutputsAndNextDist) {
 // projection, one on q/v/down only), prefill then a decode step, against the CPU engine.
 TEST_P(CudaVsCpu, LoraAdaptersMixedInOneBatch) {
   const Param& p = GetParam();
-  const std::string base = p.path.empty() ? generated_model() : data_path(p.path);
+  const std::string base = p.path.empty() ? generated_model(p.arch) : data_path(p.path);
   std::vector<std::shared_ptr<const LoraAdapter>> adapters;
   for (int a = 0; a < 2; ++a) {
     LoraGenOptions g;
@@ -397,8 +410,117 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaVsCpu,
                                                  true},
                                            Param{"tiny_bf16", "models/tiny-bf16.gguf", false},
                                            Param{"tiny_q8_0", "models/tiny-q8_0.gguf", false},
-                                           Param{"generated_bf16_llama3_vocab", "", false}),
+                                           Param{"generated_bf16_llama3_vocab", "", false},
+                                           // the families beyond llama (family_support.h)
+                                           Param{"generated_qwen2", "", false, "qwen2"},
+                                           Param{"generated_qwen3", "", false, "qwen3"},
+                                           Param{"generated_mistral", "", false, "mistral"},
+                                           Param{"generated_phi3", "", false, "phi3"},
+                                           Param{"generated_gemma2", "", false, "gemma2"},
+                                           Param{"generated_gemma3", "", false, "gemma3"}),
                          [](const auto& info) { return info.param.name; });
+
+// Hybrid models (qwen3.5: Gated DeltaNet layers with recurrent states beside attention layers
+// with a query gate and partial rotary): two sequences prefilled and decoded together at
+// different positions, a fork (copy_state + copy_kv) continuing exactly as its source, and state
+// images saved and loaded, against the CPU engine.
+TEST(CudaHybrid, StatesPrefillDecodeForkAndImagesMatchTheCpu) {
+  auto w = load(generated_model("qwen35"));
+  ASSERT_TRUE(w->config.hybrid());
+  EngineOptions eo;
+  eo.kv_page_size = kPageSize;
+  eo.kv_memory_bytes = size_t{16} << 20;
+  eo.n_threads = 2;
+  Engine cpu(w, eo);
+  BackendOptions bo;
+  bo.kv_page_size = kPageSize;
+  bo.kv_memory_bytes = eo.kv_memory_bytes;
+  auto gpu = make_cuda_backend(w, bo, 0);
+  ASSERT_EQ(gpu->state_bytes(), cpu.state_bytes());
+  ASSERT_GT(gpu->state_slots().capacity(), 3u);
+  const int32_t V = static_cast<int32_t>(w->config.vocab_size);
+
+  struct Seq {
+    std::vector<int32_t> tokens;
+    std::vector<uint32_t> pages;
+    uint32_t state = 0, len = 0;
+  };
+  auto start = [&](std::vector<int32_t> tokens) {
+    Seq q;
+    q.tokens = std::move(tokens);
+    q.pages = cpu.page_slots().allocate(pages_for(40, kPageSize));
+    EXPECT_EQ(gpu->page_slots().allocate(q.pages.size()), q.pages);
+    q.state = cpu.state_slots().allocate(1)[0];
+    EXPECT_EQ(gpu->state_slots().allocate(1)[0], q.state);
+    cpu.clear_states(std::span<const uint32_t>(&q.state, 1));
+    gpu->clear_states(std::span<const uint32_t>(&q.state, 1));
+    return q;
+  };
+  // The next n of q's tokens as one input, logits of its last.
+  auto input = [&](Seq& q, uint32_t n) {
+    SequenceInput s;
+    for (uint32_t i = 0; i < n; ++i) {
+      s.tokens.push_back(q.tokens[q.len + i]);
+      s.positions.push_back(q.len + i);
+    }
+    q.len += n;
+    s.kv_pages.assign(q.pages.begin(), q.pages.begin() + pages_for(q.len, kPageSize));
+    s.last_page_len = last_len(q.len, kPageSize);
+    s.state_slot = q.state;
+    s.outputs = {{n - 1, OutputKind::Logits, 0, 0}};
+    return s;
+  };
+  auto expect_close = [&](const std::vector<float>& c, const std::vector<float>& g,
+                          const std::string& where) {
+    ASSERT_EQ(c.size(), g.size()) << where;
+    float m = 0, worst = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      m = std::max(m, std::abs(c[i]));
+      worst = std::max(worst, std::abs(c[i] - g[i]));
+    }
+    EXPECT_LE(worst, 2e-2f * (1 + m)) << where;
+  };
+  auto step = [&](const std::vector<SequenceInput>& batch, const std::string& where) {
+    auto c = cpu.forward(batch);
+    auto g = gpu->forward(batch);
+    for (size_t i = 0; i < batch.size(); ++i)
+      expect_close(c[i].outputs[0].logits, g[i].outputs[0].logits,
+                   where + ", sequence " + std::to_string(i));
+    return g;
+  };
+
+  Seq a = start(random_tokens(40, 11, V)), b = start(random_tokens(40, 12, V));
+  step({input(a, 19), input(b, 7)}, "prefill");  // multi-token chunks of different lengths
+  step({input(a, 1), input(b, 5)}, "decode beside a chunk");
+  for (int i = 0; i < 4; ++i) step({input(a, 1), input(b, 1)}, "decode " + std::to_string(i));
+
+  // Fork a: its state and its KV pages into a fresh sequence; both then take the same token.
+  Seq f = start(a.tokens);
+  f.len = a.len;
+  cpu.copy_state(a.state, f.state);
+  gpu->copy_state(a.state, f.state);
+  for (uint32_t p = 0; p < pages_for(a.len, kPageSize); ++p) {
+    cpu.copy_kv(a.pages[p], f.pages[p], 0, 0, kPageSize);
+    gpu->copy_kv(a.pages[p], f.pages[p], 0, 0, kPageSize);
+  }
+  auto g = step({input(a, 1), input(f, 1)}, "fork");
+  EXPECT_EQ(g[0].outputs[0].logits, g[1].outputs[0].logits) << "the fork diverged on the GPU";
+
+  // State images: what save_states wrote, load_states brings back bit for bit.
+  std::vector<std::byte> image(gpu->state_bytes()), again(gpu->state_bytes());
+  gpu->save_states(std::span<const uint32_t>(&a.state, 1), image);
+  const uint32_t spare = gpu->state_slots().allocate(1)[0];
+  gpu->load_states(std::span<const uint32_t>(&spare, 1), image);
+  gpu->save_states(std::span<const uint32_t>(&spare, 1), again);
+  EXPECT_EQ(image, again);
+  std::vector<std::byte> cpu_image(cpu.state_bytes());
+  cpu.save_states(std::span<const uint32_t>(&a.state, 1), cpu_image);
+  const auto* gs = reinterpret_cast<const float*>(image.data());
+  const auto* cs = reinterpret_cast<const float*>(cpu_image.data());
+  float worst = 0;
+  for (size_t i = 0; i < image.size() / 4; ++i) worst = std::max(worst, std::abs(gs[i] - cs[i]));
+  EXPECT_LE(worst, 5e-2f) << "states of the same sequence on the CPU and the GPU";
+}
 
 // Exact ties in the logits: an untied LM head that is zero except rows 3, 5, 9 (one row r) and
 // row 4 (-r). Every logit is 0 or +-a, so the top-5 is all ties, which must go to the lower id
@@ -458,6 +580,19 @@ TEST(CudaBackendStartup, PoolThatDoesNotFitIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("--kv-memory"), std::string::npos) << e.what();
   }
   EXPECT_THROW(make_cuda_backend(w, BackendOptions{}, 1000), Error);
+}
+
+// A family option the backend lacks (qwen3's MoE layers) is refused at startup by name, before
+// any device memory is taken.
+TEST(CudaBackendStartup, UnsupportedFamilyIsAClearError) {
+  auto w = load(generated_model("qwen3moe"));
+  try {
+    make_cuda_backend(w, BackendOptions{}, 0);
+    FAIL() << "a qwen3moe model was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mixture of experts"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--device cpu"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CudaBackendStartup, InfoReportsTheDevice) {

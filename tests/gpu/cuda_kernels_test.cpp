@@ -1,7 +1,8 @@
 // The CUDA backend's small kernels (engine/cuda/kernels.h) on the GPU, through their launchers,
-// against the CPU engine: embedding and row moves, add + RMSNorm, RoPE, KV append/copy in the
-// pool layout, SwiGLU, row add/convert, and softmax + top-K with exact ties at the sizes the
-// backend runs (1..256 rows, vocabularies up to 152k, k up to 1024). The CPU unit test
+// against the CPU engine: embedding and row moves, add + RMSNorm, RoPE (both pair layouts,
+// partial rotary), KV append/copy in the pool layout, SwiGLU, row add/convert, the families'
+// bias rows, head norms, GELU-tanh, scale and soft-cap, and softmax + top-K with exact ties at the
+// sizes the backend runs (1..256 rows, vocabularies up to 152k, k up to 1024). The CPU unit test
 // (tests/unit/cuda_kernels_host_test.cpp) checks the same bodies' arithmetic; this one checks
 // the launches, the synchronisation and the device's rounding. It also prints the top-K
 // reduction's time (CUDA events) at batch 1, 64 and 256. Needs a GPU (skips with 77).
@@ -161,8 +162,24 @@ TEST(CudaKernels, RopeSwigluAddConvert) {
     apply_rope(want.data() + size_t{i} * n_heads * head_dim, n_heads, half, &cos_v[i * half],
                &sin_v[i * half]);
   Dev<float> dx(x), dcos(cos_v), dsin(sin_v);
-  rope(dx.get(), DType::F32, n, n_heads, head_dim, dcos.get(), dsin.get(), nullptr);
+  rope(dx.get(), DType::F32, n, n_heads, head_dim, half, false, dcos.get(), dsin.get(), nullptr);
   std::vector<float> got = dx.read();
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-6f) << i;
+  // Split halves (qwen/gemma), over a quarter of each head (partial rotary).
+  const uint32_t quarter = head_dim / 4;
+  want = x;
+  for (uint32_t i = 0; i < n; ++i)
+    apply_rope_split_half(want.data() + size_t{i} * n_heads * head_dim, n_heads, quarter,
+                          &cos_v[i * half], &sin_v[i * half], head_dim);
+  std::vector<float> cos_q(size_t{n} * quarter), sin_q(size_t{n} * quarter);
+  for (uint32_t i = 0; i < n; ++i)
+    for (uint32_t j = 0; j < quarter; ++j) {
+      cos_q[i * quarter + j] = cos_v[i * half + j];
+      sin_q[i * quarter + j] = sin_v[i * half + j];
+    }
+  Dev<float> dx2(x), dcq(cos_q), dsq(sin_q);
+  rope(dx2.get(), DType::F32, n, n_heads, head_dim, quarter, true, dcq.get(), dsq.get(), nullptr);
+  got = dx2.read();
   for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-6f) << i;
 
   for (uint32_t ff : {1000u, 1001u}) {  // 16-byte vectors, then the element path
@@ -171,8 +188,10 @@ TEST(CudaKernels, RopeSwigluAddConvert) {
     std::vector<uint16_t> gu16 = to_bf16(gu);
     Dev<float> dgu(gu), dout(size_t{n} * ff);
     Dev<uint16_t> dgu16(gu16), dout16(size_t{n} * ff);
-    swiglu(dgu.get(), dgu.get() + ff, n, ff, ld, dout.get(), DType::F32, nullptr);
-    swiglu(dgu16.get(), dgu16.get() + ff, n, ff, ld, dout16.get(), DType::BF16, nullptr);
+    gated_activation(dgu.get(), dgu.get() + ff, n, ff, ld, dout.get(), DType::F32,
+                     FfnActivation::Silu, nullptr);
+    gated_activation(dgu16.get(), dgu16.get() + ff, n, ff, ld, dout16.get(), DType::BF16,
+                     FfnActivation::Silu, nullptr);
     std::vector<float> s = dout.read(), s16 = from_bf16(dout16.read());
     for (uint32_t i = 0; i < n; ++i) {
       std::vector<float> w(ff), w16(ff), g16(ff), u16(ff);
@@ -202,6 +221,56 @@ TEST(CudaKernels, RopeSwigluAddConvert) {
     ASSERT_EQ(a[i], base[i] + x[i]);
     ASSERT_EQ(a16[i], base[i] + bf16_to_f32(f32_to_bf16(x[i])));
     ASSERT_EQ(c16[i], f32_to_bf16(a[i]));
+  }
+}
+
+// The families' kernels (qwen2/3, gemma): bias rows, per-head norms, GELU-tanh gating, the
+// embedding scale and the logit soft-cap, through their launchers.
+TEST(CudaKernels, FamilyKernels) {
+  const uint32_t n = 7, heads = 4, hd = 128, d = heads * hd;
+  const float eps = 1e-6f;
+  std::vector<float> x = random_floats(size_t{n} * d, 21, 2.0f), bias = random_floats(d, 22);
+  std::vector<float> w = random_floats(hd, 23), want = x;
+  for (uint32_t i = 0; i < n; ++i) {
+    float* r = want.data() + size_t{i} * d;
+    add(bias.data(), r, d);
+    for (uint32_t h = 0; h < heads; ++h) rmsnorm(r + h * hd, w.data(), r + h * hd, hd, eps);
+  }
+  Dev<float> dx(x), dbias(bias), dw(w);
+  add_bias(dx.get(), DType::F32, dbias.get(), n, d, nullptr);
+  rmsnorm_rows(dx.get(), DType::F32, n * heads, hd, dw.get(), eps, nullptr);
+  std::vector<float> got = dx.read();
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 3e-6f * (1 + std::fabs(want[i]))) << i;
+  Dev<uint16_t> dx16(to_bf16(x));
+  add_bias(dx16.get(), DType::BF16, dbias.get(), n, d, nullptr);
+  rmsnorm_rows(dx16.get(), DType::BF16, n * heads, hd, dw.get(), eps, nullptr);
+  std::vector<float> got16 = from_bf16(dx16.read());
+  for (size_t i = 0; i < x.size(); ++i)  // two BF16 roundings (after the bias, after the norm)
+    ASSERT_NEAR(got16[i], want[i], 2e-2f * (1 + std::fabs(want[i]))) << i;
+
+  const uint32_t ff = 1152, ld = 2 * ff;
+  std::vector<float> gu = random_floats(size_t{n} * ld, 24, 3.0f);
+  Dev<float> dgu(gu), dout(size_t{n} * ff);
+  gated_activation(dgu.get(), dgu.get() + ff, n, ff, ld, dout.get(), DType::F32,
+                   FfnActivation::GeluTanh, nullptr);
+  std::vector<float> g = dout.read();
+  for (uint32_t i = 0; i < n; ++i) {
+    std::vector<float> ref(ff);
+    gelu_tanh_gate(gu.data() + size_t{i} * ld, gu.data() + size_t{i} * ld + ff, ref.data(), ff);
+    for (uint32_t j = 0; j < ff; ++j)
+      ASSERT_NEAR(g[size_t{i} * ff + j], ref[j], 1e-5f * (1 + std::fabs(ref[j])));
+  }
+
+  std::vector<float> logits = random_floats(1000, 25, 40.0f), capped = logits;
+  Dev<float> dl(logits), ds(logits);
+  soft_cap(dl.get(), logits.size(), 30.0f, nullptr);
+  scale_rows(ds.get(), logits.size(), 45.25f, nullptr);
+  std::vector<float> gl = dl.read(), gs = ds.read();
+  for (float& v : capped) v = 30.0f * std::tanh(v / 30.0f);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    ASSERT_NEAR(gl[i], capped[i], 1e-5f) << i;
+    ASSERT_EQ(gs[i], logits[i] * 45.25f) << i;
   }
 }
 

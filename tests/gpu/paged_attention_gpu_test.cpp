@@ -1,7 +1,8 @@
 // PagedAttention on the device against the CPU engine's attention over the same K/V: the own
 // kernel (F32 and BF16) and FlashInfer's BF16 prefill (head_dim 64 and 128, when built with it),
 // on batches that take each launch: causal prefill + decode, decode only, causal + custom masks
-// (a tree draft, a mask hiding whole chunks), and rows out of plan order (own kernel fallback).
+// (a tree draft, a mask hiding whole chunks), rows out of plan order (own kernel fallback), and
+// the families' query scale, soft-cap and sliding window.
 // The tiny test models have head_dim 16, so this is what exercises FlashInfer directly.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -36,7 +37,8 @@ class PagedAttentionGpu : public ::testing::TestWithParam<Case> {
  protected:
   // Runs `specs` (rows in plan order, or reversed) through CPU attention and PagedAttention and
   // compares every output element.
-  void check_batch(const std::vector<Spec>& specs, bool reverse_rows, bool expect_flashinfer) {
+  void check_batch(const std::vector<Spec>& specs, bool reverse_rows, bool expect_flashinfer,
+                   const AttentionOptions& options = {}) {
     const Case c = GetParam();
     const uint32_t n_layers = 2, layer = 1, page_size = 16, hd = c.head_dim;
     KvShape ks{n_layers, c.n_kv_heads, hd, page_size, {}};
@@ -98,7 +100,8 @@ class PagedAttentionGpu : public ::testing::TestWithParam<Case> {
     }
     ThreadPool threads(2);
     AttentionScratch scratch;
-    pith::attention(threads, cpu_kv, layer, c.n_heads, cpu_seqs, scratch);
+    pith::attention(threads, cpu_kv, layer, c.n_heads, cpu_seqs, scratch,
+                    AttentionParams{options.scale, options.softcap, options.window});
 
     // Device copies in the layout's element type.
     const size_t es = layout.elem_bytes();
@@ -134,7 +137,7 @@ class PagedAttentionGpu : public ::testing::TestWithParam<Case> {
     // Twice: the second plan reuses the staging (and waits for the first upload).
     for (int round = 0; round < 2; ++round) {
       attention.plan(seqs, stream);
-      attention.run(layer, d_q, d_pool, d_out, stream);
+      attention.run(layer, d_q, d_pool, d_out, stream, options);
     }
     std::vector<uint8_t> out_bytes(q_bytes.size());
     CHECK_CUDA(
@@ -145,7 +148,9 @@ class PagedAttentionGpu : public ::testing::TestWithParam<Case> {
     cudaFree(d_out);
     cudaStreamDestroy(stream);
 
-    const bool fi = std::string(attention.implementation()) == "flashinfer";
+    // Soft-capped and windowed layers always run on the own kernel.
+    const bool fi = std::string(attention.implementation()) == "flashinfer" &&
+                    options.softcap == 0 && options.window == 0;
     for (size_t i = 0; i < q.size(); ++i) {
       float got;
       if (c.bf16) {
@@ -178,6 +183,17 @@ TEST_P(PagedAttentionGpu, CausalAndCustomMasksInOneBatch) {
 
 TEST_P(PagedAttentionGpu, RowsOutOfPlanOrderUseTheOwnKernel) {
   check_batch({{45, 9, 0}, {21, 4, 1}}, true, false);
+}
+
+// The families' options: a custom query scale (FlashInfer's sm_scale where it runs), and gemma's
+// soft-cap with a sliding window (the own kernel), over windows inside one chunk and across many.
+TEST_P(PagedAttentionGpu, CustomQueryScale) {
+  check_batch({{45, 9, 0}, {30, 1, 0}, {300, 3, 2}}, false, true, {0.0625f, 0, 0});
+}
+
+TEST_P(PagedAttentionGpu, SoftCapAndSlidingWindow) {
+  check_batch({{45, 9, 0}, {21, 4, 1}, {700, 1, 0}}, false, false, {0.07f, 50.f, 16});
+  check_batch({{200, 64, 0}, {30, 1, 0}}, false, false, {0, 0, 150});
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionGpu,

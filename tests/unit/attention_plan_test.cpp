@@ -141,6 +141,7 @@ TEST(AttentionPlan, RejectsInconsistentSequences) {
 struct KernelCase {
   uint32_t head_dim, n_heads, n_kv_heads, page_size;
   bool bf16;
+  AttentionOptions options{};  // the families' query scale, soft-cap and sliding window
 };
 
 // Runs every block of the launch grid on the host, threads one after another per phase.
@@ -237,7 +238,8 @@ TEST_P(OwnKernelParity, MatchesCpuAttention) {
   }
   ThreadPool threads(1);
   AttentionScratch scratch;
-  pith::attention(threads, cpu_kv, layer, kc.n_heads, cpu_seqs, scratch);
+  pith::attention(threads, cpu_kv, layer, kc.n_heads, cpu_seqs, scratch,
+                  AttentionParams{kc.options.scale, kc.options.softcap, kc.options.window});
 
   AttentionPlan plan;
   build_attention_plan(seqs, kc.page_size, false, plan);
@@ -264,7 +266,9 @@ TEST_P(OwnKernelParity, MatchesCpuAttention) {
   p.head_dim = hd;
   p.heads_per_block = attn::heads_per_block(kc.n_heads, kc.n_kv_heads);
   p.page_size = kc.page_size;
-  p.scale = 1.f / std::sqrt(float(hd));
+  p.scale = kc.options.scale > 0 ? kc.options.scale : 1.f / std::sqrt(float(hd));
+  p.softcap = kc.options.softcap;
+  p.window = kc.options.window;
   p.row_seq = plan.row_seq.data();
   p.row_q = plan.row_q.data();
   p.row_pos = plan.row_pos.data();
@@ -294,12 +298,25 @@ INSTANTIATE_TEST_SUITE_P(
                       KernelCase{128, 32, 8, 16, true},   // Llama-3 8B-like GQA, BF16
                       KernelCase{64, 4, 1, 8, true},      // MQA, small pages
                       KernelCase{256, 16, 1, 16, false},  // MQA, group 16 (two blocks per KV head)
-                      KernelCase{96, 6, 2, 32, true}),    // head_dim not a power of two
+                      KernelCase{96, 6, 2, 32, true},     // head_dim not a power of two
+                      // gemma2: query scale 1/sqrt(224) on head_dim 256, soft-cap 50, and a
+                      // 16-slot window (its sliding layers) over multi-chunk contexts
+                      KernelCase{256, 8, 4, 16, false, {0.0668f, 50.f, 0}},
+                      KernelCase{256, 8, 4, 16, true, {0.0668f, 50.f, 16}},
+                      // gemma3 / mistral sliding layers: windows shorter and longer than a chunk
+                      KernelCase{128, 8, 2, 16, false, {0, 0, 5}},
+                      KernelCase{64, 4, 1, 8, true, {0, 0, 200}},
+                      // a small cap that bends most scores
+                      KernelCase{64, 8, 2, 16, false, {0, 2.f, 0}}),
     [](const ::testing::TestParamInfo<KernelCase>& info) {
       const KernelCase& c = info.param;
-      return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.n_heads) + "_kv" +
-             std::to_string(c.n_kv_heads) + "_p" + std::to_string(c.page_size) +
-             (c.bf16 ? "_bf16" : "_f32");
+      std::string name = "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.n_heads) +
+                         "_kv" + std::to_string(c.n_kv_heads) + "_p" + std::to_string(c.page_size) +
+                         (c.bf16 ? "_bf16" : "_f32");
+      if (c.options.scale > 0) name += "_scaled";
+      if (c.options.softcap > 0) name += "_cap" + std::to_string(int(c.options.softcap));
+      if (c.options.window > 0) name += "_win" + std::to_string(c.options.window);
+      return name;
     });
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/fp16.h"
+#include "cuda_kernels_host_util.h"
 #include "engine/cuda/attention/paged_kv.h"
 #include "engine/cuda/kernels/activation_body.h"
 #include "engine/cuda/kernels/kv_body.h"
@@ -28,48 +29,6 @@
 
 namespace pith::cuda {
 namespace {
-
-using kern::Bf16;
-
-// Every (block, thread) of a 1-D element-wise grid, in order: the launcher's grid, or a small
-// one so the grid-stride loop wraps.
-template <class F>
-void run_grid(uint32_t blocks, uint32_t threads, F&& body) {
-  for (uint32_t b = 0; b < blocks; ++b)
-    for (uint32_t t = 0; t < threads; ++t) body(b, blocks, t);
-}
-
-std::vector<uint32_t> grids(size_t total, uint32_t threads) {
-  return {kern::elementwise_blocks(total, threads), 1, 3};
-}
-
-std::vector<float> random_floats(size_t n, uint32_t seed, float sd = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
-
-std::vector<Bf16> to_bf16(const std::vector<float>& v) {
-  std::vector<Bf16> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i].bits = f32_to_bf16(v[i]);
-  return out;
-}
-
-float f(Bf16 x) {
-  return bf16_to_f32(x.bits);
-}
-float f(float x) {
-  return x;
-}
-
-// |a - b| within one BF16 rounding step of the reference (the kernel and the reference may
-// round a value that sits near a midpoint differently after f32 arithmetic in another order).
-void expect_bf16_near(float got, float want, const char* what, size_t i) {
-  float ulp = std::ldexp(1.0f, std::ilogb(std::max(std::fabs(want), 1e-30f)) - 7);
-  EXPECT_LE(std::fabs(got - want), ulp * 1.01f) << what << " at " << i;
-}
 
 // ---- rows --------------------------------------------------------------------------------
 
@@ -193,31 +152,30 @@ TEST(CudaKernelsHost, AddRmsNormRaggedRows) {
 // ---- rope --------------------------------------------------------------------------------
 
 template <class T>
-void check_rope(uint32_t n, uint32_t n_heads, uint32_t head_dim) {
-  uint32_t half = head_dim / 2;
+void check_rope(uint32_t n, uint32_t n_heads, uint32_t head_dim, bool split_half = false,
+                uint32_t rotary_dim = 0) {
+  const uint32_t np = (rotary_dim ? rotary_dim : head_dim) / 2;
   std::vector<float> x = random_floats(size_t{n} * n_heads * head_dim, 6 + head_dim);
   // Real angles: the backend uploads RopeTable::angles per token.
-  ModelConfig cfg;
-  cfg.head_dim = head_dim;
-  cfg.rope_theta = 500000.0f;
-  RopeTable table(cfg);
-  std::vector<float> cos_v(size_t{n} * half), sin_v(size_t{n} * half);
+  RopeTable table(2 * np, 500000.0f, {});
+  std::vector<float> cos_v(size_t{n} * np), sin_v(size_t{n} * np);
   for (uint32_t i = 0; i < n; ++i)
-    table.angles(7 * i + 3, &cos_v[size_t{i} * half], &sin_v[size_t{i} * half]);
+    table.angles(7 * i + 3, &cos_v[size_t{i} * np], &sin_v[size_t{i} * np]);
 
   std::vector<T> dev(x.size());
   for (size_t i = 0; i < x.size(); ++i) kern::store_f32(&dev[i], x[i]);
   std::vector<float> want(x.size());
   for (size_t i = 0; i < x.size(); ++i) want[i] = f(dev[i]);  // the stored (rounded) input
+  const auto rotate = split_half ? apply_rope_split_half : apply_rope;
   for (uint32_t i = 0; i < n; ++i)
-    apply_rope(want.data() + size_t{i} * n_heads * head_dim, n_heads, half,
-               &cos_v[size_t{i} * half], &sin_v[size_t{i} * half]);
+    rotate(want.data() + size_t{i} * n_heads * head_dim, n_heads, np, &cos_v[size_t{i} * np],
+           &sin_v[size_t{i} * np], head_dim);
 
-  size_t pairs = size_t{n} * n_heads * half;
+  size_t pairs = size_t{n} * n_heads * np;
   run_grid(kern::elementwise_blocks(pairs, kern::kRopeThreads), kern::kRopeThreads,
            [&](uint32_t b, uint32_t nb, uint32_t t) {
-             kern::rope_body(b, nb, t, dev.data(), n, n_heads, head_dim, cos_v.data(),
-                             sin_v.data());
+             kern::rope_body(b, nb, t, dev.data(), n, n_heads, head_dim, np, split_half,
+                             cos_v.data(), sin_v.data());
            });
   for (size_t i = 0; i < x.size(); ++i) {
     if constexpr (std::is_same_v<T, float>)
@@ -233,6 +191,15 @@ TEST(CudaKernelsHost, RopeMatchesApplyRope) {
   check_rope<float>(3, 2, 6);  // head_dim not a multiple of anything convenient
   check_rope<Bf16>(5, 3, 64);
   check_rope<Bf16>(2, 8, 128);
+}
+
+TEST(CudaKernelsHost, RopeSplitHalfAndPartialRotary) {
+  check_rope<float>(5, 3, 64, true);
+  check_rope<float>(2, 4, 256, true);
+  check_rope<Bf16>(3, 8, 128, true);
+  check_rope<float>(4, 2, 128, false, 32);  // a quarter of each head turns, the rest stays
+  check_rope<float>(4, 2, 256, true, 64);
+  check_rope<Bf16>(3, 4, 256, true, 64);
 }
 
 // ---- KV pool ------------------------------------------------------------------------------

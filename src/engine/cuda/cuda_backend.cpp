@@ -1,16 +1,19 @@
 // CudaBackend: the Backend seam on one GPU. See cuda_backend.h and docs/gpu.md.
 //
 // A forward mirrors the CPU engine (engine.cpp) op for op, on one stream:
-//   x = embed(inputs)                                            [T][d] F32 residual stream
+//   x = embed(inputs) (* embed_scale)                            [T][d] F32 residual stream
 //   per layer: h = rmsnorm(x += delta) (attn_norm)                add_rmsnorm
-//              q, k, v = h Wq^T, h Wk^T, h Wv^T                   cuBLASLt
-//              rope(q), rope(k); K/V -> pages                     rope, kv_append
-//              a = attention(q, pages, masks)                     PagedAttention
-//              delta = a Wo^T (F32); h = rmsnorm(x += delta)     cuBLASLt, add_rmsnorm (ffn_norm)
-//              gu = h [Wgate; Wup]^T; f = silu(g) * u             cuBLASLt, swiglu
-//              delta = f Wdown^T (F32)                            cuBLASLt
+//              q, k, v = h Wq^T, h Wk^T, h Wv^T (+ biases)        cuBLASLt, add_bias
+//              per-head q/k norms; rope(q), rope(k); K/V -> pages rmsnorm_rows, rope, kv_append
+//              a = attention(q, pages, masks, layer options)      PagedAttention
+//              delta = a Wo^T (F32) (post-norm); h = rmsnorm(x += delta)
+//                                                   cuBLASLt, add_rmsnorm (ffn_norm)
+//              gu = h [Wgate; Wup]^T; f = act(g) * u              cuBLASLt, gated_activation
+//              delta = f Wdown^T (F32) (post-norm)                cuBLASLt
 //   x += delta; Embed outputs <- rows of x; LM-head rows: rmsnorm (output_norm), logits in row
-//   chunks, softmax + top-K on the device; only ids/probs and asked-for logits rows come back.
+//   chunks (soft-capped where the family caps them), softmax + top-K on the device; only
+//   ids/probs and asked-for logits rows come back. The family options in brackets are the ones
+//   family_support.h lists; a model using any other is refused at startup.
 // The residual adds are fused into the next norm, exactly the CPU's order of operations.
 #include "engine/cuda/cuda_backend.h"
 
@@ -27,10 +30,12 @@
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device_memory.h"
 #include "engine/cuda/device_weights.h"
+#include "engine/cuda/family_support.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/lora.h"
 #include "engine/cuda/paged_attention.h"
+#include "engine/cuda/recurrent_layers.h"
 #include "engine/cuda/staging.h"
 #include "engine/model_weights.h"
 #include "engine/rope.h"
@@ -63,6 +68,7 @@ struct Workspace {
   DeviceBuffer x, delta, tmp;         // F32 [T][d]
   DeviceBuffer h, attn;               // act [T][d], [T][q_dim]
   DeviceBuffer q, k, v;               // act [T][q_dim], [T][kv_dim] x2
+  DeviceBuffer q_gate, gate;          // attn_output_gate: act [T][2 q_dim], [T][q_dim]
   DeviceBuffer gate_up, ff;           // act [T][2 d_ff], [T][d_ff]
   DeviceBuffer out_x, out_h;          // LM-head rows: F32 [R][d], act [R][d]
   DeviceBuffer logits;                // F32 [kLmChunkRows][vocab]
@@ -73,7 +79,8 @@ struct Workspace {
   static size_t token_bytes(const ModelConfig& c, DType act) {
     const size_t e = elem_bytes(act);
     return 3 * size_t{c.d_model} * 4 +
-           e * (c.d_model + 2 * c.q_dim() + 2 * c.kv_dim() + 3 * size_t{c.d_ff});
+           e * (c.d_model + 2 * c.q_dim() + 2 * c.kv_dim() + 3 * size_t{c.d_ff} +
+                (c.attn_output_gate ? 3 * size_t{c.q_dim()} : 0));
   }
   static size_t lm_row_bytes(const ModelConfig& c, DType act) {
     return size_t{c.d_model} * (4 + elem_bytes(act)) + size_t{kTopKMax} * 8;
@@ -97,6 +104,10 @@ struct Workspace {
       q.reserve(t * c.q_dim() * e);
       k.reserve(t * c.kv_dim() * e);
       v.reserve(t * c.kv_dim() * e);
+      if (c.attn_output_gate) {
+        q_gate.reserve(t * 2 * c.q_dim() * e);
+        gate.reserve(t * c.q_dim() * e);
+      }
       gate_up.reserve(t * 2 * c.d_ff * e);
       ff.reserve(t * c.d_ff * e);
       tokens = static_cast<uint32_t>(t);
@@ -113,8 +124,9 @@ struct Workspace {
 
   size_t bytes() const {
     size_t n = 0;
-    for (const DeviceBuffer* b : {&x, &delta, &tmp, &h, &attn, &q, &k, &v, &gate_up, &ff, &out_x,
-                                  &out_h, &logits, &topk_ids, &topk_probs, &topk_scratch})
+    for (const DeviceBuffer* b :
+         {&x, &delta, &tmp, &h, &attn, &q, &k, &v, &q_gate, &gate, &gate_up, &ff, &out_x, &out_h,
+          &logits, &topk_ids, &topk_probs, &topk_scratch})
       n += b->bytes();
     return n;
   }
@@ -143,6 +155,14 @@ class CudaBackend final : public Backend {
   size_t kv_page_bytes() const override { return layout_.page_elems() * layout_.elem_bytes(); }
   void save_kv_pages(std::span<const uint32_t> pages, std::span<std::byte> out) override;
   void load_kv_pages(std::span<const uint32_t> pages, std::span<const std::byte> in) override;
+
+  // Recurrent states of hybrid models, in device memory (recurrent_layers.h).
+  SlotPool& state_slots() override { return states_->slots(); }
+  size_t state_bytes() const override { return states_->slot_bytes(); }
+  void clear_states(std::span<const uint32_t> slots) override;
+  void copy_state(uint32_t src, uint32_t dst) override;
+  void save_states(std::span<const uint32_t> slots, std::span<std::byte> out) override;
+  void load_states(std::span<const uint32_t> slots, std::span<const std::byte> in) override;
 
   // Adapters are uploaded in the compute type beside the weights (engine/cuda/lora.h).
   void load_adapter(uint32_t id, std::shared_ptr<const LoraAdapter> adapter) override;
@@ -173,10 +193,13 @@ class CudaBackend final : public Backend {
   DeviceBuffer kv_pool_;
   DeviceBuffer embed_store_;  // F32 [max_embeds][d_model]
   std::unique_ptr<SlotPool> pages_, embeds_;
+  std::unique_ptr<DeviceStatePool> states_;  // no slots unless the model is hybrid
+  std::unique_ptr<DeltaNetMixer> mixer_;
   std::unique_ptr<Gemm> gemm_;
   std::unique_ptr<PagedAttention> attention_;
   Workspace ws_;
   RopeTable rope_;
+  RopeTable rope_sliding_;  // sliding layers' own base (gemma3); the same angles otherwise
   BatchPlan plan_;
   Staging staging_;
   PinnedBuffer host_out_;  // top-K ids, probs and logits rows copied back
@@ -194,21 +217,21 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
     : weights_((PITH_CHECK(weights != nullptr), std::move(weights))),
       device_(select_device(device)),
       act_(compute_mode(*weights_)),
-      rope_(weights_->config) {
+      rope_(weights_->config),
+      rope_sliding_(sliding_rope_table(weights_->config)) {
   const ModelConfig& c = weights_->config;
   validate_model_shapes(*weights_);
-  if (!family_options_are_llamas(c))
-    fail(
-        "the CUDA backend runs the llama architecture only so far; '{}' uses {} (run it with "
-        "--device cpu)",
-        c.architecture, family_option_summary(c));
+  if (const std::string missing = unsupported_family_options(c); missing != "none")
+    fail("the CUDA backend does not run {} yet, which '{}' uses (run it with --device cpu)",
+         missing, c.architecture);
   cudaDeviceProp prop{};
   PITH_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   device_name_ = prop.name;
   size_t free_bytes = 0;
   PITH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &device_memory_));
 
-  layout_ = KvPoolLayout{act_, c.n_layers, c.n_kv_heads, c.head_dim, options.kv_page_size};
+  // Pages hold the layers that store K/V (a hybrid model's recurrent layers have none).
+  layout_ = KvPoolLayout{act_, c.n_kv_layers(), c.n_kv_heads, c.head_dim, options.kv_page_size};
   if (options.kv_page_size == 0) fail("cuda: KV page size must be at least 1");
   const size_t page_bytes = layout_.page_elems() * layout_.elem_bytes();
   const size_t n_pages = options.kv_memory_bytes / page_bytes;
@@ -221,12 +244,16 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
   // Everything this backend will hold, checked before the first allocation.
   const size_t weight_bytes = device_weight_bytes(*weights_, act_);
   const size_t kv_bytes = n_pages * page_bytes;
-  const size_t workspace_bytes = size_t{options.max_embeds} * c.d_model * 4 +
-                                 size_t{kPlannedTokens} * Workspace::token_bytes(c, act_) +
-                                 size_t{kLmChunkRows} * Workspace::lm_row_bytes(c, act_) +
-                                 Workspace::fixed_bytes(c) +
-                                 (size_t{32} << 20);  // cuBLASLt workspace
-  const size_t need = weight_bytes + kv_bytes + workspace_bytes;
+  const size_t state_budget =
+      options.state_memory_bytes > 0 ? options.state_memory_bytes : options.kv_memory_bytes;
+  const size_t state_bytes = DeviceStatePool::bytes_for(c, state_budget);
+  const size_t workspace_bytes =
+      size_t{options.max_embeds} * c.d_model * 4 +
+      size_t{kPlannedTokens} *
+          (Workspace::token_bytes(c, act_) + DeltaNetMixer::token_bytes(c, act_)) +
+      size_t{kLmChunkRows} * Workspace::lm_row_bytes(c, act_) + Workspace::fixed_bytes(c) +
+      (size_t{32} << 20);  // cuBLASLt workspace
+  const size_t need = weight_bytes + kv_bytes + state_bytes + workspace_bytes;
   const double fraction = options.gpu_memory_fraction;
   if (!(fraction > 0 && fraction <= 1))
     fail("cuda: GPU memory fraction {} must be in (0, 1]", fraction);
@@ -234,24 +261,33 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
   if (need > cap || need > free_bytes)
     fail(
         "cuda: {} (cuda:{}) cannot hold weights {} MiB + KV pool {} MiB ({} pages) + "
-        "workspace {} MiB = {} MiB: the cap is {:.0f}% of {} MiB = {} MiB, {} MiB free; lower "
-        "--kv-memory or raise --gpu-memory-fraction",
-        device_name_, device, mib(weight_bytes), mib(kv_bytes), n_pages, mib(workspace_bytes),
-        mib(need), fraction * 100, mib(device_memory_), mib(cap), mib(free_bytes));
+        "recurrent states {} MiB + workspace {} MiB = {} MiB: the cap is {:.0f}% of {} MiB = {} "
+        "MiB, {} MiB free; lower --kv-memory (or --state-memory) or raise --gpu-memory-fraction",
+        device_name_, device, mib(weight_bytes), mib(kv_bytes), n_pages, mib(state_bytes),
+        mib(workspace_bytes), mib(need), fraction * 100, mib(device_memory_), mib(cap),
+        mib(free_bytes));
 
   dev_weights_ = std::make_unique<DeviceWeights>(*weights_, act_, stream_.get());
   kv_pool_.reserve(kv_bytes);
   embed_store_.reserve(size_t{options.max_embeds} * c.d_model * 4);
   pages_ = std::make_unique<SlotPool>(static_cast<uint32_t>(n_pages), "KV pages");
   embeds_ = std::make_unique<SlotPool>(options.max_embeds, "Embed slots");
+  states_ = std::make_unique<DeviceStatePool>(c, state_budget);
+  mixer_ = std::make_unique<DeltaNetMixer>(c, act_);
+  mixer_->ensure(kPlannedTokens);
   gemm_ = std::make_unique<Gemm>();
   attention_ = std::make_unique<PagedAttention>(layout_, c.n_heads, kPlannedTokens, kPlannedSeqs);
   ws_.ensure(c, act_, kPlannedTokens, kLmChunkRows);
   spdlog::info(
       "cuda: {} (cuda:{}, {} MiB): weights {} MiB, KV pool {} MiB ({} pages of {} "
-      "tokens), workspace {} MiB; {} mode, attention: {}",
+      "tokens), {}workspace {} MiB; {} mode, attention: {}",
       device_name_, device, mib(device_memory_), mib(dev_weights_->bytes()), mib(kv_bytes), n_pages,
-      layout_.page_size, mib(info().workspace_bytes), act_ == DType::F32 ? "f32" : "bf16",
+      layout_.page_size,
+      states_->slots().capacity() > 0
+          ? fmt::format("recurrent states {} MiB ({} slots), ", mib(states_->bytes()),
+                        states_->slots().capacity())
+          : std::string(),
+      mib(info().workspace_bytes), act_ == DType::F32 ? "f32" : "bf16",
       attention_->implementation());
 }
 
@@ -267,14 +303,16 @@ BackendInfo CudaBackend::info() const {
   i.device_memory_bytes = device_memory_;
   i.weight_bytes = dev_weights_->bytes();
   i.kv_bytes = kv_pool_.bytes();
-  i.workspace_bytes = ws_.bytes() + embed_store_.bytes() + gemm_->workspace_bytes() +
-                      staging_.device_bytes() + lora_.scratch_bytes();
+  i.state_bytes = states_->bytes();
+  i.workspace_bytes = ws_.bytes() + mixer_->bytes() + embed_store_.bytes() +
+                      gemm_->workspace_bytes() + staging_.device_bytes() + lora_.scratch_bytes();
   return i;
 }
 
 std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput>& batch) {
   const auto wall_start = std::chrono::steady_clock::now();
   validate_batch(batch, config(), layout_.page_size, *pages_, *embeds_);
+  validate_batch_states(batch, config(), states_->slots());
   const ModelConfig& c = config();
   std::vector<SequenceResult> results(batch.size());
   for (size_t si = 0; si < batch.size(); ++si) results[si].outputs.resize(batch[si].outputs.size());
@@ -294,16 +332,20 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   const size_t lora_bytes = lora_.plan(batch, step_adapters_);
   PITH_CUDA_CHECK(cudaSetDevice(device_));
   cudaStream_t s = stream_.get();
-  const uint32_t d = c.d_model, np = c.head_dim / 2;
+  const uint32_t d = c.d_model, np = rope_.n_pairs(), np_s = rope_sliding_.n_pairs();
+  const bool sliding_rope = c.rope_theta_local > 0;  // a second angle table for sliding layers
   const auto n_topk = static_cast<uint32_t>(plan_.topk_rows.size());
   const auto n_logits = static_cast<uint32_t>(plan_.logits_rows.size());
   const uint32_t R = n_topk + n_logits;
   ws_.ensure(c, act_, T, R);
+  mixer_->ensure(T);
 
   // Inputs: one pinned staging buffer, one upload.
   const size_t n_idx = 2 * plan_.token_rows.size() + 2 * plan_.embed_rows.size() + 2 * T +
                        2 * plan_.embed_out_rows.size() + 2 * R;
-  staging_.begin((n_idx + 2 * size_t{T} * np) * 4 + lora_bytes);
+  const size_t angle_floats = 2 * size_t{T} * (np + (sliding_rope ? np_s : 0));
+  const size_t n_state_idx = c.hybrid() ? 3 * batch.size() : 0;
+  staging_.begin((n_idx + angle_floats + n_state_idx) * 4 + lora_bytes);
   const int32_t* tokens = staging_.put<int32_t>(plan_.tokens);
   const uint32_t* token_rows = staging_.put<uint32_t>(plan_.token_rows);
   const uint32_t* embed_slots = staging_.put<uint32_t>(plan_.embed_slots);
@@ -316,6 +358,30 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   float* sin_h = staging_.alloc<float>(size_t{T} * np);
   for (uint32_t t = 0; t < T; ++t)
     rope_.angles(plan_.positions[t], cos_h + size_t{t} * np, sin_h + size_t{t} * np);
+  float* cos_sh = cos_h;
+  float* sin_sh = sin_h;
+  if (sliding_rope) {
+    cos_sh = staging_.alloc<float>(size_t{T} * np_s);
+    sin_sh = staging_.alloc<float>(size_t{T} * np_s);
+    for (uint32_t t = 0; t < T; ++t)
+      rope_sliding_.angles(plan_.positions[t], cos_sh + size_t{t} * np_s,
+                           sin_sh + size_t{t} * np_s);
+  }
+  if (c.hybrid()) {  // each sequence's rows and state slot, for the recurrent layers
+    const auto n = static_cast<uint32_t>(batch.size());
+    uint32_t* first_h = staging_.alloc<uint32_t>(n);
+    uint32_t* count_h = staging_.alloc<uint32_t>(n);
+    uint32_t* slot_h = staging_.alloc<uint32_t>(n);
+    uint32_t row = 0;
+    for (uint32_t si = 0; si < n; ++si) {
+      first_h[si] = row;
+      count_h[si] = static_cast<uint32_t>(batch[si].n_inputs());
+      slot_h[si] = batch[si].state_slot;
+      row += count_h[si];
+    }
+    mixer_->set_sequences(staging_.device_ptr(first_h), staging_.device_ptr(count_h),
+                          staging_.device_ptr(slot_h), n, *states_);
+  }
   uint32_t* lm_rows_h = staging_.alloc<uint32_t>(R);
   uint32_t* ks_h = staging_.alloc<uint32_t>(n_topk);
   for (uint32_t j = 0; j < n_topk; ++j) {
@@ -337,13 +403,16 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   float* tmp = ws_.tmp.as<float>();
   const DeviceWeights& w = *dev_weights_;
   float* store = embed_store_.as<float>();
+  const bool scaled = c.embed_scale != 1.0f;  // gemma: token embeddings times sqrt(d_model)
   if (plan_.all_rows_are_tokens()) {
     embed_rows(w.token_embd.data, act_, tokens, T, d, x, s);
+    if (scaled) scale_rows(x, size_t{T} * d, c.embed_scale, s);
   } else {
     const auto n_tok = static_cast<uint32_t>(plan_.token_rows.size());
     const auto n_emb = static_cast<uint32_t>(plan_.embed_rows.size());
     if (n_tok > 0) {
       embed_rows(w.token_embd.data, act_, tokens, n_tok, d, tmp, s);
+      if (scaled) scale_rows(tmp, size_t{n_tok} * d, c.embed_scale, s);
       scatter_rows(tmp, token_rows, n_tok, d, x, s);
     }
     gather_rows(store, embed_slots, n_emb, d, tmp, s);
@@ -352,6 +421,8 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
 
   const float* cos_d = staging_.device_ptr(cos_h);
   const float* sin_d = staging_.device_ptr(sin_h);
+  const float* cos_sd = staging_.device_ptr(cos_sh);
+  const float* sin_sd = staging_.device_ptr(sin_sh);
   void* h = ws_.h.get();
   void* q = ws_.q.get();
   void* k = ws_.k.get();
@@ -360,35 +431,69 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   void* gu = ws_.gate_up.get();
   void* ff = ws_.ff.get();
   const size_t e = elem_bytes(act_);
+  const uint32_t hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim();
+  const bool split_half = c.rope_style == RopeStyle::SplitHalf;
+  uint32_t recurrent_index = 0;
   for (uint32_t l = 0; l < c.n_layers; ++l) {
     const DeviceLayer& L = w.layers[l];
     add_rmsnorm(x, l == 0 ? nullptr : delta, L.attn_norm, T, d, c.rms_eps, h, act_, s);
-    gemm_->run(L.wq, h, T, q, act_, s);
-    gemm_->run(L.wk, h, T, k, act_, s);
-    gemm_->run(L.wv, h, T, v, act_, s);
-    if (lora) {
-      const uint32_t qd = c.q_dim(), kvd = c.kv_dim();
-      lora->apply(*gemm_, l, LoraTarget::Q, h, d, q, act_, qd, qd, 0, act_, s);
-      lora->apply(*gemm_, l, LoraTarget::K, h, d, k, act_, kvd, kvd, 0, act_, s);
-      lora->apply(*gemm_, l, LoraTarget::V, h, d, v, act_, kvd, kvd, 0, act_, s);
+    if (c.layer_recurrent(l)) {  // Gated DeltaNet: delta = mixer(h), the states advance
+      mixer_->run(L, recurrent_index++, h, T, delta, *gemm_, s);
+    } else {
+      const bool slides = c.layer_slides(l);
+      const uint32_t kl = c.kv_layer(l);  // the layer's index among those with KV pages
+      if (c.attn_output_gate) {           // the projection yields each head's query, then its gate
+        gemm_->run(L.wq, h, T, ws_.q_gate.get(), act_, s);
+        split_query_gate(ws_.q_gate.get(), act_, T * c.n_heads, hd, q, ws_.gate.get(), s);
+      } else {
+        gemm_->run(L.wq, h, T, q, act_, s);
+      }
+      gemm_->run(L.wk, h, T, k, act_, s);
+      gemm_->run(L.wv, h, T, v, act_, s);
+      if (lora) {
+        lora->apply(*gemm_, l, LoraTarget::Q, h, d, q, act_, qd, qd, 0, act_, s);
+        lora->apply(*gemm_, l, LoraTarget::K, h, d, k, act_, kvd, kvd, 0, act_, s);
+        lora->apply(*gemm_, l, LoraTarget::V, h, d, v, act_, kvd, kvd, 0, act_, s);
+      }
+      if (L.bq) {  // after the adapters, as on the CPU
+        add_bias(q, act_, L.bq, T, qd, s);
+        add_bias(k, act_, L.bk, T, kvd, s);
+        add_bias(v, act_, L.bv, T, kvd, s);
+      }
+      if (L.q_norm) {
+        rmsnorm_rows(q, act_, T * c.n_heads, hd, L.q_norm, c.rms_eps, s);
+        rmsnorm_rows(k, act_, T * c.n_kv_heads, hd, L.k_norm, c.rms_eps, s);
+      }
+      const bool own_angles = slides && sliding_rope;
+      const uint32_t lnp = own_angles ? np_s : np;
+      const float* lc = own_angles ? cos_sd : cos_d;
+      const float* ls = own_angles ? sin_sd : sin_d;
+      rope(q, act_, T, c.n_heads, hd, lnp, split_half, lc, ls, s);
+      rope(k, act_, T, c.n_kv_heads, hd, lnp, split_half, lc, ls, s);
+      kv_append(k, v, T, write_pages, write_slots, kl, layout_, kv_pool_.get(), s);
+      attention_->run(
+          kl, q, kv_pool_.get(), attn, s,
+          AttentionOptions{c.attn_scale, c.attn_softcap, slides ? c.sliding_window : 0});
+      if (c.attn_output_gate) sigmoid_gate(attn, ws_.gate.get(), act_, size_t{T} * qd, s);
+      gemm_->run(L.wo, attn, T, delta, DType::F32, s);
+      if (lora)
+        lora->apply(*gemm_, l, LoraTarget::O, attn, qd, delta, DType::F32, d, d, 0, act_, s);
+      if (L.post_attn_norm)  // gemma: the block's output is normed before the residual add
+        add_rmsnorm(delta, nullptr, L.post_attn_norm, T, d, c.rms_eps, delta, DType::F32, s);
     }
-    rope(q, act_, T, c.n_heads, c.head_dim, cos_d, sin_d, s);
-    rope(k, act_, T, c.n_kv_heads, c.head_dim, cos_d, sin_d, s);
-    kv_append(k, v, T, write_pages, write_slots, l, layout_, kv_pool_.get(), s);
-    attention_->run(l, q, kv_pool_.get(), attn, s);
-    gemm_->run(L.wo, attn, T, delta, DType::F32, s);
-    if (lora)
-      lora->apply(*gemm_, l, LoraTarget::O, attn, c.q_dim(), delta, DType::F32, d, d, 0, act_, s);
     add_rmsnorm(x, delta, L.ffn_norm, T, d, c.rms_eps, h, act_, s);
     gemm_->run(L.w_gate_up, h, T, gu, act_, s);
     if (lora) {  // gate rows first, then up, in one [T][2 d_ff] output
       lora->apply(*gemm_, l, LoraTarget::Gate, h, d, gu, act_, c.d_ff, 2 * c.d_ff, 0, act_, s);
       lora->apply(*gemm_, l, LoraTarget::Up, h, d, gu, act_, c.d_ff, 2 * c.d_ff, c.d_ff, act_, s);
     }
-    swiglu(gu, static_cast<char*>(gu) + size_t{c.d_ff} * e, T, c.d_ff, 2 * c.d_ff, ff, act_, s);
+    gated_activation(gu, static_cast<char*>(gu) + size_t{c.d_ff} * e, T, c.d_ff, 2 * c.d_ff, ff,
+                     act_, c.ffn_activation, s);
     gemm_->run(L.w_down, ff, T, delta, DType::F32, s);
     if (lora)
       lora->apply(*gemm_, l, LoraTarget::Down, ff, c.d_ff, delta, DType::F32, d, d, 0, act_, s);
+    if (L.post_ffn_norm)
+      add_rmsnorm(delta, nullptr, L.post_ffn_norm, T, d, c.rms_eps, delta, DType::F32, s);
   }
   add_rows(x, delta, DType::F32, T, d, s);
 
@@ -450,6 +555,7 @@ void CudaBackend::lm_head(uint32_t n_topk, uint32_t n_logits, const uint32_t* ks
   for (uint32_t r0 = 0; r0 < n_topk; r0 += kLmChunkRows) {
     const uint32_t n = std::min(kLmChunkRows, n_topk - r0);
     gemm_->run(head, hidden(r0), n, logits, DType::F32, s);
+    if (c.final_softcap > 0) soft_cap(logits, size_t{n} * V, c.final_softcap, s);
     softmax_topk(logits, n, V, ks + r0, k_max, ws_.topk_scratch.get(),
                  ws_.topk_ids.as<int32_t>() + size_t{r0} * k_max,
                  ws_.topk_probs.as<float>() + size_t{r0} * k_max, s);
@@ -465,6 +571,7 @@ void CudaBackend::lm_head(uint32_t n_topk, uint32_t n_logits, const uint32_t* ks
   for (uint32_t r0 = 0; r0 < n_logits; r0 += kLmChunkRows) {
     const uint32_t n = std::min(kLmChunkRows, n_logits - r0);
     gemm_->run(head, hidden(n_topk + r0), n, logits, DType::F32, s);
+    if (c.final_softcap > 0) soft_cap(logits, size_t{n} * V, c.final_softcap, s);
     PITH_CUDA_CHECK(cudaMemcpyAsync(host_logit_rows + size_t{r0} * V, logits,
                                     size_t{n} * V * sizeof(float), cudaMemcpyDeviceToHost, s));
   }
@@ -484,6 +591,8 @@ void CudaBackend::embed_tokens(std::span<const int32_t> tokens, std::span<const 
   const uint32_t* slot = staging_.put(slots);
   staging_.upload(s);
   embed_rows(dev_weights_->token_embd.data, act_, tok, n, c.d_model, ws_.tmp.as<float>(), s);
+  if (c.embed_scale != 1.0f)
+    scale_rows(ws_.tmp.as<float>(), size_t{n} * c.d_model, c.embed_scale, s);
   scatter_rows(ws_.tmp.as<float>(), slot, n, c.d_model, embed_store_.as<float>(), s);
 }
 
@@ -515,6 +624,37 @@ void CudaBackend::load_kv_pages(std::span<const uint32_t> pages, std::span<const
     PITH_CUDA_CHECK(cudaMemcpyAsync(pool + size_t{pages[i]} * bytes, in.data() + i * bytes, bytes,
                                     cudaMemcpyHostToDevice, stream_.get()));
   PITH_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));  // `in` is released by the caller
+}
+
+void CudaBackend::clear_states(std::span<const uint32_t> slots) {
+  validate_state_slots("clear_states", slots, states_->slots());
+  PITH_CUDA_CHECK(cudaSetDevice(device_));
+  states_->clear(slots, stream_.get());
+}
+
+void CudaBackend::copy_state(uint32_t src, uint32_t dst) {
+  const uint32_t ids[] = {src, dst};
+  validate_state_slots("copy_state", ids, states_->slots());
+  PITH_CUDA_CHECK(cudaSetDevice(device_));
+  states_->copy(src, dst, stream_.get());
+}
+
+void CudaBackend::save_states(std::span<const uint32_t> slots, std::span<std::byte> out) {
+  validate_state_slots("save_states", slots, states_->slots());
+  if (out.size() != slots.size() * state_bytes())
+    fail("save_states: buffer of {} bytes for {} states of {} bytes", out.size(), slots.size(),
+         state_bytes());
+  PITH_CUDA_CHECK(cudaSetDevice(device_));
+  states_->save(slots, out, stream_.get());
+}
+
+void CudaBackend::load_states(std::span<const uint32_t> slots, std::span<const std::byte> in) {
+  validate_state_slots("load_states", slots, states_->slots());
+  if (in.size() != slots.size() * state_bytes())
+    fail("load_states: buffer of {} bytes for {} states of {} bytes", in.size(), slots.size(),
+         state_bytes());
+  PITH_CUDA_CHECK(cudaSetDevice(device_));
+  states_->load(slots, in, stream_.get());
 }
 
 void CudaBackend::load_adapter(uint32_t id, std::shared_ptr<const LoraAdapter> adapter) {

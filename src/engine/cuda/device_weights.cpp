@@ -44,9 +44,16 @@ void for_each_tensor(const ModelWeights& w, DType mode, Place&& place) {
   for (const LayerWeights& l : w.layers) {
     vector(l.attn_norm);
     vector(l.ffn_norm);
+    for (const std::vector<float>* v :
+         {&l.bq, &l.bk, &l.bv, &l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm})
+      vector(*v);
     for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo}) matrix(*m);
     place((l.w_gate.rows + l.w_up.rows) * l.w_gate.cols * e);
     matrix(l.w_down);
+    for (const WeightMatrix* m : {&l.ssm_qkv, &l.ssm_gate, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out})
+      matrix(*m);
+    for (const std::vector<float>* v : {&l.ssm_conv_t, &l.ssm_dt_bias, &l.ssm_a, &l.ssm_norm})
+      vector(*v);
   }
 }
 
@@ -60,6 +67,7 @@ class Uploader {
   }
 
   void matrix(const WeightMatrix& m, char* dst) {
+    if (m.rows == 0 || m.cols == 0) return;  // a tensor this layer kind does not have
     const size_t out_row = m.cols * elem_bytes(mode_);
     if (out_row > kStagingBytes)
       fail("cuda: a weight row of {} elements does not fit the upload staging buffer", m.cols);
@@ -135,8 +143,9 @@ class Uploader {
 DType compute_mode(const ModelWeights& w) {
   bool all_f32 = w.token_embd.dtype == pith::DType::F32 && w.output.dtype == pith::DType::F32;
   for (const LayerWeights& l : w.layers)
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      all_f32 = all_f32 && m->dtype == pith::DType::F32;
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down,
+                                  &l.ssm_qkv, &l.ssm_gate, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out})
+      all_f32 = all_f32 && (m->rows == 0 || m->dtype == pith::DType::F32);
   return all_f32 ? DType::F32 : DType::BF16;
 }
 
@@ -168,8 +177,9 @@ DeviceWeights::DeviceWeights(const ModelWeights& w, DType mode, cudaStream_t str
     up.matrix(m, p);
     return DeviceMatrix{p, mode, static_cast<uint32_t>(m.rows), static_cast<uint32_t>(m.cols)};
   };
-  auto vector = [&](const std::vector<float>& v) {
+  auto vector = [&](const std::vector<float>& v) -> const float* {
     char* p = take(v.size() * sizeof(float));
+    if (v.empty()) return nullptr;  // the family has no such vector
     up.vector(v, p);
     return reinterpret_cast<const float*>(p);
   };
@@ -183,6 +193,13 @@ DeviceWeights::DeviceWeights(const ModelWeights& w, DType mode, cudaStream_t str
     DeviceLayer d;
     d.attn_norm = vector(l.attn_norm);
     d.ffn_norm = vector(l.ffn_norm);
+    d.bq = vector(l.bq);
+    d.bk = vector(l.bk);
+    d.bv = vector(l.bv);
+    d.q_norm = vector(l.q_norm);
+    d.k_norm = vector(l.k_norm);
+    d.post_attn_norm = vector(l.post_attn_norm);
+    d.post_ffn_norm = vector(l.post_ffn_norm);
     d.wq = matrix(l.wq);
     d.wk = matrix(l.wk);
     d.wv = matrix(l.wv);
@@ -194,6 +211,15 @@ DeviceWeights::DeviceWeights(const ModelWeights& w, DType mode, cudaStream_t str
     d.w_gate_up = DeviceMatrix{gu, mode, static_cast<uint32_t>(l.w_gate.rows + l.w_up.rows),
                                static_cast<uint32_t>(l.w_gate.cols)};
     d.w_down = matrix(l.w_down);
+    d.ssm_qkv = matrix(l.ssm_qkv);
+    d.ssm_gate = matrix(l.ssm_gate);
+    d.ssm_beta = matrix(l.ssm_beta);
+    d.ssm_alpha = matrix(l.ssm_alpha);
+    d.ssm_out = matrix(l.ssm_out);
+    d.ssm_conv_t = vector(l.ssm_conv_t);
+    d.ssm_dt_bias = vector(l.ssm_dt_bias);
+    d.ssm_a = vector(l.ssm_a);
+    d.ssm_norm = vector(l.ssm_norm);
     layers.push_back(d);
   }
   up.finish();

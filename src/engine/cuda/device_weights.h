@@ -12,7 +12,7 @@
 //
 // Upload streams each tensor from the mapped file through two pinned staging buffers (convert
 // one chunk while the previous one is copied): host memory never holds a second copy of the
-// model, and the log shows progress.
+// model, and the log shows progress. Vectors (norms, biases) are uploaded as F32.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -29,6 +29,17 @@ namespace pith::cuda {
 struct DeviceLayer {
   const float* attn_norm = nullptr;  // [d_model]
   const float* ffn_norm = nullptr;   // [d_model]
+  // The families' vectors (model_weights.h), null where the model has none: Q/K/V biases
+  // [q_dim], [kv_dim] x2, per-head Q/K norms [head_dim], norms of the attention and FFN outputs
+  // [d_model].
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr;
+  const float *q_norm = nullptr, *k_norm = nullptr;
+  const float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;
+  // Gated DeltaNet layers (hybrid models), instead of wq..wo: the projections and the conv
+  // kernel [conv_kernel][conv_channels], dt_bias and A [v_heads], the output norm [v_dim].
+  DeviceMatrix ssm_qkv, ssm_gate, ssm_beta, ssm_alpha, ssm_out;
+  const float *ssm_conv_t = nullptr, *ssm_dt_bias = nullptr, *ssm_a = nullptr;
+  const float* ssm_norm = nullptr;
   DeviceMatrix wq, wk, wv, wo;
   DeviceMatrix w_gate_up;  // [2 * d_ff][d_model]
   DeviceMatrix w_down;

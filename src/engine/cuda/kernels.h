@@ -1,6 +1,8 @@
 // Host launchers of the CUDA backend's small kernels: embedding and Embed-slot row moves, the
-// fused residual add + RMSNorm, RoPE, KV append/copy into the paged pool, SwiGLU, row adds and
-// conversions, and the LM-head reduction (softmax normaliser + top-K next-token distribution).
+// fused residual add + RMSNorm, RoPE, KV append/copy into the paged pool, the gated FFN
+// activations, row adds and conversions, the families' small steps (bias rows, per-head norms,
+// scaling, soft-capping), and the LM-head reduction (softmax normaliser + top-K next-token
+// distribution).
 //
 // Every launcher only enqueues work on `stream` (no synchronisation, no host copies) and takes
 // device pointers. Shapes are row-major; `n` is a row count, `d` a row length in elements.
@@ -14,9 +16,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/model_config.h"         // FfnActivation
 #include "engine/cuda/paged_attention.h"  // DType, KvPoolLayout
 
 namespace pith::cuda {
+
+namespace kern {
+struct DeltaSequences;  // kernels/delta_net_body.h
+struct DeltaRuleParams;
+}  // namespace kern
 
 // out[i][:] = table row tokens[i] (table of F32 or BF16 on the device) as F32.
 void embed_rows(const void* table, DType table_type, const int32_t* tokens, uint32_t n, uint32_t d,
@@ -34,10 +42,16 @@ void scatter_rows(const float* src, const uint32_t* idx, uint32_t n, uint32_t d,
 void add_rmsnorm(float* residual, const float* delta, const float* weight, uint32_t n, uint32_t d,
                  float eps, void* out, DType out_type, cudaStream_t stream);
 
-// In place on x [n][n_heads][head_dim] (DType): rotates adjacent pairs (2i, 2i+1) of each head
-// by cos/sin [n][head_dim/2] (the backend's RopeTable::angles per token).
-void rope(void* x, DType type, uint32_t n, uint32_t n_heads, uint32_t head_dim, const float* cos,
-          const float* sin, cudaStream_t stream);
+// In place on x [n][n_rows][d] (DType): every row of d elements RMS-normalised and multiplied
+// by weight [d] (F32; null: a weightless norm). The per-head Q/K norms: rows = heads.
+void rmsnorm_rows(void* x, DType type, uint32_t n, uint32_t d, const float* weight, float eps,
+                  cudaStream_t stream);
+
+// In place on x [n][n_heads][head_dim] (DType): rotates the first n_pairs pairs of each head by
+// cos/sin [n][n_pairs] (the backend's RopeTable::angles per token); pair i is (2i, 2i+1), or
+// (i, i + n_pairs) with split_half (RopeStyle::SplitHalf).
+void rope(void* x, DType type, uint32_t n, uint32_t n_heads, uint32_t head_dim, uint32_t n_pairs,
+          bool split_half, const float* cos, const float* sin, cudaStream_t stream);
 
 // Writes k and v rows [n][kv_dim] (layout.dtype) into the pool at (pages[i], slots[i]) of
 // `layer`.
@@ -50,10 +64,19 @@ void kv_append(const void* k, const void* v, uint32_t n, const uint32_t* pages,
 void kv_copy(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot, uint32_t n,
              const KvPoolLayout& layout, void* pool, cudaStream_t stream);
 
-// out[i][j] = silu(gate[i][j]) * up[i][j]; gate/up rows have leading dimension ld (elements),
-// out is [n][ff] dense. DType in and out.
-void swiglu(const void* gate, const void* up, uint32_t n, uint32_t ff, uint32_t ld, void* out,
-            DType type, cudaStream_t stream);
+// out[i][j] = act(gate[i][j]) * up[i][j], act = SiLU (SwiGLU) or GELU-tanh; gate/up rows have
+// leading dimension ld (elements), out is [n][ff] dense. DType in and out.
+void gated_activation(const void* gate, const void* up, uint32_t n, uint32_t ff, uint32_t ld,
+                      void* out, DType type, FfnActivation act, cudaStream_t stream);
+
+// x[i][j] += bias[j] (x DType [n][d], bias F32 [d]): Q/K/V projection biases.
+void add_bias(void* x, DType type, const float* bias, uint32_t n, uint32_t d, cudaStream_t stream);
+
+// x[i] *= s over `total` F32 elements (scaled embeddings).
+void scale_rows(float* x, size_t total, float s, cudaStream_t stream);
+
+// x[i] = softcap * tanh(x[i] / softcap) over `total` F32 elements (final logit soft-cap).
+void soft_cap(float* x, size_t total, float softcap, cudaStream_t stream);
 
 // residual (F32) += x (DType): the attention/FFN output projections' add when not fused.
 void add_rows(float* residual, const void* x, DType type, uint32_t n, uint32_t d,
@@ -69,6 +92,26 @@ void lora_gather_rows(const void* src, DType type, const uint32_t* idx, uint32_t
                       void* dst, cudaStream_t stream);
 void lora_add_rows(const float* v, const uint32_t* idx, uint32_t n, uint32_t d, float scale,
                    void* y, DType y_type, uint32_t ldy, uint32_t col0, cudaStream_t stream);
+// Gated DeltaNet layers (kernels/delta_net_body.h; the CPU's engine/gated_delta_net.h). The
+// causal convolution + SiLU of every sequence's inputs x [T][C] (DType) into out [T][C] (F32),
+// advancing each sequence's conv window in the state pool; the in-place L2 norms of the first
+// `heads` head rows of dk floats of each of the n rows of C; beta = sigmoid(b) and g =
+// softplus(a + dt_bias) * A over [n][Hv]; the recurrent delta rule over each sequence's state
+// matrices (one block per sequence, value head and 4 value rows), out in `out_type`.
+void causal_conv_silu(const kern::DeltaSequences& seqs, const float* weight_t, const void* x,
+                      DType type, float* out, uint32_t C, uint32_t K, cudaStream_t stream);
+void l2norm_heads(float* mixed, uint32_t n, uint32_t C, uint32_t heads, uint32_t dk, float eps,
+                  cudaStream_t stream);
+void delta_gates(const void* b, const void* a, DType type, const float* dt_bias, const float* A,
+                 uint32_t n, uint32_t Hv, float* beta, float* g, cudaStream_t stream);
+void delta_rule(const kern::DeltaRuleParams& p, DType out_type, cudaStream_t stream);
+
+// The hybrid models' gated attention: src [n_rows][2 hd] (per head: query, then gate) split into
+// q and gate [n_rows][hd]; x[i] *= sigmoid(gate[i]) after attention. DType throughout.
+void split_query_gate(const void* src, DType type, uint32_t n_rows, uint32_t hd, void* q,
+                      void* gate, cudaStream_t stream);
+void sigmoid_gate(void* x, const void* gate, DType type, size_t total, cudaStream_t stream);
+
 // LM-head reduction over logits [rows][vocab] (F32): per row the softmax max and sum over the
 // full vocabulary and the top-k (ties by lower id), probabilities = exp(l - max) / sum.
 // Writes out_ids [rows][k_max] and out_probs [rows][k_max]: row r writes its first

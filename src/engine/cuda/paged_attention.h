@@ -32,9 +32,12 @@ class PagedAttention {
   // Throws pith::Error on an inconsistent sequence (mask runs not summing to context_len,
   // page table too short, n_q > context_len).
   void plan(std::span<const AttentionSequence> seqs, cudaStream_t stream);
-  // One layer: q and out [n_tokens][n_heads][head_dim] (layout.dtype); scale 1/sqrt(head_dim);
-  // GQA/MQA by n_heads / n_kv_heads; reads K/V of `layer` from `pool`.
-  void run(uint32_t layer, const void* q, const void* pool, void* out, cudaStream_t stream);
+  // One layer: q and out [n_tokens][n_heads][head_dim] (layout.dtype); GQA/MQA by n_heads /
+  // n_kv_heads; reads K/V of `layer` from `pool`. `options` carries the family's query scale,
+  // soft-cap and sliding window; a layer with a soft-cap or a window runs on the own kernel
+  // (FlashInfer is instantiated without those variants).
+  void run(uint32_t layer, const void* q, const void* pool, void* out, cudaStream_t stream,
+           const AttentionOptions& options = {});
 
   // Which implementation run() uses for this layout ("flashinfer" or "pith"), for logs. A batch
   // whose query rows are not packed per sequence in plan order runs on the own kernel.

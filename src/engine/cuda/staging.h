@@ -63,7 +63,7 @@ class Staging {
 
  private:
   static constexpr size_t kAlign = 16;
-  static constexpr size_t kArrays = 16;  // headroom for alignment padding between arrays
+  static constexpr size_t kArrays = 24;  // headroom for alignment padding between arrays (14 now)
   PinnedBuffer host_;
   DeviceBuffer device_;
   Event consumed_;

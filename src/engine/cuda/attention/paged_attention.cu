@@ -164,7 +164,7 @@ struct PagedAttention::Impl {
                      fi_ints.capacity, fi_plan, stream);
   }
 
-  void run_flashinfer(uint32_t layer, const void* q, const void* pool, void* out,
+  void run_flashinfer(uint32_t layer, const void* q, const void* pool, void* out, float scale,
                       cudaStream_t stream) {
     const auto* base = static_cast<const uint16_t*>(pool);
     fi::PrefillArgs a{};
@@ -184,7 +184,7 @@ struct PagedAttention::Impl {
     a.kv_last_page_len = kv_last_page_len;
     a.mask_bits = mask_bits;
     a.mask_indptr = mask_indptr;
-    a.sm_scale = 1.f / std::sqrt(float(layout.head_dim));
+    a.sm_scale = scale;
     a.float_ws = fi_floats;
     a.int_ws = fi_ints.device;
     if (plan.any_custom_mask)
@@ -194,7 +194,8 @@ struct PagedAttention::Impl {
   }
 #endif
 
-  void run_own(uint32_t layer, const void* q, const void* pool, void* out, cudaStream_t stream) {
+  void run_own(uint32_t layer, const void* q, const void* pool, void* out, float scale,
+               const AttentionOptions& options, cudaStream_t stream) {
     attn::KernelParams p{};
     p.q = q;
     p.out = out;
@@ -207,7 +208,9 @@ struct PagedAttention::Impl {
     p.head_dim = layout.head_dim;
     p.heads_per_block = attn::heads_per_block(n_heads, layout.n_kv_heads);
     p.page_size = layout.page_size;
-    p.scale = 1.f / std::sqrt(float(layout.head_dim));
+    p.scale = scale;
+    p.softcap = options.softcap;
+    p.window = options.window;
     p.row_seq = row_seq;
     p.row_q = row_q;
     p.row_pos = row_pos;
@@ -286,17 +289,19 @@ void PagedAttention::plan(std::span<const AttentionSequence> seqs, cudaStream_t 
 }
 
 void PagedAttention::run(uint32_t layer, const void* q, const void* pool, void* out,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, const AttentionOptions& options) {
   Impl& m = *impl_;
   if (layer >= m.layout.n_layers)
     throw_attention_error("paged attention: layer " + std::to_string(layer) + " of " +
                           std::to_string(m.layout.n_layers));
   if (m.plan.n_rows() == 0) return;
   m.last_stream = stream;
+  const float scale = options.scale > 0 ? options.scale : 1.f / std::sqrt(float(m.layout.head_dim));
 #if PITH_HAVE_FLASHINFER
-  if (m.use_flashinfer_now) return m.run_flashinfer(layer, q, pool, out, stream);
+  if (m.use_flashinfer_now && options.softcap == 0 && options.window == 0)
+    return m.run_flashinfer(layer, q, pool, out, scale, stream);
 #endif
-  m.run_own(layer, q, pool, out, stream);
+  m.run_own(layer, q, pool, out, scale, options, stream);
 }
 
 }  // namespace pith::cuda

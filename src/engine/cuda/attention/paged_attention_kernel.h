@@ -1,6 +1,8 @@
 // The project's own paged-attention kernel body: F32 and BF16, any mask (causal or the plan's
-// bits), GQA/MQA, any head_dim up to 256, prefill and decode rows in one launch. It is the F32
-// path and the fallback when FlashInfer is not built (or cannot take a batch).
+// bits), GQA/MQA, any head_dim up to 256, prefill and decode rows in one launch, with the
+// families' score options (query scale, tanh soft-cap, sliding window; engine/attention.h's
+// AttentionParams). It is the F32 path and the fallback when FlashInfer is not built (or cannot
+// take a batch or the options).
 //
 // Grid: x = query row task (AttentionPlan's row_* arrays), y = group of `heads_per_block` query
 // heads that share one KV head; block = kThreads threads. The block walks the row's visible KV
@@ -21,13 +23,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define PITH_HD __host__ __device__ __forceinline__
-#define PITH_UNROLL _Pragma("unroll")
-#else
-#define PITH_HD inline
-#define PITH_UNROLL
-#endif
+#include "engine/cuda/kernels/block.h"  // PITH_HD, PITH_UNROLL, tanh_f32
 
 namespace pith::cuda::attn {
 
@@ -95,6 +91,8 @@ struct KernelParams {
   uint64_t v_offset;     // block_offset(0, layer, 1)
   uint32_t n_heads, n_kv_heads, head_dim, heads_per_block, page_size;
   float scale;
+  float softcap;    // scores -> softcap * tanh(scores / softcap); 0: off
+  uint32_t window;  // a row sees only the `window` most recent slots (itself included); 0: all
   // AttentionPlan arrays on the device.
   const int32_t* row_seq;
   const int32_t* row_q;
@@ -122,10 +120,10 @@ struct ThreadState {
 
 // The per-block constants every thread derives from the block index.
 struct BlockTask {
-  uint32_t row, first_head, kv_head, seq, pos, kv_len, n_q, end;
+  uint32_t row, first_head, kv_head, seq, pos, kv_len, n_q, begin, end;
   const int32_t* pages;
   const uint8_t* mask;  // the sequence's bits, or null for causal
-  uint32_t n_chunks;
+  uint32_t first_chunk, n_chunks;
 };
 
 PITH_HD BlockTask block_task(const KernelParams& p, uint32_t bx, uint32_t by) {
@@ -140,8 +138,12 @@ PITH_HD BlockTask block_task(const KernelParams& p, uint32_t bx, uint32_t by) {
   t.pages = p.kv_page_indices + p.kv_page_indptr[t.seq];
   const int32_t mask_at = p.mask_indptr[t.seq];
   t.mask = mask_at < 0 ? nullptr : p.mask_bits + mask_at;
-  // Causal rows see slots [0, kv_len - n_q + pos]; masked rows may see any slot.
-  t.end = t.mask ? t.kv_len : t.kv_len - t.n_q + t.pos + 1;
+  // Causal rows see slots [0, kv_len - n_q + pos]; masked rows may see any slot. A window
+  // clips both to the `window` slots ending at the row's own slot (as for_visible on the CPU).
+  const uint32_t own = t.kv_len - t.n_q + t.pos;
+  t.end = t.mask ? t.kv_len : own + 1;
+  t.begin = p.window > 0 && own + 1 > p.window ? own + 1 - p.window : 0;
+  t.first_chunk = t.begin / kThreads;
   t.n_chunks = (t.end + kThreads - 1) / kThreads;
   return t;
 }
@@ -170,7 +172,7 @@ PITH_HD void phase_scores(const KernelParams& p, const BlockTask& b, SharedTile&
     const uint32_t left = b.end - chunk * kThreads;
     sh.n_valid = left < kThreads ? left : kThreads;
   }
-  bool visible = j < b.end;
+  bool visible = j < b.end && j >= b.begin;
   if (visible && b.mask) {
     const uint64_t bit = uint64_t{b.pos} * b.kv_len + j;
     visible = (b.mask[bit / 8] >> (bit % 8)) & 1;
@@ -190,6 +192,10 @@ PITH_HD void phase_scores(const KernelParams& p, const BlockTask& b, SharedTile&
     const float kd = to_float(k[d]);
     PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) dot[h] +=
         sh.q[h * p.head_dim + d] * kd;
+  }
+  if (p.softcap > 0) {
+    PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) dot[h] =
+        p.softcap * kern::tanh_f32(dot[h] * (1.0f / p.softcap));
   }
   PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) sh.s[h][tid] = dot[h];
 }
@@ -255,7 +261,7 @@ PITH_HD void attention_block(const KernelParams& p, uint32_t bx, uint32_t by, Sh
                              ForThreads&& for_threads, StateOf&& state) {
   const BlockTask b = block_task(p, bx, by);
   for_threads([&](uint32_t tid) { phase_load_q<T>(p, b, sh, tid, state(tid)); });
-  for (uint32_t c = 0; c < b.n_chunks; ++c) {
+  for (uint32_t c = b.first_chunk; c < b.n_chunks; ++c) {
     for_threads([&](uint32_t tid) { phase_scores<T>(p, b, sh, c, tid); });
     for_threads([&](uint32_t tid) { phase_probs(p, sh, tid, state(tid)); });
     for_threads([&](uint32_t tid) { phase_accumulate<T>(p, sh, tid, state(tid)); });

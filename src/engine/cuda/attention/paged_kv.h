@@ -28,6 +28,15 @@ struct KvPoolLayout {
   size_t elem_bytes() const { return dtype == DType::F32 ? 4 : 2; }
 };
 
+// A layer's score options, as the CPU engine's AttentionParams (engine/attention.h): the query
+// scale (0: 1/sqrt(head_dim)), the tanh soft-cap of the scores (0: off) and the sliding window
+// (0: none).
+struct AttentionOptions {
+  float scale = 0;
+  float softcap = 0;
+  uint32_t window = 0;
+};
+
 // One sequence of a forward batch as attention sees it (host memory, valid during plan()).
 struct AttentionSequence {
   uint32_t q_begin = 0;             // first query row in the batch's [n_tokens] matrix

@@ -1,5 +1,6 @@
-// Launchers of the element-wise activation kernels (activation_body.h): SwiGLU, the residual
-// add of a DType row, F32 -> DType conversion. 16-byte vectors when rows and pointers allow.
+// Launchers of the element-wise activation kernels (activation_body.h): the gated FFN
+// activations, the residual add of a DType row, F32 -> DType conversion, bias rows, scaling and
+// soft-capping. 16-byte vectors when rows and pointers allow.
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/kernels/activation_body.h"
 #include "engine/cuda/kernels/launch_check.h"
@@ -7,10 +8,22 @@
 namespace pith::cuda {
 namespace {
 
-template <uint32_t N, class T>
+template <uint32_t N, bool kGelu, class T>
 __global__ void __launch_bounds__(kern::kActivationThreads)
     swiglu_kernel(const T* gate, const T* up, uint32_t n, uint32_t ff, uint32_t ld, T* out) {
-  kern::swiglu_body<N>(blockIdx.x, gridDim.x, threadIdx.x, gate, up, n, ff, ld, out);
+  kern::swiglu_body<N, kGelu>(blockIdx.x, gridDim.x, threadIdx.x, gate, up, n, ff, ld, out);
+}
+
+template <uint32_t N, class T>
+__global__ void __launch_bounds__(kern::kActivationThreads)
+    add_bias_kernel(T* x, const float* bias, uint32_t n, uint32_t d) {
+  kern::add_bias_body<N>(blockIdx.x, gridDim.x, threadIdx.x, x, bias, n, d);
+}
+
+template <uint32_t N>
+__global__ void __launch_bounds__(kern::kActivationThreads)
+    scale_kernel(float* x, size_t total, float s, float softcap) {
+  kern::scale_body<N>(blockIdx.x, gridDim.x, threadIdx.x, x, total, s, softcap);
 }
 
 template <uint32_t N, class T>
@@ -29,18 +42,48 @@ uint32_t blocks_for(size_t steps) {
   return kern::elementwise_blocks(steps, kern::kActivationThreads);
 }
 
-template <class T>
+template <bool kGelu, class T>
 void swiglu_typed(const T* gate, const T* up, uint32_t n, uint32_t ff, uint32_t ld, T* out,
                   cudaStream_t stream) {
   constexpr uint32_t V = kern::kVec<T>;
   size_t total = size_t{n} * ff;
   if (kern::vector_ok<V>(gate, ff, ld) && kern::vector_ok<V>(up, ff, ld) &&
       kern::vector_ok<V>(out, ff, ff))
-    swiglu_kernel<V>
+    swiglu_kernel<V, kGelu>
         <<<blocks_for(total / V), kern::kActivationThreads, 0, stream>>>(gate, up, n, ff, ld, out);
   else
-    swiglu_kernel<1>
+    swiglu_kernel<1, kGelu>
         <<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(gate, up, n, ff, ld, out);
+}
+
+template <class T>
+void gated_typed(const T* gate, const T* up, uint32_t n, uint32_t ff, uint32_t ld, T* out,
+                 FfnActivation act, cudaStream_t stream) {
+  if (act == FfnActivation::GeluTanh)
+    swiglu_typed<true>(gate, up, n, ff, ld, out, stream);
+  else
+    swiglu_typed<false>(gate, up, n, ff, ld, out, stream);
+}
+
+template <class T>
+void add_bias_typed(T* x, const float* bias, uint32_t n, uint32_t d, cudaStream_t stream) {
+  constexpr uint32_t V = kern::kVec<T>;
+  size_t total = size_t{n} * d;
+  if (kern::vector_ok<V>(x, d, d) && kern::vector_ok<V>(bias, d, d))
+    add_bias_kernel<V>
+        <<<blocks_for(total / V), kern::kActivationThreads, 0, stream>>>(x, bias, n, d);
+  else
+    add_bias_kernel<1><<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(x, bias, n, d);
+}
+
+void scale_launch(float* x, size_t total, float s, float softcap, cudaStream_t stream) {
+  constexpr uint32_t V = kern::kVec<float>;
+  if (kern::vector_ok<V>(x, total, total))
+    scale_kernel<V>
+        <<<blocks_for(total / V), kern::kActivationThreads, 0, stream>>>(x, total, s, softcap);
+  else
+    scale_kernel<1>
+        <<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(x, total, s, softcap);
 }
 
 template <class T>
@@ -67,17 +110,39 @@ void convert_rows_typed(const float* src, size_t total, T* dst, cudaStream_t str
 
 }  // namespace
 
-void swiglu(const void* gate, const void* up, uint32_t n, uint32_t ff, uint32_t ld, void* out,
-            DType type, cudaStream_t stream) {
+void gated_activation(const void* gate, const void* up, uint32_t n, uint32_t ff, uint32_t ld,
+                      void* out, DType type, FfnActivation act, cudaStream_t stream) {
   if (n == 0 || ff == 0) return;
-  require(ld >= ff, "swiglu", "leading dimension smaller than the row");
+  require(ld >= ff, "gated_activation", "leading dimension smaller than the row");
   if (type == DType::F32)
-    swiglu_typed(static_cast<const float*>(gate), static_cast<const float*>(up), n, ff, ld,
-                 static_cast<float*>(out), stream);
+    gated_typed(static_cast<const float*>(gate), static_cast<const float*>(up), n, ff, ld,
+                static_cast<float*>(out), act, stream);
   else
-    swiglu_typed(static_cast<const kern::Bf16*>(gate), static_cast<const kern::Bf16*>(up), n, ff,
-                 ld, static_cast<kern::Bf16*>(out), stream);
-  check_launch("swiglu");
+    gated_typed(static_cast<const kern::Bf16*>(gate), static_cast<const kern::Bf16*>(up), n, ff, ld,
+                static_cast<kern::Bf16*>(out), act, stream);
+  check_launch("gated_activation");
+}
+
+void add_bias(void* x, DType type, const float* bias, uint32_t n, uint32_t d, cudaStream_t stream) {
+  if (n == 0 || d == 0) return;
+  if (type == DType::F32)
+    add_bias_typed(static_cast<float*>(x), bias, n, d, stream);
+  else
+    add_bias_typed(static_cast<kern::Bf16*>(x), bias, n, d, stream);
+  check_launch("add_bias");
+}
+
+void scale_rows(float* x, size_t total, float s, cudaStream_t stream) {
+  if (total == 0) return;
+  scale_launch(x, total, s, 0, stream);
+  check_launch("scale_rows");
+}
+
+void soft_cap(float* x, size_t total, float softcap, cudaStream_t stream) {
+  if (total == 0) return;
+  require(softcap > 0, "soft_cap", "the cap must be positive");
+  scale_launch(x, total, 1, softcap, stream);
+  check_launch("soft_cap");
 }
 
 void add_rows(float* residual, const void* x, DType type, uint32_t n, uint32_t d,

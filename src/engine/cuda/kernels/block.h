@@ -21,9 +21,11 @@
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #define PITH_HD __host__ __device__ __forceinline__
+#define PITH_UNROLL _Pragma("unroll")
 #else
 #include "common/fp16.h"
 #define PITH_HD inline
+#define PITH_UNROLL
 #endif
 
 namespace pith::cuda::kern {
@@ -105,6 +107,14 @@ PITH_HD float exp_f32(float x) {
   return expf(x);
 #else
   return std::exp(x);
+#endif
+}
+
+PITH_HD float tanh_f32(float x) {
+#if defined(__CUDA_ARCH__)
+  return tanhf(x);
+#else
+  return std::tanh(x);
 #endif
 }
 

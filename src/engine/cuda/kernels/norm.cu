@@ -1,4 +1,5 @@
-// Launcher of the fused residual add + RMSNorm (norm_body.h): one block per row.
+// Launchers of the fused residual add + RMSNorm and the in-place row RMSNorm (norm_body.h): one
+// block per row.
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/kernels/launch_check.h"
 #include "engine/cuda/kernels/norm_body.h"
@@ -28,7 +29,27 @@ void add_rmsnorm_typed(float* residual, const float* delta, const float* weight,
         <<<n, kern::kNormThreads, 0, stream>>>(residual, delta, weight, d, eps, out);
 }
 
+template <class T>
+__global__ void __launch_bounds__(kern::kHeadNormThreads)
+    rmsnorm_rows_kernel(T* x, const float* weight, uint32_t d, float eps) {
+  __shared__ kern::NormShared sh;
+  kern::rmsnorm_rows_body(kern::DeviceBlock::current(), sh, x, weight, d, eps);
+}
+
 }  // namespace
+
+void rmsnorm_rows(void* x, DType type, uint32_t n, uint32_t d, const float* weight, float eps,
+                  cudaStream_t stream) {
+  if (n == 0 || d == 0) return;
+  require(n <= 0x7fffffffu, "rmsnorm_rows", "too many rows");
+  if (type == DType::F32)
+    rmsnorm_rows_kernel<<<n, kern::kHeadNormThreads, 0, stream>>>(static_cast<float*>(x), weight, d,
+                                                                  eps);
+  else
+    rmsnorm_rows_kernel<<<n, kern::kHeadNormThreads, 0, stream>>>(static_cast<kern::Bf16*>(x),
+                                                                  weight, d, eps);
+  check_launch("rmsnorm_rows");
+}
 
 void add_rmsnorm(float* residual, const float* delta, const float* weight, uint32_t n, uint32_t d,
                  float eps, void* out, DType out_type, cudaStream_t stream) {

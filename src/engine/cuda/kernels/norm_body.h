@@ -52,4 +52,29 @@ PITH_HD void add_rmsnorm_body(const Block& blk, NormShared& sh, float* residual_
   });
 }
 
+// In place RMSNorm of one row of d elements of T per block (block_x = row): the per-head Q/K
+// norms of qwen3 and gemma3 (rows = tokens x heads, d = head_dim). weight null means all ones
+// (a weightless norm). Same order of operations as add_rmsnorm_body.
+inline constexpr uint32_t kHeadNormThreads = 64;
+
+template <class Block, class T>
+PITH_HD void rmsnorm_rows_body(const Block& blk, NormShared& sh, T* x_all, const float* weight,
+                               uint32_t d, float eps) {
+  T* x = x_all + size_t{blk.block_x} * d;
+  blk.threads([&](uint32_t t) {
+    float ss = 0;
+    for (uint32_t j = t; j < d; j += blk.n_threads) {
+      float v = to_f32(x[j]);
+      ss += v * v;
+    }
+    sh.partial[t] = ss;
+  });
+  blk.reduce_sum(sh.partial);
+  float inv = 1.0f / sqrtf(sh.partial[0] / static_cast<float>(d) + eps);
+  blk.threads([&](uint32_t t) {
+    for (uint32_t j = t; j < d; j += blk.n_threads)
+      store_f32(x + j, to_f32(x[j]) * inv * (weight ? weight[j] : 1.0f));
+  });
+}
+
 }  // namespace pith::cuda::kern

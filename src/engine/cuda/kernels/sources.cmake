@@ -3,6 +3,7 @@
 # the bodies (*_body.h) are shared with tests/unit/cuda_kernels_host_test.cpp.
 set(PITH_CUDA_KERNEL_SOURCES
   activation.cu
+  delta_net.cu
   kv.cu
   launch_check.cpp
   lora.cu

@@ -1,0 +1,138 @@
+// Launchers of the Gated DeltaNet kernels and the hybrid attention's query gate
+// (delta_net_body.h).
+#include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/delta_net_body.h"
+#include "engine/cuda/kernels/launch_check.h"
+
+namespace pith::cuda {
+namespace {
+
+uint32_t blocks_for(size_t steps) {
+  return kern::elementwise_blocks(steps, kern::kActivationThreads);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kern::kActivationThreads)
+    conv_kernel(kern::DeltaSequences seqs, const float* weight_t, const T* x, float* out,
+                uint32_t C, uint32_t K) {
+  kern::causal_conv_silu_body(blockIdx.x, gridDim.x, threadIdx.x, seqs, weight_t, x, out, C, K);
+}
+
+__global__ void __launch_bounds__(kern::kHeadNormThreads)
+    l2norm_kernel(float* mixed, uint32_t C, uint32_t heads, uint32_t dk, float eps) {
+  __shared__ kern::NormShared sh;
+  kern::l2norm_heads_body(kern::DeviceBlock::current(), sh, mixed, C, heads, dk, eps);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kern::kActivationThreads)
+    gates_kernel(const T* b, const T* a, const float* dt_bias, const float* A, size_t total,
+                 uint32_t Hv, float* beta, float* g) {
+  kern::delta_gates_body(blockIdx.x, gridDim.x, threadIdx.x, b, a, dt_bias, A, total, Hv, beta, g);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kern::kDeltaThreads) delta_rule_kernel(kern::DeltaRuleParams p) {
+  __shared__ kern::DeltaShared sh;
+  kern::DeltaThread st;
+  kern::DeltaThread* mine = &st;  // (a pointer: nvcc misreads a reference capture here)
+  kern::delta_rule_block<T>(
+      p, blockIdx.x, blockIdx.y, sh,
+      [&](auto&& phase) {
+        phase(threadIdx.x);
+        __syncthreads();
+      },
+      [mine](uint32_t) -> kern::DeltaThread& { return *mine; });
+}
+
+template <class T>
+__global__ void __launch_bounds__(kern::kActivationThreads)
+    split_kernel(const T* src, size_t n_rows, uint32_t hd, T* q, T* gate) {
+  kern::split_query_gate_body(blockIdx.x, gridDim.x, threadIdx.x, src, n_rows, hd, q, gate);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kern::kActivationThreads)
+    sigmoid_gate_kernel(T* x, const T* gate, size_t total) {
+  kern::sigmoid_gate_body(blockIdx.x, gridDim.x, threadIdx.x, x, gate, total);
+}
+
+}  // namespace
+
+void causal_conv_silu(const kern::DeltaSequences& seqs, const float* weight_t, const void* x,
+                      DType type, float* out, uint32_t C, uint32_t K, cudaStream_t stream) {
+  require(K >= 2 && K - 1 <= kern::kMaxConvHistory, "causal_conv_silu", "unsupported kernel width");
+  const size_t total = size_t{seqs.n_seqs} * C;
+  if (total == 0) return;
+  if (type == DType::F32)
+    conv_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
+        seqs, weight_t, static_cast<const float*>(x), out, C, K);
+  else
+    conv_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
+        seqs, weight_t, static_cast<const kern::Bf16*>(x), out, C, K);
+  check_launch("causal_conv_silu");
+}
+
+void l2norm_heads(float* mixed, uint32_t n, uint32_t C, uint32_t heads, uint32_t dk, float eps,
+                  cudaStream_t stream) {
+  const size_t rows = size_t{n} * heads;
+  if (rows == 0) return;
+  require(rows <= 0x7fffffffu, "l2norm_heads", "too many rows");
+  l2norm_kernel<<<static_cast<uint32_t>(rows), kern::kHeadNormThreads, 0, stream>>>(mixed, C, heads,
+                                                                                     dk, eps);
+  check_launch("l2norm_heads");
+}
+
+void delta_gates(const void* b, const void* a, DType type, const float* dt_bias, const float* A,
+                 uint32_t n, uint32_t Hv, float* beta, float* g, cudaStream_t stream) {
+  const size_t total = size_t{n} * Hv;
+  if (total == 0) return;
+  if (type == DType::F32)
+    gates_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
+        static_cast<const float*>(b), static_cast<const float*>(a), dt_bias, A, total, Hv, beta, g);
+  else
+    gates_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
+        static_cast<const kern::Bf16*>(b), static_cast<const kern::Bf16*>(a), dt_bias, A, total, Hv,
+        beta, g);
+  check_launch("delta_gates");
+}
+
+void delta_rule(const kern::DeltaRuleParams& p, DType out_type, cudaStream_t stream) {
+  if (p.seqs.n_seqs == 0) return;
+  require(p.dk <= kern::kDeltaMaxPerLane * kern::kWarp, "delta_rule", "k_dim above 256");
+  require(size_t{p.seqs.n_seqs} * p.Hv <= 0x7fffffffu, "delta_rule", "too many blocks");
+  const dim3 grid(p.seqs.n_seqs * p.Hv, (p.dv + kern::kDeltaRows - 1) / kern::kDeltaRows);
+  if (out_type == DType::F32)
+    delta_rule_kernel<float><<<grid, kern::kDeltaThreads, 0, stream>>>(p);
+  else
+    delta_rule_kernel<kern::Bf16><<<grid, kern::kDeltaThreads, 0, stream>>>(p);
+  check_launch("delta_rule");
+}
+
+void split_query_gate(const void* src, DType type, uint32_t n_rows, uint32_t hd, void* q,
+                      void* gate, cudaStream_t stream) {
+  const size_t total = size_t{n_rows} * hd;
+  if (total == 0) return;
+  if (type == DType::F32)
+    split_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
+        static_cast<const float*>(src), n_rows, hd, static_cast<float*>(q),
+        static_cast<float*>(gate));
+  else
+    split_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
+        static_cast<const kern::Bf16*>(src), n_rows, hd, static_cast<kern::Bf16*>(q),
+        static_cast<kern::Bf16*>(gate));
+  check_launch("split_query_gate");
+}
+
+void sigmoid_gate(void* x, const void* gate, DType type, size_t total, cudaStream_t stream) {
+  if (total == 0) return;
+  if (type == DType::F32)
+    sigmoid_gate_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
+        static_cast<float*>(x), static_cast<const float*>(gate), total);
+  else
+    sigmoid_gate_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
+        static_cast<kern::Bf16*>(x), static_cast<const kern::Bf16*>(gate), total);
+  check_launch("sigmoid_gate");
+}
+
+}  // namespace pith::cuda

@@ -1,0 +1,39 @@
+// Which families the CUDA backend accepts (engine/cuda/family_support.h), on the configs of
+// model_gen's presets: every option of llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3 and
+// qwen3.5 (dense) is implemented; MoE and gemma4 models are named with what they lack. No GPU
+// needed.
+#include <gtest/gtest.h>
+
+#include "engine/cuda/family_support.h"
+#include "engine/model_weights.h"
+#include "model_gen/model_gen.h"
+
+namespace pith::cuda {
+namespace {
+
+TEST(CudaFamilySupport, DenseFamiliesRunEveryOptionTheyUse) {
+  for (const char* arch :
+       {"llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen35"}) {
+    const ModelConfig c = model_preset("tiny", arch).config;
+    EXPECT_EQ(unsupported_family_options(c), "none")
+        << arch << " uses " << family_option_summary(c);
+  }
+  // The named shapes too (real sliding windows, soft-caps, query scales, bases).
+  for (const char* name : {"qwen3-0.6b", "gemma3-1b", "llama3.2-1b", "qwen3.5-0.8b"})
+    EXPECT_EQ(unsupported_family_options(model_preset(name).config), "none") << name;
+}
+
+TEST(CudaFamilySupport, OtherFamiliesAreNamedWithWhatTheyLack) {
+  EXPECT_EQ(unsupported_family_options(model_preset("tiny", "qwen35moe").config),
+            "mixture of experts");
+  EXPECT_NE(unsupported_family_options(model_preset("tiny", "qwen3moe").config).find(
+                "mixture of experts"),
+            std::string::npos);
+  const std::string gemma4 = unsupported_family_options(model_preset("tiny", "gemma4").config);
+  EXPECT_NE(gemma4, "none");
+  EXPECT_EQ(gemma4.find("split-half RoPE"), std::string::npos) << gemma4;  // supported parts
+  EXPECT_EQ(gemma4.find("soft-capping"), std::string::npos) << gemma4;
+}
+
+}  // namespace
+}  // namespace pith::cuda
