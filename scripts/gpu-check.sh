@@ -9,7 +9,8 @@
 #                                       device code for two architectures: ~75 MB, ~16 MB packed)
 #   scripts/gpu-check.sh run [PACK]     on the GPU machine, from the source tree's root: every
 #                                       check; PACK is the folder or the .tar.xz (unpacked beside
-#                                       it); results under $OUT (default PACK/results)
+#                                       it); results under $OUT (default PACK/results);
+#                                       GPU_CHECKS=1,2,... runs only those steps (default all)
 #
 # run does, writing one file per check and summary.txt (PASS/FAIL/SKIP per check):
 #   1. ctest -L gpu (CUDA backend vs the CPU engine on the same batches)
@@ -70,6 +71,10 @@ pack() {
 # ---------------------------------------------------------------------------------------------
 declare -a SUMMARY=()
 FAILED=0
+# Which steps run: GPU_CHECKS=1,2,3,4,4b,5,6 (the default: all), so a time-limited GPU machine can
+# take them in two calls.
+want() { [[ ,${GPU_CHECKS:-1,2,3,4,4b,5,6}, == *,$1,* ]]; }
+
 record() {  # name status detail
   SUMMARY+=("$(printf '%-28s %-5s %s' "$1" "$2" "$3")")
   [[ $2 == FAIL ]] && FAILED=1
@@ -119,39 +124,15 @@ run() {
     exit 2
   fi
 
-  # 1. GPU unit tests.
-  if ctest --test-dir "$pack" -L gpu --output-on-failure > "$OUT/ctest-gpu.txt" 2>&1; then
-    record ctest-gpu PASS "$(grep -E 'tests passed' "$OUT/ctest-gpu.txt" | tail -1)"
-  else
-    record ctest-gpu FAIL "see ctest-gpu.txt"
-  fi
-
-  # 2. memcheck on the GPU unit tests (the backend test on the tiny models only: memcheck is slow).
-  if command -v compute-sanitizer > /dev/null; then
-    local t filter rc
-    for t in cuda_backend_test cuda_kernels_test paged_attention_gpu_test; do
-      filter='*'
-      [[ $t == cuda_backend_test ]] &&
-        filter='*tiny_f32*:*tiny_bf16*:CudaTopK.*:CudaBackendStartup.*'
-      compute-sanitizer --tool memcheck --error-exitcode 3 "$pack/tests/gpu/$t" \
-        --gtest_filter="$filter" > "$OUT/memcheck-$t.txt" 2>&1
-      rc=$?
-      if [[ $rc == 0 ]]; then
-        record "memcheck-$t" PASS "$(grep 'ERROR SUMMARY' "$OUT/memcheck-$t.txt" | tail -1)"
-      else
-        record "memcheck-$t" FAIL "exit $rc, see memcheck-$t.txt"
-      fi
-    done
-  else
-    record memcheck FAIL "compute-sanitizer not found"
-  fi
-
-  # 3. pith logits, CPU vs CUDA.
+  # What steps 3, 4, 4b and 6 share: the prompt and the generated Llama-3.2-1B-shape model.
   local vocab=$SRC/tests/data/tokenizer/ggml-vocab-llama-bpe.gguf
   local prompt
   prompt=$(head -c 1500 "$SRC/docs/architecture.md" | tr '\n"' '  ')
-  "$pith" model gen --preset llama3.2-1b --dtype bf16 --vocab "$vocab" --seed 16 -q \
-    -o "$work/llama3.2-1b-bf16.gguf" > "$OUT/gen-1b.txt" 2>&1 || record gen-1b FAIL "see gen-1b.txt"
+  if want 3 || want 6; then
+    "$pith" model gen --preset llama3.2-1b --dtype bf16 --vocab "$vocab" --seed 16 -q \
+      -o "$work/llama3.2-1b-bf16.gguf" > "$OUT/gen-1b.txt" 2>&1 || record gen-1b FAIL "see gen-1b.txt"
+  fi
+
   compare_devices() {  # label model mode args...
     local label=$1 model=$2 mode=$3
     shift 3
@@ -171,88 +152,132 @@ run() {
       record "logits-$label" FAIL "pith logits failed, see logits-$label-*.err"
     fi
   }
-  local m
-  for m in tiny-f32:f32 tiny-untied-f32:f32 tiny-bf16:bf16 tiny-q8_0:bf16; do
-    local name=${m%%:*} mode=${m##*:}
-    local toks
-    toks=$($python -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['tokens'])))" \
-             "$SRC/tests/data/oracle/$name.long.json")
-    compare_devices "$name" "$SRC/tests/data/models/$name.gguf" "$mode" --tokens "$toks" --no-bos
-  done
-  [[ -f $work/llama3.2-1b-bf16.gguf ]] &&
-    compare_devices llama3.2-1b-bf16 "$work/llama3.2-1b-bf16.gguf" bf16 --prompt "$prompt"
+
+  # 1. GPU unit tests.
+  if want 1; then
+    if ctest --test-dir "$pack" -L gpu --output-on-failure > "$OUT/ctest-gpu.txt" 2>&1; then
+      record ctest-gpu PASS "$(grep -E 'tests passed' "$OUT/ctest-gpu.txt" | tail -1)"
+    else
+      record ctest-gpu FAIL "see ctest-gpu.txt"
+    fi
+  fi
+
+  # 2. memcheck on the GPU unit tests (the backend test on the tiny models only: memcheck is slow).
+  if want 2; then
+    if command -v compute-sanitizer > /dev/null; then
+      local t filter rc
+      for t in cuda_backend_test cuda_kernels_test paged_attention_gpu_test; do
+        filter='*'
+        [[ $t == cuda_backend_test ]] &&
+          filter='*tiny_f32*:*tiny_bf16*:CudaTopK.*:CudaBackendStartup.*'
+        compute-sanitizer --tool memcheck --error-exitcode 3 "$pack/tests/gpu/$t" \
+          --gtest_filter="$filter" > "$OUT/memcheck-$t.txt" 2>&1
+        rc=$?
+        if [[ $rc == 0 ]]; then
+          record "memcheck-$t" PASS "$(grep 'ERROR SUMMARY' "$OUT/memcheck-$t.txt" | tail -1)"
+        else
+          record "memcheck-$t" FAIL "exit $rc, see memcheck-$t.txt"
+        fi
+      done
+    else
+      record memcheck FAIL "compute-sanitizer not found"
+    fi
+  fi
+
+  # 3. pith logits, CPU vs CUDA.
+  if want 3; then
+    local m
+    for m in tiny-f32:f32 tiny-untied-f32:f32 tiny-bf16:bf16 tiny-q8_0:bf16; do
+      local name=${m%%:*} mode=${m##*:}
+      local toks
+      toks=$($python -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['tokens'])))" \
+               "$SRC/tests/data/oracle/$name.long.json")
+      compare_devices "$name" "$SRC/tests/data/models/$name.gguf" "$mode" --tokens "$toks" --no-bos
+    done
+    [[ -f $work/llama3.2-1b-bf16.gguf ]] &&
+      compare_devices llama3.2-1b-bf16 "$work/llama3.2-1b-bf16.gguf" bf16 --prompt "$prompt"
+  fi
 
   # 4. The HF folder of the same model: pith (cuda) vs transformers.
-  if "$pith" model gen --preset llama3.2-1b --dtype bf16 --format hf --vocab "$vocab" --seed 16 -q \
-       -o "$work/llama3.2-1b-hf" > "$OUT/gen-1b-hf.txt" 2>&1 &&
-     "$pith" logits -m "$work/llama3.2-1b-hf" --prompt "$prompt" --top 50 --json --device cuda \
-       > "$OUT/logits-hf-cuda.json" 2> "$OUT/logits-hf-cuda.err"; then
-    local toks
-    toks=$($python -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['tokens'])))" \
-             "$OUT/logits-hf-cuda.json")
-    if $python "$SRC/tools/hf_logits_reference.py" "$work/llama3.2-1b-hf" --tokens "$toks" --top 50 \
-         > "$OUT/logits-hf-transformers.json" 2> "$OUT/logits-hf-transformers.err"; then
-      local line
-      if line=$($python "$SRC/tools/compare_logits.py" "$OUT/logits-hf-transformers.json" \
-                  "$OUT/logits-hf-cuda.json" --tol-mode bf16 --label hf-vs-transformers \
-                  --out "$OUT/logits-hf.result.json"); then
-        record hf-vs-transformers PASS "$line"
+  if want 4; then
+    if "$pith" model gen --preset llama3.2-1b --dtype bf16 --format hf --vocab "$vocab" --seed 16 -q \
+         -o "$work/llama3.2-1b-hf" > "$OUT/gen-1b-hf.txt" 2>&1 &&
+       "$pith" logits -m "$work/llama3.2-1b-hf" --prompt "$prompt" --top 50 --json --device cuda \
+         > "$OUT/logits-hf-cuda.json" 2> "$OUT/logits-hf-cuda.err"; then
+      local toks
+      toks=$($python -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['tokens'])))" \
+               "$OUT/logits-hf-cuda.json")
+      if $python "$SRC/tools/hf_logits_reference.py" "$work/llama3.2-1b-hf" --tokens "$toks" --top 50 \
+           > "$OUT/logits-hf-transformers.json" 2> "$OUT/logits-hf-transformers.err"; then
+        local line
+        if line=$($python "$SRC/tools/compare_logits.py" "$OUT/logits-hf-transformers.json" \
+                    "$OUT/logits-hf-cuda.json" --tol-mode bf16 --label hf-vs-transformers \
+                    --out "$OUT/logits-hf.result.json"); then
+          record hf-vs-transformers PASS "$line"
+        else
+          record hf-vs-transformers FAIL "$line"
+        fi
       else
-        record hf-vs-transformers FAIL "$line"
+        record hf-vs-transformers FAIL "transformers run failed, see logits-hf-transformers.err"
       fi
     else
-      record hf-vs-transformers FAIL "transformers run failed, see logits-hf-transformers.err"
+      record hf-vs-transformers FAIL "gen or pith logits failed, see gen-1b-hf.txt / logits-hf-cuda.err"
     fi
-  else
-    record hf-vs-transformers FAIL "gen or pith logits failed, see gen-1b-hf.txt / logits-hf-cuda.err"
   fi
 
   # 4b. The other families (docs/gpu.md "Families"): GGUF CPU vs CUDA, HF CUDA vs transformers.
-  local preset qvocab
-  for preset in qwen2.5-0.5b qwen3-0.6b gemma3-1b qwen3.5-0.8b; do
-    qvocab=$SRC/tests/data/tokenizer/ggml-vocab-qwen2.gguf
-    [[ $preset == qwen3.5-* ]] && qvocab=$SRC/tests/data/tokenizer/ggml-vocab-qwen35.gguf
-    if "$pith" model gen --preset "$preset" --dtype bf16 --vocab "$qvocab" --seed 16 -q \
-         -o "$work/$preset.gguf" > "$OUT/gen-$preset.txt" 2>&1; then
-      compare_devices "$preset-bf16" "$work/$preset.gguf" bf16 --prompt "$prompt"
-    else
-      record "logits-$preset-bf16" FAIL "gen failed, see gen-$preset.txt"
-    fi
-    if "$pith" model gen --preset "$preset" --dtype bf16 --format hf --vocab "$qvocab" --seed 16 \
-         -q -o "$work/$preset-hf" > "$OUT/gen-$preset-hf.txt" 2>&1 &&
-       "$pith" logits -m "$work/$preset-hf" --prompt "$prompt" --top 50 --json --device cuda \
-         > "$OUT/logits-$preset-hf-cuda.json" 2> "$OUT/logits-$preset-hf-cuda.err"; then
-      local toks="" line=""
-      toks=$($python -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['tokens'])))" \
-               "$OUT/logits-$preset-hf-cuda.json")
-      if $python "$SRC/tools/hf_logits_reference.py" "$work/$preset-hf" --tokens "$toks" --top 50 \
-           > "$OUT/logits-$preset-hf-transformers.json" 2> "$OUT/logits-$preset-hf-transformers.err" &&
-         line=$($python "$SRC/tools/compare_logits.py" "$OUT/logits-$preset-hf-transformers.json" \
-                  "$OUT/logits-$preset-hf-cuda.json" --tol-mode bf16 --label "$preset-hf-vs-transformers" \
-                  --out "$OUT/logits-$preset-hf.result.json"); then
-        record "$preset-hf-vs-transformers" PASS "$line"
+  if want 4b; then
+    local preset qvocab
+    for preset in qwen2.5-0.5b qwen3-0.6b gemma3-1b qwen3.5-0.8b; do
+      qvocab=$SRC/tests/data/tokenizer/ggml-vocab-qwen2.gguf
+      [[ $preset == qwen3.5-* ]] && qvocab=$SRC/tests/data/tokenizer/ggml-vocab-qwen35.gguf
+      if "$pith" model gen --preset "$preset" --dtype bf16 --vocab "$qvocab" --seed 16 -q \
+           -o "$work/$preset.gguf" > "$OUT/gen-$preset.txt" 2>&1; then
+        compare_devices "$preset-bf16" "$work/$preset.gguf" bf16 --prompt "$prompt"
       else
-        record "$preset-hf-vs-transformers" FAIL "${line:-transformers failed, see logits-$preset-hf-transformers.err}"
+        record "logits-$preset-bf16" FAIL "gen failed, see gen-$preset.txt"
       fi
-    else
-      record "$preset-hf-vs-transformers" FAIL "gen or pith logits failed, see gen-$preset-hf.txt"
-    fi
-  done
+      if "$pith" model gen --preset "$preset" --dtype bf16 --format hf --vocab "$qvocab" --seed 16 \
+           -q -o "$work/$preset-hf" > "$OUT/gen-$preset-hf.txt" 2>&1 &&
+         "$pith" logits -m "$work/$preset-hf" --prompt "$prompt" --top 50 --json --device cuda \
+           > "$OUT/logits-$preset-hf-cuda.json" 2> "$OUT/logits-$preset-hf-cuda.err"; then
+        local toks="" line=""
+        toks=$($python -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['tokens'])))" \
+                 "$OUT/logits-$preset-hf-cuda.json")
+        if $python "$SRC/tools/hf_logits_reference.py" "$work/$preset-hf" --tokens "$toks" --top 50 \
+             > "$OUT/logits-$preset-hf-transformers.json" 2> "$OUT/logits-$preset-hf-transformers.err" &&
+           line=$($python "$SRC/tools/compare_logits.py" "$OUT/logits-$preset-hf-transformers.json" \
+                    "$OUT/logits-$preset-hf-cuda.json" --tol-mode bf16 --label "$preset-hf-vs-transformers" \
+                    --out "$OUT/logits-$preset-hf.result.json"); then
+          record "$preset-hf-vs-transformers" PASS "$line"
+        else
+          record "$preset-hf-vs-transformers" FAIL "${line:-transformers failed, see logits-$preset-hf-transformers.err}"
+        fi
+      else
+        record "$preset-hf-vs-transformers" FAIL "gen or pith logits failed, see gen-$preset-hf.txt"
+      fi
+    done
+  fi
 
   # 5. e2e suite on the CUDA backend.
-  if ctest --test-dir "$pack" -L e2e --output-on-failure > "$OUT/ctest-e2e.txt" 2>&1; then
-    record e2e PASS "$(grep -E 'tests passed' "$OUT/ctest-e2e.txt" | tail -1)"
-  else
-    record e2e FAIL "$(grep -E 'tests passed|tests failed' "$OUT/ctest-e2e.txt" | tail -1), see ctest-e2e.txt"
+  if want 5; then
+    if ctest --test-dir "$pack" -L e2e --output-on-failure > "$OUT/ctest-e2e.txt" 2>&1; then
+      record e2e PASS "$(grep -E 'tests passed' "$OUT/ctest-e2e.txt" | tail -1)"
+    else
+      record e2e FAIL "$(grep -E 'tests passed|tests failed' "$OUT/ctest-e2e.txt" | tail -1), see ctest-e2e.txt"
+    fi
   fi
 
   # 6. Per-step GPU vs wall time at batch 1 and 64 on the 1B shape.
-  if [[ -f $work/llama3.2-1b-bf16.gguf ]] &&
-     "$pack/tests/gpu/cuda_step_timing" "$work/llama3.2-1b-bf16.gguf" --batch 1,64 --prompt 128 \
-       --steps 32 > "$OUT/step-timing.json" 2> "$OUT/step-timing.err"; then
-    record step-timing PASS "$(cat "$OUT/step-timing.json")"
-  else
-    record step-timing FAIL "see step-timing.err"
+  if want 6; then
+    if [[ -f $work/llama3.2-1b-bf16.gguf ]] &&
+       "$pack/tests/gpu/cuda_step_timing" "$work/llama3.2-1b-bf16.gguf" --batch 1,64 --prompt 128 \
+         --steps 32 > "$OUT/step-timing.json" 2> "$OUT/step-timing.err"; then
+      record step-timing PASS "$(cat "$OUT/step-timing.json")"
+    else
+      record step-timing FAIL "see step-timing.err"
+    fi
+
   fi
 
   printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
