@@ -18,6 +18,7 @@
 #include "bench/bench_runtime.h"
 #include "bench/bench_serving.h"
 #include "bench/bench_soak.h"
+#include "bench/bench_techniques.h"
 #include "bench/bench_tokenizer.h"
 #include "cli/commands.h"
 #include "common/error.h"
@@ -250,6 +251,32 @@ void add_overhead_suite(CLI::App& bench) {  // pith bench overhead (bench/bench_
   });
 }
 
+void add_techniques_suite(CLI::App& bench) {  // pith bench techniques (bench/bench_techniques.h)
+  auto o = std::make_shared<bench::TechniquesBenchOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto* cmd = bench.add_subcommand(
+      "techniques", "the eleven technique workloads, N concurrent instances each (paper Fig. 8)");
+  cmd->add_option("-m,--model", o->model, "model file (GGUF or HF folder)")->required();
+  cmd->add_option("--workloads", o->workloads,
+                  fmt::format("workloads to run (default all: {})",
+                              fmt::join(bench::technique_workload_names(), ", ")))
+      ->delimiter(',');
+  cmd->add_option("--instances", o->instances, "concurrent instances per workload");
+  cmd->add_option("--max-tokens", o->max_tokens, "tokens each instance generates (per branch)");
+  cmd->add_option("--runs", o->runs, "runs per workload (the median is reported)");
+  cmd->add_option("-t,--threads", o->threads, "engine threads");
+  add_device_option(*cmd, o->device);
+  cmd->add_option("--against-device", o->against_device,
+                  "also run every workload on this backend, interleaved (e.g. cpu beside cuda)");
+  cmd->add_option("--inferlets", o->inferlet_dir, "folder holding the technique inferlets");
+  cmd->add_option("--cache-dir", o->cache_dir, "native code cache");
+  cmd->add_flag("--json", *json, "print a JSON summary as the last line");
+  cmd->callback([o, json] {
+    auto result = bench::run_techniques_bench(*o);
+    if (*json) fmt::print("{}\n", result.dump());
+  });
+}
+
 void add_serving_suites(CLI::App& bench) {  // pith bench prefix-cache|chunked-prefill
   auto pc = std::make_shared<bench::PrefixCacheBenchOptions>();
   auto pc_json = std::make_shared<bool>(false);
@@ -427,6 +454,7 @@ void add_bench_commands(CLI::App& app) {
   add_runtime_suites(*bench);
   add_batching_suite(*bench);
   add_overhead_suite(*bench);
+  add_techniques_suite(*bench);
   add_serving_suites(*bench);
   add_contention_suite(*bench);
   add_lora_suite(*bench);

@@ -90,6 +90,21 @@ def main():
         assert b["roofline_ratio_bound"] >= 1.0, b
         assert set(b["per_policy"]) == {"eager", "adaptive"}, b["per_policy"]
 
+        # Fig. 8: every technique workload runs to a clean exit (the bench fails otherwise),
+        # against the CPU backend too so the interleaved comparison's shape is checked.
+        t = bench(pith, "techniques", "-m", model, "--instances", "2", "--max-tokens", "4",
+                  "--against-device", "cpu", "--inferlets", inferlets, "--cache-dir", cache)
+        need(t, "workloads", "baseline", "instances", "against_device")
+        assert [w["workload"] for w in t["workloads"]] == [
+            "text_completion", "prefix_tree", "tree_of_thought", "recursion_of_thought",
+            "graph_of_thought", "skeleton_of_thought", "modular_cache", "ebnf",
+            "speculative_decoding", "beam_search", "attention_sink"], t["workloads"]
+        for w in t["workloads"]:
+            positive(dict(w, suite="techniques"), "req_per_s", "latency_p50_ms",
+                     "forward_tokens_per_request", "ratio_vs_against", "vs_text_completion")
+            assert w["latency_p99_ms"] >= w["latency_p50_ms"], w
+        assert t["workloads"][0]["vs_text_completion"] == 1.0, t["workloads"][0]
+
         o = bench(pith, "overhead", "-m", model, "--instances", "8", "--decode-tokens", "4",
                   "--runs", "1", "--inferlets", inferlets, "--cache-dir", cache)
         need(o, "control_call_us", "forward_call_us", "tpot_inferlet_ms", "tpot_fused_ms", "overhead_pct")

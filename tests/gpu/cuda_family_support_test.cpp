@@ -26,8 +26,8 @@ TEST(CudaFamilySupport, DenseFamiliesRunEveryOptionTheyUse) {
 TEST(CudaFamilySupport, OtherFamiliesAreNamedWithWhatTheyLack) {
   EXPECT_EQ(unsupported_family_options(model_preset("tiny", "qwen35moe").config),
             "mixture of experts");
-  EXPECT_NE(unsupported_family_options(model_preset("tiny", "qwen3moe").config).find(
-                "mixture of experts"),
+  EXPECT_NE(unsupported_family_options(model_preset("tiny", "qwen3moe").config)
+                .find("mixture of experts"),
             std::string::npos);
   const std::string gemma4 = unsupported_family_options(model_preset("tiny", "gemma4").config);
   EXPECT_NE(gemma4, "none");

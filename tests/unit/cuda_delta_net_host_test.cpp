@@ -75,7 +75,8 @@ TEST(CudaDeltaNetHost, L2NormOfQueryAndKeyHeads) {
   const uint32_t T = 3, k_heads = 2, dk = 128, C = 2 * k_heads * dk + 256;
   std::vector<float> mixed = random_floats(size_t{T} * C, 73, 3.0f), want = mixed;
   for (uint32_t t = 0; t < T; ++t)
-    for (uint32_t h = 0; h < 2 * k_heads; ++h) l2_normalize(want.data() + t * C + h * dk, dk, 1e-6f);
+    for (uint32_t h = 0; h < 2 * k_heads; ++h)
+      l2_normalize(want.data() + t * C + h * dk, dk, 1e-6f);
   auto sh = std::make_unique<kern::NormShared>();
   for (uint32_t row = 0; row < T * 2 * k_heads; ++row)
     kern::l2norm_heads_body(kern::HostBlock{row, 0, kern::kHeadNormThreads}, *sh, mixed.data(), C,

@@ -58,8 +58,7 @@ void check_head_norm(uint32_t rows, uint32_t d, bool weighted) {
   for (uint32_t r = 0; r < rows; ++r) {
     std::vector<float> in(d);
     for (uint32_t j = 0; j < d; ++j) in[j] = f(dev[size_t{r} * d + j]);
-    rmsnorm(in.data(), weighted ? weight.data() : ones.data(), want.data() + size_t{r} * d, d,
-            eps);
+    rmsnorm(in.data(), weighted ? weight.data() : ones.data(), want.data() + size_t{r} * d, d, eps);
   }
   auto sh = std::make_unique<kern::NormShared>();
   for (uint32_t r = 0; r < rows; ++r) {
@@ -90,8 +89,7 @@ void check_gelu_gate(uint32_t n, uint32_t ff, uint32_t ld) {
   std::vector<T> out(size_t{n} * ff);
   for (uint32_t blocks : grids(size_t{n} * ff / N, kern::kActivationThreads))
     run_grid(blocks, kern::kActivationThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
-      kern::swiglu_body<N, true>(b, nb, t, fused.data(), fused.data() + ff, n, ff, ld,
-                                 out.data());
+      kern::swiglu_body<N, true>(b, nb, t, fused.data(), fused.data() + ff, n, ff, ld, out.data());
     });
   for (uint32_t i = 0; i < n; ++i) {
     std::vector<float> gate(ff), up(ff), want(ff);

@@ -20,7 +20,7 @@ std::string unsupported_family_options(const ModelConfig& config) {
   c.final_softcap = 0;
   c.sliding_window = 0;
   c.rope_theta_local = 0;
-  c.rope_dim = 0;  // partial rotary: the RoPE kernel turns the first rope_dim / 2 pairs
+  c.rope_dim = 0;              // partial rotary: the RoPE kernel turns the first rope_dim / 2 pairs
   c.attn_output_gate = false;  // qwen3.5's query gate
   c.recurrent_layers.clear();  // Gated DeltaNet layers (recurrent_layers.h)
   return family_option_summary(c);

@@ -22,8 +22,8 @@ size_t elem_bytes(DType t) {
 DeviceStatePool::DeviceStatePool(const ModelConfig& c, size_t memory_bytes)
     : layer_floats_(c.delta_net.layer_state_floats()),
       slot_floats_(c.recurrent_state_floats()),
-      slots_(std::make_unique<SlotPool>(state_slots_in_budget(c, memory_bytes),
-                                        "recurrent states")) {
+      slots_(
+          std::make_unique<SlotPool>(state_slots_in_budget(c, memory_bytes), "recurrent states")) {
   if (slots_->capacity() > 0) memory_.reserve(size_t{slots_->capacity()} * slot_bytes());
 }
 
@@ -46,9 +46,8 @@ void DeviceStatePool::copy(uint32_t src, uint32_t dst, cudaStream_t stream) {
 void DeviceStatePool::save(std::span<const uint32_t> slots, std::span<std::byte> out,
                            cudaStream_t stream) {
   for (size_t i = 0; i < slots.size(); ++i)
-    PITH_CUDA_CHECK(cudaMemcpyAsync(out.data() + i * slot_bytes(),
-                                    data() + slots[i] * slot_floats_, slot_bytes(),
-                                    cudaMemcpyDeviceToHost, stream));
+    PITH_CUDA_CHECK(cudaMemcpyAsync(out.data() + i * slot_bytes(), data() + slots[i] * slot_floats_,
+                                    slot_bytes(), cudaMemcpyDeviceToHost, stream));
   PITH_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

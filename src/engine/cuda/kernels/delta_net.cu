@@ -79,7 +79,7 @@ void l2norm_heads(float* mixed, uint32_t n, uint32_t C, uint32_t heads, uint32_t
   if (rows == 0) return;
   require(rows <= 0x7fffffffu, "l2norm_heads", "too many rows");
   l2norm_kernel<<<static_cast<uint32_t>(rows), kern::kHeadNormThreads, 0, stream>>>(mixed, C, heads,
-                                                                                     dk, eps);
+                                                                                    dk, eps);
   check_launch("l2norm_heads");
 }
 

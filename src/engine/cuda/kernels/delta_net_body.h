@@ -95,9 +95,9 @@ PITH_HD float softplus_f32(float x) {  // log(1 + e^x), linear above 20 (as the 
 // beta = sigmoid(b), g = softplus(a + dt_bias[h]) * A[h] over [T][Hv] (b, a in DType from their
 // projections; beta, g F32).
 template <class T>
-PITH_HD void delta_gates_body(uint32_t block, uint32_t n_blocks, uint32_t t, const T* b,
-                              const T* a, const float* dt_bias, const float* A, size_t total,
-                              uint32_t Hv, float* beta, float* g) {
+PITH_HD void delta_gates_body(uint32_t block, uint32_t n_blocks, uint32_t t, const T* b, const T* a,
+                              const float* dt_bias, const float* A, size_t total, uint32_t Hv,
+                              float* beta, float* g) {
   grid_stride(block, n_blocks, t, kActivationThreads, total, [&](size_t i) {
     const uint32_t h = static_cast<uint32_t>(i % Hv);
     beta[i] = 1.0f / (1.0f + exp_f32(-to_f32(b[i])));
@@ -120,7 +120,7 @@ inline constexpr uint32_t kDeltaRows = kDeltaThreads / kWarp;
 inline constexpr uint32_t kDeltaMaxPerLane = 8;  // k_dim <= 256
 
 struct DeltaRuleParams {
-  DeltaSequences seqs;   // layer_offset: this layer's block; matrices after conv_floats
+  DeltaSequences seqs;  // layer_offset: this layer's block; matrices after conv_floats
   size_t conv_floats = 0;
   const float* mixed = nullptr;  // [T][C]: q heads | k heads (L2-normed) | v heads
   const float* beta = nullptr;   // [T][Hv]
