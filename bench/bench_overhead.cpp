@@ -154,6 +154,9 @@ nlohmann::json run_overhead_bench(const OverheadBenchOptions& o) {
     csv.append(std::to_string(prompt[i]));
   }
   std::vector<double> tpot_inf, tpot_fused;
+  // One untimed fused loop first: right after the concurrent phase the first one ran up to 2x
+  // slower (1B Q8_0 on 2 cores: 104 vs 47 ms), which with --runs 1 reversed the comparison.
+  fused_tpot_ms(stack.backend(), prompt, o.decode_tokens);
   for (int r = 0; r < o.runs; ++r) {
     tpot_fused.push_back(fused_tpot_ms(stack.backend(), prompt, o.decode_tokens));
     std::mutex mu;

@@ -30,9 +30,9 @@ struct Workload {
 
 // Distinct prompts per instance, so the prefix cache cannot turn a workload into a lookup.
 std::string prompt(int i) {
-  static const char* kTopics[] = {"the harbour at dawn", "a chess opening",  "learning the piano",
-                                  "the river in winter", "a museum on Monday", "an old stone bridge",
-                                  "bread and patience", "the northern lights"};
+  static const char* kTopics[] = {
+      "the harbour at dawn", "a chess opening",     "learning the piano", "the river in winter",
+      "a museum on Monday",  "an old stone bridge", "bread and patience", "the northern lights"};
   return fmt::format("Request {}: write a few careful sentences about {}.", i, kTopics[i % 8]);
 }
 
@@ -49,64 +49,72 @@ std::vector<Workload> workloads() {
   w.push_back({"text_completion", "Text completion", "text_completion", [](int i, int n) {
                  return Args{"--prompt", prompt(i), "--max-tokens", num(n)};
                }});
-  w.push_back({"prefix_tree", "Prefix tree (a shared exported prefix)", "prefix_caching",
-               [](int i, int n) {
-                 return Args{"--mode", "import", "--name", "bench-techniques", "--suffix",
-                             " " + prompt(i), "--max-tokens", num(n)};
-               },
-               [] {
-                 return Args{"--mode", "export", "--name", "bench-techniques", "--prefix", kSystem};
-               }});
+  w.push_back(
+      {"prefix_tree", "Prefix tree (a shared exported prefix)", "prefix_caching",
+       [](int i, int n) {
+         return Args{"--mode",   "import",        "--name",       "bench-techniques",
+                     "--suffix", " " + prompt(i), "--max-tokens", num(n)};
+       },
+       [] { return Args{"--mode", "export", "--name", "bench-techniques", "--prefix", kSystem}; }});
   w.push_back({"tree_of_thought", "ToT", "tree_of_thought", [](int i, int n) {
-                 return Args{"--prompt", prompt(i),   "--breadth",        "2",
-                             "--expand", "2",         "--depth",          "2",
+                 return Args{"--prompt",         prompt(i),  "--breadth",       "2",
+                             "--expand",         "2",        "--depth",         "2",
                              "--thought-tokens", num(n / 2), "--answer-tokens", num(n / 2)};
                }});
   w.push_back({"recursion_of_thought", "RoT", "recursion_of_thought", [](int i, int n) {
-                 return Args{"--prompt", prompt(i), "--split", "2", "--depth", "2",
-                             "--question-tokens", num(n / 4), "--answer-tokens", num(n / 2)};
+                 return Args{"--prompt",        prompt(i), "--split",           "2",
+                             "--depth",         "2",       "--question-tokens", num(n / 4),
+                             "--answer-tokens", num(n / 2)};
                }});
   w.push_back({"graph_of_thought", "GoT", "graph_of_thought", [](int i, int n) {
-                 return Args{"--prompt", prompt(i), "--rounds", "2", "--thoughts", "3", "--merge",
-                             "2", "--refine", "1", "--thought-tokens", num(n / 2)};
+                 return Args{"--prompt",   prompt(i), "--rounds",         "2",
+                             "--thoughts", "3",       "--merge",          "2",
+                             "--refine",   "1",       "--thought-tokens", num(n / 2)};
                }});
   w.push_back({"skeleton_of_thought", "SkoT", "skeleton_of_thought", [](int i, int n) {
-                 return Args{"--prompt", prompt(i), "--points", "3", "--point-tokens", num(n / 4),
-                             "--expand-tokens", num(n / 2)};
+                 return Args{"--prompt",       prompt(i),  "--points",        "3",
+                             "--point-tokens", num(n / 4), "--expand-tokens", num(n / 2)};
                }});
-  w.push_back({"modular_cache", "Cache (modular prompt cache)", "modular_caching",
-               [](int i, int n) {
-                 return Args{"--cache",    "bench-techniques",
-                             "--use",      i % 2 ? "doc_a,doc_b" : "doc_b",
-                             "--question", fmt::format("\nQuestion {}: when does it open?\nAnswer:", i),
-                             "--max-tokens", num(n)};
-               },
-               [] {
-                 return Args{"--prefill", "--cache", "bench-techniques", "--module",
-                             std::string("prelude=") + kSystem, "--module",
-                             "doc_a=The harbour opens at dawn; ferries leave every hour until dusk.",
-                             "--module",
-                             "doc_b=The museum closes on Mondays; students pay half price."};
-               }});
-  w.push_back({"ebnf", "EBNF (JSON grammar)", "constrained_decoding", [](int i, int n) {
-                 return Args{"--grammar", "json-object", "--prompt", prompt(i) + " As JSON:",
-                             "--seed", std::to_string(i), "--temperature", "1.0", "--max-tokens",
-                             num(n)};
-               }});
+  w.push_back(
+      {"modular_cache", "Cache (modular prompt cache)", "modular_caching",
+       [](int i, int n) {
+         return Args{"--cache",      "bench-techniques",
+                     "--use",        i % 2 ? "doc_a,doc_b" : "doc_b",
+                     "--question",   fmt::format("\nQuestion {}: when does it open?\nAnswer:", i),
+                     "--max-tokens", num(n)};
+       },
+       [] {
+         return Args{"--prefill",
+                     "--cache",
+                     "bench-techniques",
+                     "--module",
+                     std::string("prelude=") + kSystem,
+                     "--module",
+                     "doc_a=The harbour opens at dawn; ferries leave every hour until dusk.",
+                     "--module",
+                     "doc_b=The museum closes on Mondays; students pay half price."};
+       }});
+  w.push_back(
+      {"ebnf", "EBNF (JSON grammar)", "constrained_decoding", [](int i, int n) {
+         return Args{
+             "--grammar",       "json-object",   "--prompt", prompt(i) + " As JSON:", "--seed",
+             std::to_string(i), "--temperature", "1.0",      "--max-tokens",          num(n)};
+       }});
   w.push_back({"speculative_decoding", "Spec. decoding (n-gram drafts)", "speculative_decoding",
                [](int i, int n) {
-                 return Args{"--prompt", prompt(i) + " " + prompt(i), "--max-tokens", num(n),
-                             "--ngram", "3", "--draft", "4"};
+                 return Args{"--prompt",     prompt(i) + " " + prompt(i),
+                             "--max-tokens", num(n),
+                             "--ngram",      "3",
+                             "--draft",      "4"};
                }});
   w.push_back({"beam_search", "Beam search (4 beams)", "beam_search", [](int i, int n) {
-                 return Args{"--prompt", prompt(i), "--beams", "4", "--max-tokens", num(n / 2),
-                             "--no-eos"};
+                 return Args{"--prompt",     prompt(i),  "--beams", "4",
+                             "--max-tokens", num(n / 2), "--no-eos"};
                }});
-  w.push_back({"attention_sink", "Attention sink (4 + 8 slots)", "attention_sink",
-               [](int i, int n) {
-                 return Args{"--prompt", prompt(i), "--sink", "4", "--window", "8",
-                             "--max-tokens", num(n)};
-               }});
+  w.push_back(
+      {"attention_sink", "Attention sink (4 + 8 slots)", "attention_sink", [](int i, int n) {
+         return Args{"--prompt", prompt(i), "--sink", "4", "--window", "8", "--max-tokens", num(n)};
+       }});
   return w;
 }
 
@@ -173,7 +181,8 @@ RowResult run_row(const TechniquesBenchOptions& o, const std::string& device, co
   const BackendInfo info = stack.backend().info();
   r.backend = info.name + ": " + info.device;
   stack.controller().set_batch_observer({});
-  if (!failure.empty()) fail("techniques bench: an instance of {} ended with '{}'", wl.name, failure);
+  if (!failure.empty())
+    fail("techniques bench: an instance of {} ended with '{}'", wl.name, failure);
   std::sort(latency.begin(), latency.end());
   r.p50_ms = latency[latency.size() / 2];
   r.p99_ms = latency[std::min(latency.size() - 1, latency.size() * 99 / 100)];
@@ -192,9 +201,12 @@ RowResult median_row(const TechniquesBenchOptions& o, const std::string& device,
 }
 
 nlohmann::json row_json(const RowResult& r, int instances) {
-  return {{"req_per_s", instances / r.seconds}, {"seconds", r.seconds},
-          {"latency_p50_ms", r.p50_ms},         {"latency_p99_ms", r.p99_ms},
-          {"forward_tokens_per_request", r.forward_tokens}, {"mean_batch", r.mean_batch},
+  return {{"req_per_s", instances / r.seconds},
+          {"seconds", r.seconds},
+          {"latency_p50_ms", r.p50_ms},
+          {"latency_p99_ms", r.p99_ms},
+          {"forward_tokens_per_request", r.forward_tokens},
+          {"mean_batch", r.mean_batch},
           {"backend", r.backend}};
 }
 
@@ -226,10 +238,11 @@ nlohmann::json run_techniques_bench(const TechniquesBenchOptions& o) {
     chosen.insert(chosen.begin(), workloads().front());
 
   const bool against = !o.against_device.empty();
-  fmt::print("techniques: {} concurrent instances per workload, ~{} tokens each, model {}, "
-             "device {}{}, {} run(s)\n",
-             o.instances, o.max_tokens, o.model, o.device,
-             against ? fmt::format(" (beside {})", o.against_device) : "", o.runs);
+  fmt::print(
+      "techniques: {} concurrent instances per workload, ~{} tokens each, model {}, "
+      "device {}{}, {} run(s)\n",
+      o.instances, o.max_tokens, o.model, o.device,
+      against ? fmt::format(" (beside {})", o.against_device) : "", o.runs);
   fmt::print("{:<22} {:>9} {:>9} {:>11} {:>11} {:>12} {:>8}{}\n", "workload", "req/s", "x text",
              "p50 ms", "p99 ms", "fwd tok/req", "batch", against ? "   req/s there   ratio" : "");
   nlohmann::json rows = nlohmann::json::array();

@@ -15,6 +15,7 @@
 #include "bench/bench_matmul.h"
 #include "bench/bench_model.h"
 #include "bench/bench_overhead.h"
+#include "bench/bench_paper.h"
 #include "bench/bench_runtime.h"
 #include "bench/bench_serving.h"
 #include "bench/bench_soak.h"
@@ -277,6 +278,30 @@ void add_techniques_suite(CLI::App& bench) {  // pith bench techniques (bench/be
   });
 }
 
+void add_paper_suite(CLI::App& bench) {  // pith bench paper (bench/bench_paper.h)
+  auto o = std::make_shared<bench::PaperBenchOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto* cmd = bench.add_subcommand(
+      "paper", "the paper's Tables 4 and 5 and Fig. 8 in one run: JSON and SVG charts in --out");
+  cmd->add_option("-m,--model", o->model, "model file (GGUF or HF folder)")->required();
+  cmd->add_option("--out", o->out_dir, "folder for paper.json and the charts");
+  cmd->add_option("--concurrency", o->concurrency,
+                  "concurrent requests (0: 128 on a GPU, 16 on the CPU)");
+  cmd->add_option("--tokens", o->tokens, "tokens generated per request");
+  cmd->add_option("--runs", o->runs, "runs per measurement (the median is reported)");
+  cmd->add_option("-t,--threads", o->threads, "engine threads");
+  add_device_option(*cmd, o->device);
+  cmd->add_option("--against-device", o->against_device,
+                  "Fig. 8 also on this backend, interleaved (e.g. cpu beside cuda)");
+  cmd->add_option("--inferlets", o->inferlet_dir, "folder holding the inferlets");
+  cmd->add_option("--cache-dir", o->cache_dir, "native code cache");
+  cmd->add_flag("--json", *json, "print a JSON summary as the last line");
+  cmd->callback([o, json] {
+    auto result = bench::run_paper_bench(*o);
+    if (*json) fmt::print("{}\n", result.dump());
+  });
+}
+
 void add_serving_suites(CLI::App& bench) {  // pith bench prefix-cache|chunked-prefill
   auto pc = std::make_shared<bench::PrefixCacheBenchOptions>();
   auto pc_json = std::make_shared<bool>(false);
@@ -455,6 +480,7 @@ void add_bench_commands(CLI::App& app) {
   add_batching_suite(*bench);
   add_overhead_suite(*bench);
   add_techniques_suite(*bench);
+  add_paper_suite(*bench);
   add_serving_suites(*bench);
   add_contention_suite(*bench);
   add_lora_suite(*bench);

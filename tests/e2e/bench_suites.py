@@ -7,6 +7,7 @@ sizes so the whole file takes seconds; plus the checks that hold whatever the ma
 usage: bench_suites.py PITH TINY_MODEL INFERLET_DIR
 """
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -104,6 +105,22 @@ def main():
                      "forward_tokens_per_request", "ratio_vs_against", "vs_text_completion")
             assert w["latency_p99_ms"] >= w["latency_p50_ms"], w
         assert t["workloads"][0]["vs_text_completion"] == 1.0, t["workloads"][0]
+
+        # The paper's Tables 4, 5 and Fig. 8 in one command: JSON of every suite and the charts.
+        out_dir = os.path.join(cache, "paper")
+        pa = bench(pith, "paper", "-m", model, "--out", out_dir, "--concurrency", "4", "--tokens",
+                   "4", "--runs", "1", "--inferlets", inferlets, "--cache-dir", cache)
+        need(pa, "table4_overhead", "table5_batching", "fig8_techniques", "fig6_agents", "files")
+        positive(dict(pa["table4_overhead"], suite="paper"), "tpot_inferlet_ms", "tpot_fused_ms")
+        positive(dict(pa["table5_batching"], suite="paper"), "ratio_vs_eager")
+        assert len(pa["fig8_techniques"]["workloads"]) == 11, pa["fig8_techniques"]
+        on_disk = json.load(open(os.path.join(out_dir, "paper.json")))
+        assert on_disk["fig8_techniques"] == pa["fig8_techniques"], "paper.json differs"
+        for name in ("table4_tpot", "table5_batching", "fig8_techniques"):
+            spec = os.path.join(out_dir, name + ".chart.json")
+            assert spec in pa["files"] and os.path.exists(spec), (name, pa["files"])
+            svg = os.path.join(out_dir, name + ".svg")
+            assert os.path.exists(svg) and open(svg).read().startswith("<svg"), svg
 
         o = bench(pith, "overhead", "-m", model, "--instances", "8", "--decode-tokens", "4",
                   "--runs", "1", "--inferlets", inferlets, "--cache-dir", cache)
