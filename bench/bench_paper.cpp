@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "backend/backend.h"
+#include "bench/bench_agents.h"
 #include "bench/bench_batching.h"
 #include "bench/bench_overhead.h"
 #include "bench/bench_techniques.h"
@@ -96,13 +97,25 @@ nlohmann::json run_paper_bench(const PaperBenchOptions& o) {
   te.cache_dir = o.cache_dir;
   out["fig8_techniques"] = run_techniques_bench(te);
 
-  out["fig6_agents"] = {{"status", "not measured: the agents-vs-client-loop suite is not built yet"}};
+  fmt::print("\n== Fig. 6: ReAct agents, the loop in an inferlet vs over the OpenAI API ==\n");
+  AgentsBenchOptions ag;
+  ag.model = o.model;
+  ag.agents = std::max(1, n / 4);
+  ag.calls = 8;
+  ag.step_tokens = std::max(2, o.tokens / 8);
+  ag.runs = o.runs;
+  ag.threads = o.threads;
+  ag.device = o.device;
+  ag.inferlet_dir = o.inferlet_dir;
+  ag.cache_dir = o.cache_dir;
+  out["fig6_agents"] = run_agents_bench(ag);
 
   // Charts: one spec per figure, rendered where the tool runs.
   const fs::path dir(o.out_dir);
   const auto& t4 = out["table4_overhead"];
   const auto& t5 = out["table5_batching"]["per_policy"];
   const auto& f8 = out["fig8_techniques"]["workloads"];
+  const auto& f6 = out["fig6_agents"];
   nlohmann::json names = nlohmann::json::array(), rps = nlohmann::json::array(),
                  there = nlohmann::json::array();
   for (const auto& w : f8) {
@@ -116,16 +129,21 @@ nlohmann::json run_paper_bench(const PaperBenchOptions& o) {
       {"table4_tpot",
        bar(fmt::format("TPOT at {} concurrent: inferlet vs fused loop", n), "ms",
            {"inferlet (greedy_abi)", "fused C++ loop"},
-           nlohmann::json::array({{{"name", "TPOT"},
-                                   {"values", {t4["tpot_inferlet_ms"], t4["tpot_fused_ms"]}}}}))},
+           nlohmann::json::array(
+               {{{"name", "TPOT"}, {"values", {t4["tpot_inferlet_ms"], t4["tpot_fused_ms"]}}}}))},
       {"table5_batching",
        bar(fmt::format("{} concurrent text completions", n), "requests/s", {"eager", "adaptive"},
            nlohmann::json::array(
                {{{"name", "req/s"},
                  {"values", {t5["eager"]["req_per_s"], t5["adaptive"]["req_per_s"]}}}}))},
-      {"fig8_techniques",
-       bar(fmt::format("technique workloads, {} concurrent each", te.instances), "requests/s",
-           names, f8_series)}};
+      {"fig6_agents",
+       bar(fmt::format("ReAct agents ({} concurrent, 8 tool calls each)", ag.agents), "agents/s",
+           {"inferlet (agent_react)", "client loop over the OpenAI API"},
+           nlohmann::json::array(
+               {{{"name", "agents/s"},
+                 {"values", {f6["inferlet"]["agents_per_s"], f6["client"]["agents_per_s"]}}}}))},
+      {"fig8_techniques", bar(fmt::format("technique workloads, {} concurrent each", te.instances),
+                              "requests/s", names, f8_series)}};
   nlohmann::json files = nlohmann::json::array();
   for (const auto& [name, spec] : charts) {
     const fs::path spec_path = dir / (name + ".chart.json"), svg = dir / (name + ".svg");

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_agents.h"
 #include "bench/bench_batching.h"
 #include "bench/bench_contention.h"
 #include "bench/bench_delta_rule.h"
@@ -278,6 +279,29 @@ void add_techniques_suite(CLI::App& bench) {  // pith bench techniques (bench/be
   });
 }
 
+void add_agents_suite(CLI::App& bench) {  // pith bench agents (bench/bench_agents.h)
+  auto o = std::make_shared<bench::AgentsBenchOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto* cmd = bench.add_subcommand("agents",
+                                   "ReAct agents with tool calls: the loop in an inferlet vs "
+                                   "driven over the OpenAI API (Fig. 6)");
+  cmd->add_option("-m,--model", o->model, "model file (GGUF or HF folder)")->required();
+  cmd->add_option("--agents", o->agents, "concurrent agents");
+  cmd->add_option("--calls", o->calls, "tool calls per agent");
+  cmd->add_option("--step-tokens", o->step_tokens, "tokens generated before each call");
+  cmd->add_option("--tool-ms", o->tool_ms, "the tool's own latency");
+  cmd->add_option("--runs", o->runs, "alternated runs (the median is reported)");
+  cmd->add_option("-t,--threads", o->threads, "engine threads");
+  add_device_option(*cmd, o->device);
+  cmd->add_option("--inferlets", o->inferlet_dir, "folder holding agent_react.wasm");
+  cmd->add_option("--cache-dir", o->cache_dir, "native code cache");
+  cmd->add_flag("--json", *json, "print a JSON summary as the last line");
+  cmd->callback([o, json] {
+    auto result = bench::run_agents_bench(*o);
+    if (*json) fmt::print("{}\n", result.dump());
+  });
+}
+
 void add_paper_suite(CLI::App& bench) {  // pith bench paper (bench/bench_paper.h)
   auto o = std::make_shared<bench::PaperBenchOptions>();
   auto json = std::make_shared<bool>(false);
@@ -480,6 +504,7 @@ void add_bench_commands(CLI::App& app) {
   add_batching_suite(*bench);
   add_overhead_suite(*bench);
   add_techniques_suite(*bench);
+  add_agents_suite(*bench);
   add_paper_suite(*bench);
   add_serving_suites(*bench);
   add_contention_suite(*bench);

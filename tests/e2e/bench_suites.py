@@ -116,11 +116,20 @@ def main():
         assert len(pa["fig8_techniques"]["workloads"]) == 11, pa["fig8_techniques"]
         on_disk = json.load(open(os.path.join(out_dir, "paper.json")))
         assert on_disk["fig8_techniques"] == pa["fig8_techniques"], "paper.json differs"
-        for name in ("table4_tpot", "table5_batching", "fig8_techniques"):
+        assert pa["fig6_agents"]["inferlet"]["tool_calls"] == pa["fig6_agents"]["agents"] * 8, pa
+        for name in ("table4_tpot", "table5_batching", "fig6_agents", "fig8_techniques"):
             spec = os.path.join(out_dir, name + ".chart.json")
             assert spec in pa["files"] and os.path.exists(spec), (name, pa["files"])
             svg = os.path.join(out_dir, name + ".svg")
             assert os.path.exists(svg) and open(svg).read().startswith("<svg"), svg
+
+        # Fig. 6 on its own: both loops made every tool call, through the same local tool.
+        ag = bench(pith, "agents", "-m", model, "--agents", "2", "--calls", "3", "--step-tokens",
+                   "2", "--inferlets", inferlets, "--cache-dir", cache)
+        need(ag, "inferlet", "client", "ratio")
+        for side in ("inferlet", "client"):
+            positive(dict(ag[side], suite="agents"), "agents_per_s", "latency_p50_ms")
+            assert ag[side]["tool_calls"] == 6, ag
 
         o = bench(pith, "overhead", "-m", model, "--instances", "8", "--decode-tokens", "4",
                   "--runs", "1", "--inferlets", inferlets, "--cache-dir", cache)
