@@ -11,6 +11,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "bench/bench_stack.h"
 #include "bench/child_server.h"
 #include "bench/inferlet_files.h"
 #include "bench/machine_baselines.h"
@@ -64,9 +65,10 @@ class ToolServer {
 };
 
 std::string task(int i) {
-  return fmt::format("Question {}: what is the weather in city number {}, and what should I wear? "
-                     "Thought:",
-                     i, i * 7 % 31);
+  return fmt::format(
+      "Question {}: what is the weather in city number {}, and what should I wear? "
+      "Thought:",
+      i, i * 7 % 31);
 }
 
 struct RunResult {
@@ -113,12 +115,7 @@ RunResult run_concurrently(int agents, F&& one_agent) {
 class InferletSide {
  public:
   InferletSide(const AgentsBenchOptions& o, const ToolServer& tool) : o_(o), tool_(tool) {
-    ServingOptions so;
-    so.model_path = o.model;
-    so.quiet_load = true;
-    so.engine.device = o.device;
-    so.engine.n_threads = static_cast<size_t>(o.threads);
-    so.runtime.compiler.cache_dir = o.cache_dir;
+    ServingOptions so = bench_serving_options(o.model, o.device, o.threads, o.cache_dir);
     so.runtime.http_allow = {fmt::format("127.0.0.1:{}", tool.port())};
     stack_ = std::make_unique<ServingStack>(so);
     const std::string dir = o.inferlet_dir.empty() ? PITH_BUILD_INFERLET_DIR : o.inferlet_dir;
@@ -172,8 +169,8 @@ class ClientSide {
   ClientSide(const AgentsBenchOptions& o, const ToolServer& tool)
       : o_(o),
         tool_(tool),
-        server_("agents bench", {"-m", o.model, "--device", o.device, "-t",
-                                 std::to_string(o.threads)}) {
+        server_("agents bench",
+                {"-m", o.model, "--device", o.device, "-t", std::to_string(o.threads)}) {
     model_ = cli::ServerClient(server_.url(), "").get("/v1/models").at("data").at(0).at("id");
     // Warm: one untimed concurrent round (native code, KV pages, threads; a single warm agent
     // left the first timed round up to 2x slower).
@@ -189,12 +186,17 @@ class ClientSide {
 
  private:
   void run_agent(int i) const {
-    cli::ServerClient llm(server_.url(), ""), tool("http://127.0.0.1:" + std::to_string(tool_.port()), "");
+    cli::ServerClient llm(server_.url(), ""),
+        tool("http://127.0.0.1:" + std::to_string(tool_.port()), "");
     std::string transcript = task(i);
     for (int step = 0; step <= o_.calls; ++step) {
-      json body = {{"model", model_},         {"prompt", transcript}, {"max_tokens", o_.step_tokens},
-                   {"temperature", 0},        {"ignore_eos", true}};
-      transcript += llm.post("/v1/completions", body).at("choices").at(0).at("text").get<std::string>();
+      json body = {{"model", model_},
+                   {"prompt", transcript},
+                   {"max_tokens", o_.step_tokens},
+                   {"temperature", 0},
+                   {"ignore_eos", true}};
+      transcript +=
+          llm.post("/v1/completions", body).at("choices").at(0).at("text").get<std::string>();
       if (step == o_.calls) break;
       const cli::HttpResponse r = tool.perform(cli::http_request(
           "POST", "/tool", json({{"call", step + 1}, {"query", transcript}}).dump(),
@@ -224,9 +226,10 @@ json run_agents_bench(const AgentsBenchOptions& o) {
   if (o.model.empty()) fail("pith bench agents needs -m MODEL");
   if (o.agents < 1 || o.calls < 1 || o.step_tokens < 1 || o.runs < 1 || o.tool_ms < 0)
     fail("pith bench agents: --agents, --calls, --step-tokens and --runs must be >= 1");
-  fmt::print("agents: {} concurrent ReAct agents x {} tool calls ({} tokens per step, tool {} ms), "
-             "model {}, device {}, {} run(s)\n",
-             o.agents, o.calls, o.step_tokens, o.tool_ms, o.model, o.device, o.runs);
+  fmt::print(
+      "agents: {} concurrent ReAct agents x {} tool calls ({} tokens per step, tool {} ms), "
+      "model {}, device {}, {} run(s)\n",
+      o.agents, o.calls, o.step_tokens, o.tool_ms, o.model, o.device, o.runs);
   ToolServer tool(o.tool_ms);
   InferletSide inferlet(o, tool);
   ClientSide client(o, tool);
@@ -250,9 +253,10 @@ json run_agents_bench(const AgentsBenchOptions& o) {
   fmt::print("{:<26} {:>10.2f} {:>10.1f} {:>10.1f}\n", "client over the OpenAI API",
              o.agents / b.seconds, b.p50_ms, b.p99_ms);
   const double ratio = b.seconds / a.seconds;
-  fmt::print("inferlet vs client-driven loop: {:.2f}x agents/s (inferlet side: {:.0f} forward "
-             "tokens per agent, mean batch {:.1f})\n",
-             ratio, a.forward_tokens, a.mean_batch);
+  fmt::print(
+      "inferlet vs client-driven loop: {:.2f}x agents/s (inferlet side: {:.0f} forward "
+      "tokens per agent, mean batch {:.1f})\n",
+      ratio, a.forward_tokens, a.mean_batch);
   json out;
   out["suite"] = "agents";
   out["model"] = o.model;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <random>
 
+#include "bench/bench_stack.h"
 #include "bench/inferlet_files.h"
 #include "bench/machine_baselines.h"
 #include "common/error.h"
@@ -30,13 +31,8 @@ struct RunResult {
 
 RunResult run_once(const BatchingBenchOptions& o, const std::string& policy,
                    const std::string& wasm) {
-  ServingOptions so;
-  so.model_path = o.model;
-  so.quiet_load = true;
-  so.engine.device = o.device;
-  so.engine.n_threads = static_cast<size_t>(o.threads);
+  ServingOptions so = bench_serving_options(o.model, o.device, o.threads, o.cache_dir);
   so.control.policy = policy;
-  so.runtime.compiler.cache_dir = o.cache_dir;
   {
     // Room for every instance's context at once (no contention in this benchmark): pages for
     // instances * (prompt + generated) tokens of this model.

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "bench/bench_stack.h"
 #include "bench/inferlet_files.h"
 #include "bench/machine_baselines.h"
 #include "common/error.h"
@@ -25,12 +26,7 @@ std::string inferlet_file(const OverheadBenchOptions& o, const std::string& name
 }
 
 ServingOptions stack_options(const OverheadBenchOptions& o) {
-  ServingOptions so;
-  so.model_path = o.model;
-  so.quiet_load = true;
-  so.engine.device = o.device;
-  so.engine.n_threads = static_cast<size_t>(o.threads);
-  so.runtime.compiler.cache_dir = o.cache_dir;
+  ServingOptions so = bench_serving_options(o.model, o.device, o.threads, o.cache_dir);
   so.runtime.threads = 1;
   so.control.max_batch_seqs = 4096;
   return so;

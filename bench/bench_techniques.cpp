@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "bench/bench_stack.h"
 #include "bench/inferlet_files.h"
 #include "common/error.h"
 #include "stack/serving_stack.h"
@@ -127,13 +128,7 @@ struct RowResult {
 // One timed run of `wl` on a fresh stack: setup, a warm instance (native build), then
 // `instances` concurrent instances; each one's latency from its launch to its exit.
 RowResult run_row(const TechniquesBenchOptions& o, const std::string& device, const Workload& wl) {
-  ServingOptions so;
-  so.model_path = o.model;
-  so.quiet_load = true;
-  so.engine.device = device;
-  so.engine.n_threads = static_cast<size_t>(o.threads);
-  so.runtime.compiler.cache_dir = o.cache_dir;
-  ServingStack stack(so);
+  ServingStack stack(bench_serving_options(o.model, device, o.threads, o.cache_dir));
   const std::string dir = o.inferlet_dir.empty() ? PITH_BUILD_INFERLET_DIR : o.inferlet_dir;
   auto program = stack.runtime().load_program_file(find_inferlet(dir, wl.inferlet));
   auto run_to_end = [&](Args args) {
