@@ -24,6 +24,7 @@
 #   5. the e2e suite (ctest -L e2e) on the CUDA backend (--device defaults
 #      to cuda when a GPU is present)
 #   6. per-step GPU time vs wall time of decode at batch 1 and 64 on the 1B shape (CUDA events)
+#   7. only when GPU_CHECKS names it: pith bench paper on the 1B shape, Fig. 8 beside the CPU
 # Exit status: 0 when every check passed, 1 otherwise.
 set -uo pipefail
 
@@ -128,7 +129,7 @@ run() {
   local vocab=$SRC/tests/data/tokenizer/ggml-vocab-llama-bpe.gguf
   local prompt
   prompt=$(head -c 1500 "$SRC/docs/architecture.md" | tr '\n"' '  ')
-  if want 3 || want 6; then
+  if want 3 || want 6 || want 7; then
     "$pith" model gen --preset llama3.2-1b --dtype bf16 --vocab "$vocab" --seed 16 -q \
       -o "$work/llama3.2-1b-bf16.gguf" > "$OUT/gen-1b.txt" 2>&1 || record gen-1b FAIL "see gen-1b.txt"
   fi
@@ -277,7 +278,17 @@ run() {
     else
       record step-timing FAIL "see step-timing.err"
     fi
+  fi
 
+  # 7. The paper's evaluation on the GPU, Fig. 8 beside the CPU backend (not in the default
+  #    set: minutes of GPU time; GPU_CHECKS=7 or ...,7).
+  if want 7; then
+    if "$pith" bench paper -m "$work/llama3.2-1b-bf16.gguf" --out "$OUT/paper" --device cuda \
+         --against-device cpu --runs 1 --inferlets "$pack/inferlets" > "$OUT/paper.txt" 2>&1; then
+      record paper PASS "see paper/paper.json and paper/*.svg"
+    else
+      record paper FAIL "see paper.txt"
+    fi
   fi
 
   printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
