@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/error.h"
@@ -52,6 +54,58 @@ float fma_loop_avx2(size_t iters) {
   float out[8];
   _mm256_storeu_ps(out, s);
   return out[0];
+}
+#pragma GCC pop_options
+
+// The integer dot products of the quantised kernels: 10 chains of u8 x s8 -> s32.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vnni")
+int32_t dot_loop_vnni512(size_t iters) {  // 64 MACs per vpdpbusd
+  __m512i acc[10];
+  for (int j = 0; j < 10; ++j) acc[j] = _mm512_set1_epi32(j);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (size_t i = 0; i < iters; ++i)
+#pragma GCC unroll 10
+    for (int j = 0; j < 10; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], a, b);
+  __m512i s = acc[0];
+  for (int j = 1; j < 10; ++j) s = _mm512_add_epi32(s, acc[j]);
+  int32_t lanes[16];  // (not _mm512_reduce_add_epi32: GCC 12 warns inside it)
+  _mm512_storeu_si512(lanes, s);
+  return lanes[0];
+}
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2")
+int32_t dot_loop_avx2(size_t iters) {  // 32 MACs per vpmaddubsw + vpmaddwd + vpaddd
+  __m256i acc[10];
+  for (int j = 0; j < 10; ++j) acc[j] = _mm256_set1_epi32(j);
+  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+  for (size_t i = 0; i < iters; ++i)
+#pragma GCC unroll 10
+    for (int j = 0; j < 10; ++j)
+      acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+  __m256i s = acc[0];
+  for (int j = 1; j < 10; ++j) s = _mm256_add_epi32(s, acc[j]);
+  return _mm256_extract_epi32(s, 0);
+}
+#pragma GCC pop_options
+
+// BF16 pairs into f32 (vdpbf16ps): 32 MACs per instruction.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512bf16")
+float dot_loop_bf16(size_t iters) {
+  __m512 acc[10];
+  for (int j = 0; j < 10; ++j) acc[j] = _mm512_set1_ps(0.001f * j);
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3380);
+  for (size_t i = 0; i < iters; ++i)
+#pragma GCC unroll 10
+    for (int j = 0; j < 10; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
+  __m512 s = acc[0];
+  for (int j = 1; j < 10; ++j) s = _mm512_add_ps(s, acc[j]);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, s);
+  return lanes[0];
 }
 #pragma GCC pop_options
 
@@ -131,6 +185,39 @@ double measure_peak_gflop_s(ThreadPool& pool, int reps) {
     samples.push_back(flops / s / 1e9);
   }
   return median(samples);
+}
+
+PeakRate measure_weight_peak(ThreadPool& pool, DType weights, int reps) {
+  const CpuFeatures& f = cpu_features();
+  const bool quantised = weights != DType::F32 && weights != DType::F16 && weights != DType::BF16;
+  const bool cap512 = isa_supported(KernelIsa::Avx512);
+  // ops per loop iteration per thread, and the loop to time (none: the f32 FMA peak applies).
+  double ops = 0;
+  std::function<float(size_t)> loop;
+  std::string what;
+  if (quantised && cap512 && f.avx512vnni) {
+    ops = 10.0 * 64 * 2, what = "int8 vpdpbusd (512-bit)";
+    loop = [](size_t n) { return float(dot_loop_vnni512(n)); };
+  } else if (quantised && isa_supported(KernelIsa::Avx2)) {
+    ops = 10.0 * 32 * 2, what = "int8 vpmaddubsw (256-bit)";
+    loop = [](size_t n) { return float(dot_loop_avx2(n)); };
+  } else if (weights == DType::BF16 && cap512 && f.avx512bf16) {
+    ops = 10.0 * 32 * 2, what = "bf16 vdpbf16ps (512-bit)";
+    loop = [](size_t n) { return dot_loop_bf16(n); };
+  }
+  if (!loop) return {measure_peak_gflop_s(pool, reps), "f32 FMA"};
+  const size_t iters = 10'000'000;
+  std::vector<double> samples;
+  volatile float sink = 0;
+  for (int r = 0; r < reps; ++r) {
+    std::vector<float> out(pool.size());
+    auto t0 = Clock::now();
+    pool.parallel_for(pool.size(), [&](size_t t, size_t) { out[t] = loop(iters); });
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    for (float v : out) sink = sink + v;
+    samples.push_back(double(iters) * pool.size() * ops / s / 1e9);
+  }
+  return {median(samples), what};
 }
 
 DecodeTokenCost decode_token_cost(const ModelWeights& w) {

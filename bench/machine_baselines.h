@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/thread_pool.h"
@@ -44,6 +45,15 @@ struct DecodeTokenCost {
   double flops = 0;
 };
 DecodeTokenCost decode_token_cost(const ModelWeights& w);
+
+// The multiply-add peak of the kernels that multiply `weights` (ops/s, 2 per multiply-add) on
+// this CPU within the ISA cap: int8 dot products for the quantised types (vpdpbusd, else
+// vpmaddubsw), vdpbf16ps for BF16 on AVX512_BF16, the f32 FMA peak otherwise. `what` names it.
+struct PeakRate {
+  double gops = 0;
+  std::string what;
+};
+PeakRate measure_weight_peak(ThreadPool& pool, DType weights, int reps);
 
 // Median of a vector of samples (copied).
 double median(std::vector<double> v);
