@@ -133,9 +133,20 @@ RowResult run_row(const TechniquesBenchOptions& o, const std::string& device, co
   auto program = stack.runtime().load_program_file(find_inferlet(dir, wl.inferlet));
   auto run_to_end = [&](Args args) {
     args.insert(args.begin(), wl.inferlet);
-    auto st = stack.launch(program, std::move(args))->wait();
+    // Its first warning or error (the cause, where a later line only says it ended), for the
+    // failure message.
+    auto log = std::make_shared<std::string>();
+    auto st = stack
+                  .launch(program, std::move(args),
+                          [log](uint64_t, const runtime::InstanceEvent& e) {
+                            if (e.kind == runtime::InstanceEvent::Kind::Log && e.level >= 2 &&
+                                log->empty())
+                              *log = e.text;
+                          })
+                  ->wait();
     if (st.kind != runtime::ExitStatus::Kind::Exited || st.code != 0)
-      fail("techniques bench: {} ended with '{}'", wl.name, st.reason);
+      fail("techniques bench: {} ended with '{}'{}", wl.name, st.reason,
+           log->empty() ? "" : ": " + *log);
   };
   // Timed instances run native code: wait for the build (a fresh binary or cache compiles it in
   // the background, and launches before it is done would run on the interpreter).
@@ -243,8 +254,21 @@ nlohmann::json run_techniques_bench(const TechniquesBenchOptions& o) {
   nlohmann::json rows = nlohmann::json::array();
   double text_rps = 0;
   for (const Workload& wl : chosen) {
-    // Interleaved: this workload on the device, then on the other backend.
-    const RowResult r = median_row(o, o.device, wl);
+    // Interleaved: this workload on the device, then on the other backend. A workload the model
+    // cannot run (e.g. modular caching on a hybrid model, refused with a reason) is reported as
+    // such and the others go on; the baseline must run.
+    RowResult r;
+    try {
+      r = median_row(o, o.device, wl);
+    } catch (const Error& e) {
+      if (wl.name == "text_completion") throw;
+      fmt::print("{:<22} failed: {}\n", wl.name, e.what());
+      rows.push_back({{"workload", wl.name},
+                      {"technique", wl.technique},
+                      {"inferlet", wl.inferlet},
+                      {"error", e.what()}});
+      continue;
+    }
     const double rps = o.instances / r.seconds;
     if (wl.name == "text_completion") text_rps = rps;
     nlohmann::json row = row_json(r, o.instances);

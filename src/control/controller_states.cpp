@@ -31,7 +31,9 @@ Failure waiting_for_states() {
 
 Result<void> Controller::alloc_states(InstanceId id, uint32_t n, std::vector<uint32_t>& handles) {
   std::lock_guard lock(mu_);
-  if (!spaces_.has_instance(id)) return Failure{Status::Terminated, "unknown instance"};
+  // A suspended instance waits: a slot handed to it now could be one of its own stale ids, and
+  // the resume's rewrite of stale ids would then alias the new handle to a restored state.
+  if (auto r = resident_or_wait_locked(id); !r) return r;
   if (auto w = state_waits_.find(id); w != state_waits_.end()) {
     if (!w->second.ready && !w->second.refused) return waiting_for_states();
     StateWait wait = std::move(w->second);
@@ -85,6 +87,7 @@ Result<void> Controller::export_state(InstanceId id, const std::string& name, ui
 
 Result<uint32_t> Controller::import_state(InstanceId id, const std::string& name) {
   std::lock_guard lock(mu_);
+  if (auto r = resident_or_wait_locked(id); !r) return r.failure();  // as alloc_states
   return spaces_.import_state(id, name);
 }
 

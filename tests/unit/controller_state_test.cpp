@@ -323,6 +323,11 @@ TEST(ControllerStatesPool, StatePressureSuspendsAnOutrankedInstanceWithItsStates
   EXPECT_EQ(ctl.dealloc_states(2, std::vector<uint32_t>{st2[1]}), Status::Waiting);
   EXPECT_EQ(ctl.copy_state(2, q2, st2[0], st2[1], [](CallOutcome&&) {}), Status::Waiting);
   EXPECT_EQ(ctl.export_state(2, "out", st2[0], false), Status::Waiting);
+  // So do new states: a slot given to it now could be one of its stale ids, which the resume
+  // rewrites (two handles on one slot, a reference short: the serving process aborted).
+  std::vector<uint32_t> more;
+  EXPECT_EQ(ctl.alloc_states(2, 1, more), Status::Waiting);
+  EXPECT_EQ(ctl.import_state(2, "anything").code(), Status::Waiting);
 
   // Its slot held the suspended sequence's state; the waiter's starts empty all the same.
   Engine ref_engine(weights, o);
