@@ -131,22 +131,23 @@ RowResult run_row(const TechniquesBenchOptions& o, const std::string& device, co
   ServingStack stack(bench_serving_options(o.model, device, o.threads, o.cache_dir));
   const std::string dir = o.inferlet_dir.empty() ? PITH_BUILD_INFERLET_DIR : o.inferlet_dir;
   auto program = stack.runtime().load_program_file(find_inferlet(dir, wl.inferlet));
-  auto run_to_end = [&](Args args) {
+  // Launches one instance; `log` receives its first warning or error (the cause, where a later
+  // line only says it ended), for the failure message.
+  auto launch = [&](Args args, std::shared_ptr<std::string> log) {
     args.insert(args.begin(), wl.inferlet);
-    // Its first warning or error (the cause, where a later line only says it ended), for the
-    // failure message.
+    return stack.launch(program, std::move(args), [log](uint64_t, const runtime::InstanceEvent& e) {
+      if (e.kind == runtime::InstanceEvent::Kind::Log && e.level >= 2 && log->empty())
+        *log = e.text;
+    });
+  };
+  auto ended_badly = [](const runtime::ExitStatus& st, const std::string& log) {
+    if (st.kind == runtime::ExitStatus::Kind::Exited && st.code == 0) return std::string();
+    return fmt::format("'{}'{}", st.reason, log.empty() ? "" : ": " + log);
+  };
+  auto run_to_end = [&](Args args) {
     auto log = std::make_shared<std::string>();
-    auto st = stack
-                  .launch(program, std::move(args),
-                          [log](uint64_t, const runtime::InstanceEvent& e) {
-                            if (e.kind == runtime::InstanceEvent::Kind::Log && e.level >= 2 &&
-                                log->empty())
-                              *log = e.text;
-                          })
-                  ->wait();
-    if (st.kind != runtime::ExitStatus::Kind::Exited || st.code != 0)
-      fail("techniques bench: {} ended with '{}'{}", wl.name, st.reason,
-           log->empty() ? "" : ": " + *log);
+    const std::string bad = ended_badly(launch(std::move(args), log)->wait(), *log);
+    if (!bad.empty()) fail("techniques bench: {} ended with {}", wl.name, bad);
   };
   // Timed instances run native code: wait for the build (a fresh binary or cache compiles it in
   // the background, and launches before it is done would run on the interpreter).
@@ -167,17 +168,16 @@ RowResult run_row(const TechniquesBenchOptions& o, const std::string& device, co
   std::string failure;
   const auto t0 = Clock::now();
   for (int i = 0; i < o.instances; ++i) {
-    Args args = wl.args(i, o.max_tokens);
-    args.insert(args.begin(), wl.inferlet);
     const auto launched = Clock::now();
-    auto inst = stack.launch(program, std::move(args));
-    waiters.emplace_back([&, inst, launched, i] {
-      auto st = inst->wait();
+    auto log = std::make_shared<std::string>();
+    auto inst = launch(wl.args(i, o.max_tokens), log);
+    waiters.emplace_back([&, inst, log, launched, i] {
+      const runtime::ExitStatus st = inst->wait();
       latency[static_cast<size_t>(i)] =
           std::chrono::duration<double, std::milli>(Clock::now() - launched).count();
-      if (st.kind != runtime::ExitStatus::Kind::Exited || st.code != 0) {
+      if (std::string bad = ended_badly(st, *log); !bad.empty()) {
         std::lock_guard lock(failure_mu);
-        failure = st.reason;
+        failure = std::move(bad);
       }
     });
   }
@@ -187,8 +187,7 @@ RowResult run_row(const TechniquesBenchOptions& o, const std::string& device, co
   const BackendInfo info = stack.backend().info();
   r.backend = info.name + ": " + info.device;
   stack.controller().set_batch_observer({});
-  if (!failure.empty())
-    fail("techniques bench: an instance of {} ended with '{}'", wl.name, failure);
+  if (!failure.empty()) fail("techniques bench: an instance of {} ended with {}", wl.name, failure);
   std::sort(latency.begin(), latency.end());
   r.p50_ms = latency[latency.size() / 2];
   r.p99_ms = latency[std::min(latency.size() - 1, latency.size() * 99 / 100)];

@@ -304,7 +304,7 @@ class Controller {
   bool relieve_pressure_locked(Deferred& deferred);
   // The same for state allocations (controller_states.cpp); true while one still waits.
   bool relieve_state_waits_locked(Deferred& wakes);
-  bool others_hold_states_locked(InstanceId id) const;
+  bool others_hold_states_locked(InstanceId id, bool count_waiters) const;
   // Whether a state allocation that outranks `id` waits.
   bool state_waiter_ahead_locked(InstanceId id) const;
   // States promised to woken waiters that have not taken them yet, and what is free beyond them.

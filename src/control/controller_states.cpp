@@ -5,10 +5,14 @@
 //
 // Waiting: an allocation the pool cannot satisfy (after evicting unused prefix-cache
 // checkpoints) answers Status::Waiting when someone else holds states it will give back; the
-// runtime parks the guest. Between batches the dispatcher wakes the waiters, oldest first, once
-// enough states are free; a woken instance calls again (the states are not reserved, so it may
-// wait again). An instance that fails fast or cannot be woken, and one whose wait nobody could
-// ever end (every other holder waits too, or there is none), gets OutOfStates at once.
+// runtime parks the guest. Between batches the dispatcher takes the waiters highest rank first:
+// it makes room (evicting checkpoints, suspending holders the waiter outranks or that sit
+// idle), wakes the waiter once enough states are free, and refuses it (OutOfStates) when that
+// failed and no other holder could still give states back (every other one waits too, or there
+// is none). An instance that fails fast or cannot be woken, and one asking while no other
+// resident instance holds a state, gets OutOfStates at once. (A first version refused at the
+// call whenever every other holder waited, before trying to make room: on a busy hybrid server
+// most tree-of-thought instances failed that way.)
 // Like a KV wait, a state wait may suspend instances it outranks or that sit idle
 // (kv_suspension.cpp: their private states, and pages, go to host memory and come back into
 // fresh slots when they resume); otherwise the holders it waits for are the ones that end or
@@ -54,7 +58,7 @@ Result<void> Controller::alloc_states(InstanceId id, uint32_t n, std::vector<uin
     return r;
   auto client = kv_clients_.find(id);
   if (client == kv_clients_.end() || !client->second.wake || client->second.fail_fast ||
-      !others_hold_states_locked(id))
+      !others_hold_states_locked(id, /*count_waiters=*/true))
     return r;
   state_waits_[id] = StateWait{n, now_ns(), false, std::nullopt};
   work_cv_.notify_one();
@@ -96,12 +100,17 @@ Result<void> Controller::remove_state_export(const std::string& name) {
   return spaces_.remove_state_export(name);
 }
 
-bool Controller::others_hold_states_locked(InstanceId id) const {
+bool Controller::others_hold_states_locked(InstanceId id, bool count_waiters) const {
+  // A holder that does not wait gives states back by running on (freeing, ending); a waiting one
+  // only by being suspended, which making room has already tried when count_waiters is false.
   for (InstanceId other : spaces_.instance_ids())
-    if (other != id && spaces_.states_held(other) > 0) {
+    if (other != id && !spaces_.suspended(other) && spaces_.states_held(other) > 0) {
       auto w = state_waits_.find(other);
-      if (w == state_waits_.end() || w->second.ready || w->second.refused) return true;
+      if (count_waiters || w == state_waits_.end() || w->second.ready || w->second.refused)
+        return true;
     }
+  // (States promised to a woken waiter do not count: that waiter may be suspended before it
+  // takes them, and counting them let 8 graph-of-thought instances wait on each other forever.)
   return false;
 }
 
@@ -126,14 +135,18 @@ uint32_t Controller::states_available_locked() const {
 
 bool Controller::relieve_state_waits_locked(Deferred& wakes) {
   if (state_waits_.empty()) return false;
-  std::vector<std::pair<int64_t, InstanceId>> order;  // oldest first
+  // Highest rank first, as KV waiters: it may suspend the holders it outranks, so a lower-ranked
+  // waiter in front could only block it.
+  std::vector<InstanceId> order;
   for (const auto& [id, w] : state_waits_)
-    if (!w.ready && !w.refused) order.emplace_back(w.since_ns, id);
-  std::sort(order.begin(), order.end());
+    if (!w.ready && !w.refused) order.push_back(id);
+  std::sort(order.begin(), order.end(),
+            [&](InstanceId a, InstanceId b) { return outranks(rank_locked(a), rank_locked(b)); });
   bool blocked = false;
   const int64_t now = now_ns();
-  for (const auto& [since, id] : order) {
+  for (InstanceId id : order) {
     StateWait& w = state_waits_.at(id);
+    const int64_t since = w.since_ns;
     // Beyond what earlier waiters were promised (ready ones count until they take their states).
     if (states_available_locked() < w.n) make_room_locked(id, Pool::States, w.n, now);
     if (states_available_locked() >= w.n) {
@@ -142,18 +155,19 @@ bool Controller::relieve_state_waits_locked(Deferred& wakes) {
       wake_locked(id, wakes);
       continue;
     }
-    if (!others_hold_states_locked(id)) {
+    if (!others_hold_states_locked(id, /*count_waiters=*/false)) {
       w.refused = Failure{
           Status::OutOfStates,
           fmt::format("{} recurrent states requested while holding {}: every other state is "
-                      "held by instances that wait too ({} free of {}, --state-memory)",
+                      "held by instances that wait too and cannot be suspended for it ({} free "
+                      "of {}, --state-memory)",
                       w.n, spaces_.states_held(id), spaces_.states_free(),
                       spaces_.state_capacity())};
       wake_locked(id, wakes);
       continue;
     }
     blocked = true;
-    break;  // in order: a larger request is not overtaken by smaller ones behind it
+    break;  // in rank order: a lower-ranked request does not overtake it
   }
   return blocked;
 }

@@ -260,7 +260,8 @@ TEST(ControllerStatesPool, AllocationsWaitForStatesOthersGiveBack) {
   EXPECT_EQ(ctl.gauges().states_waiting, 1u);
   ctl.set_fail_fast(3, true);
   EXPECT_EQ(ctl.alloc_states(3, 1, c), Status::OutOfStates);
-  // The holder asks for more while the only other one waits: that wait could never end.
+  // The holder asks for more while the only other one waits holding nothing: no one could give
+  // a state back, so it is refused at once.
   EXPECT_EQ(ctl.alloc_states(1, 1, c), Status::OutOfStates);
   // It gives one back: the waiter is woken and gets it.
   ASSERT_TRUE(ctl.dealloc_states(1, std::vector<uint32_t>{a[0]}).ok());
