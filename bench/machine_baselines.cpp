@@ -162,51 +162,12 @@ double measure_read_bandwidth_gb_s(ThreadPool& pool, size_t bytes, int reps) {
   return median(samples);
 }
 
-double measure_peak_gflop_s(ThreadPool& pool, int reps) {
-  const bool simd = isa_supported(KernelIsa::Avx2);
-  const size_t iters = simd ? 20'000'000 : 50'000'000;
-  std::vector<double> samples;
-  volatile float sink = 0;
-  for (int r = 0; r < reps; ++r) {
-    std::vector<float> out(pool.size());
-    auto t0 = Clock::now();
-    pool.parallel_for(pool.size(), [&](size_t t, size_t) {
-      if (simd) {
-        out[t] = fma_loop_avx2(iters);
-      } else {
-        float a = 0.5f;
-        for (size_t i = 0; i < iters; ++i) a = a * 0.999999f + 1e-7f;
-        out[t] = a;
-      }
-    });
-    double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    for (float v : out) sink = sink + v;
-    double flops = double(iters) * pool.size() * (simd ? 10 * 8 * 2 : 2);
-    samples.push_back(flops / s / 1e9);
-  }
-  return median(samples);
-}
+namespace {
 
-PeakRate measure_weight_peak(ThreadPool& pool, DType weights, int reps) {
-  const CpuFeatures& f = cpu_features();
-  const bool quantised = weights != DType::F32 && weights != DType::F16 && weights != DType::BF16;
-  const bool cap512 = isa_supported(KernelIsa::Avx512);
-  // ops per loop iteration per thread, and the loop to time (none: the f32 FMA peak applies).
-  double ops = 0;
-  std::function<float(size_t)> loop;
-  std::string what;
-  if (quantised && cap512 && f.avx512vnni) {
-    ops = 10.0 * 64 * 2, what = "int8 vpdpbusd (512-bit)";
-    loop = [](size_t n) { return float(dot_loop_vnni512(n)); };
-  } else if (quantised && isa_supported(KernelIsa::Avx2)) {
-    ops = 10.0 * 32 * 2, what = "int8 vpmaddubsw (256-bit)";
-    loop = [](size_t n) { return float(dot_loop_avx2(n)); };
-  } else if (weights == DType::BF16 && cap512 && f.avx512bf16) {
-    ops = 10.0 * 32 * 2, what = "bf16 vdpbf16ps (512-bit)";
-    loop = [](size_t n) { return dot_loop_bf16(n); };
-  }
-  if (!loop) return {measure_peak_gflop_s(pool, reps), "f32 FMA"};
-  const size_t iters = 10'000'000;
+// Median over `reps` of every pool thread running loop(iters) at once, in G(FL)OP/s given the
+// operations one iteration does per thread.
+double timed_peak(ThreadPool& pool, int reps, size_t iters, double ops_per_iter,
+                  const std::function<float(size_t)>& loop) {
   std::vector<double> samples;
   volatile float sink = 0;
   for (int r = 0; r < reps; ++r) {
@@ -215,9 +176,40 @@ PeakRate measure_weight_peak(ThreadPool& pool, DType weights, int reps) {
     pool.parallel_for(pool.size(), [&](size_t t, size_t) { out[t] = loop(iters); });
     double s = std::chrono::duration<double>(Clock::now() - t0).count();
     for (float v : out) sink = sink + v;
-    samples.push_back(double(iters) * pool.size() * ops / s / 1e9);
+    samples.push_back(double(iters) * pool.size() * ops_per_iter / s / 1e9);
   }
-  return {median(samples), what};
+  return median(samples);
+}
+
+}  // namespace
+
+double measure_peak_gflop_s(ThreadPool& pool, int reps) {
+  if (isa_supported(KernelIsa::Avx2))
+    return timed_peak(pool, reps, 20'000'000, 10 * 8 * 2, fma_loop_avx2);
+  return timed_peak(pool, reps, 50'000'000, 2, [](size_t iters) {
+    float a = 0.5f;
+    for (size_t i = 0; i < iters; ++i) a = a * 0.999999f + 1e-7f;
+    return a;
+  });
+}
+
+PeakRate measure_weight_peak(ThreadPool& pool, DType weights, int reps) {
+  const CpuFeatures& f = cpu_features();
+  const bool quantised = weights != DType::F32 && weights != DType::F16 && weights != DType::BF16;
+  const bool cap512 = isa_supported(KernelIsa::Avx512);
+  constexpr size_t kIters = 10'000'000;
+  if (quantised && cap512 && f.avx512vnni)
+    return {timed_peak(pool, reps, kIters, 10.0 * 64 * 2,
+                       [](size_t n) { return float(dot_loop_vnni512(n)); }),
+            "int8 vpdpbusd (512-bit)"};
+  if (quantised && isa_supported(KernelIsa::Avx2))
+    return {timed_peak(pool, reps, kIters, 10.0 * 32 * 2,
+                       [](size_t n) { return float(dot_loop_avx2(n)); }),
+            "int8 vpmaddubsw (256-bit)"};
+  if (weights == DType::BF16 && cap512 && f.avx512bf16)
+    return {timed_peak(pool, reps, kIters, 10.0 * 32 * 2, dot_loop_bf16),
+            "bf16 vdpbf16ps (512-bit)"};
+  return {measure_peak_gflop_s(pool, reps), "f32 FMA"};
 }
 
 DecodeTokenCost decode_token_cost(const ModelWeights& w) {
