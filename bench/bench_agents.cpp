@@ -224,8 +224,9 @@ json run_json(const RunResult& r, int agents) {
 
 json run_agents_bench(const AgentsBenchOptions& o) {
   if (o.model.empty()) fail("pith bench agents needs -m MODEL");
-  if (o.agents < 1 || o.calls < 1 || o.step_tokens < 1 || o.runs < 1 || o.tool_ms < 0)
+  if (o.agents < 1 || o.calls < 1 || o.step_tokens < 1 || o.runs < 1)
     fail("pith bench agents: --agents, --calls, --step-tokens and --runs must be >= 1");
+  if (o.tool_ms < 0) fail("pith bench agents: --tool-ms must be >= 0, not {}", o.tool_ms);
   fmt::print(
       "agents: {} concurrent ReAct agents x {} tool calls ({} tokens per step, tool {} ms), "
       "model {}, device {}, {} run(s)\n",

@@ -47,6 +47,10 @@ nlohmann::json bar(std::string title, std::string ylabel, nlohmann::json categor
 
 nlohmann::json run_paper_bench(const PaperBenchOptions& o) {
   if (o.model.empty()) fail("pith bench paper needs -m MODEL");
+  if (o.concurrency < 0 || o.tokens < 2 || o.runs < 1)
+    fail(
+        "pith bench paper: --concurrency must be >= 0 (0: the device's default), --tokens >= 2 "
+        "and --runs >= 1");
   const bool gpu = device_is_cuda(o.device);
   const int n = o.concurrency > 0 ? o.concurrency : (gpu ? 128 : 16);
   fs::create_directories(o.out_dir);
