@@ -5,19 +5,15 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <thread>
 
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
-
+#include "bench/agent_workloads.h"
 #include "bench/bench_stack.h"
 #include "bench/child_server.h"
-#include "bench/inferlet_files.h"
-#include "bench/machine_baselines.h"
 #include "cli/server_client.h"
 #include "common/error.h"
-#include "server/http_server.h"
 #include "stack/serving_stack.h"
 
 namespace pith::bench {
@@ -26,55 +22,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-namespace asio = server::asio;
-
-// The tool both loops call: POST /tool answers a short JSON string after `delay_ms`, on its own
-// I/O thread. Counts the calls it served.
-class ToolServer {
- public:
-  explicit ToolServer(int delay_ms)
-      : server_(io_, server::HttpLimits{},
-                [this, delay_ms](server::HttpExchange& ex) -> asio::awaitable<void> {
-                  if (delay_ms > 0) {
-                    asio::steady_timer t(co_await asio::this_coro::executor,
-                                         std::chrono::milliseconds(delay_ms));
-                    co_await t.async_wait(asio::use_awaitable);
-                  }
-                  const uint64_t n = ++calls_;
-                  co_await ex.respond(server::http::status::ok,
-                                      json(fmt::format("sunny, 21 C (answer {})", n % 100)).dump(),
-                                      "application/json");
-                }) {
-    server_.listen("127.0.0.1", 0);
-    thread_ = std::thread([this] { io_.run(); });
-  }
-  ~ToolServer() {
-    server_.stop_accepting();
-    io_.stop();
-    thread_.join();
-  }
-  uint16_t port() const { return server_.port(); }
-  std::string url() const { return fmt::format("http://127.0.0.1:{}/tool", port()); }
-  uint64_t calls() const { return calls_; }
-
- private:
-  asio::io_context io_;
-  server::HttpServer server_;
-  std::atomic<uint64_t> calls_{0};
-  std::thread thread_;
-};
-
-std::string task(int i) {
-  return fmt::format(
-      "Question {}: what is the weather in city number {}, and what should I wear? "
-      "Thought:",
-      i, i * 7 % 31);
-}
 
 struct RunResult {
   double seconds = 0, p50_ms = 0, p99_ms = 0;
-  uint64_t tool_calls = 0;
-  double forward_tokens = 0, mean_batch = 0;  // per agent; the in-process side only
+  uint64_t actions = 0;
+  double forward_tokens = 0, mean_batch = 0;  // per task; the in-process side only
 };
 
 void percentiles(std::vector<double> v, RunResult& r) {
@@ -111,23 +63,27 @@ RunResult run_concurrently(int agents, F&& one_agent) {
   return r;
 }
 
-// The loop inside the server: agent_react instances on an in-process stack.
+// The loops inside the server: every workload's inferlets on one in-process stack.
 class InferletSide {
  public:
-  InferletSide(const AgentsBenchOptions& o, const ToolServer& tool) : o_(o), tool_(tool) {
+  InferletSide(const AgentsBenchOptions& o, const std::vector<std::unique_ptr<AgentWorkload>>& ws)
+      : o_(o) {
     ServingOptions so = bench_serving_options(o.model, o.device, o.threads, o.cache_dir);
-    so.runtime.http_allow = {fmt::format("127.0.0.1:{}", tool.port())};
+    so.runtime.http_allow = {"127.0.0.1"};  // the ReAct tool (a local port chosen at start)
     stack_ = std::make_unique<ServingStack>(so);
     const std::string dir = o.inferlet_dir.empty() ? PITH_BUILD_INFERLET_DIR : o.inferlet_dir;
-    program_ = stack_->runtime().load_program_file(find_inferlet(dir, "agent_react"));
-    if (program_->policy() != runtime::TierPolicy::InterpreterOnly) program_->native();
-    // Warm: one untimed concurrent round (native code, KV pages, threads; a single warm agent
-    // left the first timed round up to 2x slower).
-    run_concurrently(o.agents, [&](int i) { run_agent(o.agents + i); });
+    for (const auto& w : ws) {
+      w->load(*stack_, dir);
+      // Warm: one untimed concurrent round (native code, KV pages, threads; a single warm agent
+      // left the first timed round up to 2x slower).
+      const int first = next_task_;
+      next_task_ += o.agents;
+      run_concurrently(o.agents, [&](int i) { w->run_inferlet(*stack_, first + i); });
+    }
   }
 
-  RunResult run() {
-    const uint64_t before = tool_.calls();
+  RunResult run(AgentWorkload& w) {
+    const uint64_t before = w.actions();
     std::atomic<uint64_t> calls{0}, batches{0}, tokens{0};
     stack_->controller().set_batch_observer([&](const BatchStats& s) {
       if (s.type != CallType::Forward) return;
@@ -135,129 +91,88 @@ class InferletSide {
       tokens += s.tokens;
       ++batches;
     });
-    RunResult r = run_concurrently(o_.agents, [&](int i) { run_agent(i); });
+    const int first = next_task_;
+    next_task_ += o_.agents;
+    RunResult r = run_concurrently(o_.agents, [&](int i) { w.run_inferlet(*stack_, first + i); });
     stack_->controller().set_batch_observer({});
-    r.tool_calls = tool_.calls() - before;
+    r.actions = w.actions() - before;
     r.forward_tokens = double(tokens) / o_.agents;
     r.mean_batch = batches ? double(calls) / double(batches) : 0;
     return r;
   }
 
  private:
-  void run_agent(int i) {
-    std::string call_at;
-    for (int c = 1; c <= o_.calls; ++c)
-      call_at += (c > 1 ? "," : "") + std::to_string(c * o_.step_tokens);
-    auto st = stack_
-                  ->launch(program_, {"agent_react", "--prompt", task(i), "--tool-url", tool_.url(),
-                                      "--call-at", call_at, "--max-tokens",
-                                      std::to_string((o_.calls + 1) * o_.step_tokens)})
-                  ->wait();
-    if (st.kind != runtime::ExitStatus::Kind::Exited || st.code != 0)
-      fail("agent_react ended with '{}'", st.reason);
-  }
-
   const AgentsBenchOptions& o_;
-  const ToolServer& tool_;
   std::unique_ptr<ServingStack> stack_;
-  std::shared_ptr<runtime::Program> program_;
+  // Every task of the bench gets its own index, so no run finds an earlier run's transcripts in
+  // the prefix cache (the loops are deterministic: the same index would repeat every token).
+  int next_task_ = 0;
 };
 
-// The same loop from outside: completions over HTTP, the tool called by the client.
+// The same loops from outside: completions over HTTP from client threads.
 class ClientSide {
  public:
-  ClientSide(const AgentsBenchOptions& o, const ToolServer& tool)
+  ClientSide(const AgentsBenchOptions& o, const std::vector<std::unique_ptr<AgentWorkload>>& ws)
       : o_(o),
-        tool_(tool),
         server_("agents bench",
                 {"-m", o.model, "--device", o.device, "-t", std::to_string(o.threads)}) {
     model_ = cli::ServerClient(server_.url(), "").get("/v1/models").at("data").at(0).at("id");
-    // Warm: one untimed concurrent round (native code, KV pages, threads; a single warm agent
-    // left the first timed round up to 2x slower).
-    run_concurrently(o.agents, [&](int i) { run_agent(o.agents + i); });
+    for (const auto& w : ws) {  // warm, as the inferlet side
+      const int first = next_task_;
+      next_task_ += o.agents;
+      run_concurrently(o.agents, [&](int i) { w->run_client(server_.url(), model_, first + i); });
+    }
   }
 
-  RunResult run() {
-    const uint64_t before = tool_.calls();
-    RunResult r = run_concurrently(o_.agents, [&](int i) { run_agent(i); });
-    r.tool_calls = tool_.calls() - before;
+  RunResult run(AgentWorkload& w) {
+    const uint64_t before = w.actions();
+    const int first = next_task_;
+    next_task_ += o_.agents;
+    RunResult r =
+        run_concurrently(o_.agents, [&](int i) { w.run_client(server_.url(), model_, first + i); });
+    r.actions = w.actions() - before;
     return r;
   }
 
  private:
-  void run_agent(int i) const {
-    cli::ServerClient llm(server_.url(), ""),
-        tool("http://127.0.0.1:" + std::to_string(tool_.port()), "");
-    std::string transcript = task(i);
-    for (int step = 0; step <= o_.calls; ++step) {
-      json body = {{"model", model_},
-                   {"prompt", transcript},
-                   {"max_tokens", o_.step_tokens},
-                   {"temperature", 0},
-                   {"ignore_eos", true}};
-      transcript +=
-          llm.post("/v1/completions", body).at("choices").at(0).at("text").get<std::string>();
-      if (step == o_.calls) break;
-      const cli::HttpResponse r = tool.perform(cli::http_request(
-          "POST", "/tool", json({{"call", step + 1}, {"query", transcript}}).dump(),
-          "application/json"));
-      if (r.status != 200) fail("the tool answered HTTP {}", r.status);
-      transcript += "\nObservation: " + r.body + "\n";  // what agent_react appends
-    }
-  }
-
   const AgentsBenchOptions& o_;
-  const ToolServer& tool_;
   ChildServer server_;
   std::string model_;
+  int next_task_ = 0;  // as the inferlet side's
 };
 
-json run_json(const RunResult& r, int agents) {
-  return {{"agents_per_s", agents / r.seconds},
+json run_json(const RunResult& r, int tasks) {
+  return {{"tasks_per_s", tasks / r.seconds},
           {"seconds", r.seconds},
           {"latency_p50_ms", r.p50_ms},
           {"latency_p99_ms", r.p99_ms},
-          {"tool_calls", r.tool_calls}};
+          {"actions", r.actions}};
+}
+
+RunResult median(std::vector<RunResult> v) {
+  std::sort(v.begin(), v.end(),
+            [](const RunResult& a, const RunResult& b) { return a.seconds < b.seconds; });
+  return v[v.size() / 2];
 }
 
 }  // namespace
 
 json run_agents_bench(const AgentsBenchOptions& o) {
   if (o.model.empty()) fail("pith bench agents needs -m MODEL");
-  if (o.agents < 1 || o.calls < 1 || o.step_tokens < 1 || o.runs < 1)
-    fail("pith bench agents: --agents, --calls, --step-tokens and --runs must be >= 1");
+  if (o.agents < 1 || o.calls < 1 || o.step_tokens < 1 || o.runs < 1 || o.swarm_size < 1)
+    fail(
+        "pith bench agents: --agents, --calls, --step-tokens, --swarm-size and --runs must be "
+        ">= 1");
   if (o.tool_ms < 0) fail("pith bench agents: --tool-ms must be >= 0, not {}", o.tool_ms);
-  fmt::print(
-      "agents: {} concurrent ReAct agents x {} tool calls ({} tokens per step, tool {} ms), "
-      "model {}, device {}, {} run(s)\n",
-      o.agents, o.calls, o.step_tokens, o.tool_ms, o.model, o.device, o.runs);
-  ToolServer tool(o.tool_ms);
-  InferletSide inferlet(o, tool);
-  ClientSide client(o, tool);
-  std::vector<RunResult> in_runs, cl_runs;
-  for (int r = 0; r < o.runs; ++r) {  // alternated
-    in_runs.push_back(inferlet.run());
-    cl_runs.push_back(client.run());
-  }
-  auto med = [](std::vector<RunResult> v) {
-    std::sort(v.begin(), v.end(),
-              [](const RunResult& a, const RunResult& b) { return a.seconds < b.seconds; });
-    return v[v.size() / 2];
-  };
-  const RunResult a = med(in_runs), b = med(cl_runs);
-  const uint64_t want = uint64_t(o.agents) * o.calls;
-  if (a.tool_calls != want || b.tool_calls != want)
-    fail("agents bench: {} and {} tool calls, expected {} each", a.tool_calls, b.tool_calls, want);
-  fmt::print("{:<26} {:>10} {:>10} {:>10}\n", "loop", "agents/s", "p50 ms", "p99 ms");
-  fmt::print("{:<26} {:>10.2f} {:>10.1f} {:>10.1f}\n", "inferlet (agent_react)",
-             o.agents / a.seconds, a.p50_ms, a.p99_ms);
-  fmt::print("{:<26} {:>10.2f} {:>10.1f} {:>10.1f}\n", "client over the OpenAI API",
-             o.agents / b.seconds, b.p50_ms, b.p99_ms);
-  const double ratio = b.seconds / a.seconds;
-  fmt::print(
-      "inferlet vs client-driven loop: {:.2f}x agents/s (inferlet side: {:.0f} forward "
-      "tokens per agent, mean batch {:.1f})\n",
-      ratio, a.forward_tokens, a.mean_batch);
+  std::vector<std::unique_ptr<AgentWorkload>> workloads;
+  for (const std::string& name : agent_workload_names(o.workloads))
+    workloads.push_back(make_agent_workload(name, o));
+  fmt::print("agents: {} concurrent tasks per workload, model {}, device {}, {} run(s)\n", o.agents,
+             o.model, o.device, o.runs);
+  for (const auto& w : workloads) fmt::print("  {:<8} {}\n", w->name(), w->describe());
+  InferletSide inferlet(o, workloads);
+  ClientSide client(o, workloads);
+
   json out;
   out["suite"] = "agents";
   out["model"] = o.model;
@@ -266,11 +181,40 @@ json run_agents_bench(const AgentsBenchOptions& o) {
   out["calls"] = o.calls;
   out["step_tokens"] = o.step_tokens;
   out["tool_ms"] = o.tool_ms;
-  out["inferlet"] = run_json(a, o.agents);
-  out["inferlet"]["forward_tokens_per_agent"] = a.forward_tokens;
-  out["inferlet"]["mean_batch"] = a.mean_batch;
-  out["client"] = run_json(b, o.agents);
-  out["ratio"] = ratio;
+  out["swarm_size"] = o.swarm_size;
+  out["workloads"] = json::array();
+  fmt::print("{:<9} {:>14} {:>14} {:>12} {:>12} {:>7} {:>9}\n", "workload", "inferlet task/s",
+             "client task/s", "inf. p50 ms", "cli. p50 ms", "ratio", "mean batch");
+  double log_sum = 0;
+  for (const auto& w : workloads) {
+    std::vector<RunResult> in_runs, cl_runs;
+    for (int r = 0; r < o.runs; ++r) {  // alternated
+      in_runs.push_back(inferlet.run(*w));
+      cl_runs.push_back(client.run(*w));
+    }
+    const RunResult a = median(in_runs), b = median(cl_runs);
+    const uint64_t want = uint64_t(o.agents) * w->actions_per_task();
+    if (a.actions != want || b.actions != want)
+      fail("agents bench, {}: {} and {} actions, expected {} each", w->name(), a.actions, b.actions,
+           want);
+    const double ratio = b.seconds / a.seconds;
+    log_sum += std::log(ratio);
+    fmt::print("{:<9} {:>14.2f} {:>14.2f} {:>12.1f} {:>12.1f} {:>6.2f}x {:>9.1f}\n", w->name(),
+               o.agents / a.seconds, o.agents / b.seconds, a.p50_ms, b.p50_ms, ratio, a.mean_batch);
+    json row = {{"workload", w->name()},
+                {"describe", w->describe()},
+                {"inferlet", run_json(a, o.agents)},
+                {"client", run_json(b, o.agents)},
+                {"ratio", ratio}};
+    row["inferlet"]["forward_tokens_per_task"] = a.forward_tokens;
+    row["inferlet"]["mean_batch"] = a.mean_batch;
+    out["workloads"].push_back(row);
+  }
+  const double geomean = std::exp(log_sum / double(workloads.size()));
+  fmt::print(
+      "inferlet vs client-driven loop: {:.2f}x tasks/s (geometric mean over {} workload(s))\n",
+      geomean, workloads.size());
+  out["ratio"] = geomean;
   return out;
 }
 

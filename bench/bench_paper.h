@@ -2,11 +2,11 @@
 // each figure beside the baseline its own suite measures in the same run:
 //   Table 4  text-completion inferlet TPOT vs a fused C++ greedy loop   (bench overhead)
 //   Table 5  adaptive batching vs eager dispatch                       (bench batching)
-//   Fig. 6   ReAct agents: the loop in an inferlet vs driven over the OpenAI API (bench agents)
+//   Fig. 6   ReAct, CodeAct and Swarm agents: the loops in inferlets vs driven over the OpenAI
+//            API (bench agents)
 //   Fig. 8   the eleven technique workloads, optionally beside another backend (bench techniques)
 // Writes OUT/paper.json (every suite's JSON), a chart spec per figure and, where python3 and
-// tools/svg_chart.py are there, the SVG charts. Fig. 6 has the ReAct row only (not CodeAct or
-// Swarm).
+// tools/svg_chart.py are there, the SVG charts.
 #pragma once
 
 #include <string>

@@ -7,11 +7,13 @@
 //                 [--code TEMPLATE] [--seed 1]
 //
 // The tiny test models write no JavaScript, so the action is a code template filled with what
-// the model generated: "{ids}" becomes the JS array of the turn's thought token ids. The default
-// template hashes them (h = (h * 31 + id) % 1000003, a value a client can recompute); --code
-// supplies another. A JavaScript error becomes the observation "Error: ..." and the agent goes
-// on (see README: how errors work without setjmp in wasm32). Sends the final answer text, then
-// a JSON report with every turn (thought ids, code, result, context size before/after).
+// the model generated: "{ids}" becomes the JS array of the turn's thought token ids and "{text}"
+// a JS string literal of its text (bytes outside printable ASCII as \xNN escapes, so any bytes
+// make a valid literal). The default template hashes the ids (h = (h * 31 + id) % 1000003, a
+// value a client can recompute); --code supplies another. A JavaScript error becomes the
+// observation "Error: ..." and the agent goes on (see README: how errors work without setjmp in
+// wasm32). Sends the final answer text, then a JSON report with every turn (thought ids, code,
+// result, context size before/after).
 #include <duktape.h>
 #include <stdlib.h>
 
@@ -83,12 +85,32 @@ std::string eval_js(const std::string& code) {
   return result;
 }
 
-std::string fill_template(const std::string& tmpl, const std::vector<uint32_t>& ids) {
-  const std::string arr = "[" + pith::join(ids, ",") + "]";
+// A JavaScript string literal holding `text`'s bytes: printable ASCII other than the quote and
+// the backslash as is, every other byte as \xNN (a character code 0-255).
+std::string js_string(const std::string& text) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out + "\"";
+}
+
+void replace_all(std::string& s, const std::string& key, const std::string& value) {
+  for (size_t at = s.find(key); at != std::string::npos; at = s.find(key, at + value.size()))
+    s.replace(at, key.size(), value);
+}
+
+std::string fill_template(const std::string& tmpl, const pith::Generation& thought) {
   std::string out = tmpl;
-  for (size_t at = out.find("{ids}"); at != std::string::npos;
-       at = out.find("{ids}", at + arr.size()))
-    out.replace(at, 5, arr);
+  replace_all(out, "{ids}", "[" + pith::join(thought.tokens, ",") + "]");
+  replace_all(out, "{text}", js_string(thought.text));
   return out;
 }
 
@@ -117,7 +139,7 @@ std::string fill_template(const std::string& tmpl, const std::vector<uint32_t>& 
         a.ctx.generate(pith::Sampler::temperature(0.8f, a.seed + a.turn),
                        pith::Stop{.max_tokens = a.think_tokens, .stop_at_eos = false});
     a.thought = g.tokens;
-    a.code = fill_template(a.code_template, g.tokens);
+    a.code = fill_template(a.code_template, g);
     must(a.ctx.fill("\nCode:\n" + a.code));
     observe(eval_js(a.code), false);
   }
@@ -130,7 +152,8 @@ pith::Status agent_codeact(pith::Flags& flags) {
   std::string task =
       flags.str("--task", "Compute a checksum of your thoughts with JavaScript.", "the task");
   std::string code_template =
-      flags.str("--code", kDefaultCode, "the action's JavaScript; {ids} = the thought's token ids");
+      flags.str("--code", kDefaultCode,
+                "the action's JavaScript; {ids} = the thought's token ids, {text} its text");
   uint32_t turns = flags.u32("--turns", 2, "thought / code / observation turns");
   uint32_t think_tokens = flags.u32("--think-tokens", 8, "tokens per thought");
   uint32_t answer_tokens = flags.u32("--answer-tokens", 8, "tokens of the final answer");

@@ -283,17 +283,22 @@ void add_agents_suite(CLI::App& bench) {  // pith bench agents (bench/bench_agen
   auto o = std::make_shared<bench::AgentsBenchOptions>();
   auto json = std::make_shared<bool>(false);
   auto* cmd = bench.add_subcommand("agents",
-                                   "ReAct agents with tool calls: the loop in an inferlet vs "
+                                   "ReAct, CodeAct and Swarm agents: the loop in inferlets vs "
                                    "driven over the OpenAI API (Fig. 6)");
   cmd->add_option("-m,--model", o->model, "model file (GGUF or HF folder)")->required();
-  cmd->add_option("--agents", o->agents, "concurrent agents");
-  cmd->add_option("--calls", o->calls, "tool calls per agent");
-  cmd->add_option("--step-tokens", o->step_tokens, "tokens generated before each call");
-  cmd->add_option("--tool-ms", o->tool_ms, "the tool's own latency");
+  cmd->add_option("--workloads", o->workloads,
+                  "workloads to run (default all: react, codeact, swarm)")
+      ->delimiter(',');
+  cmd->add_option("--agents", o->agents, "concurrent tasks per workload (swarms for swarm)");
+  cmd->add_option("--calls", o->calls, "ReAct tool calls / CodeAct turns per agent");
+  cmd->add_option("--swarm-size", o->swarm_size, "workers in each swarm's pipeline");
+  cmd->add_option("--step-tokens", o->step_tokens,
+                  "tokens generated per step (before each call, per thought, per worker)");
+  cmd->add_option("--tool-ms", o->tool_ms, "the ReAct tool's own latency");
   cmd->add_option("--runs", o->runs, "alternated runs (the median is reported)");
   cmd->add_option("-t,--threads", o->threads, "engine threads");
   add_device_option(*cmd, o->device);
-  cmd->add_option("--inferlets", o->inferlet_dir, "folder holding agent_react.wasm");
+  cmd->add_option("--inferlets", o->inferlet_dir, "folder holding the agent_*.wasm inferlets");
   cmd->add_option("--cache-dir", o->cache_dir, "native code cache");
   cmd->add_flag("--json", *json, "print a JSON summary as the last line");
   cmd->callback([o, json] {

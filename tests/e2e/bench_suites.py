@@ -117,20 +117,27 @@ def main():
         assert len(pa["fig8_techniques"]["workloads"]) == 11, pa["fig8_techniques"]
         on_disk = json.load(open(os.path.join(out_dir, "paper.json")))
         assert on_disk["fig8_techniques"] == pa["fig8_techniques"], "paper.json differs"
-        assert pa["fig6_agents"]["inferlet"]["tool_calls"] == pa["fig6_agents"]["agents"] * 8, pa
+        f6 = pa["fig6_agents"]
+        assert [w["workload"] for w in f6["workloads"]] == ["react", "codeact", "swarm"], f6
+        for w in f6["workloads"]:
+            per_task = f6["swarm_size"] if w["workload"] == "swarm" else 8
+            for side in ("inferlet", "client"):  # both loops did every action
+                assert w[side]["actions"] == f6["agents"] * per_task, f6
+                positive(dict(w[side], suite="paper"), "tasks_per_s", "latency_p50_ms")
         for name in ("table4_tpot", "table5_batching", "fig6_agents", "fig8_techniques"):
             spec = os.path.join(out_dir, name + ".chart.json")
             assert spec in pa["files"] and os.path.exists(spec), (name, pa["files"])
             svg = os.path.join(out_dir, name + ".svg")
             assert os.path.exists(svg) and open(svg).read().startswith("<svg"), svg
 
-        # Fig. 6 on its own: both loops made every tool call, through the same local tool.
-        ag = bench(pith, "agents", "-m", model, "--agents", "2", "--calls", "3", "--step-tokens",
-                   "2", "--inferlets", inferlets, "--cache-dir", cache)
-        need(ag, "inferlet", "client", "ratio")
+        # Fig. 6 on its own, one workload: the options reach it (2 swarms of 3 workers).
+        ag = bench(pith, "agents", "-m", model, "--workloads", "swarm", "--agents", "2",
+                   "--swarm-size", "3", "--step-tokens", "2", "--inferlets", inferlets,
+                   "--cache-dir", cache)
+        need(ag, "workloads", "ratio")
+        assert [w["workload"] for w in ag["workloads"]] == ["swarm"], ag
         for side in ("inferlet", "client"):
-            positive(dict(ag[side], suite="agents"), "agents_per_s", "latency_p50_ms")
-            assert ag[side]["tool_calls"] == 6, ag
+            assert ag["workloads"][0][side]["actions"] == 6, ag
 
         o = bench(pith, "overhead", "-m", model, "--instances", "8", "--decode-tokens", "4",
                   "--runs", "1", "--inferlets", inferlets, "--cache-dir", cache)

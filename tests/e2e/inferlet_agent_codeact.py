@@ -68,6 +68,15 @@ with Server(pith, model) as s:
     check(rep["steps"][0]["result"] == str(610 + 8), "fib result", rep)
     fed_back(rep)
 
+    # {text}: the thought's bytes as a string literal (any byte, \xNN outside printable ASCII).
+    rep = run(s, ["--turns", "2", "--code",
+                  "var s = {text}; var a = []; for (var i = 0; i < s.length; i++) a.push(s.charCodeAt(i)); a.join(',')"])
+    for st in rep["steps"]:
+        raw = subprocess.run([pith, "detokenize", "-m", model, "-n"] + [str(t) for t in st["thought"]],
+                             capture_output=True, check=True).stdout
+        check(st["result"] == ",".join(str(b) for b in raw), "{text} did not hold the thought's bytes", st, raw)
+    fed_back(rep)
+
     rep = run(s, ["--turns", "2", "--code", "this is ( not {ids} javascript"])
     check(rep["turns"] == 2 and rep["errors"] == 2, "errors did not end the evaluation only", rep)
     for st in rep["steps"]:
