@@ -38,13 +38,8 @@ ifeq ($(DEPS),1)
 	@bash scripts/setup-python.sh
 endif
 
-# Ninja where it is installed (`make deps` installs it): it compiles a target's sources while the
-# libraries it links are still being built, which Make's per-target order does not (on CI's two
-# cores the build was ~15 % faster). A folder configured before keeps its generator.
-generator = $(if $(wildcard $(1)/CMakeCache.txt),,$(if $(shell command -v ninja),-G Ninja,))
-
 configure: deps
-	@cmake -S . -B $(BUILD) $(call generator,$(BUILD)) $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
 
 # TARGET=name builds one target (and what it needs) instead of all of them.
 build: configure
@@ -62,7 +57,7 @@ demo: build
 test-gpu: export PATH := $(PATH):/usr/local/cuda/bin
 test-gpu: deps
 	@nvidia-smi -L >/dev/null 2>&1 || { echo "make test-gpu: no NVIDIA GPU here (nvidia-smi -L failed)"; exit 1; }
-	@cmake -S . -B $(GPU_BUILD) $(call generator,$(GPU_BUILD)) -DPITH_CUDA=ON -DPITH_FLASHINFER=AUTO $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(GPU_BUILD) -DPITH_CUDA=ON -DPITH_FLASHINFER=AUTO $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(GPU_BUILD) -j $(JOBS)
 	@cd $(GPU_BUILD) && PITH_REQUIRE_GPU=1 $(CTEST) --no-tests=error -L gpu $(CTEST_FLAGS)
 	@cd $(GPU_BUILD) && PITH_TEST_DEVICE=cuda $(CTEST) -L e2e $(CTEST_FLAGS)
