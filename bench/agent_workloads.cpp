@@ -76,10 +76,9 @@ void wait_ok(const std::shared_ptr<runtime::Instance>& instance, const char* wha
 
 // One /v1/completions request; returns the generated text.
 std::string complete(const cli::ServerClient& llm, const std::string& model,
-                     const std::string& prompt, int max_tokens, double temperature,
-                     uint64_t seed) {
-  json body = {{"model", model},   {"prompt", prompt},           {"max_tokens", max_tokens},
-               {"seed", seed},     {"temperature", temperature}, {"ignore_eos", true}};
+                     const std::string& prompt, int max_tokens, double temperature, uint64_t seed) {
+  json body = {{"model", model}, {"prompt", prompt},           {"max_tokens", max_tokens},
+               {"seed", seed},   {"temperature", temperature}, {"ignore_eos", true}};
   return llm.post("/v1/completions", body).at("choices").at(0).at("text").get<std::string>();
 }
 
@@ -126,8 +125,8 @@ class ReactWorkload : public AgentWorkload {
   explicit ReactWorkload(const AgentsBenchOptions& o) : o_(o), tool_(o.tool_ms, actions_) {}
   const char* name() const override { return "react"; }
   std::string describe() const override {
-    return fmt::format("ReAct: {} tool calls over HTTP (tool {} ms), {} tokens per step",
-                       o_.calls, o_.tool_ms, o_.step_tokens);
+    return fmt::format("ReAct: {} tool calls over HTTP (tool {} ms), {} tokens per step", o_.calls,
+                       o_.tool_ms, o_.step_tokens);
   }
   void load(ServingStack& stack, const std::string& dir) override {
     program_ = load_inferlet(stack, dir, "agent_react");
@@ -270,21 +269,20 @@ class SwarmWorkload : public AgentWorkload {
     const std::string topic = fmt::format("bench-swarm-{}-{}", i, ++swarms_);
     const std::string workers = std::to_string(o_.swarm_size);
     Messages report;
-    auto coordinator =
-        stack.launch(program_,
-                     {"agent_swarm", "--role", "coordinator", "--swarm", topic, "--workers",
-                      workers, "--task", task(i)},
-                     report.sink());
+    auto coordinator = stack.launch(program_,
+                                    {"agent_swarm", "--role", "coordinator", "--swarm", topic,
+                                     "--workers", workers, "--task", task(i)},
+                                    report.sink());
     if (const std::string m = report.first(); m != "listening") {
       wait_ok(coordinator, "agent_swarm coordinator");
       fail("agent_swarm coordinator sent '{}' instead of 'listening'", m);
     }
     std::vector<std::shared_ptr<runtime::Instance>> agents;
     for (int w = 1; w <= o_.swarm_size; ++w)
-      agents.push_back(stack.launch(
-          program_, {"agent_swarm", "--role", "worker", "--swarm", topic, "--workers", workers,
-                     "--index", std::to_string(w), "--tokens", std::to_string(o_.step_tokens),
-                     "--seed", std::to_string(i)}));
+      agents.push_back(
+          stack.launch(program_, {"agent_swarm", "--role", "worker", "--swarm", topic, "--workers",
+                                  workers, "--index", std::to_string(w), "--tokens",
+                                  std::to_string(o_.step_tokens), "--seed", std::to_string(i)}));
     for (auto& a : agents) wait_ok(a, "agent_swarm worker");
     wait_ok(coordinator, "agent_swarm coordinator");
     const std::vector<std::string> messages = report.all();
@@ -298,8 +296,7 @@ class SwarmWorkload : public AgentWorkload {
     for (int w = 1; w <= o_.swarm_size; ++w) {
       const std::string prompt =
           fmt::format("You are agent {}. Task:{}{}\nAgent {}:", w, task(i), document, w);
-      const std::string text =
-          complete(llm, model, prompt, o_.step_tokens, 0.8, uint64_t(i + w));
+      const std::string text = complete(llm, model, prompt, o_.step_tokens, 0.8, uint64_t(i + w));
       document += fmt::format("\nAgent {}:{}", w, text);
       ++actions_;
     }
