@@ -10,14 +10,13 @@
 // idle), wakes the waiter once enough states are free, and refuses it (OutOfStates) when that
 // failed and no other holder could still give states back (every other one waits too, or there
 // is none). An instance that fails fast or cannot be woken, and one asking while no other
-// resident instance holds a state and none is promised to a woken waiter, gets OutOfStates at
-// once (a version that ignored the promises refused graph-of-thought instances at 8 concurrent
-// on Qwen3.5: the free states were all promised to a woken waiter that held none yet). (A first
-// version refused at the call whenever every other holder waited, before trying to make room: on a
-// busy hybrid server most tree-of-thought instances failed that way.) Like a KV wait, a state wait
-// may suspend instances it outranks or that sit idle (kv_suspension.cpp: their private states, and
-// pages, go to host memory and come back into fresh slots when they resume); otherwise the holders
-// it waits for are the ones that end or deallocate.
+// resident instance holds a state, gets OutOfStates at once. (A first version refused at the
+// call whenever every other holder waited, before trying to make room: on a busy hybrid server
+// most tree-of-thought instances failed that way.)
+// Like a KV wait, a state wait may suspend instances it outranks or that sit idle
+// (kv_suspension.cpp: their private states, and pages, go to host memory and come back into
+// fresh slots when they resume); otherwise the holders it waits for are the ones that end or
+// deallocate.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -57,12 +56,9 @@ Result<void> Controller::alloc_states(InstanceId id, uint32_t n, std::vector<uin
   if (r.code() != Status::OutOfStates || n > spaces_.state_capacity() ||
       !spaces_.check_state_quota(id, n))
     return r;
-  // Someone must be able to give states back for a wait to end: another resident holder, or a
-  // woken waiter the free states are promised to (it takes them and runs on, or loses the
-  // promise when it is suspended first; the dispatcher then looks at this wait again).
   auto client = kv_clients_.find(id);
   if (client == kv_clients_.end() || !client->second.wake || client->second.fail_fast ||
-      (!others_hold_states_locked(id, /*count_waiters=*/true) && states_promised_locked() == 0))
+      !others_hold_states_locked(id, /*count_waiters=*/true))
     return r;
   state_waits_[id] = StateWait{n, now_ns(), false, std::nullopt};
   work_cv_.notify_one();
@@ -113,10 +109,8 @@ bool Controller::others_hold_states_locked(InstanceId id, bool count_waiters) co
       if (count_waiters || w == state_waits_.end() || w->second.ready || w->second.refused)
         return true;
     }
-  // (Promised states are not counted here; callers that judge whether a wait can end add them:
-  // a promise is withdrawn when its waiter is suspended, so it always goes to a resident
-  // instance. Before that withdrawal, counting them let 8 graph-of-thought instances wait on
-  // each other forever, on promises made to suspended instances.)
+  // (States promised to a woken waiter do not count: that waiter may be suspended before it
+  // takes them, and counting them let 8 graph-of-thought instances wait on each other forever.)
   return false;
 }
 
@@ -144,9 +138,8 @@ bool Controller::relieve_state_waits_locked(Deferred& wakes) {
   // Highest rank first, as KV waiters: it may suspend the holders it outranks, so a lower-ranked
   // waiter in front could only block it.
   std::vector<InstanceId> order;
-  // A suspended waiter is judged once it is back: a promise to it would sit unused meanwhile.
   for (const auto& [id, w] : state_waits_)
-    if (!w.ready && !w.refused && !spaces_.suspended(id) && !restoring(id)) order.push_back(id);
+    if (!w.ready && !w.refused) order.push_back(id);
   std::sort(order.begin(), order.end(),
             [&](InstanceId a, InstanceId b) { return outranks(rank_locked(a), rank_locked(b)); });
   bool blocked = false;
@@ -162,8 +155,7 @@ bool Controller::relieve_state_waits_locked(Deferred& wakes) {
       wake_locked(id, wakes);
       continue;
     }
-    // States promised to woken waiters come back through them (see alloc_states).
-    if (!others_hold_states_locked(id, /*count_waiters=*/false) && states_promised_locked() == 0) {
+    if (!others_hold_states_locked(id, /*count_waiters=*/false)) {
       w.refused = Failure{
           Status::OutOfStates,
           fmt::format("{} recurrent states requested while holding {}: every other state is "

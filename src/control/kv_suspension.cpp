@@ -265,10 +265,6 @@ void Controller::suspend_locked(InstanceId victim) {
     reserved_pages_ -= w->second.n;  // asks again once it is back
     w->second.granted = false;
   }
-  // Likewise states promised to it: only a resident waiter takes what it was promised, and
-  // others' waits count on that (controller_states.cpp).
-  if (auto w = state_waits_.find(victim); w != state_waits_.end() && w->second.ready)
-    w->second.ready = false;
   ++counters_.suspensions;
   counters_.pages_swapped_out += n_saved;
 }

@@ -278,32 +278,6 @@ TEST(ControllerStatesPool, AllocationsWaitForStatesOthersGiveBack) {
   EXPECT_TRUE(ctl.alloc_states(2, 1, c).ok());
 }
 
-// Free states promised to a woken waiter that holds none yet are not lost to a third instance:
-// it waits (the waiter takes them, runs and gives them back) instead of being refused because
-// no one "holds" a state.
-TEST(ControllerStatesPool, AnAllocationWaitsForStatesPromisedToAWokenWaiter) {
-  auto weights = test::generated_model("qwen35", 5);
-  const EngineOptions o = two_state_pool(*weights);
-  Engine engine(weights, o);
-  Controller ctl(engine, {});
-  Waker w1, w2, w3;
-  for (InstanceId id : {1, 2, 3}) ctl.register_instance(id, nullptr);
-  ctl.set_waker(1, w1.fn());
-  ctl.set_waker(2, w2.fn());
-  ctl.set_waker(3, w3.fn());
-  std::vector<uint32_t> a, b, c;
-  ASSERT_TRUE(ctl.alloc_states(1, 2, a).ok());
-  EXPECT_EQ(ctl.alloc_states(2, 2, b), Status::Waiting);
-  ctl.release_instance(1);  // both states free, promised to instance 2, which holds none yet
-  ASSERT_TRUE(w2.wait_for(1));
-  EXPECT_EQ(ctl.alloc_states(3, 1, c), Status::Waiting);
-  ASSERT_TRUE(ctl.alloc_states(2, 2, b).ok());
-  ASSERT_TRUE(ctl.dealloc_states(2, std::vector<uint32_t>{b[0]}).ok());
-  ASSERT_TRUE(w3.wait_for(1));
-  EXPECT_TRUE(ctl.alloc_states(3, 1, c).ok());
-  EXPECT_EQ(ctl.gauges().states_waiting, 0u);
-}
-
 // Under state pressure an instance the waiter outranks is suspended like under KV pressure: its
 // states (and private pages) go to host memory, the waiter gets an empty slot, and the
 // suspended instance resumes into fresh slots once they are free, its queued forward moved to
