@@ -63,6 +63,20 @@ RunResult run_concurrently(int agents, F&& one_agent) {
   return r;
 }
 
+// Every task of the bench gets its own index, so no run finds an earlier run's transcripts in the
+// prefix cache (the loops are deterministic: the same index would repeat every token).
+class TaskIndices {
+ public:
+  int take(int n) {  // the first of n fresh indices
+    const int first = next_;
+    next_ += n;
+    return first;
+  }
+
+ private:
+  int next_ = 0;
+};
+
 // The loops inside the server: every workload's inferlets on one in-process stack.
 class InferletSide {
  public:
@@ -76,8 +90,7 @@ class InferletSide {
       w->load(*stack_, dir);
       // Warm: one untimed concurrent round (native code, KV pages, threads; a single warm agent
       // left the first timed round up to 2x slower).
-      const int first = next_task_;
-      next_task_ += o.agents;
+      const int first = tasks_.take(o.agents);
       run_concurrently(o.agents, [&](int i) { w->run_inferlet(*stack_, first + i); });
     }
   }
@@ -91,8 +104,7 @@ class InferletSide {
       tokens += s.tokens;
       ++batches;
     });
-    const int first = next_task_;
-    next_task_ += o_.agents;
+    const int first = tasks_.take(o_.agents);
     RunResult r = run_concurrently(o_.agents, [&](int i) { w.run_inferlet(*stack_, first + i); });
     stack_->controller().set_batch_observer({});
     r.actions = w.actions() - before;
@@ -104,9 +116,7 @@ class InferletSide {
  private:
   const AgentsBenchOptions& o_;
   std::unique_ptr<ServingStack> stack_;
-  // Every task of the bench gets its own index, so no run finds an earlier run's transcripts in
-  // the prefix cache (the loops are deterministic: the same index would repeat every token).
-  int next_task_ = 0;
+  TaskIndices tasks_;
 };
 
 // The same loops from outside: completions over HTTP from client threads.
@@ -118,16 +128,14 @@ class ClientSide {
                 {"-m", o.model, "--device", o.device, "-t", std::to_string(o.threads)}) {
     model_ = cli::ServerClient(server_.url(), "").get("/v1/models").at("data").at(0).at("id");
     for (const auto& w : ws) {  // warm, as the inferlet side
-      const int first = next_task_;
-      next_task_ += o.agents;
+      const int first = tasks_.take(o.agents);
       run_concurrently(o.agents, [&](int i) { w->run_client(server_.url(), model_, first + i); });
     }
   }
 
   RunResult run(AgentWorkload& w) {
     const uint64_t before = w.actions();
-    const int first = next_task_;
-    next_task_ += o_.agents;
+    const int first = tasks_.take(o_.agents);
     RunResult r =
         run_concurrently(o_.agents, [&](int i) { w.run_client(server_.url(), model_, first + i); });
     r.actions = w.actions() - before;
@@ -138,7 +146,7 @@ class ClientSide {
   const AgentsBenchOptions& o_;
   ChildServer server_;
   std::string model_;
-  int next_task_ = 0;  // as the inferlet side's
+  TaskIndices tasks_;
 };
 
 json run_json(const RunResult& r, int tasks) {
