@@ -26,14 +26,6 @@ namespace {
 using nlohmann::json;
 namespace asio = server::asio;
 
-std::shared_ptr<runtime::Program> load_inferlet(ServingStack& stack, const std::string& dir,
-                                                const std::string& name) {
-  auto program = stack.runtime().load_program_file(find_inferlet(dir, name));
-  // Timed runs must not meet the interpreter while the native build runs in the background.
-  if (program->policy() != runtime::TierPolicy::InterpreterOnly) program->native();
-  return program;
-}
-
 // The messages an instance sends, and a wait for the first one.
 class Messages {
  public:
@@ -122,14 +114,12 @@ class ToolServer {
 
 class ReactWorkload : public AgentWorkload {
  public:
-  explicit ReactWorkload(const AgentsBenchOptions& o) : o_(o), tool_(o.tool_ms, actions_) {}
+  explicit ReactWorkload(const AgentsBenchOptions& o)
+      : AgentWorkload(o, "agent_react"), tool_(o.tool_ms, actions_) {}
   const char* name() const override { return "react"; }
   std::string describe() const override {
     return fmt::format("ReAct: {} tool calls over HTTP (tool {} ms), {} tokens per step", o_.calls,
                        o_.tool_ms, o_.step_tokens);
-  }
-  void load(ServingStack& stack, const std::string& dir) override {
-    program_ = load_inferlet(stack, dir, "agent_react");
   }
   void run_inferlet(ServingStack& stack, int i) override {
     std::string call_at;
@@ -162,9 +152,7 @@ class ReactWorkload : public AgentWorkload {
         i * 7 % 31);
   }
 
-  const AgentsBenchOptions& o_;
   ToolServer tool_;
-  std::shared_ptr<runtime::Program> program_;
 };
 
 // ---- codeact ----------------------------------------------------------------------------------
@@ -199,14 +187,11 @@ std::string eval_js(const std::string& code) {
 
 class CodeActWorkload : public AgentWorkload {
  public:
-  explicit CodeActWorkload(const AgentsBenchOptions& o) : o_(o) {}
+  explicit CodeActWorkload(const AgentsBenchOptions& o) : AgentWorkload(o, "agent_codeact") {}
   const char* name() const override { return "codeact"; }
   std::string describe() const override {
     return fmt::format("CodeAct: {} turns of thought ({} tokens) + JavaScript action + observation",
                        o_.calls, o_.step_tokens);
-  }
-  void load(ServingStack& stack, const std::string& dir) override {
-    program_ = load_inferlet(stack, dir, "agent_codeact");
   }
   void run_inferlet(ServingStack& stack, int i) override {
     Messages out;
@@ -247,26 +232,20 @@ class CodeActWorkload : public AgentWorkload {
     return fmt::format("Task {}: compute a checksum of the weather report of city number {}.", i,
                        i * 7 % 31);
   }
-
-  const AgentsBenchOptions& o_;
-  std::shared_ptr<runtime::Program> program_;
 };
 
 // ---- swarm ------------------------------------------------------------------------------------
 
 class SwarmWorkload : public AgentWorkload {
  public:
-  explicit SwarmWorkload(const AgentsBenchOptions& o) : o_(o) {}
+  explicit SwarmWorkload(const AgentsBenchOptions& o) : AgentWorkload(o, "agent_swarm") {}
   const char* name() const override { return "swarm"; }
   std::string describe() const override {
     return fmt::format("Swarm: a pipeline of {} agents adding {} tokens each to a shared document",
                        o_.swarm_size, o_.step_tokens);
   }
-  void load(ServingStack& stack, const std::string& dir) override {
-    program_ = load_inferlet(stack, dir, "agent_swarm");
-  }
   void run_inferlet(ServingStack& stack, int i) override {
-    const std::string topic = fmt::format("bench-swarm-{}-{}", i, ++swarms_);
+    const std::string topic = fmt::format("bench-swarm-{}", i);  // i is unique in the bench
     const std::string workers = std::to_string(o_.swarm_size);
     Messages report;
     auto coordinator = stack.launch(program_,
@@ -308,13 +287,15 @@ class SwarmWorkload : public AgentWorkload {
     return fmt::format("Task {}: write a haiku about city number {}, one line per agent.", i,
                        i * 7 % 31);
   }
-
-  const AgentsBenchOptions& o_;
-  std::shared_ptr<runtime::Program> program_;
-  std::atomic<uint64_t> swarms_{0};
 };
 
 }  // namespace
+
+void AgentWorkload::load(ServingStack& stack, const std::string& dir) {
+  program_ = stack.runtime().load_program_file(find_inferlet(dir, inferlet_));
+  // Timed runs must not meet the interpreter while the native build runs in the background.
+  if (program_->policy() != runtime::TierPolicy::InterpreterOnly) program_->native();
+}
 
 std::unique_ptr<AgentWorkload> make_agent_workload(const std::string& name,
                                                    const AgentsBenchOptions& o) {

@@ -24,17 +24,23 @@
 
 namespace pith {
 class ServingStack;
+namespace runtime {
+class Program;
+}  // namespace runtime
 }  // namespace pith
 
 namespace pith::bench {
 
 class AgentWorkload {
  public:
+  // `inferlet`: the module the server side runs (agent_react, agent_codeact, agent_swarm).
+  AgentWorkload(const AgentsBenchOptions& options, std::string inferlet)
+      : o_(options), inferlet_(std::move(inferlet)) {}
   virtual ~AgentWorkload() = default;
   virtual const char* name() const = 0;  // react | codeact | swarm
   virtual std::string describe() const = 0;
-  // Loads the inferlets into `stack` (and waits for their native code).
-  virtual void load(ServingStack& stack, const std::string& inferlet_dir) = 0;
+  // Loads the inferlet into `stack` (and waits for its native code).
+  void load(ServingStack& stack, const std::string& inferlet_dir);
   // One task inside the server (`i`, unique in the bench, makes its prompt and topics its own);
   // throws on failure.
   virtual void run_inferlet(ServingStack& stack, int i) = 0;
@@ -45,7 +51,12 @@ class AgentWorkload {
   uint64_t actions() const { return actions_; }
 
  protected:
+  const AgentsBenchOptions& o_;
+  std::shared_ptr<runtime::Program> program_;  // after load()
   std::atomic<uint64_t> actions_{0};
+
+ private:
+  std::string inferlet_;
 };
 
 // "react", "codeact" or "swarm"; fails on another name.
