@@ -467,10 +467,7 @@ bool Controller::wait_for_work(std::unique_lock<std::mutex>& lock, std::vector<Q
     if (stop_) return false;
     // KV pressure first: grants, suspensions and resumes change which queues may run.
     Deferred wakes;
-    // Both walks run (no short circuit): either may grant, suspend or resume.
-    const bool pages_blocked = relieve_pressure_locked(wakes);
-    const bool states_blocked = relieve_state_waits_locked(wakes);
-    const bool blocked = pages_blocked || states_blocked;
+    const bool blocked = relieve_pressure_locked(wakes);
     if (!wakes.empty()) {
       lock.unlock();
       for (auto& f : wakes) f();

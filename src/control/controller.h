@@ -199,10 +199,10 @@ class Controller {
   // (resource_spaces.h). A new state starts empty (the sequence before its first token); a
   // forward names its state in SequenceInput::state_slot (a handle) and advances it over the
   // inputs. copy_state queues a fork (dst continues exactly as src would), after the calls
-  // queued before it on q. States are not swapped out when their instance is suspended. An
+  // queued before it on q. A suspended instance's states go to host memory with its pages. An
   // allocation the pool cannot satisfy (after evicting unused prefix-cache checkpoints) waits
-  // like a KV allocation (Status::Waiting, then the waker) while others hold states they will
-  // give back; otherwise, or for an instance that fails fast, it fails (OutOfStates)
+  // like a KV allocation (Status::Waiting, then the waker) while others could give states back;
+  // otherwise, or for an instance that fails fast, it fails (OutOfStates)
   // (controller_states.cpp).
   Result<void> alloc_states(InstanceId id, uint32_t n, std::vector<uint32_t>& handles);
   Result<void> dealloc_states(InstanceId id, std::span<const uint32_t> handles);
@@ -294,19 +294,18 @@ class Controller {
   Result<void> resident_or_wait_locked(InstanceId id);
   uint32_t pages_available_locked() const;  // free and not reserved for a granted wait
   KvRank rank_locked(InstanceId id) const;
+  // Whether an instance that outranks `id` waits for pages or states, or is suspended.
   bool wanting_ahead_locked(InstanceId id) const;
+  // Whether its page or state allocation waits (not yet granted, promised or refused).
+  bool waiting_locked(InstanceId id) const;
   int64_t idle_ns_locked(InstanceId id, int64_t now) const;
-  bool others_hold_pages_locked(InstanceId id) const;
   void forget_kv_client_locked(InstanceId id);
   void wake_locked(InstanceId id, Deferred& wakes);
-  // Between batches: grants, resumes and suspends in rank order; true while someone still waits
-  // for pages it could not get.
+  // Between batches, for pages and states alike: grants, promises, resumes and suspends in rank
+  // order; true while someone still waits for what it could not get.
   bool relieve_pressure_locked(Deferred& deferred);
-  // The same for state allocations (controller_states.cpp); true while one still waits.
-  bool relieve_state_waits_locked(Deferred& wakes);
-  bool others_hold_states_locked(InstanceId id, bool count_waiters) const;
-  // Whether a state allocation that outranks `id` waits.
-  bool state_waiter_ahead_locked(InstanceId id) const;
+  // Whether any other instance, suspended or not, holds a state or a promise of one.
+  bool others_hold_states_locked(InstanceId id) const;
   // States promised to woken waiters that have not taken them yet, and what is free beyond them.
   uint32_t states_promised_locked() const;
   uint32_t states_available_locked() const;
@@ -314,6 +313,10 @@ class Controller {
   // entries, then suspends instances it outranks or that sit idle, if that is enough.
   enum class Pool { Pages, States };
   void make_room_locked(InstanceId requester, Pool pool, size_t need, int64_t now);
+  // Whether an instance other than `id` that runs (neither waits nor is suspended) holds pages
+  // (states) of `pool`, or a waiter woken with a grant (promise) has yet to take them: someone
+  // that will give some back.
+  bool running_others_hold_locked(InstanceId id, Pool pool) const;
   // The pages only this instance references (with its references on each), and when asked every
   // page it references (its handles and its queued calls').
   void private_pages_locked(InstanceId id, std::vector<uint32_t>& pages,
@@ -360,7 +363,8 @@ class Controller {
 
   std::vector<uint32_t> states_to_clear_;  // allocated since the last batch was taken
   // State allocations waiting for the pool (controller_states.cpp): woken when enough are free
-  // (ready), or refused when no one else could ever give one back.
+  // (ready: promised, withdrawn if it is suspended first), or refused when no one else could
+  // ever give one back.
   struct StateWait {
     uint32_t n = 0;
     int64_t since_ns = 0;

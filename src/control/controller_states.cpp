@@ -1,22 +1,15 @@
 // The recurrent states of hybrid models on the controller's side (Controller methods; the
 // handle spaces are resource_states.cpp): allocation that waits when the pool is short, like a
-// KV allocation under the suspend policy, forks, exports, and the dispatcher's walk over the
-// waiters.
+// KV allocation under the suspend policy, forks and exports.
 //
 // Waiting: an allocation the pool cannot satisfy (after evicting unused prefix-cache
-// checkpoints) answers Status::Waiting when someone else holds states it will give back; the
-// runtime parks the guest. Between batches the dispatcher takes the waiters highest rank first:
-// it makes room (evicting checkpoints, suspending holders the waiter outranks or that sit
-// idle), wakes the waiter once enough states are free, and refuses it (OutOfStates) when that
-// failed and no other holder could still give states back (every other one waits too, or there
-// is none). An instance that fails fast or cannot be woken, and one asking while no other
-// resident instance holds a state, gets OutOfStates at once. (A first version refused at the
-// call whenever every other holder waited, before trying to make room: on a busy hybrid server
-// most tree-of-thought instances failed that way.)
-// Like a KV wait, a state wait may suspend instances it outranks or that sit idle
-// (kv_suspension.cpp: their private states, and pages, go to host memory and come back into
-// fresh slots when they resume); otherwise the holders it waits for are the ones that end or
-// deallocate.
+// checkpoints), or that a better-ranked instance already waits ahead of, answers
+// Status::Waiting and the runtime parks the guest. The dispatcher's walk over everyone that
+// wants pages or states (kv_suspension.cpp, one walk for both pools, so that no wait in one
+// pool holds up the other's in a cycle) makes room, promises the states and wakes the guest,
+// or refuses it (OutOfStates) once no running instance holds a state it could give back. An
+// instance that fails fast or cannot be woken gets OutOfStates at once, and so does one asking
+// while no other instance holds a state or a promise of one (the pool is too small for it).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -38,29 +31,38 @@ Result<void> Controller::alloc_states(InstanceId id, uint32_t n, std::vector<uin
   // A suspended instance waits: a slot handed to it now could be one of its own stale ids, and
   // the resume's rewrite of stale ids would then alias the new handle to a restored state.
   if (auto r = resident_or_wait_locked(id); !r) return r;
+  const int64_t now = now_ns();
   if (auto w = state_waits_.find(id); w != state_waits_.end()) {
     if (!w->second.ready && !w->second.refused) return waiting_for_states();
     StateWait wait = std::move(w->second);
     state_waits_.erase(w);
+    counters_.state_wait_ns += static_cast<uint64_t>(now - wait.since_ns);
     if (wait.refused) return *wait.refused;
+    // The promised states are among the free ones: the allocation below counts them out of the
+    // promises (they are no longer promised once the wait is gone).
   }
-  if (auto client = kv_clients_.find(id); client != kv_clients_.end())
-    client->second.last_active_ns = now_ns();
-  auto r = spaces_.alloc_states(id, n, handles, states_promised_locked());
-  if (r) {
-    // Emptied by the dispatcher before the next batch runs: no call can name them before that.
-    const HandleTable& table = *spaces_.state_table(id);
-    for (uint32_t h : handles) states_to_clear_.push_back(*table.lookup(h));
-    return {};
-  }
-  if (r.code() != Status::OutOfStates || n > spaces_.state_capacity() ||
-      !spaces_.check_state_quota(id, n))
-    return r;
   auto client = kv_clients_.find(id);
+  if (client != kv_clients_.end()) client->second.last_active_ns = now;
+  Result<void> r = Failure{
+      Status::OutOfStates,
+      fmt::format("{} recurrent states requested, {} free of {} (--state-memory), and instances "
+                  "that rank before this one wait for states or pages",
+                  n, spaces_.states_free(), spaces_.state_capacity())};
+  if (!wanting_ahead_locked(id)) {
+    r = spaces_.alloc_states(id, n, handles, states_promised_locked());
+    if (r) {
+      // Emptied by the dispatcher before the next batch runs: no call can name them before that.
+      const HandleTable& table = *spaces_.state_table(id);
+      for (uint32_t h : handles) states_to_clear_.push_back(*table.lookup(h));
+      return {};
+    }
+  }
+  if (r.code() != Status::OutOfStates || n > spaces_.state_capacity()) return r;
+  if (auto quota = spaces_.check_state_quota(id, n); !quota) return quota;
   if (client == kv_clients_.end() || !client->second.wake || client->second.fail_fast ||
-      !others_hold_states_locked(id, /*count_waiters=*/true))
+      !others_hold_states_locked(id))
     return r;
-  state_waits_[id] = StateWait{n, now_ns(), false, std::nullopt};
+  state_waits_[id] = StateWait{n, now, false, std::nullopt};
   work_cv_.notify_one();
   return waiting_for_states();
 }
@@ -100,24 +102,11 @@ Result<void> Controller::remove_state_export(const std::string& name) {
   return spaces_.remove_state_export(name);
 }
 
-bool Controller::others_hold_states_locked(InstanceId id, bool count_waiters) const {
-  // A holder that does not wait gives states back by running on (freeing, ending); a waiting one
-  // only by being suspended, which making room has already tried when count_waiters is false.
+bool Controller::others_hold_states_locked(InstanceId id) const {
   for (InstanceId other : spaces_.instance_ids())
-    if (other != id && !spaces_.suspended(other) && spaces_.states_held(other) > 0) {
-      auto w = state_waits_.find(other);
-      if (count_waiters || w == state_waits_.end() || w->second.ready || w->second.refused)
-        return true;
-    }
-  // (States promised to a woken waiter do not count: that waiter may be suspended before it
-  // takes them, and counting them let 8 graph-of-thought instances wait on each other forever.)
-  return false;
-}
-
-bool Controller::state_waiter_ahead_locked(InstanceId id) const {
-  const KvRank mine = rank_locked(id);
+    if (other != id && spaces_.states_held(other) > 0) return true;  // suspended ones too
   for (const auto& [other, w] : state_waits_)
-    if (other != id && !w.ready && !w.refused && outranks(rank_locked(other), mine)) return true;
+    if (other != id && w.ready) return true;
   return false;
 }
 
@@ -131,45 +120,6 @@ uint32_t Controller::states_promised_locked() const {
 uint32_t Controller::states_available_locked() const {
   const uint32_t free = spaces_.states_free(), promised = states_promised_locked();
   return free > promised ? free - promised : 0;
-}
-
-bool Controller::relieve_state_waits_locked(Deferred& wakes) {
-  if (state_waits_.empty()) return false;
-  // Highest rank first, as KV waiters: it may suspend the holders it outranks, so a lower-ranked
-  // waiter in front could only block it.
-  std::vector<InstanceId> order;
-  for (const auto& [id, w] : state_waits_)
-    if (!w.ready && !w.refused) order.push_back(id);
-  std::sort(order.begin(), order.end(),
-            [&](InstanceId a, InstanceId b) { return outranks(rank_locked(a), rank_locked(b)); });
-  bool blocked = false;
-  const int64_t now = now_ns();
-  for (InstanceId id : order) {
-    StateWait& w = state_waits_.at(id);
-    const int64_t since = w.since_ns;
-    // Beyond what earlier waiters were promised (ready ones count until they take their states).
-    if (states_available_locked() < w.n) make_room_locked(id, Pool::States, w.n, now);
-    if (states_available_locked() >= w.n) {
-      w.ready = true;
-      counters_.state_wait_ns += static_cast<uint64_t>(now - since);
-      wake_locked(id, wakes);
-      continue;
-    }
-    if (!others_hold_states_locked(id, /*count_waiters=*/false)) {
-      w.refused = Failure{
-          Status::OutOfStates,
-          fmt::format("{} recurrent states requested while holding {}: every other state is "
-                      "held by instances that wait too and cannot be suspended for it ({} free "
-                      "of {}, --state-memory)",
-                      w.n, spaces_.states_held(id), spaces_.states_free(),
-                      spaces_.state_capacity())};
-      wake_locked(id, wakes);
-      continue;
-    }
-    blocked = true;
-    break;  // in rank order: a lower-ranked request does not overtake it
-  }
-  return blocked;
 }
 
 }  // namespace pith

@@ -2,20 +2,24 @@
 // fit, suspension of instances to host memory and their resumption. Controller methods; the
 // queues, dispatcher and resource calls are in controller.cpp.
 //
-// How it runs: an allocation that does not fit (or that a better-ranked instance is already
-// waiting ahead of) registers an AllocWait and answers Status::Waiting; the runtime parks the
-// guest. Between batches (nothing in flight, so every reference a queued call holds is known)
-// the dispatcher walks everyone that wants pages — waiting allocations and suspended instances —
-// best rank first: it makes room by evicting prefix-cache pages and suspending instances the
-// wanting one outranks or that sit idle, then resumes or grants (reserving the pages) and wakes
-// the instance. The walk stops at the first one that still does not fit, so a large request is
-// not starved by smaller ones behind it.
+// How it runs: an allocation of pages or recurrent states that does not fit (or that a
+// better-ranked instance is already waiting ahead of) registers a wait and answers
+// Status::Waiting; the runtime parks the guest. Between batches (nothing in flight, so every
+// reference a queued call holds is known) the dispatcher walks everyone that wants pages or
+// states — waiting allocations of either pool and suspended instances — in one walk, best rank
+// first: it makes room by evicting prefix-cache entries and suspending instances the wanting one
+// outranks or that sit idle, then resumes or grants (reserving the pages, promising the states)
+// and wakes the instance. The walk stops at the first one that still does not fit while a running
+// instance could still give back what it lacks, so a large request is not starved by smaller
+// ones behind it; what no running instance could ever give back is refused (a wait) or left for
+// later (a suspended instance) without holding up the rest. One walk for both pools: with one
+// per pool, a state waiter could wait for a holder that waited for pages behind a suspended
+// instance that waited for the state waiter.
 //
 // Suspending an instance saves the pages and recurrent states only it references (its handles and
 // its queued calls) through the backend, frees them and skips its queues; its other calls that
 // touch pages or states answer Waiting. Resuming takes fresh pages and states, loads the images
-// and rewrites the instance's handles and queued calls from the old ids to the new ones. A state
-// allocation that waits (controller_states.cpp) makes room the same way (make_room_locked).
+// and rewrites the instance's handles and queued calls from the old ids to the new ones.
 //
 // Under recompute preemption the pages that have a recipe (kv_provenance.h) are not saved but
 // dropped: resuming gives them fresh pages too, and a restore queue of the controller's own, at
@@ -112,13 +116,23 @@ KvRank Controller::rank_locked(InstanceId id) const {
 
 bool Controller::wanting_ahead_locked(InstanceId id) const {
   const auto& suspended = spaces_.suspended_instances();
-  if (alloc_waits_.empty() && suspended.empty()) return false;
+  if (alloc_waits_.empty() && state_waits_.empty() && suspended.empty()) return false;
   const KvRank mine = rank_locked(id);
+  auto ahead = [&](InstanceId other) { return other != id && outranks(rank_locked(other), mine); };
   for (const auto& [other, w] : alloc_waits_)
-    if (other != id && !w.granted && !w.refused && outranks(rank_locked(other), mine)) return true;
+    if (!w.granted && !w.refused && ahead(other)) return true;
+  for (const auto& [other, w] : state_waits_)
+    if (!w.ready && !w.refused && ahead(other)) return true;
   for (InstanceId other : suspended)
-    if (other != id && outranks(rank_locked(other), mine)) return true;
+    if (ahead(other)) return true;
   return false;
+}
+
+bool Controller::waiting_locked(InstanceId id) const {
+  auto p = alloc_waits_.find(id);
+  if (p != alloc_waits_.end() && !p->second.granted && !p->second.refused) return true;
+  auto s = state_waits_.find(id);
+  return s != state_waits_.end() && !s->second.ready && !s->second.refused;
 }
 
 Result<void> Controller::alloc_or_wait_locked(InstanceId id, uint32_t n,
@@ -265,6 +279,9 @@ void Controller::suspend_locked(InstanceId victim) {
     reserved_pages_ -= w->second.n;  // asks again once it is back
     w->second.granted = false;
   }
+  // Likewise a promise of states: a suspended instance cannot take them, and holding them for it
+  // left the one instance still running refused with states free.
+  if (auto w = state_waits_.find(victim); w != state_waits_.end()) w->second.ready = false;
   ++counters_.suspensions;
   counters_.pages_swapped_out += n_saved;
 }
@@ -375,7 +392,7 @@ void Controller::make_room_locked(InstanceId requester, Pool pool, size_t need, 
 }
 
 int64_t Controller::idle_ns_locked(InstanceId id, int64_t now) const {
-  if (alloc_waits_.count(id)) return -1;
+  if (alloc_waits_.count(id) || state_waits_.count(id)) return -1;
   for (QueueId q : spaces_.queues_of(id)) {
     auto it = queues_.find(q);
     if (it != queues_.end() && !it->second.calls.empty()) return -1;
@@ -384,63 +401,105 @@ int64_t Controller::idle_ns_locked(InstanceId id, int64_t now) const {
   return it == kv_clients_.end() ? -1 : now - it->second.last_active_ns;
 }
 
-bool Controller::others_hold_pages_locked(InstanceId id) const {
-  for (InstanceId other : spaces_.instance_ids())
-    if (other != id && !spaces_.suspended(other) && spaces_.pages_held(other) > 0) return true;
-  // Pages reserved for a granted wait are as good as held: their instance takes them when it
-  // wakes, and may be suspended after that.
-  for (const auto& [other, w] : alloc_waits_)
-    if (other != id && w.granted) return true;
+bool Controller::running_others_hold_locked(InstanceId id, Pool pool) const {
+  // A running instance gives pages and states back by going on (freeing, ending); a waiting or
+  // suspended one only by being suspended, which making room has already tried.
+  const bool states = pool == Pool::States;
+  for (InstanceId other : spaces_.instance_ids()) {
+    if (other == id || spaces_.suspended(other) || waiting_locked(other)) continue;
+    if ((states ? spaces_.states_held(other) : spaces_.pages_held(other)) > 0) return true;
+  }
+  // What is reserved for a woken waiter is as good as held: it takes it when it runs again.
+  if (states) {
+    for (const auto& [other, w] : state_waits_)
+      if (other != id && w.ready) return true;
+  } else {
+    for (const auto& [other, w] : alloc_waits_)
+      if (other != id && w.granted) return true;
+  }
   return false;
 }
 
 bool Controller::relieve_pressure_locked(Deferred& deferred) {
   const auto& suspended = spaces_.suspended_instances();
-  if (alloc_waits_.empty() && suspended.empty()) return false;
+  if (alloc_waits_.empty() && state_waits_.empty() && suspended.empty()) return false;
   const int64_t now = now_ns();
+  // One walk over both pools, best rank first: separate walks let a state waiter wait for a
+  // holder that waits for pages behind an instance that waits for that state waiter.
   std::vector<InstanceId> wanting(suspended.begin(), suspended.end());
   for (const auto& [id, w] : alloc_waits_)
     if (!w.granted && !w.refused && !suspended.count(id)) wanting.push_back(id);
+  for (const auto& [id, w] : state_waits_)
+    if (!w.ready && !w.refused && !suspended.count(id) &&
+        std::find(wanting.begin(), wanting.end(), id) == wanting.end())
+      wanting.push_back(id);
   std::sort(wanting.begin(), wanting.end(),
             [&](InstanceId a, InstanceId b) { return outranks(rank_locked(a), rank_locked(b)); });
   bool blocked = false;
   for (InstanceId id : wanting) {
-    auto w = alloc_waits_.find(id);
-    uint32_t want =
-        w != alloc_waits_.end() && !w->second.granted && !w->second.refused ? w->second.n : 0;
-    // A suspended instance of a hybrid model needs its states back as well as its pages, and
-    // waits behind state allocations that outrank it (it would only be suspended again).
-    if (const size_t need_states = spaces_.swapped_states(id); need_states > 0) {
-      if (!state_waiter_ahead_locked(id)) make_room_locked(id, Pool::States, need_states, now);
-      if (state_waiter_ahead_locked(id) || states_available_locked() < need_states) {
-        blocked = true;
-        break;
-      }
+    auto pw = alloc_waits_.find(id);
+    AllocWait* page_wait = pw != alloc_waits_.end() && !pw->second.granted && !pw->second.refused
+                               ? &pw->second
+                               : nullptr;
+    auto sw = state_waits_.find(id);
+    StateWait* state_wait = sw != state_waits_.end() && !sw->second.ready && !sw->second.refused
+                                ? &sw->second
+                                : nullptr;
+    // A suspended instance needs its pages and states back as well as what it asked for.
+    size_t need_pages = spaces_.swapped_pages(id) + (page_wait ? page_wait->n : 0);
+    size_t need_states = spaces_.swapped_states(id) + (state_wait ? state_wait->n : 0);
+    if (need_states > 0) make_room_locked(id, Pool::States, need_states, now);
+    if (need_pages > 0) make_room_locked(id, Pool::Pages, need_pages, now);
+    bool woken = false;
+    // What it asked for and no running instance could ever give back is refused: everyone else
+    // that holds some waits (behind it, or it could have suspended them) or is suspended.
+    if (state_wait && states_available_locked() < need_states &&
+        !running_others_hold_locked(id, Pool::States)) {
+      state_wait->refused = Failure{
+          Status::OutOfStates,
+          fmt::format("{} recurrent states requested while holding {}: more than the pool of {} "
+                      "can give this instance ({} free; the rest held by instances that wait or "
+                      "are suspended and cannot be suspended for it, exports and checkpoints in "
+                      "use; --state-memory)",
+                      state_wait->n, spaces_.states_held(id), spaces_.state_capacity(),
+                      spaces_.states_free())};
+      need_states -= state_wait->n;
+      state_wait = nullptr;
+      woken = true;
     }
-    size_t need = spaces_.swapped_pages(id) + want;
-    make_room_locked(id, Pool::Pages, need, now);
-    if (pages_available_locked() < need && want > 0 && !others_hold_pages_locked(id)) {
-      // Nobody else holds pages it could wait for: it alone needs more than the pool gives.
-      w->second.refused = Failure{
+    if (page_wait && pages_available_locked() < need_pages &&
+        !running_others_hold_locked(id, Pool::Pages)) {
+      page_wait->refused = Failure{
           Status::OutOfKvPages,
           fmt::format("{} pages requested while holding {}: more than the pool of {} can give "
-                      "this instance ({} free, the rest held by exports and cached prefixes)",
-                      want, spaces_.pages_held(id), backend_.page_slots().capacity(),
+                      "this instance ({} free, the rest held by exports, cached prefixes and "
+                      "instances that wait or are suspended)",
+                      page_wait->n, spaces_.pages_held(id), backend_.page_slots().capacity(),
                       pages_available_locked())};
       ++counters_.kv_refused;
-      need -= want;
-      want = 0;
-      wake_locked(id, deferred);
+      need_pages -= page_wait->n;
+      page_wait = nullptr;
+      woken = true;
     }
-    if (pages_available_locked() < need) {
+    const bool short_states = states_available_locked() < need_states;
+    const bool short_pages = pages_available_locked() < need_pages;
+    if (short_states || short_pages) {
+      if (woken) wake_locked(id, deferred);
       blocked = true;
-      break;
+      // In rank order: a lower-ranked instance does not overtake one that running instances
+      // will make room for. (One that no running instance could make room for, a suspended one,
+      // stays out without holding up the rest.)
+      if ((!short_states || running_others_hold_locked(id, Pool::States)) &&
+          (!short_pages || running_others_hold_locked(id, Pool::Pages)))
+        break;
+      continue;
     }
     if (spaces_.suspended(id) && !resume_locked(id, deferred)) continue;
-    if (want > 0) {
-      w->second.granted = true;
-      reserved_pages_ += want;
+    if (page_wait) {
+      page_wait->granted = true;
+      reserved_pages_ += page_wait->n;
     }
+    if (state_wait) state_wait->ready = true;
     if (!restoring(id)) wake_locked(id, deferred);  // else when its recompute is done
   }
   return blocked;

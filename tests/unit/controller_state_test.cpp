@@ -232,15 +232,19 @@ TokenDistribution forward_dist(Controller& c, InstanceId id, QueueId q, Sequence
   return out.ok() ? out->forward.outputs.at(0).dist : TokenDistribution{};
 }
 
-// An engine configuration whose state pool holds exactly two sequences' states.
-EngineOptions two_state_pool(const ModelWeights& weights) {
+// An engine configuration whose state pool holds exactly n sequences' states.
+EngineOptions state_pool(const ModelWeights& weights, uint32_t n) {
   EngineOptions o;
   o.kv_page_size = kPage;
   o.kv_memory_bytes = size_t{8} << 20;
   o.max_embeds = 64;
   o.n_threads = 2;
-  o.state_memory_bytes = 2 * weights.config.recurrent_state_floats() * sizeof(float);
+  o.state_memory_bytes = n * weights.config.recurrent_state_floats() * sizeof(float);
   return o;
+}
+
+EngineOptions two_state_pool(const ModelWeights& weights) {
+  return state_pool(weights, 2);
 }
 
 TEST(ControllerStatesPool, AllocationsWaitForStatesOthersGiveBack) {
@@ -359,6 +363,47 @@ TEST(ControllerStatesPool, StatePressureSuspendsAnOutrankedInstanceWithItsStates
               forward_dist(ref, 9, rq, piece(tokens, 21, 24, rpages, rst[0])));
   ctl.release_instance(2);
   EXPECT_EQ(ctl.gauges().states_free, 2u);
+}
+
+// States promised to a woken waiter are withdrawn when that waiter is suspended before it takes
+// them: held for it, they left the only running instance refused (or waiting forever) with the
+// states free (8 graph-of-thought instances on Qwen3.5 failed so). The waiter gets them again
+// when it resumes.
+TEST(ControllerStatesPool, APromiseToASuspendedWaiterIsWithdrawnUntilItResumes) {
+  auto weights = test::generated_model("qwen35", 5);
+  Engine engine(weights, state_pool(*weights, 4));
+  ASSERT_EQ(engine.state_slots().capacity(), 4u);
+  Controller ctl(engine, {});
+  Waker w1, w2, w3;
+  for (InstanceId id : {1, 2, 3}) ctl.register_instance(id, nullptr);
+  ctl.set_waker(1, w1.fn());
+  ctl.set_waker(2, w2.fn());
+  ctl.set_waker(3, w3.fn());
+  std::vector<uint32_t> s1, s2, s3, more3;
+  ASSERT_TRUE(ctl.alloc_states(2, 2, s2).ok());
+  ASSERT_TRUE(ctl.alloc_states(3, 1, s3).ok());
+  // The newest wants two more; one is free: it waits, and is promised two once 2 gives one back.
+  EXPECT_EQ(ctl.alloc_states(3, 2, more3), Status::Waiting);
+  ASSERT_TRUE(ctl.dealloc_states(2, std::vector<uint32_t>{s2[1]}).ok());
+  ASSERT_TRUE(w3.wait_for(1));
+  // Before it takes them the oldest asks: the promise leaves none, so it waits and suspends the
+  // newest (it holds a state of its own) to make room.
+  EXPECT_EQ(ctl.alloc_states(1, 1, s1), Status::Waiting);
+  ASSERT_TRUE(w1.wait_for(1));
+  ASSERT_TRUE(ctl.alloc_states(1, 1, s1).ok());
+  EXPECT_EQ(ctl.gauges().instances_suspended, 1u);
+  // The suspended waiter's promise went with it: two more states are there for the oldest now.
+  std::vector<uint32_t> more1;
+  ASSERT_TRUE(ctl.alloc_states(1, 2, more1).ok());
+  EXPECT_EQ(ctl.gauges().states_free, 0u);
+  // The oldest ends: the newest resumes with its state, is promised two again and takes them.
+  ctl.release_instance(1);
+  ASSERT_TRUE(w3.wait_for(2));
+  EXPECT_EQ(ctl.alloc_states(3, 2, more3), Status::Ok);
+  auto g = ctl.gauges();
+  EXPECT_EQ(g.resumes, 1u);
+  EXPECT_EQ(g.states_waiting, 0u);
+  EXPECT_EQ(g.states_free, 0u);
 }
 
 // A state suspended before any batch emptied it (new, in a reused slot) comes back empty, and
