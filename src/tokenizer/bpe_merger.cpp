@@ -24,9 +24,15 @@ void BpeMerger::add(int32_t left, int32_t right, int32_t merged, int32_t rank) {
   }
 }
 
-void BpeMerger::grow() {
+void BpeMerger::reserve(size_t n) {
+  size_t want = 1024;
+  while (want < 2 * n) want *= 2;
+  if (want > slots_.size()) rehash(want);
+}
+
+void BpeMerger::rehash(size_t n_slots) {
   std::vector<Slot> old = std::move(slots_);
-  slots_.assign(old.empty() ? 1024 : old.size() * 2, Slot{});
+  slots_.assign(n_slots, Slot{});
   mask_ = slots_.size() - 1;
   for (const Slot& s : old) {
     if (s.key == kEmpty) continue;

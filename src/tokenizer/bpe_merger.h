@@ -20,6 +20,8 @@ class BpeMerger {
   // Registers merge (left, right) → merged with priority `rank` (lower merges first). A pair
   // registered twice keeps its first (lowest) rank. Ids must be >= 0.
   void add(int32_t left, int32_t right, int32_t merged, int32_t rank);
+  // Room for n merges without growing (a vocabulary's merges are added in one go).
+  void reserve(size_t n);
   size_t size() const { return count_; }
 
   // Merges `symbols` in place. Ids < 0 (bytes missing from the vocab) never merge.
@@ -56,7 +58,8 @@ class BpeMerger {
       if (s.key == kEmpty) return nullptr;
     }
   }
-  void grow();
+  void grow() { rehash(slots_.empty() ? 1024 : slots_.size() * 2); }
+  void rehash(size_t n_slots);
 
   std::vector<Slot> slots_;
   size_t mask_ = 0;

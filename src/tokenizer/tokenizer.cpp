@@ -69,7 +69,7 @@ Tokenizer::Impl::Impl(Vocab vocab, std::string src) : v(std::move(vocab)), sourc
   const bool ranked_merges = v.kind != VocabKind::SentencePiece;  // byte-level or metaspace
   spm_prefix = v.kind == VocabKind::SentencePiece && v.add_space_prefix;
   index.reserve(n);
-  for (size_t i = 0; i < n; ++i) index[v.tokens[i]] = static_cast<int32_t>(i);  // last wins
+  for (size_t i = 0; i < n; ++i) index.assign(v.tokens[i], static_cast<int32_t>(i));  // last wins
   eog = assign_token_roles(v, index);  // may retype tokens: before anything reads types
 
   ByteUnicode bu;
@@ -117,6 +117,7 @@ Tokenizer::Impl::Impl(Vocab vocab, std::string src) : v(std::move(vocab)), sourc
         if (!is_literal_type(v.types[i])) raw_index.try_emplace(bytes[i], static_cast<int32_t>(i));
     }
     std::string joined;
+    merger.reserve(v.merges.size());
     for (size_t r = 0; r < v.merges.size(); ++r) {
       const auto& [a, b] = v.merges[r];
       int32_t ia = lookup(index, a), ib = lookup(index, b);
