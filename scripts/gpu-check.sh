@@ -13,8 +13,9 @@
 #                                       GPU_CHECKS=1,2,... runs only those steps (default all)
 #
 # run does, writing one file per check and summary.txt (PASS/FAIL/SKIP per check):
-#   1. ctest -L gpu (CUDA backend vs the CPU engine on the same batches)
-#   2. compute-sanitizer --tool memcheck on the GPU unit tests
+#   1. ctest -L gpu (CUDA backend vs the CPU engine on the same batches), and the chunked delta
+#      rule's kernel time against the recurrent one's (delta-rule-gpu.txt)
+#   2. compute-sanitizer --tool memcheck on the GPU unit tests, racecheck on the delta rule
 #   3. pith logits --device cpu vs --device cuda on the oracle models (tests/data/models) and a
 #      generated llama3.2-1b-shape BF16 model: top-1 agreement and max |dlogit|
 #   4. the same 1B model as a Hugging Face folder: pith (cuda) vs transformers on the GPU; then
@@ -46,7 +47,8 @@ pack() {
       -o -name '*_include.cmake' -o -name '*_tests.cmake' \) -print) |
     while read -r f; do mkdir -p "$pack/$(dirname "$f")"; cp "$build/$f" "$pack/$f"; done
   local bins=(bin/pith tests/gpu/cuda_backend_test tests/gpu/cuda_kernels_test
-              tests/gpu/paged_attention_gpu_test tests/gpu/cuda_step_timing)
+              tests/gpu/paged_attention_gpu_test tests/gpu/delta_rule_gpu_test
+              tests/gpu/cuda_step_timing)
   for b in "${bins[@]}"; do
     mkdir -p "$pack/$(dirname "$b")"
     strip --strip-debug -o "$pack/$b" "$build/$b"
@@ -161,16 +163,23 @@ run() {
     else
       record ctest-gpu FAIL "see ctest-gpu.txt"
     fi
+    # The chunked delta rule's time against the recurrent kernel's (one JSON line per case).
+    if "$pack/tests/gpu/delta_rule_gpu_test" --gtest_filter='*Times*' > "$OUT/delta-rule-gpu.txt" 2>&1; then
+      record delta-rule-gpu PASS "$(grep -o '"delta_rule_gpu":"[^"]*"\|"speedup":[0-9.]*' "$OUT/delta-rule-gpu.txt" | tr '\n' ' ')"
+    else
+      record delta-rule-gpu FAIL "see delta-rule-gpu.txt"
+    fi
   fi
 
   # 2. memcheck on the GPU unit tests (the backend test on the tiny models only: memcheck is slow).
   if want 2; then
     if command -v compute-sanitizer > /dev/null; then
       local t filter rc
-      for t in cuda_backend_test cuda_kernels_test paged_attention_gpu_test; do
+      for t in cuda_backend_test cuda_kernels_test paged_attention_gpu_test delta_rule_gpu_test; do
         filter='*'
         [[ $t == cuda_backend_test ]] &&
           filter='*tiny_f32*:*tiny_bf16*:CudaTopK.*:CudaBackendStartup.*'
+        [[ $t == delta_rule_gpu_test ]] && filter='*Matches*'
         compute-sanitizer --tool memcheck --error-exitcode 3 "$pack/tests/gpu/$t" \
           --gtest_filter="$filter" > "$OUT/memcheck-$t.txt" 2>&1
         rc=$?
@@ -180,6 +189,15 @@ run() {
           record "memcheck-$t" FAIL "exit $rc, see memcheck-$t.txt"
         fi
       done
+      # Shared-memory races of the block-phased kernels (the chunked delta rule's five phases).
+      compute-sanitizer --tool racecheck --error-exitcode 3 "$pack/tests/gpu/delta_rule_gpu_test" \
+        --gtest_filter='*Matches*' > "$OUT/racecheck-delta_rule.txt" 2>&1
+      rc=$?
+      if [[ $rc == 0 ]]; then
+        record racecheck-delta_rule PASS "$(grep 'RACECHECK SUMMARY' "$OUT/racecheck-delta_rule.txt" | tail -1)"
+      else
+        record racecheck-delta_rule FAIL "exit $rc, see racecheck-delta_rule.txt"
+      fi
     else
       record memcheck FAIL "compute-sanitizer not found"
     fi

@@ -445,10 +445,10 @@ TEST(CudaHybrid, StatesPrefillDecodeForkAndImagesMatchTheCpu) {
     std::vector<uint32_t> pages;
     uint32_t state = 0, len = 0;
   };
-  auto start = [&](std::vector<int32_t> tokens) {
+  auto start = [&](std::vector<int32_t> tokens, uint32_t max_len = 40) {
     Seq q;
     q.tokens = std::move(tokens);
-    q.pages = cpu.page_slots().allocate(pages_for(40, kPageSize));
+    q.pages = cpu.page_slots().allocate(pages_for(max_len, kPageSize));
     EXPECT_EQ(gpu->page_slots().allocate(q.pages.size()), q.pages);
     q.state = cpu.state_slots().allocate(1)[0];
     EXPECT_EQ(gpu->state_slots().allocate(1)[0], q.state);
@@ -493,6 +493,12 @@ TEST(CudaHybrid, StatesPrefillDecodeForkAndImagesMatchTheCpu) {
   step({input(a, 19), input(b, 7)}, "prefill");  // multi-token chunks of different lengths
   step({input(a, 1), input(b, 5)}, "decode beside a chunk");
   for (int i = 0; i < 4; ++i) step({input(a, 1), input(b, 1)}, "decode " + std::to_string(i));
+  // A long prompt: three chunks of the chunked delta rule (kernels/delta_chunked_body.h) beside
+  // a decode step, then decodes of both from the states it left.
+  Seq c = start(random_tokens(160, 13, V), 160);
+  step({input(c, 150), input(b, 1)}, "a 150-token prefill beside a decode");
+  for (int i = 0; i < 2; ++i)
+    step({input(c, 1), input(b, 1)}, "decode after it " + std::to_string(i));
 
   // Fork a: its state and its KV pages into a fresh sequence; both then take the same token.
   Seq f = start(a.tokens);

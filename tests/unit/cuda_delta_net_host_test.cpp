@@ -1,8 +1,8 @@
 // The CUDA Gated DeltaNet kernel bodies (src/engine/cuda/kernels/delta_net_body.h) run on the
 // CPU over every (block, thread) of their launch grids, against the CPU engine's functions
 // (engine/delta_rule.h): the causal convolution and its carried window, the query/key L2 norms,
-// the write strengths and decays, the recurrent delta rule over several sequences and heads
-// (outputs and the states left behind), and the hybrid attention's query gate.
+// the write strengths and decays, the recurrent and the chunked delta rule over several sequences
+// and heads (outputs and the states left behind), and the hybrid attention's query gate.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda_kernels_host_util.h"
+#include "engine/cuda/kernels/delta_chunked_body.h"
 #include "engine/cuda/kernels/delta_net_body.h"
 #include "engine/delta_rule.h"
 
@@ -176,6 +177,100 @@ TEST(CudaDeltaNetHost, RecurrentDeltaRuleMatchesTheCpu) {
   check_delta_rule<float>(128, 128, 2, 4);  // qwen3.5's head sizes, two value heads per key head
   check_delta_rule<float>(48, 20, 1, 3);    // ragged: partial lanes, a partial row group
   check_delta_rule<Bf16>(128, 64, 2, 2);
+}
+
+// The chunked delta rule (delta_chunked_body.h: the prep pass over every chunk, then the state
+// pass) against the CPU's recurrent one, on sequences of 1, 63, 64, 65 and 150 inputs (a single
+// decode step, chunk boundaries, three chunks) in a shuffled pool.
+template <class T>
+void check_delta_chunked(uint32_t dk, uint32_t dv, uint32_t k_heads, uint32_t Hv) {
+  const uint32_t key_dim = k_heads * dk, C = 2 * key_dim + Hv * dv;
+  const std::vector<uint32_t> count{1, 65, 150, 64, 63}, slot{3, 0, 4, 1, 2};
+  std::vector<uint32_t> first;
+  uint32_t n_rows = 0;
+  for (uint32_t n : count) {
+    first.push_back(n_rows);
+    n_rows += n;
+  }
+  const size_t conv = 24, layer = conv + size_t{Hv} * dv * dk, slot_floats = 2 * layer;
+  std::vector<float> states = random_floats(5 * slot_floats, 90);
+  for (float& x : states) x *= 0.1f;
+  auto state = [&](std::vector<float>& pool, uint32_t s) {
+    return pool.data() + slot[s] * slot_floats + layer;
+  };
+  std::vector<float> mixed = random_floats(size_t{n_rows} * C, 91);
+  for (uint32_t t = 0; t < n_rows; ++t)
+    for (uint32_t h = 0; h < 2 * k_heads; ++h) l2_normalize(mixed.data() + t * C + h * dk, dk, 0);
+  std::vector<float> beta = random_floats(size_t{n_rows} * Hv, 92),
+                     g = random_floats(n_rows * Hv, 93);
+  for (float& x : beta) x = 1.0f / (1.0f + std::exp(-x));
+  for (float& x : g) x = -std::fabs(x) * 0.3f;
+
+  std::vector<float> want_states = states, want_out(size_t{n_rows} * Hv * dv);
+  for (uint32_t s = 0; s < count.size(); ++s)
+    for (uint32_t hv = 0; hv < Hv; ++hv) {
+      const uint32_t hk = hv % k_heads;
+      const float* row0 = mixed.data() + size_t{first[s]} * C;
+      DeltaRuleInputs in;
+      in.q = row0 + hk * dk;
+      in.k = row0 + key_dim + hk * dk;
+      in.v = row0 + 2 * key_dim + hv * dv;
+      in.q_stride = in.k_stride = in.v_stride = C;
+      in.g = g.data() + size_t{first[s]} * Hv + hv;
+      in.beta = beta.data() + size_t{first[s]} * Hv + hv;
+      in.g_stride = Hv;
+      in.out = want_out.data() + size_t{first[s]} * Hv * dv + hv * dv;
+      in.out_stride = size_t{Hv} * dv;
+      delta_rule_recurrent(state(want_states, s) + conv + size_t{hv} * dv * dk, in, count[s], dk,
+                           dv);
+    }
+
+  kern::DeltaRuleParams p;
+  p.seqs = {first.data(),  count.data(), slot.data(), static_cast<uint32_t>(count.size()),
+            states.data(), slot_floats,  layer};
+  p.conv_floats = conv;
+  p.mixed = mixed.data();
+  p.beta = beta.data();
+  p.g = g.data();
+  std::vector<T> out(want_out.size());
+  p.out = out.data();
+  p.C = C;
+  p.key_dim = key_dim;
+  p.Hv = Hv;
+  p.k_heads = k_heads;
+  p.dk = dk;
+  p.dv = dv;
+  std::vector<float> G(size_t{n_rows} * Hv, NAN), qk(G.size() * kern::kDeltaChunk, NAN),
+      tinv(qk.size(), NAN);
+  kern::DeltaChunkScratch x{G.data(), qk.data(), tinv.data()};
+  auto phases = [](auto&& phase) {
+    for (uint32_t t = 0; t < kern::kChunkThreads; ++t) phase(t);
+  };
+  const uint32_t n_blocks = static_cast<uint32_t>(count.size()) * Hv;
+  auto prep = std::make_unique<kern::DeltaPrepShared>();
+  for (uint32_t bx = 0; bx < n_blocks; ++bx)
+    for (uint32_t by = 0; by < 4; ++by)  // one more chunk than the longest sequence has
+      kern::delta_chunk_prep_block(p, x, bx, by, *prep, phases);
+  auto sh = std::make_unique<kern::DeltaChunkShared>();
+  for (uint32_t bx = 0; bx < n_blocks; ++bx)
+    for (uint32_t by = 0; by < (dv + kern::kChunkRows - 1) / kern::kChunkRows; ++by)
+      kern::delta_chunk_state_block<T>(p, x, bx, by, *sh, phases);
+
+  for (size_t i = 0; i < out.size(); ++i) {
+    if constexpr (std::is_same_v<T, float>)
+      ASSERT_NEAR(out[i], want_out[i], 1e-4f * (1 + std::fabs(want_out[i]))) << i;
+    else
+      ASSERT_NEAR(f(out[i]), want_out[i], 1e-4f + std::fabs(want_out[i]) / 128) << i;
+  }
+  for (size_t i = 0; i < states.size(); ++i)
+    ASSERT_NEAR(states[i], want_states[i], 1e-4f * (1 + std::fabs(want_states[i])))
+        << "state float " << i;
+}
+
+TEST(CudaDeltaNetHost, ChunkedDeltaRuleMatchesTheCpu) {
+  check_delta_chunked<float>(128, 128, 2, 4);  // qwen3.5's head sizes
+  check_delta_chunked<float>(48, 20, 1, 3);    // ragged: a partial row group
+  check_delta_chunked<Bf16>(128, 64, 2, 2);
 }
 
 TEST(CudaDeltaNetHost, QueryGateSplitAndSigmoid) {

@@ -24,6 +24,7 @@ namespace pith::cuda {
 namespace kern {
 struct DeltaSequences;  // kernels/delta_net_body.h
 struct DeltaRuleParams;
+struct DeltaChunkScratch;  // kernels/delta_chunked_body.h
 }  // namespace kern
 
 // out[i][:] = table row tokens[i] (table of F32 or BF16 on the device) as F32.
@@ -105,6 +106,12 @@ void l2norm_heads(float* mixed, uint32_t n, uint32_t C, uint32_t heads, uint32_t
 void delta_gates(const void* b, const void* a, DType type, const float* dt_bias, const float* A,
                  uint32_t n, uint32_t Hv, float* beta, float* g, cudaStream_t stream);
 void delta_rule(const kern::DeltaRuleParams& p, DType out_type, cudaStream_t stream);
+// The same result in the chunked form (kernels/delta_chunked_body.h), for forwards where some
+// sequence has several inputs: a prep pass over every chunk of every sequence (blocks for
+// max_chunks chunks per sequence; scratch of [T][Hv] and two [T][Hv][kDeltaChunk] floats), then
+// the state pass (one block per sequence, value head and kChunkRows value rows).
+void delta_rule_chunked(const kern::DeltaRuleParams& p, const kern::DeltaChunkScratch& scratch,
+                        uint32_t max_chunks, DType out_type, cudaStream_t stream);
 
 // The hybrid models' gated attention: src [n_rows][2 hd] (per head: query, then gate) split into
 // q and gate [n_rows][hd]; x[i] *= sigmoid(gate[i]) after attention. DType throughout.

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/delta_chunked_body.h"
 #include "engine/cuda/kernels/delta_net_body.h"
 #include "engine/state_pool.h"
 
@@ -65,7 +66,8 @@ size_t DeltaNetMixer::token_bytes(const ModelConfig& c, DType act) {
   if (!c.hybrid()) return 0;
   const DeltaNetConfig& dn = c.delta_net;
   const size_t C = dn.conv_channels(), vd = dn.value_dim(), Hv = dn.v_heads;
-  return elem_bytes(act) * (C + 2 * vd + 2 * Hv) + sizeof(float) * (C + 2 * Hv);
+  return elem_bytes(act) * (C + 2 * vd + 2 * Hv) +
+         sizeof(float) * (C + 2 * Hv + Hv * (1 + 2 * size_t{kern::kDeltaChunk}));
 }
 
 void DeltaNetMixer::ensure(uint32_t n_tokens) {
@@ -81,12 +83,17 @@ void DeltaNetMixer::ensure(uint32_t n_tokens) {
   mixed_.reserve(t * C * 4);
   beta_.reserve(t * Hv * 4);
   g_.reserve(t * Hv * 4);
+  chunk_g_.reserve(t * Hv * 4);
+  chunk_qk_.reserve(t * Hv * kern::kDeltaChunk * 4);
+  chunk_tinv_.reserve(t * Hv * kern::kDeltaChunk * 4);
   tokens_ = static_cast<uint32_t>(t);
 }
 
 size_t DeltaNetMixer::bytes() const {
   size_t n = 0;
-  for (const DeviceBuffer* b : {&qkv_, &z_, &b_, &a_, &o_, &mixed_, &beta_, &g_}) n += b->bytes();
+  for (const DeviceBuffer* b :
+       {&qkv_, &z_, &b_, &a_, &o_, &mixed_, &beta_, &g_, &chunk_g_, &chunk_qk_, &chunk_tinv_})
+    n += b->bytes();
   return n;
 }
 
@@ -136,7 +143,15 @@ void DeltaNetMixer::run(const DeviceLayer& L, uint32_t r, const void* h, uint32_
   p.k_heads = dn.k_heads;
   p.dk = dn.k_dim;
   p.dv = dn.v_dim;
-  delta_rule(p, act_, s);
+  if (T > n_seqs_) {
+    // Some sequence has several inputs (a prefill, or a prompt chunk beside decodes): the
+    // chunked form; a batch of single decode steps keeps the recurrent kernel.
+    const kern::DeltaChunkScratch x{chunk_g_.as<float>(), chunk_qk_.as<float>(),
+                                    chunk_tinv_.as<float>()};
+    delta_rule_chunked(p, x, (T + kern::kDeltaChunk - 1) / kern::kDeltaChunk, act_, s);
+  } else {
+    delta_rule(p, act_, s);
+  }
 
   // Gated output norm per value head, then the output projection.
   rmsnorm_rows(o_.get(), act_, T * dn.v_heads, dn.v_dim, L.ssm_norm, c_.rms_eps, s);

@@ -76,6 +76,8 @@ class DeltaNetMixer {
   uint32_t tokens_ = 0;
   DeviceBuffer qkv_, z_, b_, a_, o_;  // act: [T][C], [T][value_dim], [T][Hv] x2, [T][value_dim]
   DeviceBuffer mixed_, beta_, g_;     // F32: [T][C], [T][Hv] x2
+  // The chunked delta rule's prep results (F32): [T][Hv], [T][Hv][kDeltaChunk] x2.
+  DeviceBuffer chunk_g_, chunk_qk_, chunk_tinv_;
   const uint32_t *first_ = nullptr, *count_ = nullptr, *slot_ = nullptr;
   uint32_t n_seqs_ = 0;
   DeviceStatePool* pool_ = nullptr;

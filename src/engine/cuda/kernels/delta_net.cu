@@ -1,6 +1,7 @@
 // Launchers of the Gated DeltaNet kernels and the hybrid attention's query gate
 // (delta_net_body.h).
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/delta_chunked_body.h"
 #include "engine/cuda/kernels/delta_net_body.h"
 #include "engine/cuda/kernels/launch_check.h"
 
@@ -43,6 +44,25 @@ __global__ void __launch_bounds__(kern::kDeltaThreads) delta_rule_kernel(kern::D
         __syncthreads();
       },
       [mine](uint32_t) -> kern::DeltaThread& { return *mine; });
+}
+
+__global__ void __launch_bounds__(kern::kChunkThreads)
+    delta_chunk_prep_kernel(kern::DeltaRuleParams p, kern::DeltaChunkScratch x) {
+  __shared__ kern::DeltaPrepShared sh;
+  kern::delta_chunk_prep_block(p, x, blockIdx.x, blockIdx.y, sh, [&](auto&& phase) {
+    phase(threadIdx.x);
+    __syncthreads();
+  });
+}
+
+template <class T>
+__global__ void __launch_bounds__(kern::kChunkThreads)
+    delta_chunk_state_kernel(kern::DeltaRuleParams p, kern::DeltaChunkScratch x) {
+  __shared__ kern::DeltaChunkShared sh;
+  kern::delta_chunk_state_block<T>(p, x, blockIdx.x, blockIdx.y, sh, [&](auto&& phase) {
+    phase(threadIdx.x);
+    __syncthreads();
+  });
 }
 
 template <class T>
@@ -107,6 +127,23 @@ void delta_rule(const kern::DeltaRuleParams& p, DType out_type, cudaStream_t str
   else
     delta_rule_kernel<kern::Bf16><<<grid, kern::kDeltaThreads, 0, stream>>>(p);
   check_launch("delta_rule");
+}
+
+void delta_rule_chunked(const kern::DeltaRuleParams& p, const kern::DeltaChunkScratch& scratch,
+                        uint32_t max_chunks, DType out_type, cudaStream_t stream) {
+  if (p.seqs.n_seqs == 0 || max_chunks == 0) return;
+  require(p.dk <= kern::kChunkMaxDk, "delta_rule_chunked", "k_dim above 256");
+  require(size_t{p.seqs.n_seqs} * p.Hv <= 0x7fffffffu, "delta_rule_chunked", "too many blocks");
+  require(max_chunks <= 65535, "delta_rule_chunked", "too many chunks in one sequence");
+  const uint32_t heads = p.seqs.n_seqs * p.Hv;
+  delta_chunk_prep_kernel<<<dim3(heads, max_chunks), kern::kChunkThreads, 0, stream>>>(p, scratch);
+  check_launch("delta_rule_chunked (prep)");
+  const dim3 grid(heads, (p.dv + kern::kChunkRows - 1) / kern::kChunkRows);
+  if (out_type == DType::F32)
+    delta_chunk_state_kernel<float><<<grid, kern::kChunkThreads, 0, stream>>>(p, scratch);
+  else
+    delta_chunk_state_kernel<kern::Bf16><<<grid, kern::kChunkThreads, 0, stream>>>(p, scratch);
+  check_launch("delta_rule_chunked");
 }
 
 void split_query_gate(const void* src, DType type, uint32_t n_rows, uint32_t hd, void* q,
