@@ -57,7 +57,12 @@ Result<void> Controller::alloc_states(InstanceId id, uint32_t n, std::vector<uin
       return {};
     }
   }
-  if (r.code() != Status::OutOfStates || n > spaces_.state_capacity()) return r;
+  if (r.code() != Status::OutOfStates) return r;
+  if (n > spaces_.state_capacity())
+    return Failure{Status::OutOfStates,
+                   fmt::format("{} recurrent states requested, the whole pool has {} "
+                               "(--state-memory)",
+                               n, spaces_.state_capacity())};
   if (auto quota = spaces_.check_state_quota(id, n); !quota) return quota;
   if (client == kv_clients_.end() || !client->second.wake || client->second.fail_fast ||
       !others_hold_states_locked(id))
