@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "common/thread_pool.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/family_support.h"
 #include "engine/engine.h"
 #include "engine/lora_adapter.h"
 #include "engine/model_loader.h"
@@ -417,7 +418,10 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaVsCpu,
                                            Param{"generated_mistral", "", false, "mistral"},
                                            Param{"generated_phi3", "", false, "phi3"},
                                            Param{"generated_gemma2", "", false, "gemma2"},
-                                           Param{"generated_gemma3", "", false, "gemma3"}),
+                                           Param{"generated_gemma3", "", false, "gemma3"},
+                                           // routed experts on the device (moe_layers.h)
+                                           Param{"generated_qwen2moe", "", false, "qwen2moe"},
+                                           Param{"generated_qwen3moe", "", false, "qwen3moe"}),
                          [](const auto& info) { return info.param.name; });
 
 // Hybrid models (qwen3.5: Gated DeltaNet layers with recurrent states beside attention layers
@@ -588,15 +592,17 @@ TEST(CudaBackendStartup, PoolThatDoesNotFitIsAClearError) {
   EXPECT_THROW(make_cuda_backend(w, BackendOptions{}, 1000), Error);
 }
 
-// A family option the backend lacks (qwen3's MoE layers) is refused at startup by name, before
-// any device memory is taken.
+// A family option the backend lacks (gemma4's per-layer attention shapes, among others) is
+// refused at startup by name, before any device memory is taken.
 TEST(CudaBackendStartup, UnsupportedFamilyIsAClearError) {
-  auto w = load(generated_model("qwen3moe"));
+  auto w = load(generated_model("gemma4"));
+  const std::string missing = cuda::unsupported_family_options(w->config);
+  ASSERT_NE(missing, "none");
   try {
     make_cuda_backend(w, BackendOptions{}, 0);
-    FAIL() << "a qwen3moe model was accepted";
+    FAIL() << "a gemma4 model was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("mixture of experts"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("--device cpu"), std::string::npos) << e.what();
   }
 }

@@ -34,6 +34,7 @@
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/lora.h"
+#include "engine/cuda/moe_layers.h"
 #include "engine/cuda/paged_attention.h"
 #include "engine/cuda/recurrent_layers.h"
 #include "engine/cuda/staging.h"
@@ -195,6 +196,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<SlotPool> pages_, embeds_;
   std::unique_ptr<DeviceStatePool> states_;  // no slots unless the model is hybrid
   std::unique_ptr<DeltaNetMixer> mixer_;
+  std::unique_ptr<MoeFfn> moe_;
   std::unique_ptr<Gemm> gemm_;
   std::unique_ptr<PagedAttention> attention_;
   Workspace ws_;
@@ -247,12 +249,13 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
   const size_t state_budget =
       options.state_memory_bytes > 0 ? options.state_memory_bytes : options.kv_memory_bytes;
   const size_t state_bytes = DeviceStatePool::bytes_for(c, state_budget);
-  const size_t workspace_bytes =
-      size_t{options.max_embeds} * c.d_model * 4 +
-      size_t{kPlannedTokens} *
-          (Workspace::token_bytes(c, act_) + DeltaNetMixer::token_bytes(c, act_)) +
-      size_t{kLmChunkRows} * Workspace::lm_row_bytes(c, act_) + Workspace::fixed_bytes(c) +
-      (size_t{32} << 20);  // cuBLASLt workspace
+  const size_t workspace_bytes = size_t{options.max_embeds} * c.d_model * 4 +
+                                 size_t{kPlannedTokens} * (Workspace::token_bytes(c, act_) +
+                                                           DeltaNetMixer::token_bytes(c, act_) +
+                                                           MoeFfn::token_bytes(c, act_)) +
+                                 size_t{kLmChunkRows} * Workspace::lm_row_bytes(c, act_) +
+                                 Workspace::fixed_bytes(c) +
+                                 (size_t{32} << 20);  // cuBLASLt workspace
   const size_t need = weight_bytes + kv_bytes + state_bytes + workspace_bytes;
   const double fraction = options.gpu_memory_fraction;
   if (!(fraction > 0 && fraction <= 1))
@@ -275,6 +278,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
   states_ = std::make_unique<DeviceStatePool>(c, state_budget);
   mixer_ = std::make_unique<DeltaNetMixer>(c, act_);
   mixer_->ensure(kPlannedTokens);
+  moe_ = std::make_unique<MoeFfn>(c, act_);
+  moe_->ensure(kPlannedTokens);
   gemm_ = std::make_unique<Gemm>();
   attention_ = std::make_unique<PagedAttention>(layout_, c.n_heads, kPlannedTokens, kPlannedSeqs);
   ws_.ensure(c, act_, kPlannedTokens, kLmChunkRows);
@@ -304,7 +309,7 @@ BackendInfo CudaBackend::info() const {
   i.weight_bytes = dev_weights_->bytes();
   i.kv_bytes = kv_pool_.bytes();
   i.state_bytes = states_->bytes();
-  i.workspace_bytes = ws_.bytes() + mixer_->bytes() + embed_store_.bytes() +
+  i.workspace_bytes = ws_.bytes() + mixer_->bytes() + moe_->bytes() + embed_store_.bytes() +
                       gemm_->workspace_bytes() + staging_.device_bytes() + lora_.scratch_bytes();
   return i;
 }
@@ -339,6 +344,7 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   const uint32_t R = n_topk + n_logits;
   ws_.ensure(c, act_, T, R);
   mixer_->ensure(T);
+  moe_->ensure(T);
 
   // Inputs: one pinned staging buffer, one upload.
   const size_t n_idx = 2 * plan_.token_rows.size() + 2 * plan_.embed_rows.size() + 2 * T +
@@ -482,6 +488,12 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
         add_rmsnorm(delta, nullptr, L.post_attn_norm, T, d, c.rms_eps, delta, DType::F32, s);
     }
     add_rmsnorm(x, delta, L.ffn_norm, T, d, c.rms_eps, h, act_, s);
+    if (c.n_experts > 0) {  // the routed experts (and the shared one) instead of a dense FFN
+      moe_->run(L, h, T, delta, *gemm_, s);
+      if (L.post_ffn_norm)
+        add_rmsnorm(delta, nullptr, L.post_ffn_norm, T, d, c.rms_eps, delta, DType::F32, s);
+      continue;
+    }
     gemm_->run(L.w_gate_up, h, T, gu, act_, s);
     if (lora) {  // gate rows first, then up, in one [T][2 d_ff] output
       lora->apply(*gemm_, l, LoraTarget::Gate, h, d, gu, act_, c.d_ff, 2 * c.d_ff, 0, act_, s);

@@ -31,6 +31,18 @@ size_t elem_bytes(DType t) {
   return t == DType::F32 ? 4 : 2;
 }
 
+// Rows of experts stacked expert by expert (each expert's matrix of `a`, then of `b`), and the
+// experts' common column count.
+size_t stacked_rows(const std::vector<WeightMatrix>& a, const std::vector<WeightMatrix>& b) {
+  size_t rows = 0;
+  for (const WeightMatrix& m : a) rows += m.rows;
+  for (const WeightMatrix& m : b) rows += m.rows;
+  return rows;
+}
+size_t d_of(const std::vector<WeightMatrix>& experts) {
+  return experts.empty() ? 0 : experts[0].cols;
+}
+
 // Walks the device layout in a fixed order; `place(bytes)` returns each tensor's offset.
 // Used once to size the allocation and once to upload, so both always agree.
 template <typename Place>
@@ -54,6 +66,12 @@ void for_each_tensor(const ModelWeights& w, DType mode, Place&& place) {
       matrix(*m);
     for (const std::vector<float>* v : {&l.ssm_conv_t, &l.ssm_dt_bias, &l.ssm_a, &l.ssm_norm})
       vector(*v);
+    matrix(l.router);
+    place(stacked_rows(l.exp_gate, l.exp_up) * d_of(l.exp_gate) * e);
+    place(stacked_rows(l.exp_down, {}) * d_of(l.exp_down) * e);
+    place((l.sh_gate.rows + l.sh_up.rows) * l.sh_gate.cols * e);
+    matrix(l.sh_down);
+    place(l.sh_gate_inp.size() * e);
   }
 }
 
@@ -142,10 +160,14 @@ class Uploader {
 
 DType compute_mode(const ModelWeights& w) {
   bool all_f32 = w.token_embd.dtype == pith::DType::F32 && w.output.dtype == pith::DType::F32;
-  for (const LayerWeights& l : w.layers)
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down,
-                                  &l.ssm_qkv, &l.ssm_gate, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out})
+  for (const LayerWeights& l : w.layers) {
+    for (const WeightMatrix* m :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.ssm_qkv, &l.ssm_gate,
+          &l.ssm_beta, &l.ssm_alpha, &l.ssm_out, &l.router, &l.sh_gate, &l.sh_up, &l.sh_down})
       all_f32 = all_f32 && (m->rows == 0 || m->dtype == pith::DType::F32);
+    for (const auto* experts : {&l.exp_gate, &l.exp_up, &l.exp_down})
+      for (const WeightMatrix& m : *experts) all_f32 = all_f32 && m.dtype == pith::DType::F32;
+  }
   return all_f32 ? DType::F32 : DType::BF16;
 }
 
@@ -176,6 +198,19 @@ DeviceWeights::DeviceWeights(const ModelWeights& w, DType mode, cudaStream_t str
     char* p = take(m.rows * m.cols * elem_bytes(mode));
     up.matrix(m, p);
     return DeviceMatrix{p, mode, static_cast<uint32_t>(m.rows), static_cast<uint32_t>(m.cols)};
+  };
+  // Experts' matrices, expert by expert (each one's `a` matrix, then its `b` one), in one block.
+  auto stacked = [&](const std::vector<WeightMatrix>& a, const std::vector<WeightMatrix>& b) {
+    const size_t cols = d_of(a), rows = stacked_rows(a, b);
+    char* p = take(rows * cols * elem_bytes(mode));
+    size_t at_row = 0;
+    for (size_t e = 0; e < a.size(); ++e)
+      for (const WeightMatrix* m : {&a[e], e < b.size() ? &b[e] : nullptr}) {
+        if (!m) continue;
+        up.matrix(*m, p + at_row * cols * elem_bytes(mode));
+        at_row += m->rows;
+      }
+    return DeviceMatrix{p, mode, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols)};
   };
   auto vector = [&](const std::vector<float>& v) -> const float* {
     char* p = take(v.size() * sizeof(float));
@@ -220,6 +255,21 @@ DeviceWeights::DeviceWeights(const ModelWeights& w, DType mode, cudaStream_t str
     d.ssm_dt_bias = vector(l.ssm_dt_bias);
     d.ssm_a = vector(l.ssm_a);
     d.ssm_norm = vector(l.ssm_norm);
+    d.router = matrix(l.router);
+    d.exp_gate_up = stacked(l.exp_gate, l.exp_up);
+    d.exp_down = stacked(l.exp_down, {});
+    const size_t sh_gate_bytes = l.sh_gate.rows * l.sh_gate.cols * elem_bytes(mode);
+    char* sgu = take(sh_gate_bytes + l.sh_up.rows * l.sh_up.cols * elem_bytes(mode));
+    up.matrix(l.sh_gate, sgu);
+    up.matrix(l.sh_up, sgu + sh_gate_bytes);
+    d.sh_gate_up = DeviceMatrix{sgu, mode, static_cast<uint32_t>(l.sh_gate.rows + l.sh_up.rows),
+                                static_cast<uint32_t>(l.sh_gate.cols)};
+    d.sh_down = matrix(l.sh_down);
+    WeightMatrix gate_inp;  // the shared expert's gate vector as a one-row matrix
+    gate_inp.rows = l.sh_gate_inp.empty() ? 0 : 1;
+    gate_inp.cols = l.sh_gate_inp.size();
+    gate_inp.data = l.sh_gate_inp.data();
+    d.sh_gate_inp = matrix(gate_inp);
     layers.push_back(d);
   }
   up.finish();

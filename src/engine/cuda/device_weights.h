@@ -7,8 +7,9 @@
 // or ~0.56), which an 80 GB GPU has for the models pith serves. Norm vectors stay F32.
 //
 // gate and up are stored as one [2 * d_ff][d_model] matrix (gate rows first), so one GEMM
-// computes both and SwiGLU reads them with a leading dimension of 2 * d_ff. A tied LM head
-// shares the embedding table's device copy.
+// computes both and SwiGLU reads them with a leading dimension of 2 * d_ff; a MoE layer's
+// experts are stacked the same way, expert after expert, for the one-launch expert GEMM. A tied
+// LM head shares the embedding table's device copy.
 //
 // Upload streams each tensor from the mapped file through two pinned staging buffers (convert
 // one chunk while the previous one is copied): host memory never holds a second copy of the
@@ -43,6 +44,12 @@ struct DeviceLayer {
   DeviceMatrix wq, wk, wv, wo;
   DeviceMatrix w_gate_up;  // [2 * d_ff][d_model]
   DeviceMatrix w_down;
+  // Mixture of experts (n_experts > 0), instead of w_gate_up / w_down: the router [E][d_model];
+  // every expert's gate rows then up rows, stacked [E][2 d_ff_expert][d_model], and its down
+  // projection, stacked [E][d_model][d_ff_expert] (rows counts all experts'); the shared expert
+  // like the dense pair, and its gate as a [1][d_model] matrix.
+  DeviceMatrix router, exp_gate_up, exp_down;
+  DeviceMatrix sh_gate_up, sh_down, sh_gate_inp;
 };
 
 // F32 when every matrix is F32, else BF16 (see above).

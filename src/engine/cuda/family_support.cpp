@@ -23,6 +23,9 @@ std::string unsupported_family_options(const ModelConfig& config) {
   c.rope_dim = 0;              // partial rotary: the RoPE kernel turns the first rope_dim / 2 pairs
   c.attn_output_gate = false;  // qwen3.5's query gate
   c.recurrent_layers.clear();  // Gated DeltaNet layers (recurrent_layers.h)
+  // Routed experts (moe_layers.h); not gemma4's experts beside a dense FFN, with their own norms
+  // and scales, which family_option_summary names separately.
+  if (!c.moe_beside_dense) c.n_experts = 0;
   return family_option_summary(c);
 }
 

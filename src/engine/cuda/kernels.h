@@ -113,6 +113,26 @@ void delta_rule(const kern::DeltaRuleParams& p, DType out_type, cudaStream_t str
 void delta_rule_chunked(const kern::DeltaRuleParams& p, const kern::DeltaChunkScratch& scratch,
                         uint32_t max_chunks, DType out_type, cudaStream_t stream);
 
+// Mixture of experts (kernels/moe_body.h), routed on the device: softmax + top-K of the router
+// logits [T][E] (F32, overwritten with the probabilities) into experts/weights [T][K] (weights
+// renormalised when norm_top_k, times expert_scale[e] when given); the choices grouped by
+// expert (offsets [E + 1], slot_token [T K], slot_of [T K], cursor [E] scratch); y[slot] = W_e
+// x(slot) for every expert in one launch (w stacked [E][rows][cols]; x(slot) = x row
+// slot_token[slot] when gather, else row slot; W and x of one type, y that type or F32);
+// out[t] = sum_k weights[t][k] y[slot_of[t][k]] (F32 [T][d]); out[t] += sigmoid(g[t]) ysh[t].
+void moe_route(float* logits, uint32_t T, uint32_t E, uint32_t K, bool norm_top_k,
+               const float* expert_scale, uint32_t* experts, float* weights, cudaStream_t stream);
+void moe_sort(const uint32_t* experts, uint32_t T, uint32_t E, uint32_t K, uint32_t* offsets,
+              uint32_t* cursor, uint32_t* slot_token, uint32_t* slot_of, cudaStream_t stream);
+void moe_expert_gemm(const void* w, DType w_type, uint32_t E, uint32_t rows, uint32_t cols,
+                     const void* x, DType x_type, size_t ld_x, const uint32_t* slot_token,
+                     bool gather, const uint32_t* offsets, void* y, DType y_type, size_t ld_y,
+                     cudaStream_t stream);
+void moe_combine(const float* y, const uint32_t* slot_of, const float* weights, uint32_t T,
+                 uint32_t K, uint32_t d, float* out, cudaStream_t stream);
+void moe_add_gated(const float* ysh, const float* g, uint32_t T, uint32_t d, float* out,
+                   cudaStream_t stream);
+
 // The hybrid models' gated attention: src [n_rows][2 hd] (per head: query, then gate) split into
 // q and gate [n_rows][hd]; x[i] *= sigmoid(gate[i]) after attention. DType throughout.
 void split_query_gate(const void* src, DType type, uint32_t n_rows, uint32_t hd, void* q,

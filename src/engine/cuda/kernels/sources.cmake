@@ -7,6 +7,7 @@ set(PITH_CUDA_KERNEL_SOURCES
   kv.cu
   launch_check.cpp
   lora.cu
+  moe.cu
   norm.cu
   rope.cu
   rows.cu

@@ -1,0 +1,117 @@
+// Launchers of the mixture-of-experts kernels (moe_body.h).
+#include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/launch_check.h"
+#include "engine/cuda/kernels/moe_body.h"
+
+namespace pith::cuda {
+namespace {
+
+uint32_t blocks_for(size_t steps) {
+  return kern::elementwise_blocks(steps, kern::kActivationThreads);
+}
+
+__global__ void __launch_bounds__(kern::kActivationThreads)
+    route_kernel(float* logits, uint32_t T, uint32_t E, uint32_t K, bool norm,
+                 const float* expert_scale, uint32_t* experts, float* weights) {
+  kern::moe_route_body(blockIdx.x, gridDim.x, threadIdx.x, logits, T, E, K, norm, expert_scale,
+                       experts, weights);
+}
+
+__global__ void sort_kernel(const uint32_t* experts, uint32_t T, uint32_t E, uint32_t K,
+                            uint32_t* offsets, uint32_t* cursor, uint32_t* slot_token,
+                            uint32_t* slot_of) {
+  kern::moe_sort_body(experts, T, E, K, offsets, cursor, slot_token, slot_of);
+}
+
+template <class W, class X, class Out>
+__global__ void __launch_bounds__(kern::kMoeThreads)
+    expert_gemm_kernel(const W* w, uint32_t rows, uint32_t cols, const X* x, size_t ld_x,
+                       const uint32_t* slot_token, bool gather, const uint32_t* offsets, Out* y,
+                       size_t ld_y) {
+  __shared__ kern::MoeGemmShared sh;
+  kern::moe_expert_gemm_block(blockIdx.x, blockIdx.y, w, rows, cols, x, ld_x, slot_token, gather,
+                              offsets, y, ld_y, sh, [&](auto&& phase) {
+                                phase(threadIdx.x);
+                                __syncthreads();
+                              });
+}
+
+__global__ void __launch_bounds__(kern::kActivationThreads)
+    combine_kernel(const float* y, const uint32_t* slot_of, const float* weights, uint32_t T,
+                   uint32_t K, uint32_t d, float* out) {
+  kern::moe_combine_body(blockIdx.x, gridDim.x, threadIdx.x, y, slot_of, weights, T, K, d, out);
+}
+
+__global__ void __launch_bounds__(kern::kActivationThreads)
+    add_gated_kernel(const float* ysh, const float* g, uint32_t T, uint32_t d, float* out) {
+  kern::moe_add_gated_body(blockIdx.x, gridDim.x, threadIdx.x, ysh, g, T, d, out);
+}
+
+template <class W, class X, class Out>
+void launch_gemm(dim3 grid, const void* w, uint32_t rows, uint32_t cols, const void* x, size_t ld_x,
+                 const uint32_t* slot_token, bool gather, const uint32_t* offsets, void* y,
+                 size_t ld_y, cudaStream_t stream) {
+  expert_gemm_kernel<W, X, Out><<<grid, kern::kMoeThreads, 0, stream>>>(
+      static_cast<const W*>(w), rows, cols, static_cast<const X*>(x), ld_x, slot_token, gather,
+      offsets, static_cast<Out*>(y), ld_y);
+}
+
+}  // namespace
+
+void moe_route(float* logits, uint32_t T, uint32_t E, uint32_t K, bool norm_top_k,
+               const float* expert_scale, uint32_t* experts, float* weights, cudaStream_t stream) {
+  require(K >= 1 && K <= kern::kMoeMaxUsed && K <= E, "moe_route", "unsupported experts per token");
+  if (T == 0) return;
+  route_kernel<<<blocks_for(T), kern::kActivationThreads, 0, stream>>>(
+      logits, T, E, K, norm_top_k, expert_scale, experts, weights);
+  check_launch("moe_route");
+}
+
+void moe_sort(const uint32_t* experts, uint32_t T, uint32_t E, uint32_t K, uint32_t* offsets,
+              uint32_t* cursor, uint32_t* slot_token, uint32_t* slot_of, cudaStream_t stream) {
+  if (T == 0) return;
+  sort_kernel<<<1, 1, 0, stream>>>(experts, T, E, K, offsets, cursor, slot_token, slot_of);
+  check_launch("moe_sort");
+}
+
+void moe_expert_gemm(const void* w, DType w_type, uint32_t E, uint32_t rows, uint32_t cols,
+                     const void* x, DType x_type, size_t ld_x, const uint32_t* slot_token,
+                     bool gather, const uint32_t* offsets, void* y, DType y_type, size_t ld_y,
+                     cudaStream_t stream) {
+  require(w_type == x_type, "moe_expert_gemm", "weights and inputs of different types");
+  require(E <= 0x7fffffffu, "moe_expert_gemm", "too many experts");
+  const dim3 grid(E, (rows + kern::kMoeRows - 1) / kern::kMoeRows);
+  require(grid.y <= 65535, "moe_expert_gemm", "too many rows");
+  using kern::Bf16;
+  if (w_type == DType::F32 && y_type == DType::F32)
+    launch_gemm<float, float, float>(grid, w, rows, cols, x, ld_x, slot_token, gather, offsets, y,
+                                     ld_y, stream);
+  else if (w_type == DType::BF16 && y_type == DType::BF16)
+    launch_gemm<Bf16, Bf16, Bf16>(grid, w, rows, cols, x, ld_x, slot_token, gather, offsets, y,
+                                  ld_y, stream);
+  else if (w_type == DType::BF16 && y_type == DType::F32)
+    launch_gemm<Bf16, Bf16, float>(grid, w, rows, cols, x, ld_x, slot_token, gather, offsets, y,
+                                   ld_y, stream);
+  else
+    require(false, "moe_expert_gemm", "unsupported type combination");
+  check_launch("moe_expert_gemm");
+}
+
+void moe_combine(const float* y, const uint32_t* slot_of, const float* weights, uint32_t T,
+                 uint32_t K, uint32_t d, float* out, cudaStream_t stream) {
+  const size_t total = size_t{T} * d;
+  if (total == 0) return;
+  combine_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(y, slot_of, weights, T,
+                                                                             K, d, out);
+  check_launch("moe_combine");
+}
+
+void moe_add_gated(const float* ysh, const float* g, uint32_t T, uint32_t d, float* out,
+                   cudaStream_t stream) {
+  const size_t total = size_t{T} * d;
+  if (total == 0) return;
+  add_gated_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(ysh, g, T, d, out);
+  check_launch("moe_add_gated");
+}
+
+}  // namespace pith::cuda

@@ -1,0 +1,170 @@
+// Bodies of the mixture-of-experts FFN kernels (qwen2moe, qwen3moe, qwen35moe; the CPU's
+// engine/moe_ffn.h), routed on the device so a step needs no host round trip:
+//   1. moe_route: per token, softmax over the router logits, the n_used most probable experts
+//      (ties: the lower index, as the CPU's partial_sort), their weights renormalised where the
+//      family does and scaled by the per-expert scale where it has one;
+//   2. moe_sort: the routed (token, choice) pairs grouped by expert, tokens in order within an
+//      expert (a counting sort: offsets[E+1], the token of each slot, the slot of each choice);
+//   3. moe_expert_gemm: y[slot] = W_e x[slot] for every expert's slots in one launch (a block per
+//      expert and 64 output rows; blocks of experts without tokens return at once), x gathered
+//      from the tokens' rows or read in slot order;
+//   4. moe_combine: out[t] = sum_k w[t][k] y[slot of (t, k)], in the choices' order; the shared
+//      expert, where present, then adds sigmoid(g[t]) ysh[t] (moe_add_gated).
+// Between the gate/up GEMM and the down GEMM the family's gated activation (swiglu_body) runs
+// over all slots at once: the slots of all experts are contiguous.
+#pragma once
+
+#include "engine/cuda/kernels/activation_body.h"
+#include "engine/cuda/kernels/block.h"
+
+namespace pith::cuda::kern {
+
+inline constexpr uint32_t kMoeThreads = 256;
+inline constexpr uint32_t kMoeMaxUsed = 16;  // experts per token (qwen3: 8)
+inline constexpr uint32_t kMoeRows = 64;     // output rows per block of the expert GEMM
+inline constexpr uint32_t kMoeSlots = 16;    // slots per pass
+inline constexpr uint32_t kMoeK = 32;        // inner-dimension tile
+
+// Per token t: probs of logits[t] (softmax in place), then experts[t][k] and weights[t][k] for
+// k < K. expert_scale may be null.
+PITH_HD void moe_route_body(uint32_t block, uint32_t n_blocks, uint32_t t, float* logits,
+                            uint32_t T, uint32_t E, uint32_t K, bool norm_top_k,
+                            const float* expert_scale, uint32_t* experts, float* weights) {
+  grid_stride(block, n_blocks, t, kActivationThreads, T, [&](size_t tok) {
+    float* p = logits + tok * E;
+    float mx = p[0];
+    for (uint32_t e = 1; e < E; ++e) mx = p[e] > mx ? p[e] : mx;
+    float sum = 0;
+    for (uint32_t e = 0; e < E; ++e) {
+      p[e] = exp_f32(p[e] - mx);
+      sum += p[e];
+    }
+    const float inv = 1.0f / sum;
+    for (uint32_t e = 0; e < E; ++e) p[e] *= inv;
+    uint32_t pick[kMoeMaxUsed];
+    float w[kMoeMaxUsed], total = 0;
+    for (uint32_t k = 0; k < K; ++k) {
+      uint32_t best = 0;
+      float bp = -1.0f;
+      for (uint32_t e = 0; e < E; ++e) {
+        bool taken = false;
+        for (uint32_t j = 0; j < k; ++j) taken |= pick[j] == e;
+        if (!taken && p[e] > bp) {  // strict: a tie keeps the lower index
+          bp = p[e];
+          best = e;
+        }
+      }
+      pick[k] = best;
+      w[k] = bp;
+      total += bp;
+    }
+    const float norm = norm_top_k && total > 0 ? 1.0f / total : 1.0f;
+    for (uint32_t k = 0; k < K; ++k) {
+      experts[tok * K + k] = pick[k];
+      weights[tok * K + k] = w[k] * norm * (expert_scale ? expert_scale[pick[k]] : 1.0f);
+    }
+  });
+}
+
+// One thread (the launcher runs one block of one thread): offsets [E + 1], slot_token [T * K]
+// (the token of each slot), slot_of [T * K] (the slot of token t's choice k), cursor [E]
+// scratch. Serial, so the slots come out in the CPU's order (by expert, tokens ascending).
+PITH_HD void moe_sort_body(const uint32_t* experts, uint32_t T, uint32_t E, uint32_t K,
+                           uint32_t* offsets, uint32_t* cursor, uint32_t* slot_token,
+                           uint32_t* slot_of) {
+  for (uint32_t e = 0; e < E; ++e) cursor[e] = 0;
+  for (uint32_t i = 0; i < T * K; ++i) ++cursor[experts[i]];
+  uint32_t at = 0;
+  for (uint32_t e = 0; e < E; ++e) {
+    offsets[e] = at;
+    at += cursor[e];
+    cursor[e] = offsets[e];
+  }
+  offsets[E] = at;
+  for (uint32_t t = 0; t < T; ++t)
+    for (uint32_t k = 0; k < K; ++k) {
+      const uint32_t s = cursor[experts[t * K + k]]++;
+      slot_token[s] = t;
+      slot_of[t * K + k] = s;
+    }
+}
+
+struct MoeGemmShared {
+  float w[kMoeRows][kMoeK + 1];
+  float x[kMoeSlots][kMoeK + 1];
+  float acc[kMoeSlots][kMoeRows];
+};
+
+// Block (bx = expert, by = tile of kMoeRows output rows), kMoeThreads threads:
+// y[s][r] = sum_c W_e[r][c] x(s)[c] for the expert's slots s in [offsets[e], offsets[e+1]),
+// where W_e = w + e * rows * cols ([rows][cols]) and x(s) = x + (gather ? slot_token[s] : s) *
+// ld_x; y rows ld_y apart, in Out.
+template <class W, class X, class Out, class ForThreads>
+PITH_HD void moe_expert_gemm_block(uint32_t bx, uint32_t by, const W* w, uint32_t rows,
+                                   uint32_t cols, const X* x, size_t ld_x,
+                                   const uint32_t* slot_token, bool gather, const uint32_t* offsets,
+                                   Out* y, size_t ld_y, MoeGemmShared& sh,
+                                   ForThreads&& for_threads) {
+  const uint32_t s_begin = offsets[bx], s_end = offsets[bx + 1], r0 = by * kMoeRows;
+  if (s_begin == s_end || r0 >= rows) return;  // uniform over the block
+  const uint32_t n_rows = rows - r0 < kMoeRows ? rows - r0 : kMoeRows;
+  const W* we = w + (size_t{bx} * rows + r0) * cols;
+  for (uint32_t s0 = s_begin; s0 < s_end; s0 += kMoeSlots) {
+    const uint32_t n_slots = s_end - s0 < kMoeSlots ? s_end - s0 : kMoeSlots;
+    for_threads([&](uint32_t tid) {
+      for (uint32_t i = tid; i < kMoeSlots * kMoeRows; i += kMoeThreads)
+        sh.acc[i / kMoeRows][i % kMoeRows] = 0.0f;
+    });
+    for (uint32_t k0 = 0; k0 < cols; k0 += kMoeK) {
+      const uint32_t n_k = cols - k0 < kMoeK ? cols - k0 : kMoeK;
+      for_threads([&](uint32_t tid) {  // the tiles, each row's k run read in order
+        for (uint32_t i = tid; i < n_rows * n_k; i += kMoeThreads) {
+          const uint32_t r = i / n_k, c = i % n_k;
+          sh.w[r][c] = to_f32(we[size_t{r} * cols + k0 + c]);
+        }
+        for (uint32_t i = tid; i < n_slots * n_k; i += kMoeThreads) {
+          const uint32_t s = i / n_k, c = i % n_k;
+          const uint32_t src = gather ? slot_token[s0 + s] : s0 + s;
+          sh.x[s][c] = to_f32(x[size_t{src} * ld_x + k0 + c]);
+        }
+      });
+      for_threads([&](uint32_t tid) {  // thread (row, slots tid / kMoeRows + 4 j)
+        const uint32_t r = tid % kMoeRows;
+        if (r >= n_rows) return;
+        for (uint32_t s = tid / kMoeRows; s < n_slots; s += kMoeThreads / kMoeRows) {
+          float a = sh.acc[s][r];
+          for (uint32_t c = 0; c < n_k; ++c) a += sh.w[r][c] * sh.x[s][c];
+          sh.acc[s][r] = a;
+        }
+      });
+    }
+    for_threads([&](uint32_t tid) {
+      for (uint32_t i = tid; i < n_slots * n_rows; i += kMoeThreads) {
+        const uint32_t s = i / n_rows, r = i % n_rows;
+        store_f32(y + size_t{s0 + s} * ld_y + r0 + r, sh.acc[s][r]);
+      }
+    });
+  }
+}
+
+// out[t][c] = sum_k weights[t][k] * y[slot_of[t][k]][c] over [T][d] (F32).
+PITH_HD void moe_combine_body(uint32_t block, uint32_t n_blocks, uint32_t t, const float* y,
+                              const uint32_t* slot_of, const float* weights, uint32_t T, uint32_t K,
+                              uint32_t d, float* out) {
+  grid_stride(block, n_blocks, t, kActivationThreads, size_t{T} * d, [&](size_t i) {
+    const size_t tok = i / d, c = i % d;
+    float acc = 0;
+    for (uint32_t k = 0; k < K; ++k)
+      acc += weights[tok * K + k] * y[size_t{slot_of[tok * K + k]} * d + c];
+    out[i] = acc;
+  });
+}
+
+// out[t][c] += sigmoid(g[t]) * ysh[t][c] over [T][d] (F32): the shared expert's gated output.
+PITH_HD void moe_add_gated_body(uint32_t block, uint32_t n_blocks, uint32_t t, const float* ysh,
+                                const float* g, uint32_t T, uint32_t d, float* out) {
+  grid_stride(block, n_blocks, t, kActivationThreads, size_t{T} * d,
+              [&](size_t i) { out[i] += ysh[i] / (1.0f + exp_f32(-g[i / d])); });
+}
+
+}  // namespace pith::cuda::kern

@@ -1,0 +1,186 @@
+// The CUDA mixture-of-experts kernel bodies (src/engine/cuda/kernels/moe_body.h) run on the CPU
+// over every (block, thread) of their launch grids, chained as the backend chains them (route,
+// sort, the experts' gate/up GEMM gathering the tokens, the gated activation over all slots,
+// the down GEMM, combine, the shared expert's gated add), against the CPU engine's moe_ffn on
+// the same random layer: with and without renormalised weights and a shared expert, F32 and
+// BF16 expert weights, and router logits with exact ties.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "cuda_kernels_host_util.h"
+#include "engine/cuda/kernels/moe_body.h"
+#include "engine/kernels/vector_ops.h"
+#include "engine/moe_ffn.h"
+
+namespace pith::cuda {
+namespace {
+
+struct Layer {
+  ModelConfig c;
+  std::vector<std::vector<float>> store;
+  LayerWeights L;
+
+  WeightMatrix matrix(size_t rows, size_t cols, uint32_t seed, bool bf16) {
+    std::vector<float> v = random_floats(rows * cols, seed, 0.2f);
+    if (bf16)  // the CPU reference sees the weights the BF16 kernel reads
+      for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
+    store.push_back(std::move(v));
+    WeightMatrix m;
+    m.dtype = DType::F32;
+    m.rows = rows;
+    m.cols = cols;
+    m.data = store.back().data();
+    return m;
+  }
+
+  Layer(uint32_t d, uint32_t E, uint32_t K, uint32_t ff, uint32_t ff_shared, bool norm, bool bf16) {
+    store.reserve(4 * E + 8);
+    c.d_model = d;
+    c.n_experts = E;
+    c.n_experts_used = K;
+    c.d_ff_expert = ff;
+    c.d_ff_shared_expert = ff_shared;
+    c.moe_norm_top_k = norm;
+    L.router = matrix(E, d, 1, false);
+    for (uint32_t e = 0; e < E; ++e) {
+      L.exp_gate.push_back(matrix(ff, d, 10 + e, bf16));
+      L.exp_up.push_back(matrix(ff, d, 100 + e, bf16));
+      L.exp_down.push_back(matrix(d, ff, 200 + e, bf16));
+    }
+    if (ff_shared > 0) {
+      L.sh_gate = matrix(ff_shared, d, 2, false);
+      L.sh_up = matrix(ff_shared, d, 3, false);
+      L.sh_down = matrix(d, ff_shared, 4, false);
+      L.sh_gate_inp = random_floats(d, 5, 0.3f);
+    }
+  }
+
+  // The device layout: per expert, gate rows then up rows ([E][2 ff][d]); down [E][d][ff].
+  template <class W>
+  std::vector<W> stacked(bool gate_up) const {
+    std::vector<W> out;
+    for (uint32_t e = 0; e < c.n_experts; ++e)
+      for (const WeightMatrix* m :
+           gate_up ? std::vector<const WeightMatrix*>{&L.exp_gate[e], &L.exp_up[e]}
+                   : std::vector<const WeightMatrix*>{&L.exp_down[e]}) {
+        const float* p = static_cast<const float*>(m->data);
+        for (size_t i = 0; i < m->rows * m->cols; ++i) {
+          W w;
+          kern::store_f32(&w, p[i]);
+          out.push_back(w);
+        }
+      }
+    return out;
+  }
+};
+
+// The kernels' chain over the T rows of h; `logits` are the router's outputs (the backend's
+// cuBLAS GEMM), overwritten by the route.
+template <class W>
+std::vector<float> device_chain(const Layer& ly, const std::vector<float>& h,
+                                std::vector<float> logits, uint32_t T) {
+  const ModelConfig& c = ly.c;
+  const uint32_t E = c.n_experts, K = c.n_experts_used, d = c.d_model, ff = c.d_ff_expert;
+  std::vector<uint32_t> experts(T * K), offsets(E + 1), cursor(E), slot_token(T * K),
+      slot_of(T * K);
+  std::vector<float> weights(T * K);
+  // (In place over the logits: one run, on a grid of 2 blocks so the grid-stride loop wraps.)
+  run_grid(2, kern::kActivationThreads, [&](uint32_t bl, uint32_t nb, uint32_t t) {
+    kern::moe_route_body(bl, nb, t, logits.data(), T, E, K, c.moe_norm_top_k, nullptr,
+                         experts.data(), weights.data());
+  });
+  kern::moe_sort_body(experts.data(), T, E, K, offsets.data(), cursor.data(), slot_token.data(),
+                      slot_of.data());
+  EXPECT_EQ(offsets[E], T * K);
+
+  auto sh = std::make_unique<kern::MoeGemmShared>();
+  auto phases = [](auto&& phase) {
+    for (uint32_t t = 0; t < kern::kMoeThreads; ++t) phase(t);
+  };
+  const std::vector<W> wgu = ly.stacked<W>(true), wd = ly.stacked<W>(false);
+  std::vector<float> gu(size_t{T} * K * 2 * ff, NAN), act(size_t{T} * K * ff, NAN),
+      y(size_t{T} * K * d, NAN);
+  for (uint32_t e = 0; e < E; ++e)
+    for (uint32_t by = 0; by < (2 * ff + kern::kMoeRows - 1) / kern::kMoeRows; ++by)
+      kern::moe_expert_gemm_block(e, by, wgu.data(), 2 * ff, d, h.data(), d, slot_token.data(),
+                                  true, offsets.data(), gu.data(), 2 * ff, *sh, phases);
+  run_grid(3, kern::kActivationThreads, [&](uint32_t bl, uint32_t nb, uint32_t t) {
+    kern::swiglu_body<1>(bl, nb, t, gu.data(), gu.data() + ff, T * K, ff, 2 * ff, act.data());
+  });
+  for (uint32_t e = 0; e < E; ++e)
+    for (uint32_t by = 0; by < (d + kern::kMoeRows - 1) / kern::kMoeRows; ++by)
+      kern::moe_expert_gemm_block(e, by, wd.data(), d, ff, act.data(), ff, slot_token.data(), false,
+                                  offsets.data(), y.data(), d, *sh, phases);
+  std::vector<float> out(size_t{T} * d, NAN);
+  run_grid(2, kern::kActivationThreads, [&](uint32_t bl, uint32_t nb, uint32_t t) {
+    kern::moe_combine_body(bl, nb, t, y.data(), slot_of.data(), weights.data(), T, K, d,
+                           out.data());
+  });
+  if (c.d_ff_shared_expert > 0) {  // the backend's dense GEMMs; here the CPU's
+    ThreadPool pool(1);
+    const uint32_t fs = c.d_ff_shared_expert;
+    std::vector<float> g(size_t{T} * fs), u(g.size()), ysh(size_t{T} * d), gate(T);
+    matmul(pool, ly.L.sh_gate, h.data(), T, g.data());
+    matmul(pool, ly.L.sh_up, h.data(), T, u.data());
+    swiglu(g.data(), u.data(), g.data(), g.size());
+    matmul(pool, ly.L.sh_down, g.data(), T, ysh.data());
+    for (uint32_t t = 0; t < T; ++t) gate[t] = dot(ly.L.sh_gate_inp.data(), h.data() + t * d, d);
+    run_grid(2, kern::kActivationThreads, [&](uint32_t bl, uint32_t nb, uint32_t t) {
+      kern::moe_add_gated_body(bl, nb, t, ysh.data(), gate.data(), T, d, out.data());
+    });
+  }
+  return out;
+}
+
+template <class W>
+void check_moe(uint32_t d, uint32_t E, uint32_t K, uint32_t ff, uint32_t ff_shared, bool norm,
+               uint32_t T) {
+  const Layer ly(d, E, K, ff, ff_shared, norm, std::is_same_v<W, Bf16>);
+  const std::vector<float> h = random_floats(size_t{T} * d, 7);
+  ThreadPool pool(1);
+  std::vector<float> logits(size_t{T} * E), want(size_t{T} * d);
+  matmul(pool, ly.L.router, h.data(), T, logits.data());
+  MoeScratch scratch;
+  moe_ffn(pool, ly.c, ly.L, h.data(), T, want.data(), scratch);
+  const std::vector<float> got = device_chain<W>(ly, h, logits, T);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::fabs(want[i]))) << i;
+}
+
+TEST(CudaMoeHost, RoutedExpertsMatchTheCpu) {
+  check_moe<float>(64, 8, 2, 48, 0, true, 7);     // qwen3moe-like: renormalised, no shared
+  check_moe<float>(96, 6, 3, 40, 56, false, 20);  // qwen2moe-like: shared expert, raw weights
+  check_moe<float>(64, 16, 4, 80, 0, true, 70);   // more than a slot pass per expert
+  check_moe<Bf16>(64, 8, 2, 48, 32, true, 9);     // BF16 expert weights
+}
+
+// Exact ties among the top experts go to the lower index, in order, with equal weights (the
+// CPU's partial_sort over (-prob, expert)); the per-expert scale multiplies the weight.
+TEST(CudaMoeHost, RouterTiesGoToTheLowerExpertAndScalesApply) {
+  const uint32_t T = 3, E = 8, K = 3;
+  std::vector<float> logits = random_floats(size_t{T} * E, 11);
+  for (uint32_t t = 0; t < T; ++t) logits[t * E + 1] = logits[t * E + 3] = logits[t * E + 6] = 9;
+  std::vector<float> scale(E, 1.0f);
+  scale[6] = 0.5f;
+  std::vector<uint32_t> experts(T * K);
+  std::vector<float> weights(T * K);
+  run_grid(1, kern::kActivationThreads, [&](uint32_t bl, uint32_t nb, uint32_t t) {
+    kern::moe_route_body(bl, nb, t, logits.data(), T, E, K, true, scale.data(), experts.data(),
+                         weights.data());
+  });
+  for (uint32_t t = 0; t < T; ++t) {
+    EXPECT_EQ(experts[t * K], 1u);
+    EXPECT_EQ(experts[t * K + 1], 3u);
+    EXPECT_EQ(experts[t * K + 2], 6u);
+    EXPECT_FLOAT_EQ(weights[t * K], 1.0f / 3);
+    EXPECT_FLOAT_EQ(weights[t * K + 1], 1.0f / 3);
+    EXPECT_FLOAT_EQ(weights[t * K + 2], 0.5f / 3);
+  }
+}
+
+}  // namespace
+}  // namespace pith::cuda
