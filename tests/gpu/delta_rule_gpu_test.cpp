@@ -13,14 +13,14 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <vector>
 
+#include "../unit/delta_batch.h"
 #include "common/fp16.h"
+#include "device_vector.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/kernels/delta_chunked_body.h"
 #include "engine/cuda/kernels/delta_net_body.h"
-#include "engine/delta_rule.h"
 #include "gpu_test_main.h"
 
 namespace pith::cuda {
@@ -28,114 +28,41 @@ namespace {
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
-template <class T>
-struct Dev {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit Dev(size_t count) : n(count) {
-    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(n, 1) * sizeof(T)),
-              cudaSuccess);
-  }
-  explicit Dev(const std::vector<T>& v) : Dev(v.size()) {
-    EXPECT_EQ(cudaMemcpy(p, v.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  ~Dev() { cudaFree(p); }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-  std::vector<T> read() const {
-    std::vector<T> v(n);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return v;
-  }
-};
-
-std::vector<float> random_floats(size_t n, uint32_t seed, float sd = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
-
-// One forward's delta-rule inputs on the device: sequences of `count` inputs in a pool of as
-// many slots (reversed order), the layer's block after 24 conv floats.
-struct Problem {
-  uint32_t dk, dv, k_heads, Hv, key_dim, C, T = 0;
-  std::vector<uint32_t> first, count, slot;
-  size_t conv = 24, layer, slot_floats;
-  std::vector<float> states, mixed, beta, g;
-
-  Problem(std::vector<uint32_t> counts, uint32_t dk_, uint32_t dv_, uint32_t kh, uint32_t hv)
-      : dk(dk_),
-        dv(dv_),
-        k_heads(kh),
-        Hv(hv),
-        key_dim(kh * dk_),
-        C(2 * kh * dk_ + hv * dv_),
-        count(std::move(counts)) {
-    for (uint32_t i = 0; i < count.size(); ++i) {
-      first.push_back(T);
-      T += count[i];
-      slot.push_back(static_cast<uint32_t>(count.size()) - 1 - i);
-    }
-    layer = conv + size_t{Hv} * dv * dk;
-    slot_floats = layer;
-    states = random_floats(count.size() * slot_floats, 100, 0.1f);
-    mixed = random_floats(size_t{T} * C, 101);
-    for (uint32_t t = 0; t < T; ++t)
-      for (uint32_t h = 0; h < 2 * k_heads; ++h) l2_normalize(mixed.data() + t * C + h * dk, dk, 0);
-    beta = random_floats(size_t{T} * Hv, 102);
-    for (float& x : beta) x = 1.0f / (1.0f + std::exp(-x));
-    g = random_floats(size_t{T} * Hv, 103);
-    for (float& x : g) x = -std::fabs(x) * 0.3f;
-  }
-};
-
-// The problem's device buffers and launch parameters.
+// A DeltaBatch's arrays on the device, with the chunked form's scratch and both outputs.
 struct DeviceProblem {
   Dev<uint32_t> first, count, slot;
-  Dev<float> states, mixed, beta, g, sg, sqk, stinv;
-  Dev<uint16_t> out;  // F32 outputs use out32
-  Dev<float> out32;
+  Dev<float> states, mixed, beta, g, scratch;
+  Dev<uint16_t> out;  // BF16 outputs
+  Dev<float> out32;   // F32 outputs
   kern::DeltaRuleParams p;
   kern::DeltaChunkScratch x;
   uint32_t max_chunks;
 
-  explicit DeviceProblem(const Problem& pr)
-      : first(pr.first),
-        count(pr.count),
-        slot(pr.slot),
-        states(pr.states),
-        mixed(pr.mixed),
-        beta(pr.beta),
-        g(pr.g),
-        sg(size_t{pr.T} * pr.Hv),
-        sqk(size_t{pr.T} * pr.Hv * kern::kDeltaChunk),
-        stinv(size_t{pr.T} * pr.Hv * kern::kDeltaChunk),
-        out(size_t{pr.T} * pr.Hv * pr.dv),
-        out32(size_t{pr.T} * pr.Hv * pr.dv) {
-    p.seqs = {first.p,  count.p,        slot.p, static_cast<uint32_t>(pr.count.size()),
-              states.p, pr.slot_floats, 0};
-    p.conv_floats = pr.conv;
-    p.mixed = mixed.p;
-    p.beta = beta.p;
-    p.g = g.p;
-    p.C = pr.C;
-    p.key_dim = pr.key_dim;
-    p.Hv = pr.Hv;
-    p.k_heads = pr.k_heads;
-    p.dk = pr.dk;
-    p.dv = pr.dv;
-    x = {sg.p, sqk.p, stinv.p};
-    max_chunks = (pr.T + kern::kDeltaChunk - 1) / kern::kDeltaChunk;
+  explicit DeviceProblem(const DeltaBatch& b)
+      : first(b.first),
+        count(b.count),
+        slot(b.slot),
+        states(b.states),
+        mixed(b.mixed),
+        beta(b.beta),
+        g(b.g),
+        scratch(size_t{b.T} * b.Hv * (1 + 2 * kern::kDeltaChunk)),
+        out(size_t{b.T} * b.Hv * b.dv),
+        out32(size_t{b.T} * b.Hv * b.dv) {
+    p = b.params(
+        {first.get(), count.get(), slot.get(), states.get(), mixed.get(), beta.get(), g.get()},
+        nullptr);
+    const size_t rows = size_t{b.T} * b.Hv;
+    x = {scratch.get(), scratch.get() + rows, scratch.get() + rows * (1 + kern::kDeltaChunk)};
+    max_chunks = (b.T + kern::kDeltaChunk - 1) / kern::kDeltaChunk;
   }
-  void reset_states(const Problem& pr) {
-    EXPECT_EQ(cudaMemcpy(states.p, pr.states.data(), pr.states.size() * 4, cudaMemcpyHostToDevice),
-              cudaSuccess);
+  void reset_states(const DeltaBatch& b) {
+    EXPECT_EQ(
+        cudaMemcpy(states.get(), b.states.data(), b.states.size() * 4, cudaMemcpyHostToDevice),
+        cudaSuccess);
   }
   void run(bool chunked, DType type) {
-    p.out = type == DType::F32 ? static_cast<void*>(out32.p) : static_cast<void*>(out.p);
+    p.out = type == DType::F32 ? static_cast<void*>(out32.get()) : static_cast<void*>(out.get());
     if (chunked)
       delta_rule_chunked(p, x, max_chunks, type, nullptr);
     else
@@ -159,7 +86,7 @@ void expect_near_all(const std::vector<float>& got, const std::vector<float>& wa
 
 TEST(DeltaRuleGpu, ChunkedMatchesRecurrent) {
   for (auto [dk, dv, kh, hv] : {std::array<uint32_t, 4>{128, 128, 2, 4}, {48, 20, 1, 3}}) {
-    const Problem pr({1, 65, 150, 64, 63}, dk, dv, kh, hv);
+    const DeltaBatch pr({1, 65, 150, 64, 63}, {4, 3, 2, 1, 0}, 5, dk, dv, kh, hv, 100);
     DeviceProblem d(pr);
     for (DType type : {DType::F32, DType::BF16}) {
       d.reset_states(pr);
@@ -174,7 +101,7 @@ TEST(DeltaRuleGpu, ChunkedMatchesRecurrent) {
   }
 }
 
-double median_ms(DeviceProblem& d, const Problem& pr, bool chunked) {
+double median_ms(DeviceProblem& d, const DeltaBatch& pr, bool chunked) {
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
@@ -203,7 +130,11 @@ TEST(DeltaRuleGpu, ChunkedAgainstRecurrentTimes) {
   const std::vector<Case> cases = {
       {"1x512", {512}}, {"1x2048", {2048}}, {"8x512", std::vector<uint32_t>(8, 512)}};
   for (const Case& c : cases) {
-    const Problem pr(c.counts, 128, 128, 16, 16);  // qwen3.5-0.8b's linear-attention heads
+    std::vector<uint32_t> slots(c.counts.size());
+    for (uint32_t i = 0; i < slots.size(); ++i) slots[i] = i;
+    // qwen3.5-0.8b's linear-attention heads
+    const DeltaBatch pr(c.counts, slots, static_cast<uint32_t>(slots.size()), 128, 128, 16, 16,
+                        100);
     DeviceProblem d(pr);
     const double rec = median_ms(d, pr, false), chk = median_ms(d, pr, true);
     CUDA_OK(cudaGetLastError());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda_kernels_host_util.h"
+#include "delta_batch.h"
 #include "engine/cuda/kernels/delta_chunked_body.h"
 #include "engine/cuda/kernels/delta_net_body.h"
 #include "engine/delta_rule.h"
@@ -105,53 +106,31 @@ TEST(CudaDeltaNetHost, WriteStrengthsAndDecays) {
   }
 }
 
+// The kernel's outputs (T) and states against the CPU's, within `tol` (F32; BF16 outputs
+// within one BF16 rounding more).
+template <class T>
+void expect_delta_match(const std::vector<T>& out, const std::vector<float>& want_out,
+                        const std::vector<float>& states, const std::vector<float>& want_states,
+                        float tol) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    if constexpr (std::is_same_v<T, float>)
+      ASSERT_NEAR(out[i], want_out[i], tol * (1 + std::fabs(want_out[i]))) << i;
+    else
+      ASSERT_NEAR(f(out[i]), want_out[i], tol + std::fabs(want_out[i]) / 128) << i;
+  }
+  for (size_t i = 0; i < states.size(); ++i)
+    ASSERT_NEAR(states[i], want_states[i], tol * (1 + std::fabs(want_states[i])))
+        << "state float " << i;
+}
+
+// The recurrent kernel on two sequences of 3 and 5 inputs in slots 2 and 0 of three.
 template <class T>
 void check_delta_rule(uint32_t dk, uint32_t dv, uint32_t k_heads, uint32_t Hv) {
-  const uint32_t key_dim = k_heads * dk, C = 2 * key_dim + Hv * dv;
-  const size_t conv = 24, matrices = size_t{Hv} * dv * dk;
-  Batch b(conv + matrices);
-  for (float& s : b.states) s *= 0.1f;
-  std::vector<float> mixed = random_floats(size_t{b.T} * C, 77);
-  for (uint32_t t = 0; t < b.T; ++t)
-    for (uint32_t h = 0; h < 2 * k_heads; ++h) l2_normalize(mixed.data() + t * C + h * dk, dk, 0);
-  std::vector<float> beta = random_floats(size_t{b.T} * Hv, 78), g = random_floats(b.T * Hv, 79);
-  for (float& x : beta) x = 1.0f / (1.0f + std::exp(-x));
-  for (float& x : g) x = -std::fabs(x) * 0.3f;
-
-  // The CPU: per (sequence, value head), value head h reading key head h % k_heads.
-  Batch want = b;
-  std::vector<float> want_out(size_t{b.T} * Hv * dv);
-  for (uint32_t s = 0; s < 2; ++s)
-    for (uint32_t hv = 0; hv < Hv; ++hv) {
-      const uint32_t hk = hv % k_heads;
-      const float* row0 = mixed.data() + size_t{b.first[s]} * C;
-      DeltaRuleInputs in;
-      in.q = row0 + hk * dk;
-      in.k = row0 + key_dim + hk * dk;
-      in.v = row0 + 2 * key_dim + hv * dv;
-      in.q_stride = in.k_stride = in.v_stride = C;
-      in.g = g.data() + size_t{b.first[s]} * Hv + hv;
-      in.beta = beta.data() + size_t{b.first[s]} * Hv + hv;
-      in.g_stride = Hv;
-      in.out = want_out.data() + size_t{b.first[s]} * Hv * dv + hv * dv;
-      in.out_stride = size_t{Hv} * dv;
-      delta_rule_recurrent(want.state(s) + conv + size_t{hv} * dv * dk, in, b.count[s], dk, dv);
-    }
-
-  kern::DeltaRuleParams p;
-  p.seqs = b.seqs();
-  p.conv_floats = conv;
-  p.mixed = mixed.data();
-  p.beta = beta.data();
-  p.g = g.data();
+  const DeltaBatch b({3, 5}, {2, 0}, 3, dk, dv, k_heads, Hv, 77);
+  std::vector<float> want_states = b.states, states = b.states;
+  const std::vector<float> want_out = b.cpu(want_states);
   std::vector<T> out(want_out.size());
-  p.out = out.data();
-  p.C = C;
-  p.key_dim = key_dim;
-  p.Hv = Hv;
-  p.k_heads = k_heads;
-  p.dk = dk;
-  p.dv = dv;
+  const kern::DeltaRuleParams p = b.params(b.host(states), out.data());
   auto sh = std::make_unique<kern::DeltaShared>();
   std::vector<kern::DeltaThread> threads(kern::kDeltaThreads);
   for (uint32_t bx = 0; bx < 2 * Hv; ++bx)
@@ -162,15 +141,7 @@ void check_delta_rule(uint32_t dk, uint32_t dv, uint32_t k_heads, uint32_t Hv) {
             for (uint32_t t = 0; t < kern::kDeltaThreads; ++t) phase(t);
           },
           [&](uint32_t t) -> kern::DeltaThread& { return threads[t]; });
-  for (size_t i = 0; i < out.size(); ++i) {
-    if constexpr (std::is_same_v<T, float>)
-      ASSERT_NEAR(out[i], want_out[i], 2e-5f * (1 + std::fabs(want_out[i]))) << i;
-    else
-      ASSERT_NEAR(f(out[i]), want_out[i], 1e-5f + std::fabs(want_out[i]) / 128) << i;
-  }
-  for (size_t i = 0; i < b.states.size(); ++i)
-    ASSERT_NEAR(b.states[i], want.states[i], 2e-5f * (1 + std::fabs(want.states[i])))
-        << "state float " << i;
+  expect_delta_match(out, want_out, states, want_states, 2e-5f);
 }
 
 TEST(CudaDeltaNetHost, RecurrentDeltaRuleMatchesTheCpu) {
@@ -184,69 +155,21 @@ TEST(CudaDeltaNetHost, RecurrentDeltaRuleMatchesTheCpu) {
 // decode step, chunk boundaries, three chunks) in a shuffled pool.
 template <class T>
 void check_delta_chunked(uint32_t dk, uint32_t dv, uint32_t k_heads, uint32_t Hv) {
-  const uint32_t key_dim = k_heads * dk, C = 2 * key_dim + Hv * dv;
-  const std::vector<uint32_t> count{1, 65, 150, 64, 63}, slot{3, 0, 4, 1, 2};
-  std::vector<uint32_t> first;
-  uint32_t n_rows = 0;
-  for (uint32_t n : count) {
-    first.push_back(n_rows);
-    n_rows += n;
-  }
-  const size_t conv = 24, layer = conv + size_t{Hv} * dv * dk, slot_floats = 2 * layer;
-  std::vector<float> states = random_floats(5 * slot_floats, 90);
-  for (float& x : states) x *= 0.1f;
-  auto state = [&](std::vector<float>& pool, uint32_t s) {
-    return pool.data() + slot[s] * slot_floats + layer;
-  };
-  std::vector<float> mixed = random_floats(size_t{n_rows} * C, 91);
-  for (uint32_t t = 0; t < n_rows; ++t)
-    for (uint32_t h = 0; h < 2 * k_heads; ++h) l2_normalize(mixed.data() + t * C + h * dk, dk, 0);
-  std::vector<float> beta = random_floats(size_t{n_rows} * Hv, 92),
-                     g = random_floats(n_rows * Hv, 93);
-  for (float& x : beta) x = 1.0f / (1.0f + std::exp(-x));
-  for (float& x : g) x = -std::fabs(x) * 0.3f;
-
-  std::vector<float> want_states = states, want_out(size_t{n_rows} * Hv * dv);
-  for (uint32_t s = 0; s < count.size(); ++s)
-    for (uint32_t hv = 0; hv < Hv; ++hv) {
-      const uint32_t hk = hv % k_heads;
-      const float* row0 = mixed.data() + size_t{first[s]} * C;
-      DeltaRuleInputs in;
-      in.q = row0 + hk * dk;
-      in.k = row0 + key_dim + hk * dk;
-      in.v = row0 + 2 * key_dim + hv * dv;
-      in.q_stride = in.k_stride = in.v_stride = C;
-      in.g = g.data() + size_t{first[s]} * Hv + hv;
-      in.beta = beta.data() + size_t{first[s]} * Hv + hv;
-      in.g_stride = Hv;
-      in.out = want_out.data() + size_t{first[s]} * Hv * dv + hv * dv;
-      in.out_stride = size_t{Hv} * dv;
-      delta_rule_recurrent(state(want_states, s) + conv + size_t{hv} * dv * dk, in, count[s], dk,
-                           dv);
-    }
-
-  kern::DeltaRuleParams p;
-  p.seqs = {first.data(),  count.data(), slot.data(), static_cast<uint32_t>(count.size()),
-            states.data(), slot_floats,  layer};
-  p.conv_floats = conv;
-  p.mixed = mixed.data();
-  p.beta = beta.data();
-  p.g = g.data();
+  const DeltaBatch b({1, 65, 150, 64, 63}, {3, 0, 4, 1, 2}, 5, dk, dv, k_heads, Hv, 90);
+  std::vector<float> want_states = b.states, states = b.states;
+  const std::vector<float> want_out = b.cpu(want_states);
   std::vector<T> out(want_out.size());
-  p.out = out.data();
-  p.C = C;
-  p.key_dim = key_dim;
-  p.Hv = Hv;
-  p.k_heads = k_heads;
-  p.dk = dk;
-  p.dv = dv;
-  std::vector<float> G(size_t{n_rows} * Hv, NAN), qk(G.size() * kern::kDeltaChunk, NAN),
-      tinv(qk.size(), NAN);
-  kern::DeltaChunkScratch x{G.data(), qk.data(), tinv.data()};
+  const kern::DeltaRuleParams p = b.params(b.host(states), out.data());
+  // The prep pass's results [T][Hv], [T][Hv][kDeltaChunk] x2, NaN where it writes nothing.
+  const size_t rows = size_t{b.T} * Hv;
+  std::vector<float> scratch;
+  scratch.assign(rows * (1 + 2 * kern::kDeltaChunk), NAN);
+  const kern::DeltaChunkScratch x{scratch.data(), scratch.data() + rows,
+                                  scratch.data() + rows * (1 + kern::kDeltaChunk)};
   auto phases = [](auto&& phase) {
     for (uint32_t t = 0; t < kern::kChunkThreads; ++t) phase(t);
   };
-  const uint32_t n_blocks = static_cast<uint32_t>(count.size()) * Hv;
+  const uint32_t n_blocks = static_cast<uint32_t>(b.count.size()) * Hv;
   auto prep = std::make_unique<kern::DeltaPrepShared>();
   for (uint32_t bx = 0; bx < n_blocks; ++bx)
     for (uint32_t by = 0; by < 4; ++by)  // one more chunk than the longest sequence has
@@ -255,16 +178,7 @@ void check_delta_chunked(uint32_t dk, uint32_t dv, uint32_t k_heads, uint32_t Hv
   for (uint32_t bx = 0; bx < n_blocks; ++bx)
     for (uint32_t by = 0; by < (dv + kern::kChunkRows - 1) / kern::kChunkRows; ++by)
       kern::delta_chunk_state_block<T>(p, x, bx, by, *sh, phases);
-
-  for (size_t i = 0; i < out.size(); ++i) {
-    if constexpr (std::is_same_v<T, float>)
-      ASSERT_NEAR(out[i], want_out[i], 1e-4f * (1 + std::fabs(want_out[i]))) << i;
-    else
-      ASSERT_NEAR(f(out[i]), want_out[i], 1e-4f + std::fabs(want_out[i]) / 128) << i;
-  }
-  for (size_t i = 0; i < states.size(); ++i)
-    ASSERT_NEAR(states[i], want_states[i], 1e-4f * (1 + std::fabs(want_states[i])))
-        << "state float " << i;
+  expect_delta_match(out, want_out, states, want_states, 1e-4f);
 }
 
 TEST(CudaDeltaNetHost, ChunkedDeltaRuleMatchesTheCpu) {

@@ -11,6 +11,7 @@
 
 #include "common/fp16.h"
 #include "engine/cuda/kernels/block.h"
+#include "random_floats.h"
 
 namespace pith::cuda {
 
@@ -26,14 +27,6 @@ inline void run_grid(uint32_t blocks, uint32_t threads, F&& body) {
 
 inline std::vector<uint32_t> grids(size_t total, uint32_t threads) {
   return {kern::elementwise_blocks(total, threads), 1, 3};
-}
-
-inline std::vector<float> random_floats(size_t n, uint32_t seed, float sd = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
 }
 
 inline std::vector<Bf16> to_bf16(const std::vector<float>& v) {

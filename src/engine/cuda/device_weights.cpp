@@ -199,7 +199,8 @@ DeviceWeights::DeviceWeights(const ModelWeights& w, DType mode, cudaStream_t str
     up.matrix(m, p);
     return DeviceMatrix{p, mode, static_cast<uint32_t>(m.rows), static_cast<uint32_t>(m.cols)};
   };
-  // Experts' matrices, expert by expert (each one's `a` matrix, then its `b` one), in one block.
+  // Matrices stacked in one block: expert by expert, each one's `a` matrix, then its `b` one
+  // (a dense FFN's gate and up are the one-expert case).
   auto stacked = [&](const std::vector<WeightMatrix>& a, const std::vector<WeightMatrix>& b) {
     const size_t cols = d_of(a), rows = stacked_rows(a, b);
     char* p = take(rows * cols * elem_bytes(mode));
@@ -239,12 +240,7 @@ DeviceWeights::DeviceWeights(const ModelWeights& w, DType mode, cudaStream_t str
     d.wk = matrix(l.wk);
     d.wv = matrix(l.wv);
     d.wo = matrix(l.wo);
-    const size_t gate_bytes = l.w_gate.rows * l.w_gate.cols * elem_bytes(mode);
-    char* gu = take(gate_bytes + l.w_up.rows * l.w_up.cols * elem_bytes(mode));
-    up.matrix(l.w_gate, gu);
-    up.matrix(l.w_up, gu + gate_bytes);
-    d.w_gate_up = DeviceMatrix{gu, mode, static_cast<uint32_t>(l.w_gate.rows + l.w_up.rows),
-                               static_cast<uint32_t>(l.w_gate.cols)};
+    d.w_gate_up = stacked({l.w_gate}, {l.w_up});
     d.w_down = matrix(l.w_down);
     d.ssm_qkv = matrix(l.ssm_qkv);
     d.ssm_gate = matrix(l.ssm_gate);
@@ -258,12 +254,7 @@ DeviceWeights::DeviceWeights(const ModelWeights& w, DType mode, cudaStream_t str
     d.router = matrix(l.router);
     d.exp_gate_up = stacked(l.exp_gate, l.exp_up);
     d.exp_down = stacked(l.exp_down, {});
-    const size_t sh_gate_bytes = l.sh_gate.rows * l.sh_gate.cols * elem_bytes(mode);
-    char* sgu = take(sh_gate_bytes + l.sh_up.rows * l.sh_up.cols * elem_bytes(mode));
-    up.matrix(l.sh_gate, sgu);
-    up.matrix(l.sh_up, sgu + sh_gate_bytes);
-    d.sh_gate_up = DeviceMatrix{sgu, mode, static_cast<uint32_t>(l.sh_gate.rows + l.sh_up.rows),
-                                static_cast<uint32_t>(l.sh_gate.cols)};
+    d.sh_gate_up = stacked({l.sh_gate}, {l.sh_up});
     d.sh_down = matrix(l.sh_down);
     WeightMatrix gate_inp;  // the shared expert's gate vector as a one-row matrix
     gate_inp.rows = l.sh_gate_inp.empty() ? 0 : 1;
