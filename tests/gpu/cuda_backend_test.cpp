@@ -424,12 +424,14 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaVsCpu,
                                            Param{"generated_qwen3moe", "", false, "qwen3moe"}),
                          [](const auto& info) { return info.param.name; });
 
-// Hybrid models (qwen3.5: Gated DeltaNet layers with recurrent states beside attention layers
-// with a query gate and partial rotary): two sequences prefilled and decoded together at
-// different positions, a fork (copy_state + copy_kv) continuing exactly as its source, and state
-// images saved and loaded, against the CPU engine.
-TEST(CudaHybrid, StatesPrefillDecodeForkAndImagesMatchTheCpu) {
-  auto w = load(generated_model("qwen35"));
+// Hybrid models (qwen3.5 and qwen3.5 MoE: Gated DeltaNet layers with recurrent states beside
+// attention layers with a query gate and partial rotary): two sequences prefilled and decoded
+// together at different positions, a fork (copy_state + copy_kv) continuing exactly as its source,
+// and state images saved and loaded, against the CPU engine.
+class CudaHybrid : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaHybrid, StatesPrefillDecodeForkAndImagesMatchTheCpu) {
+  auto w = load(generated_model(GetParam()));
   ASSERT_TRUE(w->config.hybrid());
   EngineOptions eo;
   eo.kv_page_size = kPageSize;
@@ -531,6 +533,9 @@ TEST(CudaHybrid, StatesPrefillDecodeForkAndImagesMatchTheCpu) {
   for (size_t i = 0; i < image.size() / 4; ++i) worst = std::max(worst, std::abs(gs[i] - cs[i]));
   EXPECT_LE(worst, 5e-2f) << "states of the same sequence on the CPU and the GPU";
 }
+
+// qwen3.5 and its MoE variant (routed experts and a shared expert beside the recurrent layers).
+INSTANTIATE_TEST_SUITE_P(Families, CudaHybrid, ::testing::Values("qwen35", "qwen35moe"));
 
 // Exact ties in the logits: an untied LM head that is zero except rows 3, 5, 9 (one row r) and
 // row 4 (-r). Every logit is 0 or +-a, so the top-5 is all ties, which must go to the lower id
