@@ -303,6 +303,17 @@ void for_visible(const AttentionSequence& s, uint32_t i, uint32_t page_size, uin
   }
 }
 
+// Touches n floats from p into the cache ahead of their use.
+void prefetch_floats(const float* p, size_t n) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (size_t b = 0; b < n * sizeof(float); b += 64) __builtin_prefetch(c + b, 0, 3);
+}
+
+// Pieces prefetched ahead of the one computed. `pith bench model --profile --profile-context
+// 1024` (Llama 3.2 1B shape, 2 threads, Zen 4), attention of a batch-32 decode step: 142-168 ms
+// without, 118-131 with one piece ahead, 122-127 with two.
+constexpr uint32_t kPrefetchPieces = 2;
+
 }  // namespace
 
 void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_heads,
@@ -369,22 +380,36 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
         sr[r] = scratch.scores[worker].data() + size_t{r} * max_ctx;
         ar[r] = scratch.acc[worker].data() + size_t{r} * hd;
       }
-    // Slots [begin, end) in pieces within pages, for rows [r0, r0 + n_rows).
-    auto shared_pieces = [&](uint32_t end, auto&& fn) {
+    // Slots [0, end) in pieces within pages. Each piece is a short contiguous run (a page's
+    // block of this layer and KV head) somewhere else in the pool, which the hardware
+    // prefetchers only pick up after its first misses: the next kPrefetchPieces pieces of
+    // `pool_block` (the K or V blocks) are prefetched while this one is computed.
+    auto shared_pieces = [&](uint32_t end, auto&& pool_block, auto&& fn) {
+      uint32_t fetched = 0;  // slots before this one are loaded or prefetched
       for (uint32_t slot = 0; slot < end;) {
         const uint32_t off = slot % ps, cnt = std::min(ps - off, end - slot);
+        fetched = std::max(fetched, slot + cnt);  // this piece is loaded now anyway
+        while (fetched < end && fetched < slot + cnt + kPrefetchPieces * ps) {
+          const uint32_t c = std::min(ps - fetched % ps, end - fetched);
+          prefetch_floats(pool_block(s.pages[fetched / ps]) + size_t{fetched % ps} * hd,
+                          size_t{c} * hd);
+          fetched += c;
+        }
         fn(s.pages[slot / ps], off, cnt, size_t{slot});
         slot += cnt;
       }
     };
+    auto k_block = [&](uint32_t page) { return kv.k(page, layer, kvh); };
+    auto v_block = [&](uint32_t page) { return kv.v(page, layer, kvh); };
     // Pass 1: scaled scores of the visible slots.
     if (shared_end > 0)
-      shared_pieces(shared_end, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
-        float* so[kMaxRows];
-        for (uint32_t r = 0; r < nq * hpt; ++r) so[r] = sr[r] + idx;
-        (many ? kern.many_scores : kern.scores)(kv.k(page, layer, kvh) + size_t{off} * hd, cnt, qr,
-                                                nq * hpt, hd, scale, so);
-      });
+      shared_pieces(
+          shared_end, k_block, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
+            float* so[kMaxRows];
+            for (uint32_t r = 0; r < nq * hpt; ++r) so[r] = sr[r] + idx;
+            (many ? kern.many_scores : kern.scores)(kv.k(page, layer, kvh) + size_t{off} * hd, cnt,
+                                                    qr, nq * hpt, hd, scale, so);
+          });
     for (uint32_t i = 0; i < nq; ++i) {
       n_vis[i] = shared_end;
       for_visible(s, task.q_begin + i, ps, params.window,
@@ -414,12 +439,13 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
     }
     // Pass 2: the probability-weighted sum of V rows, shared prefix first (slot order kept).
     if (shared_end > 0)
-      shared_pieces(shared_end, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
-        const float* po[kMaxRows];
-        for (uint32_t r = 0; r < nq * hpt; ++r) po[r] = sr[r] + idx;
-        (many ? kern.many_accumulate : kern.accumulate)(kv.v(page, layer, kvh) + size_t{off} * hd,
-                                                        cnt, po, nq * hpt, hd, ar);
-      });
+      shared_pieces(shared_end, v_block,
+                    [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
+                      const float* po[kMaxRows];
+                      for (uint32_t r = 0; r < nq * hpt; ++r) po[r] = sr[r] + idx;
+                      (many ? kern.many_accumulate : kern.accumulate)(
+                          kv.v(page, layer, kvh) + size_t{off} * hd, cnt, po, nq * hpt, hd, ar);
+                    });
     for (uint32_t i = 0; i < nq; ++i) {
       if (n_vis[i] == 0) continue;
       for_visible(s, task.q_begin + i, ps, params.window,
