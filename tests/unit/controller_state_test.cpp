@@ -247,6 +247,15 @@ EngineOptions two_state_pool(const ModelWeights& weights) {
   return state_pool(weights, 2);
 }
 
+// Instances 1, 2, ... registered, each with its waker.
+void register_woken(Controller& ctl, std::initializer_list<Waker*> wakers) {
+  InstanceId id = 1;
+  for (Waker* w : wakers) {
+    ctl.register_instance(id, nullptr);
+    ctl.set_waker(id++, w->fn());
+  }
+}
+
 TEST(ControllerStatesPool, AllocationsWaitForStatesOthersGiveBack) {
   auto weights = test::generated_model("qwen35", 5);
   const EngineOptions o = two_state_pool(*weights);
@@ -254,10 +263,7 @@ TEST(ControllerStatesPool, AllocationsWaitForStatesOthersGiveBack) {
   ASSERT_EQ(engine.state_slots().capacity(), 2u);
   Controller ctl(engine, {});
   Waker w1, w2, w3;
-  for (InstanceId id : {1, 2, 3}) ctl.register_instance(id, nullptr);
-  ctl.set_waker(1, w1.fn());
-  ctl.set_waker(2, w2.fn());
-  ctl.set_waker(3, w3.fn());
+  register_woken(ctl, {&w1, &w2, &w3});
   std::vector<uint32_t> a, b, c;
   ASSERT_TRUE(ctl.alloc_states(1, 2, a).ok());
   EXPECT_EQ(ctl.alloc_states(2, 1, b), Status::Waiting);
@@ -375,10 +381,7 @@ TEST(ControllerStatesPool, APromiseToASuspendedWaiterIsWithdrawnUntilItResumes) 
   ASSERT_EQ(engine.state_slots().capacity(), 4u);
   Controller ctl(engine, {});
   Waker w1, w2, w3;
-  for (InstanceId id : {1, 2, 3}) ctl.register_instance(id, nullptr);
-  ctl.set_waker(1, w1.fn());
-  ctl.set_waker(2, w2.fn());
-  ctl.set_waker(3, w3.fn());
+  register_woken(ctl, {&w1, &w2, &w3});
   std::vector<uint32_t> s1, s2, s3, more3;
   ASSERT_TRUE(ctl.alloc_states(2, 2, s2).ok());
   ASSERT_TRUE(ctl.alloc_states(3, 1, s3).ok());
