@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "control/controller.h"
 
@@ -43,21 +44,18 @@ Result<void> Controller::alloc_states(InstanceId id, uint32_t n, std::vector<uin
   }
   auto client = kv_clients_.find(id);
   if (client != kv_clients_.end()) client->second.last_active_ns = now;
-  Result<void> r = Failure{
-      Status::OutOfStates,
-      fmt::format("{} recurrent states requested, {} free of {} (--state-memory), and instances "
-                  "that rank before this one wait for states or pages",
-                  n, spaces_.states_free(), spaces_.state_capacity())};
+  std::optional<Failure> short_of;  // the pool's answer, when it was asked
   if (!wanting_ahead_locked(id)) {
-    r = spaces_.alloc_states(id, n, handles, states_promised_locked());
+    auto r = spaces_.alloc_states(id, n, handles, states_promised_locked());
     if (r) {
       // Emptied by the dispatcher before the next batch runs: no call can name them before that.
       const HandleTable& table = *spaces_.state_table(id);
       for (uint32_t h : handles) states_to_clear_.push_back(*table.lookup(h));
       return {};
     }
+    if (r.code() != Status::OutOfStates) return r;
+    short_of = r.failure();
   }
-  if (r.code() != Status::OutOfStates) return r;
   if (n > spaces_.state_capacity())
     return Failure{Status::OutOfStates,
                    fmt::format("{} recurrent states requested, the whole pool has {} "
@@ -65,8 +63,13 @@ Result<void> Controller::alloc_states(InstanceId id, uint32_t n, std::vector<uin
                                n, spaces_.state_capacity())};
   if (auto quota = spaces_.check_state_quota(id, n); !quota) return quota;
   if (client == kv_clients_.end() || !client->second.wake || client->second.fail_fast ||
-      !others_hold_states_locked(id))
-    return r;
+      !others_hold_states_locked(id)) {
+    if (short_of) return *short_of;
+    return Failure{Status::OutOfStates,
+                   fmt::format("{} recurrent states requested, {} free of {} (--state-memory), "
+                               "and instances that rank before this one wait for states or pages",
+                               n, spaces_.states_free(), spaces_.state_capacity())};
+  }
   state_waits_[id] = StateWait{n, now, false, std::nullopt};
   work_cv_.notify_one();
   return waiting_for_states();

@@ -403,13 +403,13 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
     auto v_block = [&](uint32_t page) { return kv.v(page, layer, kvh); };
     // Pass 1: scaled scores of the visible slots.
     if (shared_end > 0)
-      shared_pieces(
-          shared_end, k_block, [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
-            float* so[kMaxRows];
-            for (uint32_t r = 0; r < nq * hpt; ++r) so[r] = sr[r] + idx;
-            (many ? kern.many_scores : kern.scores)(kv.k(page, layer, kvh) + size_t{off} * hd, cnt,
-                                                    qr, nq * hpt, hd, scale, so);
-          });
+      shared_pieces(shared_end, k_block,
+                    [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
+                      float* so[kMaxRows];
+                      for (uint32_t r = 0; r < nq * hpt; ++r) so[r] = sr[r] + idx;
+                      (many ? kern.many_scores : kern.scores)(k_block(page) + size_t{off} * hd, cnt,
+                                                              qr, nq * hpt, hd, scale, so);
+                    });
     for (uint32_t i = 0; i < nq; ++i) {
       n_vis[i] = shared_end;
       for_visible(s, task.q_begin + i, ps, params.window,
@@ -444,7 +444,7 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
                       const float* po[kMaxRows];
                       for (uint32_t r = 0; r < nq * hpt; ++r) po[r] = sr[r] + idx;
                       (many ? kern.many_accumulate : kern.accumulate)(
-                          kv.v(page, layer, kvh) + size_t{off} * hd, cnt, po, nq * hpt, hd, ar);
+                          v_block(page) + size_t{off} * hd, cnt, po, nq * hpt, hd, ar);
                     });
     for (uint32_t i = 0; i < nq; ++i) {
       if (n_vis[i] == 0) continue;
