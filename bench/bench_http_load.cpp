@@ -226,8 +226,9 @@ json run_http_load_bench(const HttpLoadOptions& o) {
   std::string url = o.url;
   if (url.empty()) {
     std::vector<std::string> args = {
-        "-m",        o.model,          "--device", o.device,          "--kv-memory",
-        o.kv_memory, "--log-interval", "0",        "--max-instances", "4096"};
+        "-m",         o.model,          "--device", o.device,          "--kv-memory",
+        o.kv_memory,  "--log-interval", "0",        "--max-instances", "4096",
+        "--kv-dtype", o.kv_dtype};
     if (o.threads) args.insert(args.end(), {"-t", std::to_string(o.threads)});
     started = std::make_unique<ChildServer>("serving", args);
     url = started->url();

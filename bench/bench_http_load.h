@@ -31,6 +31,7 @@ struct HttpLoadOptions {
   size_t threads = 0;
   std::string device = "auto";
   std::string kv_memory = "2G";
+  std::string kv_dtype = "auto";
 };
 
 nlohmann::json run_http_load_bench(const HttpLoadOptions& o);

@@ -1,6 +1,7 @@
 // The model benchmark suite (see bench_model.h).
 #include "bench/bench_model.h"
 #include "bench/model_profile.h"
+#include "engine/kv_pool.h"
 
 #include <fmt/format.h>
 
@@ -135,10 +136,11 @@ double samples_median(const nlohmann::json& e) {
   return e.value("avg_ts", 0.0);
 }
 
-LlamaBenchResult run_llama_bench(const ModelBenchOptions& o) {
-  std::string cmd =
-      fmt::format("'{}' -m '{}' -p {} -n {} -t {} -r {} -o json 2>/dev/null", o.llama_bench,
-                  o.model_path, o.n_prompt, o.n_gen, o.threads, o.reps);
+// llama-bench with the KV type pith ran with (its own default is f16).
+LlamaBenchResult run_llama_bench(const ModelBenchOptions& o, KvDType kv) {
+  std::string cmd = fmt::format(
+      "'{}' -m '{}' -p {} -n {} -t {} -r {} -ctk {} -ctv {} -o json 2>/dev/null", o.llama_bench,
+      o.model_path, o.n_prompt, o.n_gen, o.threads, o.reps, kv_dtype_name(kv), kv_dtype_name(kv));
   std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
   if (!p) fail("cannot run llama-bench: {}", cmd);
   std::string out;
@@ -169,8 +171,9 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   eo.n_threads = o.threads;
   size_t max_batch = 0;
   for (size_t b : o.batch_sizes) max_batch = std::max(max_batch, b);
-  const size_t page_bytes =
-      size_t{c.n_kv_layers()} * 2 * eo.kv_page_size * c.kv_dim() * sizeof(float);
+  eo.kv_dtype = o.kv_dtype;
+  // Pages sized as f32, the largest any backend stores.
+  const size_t page_bytes = kv_shape_for(c, eo.kv_page_size, KvDType::F32).page_bytes();
   const size_t pages = (o.n_prompt + eo.kv_page_size - 1) / eo.kv_page_size +
                        (o.n_gen + eo.kv_page_size - 1) / eo.kv_page_size +
                        max_batch * ((o.batch_steps + eo.kv_page_size - 1) / eo.kv_page_size) + 4;
@@ -183,8 +186,11 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   Backend& engine = *backend;
 
   const size_t wbytes = decode_token_cost(*weights).bytes;
-  fmt::print("model bench: {} ({} layers, d_model {}, vocab {}), {} threads, median of {} runs\n",
-             o.model_path, c.n_layers, c.d_model, c.vocab_size, o.threads, o.reps);
+  const KvDType kv_dtype = engine.info().kv_dtype;
+  fmt::print(
+      "model bench: {} ({} layers, d_model {}, vocab {}), {} threads, KV {}, median of {} runs\n",
+      o.model_path, c.n_layers, c.d_model, c.vocab_size, o.threads, kv_dtype_name(kv_dtype),
+      o.reps);
   fmt::print("weights streamed per decode step: {:.1f} MiB\n", wbytes / 1048576.0);
 
   // The floor's bandwidth is sampled before the tests and between the decode runs (the host's
@@ -246,10 +252,11 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
                       {"bandwidth_samples_gb_s", bw_samples},
                       {"weight_bytes_per_token", wbytes},
                       {"weight_panels", o.cpu_weight_panels},
+                      {"kv_dtype", kv_dtype_name(kv_dtype)},
                       {"decode_floor_tok_s", floor},
                       {"tg_over_floor", tg / floor}};
   if (!o.llama_bench.empty()) {
-    LlamaBenchResult lb = run_llama_bench(o);
+    LlamaBenchResult lb = run_llama_bench(o, kv_dtype);
     fmt::print("llama.cpp ({}): pp{} {:.2f} tok/s, tg{} {:.2f} tok/s\n", lb.version, o.n_prompt,
                lb.pp_tok_s, o.n_gen, lb.tg_tok_s);
     if (lb.pp_tok_s > 0) fmt::print("pith / llama.cpp: prefill {:.2f}x", pp / lb.pp_tok_s);
@@ -262,7 +269,7 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   if (o.profile) {
     if (engine.info().name != "cpu")
       fail("bench model --profile: the per-op profile is the CPU engine's");
-    j["profile"] = run_forward_profile(weights, o.threads, o.profile_context, o.reps);
+    j["profile"] = run_forward_profile(weights, o.threads, o.profile_context, o.reps, o.kv_dtype);
   }
   return j;
 }

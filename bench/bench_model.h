@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/kv_dtype.h"
+
 namespace pith::bench {
 
 struct ModelBenchOptions {
@@ -29,11 +31,12 @@ struct ModelBenchOptions {
   size_t batch_steps = 16;
   int reps = 3;
   size_t bandwidth_bytes = size_t{2} << 30;
-  std::string llama_bench;         // path of llama-bench to run beside (empty: not run)
-  std::string device = "auto";     // cpu | cuda | cuda:N | auto (engine/backend.h)
-  bool profile = false;            // per-op time of a decode step and a prefill chunk (CPU)
-  uint32_t profile_context = 128;  // tokens already in KV for the profile
-  bool cpu_weight_panels = true;   // BackendOptions::cpu_weight_panels (off: the A/B baseline)
+  std::string llama_bench;           // path of llama-bench to run beside (empty: not run)
+  std::string device = "auto";       // cpu | cuda | cuda:N | auto (engine/backend.h)
+  bool profile = false;              // per-op time of a decode step and a prefill chunk (CPU)
+  uint32_t profile_context = 128;    // tokens already in KV for the profile
+  bool cpu_weight_panels = true;     // BackendOptions::cpu_weight_panels (off: the A/B baseline)
+  KvDType kv_dtype = KvDType::Auto;  // BackendOptions::kv_dtype; llama-bench gets the same type
 };
 
 // Runs the suite, printing a readable report to stdout; returns the JSON summary.

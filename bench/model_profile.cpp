@@ -21,7 +21,7 @@ struct Case {
 }  // namespace
 
 nlohmann::json run_forward_profile(std::shared_ptr<const ModelWeights> weights, size_t threads,
-                                   uint32_t context, int reps) {
+                                   uint32_t context, int reps, KvDType kv_dtype) {
   const ModelConfig& c = weights->config;
   const Case cases[] = {{"decode_b1", 1, 1},
                         {"decode_b32", 32, 1},
@@ -29,10 +29,11 @@ nlohmann::json run_forward_profile(std::shared_ptr<const ModelWeights> weights, 
                         {"prefill512_b32", 32, 16}};
   EngineOptions eo;
   eo.n_threads = threads;
+  eo.kv_dtype = kv_dtype;
   const uint32_t ps = eo.kv_page_size;
   const uint32_t max_ctx = context + 512 + ps;
-  eo.kv_memory_bytes = size_t{32 + 2} * ((max_ctx + ps - 1) / ps) *
-                       (size_t{c.n_layers} * 2 * ps * c.kv_dim() * sizeof(float));
+  eo.kv_memory_bytes =
+      size_t{32 + 2} * ((max_ctx + ps - 1) / ps) * kv_shape_for(c, ps, kv_dtype).page_bytes();
   Engine engine(weights, eo);
   std::mt19937 rng(11);
   std::uniform_int_distribution<int32_t> tok(0, int32_t(c.vocab_size) - 1);

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/kv_dtype.h"
+
 namespace pith {
 struct ModelWeights;
 }
@@ -16,6 +18,6 @@ struct ModelWeights;
 namespace pith::bench {
 
 nlohmann::json run_forward_profile(std::shared_ptr<const ModelWeights> weights, size_t threads,
-                                   uint32_t context, int reps);
+                                   uint32_t context, int reps, KvDType kv_dtype);
 
 }  // namespace pith::bench

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backend/forward_batch.h"
+#include "backend/kv_dtype.h"
 #include "backend/model_config.h"
 #include "backend/slot_pool.h"
 
@@ -37,6 +38,7 @@ struct BackendOptions {
   std::string device = "auto";  // cpu | cuda | cuda:N | auto (cuda when present) | fake (tests)
   uint32_t kv_page_size = 16;   // tokens per KV page (--kv-page-size)
   size_t kv_memory_bytes = size_t{256} << 20;  // KV pool budget (--kv-memory)
+  KvDType kv_dtype = KvDType::Auto;            // KV element type (--kv-dtype, kv_dtype.h)
   // Recurrent state pool of hybrid models (--state-memory); 0: as much as the KV pool's budget.
   size_t state_memory_bytes = 0;
   uint32_t max_embeds = 4096;        // Embed slots
@@ -52,11 +54,12 @@ struct BackendOptions {
 struct BackendInfo {
   std::string name;    // "cpu", "cuda", "fake"
   std::string device;  // "AMD EPYC 7B13 (2 threads, AVX2)", "NVIDIA H100 80GB HBM3 (cuda:0)"
-  size_t device_memory_bytes = 0;  // total memory of the device (0: host / unknown)
-  size_t weight_bytes = 0;         // model weights as held by the backend
-  size_t kv_bytes = 0;             // the KV page pool
-  size_t state_bytes = 0;          // the recurrent state pool (hybrid models)
-  size_t workspace_bytes = 0;      // activations, scratch, Embed slots
+  size_t device_memory_bytes = 0;    // total memory of the device (0: host / unknown)
+  size_t weight_bytes = 0;           // model weights as held by the backend
+  size_t kv_bytes = 0;               // the KV page pool
+  KvDType kv_dtype = KvDType::Auto;  // its element type (Auto: the backend does not say)
+  size_t state_bytes = 0;            // the recurrent state pool (hybrid models)
+  size_t workspace_bytes = 0;        // activations, scratch, Embed slots
 };
 
 class Backend {

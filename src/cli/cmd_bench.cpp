@@ -125,6 +125,7 @@ struct ModelArgs {
   size_t bandwidth_mib = 2048;
   std::vector<size_t> batch;
   std::string isa;
+  std::string kv_dtype = "auto";
   bool json = false;
 };
 
@@ -139,6 +140,7 @@ void add_model_suite(CLI::App& bench) {
   cmd->add_option("-t,--threads", args->o.threads, "threads (including the caller)")
       ->capture_default_str();
   add_device_option(*cmd, args->o.device);
+  add_kv_dtype_option(*cmd, args->kv_dtype);
   cmd->add_option("--batch", args->batch, "batch sizes for aggregate decode, e.g. 1,8,32")
       ->delimiter(',');
   cmd->add_flag("--profile", args->o.profile,
@@ -164,6 +166,7 @@ void add_model_suite(CLI::App& bench) {
   cmd->add_flag("--json", args->json, "print a JSON summary as the last line");
   cmd->callback([args] {
     if (!args->isa.empty()) set_isa_cap(parse_isa(args->isa));
+    args->o.kv_dtype = parse_kv_dtype(args->kv_dtype);
     if (args->o.threads == 0) fail("--threads must be at least 1");
     if (args->o.reps < 1) fail("--reps must be at least 1");
     if (args->o.batch_steps == 0 && !args->batch.empty()) fail("--batch-steps must be at least 1");
@@ -464,6 +467,7 @@ void add_http_load_suite(CLI::App& bench) {  // pith bench serving (bench/bench_
   c->add_option("--seed", o->seed, "prompt words");
   c->add_option("-t,--threads", o->threads, "-m: engine threads (0: one per core)");
   c->add_option("--kv-memory", o->kv_memory, "-m: the KV pool");
+  add_kv_dtype_option(*c, o->kv_dtype);
   add_device_option(*c, o->device);
   c->add_flag("--json", *json, "print a JSON summary as the last line");
   c->callback([o, json] {

@@ -37,6 +37,7 @@ struct LogitsArgs {
   size_t threads = 0;
   uint32_t page_size = 16;
   std::string device = "auto";
+  std::string kv_dtype = "auto";
   std::string lora;  // adapter path, applied to the whole prompt
 };
 
@@ -106,13 +107,14 @@ void run_logits(const LogitsArgs& a) {
       fail("pith logits: token id {} out of range (vocab {})", t, c.vocab_size);
   const uint32_t n = static_cast<uint32_t>(tokens.size());
 
-  // A KV pool just big enough for the prompt.
+  // A KV pool just big enough for the prompt (in f32 pages, the largest any backend stores).
   BackendOptions eo;
   eo.kv_page_size = a.page_size;
+  eo.kv_dtype = parse_kv_dtype(a.kv_dtype);
   eo.n_threads = a.threads;
   eo.max_embeds = 1;
   const uint32_t n_pages = (n + a.page_size - 1) / a.page_size;
-  eo.kv_memory_bytes = kv_shape_for(c, a.page_size).page_bytes() * n_pages;
+  eo.kv_memory_bytes = kv_shape_for(c, a.page_size, KvDType::F32).page_bytes() * n_pages;
   eo.state_memory_bytes = c.recurrent_state_floats() * sizeof(float);  // one sequence's
   eo.device = a.device;
   auto backend = make_backend(weights, eo);
@@ -177,6 +179,7 @@ void add_logits_commands(CLI::App& app) {
       ->default_val(16)
       ->check(CLI::Range(1, 4096));
   add_device_option(*cmd, args.device);
+  add_kv_dtype_option(*cmd, args.kv_dtype);
   cmd->callback([] { run_logits(args); });
 }
 

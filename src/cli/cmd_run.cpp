@@ -22,6 +22,7 @@ struct RunArgs {
   size_t threads = 0;
   std::string kv_memory = "256M";
   uint32_t kv_page_size = 16;
+  std::string kv_dtype = "auto";
   std::string cache_dir;
   std::string batch_policy = "adaptive";
   uint32_t max_batch_tokens = 512;
@@ -43,6 +44,7 @@ int run(const RunArgs& a) {
   so.engine.n_threads = a.threads;
   so.engine.kv_memory_bytes = parse_byte_size(a.kv_memory);
   so.engine.kv_page_size = a.kv_page_size;
+  so.engine.kv_dtype = parse_kv_dtype(a.kv_dtype);
   so.runtime.compiler.cache_dir = a.cache_dir;
   so.control.policy = a.batch_policy;
   so.control.max_batch_tokens = a.max_batch_tokens;
@@ -79,6 +81,7 @@ void add_run_commands(CLI::App& app) {
   add_device_option(*run_cmd, a->device);
   run_cmd->add_option("--kv-memory", a->kv_memory, "KV cache budget, e.g. 256M, 2G");
   run_cmd->add_option("--kv-page-size", a->kv_page_size, "tokens per KV page");
+  add_kv_dtype_option(*run_cmd, a->kv_dtype);
   run_cmd->add_option("--cache-dir", a->cache_dir,
                       "native code cache (default ~/.cache/pith/native)");
   run_cmd->add_option("--batch-policy", a->batch_policy, "adaptive | eager | k[:K] | t[:MS]");

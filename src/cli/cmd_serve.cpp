@@ -89,6 +89,7 @@ void add_serve_commands(CLI::App& app) {
   add(cmd->add_option("-t,--threads", cfg->threads, "engine threads (0: one per core)"));
   add(cmd->add_option("--kv-memory", cfg->kv_memory, "KV cache budget, e.g. 512M, 2G"));
   add(cmd->add_option("--kv-page-size", cfg->kv_page_size, "tokens per KV page"));
+  add(add_kv_dtype_option(*cmd, cfg->kv_dtype));
   add(cmd->add_option("--chat-template", cfg->chat_template,
                       "Jinja chat template file (default: the model's)"));
   add(cmd->add_option(

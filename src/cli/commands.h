@@ -34,4 +34,14 @@ inline CLI::Option* add_device_option(CLI::App& cmd, std::string& device) {
       ->default_val("auto");
 }
 
+// `--kv-dtype auto|f32|f16|bf16` beside --kv-memory (backend/kv_dtype.h); parsed with
+// parse_kv_dtype where the options are resolved.
+inline CLI::Option* add_kv_dtype_option(CLI::App& cmd, std::string& kv_dtype) {
+  return cmd
+      .add_option("--kv-dtype", kv_dtype,
+                  "KV cache element type: f16 or bf16 hold twice the tokens of f32 and halve "
+                  "attention's reads; auto: f32 on the CPU, the activation type on a GPU")
+      ->default_val("auto");
+}
+
 }  // namespace pith::cli

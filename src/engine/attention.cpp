@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/kernels/simd_avx2.h"
+#include "engine/attention_kernels.h"
 #include "engine/kernels/vector_ops.h"
 
 namespace pith {
@@ -15,262 +15,6 @@ namespace {
 constexpr uint32_t kQueriesPerTask = 16;
 constexpr uint32_t kMaxGroup = 16;  // query heads per task (GQA group), bounded for stack arrays
 constexpr uint32_t kMaxRows = kQueriesPerTask * kMaxGroup;  // (query, head) rows of a task
-
-// The two inner loops of attention over one page piece (cnt contiguous K or V rows of
-// head_dim floats), for G query heads that share the rows' KV head:
-//   scores: s[g][j] = scale * q[g] · k[j]
-//   accumulate: acc[g] += p[g][j] * v[j]
-// One call per page piece, so dispatch is paid per up-to-page_size rows, and each K/V row is
-// loaded once for all G heads of a GQA group.
-struct PieceKernels {
-  void (*scores)(const float* k, uint32_t cnt, const float* const* q, uint32_t G, uint32_t hd,
-                 float scale, float* const* s);
-  void (*accumulate)(const float* v, uint32_t cnt, const float* const* p, uint32_t G, uint32_t hd,
-                     float* const* acc);
-  // The same for many rows (a causal chunk's shared prefix: queries x heads), where a piece's
-  // K rows are worth transposing once for all of them.
-  void (*many_scores)(const float* k, uint32_t cnt, const float* const* q, uint32_t G, uint32_t hd,
-                      float scale, float* const* s);
-  void (*many_accumulate)(const float* v, uint32_t cnt, const float* const* p, uint32_t G,
-                          uint32_t hd, float* const* acc);
-};
-
-namespace scalar {
-void scores(const float* k, uint32_t cnt, const float* const* q, uint32_t G, uint32_t hd,
-            float scale, float* const* s) {
-  for (uint32_t j = 0; j < cnt; ++j, k += hd)
-    for (uint32_t g = 0; g < G; ++g) {
-      float a = 0;
-      for (uint32_t d = 0; d < hd; ++d) a += q[g][d] * k[d];
-      s[g][j] = a * scale;
-    }
-}
-void accumulate(const float* v, uint32_t cnt, const float* const* p, uint32_t G, uint32_t hd,
-                float* const* acc) {
-  for (uint32_t j = 0; j < cnt; ++j, v += hd)
-    for (uint32_t g = 0; g < G; ++g) {
-      const float w = p[g][j];
-      for (uint32_t d = 0; d < hd; ++d) acc[g][d] += w * v[d];
-    }
-}
-}  // namespace scalar
-
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-namespace vavx2 {
-
-// head_dim is a multiple of 8 (checked by the dispatcher). Both kernels walk head_dim in
-// chunks of up to 64 floats (8 ymm registers): a query chunk stays in registers across 8 K
-// rows, an accumulator chunk across all V rows of the piece, so the loops are bound by loads
-// of K/V rows rather than by L1 traffic for q or acc.
-
-#define PITH_AI __attribute__((always_inline)) inline
-
-// acc[r] += q[0..8NV) * k_r[0..8NV) for 8 rows r of stride hd.
-template <int NV>
-PITH_AI void qk_chunk(const float* q, const float* k, uint32_t hd, __m256* acc) {
-  __m256 qv[NV];
-  for (int v = 0; v < NV; ++v) qv[v] = _mm256_loadu_ps(q + 8 * v);
-  for (int r = 0; r < 8; ++r)
-    for (int v = 0; v < NV; ++v)
-      acc[r] =
-          _mm256_fmadd_ps(qv[v], _mm256_loadu_ps(k + static_cast<size_t>(r) * hd + 8 * v), acc[r]);
-}
-
-PITH_AI void qk_tail(const float* q, const float* k, uint32_t hd, uint32_t nv, __m256* acc) {
-  switch (nv) {
-    case 1:
-      return qk_chunk<1>(q, k, hd, acc);
-    case 2:
-      return qk_chunk<2>(q, k, hd, acc);
-    case 3:
-      return qk_chunk<3>(q, k, hd, acc);
-    case 4:
-      return qk_chunk<4>(q, k, hd, acc);
-    case 5:
-      return qk_chunk<5>(q, k, hd, acc);
-    case 6:
-      return qk_chunk<6>(q, k, hd, acc);
-    case 7:
-      return qk_chunk<7>(q, k, hd, acc);
-    default:
-      return;
-  }
-}
-
-// The 8 horizontal sums of a[0..8) as one vector.
-PITH_AI __m256 hsum8(const __m256* a) {
-  __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-  __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-  __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
-void scores(const float* k, uint32_t cnt, const float* const* q, uint32_t G, uint32_t hd,
-            float scale, float* const* s) {
-  const uint32_t full = hd / 64, tail = (hd % 64) / 8;
-  const __m256 vscale = _mm256_set1_ps(scale);
-  for (uint32_t g = 0; g < G; ++g) {
-    const float* qg = q[g];
-    uint32_t j = 0;
-    for (; j + 8 <= cnt; j += 8) {
-      __m256 acc[8];
-      for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
-      const float* kj = k + size_t{j} * hd;
-      for (uint32_t c = 0; c < full; ++c) qk_chunk<8>(qg + 64 * c, kj + 64 * c, hd, acc);
-      if (tail) qk_tail(qg + 64 * full, kj + 64 * full, hd, tail, acc);
-      _mm256_storeu_ps(s[g] + j, _mm256_mul_ps(hsum8(acc), vscale));
-    }
-    for (; j < cnt; ++j) {
-      const float* kj = k + size_t{j} * hd;
-      __m256 a = _mm256_setzero_ps();
-      for (uint32_t d = 0; d < hd; d += 8)
-        a = _mm256_fmadd_ps(_mm256_loadu_ps(qg + d), _mm256_loadu_ps(kj + d), a);
-      s[g][j] = avx2::hsum(a) * scale;
-    }
-  }
-}
-
-// acc[0..8NV) += sum_j p[j] * v_j[0..8NV) over cnt rows of stride hd.
-template <int NV>
-PITH_AI void pv_chunk(const float* v, uint32_t cnt, const float* p, uint32_t hd, float* acc) {
-  __m256 a[NV];
-  for (int x = 0; x < NV; ++x) a[x] = _mm256_loadu_ps(acc + 8 * x);
-  for (uint32_t j = 0; j < cnt; ++j) {
-    const __m256 w = _mm256_set1_ps(p[j]);
-    const float* vj = v + size_t{j} * hd;
-    for (int x = 0; x < NV; ++x) a[x] = _mm256_fmadd_ps(w, _mm256_loadu_ps(vj + 8 * x), a[x]);
-  }
-  for (int x = 0; x < NV; ++x) _mm256_storeu_ps(acc + 8 * x, a[x]);
-}
-
-void accumulate(const float* v, uint32_t cnt, const float* const* p, uint32_t G, uint32_t hd,
-                float* const* acc) {
-  const uint32_t full = hd / 64, tail = (hd % 64) / 8;
-  for (uint32_t g = 0; g < G; ++g) {
-    for (uint32_t c = 0; c < full; ++c) pv_chunk<8>(v + 64 * c, cnt, p[g], hd, acc[g] + 64 * c);
-    const float* vt = v + 64 * full;
-    float* at = acc[g] + 64 * full;
-    switch (tail) {
-      case 1:
-        pv_chunk<1>(vt, cnt, p[g], hd, at);
-        break;
-      case 2:
-        pv_chunk<2>(vt, cnt, p[g], hd, at);
-        break;
-      case 3:
-        pv_chunk<3>(vt, cnt, p[g], hd, at);
-        break;
-      case 4:
-        pv_chunk<4>(vt, cnt, p[g], hd, at);
-        break;
-      case 5:
-        pv_chunk<5>(vt, cnt, p[g], hd, at);
-        break;
-      case 6:
-        pv_chunk<6>(vt, cnt, p[g], hd, at);
-        break;
-      case 7:
-        pv_chunk<7>(vt, cnt, p[g], hd, at);
-        break;
-      default:
-        break;
-    }
-  }
-}
-
-#undef PITH_AI
-
-}  // namespace vavx2
-#pragma GCC pop_options
-
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")
-namespace v512 {
-
-// head_dim a multiple of 16. Keys 16 at a time: the piece's K rows transposed into kt[d][16]
-// (zero lanes past cnt), then 4 rows at a time s[r][j0 .. j0 + 16) = Σ_d q[r][d] * kt[d] with
-// q[r][d] broadcast: 16 products per FMA and no horizontal sums.
-void many_scores(const float* k, uint32_t cnt, const float* const* q, uint32_t G, uint32_t hd,
-                 float scale, float* const* s) {
-  alignas(64) float kt[256 * 16];
-  if (hd > 256) return vavx2::scores(k, cnt, q, G, hd, scale, s);
-  const __m512 vscale = _mm512_set1_ps(scale);
-  for (uint32_t j0 = 0; j0 < cnt; j0 += 16) {
-    const uint32_t n = std::min<uint32_t>(16, cnt - j0);
-    for (uint32_t d = 0; d < hd; ++d) {
-      for (uint32_t j = 0; j < n; ++j) kt[d * 16 + j] = k[size_t{j0 + j} * hd + d];
-      for (uint32_t j = n; j < 16; ++j) kt[d * 16 + j] = 0.0f;
-    }
-    const __mmask16 m = n == 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
-    uint32_t g = 0;
-    for (; g + 4 <= G; g += 4) {
-      __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                       _mm512_setzero_ps()};
-      for (uint32_t d = 0; d < hd; ++d) {
-        const __m512 kv = _mm512_load_ps(kt + d * 16);
-        for (int r = 0; r < 4; ++r)
-          acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[g + r][d]), kv, acc[r]);
-      }
-      for (int r = 0; r < 4; ++r)
-        _mm512_mask_storeu_ps(s[g + r] + j0, m, _mm512_mul_ps(acc[r], vscale));
-    }
-    for (; g < G; ++g) {
-      __m512 acc = _mm512_setzero_ps();
-      for (uint32_t d = 0; d < hd; ++d)
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(q[g][d]), _mm512_load_ps(kt + d * 16), acc);
-      _mm512_mask_storeu_ps(s[g] + j0, m, _mm512_mul_ps(acc, vscale));
-    }
-  }
-}
-
-// acc[r] += Σ_j p[r][j] * v_j, 64 columns and 4 rows at a time: each V row chunk is loaded once
-// for the 4 rows, 16 accumulators stay in registers across the piece.
-void many_accumulate(const float* v, uint32_t cnt, const float* const* p, uint32_t G, uint32_t hd,
-                     float* const* acc) {
-  for (uint32_t c = 0; c < hd; c += 64) {
-    const uint32_t nv = std::min<uint32_t>(64, hd - c) / 16;
-    uint32_t g = 0;
-    for (; g + 4 <= G && nv == 4; g += 4) {
-      __m512 a[4][4];
-      for (int r = 0; r < 4; ++r)
-        for (int x = 0; x < 4; ++x) a[r][x] = _mm512_loadu_ps(acc[g + r] + c + 16 * x);
-      for (uint32_t j = 0; j < cnt; ++j) {
-        const float* vj = v + size_t{j} * hd + c;
-        const __m512 v0 = _mm512_loadu_ps(vj), v1 = _mm512_loadu_ps(vj + 16),
-                     v2 = _mm512_loadu_ps(vj + 32), v3 = _mm512_loadu_ps(vj + 48);
-        for (int r = 0; r < 4; ++r) {
-          const __m512 w = _mm512_set1_ps(p[g + r][j]);
-          a[r][0] = _mm512_fmadd_ps(w, v0, a[r][0]);
-          a[r][1] = _mm512_fmadd_ps(w, v1, a[r][1]);
-          a[r][2] = _mm512_fmadd_ps(w, v2, a[r][2]);
-          a[r][3] = _mm512_fmadd_ps(w, v3, a[r][3]);
-        }
-      }
-      for (int r = 0; r < 4; ++r)
-        for (int x = 0; x < 4; ++x) _mm512_storeu_ps(acc[g + r] + c + 16 * x, a[r][x]);
-    }
-    for (; g < G; ++g)
-      for (uint32_t x = 0; x < nv; ++x) {
-        __m512 a = _mm512_loadu_ps(acc[g] + c + 16 * x);
-        for (uint32_t j = 0; j < cnt; ++j)
-          a = _mm512_fmadd_ps(_mm512_set1_ps(p[g][j]),
-                              _mm512_loadu_ps(v + size_t{j} * hd + c + 16 * x), a);
-        _mm512_storeu_ps(acc[g] + c + 16 * x, a);
-      }
-  }
-}
-
-}  // namespace v512
-#pragma GCC pop_options
-
-PieceKernels piece_kernels(uint32_t head_dim) {
-  if (head_dim % 16 == 0 && best_isa() == KernelIsa::Avx512)
-    return {vavx2::scores, vavx2::accumulate, v512::many_scores, v512::many_accumulate};
-  if (head_dim % 8 == 0 && best_isa() != KernelIsa::Scalar)
-    return {vavx2::scores, vavx2::accumulate, vavx2::scores, vavx2::accumulate};
-  return {scalar::scores, scalar::accumulate, scalar::scores, scalar::accumulate};
-}
 
 // Calls fn(page, first_offset, count, running_index) for each page-contiguous piece of the
 // visible slots of query i, in slot order.
@@ -303,10 +47,9 @@ void for_visible(const AttentionSequence& s, uint32_t i, uint32_t page_size, uin
   }
 }
 
-// Touches n floats from p into the cache ahead of their use.
-void prefetch_floats(const float* p, size_t n) {
-  const char* c = reinterpret_cast<const char*>(p);
-  for (size_t b = 0; b < n * sizeof(float); b += 64) __builtin_prefetch(c + b, 0, 3);
+// Touches n bytes from p into the cache ahead of their use.
+void prefetch_bytes(const std::byte* p, size_t n) {
+  for (size_t b = 0; b < n; b += 64) __builtin_prefetch(p + b, 0, 3);
 }
 
 // Pieces prefetched ahead of the one computed. `pith bench model --profile --profile-context
@@ -327,7 +70,8 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
   const float scale = params.scale > 0 ? params.scale : 1.0f / std::sqrt(static_cast<float>(hd));
   const float cap = params.softcap, inv_cap = cap > 0 ? 1.0f / cap : 0.0f;
   const KernelIsa isa = best_isa();
-  const PieceKernels kern = piece_kernels(hd);
+  const PieceKernels kern = piece_kernels(hd, shape.dtype);
+  const size_t row_bytes = size_t{hd} * shape.elem_bytes();  // one K or V row in the pool
 
   // Heads per task: a whole GQA group (each K/V row read once for the group) unless that
   // leaves too few tasks to keep every worker busy; then single heads.
@@ -391,8 +135,8 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
         fetched = std::max(fetched, slot + cnt);  // this piece is loaded now anyway
         while (fetched < end && fetched < slot + cnt + kPrefetchPieces * ps) {
           const uint32_t c = std::min(ps - fetched % ps, end - fetched);
-          prefetch_floats(pool_block(s.pages[fetched / ps]) + size_t{fetched % ps} * hd,
-                          size_t{c} * hd);
+          prefetch_bytes(pool_block(s.pages[fetched / ps]) + (fetched % ps) * row_bytes,
+                         c * row_bytes);
           fetched += c;
         }
         fn(s.pages[slot / ps], off, cnt, size_t{slot});
@@ -407,7 +151,7 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
                     [&](uint32_t page, uint32_t off, uint32_t cnt, size_t idx) {
                       float* so[kMaxRows];
                       for (uint32_t r = 0; r < nq * hpt; ++r) so[r] = sr[r] + idx;
-                      (many ? kern.many_scores : kern.scores)(k_block(page) + size_t{off} * hd, cnt,
+                      (many ? kern.many_scores : kern.scores)(k_block(page) + off * row_bytes, cnt,
                                                               qr, nq * hpt, hd, scale, so);
                     });
     for (uint32_t i = 0; i < nq; ++i) {
@@ -418,8 +162,8 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
                     const uint32_t skip = idx < shared_end ? uint32_t(shared_end - idx) : 0;
                     float* so[kMaxGroup];
                     for (uint32_t g = 0; g < hpt; ++g) so[g] = sr[i * hpt + g] + idx + skip;
-                    kern.scores(kv.k(page, layer, kvh) + size_t{off + skip} * hd, cnt - skip,
-                                qr + i * hpt, hpt, hd, scale, so);
+                    kern.scores(k_block(page) + (off + skip) * row_bytes, cnt - skip, qr + i * hpt,
+                                hpt, hd, scale, so);
                     n_vis[i] = idx + cnt;
                   });
       if (n_vis[i] == 0) {  // validation rejects this; keep the output defined anyway
@@ -444,7 +188,7 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
                       const float* po[kMaxRows];
                       for (uint32_t r = 0; r < nq * hpt; ++r) po[r] = sr[r] + idx;
                       (many ? kern.many_accumulate : kern.accumulate)(
-                          v_block(page) + size_t{off} * hd, cnt, po, nq * hpt, hd, ar);
+                          v_block(page) + off * row_bytes, cnt, po, nq * hpt, hd, ar);
                     });
     for (uint32_t i = 0; i < nq; ++i) {
       if (n_vis[i] == 0) continue;
@@ -454,8 +198,8 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
                     const uint32_t skip = idx < shared_end ? uint32_t(shared_end - idx) : 0;
                     const float* po[kMaxGroup];
                     for (uint32_t g = 0; g < hpt; ++g) po[g] = sr[i * hpt + g] + idx + skip;
-                    kern.accumulate(kv.v(page, layer, kvh) + size_t{off + skip} * hd, cnt - skip,
-                                    po, hpt, hd, ar + i * hpt);
+                    kern.accumulate(v_block(page) + (off + skip) * row_bytes, cnt - skip, po, hpt,
+                                    hd, ar + i * hpt);
                   });
       for (uint32_t g = 0; g < hpt; ++g)
         std::memcpy(s.out + size_t{task.q_begin + i} * q_dim + size_t{task.head + g} * hd,

@@ -136,9 +136,9 @@ float sigmoid(float x) {
 Engine::Engine(std::shared_ptr<const ModelWeights> weights, const EngineOptions& options)
     : weights_((PITH_CHECK(weights != nullptr), std::move(weights))),
       pool_(options.n_threads),
-      kv_pool_(
-          (validate_model_shapes(*weights_), kv_shape_for(weights_->config, options.kv_page_size)),
-          options.kv_memory_bytes),
+      kv_pool_((validate_model_shapes(*weights_),
+                kv_shape_for(weights_->config, options.kv_page_size, options.kv_dtype)),
+               options.kv_memory_bytes),
       embeds_(weights_->config.d_model, options.max_embeds),
       states_(weights_->config, options.state_memory_bytes > 0 ? options.state_memory_bytes
                                                                : options.kv_memory_bytes),
@@ -155,6 +155,7 @@ BackendInfo Engine::info() const {
   i.device = fmt::format("{} threads, {}", pool_.size(), isa_name(best_isa()));
   i.weight_bytes = weights_->weight_bytes() + panel_bytes_;
   i.kv_bytes = size_t{kv_pool_.n_pages()} * kv_pool_.shape().page_bytes();
+  i.kv_dtype = kv_pool_.shape().dtype;
   i.state_bytes = size_t{states_.capacity()} * states_.slot_bytes();
   i.workspace_bytes = size_t{embeds_.capacity()} * embeds_.d_model() * sizeof(float);
   return i;

@@ -4,7 +4,8 @@
 // control layer keeps reference counts and virtual handles above it. The forward pass never
 // assumes that a sequence's pages are contiguous or ordered by id: it follows the page table.
 //
-// Page layout (f32, one contiguous block of page_floats() floats per page):
+// Page layout (elements of the pool's KvDType: f32, f16 or bf16; one contiguous block of
+// page_elems() elements per page):
 //
 //   page[layer][k|v][kv_head][slot < page_size][head_dim]
 //
@@ -15,8 +16,10 @@
 // Layers may differ in KV heads and head size (gemma4's global layers): each layer's block then
 // has its own [k|v][kv_head][slot][head_dim] shape, at its own offset in the page.
 //
-// Cost: page_bytes = n_layers * 2 * page_size * kv_dim * 4. Llama-3.2-1B (16 layers, kv_dim
-// 512, 16-token pages): 1 MiB per page, i.e. 64 KiB per token.
+// Cost: page_bytes = n_layers * 2 * page_size * kv_dim * element bytes. Llama-3.2-1B (16
+// layers, kv_dim 512, 16-token pages): 1 MiB per page in f32, i.e. 64 KiB per token; 32 KiB in
+// f16/bf16. Writes round the forward's f32 rows to the element type (nearest even); attention
+// widens them back while it reads.
 //
 // Memory is reserved uninitialised (the OS commits it on first touch); a freshly allocated
 // page holds garbage until the forward writes its slots.
@@ -28,6 +31,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/kv_dtype.h"
 #include "backend/model_config.h"
 #include "backend/slot_pool.h"
 
@@ -45,6 +49,7 @@ struct KvShape {
   uint32_t page_size = 16;  // token slots per page
   // [n_layers] where layers differ; empty: every layer is n_kv_heads x head_dim.
   std::vector<KvLayerShape> layers;
+  KvDType dtype = KvDType::F32;  // a concrete type (not Auto)
 
   uint32_t kv_dim() const { return n_kv_heads * head_dim; }
   uint32_t heads_of(uint32_t layer) const {
@@ -54,26 +59,27 @@ struct KvShape {
     return layers.empty() ? head_dim : layers[layer].head_dim;
   }
   uint32_t kv_dim_of(uint32_t layer) const { return heads_of(layer) * head_dim_of(layer); }
-  // Floats in one page (all layers, K and V); 0 when the per-layer shapes do not cover
+  // Elements in one page (all layers, K and V); 0 when the per-layer shapes do not cover
   // n_layers (KvPool refuses that shape).
-  size_t page_floats() const {
+  size_t page_elems() const {
     if (layers.empty()) return size_t{n_layers} * 2 * page_size * kv_dim();
     if (layers.size() != n_layers) return 0;
     size_t n = 0;
     for (uint32_t l = 0; l < n_layers; ++l) n += size_t{2} * page_size * kv_dim_of(l);
     return n;
   }
-  size_t page_bytes() const { return page_floats() * sizeof(float); }
+  size_t elem_bytes() const { return kv_dtype_bytes(dtype); }
+  size_t page_bytes() const { return page_elems() * elem_bytes(); }
 };
 
 // The KV shape of a model: its KV-storing layers (not recurrent or KV-sharing ones), per-layer
-// shapes where they differ.
-KvShape kv_shape_for(const ModelConfig& config, uint32_t page_size);
+// shapes where they differ, elements of `dtype` (Auto: F32, the CPU engine's choice).
+KvShape kv_shape_for(const ModelConfig& config, uint32_t page_size, KvDType dtype = KvDType::Auto);
 
 class KvPool {
  public:
   // Preallocates floor(memory_bytes / page_bytes) pages. Throws pith::Error when the shape is
-  // empty or the budget does not hold a single page.
+  // empty, its dtype is Auto, or the budget does not hold a single page.
   KvPool(const KvShape& shape, size_t memory_bytes);
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
@@ -91,28 +97,33 @@ class KvPool {
   bool valid(uint32_t page) const { return slots_.valid(page); }
   bool allocated(uint32_t page) const { return slots_.allocated(page); }
 
-  // The [page_size][head_dim] K or V tile of one (page, layer, kv_head). No bounds checks:
-  // callers validate page ids first (the forward validates its whole batch up front).
-  float* k(uint32_t page, uint32_t layer, uint32_t kv_head) {
-    return data_.get() + offset(page, layer, 0, kv_head);
+  // The [page_size][head_dim] K or V tile of one (page, layer, kv_head), elements of
+  // shape().dtype. No bounds checks: callers validate page ids first (the forward validates its
+  // whole batch up front).
+  std::byte* k(uint32_t page, uint32_t layer, uint32_t kv_head) {
+    return data_.get() + offset(page, layer, 0, kv_head) * elem_bytes_;
   }
-  float* v(uint32_t page, uint32_t layer, uint32_t kv_head) {
-    return data_.get() + offset(page, layer, 1, kv_head);
+  std::byte* v(uint32_t page, uint32_t layer, uint32_t kv_head) {
+    return data_.get() + offset(page, layer, 1, kv_head) * elem_bytes_;
   }
-  const float* k(uint32_t page, uint32_t layer, uint32_t kv_head) const {
-    return data_.get() + offset(page, layer, 0, kv_head);
+  const std::byte* k(uint32_t page, uint32_t layer, uint32_t kv_head) const {
+    return data_.get() + offset(page, layer, 0, kv_head) * elem_bytes_;
   }
-  const float* v(uint32_t page, uint32_t layer, uint32_t kv_head) const {
-    return data_.get() + offset(page, layer, 1, kv_head);
+  const std::byte* v(uint32_t page, uint32_t layer, uint32_t kv_head) const {
+    return data_.get() + offset(page, layer, 1, kv_head) * elem_bytes_;
   }
 
-  // The whole page (page_floats() floats, every layer's K and V): swap images.
-  float* page(uint32_t page) { return data_.get() + size_t{page} * page_floats_; }
-  const float* page(uint32_t page) const { return data_.get() + size_t{page} * page_floats_; }
+  // The whole page (page_bytes() bytes, every layer's K and V): swap images.
+  std::byte* page(uint32_t page) { return data_.get() + size_t{page} * page_bytes_; }
+  const std::byte* page(uint32_t page) const { return data_.get() + size_t{page} * page_bytes_; }
 
-  // Writes one token's K and V rows ([kv_dim] each, heads concatenated) of one layer into
-  // (page, slot).
+  // Writes one token's K and V rows ([kv_dim] f32 each, heads concatenated) of one layer into
+  // (page, slot), rounded to the pool's dtype.
   void write(uint32_t page, uint32_t slot, uint32_t layer, const float* k_row, const float* v_row);
+
+  // Reads back one (page, layer, k|v = 0|1, kv_head, slot) row of head_dim values as f32.
+  void read(uint32_t page, uint32_t layer, uint32_t kv, uint32_t kv_head, uint32_t slot,
+            float* out) const;
 
   // Copies n slots of K/V (all layers) from src_page[src_slot..] to dst_page[dst_slot..].
   // Overlapping ranges of the same page are handled (memmove). Throws pith::Error on bad ids
@@ -120,22 +131,25 @@ class KvPool {
   void copy(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot, uint32_t n);
 
  private:
+  // In elements from the pool's start.
   size_t offset(uint32_t page, uint32_t layer, uint32_t kv, uint32_t kv_head) const {
     const LayerBlock& b = blocks_[layer];
-    return size_t{page} * page_floats_ + b.offset + (size_t{kv} * b.n_kv_heads + kv_head) * b.tile;
+    return size_t{page} * page_elems_ + b.offset + (size_t{kv} * b.n_kv_heads + kv_head) * b.tile;
   }
 
   struct LayerBlock {
-    size_t offset = 0;  // floats from the page start
+    size_t offset = 0;  // elements from the page start
     size_t tile = 0;    // page_size * head_dim
     uint32_t n_kv_heads = 0;
   };
   std::vector<LayerBlock> blocks_;  // [n_layers]
 
   KvShape shape_;
-  size_t page_floats_ = 0;
+  size_t elem_bytes_ = 0;
+  size_t page_elems_ = 0;
+  size_t page_bytes_ = 0;
   uint32_t n_pages_ = 0;
-  std::unique_ptr<float[]> data_;  // [n_pages][page_floats]
+  std::unique_ptr<std::byte[]> data_;  // [n_pages][page_elems] elements of shape_.dtype
   SlotPool slots_;
 };
 

@@ -188,13 +188,14 @@ void ApiServer::load_model() {
                  model_name_, std::chrono::duration<double>(Clock::now() - t0).count(),
                  stack_->weights().config.n_layers, served.context_length,
                  settings_.serving.runtime.threads);
-    spdlog::info("backend {} on {}{}: weights {}, KV pool {} ({} pages x {} tokens), workspace {}",
-                 backend.name, backend.device,
-                 backend.device_memory_bytes
-                     ? fmt::format(" ({} device memory)", mib(backend.device_memory_bytes))
-                     : "",
-                 mib(backend.weight_bytes), mib(backend.kv_bytes), g.pages_total, cfg.kv_page_size,
-                 mib(backend.workspace_bytes));
+    spdlog::info(
+        "backend {} on {}{}: weights {}, KV pool {} ({} pages x {} tokens, {}), workspace {}",
+        backend.name, backend.device,
+        backend.device_memory_bytes
+            ? fmt::format(" ({} device memory)", mib(backend.device_memory_bytes))
+            : "",
+        mib(backend.weight_bytes), mib(backend.kv_bytes), g.pages_total, cfg.kv_page_size,
+        kv_dtype_name(backend.kv_dtype), mib(backend.workspace_bytes));
     ready_ = true;
   } catch (const std::exception& e) {
     spdlog::error("cannot serve {}: {}", cfg.model, e.what());

@@ -17,7 +17,8 @@ struct ServeConfig {
   size_t threads = 0;                // engine threads (0: one per core)
   std::string kv_memory = "512M";
   uint32_t kv_page_size = 16;
-  std::string chat_template;  // Jinja file overriding the model's template
+  std::string kv_dtype = "auto";  // auto | f32 | f16 | bf16 (backend/kv_dtype.h)
+  std::string chat_template;      // Jinja file overriding the model's template
   std::string tool_call_parser =
       "auto";  // auto (from the template) | hermes | llama3_json | qwen3_coder
   std::string reasoning_parser = "auto";  // auto (from the template) | none | deepseek_r1 | qwen3

@@ -96,6 +96,7 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   require(c.kv_page_size > 0, "--kv-page-size", "must be at least 1 token");
   const size_t kv_bytes = byte_size_option("--kv-memory", c.kv_memory);
   require(kv_bytes > 0, "--kv-memory", "must be more than 0 bytes");
+  const KvDType kv_dtype = parse_kv_dtype(c.kv_dtype);
   const size_t state_bytes =
       c.state_memory.empty() ? 0 : byte_size_option("--state-memory", c.state_memory);
   require(c.state_memory.empty() || state_bytes > 0, "--state-memory", "must be more than 0 bytes");
@@ -181,6 +182,7 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   so.engine.n_threads = c.threads;
   so.engine.kv_memory_bytes = kv_bytes;
   so.engine.kv_page_size = c.kv_page_size;
+  so.engine.kv_dtype = kv_dtype;
   so.engine.state_memory_bytes = state_bytes;
   so.control.policy = c.batch_policy;
   so.control.max_batch_tokens = c.max_batch_tokens;

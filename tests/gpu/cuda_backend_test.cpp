@@ -597,6 +597,22 @@ TEST(CudaBackendStartup, PoolThatDoesNotFitIsAClearError) {
   EXPECT_THROW(make_cuda_backend(w, BackendOptions{}, 1000), Error);
 }
 
+// K/V live in the activation type (f32 for this f32 model): --kv-dtype may name it or stay auto;
+// another type is refused by name at startup.
+TEST(CudaBackendStartup, KvDtypeOtherThanTheActivationTypeIsAClearError) {
+  auto w = load(data_path("models/tiny-f32.gguf"));
+  BackendOptions bo;
+  bo.kv_dtype = KvDType::F32;
+  EXPECT_EQ(make_cuda_backend(w, bo, 0)->info().kv_dtype, KvDType::F32);
+  bo.kv_dtype = KvDType::F16;
+  try {
+    make_cuda_backend(w, bo, 0);
+    FAIL() << "an f16 KV pool was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv-dtype f16"), std::string::npos) << e.what();
+  }
+}
+
 // A family option the backend lacks (gemma4's per-layer attention shapes, among others) is
 // refused at startup by name, before any device memory is taken.
 TEST(CudaBackendStartup, UnsupportedFamilyIsAClearError) {

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "engine/attention.h"
+#include "engine/kernels/cpu_features.h"
 
 namespace pith {
 namespace {
@@ -21,12 +22,14 @@ struct Shape {
   AttentionParams params{};  // family options: query scale, soft-cap, sliding window
 };
 
-class AttentionParity : public ::testing::TestWithParam<Shape> {};
+// A shape, the KV element type, and the ISA cap (AVX-512 hosts also run the AVX2 kernels).
+class AttentionParity : public ::testing::TestWithParam<std::tuple<Shape, KvDType, KernelIsa>> {};
 
 TEST_P(AttentionParity, MatchesDenseReference) {
-  const Shape sh = GetParam();
+  const Shape sh = std::get<0>(GetParam());
+  ScopedIsaCap cap_isa(std::get<2>(GetParam()));
   const uint32_t layer = 1;
-  KvShape ks{2, sh.n_kv_heads, sh.head_dim, sh.page_size, {}};
+  KvShape ks{2, sh.n_kv_heads, sh.head_dim, sh.page_size, {}, std::get<1>(GetParam())};
   KvPool kv(ks, ks.page_bytes() * 96);
   ThreadPool pool(sh.threads);
   std::mt19937 rng(sh.head_dim * 131 + sh.n_heads);
@@ -94,8 +97,8 @@ TEST_P(AttentionParity, MatchesDenseReference) {
         double mx = -INFINITY;
         for (uint32_t s = 0; s < sp.ctx; ++s) {
           if (!vis[s]) continue;
-          const float* k =
-              kv.k(pages[si][s / sh.page_size], layer, kvh) + size_t{s % sh.page_size} * hd;
+          std::vector<float> k(hd);  // as stored (rounded to the pool's type)
+          kv.read(pages[si][s / sh.page_size], layer, 0, kvh, s % sh.page_size, k.data());
           double a = 0;
           for (uint32_t d = 0; d < hd; ++d) a += double(q[d]) * k[d];
           sc[s] = a * scale;
@@ -108,8 +111,8 @@ TEST_P(AttentionParity, MatchesDenseReference) {
           if (!vis[s]) continue;
           double p = std::exp(sc[s] - mx);
           sum += p;
-          const float* v =
-              kv.v(pages[si][s / sh.page_size], layer, kvh) + size_t{s % sh.page_size} * hd;
+          std::vector<float> v(hd);
+          kv.read(pages[si][s / sh.page_size], layer, 1, kvh, s % sh.page_size, v.data());
           for (uint32_t d = 0; d < hd; ++d) out[d] += p * v[d];
         }
         const float* got = outs[si].data() + size_t{i} * q_dim + size_t{h} * hd;
@@ -123,25 +126,30 @@ TEST_P(AttentionParity, MatchesDenseReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionParity,
-    ::testing::Values(Shape{16, 4, 2, 4, 1},    // AVX2, GQA 2, per-group tasks
-                      Shape{16, 4, 2, 4, 3},    // AVX2, per-head tasks
-                      Shape{24, 6, 2, 5, 2},    // AVX2 with an 8-wide remainder, GQA 3
-                      Shape{128, 8, 2, 16, 2},  // Llama-sized heads, GQA 4
-                      Shape{12, 4, 4, 3, 2},    // scalar path (12 % 8 != 0), MHA
-                      Shape{6, 8, 1, 7, 1},     // scalar path, MQA (one KV head)
-                      // window 6 over pages of 4 (clips mid-page)
-                      Shape{16, 4, 2, 4, 2, {0, 0, 6}},
-                      // gemma2-style: scale, soft-cap and window together
-                      Shape{24, 6, 2, 5, 1, {0.3f, 1.5f, 9}},
-                      // soft-cap alone, scalar path
-                      Shape{12, 4, 4, 3, 2, {0, 0.8f, 0}}),
-    [](const ::testing::TestParamInfo<Shape>& info) {
-      const Shape& s = info.param;
+    ::testing::Combine(::testing::Values(Shape{16, 4, 2, 4, 1},  // AVX2, GQA 2, per-group tasks
+                                         Shape{16, 4, 2, 4, 3},  // AVX2, per-head tasks
+                                         Shape{24, 6, 2, 5,
+                                               2},  // AVX2 with an 8-wide remainder, GQA 3
+                                         Shape{128, 8, 2, 16, 2},  // Llama-sized heads, GQA 4
+                                         Shape{12, 4, 4, 3, 2},    // scalar path (12 % 8 != 0), MHA
+                                         Shape{6, 8, 1, 7, 1},     // scalar path, MQA (one KV head)
+                                         // window 6 over pages of 4 (clips mid-page)
+                                         Shape{16, 4, 2, 4, 2, {0, 0, 6}},
+                                         // gemma2-style: scale, soft-cap and window together
+                                         Shape{24, 6, 2, 5, 1, {0.3f, 1.5f, 9}},
+                                         // soft-cap alone, scalar path
+                                         Shape{12, 4, 4, 3, 2, {0, 0.8f, 0}}),
+                       ::testing::Values(KvDType::F32, KvDType::F16, KvDType::BF16),
+                       ::testing::Values(KernelIsa::Avx512, KernelIsa::Avx2)),
+    [](const ::testing::TestParamInfo<std::tuple<Shape, KvDType, KernelIsa>>& info) {
+      const Shape& s = std::get<0>(info.param);
       return "hd" + std::to_string(s.head_dim) + "_h" + std::to_string(s.n_heads) + "_kv" +
              std::to_string(s.n_kv_heads) + "_ps" + std::to_string(s.page_size) + "_t" +
              std::to_string(s.threads) +
              (s.params.window ? "_w" + std::to_string(s.params.window) : "") +
-             (s.params.softcap > 0 ? "_cap" : "") + (s.params.scale > 0 ? "_scale" : "");
+             (s.params.softcap > 0 ? "_cap" : "") + (s.params.scale > 0 ? "_scale" : "") + "_" +
+             std::string(kv_dtype_name(std::get<1>(info.param))) + "_" +
+             std::string(isa_name(std::get<2>(info.param)));
     });
 
 }  // namespace

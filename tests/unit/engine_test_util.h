@@ -34,9 +34,11 @@ inline std::shared_ptr<const ModelWeights> load_test_model(const std::string& na
 }
 
 inline std::unique_ptr<Engine> make_engine(std::shared_ptr<const ModelWeights> w,
-                                           uint32_t page_size = 16, size_t n_threads = 2) {
+                                           uint32_t page_size = 16, size_t n_threads = 2,
+                                           KvDType kv_dtype = KvDType::Auto) {
   EngineOptions o;
   o.kv_page_size = page_size;
+  o.kv_dtype = kv_dtype;
   o.kv_memory_bytes = size_t{8} << 20;
   o.max_embeds = 1024;
   o.n_threads = n_threads;

@@ -170,6 +170,35 @@ TEST(VectorOps, HalfFloatRowsConvertExactly) {
   }
 }
 
+// f32 -> f16 / bf16 rows round exactly as the scalar conversions (nearest even, ties
+// included, NaN stays NaN), over normal, subnormal, overflowing and tie values.
+TEST(VectorOps, F32RowsRoundToHalfFloatsAsTheScalarConversions) {
+  std::vector<float> x;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  for (int i = 0; i < 500; ++i) x.push_back(std::ldexp(u(rng), i % 40 - 30));
+  for (float f : {0.0f, -0.0f, 1e-8f, 6.1e-5f, 65504.0f, 65520.0f, 1e30f, -1e30f, 1.0f + 0x1p-11f,
+                  1.0f + 3 * 0x1p-11f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, INFINITY, -INFINITY})
+    x.push_back(f);
+  for (size_t i = x.size(); i % 8 != 3;) x.push_back(float(++i));  // a tail after the vectors
+  for (KernelIsa isa : isas()) {
+    std::vector<uint16_t> h(x.size()), b(x.size());
+    f32_to_f16_row(x.data(), h.data(), x.size(), isa);
+    f32_to_bf16_row(x.data(), b.data(), x.size(), isa);
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(h[i], f32_to_f16(x[i])) << isa_name(isa) << " " << x[i];
+      ASSERT_EQ(b[i], f32_to_bf16(x[i])) << isa_name(isa) << " " << x[i];
+    }
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    f32_to_bf16_row(&nan, b.data(), 1, isa);
+    EXPECT_TRUE(std::isnan(bf16_to_f32(b[0])));
+    std::vector<float> nans(8, nan);
+    f32_to_f16_row(nans.data(), h.data(), 8, isa);
+    f32_to_bf16_row(nans.data(), b.data(), 8, isa);
+    EXPECT_TRUE(std::isnan(f16_to_f32(h[0])) && std::isnan(bf16_to_f32(b[7]))) << isa_name(isa);
+  }
+}
+
 TEST(VectorOps, UnsupportedIsaIsAnError) {
   // The cap makes the levels above it unsupported on any host, AVX-512 ones included.
   float a[4] = {1, 2, 3, 4};

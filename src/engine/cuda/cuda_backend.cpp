@@ -232,6 +232,11 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
   size_t free_bytes = 0;
   PITH_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &device_memory_));
 
+  // K/V are stored in the activation type the kernels compute in; --kv-dtype may name it.
+  const KvDType act_kv = act_ == DType::F32 ? KvDType::F32 : KvDType::BF16;
+  if (options.kv_dtype != KvDType::Auto && options.kv_dtype != act_kv)
+    fail("--kv-dtype {}: the CUDA backend stores K/V as {} for this model (use auto or {})",
+         kv_dtype_name(options.kv_dtype), kv_dtype_name(act_kv), kv_dtype_name(act_kv));
   // Pages hold the layers that store K/V (a hybrid model's recurrent layers have none).
   layout_ = KvPoolLayout{act_, c.n_kv_layers(), c.n_kv_heads, c.head_dim, options.kv_page_size};
   if (options.kv_page_size == 0) fail("cuda: KV page size must be at least 1");
@@ -308,6 +313,7 @@ BackendInfo CudaBackend::info() const {
   i.device_memory_bytes = device_memory_;
   i.weight_bytes = dev_weights_->bytes();
   i.kv_bytes = kv_pool_.bytes();
+  i.kv_dtype = layout_.dtype == DType::F32 ? KvDType::F32 : KvDType::BF16;
   i.state_bytes = states_->bytes();
   i.workspace_bytes = ws_.bytes() + mixer_->bytes() + moe_->bytes() + embed_store_.bytes() +
                       gemm_->workspace_bytes() + staging_.device_bytes() + lora_.scratch_bytes();

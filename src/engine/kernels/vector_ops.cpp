@@ -176,6 +176,34 @@ void bf16_to_f32_row(const uint16_t* src, float* dst, size_t n) {
   for (; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
 }
 
+void f32_to_f16_row(const float* src, uint16_t* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) dst[i] = f32_to_f16(src[i]);
+}
+
+// Round to nearest even (NaN kept a quiet NaN), as f32_to_bf16: add 0x7fff plus the kept
+// low bit, then take the high halves of 8 words with one pack.
+void f32_to_bf16_row(const float* src, uint16_t* dst, size_t n) {
+  size_t i = 0;
+  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(src + i);
+    const __m256i u = _mm256_castps_si256(x);
+    __m256i r = _mm256_add_epi32(
+        u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x400000)), nan);
+    r = _mm256_srli_epi32(r, 16);
+    const __m128i packed =
+        _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), packed);
+  }
+  for (; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+}
+
 }  // namespace vavx2
 #pragma GCC pop_options
 
@@ -237,6 +265,16 @@ void f16_to_f32_row(const uint16_t* src, float* dst, size_t n, KernelIsa isa) {
 void bf16_to_f32_row(const uint16_t* src, float* dst, size_t n, KernelIsa isa) {
   if (use_avx2(isa)) return vavx2::bf16_to_f32_row(src, dst, n);
   for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
+}
+
+void f32_to_f16_row(const float* src, uint16_t* dst, size_t n, KernelIsa isa) {
+  if (use_avx2(isa)) return vavx2::f32_to_f16_row(src, dst, n);
+  for (size_t i = 0; i < n; ++i) dst[i] = f32_to_f16(src[i]);
+}
+
+void f32_to_bf16_row(const float* src, uint16_t* dst, size_t n, KernelIsa isa) {
+  if (use_avx2(isa)) return vavx2::f32_to_bf16_row(src, dst, n);
+  for (size_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 
 }  // namespace pith

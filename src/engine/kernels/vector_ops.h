@@ -54,5 +54,8 @@ float max_value(const float* x, size_t n, KernelIsa isa = best_isa());
 // Bulk conversions of 16-bit float rows to f32 (F16C / shifts).
 void f16_to_f32_row(const uint16_t* src, float* dst, size_t n, KernelIsa isa = best_isa());
 void bf16_to_f32_row(const uint16_t* src, float* dst, size_t n, KernelIsa isa = best_isa());
+// And back, rounding to nearest even (the scalar f32_to_f16 / f32_to_bf16 of common/fp16.h).
+void f32_to_f16_row(const float* src, uint16_t* dst, size_t n, KernelIsa isa = best_isa());
+void f32_to_bf16_row(const float* src, uint16_t* dst, size_t n, KernelIsa isa = best_isa());
 
 }  // namespace pith
