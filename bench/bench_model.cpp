@@ -69,6 +69,24 @@ SequenceInput append(Backend& engine, Sequence& s, std::vector<int32_t> tokens) 
   return in;
 }
 
+// A sequence holding a copy of `src`'s context (its K/V pages and recurrent state), so tests
+// at depth start without prefilling every sequence: the copies cost page copies, untimed.
+Sequence copy_of(Backend& engine, const Sequence& src) {
+  Sequence s;
+  if (src.ctx == 0) return s;
+  s.pages = engine.page_slots().allocate(src.pages.size());
+  const uint32_t ps = engine.page_size();
+  for (size_t i = 0; i < src.pages.size(); ++i)
+    engine.copy_kv(src.pages[i], s.pages[i], 0, 0,
+                   static_cast<uint32_t>(std::min<size_t>(ps, src.ctx - i * ps)));
+  if (src.state != SequenceInput::kNoState) {
+    s.state = engine.state_slots().allocate(1)[0];
+    engine.copy_state(src.state, s.state);
+  }
+  s.ctx = src.ctx;
+  return s;
+}
+
 void release(Backend& engine, Sequence& s) {
   engine.page_slots().free(s.pages);
   if (s.state != SequenceInput::kNoState)
@@ -80,13 +98,15 @@ int32_t next_token(const SequenceResult& r) {
   return r.outputs.at(0).dist.ids.at(0);
 }
 
-// Tokens/s of one prefill; adds the process CPU seconds it took to *cpu_seconds.
-double run_prefill(Backend& engine, size_t n_prompt, std::mt19937& rng, double* cpu_seconds) {
+// Tokens/s of one prefill after `context`'s tokens; adds the process CPU seconds it took to
+// *cpu_seconds.
+double run_prefill(Backend& engine, const Sequence& context, size_t n_prompt, std::mt19937& rng,
+                   double* cpu_seconds) {
   std::uniform_int_distribution<int32_t> tok(0,
                                              static_cast<int32_t>(engine.config().vocab_size) - 1);
   std::vector<int32_t> tokens(n_prompt);
   for (auto& t : tokens) t = tok(rng);
-  Sequence s;
+  Sequence s = copy_of(engine, context);
   const double c0 = process_cpu_seconds();
   auto t0 = Clock::now();
   engine.forward({append(engine, s, tokens)});
@@ -96,11 +116,13 @@ double run_prefill(Backend& engine, size_t n_prompt, std::mt19937& rng, double* 
   return double(n_prompt) / sec;
 }
 
-// B sequences decoding `steps` tokens each from an empty context; aggregate tokens/s.
-double run_decode(Backend& engine, size_t batch, size_t steps, std::mt19937& rng) {
+// B sequences decoding `steps` tokens each after `context`'s tokens; aggregate tokens/s.
+double run_decode(Backend& engine, const Sequence& context, size_t batch, size_t steps,
+                  std::mt19937& rng) {
   std::uniform_int_distribution<int32_t> tok(0,
                                              static_cast<int32_t>(engine.config().vocab_size) - 1);
-  std::vector<Sequence> seqs(batch);
+  std::vector<Sequence> seqs;
+  for (size_t b = 0; b < batch; ++b) seqs.push_back(copy_of(engine, context));
   std::vector<int32_t> next(batch);
   for (auto& t : next) t = tok(rng);
   auto t0 = Clock::now();
@@ -136,11 +158,17 @@ double samples_median(const nlohmann::json& e) {
   return e.value("avg_ts", 0.0);
 }
 
-// llama-bench with the KV type pith ran with (its own default is f16).
+// llama-bench with the KV type pith ran with where llama-bench has it (f16, bf16); for f32,
+// which its -ctk refuses, its default f16.
+KvDType llama_bench_kv(KvDType pith_kv) {
+  return pith_kv == KvDType::BF16 ? KvDType::BF16 : KvDType::F16;
+}
+
 LlamaBenchResult run_llama_bench(const ModelBenchOptions& o, KvDType kv) {
-  std::string cmd = fmt::format(
-      "'{}' -m '{}' -p {} -n {} -t {} -r {} -ctk {} -ctv {} -o json 2>/dev/null", o.llama_bench,
-      o.model_path, o.n_prompt, o.n_gen, o.threads, o.reps, kv_dtype_name(kv), kv_dtype_name(kv));
+  std::string cmd =
+      fmt::format("'{}' -m '{}' -p {} -n {} -d {} -t {} -r {} -ctk {} -ctv {} -o json 2>/dev/null",
+                  o.llama_bench, o.model_path, o.n_prompt, o.n_gen, o.depth, o.threads, o.reps,
+                  kv_dtype_name(kv), kv_dtype_name(kv));
   std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
   if (!p) fail("cannot run llama-bench: {}", cmd);
   std::string out;
@@ -174,12 +202,16 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   eo.kv_dtype = o.kv_dtype;
   // Pages sized as f32, the largest any backend stores.
   const size_t page_bytes = kv_shape_for(c, eo.kv_page_size, KvDType::F32).page_bytes();
-  const size_t pages = (o.n_prompt + eo.kv_page_size - 1) / eo.kv_page_size +
-                       (o.n_gen + eo.kv_page_size - 1) / eo.kv_page_size +
-                       max_batch * ((o.batch_steps + eo.kv_page_size - 1) / eo.kv_page_size) + 4;
+  const auto pages_for = [&](size_t tokens) {
+    return (tokens + eo.kv_page_size - 1) / eo.kv_page_size;
+  };
+  // The depth context, and a copy of it under each sequence of the largest test.
+  const size_t pages = pages_for(o.depth) + pages_for(o.depth + o.n_prompt) +
+                       pages_for(o.depth + o.n_gen) +
+                       max_batch * pages_for(o.depth + o.batch_steps) + 4;
   eo.kv_memory_bytes = pages * page_bytes;
   // Hybrid models: a recurrent state per sequence of the largest batch (and the prefill's).
-  eo.state_memory_bytes = (std::max<size_t>(max_batch, 1) + 1) * c.recurrent_state_floats() * 4;
+  eo.state_memory_bytes = (std::max<size_t>(max_batch, 1) + 2) * c.recurrent_state_floats() * 4;
   eo.device = o.device;
   eo.cpu_weight_panels = o.cpu_weight_panels;
   auto backend = make_backend(weights, eo);
@@ -201,26 +233,41 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   for (int i = 0; i < 3; ++i) bw_samples.push_back(probe.sample());
 
   std::mt19937 rng(1);
+  // The tests' common context: `depth` random tokens prefilled once (untimed).
+  Sequence context;
+  if (o.depth > 0) {
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(c.vocab_size) - 1);
+    std::vector<int32_t> tokens(o.depth);
+    for (auto& t : tokens) t = tok(rng);
+    engine.forward({append(engine, context, tokens)});
+  }
+  // What one decode step streams at depth besides the weights: every layer's K/V of the context.
+  const size_t kv_bytes = o.depth * engine.kv_page_bytes() / engine.page_size();
+  if (o.depth > 0)
+    fmt::print(
+        "depth {}: every test starts after {} tokens of context, whose K/V ({:.1f} MiB) "
+        "each decode step also reads\n",
+        o.depth, o.depth, kv_bytes / 1048576.0);
   double pp = 0, tg = 0, pp_cpu = 0;
   if (o.n_prompt > 0) {
     double cpu = 0;
-    run_prefill(engine, std::min<size_t>(o.n_prompt, 64), rng, &cpu);  // warm-up
+    run_prefill(engine, context, std::min<size_t>(o.n_prompt, 64), rng, &cpu);  // warm-up
     cpu = 0;
-    pp = median_of(o.reps, [&] { return run_prefill(engine, o.n_prompt, rng, &cpu); });
+    pp = median_of(o.reps, [&] { return run_prefill(engine, context, o.n_prompt, rng, &cpu); });
     pp_cpu = double(o.n_prompt) * o.reps / cpu;
     fmt::print("pp{}: {:.2f} tok/s ({:.2f} tokens per process-CPU-second)\n", o.n_prompt, pp,
                pp_cpu);
   }
   if (o.n_gen > 0) {
-    run_decode(engine, 1, 4, rng);  // warm-up
+    run_decode(engine, context, 1, 4, rng);  // warm-up
     tg = median_of(o.reps, [&] {
       bw_samples.push_back(probe.sample());
-      return run_decode(engine, 1, o.n_gen, rng);
+      return run_decode(engine, context, 1, o.n_gen, rng);
     });
     bw_samples.push_back(probe.sample());
   }
   const double bw = median(bw_samples);
-  const double floor = bw * 1e9 / double(wbytes);
+  const double floor = bw * 1e9 / double(wbytes + kv_bytes);
   fmt::print(
       "memory read bandwidth: {:.2f} GB/s (median of {} samples, {:.1f}-{:.1f}) -> decode "
       "floor {:.2f} tok/s\n",
@@ -231,7 +278,8 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   nlohmann::json batch = nlohmann::json::object();
   for (size_t b : o.batch_sizes) {
     if (b == 0) fail("bench model: batch size 0");
-    double agg = median_of(o.reps, [&] { return run_decode(engine, b, o.batch_steps, rng); });
+    double agg =
+        median_of(o.reps, [&] { return run_decode(engine, context, b, o.batch_steps, rng); });
     batch[std::to_string(b)] = agg;
     fmt::print("batch {:>3} decode ({} steps): {:.2f} tok/s aggregate{}\n", b, o.batch_steps, agg,
                pp > 0 ? fmt::format(" = {:.2f} of prefill", agg / pp) : "");
@@ -251,18 +299,24 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
                       {"bandwidth_gb_s", bw},
                       {"bandwidth_samples_gb_s", bw_samples},
                       {"weight_bytes_per_token", wbytes},
+                      {"depth", o.depth},
+                      {"kv_bytes_per_token_at_depth", kv_bytes},
                       {"weight_panels", o.cpu_weight_panels},
                       {"kv_dtype", kv_dtype_name(kv_dtype)},
                       {"decode_floor_tok_s", floor},
                       {"tg_over_floor", tg / floor}};
   if (!o.llama_bench.empty()) {
-    LlamaBenchResult lb = run_llama_bench(o, kv_dtype);
-    fmt::print("llama.cpp ({}): pp{} {:.2f} tok/s, tg{} {:.2f} tok/s\n", lb.version, o.n_prompt,
-               lb.pp_tok_s, o.n_gen, lb.tg_tok_s);
+    const KvDType lb_kv = llama_bench_kv(kv_dtype);
+    LlamaBenchResult lb = run_llama_bench(o, lb_kv);
+    fmt::print("llama.cpp ({}, KV {}): pp{} {:.2f} tok/s, tg{} {:.2f} tok/s\n", lb.version,
+               kv_dtype_name(lb_kv), o.n_prompt, lb.pp_tok_s, o.n_gen, lb.tg_tok_s);
     if (lb.pp_tok_s > 0) fmt::print("pith / llama.cpp: prefill {:.2f}x", pp / lb.pp_tok_s);
     if (lb.tg_tok_s > 0) fmt::print(", decode {:.2f}x", tg / lb.tg_tok_s);
     fmt::print("\n");
-    j["llama_cpp"] = {{"pp_tok_s", lb.pp_tok_s}, {"tg_tok_s", lb.tg_tok_s}, {"build", lb.version}};
+    j["llama_cpp"] = {{"pp_tok_s", lb.pp_tok_s},
+                      {"tg_tok_s", lb.tg_tok_s},
+                      {"build", lb.version},
+                      {"kv_dtype", kv_dtype_name(lb_kv)}};
     j["pp_vs_llama_cpp"] = lb.pp_tok_s > 0 ? pp / lb.pp_tok_s : 0.0;
     j["tg_vs_llama_cpp"] = lb.tg_tok_s > 0 ? tg / lb.tg_tok_s : 0.0;
   }

@@ -6,6 +6,8 @@
 //     context; tokens/s = n_gen / time.
 //   - batch decode: B sequences decoding together, one forward per step with one token each,
 //     `batch_steps` steps from an empty context; aggregate tokens/s = B * steps / time.
+// With `depth` > 0 every test starts after that many tokens of context (prefilled once, copied
+// under each sequence; llama-bench's -d), and the decode floor counts their K/V reads too.
 // Each figure is the median of `reps` runs after a warm-up. The same run measures the memory
 // read bandwidth with the same thread count, and from it the decode floor: bandwidth divided
 // by the weight bytes one decode step streams (every layer matrix and the LM head).
@@ -26,6 +28,7 @@ struct ModelBenchOptions {
   std::string model_path;
   size_t n_prompt = 512;
   size_t n_gen = 128;
+  size_t depth = 0;  // tokens of context before every test
   size_t threads = 2;
   std::vector<size_t> batch_sizes;  // empty: no batch decode
   size_t batch_steps = 16;

@@ -137,6 +137,9 @@ void add_model_suite(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("-n,--n-gen", args->o.n_gen, "tokens of the decode test (0: skip)")
       ->capture_default_str();
+  cmd->add_option("-d,--depth", args->o.depth,
+                  "tokens of context every test starts after (llama-bench's -d)")
+      ->capture_default_str();
   cmd->add_option("-t,--threads", args->o.threads, "threads (including the caller)")
       ->capture_default_str();
   add_device_option(*cmd, args->o.device);

@@ -72,6 +72,14 @@ def main():
         sc = bench(pith, "model", "-m", model, "-p", "8", "-n", "2", "-r", "1",
                    "--bandwidth-mib", "16", "--isa", "scalar")
         assert sc["kernel_isa"] == "scalar" and sc["tg_tok_s"] > 0, sc
+        # At depth, in an f16 pool: the tests start after 40 tokens, whose K/V the floor counts.
+        dm = bench(pith, "model", "-m", model, "-p", "8", "-n", "2", "-r", "1", "--batch", "2",
+                   "--batch-steps", "2", "--bandwidth-mib", "16", "-d", "40", "--kv-dtype", "f16")
+        assert dm["kv_dtype"] == "f16" and m["kv_dtype"] == "f32" and dm["depth"] == 40, dm
+        assert m["kv_bytes_per_token_at_depth"] == 0 < dm["kv_bytes_per_token_at_depth"], dm
+        weights_only = dm["bandwidth_gb_s"] * 1e9 / dm["weight_bytes_per_token"]
+        assert dm["decode_floor_tok_s"] < weights_only, (dm, weights_only)
+        positive(dm, "pp_tok_s", "tg_tok_s")
         bad = subprocess.run([pith, "bench", "model", "-m", model, "--isa", "sse9"],
                              capture_output=True, text=True, timeout=60)
         assert bad.returncode != 0 and "sse9" in bad.stderr, (bad.returncode, bad.stderr)
