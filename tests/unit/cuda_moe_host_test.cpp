@@ -6,6 +6,12 @@
 // BF16 expert weights, and router logits with exact ties.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include <tuple>
+
+#include <random>
+
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -78,6 +84,16 @@ struct Layer {
   }
 };
 
+// moe_sort over its grid: one HostBlock per expert.
+void sort_choices(const std::vector<uint32_t>& experts, uint32_t T, uint32_t E, uint32_t K,
+                  std::vector<uint32_t>& offsets, std::vector<uint32_t>& slot_token,
+                  std::vector<uint32_t>& slot_of) {
+  auto sh = std::make_unique<kern::MoeSortShared>();
+  for (uint32_t e = 0; e < E; ++e)
+    kern::moe_sort_body(kern::HostBlock{e, 0, kern::kMoeThreads}, *sh, experts.data(), T, E, K,
+                        offsets.data(), slot_token.data(), slot_of.data());
+}
+
 // The kernels' chain over the T rows of h; `logits` are the router's outputs (the backend's
 // cuBLAS GEMM), overwritten by the route.
 template <class W>
@@ -85,16 +101,14 @@ std::vector<float> device_chain(const Layer& ly, const std::vector<float>& h,
                                 std::vector<float> logits, uint32_t T) {
   const ModelConfig& c = ly.c;
   const uint32_t E = c.n_experts, K = c.n_experts_used, d = c.d_model, ff = c.d_ff_expert;
-  std::vector<uint32_t> experts(T * K), offsets(E + 1), cursor(E), slot_token(T * K),
-      slot_of(T * K);
+  std::vector<uint32_t> experts(T * K), offsets(E + 1), slot_token(T * K), slot_of(T * K);
   std::vector<float> weights(T * K);
   // (In place over the logits: one run, on a grid of 2 blocks so the grid-stride loop wraps.)
   run_grid(2, kern::kActivationThreads, [&](uint32_t bl, uint32_t nb, uint32_t t) {
     kern::moe_route_body(bl, nb, t, logits.data(), T, E, K, c.moe_norm_top_k, nullptr,
                          experts.data(), weights.data());
   });
-  kern::moe_sort_body(experts.data(), T, E, K, offsets.data(), cursor.data(), slot_token.data(),
-                      slot_of.data());
+  sort_choices(experts, T, E, K, offsets, slot_token, slot_of);
   EXPECT_EQ(offsets[E], T * K);
 
   auto sh = std::make_unique<kern::MoeGemmShared>();
@@ -179,6 +193,38 @@ TEST(CudaMoeHost, RouterTiesGoToTheLowerExpertAndScalesApply) {
     EXPECT_FLOAT_EQ(weights[t * K], 1.0f / 3);
     EXPECT_FLOAT_EQ(weights[t * K + 1], 1.0f / 3);
     EXPECT_FLOAT_EQ(weights[t * K + 2], 0.5f / 3);
+  }
+}
+
+// The sort against a serial counting sort: T K choices over several of the block's chunks
+// (T K > kMoeThreads, a chunk boundary inside a token's choices), experts nobody chose (empty
+// ranges), the first and last experts chosen: slots grouped by expert, tokens ascending.
+TEST(CudaMoeHost, SortGroupsChoicesByExpertInTokenOrder) {
+  for (const auto& [T, E, K] : {std::tuple{1u, 4u, 1u}, {37u, 16u, 3u}, {700u, 64u, 8u}}) {
+    std::mt19937 rng(T);
+    std::vector<uint32_t> experts(T * K);
+    for (uint32_t t = 0; t < T; ++t) {  // K distinct experts per token, from the odd ones + 0
+      std::vector<uint32_t> pool;
+      for (uint32_t e = 0; e < E; ++e)
+        if (e % 2 == 1 || e == 0) pool.push_back(e);
+      std::shuffle(pool.begin(), pool.end(), rng);
+      for (uint32_t k = 0; k < K; ++k) experts[t * K + k] = pool[k];
+    }
+    std::vector<uint32_t> want_offsets(E + 1, 0), want_token, want_of(T * K);
+    for (uint32_t e = 0; e < E; ++e) {
+      want_offsets[e] = uint32_t(want_token.size());
+      for (uint32_t i = 0; i < T * K; ++i)
+        if (experts[i] == e) {
+          want_of[i] = uint32_t(want_token.size());
+          want_token.push_back(i / K);
+        }
+    }
+    want_offsets[E] = T * K;
+    std::vector<uint32_t> offsets(E + 1, 7777), slot_token(T * K, 7777), slot_of(T * K, 7777);
+    sort_choices(experts, T, E, K, offsets, slot_token, slot_of);
+    EXPECT_EQ(offsets, want_offsets) << T;
+    EXPECT_EQ(slot_token, want_token) << T;
+    EXPECT_EQ(slot_of, want_of) << T;
   }
 }
 

@@ -116,14 +116,14 @@ void delta_rule_chunked(const kern::DeltaRuleParams& p, const kern::DeltaChunkSc
 // Mixture of experts (kernels/moe_body.h), routed on the device: softmax + top-K of the router
 // logits [T][E] (F32, overwritten with the probabilities) into experts/weights [T][K] (weights
 // renormalised when norm_top_k, times expert_scale[e] when given); the choices grouped by
-// expert (offsets [E + 1], slot_token [T K], slot_of [T K], cursor [E] scratch); y[slot] = W_e
+// expert (offsets [E + 1], slot_token [T K], slot_of [T K]); y[slot] = W_e
 // x(slot) for every expert in one launch (w stacked [E][rows][cols]; x(slot) = x row
 // slot_token[slot] when gather, else row slot; W and x of one type, y that type or F32);
 // out[t] = sum_k weights[t][k] y[slot_of[t][k]] (F32 [T][d]); out[t] += sigmoid(g[t]) ysh[t].
 void moe_route(float* logits, uint32_t T, uint32_t E, uint32_t K, bool norm_top_k,
                const float* expert_scale, uint32_t* experts, float* weights, cudaStream_t stream);
 void moe_sort(const uint32_t* experts, uint32_t T, uint32_t E, uint32_t K, uint32_t* offsets,
-              uint32_t* cursor, uint32_t* slot_token, uint32_t* slot_of, cudaStream_t stream);
+              uint32_t* slot_token, uint32_t* slot_of, cudaStream_t stream);
 void moe_expert_gemm(const void* w, DType w_type, uint32_t E, uint32_t rows, uint32_t cols,
                      const void* x, DType x_type, size_t ld_x, const uint32_t* slot_token,
                      bool gather, const uint32_t* offsets, void* y, DType y_type, size_t ld_y,

@@ -34,7 +34,6 @@ void MoeFfn::ensure(uint32_t n_tokens) {
   experts_.reserve(t * K * 4);
   weights_.reserve(t * K * 4);
   offsets_.reserve((E + 1) * 4);
-  cursor_.reserve(E * 4);
   slot_token_.reserve(t * K * 4);
   slot_of_.reserve(t * K * 4);
   gate_up_.reserve(t * K * 2 * ff * e);
@@ -51,9 +50,8 @@ void MoeFfn::ensure(uint32_t n_tokens) {
 
 size_t MoeFfn::bytes() const {
   size_t n = 0;
-  for (const DeviceBuffer* b :
-       {&logits_, &experts_, &weights_, &offsets_, &cursor_, &slot_token_, &slot_of_, &gate_up_,
-        &ff_, &y_, &sh_gate_up_, &sh_ff_, &sh_y_, &sh_g_})
+  for (const DeviceBuffer* b : {&logits_, &experts_, &weights_, &offsets_, &slot_token_, &slot_of_,
+                                &gate_up_, &ff_, &y_, &sh_gate_up_, &sh_ff_, &sh_y_, &sh_g_})
     n += b->bytes();
   return n;
 }
@@ -71,7 +69,7 @@ void MoeFfn::run(const DeviceLayer& L, const void* h, uint32_t T, float* out, Ge
   uint32_t* slot_of = slot_of_.as<uint32_t>();
   gemm.run(L.router, h, T, logits, DType::F32, s);
   moe_route(logits, T, E, K, c_.moe_norm_top_k, nullptr, experts, weights, s);
-  moe_sort(experts, T, E, K, offsets, cursor_.as<uint32_t>(), slot_token, slot_of, s);
+  moe_sort(experts, T, E, K, offsets, slot_token, slot_of, s);
   // Every expert's gate and up rows over its gathered tokens, slot by slot [T K][2 ff].
   moe_expert_gemm(L.exp_gate_up.data, act_, E, 2 * ff, d, h, act_, d, slot_token, true, offsets,
                   gate_up_.get(), act_, 2 * ff, s);

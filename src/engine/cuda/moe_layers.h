@@ -36,7 +36,7 @@ class MoeFfn {
   uint32_t tokens_ = 0;
   DeviceBuffer logits_;                            // F32 [T][E]
   DeviceBuffer experts_, weights_;                 // [T][K]: u32, F32
-  DeviceBuffer offsets_, cursor_;                  // u32 [E + 1], [E]
+  DeviceBuffer offsets_;                           // u32 [E + 1]
   DeviceBuffer slot_token_, slot_of_;              // u32 [T K]
   DeviceBuffer gate_up_, ff_;                      // act [T K][2 d_ff_expert], [T K][d_ff_expert]
   DeviceBuffer y_;                                 // F32 [T K][d_model]

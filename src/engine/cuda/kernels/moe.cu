@@ -17,10 +17,12 @@ __global__ void __launch_bounds__(kern::kActivationThreads)
                        experts, weights);
 }
 
-__global__ void sort_kernel(const uint32_t* experts, uint32_t T, uint32_t E, uint32_t K,
-                            uint32_t* offsets, uint32_t* cursor, uint32_t* slot_token,
-                            uint32_t* slot_of) {
-  kern::moe_sort_body(experts, T, E, K, offsets, cursor, slot_token, slot_of);
+__global__ void __launch_bounds__(kern::kMoeThreads)
+    sort_kernel(const uint32_t* experts, uint32_t T, uint32_t E, uint32_t K, uint32_t* offsets,
+                uint32_t* slot_token, uint32_t* slot_of) {
+  __shared__ kern::MoeSortShared sh;
+  kern::moe_sort_body(kern::DeviceBlock::current(), sh, experts, T, E, K, offsets, slot_token,
+                      slot_of);
 }
 
 template <class W, class X, class Out>
@@ -68,9 +70,9 @@ void moe_route(float* logits, uint32_t T, uint32_t E, uint32_t K, bool norm_top_
 }
 
 void moe_sort(const uint32_t* experts, uint32_t T, uint32_t E, uint32_t K, uint32_t* offsets,
-              uint32_t* cursor, uint32_t* slot_token, uint32_t* slot_of, cudaStream_t stream) {
+              uint32_t* slot_token, uint32_t* slot_of, cudaStream_t stream) {
   if (T == 0) return;
-  sort_kernel<<<1, 1, 0, stream>>>(experts, T, E, K, offsets, cursor, slot_token, slot_of);
+  sort_kernel<<<E, kern::kMoeThreads, 0, stream>>>(experts, T, E, K, offsets, slot_token, slot_of);
   check_launch("moe_sort");
 }
 

@@ -4,7 +4,8 @@
 //      (ties: the lower index, as the CPU's partial_sort), their weights renormalised where the
 //      family does and scaled by the per-expert scale where it has one;
 //   2. moe_sort: the routed (token, choice) pairs grouped by expert, tokens in order within an
-//      expert (a counting sort: offsets[E+1], the token of each slot, the slot of each choice);
+//      expert (offsets[E+1], the token of each slot, the slot of each choice; a block per
+//      expert ranks its choices with scans);
 //   3. moe_expert_gemm: y[slot] = W_e x[slot] for every expert's slots in one launch (a block per
 //      expert and 64 output rows; blocks of experts without tokens return at once), x gathered
 //      from the tokens' rows or read in slot order;
@@ -66,27 +67,61 @@ PITH_HD void moe_route_body(uint32_t block, uint32_t n_blocks, uint32_t t, float
   });
 }
 
-// One thread (the launcher runs one block of one thread): offsets [E + 1], slot_token [T * K]
-// (the token of each slot), slot_of [T * K] (the slot of token t's choice k), cursor [E]
-// scratch. Serial, so the slots come out in the CPU's order (by expert, tokens ascending).
-PITH_HD void moe_sort_body(const uint32_t* experts, uint32_t T, uint32_t E, uint32_t K,
-                           uint32_t* offsets, uint32_t* cursor, uint32_t* slot_token,
+// The routed (token, choice) pairs grouped by expert: offsets [E + 1], slot_token [T * K] (the
+// token of each slot), slot_of [T * K] (the slot of token t's choice k). One block per expert e
+// (grid E, kMoeThreads threads) reads all T K choices twice: first counting those of lower
+// experts (e's first slot), then, kMoeThreads choices at a time in (token, k) order, ranking its
+// own with an exclusive scan, so the slots come out in the CPU's order (by expert, tokens
+// ascending) with no atomics and no serial pass.
+struct MoeSortShared {
+  uint32_t flags[kMoeThreads + 1];  // per thread, then the scan's output and total
+  uint32_t first;                   // e's first slot
+  uint32_t placed;                  // e's choices ranked so far
+};
+
+template <class Block>
+PITH_HD void moe_sort_body(const Block& blk, MoeSortShared& sh, const uint32_t* experts, uint32_t T,
+                           uint32_t E, uint32_t K, uint32_t* offsets, uint32_t* slot_token,
                            uint32_t* slot_of) {
-  for (uint32_t e = 0; e < E; ++e) cursor[e] = 0;
-  for (uint32_t i = 0; i < T * K; ++i) ++cursor[experts[i]];
-  uint32_t at = 0;
-  for (uint32_t e = 0; e < E; ++e) {
-    offsets[e] = at;
-    at += cursor[e];
-    cursor[e] = offsets[e];
-  }
-  offsets[E] = at;
-  for (uint32_t t = 0; t < T; ++t)
-    for (uint32_t k = 0; k < K; ++k) {
-      const uint32_t s = cursor[experts[t * K + k]]++;
-      slot_token[s] = t;
-      slot_of[t * K + k] = s;
+  const uint32_t e = blk.block_x, n = T * K, nt = blk.n_threads;
+  blk.threads([&](uint32_t t) { sh.flags[t] = 0; });
+  for (uint32_t base = 0; base < n; base += nt)
+    blk.threads([&](uint32_t t) {
+      if (base + t < n && experts[base + t] < e) ++sh.flags[t];
+    });
+  blk.sync();
+  blk.exclusive_scan(sh.flags);
+  blk.threads([&](uint32_t t) {
+    if (t == 0) {
+      sh.first = sh.flags[nt];
+      sh.placed = 0;
     }
+  });
+  blk.sync();
+  for (uint32_t base = 0; base < n; base += nt) {
+    blk.threads([&](uint32_t t) { sh.flags[t] = base + t < n && experts[base + t] == e; });
+    blk.sync();
+    blk.exclusive_scan(sh.flags);
+    blk.threads([&](uint32_t t) {
+      const uint32_t i = base + t;
+      if (i < n && experts[i] == e) {
+        const uint32_t slot = sh.first + sh.placed + sh.flags[t];
+        slot_token[slot] = i / K;
+        slot_of[i] = slot;
+      }
+    });
+    blk.sync();
+    blk.threads([&](uint32_t t) {
+      if (t == 0) sh.placed += sh.flags[nt];
+    });
+    blk.sync();
+  }
+  blk.threads([&](uint32_t t) {
+    if (t == 0) {
+      offsets[e] = sh.first;
+      if (e + 1 == E) offsets[E] = sh.first + sh.placed;
+    }
+  });
 }
 
 struct MoeGemmShared {
