@@ -37,6 +37,20 @@ struct DeltaNetConfig {
   size_t layer_state_floats() const { return conv_floats() + size_t{v_heads} * v_dim * k_dim; }
 };
 
+// YaRN RoPE scaling (HF rope_scaling "yarn", GGUF rope.scaling.type "yarn"); factor 0: off.
+// Rotary pair i turns by pos * freq_i * ((1 - m_i) / factor + m_i): m_i is 1 for the pairs
+// that turn more than beta_fast times within original_context (kept as trained), 0 for those
+// turning fewer than beta_slow times (interpolated by `factor`), a linear ramp between; cos and
+// sin are then scaled by mscale (the attention temperature, 1 + 0.1 ln factor by default).
+// engine/rope.h applies it as llama.cpp's rope_yarn does.
+struct YarnRope {
+  float factor = 0;
+  uint32_t original_context = 0;
+  float beta_fast = 32, beta_slow = 1;
+  float mscale = 1;
+  bool truncate = true;  // the ramp's ends rounded to whole pairs (llama.cpp always does)
+};
+
 struct ModelConfig {
   std::string architecture = "llama";
   std::string name;
@@ -54,6 +68,7 @@ struct ModelConfig {
   // Empty means no scaling. Llama 3.1+ derives these from its rope_scaling config
   // (factor, low/high_freq_factor, original context) or stores them as `rope_freqs.weight`.
   std::vector<float> rope_freq_factors;
+  YarnRope yarn;             // on top of rope_freq_factors where both are set
   bool tied_output = false;  // LM head reuses token_embd
 
   // Family options (defaults are Llama's).

@@ -80,6 +80,12 @@ void model_info(const std::string& path, bool as_json) {
   j["rms_eps"] = c.rms_eps;
   j["rope_theta"] = c.rope_theta;
   j["rope_freq_factors"] = c.rope_freq_factors;
+  if (c.yarn.factor > 0)
+    j["rope_yarn"] = {{"factor", c.yarn.factor},
+                      {"original_context", c.yarn.original_context},
+                      {"beta_fast", c.yarn.beta_fast},
+                      {"beta_slow", c.yarn.beta_slow},
+                      {"mscale", c.yarn.mscale}};
   j["tied_output"] = c.tied_output;
   j["dtype"] = dtype_summary(*w);
   j["n_params"] = w->n_params();
@@ -111,6 +117,11 @@ void model_info(const std::string& path, bool as_json) {
   if (!c.rope_freq_factors.empty())
     scaling = fmt::format("per-pair factors {:g}..{:g}", c.rope_freq_factors.front(),
                           c.rope_freq_factors.back());
+  if (c.yarn.factor > 0)
+    scaling =
+        fmt::format("{}yarn x{:g} from {} tokens (betas {:g}/{:g}, mscale {:g})",
+                    scaling == "none" ? "" : scaling + " and ", c.yarn.factor,
+                    c.yarn.original_context, c.yarn.beta_fast, c.yarn.beta_slow, c.yarn.mscale);
   fmt::print("rope: theta {:g}, scaling {}\n", c.rope_theta, scaling);
   fmt::print("weights: {}, {} parameters, {:.1f} MiB in matrices\n", dtype_summary(*w),
              w->n_params(), double(w->weight_bytes()) / (1 << 20));

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "engine/kernels/matmul.h"
+#include "engine/model_loader.h"
 
 namespace pith {
 
@@ -224,16 +225,38 @@ ModelConfig gguf_model_config(const GGUFFile& f) {
   }
 
   // Rope scaling: llama3-style factors live in rope_freqs.weight; plain linear scaling is a
-  // constant factor; anything else (yarn, ...) is not implemented.
-  std::string scaling = f.get_string_opt(p + "rope.scaling.type").value_or("none");
+  // constant factor (on top of rope_freqs where both are set); yarn as llama.cpp reads it:
+  // factor, original context (default: the trained one), betas, and an attention factor that
+  // multiplies the 1 + 0.1 ln factor temperature. Anything else is not implemented.
+  if (f.find_tensor("rope_freqs.weight"))
+    c.rope_freq_factors = vector_f32(f, "rope_freqs.weight", c.rotary_dim() / 2);
+  const std::string scaling = f.get_string_opt(p + "rope.scaling.type").value_or("none");
+  const float factor = static_cast<float>(f.get_float_or(p + "rope.scaling.factor", 1.0));
   if (scaling == "linear") {
-    float factor = static_cast<float>(f.get_float_or(p + "rope.scaling.factor", 1.0));
-    if (factor != 1.0f) c.rope_freq_factors.assign(c.rotary_dim() / 2, factor);
+    if (factor != 1.0f) {
+      if (c.rope_freq_factors.empty()) c.rope_freq_factors.assign(c.rotary_dim() / 2, 1.0f);
+      for (float& ff : c.rope_freq_factors) ff *= factor;
+    }
+  } else if (scaling == "yarn") {
+    if (f.get_float_or(p + "rope.scaling.yarn_log_multiplier", 0.0) != 0.0)
+      fail(
+          "{}: yarn rope scaling with a log multiplier (DeepSeek's mscale_all_dim) is not "
+          "supported",
+          f.path());
+    if (f.get_float_or(p + "rope.scaling.yarn_ext_factor", 1.0) != 1.0)
+      fail("{}: yarn rope scaling with yarn_ext_factor other than 1 is not supported", f.path());
+    YarnRope y;
+    y.factor = factor;
+    y.original_context =
+        get_u32_or(f, p + "rope.scaling.original_context_length", c.context_length);
+    y.beta_fast = static_cast<float>(f.get_float_or(p + "rope.scaling.yarn_beta_fast", 32.0));
+    y.beta_slow = static_cast<float>(f.get_float_or(p + "rope.scaling.yarn_beta_slow", 1.0));
+    y.mscale = static_cast<float>(f.get_float_or(p + "rope.scaling.attn_factor", 1.0)) *
+               yarn_default_mscale(factor);
+    c.yarn = y;
   } else if (scaling != "none" && scaling != "llama3") {
     fail("{}: rope scaling type '{}' is not supported", f.path(), scaling);
   }
-  if (f.find_tensor("rope_freqs.weight"))
-    c.rope_freq_factors = vector_f32(f, "rope_freqs.weight", c.rotary_dim() / 2);
 
   c.tied_output = f.find_tensor("output.weight") == nullptr;
   arch.configure(c, GgufKeys(f, p));

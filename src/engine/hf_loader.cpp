@@ -395,27 +395,7 @@ HfConfig read_hf_config(const std::string& folder) {
   // No family pith runs has FFN biases; their tensors would otherwise be ignored.
   if (r.bool_or("mlp_bias", false))
     fail("{}: mlp_bias = true (biases on the FFN projections) is not supported", path);
-  if (r.has("rope_scaling")) {
-    const json& s = j["rope_scaling"];
-    if (!s.is_object()) fail("{}: 'rope_scaling' must be an object", path);
-    ConfigReader sr(s, path + " rope_scaling");
-    std::string type = sr.str_or("rope_type", sr.str_or("type", "default"));
-    if (type == "llama3") {
-      for (const char* k :
-           {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"})
-        if (!sr.has(k)) fail("{}: rope_scaling (llama3) is missing '{}'", path, k);
-      c.rope_freq_factors =
-          llama3_rope_freq_factors(c.rotary_dim(), c.rope_theta, sr.num(s["factor"], "factor"),
-                                   sr.num(s["low_freq_factor"], "low_freq_factor"),
-                                   sr.num(s["high_freq_factor"], "high_freq_factor"),
-                                   sr.u32("original_max_position_embeddings"));
-    } else if (type == "linear") {
-      if (!sr.has("factor")) fail("{}: rope_scaling (linear) is missing 'factor'", path);
-      c.rope_freq_factors.assign(c.rotary_dim() / 2, sr.num(s["factor"], "factor"));
-    } else if (type != "default" && type != "mrope") {
-      fail("{}: rope_scaling type '{}' is not supported (llama3, linear)", path, type);
-    }
-  }
+  if (r.has("rope_scaling")) apply_rope_scaling(c, j["rope_scaling"], path);
   family->configure(c, HfKeys(j, path));
   validate_config(c, path);
   return out;

@@ -2,6 +2,8 @@
 #include <cmath>
 #include <numbers>
 
+#include <nlohmann/json.hpp>
+
 #include "backend/model_config.h"
 #include "common/error.h"
 #include "engine/architectures/architecture.h"
@@ -45,6 +47,57 @@ std::vector<float> llama3_rope_freq_factors(uint32_t head_dim, float theta, floa
     out[i] = static_cast<float>(f);
   }
   return out;
+}
+
+float yarn_default_mscale(float factor) {
+  return factor > 1 ? 1.0f + 0.1f * std::log(factor) : 1.0f;
+}
+
+void apply_rope_scaling(ModelConfig& c, const nlohmann::json& s, const std::string& source) {
+  if (s.is_null()) return;
+  if (!s.is_object()) fail("{}: 'rope_scaling' must be an object", source);
+  auto has = [&](const char* k) { return s.contains(k) && !s[k].is_null(); };
+  auto num = [&](const char* k) -> float {
+    if (!has(k)) fail("{}: rope_scaling is missing '{}'", source, k);
+    if (!s[k].is_number()) fail("{}: rope_scaling '{}' must be a number", source, k);
+    return s[k].get<float>();
+  };
+  auto num_or = [&](const char* k, float fallback) { return has(k) ? num(k) : fallback; };
+  const std::string type =
+      has("rope_type") && s["rope_type"].is_string()
+          ? s["rope_type"].get<std::string>()
+          : (has("type") && s["type"].is_string() ? s["type"].get<std::string>() : "default");
+  if (type == "llama3") {
+    c.rope_freq_factors = llama3_rope_freq_factors(
+        c.rotary_dim(), c.rope_theta, num("factor"), num("low_freq_factor"),
+        num("high_freq_factor"), static_cast<uint32_t>(num("original_max_position_embeddings")));
+  } else if (type == "linear") {
+    c.rope_freq_factors.assign(c.rotary_dim() / 2, num("factor"));
+  } else if (type == "yarn") {
+    // transformers' _compute_yarn_parameters: attention_factor, else the ratio of the two
+    // mscales where both are given (DeepSeek), else 1 + 0.1 ln factor.
+    YarnRope y;
+    y.factor = num("factor");
+    y.original_context = static_cast<uint32_t>(
+        num_or("original_max_position_embeddings", static_cast<float>(c.context_length)));
+    y.beta_fast = num_or("beta_fast", 32), y.beta_slow = num_or("beta_slow", 1);
+    y.truncate = !has("truncate") || s["truncate"].get<bool>();
+    if (has("attention_factor")) {
+      y.mscale = num("attention_factor");
+    } else if (has("mscale") && has("mscale_all_dim")) {
+      auto m = [&](float mscale) {
+        return y.factor > 1 ? 0.1f * mscale * std::log(y.factor) + 1.0f : 1.0f;
+      };
+      y.mscale = m(num("mscale")) / m(num("mscale_all_dim"));
+    } else {
+      y.mscale = yarn_default_mscale(y.factor);
+    }
+    if (!(y.factor > 0) || y.original_context == 0)
+      fail("{}: rope_scaling (yarn) needs a positive factor and original context", source);
+    c.yarn = y;
+  } else if (type != "default" && type != "mrope") {
+    fail("{}: rope_scaling type '{}' is not supported (llama3, linear, yarn)", source, type);
+  }
 }
 
 void validate_config(const ModelConfig& c, const std::string& source) {

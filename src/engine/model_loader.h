@@ -8,6 +8,9 @@
 
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "engine/model_weights.h"
 
@@ -27,6 +30,14 @@ void validate_config(const ModelConfig& config, const std::string& source);
 std::vector<float> llama3_rope_freq_factors(uint32_t head_dim, float theta, float factor,
                                             float low_freq_factor, float high_freq_factor,
                                             uint32_t original_context);
+
+// HF config.json's `rope_scaling` (llama3, linear, yarn; default and mrope change nothing)
+// applied to c once rope_theta, rope_dim and context_length are set. Throws pith::Error naming
+// `source` on a missing or malformed value or an unknown type.
+void apply_rope_scaling(ModelConfig& c, const nlohmann::json& rope_scaling,
+                        const std::string& source);
+// YaRN's default attention temperature: 1 + 0.1 ln factor (1 when factor <= 1).
+float yarn_default_mscale(float factor);
 
 // "f32", "q8_0", or "mixed (f32, q8_0)" over all matrices.
 std::string dtype_summary(const ModelWeights& weights);

@@ -93,6 +93,7 @@ std::string family_option_summary(const ModelConfig& c) {
   if (c.layer_scale) used.push_back("layer output scales");
   if (c.double_wide_shared_ffn) used.push_back("per-layer FFN widths");
   if (c.d_per_layer_input > 0) used.push_back("per-layer token embeddings");
+  if (c.yarn.factor > 0) used.push_back("YaRN RoPE scaling");
   return used.empty() ? "none" : fmt::format("{}", fmt::join(used, ", "));
 }
 

@@ -1,16 +1,29 @@
 // RoPE: frequency table and the in-place pair rotation. See rope.h.
 #include "engine/rope.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "common/error.h"
 
 namespace pith {
 
 RopeTable::RopeTable(const ModelConfig& config)
-    : RopeTable(config.rotary_dim(), config.rope_theta, config.rope_freq_factors) {}
+    : RopeTable(config.rotary_dim(), config.rope_theta, config.rope_freq_factors, config.yarn) {}
 
-RopeTable::RopeTable(uint32_t hd, float rope_theta, const std::vector<float>& ff) {
+namespace {
+
+// The pair index (fractional) that turns `rotations` times over `context` positions: ggml's
+// ggml_rope_yarn_corr_dim, HF's find_correction_dim.
+double yarn_pair(uint32_t hd, float base, uint32_t context, float rotations) {
+  return hd * std::log(context / (rotations * 2 * std::numbers::pi)) / (2 * std::log(base));
+}
+
+}  // namespace
+
+RopeTable::RopeTable(uint32_t hd, float rope_theta, const std::vector<float>& ff,
+                     const YarnRope& yarn) {
   if (hd == 0 || hd % 2 != 0) fail("RoPE: head_dim {} must be even and non-zero", hd);
   const uint32_t n = hd / 2;
   if (!ff.empty() && ff.size() != n)
@@ -22,6 +35,25 @@ RopeTable::RopeTable(uint32_t hd, float rope_theta, const std::vector<float>& ff
     if (!(ff[i] > 0)) fail("RoPE: rope_freq_factors[{}] = {} must be positive", i, ff[i]);
     freq_factors_[i] = ff[i];
   }
+  if (yarn.factor == 0) return;
+  if (!(yarn.factor > 0) || yarn.original_context == 0 || !(yarn.beta_fast > 0) ||
+      !(yarn.beta_slow > 0) || !(yarn.mscale > 0))
+    fail(
+        "RoPE: invalid YaRN scaling (factor {}, original context {}, beta_fast {}, beta_slow {}, "
+        "mscale {})",
+        yarn.factor, yarn.original_context, yarn.beta_fast, yarn.beta_slow, yarn.mscale);
+  // The ramp's ends in pairs (ggml_rope_yarn_corr_dims; HF's find_correction_range), then
+  // m_i = 1 - clamp((i - low) / (high - low)) (ggml's rope_yarn_ramp, HF's linear_ramp_factor).
+  double low = yarn_pair(hd, rope_theta, yarn.original_context, yarn.beta_fast);
+  double high = yarn_pair(hd, rope_theta, yarn.original_context, yarn.beta_slow);
+  if (yarn.truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(low, 0.0), high = std::min(high, double(hd) - 1);
+  const float lo = static_cast<float>(low), span = std::max(0.001f, static_cast<float>(high - low));
+  yarn_mix_.resize(n);
+  for (uint32_t i = 0; i < n; ++i)
+    yarn_mix_[i] = 1 - std::min(1.0f, std::max(0.0f, (static_cast<float>(i) - lo) / span));
+  freq_scale_ = 1 / yarn.factor;
+  mscale_ = yarn.mscale;
 }
 
 RopeTable sliding_rope_table(const ModelConfig& c) {
@@ -37,8 +69,15 @@ void RopeTable::angles(uint32_t pos, float* cos_out, float* sin_out) const {
   float theta = static_cast<float>(pos);
   for (size_t i = 0; i < freq_factors_.size(); ++i) {
     float a = theta / freq_factors_[i];
-    cos_out[i] = std::cos(a);
-    sin_out[i] = std::sin(a);
+    if (!yarn_mix_.empty()) {
+      const float interp = freq_scale_ * a;
+      a = interp * (1 - yarn_mix_[i]) + a * yarn_mix_[i];
+      cos_out[i] = std::cos(a) * mscale_;
+      sin_out[i] = std::sin(a) * mscale_;
+    } else {
+      cos_out[i] = std::cos(a);
+      sin_out[i] = std::sin(a);
+    }
     theta *= theta_scale_;
   }
 }

@@ -6,10 +6,12 @@
 //
 // The angles are computed exactly as ggml does, in f32: theta_0 = pos, theta_{i+1} = theta_i *
 // theta_scale with theta_scale = theta^(-2/head_dim), angle_i = theta_i / freq_factors[i],
-// then cosf/sinf. A "more exact" double computation differs by ~1e-6 rad at position 300,
-// which is harmless in f32 but flips activation roundings of quantised matmuls: on the q8_0
-// oracle `long` prompt it measured worst 1.0e-2 and top-1 296/300, against 6.1e-3 and 300/300
-// with ggml's recurrence. Computed once per input per forward and shared by all layers.
+// then cosf/sinf. With YaRN (ModelConfig::yarn) the angle is then mixed as ggml's rope_yarn
+// does, theta_interp * (1 - m_i) + theta_extrap * m_i with theta_interp = angle_i / factor, and
+// cos/sin are multiplied by its mscale. A "more exact" double computation differs by ~1e-6 rad at
+// position 300, which is harmless in f32 but flips activation roundings of quantised matmuls: on
+// the q8_0 oracle `long` prompt it measured worst 1.0e-2 and top-1 296/300, against 6.1e-3 and
+// 300/300 with ggml's recurrence. Computed once per input per forward and shared by all layers.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,8 @@ class RopeTable {
   // Over the rotary dimensions (rotary_dim(): head_dim, or rope_dim for partial rotary).
   // Throws pith::Error when they are odd or freq factors do not have half as many entries.
   explicit RopeTable(const ModelConfig& config);
-  RopeTable(uint32_t head_dim, float theta, const std::vector<float>& freq_factors);
+  RopeTable(uint32_t head_dim, float theta, const std::vector<float>& freq_factors,
+            const YarnRope& yarn = {});
 
   uint32_t n_pairs() const { return static_cast<uint32_t>(freq_factors_.size()); }
 
@@ -34,6 +37,10 @@ class RopeTable {
  private:
   float theta_scale_ = 1;            // theta^(-2/head_dim), f32 as ggml computes it
   std::vector<float> freq_factors_;  // [head_dim/2], 1 when the model has none
+  // YaRN (ModelConfig::yarn): per pair the share m_i of the unscaled angle, 1 / factor, and
+  // the scale of cos and sin; empty yarn_mix_ when off.
+  std::vector<float> yarn_mix_;
+  float freq_scale_ = 1, mscale_ = 1;
 };
 
 // The table of a model's sliding-window layers: their own base (rope_theta_local, gemma3/4) over

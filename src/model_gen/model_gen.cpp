@@ -366,6 +366,15 @@ void write_gguf(GenContext& ctx, const std::vector<GenTensor>& plan, const GGUFF
     else
       w.set_u32(a + "attention.head_count_kv", c.n_kv_heads);
     w.set_f32(a + "rope.freq_base", c.rope_theta);
+    if (c.yarn.factor > 0) {  // as llama.cpp's converter writes it (gguf_loader.cpp reads it)
+      w.set_string(a + "rope.scaling.type", "yarn");
+      w.set_f32(a + "rope.scaling.factor", c.yarn.factor);
+      w.set_u32(a + "rope.scaling.original_context_length", c.yarn.original_context);
+      w.set_f32(a + "rope.scaling.yarn_beta_fast", c.yarn.beta_fast);
+      w.set_f32(a + "rope.scaling.yarn_beta_slow", c.yarn.beta_slow);
+      const float attn = c.yarn.mscale / yarn_default_mscale(c.yarn.factor);
+      if (attn != 1.0f) w.set_f32(a + "rope.scaling.attn_factor", attn);
+    }
     w.set_f32(a + "attention.layer_norm_rms_epsilon", c.rms_eps);
     w.set_u32(a + "rope.dimension_count", c.rotary_dim());
     w.set_u32(a + "vocab_size", c.vocab_size);
@@ -545,6 +554,14 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
                            {"low_freq_factor", s.low_freq_factor},
                            {"high_freq_factor", s.high_freq_factor},
                            {"original_max_position_embeddings", s.original_context}};
+  } else if (c.yarn.factor > 0) {
+    cfg["rope_scaling"] = {{"rope_type", "yarn"},
+                           {"factor", c.yarn.factor},
+                           {"original_max_position_embeddings", c.yarn.original_context},
+                           {"beta_fast", c.yarn.beta_fast},
+                           {"beta_slow", c.yarn.beta_slow}};
+    if (c.yarn.mscale != yarn_default_mscale(c.yarn.factor))
+      cfg["rope_scaling"]["attention_factor"] = c.yarn.mscale;
   } else {
     cfg["rope_scaling"] = nullptr;
   }

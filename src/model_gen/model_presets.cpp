@@ -188,6 +188,14 @@ ModelPreset model_preset(const std::string& name, const std::string& arch_name,
   if (options.contains("tie_word_embeddings"))
     c.tied_output = options["tie_word_embeddings"].get<bool>();
   arch->configure(c, *hf_config_keys(options, "preset " + name));
+  if (options.contains("rope_scaling")) {  // null: none; {"rope_type": "yarn", ...}: YaRN
+    const nlohmann::json& rs = options["rope_scaling"];
+    if (!rs.is_null() && rs.value("rope_type", rs.value("type", "")) != "yarn")
+      fail("model option rope_scaling: only yarn (or null) can be set this way");
+    p.rope_scaling.reset();
+    c.rope_freq_factors.clear();
+    apply_rope_scaling(c, rs, "model option rope_scaling");
+  }
   if (options.contains("partial_rotary_factor"))
     c.rope_dim = static_cast<uint32_t>(options["partial_rotary_factor"].get<double>() * c.head_dim);
   return p;

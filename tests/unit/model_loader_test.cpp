@@ -236,6 +236,9 @@ GGUFValue u32(uint32_t v) {
 GGUFValue str(const std::string& v) {
   return {GGUFType::STRING, v};
 }
+GGUFValue f32(float v) {
+  return {GGUFType::F32, double{v}};
+}
 
 // A freshly generated tiny HF folder (the oracle's 1000-token vocab) to break in one place.
 std::string hf_folder(const std::string& name) {
@@ -302,8 +305,11 @@ TEST(ModelLoader, BadGgufModelsNameTheProblem) {
   expect_load_error(p, {p, "not a multiple of n_kv_heads 3"});
   p = rewrite_gguf("type", {{"llama.block_count", str("two")}});
   expect_load_error(p, {p, "llama.block_count"});
-  p = rewrite_gguf("yarn", {{"llama.rope.scaling.type", str("yarn")}});
-  expect_load_error(p, {p, "rope scaling type 'yarn' is not supported"});
+  p = rewrite_gguf("longrope", {{"llama.rope.scaling.type", str("longrope")}});
+  expect_load_error(p, {p, "rope scaling type 'longrope' is not supported"});
+  p = rewrite_gguf("yarn_log", {{"llama.rope.scaling.type", str("yarn")},
+                                {"llama.rope.scaling.yarn_log_multiplier", f32(0.1f)}});
+  expect_load_error(p, {p, "log multiplier"});
   p = rewrite_gguf("nolayers", {{"llama.block_count", u32(0)}});
   expect_load_error(p, {p, "n_layers = 0"});
   p = rewrite_gguf("rope", {}, {}, {{"rope_freqs.weight", {4, 2}}});
@@ -327,6 +333,50 @@ TEST(ModelLoader, LoadsGeneratedHfFolder) {
   for (size_t r = 0; r < 32; ++r)
     EXPECT_EQ(std::memcmp(w->layers[1].wk.row(r), k->data + hf_row_for_pith_row(r, 16) * rb, rb), 0)
         << r;
+}
+
+// YaRN rope scaling as llama.cpp's converter writes it (GGUF rope.scaling.*) and as
+// transformers reads it (config.json rope_scaling): the same parameters from both formats of
+// one generated model, defaults filled in (betas 32/1, temperature 1 + 0.1 ln factor), an
+// explicit attention factor kept in both, and DeepSeek's mscale pair as transformers combines it.
+TEST(ModelLoader, YarnRopeScalingFromBothFormats) {
+  for (const std::string attention : {"", ",\"attention_factor\":1.5"}) {
+    const std::string opt =
+        "rope_scaling={\"rope_type\":\"yarn\",\"factor\":4,"
+        "\"original_max_position_embeddings\":4096" +
+        attention + "}";
+    YarnRope got[2];
+    for (int f = 0; f < 2; ++f) {
+      ModelGenOptions o;
+      o.arch = "qwen2";
+      o.options = {opt};
+      o.vocab_path = kModels + "tiny-f32.gguf";
+      o.format = f == 0 ? "gguf" : "hf";
+      o.output = (temp_dir() / (f == 0 ? "yarn.gguf" : "yarn_hf")).string();
+      o.quiet = true;
+      ThreadPool pool(1);
+      generate_model(o, pool);
+      got[f] = load_model(o.output, kQuiet)->config.yarn;
+    }
+    for (const YarnRope& y : got) {
+      EXPECT_EQ(y.factor, 4.0f);
+      EXPECT_EQ(y.original_context, 4096u);
+      EXPECT_EQ(y.beta_fast, 32.0f);
+      EXPECT_EQ(y.beta_slow, 1.0f);
+      EXPECT_NEAR(y.mscale, attention.empty() ? 1 + 0.1 * std::log(4.0) : 1.5, 1e-6);
+    }
+  }
+  auto dir = hf_folder("hf_yarn_deepseek");
+  edit_config(dir, [](nlohmann::json& j) {
+    j["rope_scaling"] = {{"rope_type", "yarn"},
+                         {"factor", 40},
+                         {"mscale", 0.707},
+                         {"mscale_all_dim", 0.707},
+                         {"original_max_position_embeddings", 64}};
+  });
+  EXPECT_NEAR(load_model(dir, kQuiet)->config.yarn.mscale, 1.0, 1e-6);
+  edit_config(dir, [](nlohmann::json& j) { j["rope_scaling"].erase("factor"); });
+  expect_load_error(dir, {"config.json", "missing 'factor'"});
 }
 
 TEST(ModelLoader, BadHfFoldersNameTheProblem) {
@@ -353,8 +403,8 @@ TEST(ModelLoader, BadHfFoldersNameTheProblem) {
   expect_load_error(dir, {"config.json", "'num_key_value_heads' must be a non-negative integer"});
 
   dir = hf_folder("hf_rope");
-  edit_config(dir, [](nlohmann::json& j) { j["rope_scaling"]["rope_type"] = "yarn"; });
-  expect_load_error(dir, {"config.json", "rope_scaling type 'yarn' is not supported"});
+  edit_config(dir, [](nlohmann::json& j) { j["rope_scaling"]["rope_type"] = "longrope"; });
+  expect_load_error(dir, {"config.json", "rope_scaling type 'longrope' is not supported"});
 
   dir = hf_folder("hf_rope_key");
   edit_config(dir, [](nlohmann::json& j) { j["rope_scaling"].erase("low_freq_factor"); });

@@ -3,7 +3,9 @@
 // configurations are rejected with pith::Error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "common/error.h"
 #include "engine/rope.h"
@@ -54,6 +56,44 @@ TEST(Rope, RotatesAdjacentPairsOfEveryHead) {
   apply_rope(y, 1, 2, c, s);
   EXPECT_EQ(y[0], 0.5f);
   EXPECT_EQ(y[3], 3.0f);
+}
+
+// YaRN against transformers' _compute_yarn_parameters written out in double: inv_freq_i =
+// base^(-2i/d) * ((1 - e_i) / factor + e_i) with e_i = 1 - clamp((i - low) / (high - low)),
+// low/high the pairs turning beta_fast/beta_slow times over the original context (floored /
+// ceiled), cos and sin times the attention factor; on top of per-pair frequency factors.
+TEST(Rope, YarnMixesInterpolatedAndOriginalAnglesAndScales) {
+  const uint32_t d = 64;
+  const double base = 10000.0, factor = 4;
+  const uint32_t orig = 4096;
+  for (const bool with_ff : {false, true}) {
+    ModelConfig c = config(d, float(base));
+    if (with_ff) c.rope_freq_factors.assign(d / 2, 1.0f), c.rope_freq_factors[3] = 2.5f;
+    c.yarn = {float(factor), orig, 32, 1, 1.25f, true};
+    RopeTable t(c);
+    auto pair_of = [&](double rotations) {
+      return d * std::log(orig / (rotations * 2 * M_PI)) / (2 * std::log(base));
+    };
+    const double low = std::max(0.0, std::floor(pair_of(32))),
+                 high = std::min(d - 1.0, std::ceil(pair_of(1)));
+    ASSERT_GT(high - low, 4);  // the ramp spans several pairs, some pairs on either side
+    ASSERT_GT(low, 0);
+    ASSERT_LT(high, d / 2 - 1);
+    for (uint32_t pos : {1u, 17u, 999u, 16000u}) {
+      std::vector<float> cs(d / 2), sn(d / 2);
+      t.angles(pos, cs.data(), sn.data());
+      for (uint32_t i = 0; i < d / 2; ++i) {
+        const double e = 1 - std::clamp((i - low) / (high - low), 0.0, 1.0);
+        const double ff = with_ff ? c.rope_freq_factors[i] : 1.0;
+        const double a = pos * std::pow(base, -2.0 * i / d) / ff * ((1 - e) / factor + e);
+        EXPECT_NEAR(cs[i], 1.25 * std::cos(a), 3e-6 * std::abs(a) + 2e-6) << pos << " " << i;
+        EXPECT_NEAR(sn[i], 1.25 * std::sin(a), 3e-6 * std::abs(a) + 2e-6) << pos << " " << i;
+      }
+    }
+  }
+  ModelConfig bad = config(d, 10000.0f);
+  bad.yarn = {4, 0, 32, 1, 1, true};  // no original context
+  EXPECT_THROW(RopeTable{bad}, Error);
 }
 
 TEST(Rope, RejectsBadConfigs) {

@@ -22,6 +22,7 @@ std::string unsupported_family_options(const ModelConfig& config) {
   c.rope_theta_local = 0;
   c.rope_dim = 0;              // partial rotary: the RoPE kernel turns the first rope_dim / 2 pairs
   c.attn_output_gate = false;  // qwen3.5's query gate
+  c.yarn = {};                 // YaRN: in the host-computed RoPE tables (engine/rope.h)
   c.recurrent_layers.clear();  // Gated DeltaNet layers (recurrent_layers.h)
   // Routed experts (moe_layers.h); not gemma4's experts beside a dense FFN, with their own norms
   // and scales, which family_option_summary names separately.
