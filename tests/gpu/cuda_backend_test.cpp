@@ -46,7 +46,8 @@ std::shared_ptr<const ModelWeights> load(const std::string& path) {
   return load_model(path, opt);
 }
 
-// A generated tiny BF16 model, once per test process and family: "" is llama with the 128k
+// A generated tiny BF16 model, once per test process and family ("qwen3-yarn": qwen3 with YaRN
+// RoPE scaling): "" is llama with the 128k
 // Llama 3 vocabulary; another family (model_gen's generic tiny shape of it, with small sliding
 // windows and soft-caps so short prompts reach them) takes tiny-f32's 1000-token vocabulary.
 std::string generated_model(const std::string& arch) {
@@ -60,6 +61,11 @@ std::string generated_model(const std::string& arch) {
   ModelGenOptions o;
   o.preset = "tiny";
   o.arch = arch;
+  if (arch == "qwen3-yarn") {  // YaRN RoPE scaling: the host tables carry it to the device
+    o.arch = "qwen3";
+    o.options = {
+        R"(rope_scaling={"rope_type":"yarn","factor":4,"original_max_position_embeddings":6400})"};
+  }
   o.dtype = DType::BF16;
   o.vocab_path = arch.empty() ? data_path("tokenizer/ggml-vocab-llama-bpe.gguf")
                               : data_path("models/tiny-f32.gguf");
@@ -415,6 +421,7 @@ INSTANTIATE_TEST_SUITE_P(Models, CudaVsCpu,
                                            // the families beyond llama (family_support.h)
                                            Param{"generated_qwen2", "", false, "qwen2"},
                                            Param{"generated_qwen3", "", false, "qwen3"},
+                                           Param{"generated_qwen3_yarn", "", false, "qwen3-yarn"},
                                            Param{"generated_mistral", "", false, "mistral"},
                                            Param{"generated_phi3", "", false, "phi3"},
                                            Param{"generated_gemma2", "", false, "gemma2"},

@@ -22,6 +22,14 @@ TEST(CudaFamilySupport, DenseFamiliesRunEveryOptionTheyUse) {
   for (const char* name : {"qwen3-0.6b", "gemma3-1b", "llama3.2-1b", "qwen3.5-0.8b",
                            "qwen3-30b-a3b", "qwen1.5-moe-a2.7b"})
     EXPECT_EQ(unsupported_family_options(model_preset(name).config), "none") << name;
+  // YaRN RoPE scaling lives in the host-computed RoPE tables.
+  const ModelConfig yarn =
+      model_preset(
+          "tiny", "qwen3",
+          {R"(rope_scaling={"rope_type":"yarn","factor":4,"original_max_position_embeddings":6400})"})
+          .config;
+  ASSERT_EQ(yarn.yarn.factor, 4.0f);
+  EXPECT_EQ(unsupported_family_options(yarn), "none") << family_option_summary(yarn);
 }
 
 TEST(CudaFamilySupport, OtherFamiliesAreNamedWithWhatTheyLack) {
