@@ -140,7 +140,10 @@ class HfBuilder {
       : ck_(ck), w_(w), prefix_(std::move(prefix)) {}
 
   const SafetensorsTensor& tensor(const std::string& hf_name, std::vector<uint64_t> shape) {
-    const std::string name = hf_name.starts_with("model.") ? prefix_ + hf_name.substr(6) : hf_name;
+    const std::string name = hf_name.starts_with("model.") ? prefix_ + hf_name.substr(6)
+                             : hf_name.starts_with("lm_head.") && prefix_ == "language_model.model."
+                                 ? "language_model." + hf_name
+                                 : hf_name;
     const SafetensorsTensor* t = ck_.find(name);
     if (!t) fail("{}: missing tensor '{}'", w_.source, name);
     const std::string file = ck_.where.at(name)->path();
@@ -347,6 +350,14 @@ HfConfig read_hf_config(const std::string& folder) {
     text = &top["text_config"];
     out.prefix = "model.language_model.";
   }
+  json with_defaults;
+  if (!family->hf_config_defaults.empty()) {  // what the file leaves out, as transformers assumes
+    with_defaults = *text;
+    const json defaults = json::parse(family->hf_config_defaults);
+    for (const auto& [key, value] : defaults.items())
+      if (!with_defaults.contains(key)) with_defaults[key] = value;
+    text = &with_defaults;
+  }
   const json& j = *text;
   ConfigReader r(j, path);
   ModelConfig& c = out.config;
@@ -416,6 +427,12 @@ std::shared_ptr<ModelWeights> load_hf_model(const std::string& folder, const Loa
   Checkpoint ck = open_checkpoint(folder);
   for (const auto& f : ck.files) w->storage.push_back(f);
   ModelConfig& c = w->config;
+  // Multimodal checkpoints written before transformers 4.52 keep the language model under
+  // language_model.model. (and its head under language_model.lm_head.).
+  if (hc.prefix == "model.language_model." &&
+      !ck.find("model.language_model.embed_tokens.weight") &&
+      ck.find("language_model.model.embed_tokens.weight"))
+    hc.prefix = "language_model.model.";
   HfBuilder b(ck, *w, hc.prefix);
 
   w->token_embd = b.matrix("model.embed_tokens.weight", c.vocab_size, c.d_model);
@@ -476,7 +493,7 @@ std::shared_ptr<ModelWeights> load_hf_model(const std::string& folder, const Loa
   }
   if (c.tied_output) {
     w->output = w->token_embd;
-  } else if (ck.find("lm_head.weight")) {
+  } else if (ck.find("lm_head.weight") || ck.find("language_model.lm_head.weight")) {
     w->output = b.matrix("lm_head.weight", c.vocab_size, c.d_model);
   } else {
     fail("{}: missing tensor 'lm_head.weight' (and tie_word_embeddings is false)", folder);

@@ -16,10 +16,12 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "engine/hf_loader.h"
 #include "engine/token_distribution.h"
 #include "engine_test_util.h"
 #include "generated_model.h"
 #include "model_gen/model_gen.h"
+#include "multimodal_checkpoint.h"
 
 namespace pith {
 namespace {
@@ -449,6 +451,98 @@ TEST(EngineFormats, GgufAndHfFolderGiveIdenticalLogits) {
   auto la = test::prefill_logits(*a, tokens);
   auto lb = test::prefill_logits(*b, tokens);
   for (size_t i = 0; i < tokens.size(); ++i) EXPECT_EQ(la[i], lb[i]) << "position " << i;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pith
+
+namespace pith {
+namespace {
+
+// Published Gemma 3 4B-27B checkpoints are Gemma3ForConditionalGeneration: the language model's
+// config under a sparse text_config (only what differs from transformers' Gemma3TextConfig) and
+// its tensors under model.language_model. (or language_model.model. before transformers 4.52),
+// beside a vision tower. A generated Gemma3ForCausalLM folder rewritten into either layout, with
+// the keys that equal the defaults dropped, gives bit-identical logits.
+TEST(MultimodalLoading, Gemma3ConditionalGenerationLoadsItsLanguageModel) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("pith_gemma3_mm_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  ThreadPool pool(2);
+  ModelGenOptions g;
+  g.arch = "gemma3";
+  g.format = "hf";
+  g.vocab_path = test::model_path("tiny-f32");
+  g.seed = 3;
+  g.quiet = true;
+  g.output = (dir / "causal").string();
+  generate_model(g, pool);
+  LoadOptions lo;
+  lo.quiet = true;
+  auto causal = test::make_engine(load_model(g.output, lo), 4);
+  const auto tokens = test::random_tokens(14, 6);
+  const auto want = test::prefill_logits(*causal, tokens);
+  for (const char* prefix : {"model.language_model.", "language_model.model."}) {
+    test::MultimodalLayout layout;
+    layout.hf_class = "Gemma3ForConditionalGeneration";
+    layout.model_type = "gemma3";
+    layout.text_model_type = "gemma3_text";
+    layout.prefix = prefix;
+    size_t dropped = 0;
+    layout.edit_text_config = [&](nlohmann::json& text) {
+      const nlohmann::json defaults = {{"hidden_activation", "gelu_pytorch_tanh"},
+                                       {"rms_norm_eps", 1e-6},
+                                       {"attention_bias", false},
+                                       {"rope_local_base_freq", 10000.0},
+                                       {"sliding_window_pattern", 6}};
+      for (const auto& [k, v] : defaults.items())
+        if (text.contains(k) && text[k] == v) text.erase(k), ++dropped;
+    };
+    const fs::path mm = dir / (std::string("mm_") + prefix);
+    test::write_multimodal_folder(dir / "causal", mm, layout);
+    EXPECT_GE(dropped, 2u) << "the tiny gemma3 config keeps few default values";
+    auto weights = load_model(mm.string(), lo);
+    EXPECT_EQ(weights->config.architecture, "gemma3");
+    auto engine = test::make_engine(weights, 4);
+    const auto got = test::prefill_logits(*engine, tokens);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << prefix << " " << i;
+  }
+  fs::remove_all(dir);
+}
+
+// The text_config of the published gemma-3-4b-it names six values; the rest are
+// Gemma3TextConfig's defaults (8 heads of 256, 4 KV heads, a 262 208-token vocabulary, ...).
+TEST(MultimodalLoading, SparseGemma3TextConfigTakesTransformersDefaults) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("pith_gemma3_cfg_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const nlohmann::json config = {
+      {"architectures", {"Gemma3ForConditionalGeneration"}},
+      {"model_type", "gemma3"},
+      {"text_config",
+       {{"hidden_size", 2560},
+        {"intermediate_size", 10240},
+        {"model_type", "gemma3_text"},
+        {"num_hidden_layers", 34},
+        {"rope_scaling", {{"factor", 8.0}, {"rope_type", "linear"}}},
+        {"sliding_window", 1024}}},
+      {"vision_config", {{"hidden_size", 1152}, {"model_type", "siglip_vision_model"}}}};
+  std::ofstream(dir / "config.json") << config.dump(2);
+  const ModelConfig c = hf_model_config(dir.string());
+  EXPECT_EQ(c.architecture, "gemma3");
+  EXPECT_EQ(c.n_layers, 34u);
+  EXPECT_EQ(c.n_heads, 8u);
+  EXPECT_EQ(c.n_kv_heads, 4u);
+  EXPECT_EQ(c.head_dim, 256u);
+  EXPECT_EQ(c.vocab_size, 262208u);
+  EXPECT_EQ(c.rope_theta, 1e6f);
+  EXPECT_EQ(c.rope_theta_local, 10000.0f);
+  EXPECT_FLOAT_EQ(c.query_scale(), 1.0f / 16);  // query_pre_attn_scalar 256
+  EXPECT_EQ(c.sliding_window, 1024u);
+  EXPECT_TRUE(c.layer_slides(0) && !c.layer_slides(5) && c.layer_slides(6));  // 5 of every 6
+  ASSERT_EQ(c.rope_freq_factors.size(), 128u);  // linear x8 on the global layers
+  EXPECT_EQ(c.rope_freq_factors[0], 8.0f);
   fs::remove_all(dir);
 }
 

@@ -20,6 +20,7 @@
 #include "formats/safetensors.h"
 #include "generated_model.h"
 #include "model_gen/model_gen.h"
+#include "multimodal_checkpoint.h"
 
 namespace pith {
 namespace {
@@ -195,48 +196,11 @@ TEST(HybridLoading, MultimodalCheckpointLoadsItsLanguageModel) {
   g.quiet = true;
   g.output = (dir / "causal").string();
   generate_model(g, pool);
-  fs::create_directories(dir / "mm");
-  nlohmann::json causal;
-  std::ifstream(dir / "causal" / "config.json") >> causal;
-  nlohmann::json mm = {{"architectures", {"Qwen3_5ForConditionalGeneration"}},
-                       {"model_type", "qwen3_5"},
-                       {"tie_word_embeddings", causal["tie_word_embeddings"]},
-                       {"vision_config", {{"depth", 1}, {"hidden_size", 8}}}};
-  causal.erase("architectures");
-  causal.erase("tie_word_embeddings");  // read from the top level, as published configs allow
-  causal["model_type"] = "qwen3_5_text";
-  mm["text_config"] = causal;
-  std::ofstream(dir / "mm" / "config.json") << mm.dump(2);
-  for (const auto& entry : fs::directory_iterator(dir / "causal")) {
-    if (entry.path().extension() != ".safetensors") continue;
-    SafetensorsFile in(entry.path().string());
-    SafetensorsWriter out((dir / "mm" / entry.path().filename()).string());
-    const char* extras[] = {"model.visual.patch_embed.proj.weight", "mtp.fc.weight"};
-    for (const auto& t : in.tensors())  // every tensor is declared before data is written
-      out.add_tensor(
-          t.name.starts_with("model.") ? "model.language_model." + t.name.substr(6) : t.name,
-          *t.dtype, t.shape);
-    for (const char* name : extras) out.add_tensor(name, DType::F32, {2, 2});
-    for (const auto& t : in.tensors()) out.write(t.data, t.n_bytes);
-    const float extra[4] = {1, 2, 3, 4};
-    for (size_t i = 0; i < std::size(extras); ++i) out.write(extra, sizeof extra);
-    out.finish();
-  }
-  if (fs::exists(dir / "causal" / "model.safetensors.index.json")) {
-    nlohmann::json index;
-    std::ifstream(dir / "causal" / "model.safetensors.index.json") >> index;
-    nlohmann::json renamed = nlohmann::json::object();
-    std::string first_shard;
-    for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
-      const std::string& n = it.key();
-      renamed[n.starts_with("model.") ? "model.language_model." + n.substr(6) : n] = it.value();
-      if (first_shard.empty()) first_shard = it.value().get<std::string>();
-    }
-    renamed["model.visual.patch_embed.proj.weight"] = first_shard;
-    renamed["mtp.fc.weight"] = first_shard;
-    index["weight_map"] = renamed;
-    std::ofstream(dir / "mm" / "model.safetensors.index.json") << index.dump(2);
-  }
+  test::MultimodalLayout layout;
+  layout.hf_class = "Qwen3_5ForConditionalGeneration";
+  layout.model_type = "qwen3_5";
+  layout.text_model_type = "qwen3_5_text";
+  test::write_multimodal_folder(dir / "causal", dir / "mm", layout);
   LoadOptions lo;
   lo.quiet = true;
   auto causal_engine = test::make_engine(load_model((dir / "causal").string(), lo), kPageSize);

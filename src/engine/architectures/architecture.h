@@ -63,6 +63,9 @@ struct Architecture {
   // A multimodal class whose language model this family also loads (its `text_config` and
   // tensors under model.language_model.; the vision tower is ignored). Empty: none.
   std::string_view hf_multimodal_class = "";
+  // config.json values transformers' config class assumes where a file leaves them out (a JSON
+  // object; published multimodal checkpoints carry sparse text_configs). Empty: none.
+  std::string_view hf_config_defaults = "";
   HfLayerNames hf_names;
   std::string_view gguf_ffn_norm = "ffn_norm";  // GGUF name of the norm before the FFN
   bool fused_qkv = false;                       // one [q+2kv][d] projection (attn_qkv / qkv_proj)

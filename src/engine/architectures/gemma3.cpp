@@ -35,6 +35,14 @@ extern const Architecture kGemma3Architecture{
     .gguf_name = "gemma3",
     .hf_class = "Gemma3ForCausalLM",
     .hf_model_type = "gemma3_text",
+    // The 4B-27B checkpoints are multimodal; their text_config names only what differs from
+    // transformers' Gemma3TextConfig, whose defaults these are.
+    .hf_multimodal_class = "Gemma3ForConditionalGeneration",
+    .hf_config_defaults = R"({"vocab_size": 262208, "num_attention_heads": 8,
+      "num_key_value_heads": 4, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+      "max_position_embeddings": 131072, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+      "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 256, "sliding_window": 4096,
+      "sliding_window_pattern": 6, "attention_bias": false})",
     .hf_names = {.ffn_norm = "pre_feedforward_layernorm",
                  .post_attn_norm = "post_attention_layernorm",
                  .post_ffn_norm = "post_feedforward_layernorm"},
