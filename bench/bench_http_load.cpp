@@ -222,6 +222,8 @@ json run_http_load_bench(const HttpLoadOptions& o) {
     fail("serving: give the server under test (--url URL) or a model to serve (-m MODEL)");
   if (o.concurrency.empty() || o.max_tokens < 1 || o.rounds < 1 || o.prompt_words < 1)
     fail("serving: --concurrency, --max-tokens, --rounds and --prompt-words must be positive");
+  if (!o.url.empty() && o.kv_dtype != "auto")
+    fail("serving: --kv-dtype sets the server started with -m; a --url server keeps its own");
   std::unique_ptr<ChildServer> started;
   std::string url = o.url;
   if (url.empty()) {

@@ -13,10 +13,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/thread_pool.h"
@@ -46,9 +49,9 @@ std::shared_ptr<const ModelWeights> load(const std::string& path) {
   return load_model(path, opt);
 }
 
-// A generated tiny BF16 model, once per test process and family ("qwen3-yarn": qwen3 with YaRN
-// RoPE scaling): "" is llama with the 128k
-// Llama 3 vocabulary; another family (model_gen's generic tiny shape of it, with small sliding
+// A generated tiny BF16 model, once per test process and family (or a variant of
+// tests/data/oracle/arch/variants.json, e.g. qwen3-yarn): "" is llama with the 128k Llama 3
+// vocabulary; another family (model_gen's generic tiny shape of it, with small sliding
 // windows and soft-caps so short prompts reach them) takes tiny-f32's 1000-token vocabulary.
 std::string generated_model(const std::string& arch) {
   static std::map<std::string, std::string> paths;
@@ -61,10 +64,12 @@ std::string generated_model(const std::string& arch) {
   ModelGenOptions o;
   o.preset = "tiny";
   o.arch = arch;
-  if (arch == "qwen3-yarn") {  // YaRN RoPE scaling: the host tables carry it to the device
-    o.arch = "qwen3";
-    o.options = {
-        R"(rope_scaling={"rope_type":"yarn","factor":4,"original_max_position_embeddings":6400})"};
+  // A variant of the oracle models (a family's preset with config options changed).
+  std::ifstream in(data_path("oracle/arch/variants.json"));
+  const nlohmann::json variants = nlohmann::json::parse(in);
+  if (variants.contains(arch)) {
+    o.arch = variants[arch]["arch"].get<std::string>();
+    o.options = variants[arch]["options"].get<std::vector<std::string>>();
   }
   o.dtype = DType::BF16;
   o.vocab_path = arch.empty() ? data_path("tokenizer/ggml-vocab-llama-bpe.gguf")

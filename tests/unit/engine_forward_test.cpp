@@ -469,18 +469,10 @@ TEST(MultimodalLoading, Gemma3ConditionalGenerationLoadsItsLanguageModel) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("pith_gemma3_mm_" + std::to_string(getpid()));
   fs::remove_all(dir);
-  ThreadPool pool(2);
-  ModelGenOptions g;
-  g.arch = "gemma3";
-  g.format = "hf";
-  g.vocab_path = test::model_path("tiny-f32");
-  g.seed = 3;
-  g.quiet = true;
-  g.output = (dir / "causal").string();
-  generate_model(g, pool);
+  test::generate_hf_folder("gemma3", 3, dir / "causal");
   LoadOptions lo;
   lo.quiet = true;
-  auto causal = test::make_engine(load_model(g.output, lo), 4);
+  auto causal = test::make_engine(load_model((dir / "causal").string(), lo), 4);
   const auto tokens = test::random_tokens(14, 6);
   const auto want = test::prefill_logits(*causal, tokens);
   for (const char* prefix : {"model.language_model.", "language_model.model."}) {

@@ -186,16 +186,7 @@ TEST(HybridLoading, MultimodalCheckpointLoadsItsLanguageModel) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("pith_mm_" + std::to_string(getpid()));
   fs::remove_all(dir);
-  ThreadPool pool(2);
-  ModelGenOptions g;
-  g.preset = "tiny";
-  g.arch = "qwen35";
-  g.format = "hf";
-  g.vocab_path = test::model_path("tiny-f32");
-  g.seed = 9;
-  g.quiet = true;
-  g.output = (dir / "causal").string();
-  generate_model(g, pool);
+  test::generate_hf_folder("qwen35", 9, dir / "causal");
   test::MultimodalLayout layout;
   layout.hf_class = "Qwen3_5ForConditionalGeneration";
   layout.model_type = "qwen3_5";

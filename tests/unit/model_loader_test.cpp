@@ -310,6 +310,9 @@ TEST(ModelLoader, BadGgufModelsNameTheProblem) {
   p = rewrite_gguf("yarn_log", {{"llama.rope.scaling.type", str("yarn")},
                                 {"llama.rope.scaling.yarn_log_multiplier", f32(0.1f)}});
   expect_load_error(p, {p, "log multiplier"});
+  p = rewrite_gguf("yarn_ext", {{"llama.rope.scaling.type", str("yarn")},
+                                {"llama.rope.scaling.yarn_ext_factor", f32(0.5f)}});
+  expect_load_error(p, {p, "yarn_ext_factor"});
   p = rewrite_gguf("nolayers", {{"llama.block_count", u32(0)}});
   expect_load_error(p, {p, "n_layers = 0"});
   p = rewrite_gguf("rope", {}, {}, {{"rope_freqs.weight", {4, 2}}});

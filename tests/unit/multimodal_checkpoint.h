@@ -10,7 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/thread_pool.h"
+#include "engine_test_util.h"
 #include "formats/safetensors.h"
+#include "model_gen/model_gen.h"
 
 namespace pith::test {
 
@@ -22,6 +25,20 @@ struct MultimodalLayout {
   // Edits the text_config (e.g. drops keys the config class defaults).
   std::function<void(nlohmann::json&)> edit_text_config;
 };
+
+// A tiny *ForCausalLM folder of family `arch` (the bundled vocabulary) at `out`.
+inline void generate_hf_folder(const std::string& arch, uint64_t seed,
+                               const std::filesystem::path& out) {
+  ThreadPool pool(2);
+  ModelGenOptions g;
+  g.arch = arch;
+  g.format = "hf";
+  g.vocab_path = model_path("tiny-f32");
+  g.seed = seed;
+  g.quiet = true;
+  g.output = out.string();
+  generate_model(g, pool);
+}
 
 inline void write_multimodal_folder(const std::filesystem::path& causal,
                                     const std::filesystem::path& mm, const MultimodalLayout& l) {
