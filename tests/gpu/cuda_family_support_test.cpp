@@ -1,8 +1,10 @@
 // Which families the CUDA backend accepts (engine/cuda/family_support.h), on the configs of
 // model_gen's presets: every option of llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3,
-// qwen3.5 and their mixture-of-experts variants is implemented; gemma4 models are named with
-// what they lack. No GPU needed.
+// qwen3.5, gemma4 and their mixture-of-experts variants is implemented. No GPU needed.
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "engine/cuda/family_support.h"
 #include "engine/model_weights.h"
@@ -32,18 +34,23 @@ TEST(CudaFamilySupport, DenseFamiliesRunEveryOptionTheyUse) {
   EXPECT_EQ(unsupported_family_options(yarn), "none") << family_option_summary(yarn);
 }
 
-TEST(CudaFamilySupport, OtherFamiliesAreNamedWithWhatTheyLack) {
-  // gemma4's experts beside its dense FFN (own norms and scales) are not the routed FFN above.
-  EXPECT_NE(unsupported_family_options(model_preset("tiny", "gemma4",
-                                                    {"enable_moe_block=true", "num_experts=8",
-                                                     "top_k_experts=2", "moe_intermediate_size=32"})
-                                           .config)
-                .find("mixture of experts"),
-            std::string::npos);
-  const std::string gemma4 = unsupported_family_options(model_preset("tiny", "gemma4").config);
-  EXPECT_NE(gemma4, "none");
-  EXPECT_EQ(gemma4.find("split-half RoPE"), std::string::npos) << gemma4;  // supported parts
-  EXPECT_EQ(gemma4.find("soft-capping"), std::string::npos) << gemma4;
+TEST(CudaFamilySupport, Gemma4VariantsRunEveryOptionTheyUse) {
+  // The dense tiny shape (global layers of twice the head size, one KV head, V = K, proportional
+  // RoPE), the E2B-like one (per-layer embeddings, KV-sharing layers, double-wide FFNs) and the
+  // 26B-A4B-like one (experts beside the dense FFN), as tests/data/oracle/arch/variants.json.
+  const std::vector<std::vector<std::string>> variants = {
+      {},
+      {"hidden_size_per_layer_input=8", "num_kv_shared_layers=2", "use_double_wide_mlp=true",
+       "attention_k_eq_v=false",
+       R"(layer_types=["sliding_attention","sliding_attention","sliding_attention",)"
+       R"("full_attention","sliding_attention","full_attention"])"},
+      {"enable_moe_block=true", "num_experts=8", "top_k_experts=2", "moe_intermediate_size=32"}};
+  for (const auto& options : variants) {
+    const ModelConfig c = model_preset("tiny", "gemma4", options).config;
+    const std::string used = family_option_summary(c);
+    EXPECT_NE(used.find("per-layer attention shapes"), std::string::npos) << used;
+    EXPECT_EQ(unsupported_family_options(c), "none") << used;
+  }
 }
 
 }  // namespace

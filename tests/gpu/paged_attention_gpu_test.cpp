@@ -2,7 +2,8 @@
 // kernel (F32 and BF16) and FlashInfer's BF16 prefill (head_dim 64 and 128, when built with it),
 // on batches that take each launch: causal prefill + decode, decode only, causal + custom masks
 // (a tree draft, a mask hiding whole chunks), rows out of plan order (own kernel fallback), and
-// the families' query scale, soft-cap and sliding window.
+// the families' query scale, soft-cap and sliding window, and gemma4's head_dim 512 in a pool
+// whose layers differ in shape.
 // The tiny test models have head_dim 16, so this is what exercises FlashInfer directly.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -26,6 +27,9 @@ using Mask = std::vector<std::vector<uint32_t>>;
 struct Case {
   uint32_t head_dim, n_heads, n_kv_heads;
   bool bf16, flashinfer;
+  // Layer 0 of the pool has another shape (gemma4's sliding layers beside a global one): the
+  // tested layer's blocks sit at a per-layer offset of each page, on the own kernel.
+  bool mixed_layers = false;
 };
 
 struct Spec {
@@ -42,10 +46,15 @@ class PagedAttentionGpu : public ::testing::TestWithParam<Case> {
     const Case c = GetParam();
     const uint32_t n_layers = 2, layer = 1, page_size = 16, hd = c.head_dim;
     KvShape ks{n_layers, c.n_kv_heads, hd, page_size, {}};
+    KvPoolLayout layout{
+        c.bf16 ? DType::BF16 : DType::F32, n_layers, c.n_kv_heads, hd, page_size, {}};
+    if (c.mixed_layers) {
+      ks.layers = {{2 * c.n_kv_heads, 32}, {c.n_kv_heads, hd}};
+      layout.layers = {{2 * c.n_kv_heads, 32}, {c.n_kv_heads, hd}};
+    }
     size_t n_pages = 1;
     for (const Spec& s : specs) n_pages += (s.ctx + page_size - 1) / page_size;
     KvPool cpu_kv(ks, ks.page_bytes() * n_pages);
-    KvPoolLayout layout{c.bf16 ? DType::BF16 : DType::F32, n_layers, c.n_kv_heads, hd, page_size};
     std::vector<float> pool_f32(layout.page_elems() * cpu_kv.n_pages());
     std::mt19937 rng(hd + c.n_heads * 5 + c.bf16 + specs.size() * 11);
     std::normal_distribution<float> nd(0.f, 1.f);
@@ -71,14 +80,15 @@ class PagedAttentionGpu : public ::testing::TestWithParam<Case> {
       pages.push_back(p);
       for (uint32_t slot = 0; slot < s.ctx; ++slot)
         for (uint32_t l = 0; l < n_layers; ++l) {
-          std::vector<float> k(ks.kv_dim()), v(ks.kv_dim());
+          const size_t kv_dim = layout.kv_dim_of(l);
+          std::vector<float> k(kv_dim), v(kv_dim);
           for (float& x : k) x = value();
           for (float& x : v) x = value();
           cpu_kv.write(p[slot / page_size], slot % page_size, l, k.data(), v.data());
           for (uint32_t kv = 0; kv < 2; ++kv)
-            std::copy_n(kv ? v.data() : k.data(), ks.kv_dim(),
+            std::copy_n(kv ? v.data() : k.data(), kv_dim,
                         pool_f32.begin() + layout.block_offset(p[slot / page_size], l, kv) +
-                            size_t{slot % page_size} * layout.kv_dim());
+                            size_t{slot % page_size} * kv_dim);
         }
       const uint32_t prefix = s.ctx - s.n_q;
       if (s.mask == 1)
@@ -196,19 +206,21 @@ TEST_P(PagedAttentionGpu, SoftCapAndSlidingWindow) {
   check_batch({{200, 64, 0}, {30, 1, 0}}, false, false, {0, 0, 150});
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, PagedAttentionGpu,
-                         ::testing::Values(Case{64, 8, 2, false, true},
-                                           Case{128, 32, 8, false, true},
-                                           Case{64, 32, 8, true, true},
-                                           Case{128, 32, 8, true, true},
-                                           Case{128, 32, 8, true, false},
-                                           Case{64, 8, 1, true, false}, Case{16, 4, 2, true, true}),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           const Case& c = info.param;
-                           return "hd" + std::to_string(c.head_dim) + "_h" +
-                                  std::to_string(c.n_heads) + "_kv" + std::to_string(c.n_kv_heads) +
-                                  (c.bf16 ? "_bf16" : "_f32") + (c.flashinfer ? "" : "_own");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PagedAttentionGpu,
+    ::testing::Values(Case{64, 8, 2, false, true}, Case{128, 32, 8, false, true},
+                      Case{64, 32, 8, true, true}, Case{128, 32, 8, true, true},
+                      Case{128, 32, 8, true, false}, Case{64, 8, 1, true, false},
+                      Case{16, 4, 2, true, true},
+                      // gemma4's global layers: head_dim 512 beside
+                      // sliding layers of another shape
+                      Case{512, 8, 1, true, true, true}, Case{512, 16, 2, false, true, true}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      const Case& c = info.param;
+      return "hd" + std::to_string(c.head_dim) + "_h" + std::to_string(c.n_heads) + "_kv" +
+             std::to_string(c.n_kv_heads) + (c.bf16 ? "_bf16" : "_f32") +
+             (c.flashinfer ? "" : "_own") + (c.mixed_layers ? "_mixed" : "");
+    });
 
 }  // namespace
 }  // namespace pith::cuda

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "common/fp16.h"
@@ -207,7 +208,12 @@ TEST(CudaKernelsHost, RopeSplitHalfAndPartialRotary) {
 kern::KvGeometry geometry_of(const KvPoolLayout& l) {
   // The launcher's reduction of KvPoolLayout (kv.cu): strides only.
   return {l.page_elems(), size_t{l.page_size} * l.kv_dim(), static_cast<uint32_t>(l.kv_dim()),
-          l.n_layers};
+          l.n_layers, 0};
+}
+// The same for the run of `count` layers from `first` of a pool whose layers differ.
+kern::KvGeometry geometry_of(const KvPoolLayout& l, uint32_t first, uint32_t count) {
+  const auto kv_dim = static_cast<uint32_t>(l.kv_dim_of(first));
+  return {l.page_elems(), size_t{l.page_size} * kv_dim, kv_dim, count, l.layer_offset(first)};
 }
 
 template <uint32_t N, class T>
@@ -294,6 +300,64 @@ void check_kv_copy() {
 TEST(CudaKernelsHost, KvCopyHasMemmoveSemantics) {
   check_kv_copy<1>();
   check_kv_copy<4>();
+}
+
+// gemma4's pool: the global layers (here 1 and 2) have their own KV heads and head size, so
+// each layer's blocks sit at its own offset. Appends into one layer and a copy over the runs
+// of equal shapes (as kv.cu launches them) touch exactly that layer's (and every layer's) rows.
+TEST(CudaKernelsHost, KvPoolWithPerLayerShapes) {
+  KvPoolLayout layout;
+  layout.dtype = DType::F32;
+  layout.n_layers = 4;
+  layout.page_size = 4;
+  layout.layers = {{2, 8}, {1, 16}, {1, 16}, {2, 8}};
+  ASSERT_EQ(layout.page_elems(), size_t{2} * 4 * (16 + 16 + 16 + 16));
+  EXPECT_EQ(layout.block_offset(1, 2, 1), layout.page_elems() + 2 * 2 * 4 * 16 + 4 * 16);
+  const uint32_t n_pages = 3;
+  std::vector<float> pool(n_pages * layout.page_elems(), -3.0f);
+  for (uint32_t layer : {1u, 3u}) {  // one global and one sliding layer
+    const auto kv_dim = static_cast<uint32_t>(layout.kv_dim_of(layer));
+    std::vector<uint32_t> pages{2, 0, 2}, slots{1, 3, 0};
+    std::vector<float> k(3 * kv_dim), v(3 * kv_dim);
+    for (size_t i = 0; i < k.size(); ++i) {
+      k[i] = 100.0f * layer + static_cast<float>(i);
+      v[i] = -k[i];
+    }
+    std::vector<float> want = pool;
+    for (uint32_t i = 0; i < 3; ++i)
+      for (uint32_t c = 0; c < kv_dim; ++c) {
+        want[layout.block_offset(pages[i], layer, 0) + slots[i] * kv_dim + c] = k[i * kv_dim + c];
+        want[layout.block_offset(pages[i], layer, 1) + slots[i] * kv_dim + c] = v[i * kv_dim + c];
+      }
+    const kern::KvGeometry g = geometry_of(layout, layer, 1);
+    run_grid(kern::elementwise_blocks(3 * kv_dim / 4, kern::kKvThreads), kern::kKvThreads,
+             [&](uint32_t b, uint32_t nb, uint32_t t) {
+               kern::kv_append_body<4>(b, nb, t, k.data(), v.data(), 3, pages.data(), slots.data(),
+                                       0, g, pool.data());
+             });
+    ASSERT_EQ(pool, want) << "layer " << layer;
+  }
+  for (size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<float>(i);
+  std::vector<float> want = pool;
+  const uint32_t src_page = 1, dst_page = 1, src_slot = 0, dst_slot = 1, n = 3;
+  for (uint32_t layer = 0; layer < layout.n_layers; ++layer)
+    for (uint32_t kv = 0; kv < 2; ++kv) {
+      const size_t kv_dim = layout.kv_dim_of(layer);
+      std::memmove(want.data() + layout.block_offset(dst_page, layer, kv) + dst_slot * kv_dim,
+                   want.data() + layout.block_offset(src_page, layer, kv) + src_slot * kv_dim,
+                   n * kv_dim * sizeof(float));
+    }
+  // The runs kv.cu forms: {0}, {1, 2}, {3}.
+  for (auto [first, count] : {std::pair{0u, 1u}, std::pair{1u, 2u}, std::pair{3u, 1u}}) {
+    const kern::KvGeometry g = geometry_of(layout, first, count);
+    const size_t groups = size_t{count} * 2 * g.kv_dim;
+    run_grid(kern::elementwise_blocks(groups, kern::kKvThreads), kern::kKvThreads,
+             [&](uint32_t b, uint32_t nb, uint32_t t) {
+               kern::kv_copy_body<1>(b, nb, t, src_page, dst_page, src_slot, dst_slot, n, g,
+                                     pool.data());
+             });
+  }
+  EXPECT_EQ(pool, want);
 }
 
 // ---- activations ---------------------------------------------------------------------------

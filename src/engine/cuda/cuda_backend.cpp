@@ -14,7 +14,10 @@
 //   chunks (soft-capped where the family caps them), softmax + top-K on the device; only
 //   ids/probs and asked-for logits rows come back. The family options in brackets are the ones
 //   family_support.h lists; a model using any other is refused at startup.
-// The residual adds are fused into the next norm, exactly the CPU's order of operations.
+// Layers take their own attention shape and FFN width (gemma4's global layers, KV-sharing
+// layers that read an earlier layer's pages, double-wide FFNs); gemma4's per-layer embedding
+// branch and layer scale need the whole residual, so those layers add their delta at once.
+// Otherwise the residual adds are fused into the next norm, the CPU's order of operations.
 #include "engine/cuda/cuda_backend.h"
 
 #include <spdlog/spdlog.h>
@@ -36,8 +39,10 @@
 #include "engine/cuda/lora.h"
 #include "engine/cuda/moe_layers.h"
 #include "engine/cuda/paged_attention.h"
+#include "engine/cuda/per_layer_inputs.h"
 #include "engine/cuda/recurrent_layers.h"
 #include "engine/cuda/staging.h"
+#include "engine/cuda/workspace.h"
 #include "engine/model_weights.h"
 #include "engine/rope.h"
 #include "engine/token_distribution.h"
@@ -49,7 +54,6 @@ namespace {
 
 constexpr uint32_t kPlannedTokens = 2048;  // activations preallocated for this many rows
 constexpr uint32_t kPlannedSeqs = 256;
-constexpr uint32_t kLmChunkRows = 64;  // LM-head rows per logits GEMM (F32 [64][vocab])
 
 size_t elem_bytes(DType t) {
   return t == DType::F32 ? 4 : 2;
@@ -63,75 +67,6 @@ int select_device(int device) {
   PITH_CUDA_CHECK(cudaSetDevice(device));
   return device;
 }
-
-// Device activation buffers for up to `tokens` rows and `lm_rows` LM-head rows.
-struct Workspace {
-  DeviceBuffer x, delta, tmp;         // F32 [T][d]
-  DeviceBuffer h, attn;               // act [T][d], [T][q_dim]
-  DeviceBuffer q, k, v;               // act [T][q_dim], [T][kv_dim] x2
-  DeviceBuffer q_gate, gate;          // attn_output_gate: act [T][2 q_dim], [T][q_dim]
-  DeviceBuffer gate_up, ff;           // act [T][2 d_ff], [T][d_ff]
-  DeviceBuffer out_x, out_h;          // LM-head rows: F32 [R][d], act [R][d]
-  DeviceBuffer logits;                // F32 [kLmChunkRows][vocab]
-  DeviceBuffer topk_ids, topk_probs;  // [R][kTopKMax]
-  DeviceBuffer topk_scratch;          // softmax_topk workspace for one chunk
-  uint32_t tokens = 0, lm_rows = 0;
-
-  static size_t token_bytes(const ModelConfig& c, DType act) {
-    const size_t e = elem_bytes(act);
-    return 3 * size_t{c.d_model} * 4 +
-           e * (c.d_model + 2 * c.q_dim() + 2 * c.kv_dim() + 3 * size_t{c.d_ff} +
-                (c.attn_output_gate ? 3 * size_t{c.q_dim()} : 0));
-  }
-  static size_t lm_row_bytes(const ModelConfig& c, DType act) {
-    return size_t{c.d_model} * (4 + elem_bytes(act)) + size_t{kTopKMax} * 8;
-  }
-  static size_t fixed_bytes(const ModelConfig& c) {
-    return size_t{kLmChunkRows} * c.vocab_size * 4 +
-           topk_workspace_bytes(kLmChunkRows, c.vocab_size, kTopKMax);
-  }
-
-  void ensure(const ModelConfig& c, DType act, uint32_t n_tokens, uint32_t n_lm_rows) {
-    const size_t e = elem_bytes(act);
-    if (logits.bytes() == 0) {
-      logits.reserve(size_t{kLmChunkRows} * c.vocab_size * 4);
-      topk_scratch.reserve(topk_workspace_bytes(kLmChunkRows, c.vocab_size, kTopKMax));
-    }
-    if (n_tokens > tokens) {
-      const size_t t = std::max(n_tokens, tokens + tokens / 2);  // grow geometrically
-      for (DeviceBuffer* b : {&x, &delta, &tmp}) b->reserve(t * c.d_model * 4);
-      h.reserve(t * c.d_model * e);
-      attn.reserve(t * c.q_dim() * e);
-      q.reserve(t * c.q_dim() * e);
-      k.reserve(t * c.kv_dim() * e);
-      v.reserve(t * c.kv_dim() * e);
-      if (c.attn_output_gate) {
-        q_gate.reserve(t * 2 * c.q_dim() * e);
-        gate.reserve(t * c.q_dim() * e);
-      }
-      gate_up.reserve(t * 2 * c.d_ff * e);
-      ff.reserve(t * c.d_ff * e);
-      tokens = static_cast<uint32_t>(t);
-    }
-    if (n_lm_rows > lm_rows) {
-      const size_t r = std::max(n_lm_rows, lm_rows + lm_rows / 2);
-      out_x.reserve(r * c.d_model * 4);
-      out_h.reserve(r * c.d_model * e);
-      topk_ids.reserve(r * kTopKMax * 4);
-      topk_probs.reserve(r * kTopKMax * 4);
-      lm_rows = static_cast<uint32_t>(r);
-    }
-  }
-
-  size_t bytes() const {
-    size_t n = 0;
-    for (const DeviceBuffer* b :
-         {&x, &delta, &tmp, &h, &attn, &q, &k, &v, &q_gate, &gate, &gate_up, &ff, &out_x, &out_h,
-          &logits, &topk_ids, &topk_probs, &topk_scratch})
-      n += b->bytes();
-    return n;
-  }
-};
 
 class CudaBackend final : public Backend {
  public:
@@ -197,6 +132,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<DeviceStatePool> states_;  // no slots unless the model is hybrid
   std::unique_ptr<DeltaNetMixer> mixer_;
   std::unique_ptr<MoeFfn> moe_;
+  std::unique_ptr<PerLayerInputs> per_layer_;  // gemma4 E2B/E4B; no buffers otherwise
+  // The token whose embedding each Embed slot holds (embed_tokens), -1 for a hidden state:
+  // per-layer token embeddings look it up again (the CPU's EmbedPool::token).
+  std::vector<int32_t> embed_tokens_;
   std::unique_ptr<Gemm> gemm_;
   std::unique_ptr<PagedAttention> attention_;
   Workspace ws_;
@@ -237,8 +176,12 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
   if (options.kv_dtype != KvDType::Auto && options.kv_dtype != act_kv)
     fail("--kv-dtype {}: the CUDA backend stores K/V as {} for this model (use auto or {})",
          kv_dtype_name(options.kv_dtype), kv_dtype_name(act_kv), kv_dtype_name(act_kv));
-  // Pages hold the layers that store K/V (a hybrid model's recurrent layers have none).
-  layout_ = KvPoolLayout{act_, c.n_kv_layers(), c.n_kv_heads, c.head_dim, options.kv_page_size};
+  // Pages hold the layers that store K/V (not a hybrid model's recurrent layers, nor gemma4's
+  // KV-sharing ones), each in its own shape where they differ (gemma4's global layers).
+  layout_ = KvPoolLayout{act_, c.n_kv_layers(), c.n_kv_heads, c.head_dim, options.kv_page_size, {}};
+  if (!c.uniform_attention())
+    for (uint32_t l = 0; l < c.n_layers; ++l)
+      if (c.layer_has_kv(l)) layout_.layers.push_back({c.kv_heads_of(l), c.head_dim_of(l)});
   if (options.kv_page_size == 0) fail("cuda: KV page size must be at least 1");
   const size_t page_bytes = layout_.page_elems() * layout_.elem_bytes();
   const size_t n_pages = options.kv_memory_bytes / page_bytes;
@@ -254,13 +197,13 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
   const size_t state_budget =
       options.state_memory_bytes > 0 ? options.state_memory_bytes : options.kv_memory_bytes;
   const size_t state_bytes = DeviceStatePool::bytes_for(c, state_budget);
-  const size_t workspace_bytes = size_t{options.max_embeds} * c.d_model * 4 +
-                                 size_t{kPlannedTokens} * (Workspace::token_bytes(c, act_) +
-                                                           DeltaNetMixer::token_bytes(c, act_) +
-                                                           MoeFfn::token_bytes(c, act_)) +
-                                 size_t{kLmChunkRows} * Workspace::lm_row_bytes(c, act_) +
-                                 Workspace::fixed_bytes(c) +
-                                 (size_t{32} << 20);  // cuBLASLt workspace
+  const size_t workspace_bytes =
+      size_t{options.max_embeds} * c.d_model * 4 +
+      size_t{kPlannedTokens} *
+          (Workspace::token_bytes(c, act_) + DeltaNetMixer::token_bytes(c, act_) +
+           MoeFfn::token_bytes(c, act_) + PerLayerInputs::token_bytes(c, act_)) +
+      size_t{kLmChunkRows} * Workspace::lm_row_bytes(c, act_) + Workspace::fixed_bytes(c) +
+      (size_t{32} << 20);  // cuBLASLt workspace
   const size_t need = weight_bytes + kv_bytes + state_bytes + workspace_bytes;
   const double fraction = options.gpu_memory_fraction;
   if (!(fraction > 0 && fraction <= 1))
@@ -285,6 +228,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
   mixer_->ensure(kPlannedTokens);
   moe_ = std::make_unique<MoeFfn>(c, act_);
   moe_->ensure(kPlannedTokens);
+  per_layer_ = std::make_unique<PerLayerInputs>(c, act_);
+  per_layer_->ensure(kPlannedTokens);
+  embed_tokens_.assign(options.max_embeds, -1);
   gemm_ = std::make_unique<Gemm>();
   attention_ = std::make_unique<PagedAttention>(layout_, c.n_heads, kPlannedTokens, kPlannedSeqs);
   ws_.ensure(c, act_, kPlannedTokens, kLmChunkRows);
@@ -315,8 +261,9 @@ BackendInfo CudaBackend::info() const {
   i.kv_bytes = kv_pool_.bytes();
   i.kv_dtype = layout_.dtype == DType::F32 ? KvDType::F32 : KvDType::BF16;
   i.state_bytes = states_->bytes();
-  i.workspace_bytes = ws_.bytes() + mixer_->bytes() + moe_->bytes() + embed_store_.bytes() +
-                      gemm_->workspace_bytes() + staging_.device_bytes() + lora_.scratch_bytes();
+  i.workspace_bytes = ws_.bytes() + mixer_->bytes() + moe_->bytes() + per_layer_->bytes() +
+                      embed_store_.bytes() + gemm_->workspace_bytes() + staging_.device_bytes() +
+                      lora_.scratch_bytes();
   return i;
 }
 
@@ -351,13 +298,15 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   ws_.ensure(c, act_, T, R);
   mixer_->ensure(T);
   moe_->ensure(T);
+  per_layer_->ensure(T);
 
   // Inputs: one pinned staging buffer, one upload.
   const size_t n_idx = 2 * plan_.token_rows.size() + 2 * plan_.embed_rows.size() + 2 * T +
                        2 * plan_.embed_out_rows.size() + 2 * R;
   const size_t angle_floats = 2 * size_t{T} * (np + (sliding_rope ? np_s : 0));
   const size_t n_state_idx = c.hybrid() ? 3 * batch.size() : 0;
-  staging_.begin((n_idx + angle_floats + n_state_idx) * 4 + lora_bytes);
+  const size_t n_ple_tokens = c.d_per_layer_input > 0 ? T : 0;
+  staging_.begin((n_idx + angle_floats + n_state_idx + n_ple_tokens) * 4 + lora_bytes);
   const int32_t* tokens = staging_.put<int32_t>(plan_.tokens);
   const uint32_t* token_rows = staging_.put<uint32_t>(plan_.token_rows);
   const uint32_t* embed_slots = staging_.put<uint32_t>(plan_.embed_slots);
@@ -394,6 +343,18 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
     mixer_->set_sequences(staging_.device_ptr(first_h), staging_.device_ptr(count_h),
                           staging_.device_ptr(slot_h), n, *states_);
   }
+  // Per-layer token embeddings: every row's token, an Embed row's that of its slot (0 for a
+  // hidden state, as llama.cpp and the CPU engine).
+  int32_t* ple_tokens_h = nullptr;
+  if (c.d_per_layer_input > 0) {
+    ple_tokens_h = staging_.alloc<int32_t>(T);
+    uint32_t row = 0;
+    for (const SequenceInput& seq : batch)
+      for (size_t i = 0; i < seq.n_inputs(); ++i, ++row) {
+        const int32_t tok = seq.tokens.empty() ? embed_tokens_[seq.embed_slots[i]] : seq.tokens[i];
+        ple_tokens_h[row] = tok >= 0 ? tok : 0;
+      }
+  }
   uint32_t* lm_rows_h = staging_.alloc<uint32_t>(R);
   uint32_t* ks_h = staging_.alloc<uint32_t>(n_topk);
   for (uint32_t j = 0; j < n_topk; ++j) {
@@ -402,8 +363,8 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   }
   for (uint32_t j = 0; j < n_logits; ++j) lm_rows_h[n_topk + j] = plan_.logits_rows[j].row;
   if (!lora_.empty())
-    lora_.stage(staging_, std::max(c.d_model, c.d_ff), std::max({c.d_model, c.d_ff, c.q_dim()}),
-                act_);
+    lora_.stage(staging_, std::max({c.d_model, c.max_d_ff(), c.max_q_dim()}),
+                std::max({c.d_model, c.max_d_ff(), c.max_q_dim()}), act_);
   LoraStep* lora = lora_.empty() ? nullptr : &lora_;
   step_start_.record(s);
   staging_.upload(s);
@@ -431,6 +392,8 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
     scatter_rows(tmp, embed_in_rows, n_emb, d, x, s);
   }
 
+  if (ple_tokens_h) per_layer_->prepare(w, x, staging_.device_ptr(ple_tokens_h), T, *gemm_, s);
+
   const float* cos_d = staging_.device_ptr(cos_h);
   const float* sin_d = staging_.device_ptr(sin_h);
   const float* cos_sd = staging_.device_ptr(cos_sh);
@@ -443,46 +406,58 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   void* gu = ws_.gate_up.get();
   void* ff = ws_.ff.get();
   const size_t e = elem_bytes(act_);
-  const uint32_t hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim();
   const bool split_half = c.rope_style == RopeStyle::SplitHalf;
   uint32_t recurrent_index = 0;
+  bool pending = false;  // delta holds a block output not yet added to x (the next norm adds it)
   for (uint32_t l = 0; l < c.n_layers; ++l) {
     const DeviceLayer& L = w.layers[l];
-    add_rmsnorm(x, l == 0 ? nullptr : delta, L.attn_norm, T, d, c.rms_eps, h, act_, s);
+    add_rmsnorm(x, pending ? delta : nullptr, L.attn_norm, T, d, c.rms_eps, h, act_, s);
     if (c.layer_recurrent(l)) {  // Gated DeltaNet: delta = mixer(h), the states advance
       mixer_->run(L, recurrent_index++, h, T, delta, *gemm_, s);
     } else {
+      // This layer's attention shape (gemma4's global layers differ from its sliding ones).
+      const uint32_t hd = c.head_dim_of(l), n_kv = c.kv_heads_of(l);
+      const uint32_t qd = c.q_dim_of(l), kvd = c.kv_dim_of(l);
       const bool slides = c.layer_slides(l);
-      const uint32_t kl = c.kv_layer(l);  // the layer's index among those with KV pages
-      if (c.attn_output_gate) {           // the projection yields each head's query, then its gate
+      const uint32_t kl = c.kv_layer(l);         // the layer's index among those with KV pages
+      const bool stores_kv = c.layer_has_kv(l);  // else it reads an earlier layer's (gemma4)
+      if (c.attn_output_gate) {  // the projection yields each head's query, then its gate
         gemm_->run(L.wq, h, T, ws_.q_gate.get(), act_, s);
         split_query_gate(ws_.q_gate.get(), act_, T * c.n_heads, hd, q, ws_.gate.get(), s);
       } else {
         gemm_->run(L.wq, h, T, q, act_, s);
       }
-      gemm_->run(L.wk, h, T, k, act_, s);
-      gemm_->run(L.wv, h, T, v, act_, s);
+      if (stores_kv) {
+        gemm_->run(L.wk, h, T, k, act_, s);
+        if (c.layer_v_from_k(l))  // V is K's projection, before K's norm and RoPE
+          PITH_CUDA_CHECK(cudaMemcpyAsync(v, k, size_t{T} * kvd * e, cudaMemcpyDeviceToDevice, s));
+        else
+          gemm_->run(L.wv, h, T, v, act_, s);
+      }
       if (lora) {
         lora->apply(*gemm_, l, LoraTarget::Q, h, d, q, act_, qd, qd, 0, act_, s);
-        lora->apply(*gemm_, l, LoraTarget::K, h, d, k, act_, kvd, kvd, 0, act_, s);
-        lora->apply(*gemm_, l, LoraTarget::V, h, d, v, act_, kvd, kvd, 0, act_, s);
+        if (stores_kv) {
+          lora->apply(*gemm_, l, LoraTarget::K, h, d, k, act_, kvd, kvd, 0, act_, s);
+          lora->apply(*gemm_, l, LoraTarget::V, h, d, v, act_, kvd, kvd, 0, act_, s);
+        }
       }
       if (L.bq) {  // after the adapters, as on the CPU
         add_bias(q, act_, L.bq, T, qd, s);
         add_bias(k, act_, L.bk, T, kvd, s);
         add_bias(v, act_, L.bv, T, kvd, s);
       }
-      if (L.q_norm) {
-        rmsnorm_rows(q, act_, T * c.n_heads, hd, L.q_norm, c.rms_eps, s);
-        rmsnorm_rows(k, act_, T * c.n_kv_heads, hd, L.k_norm, c.rms_eps, s);
-      }
+      if (L.q_norm) rmsnorm_rows(q, act_, T * c.n_heads, hd, L.q_norm, c.rms_eps, s);
       const bool own_angles = slides && sliding_rope;
       const uint32_t lnp = own_angles ? np_s : np;
       const float* lc = own_angles ? cos_sd : cos_d;
       const float* ls = own_angles ? sin_sd : sin_d;
       rope(q, act_, T, c.n_heads, hd, lnp, split_half, lc, ls, s);
-      rope(k, act_, T, c.n_kv_heads, hd, lnp, split_half, lc, ls, s);
-      kv_append(k, v, T, write_pages, write_slots, kl, layout_, kv_pool_.get(), s);
+      if (stores_kv) {
+        if (L.k_norm) rmsnorm_rows(k, act_, T * n_kv, hd, L.k_norm, c.rms_eps, s);
+        if (c.v_norm) rmsnorm_rows(v, act_, T * n_kv, hd, nullptr, c.rms_eps, s);  // no weight
+        rope(k, act_, T, n_kv, hd, lnp, split_half, lc, ls, s);
+        kv_append(k, v, T, write_pages, write_slots, kl, layout_, kv_pool_.get(), s);
+      }
       attention_->run(
           kl, q, kv_pool_.get(), attn, s,
           AttentionOptions{c.attn_scale, c.attn_softcap, slides ? c.sliding_window : 0});
@@ -494,32 +469,40 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
         add_rmsnorm(delta, nullptr, L.post_attn_norm, T, d, c.rms_eps, delta, DType::F32, s);
     }
     add_rmsnorm(x, delta, L.ffn_norm, T, d, c.rms_eps, h, act_, s);
-    if (c.n_experts > 0) {  // the routed experts (and the shared one) instead of a dense FFN
+    if (!c.dense_ffn()) {  // the routed experts (and the shared one) instead of a dense FFN
       moe_->run(L, h, T, delta, *gemm_, s);
-      if (L.post_ffn_norm)
-        add_rmsnorm(delta, nullptr, L.post_ffn_norm, T, d, c.rms_eps, delta, DType::F32, s);
-      continue;
+    } else {
+      const uint32_t width = c.d_ff_of(l);  // gemma4 E2B: KV-sharing layers are twice as wide
+      gemm_->run(L.w_gate_up, h, T, gu, act_, s);
+      if (lora) {  // gate rows first, then up, in one [T][2 d_ff] output
+        lora->apply(*gemm_, l, LoraTarget::Gate, h, d, gu, act_, width, 2 * width, 0, act_, s);
+        lora->apply(*gemm_, l, LoraTarget::Up, h, d, gu, act_, width, 2 * width, width, act_, s);
+      }
+      gated_activation(gu, static_cast<char*>(gu) + size_t{width} * e, T, width, 2 * width, ff,
+                       act_, c.ffn_activation, s);
+      gemm_->run(L.w_down, ff, T, delta, DType::F32, s);
+      if (lora)
+        lora->apply(*gemm_, l, LoraTarget::Down, ff, width, delta, DType::F32, d, d, 0, act_, s);
+      if (c.moe_beside_dense) moe_->run_beside_dense(L, x, T, delta, *gemm_, s);
     }
-    gemm_->run(L.w_gate_up, h, T, gu, act_, s);
-    if (lora) {  // gate rows first, then up, in one [T][2 d_ff] output
-      lora->apply(*gemm_, l, LoraTarget::Gate, h, d, gu, act_, c.d_ff, 2 * c.d_ff, 0, act_, s);
-      lora->apply(*gemm_, l, LoraTarget::Up, h, d, gu, act_, c.d_ff, 2 * c.d_ff, c.d_ff, act_, s);
-    }
-    gated_activation(gu, static_cast<char*>(gu) + size_t{c.d_ff} * e, T, c.d_ff, 2 * c.d_ff, ff,
-                     act_, c.ffn_activation, s);
-    gemm_->run(L.w_down, ff, T, delta, DType::F32, s);
-    if (lora)
-      lora->apply(*gemm_, l, LoraTarget::Down, ff, c.d_ff, delta, DType::F32, d, d, 0, act_, s);
     if (L.post_ffn_norm)
       add_rmsnorm(delta, nullptr, L.post_ffn_norm, T, d, c.rms_eps, delta, DType::F32, s);
+    pending = true;
+    if (ple_tokens_h || c.layer_scale) {  // these read or scale the whole residual: add now
+      add_rows(x, delta, DType::F32, T, d, s);
+      pending = false;
+      if (ple_tokens_h) per_layer_->apply(L, l, x, T, tmp, *gemm_, s);
+      if (c.layer_scale) scale_rows(x, size_t{T} * d, L.layer_scale, s);
+    }
   }
-  add_rows(x, delta, DType::F32, T, d, s);
+  if (pending) add_rows(x, delta, DType::F32, T, d, s);
 
   // Outputs: Embed slots, then the LM head over just the rows that need it.
   const auto n_embed_out = static_cast<uint32_t>(plan_.embed_out_rows.size());
   if (n_embed_out > 0) {
     gather_rows(x, out_rows, n_embed_out, d, tmp, s);
     scatter_rows(tmp, out_slots, n_embed_out, d, store, s);
+    for (uint32_t slot : plan_.embed_out_slots) embed_tokens_[slot] = -1;  // hidden states
   }
   const uint32_t k_max = plan_.max_top_k;
   if (R > 0) {
@@ -612,6 +595,7 @@ void CudaBackend::embed_tokens(std::span<const int32_t> tokens, std::span<const 
   if (c.embed_scale != 1.0f)
     scale_rows(ws_.tmp.as<float>(), size_t{n} * c.d_model, c.embed_scale, s);
   scatter_rows(ws_.tmp.as<float>(), slot, n, c.d_model, embed_store_.as<float>(), s);
+  for (size_t i = 0; i < tokens.size(); ++i) embed_tokens_[slots[i]] = tokens[i];
 }
 
 void CudaBackend::copy_kv(uint32_t src_page, uint32_t dst_page, uint32_t src_offset,

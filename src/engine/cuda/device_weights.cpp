@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "common/error.h"
@@ -53,6 +54,9 @@ void for_each_tensor(const ModelWeights& w, DType mode, Place&& place) {
   matrix(w.token_embd);
   if (!tied(w)) matrix(w.output);
   vector(w.output_norm);
+  matrix(w.per_layer.token_embd);
+  matrix(w.per_layer.model_proj);
+  vector(w.per_layer.proj_norm);
   for (const LayerWeights& l : w.layers) {
     vector(l.attn_norm);
     vector(l.ffn_norm);
@@ -72,6 +76,11 @@ void for_each_tensor(const ModelWeights& w, DType mode, Place&& place) {
     place((l.sh_gate.rows + l.sh_up.rows) * l.sh_gate.cols * e);
     matrix(l.sh_down);
     place(l.sh_gate_inp.size() * e);
+    for (const std::vector<float>* v : {&l.router_scale, &l.expert_scale, &l.pre_ffn_norm2,
+                                        &l.post_ffn_norm1, &l.post_ffn_norm2, &l.ple_post_norm})
+      vector(*v);
+    matrix(l.ple_gate);
+    matrix(l.ple_proj);
   }
 }
 
@@ -163,11 +172,14 @@ DType compute_mode(const ModelWeights& w) {
   for (const LayerWeights& l : w.layers) {
     for (const WeightMatrix* m :
          {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.ssm_qkv, &l.ssm_gate,
-          &l.ssm_beta, &l.ssm_alpha, &l.ssm_out, &l.router, &l.sh_gate, &l.sh_up, &l.sh_down})
+          &l.ssm_beta, &l.ssm_alpha, &l.ssm_out, &l.router, &l.sh_gate, &l.sh_up, &l.sh_down,
+          &l.ple_gate, &l.ple_proj})
       all_f32 = all_f32 && (m->rows == 0 || m->dtype == pith::DType::F32);
     for (const auto* experts : {&l.exp_gate, &l.exp_up, &l.exp_down})
       for (const WeightMatrix& m : *experts) all_f32 = all_f32 && m.dtype == pith::DType::F32;
   }
+  for (const WeightMatrix* m : {&w.per_layer.token_embd, &w.per_layer.model_proj})
+    all_f32 = all_f32 && (m->rows == 0 || m->dtype == pith::DType::F32);
   return all_f32 ? DType::F32 : DType::BF16;
 }
 
@@ -224,6 +236,10 @@ DeviceWeights::DeviceWeights(const ModelWeights& w, DType mode, cudaStream_t str
   token_embd = matrix(w.token_embd);
   output = tied(w) ? token_embd : matrix(w.output);
   output_norm = vector(w.output_norm);
+  ple_token_embd = matrix(w.per_layer.token_embd);
+  ple_model_proj = matrix(w.per_layer.model_proj);
+  ple_proj_norm = vector(w.per_layer.proj_norm);
+  const float router_root = 1.0f / std::sqrt(static_cast<float>(w.config.d_model));
   layers.reserve(w.layers.size());
   for (const LayerWeights& l : w.layers) {
     DeviceLayer d;
@@ -261,6 +277,18 @@ DeviceWeights::DeviceWeights(const ModelWeights& w, DType mode, cudaStream_t str
     gate_inp.cols = l.sh_gate_inp.size();
     gate_inp.data = l.sh_gate_inp.data();
     d.sh_gate_inp = matrix(gate_inp);
+    // rmsnorm(x) * router_scale / sqrt(d) as one weight (engine.cpp scales after the norm).
+    std::vector<float> router_scale = l.router_scale;
+    for (float& v : router_scale) v *= router_root;
+    d.router_scale = vector(router_scale);
+    d.expert_scale = vector(l.expert_scale);
+    d.pre_ffn_norm2 = vector(l.pre_ffn_norm2);
+    d.post_ffn_norm1 = vector(l.post_ffn_norm1);
+    d.post_ffn_norm2 = vector(l.post_ffn_norm2);
+    d.ple_post_norm = vector(l.ple_post_norm);
+    d.ple_gate = matrix(l.ple_gate);
+    d.ple_proj = matrix(l.ple_proj);
+    d.layer_scale = l.layer_scale;
     layers.push_back(d);
   }
   up.finish();

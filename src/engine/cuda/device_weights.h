@@ -50,6 +50,16 @@ struct DeviceLayer {
   // like the dense pair, and its gate as a [1][d_model] matrix.
   DeviceMatrix router, exp_gate_up, exp_down;
   DeviceMatrix sh_gate_up, sh_down, sh_gate_inp;
+  // gemma4: experts beside the dense FFN (moe_beside_dense): the router input's norm weight
+  // already divided by sqrt(d_model), the experts' output scales [E], the norms of the experts'
+  // input and of both branches' outputs [d_model]; per-layer token embeddings: the gate
+  // [d_pl][d_model], the projection [d_model][d_pl] and its output norm; the layer's output
+  // scale (layer_scale; 1 otherwise).
+  const float *router_scale = nullptr, *expert_scale = nullptr;
+  const float *pre_ffn_norm2 = nullptr, *post_ffn_norm1 = nullptr, *post_ffn_norm2 = nullptr;
+  DeviceMatrix ple_gate, ple_proj;
+  const float* ple_post_norm = nullptr;
+  float layer_scale = 1.0f;
 };
 
 // F32 when every matrix is F32, else BF16 (see above).
@@ -70,6 +80,10 @@ class DeviceWeights {
   DeviceMatrix token_embd;
   DeviceMatrix output;  // == token_embd when tied
   const float* output_norm = nullptr;
+  // Per-layer token embeddings (d_per_layer_input > 0): the table [vocab][n_layers d_pl], the
+  // projection of the token embedding [n_layers d_pl][d_model] and its norm [d_pl].
+  DeviceMatrix ple_token_embd, ple_model_proj;
+  const float* ple_proj_norm = nullptr;
   std::vector<DeviceLayer> layers;
 
  private:

@@ -24,9 +24,20 @@ std::string unsupported_family_options(const ModelConfig& config) {
   c.attn_output_gate = false;  // qwen3.5's query gate
   c.yarn = {};                 // YaRN: in the host-computed RoPE tables (engine/rope.h)
   c.recurrent_layers.clear();  // Gated DeltaNet layers (recurrent_layers.h)
-  // Routed experts (moe_layers.h); not gemma4's experts beside a dense FFN, with their own norms
-  // and scales, which family_option_summary names separately.
-  if (!c.moe_beside_dense) c.n_experts = 0;
+  c.n_experts = 0;             // routed experts, also beside a dense FFN (moe_layers.h)
+  c.moe_beside_dense = false;
+  // gemma4: per-layer KV shapes in the pool (paged_kv.h) and attention up to head_dim 512,
+  // V = K, weightless V norms, KV-sharing layers, double-wide FFNs, layer output scales and
+  // per-layer token embeddings (per_layer_inputs.h).
+  c.global_head_dim = 0;
+  c.global_kv_heads = 0;
+  c.global_v_from_k = false;
+  c.n_kv_shared_layers = 0;
+  c.rope_dim_local = 0;
+  c.v_norm = false;
+  c.layer_scale = false;
+  c.double_wide_shared_ffn = false;
+  c.d_per_layer_input = 0;
   return family_option_summary(c);
 }
 

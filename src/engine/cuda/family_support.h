@@ -13,10 +13,11 @@ namespace pith::cuda {
 //
 // Supported: split-half RoPE, partial rotary, GELU-tanh FFNs, Q/K/V biases, per-head Q/K norms,
 // post-norms, scaled embeddings, a custom query scale, attention and final soft-caps, sliding
-// windows, a second RoPE base, gated attention outputs, Gated DeltaNet layers and routed
-// experts with an optional shared expert (llama, mistral, qwen2/2.5, qwen3, phi3, gemma2, gemma3,
-// qwen3.5, qwen2/3 MoE, qwen3.5 MoE). Not yet: per-layer attention shapes, V norms, layer
-// scales, per-layer FFN widths, per-layer embeddings and experts beside a dense FFN (gemma4).
+// windows, a second RoPE base, YaRN, gated attention outputs, Gated DeltaNet layers, routed
+// experts with an optional shared expert or beside a dense FFN, and gemma4's per-layer
+// attention shapes, V norms, KV-sharing layers, layer scales, per-layer FFN widths and per-layer
+// token embeddings: every family model_gen writes. An option added to family_option_summary is
+// named here until the backend handles it.
 std::string unsupported_family_options(const ModelConfig& config);
 
 }  // namespace pith::cuda

@@ -22,7 +22,8 @@ size_t MoeFfn::token_bytes(const ModelConfig& c, DType act) {
   if (c.n_experts == 0) return 0;
   const size_t K = c.n_experts_used, e = elem_bytes(act), ff = c.d_ff_expert,
                fs = c.d_ff_shared_expert, d = c.d_model;
-  return 4 * (c.n_experts + 4 * K) + K * (3 * ff * e + 4 * d) + 3 * fs * e + 4 * (d + 1);
+  return 4 * (c.n_experts + 4 * K) + K * (3 * ff * e + 4 * d) + 3 * fs * e + 4 * (d + 1) +
+         (c.moe_beside_dense ? d * (2 * e + 4) : 0);
 }
 
 void MoeFfn::ensure(uint32_t n_tokens) {
@@ -45,19 +46,25 @@ void MoeFfn::ensure(uint32_t n_tokens) {
     sh_y_.reserve(t * d * 4);
     sh_g_.reserve(t * 4);
   }
+  if (c_.moe_beside_dense) {
+    in_.reserve(t * d * e);
+    route_.reserve(t * d * e);
+    out_.reserve(t * d * 4);
+  }
   tokens_ = static_cast<uint32_t>(t);
 }
 
 size_t MoeFfn::bytes() const {
   size_t n = 0;
-  for (const DeviceBuffer* b : {&logits_, &experts_, &weights_, &offsets_, &slot_token_, &slot_of_,
-                                &gate_up_, &ff_, &y_, &sh_gate_up_, &sh_ff_, &sh_y_, &sh_g_})
+  for (const DeviceBuffer* b :
+       {&logits_, &experts_, &weights_, &offsets_, &slot_token_, &slot_of_, &gate_up_, &ff_, &y_,
+        &sh_gate_up_, &sh_ff_, &sh_y_, &sh_g_, &in_, &route_, &out_})
     n += b->bytes();
   return n;
 }
 
 void MoeFfn::run(const DeviceLayer& L, const void* h, uint32_t T, float* out, Gemm& gemm,
-                 cudaStream_t s) {
+                 cudaStream_t s, const void* router_in) {
   PITH_CHECK(T <= tokens_);
   const uint32_t E = c_.n_experts, K = c_.n_experts_used, d = c_.d_model, ff = c_.d_ff_expert;
   const size_t e = elem_bytes(act_);
@@ -67,8 +74,8 @@ void MoeFfn::run(const DeviceLayer& L, const void* h, uint32_t T, float* out, Ge
   uint32_t* offsets = offsets_.as<uint32_t>();
   uint32_t* slot_token = slot_token_.as<uint32_t>();
   uint32_t* slot_of = slot_of_.as<uint32_t>();
-  gemm.run(L.router, h, T, logits, DType::F32, s);
-  moe_route(logits, T, E, K, c_.moe_norm_top_k, nullptr, experts, weights, s);
+  gemm.run(L.router, router_in ? router_in : h, T, logits, DType::F32, s);
+  moe_route(logits, T, E, K, c_.moe_norm_top_k, L.expert_scale, experts, weights, s);
   moe_sort(experts, T, E, K, offsets, slot_token, slot_of, s);
   // Every expert's gate and up rows over its gathered tokens, slot by slot [T K][2 ff].
   moe_expert_gemm(L.exp_gate_up.data, act_, E, 2 * ff, d, h, act_, d, slot_token, true, offsets,
@@ -87,6 +94,20 @@ void MoeFfn::run(const DeviceLayer& L, const void* h, uint32_t T, float* out, Ge
     gemm.run(L.sh_gate_inp, h, T, sh_g_.get(), DType::F32, s);
     moe_add_gated(sh_y_.as<float>(), sh_g_.as<float>(), T, d, out, s);
   }
+}
+
+void MoeFfn::run_beside_dense(const DeviceLayer& L, float* x, uint32_t T, float* dense, Gemm& gemm,
+                              cudaStream_t s) {
+  PITH_CHECK(c_.moe_beside_dense && T <= tokens_);
+  const uint32_t d = c_.d_model;
+  const float eps = c_.rms_eps;
+  add_rmsnorm(dense, nullptr, L.post_ffn_norm1, T, d, eps, dense, DType::F32, s);
+  add_rmsnorm(x, nullptr, L.pre_ffn_norm2, T, d, eps, in_.get(), act_, s);
+  add_rmsnorm(x, nullptr, L.router_scale, T, d, eps, route_.get(), act_, s);
+  run(L, in_.get(), T, out_.as<float>(), gemm, s, route_.get());
+  add_rmsnorm(out_.as<float>(), nullptr, L.post_ffn_norm2, T, d, eps, out_.as<float>(), DType::F32,
+              s);
+  add_rows(dense, out_.get(), DType::F32, T, d, s);
 }
 
 }  // namespace pith::cuda

@@ -26,9 +26,17 @@ class MoeFfn {
   void ensure(uint32_t n_tokens);
   size_t bytes() const;
 
-  // out (F32 [T][d_model]) = the layer's expert FFN of h (act [T][d_model]).
+  // out (F32 [T][d_model]) = the layer's expert FFN of h (act [T][d_model]), routed from
+  // router_in (act [T][d_model]) where given, else from h; each expert's output weight times
+  // its expert_scale where the layer has them.
   void run(const DeviceLayer& layer, const void* h, uint32_t T, float* out, Gemm& gemm,
-           cudaStream_t stream);
+           cudaStream_t stream, const void* router_in = nullptr);
+
+  // gemma4 26B-A4B (moe_beside_dense; the CPU's Engine::experts_beside_dense): dense (F32
+  // [T][d], the dense FFN's output) becomes norm1(dense) + norm2(experts(norm_pre2(x))), routed
+  // from rmsnorm(x) * router_scale / sqrt(d); x is the residual (F32 [T][d], only read).
+  void run_beside_dense(const DeviceLayer& layer, float* x, uint32_t T, float* dense, Gemm& gemm,
+                        cudaStream_t stream);
 
  private:
   const ModelConfig& c_;
@@ -41,6 +49,7 @@ class MoeFfn {
   DeviceBuffer gate_up_, ff_;                      // act [T K][2 d_ff_expert], [T K][d_ff_expert]
   DeviceBuffer y_;                                 // F32 [T K][d_model]
   DeviceBuffer sh_gate_up_, sh_ff_, sh_y_, sh_g_;  // act [T][2 ff_sh], [T][ff_sh]; F32 [T][d], [T]
+  DeviceBuffer in_, route_, out_;                  // moe_beside_dense: act [T][d] x2, F32 [T][d]
 };
 
 }  // namespace pith::cuda

@@ -8,18 +8,26 @@ namespace pith::cuda {
 
 namespace {
 
-template <class T>
+template <class T, uint32_t D>
 __global__ void __launch_bounds__(attn::kThreads) own_attention_kernel(attn::KernelParams p) {
   __shared__ attn::SharedTile tile;
-  attn::ThreadState state;
-  attn::ThreadState* mine = &state;
-  attn::attention_block<T>(
+  attn::ThreadState<D> state;
+  attn::ThreadState<D>* mine = &state;
+  attn::attention_block<T, D>(
       p, blockIdx.x, blockIdx.y, tile,
       [&](auto&& phase) {
         phase(threadIdx.x);
         __syncthreads();
       },
-      [mine](uint32_t) -> attn::ThreadState& { return *mine; });
+      [mine](uint32_t) -> attn::ThreadState<D>& { return *mine; });
+}
+
+template <class T>
+void launch_typed(const attn::KernelParams& params, dim3 grid, cudaStream_t stream) {
+  if (attn::dims_per_thread(params.head_dim) == 2)
+    own_attention_kernel<T, 2><<<grid, attn::kThreads, 0, stream>>>(params);
+  else
+    own_attention_kernel<T, 4><<<grid, attn::kThreads, 0, stream>>>(params);
 }
 
 }  // namespace
@@ -29,9 +37,9 @@ void launch_own_attention(const attn::KernelParams& params, uint32_t n_rows, DTy
   if (n_rows == 0) return;
   const dim3 grid(n_rows, params.n_heads / params.heads_per_block);
   if (dtype == DType::F32)
-    own_attention_kernel<float><<<grid, attn::kThreads, 0, stream>>>(params);
+    launch_typed<float>(params, grid, stream);
   else
-    own_attention_kernel<attn::Bf16><<<grid, attn::kThreads, 0, stream>>>(params);
+    launch_typed<attn::Bf16>(params, grid, stream);
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess)
     throw_attention_error(std::string("paged attention launch: ") + cudaGetErrorString(status));

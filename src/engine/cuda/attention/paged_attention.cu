@@ -7,6 +7,7 @@
 // device still runs batch N.
 #include "engine/cuda/paged_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -204,9 +205,9 @@ struct PagedAttention::Impl {
     p.k_offset = layout.block_offset(0, layer, 0);
     p.v_offset = layout.block_offset(0, layer, 1);
     p.n_heads = n_heads;
-    p.n_kv_heads = layout.n_kv_heads;
-    p.head_dim = layout.head_dim;
-    p.heads_per_block = attn::heads_per_block(n_heads, layout.n_kv_heads);
+    p.n_kv_heads = layout.heads_of(layer);
+    p.head_dim = layout.head_dim_of(layer);
+    p.heads_per_block = attn::heads_per_block(n_heads, p.n_kv_heads);
     p.page_size = layout.page_size;
     p.scale = scale;
     p.softcap = options.softcap;
@@ -238,20 +239,26 @@ struct PagedAttention::Impl {
 PagedAttention::PagedAttention(const KvPoolLayout& layout, uint32_t n_heads, uint32_t max_tokens,
                                uint32_t max_seqs, bool allow_flashinfer)
     : impl_(std::make_unique<Impl>()) {
-  if (layout.n_kv_heads == 0 || n_heads == 0 || n_heads % layout.n_kv_heads != 0)
-    throw_attention_error("paged attention: " + std::to_string(n_heads) +
-                          " query heads are not a multiple of " +
-                          std::to_string(layout.n_kv_heads) + " KV heads");
-  if (layout.head_dim == 0 || layout.head_dim > attn::kMaxHeadDim)
-    throw_attention_error("paged attention: head_dim " + std::to_string(layout.head_dim) +
-                          " is not supported (1.." + std::to_string(attn::kMaxHeadDim) + ")");
+  if (!layout.uniform() && layout.layers.size() != layout.n_layers)
+    throw_attention_error("paged attention: " + std::to_string(layout.layers.size()) +
+                          " layer shapes for " + std::to_string(layout.n_layers) + " layers");
+  for (uint32_t l = 0; l < std::max(layout.n_layers, 1u); ++l) {
+    const uint32_t kv_heads = layout.heads_of(l), head_dim = layout.head_dim_of(l);
+    if (kv_heads == 0 || n_heads == 0 || n_heads % kv_heads != 0)
+      throw_attention_error("paged attention: " + std::to_string(n_heads) +
+                            " query heads are not a multiple of " + std::to_string(kv_heads) +
+                            " KV heads");
+    if (head_dim == 0 || head_dim > attn::kMaxHeadDim)
+      throw_attention_error("paged attention: head_dim " + std::to_string(head_dim) +
+                            " is not supported (1.." + std::to_string(attn::kMaxHeadDim) + ")");
+  }
   if (layout.page_size == 0) throw_attention_error("paged attention: page size 0");
   Impl& m = *impl_;
   m.layout = layout;
   m.n_heads = n_heads;
 #if PITH_HAVE_FLASHINFER
-  // FlashInfer keeps the page stride in 32 bits.
-  m.flashinfer = allow_flashinfer && layout.dtype == DType::BF16 &&
+  // FlashInfer keeps the page stride in 32 bits, and is planned for one head shape.
+  m.flashinfer = allow_flashinfer && layout.dtype == DType::BF16 && layout.uniform() &&
                  fi::prefill_supports(layout.head_dim, n_heads, layout.n_kv_heads) &&
                  layout.page_elems() <= UINT32_MAX;
 #else
@@ -296,7 +303,8 @@ void PagedAttention::run(uint32_t layer, const void* q, const void* pool, void* 
                           std::to_string(m.layout.n_layers));
   if (m.plan.n_rows() == 0) return;
   m.last_stream = stream;
-  const float scale = options.scale > 0 ? options.scale : 1.f / std::sqrt(float(m.layout.head_dim));
+  const float scale =
+      options.scale > 0 ? options.scale : 1.f / std::sqrt(float(m.layout.head_dim_of(layer)));
 #if PITH_HAVE_FLASHINFER
   if (m.use_flashinfer_now && options.softcap == 0 && options.window == 0)
     return m.run_flashinfer(layer, q, pool, out, scale, stream);

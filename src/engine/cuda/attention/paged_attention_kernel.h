@@ -1,8 +1,8 @@
 // The project's own paged-attention kernel body: F32 and BF16, any mask (causal or the plan's
-// bits), GQA/MQA, any head_dim up to 256, prefill and decode rows in one launch, with the
-// families' score options (query scale, tanh soft-cap, sliding window; engine/attention.h's
-// AttentionParams). It is the F32 path and the fallback when FlashInfer is not built (or cannot
-// take a batch or the options).
+// bits), GQA/MQA, any head_dim up to 512 (gemma4's global layers), prefill and decode rows in one
+// launch, with the families' score options (query scale, tanh soft-cap, sliding window;
+// engine/attention.h's AttentionParams). It is the F32 path and the fallback when FlashInfer is not
+// built (or cannot take a batch or the options).
 //
 // Grid: x = query row task (AttentionPlan's row_* arrays), y = group of `heads_per_block` query
 // heads that share one KV head; block = kThreads threads. The block walks the row's visible KV
@@ -29,8 +29,12 @@ namespace pith::cuda::attn {
 
 constexpr uint32_t kThreads = 128;  // threads per block = KV slots per chunk
 constexpr uint32_t kMaxHeadsPerBlock = 8;
-constexpr uint32_t kMaxHeadDim = 256;
-constexpr uint32_t kDimsPerThread = (kMaxHeadDim + kThreads - 1) / kThreads;
+constexpr uint32_t kMaxHeadDim = 512;
+// Output dims each thread accumulates: the kernel is instantiated for 2 (head_dim <= 256) and
+// 4 (up to 512), so the common head sizes keep half the registers.
+inline uint32_t dims_per_thread(uint32_t head_dim) {
+  return head_dim <= 2 * kThreads ? 2 : 4;
+}
 
 // BF16 as raw bits so host code needs no CUDA headers; rounding as __float2bfloat16_rn.
 struct Bf16 {
@@ -113,9 +117,10 @@ struct SharedTile {
   uint32_t n_valid;                          // slots of the chunk inside the visible range
 };
 
+template <uint32_t D>
 struct ThreadState {
   float m[kMaxHeadsPerBlock], l[kMaxHeadsPerBlock], alpha[kMaxHeadsPerBlock];
-  float acc[kMaxHeadsPerBlock][kDimsPerThread];
+  float acc[kMaxHeadsPerBlock][D];
 };
 
 // The per-block constants every thread derives from the block index.
@@ -148,9 +153,9 @@ PITH_HD BlockTask block_task(const KernelParams& p, uint32_t bx, uint32_t by) {
   return t;
 }
 
-template <class T>
+template <class T, uint32_t D>
 PITH_HD void phase_load_q(const KernelParams& p, const BlockTask& b, SharedTile& sh, uint32_t tid,
-                          ThreadState& st) {
+                          ThreadState<D>& st) {
   const T* q =
       static_cast<const T*>(p.q) + (uint64_t{b.row} * p.n_heads + b.first_head) * p.head_dim;
   for (uint32_t i = tid; i < p.heads_per_block * p.head_dim; i += kThreads)
@@ -159,7 +164,7 @@ PITH_HD void phase_load_q(const KernelParams& p, const BlockTask& b, SharedTile&
     st.m[h] = -INFINITY;
     st.l[h] = 0.f;
     st.alpha[h] = 1.f;
-    PITH_UNROLL for (uint32_t k = 0; k < kDimsPerThread; ++k) st.acc[h][k] = 0.f;
+    PITH_UNROLL for (uint32_t k = 0; k < D; ++k) st.acc[h][k] = 0.f;
   }
 }
 
@@ -200,7 +205,8 @@ PITH_HD void phase_scores(const KernelParams& p, const BlockTask& b, SharedTile&
   PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) sh.s[h][tid] = dot[h];
 }
 
-PITH_HD void phase_probs(const KernelParams& p, SharedTile& sh, uint32_t tid, ThreadState& st) {
+template <uint32_t D>
+PITH_HD void phase_probs(const KernelParams& p, SharedTile& sh, uint32_t tid, ThreadState<D>& st) {
   const uint32_t n = sh.n_valid;
   PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < p.heads_per_block; ++h) {
     float cmax = -INFINITY;
@@ -214,9 +220,9 @@ PITH_HD void phase_probs(const KernelParams& p, SharedTile& sh, uint32_t tid, Th
   }
 }
 
-template <class T>
+template <class T, uint32_t D>
 PITH_HD void phase_accumulate(const KernelParams& p, SharedTile& sh, uint32_t tid,
-                              ThreadState& st) {
+                              ThreadState<D>& st) {
   const uint32_t n = sh.n_valid;
   const uint32_t H = p.heads_per_block;
   const T* pool = static_cast<const T*>(p.pool);
@@ -224,9 +230,9 @@ PITH_HD void phase_accumulate(const KernelParams& p, SharedTile& sh, uint32_t ti
     float sum = 0.f;
     for (uint32_t t = 0; t < n; ++t) sum += sh.p[h][t];
     st.l[h] = st.l[h] * st.alpha[h] + sum;
-    PITH_UNROLL for (uint32_t k = 0; k < kDimsPerThread; ++k) st.acc[h][k] *= st.alpha[h];
+    PITH_UNROLL for (uint32_t k = 0; k < D; ++k) st.acc[h][k] *= st.alpha[h];
   }
-  PITH_UNROLL for (uint32_t k = 0; k < kDimsPerThread; ++k) {
+  PITH_UNROLL for (uint32_t k = 0; k < D; ++k) {
     const uint32_t d = tid + k * kThreads;
     if (d >= p.head_dim) break;
     for (uint32_t t = 0; t < n; ++t) {
@@ -238,11 +244,11 @@ PITH_HD void phase_accumulate(const KernelParams& p, SharedTile& sh, uint32_t ti
   }
 }
 
-template <class T>
+template <class T, uint32_t D>
 PITH_HD void phase_store(const KernelParams& p, const BlockTask& b, uint32_t tid,
-                         const ThreadState& st) {
+                         const ThreadState<D>& st) {
   T* out = static_cast<T*>(p.out) + (uint64_t{b.row} * p.n_heads + b.first_head) * p.head_dim;
-  PITH_UNROLL for (uint32_t k = 0; k < kDimsPerThread; ++k) {
+  PITH_UNROLL for (uint32_t k = 0; k < D; ++k) {
     const uint32_t d = tid + k * kThreads;
     if (d >= p.head_dim) break;
     PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < p.heads_per_block; ++h) {
@@ -255,18 +261,18 @@ PITH_HD void phase_store(const KernelParams& p, const BlockTask& b, uint32_t tid
 
 // One block (bx, by). `for_threads(f)` must call f(tid) for every tid < kThreads and then make
 // the block's shared-memory writes visible to all threads; `state(tid)` is that thread's
-// ThreadState.
-template <class T, class ForThreads, class StateOf>
+// ThreadState<D> (D = dims_per_thread(head_dim)).
+template <class T, uint32_t D, class ForThreads, class StateOf>
 PITH_HD void attention_block(const KernelParams& p, uint32_t bx, uint32_t by, SharedTile& sh,
                              ForThreads&& for_threads, StateOf&& state) {
   const BlockTask b = block_task(p, bx, by);
-  for_threads([&](uint32_t tid) { phase_load_q<T>(p, b, sh, tid, state(tid)); });
+  for_threads([&](uint32_t tid) { phase_load_q<T, D>(p, b, sh, tid, state(tid)); });
   for (uint32_t c = b.first_chunk; c < b.n_chunks; ++c) {
     for_threads([&](uint32_t tid) { phase_scores<T>(p, b, sh, c, tid); });
-    for_threads([&](uint32_t tid) { phase_probs(p, sh, tid, state(tid)); });
-    for_threads([&](uint32_t tid) { phase_accumulate<T>(p, sh, tid, state(tid)); });
+    for_threads([&](uint32_t tid) { phase_probs<D>(p, sh, tid, state(tid)); });
+    for_threads([&](uint32_t tid) { phase_accumulate<T, D>(p, sh, tid, state(tid)); });
   }
-  for_threads([&](uint32_t tid) { phase_store<T>(p, b, tid, state(tid)); });
+  for_threads([&](uint32_t tid) { phase_store<T, D>(p, b, tid, state(tid)); });
 }
 
 // Query heads per block: the largest divisor of the GQA group size that fits kMaxHeadsPerBlock.

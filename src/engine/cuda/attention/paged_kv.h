@@ -15,15 +15,38 @@ enum class DType : uint8_t { F32, BF16 };
 
 // Device KV pool: pool[page][layer][k|v][slot < page_size][kv_head][head_dim] elements of dtype.
 // One (page, layer) K or V block is an NHD page [page_size][n_kv_heads][head_dim]; consecutive
-// pages of one layer are page_elems() apart.
+// pages of one layer are page_elems() apart. Layers may differ in KV heads and head size
+// (gemma4's global layers): `layers` then gives every layer's shape, and each layer's blocks sit
+// at its own offset in the page (the CPU pool's layout, engine/kv_pool.h).
+struct KvLayerDims {
+  uint32_t n_kv_heads = 0, head_dim = 0;
+};
+
 struct KvPoolLayout {
   DType dtype = DType::BF16;
   uint32_t n_layers = 0, n_kv_heads = 0, head_dim = 0, page_size = 16;
+  std::vector<KvLayerDims> layers;  // [n_layers] where layers differ; empty: all uniform
+
+  bool uniform() const { return layers.empty(); }
+  uint32_t heads_of(uint32_t layer) const {
+    return layers.empty() ? n_kv_heads : layers[layer].n_kv_heads;
+  }
+  uint32_t head_dim_of(uint32_t layer) const {
+    return layers.empty() ? head_dim : layers[layer].head_dim;
+  }
   size_t kv_dim() const { return size_t{n_kv_heads} * head_dim; }
-  size_t page_elems() const { return size_t{n_layers} * 2 * page_size * kv_dim(); }
+  size_t kv_dim_of(uint32_t layer) const { return size_t{heads_of(layer)} * head_dim_of(layer); }
+  // Elements of one page before `layer`'s K block.
+  size_t layer_offset(uint32_t layer) const {
+    if (layers.empty()) return size_t{layer} * 2 * page_size * kv_dim();
+    size_t n = 0;
+    for (uint32_t l = 0; l < layer; ++l) n += size_t{2} * page_size * kv_dim_of(l);
+    return n;
+  }
+  size_t page_elems() const { return layer_offset(n_layers); }
   // Element offset of (page, layer)'s K (kv = 0) or V (kv = 1) block.
   size_t block_offset(uint32_t page, uint32_t layer, uint32_t kv) const {
-    return size_t{page} * page_elems() + (size_t{layer} * 2 + kv) * page_size * kv_dim();
+    return size_t{page} * page_elems() + layer_offset(layer) + kv * page_size * kv_dim_of(layer);
   }
   size_t elem_bytes() const { return dtype == DType::F32 ? 4 : 2; }
 };

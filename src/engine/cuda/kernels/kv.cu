@@ -23,12 +23,14 @@ __global__ void __launch_bounds__(kern::kKvThreads)
                         n, g, pool);
 }
 
-kern::KvGeometry geometry(const KvPoolLayout& layout) {
+// The run of `count` layers from `first` (all of one shape).
+kern::KvGeometry geometry(const KvPoolLayout& layout, uint32_t first, uint32_t count) {
   kern::KvGeometry g;
   g.page_elems = layout.page_elems();
-  g.block_elems = size_t{layout.page_size} * layout.kv_dim();
-  g.kv_dim = static_cast<uint32_t>(layout.kv_dim());
-  g.n_layers = layout.n_layers;
+  g.kv_dim = static_cast<uint32_t>(layout.kv_dim_of(first));
+  g.block_elems = size_t{layout.page_size} * g.kv_dim;
+  g.n_layers = count;
+  g.base = layout.layer_offset(first);
   return g;
 }
 
@@ -42,9 +44,10 @@ void kv_append_typed(const T* k, const T* v, uint32_t n, const uint32_t* pages,
                      cudaStream_t stream) {
   constexpr uint32_t V = kern::kVec<T>;
   size_t total = size_t{n} * g.kv_dim;
-  // Every pool offset is a multiple of kv_dim, so an aligned pool and kv_dim % V == 0 suffice.
+  // Every pool offset is base + a multiple of kv_dim (page_elems is one too), so an aligned
+  // pool, kv_dim % V == 0 and base % V == 0 suffice.
   if (kern::vector_ok<V>(k, g.kv_dim, g.kv_dim) && kern::vector_ok<V>(v, g.kv_dim, g.kv_dim) &&
-      kern::vector_ok<V>(pool, g.kv_dim, g.kv_dim))
+      kern::vector_ok<V>(pool, g.kv_dim, g.page_elems) && g.base % V == 0)
     kv_append_kernel<V><<<blocks_for(total / V), kern::kKvThreads, 0, stream>>>(
         k, v, n, pages, slots, layer, g, pool);
   else
@@ -57,7 +60,7 @@ void kv_copy_typed(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint
                    uint32_t n, kern::KvGeometry g, T* pool, cudaStream_t stream) {
   constexpr uint32_t V = kern::kVec<T>;
   size_t columns = size_t{g.n_layers} * 2 * g.kv_dim;
-  if (kern::vector_ok<V>(pool, g.kv_dim, g.kv_dim))
+  if (kern::vector_ok<V>(pool, g.kv_dim, g.page_elems) && g.base % V == 0)
     kv_copy_kernel<V><<<blocks_for(columns / V), kern::kKvThreads, 0, stream>>>(
         src_page, dst_page, src_slot, dst_slot, n, g, pool);
   else
@@ -71,14 +74,14 @@ void kv_append(const void* k, const void* v, uint32_t n, const uint32_t* pages,
                const uint32_t* slots, uint32_t layer, const KvPoolLayout& layout, void* pool,
                cudaStream_t stream) {
   require(layer < layout.n_layers, "kv_append", "layer out of range");
-  kern::KvGeometry g = geometry(layout);
+  kern::KvGeometry g = geometry(layout, layer, 1);
   if (size_t{n} * g.kv_dim == 0) return;
   if (layout.dtype == DType::F32)
-    kv_append_typed(static_cast<const float*>(k), static_cast<const float*>(v), n, pages, slots,
-                    layer, g, static_cast<float*>(pool), stream);
+    kv_append_typed(static_cast<const float*>(k), static_cast<const float*>(v), n, pages, slots, 0,
+                    g, static_cast<float*>(pool), stream);
   else
     kv_append_typed(static_cast<const kern::Bf16*>(k), static_cast<const kern::Bf16*>(v), n, pages,
-                    slots, layer, g, static_cast<kern::Bf16*>(pool), stream);
+                    slots, 0, g, static_cast<kern::Bf16*>(pool), stream);
   check_launch("kv_append");
 }
 
@@ -87,13 +90,21 @@ void kv_copy(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t d
   require(src_slot + size_t{n} <= layout.page_size && dst_slot + size_t{n} <= layout.page_size,
           "kv_copy", "slot range past the end of the page");
   if (n == 0 || (src_page == dst_page && src_slot == dst_slot)) return;
-  kern::KvGeometry g = geometry(layout);
-  if (size_t{g.n_layers} * g.kv_dim == 0) return;
-  if (layout.dtype == DType::F32)
-    kv_copy_typed(src_page, dst_page, src_slot, dst_slot, n, g, static_cast<float*>(pool), stream);
-  else
-    kv_copy_typed(src_page, dst_page, src_slot, dst_slot, n, g, static_cast<kern::Bf16*>(pool),
-                  stream);
+  // One launch per run of consecutive layers of one shape (one launch for a uniform pool).
+  for (uint32_t first = 0, count = 0; first < layout.n_layers; first += count) {
+    count = 1;
+    while (first + count < layout.n_layers &&
+           layout.kv_dim_of(first + count) == layout.kv_dim_of(first))
+      ++count;
+    kern::KvGeometry g = geometry(layout, first, count);
+    if (g.kv_dim == 0) continue;
+    if (layout.dtype == DType::F32)
+      kv_copy_typed(src_page, dst_page, src_slot, dst_slot, n, g, static_cast<float*>(pool),
+                    stream);
+    else
+      kv_copy_typed(src_page, dst_page, src_slot, dst_slot, n, g, static_cast<kern::Bf16*>(pool),
+                    stream);
+  }
   check_launch("kv_copy");
 }
 

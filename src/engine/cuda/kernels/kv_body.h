@@ -9,14 +9,18 @@ namespace pith::cuda::kern {
 
 inline constexpr uint32_t kKvThreads = 256;
 
+// A run of n_layers consecutive layers of one shape, starting `base` elements into each page
+// (the whole pool when every layer has one shape; one layer or one run of them when gemma4's
+// global layers differ). `layer` below counts from the run's first layer.
 struct KvGeometry {
   size_t page_elems = 0;   // one page: every layer's K and V block
   size_t block_elems = 0;  // one (page, layer) K or V block: page_size * kv_dim
   uint32_t kv_dim = 0;
   uint32_t n_layers = 0;
+  size_t base = 0;
 
   PITH_HD size_t offset(uint32_t page, uint32_t layer, uint32_t kv, uint32_t slot) const {
-    return size_t{page} * page_elems + (size_t{layer} * 2 + kv) * block_elems +
+    return size_t{page} * page_elems + base + (size_t{layer} * 2 + kv) * block_elems +
            size_t{slot} * kv_dim;
   }
 };
