@@ -151,7 +151,7 @@ struct KernelCase {
 template <class T, uint32_t D>
 void run_kernel_on_host_with(const attn::KernelParams& p, uint32_t n_rows) {
   const uint32_t groups = p.n_heads / p.heads_per_block;
-  auto tile = std::make_unique<attn::SharedTile>();
+  auto tile = std::make_unique<attn::SharedTile<D>>();
   std::vector<attn::ThreadState<D>> states(attn::kThreads);
   for (uint32_t bx = 0; bx < n_rows; ++bx)
     for (uint32_t by = 0; by < groups; ++by)

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 
 #include "common/error.h"
@@ -239,7 +238,6 @@ DeviceWeights::DeviceWeights(const ModelWeights& w, DType mode, cudaStream_t str
   ple_token_embd = matrix(w.per_layer.token_embd);
   ple_model_proj = matrix(w.per_layer.model_proj);
   ple_proj_norm = vector(w.per_layer.proj_norm);
-  const float router_root = 1.0f / std::sqrt(static_cast<float>(w.config.d_model));
   layers.reserve(w.layers.size());
   for (const LayerWeights& l : w.layers) {
     DeviceLayer d;
@@ -277,10 +275,7 @@ DeviceWeights::DeviceWeights(const ModelWeights& w, DType mode, cudaStream_t str
     gate_inp.cols = l.sh_gate_inp.size();
     gate_inp.data = l.sh_gate_inp.data();
     d.sh_gate_inp = matrix(gate_inp);
-    // rmsnorm(x) * router_scale / sqrt(d) as one weight (engine.cpp scales after the norm).
-    std::vector<float> router_scale = l.router_scale;
-    for (float& v : router_scale) v *= router_root;
-    d.router_scale = vector(router_scale);
+    d.router_scale = vector(l.router_scale);
     d.expert_scale = vector(l.expert_scale);
     d.pre_ffn_norm2 = vector(l.pre_ffn_norm2);
     d.post_ffn_norm1 = vector(l.post_ffn_norm1);

@@ -50,9 +50,9 @@ struct DeviceLayer {
   // like the dense pair, and its gate as a [1][d_model] matrix.
   DeviceMatrix router, exp_gate_up, exp_down;
   DeviceMatrix sh_gate_up, sh_down, sh_gate_inp;
-  // gemma4: experts beside the dense FFN (moe_beside_dense): the router input's norm weight
-  // already divided by sqrt(d_model), the experts' output scales [E], the norms of the experts'
-  // input and of both branches' outputs [d_model]; per-layer token embeddings: the gate
+  // gemma4: experts beside the dense FFN (moe_beside_dense): the router input's norm weight, the
+  // experts' output scales [E], the norms of the experts' input and of both branches' outputs
+  // [d_model]; per-layer token embeddings: the gate
   // [d_pl][d_model], the projection [d_model][d_pl] and its output norm; the layer's output
   // scale (layer_scale; 1 otherwise).
   const float *router_scale = nullptr, *expert_scale = nullptr;

@@ -2,6 +2,7 @@
 #include "engine/cuda/moe_layers.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/error.h"
 #include "engine/cuda/kernels.h"
@@ -103,7 +104,11 @@ void MoeFfn::run_beside_dense(const DeviceLayer& L, float* x, uint32_t T, float*
   const float eps = c_.rms_eps;
   add_rmsnorm(dense, nullptr, L.post_ffn_norm1, T, d, eps, dense, DType::F32, s);
   add_rmsnorm(x, nullptr, L.pre_ffn_norm2, T, d, eps, in_.get(), act_, s);
-  add_rmsnorm(x, nullptr, L.router_scale, T, d, eps, route_.get(), act_, s);
+  // The router's input, scaled after the norm in F32 as on the CPU (out_ is free until run()).
+  float* route = out_.as<float>();
+  add_rmsnorm(x, nullptr, L.router_scale, T, d, eps, route, DType::F32, s);
+  scale_rows(route, size_t{T} * d, 1.0f / std::sqrt(static_cast<float>(d)), s);
+  convert_rows(route, T, d, route_.get(), act_, s);
   run(L, in_.get(), T, out_.as<float>(), gemm, s, route_.get());
   add_rmsnorm(out_.as<float>(), nullptr, L.post_ffn_norm2, T, d, eps, out_.as<float>(), DType::F32,
               s);

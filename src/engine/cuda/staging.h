@@ -63,7 +63,7 @@ class Staging {
 
  private:
   static constexpr size_t kAlign = 16;
-  static constexpr size_t kArrays = 24;  // headroom for alignment padding between arrays (14 now)
+  static constexpr size_t kArrays = 24;  // alignment padding between arrays (a forward has 18)
   PinnedBuffer host_;
   DeviceBuffer device_;
   Event consumed_;

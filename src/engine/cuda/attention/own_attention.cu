@@ -10,7 +10,7 @@ namespace {
 
 template <class T, uint32_t D>
 __global__ void __launch_bounds__(attn::kThreads) own_attention_kernel(attn::KernelParams p) {
-  __shared__ attn::SharedTile tile;
+  __shared__ attn::SharedTile<D> tile;
   attn::ThreadState<D> state;
   attn::ThreadState<D>* mine = &state;
   attn::attention_block<T, D>(

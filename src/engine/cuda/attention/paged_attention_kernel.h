@@ -109,12 +109,15 @@ struct KernelParams {
   const uint8_t* mask_bits;
 };
 
+// Shared memory of one block, sized for head_dim <= D * kThreads (the 4-dims instantiation's
+// 512 would cost the common head sizes a third more shared memory, hence occupancy).
+template <uint32_t D>
 struct SharedTile {
-  float q[kMaxHeadsPerBlock * kMaxHeadDim];  // the group's queries, pre-scaled
-  float s[kMaxHeadsPerBlock][kThreads];      // chunk scores (-inf where hidden)
-  float p[kMaxHeadsPerBlock][kThreads];      // chunk probabilities (relative to running max)
-  uint64_t v_row[kThreads];                  // element offset of each chunk slot's V row
-  uint32_t n_valid;                          // slots of the chunk inside the visible range
+  float q[kMaxHeadsPerBlock * D * kThreads];  // the group's queries, pre-scaled
+  float s[kMaxHeadsPerBlock][kThreads];       // chunk scores (-inf where hidden)
+  float p[kMaxHeadsPerBlock][kThreads];       // chunk probabilities (relative to running max)
+  uint64_t v_row[kThreads];                   // element offset of each chunk slot's V row
+  uint32_t n_valid;                           // slots of the chunk inside the visible range
 };
 
 template <uint32_t D>
@@ -154,8 +157,8 @@ PITH_HD BlockTask block_task(const KernelParams& p, uint32_t bx, uint32_t by) {
 }
 
 template <class T, uint32_t D>
-PITH_HD void phase_load_q(const KernelParams& p, const BlockTask& b, SharedTile& sh, uint32_t tid,
-                          ThreadState<D>& st) {
+PITH_HD void phase_load_q(const KernelParams& p, const BlockTask& b, SharedTile<D>& sh,
+                          uint32_t tid, ThreadState<D>& st) {
   const T* q =
       static_cast<const T*>(p.q) + (uint64_t{b.row} * p.n_heads + b.first_head) * p.head_dim;
   for (uint32_t i = tid; i < p.heads_per_block * p.head_dim; i += kThreads)
@@ -168,9 +171,9 @@ PITH_HD void phase_load_q(const KernelParams& p, const BlockTask& b, SharedTile&
   }
 }
 
-template <class T>
-PITH_HD void phase_scores(const KernelParams& p, const BlockTask& b, SharedTile& sh, uint32_t chunk,
-                          uint32_t tid) {
+template <class T, uint32_t D>
+PITH_HD void phase_scores(const KernelParams& p, const BlockTask& b, SharedTile<D>& sh,
+                          uint32_t chunk, uint32_t tid) {
   const uint32_t j = chunk * kThreads + tid;
   const uint32_t H = p.heads_per_block;
   if (tid == 0) {
@@ -206,7 +209,8 @@ PITH_HD void phase_scores(const KernelParams& p, const BlockTask& b, SharedTile&
 }
 
 template <uint32_t D>
-PITH_HD void phase_probs(const KernelParams& p, SharedTile& sh, uint32_t tid, ThreadState<D>& st) {
+PITH_HD void phase_probs(const KernelParams& p, SharedTile<D>& sh, uint32_t tid,
+                         ThreadState<D>& st) {
   const uint32_t n = sh.n_valid;
   PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < p.heads_per_block; ++h) {
     float cmax = -INFINITY;
@@ -221,7 +225,7 @@ PITH_HD void phase_probs(const KernelParams& p, SharedTile& sh, uint32_t tid, Th
 }
 
 template <class T, uint32_t D>
-PITH_HD void phase_accumulate(const KernelParams& p, SharedTile& sh, uint32_t tid,
+PITH_HD void phase_accumulate(const KernelParams& p, SharedTile<D>& sh, uint32_t tid,
                               ThreadState<D>& st) {
   const uint32_t n = sh.n_valid;
   const uint32_t H = p.heads_per_block;
@@ -263,12 +267,12 @@ PITH_HD void phase_store(const KernelParams& p, const BlockTask& b, uint32_t tid
 // the block's shared-memory writes visible to all threads; `state(tid)` is that thread's
 // ThreadState<D> (D = dims_per_thread(head_dim)).
 template <class T, uint32_t D, class ForThreads, class StateOf>
-PITH_HD void attention_block(const KernelParams& p, uint32_t bx, uint32_t by, SharedTile& sh,
+PITH_HD void attention_block(const KernelParams& p, uint32_t bx, uint32_t by, SharedTile<D>& sh,
                              ForThreads&& for_threads, StateOf&& state) {
   const BlockTask b = block_task(p, bx, by);
   for_threads([&](uint32_t tid) { phase_load_q<T, D>(p, b, sh, tid, state(tid)); });
   for (uint32_t c = b.first_chunk; c < b.n_chunks; ++c) {
-    for_threads([&](uint32_t tid) { phase_scores<T>(p, b, sh, c, tid); });
+    for_threads([&](uint32_t tid) { phase_scores<T, D>(p, b, sh, c, tid); });
     for_threads([&](uint32_t tid) { phase_probs<D>(p, sh, tid, state(tid)); });
     for_threads([&](uint32_t tid) { phase_accumulate<T, D>(p, sh, tid, state(tid)); });
   }

@@ -44,8 +44,8 @@ void kv_append_typed(const T* k, const T* v, uint32_t n, const uint32_t* pages,
                      cudaStream_t stream) {
   constexpr uint32_t V = kern::kVec<T>;
   size_t total = size_t{n} * g.kv_dim;
-  // Every pool offset is base + a multiple of kv_dim (page_elems is one too), so an aligned
-  // pool, kv_dim % V == 0 and base % V == 0 suffice.
+  // Every pool offset is page * page_elems + base + a multiple of kv_dim, so an aligned pool and
+  // kv_dim, page_elems and base all multiples of V suffice.
   if (kern::vector_ok<V>(k, g.kv_dim, g.kv_dim) && kern::vector_ok<V>(v, g.kv_dim, g.kv_dim) &&
       kern::vector_ok<V>(pool, g.kv_dim, g.page_elems) && g.base % V == 0)
     kv_append_kernel<V><<<blocks_for(total / V), kern::kKvThreads, 0, stream>>>(
