@@ -159,7 +159,9 @@ float row_float_stream(const uint8_t* w, const float* x, size_t k_total) {
 // from L2 for every row and decode faster in the 4-row tiles, which use each load four times.
 // (Streaming them in column segments whose activations fit L1, a pass over the rows per segment,
 // was slower still on Zen 4's AVX2 path: 23-25 ms for the 1B down projections against 17-19 ms
-// in the tiles, with segments of 4 or 8 KB of each row.)
+// in the tiles, with segments of 4 or 8 KB of each row; whole rows against the activations as
+// bf16, 16 KB, ran at the tiles' 16-17 ms: these rows stream at ~33 GB/s where the 2048-column
+// ones reach ~50, cause not found.)
 constexpr size_t kStreamMaxActBytes = 16 << 10;
 
 // ---- 32-block quantised weights against int8 activations ----
