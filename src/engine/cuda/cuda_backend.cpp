@@ -55,9 +55,6 @@ namespace {
 constexpr uint32_t kPlannedTokens = 2048;  // activations preallocated for this many rows
 constexpr uint32_t kPlannedSeqs = 256;
 
-size_t elem_bytes(DType t) {
-  return t == DType::F32 ? 4 : 2;
-}
 size_t mib(size_t bytes) {
   return bytes >> 20;
 }

@@ -27,9 +27,6 @@ size_t align_up(size_t n) {
 bool tied(const ModelWeights& w) {
   return w.output.data == w.token_embd.data;
 }
-size_t elem_bytes(DType t) {
-  return t == DType::F32 ? 4 : 2;
-}
 
 // Rows of experts stacked expert by expert (each expert's matrix of `a`, then of `b`), and the
 // experts' common column count.

@@ -17,7 +17,7 @@ size_t aligned(size_t n) {
 }
 
 size_t matrix_bytes(const WeightMatrix& m, DType mode) {
-  return aligned(m.rows * m.cols * (mode == DType::F32 ? 4 : 2));
+  return aligned(m.rows * m.cols * elem_bytes(mode));
 }
 
 }  // namespace
@@ -33,7 +33,7 @@ DeviceLoraAdapter::DeviceLoraAdapter(const LoraAdapter& adapter, DType mode) {
   std::vector<uint8_t> host;
   size_t at = 0;
   auto upload = [&](const WeightMatrix& m) {
-    const size_t eb = mode == DType::F32 ? 4 : 2;
+    const size_t eb = elem_bytes(mode);
     host.resize(m.rows * m.cols * eb);
     row.resize(m.cols);
     for (size_t r = 0; r < m.rows; ++r) {
@@ -90,7 +90,7 @@ void LoraStep::stage(Staging& staging, uint32_t max_in, uint32_t max_out, DType 
     n_max = std::max(n_max, g.rows.size());
     r_max = std::max(r_max, g.adapter->max_rank());
   }
-  const size_t eb = act == DType::F32 ? 4 : 2;
+  const size_t eb = elem_bytes(act);
   xg_.reserve(n_max * max_in * eb);
   u_.reserve(n_max * r_max * eb);
   v_.reserve(n_max * max_out * 4);

@@ -9,14 +9,6 @@
 
 namespace pith::cuda {
 
-namespace {
-
-size_t elem_bytes(DType t) {
-  return t == DType::F32 ? 4 : 2;
-}
-
-}  // namespace
-
 MoeFfn::MoeFfn(const ModelConfig& c, DType act) : c_(c), act_(act) {}
 
 size_t MoeFfn::token_bytes(const ModelConfig& c, DType act) {

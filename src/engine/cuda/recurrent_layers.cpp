@@ -12,14 +12,6 @@
 
 namespace pith::cuda {
 
-namespace {
-
-size_t elem_bytes(DType t) {
-  return t == DType::F32 ? 4 : 2;
-}
-
-}  // namespace
-
 DeviceStatePool::DeviceStatePool(const ModelConfig& c, size_t memory_bytes)
     : layer_floats_(c.delta_net.layer_state_floats()),
       slot_floats_(c.recurrent_state_floats()),

@@ -7,14 +7,6 @@
 
 namespace pith::cuda {
 
-namespace {
-
-size_t elem_bytes(DType t) {
-  return t == DType::F32 ? 4 : 2;
-}
-
-}  // namespace
-
 size_t Workspace::token_bytes(const ModelConfig& c, DType act) {
   const size_t e = elem_bytes(act), qd = c.max_q_dim(), kvd = c.max_kv_dim(), ff = c.max_d_ff();
   return 3 * size_t{c.d_model} * 4 +

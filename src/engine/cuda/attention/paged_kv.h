@@ -13,6 +13,11 @@ namespace pith::cuda {
 // Activation / KV element type on the device: F32 mode (F32 weights) or BF16 mode.
 enum class DType : uint8_t { F32, BF16 };
 
+// Bytes of one element of `t`.
+inline size_t elem_bytes(DType t) {
+  return t == DType::F32 ? 4 : 2;
+}
+
 // Device KV pool: pool[page][layer][k|v][slot < page_size][kv_head][head_dim] elements of dtype.
 // One (page, layer) K or V block is an NHD page [page_size][n_kv_heads][head_dim]; consecutive
 // pages of one layer are page_elems() apart. Layers may differ in KV heads and head size
@@ -48,7 +53,7 @@ struct KvPoolLayout {
   size_t block_offset(uint32_t page, uint32_t layer, uint32_t kv) const {
     return size_t{page} * page_elems() + layer_offset(layer) + kv * page_size * kv_dim_of(layer);
   }
-  size_t elem_bytes() const { return dtype == DType::F32 ? 4 : 2; }
+  size_t elem_bytes() const { return cuda::elem_bytes(dtype); }
 };
 
 // A layer's score options, as the CPU engine's AttentionParams (engine/attention.h): the query
