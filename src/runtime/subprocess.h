@@ -4,6 +4,7 @@
 // whose tail is returned for error messages.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,13 +22,21 @@ struct ProcessResult {
   int exit_code = -1;  // -1 if killed by a signal
   int signal = 0;      // the signal that ended it, 0 if it exited
   bool timed_out = false;
+  bool ended = false;  // killed by end_running_tools()
   std::string output;  // last 4 KiB of stdout+stderr
   bool ok() const { return exit_code == 0; }
   std::string describe() const;  // "exit code 1", "killed by signal 9 (wall-clock limit)", ...
 };
 
-// argv[0] is looked up in PATH unless it contains '/'. Throws pith::Error if it cannot start.
+// argv[0] is looked up in PATH unless it contains '/'. Throws pith::Error if it cannot start,
+// or once end_running_tools() has been called.
 ProcessResult run_limited(const std::vector<std::string>& argv, const std::string& workdir,
                           const ProcessLimits& limits);
+
+// For a stopping server: kills every tool still running (its whole process group: cc1, as, ld
+// too), waits up to `wait` for them to be reaped, and refuses new ones. Without it a background
+// native build outlives the server and keeps writing into its cache directory. Returns how many
+// were ended.
+size_t end_running_tools(std::chrono::milliseconds wait);
 
 }  // namespace pith::runtime

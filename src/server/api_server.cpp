@@ -11,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "chat_template/chat_template.h"
+#include "runtime/subprocess.h"
 #include "server/builtin_programs.h"
 #include "server/instance_routes.h"
 #include "server/openai_routes.h"
@@ -240,6 +241,10 @@ int ApiServer::run() {
   loader_ = std::thread([this] { load_model(); });
   io_.run();
   if (loader_.joinable()) loader_.join();
+  // A background native build must not outlive the server (it would keep writing into the cache
+  // directory, and keep a core busy, after the process is gone).
+  if (size_t n = runtime::end_running_tools(std::chrono::seconds(5)))
+    spdlog::info("ended {} native build tool(s) still running", n);
   // Instances still alive (shutdown grace exceeded) are killed by the runtime's destructor.
   openai_routes_.reset();
   instance_routes_.reset();

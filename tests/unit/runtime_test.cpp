@@ -359,6 +359,56 @@ TEST(Subprocess, ChildInheritsOnlyTheStandardDescriptors) {
   for (int fd : open_fds) EXPECT_TRUE(fd <= 3) << "inherited fd " << fd << ": " << r.output;
 }
 
+// A stopping server ends the tools still running, their children too, and starts no new ones.
+// In a forked child: end_running_tools() closes the process-wide registry for good.
+bool process_gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  auto paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+}
+
+TEST(Subprocess, EndRunningToolsKillsTheWholeGroupAndRefusesNewOnes) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        std::string dir = fs::temp_directory_path() / ("pith-end-" + std::to_string(getpid()));
+        fs::create_directories(dir);
+        ProcessResult r;
+        std::thread tool([&] {
+          r = run_limited({"sh", "-c", "sleep 60 & echo $! > bg.pid; wait"}, dir, {});
+        });
+        pid_t bg = 0;
+        for (int i = 0; i < 500 && bg == 0; ++i) {
+          std::this_thread::sleep_for(10ms);
+          std::ifstream in(dir + "/bg.pid");
+          in >> bg;
+        }
+        auto t0 = std::chrono::steady_clock::now();
+        size_t ended = end_running_tools(5s);
+        tool.join();
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        bool refused = false;
+        try {
+          run_limited({"true"}, dir, {});
+        } catch (const Error& e) {
+          refused = std::string(e.what()).find("stopping") != std::string::npos;
+        }
+        bool bg_gone = false;
+        for (int i = 0; i < 200 && !bg_gone; ++i, std::this_thread::sleep_for(10ms))
+          bg_gone = bg > 0 && process_gone(bg);
+        fs::remove_all(dir);
+        bool ok = bg > 0 && ended == 1 && r.ended && s < 2 && refused && bg_gone &&
+                  r.describe().find("stopping") != std::string::npos;
+        if (!ok)
+          fprintf(stderr, "bg=%d ended=%zu r.ended=%d s=%.2f refused=%d bg_gone=%d\n", bg, ended,
+                  r.ended, s, refused, bg_gone);
+        std::_Exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 std::string launch_error(Runtime& rt, const std::string& wasm) {
   try {
     rt.launch(rt.load_program(wasm), {"m"})->wait();
