@@ -80,6 +80,9 @@ void add_serve_commands(CLI::App& app) {
       ->envname("PITH_CONFIG");
   add(cmd->add_option("--cache-dir", cfg->cache_dir,
                       "uploaded programs and native code (default ~/.cache/pith)"));
+  add(cmd->add_option("--native-cache-dir", cfg->native_cache_dir,
+                      "compiled native code of programs, shareable between servers (default "
+                      "<cache-dir>/native)"));
   add(add_device_option(*cmd, cfg->device));
   add(cmd->add_option("--gpu-memory-fraction", cfg->gpu_memory_fraction,
                       "share of the GPU's memory for weights, KV pool and scratch (0-1]"));

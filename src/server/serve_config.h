@@ -41,6 +41,9 @@ struct ServeConfig {
 
   // Runtime.
   std::string cache_dir;  // programs/ and native/ below it (default ~/.cache/pith)
+  // Compiled native code only (default <cache_dir>/native): replicas, or many short-lived
+  // servers, can share one while each keeps its own uploaded programs.
+  std::string native_cache_dir;
   int runtime_threads = 1;
   double inferlet_cpu_limit_s = 60;
   uint32_t inferlet_memory_mb = 64;

@@ -219,7 +219,8 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   so.control.preemption =
       c.preemption_mode == "recompute" ? Preemption::Recompute : Preemption::Swap;
   so.control.idle_suspend_ns = static_cast<int64_t>(c.kv_idle_suspend_s * 1e9);
-  so.runtime.compiler.cache_dir = c.cache_dir + "/native";
+  so.runtime.compiler.cache_dir =
+      c.native_cache_dir.empty() ? c.cache_dir + "/native" : c.native_cache_dir;
   so.runtime.threads = c.runtime_threads;
   so.runtime.limits.cpu_ns = static_cast<uint64_t>(c.inferlet_cpu_limit_s * 1e9);
   so.runtime.limits.memory_pages = c.inferlet_memory_mb * 16;  // 64 KiB Wasm pages

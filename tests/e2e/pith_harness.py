@@ -69,6 +69,18 @@ class RunResult:
         return self.exit is not None and self.exit["kind"] == "exited" and self.exit["code"] == 0
 
 
+def shared_native_cache(pith):
+    """One native-code cache for every server the suite starts (beside the pith binary's build
+    folder): each inferlet is compiled by the C compiler once per build, not once per server
+    start (the OpenAI program alone is ~9 CPU-seconds of cc). Tests that pass their own cache_dir
+    keep a cold cache; PITH_E2E_NATIVE_CACHE=off gives every server its own."""
+    setting = os.environ.get("PITH_E2E_NATIVE_CACHE", "")
+    if setting == "off":
+        return None
+    return setting or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(pith))),
+                                   "e2e-native-cache")
+
+
 class Server:
     """A `pith serve` child process. Extra arguments go to `pith serve` unchanged."""
 
@@ -98,6 +110,9 @@ class Server:
         self._tmp = tempfile.TemporaryDirectory(prefix="pith-e2e-")
         args = [self.pith, "serve", "-m", self.model, "--host", "127.0.0.1", "--port", str(self.port),
                 "--cache-dir", self.cache_dir or os.path.join(self._tmp.name, "cache")] + self.extra
+        shared = shared_native_cache(self.pith)
+        if shared and self.cache_dir is None and "--native-cache-dir" not in self.extra:
+            args += ["--native-cache-dir", shared]
         if self.api_key and "--api-key" not in self.extra:
             args += ["--api-key", self.api_key]
         device = os.environ.get("PITH_TEST_DEVICE")
