@@ -303,6 +303,7 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
                       {"kv_bytes_per_token_at_depth", kv_bytes},
                       {"weight_panels", o.cpu_weight_panels},
                       {"kv_dtype", kv_dtype_name(kv_dtype)},
+                      {"backend", engine.info().name},
                       {"decode_floor_tok_s", floor},
                       {"tg_over_floor", tg / floor}};
   if (!o.llama_bench.empty()) {

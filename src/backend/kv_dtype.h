@@ -2,8 +2,8 @@
 // them; F16 and BF16 halve the bytes per token, so a budget holds twice the tokens and
 // attention over a long context reads half the memory (what llama.cpp stores by default: F16).
 // F16 keeps 10 mantissa bits (K/V rows after RoPE and norms sit well inside its range); BF16
-// keeps 7 with f32's range. Auto lets the backend choose: the CPU engine keeps F32, the CUDA
-// backend its activation type.
+// keeps 7 with f32's range. Auto lets the backend choose: make_backend gives the CPU engine
+// F16 (an Engine constructed with Auto keeps F32), the CUDA backend its activation type.
 #pragma once
 
 #include <cstddef>

@@ -111,6 +111,9 @@ void run_logits(const LogitsArgs& a) {
   BackendOptions eo;
   eo.kv_page_size = a.page_size;
   eo.kv_dtype = parse_kv_dtype(a.kv_dtype);
+  // Logits are a reference: on the CPU the cache keeps exactly what the forward computed unless
+  // --kv-dtype says otherwise (a GPU stores its activation type either way).
+  if (eo.kv_dtype == KvDType::Auto && !device_is_cuda(a.device)) eo.kv_dtype = KvDType::F32;
   eo.n_threads = a.threads;
   eo.max_embeds = 1;
   const uint32_t n_pages = (n + a.page_size - 1) / a.page_size;

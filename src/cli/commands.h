@@ -40,7 +40,8 @@ inline CLI::Option* add_kv_dtype_option(CLI::App& cmd, std::string& kv_dtype) {
   return cmd
       .add_option("--kv-dtype", kv_dtype,
                   "KV cache element type: f16 or bf16 hold twice the tokens of f32 and halve "
-                  "attention's reads; auto: f32 on the CPU, the activation type on a GPU")
+                  "attention's reads; auto: f16 on the CPU (f32 for pith logits), the activation "
+                  "type on a GPU")
       ->default_val("auto");
 }
 

@@ -121,8 +121,9 @@ def main():
             print(f"{arch}: a shared {cached[2]}-token prefix served the third prompt from a checkpoint, "
                   f"the second again resumed after {cached[3]} of {ub2['prompt_tokens']} tokens")
 
-        # Up to 10 KV pages of 16 tokens per request (157 tokens); 12 pages for all 8.
-        with Server(pith, model, "--no-prefix-cache", "--kv-memory", "48K", "--state-memory", "1M",
+        # Up to 10 KV pages of 16 tokens per request (157 tokens); 12 pages for all 8 (16-bit K/V,
+        # the default on either device).
+        with Server(pith, model, "--no-prefix-cache", "--kv-memory", "24K", "--state-memory", "1M",
                     cpu_only=HYBRID_ON_CPU) as s:
             pages = s.metric("pith_kv_pages_total")
             assert pages == 12, pages

@@ -69,14 +69,15 @@ def main():
     tokens = int(sys.argv[4]) if len(sys.argv) > 4 else 500
     pool = sys.argv[5] if len(sys.argv) > 5 else "2M"
 
-    with Server(pith, model, "--device", "cpu") as s:
+    # f32 pages throughout: the pool sizes are reckoned in them, and the outputs are compared.
+    with Server(pith, model, "--device", "cpu", "--kv-dtype", "f32") as s:
         ref, ref_s, ref_p99 = load(s, n, tokens)
         assert all(status == 200 for status, _ in ref), [r for r in ref if r[0] != 200][:2]
         assert s.metric("pith_kv_suspensions_total") == 0
     print(f"unpressured: {n}/{n} in {ref_s:.2f} s, p99 latency {ref_p99:.2f} s")
 
     for mode in ("swap", "recompute"):
-        with Server(pith, model, "--device", "cpu", "--kv-memory", pool, "--preemption-mode",
+        with Server(pith, model, "--device", "cpu", "--kv-dtype", "f32", "--kv-memory", pool, "--preemption-mode",
                     mode) as s:
             pages = s.metric("pith_kv_pages_total")
             got, got_s, got_p99 = load(s, n, tokens)
@@ -116,7 +117,7 @@ def main():
 
     # One request that alone needs more than the pool (64 pages: 1024 tokens): a clear error,
     # and the server goes on serving.
-    with Server(pith, model, "--device", "cpu", "--kv-memory", "512K") as s:
+    with Server(pith, model, "--device", "cpu", "--kv-dtype", "f32", "--kv-memory", "512K") as s:
         name = s.request("GET", "/v1/models")[1]["data"][0]["id"]
         status, body = s.request("POST", "/v1/completions", {
             "model": name, "prompt": "Once", "max_tokens": 2000, "min_tokens": 2000,
@@ -145,7 +146,7 @@ def main():
         print(f"a disconnected stream's instance and pages were freed in "
               f"{(time.monotonic() - t0) * 1000:.0f} ms")
 
-    with Server(pith, model, "--device", "cpu", "--kv-memory", pool, "--kv-pressure", "kill") as s:
+    with Server(pith, model, "--device", "cpu", "--kv-dtype", "f32", "--kv-memory", pool, "--kv-pressure", "kill") as s:
         killed, kill_s, _ = load(s, n, tokens)
         ok = sum(1 for status, _ in killed if status == 200)
         lost = [body for status, body in killed if status != 200]

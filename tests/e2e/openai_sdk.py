@@ -270,11 +270,12 @@ def test_logprobs_sampled_consistent(client, model):
     r = chat(client, model, max_tokens=12, temperature=1.0, seed=25, logprobs=True, top_logprobs=3)
     for e in r.choices[0].logprobs.content:
         check_top_logprobs(e, 3)
-        listed = {t.token: t.logprob for t in e.top_logprobs}
-        if e.token in listed:
-            assert abs(listed[e.token] - e.logprob) < 1e-4
-        else:
-            assert e.logprob <= min(listed.values()) + 1e-5
+        # Keyed by bytes, as a list: tokens of partial UTF-8 sequences all read as U+FFFD, and a
+        # vocabulary may hold two ids with the same bytes.
+        same = [t.logprob for t in e.top_logprobs if bytes(t.bytes) == bytes(e.bytes)]
+        if any(abs(lp - e.logprob) < 1e-4 for lp in same):
+            continue
+        assert e.logprob <= min(t.logprob for t in e.top_logprobs) + 1e-5, (e, same)
 
 
 def test_completion_logprobs_shape(client, model):

@@ -416,7 +416,8 @@ def bad_options(pith, model):
 
 def kv_exhaustion(pith, model):
     """A prompt that the KV pool cannot hold: 503 'unavailable' (chosen by the failure's status code)."""
-    with Server(pith, model, "--kv-memory", "16K", "--kv-page-size", "16") as s:  # 2 pages: 32 tokens
+    with Server(pith, model, "--kv-memory", "16K", "--kv-page-size", "16",
+                "--kv-dtype", "f32") as s:  # 2 pages: 32 tokens
         body = {"prompt": [100] * 40, "max_tokens": 2}
         code, data = s.request("POST", "/v1/completions", body, check=False)
         check(code == 503 and data["error"]["type"] == "unavailable" and "out of KV pages" in data["error"]["message"],

@@ -17,7 +17,21 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pith_harness import Server, parse_sse  # noqa: E402
 
-TOKENS = 150  # ~2 s on an idle machine: still streaming when the signal lands (checked)
+# The streamed completion's length: long enough to be still streaming when the signal lands
+# (checked). Sized per server from a timed 150-token completion, for ~3 s of generation: 150
+# tokens took ~2 s under the sanitizers with the program interpreted, 0.07 s natively in a
+# release build. At most what the model's context holds.
+TOKENS = 150
+
+
+def size_stream(s):
+    global TOKENS
+    model = s.request("GET", "/v1/models")[1]["data"][0]["id"]
+    t0 = time.time()
+    s.request("POST", "/v1/completions", {"model": model, "prompt": "Once", "max_tokens": 150,
+                                          "min_tokens": 150, "temperature": 0})
+    per_token = (time.time() - t0) / 150
+    TOKENS = max(150, min(4000, int(3.0 / per_token)))
 
 
 def stream_completion(s, result):
@@ -78,6 +92,7 @@ def drain(pith, model, echo):
     # is not what this checks.
     with Server(pith, model, "--drain-timeout", "150") as s:
         check_router_gauges(s)
+        size_stream(s)
         echo_id = s.launch(s.upload(echo))  # waits for messages: a lifecycle instance
         result = {"started": threading.Event()}
         t = threading.Thread(target=stream_completion, args=(s, result))

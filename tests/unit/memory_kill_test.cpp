@@ -59,6 +59,7 @@ TEST(MemoryKill, TheContentionVictimIsMarkedByCode) {
   so.engine.device = "cpu";
   so.engine.n_threads = 2;
   so.engine.kv_page_size = 16;
+  so.engine.kv_dtype = KvDType::F32;  // the budget below is reckoned in f32 pages
   so.engine.kv_memory_bytes = 8 * 2 /*layers*/ * 2 * 16 * 32 /*kv_dim*/ * sizeof(float);  // 8 pages
   so.runtime.compiler.cache_dir = PITH_TEST_NATIVE_CACHE;
   so.control.kv_pressure = KvPressure::Kill;  // the policy that ends instances
