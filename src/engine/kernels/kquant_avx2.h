@@ -360,6 +360,9 @@ inline void quantize_act_q8k_avx2_impl(const float* x, ActQ8K* out, size_t n) {
 
 // Rows [r_begin, r_end) x tokens [t_begin, t_end) into y[(t - t_begin) * ldy + (r - r_begin)]:
 // each row against groups of up to kKquantTokens tokens (the row stays in L1 between groups).
+// Decode stays one row at a time: a Q4_K kernel taking two rows per activation load (tried
+// 2026-11-29, Zen 4 capped to AVX2) was no faster on cached matrices and streamed the LM head
+// from memory at 7.3-8.0 ms against 5.3 (14-15 ms without its prefetch).
 inline constexpr int kKquantTokens = 4;
 
 template <DType D>
