@@ -51,6 +51,17 @@ struct YarnRope {
   bool truncate = true;  // the ramp's ends rounded to whole pairs (llama.cpp always does)
 };
 
+// Phi-3's LongRoPE (HF rope_scaling "longrope" or "su"; GGUF rope_factors_long/short.weight):
+// two sets of per-pair divisors, the long one when the served context (context_length) exceeds
+// original_context, as llama.cpp picks by its context size (transformers picks per forward by
+// the sequence's length, which would change the angles of tokens already cached). The chosen
+// set becomes rope_freq_factors; ModelConfig::rope_attn_factor scales cos and sin.
+struct LongRope {
+  std::vector<float> long_factors, short_factors;
+  uint32_t original_context = 0;
+  bool enabled() const { return !long_factors.empty(); }
+};
+
 struct ModelConfig {
   std::string architecture = "llama";
   std::string name;
@@ -68,7 +79,11 @@ struct ModelConfig {
   // Empty means no scaling. Llama 3.1+ derives these from its rope_scaling config
   // (factor, low/high_freq_factor, original context) or stores them as `rope_freqs.weight`.
   std::vector<float> rope_freq_factors;
-  YarnRope yarn;             // on top of rope_freq_factors where both are set
+  YarnRope yarn;      // on top of rope_freq_factors where both are set
+  LongRope longrope;  // its chosen factors are rope_freq_factors
+  // cos and sin of every rotary angle times this (GGUF rope.scaling.attn_factor outside YaRN,
+  // whose own mscale includes it; LongRoPE's sqrt(1 + ln(scale) / ln(original context))).
+  float rope_attn_factor = 1.0f;
   bool tied_output = false;  // LM head reuses token_embd
 
   // Family options (defaults are Llama's).

@@ -122,6 +122,11 @@ void model_info(const std::string& path, bool as_json) {
         fmt::format("{}yarn x{:g} from {} tokens (betas {:g}/{:g}, mscale {:g})",
                     scaling == "none" ? "" : scaling + " and ", c.yarn.factor,
                     c.yarn.original_context, c.yarn.beta_fast, c.yarn.beta_slow, c.yarn.mscale);
+  if (c.longrope.enabled())
+    scaling = fmt::format("LongRoPE, {} factors ({}) for a {}-token context over the original {}",
+                          c.context_length > c.longrope.original_context ? "long" : "short",
+                          scaling, c.context_length, c.longrope.original_context);
+  if (c.rope_attn_factor != 1.0f) scaling += fmt::format(", cos/sin x{:g}", c.rope_attn_factor);
   fmt::print("rope: theta {:g}, scaling {}\n", c.rope_theta, scaling);
   fmt::print("weights: {}, {} parameters, {:.1f} MiB in matrices\n", dtype_summary(*w),
              w->n_params(), double(w->weight_bytes()) / (1 << 20));

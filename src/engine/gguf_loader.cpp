@@ -257,6 +257,18 @@ ModelConfig gguf_model_config(const GGUFFile& f) {
   } else if (scaling != "none" && scaling != "llama3") {
     fail("{}: rope scaling type '{}' is not supported", f.path(), scaling);
   }
+  // LongRoPE (Phi-3.5, Phi-4-mini): two global factor tensors and the original context; a
+  // rope_freqs tensor beside them wins, as in llama.cpp. Outside YaRN, rope.scaling.attn_factor
+  // scales cos and sin (llama.cpp applies it to every model).
+  if (f.find_tensor("rope_factors_long.weight")) {
+    c.longrope.long_factors = vector_f32(f, "rope_factors_long.weight", c.rotary_dim() / 2);
+    c.longrope.short_factors = vector_f32(f, "rope_factors_short.weight", c.rotary_dim() / 2);
+    c.longrope.original_context =
+        get_u32_or(f, p + "rope.scaling.original_context_length", c.context_length);
+    if (c.rope_freq_factors.empty()) choose_longrope_factors(c);
+  }
+  if (scaling != "yarn")
+    c.rope_attn_factor = static_cast<float>(f.get_float_or(p + "rope.scaling.attn_factor", 1.0));
 
   c.tied_output = f.find_tensor("output.weight") == nullptr;
   arch.configure(c, GgufKeys(f, p));

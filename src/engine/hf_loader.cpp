@@ -386,11 +386,13 @@ HfConfig read_hf_config(const std::string& folder) {
     return fallback;
   };
   c.rope_theta = rope_value("rope_theta", 10000.0f);
-  if (rope_params) {
+  // Scaling from `rope_scaling`, or from transformers v5's `rope_parameters`, which hold the
+  // same keys (rope_type, factor, original_max_position_embeddings, ...).
+  const json* scaling_src = r.has("rope_scaling") ? &j["rope_scaling"] : nullptr;
+  if (rope_params && !scaling_src) {
     ConfigReader pr(*rope_params, path + " rope_parameters");
     const std::string type = pr.str_or("rope_type", "default");
-    if (type != "default" && type != "mrope")
-      fail("{}: rope_parameters type '{}' is not supported (default)", path, type);
+    if (type != "default" && type != "mrope") scaling_src = rope_params;
   }
   const float partial = rope_value("partial_rotary_factor", 1.0f);
   if (partial != 1.0f) {
@@ -406,7 +408,14 @@ HfConfig read_hf_config(const std::string& folder) {
   // No family pith runs has FFN biases; their tensors would otherwise be ignored.
   if (r.bool_or("mlp_bias", false))
     fail("{}: mlp_bias = true (biases on the FFN projections) is not supported", path);
-  if (r.has("rope_scaling")) apply_rope_scaling(c, j["rope_scaling"], path);
+  if (scaling_src) {
+    nlohmann::json scaling = *scaling_src;
+    // Phi-3 keeps LongRoPE's original context at the top level.
+    if (scaling.is_object() && !scaling.contains("original_max_position_embeddings") &&
+        j.contains("original_max_position_embeddings"))
+      scaling["original_max_position_embeddings"] = j["original_max_position_embeddings"];
+    apply_rope_scaling(c, scaling, path);
+  }
   family->configure(c, HfKeys(j, path));
   validate_config(c, path);
   return out;

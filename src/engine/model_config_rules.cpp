@@ -53,6 +53,17 @@ float yarn_default_mscale(float factor) {
   return factor > 1 ? 1.0f + 0.1f * std::log(factor) : 1.0f;
 }
 
+float longrope_default_attn_factor(double scale, uint32_t original_context) {
+  if (scale <= 1 || original_context <= 1) return 1.0f;
+  return static_cast<float>(std::sqrt(1 + std::log(scale) / std::log(double(original_context))));
+}
+
+void choose_longrope_factors(ModelConfig& c) {
+  if (!c.longrope.enabled()) return;
+  c.rope_freq_factors = c.context_length > c.longrope.original_context ? c.longrope.long_factors
+                                                                       : c.longrope.short_factors;
+}
+
 void apply_rope_scaling(ModelConfig& c, const nlohmann::json& s, const std::string& source) {
   if (s.is_null()) return;
   if (!s.is_object()) fail("{}: 'rope_scaling' must be an object", source);
@@ -95,8 +106,29 @@ void apply_rope_scaling(ModelConfig& c, const nlohmann::json& s, const std::stri
     if (!(y.factor > 0) || y.original_context == 0)
       fail("{}: rope_scaling (yarn) needs a positive factor and original context", source);
     c.yarn = y;
+  } else if (type == "longrope" || type == "su") {
+    auto factors = [&](const char* k) {
+      if (!has(k) || !s[k].is_array()) fail("{}: rope_scaling ({}) needs '{}'", source, type, k);
+      std::vector<float> v;
+      for (const auto& x : s[k]) {
+        if (!x.is_number()) fail("{}: rope_scaling '{}' must hold numbers", source, k);
+        v.push_back(x.get<float>());
+      }
+      return v;
+    };
+    c.longrope.long_factors = factors("long_factor");
+    c.longrope.short_factors = factors("short_factor");
+    const float orig = num("original_max_position_embeddings");
+    if (!(orig >= 1)) fail("{}: rope_scaling original_max_position_embeddings {}", source, orig);
+    c.longrope.original_context = static_cast<uint32_t>(orig);
+    c.rope_attn_factor = has("attention_factor")
+                             ? num("attention_factor")
+                             : longrope_default_attn_factor(double(c.context_length) / orig,
+                                                            c.longrope.original_context);
+    choose_longrope_factors(c);
   } else if (type != "default" && type != "mrope") {
-    fail("{}: rope_scaling type '{}' is not supported (llama3, linear, yarn)", source, type);
+    fail("{}: rope_scaling type '{}' is not supported (llama3, linear, yarn, longrope)", source,
+         type);
   }
 }
 
@@ -160,6 +192,13 @@ void validate_config(const ModelConfig& c, const std::string& source) {
   if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
     fail("{}: rotary dimensions {} must be even and at most head_dim {}", source, c.rope_dim,
          c.head_dim);
+  if (c.longrope.enabled() && (c.longrope.long_factors.size() != c.rotary_dim() / 2 ||
+                               c.longrope.short_factors.size() != c.rotary_dim() / 2))
+    fail("{}: LongRoPE factors have {} (long) and {} (short) entries, expected rotary dims/2 = {}",
+         source, c.longrope.long_factors.size(), c.longrope.short_factors.size(),
+         c.rotary_dim() / 2);
+  if (!(c.rope_attn_factor > 0) || !std::isfinite(c.rope_attn_factor))
+    fail("{}: rope attention factor {} is not positive", source, c.rope_attn_factor);
   if (!c.rope_freq_factors.empty()) {
     if (c.rope_freq_factors.size() != c.rotary_dim() / 2)
       fail("{}: rope frequency factors have {} entries, expected rotary dims/2 = {}", source,

@@ -31,13 +31,21 @@ std::vector<float> llama3_rope_freq_factors(uint32_t head_dim, float theta, floa
                                             float low_freq_factor, float high_freq_factor,
                                             uint32_t original_context);
 
-// HF config.json's `rope_scaling` (llama3, linear, yarn; default and mrope change nothing)
+// HF config.json's `rope_scaling` (llama3, linear, yarn, longrope/su; default and mrope change
+// nothing; longrope reads original_max_position_embeddings from it, which the loader copies in
+// from the top level where Phi-3 checkpoints keep it)
 // applied to c once rope_theta, rope_dim and context_length are set. Throws pith::Error naming
 // `source` on a missing or malformed value or an unknown type.
 void apply_rope_scaling(ModelConfig& c, const nlohmann::json& rope_scaling,
                         const std::string& source);
 // YaRN's default attention temperature: 1 + 0.1 ln factor (1 when factor <= 1).
 float yarn_default_mscale(float factor);
+// LongRoPE's default attention factor for a context `scale` times the original one:
+// sqrt(1 + ln scale / ln original_context) (1 when scale <= 1), as transformers and llama.cpp's
+// converter compute it.
+float longrope_default_attn_factor(double scale, uint32_t original_context);
+// Sets c.rope_freq_factors from c.longrope for c.context_length (see LongRope).
+void choose_longrope_factors(ModelConfig& c);
 
 // "f32", "q8_0", or "mixed (f32, q8_0)" over all matrices.
 std::string dtype_summary(const ModelWeights& weights);

@@ -94,6 +94,7 @@ std::string family_option_summary(const ModelConfig& c) {
   if (c.double_wide_shared_ffn) used.push_back("per-layer FFN widths");
   if (c.d_per_layer_input > 0) used.push_back("per-layer token embeddings");
   if (c.yarn.factor > 0) used.push_back("YaRN RoPE scaling");
+  if (c.longrope.enabled()) used.push_back("LongRoPE scaling");
   return used.empty() ? "none" : fmt::format("{}", fmt::join(used, ", "));
 }
 

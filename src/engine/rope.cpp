@@ -10,7 +10,8 @@
 namespace pith {
 
 RopeTable::RopeTable(const ModelConfig& config)
-    : RopeTable(config.rotary_dim(), config.rope_theta, config.rope_freq_factors, config.yarn) {}
+    : RopeTable(config.rotary_dim(), config.rope_theta, config.rope_freq_factors, config.yarn,
+                config.rope_attn_factor) {}
 
 namespace {
 
@@ -23,7 +24,7 @@ double yarn_pair(uint32_t hd, float base, uint32_t context, float rotations) {
 }  // namespace
 
 RopeTable::RopeTable(uint32_t hd, float rope_theta, const std::vector<float>& ff,
-                     const YarnRope& yarn) {
+                     const YarnRope& yarn, float attn_factor) {
   if (hd == 0 || hd % 2 != 0) fail("RoPE: head_dim {} must be even and non-zero", hd);
   const uint32_t n = hd / 2;
   if (!ff.empty() && ff.size() != n)
@@ -35,6 +36,8 @@ RopeTable::RopeTable(uint32_t hd, float rope_theta, const std::vector<float>& ff
     if (!(ff[i] > 0)) fail("RoPE: rope_freq_factors[{}] = {} must be positive", i, ff[i]);
     freq_factors_[i] = ff[i];
   }
+  if (!(attn_factor > 0)) fail("RoPE: attention factor {} must be positive", attn_factor);
+  mscale_ = attn_factor;
   if (yarn.factor == 0) return;
   if (!(yarn.factor > 0) || yarn.original_context == 0 || !(yarn.beta_fast > 0) ||
       !(yarn.beta_slow > 0) || !(yarn.mscale > 0))
@@ -75,8 +78,8 @@ void RopeTable::angles(uint32_t pos, float* cos_out, float* sin_out) const {
       cos_out[i] = std::cos(a) * mscale_;
       sin_out[i] = std::sin(a) * mscale_;
     } else {
-      cos_out[i] = std::cos(a);
-      sin_out[i] = std::sin(a);
+      cos_out[i] = std::cos(a) * mscale_;
+      sin_out[i] = std::sin(a) * mscale_;
     }
     theta *= theta_scale_;
   }

@@ -26,8 +26,9 @@ class RopeTable {
   // Over the rotary dimensions (rotary_dim(): head_dim, or rope_dim for partial rotary).
   // Throws pith::Error when they are odd or freq factors do not have half as many entries.
   explicit RopeTable(const ModelConfig& config);
+  // attn_factor scales cos and sin outside YaRN (ModelConfig::rope_attn_factor).
   RopeTable(uint32_t head_dim, float theta, const std::vector<float>& freq_factors,
-            const YarnRope& yarn = {});
+            const YarnRope& yarn = {}, float attn_factor = 1.0f);
 
   uint32_t n_pairs() const { return static_cast<uint32_t>(freq_factors_.size()); }
 

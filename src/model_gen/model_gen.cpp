@@ -85,8 +85,12 @@ std::vector<GenTensor> plan_tensors(const ModelConfig& c) {
     add("per_layer_proj_norm.weight", "model.per_layer_projection_norm.weight", 1,
         c.d_per_layer_input, K::Norm, false, arch.hf_norm_offset);
   }
-  if (!c.rope_freq_factors.empty())
+  if (c.longrope.enabled()) {  // both sets, as llama.cpp's converter writes them (no rope_freqs)
+    add("rope_factors_long.weight", "", 1, c.rotary_dim() / 2, K::RopeFreqs);
+    add("rope_factors_short.weight", "", 1, c.rotary_dim() / 2, K::RopeFreqs);
+  } else if (!c.rope_freq_factors.empty()) {
     add("rope_freqs.weight", "", 1, c.rotary_dim() / 2, K::RopeFreqs);
+  }
   for (uint32_t i = 0; i < c.n_layers; ++i)
     for (const LayerTensor& l : layer_tensors(arch, c, i)) {
       const bool matrix = l.rows > 1 || l.experts > 0;
@@ -214,7 +218,12 @@ struct GenContext {
 // hold w - 1 there; pith's loader adds the 1 back in f32, as this does for GGUF).
 void fill_row(GenContext& ctx, const GenTensor& t, size_t row, float* out, bool hf_values) {
   if (t.kind == GenTensor::Kind::RopeFreqs) {
-    std::copy(ctx.config.rope_freq_factors.begin(), ctx.config.rope_freq_factors.end(), out);
+    const ModelConfig& c = ctx.config;
+    const std::vector<float>& v =
+        t.gguf_name == "rope_factors_long.weight"    ? c.longrope.long_factors
+        : t.gguf_name == "rope_factors_short.weight" ? c.longrope.short_factors
+                                                     : c.rope_freq_factors;
+    std::copy(v.begin(), v.end(), out);
     return;
   }
   Xoshiro256 rng(splitmix64(ctx.opt.seed ^ t.stream) ^ (row * 0xd1b54a32d192ed03ull));
@@ -374,6 +383,10 @@ void write_gguf(GenContext& ctx, const std::vector<GenTensor>& plan, const GGUFF
       w.set_f32(a + "rope.scaling.yarn_beta_slow", c.yarn.beta_slow);
       const float attn = c.yarn.mscale / yarn_default_mscale(c.yarn.factor);
       if (attn != 1.0f) w.set_f32(a + "rope.scaling.attn_factor", attn);
+    } else {
+      if (c.longrope.enabled())  // as llama.cpp's Phi-3 converter writes it
+        w.set_u32(a + "rope.scaling.original_context_length", c.longrope.original_context);
+      if (c.rope_attn_factor != 1.0f) w.set_f32(a + "rope.scaling.attn_factor", c.rope_attn_factor);
     }
     w.set_f32(a + "attention.layer_norm_rms_epsilon", c.rms_eps);
     w.set_u32(a + "rope.dimension_count", c.rotary_dim());
@@ -562,6 +575,14 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
                            {"beta_slow", c.yarn.beta_slow}};
     if (c.yarn.mscale != yarn_default_mscale(c.yarn.factor))
       cfg["rope_scaling"]["attention_factor"] = c.yarn.mscale;
+  } else if (c.longrope.enabled()) {  // Phi-3's layout: the original context at the top level
+    cfg["rope_scaling"] = {{"type", "longrope"},
+                           {"long_factor", c.longrope.long_factors},
+                           {"short_factor", c.longrope.short_factors}};
+    cfg["original_max_position_embeddings"] = c.longrope.original_context;
+    const double scale = double(c.context_length) / c.longrope.original_context;
+    if (c.rope_attn_factor != longrope_default_attn_factor(scale, c.longrope.original_context))
+      cfg["rope_scaling"]["attention_factor"] = c.rope_attn_factor;
   } else {
     cfg["rope_scaling"] = nullptr;
   }

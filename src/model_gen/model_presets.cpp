@@ -188,16 +188,27 @@ ModelPreset model_preset(const std::string& name, const std::string& arch_name,
   if (options.contains("tie_word_embeddings"))
     c.tied_output = options["tie_word_embeddings"].get<bool>();
   arch->configure(c, *hf_config_keys(options, "preset " + name));
-  if (options.contains("rope_scaling")) {  // null: none; {"rope_type": "yarn", ...}: YaRN
-    const nlohmann::json& rs = options["rope_scaling"];
-    if (!rs.is_null() && rs.value("rope_type", rs.value("type", "")) != "yarn")
-      fail("model option rope_scaling: only yarn (or null) can be set this way");
+  if (options.contains("partial_rotary_factor"))
+    c.rope_dim = static_cast<uint32_t>(options["partial_rotary_factor"].get<double>() * c.head_dim);
+  if (options.contains("max_position_embeddings")) {
+    if (!options["max_position_embeddings"].is_number_unsigned())
+      fail("model option max_position_embeddings must be a positive integer");
+    c.context_length = options["max_position_embeddings"].get<uint32_t>();
+  }
+  // null: none; {"rope_type": "yarn" | "longrope", ...} (longrope's original context may sit at
+  // the top level, as in Phi-3's config.json).
+  if (options.contains("rope_scaling")) {
+    nlohmann::json rs = options["rope_scaling"];
+    const std::string type = rs.is_null() ? "" : rs.value("rope_type", rs.value("type", ""));
+    if (!rs.is_null() && type != "yarn" && type != "longrope")
+      fail("model option rope_scaling: only yarn, longrope (or null) can be set this way");
+    if (type == "longrope" && !rs.contains("original_max_position_embeddings") &&
+        options.contains("original_max_position_embeddings"))
+      rs["original_max_position_embeddings"] = options["original_max_position_embeddings"];
     p.rope_scaling.reset();
     c.rope_freq_factors.clear();
     apply_rope_scaling(c, rs, "model option rope_scaling");
   }
-  if (options.contains("partial_rotary_factor"))
-    c.rope_dim = static_cast<uint32_t>(options["partial_rotary_factor"].get<double>() * c.head_dim);
   return p;
 }
 

@@ -382,6 +382,64 @@ TEST(ModelLoader, YarnRopeScalingFromBothFormats) {
   expect_load_error(dir, {"config.json", "missing 'factor'"});
 }
 
+// Phi-3.5 / Phi-4-mini LongRoPE as llama.cpp's converter writes it (rope_factors_long/short
+// tensors, rope.scaling.original_context_length and attn_factor) and as Phi-3's config.json
+// holds it (rope_scaling type longrope, original_max_position_embeddings at the top level):
+// both formats of one generated model give the same factors, the long set for a context above
+// the original, the short one otherwise, and the attention factor sqrt(1 + ln s / ln orig).
+TEST(ModelLoader, LongRopeFromBothFormats) {
+  const std::string factors =
+      "\"long_factor\":[1,1.5,2.5,4,8,13],\"short_factor\":[1,1.1,1.2,1.3,1.5,1.7]";
+  for (const uint32_t orig : {16u, 4096u}) {
+    ModelConfig got[2];
+    for (int f = 0; f < 2; ++f) {
+      ModelGenOptions o;
+      o.arch = "phi3";
+      o.options = {"partial_rotary_factor=0.75",
+                   "original_max_position_embeddings=" + std::to_string(orig),
+                   "rope_scaling={\"type\":\"longrope\"," + factors + "}"};
+      o.vocab_path = kModels + "tiny-f32.gguf";
+      o.format = f == 0 ? "gguf" : "hf";
+      o.output = (temp_dir() / (f == 0 ? "longrope.gguf" : "longrope_hf")).string();
+      o.quiet = true;
+      ThreadPool pool(1);
+      generate_model(o, pool);
+      got[f] = load_model(o.output, kQuiet)->config;
+    }
+    for (const ModelConfig& c : got) {
+      ASSERT_EQ(c.context_length, 4096u);
+      EXPECT_EQ(c.rotary_dim(), 12u);
+      EXPECT_EQ(c.longrope.original_context, orig);
+      EXPECT_EQ(c.longrope.long_factors, (std::vector<float>{1, 1.5f, 2.5f, 4, 8, 13}));
+      EXPECT_EQ(c.rope_freq_factors,
+                orig < 4096 ? c.longrope.long_factors : c.longrope.short_factors);
+      EXPECT_NEAR(c.rope_attn_factor, orig < 4096 ? std::sqrt(3.0) : 1.0, 1e-6);
+    }
+  }
+  // transformers v5 saves it as rope_parameters (rope_type, the original context inside).
+  auto dir = hf_folder("hf_longrope_v5");
+  edit_config(dir, [&](nlohmann::json& j) {
+    j.erase("rope_scaling");
+    j["rope_parameters"] = {{"rope_type", "longrope"},
+                            {"rope_theta", j["rope_theta"]},
+                            {"long_factor", std::vector<float>(8, 2.0f)},
+                            {"short_factor", std::vector<float>(8, 1.0f)},
+                            {"original_max_position_embeddings", 1024}};
+    j["max_position_embeddings"] = 4096;
+  });
+  const ModelConfig v5 = load_model(dir, kQuiet)->config;
+  EXPECT_EQ(v5.rope_freq_factors, std::vector<float>(8, 2.0f));
+  EXPECT_NEAR(v5.rope_attn_factor, std::sqrt(1 + std::log(4.0) / std::log(1024.0)), 1e-6);
+  dir = hf_folder("hf_longrope");
+  edit_config(dir, [&](nlohmann::json& j) {
+    j["rope_scaling"] = {{"type", "longrope"}, {"long_factor", {1, 2}}, {"short_factor", {1, 2}}};
+    j["original_max_position_embeddings"] = 64;
+  });
+  expect_load_error(dir, {"config.json", "LongRoPE factors have 2 (long) and 2 (short) entries"});
+  edit_config(dir, [&](nlohmann::json& j) { j["rope_scaling"].erase("short_factor"); });
+  expect_load_error(dir, {"config.json", "needs 'short_factor'"});
+}
+
 TEST(ModelLoader, BadHfFoldersNameTheProblem) {
   namespace fs = std::filesystem;
   auto dir = hf_folder("hf_missing_key");
@@ -406,8 +464,8 @@ TEST(ModelLoader, BadHfFoldersNameTheProblem) {
   expect_load_error(dir, {"config.json", "'num_key_value_heads' must be a non-negative integer"});
 
   dir = hf_folder("hf_rope");
-  edit_config(dir, [](nlohmann::json& j) { j["rope_scaling"]["rope_type"] = "longrope"; });
-  expect_load_error(dir, {"config.json", "rope_scaling type 'longrope' is not supported"});
+  edit_config(dir, [](nlohmann::json& j) { j["rope_scaling"]["rope_type"] = "dynamic"; });
+  expect_load_error(dir, {"config.json", "rope_scaling type 'dynamic' is not supported"});
 
   dir = hf_folder("hf_rope_key");
   edit_config(dir, [](nlohmann::json& j) { j["rope_scaling"].erase("low_freq_factor"); });

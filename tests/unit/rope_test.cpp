@@ -96,6 +96,31 @@ TEST(Rope, YarnMixesInterpolatedAndOriginalAnglesAndScales) {
   EXPECT_THROW(RopeTable{bad}, Error);
 }
 
+// LongRoPE's attention factor (ModelConfig::rope_attn_factor) scales cos and sin of every pair,
+// over the per-pair factors, outside YaRN.
+TEST(Rope, AttentionFactorScalesCosAndSin) {
+  const uint32_t d = 12;
+  ModelConfig c = config(d, 10000.0f);
+  c.rope_freq_factors = {1.0f, 1.5f, 2.3f, 4.1f, 7.9f, 13.0f};
+  c.rope_attn_factor = std::sqrt(3.0f);
+  RopeTable scaled(c);
+  c.rope_attn_factor = 1.0f;
+  RopeTable plain(c);
+  for (uint32_t pos : {0u, 5u, 4000u}) {
+    std::vector<float> cs(d / 2), sn(d / 2), c1(d / 2), s1(d / 2);
+    scaled.angles(pos, cs.data(), sn.data());
+    plain.angles(pos, c1.data(), s1.data());
+    for (uint32_t i = 0; i < d / 2; ++i) {
+      const double a = pos * std::pow(10000.0, -2.0 * i / d) / c.rope_freq_factors[i];
+      EXPECT_NEAR(c1[i], std::cos(a), 3e-6 * a + 2e-6);
+      EXPECT_EQ(cs[i], c1[i] * std::sqrt(3.0f)) << pos << " " << i;
+      EXPECT_EQ(sn[i], s1[i] * std::sqrt(3.0f)) << pos << " " << i;
+    }
+  }
+  c.rope_attn_factor = 0.0f;
+  EXPECT_THROW(RopeTable{c}, Error);
+}
+
 TEST(Rope, RejectsBadConfigs) {
   EXPECT_THROW(RopeTable(config(15, 10000.0f)), Error);
   EXPECT_THROW(RopeTable(config(0, 10000.0f)), Error);

@@ -1,6 +1,7 @@
-// Phi-3 / Phi-3.5 (mini, medium): one fused QKV projection and one fused gate/up projection
-// (gate rows first), split-half RoPE over the whole head, a sliding window on every layer
-// where the config sets one. Partial rotary (Phi-4-mini) and longrope scaling are refused.
+// Phi-3 / Phi-3.5 (mini, medium) and Phi-4-mini: one fused QKV projection and one fused gate/up
+// projection (gate rows first), split-half RoPE over the head or its first partial_rotary_factor
+// (Phi-4-mini: 0.75), LongRoPE scaling for the 128k variants (ModelConfig::longrope, read by
+// the loaders), a sliding window on every layer where the config sets one.
 #include "engine/architectures/architecture.h"
 
 #include "common/error.h"
@@ -11,8 +12,6 @@ namespace {
 
 void configure(ModelConfig& c, const ArchitectureKeys& keys) {
   c.rope_style = RopeStyle::SplitHalf;
-  if (double f = keys.number({"", "partial_rotary_factor"}).value_or(1.0); f != 1.0)
-    fail("{}: partial_rotary_factor {} is not supported (only 1.0)", keys.source(), f);
   read_sliding_window(c, keys, {"attention.sliding_window", "sliding_window"}, 0);
 }
 
@@ -29,6 +28,7 @@ extern const Architecture kPhi3Architecture{
     .hf_model_type = "phi3",
     .fused_qkv = true,
     .fused_gate_up = true,
+    .partial_rotary = true,
     .configure = configure,
     .describe = describe,
 };

@@ -23,6 +23,7 @@ std::string unsupported_family_options(const ModelConfig& config) {
   c.rope_dim = 0;              // partial rotary: the RoPE kernel turns the first rope_dim / 2 pairs
   c.attn_output_gate = false;  // qwen3.5's query gate
   c.yarn = {};                 // YaRN: in the host-computed RoPE tables (engine/rope.h)
+  c.longrope = {};             // LongRoPE: its factors and attention factor in those tables too
   c.recurrent_layers.clear();  // Gated DeltaNet layers (recurrent_layers.h)
   c.n_experts = 0;             // routed experts, also beside a dense FFN (moe_layers.h)
   c.moe_beside_dense = false;
