@@ -350,6 +350,29 @@ HfConfig read_hf_config(const std::string& folder) {
     text = &top["text_config"];
     out.prefix = "model.language_model.";
   }
+  // transformers v5 writes gemma2/3's RoPE per layer type: rope_parameters = {full_attention:
+  // {rope_theta, rope_type, factor...}, sliding_attention: {rope_theta, ...}}. Read as the v4 keys
+  // (rope_theta, rope_scaling, rope_local_base_freq) so the family defaults below do not stand
+  // in for them (Gemma 3 4B+ would lose its linear factor 8). gemma4 reads the nested keys itself.
+  json flattened;
+  if (!family->per_layer_attention && text->contains("rope_parameters") &&
+      (*text)["rope_parameters"].is_object() &&
+      (*text)["rope_parameters"].contains("full_attention")) {
+    flattened = *text;
+    const json rp = flattened["rope_parameters"];
+    flattened.erase("rope_parameters");
+    const json& full = rp["full_attention"];
+    if (!full.is_object()) fail("{}: rope_parameters.full_attention must be an object", path);
+    if (full.contains("rope_theta") && !flattened.contains("rope_theta"))
+      flattened["rope_theta"] = full["rope_theta"];
+    if (full.value("rope_type", "default") != "default" && !flattened.contains("rope_scaling"))
+      flattened["rope_scaling"] = full;
+    if (rp.contains("sliding_attention") && rp["sliding_attention"].is_object() &&
+        rp["sliding_attention"].contains("rope_theta") &&
+        !flattened.contains("rope_local_base_freq"))
+      flattened["rope_local_base_freq"] = rp["sliding_attention"]["rope_theta"];
+    text = &flattened;
+  }
   json with_defaults;
   if (!family->hf_config_defaults.empty()) {  // what the file leaves out, as transformers assumes
     with_defaults = *text;

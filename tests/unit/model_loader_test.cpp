@@ -241,10 +241,11 @@ GGUFValue f32(float v) {
 }
 
 // A freshly generated tiny HF folder (the oracle's 1000-token vocab) to break in one place.
-std::string hf_folder(const std::string& name) {
+std::string hf_folder(const std::string& name, const std::string& arch = "llama") {
   auto dir = temp_dir() / name;
   std::filesystem::remove_all(dir);
   ModelGenOptions o;
+  o.arch = arch;
   o.vocab_path = kModels + "tiny-f32.gguf";
   o.format = "hf";
   o.dtype = DType::BF16;
@@ -438,6 +439,36 @@ TEST(ModelLoader, LongRopeFromBothFormats) {
   expect_load_error(dir, {"config.json", "LongRoPE factors have 2 (long) and 2 (short) entries"});
   edit_config(dir, [&](nlohmann::json& j) { j["rope_scaling"].erase("short_factor"); });
   expect_load_error(dir, {"config.json", "needs 'short_factor'"});
+}
+
+// Gemma 2/3 as transformers v5 saves them: RoPE per layer type under rope_parameters. The
+// global base, Gemma 3 4B+'s linear factor and the sliding layers' base come out as from the v4
+// keys (the family's defaults once stood in for them: the factor 8 was lost).
+TEST(ModelLoader, NestedRopeParametersOfGemma) {
+  ModelConfig got[2];
+  for (int v5 = 0; v5 < 2; ++v5) {
+    auto dir = hf_folder(v5 ? "hf_gemma3_v5" : "hf_gemma3_v4", "gemma3");
+    edit_config(dir, [&](nlohmann::json& j) {
+      if (v5) {
+        j.erase("rope_theta");
+        j.erase("rope_scaling");
+        j.erase("rope_local_base_freq");
+        j["rope_parameters"] = {
+            {"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 5e5}}},
+            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 2e4}}}};
+      } else {
+        j["rope_theta"] = 5e5;
+        j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+        j["rope_local_base_freq"] = 2e4;
+      }
+    });
+    got[v5] = load_model(dir, kQuiet)->config;
+  }
+  for (const ModelConfig& c : got) {
+    EXPECT_EQ(c.rope_theta, 5e5f);
+    EXPECT_EQ(c.rope_theta_local, 2e4f);
+    EXPECT_EQ(c.rope_freq_factors, std::vector<float>(c.rotary_dim() / 2, 8.0f));
+  }
 }
 
 TEST(ModelLoader, BadHfFoldersNameTheProblem) {
