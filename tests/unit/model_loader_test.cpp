@@ -479,8 +479,9 @@ TEST(ModelLoader, BadHfFoldersNameTheProblem) {
 
   dir = hf_folder("hf_arch");
   edit_config(dir, [](nlohmann::json& j) { j["architectures"] = {"GPT2LMHeadModel"}; });
-  expect_load_error(dir, {"config.json", "unsupported architecture 'GPT2LMHeadModel'",
-                          "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM"});
+  expect_load_error(
+      dir, {"config.json", "unsupported architecture 'GPT2LMHeadModel'",
+            "LlamaForCausalLM, MistralForCausalLM, MinistralForCausalLM, Qwen2ForCausalLM"});
 
   dir = hf_folder("hf_attention_bias");
   edit_config(dir, [](nlohmann::json& j) { j["attention_bias"] = true; });

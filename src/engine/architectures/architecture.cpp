@@ -43,8 +43,11 @@ const Architecture* architecture_for_gguf(std::string_view gguf_name) {
 
 const Architecture* architecture_for_hf(std::string_view hf_class, std::string_view model_type) {
   for (const Architecture* a : architectures())
-    if (hf_class.empty() ? a->hf_model_type == model_type
-                         : a->hf_class == hf_class || a->hf_multimodal_class == hf_class)
+    if (hf_class.empty()
+            ? a->hf_model_type == model_type ||
+                  (!a->hf_sibling_model_type.empty() && a->hf_sibling_model_type == model_type)
+            : a->hf_class == hf_class || a->hf_multimodal_class == hf_class ||
+                  (!a->hf_sibling_class.empty() && a->hf_sibling_class == hf_class))
       return a;
   return nullptr;
 }
@@ -58,8 +61,10 @@ std::string supported_architecture_names() {
 
 std::string supported_hf_classes() {
   std::string out;
-  for (const Architecture* a : architectures())
+  for (const Architecture* a : architectures()) {
     out += (out.empty() ? "" : ", ") + std::string(a->hf_class);
+    if (!a->hf_sibling_class.empty()) out += ", " + std::string(a->hf_sibling_class);
+  }
   return out;
 }
 

@@ -63,6 +63,10 @@ struct Architecture {
   // A multimodal class whose language model this family also loads (its `text_config` and
   // tensors under model.language_model.; the vision tower is ignored). Empty: none.
   std::string_view hf_multimodal_class = "";
+  // Another class (and model_type) with the same layers and keys: Ministral for Mistral, which
+  // transformers v5 also writes when it re-saves a Mistral config. Empty: none.
+  std::string_view hf_sibling_class = "";
+  std::string_view hf_sibling_model_type = "";
   // config.json values transformers' config class assumes where a file leaves them out (a JSON
   // object; published multimodal checkpoints carry sparse text_configs). Empty: none.
   std::string_view hf_config_defaults = "";

@@ -38,6 +38,33 @@ uint32_t size_or(const ArchitectureKeys& keys, ArchKey key, uint32_t fallback) {
   return static_cast<uint32_t>(*v);
 }
 
+// transformers v5 saves the global layers' shape as per_layer_config = {"<layer>": {head_dim,
+// num_key_value_heads}} instead of global_head_dim / num_global_key_value_heads. Every entry
+// must be a global layer, all of one shape.
+void read_per_layer_config(ModelConfig& c, const ArchitectureKeys& keys) {
+  if (keys.is_gguf()) return;
+  bool seen = false;
+  for (uint32_t l = 0; l < c.n_layers; ++l) {
+    const std::string hd_key = fmt::format("per_layer_config.{}.head_dim", l);
+    const std::string kv_key = fmt::format("per_layer_config.{}.num_key_value_heads", l);
+    const std::optional<double> hd = keys.number({"", hd_key});
+    const std::optional<double> kv = keys.number({"", kv_key});
+    if (!hd && !kv) continue;
+    if (c.layer_slides(l))
+      fail("{}: per_layer_config gives sliding layer {} its own shape (unsupported)", keys.source(),
+           l);
+    const uint32_t head_dim = size_or(keys, {"", hd_key}, c.head_dim);
+    const uint32_t kv_heads = size_or(keys, {"", kv_key}, c.n_kv_heads);
+    if (seen && (head_dim != c.global_head_dim ||
+                 kv_heads != (c.global_kv_heads ? c.global_kv_heads : c.n_kv_heads)))
+      fail("{}: per_layer_config gives global layers different shapes (unsupported)",
+           keys.source());
+    c.global_head_dim = head_dim;
+    c.global_kv_heads = kv_heads;
+    seen = true;
+  }
+}
+
 // Global layers' KV head count from a per-layer array (GGUF) that must agree with the layer
 // kinds: one value on sliding layers, one on global ones.
 void read_kv_heads_per_layer(ModelConfig& c, const ArchitectureKeys& keys) {
@@ -153,6 +180,7 @@ void configure(ModelConfig& c, const ArchitectureKeys& keys) {
     c.global_v_from_k = keys.flag({"", "attention_k_eq_v"}).value_or(false);
     // HF gives global layers their own KV head count only together with attention_k_eq_v.
     if (c.global_v_from_k) c.global_kv_heads = size_or(keys, {"", "num_global_key_value_heads"}, 0);
+    read_per_layer_config(c, keys);
     c.n_kv_shared_layers = size_or(keys, {"", "num_kv_shared_layers"}, 0);
     c.double_wide_shared_ffn = keys.flag({"", "use_double_wide_mlp"}).value_or(false);
     configure_hf_rope(c, keys);

@@ -24,6 +24,8 @@ extern const Architecture kMistralArchitecture{
     .gguf_name = "llama",
     .hf_class = "MistralForCausalLM",
     .hf_model_type = "mistral",
+    .hf_sibling_class = "MinistralForCausalLM",
+    .hf_sibling_model_type = "ministral",
     .configure = configure,
     .describe = describe,
 };
