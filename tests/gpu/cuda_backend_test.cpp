@@ -419,32 +419,35 @@ TEST_P(CudaVsCpu, InvalidBatchesRejectedLikeTheCpu) {
   expect_logits_close(c[0].outputs[0].logits, g[0].outputs[0].logits, "after rejects");
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CudaVsCpu,
-                         ::testing::Values(Param{"tiny_f32", "models/tiny-f32.gguf", true},
-                                           Param{"tiny_untied_f32", "models/tiny-untied-f32.gguf",
-                                                 true},
-                                           Param{"tiny_bf16", "models/tiny-bf16.gguf", false},
-                                           Param{"tiny_q8_0", "models/tiny-q8_0.gguf", false},
-                                           Param{"generated_bf16_llama3_vocab", "", false},
-                                           // the families beyond llama (family_support.h)
-                                           Param{"generated_qwen2", "", false, "qwen2"},
-                                           Param{"generated_qwen3", "", false, "qwen3"},
-                                           Param{"generated_qwen3_yarn", "", false, "qwen3-yarn"},
-                                           Param{"generated_mistral", "", false, "mistral"},
-                                           Param{"generated_phi3", "", false, "phi3"},
-                                           Param{"generated_gemma2", "", false, "gemma2"},
-                                           Param{"generated_gemma3", "", false, "gemma3"},
-                                           // routed experts on the device (moe_layers.h)
-                                           Param{"generated_qwen2moe", "", false, "qwen2moe"},
-                                           Param{"generated_qwen3moe", "", false, "qwen3moe"},
-                                           // gemma4: per-layer KV shapes, V = K, V norms, layer
-                                           // scales; per-layer token embeddings, KV-sharing
-                                           // layers and double-wide FFNs (e2b); experts beside
-                                           // the dense FFN (moe)
-                                           Param{"generated_gemma4", "", false, "gemma4"},
-                                           Param{"generated_gemma4_e2b", "", false, "gemma4-e2b"},
-                                           Param{"generated_gemma4_moe", "", false, "gemma4-moe"}),
-                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(
+    Models, CudaVsCpu,
+    ::testing::Values(Param{"tiny_f32", "models/tiny-f32.gguf", true},
+                      Param{"tiny_untied_f32", "models/tiny-untied-f32.gguf", true},
+                      Param{"tiny_bf16", "models/tiny-bf16.gguf", false},
+                      Param{"tiny_q8_0", "models/tiny-q8_0.gguf", false},
+                      Param{"generated_bf16_llama3_vocab", "", false},
+                      // the families beyond llama (family_support.h)
+                      Param{"generated_qwen2", "", false, "qwen2"},
+                      Param{"generated_qwen3", "", false, "qwen3"},
+                      Param{"generated_qwen3_yarn", "", false, "qwen3-yarn"},
+                      Param{"generated_mistral", "", false, "mistral"},
+                      Param{"generated_phi3", "", false, "phi3"},
+                      // LongRoPE's factors and cos/sin scale, partial
+                      // rotary (Phi-4-mini): in the host RoPE tables
+                      Param{"generated_phi3_longrope", "", false, "phi3-longrope"},
+                      Param{"generated_gemma2", "", false, "gemma2"},
+                      Param{"generated_gemma3", "", false, "gemma3"},
+                      // routed experts on the device (moe_layers.h)
+                      Param{"generated_qwen2moe", "", false, "qwen2moe"},
+                      Param{"generated_qwen3moe", "", false, "qwen3moe"},
+                      // gemma4: per-layer KV shapes, V = K, V norms, layer
+                      // scales; per-layer token embeddings, KV-sharing
+                      // layers and double-wide FFNs (e2b); experts beside
+                      // the dense FFN (moe)
+                      Param{"generated_gemma4", "", false, "gemma4"},
+                      Param{"generated_gemma4_e2b", "", false, "gemma4-e2b"},
+                      Param{"generated_gemma4_moe", "", false, "gemma4-moe"}),
+    [](const auto& info) { return info.param.name; });
 
 // Hybrid models (qwen3.5 and qwen3.5 MoE: Gated DeltaNet layers with recurrent states beside
 // attention layers with a query gate and partial rotary): two sequences prefilled and decoded
