@@ -4,8 +4,11 @@
 // Also a whole model file's tokenizer (the tiny test model's truncated Llama 2 vocab).
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "tokenizer/bpe_merger.h"
@@ -44,6 +47,23 @@ TEST(PreTokenizer, PatternsPerModel) {
   EXPECT_THROW(PreTokenizer::regexes_for("made-up"), Error);
   EXPECT_THROW(PreTokenizer("(unclosed"), Error);
   EXPECT_THROW(PreTokenizer(std::vector<std::string>{}), Error);
+}
+
+// GPT-4o's pattern (Phi-4-mini, Llama 4) against the `regex` module's findall on texts with
+// cased words, contractions, digits, newlines, paths, combining marks, CJK and emoji
+// (tests/data/tokenizer/gpt-4o.split.json, tools/pre_tokenizer_oracle.py).
+TEST(PreTokenizer, Gpt4oMatchesTheRegexModule) {
+  std::ifstream in(std::string(PITH_TEST_DATA) + "/tokenizer/gpt-4o.split.json");
+  ASSERT_TRUE(in) << "missing gpt-4o.split.json";
+  const nlohmann::json ref = nlohmann::json::parse(in);
+  ASSERT_GE(ref["cases"].size(), 20u);
+  for (const std::string pre : {"gpt-4o", "llama4"})
+    for (const auto& c : ref["cases"])
+      EXPECT_EQ(split(pre, c["text"].get<std::string>()), c["pieces"].get<V>())
+          << pre << ": " << c["text"];
+  // Words split at case changes, contractions kept on them, paths keep their slashes.
+  EXPECT_EQ(split("gpt-4o", "CamelCase don'T a/b\n"),
+            (V{"Camel", "Case", " don'T", " a", "/b", "\n"}));
 }
 
 // Pre-tokenizers made of several regexes: each one splits the pieces of the one before, seeing
