@@ -115,6 +115,15 @@ TEST(ServeSettings, DefaultCacheDirIsResolved) {
   EXPECT_EQ(resolve_serve_config(c).config.cache_dir, default_cache_root());
 }
 
+// Native code may live apart from the programs (replicas sharing one compiled cache).
+TEST(ServeSettings, NativeCacheDirOverridesTheDefault) {
+  ServeConfig c = base();
+  c.native_cache_dir = "/tmp/pith-shared-native";
+  const ServeSettings s = resolve_serve_config(c);
+  EXPECT_EQ(s.serving.runtime.compiler.cache_dir, "/tmp/pith-shared-native");
+  EXPECT_EQ(s.config.cache_dir, "/tmp/pith-settings-test");  // programs stay under --cache-dir
+}
+
 TEST(ServeSettings, EachInvalidOptionIsNamed) {
   auto with = [](auto edit) {
     ServeConfig c = base();
