@@ -139,7 +139,9 @@ redis = start_redis()
 wait_for(lambda: redis_cli("PING") == "PONG", 10, "redis-server")
 
 # Each replica's KV pool (64 pages of 16 tokens) holds about 4 of the 9 system prompts below
-# (~215 tokens each with the chat template; tiny model: 512 B per token).
+# (~215 tokens each with the chat template; tiny model: 512 B per token in f32 pages, pinned:
+# the CPU's default f16 pool would hold twice as many, and round-robin would then hit the cache
+# almost as often as cache-aware routing).
 KV = "512K"
 ports = [free_port() for _ in range(3)]
 names = ["r1", "r2", "r3"]
@@ -147,6 +149,7 @@ names = ["r1", "r2", "r3"]
 
 def replica(i):
     return Server(pith, model, "--replica-id", names[i], "--state-store", REDIS, "--kv-memory", KV,
+                  "--kv-dtype", "f32",
                   "--drain-timeout", "2", "--log-interval", "0", port=ports[i],
                   cache_dir=os.path.join(tmp.name, f"cache-{names[i]}"))
 
