@@ -75,12 +75,9 @@ void RopeTable::angles(uint32_t pos, float* cos_out, float* sin_out) const {
     if (!yarn_mix_.empty()) {
       const float interp = freq_scale_ * a;
       a = interp * (1 - yarn_mix_[i]) + a * yarn_mix_[i];
-      cos_out[i] = std::cos(a) * mscale_;
-      sin_out[i] = std::sin(a) * mscale_;
-    } else {
-      cos_out[i] = std::cos(a) * mscale_;
-      sin_out[i] = std::sin(a) * mscale_;
     }
+    cos_out[i] = std::cos(a) * mscale_;
+    sin_out[i] = std::sin(a) * mscale_;
     theta *= theta_scale_;
   }
 }

@@ -4,7 +4,9 @@
 #include "engine/model_loader.h"
 
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include <array>
 
 #include <cmath>
 #include <cstring>
@@ -339,6 +341,27 @@ TEST(ModelLoader, LoadsGeneratedHfFolder) {
         << r;
 }
 
+// The config of a tiny `arch` model generated with config options, loaded back from GGUF
+// (index 0) and HF (index 1).
+std::array<ModelConfig, 2> config_from_both_formats(const std::string& arch,
+                                                    const std::vector<std::string>& options,
+                                                    const std::string& name) {
+  std::array<ModelConfig, 2> got;
+  for (int f = 0; f < 2; ++f) {
+    ModelGenOptions o;
+    o.arch = arch;
+    o.options = options;
+    o.vocab_path = kModels + "tiny-f32.gguf";
+    o.format = f == 0 ? "gguf" : "hf";
+    o.output = (temp_dir() / (f == 0 ? name + ".gguf" : name + "_hf")).string();
+    o.quiet = true;
+    ThreadPool pool(1);
+    generate_model(o, pool);
+    got[f] = load_model(o.output, kQuiet)->config;
+  }
+  return got;
+}
+
 // YaRN rope scaling as llama.cpp's converter writes it (GGUF rope.scaling.*) and as
 // transformers reads it (config.json rope_scaling): the same parameters from both formats of
 // one generated model, defaults filled in (betas 32/1, temperature 1 + 0.1 ln factor), an
@@ -349,20 +372,8 @@ TEST(ModelLoader, YarnRopeScalingFromBothFormats) {
         "rope_scaling={\"rope_type\":\"yarn\",\"factor\":4,"
         "\"original_max_position_embeddings\":4096" +
         attention + "}";
-    YarnRope got[2];
-    for (int f = 0; f < 2; ++f) {
-      ModelGenOptions o;
-      o.arch = "qwen2";
-      o.options = {opt};
-      o.vocab_path = kModels + "tiny-f32.gguf";
-      o.format = f == 0 ? "gguf" : "hf";
-      o.output = (temp_dir() / (f == 0 ? "yarn.gguf" : "yarn_hf")).string();
-      o.quiet = true;
-      ThreadPool pool(1);
-      generate_model(o, pool);
-      got[f] = load_model(o.output, kQuiet)->config.yarn;
-    }
-    for (const YarnRope& y : got) {
+    for (const ModelConfig& c : config_from_both_formats("qwen2", {opt}, "yarn")) {
+      const YarnRope& y = c.yarn;
       EXPECT_EQ(y.factor, 4.0f);
       EXPECT_EQ(y.original_context, 4096u);
       EXPECT_EQ(y.beta_fast, 32.0f);
@@ -392,21 +403,11 @@ TEST(ModelLoader, LongRopeFromBothFormats) {
   const std::string factors =
       "\"long_factor\":[1,1.5,2.5,4,8,13],\"short_factor\":[1,1.1,1.2,1.3,1.5,1.7]";
   for (const uint32_t orig : {16u, 4096u}) {
-    ModelConfig got[2];
-    for (int f = 0; f < 2; ++f) {
-      ModelGenOptions o;
-      o.arch = "phi3";
-      o.options = {"partial_rotary_factor=0.75",
-                   "original_max_position_embeddings=" + std::to_string(orig),
-                   "rope_scaling={\"type\":\"longrope\"," + factors + "}"};
-      o.vocab_path = kModels + "tiny-f32.gguf";
-      o.format = f == 0 ? "gguf" : "hf";
-      o.output = (temp_dir() / (f == 0 ? "longrope.gguf" : "longrope_hf")).string();
-      o.quiet = true;
-      ThreadPool pool(1);
-      generate_model(o, pool);
-      got[f] = load_model(o.output, kQuiet)->config;
-    }
+    const auto got = config_from_both_formats(
+        "phi3",
+        {"partial_rotary_factor=0.75", "original_max_position_embeddings=" + std::to_string(orig),
+         "rope_scaling={\"type\":\"longrope\"," + factors + "}"},
+        "longrope");
     for (const ModelConfig& c : got) {
       ASSERT_EQ(c.context_length, 4096u);
       EXPECT_EQ(c.rotary_dim(), 12u);
@@ -416,6 +417,17 @@ TEST(ModelLoader, LongRopeFromBothFormats) {
                 orig < 4096 ? c.longrope.long_factors : c.longrope.short_factors);
       EXPECT_NEAR(c.rope_attn_factor, orig < 4096 ? std::sqrt(3.0) : 1.0, 1e-6);
     }
+  }
+  // The served context comes from max_position_embeddings: 8192 over 16 gives the factor
+  // sqrt(1 + ln 512 / ln 16).
+  for (const ModelConfig& c :
+       config_from_both_formats("phi3",
+                                {"partial_rotary_factor=0.75", "max_position_embeddings=8192",
+                                 "original_max_position_embeddings=16",
+                                 "rope_scaling={\"type\":\"longrope\"," + factors + "}"},
+                                "longrope_8k")) {
+    EXPECT_EQ(c.context_length, 8192u);
+    EXPECT_NEAR(c.rope_attn_factor, std::sqrt(1 + std::log(512.0) / std::log(16.0)), 1e-6);
   }
   // transformers v5 saves it as rope_parameters (rope_type, the original context inside).
   auto dir = hf_folder("hf_longrope_v5");

@@ -55,8 +55,7 @@ void read_per_layer_config(ModelConfig& c, const ArchitectureKeys& keys) {
            l);
     const uint32_t head_dim = size_or(keys, {"", hd_key}, c.head_dim);
     const uint32_t kv_heads = size_or(keys, {"", kv_key}, c.n_kv_heads);
-    if (seen && (head_dim != c.global_head_dim ||
-                 kv_heads != (c.global_kv_heads ? c.global_kv_heads : c.n_kv_heads)))
+    if (seen && (head_dim != c.global_head_dim || kv_heads != c.global_kv_heads))
       fail("{}: per_layer_config gives global layers different shapes (unsupported)",
            keys.source());
     c.global_head_dim = head_dim;

@@ -17,10 +17,10 @@ void read_moe_options(ModelConfig& c, const ArchitectureKeys& keys, bool shared_
     return static_cast<uint32_t>(*v);
   };
   // transformers v5 saves qwen3moe's expert count as num_local_experts.
-  c.n_experts =
-      !keys.is_gguf() && !keys.number({"", "num_experts"}) && keys.number({"", "num_local_experts"})
-          ? count({"", "num_local_experts"}, true)
-          : count({"expert_count", "num_experts"}, true);
+  const bool local_key = !keys.is_gguf() && !keys.number({"", "num_experts"}) &&
+                         keys.number({"", "num_local_experts"});
+  c.n_experts = count(
+      local_key ? ArchKey{"", "num_local_experts"} : ArchKey{"expert_count", "num_experts"}, true);
   c.n_experts_used = count({"expert_used_count", "num_experts_per_tok"}, true);
   c.d_ff_expert = count({"expert_feed_forward_length", "moe_intermediate_size"}, true);
   if (shared_expert)
