@@ -14,7 +14,8 @@
 #
 # run does, writing one file per check and summary.txt (PASS/FAIL/SKIP per check):
 #   1. ctest -L gpu (CUDA backend vs the CPU engine on the same batches), and the chunked delta
-#      rule's kernel time against the recurrent one's (delta-rule-gpu.txt)
+#      rule's kernel time against the recurrent one's (delta-rule-gpu.txt), the own attention
+#      kernel's split-K decode against one split (attention-splits-gpu.txt)
 #   2. compute-sanitizer --tool memcheck on the GPU unit tests, racecheck on the delta rule
 #   3. pith logits --device cpu vs --device cuda on the oracle models (tests/data/models) and a
 #      generated llama3.2-1b-shape BF16 model: top-1 agreement and max |dlogit|
@@ -169,6 +170,12 @@ run() {
     else
       record delta-rule-gpu FAIL "see delta-rule-gpu.txt"
     fi
+    # The own attention kernel's decode with split-K against one split (and FlashInfer's).
+    if "$pack/tests/gpu/paged_attention_gpu_test" --gtest_filter='*Times*' > "$OUT/attention-splits-gpu.txt" 2>&1; then
+      record attention-splits-gpu PASS "$(grep -o '"attention_gpu":"[^"]*"\|"speedup":[0-9.]*' "$OUT/attention-splits-gpu.txt" | tr '\n' ' ')"
+    else
+      record attention-splits-gpu FAIL "see attention-splits-gpu.txt"
+    fi
   fi
 
   # 2. memcheck on the GPU unit tests (the backend test on the tiny models only: memcheck is slow).
@@ -180,6 +187,7 @@ run() {
         [[ $t == cuda_backend_test ]] &&
           filter='*tiny_f32*:*tiny_bf16*:CudaTopK.*:CudaBackendStartup.*'
         [[ $t == delta_rule_gpu_test ]] && filter='*Matches*'
+        [[ $t == paged_attention_gpu_test ]] && filter='*:-*Times*'
         compute-sanitizer --tool memcheck --error-exitcode 3 "$pack/tests/gpu/$t" \
           --gtest_filter="$filter" > "$OUT/memcheck-$t.txt" 2>&1
         rc=$?

@@ -4,7 +4,8 @@
 // (a tree draft, a mask hiding whole chunks), rows out of plan order (own kernel fallback), and
 // the families' query scale, soft-cap and sliding window, and gemma4's head_dim 512 in a pool
 // whose layers differ in shape.
-// The tiny test models have head_dim 16, so this is what exercises FlashInfer directly.
+// The tiny test models have head_dim 16, so this is what exercises FlashInfer directly. Long
+// decodes run the own kernel with and without split-K; PagedAttentionGpuTimes times both.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -42,7 +43,7 @@ class PagedAttentionGpu : public ::testing::TestWithParam<Case> {
   // Runs `specs` (rows in plan order, or reversed) through CPU attention and PagedAttention and
   // compares every output element.
   void check_batch(const std::vector<Spec>& specs, bool reverse_rows, bool expect_flashinfer,
-                   const AttentionOptions& options = {}) {
+                   const AttentionOptions& options = {}, uint32_t max_splits = attn::kMaxSplits) {
     const Case c = GetParam();
     const uint32_t n_layers = 2, layer = 1, page_size = 16, hd = c.head_dim;
     KvShape ks{n_layers, c.n_kv_heads, hd, page_size, {}};
@@ -139,6 +140,7 @@ class PagedAttentionGpu : public ::testing::TestWithParam<Case> {
     CHECK_CUDA(cudaMemset(d_out, 0xff, q_bytes.size()));  // NaN-filled: every row must be written
 
     PagedAttention attention(layout, c.n_heads, 8, 2, c.flashinfer);
+    attention.set_max_kv_splits(max_splits);
 #if PITH_HAVE_FLASHINFER
     if (expect_flashinfer && c.flashinfer && c.bf16 && (hd == 64 || hd == 128)) {
       EXPECT_STREQ(attention.implementation(), "flashinfer");
@@ -206,6 +208,16 @@ TEST_P(PagedAttentionGpu, SoftCapAndSlidingWindow) {
   check_batch({{200, 64, 0}, {30, 1, 0}}, false, false, {0, 0, 150});
 }
 
+// Long decodes: few blocks, so the own kernel splits the context (split-K) unless told not to;
+// both give the CPU's output.
+TEST_P(PagedAttentionGpu, LongDecodeWithAndWithoutKvSplits) {
+  for (const uint32_t max_splits : {1u, attn::kMaxSplits}) {
+    SCOPED_TRACE("max_splits " + std::to_string(max_splits));
+    check_batch({{9000, 1, 0}, {1500, 1, 0}, {3000, 1, 2}}, false, true, {}, max_splits);
+    check_batch({{5000, 1, 0}}, false, false, {0.07f, 30.f, 1000}, max_splits);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, PagedAttentionGpu,
     ::testing::Values(Case{64, 8, 2, false, true}, Case{128, 32, 8, false, true},
@@ -221,6 +233,82 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(c.n_kv_heads) + (c.bf16 ? "_bf16" : "_f32") +
              (c.flashinfer ? "" : "_own") + (c.mixed_layers ? "_mixed" : "");
     });
+
+// Decode attention time of the own kernel with one split and with split-K, and FlashInfer's
+// where built (BF16, head_dim 64/128), at batch 1 and 8 and 4k / 32k context: one JSON line
+// per case with the K/V read rate (the bytes every row must read / time) and the speedup.
+double median_decode_ms(PagedAttention& attention, const std::vector<AttentionSequence>& seqs,
+                        const void* q, const void* pool, void* out, cudaStream_t stream) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  attention.plan(seqs, stream);
+  std::vector<double> ms;
+  for (int rep = 0; rep < 12; ++rep) {
+    cudaEventRecord(a, stream);
+    attention.run(0, q, pool, out, stream);
+    cudaEventRecord(b, stream);
+    cudaEventSynchronize(b);
+    float t = 0;
+    cudaEventElapsedTime(&t, a, b);
+    if (rep > 1) ms.push_back(t);  // the first runs warm up
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+TEST(PagedAttentionGpuTimes, DecodeSplitsAgainstOneSplit) {
+  struct Shape {
+    const char* name;
+    uint32_t n_heads, n_kv_heads, head_dim;
+  };
+  const Shape shapes[] = {{"llama3.1-8b", 32, 8, 128}, {"llama3.2-1b", 32, 8, 64}};
+  const uint32_t page_size = 16;
+  for (const Shape& sh : shapes)
+    for (const uint32_t batch : {1u, 8u})
+      for (const uint32_t ctx : {4096u, 32768u}) {
+        const KvPoolLayout layout{DType::BF16, 1, sh.n_kv_heads, sh.head_dim, page_size, {}};
+        const uint32_t pages_per_seq = ctx / page_size;
+        const size_t pool_bytes = layout.page_elems() * layout.elem_bytes() * pages_per_seq * batch;
+        const size_t q_bytes = size_t{batch} * sh.n_heads * sh.head_dim * 2;
+        void *pool = nullptr, *q = nullptr, *out = nullptr;
+        CHECK_CUDA(cudaMalloc(&pool, pool_bytes));
+        CHECK_CUDA(cudaMalloc(&q, q_bytes));
+        CHECK_CUDA(cudaMalloc(&out, q_bytes));
+        CHECK_CUDA(cudaMemset(pool, 0x3c, pool_bytes));  // BF16 0x3c3c: 0.0115 everywhere
+        CHECK_CUDA(cudaMemset(q, 0x3c, q_bytes));
+        std::vector<std::vector<uint32_t>> pages(batch);
+        std::vector<AttentionSequence> seqs;
+        for (uint32_t s = 0; s < batch; ++s) {
+          for (uint32_t i = 0; i < pages_per_seq; ++i) pages[s].push_back(s * pages_per_seq + i);
+          seqs.push_back({s, 1, pages[s], ctx, nullptr});
+        }
+        cudaStream_t stream;
+        CHECK_CUDA(cudaStreamCreate(&stream));
+        PagedAttention own(layout, sh.n_heads, batch, batch, false);
+        own.set_max_kv_splits(1);
+        const double one = median_decode_ms(own, seqs, q, pool, out, stream);
+        own.set_max_kv_splits(attn::kMaxSplits);
+        const double split = median_decode_ms(own, seqs, q, pool, out, stream);
+        PagedAttention fi(layout, sh.n_heads, batch, batch, true);
+        const bool have_fi = std::string(fi.implementation()) == "flashinfer";
+        const double fi_ms = have_fi ? median_decode_ms(fi, seqs, q, pool, out, stream) : 0;
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        CHECK_CUDA(cudaGetLastError());
+        const double gb = double(pool_bytes) / 1e9;
+        std::printf(
+            "{\"attention_gpu\":\"%s b%u ctx%u\",\"one_split_ms\":%.4f,\"split_k_ms\":%.4f,"
+            "\"flashinfer_ms\":%.4f,\"split_k_gb_s\":%.0f,\"speedup\":%.2f}\n",
+            sh.name, batch, ctx, one, split, fi_ms, gb / (split * 1e-3), one / split);
+        cudaStreamDestroy(stream);
+        cudaFree(pool);
+        cudaFree(q);
+        cudaFree(out);
+        EXPECT_GT(split, 0.0);
+      }
+}
 
 }  // namespace
 }  // namespace pith::cuda

@@ -147,20 +147,26 @@ struct KernelCase {
   bool mixed_layers = false;
 };
 
-// Runs every block of the launch grid on the host, threads one after another per phase.
+// Runs every block of the launch grid on the host, threads one after another per phase, then
+// (p.n_splits > 1) the merge launch's blocks, as own_attention.cu launches them.
 template <class T, uint32_t D>
 void run_kernel_on_host_with(const attn::KernelParams& p, uint32_t n_rows) {
   const uint32_t groups = p.n_heads / p.heads_per_block;
   auto tile = std::make_unique<attn::SharedTile<D>>();
   std::vector<attn::ThreadState<D>> states(attn::kThreads);
-  for (uint32_t bx = 0; bx < n_rows; ++bx)
-    for (uint32_t by = 0; by < groups; ++by)
-      attn::attention_block<T, D>(
-          p, bx, by, *tile,
-          [&](auto&& phase) {
-            for (uint32_t t = 0; t < attn::kThreads; ++t) phase(t);
-          },
-          [&](uint32_t t) -> attn::ThreadState<D>& { return states[t]; });
+  for (uint32_t bz = 0; bz < p.n_splits; ++bz)
+    for (uint32_t bx = 0; bx < n_rows; ++bx)
+      for (uint32_t by = 0; by < groups; ++by)
+        attn::attention_block<T, D>(
+            p, bx, by, bz, *tile,
+            [&](auto&& phase) {
+              for (uint32_t t = 0; t < attn::kThreads; ++t) phase(t);
+            },
+            [&](uint32_t t) -> attn::ThreadState<D>& { return states[t]; });
+  if (p.n_splits > 1)
+    for (uint32_t bx = 0; bx < n_rows; ++bx)
+      for (uint32_t head = 0; head < p.n_heads; ++head)
+        for (uint32_t t = 0; t < attn::kThreads; ++t) attn::merge_splits<T>(p, bx, head, t);
 }
 
 // The instantiation the launcher (own_attention.cu) picks for the head size.
@@ -295,21 +301,59 @@ TEST_P(OwnKernelParity, MatchesCpuAttention) {
   p.kv_len = plan.kv_len.data();
   p.mask_indptr = plan.mask_indptr.data();
   p.mask_bits = plan.mask_bits.data();
-  if (kc.bf16)
-    run_kernel_on_host<attn::Bf16>(p, plan.n_rows());
-  else
-    run_kernel_on_host<float>(p, plan.n_rows());
+  // Unsplit, then split-K: 2 and 3 shares of the 300-slot row's 3 chunks (equal and unequal),
+  // and 7 where most shares of every row are empty.
+  for (const uint32_t n_splits : {1u, 2u, 3u, 7u}) {
+    SCOPED_TRACE("n_splits " + std::to_string(n_splits));
+    std::vector<float> scratch(attn::split_scratch_floats(plan.n_rows(), kc.n_heads, hd, n_splits),
+                               std::nanf(""));
+    p.n_splits = n_splits;
+    p.split_acc = scratch.data();
+    p.split_ml = scratch.data() + size_t{plan.n_rows()} * kc.n_heads * n_splits * hd;
+    std::fill(out_f32.begin(), out_f32.end(), -7.f);
+    std::fill(out_bf16.begin(), out_bf16.end(), attn::Bf16{0x7fc0});
+    if (kc.bf16)
+      run_kernel_on_host<attn::Bf16>(p, plan.n_rows());
+    else
+      run_kernel_on_host<float>(p, plan.n_rows());
 
-  // Rounding of the scores grows with their size: unscaled head_dim-512 scores (gemma4's global
-  // layers) spread ~20x wider than 1/sqrt(head_dim)-scaled ones.
-  const float spread = std::max(1.f, p.scale * std::sqrt(float(hd)));
-  for (size_t i = 0; i < q.size(); ++i) {
-    const float got = kc.bf16 ? attn::to_float(out_bf16[i]) : out_f32[i];
-    // BF16 output is rounded to 8 bits of mantissa: half an ulp relative, plus summation noise.
-    const float tol =
-        kc.bf16 ? 1e-5f * spread + std::abs(cpu_out[i]) * (1.f / 256) : 2e-5f * spread;
-    ASSERT_NEAR(got, cpu_out[i], tol) << "element " << i << " (row " << i / q_dim << ")";
+    // Rounding of the scores grows with their size: unscaled head_dim-512 scores (gemma4's
+    // global layers) spread ~20x wider than 1/sqrt(head_dim)-scaled ones.
+    const float spread = std::max(1.f, p.scale * std::sqrt(float(hd)));
+    for (size_t i = 0; i < q.size(); ++i) {
+      const float got = kc.bf16 ? attn::to_float(out_bf16[i]) : out_f32[i];
+      // BF16 output is rounded to 8 bits of mantissa: half an ulp relative, plus summation noise.
+      const float tol =
+          kc.bf16 ? 1e-5f * spread + std::abs(cpu_out[i]) * (1.f / 256) : 2e-5f * spread;
+      ASSERT_NEAR(got, cpu_out[i], tol) << "element " << i << " (row " << i / q_dim << ")";
+    }
   }
+}
+
+TEST(OwnKernelSplits, ChoiceFillsTheGpuOnlyWhereTheGridIsSmallAndTheContextLong) {
+  // Batch-1 decode of a Llama-3 8B shape (8 groups) on 132 SMs at 32k context: 33 splits wanted
+  // for two blocks per SM, capped at 32.
+  EXPECT_EQ(attn::choose_kv_splits(1, 8, 32768, 132), 32u);
+  // 4k context: 32 chunks allow 16 shares of two chunks.
+  EXPECT_EQ(attn::choose_kv_splits(1, 8, 4096, 132), 16u);
+  // 32 decodes x 8 groups = 256 blocks: 2 shares fill 264 SM slots twice.
+  EXPECT_EQ(attn::choose_kv_splits(32, 8, 4096, 132), 2u);
+  // A full grid (a prefill, or a big decode batch) and short contexts keep one split.
+  EXPECT_EQ(attn::choose_kv_splits(512, 8, 4096, 132), 1u);
+  EXPECT_EQ(attn::choose_kv_splits(33, 8, 32768, 132), 1u);
+  EXPECT_EQ(attn::choose_kv_splits(1, 8, 300, 132), 1u);
+  EXPECT_EQ(attn::choose_kv_splits(1, 8, 512, 132), 2u);
+  EXPECT_EQ(attn::choose_kv_splits(0, 8, 4096, 132), 1u);
+  // The scratch PagedAttention allocates (4 x SMs x widest split block) holds every choice.
+  for (uint32_t rows : {1u, 2u, 3u, 5u, 8u, 17u, 32u, 33u, 64u})
+    for (uint32_t groups : {1u, 2u, 4u, 8u, 16u})
+      for (uint32_t sms : {1u, 2u, 78u, 108u, 132u}) {
+        const uint32_t n = attn::choose_kv_splits(rows, groups, 1u << 20, sms);
+        if (n > 1) {
+          ASSERT_LT(uint64_t{rows} * groups * n, uint64_t{4} * sms)
+              << rows << " rows, " << groups << " groups, " << sms << " SMs";
+        }
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -39,6 +39,10 @@ class PagedAttention {
   void run(uint32_t layer, const void* q, const void* pool, void* out, cudaStream_t stream,
            const AttentionOptions& options = {});
 
+  // Caps the own kernel's KV splits (split-K decode, attention/paged_attention_kernel.h);
+  // 1 turns splitting off. Tests and timings compare the two.
+  void set_max_kv_splits(uint32_t n);
+
   // Which implementation run() uses for this layout ("flashinfer" or "pith"), for logs. A batch
   // whose query rows are not packed per sequence in plan order runs on the own kernel.
   const char* implementation() const;

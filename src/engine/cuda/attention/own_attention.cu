@@ -14,7 +14,7 @@ __global__ void __launch_bounds__(attn::kThreads) own_attention_kernel(attn::Ker
   attn::ThreadState<D> state;
   attn::ThreadState<D>* mine = &state;
   attn::attention_block<T, D>(
-      p, blockIdx.x, blockIdx.y, tile,
+      p, blockIdx.x, blockIdx.y, blockIdx.z, tile,
       [&](auto&& phase) {
         phase(threadIdx.x);
         __syncthreads();
@@ -22,12 +22,21 @@ __global__ void __launch_bounds__(attn::kThreads) own_attention_kernel(attn::Ker
       [mine](uint32_t) -> attn::ThreadState<D>& { return *mine; });
 }
 
+// Split-K's second launch: block (row task, head).
 template <class T>
-void launch_typed(const attn::KernelParams& params, dim3 grid, cudaStream_t stream) {
+__global__ void __launch_bounds__(attn::kThreads) merge_splits_kernel(attn::KernelParams p) {
+  attn::merge_splits<T>(p, blockIdx.x, blockIdx.y, threadIdx.x);
+}
+
+template <class T>
+void launch_typed(const attn::KernelParams& params, uint32_t n_rows, cudaStream_t stream) {
+  const dim3 grid(n_rows, params.n_heads / params.heads_per_block, params.n_splits);
   if (attn::dims_per_thread(params.head_dim) == 2)
     own_attention_kernel<T, 2><<<grid, attn::kThreads, 0, stream>>>(params);
   else
     own_attention_kernel<T, 4><<<grid, attn::kThreads, 0, stream>>>(params);
+  if (params.n_splits > 1)
+    merge_splits_kernel<T><<<dim3(n_rows, params.n_heads), attn::kThreads, 0, stream>>>(params);
 }
 
 }  // namespace
@@ -35,11 +44,14 @@ void launch_typed(const attn::KernelParams& params, dim3 grid, cudaStream_t stre
 void launch_own_attention(const attn::KernelParams& params, uint32_t n_rows, DType dtype,
                           cudaStream_t stream) {
   if (n_rows == 0) return;
-  const dim3 grid(n_rows, params.n_heads / params.heads_per_block);
+  if (params.n_splits == 0 || params.n_splits > attn::kMaxSplits ||
+      (params.n_splits > 1 && (params.split_acc == nullptr || params.split_ml == nullptr)))
+    throw_attention_error("paged attention: " + std::to_string(params.n_splits) +
+                          " KV splits without their scratch");
   if (dtype == DType::F32)
-    launch_typed<float>(params, grid, stream);
+    launch_typed<float>(params, n_rows, stream);
   else
-    launch_typed<attn::Bf16>(params, grid, stream);
+    launch_typed<attn::Bf16>(params, n_rows, stream);
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess)
     throw_attention_error(std::string("paged attention launch: ") + cudaGetErrorString(status));

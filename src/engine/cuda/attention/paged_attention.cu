@@ -74,6 +74,13 @@ struct PagedAttention::Impl {
           *row_seq = nullptr, *row_q = nullptr, *row_pos = nullptr;
   uint8_t* mask_bits = nullptr;
   bool use_flashinfer_now = false;
+  // Split-K of the own kernel: the GPU's SM count, the cap tests set, and scratch for the
+  // largest split launch choose_kv_splits allows (fewer than 4 x SMs split blocks of at most
+  // the widest layer's heads_per_block x head_dim), allocated once so its address never moves.
+  uint32_t n_sms = 1;
+  uint32_t max_splits = attn::kMaxSplits;
+  float* split_scratch = nullptr;
+  size_t split_scratch_floats = 0;
 
 #if PITH_HAVE_FLASHINFER
   fi::PlanInfo fi_plan;
@@ -221,6 +228,20 @@ struct PagedAttention::Impl {
     p.kv_len = kv_len;
     p.mask_indptr = mask_indptr;
     p.mask_bits = mask_bits;
+    // A window bounds what a row walks, whatever the context.
+    const uint32_t visible =
+        options.window > 0 ? std::min(plan.max_kv_len, options.window) : plan.max_kv_len;
+    p.n_splits = std::min(
+        max_splits,
+        attn::choose_kv_splits(plan.n_rows(), n_heads / p.heads_per_block, visible, n_sms));
+    if (p.n_splits > 1) {
+      const size_t acc = size_t{plan.n_rows()} * n_heads * p.n_splits * p.head_dim;
+      if (attn::split_scratch_floats(plan.n_rows(), n_heads, p.head_dim, p.n_splits) >
+          split_scratch_floats)  // choose_kv_splits' bound broken: a bug, not an input
+        throw_attention_error("paged attention: split-K scratch too small");
+      p.split_acc = split_scratch;
+      p.split_ml = split_scratch + acc;
+    }
     launch_own_attention(p, plan.n_rows(), layout.dtype, stream);
   }
 
@@ -232,6 +253,7 @@ struct PagedAttention::Impl {
     fi_ints.release();
     if (fi_floats) cudaFree(fi_floats);
 #endif
+    if (split_scratch) cudaFree(split_scratch);
     if (staged) cudaEventDestroy(staged);
   }
 };
@@ -265,12 +287,27 @@ PagedAttention::PagedAttention(const KvPoolLayout& layout, uint32_t n_heads, uin
   (void)allow_flashinfer;
 #endif
   check(cudaEventCreateWithFlags(&m.staged, cudaEventDisableTiming), "event creation");
+  int device = 0, sms = 0;
+  check(cudaGetDevice(&device), "device query");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count query");
+  m.n_sms = static_cast<uint32_t>(std::max(sms, 1));
+  size_t per_block = 0;  // floats of one split block of the widest layer
+  for (uint32_t l = 0; l < std::max(layout.n_layers, 1u); ++l)
+    per_block = std::max(per_block, size_t{attn::heads_per_block(n_heads, layout.heads_of(l))} *
+                                        (layout.head_dim_of(l) + 2));
+  m.split_scratch_floats = size_t{4} * m.n_sms * per_block;
+  check(cudaMalloc(&m.split_scratch, m.split_scratch_floats * sizeof(float)),
+        "split-K scratch allocation");
   // Room for a full batch of single-page sequences; plan() grows beyond that.
   const size_t ints = size_t{max_seqs} * 8 + size_t{max_tokens} * 4 + 64;
   m.arrays.reserve(ints * sizeof(int32_t));
 }
 
 PagedAttention::~PagedAttention() = default;
+
+void PagedAttention::set_max_kv_splits(uint32_t n) {
+  impl_->max_splits = std::clamp(n, 1u, attn::kMaxSplits);
+}
 
 const char* PagedAttention::implementation() const {
   return impl_->flashinfer ? "flashinfer" : "pith";

@@ -5,13 +5,22 @@
 // built (or cannot take a batch or the options).
 //
 // Grid: x = query row task (AttentionPlan's row_* arrays), y = group of `heads_per_block` query
-// heads that share one KV head; block = kThreads threads. The block walks the row's visible KV
-// slots in chunks of kThreads with an online softmax (running max m, sum l, accumulator acc):
+// heads that share one KV head, z = KV split; block = kThreads threads. The block walks the row's
+// visible KV slots in chunks of kThreads with an online softmax (running max m, sum l, accumulator
+// acc):
 //   scores:     thread t computes q·k of slot (chunk + t) for every head of the group
 //   probs:      every thread finds the chunk max (same arithmetic in every thread, so m and l
 //               stay identical), rescales, thread t writes p of its slot
 //   accumulate: thread t owns dims t, t + kThreads, ... of every head: acc = acc*alpha + Σ p v
 // separated by block barriers. Cost per (row, group): one pass over the visible K and V rows.
+//
+// Split-K (flash-decoding): a decode batch has few (row, group) blocks (batch 1 of Llama-3 8B:
+// 8 blocks for 132 SMs), each walking the whole context alone. With n_splits > 1 the z blocks of
+// a (row, group) each take an equal share of its chunks and write their unnormalised
+// accumulator with its running max and sum to scratch; `merge_splits` (a second launch, one
+// block per (row, head)) rescales the shares to their common max and divides by the summed l.
+// choose_kv_splits picks the count from the grid size, the SM count and the longest visible
+// range, so prefills and big batches keep one split and no scratch.
 //
 // The body is plain __host__ __device__ code over (block, thread) indices and a SharedTile, run
 // by `attention_block` through a `for_threads(phase)` callback: on the device it runs the phase
@@ -19,7 +28,9 @@
 // in turn, which checks the arithmetic and indexing on the CPU (not races: see docs/gpu.md).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -107,7 +118,36 @@ struct KernelParams {
   const int32_t* kv_len;
   const int32_t* mask_indptr;
   const uint8_t* mask_bits;
+  // Split-K: 1 writes `out` directly; more writes each split's share to the scratch below
+  // (indexed by row task, not output row) for merge_splits.
+  uint32_t n_splits;
+  float* split_acc;  // [n_rows][n_heads][n_splits][head_dim]
+  float* split_ml;   // [n_rows][n_heads][n_splits][2]: running max m, sum l
 };
+
+constexpr uint32_t kMaxSplits = 32;
+constexpr uint32_t kMinChunksPerSplit = 2;  // a share below 256 slots costs more merge than walk
+
+// KV splits for a launch of n_rows x groups blocks whose longest visible range is max_visible
+// slots, on a GPU of n_sms multiprocessors: enough to give every SM two blocks, no split
+// shorter than kMinChunksPerSplit chunks, at most kMaxSplits. 1 when the grid is already full.
+inline uint32_t choose_kv_splits(uint32_t n_rows, uint32_t groups, uint32_t max_visible,
+                                 uint32_t n_sms) {
+  const uint64_t blocks = uint64_t{n_rows} * groups;
+  const uint64_t target = uint64_t{2} * n_sms;
+  if (blocks == 0 || blocks >= target) return 1;
+  const uint64_t want = (target + blocks - 1) / blocks;
+  const uint64_t chunks = (uint64_t{max_visible} + kThreads - 1) / kThreads;
+  const uint64_t by_length = chunks / kMinChunksPerSplit;
+  const uint64_t n = std::min<uint64_t>({want, by_length, kMaxSplits});
+  return n < 2 ? 1 : static_cast<uint32_t>(n);
+}
+
+// Scratch floats a launch with n_splits > 1 needs (split_acc then split_ml).
+inline size_t split_scratch_floats(uint32_t n_rows, uint32_t n_heads, uint32_t head_dim,
+                                   uint32_t n_splits) {
+  return size_t{n_rows} * n_heads * n_splits * (head_dim + 2);
+}
 
 // Shared memory of one block, sized for head_dim <= D * kThreads (the 4-dims instantiation's
 // 512 would cost the common head sizes a third more shared memory, hence occupancy).
@@ -130,12 +170,15 @@ struct ThreadState {
 struct BlockTask {
   uint32_t row, first_head, kv_head, seq, pos, kv_len, n_q, begin, end;
   const int32_t* pages;
-  const uint8_t* mask;  // the sequence's bits, or null for causal
-  uint32_t first_chunk, n_chunks;
+  const uint8_t* mask;             // the sequence's bits, or null for causal
+  uint32_t first_chunk, n_chunks;  // this split's chunks: [first_chunk, n_chunks)
+  uint32_t task, split;            // bx, bz
 };
 
-PITH_HD BlockTask block_task(const KernelParams& p, uint32_t bx, uint32_t by) {
+PITH_HD BlockTask block_task(const KernelParams& p, uint32_t bx, uint32_t by, uint32_t bz = 0) {
   BlockTask t;
+  t.task = bx;
+  t.split = bz;
   t.row = static_cast<uint32_t>(p.row_q[bx]);
   t.seq = static_cast<uint32_t>(p.row_seq[bx]);
   t.pos = static_cast<uint32_t>(p.row_pos[bx]);
@@ -153,6 +196,13 @@ PITH_HD BlockTask block_task(const KernelParams& p, uint32_t bx, uint32_t by) {
   t.begin = p.window > 0 && own + 1 > p.window ? own + 1 - p.window : 0;
   t.first_chunk = t.begin / kThreads;
   t.n_chunks = (t.end + kThreads - 1) / kThreads;
+  if (p.n_splits > 1) {  // an equal share of the row's chunks; trailing splits may get none
+    const uint32_t total = t.n_chunks > t.first_chunk ? t.n_chunks - t.first_chunk : 0;
+    const uint32_t share = (total + p.n_splits - 1) / p.n_splits;
+    const uint32_t first = t.first_chunk + bz * share;
+    t.first_chunk = first < t.n_chunks ? first : t.n_chunks;
+    t.n_chunks = t.first_chunk + share < t.n_chunks ? t.first_chunk + share : t.n_chunks;
+  }
   return t;
 }
 
@@ -251,6 +301,21 @@ PITH_HD void phase_accumulate(const KernelParams& p, SharedTile<D>& sh, uint32_t
 template <class T, uint32_t D>
 PITH_HD void phase_store(const KernelParams& p, const BlockTask& b, uint32_t tid,
                          const ThreadState<D>& st) {
+  if (p.n_splits > 1) {  // the share, unnormalised, with its m and l (same in every thread)
+    PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < p.heads_per_block; ++h) {
+      const uint64_t at = (uint64_t{b.task} * p.n_heads + b.first_head + h) * p.n_splits + b.split;
+      PITH_UNROLL for (uint32_t k = 0; k < D; ++k) {
+        const uint32_t d = tid + k * kThreads;
+        if (d >= p.head_dim) break;
+        p.split_acc[at * p.head_dim + d] = st.acc[h][k];
+      }
+      if (tid == 0) {
+        p.split_ml[2 * at] = st.m[h];
+        p.split_ml[2 * at + 1] = st.l[h];
+      }
+    }
+    return;
+  }
   T* out = static_cast<T*>(p.out) + (uint64_t{b.row} * p.n_heads + b.first_head) * p.head_dim;
   PITH_UNROLL for (uint32_t k = 0; k < D; ++k) {
     const uint32_t d = tid + k * kThreads;
@@ -267,9 +332,9 @@ PITH_HD void phase_store(const KernelParams& p, const BlockTask& b, uint32_t tid
 // the block's shared-memory writes visible to all threads; `state(tid)` is that thread's
 // ThreadState<D> (D = dims_per_thread(head_dim)).
 template <class T, uint32_t D, class ForThreads, class StateOf>
-PITH_HD void attention_block(const KernelParams& p, uint32_t bx, uint32_t by, SharedTile<D>& sh,
-                             ForThreads&& for_threads, StateOf&& state) {
-  const BlockTask b = block_task(p, bx, by);
+PITH_HD void attention_block(const KernelParams& p, uint32_t bx, uint32_t by, uint32_t bz,
+                             SharedTile<D>& sh, ForThreads&& for_threads, StateOf&& state) {
+  const BlockTask b = block_task(p, bx, by, bz);
   for_threads([&](uint32_t tid) { phase_load_q<T, D>(p, b, sh, tid, state(tid)); });
   for (uint32_t c = b.first_chunk; c < b.n_chunks; ++c) {
     for_threads([&](uint32_t tid) { phase_scores<T, D>(p, b, sh, c, tid); });
@@ -277,6 +342,29 @@ PITH_HD void attention_block(const KernelParams& p, uint32_t bx, uint32_t by, Sh
     for_threads([&](uint32_t tid) { phase_accumulate<T, D>(p, sh, tid, state(tid)); });
   }
   for_threads([&](uint32_t tid) { phase_store<T, D>(p, b, tid, state(tid)); });
+}
+
+// The merge launch (n_splits > 1): block (bx, head), thread tid owns dims tid, tid + kThreads,
+// ...: out = Σ_s e^(m_s - M) acc_s / Σ_s e^(m_s - M) l_s with M the largest m_s. Shares that
+// saw no slot (m = -inf) weigh nothing; a row that saw none at all gets zeros, as unsplit.
+template <class T>
+PITH_HD void merge_splits(const KernelParams& p, uint32_t bx, uint32_t head, uint32_t tid) {
+  const uint64_t base = (uint64_t{bx} * p.n_heads + head) * p.n_splits;
+  const float* ml = p.split_ml + 2 * base;
+  float m_max = -INFINITY;
+  for (uint32_t s = 0; s < p.n_splits; ++s) m_max = ml[2 * s] > m_max ? ml[2 * s] : m_max;
+  float l_sum = 0.f;
+  for (uint32_t s = 0; s < p.n_splits; ++s)
+    if (ml[2 * s] != -INFINITY) l_sum += ml[2 * s + 1] * fast_exp(ml[2 * s] - m_max);
+  const uint32_t row = static_cast<uint32_t>(p.row_q[bx]);
+  T* out = static_cast<T*>(p.out) + (uint64_t{row} * p.n_heads + head) * p.head_dim;
+  for (uint32_t d = tid; d < p.head_dim; d += kThreads) {
+    float o = 0.f;
+    for (uint32_t s = 0; s < p.n_splits; ++s)
+      if (ml[2 * s] != -INFINITY)
+        o += p.split_acc[(base + s) * p.head_dim + d] * fast_exp(ml[2 * s] - m_max);
+    out[d] = from_float<T>(l_sum > 0.f ? o / l_sum : 0.f);
+  }
 }
 
 // Query heads per block: the largest divisor of the GQA group size that fits kMaxHeadsPerBlock.
