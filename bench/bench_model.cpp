@@ -214,6 +214,7 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   eo.state_memory_bytes = (std::max<size_t>(max_batch, 1) + 2) * c.recurrent_state_floats() * 4;
   eo.device = o.device;
   eo.cpu_weight_panels = o.cpu_weight_panels;
+  eo.cuda_graphs = o.cuda_graphs;
   auto backend = make_backend(weights, eo);
   Backend& engine = *backend;
 
@@ -302,6 +303,7 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
                       {"depth", o.depth},
                       {"kv_bytes_per_token_at_depth", kv_bytes},
                       {"weight_panels", o.cpu_weight_panels},
+                      {"cuda_graphs", o.cuda_graphs},
                       {"kv_dtype", kv_dtype_name(kv_dtype)},
                       {"backend", engine.info().name},
                       {"decode_floor_tok_s", floor},

@@ -39,6 +39,7 @@ struct ModelBenchOptions {
   bool profile = false;              // per-op time of a decode step and a prefill chunk (CPU)
   uint32_t profile_context = 128;    // tokens already in KV for the profile
   bool cpu_weight_panels = true;     // BackendOptions::cpu_weight_panels (off: the A/B baseline)
+  bool cuda_graphs = true;           // BackendOptions::cuda_graphs (off: every launch eager)
   KvDType kv_dtype = KvDType::Auto;  // BackendOptions::kv_dtype; llama-bench gets the same type
 };
 

@@ -48,6 +48,9 @@ struct BackendOptions {
   // (pack_weight_panels) where the CPU has the dot instructions; off keeps only the mapped rows
   // (half the memory).
   bool cpu_weight_panels = true;
+  // CUDA: pure decode steps replayed as CUDA graphs (engine/cuda/decode_graphs.h), one per
+  // batch bucket; off launches every kernel of every step.
+  bool cuda_graphs = true;
 };
 
 // What a backend reports about itself (startup log, /metrics, `pith bench` JSON).

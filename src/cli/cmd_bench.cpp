@@ -154,6 +154,10 @@ void add_model_suite(CLI::App& bench) {
   cmd->add_flag("!--no-weight-panels", args->o.cpu_weight_panels,
                 "CPU: multiply Q8_0 / Q4_K / BF16 weights from their mapped rows instead "
                 "of panels repacked at load (the kernels before the panels, for A/B runs)");
+  cmd->add_option("--cuda-graphs", args->o.cuda_graphs,
+                  "CUDA: replay decode steps as CUDA graphs (false: launch every kernel, the A/B "
+                  "baseline)")
+      ->capture_default_str();
   cmd->add_option("--batch-steps", args->o.batch_steps, "decode steps per batch run")
       ->capture_default_str();
   cmd->add_option("-r,--reps", args->o.reps, "timed runs per test (the median is reported)")

@@ -89,6 +89,9 @@ void add_serve_commands(CLI::App& app) {
   add(cmd->add_option("--cpu-weight-panels", cfg->cpu_weight_panels,
                       "CPU: repack Q8_0 / Q4_K / BF16 weights at load for the AVX-512 panel "
                       "kernels (faster decode and prefill; false: half their memory)"));
+  add(cmd->add_option("--cuda-graphs", cfg->cuda_graphs,
+                      "CUDA: replay decode steps as CUDA graphs, one per batch size bucket "
+                      "(false: launch every kernel of every step)"));
   add(cmd->add_option("-t,--threads", cfg->threads, "engine threads (0: one per core)"));
   add(cmd->add_option("--kv-memory", cfg->kv_memory, "KV cache budget, e.g. 512M, 2G"));
   add(cmd->add_option("--kv-page-size", cfg->kv_page_size, "tokens per KV page"));

@@ -179,6 +179,7 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   so.engine.device = c.device;
   so.engine.gpu_memory_fraction = c.gpu_memory_fraction;
   so.engine.cpu_weight_panels = c.cpu_weight_panels;
+  so.engine.cuda_graphs = c.cuda_graphs;
   so.engine.n_threads = c.threads;
   so.engine.kv_memory_bytes = kv_bytes;
   so.engine.kv_page_size = c.kv_page_size;

@@ -261,6 +261,57 @@ TEST_P(CudaVsCpu, MixedBatch) {
 }
 
 // Tree mask: a shared prefix, then two branches that must not see each other.
+// Pure decode steps (one token and one top-K output per sequence) run as CUDA graphs padded
+// to their batch bucket: batches of changing size (captures, then replays), a context that
+// crosses the graphs' attention split class, and a long prefill in between that grows the
+// staging buffers (a recapture), each step against the CPU engine.
+TEST_P(CudaVsCpu, DecodeStepsAsCudaGraphs) {
+  const std::vector<uint32_t> prompt{5, 17, 250, 2, 40, 9};
+  const uint32_t max_steps = 12;
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<uint32_t>> pages;
+  std::vector<uint32_t> pos = prompt;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    tokens.push_back(random_tokens(prompt[i] + max_steps, 40 + uint32_t(i), vocab()));
+    pages.push_back(alloc_pages(pages_for(prompt[i] + max_steps, kPageSize)));
+    both({prefill({tokens[i].begin(), tokens[i].begin() + prompt[i]}, pages[i])});
+  }
+  const std::vector<std::vector<size_t>> steps{
+      {0}, {0, 1, 2}, {0, 1, 2, 3, 4, 5}, {3, 5}, {0, 1, 2, 3, 4, 5}, {1, 2, 4},
+      {},  {0},       {0, 1, 2, 3, 4, 5}, {2, 5}, {0, 2, 4},          {0, 1, 2, 3, 4, 5},
+      {4}};
+  for (size_t si = 0; si < steps.size(); ++si) {
+    if (steps[si].empty()) {  // a 300-token prefill: not a graph step, and the staging grows
+      auto long_pages = alloc_pages(pages_for(300, kPageSize));
+      SequenceInput s = prefill(random_tokens(300, 99, vocab()), long_pages);
+      s.outputs = {{299, OutputKind::TopK, 8, 0}};
+      auto [c, g] = both({s});
+      expect_dist_close(c[0].outputs[0].dist, g[0].outputs[0].dist, "long prefill");
+      continue;
+    }
+    std::vector<SequenceInput> batch;
+    for (size_t i : steps[si]) {
+      SequenceInput s = prefill({tokens[i][pos[i]]}, pages[i], pos[i]);
+      s.outputs = {{0, OutputKind::TopK, 8, 0}};
+      batch.push_back(std::move(s));
+      ++pos[i];
+    }
+    auto [c, g] = both(batch);
+    for (size_t b = 0; b < batch.size(); ++b)
+      expect_dist_close(c[b].outputs[0].dist, g[b].outputs[0].dist,
+                        "step " + std::to_string(si) + " sequence " + std::to_string(steps[si][b]));
+  }
+  const CudaGraphStats stats = cuda_graph_stats(*gpu_);
+  const ModelConfig& mc = weights_->config;
+  if (mc.dense_ffn() && !mc.hybrid() && mc.d_per_layer_input == 0) {
+    EXPECT_TRUE(stats.enabled);
+    EXPECT_GE(stats.captures, 4u);  // buckets 1, 4, 8 and 2 at least
+    EXPECT_GE(stats.replays, 3u);
+  } else {
+    EXPECT_FALSE(stats.enabled);
+  }
+}
+
 TEST_P(CudaVsCpu, CustomMasks) {
   auto tokens = random_tokens(14, 6, vocab());
   auto pages = alloc_pages(pages_for(14, kPageSize));

@@ -1,9 +1,14 @@
 // The CUDA backend's host-side batch plan (engine/cuda/batch_plan.h): row order, token vs Embed
 // rows, KV destinations across page boundaries and shuffled page tables, attention views, and
-// which rows feed which outputs. Runs on any machine (no CUDA).
+// which rows feed which outputs; which steps CUDA graphs take and their padding
+// (engine/cuda/graph_plan.h). Runs on any machine (no CUDA).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+
 #include "engine/cuda/batch_plan.h"
+#include "engine/cuda/graph_plan.h"
 
 namespace pith::cuda {
 namespace {
@@ -106,6 +111,110 @@ TEST(CudaBatchPlan, RebuildClearsThePreviousBatch) {
   EXPECT_TRUE(p.topk_rows.empty());
   EXPECT_EQ(p.max_top_k, 0u);
   EXPECT_EQ(p.attention.size(), 1u);
+}
+
+TEST(DecodeGraphPlan, BucketsPadByLessThanTheirStep) {
+  EXPECT_EQ(decode_graph_bucket(0), 0u);
+  EXPECT_EQ(decode_graph_bucket(1), 1u);
+  EXPECT_EQ(decode_graph_bucket(3), 4u);
+  EXPECT_EQ(decode_graph_bucket(8), 8u);
+  EXPECT_EQ(decode_graph_bucket(9), 16u);
+  EXPECT_EQ(decode_graph_bucket(17), 24u);
+  EXPECT_EQ(decode_graph_bucket(65), 80u);
+  EXPECT_EQ(decode_graph_bucket(129), 160u);
+  EXPECT_EQ(decode_graph_bucket(256), 256u);
+  EXPECT_EQ(decode_graph_bucket(257), 0u);
+  const std::vector<uint32_t> buckets = decode_graph_buckets();
+  EXPECT_EQ(buckets.front(), 1u);
+  EXPECT_EQ(buckets.back(), kMaxGraphBatch);
+  for (uint32_t n = 1; n <= kMaxGraphBatch; ++n) {
+    const uint32_t b = decode_graph_bucket(n);
+    ASSERT_GE(b, n);
+    ASSERT_TRUE(std::binary_search(buckets.begin(), buckets.end(), b)) << n;
+    const uint32_t step = n <= 8 ? n : n <= 64 ? 8 : n <= 128 ? 16 : 32;
+    ASSERT_LT(b - n, step) << n;
+  }
+}
+
+SequenceInput decode_seq(int32_t token, uint32_t pos, std::vector<uint32_t> pages, uint32_t k) {
+  SequenceInput s = tokens_seq({token}, pos, std::move(pages), pos % 4 + 1);
+  s.outputs = {{0, OutputKind::TopK, k, 0}};
+  return s;
+}
+
+TEST(DecodeGraphPlan, OnlyPureDecodeStepsQualify) {
+  BatchPlan p;
+  auto graphable = [&](const std::vector<SequenceInput>& batch) {
+    p.build(batch, 4, 100, 64);
+    return is_graphable_decode(batch, p);
+  };
+  const SequenceInput a = decode_seq(5, 6, {3, 1}, 8), b = decode_seq(7, 0, {2}, 1);
+  EXPECT_TRUE(graphable({a, b}));
+  EXPECT_FALSE(graphable({}));
+  SequenceInput two = tokens_seq({1, 2}, 0, {4}, 2);  // a prefill
+  two.outputs = {{1, OutputKind::TopK, 8, 0}};
+  EXPECT_FALSE(graphable({a, two}));
+  SequenceInput logits = a;
+  logits.outputs = {{0, OutputKind::Logits, 0, 0}};
+  EXPECT_FALSE(graphable({logits}));
+  SequenceInput both = a;
+  both.outputs.push_back({0, OutputKind::TopK, 4, 0});
+  EXPECT_FALSE(graphable({both}));
+  EXPECT_FALSE(graphable({decode_seq(5, 6, {3, 1}, 65)}));  // k beyond the device's top-K
+  SequenceInput masked = a;
+  masked.mask = {{7}};
+  EXPECT_FALSE(graphable({masked}));
+  SequenceInput adapted = a;
+  adapted.adapter = 2;
+  EXPECT_FALSE(graphable({adapted}));
+  SequenceInput hybrid = a;
+  hybrid.state_slot = 0;
+  EXPECT_FALSE(graphable({hybrid}));
+  SequenceInput embed;
+  embed.embed_slots = {3};
+  embed.positions = {6};
+  embed.kv_pages = {3, 1};
+  embed.last_page_len = 3;
+  embed.outputs = {{0, OutputKind::TopK, 8, 0}};
+  EXPECT_FALSE(graphable({embed}));
+  SequenceInput no_output = a;
+  no_output.outputs.clear();
+  EXPECT_FALSE(graphable({no_output}));
+  EXPECT_FALSE(graphable(std::vector<SequenceInput>(kMaxGraphBatch + 1, a)));
+}
+
+TEST(DecodeGraphPlan, PaddingRowsWriteAndReadOnlyThePadPage) {
+  const std::vector<SequenceInput> batch{decode_seq(5, 6, {3, 1}, 8), decode_seq(7, 0, {2}, 1),
+                                         decode_seq(9, 4, {0, 6}, 16)};
+  BatchPlan p;
+  p.build(batch, 4, 100, 64);
+  ASSERT_TRUE(is_graphable_decode(batch, p));
+  const std::array<uint32_t, 1> pad{99};
+  pad_decode_plan(p, decode_graph_bucket(3), pad);
+  EXPECT_EQ(p.n_tokens, 4u);
+  EXPECT_EQ(p.tokens, (std::vector<int32_t>{5, 7, 9, 0}));
+  EXPECT_EQ(p.token_rows, (std::vector<uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(p.positions, (std::vector<uint32_t>{6, 0, 4, 0}));
+  EXPECT_EQ(p.write_pages, (std::vector<uint32_t>{1, 2, 6, 99}));
+  EXPECT_EQ(p.write_slots, (std::vector<uint32_t>{2, 0, 0, 0}));
+  ASSERT_EQ(p.attention.size(), 4u);
+  EXPECT_EQ(p.attention[3].q_begin, 3u);
+  EXPECT_EQ(p.attention[3].n_q, 1u);
+  EXPECT_EQ(p.attention[3].context_len, 1u);
+  ASSERT_EQ(p.attention[3].pages.size(), 1u);
+  EXPECT_EQ(p.attention[3].pages[0], 99u);
+  ASSERT_EQ(p.topk_rows.size(), 4u);
+  EXPECT_EQ(p.topk_rows[3].sequence, kPaddingSequence);
+  EXPECT_EQ(p.topk_rows[3].top_k, 1u);
+  EXPECT_EQ(p.max_top_k, 16u);  // padding asks for less than any real row
+  EXPECT_EQ(max_context_len(p), 7u);
+  // A full bucket gets no padding.
+  BatchPlan q;
+  const std::vector<SequenceInput> four(4, batch[0]);
+  q.build(four, 4, 100, 64);
+  pad_decode_plan(q, decode_graph_bucket(4), pad);
+  EXPECT_EQ(q.n_tokens, 4u);
+  EXPECT_EQ(q.topk_rows.size(), 4u);
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // Per-step GPU time vs wall time of the CUDA backend's forward (CUDA events around the step's
 // work on the backend's stream; wall from the handler's entry to its return), for decode
-// batches of B sequences after a prefill of P tokens each. Prints one JSON line:
+// batches of B sequences after a prefill of P tokens each, with decode CUDA graphs on and off
+// (a backend each). Prints one JSON line:
 //   {"model":..., "device":..., "prompt":P, "steps":N,
-//    "batches":[{"batch":B, "gpu_ms":median, "wall_ms":median, "host_ms":wall-gpu}, ...]}
-// Usage: cuda_step_timing MODEL [--batch 1,64] [--prompt 128] [--steps 32]
+//    "batches":[{"batch":B, "graphs":G, "gpu_ms":median, "wall_ms":median, "host_ms":wall-gpu,
+//                "tok_s":B/wall}, ...]}
+// Usage: cuda_step_timing MODEL [--batch 1,64] [--prompt 128] [--steps 32] [--graphs 1,0]
 // Exits 77 without a GPU (like the GPU tests), 2 on bad arguments.
 #include <fmt/format.h>
 
@@ -39,10 +41,12 @@ std::vector<uint32_t> parse_list(const char* s) {
 
 int run(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL [--batch 1,64] [--prompt 128] [--steps 32]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s MODEL [--batch 1,64] [--prompt 128] [--steps 32] [--graphs 1,0]\n",
+                 argv[0]);
     return 2;
   }
-  std::vector<uint32_t> batches{1, 64};
+  std::vector<uint32_t> batches{1, 64}, graph_settings{1, 0};
   uint32_t prompt = 128, steps = 32;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--batch"))
@@ -51,6 +55,8 @@ int run(int argc, char** argv) {
       prompt = parse_list(argv[i + 1]).at(0);
     else if (!std::strcmp(argv[i], "--steps"))
       steps = parse_list(argv[i + 1]).at(0);
+    else if (!std::strcmp(argv[i], "--graphs"))
+      graph_settings = parse_list(argv[i + 1]);
     else
       fail("unknown option {}", argv[i]);
   }
@@ -69,49 +75,55 @@ int run(int argc, char** argv) {
   const ModelConfig& c = weights->config;
   const size_t page_bytes = size_t{c.n_layers} * 2 * ps * c.kv_dim() * 4;  // F32: an upper bound
   bo.kv_memory_bytes = page_bytes * pages_per_seq * max_b;
-  auto backend = make_cuda_backend(weights, bo, 0);
-
-  std::string rows;
-  for (uint32_t B : batches) {
-    std::vector<std::vector<uint32_t>> pages(B);
-    for (auto& p : pages) p = backend->page_slots().allocate(pages_per_seq);
-    std::vector<SequenceInput> batch(B);
-    for (uint32_t b = 0; b < B; ++b) {  // prefill, one sequence at a time
-      SequenceInput s;
-      for (uint32_t i = 0; i < prompt; ++i) {
-        s.tokens.push_back(static_cast<int32_t>((7 + 131 * (i + b)) % vocab));
-        s.positions.push_back(i);
+  std::string rows, device;
+  for (uint32_t graphs : graph_settings) {
+    bo.cuda_graphs = graphs != 0;
+    auto backend = make_cuda_backend(weights, bo, 0);
+    device = backend->info().device;
+    for (uint32_t B : batches) {
+      std::vector<std::vector<uint32_t>> pages(B);
+      for (auto& p : pages) p = backend->page_slots().allocate(pages_per_seq);
+      std::vector<SequenceInput> batch(B);
+      for (uint32_t b = 0; b < B; ++b) {  // prefill, one sequence at a time
+        SequenceInput s;
+        for (uint32_t i = 0; i < prompt; ++i) {
+          s.tokens.push_back(static_cast<int32_t>((7 + 131 * (i + b)) % vocab));
+          s.positions.push_back(i);
+        }
+        s.kv_pages.assign(pages[b].begin(), pages[b].begin() + (prompt + ps - 1) / ps);
+        s.last_page_len = prompt - (static_cast<uint32_t>(s.kv_pages.size()) - 1) * ps;
+        backend->forward({s});
       }
-      s.kv_pages.assign(pages[b].begin(), pages[b].begin() + (prompt + ps - 1) / ps);
-      s.last_page_len = prompt - (static_cast<uint32_t>(s.kv_pages.size()) - 1) * ps;
-      backend->forward({s});
+      std::vector<double> gpu, wall;
+      for (uint32_t step = 0; step < steps; ++step) {
+        const uint32_t pos = prompt + step, ctx = pos + 1;
+        for (uint32_t b = 0; b < B; ++b) {
+          SequenceInput& s = batch[b];
+          s.tokens = {static_cast<int32_t>((11 + 17 * step + b) % vocab)};
+          s.positions = {pos};
+          s.kv_pages.assign(pages[b].begin(), pages[b].begin() + (ctx + ps - 1) / ps);
+          s.last_page_len = ctx - (static_cast<uint32_t>(s.kv_pages.size()) - 1) * ps;
+          s.outputs = {{0, OutputKind::TopK, 256, 0}};
+        }
+        backend->forward(batch);
+        const CudaStepTime t = cuda_last_step_time(*backend);
+        if (step > 0) {  // the first step warms the GEMM plans
+          gpu.push_back(t.gpu_ms);
+          wall.push_back(t.wall_ms);
+        }
+      }
+      for (auto& p : pages) backend->page_slots().free(p);
+      const double g = median(gpu), w = median(wall);
+      const CudaGraphStats gs = cuda_graph_stats(*backend);
+      rows += fmt::format(
+          "{}{{\"batch\":{},\"graphs\":{},\"gpu_ms\":{:.4f},\"wall_ms\":{:.4f},"
+          "\"host_ms\":{:.4f},\"tok_s\":{:.1f},\"graph_replays\":{}}}",
+          rows.empty() ? "" : ",", B, gs.enabled ? "true" : "false", g, w, w - g, B * 1e3 / w,
+          gs.replays);
     }
-    std::vector<double> gpu, wall;
-    for (uint32_t step = 0; step < steps; ++step) {
-      const uint32_t pos = prompt + step, ctx = pos + 1;
-      for (uint32_t b = 0; b < B; ++b) {
-        SequenceInput& s = batch[b];
-        s.tokens = {static_cast<int32_t>((11 + 17 * step + b) % vocab)};
-        s.positions = {pos};
-        s.kv_pages.assign(pages[b].begin(), pages[b].begin() + (ctx + ps - 1) / ps);
-        s.last_page_len = ctx - (static_cast<uint32_t>(s.kv_pages.size()) - 1) * ps;
-        s.outputs = {{0, OutputKind::TopK, 256, 0}};
-      }
-      backend->forward(batch);
-      const CudaStepTime t = cuda_last_step_time(*backend);
-      if (step > 0) {  // the first step warms the GEMM plans
-        gpu.push_back(t.gpu_ms);
-        wall.push_back(t.wall_ms);
-      }
-    }
-    for (auto& p : pages) backend->page_slots().free(p);
-    const double g = median(gpu), w = median(wall);
-    rows +=
-        fmt::format("{}{{\"batch\":{},\"gpu_ms\":{:.4f},\"wall_ms\":{:.4f},\"host_ms\":{:.4f}}}",
-                    rows.empty() ? "" : ",", B, g, w, w - g);
   }
   std::printf("{\"model\":\"%s\",\"device\":\"%s\",\"prompt\":%u,\"steps\":%u,\"batches\":[%s]}\n",
-              argv[1], backend->info().device.c_str(), prompt, steps, rows.c_str());
+              argv[1], device.c_str(), prompt, steps, rows.c_str());
   return 0;
 }
 

@@ -18,11 +18,14 @@
 // layers that read an earlier layer's pages, double-wide FFNs); gemma4's per-layer embedding
 // branch and layer scale need the whole residual, so those layers add their delta at once.
 // Otherwise the residual adds are fused into the next norm, the CPU's order of operations.
+// A pure decode step (graph_plan.h) is padded to its batch bucket and runs as a CUDA graph
+// (decode_graphs.h), captured once per bucket and replayed: one launch instead of hundreds.
 #include "engine/cuda/cuda_backend.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -31,10 +34,12 @@
 #include "common/error.h"
 #include "engine/cuda/batch_plan.h"
 #include "engine/cuda/cuda_check.h"
+#include "engine/cuda/decode_graphs.h"
 #include "engine/cuda/device_memory.h"
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/family_support.h"
 #include "engine/cuda/gemm.h"
+#include "engine/cuda/graph_plan.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/lora.h"
 #include "engine/cuda/moe_layers.h"
@@ -102,8 +107,28 @@ class CudaBackend final : public Backend {
   void unload_adapter(uint32_t id) override;
 
   CudaStepTime last_step_time() const { return last_step_; }
+  CudaGraphStats graph_stats() const {
+    return {graphs_on_ && graphs_.usable(), graphs_.captures(), graphs_.replays()};
+  }
 
  private:
+  // Device addresses of one forward's staged inputs, and its shape.
+  struct StepInputs {
+    uint32_t T = 0, n_topk = 0, n_logits = 0, k_max = 0;
+    const int32_t* tokens = nullptr;
+    const uint32_t *token_rows = nullptr, *embed_slots = nullptr, *embed_in_rows = nullptr;
+    const uint32_t *write_pages = nullptr, *write_slots = nullptr;
+    const uint32_t *out_rows = nullptr, *out_slots = nullptr;  // Embed outputs
+    const float *cos = nullptr, *sin = nullptr, *cos_sliding = nullptr, *sin_sliding = nullptr;
+    const int32_t* ple_tokens = nullptr;  // per-layer token ids (gemma4 E2B/E4B), else null
+    const uint32_t *lm_rows = nullptr, *ks = nullptr;
+    LoraStep* lora = nullptr;
+  };
+  // The step's device work, from the embeddings to the LM head's copies into host_out_: only
+  // launches on stream_ (a CUDA graph may capture it).
+  void enqueue_step(const StepInputs& in);
+  // Everything enqueue_step's launches take by value or address (decode_graphs.h).
+  uint64_t step_fingerprint(const StepInputs& in) const;
   // Output norm + LM head over ws_.out_x's first n_topk + n_logits rows (top-K rows first);
   // ks: device [n_topk]. Enqueues the copies of the results into host_out_.
   void lm_head(uint32_t n_topk, uint32_t n_logits, const uint32_t* ks, uint32_t k_max);
@@ -144,6 +169,10 @@ class CudaBackend final : public Backend {
   Event done_;
   Event step_start_{true}, step_end_{true};
   CudaStepTime last_step_;
+  DecodeGraphs graphs_;
+  bool graphs_on_ = false;  // options.cuda_graphs and a family whose decode step graphs hold
+  // A KV page past the control layer's pool: padding rows of graph steps write and read it.
+  std::array<uint32_t, 1> pad_page_{};
   std::mutex adapters_mu_;  // load/unload come from other threads than forward
   std::map<uint32_t, std::shared_ptr<const DeviceLoraAdapter>> adapters_;
   std::map<uint32_t, std::shared_ptr<const DeviceLoraAdapter>> step_adapters_;  // held per forward
@@ -190,7 +219,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
 
   // Everything this backend will hold, checked before the first allocation.
   const size_t weight_bytes = device_weight_bytes(*weights_, act_);
-  const size_t kv_bytes = n_pages * page_bytes;
+  const size_t kv_bytes = (n_pages + 1) * page_bytes;  // + the padding page of graph steps
   const size_t state_budget =
       options.state_memory_bytes > 0 ? options.state_memory_bytes : options.kv_memory_bytes;
   const size_t state_bytes = DeviceStatePool::bytes_for(c, state_budget);
@@ -217,6 +246,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
 
   dev_weights_ = std::make_unique<DeviceWeights>(*weights_, act_, stream_.get());
   kv_pool_.reserve(kv_bytes);
+  pad_page_[0] = static_cast<uint32_t>(n_pages);
+  // Graphs hold the dense families' decode steps; the MoE router, the recurrent layers and the
+  // per-layer inputs keep their eager launches.
+  graphs_on_ = options.cuda_graphs && c.dense_ffn() && !c.hybrid() && c.d_per_layer_input == 0;
   embed_store_.reserve(size_t{options.max_embeds} * c.d_model * 4);
   pages_ = std::make_unique<SlotPool>(static_cast<uint32_t>(n_pages), "KV pages");
   embeds_ = std::make_unique<SlotPool>(options.max_embeds, "Embed slots");
@@ -233,7 +266,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
   ws_.ensure(c, act_, kPlannedTokens, kLmChunkRows);
   spdlog::info(
       "cuda: {} (cuda:{}, {} MiB): weights {} MiB, KV pool {} MiB ({} pages of {} "
-      "tokens), {}workspace {} MiB; {} mode, attention: {}",
+      "tokens), {}workspace {} MiB; {} mode, attention: {}, decode CUDA graphs: {}",
       device_name_, device, mib(device_memory_), mib(dev_weights_->bytes()), mib(kv_bytes), n_pages,
       layout_.page_size,
       states_->slots().capacity() > 0
@@ -241,7 +274,7 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
                         states_->slots().capacity())
           : std::string(),
       mib(info().workspace_bytes), act_ == DType::F32 ? "f32" : "bf16",
-      attention_->implementation());
+      attention_->implementation(), graphs_on_ ? "on" : "off");
 }
 
 CudaBackend::~CudaBackend() {
@@ -272,6 +305,9 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   std::vector<SequenceResult> results(batch.size());
   for (size_t si = 0; si < batch.size(); ++si) results[si].outputs.resize(batch[si].outputs.size());
   plan_.build(batch, layout_.page_size, c.vocab_size, kTopKMax);
+  // A pure decode step runs as the CUDA graph of its bucket, padded to it.
+  const bool graph = graphs_on_ && graphs_.usable() && is_graphable_decode(batch, plan_);
+  if (graph) pad_decode_plan(plan_, decode_graph_bucket(plan_.n_tokens), pad_page_);
   const uint32_t T = plan_.n_tokens;
   if (T == 0) return results;
   // The batch's adapters, held until this forward returns (an unload may race with it).
@@ -287,7 +323,7 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   const size_t lora_bytes = lora_.plan(batch, step_adapters_);
   PITH_CUDA_CHECK(cudaSetDevice(device_));
   cudaStream_t s = stream_.get();
-  const uint32_t d = c.d_model, np = rope_.n_pairs(), np_s = rope_sliding_.n_pairs();
+  const uint32_t np = rope_.n_pairs(), np_s = rope_sliding_.n_pairs();
   const bool sliding_rope = c.rope_theta_local > 0;  // a second angle table for sliding layers
   const auto n_topk = static_cast<uint32_t>(plan_.topk_rows.size());
   const auto n_logits = static_cast<uint32_t>(plan_.logits_rows.size());
@@ -362,10 +398,85 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   if (!lora_.empty())
     lora_.stage(staging_, std::max({c.d_model, c.max_d_ff(), c.max_q_dim()}),
                 std::max({c.d_model, c.max_d_ff(), c.max_q_dim()}), act_);
-  LoraStep* lora = lora_.empty() ? nullptr : &lora_;
+  const uint32_t k_max = plan_.max_top_k;
+  StepInputs in;
+  in.T = T;
+  in.n_topk = n_topk;
+  in.n_logits = n_logits;
+  in.k_max = k_max;
+  in.tokens = tokens;
+  in.token_rows = token_rows;
+  in.embed_slots = embed_slots;
+  in.embed_in_rows = embed_in_rows;
+  in.write_pages = write_pages;
+  in.write_slots = write_slots;
+  in.out_rows = out_rows;
+  in.out_slots = out_slots;
+  in.cos = staging_.device_ptr(cos_h);
+  in.sin = staging_.device_ptr(sin_h);
+  in.cos_sliding = staging_.device_ptr(cos_sh);
+  in.sin_sliding = staging_.device_ptr(sin_sh);
+  in.ple_tokens = ple_tokens_h ? staging_.device_ptr(ple_tokens_h) : nullptr;
+  in.lm_rows = staging_.device_ptr(lm_rows_h);
+  in.ks = staging_.device_ptr(ks_h);
+  in.lora = lora_.empty() ? nullptr : &lora_;
+  // The LM head's pinned results grow here, never inside a capture.
+  host_out_.reserve(
+      std::max<size_t>(1, (2 * size_t{n_topk} * k_max + size_t{n_logits} * c.vocab_size) * 4));
   step_start_.record(s);
   staging_.upload(s);
-  attention_->plan(plan_.attention, s);
+  attention_->plan(plan_.attention, s, graph);
+  if (graph) {
+    // Key: bucket, k of the top-K, and the context class the attention splits were chosen for.
+    const uint64_t key = uint64_t{T} | uint64_t{k_max} << 16 |
+                         uint64_t{graph_context_class(max_context_len(plan_))} << 32;
+    if (!graphs_.run(key, step_fingerprint(in), s, [&] { enqueue_step(in); })) enqueue_step(in);
+  } else {
+    enqueue_step(in);
+  }
+  for (uint32_t slot : plan_.embed_out_slots) embed_tokens_[slot] = -1;  // hidden states now
+  step_end_.record(s);
+  done_.record(s);
+  done_.synchronize();
+  step_adapters_.clear();
+
+  const int32_t* ids = host_topk_ids();
+  const float* probs = host_topk_probs(n_topk, k_max);
+  for (uint32_t j = 0; j < n_topk; ++j) {
+    const LmHeadRow& r = plan_.topk_rows[j];
+    if (r.sequence == kPaddingSequence) continue;
+    TokenDistribution& dist = results[r.sequence].outputs[r.output].dist;
+    dist.ids.assign(ids + size_t{j} * k_max, ids + size_t{j} * k_max + r.top_k);
+    dist.probs.assign(probs + size_t{j} * k_max, probs + size_t{j} * k_max + r.top_k);
+  }
+  const float* logits = host_logits(n_topk, k_max);
+  for (uint32_t j = 0; j < n_logits; ++j) {
+    const LmHeadRow& r = plan_.logits_rows[j];
+    const float* row = logits + size_t{j} * c.vocab_size;
+    OutputResult& out = results[r.sequence].outputs[r.output];
+    if (r.top_k == 0)
+      out.logits.assign(row, row + c.vocab_size);
+    else  // top-K beyond the device reduction's limit (batch_plan.h)
+      out.dist = top_k_distribution(row, c.vocab_size, r.top_k);
+  }
+  last_step_.gpu_ms = step_end_.elapsed_since(step_start_);
+  last_step_.wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_start)
+          .count();
+  return results;
+}
+
+void CudaBackend::enqueue_step(const StepInputs& in) {
+  const ModelConfig& c = config();
+  cudaStream_t s = stream_.get();
+  const uint32_t T = in.T, d = c.d_model, np = rope_.n_pairs(), np_s = rope_sliding_.n_pairs();
+  const bool sliding_rope = c.rope_theta_local > 0;
+  const uint32_t n_topk = in.n_topk, n_logits = in.n_logits, R = n_topk + n_logits;
+  const int32_t* tokens = in.tokens;
+  const uint32_t *token_rows = in.token_rows, *embed_slots = in.embed_slots,
+                 *embed_in_rows = in.embed_in_rows, *write_pages = in.write_pages,
+                 *write_slots = in.write_slots, *out_rows = in.out_rows, *out_slots = in.out_slots;
+  LoraStep* lora = in.lora;
 
   // Input rows: embedding-table rows and Embed slots, into the residual stream.
   float* x = ws_.x.as<float>();
@@ -389,12 +500,12 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
     scatter_rows(tmp, embed_in_rows, n_emb, d, x, s);
   }
 
-  if (ple_tokens_h) per_layer_->prepare(w, x, staging_.device_ptr(ple_tokens_h), T, *gemm_, s);
+  if (in.ple_tokens) per_layer_->prepare(w, x, in.ple_tokens, T, *gemm_, s);
 
-  const float* cos_d = staging_.device_ptr(cos_h);
-  const float* sin_d = staging_.device_ptr(sin_h);
-  const float* cos_sd = staging_.device_ptr(cos_sh);
-  const float* sin_sd = staging_.device_ptr(sin_sh);
+  const float* cos_d = in.cos;
+  const float* sin_d = in.sin;
+  const float* cos_sd = in.cos_sliding;
+  const float* sin_sd = in.sin_sliding;
   void* h = ws_.h.get();
   void* q = ws_.q.get();
   void* k = ws_.k.get();
@@ -485,10 +596,10 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
     if (L.post_ffn_norm)
       add_rmsnorm(delta, nullptr, L.post_ffn_norm, T, d, c.rms_eps, delta, DType::F32, s);
     pending = true;
-    if (ple_tokens_h || c.layer_scale) {  // these read or scale the whole residual: add now
+    if (in.ple_tokens || c.layer_scale) {  // these read or scale the whole residual: add now
       add_rows(x, delta, DType::F32, T, d, s);
       pending = false;
-      if (ple_tokens_h) per_layer_->apply(L, l, x, T, tmp, *gemm_, s);
+      if (in.ple_tokens) per_layer_->apply(L, l, x, T, tmp, *gemm_, s);
       if (c.layer_scale) scale_rows(x, size_t{T} * d, L.layer_scale, s);
     }
   }
@@ -499,41 +610,30 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   if (n_embed_out > 0) {
     gather_rows(x, out_rows, n_embed_out, d, tmp, s);
     scatter_rows(tmp, out_slots, n_embed_out, d, store, s);
-    for (uint32_t slot : plan_.embed_out_slots) embed_tokens_[slot] = -1;  // hidden states
   }
-  const uint32_t k_max = plan_.max_top_k;
   if (R > 0) {
-    gather_rows(x, staging_.device_ptr(lm_rows_h), R, d, ws_.out_x.as<float>(), s);
-    lm_head(n_topk, n_logits, staging_.device_ptr(ks_h), k_max);
+    gather_rows(x, in.lm_rows, R, d, ws_.out_x.as<float>(), s);
+    lm_head(n_topk, n_logits, in.ks, in.k_max);
   }
-  step_end_.record(s);
-  done_.record(s);
-  done_.synchronize();
-  step_adapters_.clear();
+}
 
-  const int32_t* ids = host_topk_ids();
-  const float* probs = host_topk_probs(n_topk, k_max);
-  for (uint32_t j = 0; j < n_topk; ++j) {
-    const LmHeadRow& r = plan_.topk_rows[j];
-    TokenDistribution& dist = results[r.sequence].outputs[r.output].dist;
-    dist.ids.assign(ids + size_t{j} * k_max, ids + size_t{j} * k_max + r.top_k);
-    dist.probs.assign(probs + size_t{j} * k_max, probs + size_t{j} * k_max + r.top_k);
-  }
-  const float* logits = host_logits(n_topk, k_max);
-  for (uint32_t j = 0; j < n_logits; ++j) {
-    const LmHeadRow& r = plan_.logits_rows[j];
-    const float* row = logits + size_t{j} * c.vocab_size;
-    OutputResult& out = results[r.sequence].outputs[r.output];
-    if (r.top_k == 0)
-      out.logits.assign(row, row + c.vocab_size);
-    else  // top-K beyond the device reduction's limit (batch_plan.h)
-      out.dist = top_k_distribution(row, c.vocab_size, r.top_k);
-  }
-  last_step_.gpu_ms = step_end_.elapsed_since(step_start_);
-  last_step_.wall_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_start)
-          .count();
-  return results;
+uint64_t CudaBackend::step_fingerprint(const StepInputs& in) const {
+  Fingerprint f;
+  for (uint64_t v : {uint64_t{in.T}, uint64_t{in.n_topk}, uint64_t{in.n_logits}, uint64_t{in.k_max},
+                     attention_->launch_fingerprint()})
+    f.mix(v);
+  const void* addresses[] = {in.tokens,      in.token_rows,  in.embed_slots, in.embed_in_rows,
+                             in.write_pages, in.write_slots, in.out_rows,    in.out_slots,
+                             in.cos,         in.sin,         in.cos_sliding, in.sin_sliding,
+                             in.ple_tokens,  in.lm_rows,     in.ks,          in.lora,
+                             host_out_.get()};
+  for (const void* p : addresses) f.mix(p);
+  for (const DeviceBuffer* b :
+       {&ws_.x, &ws_.delta, &ws_.tmp, &ws_.h, &ws_.attn, &ws_.q, &ws_.k, &ws_.v, &ws_.q_gate,
+        &ws_.gate, &ws_.gate_up, &ws_.ff, &ws_.out_x, &ws_.out_h, &ws_.logits, &ws_.topk_ids,
+        &ws_.topk_probs, &ws_.topk_scratch})
+    f.mix(b->get());
+  return f.h;
 }
 
 void CudaBackend::lm_head(uint32_t n_topk, uint32_t n_logits, const uint32_t* ks, uint32_t k_max) {
@@ -725,6 +825,13 @@ CudaStepTime cuda_last_step_time(const Backend& backend) {
   if (cuda == nullptr)
     fail("step timing: backend '{}' is not the CUDA backend", backend.info().name);
   return cuda->last_step_time();
+}
+
+CudaGraphStats cuda_graph_stats(const Backend& backend) {
+  const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
+  if (cuda == nullptr)
+    fail("graph statistics: backend '{}' is not the CUDA backend", backend.info().name);
+  return cuda->graph_stats();
 }
 
 }  // namespace pith

@@ -7,6 +7,7 @@
 // builds, and it exists only when the project is built with CUDA (PITH_HAVE_CUDA).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "backend/backend.h"
@@ -33,5 +34,15 @@ struct CudaStepTime {
   double wall_ms = 0;
 };
 CudaStepTime cuda_last_step_time(const Backend& backend);
+
+// Decode-step CUDA graphs of a backend made by make_cuda_backend (BackendOptions::cuda_graphs):
+// whether they are in use, how many were captured and how many steps replayed one. Throws
+// pith::Error for any other backend.
+struct CudaGraphStats {
+  bool enabled = false;
+  uint64_t captures = 0;
+  uint64_t replays = 0;
+};
+CudaGraphStats cuda_graph_stats(const Backend& backend);
 
 }  // namespace pith

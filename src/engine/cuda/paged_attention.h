@@ -18,6 +18,14 @@
 
 namespace pith::cuda {
 
+// The context a CUDA graph's split count is chosen for: the longest context of the step rounded
+// up to a power of two, at least 256 slots (two chunks of the own kernel).
+inline uint32_t graph_context_class(uint32_t max_kv_len) {
+  uint32_t c = 256;
+  while (c < max_kv_len && c < (1u << 31)) c <<= 1;
+  return c;
+}
+
 class PagedAttention {
  public:
   // allow_flashinfer = false keeps BF16 on the own kernel (tests compare the two).
@@ -31,13 +39,20 @@ class PagedAttention {
   // uploaded asynchronously on `stream`; grows its buffers if the batch is bigger than planned.
   // Throws pith::Error on an inconsistent sequence (mask runs not summing to context_len,
   // page table too short, n_q > context_len).
-  void plan(std::span<const AttentionSequence> seqs, cudaStream_t stream);
+  // for_graph: the launches are captured into (or replayed from) a CUDA graph, so they must
+  // depend only on the row count: the own kernel, with the split count of the longest context.
+  void plan(std::span<const AttentionSequence> seqs, cudaStream_t stream, bool for_graph = false);
   // One layer: q and out [n_tokens][n_heads][head_dim] (layout.dtype); GQA/MQA by n_heads /
   // n_kv_heads; reads K/V of `layer` from `pool`. `options` carries the family's query scale,
   // soft-cap and sliding window; a layer with a soft-cap or a window runs on the own kernel
   // (FlashInfer is instantiated without those variants).
   void run(uint32_t layer, const void* q, const void* pool, void* out, cudaStream_t stream,
            const AttentionOptions& options = {});
+
+  // A hash of everything the last plan() made run() pass by value (device array addresses, row
+  // count, split settings): two steps with equal fingerprints launch identical kernels for a
+  // layer, which is what replaying a CUDA graph of one for the other requires.
+  uint64_t launch_fingerprint() const;
 
   // Caps the own kernel's KV splits (split-K decode, attention/paged_attention_kernel.h);
   // 1 turns splitting off. Tests and timings compare the two.

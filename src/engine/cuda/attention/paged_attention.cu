@@ -78,6 +78,8 @@ struct PagedAttention::Impl {
   // largest split launch choose_kv_splits allows (fewer than 4 x SMs split blocks of at most
   // the widest layer's heads_per_block x head_dim), allocated once so its address never moves.
   uint32_t n_sms = 1;
+  bool for_graph = false;      // this forward is captured or replayed as a CUDA graph
+  uint32_t graph_longest = 0;  // for_graph: the context the split count is chosen for
   uint32_t max_splits = attn::kMaxSplits;
   float* split_scratch = nullptr;
   size_t split_scratch_floats = 0;
@@ -106,10 +108,11 @@ struct PagedAttention::Impl {
       size_t offset;
     };
     auto ints = [](const std::vector<int32_t>& v) { return v.size() * sizeof(int32_t); };
+    // Arrays sized by the sequence and row counts first, the page list last: a CUDA graph of a
+    // decode step (same counts, no mask bits) then finds every array where it was captured.
     Section sections[] = {
         {plan.qo_indptr.data(), ints(plan.qo_indptr), 0},
         {plan.kv_page_indptr.data(), ints(plan.kv_page_indptr), 0},
-        {plan.kv_page_indices.data(), ints(plan.kv_page_indices), 0},
         {plan.kv_last_page_len.data(), ints(plan.kv_last_page_len), 0},
         {plan.kv_len.data(), ints(plan.kv_len), 0},
         {plan.mask_indptr.data(), ints(plan.mask_indptr), 0},
@@ -117,6 +120,7 @@ struct PagedAttention::Impl {
         {plan.row_q.data(), ints(plan.row_q), 0},
         {plan.row_pos.data(), ints(plan.row_pos), 0},
         {plan.mask_bits.data(), plan.mask_bits.size(), 0},
+        {plan.kv_page_indices.data(), ints(plan.kv_page_indices), 0},
     };
     size_t total = 0;
     for (Section& s : sections) {
@@ -135,14 +139,14 @@ struct PagedAttention::Impl {
     auto at = [&](int i) { return reinterpret_cast<int32_t*>(dev + sections[i].offset); };
     qo_indptr = at(0);
     kv_page_indptr = at(1);
-    kv_page_indices = at(2);
-    kv_last_page_len = at(3);
-    kv_len = at(4);
-    mask_indptr = at(5);
-    row_seq = at(6);
-    row_q = at(7);
-    row_pos = at(8);
-    mask_bits = reinterpret_cast<uint8_t*>(dev + sections[9].offset);
+    kv_last_page_len = at(2);
+    kv_len = at(3);
+    mask_indptr = at(4);
+    row_seq = at(5);
+    row_q = at(6);
+    row_pos = at(7);
+    mask_bits = reinterpret_cast<uint8_t*>(dev + sections[8].offset);
+    kv_page_indices = at(9);
   }
 
 #if PITH_HAVE_FLASHINFER
@@ -228,9 +232,12 @@ struct PagedAttention::Impl {
     p.kv_len = kv_len;
     p.mask_indptr = mask_indptr;
     p.mask_bits = mask_bits;
-    // A window bounds what a row walks, whatever the context.
-    const uint32_t visible =
-        options.window > 0 ? std::min(plan.max_kv_len, options.window) : plan.max_kv_len;
+    // A window bounds what a row walks, whatever the context. A graph's split count depends on
+    // the step's contexts only through their power-of-two class (graph_context_class), part of
+    // the launch fingerprint: a graph serves every step of its class, shares past a row's end
+    // cost an empty block.
+    const uint32_t longest = for_graph ? graph_longest : plan.max_kv_len;
+    const uint32_t visible = options.window > 0 ? std::min(longest, options.window) : longest;
     p.n_splits = std::min(
         max_splits,
         attn::choose_kv_splits(plan.n_rows(), n_heads / p.heads_per_block, visible, n_sms));
@@ -305,6 +312,25 @@ PagedAttention::PagedAttention(const KvPoolLayout& layout, uint32_t n_heads, uin
 
 PagedAttention::~PagedAttention() = default;
 
+uint64_t PagedAttention::launch_fingerprint() const {
+  const Impl& m = *impl_;
+  // FNV-1a over what run() passes by value besides the layer's constants.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ull;
+  };
+  const void* arrays[] = {m.qo_indptr, m.kv_page_indptr, m.kv_page_indices, m.kv_last_page_len,
+                          m.kv_len,    m.mask_indptr,    m.row_seq,         m.row_q,
+                          m.row_pos,   m.mask_bits,      m.split_scratch};
+  for (const void* p : arrays) mix(reinterpret_cast<uintptr_t>(p));
+  mix(m.plan.n_rows());
+  mix(m.max_splits);
+  mix(m.for_graph);
+  mix(m.for_graph ? m.graph_longest : 0);
+  mix(m.use_flashinfer_now);
+  return h;
+}
+
 void PagedAttention::set_max_kv_splits(uint32_t n) {
   impl_->max_splits = std::clamp(n, 1u, attn::kMaxSplits);
 }
@@ -313,18 +339,23 @@ const char* PagedAttention::implementation() const {
   return impl_->flashinfer ? "flashinfer" : "pith";
 }
 
-void PagedAttention::plan(std::span<const AttentionSequence> seqs, cudaStream_t stream) {
+void PagedAttention::plan(std::span<const AttentionSequence> seqs, cudaStream_t stream,
+                          bool for_graph) {
   Impl& m = *impl_;
+  m.for_graph = for_graph;
   m.wait_staging();
   bool any_mask = false;
   for (const AttentionSequence& s : seqs)
     any_mask = any_mask || (s.n_q > 0 && s.mask != nullptr && !s.mask->empty());
   // A FlashInfer custom-mask launch needs bits for the causal sequences beside masked ones.
   build_attention_plan(seqs, m.layout.page_size, m.flashinfer && any_mask, m.plan);
+  m.graph_longest = for_graph ? graph_context_class(m.plan.max_kv_len) : 0;
   m.last_stream = stream;
   m.upload(stream);
   // FlashInfer addresses query rows by qo_indptr, so it needs them packed in plan order.
-  m.use_flashinfer_now = m.flashinfer && m.plan.rows_packed && m.plan.n_rows() > 0;
+  // FlashInfer's plan (its split schedule, grid) changes with the contexts: graphs take the
+  // own kernel, whose launch depends only on the row count.
+  m.use_flashinfer_now = !for_graph && m.flashinfer && m.plan.rows_packed && m.plan.n_rows() > 0;
 #if PITH_HAVE_FLASHINFER
   if (m.use_flashinfer_now) m.plan_flashinfer(stream);
 #endif
