@@ -133,7 +133,6 @@ TokenDistribution CudaBackend::next_dist(uint32_t embed_slot, uint32_t top_k) {
   return dist;
 }
 
-
 }  // namespace cuda
 
 int cuda_device_count() {
