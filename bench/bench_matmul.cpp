@@ -125,11 +125,14 @@ nlohmann::json run_matmul_bench(const MatmulBenchOptions& o) {
     for (const auto& shape : shapes) {
       auto wbytes = random_matrix(dtype, shape.rows, shape.cols);
       WeightMatrix w{dtype, shape.rows, shape.cols, wbytes.data()};
-      // As the CPU backend holds it: Q8_0 / BF16 packed into panels at load where the CPU has
-      // the dot instructions (the panel GEMM then serves every token count).
+      // As the CPU backend holds it: packed into panels at load where the kernel level reads
+      // them (AVX-512: Q8_0 / Q4_K / BF16, the panel GEMM then serving every token count; AVX2:
+      // Q4_K, for decode).
       std::shared_ptr<const void> panels;
-      if (o.isa == KernelIsa::Avx512 && (panels = pack_weight_panels(pool, w)))
-        w.panels = panels.get();
+      if (o.isa != KernelIsa::Scalar) {
+        ScopedIsaCap cap(o.isa);
+        if ((panels = pack_weight_panels(pool, w))) w.panels = panels.get();
+      }
       for (size_t n : o.tokens) {
         if (shape.rows > 100000 && n > o.max_lm_head_tokens) continue;
         std::vector<float> x(n * shape.cols), y(n * shape.rows);

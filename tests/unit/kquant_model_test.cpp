@@ -282,4 +282,25 @@ TEST(KQuantModel, LoadTimePanelsKeepTheLogits) {
   EXPECT_LT(prefill_err, 0.03);
 }
 
+// The same model on the AVX2 kernel level, where the Q4_K matrices are packed at load for the
+// AVX2 decode kernel (gemv_panels_avx2.cpp) and prefill keeps reading the rows: decode logits from
+// the panels against the rows' (the same integer sums, scaled in f32 in another order; on this
+// model the differences rarely move an int8 activation of the next product, so the logits are
+// often identical: Matmul.Avx2PanelsDecode checks the products themselves).
+TEST(KQuantModel, Avx2LoadTimePanelsKeepTheLogits) {
+  if (!isa_supported(KernelIsa::Avx2)) GTEST_SKIP() << "no AVX2";
+  ScopedIsaCap cap(KernelIsa::Avx2);
+  TempDir dir;
+  auto [rows_engine, panels_engine] =
+      test::rows_and_panels(load(generate(dir, "tiny256", "q4_k_m")));
+  ASSERT_GT(panels_engine->info().weight_bytes, rows_engine->info().weight_bytes);
+  const auto prompt = random_tokens(40, 1);
+  const double decode_err = rel_rms(test::decode_logits(*panels_engine, prompt, 12),
+                                    test::decode_logits(*rows_engine, prompt, 12));
+  const double prefill_err = rel_rms(test::prefill_logits(*panels_engine, prompt),
+                                     test::prefill_logits(*rows_engine, prompt));
+  EXPECT_LT(decode_err, 1e-5);
+  EXPECT_EQ(prefill_err, 0.0);  // 40 tokens: the integer GEMM over the rows either way
+}
+
 }  // namespace pith

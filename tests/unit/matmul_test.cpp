@@ -429,6 +429,63 @@ TEST(Matmul, LoadTimePanelsServeEveryTokenCount) {
   EXPECT_EQ(pack_weight_panels(pool, WeightMatrix{none, 16, 256, wbytes.data()}), nullptr);
 }
 
+// AVX2 decodes Q4_K and BF16 from panels packed at load (gemv_panels_avx2.cpp, the layouts the
+// AVX-512 kernels read) for 1-4 tokens: against the row kernels they replace and the scalar
+// reference, on a row count that leaves a partial panel (its padded rows must not be stored:
+// the outputs are exact in size) and an odd panel count, through matmul_blocks bit for bit,
+// and for Q4_K, where the CPU has AVX512_VNNI, bit for bit against the VNNI kernel on the same
+// panels (same integer sums, same f32 steps).
+TEST(Matmul, Avx2PanelsDecode) {
+  if (!isa_supported(KernelIsa::Avx2)) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(33);
+  ThreadPool pool(2);
+  for (DType dt : {DType::Q4_K, DType::BF16})
+    for (size_t cols : {size_t{256}, size_t{2048}}) {
+      const size_t rows = 2 * kMatmulBlockRows + 37;
+      auto wbytes = make_weights(dt, rows, cols, rng);
+      const WeightMatrix w{dt, rows, cols, wbytes.data()};
+      std::shared_ptr<const void> panels;
+      {
+        ScopedIsaCap cap(KernelIsa::Avx2);
+        panels = pack_weight_panels(pool, w);
+      }
+      ASSERT_NE(panels, nullptr);
+      WeightMatrix packed = w;
+      packed.panels = panels.get();
+      for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{4}}) {
+        ASSERT_TRUE(kernels::uses_avx2_panels(packed, n));
+        auto x = make_acts(n * cols, rng);
+        std::vector<float> got(n * rows), rows_out(n * rows), want(n * rows), blocks(n * rows, NAN);
+        matmul(pool, packed, x.data(), n, got.data(), KernelIsa::Avx2);
+        matmul(pool, w, x.data(), n, rows_out.data(), KernelIsa::Avx2);
+        matmul_reference(w, x.data(), n, want.data());
+        const std::string what = fmt::format("{} {}x{} n={}", dtype_info(dt).name, rows, cols, n);
+        const auto scale = output_scales(w, x.data(), n);
+        expect_close(got, want, scale, tolerance(dt), what);
+        expect_close(got, rows_out, scale, vs_scalar_tolerance(dt), what + " vs rows");
+        {
+          ScopedIsaCap cap(KernelIsa::Avx2);
+          std::mutex mu;
+          matmul_blocks(pool, packed, x.data(), n, [&](const MatmulBlock& b) {
+            std::lock_guard<std::mutex> lock(mu);
+            for (size_t t = 0; t < b.n_tokens; ++t)
+              for (size_t r = 0; r < b.n_rows; ++r)
+                blocks[(b.t0 + t) * rows + b.r0 + r] = b.y[t * b.n_rows + r];
+          });
+        }
+        for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(blocks[i], got[i]) << what << " i=" << i;
+        if (dt == DType::Q4_K && isa_supported(KernelIsa::Avx512) &&
+            kernels::uses_panel_gemm(packed, n)) {
+          std::vector<float> vnni(n * rows);
+          matmul(pool, packed, x.data(), n, vnni.data(), KernelIsa::Avx512);
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_EQ(vnni[i], got[i]) << what << " vs VNNI, i=" << i;
+        }
+      }
+      EXPECT_FALSE(kernels::uses_avx2_panels(packed, kernels::kPanelMaxTokens + 1));
+    }
+}
+
 // matmul_blocks hands out every (row block, token chunk) exactly once, with the same values
 // as matmul (same kernels, so bit-identical), across token counts on both sides of the
 // tile/GEMM switch and of the 128-token chunk, and a row count that is not a block multiple.

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 
 namespace pith {
 
@@ -48,8 +50,18 @@ KernelIsa hardware_best() {
   return best;
 }
 
+// The cap a process starts with: PITH_ISA (scalar, avx2, avx512) if set, so a whole test suite or
+// server can run the lower levels' kernels on a host that has more.
+KernelIsa initial_cap() {
+  const char* env = std::getenv("PITH_ISA");
+  if (env == nullptr || *env == '\0') return KernelIsa::Avx512;
+  if (auto isa = isa_from_name(env)) return *isa;
+  std::fprintf(stderr, "pith: PITH_ISA=%s is not scalar, avx2 or avx512; ignored\n", env);
+  return KernelIsa::Avx512;
+}
+
 // Relaxed: the cap is set by tests between kernel runs, never raced against them.
-std::atomic<KernelIsa> g_isa_cap{KernelIsa::Avx512};
+std::atomic<KernelIsa> g_isa_cap{initial_cap()};
 }  // namespace
 
 const CpuFeatures& cpu_features() {

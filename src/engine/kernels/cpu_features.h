@@ -45,7 +45,8 @@ std::string_view isa_name(KernelIsa isa);  // "scalar", "avx2", "avx512"
 std::optional<KernelIsa> isa_from_name(std::string_view name);
 
 // Caps isa_supported / best_isa at `cap` for the whole process (a cap above what the CPU has
-// changes nothing). Meant for tests: set it before kernels run, not while they do; kernels that
+// changes nothing). The environment variable PITH_ISA (scalar, avx2, avx512) sets the cap a
+// process starts with. Meant for tests: set it before kernels run, not while they do; kernels that
 // already chose an ISA keep it.
 void set_isa_cap(KernelIsa cap);
 KernelIsa isa_cap();

@@ -41,24 +41,9 @@ struct Bf16Block {
   uint16_t v[32];
 };
 
-struct Bf16Format {
+struct Bf16Format : Bf16Panels {
   using Act = Bf16Block;
-  static constexpr size_t kCols = 32;
-  static constexpr size_t kBytes = 16 * 64;  // 16 column pairs x 16 rows
   static constexpr int kPanels = 4, kTokens = 6;
-
-  static void pack(const uint8_t* w0, size_t w_stride, size_t n_rows, size_t nb, uint8_t* dst) {
-    for (size_t b = 0; b < nb; ++b, dst += kBytes) {
-      for (size_t half = 0; half < 2; ++half) {  // column pairs 0-7, then 8-15
-        __m256i rows[16];
-        for (size_t r = 0; r < 16; ++r)
-          rows[r] = r < n_rows ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                                     w0 + r * w_stride + b * 64 + half * 32))
-                               : _mm256_setzero_si256();
-        store_groups(rows, dst + half * 8 * 64);
-      }
-    }
-  }
 
   using Side = int32_t;  // unused
   static constexpr size_t kSidePerBlock = 0;

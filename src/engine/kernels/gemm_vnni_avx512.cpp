@@ -409,58 +409,15 @@ struct KquantFormat {
   }
 };
 
-// ---- Q4_K packed once at load: the quants stay nibbles ----
+// ---- Q4_K packed once at load: the quants stay nibbles (weight_panels.h: Q4KPanels) ----
 //
-// Decode streams the weights once per token, so its panels must not be larger than the file's
-// rows (KquantFormat's bytes take 2.2x). Per panel and 256-block, 2368 bytes (16 x 148; the file
-// has 144 per row): 4 unit pairs x 8 groups of 64 bytes, group (c, G) holding for each row the
-// file's qs bytes [32c + 4G, 32c + 4G + 4) — their low nibbles are quants 4G.. of unit 2c, the
-// high nibbles those of unit 2c + 1 — then the unit scales sc[u][row] (bytes), the mins as
-// pairs m[c][row] = (m[2c], m[2c + 1]) (bytes, widened for vpdpwssd), d[row] and dmin[row]
-// (fp16). Per unit the integer dot is scaled by sc in int32 (exact, as the file's math), the
-// mins term is Σ m · (Σ a of the unit) by vpdpwssd, and only the block's two sums are scaled in
-// f32 (d · d_a, dmin · d_a).
+// Per unit the integer dot is scaled by sc in int32 (exact, as the file's math), the mins term
+// is Σ m · (Σ a of the unit) by vpdpwssd, and only the block's two sums are scaled in f32
+// (d · d_a, dmin · d_a).
 template <int kP, int kT>
-struct Q4KNibbleFormat {
+struct Q4KNibbleFormat : Q4KPanels {
   using Act = ActQ8K;
-  static constexpr size_t kCols = kQK;
-  static constexpr size_t kScales = 2048, kMins = kScales + 128, kD = kMins + 128, kDmin = kD + 32;
-  static constexpr size_t kBytes = kDmin + 32;
-  static_assert(kBytes == 16 * 148);
   static constexpr int kPanels = kP, kTokens = kT;
-
-  static void pack(const uint8_t* w0, size_t w_stride, size_t n_rows, size_t nb, uint8_t* dst) {
-    for (size_t b = 0; b < nb; ++b, dst += kBytes) {
-      uint8_t* sc = dst + kScales;
-      uint8_t* mins = dst + kMins;
-      uint16_t* d = reinterpret_cast<uint16_t*>(dst + kD);
-      uint16_t* dmin = reinterpret_cast<uint16_t*>(dst + kDmin);
-      __m256i q[16][4];
-      for (size_t r = 0; r < 16; ++r) {
-        uint8_t s[8] = {}, m[8] = {};
-        d[r] = dmin[r] = 0;  // a padded row: all zero
-        for (int c = 0; c < 4; ++c) q[r][c] = _mm256_setzero_si256();
-        if (r < n_rows) {
-          const auto* w = reinterpret_cast<const BlockQ4_K*>(w0 + r * w_stride) + b;
-          for (int c = 0; c < 4; ++c)
-            q[r][c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qs + 32 * c));
-          unpack_q4k_scales(w->scales, s, m);
-          d[r] = w->d;
-          dmin[r] = w->dmin;
-        }
-        for (int u = 0; u < 8; ++u) sc[u * 16 + r] = s[u];
-        for (int c = 0; c < 4; ++c) {
-          mins[(c * 16 + r) * 2] = m[2 * c];
-          mins[(c * 16 + r) * 2 + 1] = m[2 * c + 1];
-        }
-      }
-      for (int c = 0; c < 4; ++c) {
-        __m256i rows[16];
-        for (size_t r = 0; r < 16; ++r) rows[r] = q[r][c];
-        store_groups(rows, dst + c * 8 * 64);
-      }
-    }
-  }
 
   // Per activation block and unit pair c: (Σ a of unit 2c, Σ a of unit 2c + 1) as two int16.
   using Side = int32_t;

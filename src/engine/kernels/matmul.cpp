@@ -217,7 +217,11 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_to
 }
 
 std::shared_ptr<const void> pack_weight_panels(ThreadPool& pool, const WeightMatrix& w) {
-  if (best_isa() != KernelIsa::Avx512 || w.data == nullptr || w.rows == 0) return nullptr;
+  if (w.data == nullptr || w.rows == 0) return nullptr;
+  // AVX2 decodes Q4_K and BF16 from the same panels (gemv_panels_avx2.cpp); its other kernels
+  // read rows.
+  if (best_isa() == KernelIsa::Avx2) return kernels::pack_panels_avx2(pool, w);
+  if (best_isa() != KernelIsa::Avx512) return nullptr;
   if (kernels::is_block32_quant(w.dtype) || w.dtype == DType::Q4_K)
     return kernels::pack_panels_vnni_avx512(pool, w);
   if (w.dtype == DType::BF16) return kernels::pack_panels_bf16_avx512(pool, w);

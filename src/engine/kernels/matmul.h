@@ -30,7 +30,7 @@ struct WeightMatrix {
   size_t rows = 0;  // out features
   size_t cols = 0;  // in features (multiple of the dtype's block size)
   const void* data = nullptr;
-  // The same matrix in the AVX-512 panel layout (pack_weight_panels), or null. Kernels that
+  // The same matrix in the 16-row panel layout (pack_weight_panels), or null. Kernels that
   // know the layout read it instead of `data`; `data` stays valid for the others. A matrix
   // made from another's rows must not copy it.
   const void* panels = nullptr;
@@ -68,11 +68,11 @@ inline constexpr size_t kMatmulBlockTokens = 120;  // a block's output stays wit
 void matmul_blocks(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_tokens,
                    const MatmulBlockFn& consume);
 
-// Repacks w once for the AVX-512 panel GEMM, where the panels take about the bytes of its rows
-// (Q8_0 and Q4_K on AVX512_VNNI CPUs, BF16 with 32-multiple columns on AVX512_BF16 ones); null
-// for other dtypes and CPUs. Setting w.panels to it (kept alive as long as w) makes every
-// product with w, decode included, stream 16-row panels instead of rows and skip per-call
-// packing.
+// Repacks w once for the panel kernels, where the panels take about the bytes of its rows
+// (Q8_0 and Q4_K on AVX512_VNNI CPUs, BF16 with 32-multiple columns on AVX512_BF16 ones, Q4_K
+// on AVX2 ones, whose decode reads them); null for other dtypes and CPUs. Setting w.panels to it
+// (kept alive as long as w) makes every product with w, decode included, stream 16-row panels
+// instead of rows and skip per-call packing.
 std::shared_ptr<const void> pack_weight_panels(ThreadPool& pool, const WeightMatrix& w);
 // Bytes per row of those panels: the 16-row panel of rows [r, r + 16) starts at
 // r * panel_row_bytes. The rows' own bytes for Q8_0 and BF16; Q4_K keeps its scales unpacked

@@ -382,6 +382,7 @@ void for_dtype_tiles(DType dtype, Fn&& fn) {
 
 void matmul_avx2(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
                  float* y) {
+  if (uses_avx2_panels(w, n_tokens)) return gemv_panels_avx2(pool, w, x, n_tokens, y);
   if (uses_int8_gemm(w, n_tokens)) return gemm_int8_avx2(pool, w, x, n_tokens, y);
   if (n_tokens >= kGemmMinTokens) {
     // Float weights (the quantised ones took the integer GEMM above).
@@ -408,6 +409,8 @@ Avx2BlockActs prepare_avx2_blocks(ThreadPool& pool, const WeightMatrix& w, const
 
 void matmul_avx2_rows(const WeightMatrix& w, const Avx2BlockActs& a, size_t t_begin, size_t t_end,
                       size_t r_begin, size_t r_end, float* y, size_t ldy) {
+  if (uses_avx2_panels(w, a.n_tokens))
+    return gemv_panels_avx2_rows(w, *a.acts, t_begin, t_end, r_begin, r_end, y, ldy);
   if (a.int8_gemm) return gemm_int8_avx2_rows(w, *a.acts, t_begin, t_end, r_begin, r_end, y, ldy);
   if (a.gemm_packed != nullptr && a.token_lanes)
     return gemm_lanes_avx2_rows(w, a.gemm_packed, t_begin, t_end, r_begin, r_end, y, ldy);

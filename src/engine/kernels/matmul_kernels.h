@@ -129,6 +129,18 @@ void matmul_scalar(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& 
                    float* y);
 void matmul_avx2(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x, size_t n_tokens,
                  float* y);
+// Q4_K and BF16 products of up to kPanelMaxTokens tokens (decode) on AVX2 from load-time panels
+// (gemv_panels_avx2.cpp; the layouts of weight_panels.h, which the AVX-512 kernels read too):
+// packing (null for other dtypes), whether a product takes them, the whole product, and rows
+// [r_begin, r_end) (r_begin a multiple of 16) x tokens [t_begin, t_end) into
+// y[(t - t_begin) * ldy + r - r_begin].
+inline constexpr size_t kPanelMaxTokens = 4;
+std::shared_ptr<const void> pack_panels_avx2(ThreadPool& pool, const WeightMatrix& w);
+bool uses_avx2_panels(const WeightMatrix& w, size_t n_tokens);
+void gemv_panels_avx2(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& x,
+                      size_t n_tokens, float* y);
+void gemv_panels_avx2_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_begin,
+                           size_t t_end, size_t r_begin, size_t r_end, float* y, size_t ldy);
 void quantize_act_q8_avx2(const float* x, ActQ8* out, size_t n);
 // The packed f32 GEMM behind matmul_avx2 for many tokens (gemm_avx2.cpp); x is f32 in the
 // weight's dot type.

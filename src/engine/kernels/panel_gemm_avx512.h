@@ -31,24 +31,11 @@
 #include "common/error.h"
 #include "engine/kernels/matmul_kernels.h"
 #include "engine/kernels/simd_avx2.h"
+#include "engine/kernels/weight_panels.h"
 
 // Internal linkage: each includer compiles these under its own target.
 namespace pith::kernels::panel_gemm {
 namespace {
-
-constexpr size_t kPanelRows = 16;
-constexpr size_t kTaskRows = 64;  // rows packed per task (4 panels)
-
-// 32-byte quant vectors of 16 rows (rows[r][j]) to 64-byte groups 8j .. 8j + 7 at dst.
-inline void store_groups(const __m256i rows[16], uint8_t* dst) {
-  for (size_t half = 0; half < 2; ++half) {
-    __m256i v[8];
-    for (size_t i = 0; i < 8; ++i) v[i] = rows[half * 8 + i];
-    avx2::transpose8x8_epi32(v);
-    for (size_t g = 0; g < 8; ++g)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + g * 64 + half * 32), v[g]);
-  }
-}
 
 // y[t * ldy + p * 16 + lane] for P panels x T tokens; `valid_last` rows of the last panel are
 // stored (16 for a full one).
@@ -68,30 +55,6 @@ void run_tile(const uint8_t* panels, size_t panel_bytes, const typename F::Act* 
     for (int p = 0; p < P; ++p)
       _mm512_mask_storeu_ps(y + t * ldy + p * kPanelRows, p == P - 1 ? last : __mmask16(0xffff),
                             accf[p][t]);
-}
-
-// All of w's panels (ceil(rows / 16) x nb * F::kBytes), packed over the pool into a 64-byte
-// aligned buffer: the load-time panels, whose size per row panel_row_bytes states, so row r's
-// panel starts at r * panel_row_bytes(w.dtype, w.cols).
-template <typename F>
-std::shared_ptr<const void> pack_all(ThreadPool& pool, const WeightMatrix& w) {
-  const size_t nb = w.cols / F::kCols, panel_bytes = nb * F::kBytes;
-  const size_t n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
-  PITH_CHECK(panel_bytes == kPanelRows * panel_row_bytes(w.dtype, w.cols));
-  // 2 MiB aligned and marked for huge pages: decode streams these once per token, and with
-  // 4 KiB pages every 64 cache lines cost a TLB walk the prefetches wait for.
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t bytes = (n_panels * panel_bytes + kHuge - 1) / kHuge * kHuge;
-  std::shared_ptr<uint8_t> buf(
-      static_cast<uint8_t*>(::operator new (bytes, std::align_val_t{kHuge})),
-      [](uint8_t* p) { ::operator delete (p, std::align_val_t{kHuge}); });
-  madvise(buf.get(), bytes, MADV_HUGEPAGE);
-  pool.parallel_for(n_panels, [&](size_t p, size_t) {
-    const size_t r = p * kPanelRows;
-    F::pack(w.row(r), w.row_bytes(), std::min(kPanelRows, w.rows - r), nb,
-            buf.get() + p * panel_bytes);
-  });
-  return buf;
 }
 
 // y = w x. With w.panels (pack_all's layout, made once at load) the tasks read their panels
