@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "engine/hf_loader.h"
+#include "engine/kernels/cpu_features.h"
 #include "engine/token_distribution.h"
 #include "engine_test_util.h"
 #include "generated_model.h"
@@ -261,6 +262,12 @@ TEST_P(EngineForward, HalfPrecisionKvStaysCloseToF32) {
       EXPECT_GE(same_top, tokens.size() * 9 / 10) << kv_dtype_name(t);
     }
 
+    // Decode then reads what prefill read only if both computed K/V with the same kernels: on
+    // the AVX2 level they do not (one token takes the row tiles, 40 the token-lane GEMM), so a
+    // K element a rounding apart in f32 may land one 16-bit step apart in the pool; gemma4's
+    // unscaled scores carry that furthest (measured: 0.31 % of the spread, bf16). On AVX-512
+    // both take the same kernels: 5e-7.
+    const bool same_kernels = best_isa() == KernelIsa::Avx512;
     auto pages = half->kv_pool().allocate(test::pages_for(40, kPageSize));
     for (uint32_t pos = 0; pos < 40; ++pos) {
       SequenceInput s;
@@ -269,7 +276,9 @@ TEST_P(EngineForward, HalfPrecisionKvStaysCloseToF32) {
       s.kv_pages.assign(pages.begin(), pages.begin() + test::pages_for(pos + 1, kPageSize));
       s.last_page_len = test::last_len(pos + 1, kPageSize);
       s.outputs = {{0, OutputKind::Logits, 0, 0}};
-      EXPECT_LT(max_diff(half->forward({s})[0].outputs[0].logits, got[pos]), kTol)
+      const auto [lo, hi] = std::minmax_element(got[pos].begin(), got[pos].end());
+      EXPECT_LT(max_diff(half->forward({s})[0].outputs[0].logits, got[pos]),
+                same_kernels ? kTol : kTol + 0.01f * (*hi - *lo))
           << kv_dtype_name(t) << " position " << pos;
     }
   }
