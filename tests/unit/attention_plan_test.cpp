@@ -302,9 +302,14 @@ TEST_P(OwnKernelParity, MatchesCpuAttention) {
   p.mask_indptr = plan.mask_indptr.data();
   p.mask_bits = plan.mask_bits.data();
   // Unsplit, then split-K: 2 and 3 shares of the 300-slot row's 3 chunks (equal and unequal),
-  // and 7 where most shares of every row are empty.
-  for (const uint32_t n_splits : {1u, 2u, 3u, 7u}) {
-    SCOPED_TRACE("n_splits " + std::to_string(n_splits));
+  // and 7 where most shares of every row are empty; K rows read one element or 8 at a time
+  // (where the shapes allow it, as the launcher decides).
+  const bool vec8 = attn::rows_vectorizable(p.pool, p.page_stride, p.k_offset, hd, kc.bf16 ? 2 : 4);
+  for (const auto& [n_splits, wide] :
+       {std::pair{1u, false}, std::pair{1u, vec8}, std::pair{2u, vec8}, std::pair{3u, false},
+        std::pair{7u, vec8}}) {
+    SCOPED_TRACE("n_splits " + std::to_string(n_splits) + (wide ? ", 8-element loads" : ""));
+    p.vec8 = wide;
     std::vector<float> scratch(attn::split_scratch_floats(plan.n_rows(), kc.n_heads, hd, n_splits),
                                std::nanf(""));
     p.n_splits = n_splits;

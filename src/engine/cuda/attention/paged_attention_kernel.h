@@ -123,7 +123,17 @@ struct KernelParams {
   uint32_t n_splits;
   float* split_acc;  // [n_rows][n_heads][n_splits][head_dim]
   float* split_ml;   // [n_rows][n_heads][n_splits][2]: running max m, sum l
+  // K rows start on 16-byte boundaries and head_dim is a multiple of 8 (rows_vectorizable):
+  // the scores phase reads 8 elements per load instead of one.
+  bool vec8;
 };
+
+// Whether every K row of a launch starts 16-byte aligned with a multiple of 8 elements.
+inline bool rows_vectorizable(const void* pool, uint64_t page_stride, uint64_t k_offset,
+                              uint32_t head_dim, uint32_t elem_bytes) {
+  return reinterpret_cast<uintptr_t>(pool) % 16 == 0 && head_dim % 8 == 0 && page_stride % 8 == 0 &&
+         k_offset % 8 == 0 && (8 * elem_bytes) % 16 == 0;
+}
 
 constexpr uint32_t kMaxSplits = 32;
 constexpr uint32_t kMinChunksPerSplit = 2;  // a share below 256 slots costs more merge than walk
@@ -206,6 +216,29 @@ PITH_HD BlockTask block_task(const KernelParams& p, uint32_t bx, uint32_t by, ui
   return t;
 }
 
+// 8 consecutive elements at p widened to f32: on the device one 16-byte load (BF16) or two
+// (F32) instead of eight 2- or 4-byte ones, whose lanes in a warp each hit another row.
+template <class T>
+PITH_HD void load8(const T* p, float out[8]) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(T) == 2) {
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+    PITH_UNROLL for (int i = 0; i < 4; ++i) {
+      out[2 * i] = bits_to_float(w[i] << 16);
+      out[2 * i + 1] = bits_to_float(w[i] & 0xffff0000u);
+    }
+  } else {
+    const float4 a = reinterpret_cast<const float4*>(p)[0];
+    const float4 b = reinterpret_cast<const float4*>(p)[1];
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+  }
+#else
+  for (int i = 0; i < 8; ++i) out[i] = to_float(p[i]);
+#endif
+}
+
 template <class T, uint32_t D>
 PITH_HD void phase_load_q(const KernelParams& p, const BlockTask& b, SharedTile<D>& sh,
                           uint32_t tid, ThreadState<D>& st) {
@@ -246,10 +279,21 @@ PITH_HD void phase_scores(const KernelParams& p, const BlockTask& b, SharedTile<
   const T* k = static_cast<const T*>(p.pool) + p.k_offset + row;
   float dot[kMaxHeadsPerBlock];
   PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) dot[h] = 0.f;
-  for (uint32_t d = 0; d < p.head_dim; ++d) {
-    const float kd = to_float(k[d]);
-    PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) dot[h] +=
-        sh.q[h * p.head_dim + d] * kd;
+  if (p.vec8) {  // the same products in the same order, 8 elements per load
+    for (uint32_t d = 0; d < p.head_dim; d += 8) {
+      float kd[8];
+      load8(k + d, kd);
+      PITH_UNROLL for (uint32_t i = 0; i < 8; ++i) {
+        PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) dot[h] +=
+            sh.q[h * p.head_dim + d + i] * kd[i];
+      }
+    }
+  } else {
+    for (uint32_t d = 0; d < p.head_dim; ++d) {
+      const float kd = to_float(k[d]);
+      PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) dot[h] +=
+          sh.q[h * p.head_dim + d] * kd;
+    }
   }
   if (p.softcap > 0) {
     PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) dot[h] =
