@@ -4,6 +4,7 @@
 // row adds/conversions, and the softmax + top-K reduction with its tie rule. Catches index,
 // boundary and rounding bugs without a GPU (races are compute-sanitizer's job on a GPU).
 // Needs no CUDA toolkit: the bodies compile as plain C++ when nvcc is not the compiler.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "engine/cuda/kernels/kv_body.h"
 #include "engine/cuda/kernels/lora_body.h"
 #include "engine/cuda/kernels/norm_body.h"
+#include "engine/cuda/kernels/rope_append_body.h"
 #include "engine/cuda/kernels/rope_body.h"
 #include "engine/cuda/kernels/rows_body.h"
 #include "engine/cuda/kernels/topk_body.h"
@@ -358,6 +360,80 @@ TEST(CudaKernelsHost, KvPoolWithPerLayerShapes) {
              });
   }
   EXPECT_EQ(pool, want);
+}
+
+// The fused RoPE + append against the three kernels it replaces (rope(q), rope(k), kv_append)
+// on the same inputs: q bit for bit, the pool bit for bit, k left as it was. Adjacent and
+// split-half pairs, partial rotary, F32 and BF16, a layer of a pool whose layers differ in shape
+// (gemma4), over grids of one block and of many.
+template <class T>
+void check_rope_append(uint32_t n_heads, uint32_t n_kv, uint32_t head_dim, uint32_t n_pairs,
+                       bool split_half) {
+  KvPoolLayout layout;
+  layout.dtype = std::is_same_v<T, float> ? DType::F32 : DType::BF16;
+  layout.n_layers = 3;
+  layout.page_size = 4;
+  layout.layers = {{2 * n_kv, 8}, {n_kv, head_dim}, {2 * n_kv, 8}};
+  const uint32_t layer = 1, n = 5, n_pages = 4, kv_dim = n_kv * head_dim;
+  std::vector<uint32_t> pages{3, 0, 3, 1, 2}, slots{0, 2, 3, 1, 1};
+  std::vector<float> cos_v(size_t{n} * n_pairs), sin_v(cos_v.size());
+  RopeTable table(2 * n_pairs, 10000.0f, {});
+  for (uint32_t i = 0; i < n; ++i)
+    table.angles(5 * i + 2, &cos_v[size_t{i} * n_pairs], &sin_v[size_t{i} * n_pairs]);
+  auto fill = [](std::vector<T>& x, uint32_t seed) {
+    const std::vector<float> src = random_floats(x.size(), seed, 2.0f);
+    for (size_t i = 0; i < x.size(); ++i) kern::store_f32(&x[i], src[i]);
+  };
+  std::vector<T> q(size_t{n} * n_heads * head_dim), k(size_t{n} * kv_dim), v(k.size());
+  fill(q, 1), fill(k, 2), fill(v, 3);
+  std::vector<T> pool(n_pages * layout.page_elems());
+  fill(pool, 4);
+  const kern::KvGeometry g = geometry_of(layout, layer, 1);
+
+  // The three kernels.
+  std::vector<T> q_want = q, k_rot = k, pool_want = pool;
+  auto rope_all = [&](std::vector<T>& x, uint32_t heads) {
+    run_grid(kern::elementwise_blocks(size_t{n} * heads * n_pairs, kern::kRopeThreads),
+             kern::kRopeThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
+               kern::rope_body(b, nb, t, x.data(), n, heads, head_dim, n_pairs, split_half,
+                               cos_v.data(), sin_v.data());
+             });
+  };
+  rope_all(q_want, n_heads);
+  rope_all(k_rot, n_kv);
+  run_grid(kern::elementwise_blocks(size_t{n} * kv_dim, kern::kKvThreads), kern::kKvThreads,
+           [&](uint32_t b, uint32_t nb, uint32_t t) {
+             kern::kv_append_body<1>(b, nb, t, k_rot.data(), v.data(), n, pages.data(),
+                                     slots.data(), 0, g, pool_want.data());
+           });
+
+  kern::RopeAppendArgs a;
+  a.n = n, a.n_heads = n_heads, a.n_kv = n_kv, a.head_dim = head_dim, a.n_pairs = n_pairs;
+  a.split_half = split_half, a.cos = cos_v.data(), a.sin = sin_v.data();
+  a.pages = pages.data(), a.slots = slots.data(), a.layer = 0, a.g = g;
+  const std::vector<T> k_before = k;
+  for (uint32_t blocks : grids(a.items(), kern::kRopeThreads)) {
+    std::vector<T> q_got = q, pool_got = pool;
+    run_grid(blocks, kern::kRopeThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
+      kern::rope_append_body(b, nb, t, q_got.data(), k.data(), v.data(), a, pool_got.data());
+    });
+    const std::string what = fmt::format("{} heads {}/{} hd {} pairs {}{} blocks {}",
+                                         std::is_same_v<T, float> ? "f32" : "bf16", n_heads, n_kv,
+                                         head_dim, n_pairs, split_half ? " split" : "", blocks);
+    for (size_t i = 0; i < q.size(); ++i)
+      ASSERT_EQ(f(q_got[i]), f(q_want[i])) << what << " q " << i;
+    for (size_t i = 0; i < pool.size(); ++i)
+      ASSERT_EQ(f(pool_got[i]), f(pool_want[i])) << what << " pool " << i;
+    for (size_t i = 0; i < k.size(); ++i) ASSERT_EQ(f(k[i]), f(k_before[i])) << what << " k " << i;
+  }
+}
+
+TEST(CudaKernelsHost, RopeAppendEqualsRopeThenAppend) {
+  check_rope_append<float>(8, 2, 16, 8, false);
+  check_rope_append<float>(8, 2, 16, 8, true);
+  check_rope_append<float>(4, 1, 32, 4, true);  // a quarter of each head turns (phi4-mini-like)
+  check_rope_append<Bf16>(8, 4, 16, 8, false);
+  check_rope_append<Bf16>(6, 2, 24, 6, true);  // partial rotary, split halves
 }
 
 // ---- activations ---------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 //   x = embed(inputs) (* embed_scale)                            [T][d] F32 residual stream
 //   per layer: h = rmsnorm(x += delta) (attn_norm)                add_rmsnorm
 //              q, k, v = h Wq^T, h Wk^T, h Wv^T (+ biases)        cuBLASLt, add_bias
-//              per-head q/k norms; rope(q), rope(k); K/V -> pages rmsnorm_rows, rope, kv_append
+//              per-head q/k norms; rope(q), rope(k), K/V -> pages rmsnorm_rows, rope_append
 //              a = attention(q, pages, masks, layer options)      PagedAttention
 //              delta = a Wo^T (F32) (post-norm); h = rmsnorm(x += delta)
 //                                                   cuBLASLt, add_rmsnorm (ffn_norm)
@@ -409,12 +409,14 @@ void CudaBackend::enqueue_step(const StepInputs& in) {
       const uint32_t lnp = own_angles ? np_s : np;
       const float* lc = own_angles ? cos_sd : cos_d;
       const float* ls = own_angles ? sin_sd : sin_d;
-      rope(q, act_, T, c.n_heads, hd, lnp, split_half, lc, ls, s);
       if (stores_kv) {
         if (L.k_norm) rmsnorm_rows(k, act_, T * n_kv, hd, L.k_norm, c.rms_eps, s);
         if (c.v_norm) rmsnorm_rows(v, act_, T * n_kv, hd, nullptr, c.rms_eps, s);  // no weight
-        rope(k, act_, T, n_kv, hd, lnp, split_half, lc, ls, s);
-        kv_append(k, v, T, write_pages, write_slots, kl, layout_, kv_pool_.get(), s);
+        // RoPE of q and k and the K/V append in one launch (k goes into the pool rotated).
+        rope_append(q, k, v, act_, T, c.n_heads, n_kv, hd, lnp, split_half, lc, ls, write_pages,
+                    write_slots, kl, layout_, kv_pool_.get(), s);
+      } else {
+        rope(q, act_, T, c.n_heads, hd, lnp, split_half, lc, ls, s);
       }
       attention_->run(
           kl, q, kv_pool_.get(), attn, s,

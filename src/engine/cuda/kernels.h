@@ -22,6 +22,7 @@
 namespace pith::cuda {
 
 namespace kern {
+struct KvGeometry;      // kernels/kv_body.h
 struct DeltaSequences;  // kernels/delta_net_body.h
 struct DeltaRuleParams;
 struct DeltaChunkScratch;  // kernels/delta_chunked_body.h
@@ -53,6 +54,17 @@ void rmsnorm_rows(void* x, DType type, uint32_t n, uint32_t d, const float* weig
 // (i, i + n_pairs) with split_half (RopeStyle::SplitHalf).
 void rope(void* x, DType type, uint32_t n, uint32_t n_heads, uint32_t head_dim, uint32_t n_pairs,
           bool split_half, const float* cos, const float* sin, cudaStream_t stream);
+
+// rope(q), rope(k) and kv_append(k, v) of one layer in one launch (kernels/rope_append_body.h):
+// q rotated in place, k rotated into the pool (the k buffer is left unrotated), v copied.
+// n_kv * head_dim must be the layer's kv_dim in `layout`.
+void rope_append(void* q, const void* k, const void* v, DType type, uint32_t n, uint32_t n_heads,
+                 uint32_t n_kv, uint32_t head_dim, uint32_t n_pairs, bool split_half,
+                 const float* cos, const float* sin, const uint32_t* pages, const uint32_t* slots,
+                 uint32_t layer, const KvPoolLayout& layout, void* pool, cudaStream_t stream);
+
+// The strides of the run of `count` layers from `first` (all of one shape) in the pool.
+kern::KvGeometry kv_run_geometry(const KvPoolLayout& layout, uint32_t first, uint32_t count);
 
 // Writes k and v rows [n][kv_dim] (layout.dtype) into the pool at (pages[i], slots[i]) of
 // `layer`.

@@ -23,17 +23,6 @@ __global__ void __launch_bounds__(kern::kKvThreads)
                         n, g, pool);
 }
 
-// The run of `count` layers from `first` (all of one shape).
-kern::KvGeometry geometry(const KvPoolLayout& layout, uint32_t first, uint32_t count) {
-  kern::KvGeometry g;
-  g.page_elems = layout.page_elems();
-  g.kv_dim = static_cast<uint32_t>(layout.kv_dim_of(first));
-  g.block_elems = size_t{layout.page_size} * g.kv_dim;
-  g.n_layers = count;
-  g.base = layout.layer_offset(first);
-  return g;
-}
-
 uint32_t blocks_for(size_t steps) {
   return kern::elementwise_blocks(steps, kern::kKvThreads);
 }
@@ -70,11 +59,21 @@ void kv_copy_typed(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint
 
 }  // namespace
 
+kern::KvGeometry kv_run_geometry(const KvPoolLayout& layout, uint32_t first, uint32_t count) {
+  kern::KvGeometry g;
+  g.page_elems = layout.page_elems();
+  g.kv_dim = static_cast<uint32_t>(layout.kv_dim_of(first));
+  g.block_elems = size_t{layout.page_size} * g.kv_dim;
+  g.n_layers = count;
+  g.base = layout.layer_offset(first);
+  return g;
+}
+
 void kv_append(const void* k, const void* v, uint32_t n, const uint32_t* pages,
                const uint32_t* slots, uint32_t layer, const KvPoolLayout& layout, void* pool,
                cudaStream_t stream) {
   require(layer < layout.n_layers, "kv_append", "layer out of range");
-  kern::KvGeometry g = geometry(layout, layer, 1);
+  kern::KvGeometry g = kv_run_geometry(layout, layer, 1);
   if (size_t{n} * g.kv_dim == 0) return;
   if (layout.dtype == DType::F32)
     kv_append_typed(static_cast<const float*>(k), static_cast<const float*>(v), n, pages, slots, 0,
@@ -96,7 +95,7 @@ void kv_copy(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t d
     while (first + count < layout.n_layers &&
            layout.kv_dim_of(first + count) == layout.kv_dim_of(first))
       ++count;
-    kern::KvGeometry g = geometry(layout, first, count);
+    kern::KvGeometry g = kv_run_geometry(layout, first, count);
     if (g.kv_dim == 0) continue;
     if (layout.dtype == DType::F32)
       kv_copy_typed(src_page, dst_page, src_slot, dst_slot, n, g, static_cast<float*>(pool),

@@ -10,6 +10,7 @@ set(PITH_CUDA_KERNEL_SOURCES
   moe.cu
   norm.cu
   rope.cu
+  rope_append.cu
   rows.cu
   topk.cu
 )

@@ -1,0 +1,51 @@
+// Launcher of the fused RoPE + KV append (rope_append_body.h).
+#include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/launch_check.h"
+#include "engine/cuda/kernels/rope_append_body.h"
+
+namespace pith::cuda {
+namespace {
+
+template <class T>
+__global__ void __launch_bounds__(kern::kRopeThreads)
+    rope_append_kernel(T* q, const T* k, const T* v, kern::RopeAppendArgs a, T* pool) {
+  kern::rope_append_body(blockIdx.x, gridDim.x, threadIdx.x, q, k, v, a, pool);
+}
+
+}  // namespace
+
+void rope_append(void* q, const void* k, const void* v, DType type, uint32_t n, uint32_t n_heads,
+                 uint32_t n_kv, uint32_t head_dim, uint32_t n_pairs, bool split_half,
+                 const float* cos, const float* sin, const uint32_t* pages, const uint32_t* slots,
+                 uint32_t layer, const KvPoolLayout& layout, void* pool, cudaStream_t stream) {
+  require(2 * n_pairs <= head_dim, "rope_append", "more rotary pairs than the head has");
+  require(layer < layout.n_layers, "rope_append", "layer out of range");
+  require(size_t{n_kv} * head_dim == layout.kv_dim_of(layer), "rope_append",
+          "K/V rows do not match the layer's pool shape");
+  kern::RopeAppendArgs a;
+  a.n = n;
+  a.n_heads = n_heads;
+  a.n_kv = n_kv;
+  a.head_dim = head_dim;
+  a.n_pairs = n_pairs;
+  a.split_half = split_half;
+  a.cos = cos;
+  a.sin = sin;
+  a.pages = pages;
+  a.slots = slots;
+  a.g = kv_run_geometry(layout, layer, 1);
+  a.layer = 0;  // the run is this one layer
+  if (a.items() == 0) return;
+  const uint32_t blocks = kern::elementwise_blocks(a.items(), kern::kRopeThreads);
+  if (type == DType::F32)
+    rope_append_kernel<<<blocks, kern::kRopeThreads, 0, stream>>>(
+        static_cast<float*>(q), static_cast<const float*>(k), static_cast<const float*>(v), a,
+        static_cast<float*>(pool));
+  else
+    rope_append_kernel<<<blocks, kern::kRopeThreads, 0, stream>>>(
+        static_cast<kern::Bf16*>(q), static_cast<const kern::Bf16*>(k),
+        static_cast<const kern::Bf16*>(v), a, static_cast<kern::Bf16*>(pool));
+  check_launch("rope_append");
+}
+
+}  // namespace pith::cuda
