@@ -276,10 +276,25 @@ TEST_P(CudaVsCpu, DecodeStepsAsCudaGraphs) {
     pages.push_back(alloc_pages(pages_for(prompt[i] + max_steps, kPageSize)));
     both({prefill({tokens[i].begin(), tokens[i].begin() + prompt[i]}, pages[i])});
   }
-  const std::vector<std::vector<size_t>> steps{
-      {0}, {0, 1, 2}, {0, 1, 2, 3, 4, 5}, {3, 5}, {0, 1, 2, 3, 4, 5}, {1, 2, 4},
-      {},  {0},       {0, 1, 2, 3, 4, 5}, {2, 5}, {0, 2, 4},          {0, 1, 2, 3, 4, 5},
-      {4}};
+  // Each key's first step runs eagerly (the warm-up), its second is captured; the steady run of
+  // full batches at the end replays.
+  const std::vector<std::vector<size_t>> steps{{0},
+                                               {0, 1, 2},
+                                               {0, 1, 2, 3, 4, 5},
+                                               {3, 5},
+                                               {0, 1, 2, 3, 4, 5},
+                                               {1, 2, 4},
+                                               {},
+                                               {0},
+                                               {0, 1, 2, 3, 4, 5},
+                                               {2, 5},
+                                               {0, 2, 4},
+                                               {0, 1, 2, 3, 4, 5},
+                                               {4},
+                                               {1, 3, 5, 0, 4, 2},
+                                               {0, 1, 2, 3, 4, 5},
+                                               {0, 1, 2, 3, 4, 5},
+                                               {0, 1, 2, 3, 4, 5}};
   for (size_t si = 0; si < steps.size(); ++si) {
     if (steps[si].empty()) {  // a 300-token prefill: not a graph step, and the staging grows
       auto long_pages = alloc_pages(pages_for(300, kPageSize));
@@ -305,8 +320,8 @@ TEST_P(CudaVsCpu, DecodeStepsAsCudaGraphs) {
   const ModelConfig& mc = weights_->config;
   if (mc.dense_ffn() && !mc.hybrid() && mc.d_per_layer_input == 0) {
     EXPECT_TRUE(stats.enabled);
-    EXPECT_GE(stats.captures, 4u);  // buckets 1, 4, 8 and 2 at least
-    EXPECT_GE(stats.replays, 3u);
+    EXPECT_GE(stats.captures, 3u);  // buckets 4, 8 and 2 at least
+    EXPECT_GE(stats.replays, 2u);   // the last full batches
   } else {
     EXPECT_FALSE(stats.enabled);
   }

@@ -19,7 +19,8 @@
 // branch and layer scale need the whole residual, so those layers add their delta at once.
 // Otherwise the residual adds are fused into the next norm, the CPU's order of operations.
 // A pure decode step (graph_plan.h) is padded to its batch bucket and runs as a CUDA graph
-// (decode_graphs.h), captured once per bucket and replayed: one launch instead of hundreds.
+// (decode_graphs.h), captured once per bucket (after one eager warm-up step) and replayed: one
+// launch instead of hundreds.
 #include "engine/cuda/cuda_backend_impl.h"
 
 #include <spdlog/spdlog.h>

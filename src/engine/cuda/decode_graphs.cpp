@@ -35,6 +35,12 @@ bool DecodeGraphs::run(uint64_t key, uint64_t fingerprint, cudaStream_t stream,
     ++replays_;
     return true;
   }
+  // A key's first step runs eagerly: cuBLASLt picks and loads its kernels, lazily loaded
+  // modules load, one-time allocations happen, none of which a capture may do.
+  if (it == graphs_.end() && warmed_.insert(key).second) {
+    if (warmed_.size() > 16 * kMaxGraphs) warmed_.clear();  // a runaway mix of keys
+    return false;
+  }
   // Thread-local mode: other threads (adapter uploads) may keep calling the runtime meanwhile.
   cudaError_t status = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
   if (status != cudaSuccess) {

@@ -3,11 +3,12 @@
 // A graph replays the whole step with one launch.
 //
 // One executable graph per key (the backend's: batch bucket, k of the top-K, context class;
-// graph_plan.h says which steps qualify), captured the first time a step of that key runs and
-// replayed while the step's launch fingerprint (every device address and by-value argument its
-// launches take) equals the captured one. A step with another fingerprint (a buffer that grew
-// and moved) recaptures. A capture that fails is logged and that step launched eagerly, as
-// without graphs; after a few failures (an operation a graph cannot hold) graphs are off.
+// graph_plan.h says which steps qualify), captured the second time a step of that key runs (the
+// first runs eagerly as a warm-up) and replayed while the step's launch fingerprint (every device
+// address and by-value argument its launches take) equals the captured one. A step with another
+// fingerprint (a buffer that grew and moved) recaptures. A capture that fails is logged and that
+// step launched eagerly, as without graphs; after a few failures (an operation a graph cannot hold)
+// graphs are off.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace pith::cuda {
 
@@ -26,11 +28,11 @@ class DecodeGraphs {
   DecodeGraphs& operator=(const DecodeGraphs&) = delete;
 
   // Runs enqueue()'s launches on `stream` through the graph of `key`: replays it if it was
-  // captured with `fingerprint`, else captures enqueue() (replacing the key's old graph) and
-  // launches the capture. enqueue() must only enqueue device work on `stream` (no host-side
-  // effects: a replay does not run it). Returns false, having enqueued nothing, when graphs
-  // are off or capture failed; the caller then runs enqueue() itself. An exception from
-  // enqueue() ends the capture and propagates.
+  // captured with `fingerprint`, else (after one eager warm-up step per key, for which it
+  // returns false) captures enqueue() (replacing the key's old graph) and launches the capture.
+  // enqueue() must only enqueue device work on `stream` (no host-side effects: a replay does not
+  // run it). Returns false, having enqueued nothing, when graphs are off or capture failed; the
+  // caller then runs enqueue() itself. An exception from enqueue() ends the capture and propagates.
   bool run(uint64_t key, uint64_t fingerprint, cudaStream_t stream,
            const std::function<void()>& enqueue);
 
@@ -46,6 +48,7 @@ class DecodeGraphs {
   void clear();
 
   std::unordered_map<uint64_t, Entry> graphs_;
+  std::unordered_set<uint64_t> warmed_;  // keys whose first step ran eagerly
   uint64_t captures_ = 0, replays_ = 0;
   int failures_ = 0;
   bool broken_ = false;
