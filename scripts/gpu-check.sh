@@ -295,7 +295,7 @@ run() {
     fi
   fi
 
-  # 6. Per-step GPU vs wall time at batch 1 and 64 on the 1B shape.
+  # 6. Per-step GPU vs wall time at batch 1 and 64 on the 1B shape, decode CUDA graphs on and off.
   if want 6; then
     if [[ -f $work/llama3.2-1b-bf16.gguf ]] &&
        "$pack/tests/gpu/cuda_step_timing" "$work/llama3.2-1b-bf16.gguf" --batch 1,64 --prompt 128 \
