@@ -25,7 +25,7 @@
 #      CPU vs CUDA on GGUF files and CUDA vs transformers on HF folders
 #   5. the e2e suite (ctest -L e2e) on the CUDA backend (--device defaults
 #      to cuda when a GPU is present)
-#   6. per-step GPU time vs wall time of decode at batch 1 and 64 on the 1B shape (CUDA events)
+#   6. per-step GPU time vs wall time of decode at batch 1 and 64 on the 1B shape (CUDA events), decode CUDA graphs on and off
 #   7. only when GPU_CHECKS names it: pith bench paper on the 1B shape, Fig. 8 beside the CPU
 # Exit status: 0 when every check passed, 1 otherwise.
 set -uo pipefail
