@@ -363,7 +363,9 @@ TEST(CudaKernelsHost, KvPoolWithPerLayerShapes) {
 }
 
 // The fused RoPE + append against the three kernels it replaces (rope(q), rope(k), kv_append)
-// on the same inputs: q bit for bit, the pool bit for bit, k left as it was. Adjacent and
+// on the same inputs, from separate q/k/v rows (q in place) and from one fused QKV projection's
+// rows (q written to its own buffer): q bit for bit, the pool bit for bit, the sources left as
+// they were. Adjacent and
 // split-half pairs, partial rotary, F32 and BF16, a layer of a pool whose layers differ in shape
 // (gemma4), over grids of one block and of many.
 template <class T>
@@ -411,20 +413,41 @@ void check_rope_append(uint32_t n_heads, uint32_t n_kv, uint32_t head_dim, uint3
   a.n = n, a.n_heads = n_heads, a.n_kv = n_kv, a.head_dim = head_dim, a.n_pairs = n_pairs;
   a.split_half = split_half, a.cos = cos_v.data(), a.sin = sin_v.data();
   a.pages = pages.data(), a.slots = slots.data(), a.layer = 0, a.g = g;
-  const std::vector<T> k_before = k;
-  for (uint32_t blocks : grids(a.items(), kern::kRopeThreads)) {
-    std::vector<T> q_got = q, pool_got = pool;
-    run_grid(blocks, kern::kRopeThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
-      kern::rope_append_body(b, nb, t, q_got.data(), k.data(), v.data(), a, pool_got.data());
-    });
-    const std::string what = fmt::format("{} heads {}/{} hd {} pairs {}{} blocks {}",
-                                         std::is_same_v<T, float> ? "f32" : "bf16", n_heads, n_kv,
-                                         head_dim, n_pairs, split_half ? " split" : "", blocks);
-    for (size_t i = 0; i < q.size(); ++i)
-      ASSERT_EQ(f(q_got[i]), f(q_want[i])) << what << " q " << i;
-    for (size_t i = 0; i < pool.size(); ++i)
-      ASSERT_EQ(f(pool_got[i]), f(pool_want[i])) << what << " pool " << i;
-    for (size_t i = 0; i < k.size(); ++i) ASSERT_EQ(f(k[i]), f(k_before[i])) << what << " k " << i;
+  const uint32_t qd = n_heads * head_dim, width = qd + 2 * kv_dim;
+  // The fused QKV projection's rows: q | k | v per token.
+  std::vector<T> qkv(size_t{n} * width);
+  for (uint32_t i = 0; i < n; ++i) {
+    std::copy_n(q.begin() + size_t{i} * qd, qd, qkv.begin() + size_t{i} * width);
+    std::copy_n(k.begin() + size_t{i} * kv_dim, kv_dim, qkv.begin() + size_t{i} * width + qd);
+    std::copy_n(v.begin() + size_t{i} * kv_dim, kv_dim,
+                qkv.begin() + size_t{i} * width + qd + kv_dim);
+  }
+  const std::vector<T> k_before = k, qkv_before = qkv;
+  for (const bool fused : {false, true}) {
+    a.q_moves = fused;
+    a.q_ld = fused ? width : qd;
+    a.k_ld = a.v_ld = fused ? width : kv_dim;
+    for (uint32_t blocks : grids(a.items(), kern::kRopeThreads)) {
+      std::vector<T> q_got = fused ? std::vector<T>(q.size()) : q, pool_got = pool;
+      const T* q_src = fused ? qkv.data() : q_got.data();
+      const T* k_src = fused ? qkv.data() + qd : k.data();
+      const T* v_src = fused ? qkv.data() + qd + kv_dim : v.data();
+      run_grid(blocks, kern::kRopeThreads, [&](uint32_t b, uint32_t nb, uint32_t t) {
+        kern::rope_append_body(b, nb, t, q_src, q_got.data(), k_src, v_src, a, pool_got.data());
+      });
+      const std::string what =
+          fmt::format("{} heads {}/{} hd {} pairs {}{}{} blocks {}",
+                      std::is_same_v<T, float> ? "f32" : "bf16", n_heads, n_kv, head_dim, n_pairs,
+                      split_half ? " split" : "", fused ? " fused" : "", blocks);
+      for (size_t i = 0; i < q.size(); ++i)
+        ASSERT_EQ(f(q_got[i]), f(q_want[i])) << what << " q " << i;
+      for (size_t i = 0; i < pool.size(); ++i)
+        ASSERT_EQ(f(pool_got[i]), f(pool_want[i])) << what << " pool " << i;
+      for (size_t i = 0; i < k.size(); ++i)
+        ASSERT_EQ(f(k[i]), f(k_before[i])) << what << " k " << i;
+      for (size_t i = 0; i < qkv.size(); ++i)
+        ASSERT_EQ(f(qkv[i]), f(qkv_before[i])) << what << " qkv " << i;
+    }
   }
 }
 

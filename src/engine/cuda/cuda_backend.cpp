@@ -380,44 +380,63 @@ void CudaBackend::enqueue_step(const StepInputs& in) {
       const bool slides = c.layer_slides(l);
       const uint32_t kl = c.kv_layer(l);         // the layer's index among those with KV pages
       const bool stores_kv = c.layer_has_kv(l);  // else it reads an earlier layer's (gemma4)
-      if (c.attn_output_gate) {  // the projection yields each head's query, then its gate
-        gemm_->run(L.wq, h, T, ws_.q_gate.get(), act_, s);
-        split_query_gate(ws_.q_gate.get(), act_, T * c.n_heads, hd, q, ws_.gate.get(), s);
-      } else {
-        gemm_->run(L.wq, h, T, q, act_, s);
-      }
-      if (stores_kv) {
-        gemm_->run(L.wk, h, T, k, act_, s);
-        if (c.layer_v_from_k(l))  // V is K's projection, before K's norm and RoPE
-          PITH_CUDA_CHECK(cudaMemcpyAsync(v, k, size_t{T} * kvd * e, cudaMemcpyDeviceToDevice, s));
-        else
-          gemm_->run(L.wv, h, T, v, act_, s);
-      }
-      if (lora) {
-        lora->apply(*gemm_, l, LoraTarget::Q, h, d, q, act_, qd, qd, 0, act_, s);
-        if (stores_kv) {
-          lora->apply(*gemm_, l, LoraTarget::K, h, d, k, act_, kvd, kvd, 0, act_, s);
-          lora->apply(*gemm_, l, LoraTarget::V, h, d, v, act_, kvd, kvd, 0, act_, s);
-        }
-      }
-      if (L.bq) {  // after the adapters, as on the CPU
-        add_bias(q, act_, L.bq, T, qd, s);
-        add_bias(k, act_, L.bk, T, kvd, s);
-        add_bias(v, act_, L.bv, T, kvd, s);
-      }
-      if (L.q_norm) rmsnorm_rows(q, act_, T * c.n_heads, hd, L.q_norm, c.rms_eps, s);
       const bool own_angles = slides && sliding_rope;
       const uint32_t lnp = own_angles ? np_s : np;
       const float* lc = own_angles ? cos_sd : cos_d;
       const float* ls = own_angles ? sin_sd : sin_d;
-      if (stores_kv) {
-        if (L.k_norm) rmsnorm_rows(k, act_, T * n_kv, hd, L.k_norm, c.rms_eps, s);
-        if (c.v_norm) rmsnorm_rows(v, act_, T * n_kv, hd, nullptr, c.rms_eps, s);  // no weight
-        // RoPE of q and k and the K/V append in one launch (k goes into the pool rotated).
-        rope_append(q, k, v, act_, T, c.n_heads, n_kv, hd, lnp, split_half, lc, ls, write_pages,
+      // One GEMM for Q, K and V where their weights lie back to back and nothing touches the
+      // three outputs before RoPE (no adapter, bias, per-head norm, V = K or query gate): its
+      // rows go straight into rope_append, which writes q and the pool. gate_up's buffer holds
+      // them (the FFN writes it only after attention).
+      const uint32_t qkv_width = qd + 2 * kvd;
+      const bool fused_qkv = L.wqkv.data != nullptr && stores_kv && !lora && !L.bq && !L.q_norm &&
+                             !L.k_norm && !c.v_norm && !c.attn_output_gate &&
+                             !c.layer_v_from_k(l) && qkv_width <= 2 * c.max_d_ff();
+      if (fused_qkv) {
+        gemm_->run(L.wqkv, h, T, gu, act_, s);
+        const char* rows = static_cast<const char*>(gu);
+        const QkvRows src{
+            rows,     qkv_width, rows + size_t{qd} * e, qkv_width, rows + size_t{qd + kvd} * e,
+            qkv_width};
+        rope_append(src, q, act_, T, c.n_heads, n_kv, hd, lnp, split_half, lc, ls, write_pages,
                     write_slots, kl, layout_, kv_pool_.get(), s);
       } else {
-        rope(q, act_, T, c.n_heads, hd, lnp, split_half, lc, ls, s);
+        if (c.attn_output_gate) {  // the projection yields each head's query, then its gate
+          gemm_->run(L.wq, h, T, ws_.q_gate.get(), act_, s);
+          split_query_gate(ws_.q_gate.get(), act_, T * c.n_heads, hd, q, ws_.gate.get(), s);
+        } else {
+          gemm_->run(L.wq, h, T, q, act_, s);
+        }
+        if (stores_kv) {
+          gemm_->run(L.wk, h, T, k, act_, s);
+          if (c.layer_v_from_k(l))  // V is K's projection, before K's norm and RoPE
+            PITH_CUDA_CHECK(
+                cudaMemcpyAsync(v, k, size_t{T} * kvd * e, cudaMemcpyDeviceToDevice, s));
+          else
+            gemm_->run(L.wv, h, T, v, act_, s);
+        }
+        if (lora) {
+          lora->apply(*gemm_, l, LoraTarget::Q, h, d, q, act_, qd, qd, 0, act_, s);
+          if (stores_kv) {
+            lora->apply(*gemm_, l, LoraTarget::K, h, d, k, act_, kvd, kvd, 0, act_, s);
+            lora->apply(*gemm_, l, LoraTarget::V, h, d, v, act_, kvd, kvd, 0, act_, s);
+          }
+        }
+        if (L.bq) {  // after the adapters, as on the CPU
+          add_bias(q, act_, L.bq, T, qd, s);
+          add_bias(k, act_, L.bk, T, kvd, s);
+          add_bias(v, act_, L.bv, T, kvd, s);
+        }
+        if (L.q_norm) rmsnorm_rows(q, act_, T * c.n_heads, hd, L.q_norm, c.rms_eps, s);
+        if (stores_kv) {
+          if (L.k_norm) rmsnorm_rows(k, act_, T * n_kv, hd, L.k_norm, c.rms_eps, s);
+          if (c.v_norm) rmsnorm_rows(v, act_, T * n_kv, hd, nullptr, c.rms_eps, s);  // no weight
+          // RoPE of q and k and the K/V append in one launch (k goes into the pool rotated).
+          rope_append(QkvRows{q, qd, k, kvd, v, kvd}, q, act_, T, c.n_heads, n_kv, hd, lnp,
+                      split_half, lc, ls, write_pages, write_slots, kl, layout_, kv_pool_.get(), s);
+        } else {
+          rope(q, act_, T, c.n_heads, hd, lnp, split_half, lc, ls, s);
+        }
       }
       attention_->run(
           kl, q, kv_pool_.get(), attn, s,

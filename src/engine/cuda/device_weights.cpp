@@ -250,6 +250,12 @@ DeviceWeights::DeviceWeights(const ModelWeights& w, DType mode, cudaStream_t str
     d.wq = matrix(l.wq);
     d.wk = matrix(l.wk);
     d.wv = matrix(l.wv);
+    auto end_of = [&](const DeviceMatrix& m) {
+      return static_cast<const char*>(m.data) + size_t{m.rows} * m.cols * elem_bytes(mode);
+    };
+    if (d.wq.rows > 0 && d.wk.rows > 0 && d.wv.rows > 0 && d.wk.cols == d.wq.cols &&
+        d.wv.cols == d.wq.cols && end_of(d.wq) == d.wk.data && end_of(d.wk) == d.wv.data)
+      d.wqkv = DeviceMatrix{d.wq.data, mode, d.wq.rows + d.wk.rows + d.wv.rows, d.wq.cols};
     d.wo = matrix(l.wo);
     d.w_gate_up = stacked({l.w_gate}, {l.w_up});
     d.w_down = matrix(l.w_down);

@@ -42,6 +42,10 @@ struct DeviceLayer {
   const float *ssm_conv_t = nullptr, *ssm_dt_bias = nullptr, *ssm_a = nullptr;
   const float* ssm_norm = nullptr;
   DeviceMatrix wq, wk, wv, wo;
+  // wq, wk and wv seen as one [q_dim + 2 kv_dim][d_model] matrix where the upload left them back
+  // to back (each a multiple of the 256-byte alignment: every real shape), for one QKV GEMM;
+  // null data otherwise.
+  DeviceMatrix wqkv;
   DeviceMatrix w_gate_up;  // [2 * d_ff][d_model]
   DeviceMatrix w_down;
   // Mixture of experts (n_experts > 0), instead of w_gate_up / w_down: the router [E][d_model];

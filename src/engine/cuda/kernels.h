@@ -55,10 +55,22 @@ void rmsnorm_rows(void* x, DType type, uint32_t n, uint32_t d, const float* weig
 void rope(void* x, DType type, uint32_t n, uint32_t n_heads, uint32_t head_dim, uint32_t n_pairs,
           bool split_half, const float* cos, const float* sin, cudaStream_t stream);
 
+// The q, k and v rows of a layer's projections: separate matrices (ld = their widths) or the
+// sections of one fused QKV output (ld = its width for all three).
+struct QkvRows {
+  const void* q = nullptr;
+  uint32_t q_ld = 0;
+  const void* k = nullptr;
+  uint32_t k_ld = 0;
+  const void* v = nullptr;
+  uint32_t v_ld = 0;
+};
+
 // rope(q), rope(k) and kv_append(k, v) of one layer in one launch (kernels/rope_append_body.h):
-// q rotated in place, k rotated into the pool (the k buffer is left unrotated), v copied.
-// n_kv * head_dim must be the layer's kv_dim in `layout`.
-void rope_append(void* q, const void* k, const void* v, DType type, uint32_t n, uint32_t n_heads,
+// q rotated into q_dst [n][n_heads][head_dim] (in place when it is src.q), k rotated into the
+// pool (its rows are left unrotated), v copied. n_kv * head_dim must be the layer's kv_dim in
+// `layout`.
+void rope_append(const QkvRows& src, void* q_dst, DType type, uint32_t n, uint32_t n_heads,
                  uint32_t n_kv, uint32_t head_dim, uint32_t n_pairs, bool split_half,
                  const float* cos, const float* sin, const uint32_t* pages, const uint32_t* slots,
                  uint32_t layer, const KvPoolLayout& layout, void* pool, cudaStream_t stream);
