@@ -16,6 +16,9 @@
 #include <cmath>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
 #include "backend/batch_validation.h"
 #include "common/error.h"
 #include "engine/attention.h"
@@ -96,34 +99,56 @@ void for_each_token(ThreadPool& pool, size_t n, Fn&& fn) {
   });
 }
 
-// A copy of the weights whose Q8_0 / Q4_K / BF16 matrices (the LM head included; not the embedding
-// table, which is read by rows) also hold their AVX-512 panels, or the weights themselves where
-// no matrix has panels on this CPU. The panels take as many bytes again; the mapped rows behind
-// them are then read only by other paths (e.g. an ISA cap in tests).
+// Every matrix the CPU backend may hold panels of (the LM head included; not the embedding
+// table, which is read by rows).
+template <class Fn>
+void for_each_panel_candidate(ModelWeights& w, Fn&& fn) {
+  for (LayerWeights& l : w.layers) {
+    for (WeightMatrix* m :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router, &l.sh_gate,
+          &l.sh_up, &l.sh_down, &l.ssm_qkv, &l.ssm_gate, &l.ssm_out, &l.ple_gate, &l.ple_proj})
+      fn(*m);
+    for (auto* experts : {&l.exp_gate, &l.exp_up, &l.exp_down})
+      for (WeightMatrix& m : *experts) fn(m);
+  }
+  fn(w.output);
+  fn(w.per_layer.model_proj);
+}
+
+size_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
+}
+
+// A copy of the weights whose matrices also hold their panels where this CPU's kernels read them
+// (pack_weight_panels: Q8_0 / Q4_K / BF16 and the 4/5-bit quants on AVX-512, Q4_K / BF16 on AVX2),
+// or the weights themselves where none has. The panels take as many bytes again, so they are
+// skipped (with a warning) when the matrices and their panels together would pass 80 % of the
+// machine's memory: a model that fits once must not stop fitting, and on AVX2 prefill still
+// reads the mapped rows, which must stay resident beside the panels.
 std::shared_ptr<const ModelWeights> with_weight_panels(std::shared_ptr<const ModelWeights> weights,
                                                        ThreadPool& pool, size_t& panel_bytes) {
   auto copy = std::make_shared<ModelWeights>(*weights);
-  bool any = false;
-  auto pack = [&](WeightMatrix& m) {
-    if (m.data == nullptr) return;
+  size_t wanted = 0;
+  for_each_panel_candidate(*copy, [&](WeightMatrix& m) {
+    if (weight_panels_apply(m)) wanted += m.rows * panel_row_bytes(m.dtype, m.cols);
+  });
+  if (wanted == 0) return weights;
+  const size_t ram = physical_memory_bytes(), model = weights->weight_bytes();
+  if (ram > 0 && model + wanted > ram / 10 * 8) {
+    spdlog::warn(
+        "weight panels skipped: the matrices ({} MiB) and their panels ({} MiB) would pass 80% of "
+        "this machine's {} MiB; the kernels read the mapped rows (slower decode)",
+        model >> 20, wanted >> 20, ram >> 20);
+    return weights;
+  }
+  for_each_panel_candidate(*copy, [&](WeightMatrix& m) {
     if (auto panels = pack_weight_panels(pool, m)) {
       m.panels = panels.get();
       copy->storage.push_back(std::move(panels));
       panel_bytes += m.rows * panel_row_bytes(m.dtype, m.cols);
-      any = true;
     }
-  };
-  for (LayerWeights& l : copy->layers) {
-    for (WeightMatrix* m :
-         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router, &l.sh_gate,
-          &l.sh_up, &l.sh_down, &l.ssm_qkv, &l.ssm_gate, &l.ssm_out, &l.ple_gate, &l.ple_proj})
-      pack(*m);
-    for (auto* experts : {&l.exp_gate, &l.exp_up, &l.exp_down})
-      for (WeightMatrix& m : *experts) pack(m);
-  }
-  pack(copy->output);
-  pack(copy->per_layer.model_proj);
-  if (!any) return weights;
+  });
   return copy;
 }
 

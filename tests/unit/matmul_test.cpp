@@ -397,6 +397,7 @@ TEST(Matmul, LoadTimePanelsServeEveryTokenCount) {
     auto wbytes = make_weights(dt, rows, cols, rng);
     WeightMatrix w{dt, rows, cols, wbytes.data()};
     auto panels = pack_weight_panels(pool, w);
+    EXPECT_EQ(weight_panels_apply(w), panels != nullptr) << dtype_info(dt).name;
     if (!panels) continue;  // this CPU lacks VNNI or BF16
     ++cases;
     WeightMatrix packed = w;
@@ -448,6 +449,8 @@ TEST(Matmul, Avx2PanelsDecode) {
       {
         ScopedIsaCap cap(KernelIsa::Avx2);
         panels = pack_weight_panels(pool, w);
+        EXPECT_TRUE(weight_panels_apply(w));
+        EXPECT_FALSE(weight_panels_apply(WeightMatrix{DType::Q6_K, 16, 256, wbytes.data()}));
       }
       ASSERT_NE(panels, nullptr);
       WeightMatrix packed = w;

@@ -216,8 +216,23 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_to
   matmul(pool, w, x, n_tokens, y, best_isa());
 }
 
+bool weight_panels_apply(const WeightMatrix& w) {
+  if (w.data == nullptr || w.rows == 0) return false;
+  switch (best_isa()) {
+    case KernelIsa::Avx2:
+      return w.dtype == DType::Q4_K || (w.dtype == DType::BF16 && w.cols % 32 == 0);
+    case KernelIsa::Avx512:
+      if (kernels::is_block32_quant(w.dtype) || w.dtype == DType::Q4_K)
+        return cpu_features().avx512vnni;
+      return w.dtype == DType::BF16 && w.cols % 32 == 0 && cpu_features().avx512bf16;
+    case KernelIsa::Scalar:
+      return false;
+  }
+  return false;
+}
+
 std::shared_ptr<const void> pack_weight_panels(ThreadPool& pool, const WeightMatrix& w) {
-  if (w.data == nullptr || w.rows == 0) return nullptr;
+  if (!weight_panels_apply(w)) return nullptr;
   // AVX2 decodes Q4_K and BF16 from the same panels (gemv_panels_avx2.cpp); its other kernels
   // read rows.
   if (best_isa() == KernelIsa::Avx2) return kernels::pack_panels_avx2(pool, w);

@@ -74,6 +74,8 @@ void matmul_blocks(ThreadPool& pool, const WeightMatrix& w, const float* x, size
 // (kept alive as long as w) makes every product with w, decode included, stream 16-row panels
 // instead of rows and skip per-call packing.
 std::shared_ptr<const void> pack_weight_panels(ThreadPool& pool, const WeightMatrix& w);
+// Whether pack_weight_panels packs w on this CPU (within the ISA cap), without packing it.
+bool weight_panels_apply(const WeightMatrix& w);
 // Bytes per row of those panels: the 16-row panel of rows [r, r + 16) starts at
 // r * panel_row_bytes. The rows' own bytes for Q8_0 and BF16; Q4_K keeps its scales unpacked
 // (148 bytes per 256 columns, 144 in the file).
