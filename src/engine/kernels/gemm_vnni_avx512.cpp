@@ -419,17 +419,6 @@ struct Q4KNibbleFormat : Q4KPanels {
   using Act = ActQ8K;
   static constexpr int kPanels = kP, kTokens = kT;
 
-  // Per activation block and unit pair c: (Σ a of unit 2c, Σ a of unit 2c + 1) as two int16.
-  using Side = int32_t;
-  static constexpr size_t kSidePerBlock = 4;
-  static void side(const ActQ8K& a, int32_t* out) {
-    for (int c = 0; c < 4; ++c) {
-      const auto lo = static_cast<uint16_t>(a.bsums[4 * c] + a.bsums[4 * c + 1]);
-      const auto hi = static_cast<uint16_t>(a.bsums[4 * c + 2] + a.bsums[4 * c + 3]);
-      out[c] = static_cast<int32_t>(lo | (uint32_t{hi} << 16));
-    }
-  }
-
   template <int P, int T>
   static void tile(const uint8_t* panels, size_t panel_bytes, const ActQ8K* x, const int32_t* sums,
                    size_t nb, __m512 (&accf)[P][T]) {

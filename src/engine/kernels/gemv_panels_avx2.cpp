@@ -45,15 +45,6 @@ using panel_gemm::Bf16Panels;
 using panel_gemm::kPanelRows;
 using panel_gemm::Q4KPanels;
 
-// Per activation block and unit pair c: (Σ a of unit 2c, Σ a of unit 2c + 1) as two int16.
-void unit_sums(const ActQ8K& a, int32_t out[4]) {
-  for (int c = 0; c < 4; ++c) {
-    const auto lo = static_cast<uint16_t>(a.bsums[4 * c] + a.bsums[4 * c + 1]);
-    const auto hi = static_cast<uint16_t>(a.bsums[4 * c + 2] + a.bsums[4 * c + 3]);
-    out[c] = static_cast<int32_t>(lo | (uint32_t{hi} << 16));
-  }
-}
-
 // One 16-row panel x T tokens (x and sums of token t at t * nb): y[t * ldy + row] for the
 // panel's first `valid` rows.
 template <int T>
@@ -167,7 +158,7 @@ const int32_t* token_unit_sums(const PreparedActs& x, size_t t_begin, size_t t_e
   thread_local std::vector<int32_t> buf;
   const size_t nb = x.blocks_per_token, n = (t_end - t_begin) * nb;
   if (buf.size() < n * 4) buf.resize(n * 4);
-  for (size_t i = 0; i < n; ++i) unit_sums(x.q8k[t_begin * nb + i], buf.data() + i * 4);
+  for (size_t i = 0; i < n; ++i) Q4KPanels::side(x.q8k[t_begin * nb + i], buf.data() + i * 4);
   return buf.data();
 }
 

@@ -77,6 +77,17 @@ struct Q4KPanels {
   static constexpr size_t kBytes = kDmin + 32;
   static_assert(kBytes == kPanelRows * 148);
 
+  // Per activation block and unit pair c: (Σ a of unit 2c, Σ a of unit 2c + 1) as two int16.
+  using Side = int32_t;
+  static constexpr size_t kSidePerBlock = 4;
+  static void side(const ActQ8K& a, int32_t* out) {
+    for (int c = 0; c < 4; ++c) {
+      const auto lo = static_cast<uint16_t>(a.bsums[4 * c] + a.bsums[4 * c + 1]);
+      const auto hi = static_cast<uint16_t>(a.bsums[4 * c + 2] + a.bsums[4 * c + 3]);
+      out[c] = static_cast<int32_t>(lo | (uint32_t{hi} << 16));
+    }
+  }
+
   static void pack(const uint8_t* w0, size_t w_stride, size_t n_rows, size_t nb, uint8_t* dst) {
     for (size_t b = 0; b < nb; ++b, dst += kBytes) {
       uint8_t* sc = dst + kScales;
