@@ -304,7 +304,7 @@ TEST_P(OwnKernelParity, MatchesCpuAttention) {
   // Unsplit, then split-K: 2 and 3 shares of the 300-slot row's 3 chunks (equal and unequal),
   // and 7 where most shares of every row are empty; K rows read one element or 8 at a time
   // (where the shapes allow it, as the launcher decides).
-  const bool vec8 = attn::rows_vectorizable(p.pool, p.page_stride, p.k_offset, hd, kc.bf16 ? 2 : 4);
+  const bool vec8 = attn::rows_vectorizable(p.pool, p.page_stride, p.k_offset, hd);
   for (const auto& [n_splits, wide] :
        {std::pair{1u, false}, std::pair{1u, vec8}, std::pair{2u, vec8}, std::pair{3u, false},
         std::pair{7u, vec8}}) {

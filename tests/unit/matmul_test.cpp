@@ -382,6 +382,19 @@ TEST(Matmul, PanelGemmMatchesTheTiles) {
   if (cases == 0) GTEST_SKIP() << "no AVX512_VNNI or AVX512_BF16";
 }
 
+// y = w x gathered from matmul_blocks' row blocks ([n][w.rows]; NaN where no block wrote).
+std::vector<float> blocks_of(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n) {
+  std::vector<float> y(n * w.rows, NAN);
+  std::mutex mu;
+  matmul_blocks(pool, w, x, n, [&](const MatmulBlock& b) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (size_t t = 0; t < b.n_tokens; ++t)
+      for (size_t r = 0; r < b.n_rows; ++r)
+        y[(b.t0 + t) * w.rows + b.r0 + r] = b.y[t * b.n_rows + r];
+  });
+  return y;
+}
+
 // Panels packed once at load (WeightMatrix::panels: Q8_0, BF16, Q4_K and the 4/5-bit 32-block
 // types as nibbles) serve every token count,
 // decode included, through matmul and through matmul_blocks' row blocks, with the same math as
@@ -405,7 +418,7 @@ TEST(Matmul, LoadTimePanelsServeEveryTokenCount) {
     for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{9}, size_t{130}}) {
       ASSERT_TRUE(kernels::uses_panel_gemm(packed, n));
       auto x = make_acts(n * cols, rng);
-      std::vector<float> got(n * rows), tiles(n * rows), blocks(n * rows, NAN);
+      std::vector<float> got(n * rows), tiles(n * rows);
       matmul(pool, packed, x.data(), n, got.data());
       const size_t gemm_from = kernels::panel_gemm_min_tokens();
       kernels::set_panel_gemm_min_tokens(0);
@@ -414,13 +427,7 @@ TEST(Matmul, LoadTimePanelsServeEveryTokenCount) {
       const std::string what = fmt::format("{} n={}", dtype_info(dt).name, n);
       expect_close(got, tiles, output_scales(w, x.data(), n), vs_scalar_tolerance(dt),
                    what + " vs tiles");
-      std::mutex mu;
-      matmul_blocks(pool, packed, x.data(), n, [&](const MatmulBlock& b) {
-        std::lock_guard<std::mutex> lock(mu);
-        for (size_t t = 0; t < b.n_tokens; ++t)
-          for (size_t r = 0; r < b.n_rows; ++r)
-            blocks[(b.t0 + t) * rows + b.r0 + r] = b.y[t * b.n_rows + r];
-      });
+      const std::vector<float> blocks = blocks_of(pool, packed, x.data(), n);
       for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(blocks[i], got[i]) << what << " i=" << i;
     }
   }
@@ -458,7 +465,7 @@ TEST(Matmul, Avx2PanelsDecode) {
       for (size_t n : {size_t{1}, size_t{2}, size_t{3}, size_t{4}}) {
         ASSERT_TRUE(kernels::uses_avx2_panels(packed, n));
         auto x = make_acts(n * cols, rng);
-        std::vector<float> got(n * rows), rows_out(n * rows), want(n * rows), blocks(n * rows, NAN);
+        std::vector<float> got(n * rows), rows_out(n * rows), want(n * rows);
         matmul(pool, packed, x.data(), n, got.data(), KernelIsa::Avx2);
         matmul(pool, w, x.data(), n, rows_out.data(), KernelIsa::Avx2);
         matmul_reference(w, x.data(), n, want.data());
@@ -466,15 +473,10 @@ TEST(Matmul, Avx2PanelsDecode) {
         const auto scale = output_scales(w, x.data(), n);
         expect_close(got, want, scale, tolerance(dt), what);
         expect_close(got, rows_out, scale, vs_scalar_tolerance(dt), what + " vs rows");
+        std::vector<float> blocks;
         {
           ScopedIsaCap cap(KernelIsa::Avx2);
-          std::mutex mu;
-          matmul_blocks(pool, packed, x.data(), n, [&](const MatmulBlock& b) {
-            std::lock_guard<std::mutex> lock(mu);
-            for (size_t t = 0; t < b.n_tokens; ++t)
-              for (size_t r = 0; r < b.n_rows; ++r)
-                blocks[(b.t0 + t) * rows + b.r0 + r] = b.y[t * b.n_rows + r];
-          });
+          blocks = blocks_of(pool, packed, x.data(), n);
         }
         for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(blocks[i], got[i]) << what << " i=" << i;
         if (dt == DType::Q4_K && isa_supported(KernelIsa::Avx512) &&

@@ -232,8 +232,7 @@ struct PagedAttention::Impl {
     p.kv_len = kv_len;
     p.mask_indptr = mask_indptr;
     p.mask_bits = mask_bits;
-    p.vec8 = attn::rows_vectorizable(pool, p.page_stride, p.k_offset, p.head_dim,
-                                     static_cast<uint32_t>(layout.elem_bytes()));
+    p.vec8 = attn::rows_vectorizable(pool, p.page_stride, p.k_offset, p.head_dim);
     // A window bounds what a row walks, whatever the context. A graph's split count depends on
     // the step's contexts only through their power-of-two class (graph_context_class), part of
     // the launch fingerprint: a graph serves every step of its class, shares past a row's end

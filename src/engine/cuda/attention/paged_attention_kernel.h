@@ -130,9 +130,9 @@ struct KernelParams {
 
 // Whether every K row of a launch starts 16-byte aligned with a multiple of 8 elements.
 inline bool rows_vectorizable(const void* pool, uint64_t page_stride, uint64_t k_offset,
-                              uint32_t head_dim, uint32_t elem_bytes) {
+                              uint32_t head_dim) {
   return reinterpret_cast<uintptr_t>(pool) % 16 == 0 && head_dim % 8 == 0 && page_stride % 8 == 0 &&
-         k_offset % 8 == 0 && (8 * elem_bytes) % 16 == 0;
+         k_offset % 8 == 0;
 }
 
 constexpr uint32_t kMaxSplits = 32;
