@@ -27,7 +27,7 @@ inline constexpr uint32_t kPaddingSequence = UINT32_MAX;
 // step reads the weights once whatever its rows, so padding rows cost little.
 uint32_t decode_graph_bucket(uint32_t n);
 
-// Every bucket, ascending (tests and capture-ahead).
+// Every bucket, ascending (what the tests check the buckets against).
 std::vector<uint32_t> decode_graph_buckets();
 
 // Whether `batch` (built into `plan`) is a pure decode step a graph can run (see above).
