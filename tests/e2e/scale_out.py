@@ -452,4 +452,5 @@ for p in procs:
         except subprocess.TimeoutExpired:
             p.kill()
 log("PASS")
+tmp.cleanup()  # os._exit skips the finalizer that would remove it
 os._exit(0)  # the watchdog timer thread must not keep the process alive

@@ -142,6 +142,16 @@ SequenceInput decode_seq(int32_t token, uint32_t pos, std::vector<uint32_t> page
   return s;
 }
 
+TEST(DecodeGraphPlan, TopKWidthsRoundUpToPowersOfTwoWithinTheVocabulary) {
+  EXPECT_EQ(graph_top_k(1, 32000), 1u);
+  EXPECT_EQ(graph_top_k(5, 32000), 8u);
+  EXPECT_EQ(graph_top_k(20, 32000), 32u);
+  EXPECT_EQ(graph_top_k(64, 32000), 64u);
+  EXPECT_EQ(graph_top_k(1000, 32000), 1024u);
+  EXPECT_EQ(graph_top_k(70, 100), 100u);  // never past the vocabulary
+  EXPECT_EQ(graph_top_k(100, 100), 100u);
+}
+
 TEST(DecodeGraphPlan, OnlyPureDecodeStepsQualify) {
   BatchPlan p;
   auto graphable = [&](const std::vector<SequenceInput>& batch) {

@@ -5,7 +5,8 @@
 // sizes the backend runs (1..256 rows, vocabularies up to 152k, k up to 1024). The CPU unit test
 // (tests/unit/cuda_kernels_host_test.cpp) checks the same bodies' arithmetic; this one checks
 // the launches, the synchronisation and the device's rounding. It also prints the top-K
-// reduction's time (CUDA events) at batch 1, 64 and 256. Needs a GPU (skips with 77).
+// reduction's time (CUDA events) at batch 1, 64 and 256, and the decode graphs' fallback from a
+// failed capture. Needs a GPU (skips with 77).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -16,8 +17,11 @@
 #include <random>
 #include <vector>
 
+#include "common/error.h"
 #include "common/fp16.h"
 #include "device_vector.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/decode_graphs.h"
 #include "engine/cuda/kernels.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/rope.h"
@@ -363,6 +367,36 @@ TEST(CudaKernels, SoftmaxTopKTiming) {
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
   }
+}
+
+// A capture invalidated by a call a graph cannot hold (here a wait on the capturing stream)
+// surfaces as an exception from the step's launches; the step then runs eagerly instead of failing,
+// and later steps of the key still capture. An error of the step itself, with the capture intact,
+// propagates.
+TEST(DecodeGraphsCapture, AnInvalidatedCaptureRunsTheStepEagerly) {
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  Dev<float> buf(std::vector<float>(256, 1.0f));
+  const auto clear = [&] { PITH_CUDA_CHECK(cudaMemsetAsync(buf.get(), 0, 256 * 4, stream)); };
+  const auto invalidating = [&] {
+    clear();
+    PITH_CUDA_CHECK(cudaStreamSynchronize(stream));  // not allowed while the stream captures
+  };
+  DecodeGraphs graphs;
+  EXPECT_FALSE(graphs.run(1, 7, stream, clear));  // the key's eager warm-up
+  EXPECT_FALSE(graphs.run(1, 7, stream, invalidating));
+  EXPECT_EQ(graphs.captures(), 0u);
+  EXPECT_TRUE(graphs.usable());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_TRUE(graphs.run(1, 7, stream, clear));  // captured and launched
+  EXPECT_TRUE(graphs.run(1, 7, stream, clear));  // replayed
+  EXPECT_EQ(graphs.captures(), 1u);
+  EXPECT_EQ(graphs.replays(), 1u);
+  const auto failing = [] { throw Error("the step's own error"); };
+  EXPECT_THROW(graphs.run(1, 8, stream, failing), Error);
+  CUDA_OK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(buf.read()[0], 0.0f);
+  cudaStreamDestroy(stream);
 }
 
 }  // namespace

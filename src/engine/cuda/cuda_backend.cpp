@@ -65,7 +65,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
   if (n_pages == 0)
     fail("KV pool: a budget of {} bytes does not hold one page of {} bytes ({} tokens)",
          options.kv_memory_bytes, page_bytes, options.kv_page_size);
-  if (n_pages > UINT32_MAX) fail("KV pool: {} pages is too many", n_pages);
+  // Page numbers are int32 in the attention plans (FlashInfer's indices too); + the pad page.
+  if (n_pages >= INT32_MAX) fail("KV pool: {} pages is too many", n_pages);
   if (options.max_embeds == 0) fail("cuda: Embed slot capacity must be at least 1");
 
   // Everything this backend will hold, checked before the first allocation.
@@ -98,8 +99,9 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
   dev_weights_ = std::make_unique<DeviceWeights>(*weights_, act_, stream_.get());
   kv_pool_.reserve(kv_bytes);
   pad_page_[0] = static_cast<uint32_t>(n_pages);
-  // Graphs hold the dense families' decode steps; the MoE router, the recurrent layers and the
-  // per-layer inputs keep their eager launches.
+  // Graphs hold the decode steps of the dense families and of experts beside a dense FFN
+  // (gemma4 26B-A4B: routed on the device, its buffers in the fingerprint); the MoE-only
+  // families, the recurrent layers and the per-layer inputs keep their eager launches.
   graphs_on_ = options.cuda_graphs && c.dense_ffn() && !c.hybrid() && c.d_per_layer_input == 0;
   embed_store_.reserve(size_t{options.max_embeds} * c.d_model * 4);
   pages_ = std::make_unique<SlotPool>(static_cast<uint32_t>(n_pages), "KV pages");
@@ -249,7 +251,7 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   if (!lora_.empty())
     lora_.stage(staging_, std::max({c.d_model, c.max_d_ff(), c.max_q_dim()}),
                 std::max({c.d_model, c.max_d_ff(), c.max_q_dim()}), act_);
-  const uint32_t k_max = plan_.max_top_k;
+  const uint32_t k_max = graph ? graph_top_k(plan_.max_top_k, c.vocab_size) : plan_.max_top_k;
   StepInputs in;
   in.T = T;
   in.n_topk = n_topk;
@@ -505,6 +507,7 @@ uint64_t CudaBackend::step_fingerprint(const StepInputs& in) const {
         &ws_.gate, &ws_.gate_up, &ws_.ff, &ws_.out_x, &ws_.out_h, &ws_.logits, &ws_.topk_ids,
         &ws_.topk_probs, &ws_.topk_scratch})
     f.mix(b->get());
+  moe_->mix_addresses(f);  // they move when a longer eager batch grows them
   return f.h;
 }
 

@@ -26,6 +26,14 @@ void DecodeGraphs::clear() {
   graphs_.clear();
 }
 
+void DecodeGraphs::note_failure(cudaError_t status) {
+  broken_ = ++failures_ >= kMaxFailures;
+  spdlog::warn("cuda: capturing a decode step's CUDA graph failed ({}){}",
+               cudaGetErrorString(status),
+               broken_ ? ": decode steps run without graphs from now on" : "; it runs eagerly");
+  if (broken_) clear();
+}
+
 bool DecodeGraphs::run(uint64_t key, uint64_t fingerprint, cudaStream_t stream,
                        const std::function<void()>& enqueue) {
   if (broken_) return false;
@@ -54,10 +62,15 @@ bool DecodeGraphs::run(uint64_t key, uint64_t fingerprint, cudaStream_t stream,
   try {
     enqueue();
   } catch (...) {
-    cudaStreamEndCapture(stream, &graph);  // leaves capture mode whatever happened
+    // An operation that invalidated the capture makes every later call on the stream fail, and
+    // a launch check turns that into an exception: the capture failed, not the step, which then
+    // runs eagerly. With the capture intact the error is the step's own and propagates.
+    status = cudaStreamEndCapture(stream, &graph);  // leaves capture mode whatever happened
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();
-    throw;
+    if (status == cudaSuccess) throw;
+    note_failure(status);
+    return false;
   }
   status = cudaStreamEndCapture(stream, &graph);
   cudaGraphExec_t exec = nullptr;
@@ -65,11 +78,7 @@ bool DecodeGraphs::run(uint64_t key, uint64_t fingerprint, cudaStream_t stream,
   if (graph) cudaGraphDestroy(graph);
   if (status != cudaSuccess) {
     cudaGetLastError();
-    broken_ = ++failures_ >= kMaxFailures;
-    spdlog::warn("cuda: capturing a decode step's CUDA graph failed ({}){}",
-                 cudaGetErrorString(status),
-                 broken_ ? ": decode steps run without graphs from now on" : "; it runs eagerly");
-    if (broken_) clear();
+    note_failure(status);
     return false;
   }
   if (it != graphs_.end()) {

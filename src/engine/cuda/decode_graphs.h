@@ -32,7 +32,8 @@ class DecodeGraphs {
   // returns false) captures enqueue() (replacing the key's old graph) and launches the capture.
   // enqueue() must only enqueue device work on `stream` (no host-side effects: a replay does not
   // run it). Returns false, having enqueued nothing, when graphs are off or capture failed; the
-  // caller then runs enqueue() itself. An exception from enqueue() ends the capture and propagates.
+  // caller then runs enqueue() itself. An exception from enqueue() ends the capture; it
+  // propagates unless the capture had been invalidated (then the step is a failed capture).
   bool run(uint64_t key, uint64_t fingerprint, cudaStream_t stream,
            const std::function<void()>& enqueue);
 
@@ -46,6 +47,7 @@ class DecodeGraphs {
     cudaGraphExec_t exec = nullptr;
   };
   void clear();
+  void note_failure(cudaError_t status);
 
   std::unordered_map<uint64_t, Entry> graphs_;
   std::unordered_set<uint64_t> warmed_;  // keys whose first step ran eagerly

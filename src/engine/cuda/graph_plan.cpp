@@ -2,6 +2,7 @@
 #include "engine/cuda/graph_plan.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "common/error.h"
 
@@ -19,6 +20,10 @@ std::vector<uint32_t> decode_graph_buckets() {
   for (uint32_t n = 1; n <= kMaxGraphBatch; ++n)
     if (decode_graph_bucket(n) == n) out.push_back(n);
   return out;
+}
+
+uint32_t graph_top_k(uint32_t k_max, uint32_t vocab_size) {
+  return std::max(k_max, std::min(std::bit_ceil(k_max), vocab_size));
 }
 
 bool is_graphable_decode(const std::vector<SequenceInput>& batch, const BatchPlan& plan) {

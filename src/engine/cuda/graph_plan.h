@@ -36,6 +36,11 @@ bool is_graphable_decode(const std::vector<SequenceInput>& batch, const BatchPla
 // The longest context among the plan's sequences (the graph key's context class).
 uint32_t max_context_len(const BatchPlan& plan);
 
+// The top-K width a graph step computes for a batch whose largest k is k_max: the next power of
+// two (at most the vocabulary), so requests with varied top-k share a few graphs. Each row still
+// takes its own k; only the results' row stride widens.
+uint32_t graph_top_k(uint32_t k_max, uint32_t vocab_size);
+
 // Appends bucket - n_tokens padding sequences to a graphable plan: token 0 at position 0,
 // written to slot 0 of `pad_page` (a page outside the control layer's pool) and attending to it
 // alone, with a top-1 output row of sequence kPaddingSequence. `pad_page` must outlive the

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "engine/cuda/decode_graphs.h"
 #include "engine/cuda/kernels.h"
 
 namespace pith::cuda {
@@ -17,6 +18,13 @@ size_t MoeFfn::token_bytes(const ModelConfig& c, DType act) {
                fs = c.d_ff_shared_expert, d = c.d_model;
   return 4 * (c.n_experts + 4 * K) + K * (3 * ff * e + 4 * d) + 3 * fs * e + 4 * (d + 1) +
          (c.moe_beside_dense ? d * (2 * e + 4) : 0);
+}
+
+void MoeFfn::mix_addresses(Fingerprint& f) const {
+  for (const DeviceBuffer* b :
+       {&logits_, &experts_, &weights_, &offsets_, &slot_token_, &slot_of_, &gate_up_, &ff_, &y_,
+        &sh_gate_up_, &sh_ff_, &sh_y_, &sh_g_, &in_, &route_, &out_})
+    f.mix(b->get());
 }
 
 void MoeFfn::ensure(uint32_t n_tokens) {

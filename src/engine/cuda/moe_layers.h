@@ -18,6 +18,8 @@
 
 namespace pith::cuda {
 
+struct Fingerprint;  // decode_graphs.h
+
 class MoeFfn {
  public:
   MoeFfn(const ModelConfig& config, DType act);
@@ -25,6 +27,8 @@ class MoeFfn {
   static size_t token_bytes(const ModelConfig& config, DType act);
   void ensure(uint32_t n_tokens);
   size_t bytes() const;
+  // The workspace's device addresses (they move when ensure() grows it), for launch fingerprints.
+  void mix_addresses(Fingerprint& f) const;
 
   // out (F32 [T][d_model]) = the layer's expert FFN of h (act [T][d_model]), routed from
   // router_in (act [T][d_model]) where given, else from h; each expert's output weight times

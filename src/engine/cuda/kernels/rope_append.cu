@@ -26,6 +26,9 @@ void rope_append(const QkvRows& src, void* q_dst, DType type, uint32_t n, uint32
   require(
       src.q_ld >= n_heads * head_dim && src.k_ld >= n_kv * head_dim && src.v_ld >= n_kv * head_dim,
       "rope_append", "a row stride shorter than its row");
+  // In place, q is read at its stride and written packed: rows would overwrite each other.
+  require(src.q != q_dst || src.q_ld == n_heads * head_dim, "rope_append",
+          "q rotated in place must be packed");
   kern::RopeAppendArgs a;
   a.n = n;
   a.n_heads = n_heads;
