@@ -135,7 +135,7 @@ std::shared_ptr<const ModelWeights> with_weight_panels(std::shared_ptr<const Mod
   });
   if (wanted == 0) return weights;
   const size_t ram = physical_memory_bytes(), model = weights->weight_bytes();
-  if (ram > 0 && model + wanted > ram / 10 * 8) {
+  if (!weight_panels_fit(model, wanted, ram)) {
     spdlog::warn(
         "weight panels skipped: the matrices ({} MiB) and their panels ({} MiB) would pass 80% of "
         "this machine's {} MiB; the kernels read the mapped rows (slower decode)",

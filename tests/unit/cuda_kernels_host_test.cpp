@@ -632,6 +632,27 @@ TEST(CudaKernelsHost, TopKManyRowsUseLargeChunks) {
   check_topk(logits, rows, vocab, ks, 200);
 }
 
+TEST(CudaKernelsHost, TopKRowsWithNaNsStayInTheirSlots) {
+  // A broken model's NaN logits: every row still takes only its own candidates (the workspace
+  // guard in run_topk), and a greedy row still names a real maximum.
+  const uint32_t rows = 3, vocab = 5000;
+  std::vector<float> logits = random_floats(size_t{rows} * vocab, 71, 3.0f);
+  for (uint32_t r = 0; r < rows; ++r)
+    for (uint32_t i = r; i < vocab; i += 11) logits[size_t{r} * vocab + i] = NAN;
+  const std::vector<uint32_t> ks{1, 1, 40};
+  TopKResult got = run_topk(logits, rows, vocab, ks, 40);
+  for (uint32_t r = 0; r < rows; ++r) {
+    const float* row = logits.data() + size_t{r} * vocab;
+    float best = -INFINITY;
+    for (uint32_t i = 0; i < vocab; ++i)
+      if (row[i] > best) best = row[i];
+    const int32_t id = got.ids[size_t{r} * 40];
+    ASSERT_GE(id, 0);
+    EXPECT_EQ(row[id], best) << "row " << r;
+    for (uint32_t i = 1; i < ks[r]; ++i) EXPECT_FALSE(std::isnan(row[got.ids[size_t{r} * 40 + i]]));
+  }
+}
+
 TEST(CudaKernelsHost, WorkspaceCoversEveryRowsCandidates) {
   kern::TopKWorkspace w = kern::topk_workspace(256, 256000, 1024);
   EXPECT_EQ(w.chunk, 8192u);
@@ -658,6 +679,8 @@ TEST(CudaKernelsHost, OrderKeysFollowFloatOrder) {
     EXPECT_LE(kern::order_key(v[i]), kern::order_key(v[i + 1])) << v[i];
     EXPECT_EQ(kern::key_logit(kern::order_key(v[i])), v[i]);
   }
+  EXPECT_LT(kern::order_key(NAN), kern::order_key(-INFINITY));
+  EXPECT_LT(kern::order_key(-NAN), kern::order_key(-INFINITY));
 }
 
 // LoRA rows: gather one adapter's token rows, add its scaled delta into a strided output at a

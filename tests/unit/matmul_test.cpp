@@ -559,4 +559,15 @@ TEST(Matmul, FusedLmHeadMatchesUnfused) {
   }
 }
 
+TEST(Matmul, WeightPanelsAreSkippedPastEightyPercentOfMemory) {
+  constexpr size_t GiB = size_t{1} << 30;
+  EXPECT_TRUE(weight_panels_fit(4 * GiB, 4 * GiB, 16 * GiB));
+  EXPECT_TRUE(weight_panels_fit(6 * GiB, 4 * GiB, 16 * GiB));  // 10 of 12.8 GiB
+  EXPECT_FALSE(weight_panels_fit(8 * GiB, 8 * GiB, 16 * GiB));
+  EXPECT_FALSE(weight_panels_fit(7 * GiB, 7 * GiB, 16 * GiB));  // 14 > 12.8
+  EXPECT_TRUE(weight_panels_fit(8 * GiB, 8 * GiB, 20 * GiB));   // exactly 80 %
+  EXPECT_FALSE(weight_panels_fit(8 * GiB, 8 * GiB + 1, 20 * GiB));
+  EXPECT_TRUE(weight_panels_fit(100 * GiB, 100 * GiB, 0));  // memory unknown: no guess
+}
+
 }  // namespace pith

@@ -58,8 +58,8 @@ size_t DeltaNetMixer::token_bytes(const ModelConfig& c, DType act) {
   if (!c.hybrid()) return 0;
   const DeltaNetConfig& dn = c.delta_net;
   const size_t C = dn.conv_channels(), vd = dn.value_dim(), Hv = dn.v_heads;
-  return elem_bytes(act) * (C + 2 * vd + 2 * Hv) +
-         sizeof(float) * (C + 2 * Hv + Hv * (1 + 2 * size_t{kern::kDeltaChunk}));
+  return elem_bytes(act) * (C + 2 * vd) +
+         sizeof(float) * (C + 4 * Hv + Hv * (1 + 2 * size_t{kern::kDeltaChunk}));
 }
 
 void DeltaNetMixer::ensure(uint32_t n_tokens) {
@@ -70,8 +70,8 @@ void DeltaNetMixer::ensure(uint32_t n_tokens) {
   qkv_.reserve(t * C * e);
   z_.reserve(t * vd * e);
   o_.reserve(t * vd * e);
-  b_.reserve(t * Hv * e);
-  a_.reserve(t * Hv * e);
+  b_.reserve(t * Hv * 4);  // F32 (below)
+  a_.reserve(t * Hv * 4);
   mixed_.reserve(t * C * 4);
   beta_.reserve(t * Hv * 4);
   g_.reserve(t * Hv * 4);
@@ -105,8 +105,10 @@ void DeltaNetMixer::run(const DeviceLayer& L, uint32_t r, const void* h, uint32_
   const uint32_t C = dn.conv_channels(), key_dim = dn.key_dim(), vd = dn.value_dim();
   gemm.run(L.ssm_qkv, h, T, qkv_.get(), act_, s);
   gemm.run(L.ssm_gate, h, T, z_.get(), act_, s);
-  gemm.run(L.ssm_beta, h, T, b_.get(), act_, s);
-  gemm.run(L.ssm_alpha, h, T, a_.get(), act_, s);
+  // The gates' inputs stay F32, as on the CPU: a's error would compound through every decay
+  // of the state (and they are only Hv columns).
+  gemm.run(L.ssm_beta, h, T, b_.get(), DType::F32, s);
+  gemm.run(L.ssm_alpha, h, T, a_.get(), DType::F32, s);
 
   kern::DeltaSequences seqs;
   seqs.first = first_;
@@ -119,8 +121,8 @@ void DeltaNetMixer::run(const DeviceLayer& L, uint32_t r, const void* h, uint32_
   float* mixed = mixed_.as<float>();
   causal_conv_silu(seqs, L.ssm_conv_t, qkv_.get(), act_, mixed, C, dn.conv_kernel, s);
   l2norm_heads(mixed, T, C, 2 * dn.k_heads, dn.k_dim, c_.rms_eps, s);
-  delta_gates(b_.get(), a_.get(), act_, L.ssm_dt_bias, L.ssm_a, T, dn.v_heads, beta_.as<float>(),
-              g_.as<float>(), s);
+  delta_gates(b_.get(), a_.get(), DType::F32, L.ssm_dt_bias, L.ssm_a, T, dn.v_heads,
+              beta_.as<float>(), g_.as<float>(), s);
 
   kern::DeltaRuleParams p;
   p.seqs = seqs;

@@ -23,6 +23,9 @@ class Staging {
     consumed_.synchronize();
     const size_t cap = bytes + kArrays * kAlign;
     if (host_.bytes() < cap) {
+      // The previous call's kernels may still read the device side: done before it is freed
+      // (cudaFree's implicit wait is not a documented guarantee).
+      if (stream_) PITH_CUDA_CHECK(cudaStreamSynchronize(stream_));
       host_.reserve(cap);
       device_.reserve(cap);
     }
@@ -57,6 +60,7 @@ class Staging {
       PITH_CUDA_CHECK(
           cudaMemcpyAsync(device_.get(), host_.get(), used_, cudaMemcpyHostToDevice, stream));
     consumed_.record(stream);
+    stream_ = stream;
   }
 
   size_t device_bytes() const { return device_.bytes(); }
@@ -67,6 +71,7 @@ class Staging {
   PinnedBuffer host_;
   DeviceBuffer device_;
   Event consumed_;
+  cudaStream_t stream_ = nullptr;  // of the last upload (its kernels read the device side)
   size_t used_ = 0;
 };
 

@@ -216,6 +216,10 @@ void matmul(ThreadPool& pool, const WeightMatrix& w, const float* x, size_t n_to
   matmul(pool, w, x, n_tokens, y, best_isa());
 }
 
+bool weight_panels_fit(size_t matrix_bytes, size_t panel_bytes, size_t ram_bytes) {
+  return ram_bytes == 0 || matrix_bytes + panel_bytes <= ram_bytes / 10 * 8;
+}
+
 bool weight_panels_apply(const WeightMatrix& w) {
   if (w.data == nullptr || w.rows == 0) return false;
   switch (best_isa()) {

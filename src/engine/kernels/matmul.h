@@ -76,6 +76,10 @@ void matmul_blocks(ThreadPool& pool, const WeightMatrix& w, const float* x, size
 std::shared_ptr<const void> pack_weight_panels(ThreadPool& pool, const WeightMatrix& w);
 // Whether pack_weight_panels packs w on this CPU (within the ISA cap), without packing it.
 bool weight_panels_apply(const WeightMatrix& w);
+// Whether a model's matrices and their panels together stay within 80 % of the machine's memory
+// (ram_bytes; 0 when unknown, then they are taken to fit): beyond it the backend keeps the rows
+// alone, so a model that fits once does not stop fitting because of its panels.
+bool weight_panels_fit(size_t matrix_bytes, size_t panel_bytes, size_t ram_bytes);
 // Bytes per row of those panels: the 16-row panel of rows [r, r + 16) starts at
 // r * panel_row_bytes. The rows' own bytes for Q8_0 and BF16; Q4_K keeps its scales unpacked
 // (148 bytes per 256 columns, 144 in the file).

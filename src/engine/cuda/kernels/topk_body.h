@@ -36,8 +36,11 @@ PITH_HD uint32_t topk_chunk(uint32_t rows, uint32_t vocab, uint32_t k_max) {
 }
 
 // Key order = float order (-inf lowest; -0 is +0, equal as the CPU compares them); the sign
-// bit flips the rest for negatives.
+// bit flips the rest for negatives. A NaN (a broken model) ranks below everything, as it never
+// wins a comparison on the CPU: ranked above +inf it would pass a greedy row's threshold (the
+// max, which skips NaN) and overflow the row's one candidate slot.
 PITH_HD uint32_t order_key(float f) {
+  if (f != f) return 0;
   uint32_t u = f == 0.0f ? 0u : float_bits(f);
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
