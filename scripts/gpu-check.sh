@@ -12,7 +12,8 @@
 #                                       it); results under $OUT (default PACK/results);
 #                                       GPU_CHECKS=1,2,... runs only those steps (default all)
 #
-# run does, writing one file per check and summary.txt (PASS/FAIL/SKIP per check):
+# run does, writing one file per check, summary.txt (PASS/FAIL/SKIP per check) and timing.txt
+# (when each step began):
 #   1. ctest -L gpu (CUDA backend vs the CPU engine on the same batches), and the chunked delta
 #      rule's kernel time against the recurrent one's (delta-rule-gpu.txt), the own attention
 #      kernel's split-K decode against one split (attention-splits-gpu.txt)
@@ -79,6 +80,9 @@ FAILED=0
 # take them in two calls.
 want() { [[ ,${GPU_CHECKS:-1,2,3,4,4b,5,6}, == *,$1,* ]]; }
 
+# When each step began (timing.txt): what a time-limited GPU machine spent where.
+stamp() { echo "$(date -u +%T) $*" >> "$OUT/timing.txt"; }
+
 record() {  # name status detail
   SUMMARY+=("$(printf '%-28s %-5s %s' "$1" "$2" "$3")")
   [[ $2 == FAIL ]] && FAILED=1
@@ -133,6 +137,7 @@ run() {
   local prompt
   prompt=$(head -c 1500 "$SRC/docs/architecture.md" | tr '\n"' '  ')
   if want 3 || want 6 || want 7; then
+    stamp "0 generate the 1B model"
     "$pith" model gen --preset llama3.2-1b --dtype bf16 --vocab "$vocab" --seed 16 -q \
       -o "$work/llama3.2-1b-bf16.gguf" > "$OUT/gen-1b.txt" 2>&1 || record gen-1b FAIL "see gen-1b.txt"
   fi
@@ -159,7 +164,9 @@ run() {
 
   # 1. GPU unit tests.
   if want 1; then
-    if ctest --test-dir "$pack" -L gpu --output-on-failure > "$OUT/ctest-gpu.txt" 2>&1; then
+    stamp "1 ctest -L gpu"
+    # The four executables side by side (one GPU holds them all; their timings are rerun alone).
+    if ctest --test-dir "$pack" -L gpu -j4 --output-on-failure > "$OUT/ctest-gpu.txt" 2>&1; then
       record ctest-gpu PASS "$(grep -E 'tests passed' "$OUT/ctest-gpu.txt" | tail -1)"
     else
       record ctest-gpu FAIL "see ctest-gpu.txt"
@@ -180,6 +187,7 @@ run() {
 
   # 2. memcheck on the GPU unit tests (the backend test on the tiny models only: memcheck is slow).
   if want 2; then
+    stamp "2 compute-sanitizer"
     if command -v compute-sanitizer > /dev/null; then
       local t filter rc
       for t in cuda_backend_test cuda_kernels_test paged_attention_gpu_test delta_rule_gpu_test; do
@@ -213,6 +221,7 @@ run() {
 
   # 3. pith logits, CPU vs CUDA.
   if want 3; then
+    stamp "3 logits cpu vs cuda"
     local m
     for m in tiny-f32:f32 tiny-untied-f32:f32 tiny-bf16:bf16 tiny-q8_0:bf16; do
       local name=${m%%:*} mode=${m##*:}
@@ -227,6 +236,7 @@ run() {
 
   # 4. The HF folder of the same model: pith (cuda) vs transformers.
   if want 4; then
+    stamp "4 hf vs transformers"
     if "$pith" model gen --preset llama3.2-1b --dtype bf16 --format hf --vocab "$vocab" --seed 16 -q \
          -o "$work/llama3.2-1b-hf" > "$OUT/gen-1b-hf.txt" 2>&1 &&
        "$pith" logits -m "$work/llama3.2-1b-hf" --prompt "$prompt" --top 50 --json --device cuda \
@@ -254,6 +264,7 @@ run() {
 
   # 4b. The other families (docs/gpu.md "Families"): GGUF CPU vs CUDA, HF CUDA vs transformers.
   if want 4b; then
+    stamp "4b families"
     local preset qvocab
     for preset in qwen2.5-0.5b qwen3-0.6b gemma3-1b qwen3.5-0.8b; do
       qvocab=$SRC/tests/data/tokenizer/ggml-vocab-qwen2.gguf
@@ -288,7 +299,9 @@ run() {
 
   # 5. e2e suite on the CUDA backend.
   if want 5; then
-    if ctest --test-dir "$pack" -L e2e --output-on-failure > "$OUT/ctest-e2e.txt" 2>&1; then
+    stamp "5 ctest -L e2e"
+    # Eight at a time: each server holds a 512 MiB KV pool, the GPU has room for all of them.
+    if ctest --test-dir "$pack" -L e2e -j8 --output-on-failure > "$OUT/ctest-e2e.txt" 2>&1; then
       record e2e PASS "$(grep -E 'tests passed' "$OUT/ctest-e2e.txt" | tail -1)"
     else
       record e2e FAIL "$(grep -E 'tests passed|tests failed' "$OUT/ctest-e2e.txt" | tail -1), see ctest-e2e.txt"
@@ -297,6 +310,7 @@ run() {
 
   # 6. Per-step GPU vs wall time at batch 1 and 64 on the 1B shape, decode CUDA graphs on and off.
   if want 6; then
+    stamp "6 step timing"
     if [[ -f $work/llama3.2-1b-bf16.gguf ]] &&
        "$pack/tests/gpu/cuda_step_timing" "$work/llama3.2-1b-bf16.gguf" --batch 1,64 --prompt 128 \
          --steps 32 > "$OUT/step-timing.json" 2> "$OUT/step-timing.err"; then
@@ -309,6 +323,7 @@ run() {
   # 7. The paper's evaluation on the GPU, Fig. 8 beside the CPU backend (not in the default
   #    set: minutes of GPU time; GPU_CHECKS=7 or ...,7).
   if want 7; then
+    stamp "7 bench paper"
     if "$pith" bench paper -m "$work/llama3.2-1b-bf16.gguf" --out "$OUT/paper" --device cuda \
          --against-device cpu --runs 1 --inferlets "$pack/inferlets" > "$OUT/paper.txt" 2>&1; then
       record paper PASS "see paper/paper.json and paper/*.svg"
@@ -317,6 +332,7 @@ run() {
     fi
   fi
 
+  stamp "end"
   printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
   rm -rf "$work"
   exit $FAILED
