@@ -41,7 +41,8 @@ class Program {
   // run it (e.g. native-only and the build failed).
   std::shared_ptr<const GuestModule> module_for_launch();
 
-  bool native_ready() const;                     // native build finished (successfully or not)
+  bool native_ready() const;  // native build finished (successfully or not)
+  bool native_building() const { return native_.valid() && !native_ready(); }
   std::shared_ptr<const NativeModule> native();  // waits; throws pith::Error on build failure
   double compile_seconds() const {
     return compile_seconds_->load();

@@ -310,6 +310,22 @@ asio::awaitable<void> ApiServer::shutdown() {
   draining_ = false;
   co_await wait_until([this] { return registry_.running() == 0; },
                       Clock::now() + std::chrono::seconds(10));
+  // Native builds still running finish within the drain deadline too: their modules land in the
+  // cache, so the next start (a rolling restart's replacement) loads them instead of compiling
+  // again. Whatever is left then is ended by run().
+  auto building = [this] {
+    size_t n = 0;
+    if (ready_)
+      for (const ProgramInfo& p : programs_->list()) n += p.native_building;
+    return n;
+  };
+  if (size_t n = building()) {
+    const auto deadline =
+        t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(drain_s));
+    spdlog::info("waiting up to {:.1f} s for {} native build(s) to reach the cache",
+                 std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count()), n);
+    co_await wait_until([&] { return building() == 0; }, deadline);
+  }
   // Let event streams deliver the terminated events.
   asio::steady_timer t(io_);
   boost::system::error_code ec;

@@ -67,6 +67,7 @@ ProgramInfo ProgramStore::describe(const Entry& e) const {
   i.loaded = e.program != nullptr;
   if (e.program) {
     i.native_ready = e.program->native_ready();
+    i.native_building = e.program->native_building();
     i.compile_seconds = e.program->compile_seconds();
   }
   return i;

@@ -26,6 +26,7 @@ struct ProgramInfo {
   bool builtin = false;
   bool loaded = false;
   bool native_ready = false;
+  bool native_building = false;  // its native build is still running
   double compile_seconds = 0;
 };
 

@@ -161,9 +161,15 @@ def attachment(pith, model):
 
 
 def restart(pith, model):
-    """Uploaded programs (and their native code) survive a restart of the server."""
+    """Uploaded programs (and their native code) survive a restart of the server; a server
+    stopped while native builds run lets them finish into the cache (within --drain-timeout)."""
     import tempfile
     with tempfile.TemporaryDirectory() as cache:
+        native = os.path.join(cache, "native")
+        with Server(pith, model, cache_dir=cache) as s:
+            s.upload(W("text_completion"))  # and stopped at once, its build (and the built-in's) running
+        built = [f for f in os.listdir(native) if f.endswith(".so")] if os.path.isdir(native) else []
+        check(len(built) == 2, f"native builds running at SIGTERM reach the cache: {built}")
         with Server(pith, model, cache_dir=cache) as s:
             h = s.upload(W("echo"))
             deadline = time.time() + 120
