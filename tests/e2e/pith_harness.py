@@ -138,8 +138,9 @@ class Server:
             time.sleep(0.05)
         raise RuntimeError(f"pith serve did not become healthy:\n{self.server_log()}")
 
-    def stop(self, timeout=30):
-        """SIGTERM, and the server must exit 0 (graceful shutdown)."""
+    def stop(self, timeout=60):
+        """SIGTERM, and the server must exit 0 (graceful shutdown: within --drain-timeout, 30 s
+        by default, for requests in flight and native builds still running)."""
         if self.proc is None:
             return 0
         if self.proc.poll() is None:
