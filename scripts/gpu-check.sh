@@ -179,7 +179,7 @@ run() {
     fi
     # The own attention kernel's decode with split-K against one split (and FlashInfer's).
     if "$pack/tests/gpu/paged_attention_gpu_test" --gtest_filter='*Times*' > "$OUT/attention-splits-gpu.txt" 2>&1; then
-      record attention-splits-gpu PASS "$(grep -o '"attention_gpu":"[^"]*"\|"speedup":[0-9.]*' "$OUT/attention-splits-gpu.txt" | tr '\n' ' ')"
+      record attention-splits-gpu PASS "$(grep -o '"attention_gpu":"[^"]*"\|"speedup":[0-9.]*\|"partials_speedup":[0-9.]*' "$OUT/attention-splits-gpu.txt" | tr '\n' ' ')"
     else
       record attention-splits-gpu FAIL "see attention-splits-gpu.txt"
     fi

@@ -5,7 +5,8 @@
 // the families' query scale, soft-cap and sliding window, and gemma4's head_dim 512 in a pool
 // whose layers differ in shape.
 // The tiny test models have head_dim 16, so this is what exercises FlashInfer directly. Long
-// decodes run the own kernel with and without split-K; PagedAttentionGpuTimes times both.
+// decodes run the own kernel with and without split-K; PagedAttentionGpuTimes times both, and
+// the chunk reductions from partials against the former per-thread rescans.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -292,6 +293,9 @@ TEST(PagedAttentionGpuTimes, DecodeSplitsAgainstOneSplit) {
         const double one = median_decode_ms(own, seqs, q, pool, out, stream);
         own.set_max_kv_splits(attn::kMaxSplits);
         const double split = median_decode_ms(own, seqs, q, pool, out, stream);
+        own.set_chunk_rescan(true);  // the chunk reductions' former form, same launch otherwise
+        const double rescan = median_decode_ms(own, seqs, q, pool, out, stream);
+        own.set_chunk_rescan(false);
         PagedAttention fi(layout, sh.n_heads, batch, batch, true);
         const bool have_fi = std::string(fi.implementation()) == "flashinfer";
         const double fi_ms = have_fi ? median_decode_ms(fi, seqs, q, pool, out, stream) : 0;
@@ -300,8 +304,10 @@ TEST(PagedAttentionGpuTimes, DecodeSplitsAgainstOneSplit) {
         const double gb = double(pool_bytes) / 1e9;
         std::printf(
             "{\"attention_gpu\":\"%s b%u ctx%u\",\"one_split_ms\":%.4f,\"split_k_ms\":%.4f,"
-            "\"flashinfer_ms\":%.4f,\"split_k_gb_s\":%.0f,\"speedup\":%.2f}\n",
-            sh.name, batch, ctx, one, split, fi_ms, gb / (split * 1e-3), one / split);
+            "\"rescan_split_k_ms\":%.4f,\"flashinfer_ms\":%.4f,\"split_k_gb_s\":%.0f,"
+            "\"speedup\":%.2f,\"partials_speedup\":%.2f}\n",
+            sh.name, batch, ctx, one, split, rescan, fi_ms, gb / (split * 1e-3), one / split,
+            rescan / split);
         cudaStreamDestroy(stream);
         cudaFree(pool);
         cudaFree(q);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "common/error.h"
 #include "engine/attention.h"
@@ -304,12 +305,16 @@ TEST_P(OwnKernelParity, MatchesCpuAttention) {
   // Unsplit, then split-K: 2 and 3 shares of the 300-slot row's 3 chunks (equal and unequal),
   // and 7 where most shares of every row are empty; K rows read one element or 8 at a time
   // (where the shapes allow it, as the launcher decides).
+  // The chunk's max and sum from partials, or rescanned by every thread (the former form).
   const bool vec8 = attn::rows_vectorizable(p.pool, p.page_stride, p.k_offset, hd);
-  for (const auto& [n_splits, wide] :
-       {std::pair{1u, false}, std::pair{1u, vec8}, std::pair{2u, vec8}, std::pair{3u, false},
-        std::pair{7u, vec8}}) {
-    SCOPED_TRACE("n_splits " + std::to_string(n_splits) + (wide ? ", 8-element loads" : ""));
+  for (const auto& [n_splits, wide, rescan] :
+       {std::tuple{1u, false, false}, std::tuple{1u, vec8, false}, std::tuple{2u, vec8, false},
+        std::tuple{3u, false, false}, std::tuple{7u, vec8, false}, std::tuple{1u, vec8, true},
+        std::tuple{3u, false, true}}) {
+    SCOPED_TRACE("n_splits " + std::to_string(n_splits) + (wide ? ", 8-element loads" : "") +
+                 (rescan ? ", rescans" : ", partials"));
     p.vec8 = wide;
+    p.rescan_chunk = rescan;
     std::vector<float> scratch(attn::split_scratch_floats(plan.n_rows(), kc.n_heads, hd, n_splits),
                                std::nanf(""));
     p.n_splits = n_splits;

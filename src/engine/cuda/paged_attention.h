@@ -57,6 +57,8 @@ class PagedAttention {
   // Caps the own kernel's KV splits (split-K decode, attention/paged_attention_kernel.h);
   // 1 turns splitting off. Tests and timings compare the two.
   void set_max_kv_splits(uint32_t n);
+  // The own kernel's former chunk reductions (attn::KernelParams::rescan_chunk), for timing.
+  void set_chunk_rescan(bool on);
 
   // Which implementation run() uses for this layout ("flashinfer" or "pith"), for logs. A batch
   // whose query rows are not packed per sequence in plan order runs on the own kernel.

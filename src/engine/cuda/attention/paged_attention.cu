@@ -81,6 +81,7 @@ struct PagedAttention::Impl {
   bool for_graph = false;      // this forward is captured or replayed as a CUDA graph
   uint32_t graph_longest = 0;  // for_graph: the context the split count is chosen for
   uint32_t max_splits = attn::kMaxSplits;
+  bool rescan_chunk = false;
   float* split_scratch = nullptr;
   size_t split_scratch_floats = 0;
 
@@ -233,6 +234,7 @@ struct PagedAttention::Impl {
     p.mask_indptr = mask_indptr;
     p.mask_bits = mask_bits;
     p.vec8 = attn::rows_vectorizable(pool, p.page_stride, p.k_offset, p.head_dim);
+    p.rescan_chunk = rescan_chunk;
     // A window bounds what a row walks, whatever the context. A graph's split count depends on
     // the step's contexts only through their power-of-two class (graph_context_class), part of
     // the launch fingerprint: a graph serves every step of its class, shares past a row's end
@@ -326,6 +328,7 @@ uint64_t PagedAttention::launch_fingerprint() const {
   for (const void* p : arrays) mix(reinterpret_cast<uintptr_t>(p));
   mix(m.plan.n_rows());
   mix(m.max_splits);
+  mix(m.rescan_chunk);
   mix(m.for_graph);
   mix(m.for_graph ? m.graph_longest : 0);
   mix(m.use_flashinfer_now);
@@ -334,6 +337,10 @@ uint64_t PagedAttention::launch_fingerprint() const {
 
 void PagedAttention::set_max_kv_splits(uint32_t n) {
   impl_->max_splits = std::clamp(n, 1u, attn::kMaxSplits);
+}
+
+void PagedAttention::set_chunk_rescan(bool on) {
+  impl_->rescan_chunk = on;
 }
 
 const char* PagedAttention::implementation() const {

@@ -40,6 +40,11 @@ namespace pith::cuda::attn {
 
 constexpr uint32_t kThreads = 128;  // threads per block = KV slots per chunk
 constexpr uint32_t kMaxHeadsPerBlock = 8;
+// A chunk's max and sum per head are reduced in kParts partials of kThreads / kParts slots, one
+// thread each (kMaxHeadsPerBlock * kParts <= kThreads), which every thread then combines.
+constexpr uint32_t kParts = 16;
+constexpr uint32_t kSlotsPerPart = kThreads / kParts;
+static_assert(kMaxHeadsPerBlock * kParts <= kThreads);
 constexpr uint32_t kMaxHeadDim = 512;
 // Output dims each thread accumulates: the kernel is instantiated for 2 (head_dim <= 256) and
 // 4 (up to 512), so the common head sizes keep half the registers.
@@ -126,6 +131,10 @@ struct KernelParams {
   // K rows start on 16-byte boundaries and head_dim is a multiple of 8 (rows_vectorizable):
   // the scores phase reads 8 elements per load instead of one.
   bool vec8;
+  // Every thread rescans the chunk's scores for its max and sum instead of combining partials
+  // (2 x 128 x heads shared reads a thread per chunk): the former form, kept to be timed
+  // against the partials on a GPU (PagedAttentionGpuTimes) until one is measured faster.
+  bool rescan_chunk = false;
 };
 
 // Whether every K row of a launch starts 16-byte aligned with a multiple of 8 elements.
@@ -166,6 +175,7 @@ struct SharedTile {
   float q[kMaxHeadsPerBlock * D * kThreads];  // the group's queries, pre-scaled
   float s[kMaxHeadsPerBlock][kThreads];       // chunk scores (-inf where hidden)
   float p[kMaxHeadsPerBlock][kThreads];       // chunk probabilities (relative to running max)
+  float part[kMaxHeadsPerBlock][kParts];      // the chunk's partial maxima, then partial sums
   uint64_t v_row[kThreads];                   // element offset of each chunk slot's V row
   uint32_t n_valid;                           // slots of the chunk inside the visible range
 };
@@ -302,13 +312,35 @@ PITH_HD void phase_scores(const KernelParams& p, const BlockTask& b, SharedTile<
   PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) sh.s[h][tid] = dot[h];
 }
 
+// Thread h * kParts + g reduces slots [g * kSlotsPerPart, +kSlotsPerPart) of head h's scores
+// (max) or probabilities (sum; zero past n_valid) into part[h][g].
+template <uint32_t D>
+PITH_HD void phase_partials(const KernelParams& p, SharedTile<D>& sh, uint32_t tid, bool sum) {
+  const uint32_t h = tid / kParts, g = tid % kParts, n = sh.n_valid;
+  if (h >= p.heads_per_block) return;
+  float r = sum ? 0.f : -INFINITY;
+  for (uint32_t t = g * kSlotsPerPart; t < (g + 1) * kSlotsPerPart; ++t) {
+    if (sum) {
+      r += sh.p[h][t];
+    } else if (t < n) {
+      r = sh.s[h][t] > r ? sh.s[h][t] : r;
+    }
+  }
+  sh.part[h][g] = r;
+}
+
 template <uint32_t D>
 PITH_HD void phase_probs(const KernelParams& p, SharedTile<D>& sh, uint32_t tid,
                          ThreadState<D>& st) {
   const uint32_t n = sh.n_valid;
   PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < p.heads_per_block; ++h) {
     float cmax = -INFINITY;
-    for (uint32_t t = 0; t < n; ++t) cmax = sh.s[h][t] > cmax ? sh.s[h][t] : cmax;
+    if (p.rescan_chunk) {
+      for (uint32_t t = 0; t < n; ++t) cmax = sh.s[h][t] > cmax ? sh.s[h][t] : cmax;
+    } else {
+      PITH_UNROLL for (uint32_t g = 0; g < kParts; ++g) cmax =
+          sh.part[h][g] > cmax ? sh.part[h][g] : cmax;
+    }
     const float m_new = cmax > st.m[h] ? cmax : st.m[h];
     // Nothing visible yet: keep everything at zero (no inf - inf).
     st.alpha[h] = m_new == -INFINITY ? 1.f : fast_exp(st.m[h] - m_new);
@@ -326,7 +358,11 @@ PITH_HD void phase_accumulate(const KernelParams& p, SharedTile<D>& sh, uint32_t
   const T* pool = static_cast<const T*>(p.pool);
   PITH_UNROLL for (uint32_t h = 0; h < kMaxHeadsPerBlock && h < H; ++h) {
     float sum = 0.f;
-    for (uint32_t t = 0; t < n; ++t) sum += sh.p[h][t];
+    if (p.rescan_chunk) {
+      for (uint32_t t = 0; t < n; ++t) sum += sh.p[h][t];
+    } else {
+      PITH_UNROLL for (uint32_t g = 0; g < kParts; ++g) sum += sh.part[h][g];
+    }
     st.l[h] = st.l[h] * st.alpha[h] + sum;
     PITH_UNROLL for (uint32_t k = 0; k < D; ++k) st.acc[h][k] *= st.alpha[h];
   }
@@ -382,7 +418,9 @@ PITH_HD void attention_block(const KernelParams& p, uint32_t bx, uint32_t by, ui
   for_threads([&](uint32_t tid) { phase_load_q<T, D>(p, b, sh, tid, state(tid)); });
   for (uint32_t c = b.first_chunk; c < b.n_chunks; ++c) {
     for_threads([&](uint32_t tid) { phase_scores<T, D>(p, b, sh, c, tid); });
+    if (!p.rescan_chunk) for_threads([&](uint32_t tid) { phase_partials<D>(p, sh, tid, false); });
     for_threads([&](uint32_t tid) { phase_probs<D>(p, sh, tid, state(tid)); });
+    if (!p.rescan_chunk) for_threads([&](uint32_t tid) { phase_partials<D>(p, sh, tid, true); });
     for_threads([&](uint32_t tid) { phase_accumulate<T, D>(p, sh, tid, state(tid)); });
   }
   for_threads([&](uint32_t tid) { phase_store<T, D>(p, b, tid, state(tid)); });
