@@ -25,12 +25,16 @@ TOKENS = 150
 
 
 def size_stream(s):
+    """The faster of two timed completions: a first one slowed by a busy machine (or run before
+    the program's native build landed) would size a stream that ends before the signal."""
     global TOKENS
     model = s.request("GET", "/v1/models")[1]["data"][0]["id"]
-    t0 = time.time()
-    s.request("POST", "/v1/completions", {"model": model, "prompt": "Once", "max_tokens": 150,
-                                          "min_tokens": 150, "temperature": 0})
-    per_token = (time.time() - t0) / 150
+    per_token = float("inf")
+    for _ in range(2):
+        t0 = time.time()
+        s.request("POST", "/v1/completions", {"model": model, "prompt": "Once", "max_tokens": 150,
+                                              "min_tokens": 150, "temperature": 0})
+        per_token = min(per_token, (time.time() - t0) / 150)
     TOKENS = max(150, min(4000, int(3.0 / per_token)))
 
 
