@@ -170,6 +170,7 @@ TEST(CudaMoeHost, RoutedExpertsMatchTheCpu) {
   check_moe<float>(96, 6, 3, 40, 56, false, 20);  // qwen2moe-like: shared expert, raw weights
   check_moe<float>(64, 16, 4, 80, 0, true, 70);   // more than a slot pass per expert
   check_moe<Bf16>(64, 8, 2, 48, 32, true, 9);     // BF16 expert weights
+  check_moe<float>(32, 512, 10, 8, 0, true, 12);  // qwen3.5 MoE's router width: 10 of 512
 }
 
 // Exact ties among the top experts go to the lower index, in order, with equal weights (the
