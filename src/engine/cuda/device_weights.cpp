@@ -136,7 +136,9 @@ class Uploader {
       std::memcpy(out, src, m.cols * 2);
       return;
     }
-    dequantize_row(m.dtype, src, row_f32_.data(), m.cols);  // F32, F16, Q8_0, Q4_0: exact
+    // Exact in F32; the BF16 rounding below then costs F16 and the quantised types their low
+    // mantissa bits (the BF16 mode's tolerance, docs/gpu.md "Numerics").
+    dequantize_row(m.dtype, src, row_f32_.data(), m.cols);
     auto* o = reinterpret_cast<uint16_t*>(out);
     for (size_t i = 0; i < m.cols; ++i) o[i] = f32_to_bf16(row_f32_[i]);
   }
