@@ -7,13 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
-#include <tuple>
-
-#include <random>
-
 #include <cmath>
 #include <memory>
+#include <random>
+#include <tuple>
 #include <vector>
 
 #include "common/thread_pool.h"
@@ -94,6 +91,15 @@ void sort_choices(const std::vector<uint32_t>& experts, uint32_t T, uint32_t E, 
                         offsets.data(), slot_token.data(), slot_of.data());
 }
 
+// moe_route's launch on the host: one block per token, its threads one after another.
+void route(std::vector<float>& logits, uint32_t T, uint32_t E, uint32_t K, bool norm,
+           const float* scale, std::vector<uint32_t>& experts, std::vector<float>& weights) {
+  auto sh = std::make_unique<kern::MoeRouteShared>();
+  for (uint32_t t = 0; t < T; ++t)
+    kern::moe_route_block(kern::HostBlock{t, 0, kern::kMoeRouteThreads}, *sh, logits.data(), E, K,
+                          norm, scale, experts.data(), weights.data());
+}
+
 // The kernels' chain over the T rows of h; `logits` are the router's outputs (the backend's
 // cuBLAS GEMM), overwritten by the route.
 template <class W>
@@ -103,11 +109,7 @@ std::vector<float> device_chain(const Layer& ly, const std::vector<float>& h,
   const uint32_t E = c.n_experts, K = c.n_experts_used, d = c.d_model, ff = c.d_ff_expert;
   std::vector<uint32_t> experts(T * K), offsets(E + 1), slot_token(T * K), slot_of(T * K);
   std::vector<float> weights(T * K);
-  // (In place over the logits: one run, on a grid of 2 blocks so the grid-stride loop wraps.)
-  run_grid(2, kern::kActivationThreads, [&](uint32_t bl, uint32_t nb, uint32_t t) {
-    kern::moe_route_body(bl, nb, t, logits.data(), T, E, K, c.moe_norm_top_k, nullptr,
-                         experts.data(), weights.data());
-  });
+  route(logits, T, E, K, c.moe_norm_top_k, nullptr, experts, weights);
   sort_choices(experts, T, E, K, offsets, slot_token, slot_of);
   EXPECT_EQ(offsets[E], T * K);
 
@@ -183,10 +185,7 @@ TEST(CudaMoeHost, RouterTiesGoToTheLowerExpertAndScalesApply) {
   scale[6] = 0.5f;
   std::vector<uint32_t> experts(T * K);
   std::vector<float> weights(T * K);
-  run_grid(1, kern::kActivationThreads, [&](uint32_t bl, uint32_t nb, uint32_t t) {
-    kern::moe_route_body(bl, nb, t, logits.data(), T, E, K, true, scale.data(), experts.data(),
-                         weights.data());
-  });
+  route(logits, T, E, K, true, scale.data(), experts, weights);
   for (uint32_t t = 0; t < T; ++t) {
     EXPECT_EQ(experts[t * K], 1u);
     EXPECT_EQ(experts[t * K + 1], 3u);

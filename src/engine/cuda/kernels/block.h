@@ -177,6 +177,7 @@ struct DeviceBlock {
   // values[t] of every thread summed (max'ed) into values[0]; n_threads a multiple of 32.
   __device__ void reduce_sum(float* values) const { reduce(values, Sum{}); }
   __device__ void reduce_max(float* values) const { reduce(values, Max{}); }
+  __device__ void reduce_max(uint64_t* values) const { reduce(values, MaxU64{}); }
 
   // ++hist[bin] unless bin == kNoBin. Every lane of the warp calls it (a uniform loop): lanes
   // with the same bin add together, one shared atomic per distinct bin (logits crowd a few
@@ -223,10 +224,13 @@ struct DeviceBlock {
   struct Max {
     __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
   };
-  template <class Op>
-  __device__ void reduce(float* values, Op op) const {
+  struct MaxU64 {
+    __device__ uint64_t operator()(uint64_t a, uint64_t b) const { return a > b ? a : b; }
+  };
+  template <class V, class Op>
+  __device__ void reduce(V* values, Op op) const {
     uint32_t t = threadIdx.x, lane = t % kWarp, warp = t / kWarp;
-    float v = values[t];
+    V v = values[t];
     for (uint32_t m = kWarp / 2; m > 0; m >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, m));
     __syncthreads();
     if (lane == 0) values[warp] = v;
@@ -235,7 +239,7 @@ struct DeviceBlock {
       uint32_t n_warps = n_threads / kWarp;
       // Lanes past the last warp repeat warp 0's value: neutral for max, and for the sum the
       // butterfly below only ever reads lanes < n_warps (a power of two) into lane 0's total.
-      float w = values[lane < n_warps ? lane : 0];
+      V w = values[lane < n_warps ? lane : 0];
       for (uint32_t m = n_warps / 2; m > 0; m >>= 1) w = op(w, __shfl_xor_sync(0xffffffffu, w, m));
       if (lane == 0) values[0] = w;
     }
@@ -264,6 +268,9 @@ struct HostBlock {
   void reduce_max(float* values) const {
     reduce(values, [](float a, float b) { return a > b ? a : (b > a ? b : a); });
   }
+  void reduce_max(uint64_t* values) const {
+    reduce(values, [](uint64_t a, uint64_t b) { return a > b ? a : b; });
+  }
 
   void exclusive_scan(uint32_t* values) const {
     uint32_t total = 0;
@@ -277,19 +284,19 @@ struct HostBlock {
 
  private:
   // The xor butterfly of DeviceBlock::reduce: lane l adds lane l ^ m, for m = 16, 8, 4, 2, 1.
-  template <class Op>
-  static float butterfly(float* lanes, uint32_t width, Op op) {
+  template <class V, class Op>
+  static V butterfly(V* lanes, uint32_t width, Op op) {
     for (uint32_t m = width / 2; m > 0; m >>= 1) {
-      float next[kWarp];
+      V next[kWarp];
       for (uint32_t l = 0; l < width; ++l) next[l] = op(lanes[l], lanes[l ^ m]);
       for (uint32_t l = 0; l < width; ++l) lanes[l] = next[l];
     }
     return lanes[0];
   }
-  template <class Op>
-  void reduce(float* values, Op op) const {
+  template <class V, class Op>
+  void reduce(V* values, Op op) const {
     uint32_t n_warps = n_threads / kWarp;
-    float warp_totals[kWarp] = {};
+    V warp_totals[kWarp] = {};
     for (uint32_t w = 0; w < n_warps; ++w)
       warp_totals[w] = butterfly(values + w * kWarp, kWarp, op);
     values[0] = butterfly(warp_totals, n_warps, op);

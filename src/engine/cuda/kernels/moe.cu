@@ -10,11 +10,12 @@ uint32_t blocks_for(size_t steps) {
   return kern::elementwise_blocks(steps, kern::kActivationThreads);
 }
 
-__global__ void __launch_bounds__(kern::kActivationThreads)
-    route_kernel(float* logits, uint32_t T, uint32_t E, uint32_t K, bool norm,
-                 const float* expert_scale, uint32_t* experts, float* weights) {
-  kern::moe_route_body(blockIdx.x, gridDim.x, threadIdx.x, logits, T, E, K, norm, expert_scale,
-                       experts, weights);
+__global__ void __launch_bounds__(kern::kMoeRouteThreads)
+    route_kernel(float* logits, uint32_t E, uint32_t K, bool norm, const float* expert_scale,
+                 uint32_t* experts, float* weights) {
+  __shared__ kern::MoeRouteShared sh;
+  kern::moe_route_block(kern::DeviceBlock::current(), sh, logits, E, K, norm, expert_scale, experts,
+                        weights);
 }
 
 __global__ void __launch_bounds__(kern::kMoeThreads)
@@ -64,8 +65,8 @@ void moe_route(float* logits, uint32_t T, uint32_t E, uint32_t K, bool norm_top_
                const float* expert_scale, uint32_t* experts, float* weights, cudaStream_t stream) {
   require(K >= 1 && K <= kern::kMoeMaxUsed && K <= E, "moe_route", "unsupported experts per token");
   if (T == 0) return;
-  route_kernel<<<blocks_for(T), kern::kActivationThreads, 0, stream>>>(
-      logits, T, E, K, norm_top_k, expert_scale, experts, weights);
+  route_kernel<<<T, kern::kMoeRouteThreads, 0, stream>>>(logits, E, K, norm_top_k, expert_scale,
+                                                         experts, weights);
   check_launch("moe_route");
 }
 

@@ -1,6 +1,7 @@
 // Bodies of the mixture-of-experts FFN kernels (qwen2moe, qwen3moe, qwen35moe; the CPU's
 // engine/moe_ffn.h), routed on the device so a step needs no host round trip:
-//   1. moe_route: per token, softmax over the router logits, the n_used most probable experts
+//   1. moe_route: per token (a block), softmax over the router logits, the n_used most probable
+//   experts
 //      (ties: the lower index, as the CPU's partial_sort), their weights renormalised where the
 //      family does and scaled by the per-expert scale where it has one;
 //   2. moe_sort: the routed (token, choice) pairs grouped by expert, tokens in order within an
@@ -26,42 +27,76 @@ inline constexpr uint32_t kMoeRows = 64;     // output rows per block of the exp
 inline constexpr uint32_t kMoeSlots = 16;    // slots per pass
 inline constexpr uint32_t kMoeK = 32;        // inner-dimension tile
 
-// Per token t: probs of logits[t] (softmax in place), then experts[t][k] and weights[t][k] for
-// k < K. expert_scale may be null.
-PITH_HD void moe_route_body(uint32_t block, uint32_t n_blocks, uint32_t t, float* logits,
-                            uint32_t T, uint32_t E, uint32_t K, bool norm_top_k,
-                            const float* expert_scale, uint32_t* experts, float* weights) {
-  grid_stride(block, n_blocks, t, kActivationThreads, T, [&](size_t tok) {
-    float* p = logits + tok * E;
-    float mx = p[0];
-    for (uint32_t e = 1; e < E; ++e) mx = p[e] > mx ? p[e] : mx;
+// Threads of a route block: one block per token, the experts spread over its threads.
+inline constexpr uint32_t kMoeRouteThreads = 128;
+
+struct MoeRouteShared {
+  float part[kMoeRouteThreads];  // per thread, then the reduction's result in [0]
+  uint64_t keys[kMoeRouteThreads];
+};
+
+// An expert's rank key: its probability's bits above its index, flipped so that, among equal
+// probabilities, the lower index ranks higher (the CPU's partial_sort over (-prob, expert)).
+// Probabilities are >= 0, whose bit patterns order as the floats; a NaN ranks below everything.
+PITH_HD uint64_t route_key(float prob, uint32_t expert) {
+  if (prob != prob) return 0;
+  return uint64_t{float_bits(prob)} << 32 | (0xffffffffu - expert);
+}
+
+// Block x = token t: probs of logits[t] (softmax in place), then experts[t][k] and weights[t][k]
+// for k < K. Each top-K round takes the largest key below the last round's, a block reduction
+// over E / threads experts a thread (E x K comparisons in all, spread over the block).
+// expert_scale may be null.
+template <class Block>
+PITH_HD void moe_route_block(const Block& blk, MoeRouteShared& sh, float* logits, uint32_t E,
+                             uint32_t K, bool norm_top_k, const float* expert_scale,
+                             uint32_t* experts, float* weights) {
+  const size_t tok = blk.block_x;
+  const uint32_t nt = blk.n_threads;
+  float* p = logits + tok * E;
+  blk.threads([&](uint32_t t) {
+    float m = -INFINITY;
+    for (uint32_t e = t; e < E; e += nt) m = p[e] > m ? p[e] : m;
+    sh.part[t] = m;
+  });
+  blk.reduce_max(sh.part);
+  const float mx = sh.part[0];
+  blk.sync();  // everyone has read the max before part[] is reused
+  blk.threads([&](uint32_t t) {
     float sum = 0;
-    for (uint32_t e = 0; e < E; ++e) {
+    for (uint32_t e = t; e < E; e += nt) {
       p[e] = exp_f32(p[e] - mx);
       sum += p[e];
     }
-    const float inv = 1.0f / sum;
-    for (uint32_t e = 0; e < E; ++e) p[e] *= inv;
-    // Choices in (probability descending, index ascending) order: round k takes the best expert
-    // ranked after round k - 1's, so no list of taken experts is searched (E x K, not E x K^2:
-    // 512 x 10 for qwen3.5's MoE).
-    uint32_t pick[kMoeMaxUsed];
-    float w[kMoeMaxUsed], total = 0;
-    for (uint32_t k = 0; k < K; ++k) {
-      uint32_t best = 0;
-      float bp = -1.0f;
-      for (uint32_t e = 0; e < E; ++e) {
-        const bool after = k == 0 || p[e] < w[k - 1] || (p[e] == w[k - 1] && e > pick[k - 1]);
-        if (after && p[e] > bp) {  // strict: a tie keeps the lower index
-          bp = p[e];
-          best = e;
-        }
+    sh.part[t] = sum;
+  });
+  blk.reduce_sum(sh.part);
+  const float inv = 1.0f / sh.part[0];
+  // Each thread normalises and ranks the experts it exponentiated: no barrier needed between.
+  uint32_t pick[kMoeMaxUsed];
+  float w[kMoeMaxUsed], total = 0;
+  uint64_t last = ~uint64_t{0};
+  for (uint32_t k = 0; k < K; ++k) {
+    blk.threads([&](uint32_t t) {
+      uint64_t best = 0;
+      for (uint32_t e = t; e < E; e += nt) {
+        if (k == 0) p[e] *= inv;
+        const uint64_t key = route_key(p[e], e);
+        if (key < last && key > best) best = key;
       }
-      pick[k] = best;
-      w[k] = bp;
-      total += bp;
-    }
-    const float norm = norm_top_k && total > 0 ? 1.0f / total : 1.0f;
+      sh.keys[t] = best;
+    });
+    blk.reduce_max(sh.keys);
+    last = sh.keys[0];
+    blk.sync();  // everyone has read the winner before keys[] is reused
+    // No candidate left (NaN probabilities): expert 0 with weight -1, as a scan finding none.
+    pick[k] = last == 0 ? 0 : 0xffffffffu - static_cast<uint32_t>(last);
+    w[k] = last == 0 ? -1.0f : bits_float(static_cast<uint32_t>(last >> 32));
+    total += w[k];
+  }
+  const float norm = norm_top_k && total > 0 ? 1.0f / total : 1.0f;
+  blk.threads([&](uint32_t t) {
+    if (t != 0) return;
     for (uint32_t k = 0; k < K; ++k) {
       experts[tok * K + k] = pick[k];
       weights[tok * K + k] = w[k] * norm * (expert_scale ? expert_scale[pick[k]] : 1.0f);
