@@ -196,6 +196,23 @@ TEST(CudaMoeHost, RouterTiesGoToTheLowerExpertAndScalesApply) {
   }
 }
 
+// A NaN router logit (a broken model) poisons every probability; the route still names K
+// distinct experts in range, so the sort and the expert GEMM never index past the layer.
+TEST(CudaMoeHost, NanRouterLogitsStillNameDistinctExperts) {
+  const uint32_t T = 2, E = 8, K = 3;
+  std::vector<float> logits = random_floats(size_t{T} * E, 13);
+  logits[5] = NAN;
+  std::vector<uint32_t> experts(T * K);
+  std::vector<float> weights(T * K);
+  route(logits, T, E, K, true, nullptr, experts, weights);
+  for (uint32_t t = 0; t < T; ++t) {
+    std::vector<uint32_t> row(experts.begin() + t * K, experts.begin() + (t + 1) * K);
+    for (uint32_t e : row) EXPECT_LT(e, E);
+    std::sort(row.begin(), row.end());
+    EXPECT_EQ(std::unique(row.begin(), row.end()), row.end()) << "token " << t;
+  }
+}
+
 // The sort against a serial counting sort: T K choices over several of the block's chunks
 // (T K > kMoeThreads, a chunk boundary inside a token's choices), experts nobody chose (empty
 // ranges), the first and last experts chosen: slots grouped by expert, tokens ascending.

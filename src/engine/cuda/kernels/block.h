@@ -138,6 +138,31 @@ PITH_HD float bits_float(uint32_t u) {
 #endif
 }
 
+// Key order = float order (-inf lowest; -0 is +0, equal as the CPU compares them); the sign
+// bit flips the rest for negatives. A NaN (a broken model) ranks below everything, as it never
+// wins a comparison on the CPU: ranked above +inf it would pass a greedy top-K row's threshold
+// (the max, which skips NaN) and overflow the row's one candidate slot.
+PITH_HD uint32_t order_key(float f) {
+  if (f != f) return 0;
+  uint32_t u = f == 0.0f ? 0u : float_bits(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+PITH_HD float key_logit(uint32_t key) {
+  return bits_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+}
+
+// A ranking key of (value, id): larger values first, equal values by ascending id (the CPU's
+// (value desc, id asc) sort order), distinct for distinct ids; 0 ranks below every key.
+PITH_HD uint64_t rank_key(float value, uint32_t id) {
+  return uint64_t{order_key(value)} << 32 | ~id;
+}
+PITH_HD uint32_t rank_id(uint64_t key) {
+  return ~static_cast<uint32_t>(key);
+}
+PITH_HD float rank_value(uint64_t key) {
+  return key_logit(static_cast<uint32_t>(key >> 32));
+}
+
 // ---- launch geometry ----------------------------------------------------------------------
 
 PITH_HD uint32_t ceil_div(size_t a, uint32_t b) {

@@ -35,17 +35,11 @@ struct MoeRouteShared {
   uint64_t keys[kMoeRouteThreads];
 };
 
-// An expert's rank key: its probability's bits above its index, flipped so that, among equal
-// probabilities, the lower index ranks higher (the CPU's partial_sort over (-prob, expert)).
-// Probabilities are >= 0, whose bit patterns order as the floats; a NaN ranks below everything.
-PITH_HD uint64_t route_key(float prob, uint32_t expert) {
-  if (prob != prob) return 0;
-  return uint64_t{float_bits(prob)} << 32 | (0xffffffffu - expert);
-}
-
 // Block x = token t: probs of logits[t] (softmax in place), then experts[t][k] and weights[t][k]
-// for k < K. Each top-K round takes the largest key below the last round's, a block reduction
-// over E / threads experts a thread (E x K comparisons in all, spread over the block).
+// for k < K. Each top-K round takes the largest rank_key (ties: the lower expert, as the CPU's
+// partial_sort over (-prob, expert)) below the last round's, a block reduction over E / threads
+// experts a thread (E x K comparisons in all, spread over the block). Every key is nonzero and
+// distinct, so each round finds one (NaN probabilities rank last).
 // expert_scale may be null.
 template <class Block>
 PITH_HD void moe_route_block(const Block& blk, MoeRouteShared& sh, float* logits, uint32_t E,
@@ -81,7 +75,7 @@ PITH_HD void moe_route_block(const Block& blk, MoeRouteShared& sh, float* logits
       uint64_t best = 0;
       for (uint32_t e = t; e < E; e += nt) {
         if (k == 0) p[e] *= inv;
-        const uint64_t key = route_key(p[e], e);
+        const uint64_t key = rank_key(p[e], e);
         if (key < last && key > best) best = key;
       }
       sh.keys[t] = best;
@@ -89,9 +83,8 @@ PITH_HD void moe_route_block(const Block& blk, MoeRouteShared& sh, float* logits
     blk.reduce_max(sh.keys);
     last = sh.keys[0];
     blk.sync();  // everyone has read the winner before keys[] is reused
-    // No candidate left (NaN probabilities): expert 0 with weight -1, as a scan finding none.
-    pick[k] = last == 0 ? 0 : 0xffffffffu - static_cast<uint32_t>(last);
-    w[k] = last == 0 ? -1.0f : bits_float(static_cast<uint32_t>(last >> 32));
+    pick[k] = rank_id(last);
+    w[k] = rank_value(last);
     total += w[k];
   }
   const float norm = norm_top_k && total > 0 ? 1.0f / total : 1.0f;

@@ -35,19 +35,6 @@ PITH_HD uint32_t topk_chunk(uint32_t rows, uint32_t vocab, uint32_t k_max) {
   return chunk;
 }
 
-// Key order = float order (-inf lowest; -0 is +0, equal as the CPU compares them); the sign
-// bit flips the rest for negatives. A NaN (a broken model) ranks below everything, as it never
-// wins a comparison on the CPU: ranked above +inf it would pass a greedy row's threshold (the
-// max, which skips NaN) and overflow the row's one candidate slot.
-PITH_HD uint32_t order_key(float f) {
-  if (f != f) return 0;
-  uint32_t u = f == 0.0f ? 0u : float_bits(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-PITH_HD float key_logit(uint32_t key) {
-  return bits_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
-}
-
 // Where the phases meet in the workspace (all offsets in bytes from its start).
 struct TopKWorkspace {
   uint32_t chunk = 0, n_chunks = 0, k_max = 0;
@@ -269,7 +256,7 @@ PITH_HD void topk_chunk_body(const Block& blk, TopKChunkShared& sh, const float*
 }
 
 struct TopKMergeShared {
-  uint64_t sort_keys[kTopKLimit];  // (order key << 32) | ~id: descending = the ranking
+  uint64_t sort_keys[kTopKLimit];  // rank_key(logit, id): descending = the ranking
   float partial[kMergeThreads];
   RadixShared radix;
   uint32_t scan_a[kMergeThreads + 1];
@@ -312,7 +299,7 @@ PITH_HD void topk_merge_body(const Block& blk, TopKMergeShared& sh, uint32_t voc
   auto key_at = [&](uint32_t j) { return order_key(cand_logits[j]); };
   radix_select(blk, sh.radix, sh.scan_a, n_cand, k, key_at);
   take_selected(blk, sh.radix, sh.scan_a, sh.scan_b, n_cand, key_at, [&](uint32_t j, uint32_t p) {
-    sh.sort_keys[p] = (uint64_t{key_at(j)} << 32) | ~static_cast<uint32_t>(cand_ids[j]);
+    sh.sort_keys[p] = rank_key(cand_logits[j], static_cast<uint32_t>(cand_ids[j]));
   });
 
   // Bitonic sort, descending, of the k entries padded to a power of two with zeros (below
@@ -342,8 +329,8 @@ PITH_HD void topk_merge_body(const Block& blk, TopKMergeShared& sh, uint32_t voc
   blk.threads([&](uint32_t t) {
     for (uint32_t i = t; i < k; i += nt) {
       uint64_t e = sh.sort_keys[i];
-      float logit = key_logit(static_cast<uint32_t>(e >> 32));
-      out_ids[size_t{row} * w.k_max + i] = static_cast<int32_t>(~static_cast<uint32_t>(e));
+      float logit = rank_value(e);
+      out_ids[size_t{row} * w.k_max + i] = static_cast<int32_t>(rank_id(e));
       out_probs[size_t{row} * w.k_max + i] = exp_f32(logit - max) / sum;
     }
   });
