@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include "backend/backend.h"
@@ -159,9 +160,11 @@ double samples_median(const nlohmann::json& e) {
 }
 
 // llama-bench with the KV type pith ran with where llama-bench has it (f16, bf16); for f32,
-// which its -ctk refuses, its default f16.
-KvDType llama_bench_kv(KvDType pith_kv) {
-  return pith_kv == KvDType::BF16 ? KvDType::BF16 : KvDType::F16;
+// which its -ctk refuses, its default f16. On a GPU always f16: as many bytes as pith's bf16,
+// and the type llama.cpp's CUDA flash attention is built for (its tensor-core kernels convert
+// any other K/V type to f16 first), so it runs in its best configuration.
+KvDType llama_bench_kv(KvDType pith_kv, bool gpu) {
+  return pith_kv == KvDType::BF16 && !gpu ? KvDType::BF16 : KvDType::F16;
 }
 
 LlamaBenchResult run_llama_bench(const ModelBenchOptions& o, KvDType kv) {
@@ -227,11 +230,21 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   fmt::print("weights streamed per decode step: {:.1f} MiB\n", wbytes / 1048576.0);
 
   // The floor's bandwidth is sampled before the tests and between the decode runs (the host's
-  // bandwidth drifts by 10-20 % over minutes here); its median gives the floor.
-  ThreadPool bw_pool(o.threads);
-  ReadBandwidthProbe probe(bw_pool, o.bandwidth_bytes);
+  // bandwidth drifts by 10-20 % over minutes here); its median gives the floor. A backend whose
+  // weights live in device memory measures that memory (the CUDA backend: device-to-device
+  // copies); for the host's, a read probe on the bench's own threads.
+  const bool device_bw = engine.weight_memory_bandwidth_gb_s(o.bandwidth_bytes) > 0;
+  std::optional<ThreadPool> bw_pool;
+  std::optional<ReadBandwidthProbe> probe;
+  if (!device_bw) {
+    bw_pool.emplace(o.threads);
+    probe.emplace(*bw_pool, o.bandwidth_bytes);
+  }
+  auto sample_bandwidth = [&] {
+    return device_bw ? engine.weight_memory_bandwidth_gb_s(o.bandwidth_bytes) : probe->sample();
+  };
   std::vector<double> bw_samples;
-  for (int i = 0; i < 3; ++i) bw_samples.push_back(probe.sample());
+  for (int i = 0; i < 3; ++i) bw_samples.push_back(sample_bandwidth());
 
   std::mt19937 rng(1);
   // The tests' common context: `depth` random tokens prefilled once (untimed).
@@ -262,17 +275,17 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   if (o.n_gen > 0) {
     run_decode(engine, context, 1, 4, rng);  // warm-up
     tg = median_of(o.reps, [&] {
-      bw_samples.push_back(probe.sample());
+      bw_samples.push_back(sample_bandwidth());
       return run_decode(engine, context, 1, o.n_gen, rng);
     });
-    bw_samples.push_back(probe.sample());
+    bw_samples.push_back(sample_bandwidth());
   }
   const double bw = median(bw_samples);
   const double floor = bw * 1e9 / double(wbytes + kv_bytes);
   fmt::print(
-      "memory read bandwidth: {:.2f} GB/s (median of {} samples, {:.1f}-{:.1f}) -> decode "
-      "floor {:.2f} tok/s\n",
-      bw, bw_samples.size(), *std::min_element(bw_samples.begin(), bw_samples.end()),
+      "{}: {:.2f} GB/s (median of {} samples, {:.1f}-{:.1f}) -> decode floor {:.2f} tok/s\n",
+      device_bw ? "device memory bandwidth (device-to-device copy)" : "memory read bandwidth", bw,
+      bw_samples.size(), *std::min_element(bw_samples.begin(), bw_samples.end()),
       *std::max_element(bw_samples.begin(), bw_samples.end()), floor);
   if (o.n_gen > 0)
     fmt::print("tg{}: {:.2f} tok/s = {:.2f} of the decode floor\n", o.n_gen, tg, tg / floor);
@@ -299,6 +312,7 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
                       {"batch_steps", o.batch_steps},
                       {"bandwidth_gb_s", bw},
                       {"bandwidth_samples_gb_s", bw_samples},
+                      {"bandwidth_probe", device_bw ? "device_copy" : "host_read"},
                       {"weight_bytes_per_token", wbytes},
                       {"depth", o.depth},
                       {"kv_bytes_per_token_at_depth", kv_bytes},
@@ -309,7 +323,7 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
                       {"decode_floor_tok_s", floor},
                       {"tg_over_floor", tg / floor}};
   if (!o.llama_bench.empty()) {
-    const KvDType lb_kv = llama_bench_kv(kv_dtype);
+    const KvDType lb_kv = llama_bench_kv(kv_dtype, engine.info().name == "cuda");
     LlamaBenchResult lb = run_llama_bench(o, lb_kv);
     fmt::print("llama.cpp ({}, KV {}): pp{} {:.2f} tok/s, tg{} {:.2f} tok/s\n", lb.version,
                kv_dtype_name(lb_kv), o.n_prompt, lb.pp_tok_s, o.n_gen, lb.tg_tok_s);
@@ -324,9 +338,8 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
     j["tg_vs_llama_cpp"] = lb.tg_tok_s > 0 ? tg / lb.tg_tok_s : 0.0;
   }
   if (o.profile) {
-    if (engine.info().name != "cpu")
-      fail("bench model --profile: the per-op profile is the CPU engine's");
-    j["profile"] = run_forward_profile(weights, o.threads, o.profile_context, o.reps, o.kv_dtype);
+    backend.reset();  // the profile builds its own, with a pool sized for its cases
+    j["profile"] = run_forward_profile(weights, eo, o.profile_context, o.reps);
   }
   return j;
 }

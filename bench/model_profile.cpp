@@ -4,9 +4,10 @@
 
 #include <random>
 
+#include "backend/forward_profile.h"
 #include "common/error.h"
-#include "engine/engine.h"
-#include "engine/forward_profile.h"
+#include "engine/kv_pool.h"
+#include "engine/model_weights.h"
 
 namespace pith::bench {
 
@@ -20,27 +21,33 @@ struct Case {
 
 }  // namespace
 
-nlohmann::json run_forward_profile(std::shared_ptr<const ModelWeights> weights, size_t threads,
-                                   uint32_t context, int reps, KvDType kv_dtype) {
+nlohmann::json run_forward_profile(std::shared_ptr<const ModelWeights> weights,
+                                   const BackendOptions& options, uint32_t context, int reps) {
   const ModelConfig& c = weights->config;
   const Case cases[] = {{"decode_b1", 1, 1},
                         {"decode_b32", 32, 1},
                         {"prefill512_b1", 1, 512},
                         {"prefill512_b32", 32, 16}};
-  EngineOptions eo;
-  eo.n_threads = threads;
-  eo.kv_dtype = kv_dtype;
+  BackendOptions eo = options;
   const uint32_t ps = eo.kv_page_size;
   const uint32_t max_ctx = context + 512 + ps;
+  // Pages sized as f32, the largest any backend stores; a state per sequence of batch 32.
   eo.kv_memory_bytes =
-      size_t{32 + 2} * ((max_ctx + ps - 1) / ps) * kv_shape_for(c, ps, kv_dtype).page_bytes();
-  Engine engine(weights, eo);
+      size_t{32 + 2} * ((max_ctx + ps - 1) / ps) * kv_shape_for(c, ps, KvDType::F32).page_bytes();
+  eo.state_memory_bytes = size_t{32 + 2} * c.recurrent_state_floats() * 4;
+  auto backend = make_backend(weights, eo);
+  Backend& engine = *backend;
+  ForwardProfile probe;
+  if (!engine.set_profile(&probe))
+    fail("bench model --profile: the {} backend has no per-op profile", engine.info().name);
+  engine.set_profile(nullptr);
   std::mt19937 rng(11);
   std::uniform_int_distribution<int32_t> tok(0, int32_t(c.vocab_size) - 1);
 
   // One input of `n` tokens after `ctx` cached ones, top-1 at its last token.
-  auto input = [&](const std::vector<uint32_t>& pages, uint32_t ctx, uint32_t n) {
+  auto input = [&](const std::vector<uint32_t>& pages, uint32_t state, uint32_t ctx, uint32_t n) {
     SequenceInput s;
+    s.state_slot = state;
     for (uint32_t i = 0; i < n; ++i) {
       s.tokens.push_back(tok(rng));
       s.positions.push_back(ctx + i);
@@ -57,18 +64,25 @@ nlohmann::json run_forward_profile(std::shared_ptr<const ModelWeights> weights, 
   for (const Case& k : cases) {
     std::vector<std::vector<uint32_t>> pages(k.batch);
     for (auto& p : pages) p = engine.page_slots().allocate((max_ctx + ps - 1) / ps);
+    // Hybrid models: a recurrent state per sequence (it advances with every profiled step; the
+    // work per step does not depend on it).
+    std::vector<uint32_t> states(k.batch, SequenceInput::kNoState);
+    if (c.hybrid()) {
+      states = engine.state_slots().allocate(k.batch);
+      engine.clear_states(states);
+    }
     // The context, filled in chunks of 512 tokens (not profiled).
     for (uint32_t done = 0; done < context;) {
       const uint32_t n = std::min<uint32_t>(512, context - done);
       std::vector<SequenceInput> batch;
-      for (auto& p : pages) batch.push_back(input(p, done, n));
+      for (uint32_t i = 0; i < k.batch; ++i) batch.push_back(input(pages[i], states[i], done, n));
       engine.forward(batch);
       done += n;
     }
     auto step = [&] {
       std::vector<SequenceInput> batch;
-      for (auto& p : pages)
-        batch.push_back(input(p, context, k.tokens));  // rewrites the same slots
+      for (uint32_t i = 0; i < k.batch; ++i)  // rewrites the same KV slots
+        batch.push_back(input(pages[i], states[i], context, k.tokens));
       engine.forward(batch);
     };
     // One step unprofiled: its K/V writes are the first touches of the pages past the context,
@@ -80,6 +94,7 @@ nlohmann::json run_forward_profile(std::shared_ptr<const ModelWeights> weights, 
     for (int r = 0; r < reps; ++r) step();
     engine.set_profile(nullptr);
     for (auto& p : pages) engine.page_slots().free(p);
+    if (c.hybrid()) engine.state_slots().free(states);
     profiles.push_back(prof);
     nlohmann::json ops = nlohmann::json::object();
     for (size_t i = 0; i < ForwardProfile::kCount; ++i)
@@ -91,8 +106,10 @@ nlohmann::json run_forward_profile(std::shared_ptr<const ModelWeights> weights, 
                    {"ops_ms", ops}};
   }
 
-  fmt::print("per-op profile ({} threads, {} tokens of context, mean of {} forwards):\n", threads,
-             context, reps);
+  const BackendInfo info = engine.info();
+  fmt::print("per-op profile ({}, {} tokens of context, mean of {} forwards):\n",
+             info.name == "cpu" ? fmt::format("{} threads", eo.n_threads) : info.device, context,
+             reps);
   std::string head = fmt::format("{:<12}", "op");
   for (const Case& k : cases) head += fmt::format(" | {:>20}", k.name);
   fmt::print("{}\n", head);

@@ -1,7 +1,8 @@
 // `pith bench model --profile`: where the time of one forward goes, per operation
-// (engine/forward_profile.h), for a decode step and a 512-token prefill chunk at batch 1 and 32
+// (backend/forward_profile.h), for a decode step and a 512-token prefill chunk at batch 1 and 32
 // (the chunk at batch 32 is 32 sequences of 16 tokens), over `context` tokens already in every
-// sequence's KV. CPU engine only.
+// sequence's KV. Any backend that breaks its forwards down (Backend::set_profile: the CPU engine
+// by its ops' joins, the CUDA backend by events between its eager launches).
 #pragma once
 
 #include <cstddef>
@@ -9,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/kv_dtype.h"
+#include "backend/backend.h"
 
 namespace pith {
 struct ModelWeights;
@@ -17,7 +18,9 @@ struct ModelWeights;
 
 namespace pith::bench {
 
-nlohmann::json run_forward_profile(std::shared_ptr<const ModelWeights> weights, size_t threads,
-                                   uint32_t context, int reps, KvDType kv_dtype);
+// Builds its own backend from `options` (device, threads, KV type; the KV pool and the state
+// pool are sized here for the cases).
+nlohmann::json run_forward_profile(std::shared_ptr<const ModelWeights> weights,
+                                   const BackendOptions& options, uint32_t context, int reps);
 
 }  // namespace pith::bench

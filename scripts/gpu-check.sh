@@ -7,6 +7,11 @@
 #                                       ctest files) plus the shared libraries the GPU machine
 #                                       lacks, and BUILD/gpu-pack.tar.xz of it (the binaries carry
 #                                       device code for two architectures: ~75 MB, ~16 MB packed)
+#   scripts/gpu-check.sh pack-llama BIN [OUT.tar.xz]
+#                                       llama.cpp's CUDA build folder BIN (llama-bench,
+#                                       llama-server and their shared libraries) -> one tarball
+#                                       (default llama-cuda.tar.xz beside BIN), for step 8's
+#                                       LLAMA_CUDA_BIN (the folder or the tarball)
 #   scripts/gpu-check.sh run [PACK]     on the GPU machine, from the source tree's root: every
 #                                       check; PACK is the folder or the .tar.xz (unpacked beside
 #                                       it); results under $OUT (default PACK/results);
@@ -28,6 +33,11 @@
 #      to cuda when a GPU is present)
 #   6. per-step GPU time vs wall time of decode at batch 1 and 64 on the 1B shape (CUDA events), decode CUDA graphs on and off
 #   7. only when GPU_CHECKS names it: pith bench paper on the 1B shape, Fig. 8 beside the CPU
+#   8. only when GPU_CHECKS names it: issue 17's model numbers: pith bench model --device cuda on
+#      the 1B, 3B and 8B shapes (BF16) against the decode floor (device-to-device bandwidth
+#      measured in the same run), beside llama.cpp's CUDA llama-bench on the same file when
+#      LLAMA_CUDA_BIN names a folder holding it; the per-op profile (CUDA events) of the 1B shape;
+#      with llama-server there too, 64 and 256 concurrent OpenAI streams on both servers
 # Exit status: 0 when every check passed, 1 otherwise.
 set -uo pipefail
 
@@ -71,6 +81,36 @@ pack() {
   (cd "$build" && XZ_OPT='-T0 -3' tar -cJf gpu-pack.tar.xz gpu-pack)
   echo "gpu-check: packed $(du -sh "$pack" | cut -f1) into $pack," \
        "$(du -sh "$build/gpu-pack.tar.xz" | cut -f1) as $build/gpu-pack.tar.xz"
+}
+
+# llama.cpp's CUDA binaries for step 8: what llama-bench and llama-server load from their own
+# folder (BUILD_SHARED_LIBS), symlinks resolved.
+pack_llama() {
+  local bin=${1:?usage: $0 pack-llama BIN [OUT.tar.xz]}
+  bin=$(cd "$bin" && pwd) || die "no folder $1"
+  local out
+  out=$(realpath -m "${2:-$(dirname "$bin")/llama-cuda.tar.xz}")
+  [[ -x $bin/llama-bench && -x $bin/llama-server ]] || die "$bin lacks llama-bench or llama-server"
+  local tmp
+  tmp=$(mktemp -d)
+  mkdir "$tmp/llama-cuda"
+  cp "$bin/llama-bench" "$bin/llama-server" "$tmp/llama-cuda/"
+  # The libraries of the build folder the binaries need, and theirs (by their NEEDED names).
+  local todo=(llama-bench llama-server) f lib
+  while ((${#todo[@]})); do
+    f=${todo[0]}
+    todo=("${todo[@]:1}")
+    for lib in $(readelf -d "$bin/$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+      if [[ -e $bin/$lib && ! -e $tmp/llama-cuda/$lib ]]; then
+        cp -L "$bin/$lib" "$tmp/llama-cuda/$lib"
+        todo+=("$lib")
+      fi
+    done
+  done
+  strip --strip-unneeded "$tmp/llama-cuda/"* 2> /dev/null
+  (cd "$tmp" && XZ_OPT='-T0 -6' tar -cJf "$out" llama-cuda) || die "cannot write $out"
+  rm -rf "$tmp"
+  echo "gpu-check: packed llama.cpp's CUDA binaries into $out ($(du -sh "$out" | cut -f1))"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -136,7 +176,7 @@ run() {
   local vocab=$SRC/tests/data/tokenizer/ggml-vocab-llama-bpe.gguf
   local prompt
   prompt=$(head -c 1500 "$SRC/docs/architecture.md" | tr '\n"' '  ')
-  if want 3 || want 6 || want 7; then
+  if want 3 || want 6 || want 7 || want 8; then
     stamp "0 generate the 1B model"
     "$pith" model gen --preset llama3.2-1b --dtype bf16 --vocab "$vocab" --seed 16 -q \
       -o "$work/llama3.2-1b-bf16.gguf" > "$OUT/gen-1b.txt" 2>&1 || record gen-1b FAIL "see gen-1b.txt"
@@ -332,6 +372,69 @@ run() {
     fi
   fi
 
+  # 8. Issue 17's model numbers (not in the default set: minutes of GPU time, and the 8B shape
+  #    is a 16 GB file).
+  if want 8; then
+    stamp "8 bench model"
+    local lb=()
+    if [[ ${LLAMA_CUDA_BIN:-} == *.tar.xz && -f $LLAMA_CUDA_BIN ]]; then
+      tar -xJf "$LLAMA_CUDA_BIN" -C "$work" && LLAMA_CUDA_BIN=$work/llama-cuda
+    fi
+    if [[ -n ${LLAMA_CUDA_BIN:-} && -x $LLAMA_CUDA_BIN/llama-bench ]]; then
+      lb=(--llama-bench "$LLAMA_CUDA_BIN/llama-bench")
+      export LD_LIBRARY_PATH=$LLAMA_CUDA_BIN:$LD_LIBRARY_PATH  # its libggml*, libllama
+    fi
+    local preset f extra
+    for preset in llama3.2-1b llama3.2-3b llama3.1-8b; do
+      f=$work/$preset-bf16.gguf
+      if [[ ! -f $f ]] &&
+         ! "$pith" model gen --preset "$preset" --dtype bf16 --vocab "$vocab" --seed 16 -q -o "$f"              > "$OUT/gen-$preset.txt" 2>&1; then
+        record "bench-$preset" FAIL "gen failed, see gen-$preset.txt"
+        continue
+      fi
+      extra=()
+      [[ $preset == llama3.2-1b ]] && extra=(--profile --profile-context 512)
+      stamp "8 bench model $preset"
+      if "$pith" bench model -m "$f" --device cuda --batch 1,16,64,256 --batch-steps 32 \
+           "${lb[@]}" "${extra[@]}" --json > "$OUT/bench-$preset.txt" 2>&1; then
+        record "bench-$preset" PASS "$(tail -1 "$OUT/bench-$preset.txt" | $python -c '
+import json, sys
+j = json.load(sys.stdin)
+out = "tg %.0f tok/s = %.2f of the floor (%.0f GB/s), pp512 %.0f tok/s" % (
+    j["tg_tok_s"], j["tg_over_floor"], j["bandwidth_gb_s"], j["pp_tok_s"])
+if "llama_cpp" in j:
+    out += ", vs llama.cpp: tg %.2fx pp %.2fx" % (j["tg_vs_llama_cpp"], j["pp_vs_llama_cpp"])
+print(out)')"
+      else
+        record "bench-$preset" FAIL "see bench-$preset.txt"
+      fi
+      [[ $preset == llama3.2-1b ]] || rm -f "$f"
+    done
+    # Serving: 64 and 256 concurrent streaming completions (distinct ~256-token prompts, 256
+    # generated tokens) on pith and on llama-server -np 256, interleaved, same file and GPU.
+    if [[ -n ${LLAMA_CUDA_BIN:-} && -x $LLAMA_CUDA_BIN/llama-server ]]; then
+      stamp "8 bench serving"
+      local port=18170 lpid
+      "$LLAMA_CUDA_BIN/llama-server" -m "$work/llama3.2-1b-bf16.gguf" -ngl 999 -np 256 \
+        -c $((256 * 600)) --port $port > "$OUT/llama-server.log" 2>&1 &
+      lpid=$!
+      for _ in $(seq 120); do
+        $python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+          "http://127.0.0.1:$port/health" > /dev/null 2>&1 && break
+        sleep 1
+      done
+      if "$pith" bench serving -m "$work/llama3.2-1b-bf16.gguf" --device cuda --kv-memory 8G \
+           --against "http://127.0.0.1:$port" --concurrency 64,256 --prompt-words 220 \
+           --max-tokens 256 --rounds 1 --json > "$OUT/bench-serving.txt" 2>&1; then
+        record bench-serving PASS "see bench-serving.txt"
+      else
+        record bench-serving FAIL "see bench-serving.txt, llama-server.log"
+      fi
+      kill "$lpid" 2> /dev/null
+      wait "$lpid" 2> /dev/null
+    fi
+  fi
+
   stamp "end"
   printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
   rm -rf "$work"
@@ -340,6 +443,7 @@ run() {
 
 case ${1:-} in
   pack) shift; pack "$@" ;;
+  pack-llama) shift; pack_llama "$@" ;;
   run) shift; run "$@" ;;
-  *) echo "usage: $0 pack [BUILD] | run [PACK]" >&2; exit 2 ;;
+  *) echo "usage: $0 pack [BUILD] | pack-llama BIN [OUT.tar.xz] | run [PACK]" >&2; exit 2 ;;
 esac

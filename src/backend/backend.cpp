@@ -15,6 +15,16 @@ void Backend::unload_adapter(uint32_t id) {
   (void)id;
 }
 
+bool Backend::set_profile(ForwardProfile* profile) {
+  (void)profile;
+  return false;
+}
+
+double Backend::weight_memory_bandwidth_gb_s(size_t bytes) {
+  (void)bytes;
+  return 0;
+}
+
 SlotPool& Backend::state_slots() {
   return no_states_;
 }

@@ -32,6 +32,7 @@ namespace pith {
 
 struct ModelWeights;
 struct LoraAdapter;
+struct ForwardProfile;  // backend/forward_profile.h
 
 // Options every backend understands; fields a backend has no use for are ignored.
 struct BackendOptions {
@@ -121,6 +122,16 @@ class Backend {
   // pith::Error saying so (the default); a forward naming an id not loaded is a bad batch.
   virtual void load_adapter(uint32_t id, std::shared_ptr<const LoraAdapter> adapter);
   virtual void unload_adapter(uint32_t id);
+
+  // Measurement hooks of `pith bench model`, called between forwards from the handlers' thread.
+  // set_profile: every later forward adds its time per operation to *profile (nullptr: off);
+  // false when the backend cannot break its forwards down (the default). A backend may run its
+  // forwards differently while profiled (the CUDA backend launches every kernel, no graphs).
+  virtual bool set_profile(ForwardProfile* profile);
+  // The read bandwidth of the memory the weights live in (GB/s), measured now by streaming about
+  // `bytes` through it; 0 when the backend leaves that to the caller (the host's memory, which
+  // `pith bench` probes with its own threads).
+  virtual double weight_memory_bandwidth_gb_s(size_t bytes);
 
  private:
   SlotPool no_states_{0, "recurrent states"};

@@ -148,7 +148,8 @@ void add_model_suite(CLI::App& bench) {
       ->delimiter(',');
   cmd->add_flag("--profile", args->o.profile,
                 "also print where a forward's time goes, per op: a decode step and a 512-token "
-                "prefill chunk at batch 1 and 32 (CPU engine)");
+                "prefill chunk at batch 1 and 32 (CPU: timestamps between ops; CUDA: events "
+                "between eager launches, no graphs)");
   cmd->add_option("--profile-context", args->o.profile_context,
                   "tokens already in every sequence's KV for --profile");
   cmd->add_flag("!--no-weight-panels", args->o.cpu_weight_panels,

@@ -20,9 +20,9 @@
 #include <unistd.h>
 
 #include "backend/batch_validation.h"
+#include "backend/forward_profile.h"
 #include "common/error.h"
 #include "engine/attention.h"
-#include "engine/forward_profile.h"
 #include "engine/gated_delta_net.h"
 #include "engine/kernels/cpu_features.h"
 #include "engine/kernels/vector_ops.h"

@@ -13,9 +13,9 @@
 
 #include "backend/backend.h"
 #include "backend/forward_batch.h"
+#include "backend/forward_profile.h"
 #include "common/thread_pool.h"
 #include "engine/embed_pool.h"
-#include "engine/forward_profile.h"
 #include "engine/kv_pool.h"
 #include "engine/model_weights.h"
 #include "engine/state_pool.h"
@@ -86,7 +86,10 @@ class Engine final : public Backend {
 
   // Adds each forward's time per operation to *profile (nullptr: off). Not thread-safe: set it
   // between forwards.
-  void set_profile(ForwardProfile* profile) { profile_ = profile; }
+  bool set_profile(ForwardProfile* profile) override {
+    profile_ = profile;
+    return true;
+  }
 
  private:
   // The input embedding of one token: its table row, times embed_scale (gemma).

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/forward_profile.h"
 #include "common/error.h"
 #include "common/thread_pool.h"
 #include "engine/cuda/cuda_backend.h"
@@ -483,6 +484,51 @@ TEST_P(CudaVsCpu, InvalidBatchesRejectedLikeTheCpu) {
   ok.outputs = {{1, OutputKind::Logits, 0, 0}};
   auto [c, g] = both({ok});
   expect_logits_close(c[0].outputs[0].logits, g[0].outputs[0].logits, "after rejects");
+}
+
+// A profiled forward (bench model --profile) runs eagerly with an event after each op: same
+// outputs as the CPU, the ops' times add up to about the step's GPU time, the ops the family has
+// are charged, and no graph is replayed meanwhile.
+TEST_P(CudaVsCpu, ProfiledStepsAreChargedPerOpAndStillMatchTheCpu) {
+  auto tokens = random_tokens(12, 12, vocab());
+  auto pages = alloc_pages(pages_for(12, kPageSize));
+  both({prefill({tokens.begin(), tokens.begin() + 8}, pages)});
+  const uint64_t replays = cuda_graph_stats(*gpu_).replays;
+  ForwardProfile prof;
+  ASSERT_TRUE(gpu_->set_profile(&prof));
+  double gpu_ms = 0;
+  for (uint32_t pos = 8; pos < 12; ++pos) {
+    SequenceInput s = prefill({tokens[pos]}, pages, pos);
+    s.outputs = {{0, OutputKind::TopK, 8, 0}};
+    auto [c, g] = both({s});
+    expect_dist_close(c[0].outputs[0].dist, g[0].outputs[0].dist,
+                      "profiled decode at " + std::to_string(pos));
+    gpu_ms += cuda_last_step_time(*gpu_).gpu_ms;
+  }
+  gpu_->set_profile(nullptr);
+  EXPECT_EQ(prof.forwards, 4u);
+  EXPECT_EQ(cuda_graph_stats(*gpu_).replays, replays);
+  using P = ForwardProfile;
+  for (P::Op op : {P::Embed, P::Norms, P::Attention, P::GateUpProj, P::Output})
+    EXPECT_GT(prof.ns[op], 0) << P::kNames[op];
+  EXPECT_EQ(prof.ns[P::Lora], 0);
+  // The events open small gaps; between the first and the last the ops cover the step.
+  const double total_ms = double(prof.total_ns()) / 1e6;
+  EXPECT_LE(total_ms, gpu_ms * 1.01 + 0.01);
+  EXPECT_GE(total_ms, gpu_ms * 0.5);
+  // A later unprofiled step does not touch it.
+  SequenceInput s = prefill({5}, pages, 12 - 1);
+  gpu_->forward({s});
+  EXPECT_EQ(prof.forwards, 4u);
+}
+
+TEST(CudaBackendBandwidth, DeviceCopyBandwidthIsMeasured) {
+  auto w = load(data_path("models/tiny-f32.gguf"));
+  auto gpu = make_cuda_backend(w, BackendOptions{}, 0);
+  const double gb_s = gpu->weight_memory_bandwidth_gb_s(size_t{256} << 20);
+  // Any CUDA GPU's memory copies faster than 50 GB/s; none of today's beyond 10 TB/s.
+  EXPECT_GT(gb_s, 50.0);
+  EXPECT_LT(gb_s, 10000.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(

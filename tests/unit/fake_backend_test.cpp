@@ -15,6 +15,7 @@
 #include <new>
 #include <random>
 
+#include "backend/forward_profile.h"
 #include "common/error.h"
 #include "engine/gguf_loader.h"
 #include "engine/token_distribution.h"
@@ -270,6 +271,25 @@ TEST_P(BackendContract, NoOutputsStillWritesKv) {
   EXPECT_TRUE(b().forward({s})[0].outputs.empty());
   expect_same(logits_of(b().forward({test::prefill_input({tokens.back()}, p, kPageSize, 7)}))[0],
               ref[7], "decode after a forward without outputs");
+}
+
+// bench model's hooks: the engine breaks its forwards down per op and leaves the bandwidth of
+// host memory to the caller; the fake has neither (the defaults).
+TEST_P(BackendContract, ProfileHooks) {
+  ForwardProfile prof;
+  const bool cpu = GetParam() == "cpu";
+  EXPECT_EQ(b().set_profile(&prof), cpu);
+  EXPECT_EQ(b().weight_memory_bandwidth_gb_s(size_t{1} << 20), 0.0);
+  auto tokens = random_tokens(6, 3);
+  prefill(tokens);
+  b().set_profile(nullptr);
+  prefill(tokens);
+  EXPECT_EQ(prof.forwards, cpu ? 1u : 0u);
+  EXPECT_EQ(prof.total_ns() > 0, cpu);
+  if (cpu) {
+    EXPECT_GT(prof.ns[ForwardProfile::QkvProj], 0);
+    EXPECT_GT(prof.ns[ForwardProfile::Output], 0);
+  }
 }
 
 // ---- the fake's own promises ----

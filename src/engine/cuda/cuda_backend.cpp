@@ -158,8 +158,10 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   std::vector<SequenceResult> results(batch.size());
   for (size_t si = 0; si < batch.size(); ++si) results[si].outputs.resize(batch[si].outputs.size());
   plan_.build(batch, layout_.page_size, c.vocab_size, kTopKMax);
-  // A pure decode step runs as the CUDA graph of its bucket, padded to it.
-  const bool graph = graphs_on_ && graphs_.usable() && is_graphable_decode(batch, plan_);
+  // A pure decode step runs as the CUDA graph of its bucket, padded to it (unless profiled: a
+  // graph has no events between its ops).
+  const bool graph =
+      graphs_on_ && graphs_.usable() && !profile_ && is_graphable_decode(batch, plan_);
   if (graph) pad_decode_plan(plan_, decode_graph_bucket(plan_.n_tokens), pad_page_);
   const uint32_t T = plan_.n_tokens;
   if (T == 0) return results;
@@ -277,6 +279,7 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   host_out_.reserve(
       std::max<size_t>(1, (2 * size_t{n_topk} * k_max + size_t{n_logits} * c.vocab_size) * 4));
   step_start_.record(s);
+  if (profile_) op_events_.begin(s);
   staging_.upload(s);
   attention_->plan(plan_.attention, s, graph);
   if (graph) {
@@ -292,6 +295,7 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   done_.record(s);
   done_.synchronize();
   step_adapters_.clear();
+  if (profile_) op_events_.charge(*profile_);
 
   const int32_t* ids = host_topk_ids();
   const float* probs = host_topk_probs(n_topk, k_max);
@@ -354,6 +358,8 @@ void CudaBackend::enqueue_step(const StepInputs& in) {
   }
 
   if (in.ple_tokens) per_layer_->prepare(w, x, in.ple_tokens, T, *gemm_, s);
+  using P = ForwardProfile;
+  op_done(P::Embed);
 
   const float* cos_d = in.cos;
   const float* sin_d = in.sin;
@@ -373,8 +379,10 @@ void CudaBackend::enqueue_step(const StepInputs& in) {
   for (uint32_t l = 0; l < c.n_layers; ++l) {
     const DeviceLayer& L = w.layers[l];
     add_rmsnorm(x, pending ? delta : nullptr, L.attn_norm, T, d, c.rms_eps, h, act_, s);
+    op_done(P::Norms);
     if (c.layer_recurrent(l)) {  // Gated DeltaNet: delta = mixer(h), the states advance
       mixer_->run(L, recurrent_index++, h, T, delta, *gemm_, s);
+      op_done(P::Attention);  // as the CPU engine's profile counts it
     } else {
       // This layer's attention shape (gemma4's global layers differ from its sliding ones).
       const uint32_t hd = c.head_dim_of(l), n_kv = c.kv_heads_of(l);
@@ -396,6 +404,7 @@ void CudaBackend::enqueue_step(const StepInputs& in) {
                              !c.layer_v_from_k(l) && qkv_width <= 2 * c.max_d_ff();
       if (fused_qkv) {
         gemm_->run(L.wqkv, h, T, gu, act_, s);
+        op_done(P::QkvProj);
         const char* rows = static_cast<const char*>(gu);
         const QkvRows src{
             rows,     qkv_width, rows + size_t{qd} * e, qkv_width, rows + size_t{qd + kvd} * e,
@@ -417,12 +426,14 @@ void CudaBackend::enqueue_step(const StepInputs& in) {
           else
             gemm_->run(L.wv, h, T, v, act_, s);
         }
+        op_done(P::QkvProj);
         if (lora) {
           lora->apply(*gemm_, l, LoraTarget::Q, h, d, q, act_, qd, qd, 0, act_, s);
           if (stores_kv) {
             lora->apply(*gemm_, l, LoraTarget::K, h, d, k, act_, kvd, kvd, 0, act_, s);
             lora->apply(*gemm_, l, LoraTarget::V, h, d, v, act_, kvd, kvd, 0, act_, s);
           }
+          op_done(P::Lora);
         }
         if (L.bq) {  // after the adapters, as on the CPU
           add_bias(q, act_, L.bq, T, qd, s);
@@ -440,44 +451,74 @@ void CudaBackend::enqueue_step(const StepInputs& in) {
           rope(q, act_, T, c.n_heads, hd, lnp, split_half, lc, ls, s);
         }
       }
+      op_done(P::QkRopeKv);
       attention_->run(
           kl, q, kv_pool_.get(), attn, s,
           AttentionOptions{c.attn_scale, c.attn_softcap, slides ? c.sliding_window : 0});
       if (c.attn_output_gate) sigmoid_gate(attn, ws_.gate.get(), act_, size_t{T} * qd, s);
+      op_done(P::Attention);
       gemm_->run(L.wo, attn, T, delta, DType::F32, s);
-      if (lora)
+      op_done(P::OProj);
+      if (lora) {
         lora->apply(*gemm_, l, LoraTarget::O, attn, qd, delta, DType::F32, d, d, 0, act_, s);
-      if (L.post_attn_norm)  // gemma: the block's output is normed before the residual add
+        op_done(P::Lora);
+      }
+      if (L.post_attn_norm) {  // gemma: the block's output is normed before the residual add
         add_rmsnorm(delta, nullptr, L.post_attn_norm, T, d, c.rms_eps, delta, DType::F32, s);
+        op_done(P::Norms);
+      }
     }
     add_rmsnorm(x, delta, L.ffn_norm, T, d, c.rms_eps, h, act_, s);
+    op_done(P::Norms);
     if (!c.dense_ffn()) {  // the routed experts (and the shared one) instead of a dense FFN
       moe_->run(L, h, T, delta, *gemm_, s);
+      op_done(P::GateUpProj);  // all of the MoE FFN, as the CPU engine's profile counts it
     } else {
       const uint32_t width = c.d_ff_of(l);  // gemma4 E2B: KV-sharing layers are twice as wide
       gemm_->run(L.w_gate_up, h, T, gu, act_, s);
+      op_done(P::GateUpProj);
       if (lora) {  // gate rows first, then up, in one [T][2 d_ff] output
         lora->apply(*gemm_, l, LoraTarget::Gate, h, d, gu, act_, width, 2 * width, 0, act_, s);
         lora->apply(*gemm_, l, LoraTarget::Up, h, d, gu, act_, width, 2 * width, width, act_, s);
+        op_done(P::Lora);
       }
       gated_activation(gu, static_cast<char*>(gu) + size_t{width} * e, T, width, 2 * width, ff,
                        act_, c.ffn_activation, s);
+      op_done(P::Activation);
       gemm_->run(L.w_down, ff, T, delta, DType::F32, s);
-      if (lora)
+      op_done(P::DownProj);
+      if (lora) {
         lora->apply(*gemm_, l, LoraTarget::Down, ff, width, delta, DType::F32, d, d, 0, act_, s);
-      if (c.moe_beside_dense) moe_->run_beside_dense(L, x, T, delta, *gemm_, s);
+        op_done(P::Lora);
+      }
+      if (c.moe_beside_dense) {
+        moe_->run_beside_dense(L, x, T, delta, *gemm_, s);
+        op_done(P::GateUpProj);
+      }
     }
-    if (L.post_ffn_norm)
+    if (L.post_ffn_norm) {
       add_rmsnorm(delta, nullptr, L.post_ffn_norm, T, d, c.rms_eps, delta, DType::F32, s);
+      op_done(P::Norms);
+    }
     pending = true;
     if (in.ple_tokens || c.layer_scale) {  // these read or scale the whole residual: add now
       add_rows(x, delta, DType::F32, T, d, s);
       pending = false;
-      if (in.ple_tokens) per_layer_->apply(L, l, x, T, tmp, *gemm_, s);
-      if (c.layer_scale) scale_rows(x, size_t{T} * d, L.layer_scale, s);
+      op_done(P::Residual);
+      if (in.ple_tokens) {
+        per_layer_->apply(L, l, x, T, tmp, *gemm_, s);
+        op_done(P::GateUpProj);  // the per-layer input branch, as the CPU engine counts it
+      }
+      if (c.layer_scale) {
+        scale_rows(x, size_t{T} * d, L.layer_scale, s);
+        op_done(P::Residual);
+      }
     }
   }
-  if (pending) add_rows(x, delta, DType::F32, T, d, s);
+  if (pending) {
+    add_rows(x, delta, DType::F32, T, d, s);
+    op_done(P::Residual);
+  }
 
   // Outputs: Embed slots, then the LM head over just the rows that need it.
   const auto n_embed_out = static_cast<uint32_t>(plan_.embed_out_rows.size());
@@ -489,6 +530,7 @@ void CudaBackend::enqueue_step(const StepInputs& in) {
     gather_rows(x, in.lm_rows, R, d, ws_.out_x.as<float>(), s);
     lm_head(n_topk, n_logits, in.ks, in.k_max);
   }
+  op_done(P::Output);
 }
 
 uint64_t CudaBackend::step_fingerprint(const StepInputs& in) const {

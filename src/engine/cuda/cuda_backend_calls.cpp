@@ -1,7 +1,10 @@
 // The CUDA backend's Backend calls besides forward: token embeddings into Embed slots, KV page
-// copies and images, recurrent states, LoRA adapters, next_dist; and the factory functions of
-// cuda_backend.h. See cuda_backend_impl.h.
+// copies and images, recurrent states, LoRA adapters, next_dist, the bandwidth probe; and the
+// factory functions of cuda_backend.h. See cuda_backend_impl.h.
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "engine/cuda/cuda_backend_impl.h"
 
@@ -131,6 +134,26 @@ TokenDistribution CudaBackend::next_dist(uint32_t embed_slot, uint32_t top_k) {
   dist.ids.assign(host_topk_ids(), host_topk_ids() + k);
   dist.probs.assign(host_topk_probs(1, k), host_topk_probs(1, k) + k);
   return dist;
+}
+
+double CudaBackend::weight_memory_bandwidth_gb_s(size_t bytes) {
+  PITH_CUDA_CHECK(cudaSetDevice(device_));
+  const size_t half = std::max<size_t>(bytes / 2, size_t{1} << 20) & ~size_t{255};
+  DeviceBuffer src(half), dst(half);
+  cudaStream_t s = stream_.get();
+  PITH_CUDA_CHECK(cudaMemsetAsync(src.get(), 1, half, s));
+  PITH_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), half, cudaMemcpyDeviceToDevice, s));
+  Event start(true), end(true);
+  std::vector<double> samples;
+  for (int r = 0; r < 5; ++r) {
+    start.record(s);
+    PITH_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), half, cudaMemcpyDeviceToDevice, s));
+    end.record(s);
+    end.synchronize();
+    samples.push_back(2.0 * double(half) / (double(end.elapsed_since(start)) * 1e-3) / 1e9);
+  }
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
 }
 
 }  // namespace cuda

@@ -21,6 +21,7 @@
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/lora.h"
 #include "engine/cuda/moe_layers.h"
+#include "engine/cuda/op_events.h"
 #include "engine/cuda/paged_attention.h"
 #include "engine/cuda/per_layer_inputs.h"
 #include "engine/cuda/recurrent_layers.h"
@@ -81,6 +82,15 @@ class CudaBackend final : public Backend {
   void load_adapter(uint32_t id, std::shared_ptr<const LoraAdapter> adapter) override;
   void unload_adapter(uint32_t id) override;
 
+  // Profiled forwards run eagerly (no graphs), an event after each op (op_events.h).
+  bool set_profile(ForwardProfile* profile) override {
+    profile_ = profile;
+    return true;
+  }
+  // Device-to-device copies of `bytes` (bytes read + bytes written over the time, the median
+  // of five): the bandwidth the decode floor divides by.
+  double weight_memory_bandwidth_gb_s(size_t bytes) override;
+
   CudaStepTime last_step_time() const { return last_step_; }
   CudaGraphStats graph_stats() const {
     return {graphs_on_ && graphs_.usable(), graphs_.captures(), graphs_.replays()};
@@ -102,6 +112,10 @@ class CudaBackend final : public Backend {
   // The step's device work, from the embeddings to the LM head's copies into host_out_: only
   // launches on stream_ (a CUDA graph may capture it).
   void enqueue_step(const StepInputs& in);
+  // The op enqueued last ends here (a profiled forward; nothing otherwise).
+  void op_done(ForwardProfile::Op op) {
+    if (profile_) op_events_.mark(op, stream_.get());
+  }
   // Everything enqueue_step's launches take by value or address (decode_graphs.h).
   uint64_t step_fingerprint(const StepInputs& in) const;
   // Output norm + LM head over ws_.out_x's first n_topk + n_logits rows (top-K rows first);
@@ -144,6 +158,8 @@ class CudaBackend final : public Backend {
   Event done_;
   Event step_start_{true}, step_end_{true};
   CudaStepTime last_step_;
+  ForwardProfile* profile_ = nullptr;
+  OpEvents op_events_;
   DecodeGraphs graphs_;
   bool graphs_on_ = false;  // options.cuda_graphs and a family whose decode step graphs hold
   // A KV page past the control layer's pool: padding rows of graph steps write and read it.

@@ -1,6 +1,8 @@
-// Where the time of Engine::forward goes, per operation (`pith bench model --profile`): every op
-// of the forward ends with its thread pool's join, so a timestamp between two ops measures the
-// one that just finished. Off (a null pointer) it costs one branch per op.
+// Where the time of a backend's forward goes, per operation (`pith bench model --profile`,
+// Backend::set_profile). The CPU engine ends every op with its thread pool's join, so a timestamp
+// between two ops (OpClock) measures the one that just finished; the CUDA backend records an
+// event after each op and charges the time between consecutive events once the step is done.
+// Off (a null pointer) it costs one branch per op.
 #pragma once
 
 #include <array>
