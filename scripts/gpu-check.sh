@@ -21,7 +21,8 @@
 # (when each step began):
 #   1. ctest -L gpu (CUDA backend vs the CPU engine on the same batches), and the chunked delta
 #      rule's kernel time against the recurrent one's (delta-rule-gpu.txt), the own attention
-#      kernel's split-K decode against one split (attention-splits-gpu.txt)
+#      kernel's split-K decode against one split (attention-splits-gpu.txt), the own skinny GEMV
+#      against cuBLASLt on the 1B shapes (gemv-gpu.txt)
 #   2. compute-sanitizer --tool memcheck on the GPU unit tests, racecheck on the delta rule
 #   3. pith logits --device cpu vs --device cuda on the oracle models (tests/data/models) and a
 #      generated llama3.2-1b-shape BF16 model: top-1 agreement and max |dlogit|
@@ -60,7 +61,7 @@ pack() {
     while read -r f; do mkdir -p "$pack/$(dirname "$f")"; cp "$build/$f" "$pack/$f"; done
   local bins=(bin/pith tests/gpu/cuda_backend_test tests/gpu/cuda_kernels_test
               tests/gpu/paged_attention_gpu_test tests/gpu/delta_rule_gpu_test
-              tests/gpu/cuda_step_timing)
+              tests/gpu/gemm_gpu_test tests/gpu/cuda_step_timing)
   for b in "${bins[@]}"; do
     mkdir -p "$pack/$(dirname "$b")"
     strip --strip-debug -o "$pack/$b" "$build/$b"
@@ -218,6 +219,12 @@ run() {
       record delta-rule-gpu FAIL "see delta-rule-gpu.txt"
     fi
     # The own attention kernel's decode with split-K against one split (and FlashInfer's).
+    # The own GEMV's time against cuBLASLt's on the 1B shapes, cold L2 (one JSON line per shape).
+    if "$pack/tests/gpu/gemm_gpu_test" --gtest_filter='*Times*' > "$OUT/gemv-gpu.txt" 2>&1; then
+      record gemv-gpu PASS "$(grep -o '"gemv_gpu":"[^"]*"\|"n":[0-9]*\|"speedup":[0-9.]*' "$OUT/gemv-gpu.txt" | tr '\n' ' ')"
+    else
+      record gemv-gpu FAIL "see gemv-gpu.txt"
+    fi
     if "$pack/tests/gpu/paged_attention_gpu_test" --gtest_filter='*Times*' > "$OUT/attention-splits-gpu.txt" 2>&1; then
       record attention-splits-gpu PASS "$(grep -o '"attention_gpu":"[^"]*"\|"speedup":[0-9.]*\|"partials_speedup":[0-9.]*' "$OUT/attention-splits-gpu.txt" | tr '\n' ' ')"
     else
@@ -230,12 +237,13 @@ run() {
     stamp "2 compute-sanitizer"
     if command -v compute-sanitizer > /dev/null; then
       local t filter rc
-      for t in cuda_backend_test cuda_kernels_test paged_attention_gpu_test delta_rule_gpu_test; do
+      for t in cuda_backend_test cuda_kernels_test paged_attention_gpu_test delta_rule_gpu_test \
+               gemm_gpu_test; do
         filter='*'
         [[ $t == cuda_backend_test ]] &&
           filter='*tiny_f32*:*tiny_bf16*:CudaTopK.*:CudaBackendStartup.*'
         [[ $t == delta_rule_gpu_test ]] && filter='*Matches*'
-        [[ $t == paged_attention_gpu_test ]] && filter='*:-*Times*'
+        [[ $t == paged_attention_gpu_test || $t == gemm_gpu_test ]] && filter='*:-*Times*'
         compute-sanitizer --tool memcheck --error-exitcode 3 "$pack/tests/gpu/$t" \
           --gtest_filter="$filter" > "$OUT/memcheck-$t.txt" 2>&1
         rc=$?

@@ -6,10 +6,13 @@
 // the "TN" product, no copies.
 #include "engine/cuda/gemm.h"
 
+#include <algorithm>
 #include <bit>
+#include <vector>
 
 #include "common/error.h"
 #include "engine/cuda/cuda_check.h"
+#include "engine/cuda/kernels.h"
 
 namespace pith::cuda {
 
@@ -104,6 +107,14 @@ const Gemm::Plan& Gemm::plan(const Key& key) {
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
+void Gemm::run_cublas(const Key& key, const DeviceMatrix& w, const void* x, void* y,
+                      cudaStream_t stream) {
+  const Plan& p = plan(key);
+  const float alpha = 1.0f, beta = 0.0f;
+  PITH_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w.data, p.a, x, p.b, &beta, y, p.d, y,
+                                   p.d, &p.algo, workspace_.get(), workspace_.bytes(), stream));
+}
+
 void Gemm::run(const DeviceMatrix& w, const void* x, uint32_t n, void* y, DType y_type,
                cudaStream_t stream, uint32_t ldy) {
   if (n == 0) return;
@@ -112,10 +123,63 @@ void Gemm::run(const DeviceMatrix& w, const void* x, uint32_t n, void* y, DType 
   PITH_CHECK(y_type == DType::F32 || y_type == w.dtype);
   const Key key{w.rows,       w.cols,      n, ldy, int(w.dtype), int(y_type), alignment(w.data),
                 alignment(x), alignment(y)};
-  const Plan& p = plan(key);
-  const float alpha = 1.0f, beta = 0.0f;
-  PITH_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w.data, p.a, x, p.b, &beta, y, p.d, y,
-                                   p.d, &p.algo, workspace_.get(), workspace_.bytes(), stream));
+  if (w.dtype == DType::BF16 && skinny_ != Skinny::Cublas && gemv_bf16_fits(n, w.cols, w.data, x) &&
+      (skinny_ == Skinny::Own || own_gemv(key, w, x, n, y, y_type, ldy, stream))) {
+    gemv_bf16(w.data, w.rows, w.cols, x, n, y, y_type, ldy, stream);
+    return;
+  }
+  run_cublas(key, w, x, y, stream);
+}
+
+bool Gemm::own_gemv(const Key& key, const DeviceMatrix& w, const void* x, uint32_t n, void* y,
+                    DType y_type, uint32_t ldy, cudaStream_t stream) {
+  auto it = own_.find(key);
+  if (it != own_.end()) return it->second;
+  // Inside a graph capture nothing may synchronise: cuBLASLt this time, timed on an eager call.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  PITH_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return false;
+
+  // A buffer twice the L2's size, written before each timed run, evicts the weights: a decode
+  // step reads every matrix from memory once. Without room for it the runs are timed warm.
+  int device = 0, l2 = 0;
+  PITH_CUDA_CHECK(cudaGetDevice(&device));
+  PITH_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  DeviceBuffer flush;
+  try {
+    flush.reserve(std::max<size_t>(2 * size_t(l2), size_t{1} << 20));
+  } catch (const std::exception&) {
+    cudaGetLastError();  // the failed cudaMalloc's error, which a launch check would report
+    flush.release();
+  }
+  Event start(true), end(true);
+  std::vector<float> t_cublas, t_own;
+  constexpr int kReps = 5;
+  for (int rep = 0; rep <= kReps; ++rep) {  // rep 0 warms both up (plans, module loads)
+    for (int c = 0; c < 2; ++c) {
+      const bool own = (c + rep) % 2 == 1;  // alternate which runs first
+      if (flush.get()) PITH_CUDA_CHECK(cudaMemsetAsync(flush.get(), rep, flush.bytes(), stream));
+      start.record(stream);
+      if (own)
+        gemv_bf16(w.data, w.rows, w.cols, x, n, y, y_type, ldy, stream);
+      else
+        run_cublas(key, w, x, y, stream);
+      end.record(stream);
+      end.synchronize();
+      if (rep > 0) (own ? t_own : t_cublas).push_back(end.elapsed_since(start));
+    }
+  }
+  std::sort(t_own.begin(), t_own.end());
+  std::sort(t_cublas.begin(), t_cublas.end());
+  const bool own = t_own[kReps / 2] < 0.95f * t_cublas[kReps / 2];
+  own_.emplace(key, own);
+  return own;
+}
+
+Gemm::SkinnyStats Gemm::skinny_stats() const {
+  SkinnyStats s;
+  for (const auto& [key, own] : own_) ++(own ? s.own : s.cublas);
+  return s;
 }
 
 }  // namespace pith::cuda

@@ -5,6 +5,12 @@
 // everything with CUBLAS_COMPUTE_32F, which never uses TF32, so results match the CPU engine to
 // F32 rounding. Descriptors and the heuristic's algorithm are cached per shape: a decode loop
 // calls the same few shapes again and again.
+//
+// Skinny BF16 products (n <= 8 rows: decode steps) have a second kernel, the own GEMV
+// (kernels/gemv_body.h), which only streams the weights. The first time such a shape runs
+// outside a graph capture both are timed on it (interleaved, L2 flushed before each run, so
+// the weights come from memory as in a real step) and the GEMV is kept where it was at least 5 %
+// faster; the margin keeps the choice, and so the results' rounding, from flipping on noise.
 #pragma once
 
 #include <cublasLt.h>
@@ -30,6 +36,14 @@ struct DeviceMatrix {
 
 class Gemm {
  public:
+  // How skinny products are run: timed per shape (the default), always cuBLASLt, or always the
+  // own GEMV where it fits (the last two for A/B measurements and tests).
+  enum class Skinny { Timed, Cublas, Own };
+  struct SkinnyStats {
+    uint32_t own = 0;     // shapes decided for the own GEMV
+    uint32_t cublas = 0;  // shapes decided for cuBLASLt
+  };
+
   explicit Gemm(size_t workspace_bytes = size_t{32} << 20);
   ~Gemm();
   Gemm(const Gemm&) = delete;
@@ -42,16 +56,26 @@ class Gemm {
   void run(const DeviceMatrix& w, const void* x, uint32_t n, void* y, DType y_type,
            cudaStream_t stream, uint32_t ldy = 0);
 
+  void set_skinny(Skinny policy) { skinny_ = policy; }
+  SkinnyStats skinny_stats() const;
+
  private:
   struct Plan;
   // (rows, cols, n, ldy, weight type, output type, alignments of w, x, y)
   using Key = std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, int, int, int, int, int>;
 
   const Plan& plan(const Key& key);
+  void run_cublas(const Key& key, const DeviceMatrix& w, const void* x, void* y,
+                  cudaStream_t stream);
+  // Whether the own GEMV runs this skinny shape: decided (timed) on its first eager call.
+  bool own_gemv(const Key& key, const DeviceMatrix& w, const void* x, uint32_t n, void* y,
+                DType y_type, uint32_t ldy, cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
+  Skinny skinny_ = Skinny::Timed;
+  std::map<Key, bool> own_;  // decided skinny shapes: true = the own GEMV
 };
 
 }  // namespace pith::cuda

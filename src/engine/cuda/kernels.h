@@ -163,6 +163,13 @@ void split_query_gate(const void* src, DType type, uint32_t n_rows, uint32_t hd,
                       void* gate, cudaStream_t stream);
 void sigmoid_gate(void* x, const void* gate, DType type, size_t total, cudaStream_t stream);
 
+// The skinny BF16 GEMM (kernels/gemv_body.h): y[t][o] = sum_c w[o][c] x[t][c] for t < n, o <
+// rows; w BF16 [rows][cols], x BF16 [n][cols], y of y_type (F32 or BF16) [n][ldy]. Only where
+// gemv_bf16_fits (n <= 8, cols % 8 == 0, w and x 16-byte aligned); Gemm decides when.
+bool gemv_bf16_fits(uint32_t n, uint32_t cols, const void* w, const void* x);
+void gemv_bf16(const void* w, uint32_t rows, uint32_t cols, const void* x, uint32_t n, void* y,
+               DType y_type, size_t ldy, cudaStream_t stream);
+
 // LM-head reduction over logits [rows][vocab] (F32): per row the softmax max and sum over the
 // full vocabulary and the top-k (ties by lower id), probabilities = exp(l - max) / sum.
 // Writes out_ids [rows][k_max] and out_probs [rows][k_max]: row r writes its first

@@ -203,6 +203,14 @@ struct DeviceBlock {
   __device__ void reduce_sum(float* values) const { reduce(values, Sum{}); }
   __device__ void reduce_max(float* values) const { reduce(values, Max{}); }
   __device__ void reduce_max(uint64_t* values) const { reduce(values, MaxU64{}); }
+  // Each warp's 32 values[t] summed into its first lane's slot (values[32 w]); the others keep
+  // theirs. No barrier: a thread reads only its own slot, and lane 0 writes only its own.
+  __device__ void warp_sum(float* values) const {
+    const uint32_t t = threadIdx.x;
+    float v = values[t];
+    for (uint32_t m = kWarp / 2; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+    if (t % kWarp == 0) values[t] = v;
+  }
 
   // ++hist[bin] unless bin == kNoBin. Every lane of the warp calls it (a uniform loop): lanes
   // with the same bin add together, one shared atomic per distinct bin (logits crowd a few
@@ -295,6 +303,13 @@ struct HostBlock {
   }
   void reduce_max(uint64_t* values) const {
     reduce(values, [](uint64_t a, uint64_t b) { return a > b ? a : b; });
+  }
+  void warp_sum(float* values) const {
+    for (uint32_t w = 0; w < n_threads / kWarp; ++w) {
+      float lanes[kWarp];
+      for (uint32_t l = 0; l < kWarp; ++l) lanes[l] = values[w * kWarp + l];
+      values[w * kWarp] = butterfly(lanes, kWarp, [](float a, float b) { return a + b; });
+    }
   }
 
   void exclusive_scan(uint32_t* values) const {

@@ -4,6 +4,7 @@
 set(PITH_CUDA_KERNEL_SOURCES
   activation.cu
   delta_net.cu
+  gemv.cu
   kv.cu
   launch_check.cpp
   lora.cu

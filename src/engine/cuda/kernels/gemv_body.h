@@ -1,0 +1,83 @@
+// Body of the skinny BF16 GEMM (a GEMV for n <= kGemvMaxN activation rows): decode steps
+// multiply every weight matrix by one to a few rows, where a kernel's only job is to stream the
+// weights at the memory's bandwidth. y[t][o] = sum_c w[o][c] x[t][c] for t < N, o < rows: BF16
+// weights and inputs, F32 products and sums, y F32 or BF16 (rows ldy apart).
+//
+// Block x computes output rows [8x, 8x + 8), a warp per row. Lane l of a warp reads the row's
+// 16-byte vectors l, l + 32, l + 64, ... (a warp's load is 512 contiguous bytes), four vectors
+// issued before any is used, and the same vectors of each x row (hot in L1: every warp of the
+// block reads them). The lanes' partial sums meet in a warp butterfly (Block::warp_sum).
+// Requires cols % 8 == 0 and w, x 16-byte aligned (gemv_fits).
+#pragma once
+
+#include "engine/cuda/kernels/block.h"
+
+namespace pith::cuda::kern {
+
+inline constexpr uint32_t kGemvThreads = 256;
+inline constexpr uint32_t kGemvRowsPerBlock = kGemvThreads / kWarp;  // a warp per output row
+inline constexpr uint32_t kGemvMaxN = 8;                             // activation rows at most
+inline constexpr uint32_t kGemvVec = 8;       // BF16 elements per 16-byte vector
+inline constexpr uint32_t kGemvInFlight = 4;  // vectors a lane loads before using them
+
+struct GemvShared {
+  float part[kGemvMaxN][kGemvThreads];  // each thread's partial sums, then each warp's total
+};
+
+// Whether the shape and pointers suit the kernel.
+inline bool gemv_fits(uint32_t n, uint32_t cols, const void* w, const void* x) {
+  return n >= 1 && n <= kGemvMaxN && cols > 0 && cols % kGemvVec == 0 &&
+         reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
+
+template <uint32_t N, class Block, class Out>
+PITH_HD void gemv_block(const Block& blk, GemvShared& sh, const Bf16* w, uint32_t rows,
+                        uint32_t cols, const Bf16* x, Out* y, size_t ldy) {
+  const uint32_t vecs = cols / kGemvVec;
+  const uint32_t first_row = blk.block_x * kGemvRowsPerBlock;
+  blk.threads([&](uint32_t t) {
+    const uint32_t lane = t % kWarp, row = first_row + t / kWarp;
+    float acc[N];
+    PITH_UNROLL
+    for (uint32_t r = 0; r < N; ++r) acc[r] = 0.0f;
+    if (row < rows) {
+      const Bf16* wr = w + size_t{row} * cols;
+      for (uint32_t v0 = lane; v0 < vecs; v0 += kGemvInFlight * kWarp) {
+        float wv[kGemvInFlight][kGemvVec];
+        PITH_UNROLL
+        for (uint32_t u = 0; u < kGemvInFlight; ++u) {
+          const uint32_t v = v0 + u * kWarp;
+          if (v < vecs) {
+            load_n<kGemvVec>(wr + size_t{v} * kGemvVec, wv[u]);
+          } else {
+            PITH_UNROLL
+            for (uint32_t i = 0; i < kGemvVec; ++i) wv[u][i] = 0.0f;
+          }
+        }
+        PITH_UNROLL
+        for (uint32_t u = 0; u < kGemvInFlight; ++u) {
+          const uint32_t v = v0 + u * kWarp;
+          if (v >= vecs) break;
+          PITH_UNROLL
+          for (uint32_t r = 0; r < N; ++r) {
+            float xv[kGemvVec];
+            load_n<kGemvVec>(x + size_t{r} * cols + size_t{v} * kGemvVec, xv);
+            PITH_UNROLL
+            for (uint32_t i = 0; i < kGemvVec; ++i) acc[r] += wv[u][i] * xv[i];
+          }
+        }
+      }
+    }
+    PITH_UNROLL
+    for (uint32_t r = 0; r < N; ++r) sh.part[r][t] = acc[r];
+  });
+  for (uint32_t r = 0; r < N; ++r) blk.warp_sum(sh.part[r]);
+  blk.sync();
+  blk.threads([&](uint32_t t) {
+    const uint32_t row = first_row + t / kWarp;
+    if (t % kWarp != 0 || row >= rows) return;
+    for (uint32_t r = 0; r < N; ++r) store_f32(y + size_t{r} * ldy + row, sh.part[r][t]);
+  });
+}
+
+}  // namespace pith::cuda::kern
