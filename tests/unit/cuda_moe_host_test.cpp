@@ -245,5 +245,56 @@ TEST(CudaMoeHost, SortGroupsChoicesByExpertInTokenOrder) {
   }
 }
 
+// The decode form of the expert GEMM (at most 8 tokens, BF16): the GEMV blocks give the tiled
+// GEMM's outputs (F32 sums in another order; BF16 outputs within a rounding step), gathered
+// and in slot order, on experts with several slots and experts with none.
+template <class Out>
+void check_expert_gemv(uint32_t T, uint32_t E, uint32_t K, uint32_t rows, uint32_t cols,
+                       bool gather) {
+  std::mt19937 rng(T * 131 + E);
+  std::vector<uint32_t> experts(T * K);
+  for (uint32_t t = 0; t < T; ++t) {  // K distinct experts per token among the first E / 2
+    std::vector<uint32_t> pool(E / 2);
+    for (uint32_t e = 0; e < E / 2; ++e) pool[e] = e;
+    std::shuffle(pool.begin(), pool.end(), rng);
+    for (uint32_t k = 0; k < K; ++k) experts[t * K + k] = pool[k];
+  }
+  std::vector<uint32_t> offsets(E + 1), slot_token(T * K), slot_of(T * K);
+  sort_choices(experts, T, E, K, offsets, slot_token, slot_of);
+  const std::vector<Bf16> w = to_bf16(random_floats(size_t{E} * rows * cols, 3, 0.2f));
+  const uint32_t n_x = gather ? T : T * K, ld_x = cols + 8;  // rows ld_x apart
+  const std::vector<Bf16> x = to_bf16(random_floats(size_t{n_x} * ld_x, 4));
+  const size_t ld_y = rows + 3;
+  std::vector<Out> tiled(T * K * ld_y), gemv(T * K * ld_y);
+  auto gsh = std::make_unique<kern::MoeGemmShared>();
+  auto phases = [](auto&& phase) {
+    for (uint32_t t = 0; t < kern::kMoeThreads; ++t) phase(t);
+  };
+  for (uint32_t e = 0; e < E; ++e)
+    for (uint32_t by = 0; by < kern::ceil_div(rows, kern::kMoeRows); ++by)
+      kern::moe_expert_gemm_block(e, by, w.data(), rows, cols, x.data(), ld_x, slot_token.data(),
+                                  gather, offsets.data(), tiled.data(), ld_y, *gsh, phases);
+  auto vsh = std::make_unique<kern::GemvShared>();
+  for (uint32_t e = 0; e < E; ++e)
+    for (uint32_t bx = 0; bx < kern::ceil_div(rows, kern::kGemvRowsPerBlock); ++bx)
+      kern::moe_expert_gemv_block(kern::HostBlock{bx, e, kern::kGemvThreads}, *vsh, w.data(), rows,
+                                  cols, x.data(), ld_x, slot_token.data(), gather, offsets.data(),
+                                  gemv.data(), ld_y);
+  for (uint32_t s = 0; s < T * K; ++s)
+    for (uint32_t o = 0; o < rows; ++o) {
+      const float a = f(tiled[s * ld_y + o]), b = f(gemv[s * ld_y + o]);
+      if (sizeof(Out) == 2)
+        expect_bf16_near(b, a, "bf16 expert gemv", s * ld_y + o);
+      else
+        ASSERT_NEAR(b, a, 1e-5f * (1 + std::fabs(a))) << "slot " << s << " row " << o;
+    }
+}
+
+TEST(CudaMoeHost, ExpertGemvOfDecodeStepsEqualsTheTiledGemm) {
+  check_expert_gemv<float>(1, 16, 4, 24, 64, true);   // one token: a slot per chosen expert
+  check_expert_gemv<float>(8, 8, 3, 13, 200, false);  // 8 tokens among 4 experts, slot order
+  check_expert_gemv<Bf16>(5, 12, 2, 40, 1032, true);  // BF16 out, a column tail mid-group
+}
+
 }  // namespace
 }  // namespace pith::cuda

@@ -30,11 +30,14 @@ inline bool gemv_fits(uint32_t n, uint32_t cols, const void* w, const void* x) {
          reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
 
-template <uint32_t N, class Block, class Out>
-PITH_HD void gemv_block(const Block& blk, GemvShared& sh, const Bf16* w, uint32_t rows,
-                        uint32_t cols, const Bf16* x, Out* y, size_t ldy) {
+// The core: output rows [first_row, first_row + 8) of w ([rows][cols]), a warp per row, for
+// n <= N activation rows: x_row(r) is row r's input (BF16 [cols], 16-byte aligned), y_row(r)
+// its output row (y_row(r)[o] for output row o). Control flow is uniform over the block.
+template <uint32_t N, class Block, class XRow, class YRow>
+PITH_HD void gemv_rows_block(const Block& blk, GemvShared& sh, const Bf16* w, uint32_t rows,
+                             uint32_t cols, uint32_t first_row, uint32_t n, XRow&& x_row,
+                             YRow&& y_row) {
   const uint32_t vecs = cols / kGemvVec;
-  const uint32_t first_row = blk.block_x * kGemvRowsPerBlock;
   blk.threads([&](uint32_t t) {
     const uint32_t lane = t % kWarp, row = first_row + t / kWarp;
     float acc[N];
@@ -60,8 +63,9 @@ PITH_HD void gemv_block(const Block& blk, GemvShared& sh, const Bf16* w, uint32_
           if (v >= vecs) break;
           PITH_UNROLL
           for (uint32_t r = 0; r < N; ++r) {
+            if (r >= n) break;
             float xv[kGemvVec];
-            load_n<kGemvVec>(x + size_t{r} * cols + size_t{v} * kGemvVec, xv);
+            load_n<kGemvVec>(x_row(r) + size_t{v} * kGemvVec, xv);
             PITH_UNROLL
             for (uint32_t i = 0; i < kGemvVec; ++i) acc[r] += wv[u][i] * xv[i];
           }
@@ -71,13 +75,22 @@ PITH_HD void gemv_block(const Block& blk, GemvShared& sh, const Bf16* w, uint32_
     PITH_UNROLL
     for (uint32_t r = 0; r < N; ++r) sh.part[r][t] = acc[r];
   });
-  for (uint32_t r = 0; r < N; ++r) blk.warp_sum(sh.part[r]);
+  for (uint32_t r = 0; r < n; ++r) blk.warp_sum(sh.part[r]);
   blk.sync();
   blk.threads([&](uint32_t t) {
     const uint32_t row = first_row + t / kWarp;
     if (t % kWarp != 0 || row >= rows) return;
-    for (uint32_t r = 0; r < N; ++r) store_f32(y + size_t{r} * ldy + row, sh.part[r][t]);
+    for (uint32_t r = 0; r < n; ++r) store_f32(y_row(r) + row, sh.part[r][t]);
   });
+}
+
+// The dense product: block x covers output rows [8x, 8x + 8); x is [N][cols], y [N][ldy].
+template <uint32_t N, class Block, class Out>
+PITH_HD void gemv_block(const Block& blk, GemvShared& sh, const Bf16* w, uint32_t rows,
+                        uint32_t cols, const Bf16* x, Out* y, size_t ldy) {
+  gemv_rows_block<N>(
+      blk, sh, w, rows, cols, blk.block_x * kGemvRowsPerBlock, N,
+      [&](uint32_t r) { return x + size_t{r} * cols; }, [&](uint32_t r) { return y + r * ldy; });
 }
 
 }  // namespace pith::cuda::kern

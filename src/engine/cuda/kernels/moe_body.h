@@ -1,15 +1,16 @@
 // Bodies of the mixture-of-experts FFN kernels (qwen2moe, qwen3moe, qwen35moe; the CPU's
 // engine/moe_ffn.h), routed on the device so a step needs no host round trip:
 //   1. moe_route: per token (a block), softmax over the router logits, the n_used most probable
-//   experts
-//      (ties: the lower index, as the CPU's partial_sort), their weights renormalised where the
-//      family does and scaled by the per-expert scale where it has one;
+//      experts (ties: the lower index, as the CPU's partial_sort), their weights renormalised
+//      where the family does and scaled by the per-expert scale where it has one;
 //   2. moe_sort: the routed (token, choice) pairs grouped by expert, tokens in order within an
 //      expert (offsets[E+1], the token of each slot, the slot of each choice; a block per
 //      expert ranks its choices with scans);
 //   3. moe_expert_gemm: y[slot] = W_e x[slot] for every expert's slots in one launch (a block per
 //      expert and 64 output rows; blocks of experts without tokens return at once), x gathered
-//      from the tokens' rows or read in slot order;
+//      from the tokens' rows or read in slot order; with BF16 weights and at most 8 tokens in
+//      the step (so at most 8 slots an expert: decode) the GEMV of gemv_body.h instead, a block
+//      per expert and 8 output rows, streaming the chosen experts' weights at the memory's pace;
 //   4. moe_combine: out[t] = sum_k w[t][k] y[slot of (t, k)], in the choices' order; the shared
 //      expert, where present, then adds sigmoid(g[t]) ysh[t] (moe_add_gated).
 // Between the gate/up GEMM and the down GEMM the family's gated activation (swiglu_body) runs
@@ -18,6 +19,7 @@
 
 #include "engine/cuda/kernels/activation_body.h"
 #include "engine/cuda/kernels/block.h"
+#include "engine/cuda/kernels/gemv_body.h"
 
 namespace pith::cuda::kern {
 
@@ -210,6 +212,24 @@ PITH_HD void moe_expert_gemm_block(uint32_t bx, uint32_t by, const W* w, uint32_
       }
     });
   }
+}
+
+// The decode form of moe_expert_gemm_block (BF16 weights and inputs): block (x, y = expert e)
+// computes output rows [8x, 8x + 8) of W_e for e's slots, which must number at most
+// kGemvMaxN (the launcher's contract: at most that many tokens). x rows as there (16-byte
+// aligned: ld_x a multiple of 8).
+template <class Block, class Out>
+PITH_HD void moe_expert_gemv_block(const Block& blk, GemvShared& sh, const Bf16* w, uint32_t rows,
+                                   uint32_t cols, const Bf16* x, size_t ld_x,
+                                   const uint32_t* slot_token, bool gather, const uint32_t* offsets,
+                                   Out* y, size_t ld_y) {
+  const uint32_t e = blk.block_y, s0 = offsets[e], n = offsets[e + 1] - s0;
+  const uint32_t first_row = blk.block_x * kGemvRowsPerBlock;
+  if (n == 0 || n > kGemvMaxN || first_row >= rows) return;  // uniform over the block
+  gemv_rows_block<kGemvMaxN>(
+      blk, sh, w + size_t{e} * rows * cols, rows, cols, first_row, n,
+      [&](uint32_t r) { return x + size_t{gather ? slot_token[s0 + r] : s0 + r} * ld_x; },
+      [&](uint32_t r) { return y + size_t{s0 + r} * ld_y; });
 }
 
 // out[t][c] = sum_k weights[t][k] * y[slot_of[t][k]][c] over [T][d] (F32).
