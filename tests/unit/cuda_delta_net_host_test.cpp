@@ -64,12 +64,27 @@ void check_conv(uint32_t C, uint32_t K) {
       ASSERT_NEAR(out[i], want_out[i], 1e-6f * (1 + std::fabs(want_out[i]))) << i;
     for (size_t i = 0; i < run.states.size(); ++i)
       ASSERT_EQ(run.states[i], want.states[i]) << "state float " << i;
+    // The prefill form: a thread per (row, channel), then the windows; the same bits.
+    Batch rows = b;
+    const auto rr = rows.seqs();
+    std::vector<float> out_rows(x.size(), NAN);
+    run_grid(blocks, kern::kActivationThreads, [&](uint32_t bl, uint32_t nb, uint32_t t) {
+      kern::causal_conv_silu_rows_body(bl, nb, t, rr, w.data(), xd.data(), out_rows.data(), b.T, C,
+                                       K);
+    });
+    run_grid(blocks, kern::kActivationThreads, [&](uint32_t bl, uint32_t nb, uint32_t t) {
+      kern::causal_conv_window_body(bl, nb, t, rr, xd.data(), C, K);
+    });
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out_rows[i], out[i]) << "rows form " << i;
+    for (size_t i = 0; i < rows.states.size(); ++i)
+      ASSERT_EQ(rows.states[i], want.states[i]) << "rows form, state float " << i;
   }
 }
 
 TEST(CudaDeltaNetHost, CausalConvCarriesTheWindow) {
   check_conv<float>(96, 4);
   check_conv<float>(33, 2);
+  check_conv<float>(40, 6);  // a window longer than the first sequence's 3 inputs
   check_conv<Bf16>(64, 4);
 }
 

@@ -118,13 +118,16 @@ void lora_gather_rows(const void* src, DType type, const uint32_t* idx, uint32_t
 void lora_add_rows(const float* v, const uint32_t* idx, uint32_t n, uint32_t d, float scale,
                    void* y, DType y_type, uint32_t ldy, uint32_t col0, cudaStream_t stream);
 // Gated DeltaNet layers (kernels/delta_net_body.h; the CPU's engine/gated_delta_net.h). The
-// causal convolution + SiLU of every sequence's inputs x [T][C] (DType) into out [T][C] (F32),
-// advancing each sequence's conv window in the state pool; the in-place L2 norms of the first
-// `heads` head rows of dk floats of each of the n rows of C; beta = sigmoid(b) and g =
-// softplus(a + dt_bias) * A over [n][Hv]; the recurrent delta rule over each sequence's state
-// matrices (one block per sequence, value head and 4 value rows), out in `out_type`.
+// causal convolution + SiLU of every sequence's inputs x [T][C] (DType; T = n_rows, the sum of
+// the counts) into out [T][C] (F32), advancing each sequence's conv window in the state pool
+// (a thread per row and channel when some sequence has several rows, then the windows); the
+// in-place L2 norms of the first `heads` head rows of dk floats of each of the n rows of C; beta =
+// sigmoid(b) and g = softplus(a + dt_bias) * A over [n][Hv]; the recurrent delta rule over each
+// sequence's state matrices (one block per sequence, value head and 4 value rows), out in
+// `out_type`.
 void causal_conv_silu(const kern::DeltaSequences& seqs, const float* weight_t, const void* x,
-                      DType type, float* out, uint32_t C, uint32_t K, cudaStream_t stream);
+                      DType type, float* out, uint32_t n_rows, uint32_t C, uint32_t K,
+                      cudaStream_t stream);
 void l2norm_heads(float* mixed, uint32_t n, uint32_t C, uint32_t heads, uint32_t dk, float eps,
                   cudaStream_t stream);
 void delta_gates(const void* b, const void* a, DType type, const float* dt_bias, const float* A,

@@ -119,7 +119,7 @@ void DeltaNetMixer::run(const DeviceLayer& L, uint32_t r, const void* h, uint32_
   seqs.slot_floats = pool_->slot_floats();
   seqs.layer_offset = size_t{r} * pool_->layer_floats();
   float* mixed = mixed_.as<float>();
-  causal_conv_silu(seqs, L.ssm_conv_t, qkv_.get(), act_, mixed, C, dn.conv_kernel, s);
+  causal_conv_silu(seqs, L.ssm_conv_t, qkv_.get(), act_, mixed, T, C, dn.conv_kernel, s);
   l2norm_heads(mixed, T, C, 2 * dn.k_heads, dn.k_dim, c_.rms_eps, s);
   delta_gates(b_.get(), a_.get(), DType::F32, L.ssm_dt_bias, L.ssm_a, T, dn.v_heads,
               beta_.as<float>(), g_.as<float>(), s);

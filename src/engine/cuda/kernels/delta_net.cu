@@ -19,6 +19,35 @@ __global__ void __launch_bounds__(kern::kActivationThreads)
   kern::causal_conv_silu_body(blockIdx.x, gridDim.x, threadIdx.x, seqs, weight_t, x, out, C, K);
 }
 
+template <class T>
+__global__ void __launch_bounds__(kern::kActivationThreads)
+    conv_rows_kernel(kern::DeltaSequences seqs, const float* weight_t, const T* x, float* out,
+                     uint32_t n_rows, uint32_t C, uint32_t K) {
+  kern::causal_conv_silu_rows_body(blockIdx.x, gridDim.x, threadIdx.x, seqs, weight_t, x, out,
+                                   n_rows, C, K);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kern::kActivationThreads)
+    conv_window_kernel(kern::DeltaSequences seqs, const T* x, uint32_t C, uint32_t K) {
+  kern::causal_conv_window_body(blockIdx.x, gridDim.x, threadIdx.x, seqs, x, C, K);
+}
+
+template <class T>
+void conv_typed(const kern::DeltaSequences& seqs, const float* weight_t, const T* x, float* out,
+                uint32_t n_rows, uint32_t C, uint32_t K, cudaStream_t stream) {
+  const size_t per_sequence = size_t{seqs.n_seqs} * C;
+  if (n_rows <= seqs.n_seqs) {  // a token a sequence (decode): each thread has one row anyway
+    conv_kernel<<<blocks_for(per_sequence), kern::kActivationThreads, 0, stream>>>(seqs, weight_t,
+                                                                                   x, out, C, K);
+    return;
+  }
+  conv_rows_kernel<<<blocks_for(size_t{n_rows} * C), kern::kActivationThreads, 0, stream>>>(
+      seqs, weight_t, x, out, n_rows, C, K);
+  conv_window_kernel<<<blocks_for(per_sequence), kern::kActivationThreads, 0, stream>>>(seqs, x, C,
+                                                                                        K);
+}
+
 __global__ void __launch_bounds__(kern::kHeadNormThreads)
     l2norm_kernel(float* mixed, uint32_t C, uint32_t heads, uint32_t dk, float eps) {
   __shared__ kern::NormShared sh;
@@ -80,16 +109,14 @@ __global__ void __launch_bounds__(kern::kActivationThreads)
 }  // namespace
 
 void causal_conv_silu(const kern::DeltaSequences& seqs, const float* weight_t, const void* x,
-                      DType type, float* out, uint32_t C, uint32_t K, cudaStream_t stream) {
+                      DType type, float* out, uint32_t n_rows, uint32_t C, uint32_t K,
+                      cudaStream_t stream) {
   require(K >= 2 && K - 1 <= kern::kMaxConvHistory, "causal_conv_silu", "unsupported kernel width");
-  const size_t total = size_t{seqs.n_seqs} * C;
-  if (total == 0) return;
+  if (size_t{seqs.n_seqs} * C == 0) return;
   if (type == DType::F32)
-    conv_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
-        seqs, weight_t, static_cast<const float*>(x), out, C, K);
+    conv_typed(seqs, weight_t, static_cast<const float*>(x), out, n_rows, C, K, stream);
   else
-    conv_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
-        seqs, weight_t, static_cast<const kern::Bf16*>(x), out, C, K);
+    conv_typed(seqs, weight_t, static_cast<const kern::Bf16*>(x), out, n_rows, C, K, stream);
   check_launch("causal_conv_silu");
 }
 

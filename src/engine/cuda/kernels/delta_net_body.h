@@ -65,6 +65,61 @@ PITH_HD void causal_conv_silu_body(uint32_t block, uint32_t n_blocks, uint32_t t
   });
 }
 
+// The same outputs for prefills, a thread per (input row, channel) instead of per (sequence,
+// channel) walking the rows one after another: row i of the batch belongs to the sequence whose
+// first row is the last one <= i (a binary search over seqs.first, ascending), and its window
+// rows come from the carried window or the inputs before it. Sums in the serial form's order,
+// so the outputs are the same bits. Reads the window, never writes it: causal_conv_window_body
+// advances it afterwards, as a separate launch. T = the batch's rows (the sum of the counts).
+template <class T>
+PITH_HD void causal_conv_silu_rows_body(uint32_t block, uint32_t n_blocks, uint32_t t,
+                                        const DeltaSequences& seqs, const float* weight_t,
+                                        const T* x, float* out, uint32_t n_rows, uint32_t C,
+                                        uint32_t K) {
+  grid_stride(block, n_blocks, t, kActivationThreads, size_t{n_rows} * C, [&](size_t i) {
+    const uint32_t row = static_cast<uint32_t>(i / C), c = static_cast<uint32_t>(i % C);
+    uint32_t lo = 0, hi = seqs.n_seqs;  // the last s with first[s] <= row
+    while (hi - lo > 1) {
+      const uint32_t mid = (lo + hi) / 2;
+      if (seqs.first[mid] <= row)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    const uint32_t j = row - seqs.first[lo], hist = K - 1;
+    const float* window = seqs.state(lo) + c;  // rows C apart
+    const size_t x0 = size_t{seqs.first[lo]} * C + c;
+    float acc = 0;
+    for (uint32_t r = 0; r < hist; ++r) {  // x_ext row j + r: the window's, then the inputs'
+      const uint32_t m = j + r;
+      const float v = m < hist ? window[size_t{m} * C] : to_f32(x[x0 + size_t{m - hist} * C]);
+      acc += weight_t[size_t{r} * C + c] * v;
+    }
+    acc += weight_t[size_t{hist} * C + c] * to_f32(x[size_t{row} * C + c]);
+    out[size_t{row} * C + c] = silu_f32(acc);
+  });
+}
+
+// The window after causal_conv_silu_rows_body: the last K-1 rows of (window, then the
+// sequence's inputs). One thread per (sequence, channel), rows in ascending order: row r takes
+// row count + r of that sequence, which it has not overwritten yet.
+template <class T>
+PITH_HD void causal_conv_window_body(uint32_t block, uint32_t n_blocks, uint32_t t,
+                                     const DeltaSequences& seqs, const T* x, uint32_t C,
+                                     uint32_t K) {
+  grid_stride(block, n_blocks, t, kActivationThreads, size_t{seqs.n_seqs} * C, [&](size_t i) {
+    const uint32_t s = static_cast<uint32_t>(i / C), c = static_cast<uint32_t>(i % C);
+    const uint32_t hist = K - 1, n = seqs.count[s];
+    float* window = seqs.state(s) + c;
+    const size_t x0 = size_t{seqs.first[s]} * C + c;
+    for (uint32_t r = 0; r < hist; ++r) {
+      const uint32_t m = n + r;
+      window[size_t{r} * C] =
+          m < hist ? window[size_t{m} * C] : to_f32(x[x0 + size_t{m - hist} * C]);
+    }
+  });
+}
+
 // In place x / sqrt(sum x^2 + eps) of each query and key head: block_x = token * heads + head,
 // heads = 2 * k_heads (the query heads, then the key heads, at the start of each row of C).
 template <class Block>
