@@ -81,6 +81,32 @@ TEST(GemvGpu, MatchesCublasOnTheModelShapes) {
   }
 }
 
+// The gate/up GEMV with the activation as its epilogue against cuBLASLt + gated_activation
+// (BF16 out, SiLU and GELU): within a BF16 step of the larger value.
+TEST(GemvGpu, GatedEpilogueMatchesTheProductThenTheActivation) {
+  const Shape s = kShapes[2];  // gate_up: ff = 8192
+  const uint32_t ff = s.rows / 2;
+  Dev<uint16_t> dw(bf16_of(random_floats(size_t{s.rows} * s.cols, 21, 0.05f)));
+  const DeviceMatrix m{dw.get(), DType::BF16, s.rows, s.cols};
+  for (FfnActivation act : {FfnActivation::Silu, FfnActivation::GeluTanh})
+    for (uint32_t n : {1u, 5u, 8u}) {
+      Dev<uint16_t> dx(bf16_of(random_floats(size_t{n} * s.cols, 22 + n)));
+      Dev<uint16_t> scratch(size_t{n} * s.rows), a(size_t{n} * ff), b(size_t{n} * ff);
+      Gemm cublas, own;
+      cublas.set_skinny(Gemm::Skinny::Cublas);
+      own.set_skinny(Gemm::Skinny::Own);
+      cublas.run_gated(m, dx.get(), n, a.get(), act, scratch.get(), nullptr);
+      own.run_gated(m, dx.get(), n, b.get(), act, scratch.get(), nullptr);
+      const std::vector<uint16_t> ha = a.read(), hb = b.read();
+      float worst = 0, scale = 0;
+      for (size_t i = 0; i < ha.size(); ++i) {
+        worst = std::max(worst, std::fabs(bf16_to_f32(ha[i]) - bf16_to_f32(hb[i])));
+        scale = std::max(scale, std::fabs(bf16_to_f32(ha[i])));
+      }
+      EXPECT_LE(worst, (1 + scale) / 32) << "n=" << n << " gelu=" << (act != FfnActivation::Silu);
+    }
+}
+
 // The timed policy decides each skinny shape once and keeps it; wider products stay on cuBLASLt.
 TEST(GemvGpu, TimedChoiceIsMadeOncePerShape) {
   const Shape s = kShapes[2];
@@ -149,6 +175,32 @@ TEST(GemvGpuTimes, OwnGemvAgainstCublasCold) {
           bytes / t_own / 1e6, t_cublas / t_own);
       EXPECT_GT(t_own, 0);
     }
+  }
+  // The gate/up projection with its activation: cuBLASLt then gated_activation against the
+  // fused GEMV (the time of a decode step's whole FFN gate).
+  const Shape s = kShapes[2];
+  Dev<uint16_t> dw(bf16_of(random_floats(size_t{s.rows} * s.cols, 9, 0.05f)));
+  const DeviceMatrix m{dw.get(), DType::BF16, s.rows, s.cols};
+  for (uint32_t n : {1u, 8u}) {
+    Dev<uint16_t> dx(bf16_of(random_floats(size_t{n} * s.cols, 10)));
+    Dev<uint16_t> scratch(size_t{n} * s.rows), out(size_t{n} * s.rows / 2);
+    Gemm cublas, own;
+    cublas.set_skinny(Gemm::Skinny::Cublas);
+    own.set_skinny(Gemm::Skinny::Own);
+    const double t_unfused = timed_cold(
+        [&] {
+          cublas.run_gated(m, dx.get(), n, out.get(), FfnActivation::Silu, scratch.get(), nullptr);
+        },
+        flush.get(), flush.size());
+    const double t_fused = timed_cold(
+        [&] {
+          own.run_gated(m, dx.get(), n, out.get(), FfnActivation::Silu, scratch.get(), nullptr);
+        },
+        flush.get(), flush.size());
+    std::printf(
+        "{\"gemv_gpu\":\"gate_up+swiglu\",\"n\":%u,\"cublas_then_act_us\":%.2f,"
+        "\"fused_us\":%.2f,\"speedup\":%.3f}\n",
+        n, 1e3 * t_unfused, 1e3 * t_fused, t_unfused / t_fused);
   }
 }
 

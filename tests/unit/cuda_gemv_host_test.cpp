@@ -79,6 +79,36 @@ TEST(CudaGemvHost, FitsOnlyAlignedShapesItCovers) {
   EXPECT_FALSE(kern::gemv_fits(1, 16, buf, buf + 4));  // misaligned inputs
 }
 
+// The gated epilogue gives the bits of the unfused path: the GEMV into [N][2 ff] (rounded to the
+// output type), then the activation kernel's body over it.
+template <uint32_t N, bool kGelu, class Out>
+void check_gated(uint32_t ff, uint32_t cols) {
+  const std::vector<Bf16> w = to_bf16(random_floats(size_t{2} * ff * cols, ff + cols, 0.3f));
+  const std::vector<Bf16> x = to_bf16(random_floats(size_t{N} * cols, cols + N));
+  std::vector<Out> gu(size_t{N} * 2 * ff), unfused(size_t{N} * ff), fused(size_t{N} * ff);
+  auto sh = std::make_unique<kern::GemvShared>();
+  for (uint32_t b = 0; b < kern::ceil_div(2 * ff, kern::kGemvRowsPerBlock); ++b)
+    kern::gemv_block<N>(kern::HostBlock{b, 0, kern::kGemvThreads}, *sh, w.data(), 2 * ff, cols,
+                        x.data(), gu.data(), 2 * ff);
+  run_grid(2, kern::kActivationThreads, [&](uint32_t bl, uint32_t nb, uint32_t t) {
+    kern::swiglu_body<1, kGelu>(bl, nb, t, gu.data(), gu.data() + ff, N, ff, 2 * ff,
+                                unfused.data());
+  });
+  auto gsh = std::make_unique<kern::GemvGatedShared>();
+  for (uint32_t b = 0; b < kern::ceil_div(ff, kern::kGemvRowsPerBlock); ++b)
+    kern::gemv_gated_block<N, kGelu>(kern::HostBlock{b, 0, kern::kGemvThreads}, *gsh, w.data(), ff,
+                                     cols, x.data(), fused.data());
+  for (size_t i = 0; i < fused.size(); ++i)
+    ASSERT_EQ(f(fused[i]), f(unfused[i])) << "N=" << N << " ff=" << ff << " at " << i;
+}
+
+TEST(CudaGemvHost, GatedEpilogueEqualsTheGemvThenTheActivation) {
+  check_gated<1, false, Bf16>(40, 200);
+  check_gated<3, true, Bf16>(13, 1032);
+  check_gated<8, false, float>(24, 64);
+  check_gated<2, true, float>(9, 2048);
+}
+
 // Each warp's total lands in its first lane, with the bits of the block reduction over a single
 // warp (the same butterfly); the other lanes keep their values.
 TEST(CudaGemvHost, WarpSumIsTheButterflyOfEachWarp) {

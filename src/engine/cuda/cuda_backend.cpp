@@ -475,16 +475,20 @@ void CudaBackend::enqueue_step(const StepInputs& in) {
       op_done(P::GateUpProj);  // all of the MoE FFN, as the CPU engine's profile counts it
     } else {
       const uint32_t width = c.d_ff_of(l);  // gemma4 E2B: KV-sharing layers are twice as wide
-      gemm_->run(L.w_gate_up, h, T, gu, act_, s);
-      op_done(P::GateUpProj);
-      if (lora) {  // gate rows first, then up, in one [T][2 d_ff] output
+      if (!lora) {  // decode steps: the activation as the GEMV's epilogue where that is faster
+        gemm_->run_gated(L.w_gate_up, h, T, ff, c.ffn_activation, gu, s);
+        op_done(P::GateUpProj);
+      } else {
+        gemm_->run(L.w_gate_up, h, T, gu, act_, s);
+        op_done(P::GateUpProj);
+        // gate rows first, then up, in one [T][2 d_ff] output
         lora->apply(*gemm_, l, LoraTarget::Gate, h, d, gu, act_, width, 2 * width, 0, act_, s);
         lora->apply(*gemm_, l, LoraTarget::Up, h, d, gu, act_, width, 2 * width, width, act_, s);
         op_done(P::Lora);
+        gated_activation(gu, static_cast<char*>(gu) + size_t{width} * e, T, width, 2 * width, ff,
+                         act_, c.ffn_activation, s);
+        op_done(P::Activation);
       }
-      gated_activation(gu, static_cast<char*>(gu) + size_t{width} * e, T, width, 2 * width, ff,
-                       act_, c.ffn_activation, s);
-      op_done(P::Activation);
       gemm_->run(L.w_down, ff, T, delta, DType::F32, s);
       op_done(P::DownProj);
       if (lora) {

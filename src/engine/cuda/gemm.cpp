@@ -131,15 +131,56 @@ void Gemm::run(const DeviceMatrix& w, const void* x, uint32_t n, void* y, DType 
   run_cublas(key, w, x, y, stream);
 }
 
+bool Gemm::capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  PITH_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  return capture != cudaStreamCaptureStatusNone;
+}
+
 bool Gemm::own_gemv(const Key& key, const DeviceMatrix& w, const void* x, uint32_t n, void* y,
                     DType y_type, uint32_t ldy, cudaStream_t stream) {
   auto it = own_.find(key);
   if (it != own_.end()) return it->second;
   // Inside a graph capture nothing may synchronise: cuBLASLt this time, timed on an eager call.
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  PITH_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  if (capture != cudaStreamCaptureStatusNone) return false;
+  if (capturing(stream)) return false;
+  const bool own = second_is_faster(
+      stream, [&] { run_cublas(key, w, x, y, stream); },
+      [&] { gemv_bf16(w.data, w.rows, w.cols, x, n, y, y_type, ldy, stream); });
+  own_.emplace(key, own);
+  return own;
+}
 
+void Gemm::run_gated(const DeviceMatrix& w, const void* x, uint32_t n, void* out, FfnActivation act,
+                     void* scratch, cudaStream_t stream) {
+  if (n == 0) return;
+  PITH_CHECK(w.rows % 2 == 0);
+  const uint32_t ff = w.rows / 2;
+  const size_t e = elem_bytes(w.dtype);
+  auto unfused = [&] {
+    run(w, x, n, scratch, w.dtype, stream);
+    gated_activation(scratch, static_cast<char*>(scratch) + size_t{ff} * e, n, ff, w.rows, out,
+                     w.dtype, act, stream);
+  };
+  auto fused = [&] { gemv_gated_bf16(w.data, ff, w.cols, x, n, out, w.dtype, act, stream); };
+  if (w.dtype != DType::BF16 || skinny_ == Skinny::Cublas || !gemv_bf16_fits(n, w.cols, w.data, x))
+    return unfused();
+  if (skinny_ == Skinny::Own) return fused();
+  const Key key{w.rows,       w.cols,        n, w.rows, int(w.dtype), int(act), alignment(w.data),
+                alignment(x), alignment(out)};
+  auto it = fused_.find(key);
+  if (it == fused_.end()) {
+    if (capturing(stream)) return unfused();
+    unfused();  // the product's own choice first, so the comparison is against the better one
+    it = fused_.emplace(key, second_is_faster(stream, unfused, fused)).first;
+  }
+  if (it->second)
+    fused();
+  else
+    unfused();
+}
+
+bool Gemm::second_is_faster(cudaStream_t stream, const std::function<void()>& first,
+                            const std::function<void()>& second) {
   // A buffer twice the L2's size, written before each timed run, evicts the weights: a decode
   // step reads every matrix from memory once. Without room for it the runs are timed warm.
   int device = 0, l2 = 0;
@@ -153,27 +194,22 @@ bool Gemm::own_gemv(const Key& key, const DeviceMatrix& w, const void* x, uint32
     flush.release();
   }
   Event start(true), end(true);
-  std::vector<float> t_cublas, t_own;
+  std::vector<float> t_first, t_second;
   constexpr int kReps = 5;
   for (int rep = 0; rep <= kReps; ++rep) {  // rep 0 warms both up (plans, module loads)
     for (int c = 0; c < 2; ++c) {
-      const bool own = (c + rep) % 2 == 1;  // alternate which runs first
+      const bool second_now = (c + rep) % 2 == 1;  // alternate which runs first
       if (flush.get()) PITH_CUDA_CHECK(cudaMemsetAsync(flush.get(), rep, flush.bytes(), stream));
       start.record(stream);
-      if (own)
-        gemv_bf16(w.data, w.rows, w.cols, x, n, y, y_type, ldy, stream);
-      else
-        run_cublas(key, w, x, y, stream);
+      (second_now ? second : first)();
       end.record(stream);
       end.synchronize();
-      if (rep > 0) (own ? t_own : t_cublas).push_back(end.elapsed_since(start));
+      if (rep > 0) (second_now ? t_second : t_first).push_back(end.elapsed_since(start));
     }
   }
-  std::sort(t_own.begin(), t_own.end());
-  std::sort(t_cublas.begin(), t_cublas.end());
-  const bool own = t_own[kReps / 2] < 0.95f * t_cublas[kReps / 2];
-  own_.emplace(key, own);
-  return own;
+  std::sort(t_first.begin(), t_first.end());
+  std::sort(t_second.begin(), t_second.end());
+  return t_second[kReps / 2] < 0.95f * t_first[kReps / 2];
 }
 
 Gemm::SkinnyStats Gemm::skinny_stats() const {

@@ -11,6 +11,8 @@
 // outside a graph capture both are timed on it (interleaved, L2 flushed before each run, so
 // the weights come from memory as in a real step) and the GEMV is kept where it was at least 5 %
 // faster; the margin keeps the choice, and so the results' rounding, from flipping on noise.
+// run_gated does the same for a gate/up projection and its gated activation: the GEMV with the
+// activation as its epilogue against the product (either kernel) followed by gated_activation.
 #pragma once
 
 #include <cublasLt.h>
@@ -21,6 +23,9 @@
 #include <memory>
 #include <tuple>
 
+#include <functional>
+
+#include "backend/model_config.h"  // FfnActivation
 #include "engine/cuda/device_memory.h"
 #include "engine/cuda/paged_attention.h"  // DType
 
@@ -56,6 +61,12 @@ class Gemm {
   void run(const DeviceMatrix& w, const void* x, uint32_t n, void* y, DType y_type,
            cudaStream_t stream, uint32_t ldy = 0);
 
+  // out [n][ff] = act(x W_gate^T) * (x W_up^T) for w = [2 ff][cols] (gate rows, then up rows),
+  // out in x's type. `scratch` ([n][2 ff] of that type) holds the product when the activation
+  // runs as its own kernel (wide products, adapters in the way, or where that measured faster).
+  void run_gated(const DeviceMatrix& w, const void* x, uint32_t n, void* out, FfnActivation act,
+                 void* scratch, cudaStream_t stream);
+
   void set_skinny(Skinny policy) { skinny_ = policy; }
   SkinnyStats skinny_stats() const;
 
@@ -70,12 +81,18 @@ class Gemm {
   // Whether the own GEMV runs this skinny shape: decided (timed) on its first eager call.
   bool own_gemv(const Key& key, const DeviceMatrix& w, const void* x, uint32_t n, void* y,
                 DType y_type, uint32_t ldy, cudaStream_t stream);
+  // Times `first` and `second` on `stream` (cold L2, interleaved, medians of five): whether
+  // the second was at least 5 % faster. Synchronises the stream; never inside a capture.
+  bool second_is_faster(cudaStream_t stream, const std::function<void()>& first,
+                        const std::function<void()>& second);
+  static bool capturing(cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
   Skinny skinny_ = Skinny::Timed;
-  std::map<Key, bool> own_;  // decided skinny shapes: true = the own GEMV
+  std::map<Key, bool> own_;    // decided skinny shapes: true = the own GEMV
+  std::map<Key, bool> fused_;  // decided gated shapes (activation in the key's y type slot)
 };
 
 }  // namespace pith::cuda

@@ -174,6 +174,11 @@ void sigmoid_gate(void* x, const void* gate, DType type, size_t total, cudaStrea
 bool gemv_bf16_fits(uint32_t n, uint32_t cols, const void* w, const void* x);
 void gemv_bf16(const void* w, uint32_t rows, uint32_t cols, const void* x, uint32_t n, void* y,
                DType y_type, size_t ldy, cudaStream_t stream);
+// The gate/up GEMV with the gated activation as its epilogue: w BF16 [2 ff][cols] (gate rows,
+// then up rows), out [n][ff] of out_type = act(gate) * up, gate and up rounded to out_type
+// first (the bits of the GEMV into [n][2 ff] followed by gated_activation).
+void gemv_gated_bf16(const void* w, uint32_t ff, uint32_t cols, const void* x, uint32_t n,
+                     void* out, DType out_type, FfnActivation act, cudaStream_t stream);
 
 // LM-head reduction over logits [rows][vocab] (F32): per row the softmax max and sum over the
 // full vocabulary and the top-k (ties by lower id), probabilities = exp(l - max) / sum.

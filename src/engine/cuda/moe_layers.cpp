@@ -87,10 +87,7 @@ void MoeFfn::run(const DeviceLayer& L, const void* h, uint32_t T, float* out, Ge
                   y_.get(), DType::F32, d, T, s);
   moe_combine(y_.as<float>(), slot_of, weights, T, K, d, out, s);
   if (c_.d_ff_shared_expert > 0) {
-    const uint32_t fs = c_.d_ff_shared_expert;
-    gemm.run(L.sh_gate_up, h, T, sh_gate_up_.get(), act_, s);
-    gated_activation(sh_gate_up_.get(), static_cast<char*>(sh_gate_up_.get()) + size_t{fs} * e, T,
-                     fs, 2 * fs, sh_ff_.get(), act_, c_.ffn_activation, s);
+    gemm.run_gated(L.sh_gate_up, h, T, sh_ff_.get(), c_.ffn_activation, sh_gate_up_.get(), s);
     gemm.run(L.sh_down, sh_ff_.get(), T, sh_y_.get(), DType::F32, s);
     gemm.run(L.sh_gate_inp, h, T, sh_g_.get(), DType::F32, s);
     moe_add_gated(sh_y_.as<float>(), sh_g_.as<float>(), T, d, out, s);

@@ -20,6 +20,12 @@ PITH_HD float gelu_tanh_f32(float g) {
   return g / (1.0f + exp_f32(k0 * (g + 0.044715f * g * g * g)));
 }
 
+// act(g) * u, act = SiLU or (kGelu) GELU-tanh: one formula for every kernel that gates.
+template <bool kGelu>
+PITH_HD float gated_f32(float g, float u) {
+  return (kGelu ? gelu_tanh_f32(g) : g / (1.0f + exp_f32(-g))) * u;
+}
+
 // out[i][j] = act(gate[i][j]) * up[i][j], act = SiLU or (kGelu) GELU-tanh; gate/up rows of
 // leading dimension ld.
 template <uint32_t N, bool kGelu = false, class T>
@@ -30,8 +36,7 @@ PITH_HD void swiglu_body(uint32_t block, uint32_t n_blocks, uint32_t t, const T*
     float g[N], u[N];
     load_n<N>(gate + src, g);
     load_n<N>(up + src, u);
-    for (uint32_t e = 0; e < N; ++e)
-      g[e] = (kGelu ? gelu_tanh_f32(g[e]) : g[e] / (1.0f + exp_f32(-g[e]))) * u[e];
+    for (uint32_t e = 0; e < N; ++e) g[e] = gated_f32<kGelu>(g[e], u[e]);
     store_n<N>(out + i, g);
   });
 }

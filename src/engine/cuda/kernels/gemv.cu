@@ -47,6 +47,51 @@ void launch_n(uint32_t n, const void* w, uint32_t rows, uint32_t cols, const voi
   }
 }
 
+template <uint32_t N, bool kGelu, class Out>
+__global__ void __launch_bounds__(kern::kGemvThreads)
+    gemv_gated_kernel(const kern::Bf16* w, uint32_t ff, uint32_t cols, const kern::Bf16* x,
+                      Out* out) {
+  __shared__ kern::GemvGatedShared sh;
+  kern::gemv_gated_block<N, kGelu>(kern::DeviceBlock::current(), sh, w, ff, cols, x, out);
+}
+
+template <uint32_t N, class Out>
+void launch_gated(const void* w, uint32_t ff, uint32_t cols, const void* x, void* out, bool gelu,
+                  cudaStream_t stream) {
+  const uint32_t blocks = kern::ceil_div(ff, kern::kGemvRowsPerBlock);
+  const auto* wb = static_cast<const kern::Bf16*>(w);
+  const auto* xb = static_cast<const kern::Bf16*>(x);
+  if (gelu)
+    gemv_gated_kernel<N, true, Out>
+        <<<blocks, kern::kGemvThreads, 0, stream>>>(wb, ff, cols, xb, static_cast<Out*>(out));
+  else
+    gemv_gated_kernel<N, false, Out>
+        <<<blocks, kern::kGemvThreads, 0, stream>>>(wb, ff, cols, xb, static_cast<Out*>(out));
+}
+
+template <class Out>
+void launch_gated_n(uint32_t n, const void* w, uint32_t ff, uint32_t cols, const void* x, void* out,
+                    bool gelu, cudaStream_t stream) {
+  switch (n) {
+    case 1:
+      return launch_gated<1, Out>(w, ff, cols, x, out, gelu, stream);
+    case 2:
+      return launch_gated<2, Out>(w, ff, cols, x, out, gelu, stream);
+    case 3:
+      return launch_gated<3, Out>(w, ff, cols, x, out, gelu, stream);
+    case 4:
+      return launch_gated<4, Out>(w, ff, cols, x, out, gelu, stream);
+    case 5:
+      return launch_gated<5, Out>(w, ff, cols, x, out, gelu, stream);
+    case 6:
+      return launch_gated<6, Out>(w, ff, cols, x, out, gelu, stream);
+    case 7:
+      return launch_gated<7, Out>(w, ff, cols, x, out, gelu, stream);
+    default:
+      return launch_gated<8, Out>(w, ff, cols, x, out, gelu, stream);
+  }
+}
+
 }  // namespace
 
 bool gemv_bf16_fits(uint32_t n, uint32_t cols, const void* w, const void* x) {
@@ -64,6 +109,19 @@ void gemv_bf16(const void* w, uint32_t rows, uint32_t cols, const void* x, uint3
   else
     launch_n<kern::Bf16>(n, w, rows, cols, x, y, ldy, stream);
   check_launch("gemv_bf16");
+}
+
+void gemv_gated_bf16(const void* w, uint32_t ff, uint32_t cols, const void* x, uint32_t n,
+                     void* out, DType out_type, FfnActivation act, cudaStream_t stream) {
+  require(kern::gemv_fits(n, cols, w, x), "gemv_gated_bf16", "shape or alignment unsupported");
+  require(ff <= 0xffffffffu - kern::kGemvRowsPerBlock, "gemv_gated_bf16", "too many rows");
+  if (ff == 0) return;
+  const bool gelu = act == FfnActivation::GeluTanh;
+  if (out_type == DType::F32)
+    launch_gated_n<float>(n, w, ff, cols, x, out, gelu, stream);
+  else
+    launch_gated_n<kern::Bf16>(n, w, ff, cols, x, out, gelu, stream);
+  check_launch("gemv_gated_bf16");
 }
 
 }  // namespace pith::cuda

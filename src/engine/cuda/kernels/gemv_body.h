@@ -10,6 +10,7 @@
 // Requires cols % 8 == 0 and w, x 16-byte aligned (gemv_fits).
 #pragma once
 
+#include "engine/cuda/kernels/activation_body.h"
 #include "engine/cuda/kernels/block.h"
 
 namespace pith::cuda::kern {
@@ -30,13 +31,13 @@ inline bool gemv_fits(uint32_t n, uint32_t cols, const void* w, const void* x) {
          reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
 
-// The core: output rows [first_row, first_row + 8) of w ([rows][cols]), a warp per row, for
-// n <= N activation rows: x_row(r) is row r's input (BF16 [cols], 16-byte aligned), y_row(r)
-// its output row (y_row(r)[o] for output row o). Control flow is uniform over the block.
-template <uint32_t N, class Block, class XRow, class YRow>
-PITH_HD void gemv_rows_block(const Block& blk, GemvShared& sh, const Bf16* w, uint32_t rows,
-                             uint32_t cols, uint32_t first_row, uint32_t n, XRow&& x_row,
-                             YRow&& y_row) {
+// The sums: output rows [first_row, first_row + 8) of w ([rows][cols]), a warp per row, for
+// n <= N activation rows (x_row(r): row r's input, BF16 [cols], 16-byte aligned). Leaves row
+// first_row + w's sum for input r in sh.part[r][32 w] and ends with a barrier. Control flow is
+// uniform over the block.
+template <uint32_t N, class Block, class XRow>
+PITH_HD void gemv_sums(const Block& blk, GemvShared& sh, const Bf16* w, uint32_t rows,
+                       uint32_t cols, uint32_t first_row, uint32_t n, XRow&& x_row) {
   const uint32_t vecs = cols / kGemvVec;
   blk.threads([&](uint32_t t) {
     const uint32_t lane = t % kWarp, row = first_row + t / kWarp;
@@ -77,6 +78,14 @@ PITH_HD void gemv_rows_block(const Block& blk, GemvShared& sh, const Bf16* w, ui
   });
   for (uint32_t r = 0; r < n; ++r) blk.warp_sum(sh.part[r]);
   blk.sync();
+}
+
+// gemv_sums, then y_row(r)[o] = the sum of output row o for input r (y_row(r): row r's output).
+template <uint32_t N, class Block, class XRow, class YRow>
+PITH_HD void gemv_rows_block(const Block& blk, GemvShared& sh, const Bf16* w, uint32_t rows,
+                             uint32_t cols, uint32_t first_row, uint32_t n, XRow&& x_row,
+                             YRow&& y_row) {
+  gemv_sums<N>(blk, sh, w, rows, cols, first_row, n, x_row);
   blk.threads([&](uint32_t t) {
     const uint32_t row = first_row + t / kWarp;
     if (t % kWarp != 0 || row >= rows) return;
@@ -91,6 +100,33 @@ PITH_HD void gemv_block(const Block& blk, GemvShared& sh, const Bf16* w, uint32_
   gemv_rows_block<N>(
       blk, sh, w, rows, cols, blk.block_x * kGemvRowsPerBlock, N,
       [&](uint32_t r) { return x + size_t{r} * cols; }, [&](uint32_t r) { return y + r * ldy; });
+}
+
+// The gate/up projection with the gated activation as its epilogue: w is [2 ff][cols] (the gate
+// rows, then the up rows), out [N][ff] = act(gate) * up, each of gate and up rounded to Out
+// first as the unfused path stores them, so the two give the same bits from the same sums.
+// Block x covers output columns [8x, 8x + 8): a warp streams gate row o, then up row o.
+struct GemvGatedShared {
+  GemvShared gate, up;
+};
+
+template <uint32_t N, bool kGelu, class Block, class Out>
+PITH_HD void gemv_gated_block(const Block& blk, GemvGatedShared& sh, const Bf16* w, uint32_t ff,
+                              uint32_t cols, const Bf16* x, Out* out) {
+  const uint32_t first_row = blk.block_x * kGemvRowsPerBlock;
+  auto x_row = [&](uint32_t r) { return x + size_t{r} * cols; };
+  gemv_sums<N>(blk, sh.gate, w, ff, cols, first_row, N, x_row);
+  gemv_sums<N>(blk, sh.up, w + size_t{ff} * cols, ff, cols, first_row, N, x_row);
+  blk.threads([&](uint32_t t) {
+    const uint32_t row = first_row + t / kWarp;
+    if (t % kWarp != 0 || row >= ff) return;
+    for (uint32_t r = 0; r < N; ++r) {
+      Out g, u;
+      store_f32(&g, sh.gate.part[r][t]);
+      store_f32(&u, sh.up.part[r][t]);
+      store_f32(out + size_t{r} * ff + row, gated_f32<kGelu>(to_f32(g), to_f32(u)));
+    }
+  });
 }
 
 }  // namespace pith::cuda::kern
