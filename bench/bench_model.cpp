@@ -218,6 +218,7 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   eo.device = o.device;
   eo.cpu_weight_panels = o.cpu_weight_panels;
   eo.cuda_graphs = o.cuda_graphs;
+  eo.cuda_gemv = o.cuda_gemv;
   auto backend = make_backend(weights, eo);
   Backend& engine = *backend;
 
@@ -318,6 +319,7 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
                       {"kv_bytes_per_token_at_depth", kv_bytes},
                       {"weight_panels", o.cpu_weight_panels},
                       {"cuda_graphs", o.cuda_graphs},
+                      {"cuda_gemv", o.cuda_gemv},
                       {"kv_dtype", kv_dtype_name(kv_dtype)},
                       {"backend", engine.info().name},
                       {"decode_floor_tok_s", floor},

@@ -40,6 +40,7 @@ struct ModelBenchOptions {
   uint32_t profile_context = 128;    // tokens already in KV for the profile
   bool cpu_weight_panels = true;     // BackendOptions::cpu_weight_panels (off: the A/B baseline)
   bool cuda_graphs = true;           // BackendOptions::cuda_graphs (off: every launch eager)
+  bool cuda_gemv = true;             // BackendOptions::cuda_gemv (off: cuBLASLt for every product)
   KvDType kv_dtype = KvDType::Auto;  // BackendOptions::kv_dtype; llama-bench gets the same type
 };
 

@@ -32,7 +32,8 @@
 #      CPU vs CUDA on GGUF files and CUDA vs transformers on HF folders
 #   5. the e2e suite (ctest -L e2e) on the CUDA backend (--device defaults
 #      to cuda when a GPU is present)
-#   6. per-step GPU time vs wall time of decode at batch 1 and 64 on the 1B shape (CUDA events), decode CUDA graphs on and off
+#   6. per-step GPU time vs wall time of decode at batch 1, 8 and 64 on the 1B shape (CUDA events),
+#      decode CUDA graphs on and off, the own GEMV allowed or not (the A/B of each)
 #   7. only when GPU_CHECKS names it: pith bench paper on the 1B shape, Fig. 8 beside the CPU
 #   8. only when GPU_CHECKS names it: issue 17's model numbers: pith bench model --device cuda on
 #      the 1B, 3B and 8B shapes (BF16) against the decode floor (device-to-device bandwidth
@@ -360,7 +361,7 @@ run() {
   if want 6; then
     stamp "6 step timing"
     if [[ -f $work/llama3.2-1b-bf16.gguf ]] &&
-       "$pack/tests/gpu/cuda_step_timing" "$work/llama3.2-1b-bf16.gguf" --batch 1,64 --prompt 128 \
+       "$pack/tests/gpu/cuda_step_timing" "$work/llama3.2-1b-bf16.gguf" --batch 1,8,64 --prompt 128 \
          --steps 32 > "$OUT/step-timing.json" 2> "$OUT/step-timing.err"; then
       record step-timing PASS "$(cat "$OUT/step-timing.json")"
     else

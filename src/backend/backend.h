@@ -52,6 +52,10 @@ struct BackendOptions {
   // CUDA: pure decode steps replayed as CUDA graphs (engine/cuda/decode_graphs.h), one per
   // batch bucket; off launches every kernel of every step.
   bool cuda_graphs = true;
+  // CUDA: products of at most 8 rows (decode) may run the own GEMV, and gate/up projections
+  // with their activation fused, where each measured faster (engine/cuda/gemm.h); off keeps
+  // every product on cuBLASLt (the A/B baseline).
+  bool cuda_gemv = true;
 };
 
 // What a backend reports about itself (startup log, /metrics, `pith bench` JSON).

@@ -159,6 +159,11 @@ void add_model_suite(CLI::App& bench) {
                   "CUDA: replay decode steps as CUDA graphs (false: launch every kernel, the A/B "
                   "baseline)")
       ->capture_default_str();
+  cmd->add_option("--cuda-gemv", args->o.cuda_gemv,
+                  "CUDA: let decode-sized products run the own GEMV (and the gate/up projection "
+                  "its fused activation) where each measured faster (false: cuBLASLt always, "
+                  "the A/B baseline)")
+      ->capture_default_str();
   cmd->add_option("--batch-steps", args->o.batch_steps, "decode steps per batch run")
       ->capture_default_str();
   cmd->add_option("-r,--reps", args->o.reps, "timed runs per test (the median is reported)")

@@ -92,6 +92,10 @@ void add_serve_commands(CLI::App& app) {
   add(cmd->add_option("--cuda-graphs", cfg->cuda_graphs,
                       "CUDA: replay decode steps as CUDA graphs, one per batch size bucket "
                       "(false: launch every kernel of every step)"));
+  add(cmd->add_option("--cuda-gemv", cfg->cuda_gemv,
+                      "CUDA: let decode-sized products run the own GEMV (and gate/up projections "
+                      "their fused activation) where each measured faster (false: cuBLASLt "
+                      "always)"));
   add(cmd->add_option("-t,--threads", cfg->threads, "engine threads (0: one per core)"));
   add(cmd->add_option("--kv-memory", cfg->kv_memory, "KV cache budget, e.g. 512M, 2G"));
   add(cmd->add_option("--kv-page-size", cfg->kv_page_size, "tokens per KV page"));

@@ -15,6 +15,7 @@ struct ServeConfig {
   double gpu_memory_fraction = 0.9;  // CUDA: cap on weights + KV pool + scratch
   bool cpu_weight_panels = true;     // CPU: Q8_0 / BF16 repacked at load (BackendOptions)
   bool cuda_graphs = true;           // CUDA: decode steps replayed as graphs (BackendOptions)
+  bool cuda_gemv = true;             // CUDA: the own GEMV where it measured faster (BackendOptions)
   size_t threads = 0;                // engine threads (0: one per core)
   std::string kv_memory = "512M";
   uint32_t kv_page_size = 16;

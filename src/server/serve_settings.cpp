@@ -180,6 +180,7 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   so.engine.gpu_memory_fraction = c.gpu_memory_fraction;
   so.engine.cpu_weight_panels = c.cpu_weight_panels;
   so.engine.cuda_graphs = c.cuda_graphs;
+  so.engine.cuda_gemv = c.cuda_gemv;
   so.engine.n_threads = c.threads;
   so.engine.kv_memory_bytes = kv_bytes;
   so.engine.kv_page_size = c.kv_page_size;

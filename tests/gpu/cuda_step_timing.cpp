@@ -1,11 +1,12 @@
 // Per-step GPU time vs wall time of the CUDA backend's forward (CUDA events around the step's
 // work on the backend's stream; wall from the handler's entry to its return), for decode
-// batches of B sequences after a prefill of P tokens each, with decode CUDA graphs on and off
-// (a backend each). Prints one JSON line:
+// batches of B sequences after a prefill of P tokens each, with decode CUDA graphs on and off and
+// the own GEMV allowed or not (BackendOptions::cuda_gemv; a backend each). Prints one JSON line:
 //   {"model":..., "device":..., "prompt":P, "steps":N,
-//    "batches":[{"batch":B, "graphs":G, "gpu_ms":median, "wall_ms":median, "host_ms":wall-gpu,
-//                "tok_s":B/wall}, ...]}
+//    "batches":[{"batch":B, "graphs":G, "gemv":V, "gpu_ms":median, "wall_ms":median,
+//                "host_ms":wall-gpu, "tok_s":B/wall, ...the GEMM choices made}, ...]}
 // Usage: cuda_step_timing MODEL [--batch 1,64] [--prompt 128] [--steps 32] [--graphs 1,0]
+//                              [--gemv 1,0]
 // Exits 77 without a GPU (like the GPU tests), 2 on bad arguments.
 #include <fmt/format.h>
 
@@ -42,11 +43,12 @@ std::vector<uint32_t> parse_list(const char* s) {
 int run(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
-                 "usage: %s MODEL [--batch 1,64] [--prompt 128] [--steps 32] [--graphs 1,0]\n",
+                 "usage: %s MODEL [--batch 1,64] [--prompt 128] [--steps 32] [--graphs 1,0] "
+                 "[--gemv 1,0]\n",
                  argv[0]);
     return 2;
   }
-  std::vector<uint32_t> batches{1, 64}, graph_settings{1, 0};
+  std::vector<uint32_t> batches{1, 64}, graph_settings{1, 0}, gemv_settings{1, 0};
   uint32_t prompt = 128, steps = 32;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--batch"))
@@ -55,6 +57,8 @@ int run(int argc, char** argv) {
       prompt = parse_list(argv[i + 1]).at(0);
     else if (!std::strcmp(argv[i], "--steps"))
       steps = parse_list(argv[i + 1]).at(0);
+    else if (!std::strcmp(argv[i], "--gemv"))
+      gemv_settings = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--graphs"))
       graph_settings = parse_list(argv[i + 1]);
     else
@@ -76,8 +80,9 @@ int run(int argc, char** argv) {
   const size_t page_bytes = size_t{c.n_layers} * 2 * ps * c.kv_dim() * 4;  // F32: an upper bound
   bo.kv_memory_bytes = page_bytes * pages_per_seq * max_b;
   std::string rows, device;
-  for (uint32_t graphs : graph_settings) {
-    bo.cuda_graphs = graphs != 0;
+  for (uint32_t setting = 0; setting < graph_settings.size() * gemv_settings.size(); ++setting) {
+    bo.cuda_graphs = graph_settings[setting / gemv_settings.size()] != 0;
+    bo.cuda_gemv = gemv_settings[setting % gemv_settings.size()] != 0;
     auto backend = make_cuda_backend(weights, bo, 0);
     device = backend->info().device;
     for (uint32_t B : batches) {
@@ -115,11 +120,15 @@ int run(int argc, char** argv) {
       for (auto& p : pages) backend->page_slots().free(p);
       const double g = median(gpu), w = median(wall);
       const CudaGraphStats gs = cuda_graph_stats(*backend);
+      const CudaGemmChoices gc = cuda_gemm_choices(*backend);
       rows += fmt::format(
-          "{}{{\"batch\":{},\"graphs\":{},\"gpu_ms\":{:.4f},\"wall_ms\":{:.4f},"
-          "\"host_ms\":{:.4f},\"tok_s\":{:.1f},\"graph_replays\":{}}}",
-          rows.empty() ? "" : ",", B, gs.enabled ? "true" : "false", g, w, w - g, B * 1e3 / w,
-          gs.replays);
+          "{}{{\"batch\":{},\"graphs\":{},\"gemv\":{},\"gpu_ms\":{:.4f},\"wall_ms\":{:.4f},"
+          "\"host_ms\":{:.4f},\"tok_s\":{:.1f},\"graph_replays\":{},"
+          "\"gemv_shapes\":{},\"cublas_skinny_shapes\":{},\"fused_gate_shapes\":{},"
+          "\"unfused_gate_shapes\":{}}}",
+          rows.empty() ? "" : ",", B, gs.enabled ? "true" : "false",
+          bo.cuda_gemv ? "true" : "false", g, w, w - g, B * 1e3 / w, gs.replays, gc.own_gemv,
+          gc.cublas, gc.fused_gate, gc.unfused_gate);
     }
   }
   std::printf("{\"model\":\"%s\",\"device\":\"%s\",\"prompt\":%u,\"steps\":%u,\"batches\":[%s]}\n",

@@ -45,4 +45,12 @@ struct CudaGraphStats {
 };
 CudaGraphStats cuda_graph_stats(const Backend& backend);
 
+// The skinny-product choices of a backend made by make_cuda_backend (engine/cuda/gemm.h): how
+// many shapes were timed into each kernel so far. Throws pith::Error for any other backend.
+struct CudaGemmChoices {
+  uint32_t own_gemv = 0, cublas = 0;          // products of at most 8 rows
+  uint32_t fused_gate = 0, unfused_gate = 0;  // gate/up projections with their activation
+};
+CudaGemmChoices cuda_gemm_choices(const Backend& backend);
+
 }  // namespace pith

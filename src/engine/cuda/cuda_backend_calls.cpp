@@ -189,4 +189,11 @@ CudaGraphStats cuda_graph_stats(const Backend& backend) {
   return cuda->graph_stats();
 }
 
+CudaGemmChoices cuda_gemm_choices(const Backend& backend) {
+  const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
+  if (cuda == nullptr)
+    fail("GEMM choices: backend '{}' is not the CUDA backend", backend.info().name);
+  return cuda->gemm_choices();
+}
+
 }  // namespace pith

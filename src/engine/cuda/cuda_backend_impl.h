@@ -92,6 +92,10 @@ class CudaBackend final : public Backend {
   double weight_memory_bandwidth_gb_s(size_t bytes) override;
 
   CudaStepTime last_step_time() const { return last_step_; }
+  CudaGemmChoices gemm_choices() const {
+    const Gemm::SkinnyStats s = gemm_->skinny_stats();
+    return {s.own, s.cublas, s.fused, s.unfused};
+  }
   CudaGraphStats graph_stats() const {
     return {graphs_on_ && graphs_.usable(), graphs_.captures(), graphs_.replays()};
   }

@@ -215,6 +215,7 @@ bool Gemm::second_is_faster(cudaStream_t stream, const std::function<void()>& fi
 Gemm::SkinnyStats Gemm::skinny_stats() const {
   SkinnyStats s;
   for (const auto& [key, own] : own_) ++(own ? s.own : s.cublas);
+  for (const auto& [key, fused] : fused_) ++(fused ? s.fused : s.unfused);
   return s;
 }
 

@@ -45,8 +45,10 @@ class Gemm {
   // own GEMV where it fits (the last two for A/B measurements and tests).
   enum class Skinny { Timed, Cublas, Own };
   struct SkinnyStats {
-    uint32_t own = 0;     // shapes decided for the own GEMV
-    uint32_t cublas = 0;  // shapes decided for cuBLASLt
+    uint32_t own = 0;      // shapes decided for the own GEMV
+    uint32_t cublas = 0;   // shapes decided for cuBLASLt
+    uint32_t fused = 0;    // gate/up shapes decided for the GEMV with the activation epilogue
+    uint32_t unfused = 0;  // gate/up shapes decided for the product, then gated_activation
   };
 
   explicit Gemm(size_t workspace_bytes = size_t{32} << 20);
