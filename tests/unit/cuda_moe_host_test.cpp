@@ -275,11 +275,11 @@ void check_expert_gemv(uint32_t T, uint32_t E, uint32_t K, uint32_t rows, uint32
       kern::moe_expert_gemm_block(e, by, w.data(), rows, cols, x.data(), ld_x, slot_token.data(),
                                   gather, offsets.data(), tiled.data(), ld_y, *gsh, phases);
   auto vsh = std::make_unique<kern::GemvShared>();
-  for (uint32_t e = 0; e < E; ++e)
+  for (uint32_t j = 0; j < T * K; ++j)  // the launcher's grid: a row of blocks per slot
     for (uint32_t bx = 0; bx < kern::ceil_div(rows, kern::kGemvRowsPerBlock); ++bx)
-      kern::moe_expert_gemv_block(kern::HostBlock{bx, e, kern::kGemvThreads}, *vsh, w.data(), rows,
-                                  cols, x.data(), ld_x, slot_token.data(), gather, offsets.data(),
-                                  gemv.data(), ld_y);
+      kern::moe_expert_gemv_block(kern::HostBlock{bx, j, kern::kGemvThreads}, *vsh, w.data(), E,
+                                  rows, cols, x.data(), ld_x, slot_token.data(), gather,
+                                  offsets.data(), gemv.data(), ld_y);
   for (uint32_t s = 0; s < T * K; ++s)
     for (uint32_t o = 0; o < rows; ++o) {
       const float a = f(tiled[s * ld_y + o]), b = f(gemv[s * ld_y + o]);

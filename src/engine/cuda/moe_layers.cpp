@@ -80,11 +80,11 @@ void MoeFfn::run(const DeviceLayer& L, const void* h, uint32_t T, float* out, Ge
   moe_sort(experts, T, E, K, offsets, slot_token, slot_of, s);
   // Every expert's gate and up rows over its gathered tokens, slot by slot [T K][2 ff].
   moe_expert_gemm(L.exp_gate_up.data, act_, E, 2 * ff, d, h, act_, d, slot_token, true, offsets,
-                  gate_up_.get(), act_, 2 * ff, T, s);
+                  gate_up_.get(), act_, 2 * ff, T, K, s);
   gated_activation(gate_up_.get(), static_cast<char*>(gate_up_.get()) + size_t{ff} * e, T * K, ff,
                    2 * ff, ff_.get(), act_, c_.ffn_activation, s);
   moe_expert_gemm(L.exp_down.data, act_, E, d, ff, ff_.get(), act_, ff, slot_token, false, offsets,
-                  y_.get(), DType::F32, d, T, s);
+                  y_.get(), DType::F32, d, T, K, s);
   moe_combine(y_.as<float>(), slot_of, weights, T, K, d, out, s);
   if (c_.d_ff_shared_expert > 0) {
     gemm.run_gated(L.sh_gate_up, h, T, sh_ff_.get(), c_.ffn_activation, sh_gate_up_.get(), s);

@@ -52,21 +52,21 @@ __global__ void __launch_bounds__(kern::kActivationThreads)
 
 template <class Out>
 __global__ void __launch_bounds__(kern::kGemvThreads)
-    expert_gemv_kernel(const kern::Bf16* w, uint32_t rows, uint32_t cols, const kern::Bf16* x,
-                       size_t ld_x, const uint32_t* slot_token, bool gather,
+    expert_gemv_kernel(const kern::Bf16* w, uint32_t E, uint32_t rows, uint32_t cols,
+                       const kern::Bf16* x, size_t ld_x, const uint32_t* slot_token, bool gather,
                        const uint32_t* offsets, Out* y, size_t ld_y) {
   __shared__ kern::GemvShared sh;
-  kern::moe_expert_gemv_block(kern::DeviceBlock::current(), sh, w, rows, cols, x, ld_x, slot_token,
-                              gather, offsets, y, ld_y);
+  kern::moe_expert_gemv_block(kern::DeviceBlock::current(), sh, w, E, rows, cols, x, ld_x,
+                              slot_token, gather, offsets, y, ld_y);
 }
 
 template <class Out>
-void launch_gemv(uint32_t E, const void* w, uint32_t rows, uint32_t cols, const void* x,
-                 size_t ld_x, const uint32_t* slot_token, bool gather, const uint32_t* offsets,
-                 void* y, size_t ld_y, cudaStream_t stream) {
-  const dim3 grid(kern::ceil_div(rows, kern::kGemvRowsPerBlock), E);
+void launch_gemv(uint32_t E, uint32_t n_slots, const void* w, uint32_t rows, uint32_t cols,
+                 const void* x, size_t ld_x, const uint32_t* slot_token, bool gather,
+                 const uint32_t* offsets, void* y, size_t ld_y, cudaStream_t stream) {
+  const dim3 grid(kern::ceil_div(rows, kern::kGemvRowsPerBlock), n_slots);
   expert_gemv_kernel<Out><<<grid, kern::kGemvThreads, 0, stream>>>(
-      static_cast<const kern::Bf16*>(w), rows, cols, static_cast<const kern::Bf16*>(x), ld_x,
+      static_cast<const kern::Bf16*>(w), E, rows, cols, static_cast<const kern::Bf16*>(x), ld_x,
       slot_token, gather, offsets, static_cast<Out*>(y), ld_y);
 }
 
@@ -100,18 +100,21 @@ void moe_sort(const uint32_t* experts, uint32_t T, uint32_t E, uint32_t K, uint3
 void moe_expert_gemm(const void* w, DType w_type, uint32_t E, uint32_t rows, uint32_t cols,
                      const void* x, DType x_type, size_t ld_x, const uint32_t* slot_token,
                      bool gather, const uint32_t* offsets, void* y, DType y_type, size_t ld_y,
-                     uint32_t n_tokens, cudaStream_t stream) {
+                     uint32_t n_tokens, uint32_t k_used, cudaStream_t stream) {
   require(w_type == x_type, "moe_expert_gemm", "weights and inputs of different types");
   require(E <= 0x7fffffffu, "moe_expert_gemm", "too many experts");
   // A token picks an expert once, so no expert has more slots than the step has tokens.
   if (w_type == DType::BF16 && n_tokens <= kern::kGemvMaxN && ld_x % kern::kGemvVec == 0 &&
       kern::gemv_fits(1, cols, w, x)) {
-    require(E <= 65535, "moe_expert_gemm", "too many experts");
+    const uint32_t n_slots = n_tokens * k_used;
+    if (n_slots == 0) return;
+    require(n_slots <= 65535, "moe_expert_gemm", "too many slots");
     if (y_type == DType::F32)
-      launch_gemv<float>(E, w, rows, cols, x, ld_x, slot_token, gather, offsets, y, ld_y, stream);
+      launch_gemv<float>(E, n_slots, w, rows, cols, x, ld_x, slot_token, gather, offsets, y, ld_y,
+                         stream);
     else
-      launch_gemv<kern::Bf16>(E, w, rows, cols, x, ld_x, slot_token, gather, offsets, y, ld_y,
-                              stream);
+      launch_gemv<kern::Bf16>(E, n_slots, w, rows, cols, x, ld_x, slot_token, gather, offsets, y,
+                              ld_y, stream);
     check_launch("moe_expert_gemm");
     return;
   }

@@ -9,8 +9,9 @@
 //   3. moe_expert_gemm: y[slot] = W_e x[slot] for every expert's slots in one launch (a block per
 //      expert and 64 output rows; blocks of experts without tokens return at once), x gathered
 //      from the tokens' rows or read in slot order; with BF16 weights and at most 8 tokens in
-//      the step (so at most 8 slots an expert: decode) the GEMV of gemv_body.h instead, a block
-//      per expert and 8 output rows, streaming the chosen experts' weights at the memory's pace;
+//      the step (so at most 8 slots an expert: decode) the GEMV of gemv_body.h instead, blocks
+//      of 8 output rows for each slot of which only the expert's first slot's do the work (a
+//      grid over the T K slots, not over all E experts: most of those have no token);
 //   4. moe_combine: out[t] = sum_k w[t][k] y[slot of (t, k)], in the choices' order; the shared
 //      expert, where present, then adds sigmoid(g[t]) ysh[t] (moe_add_gated).
 // Between the gate/up GEMM and the down GEMM the family's gated activation (swiglu_body) runs
@@ -214,18 +215,28 @@ PITH_HD void moe_expert_gemm_block(uint32_t bx, uint32_t by, const W* w, uint32_
   }
 }
 
-// The decode form of moe_expert_gemm_block (BF16 weights and inputs): block (x, y = expert e)
-// computes output rows [8x, 8x + 8) of W_e for e's slots, which must number at most
-// kGemvMaxN (the launcher's contract: at most that many tokens). x rows as there (16-byte
-// aligned: ld_x a multiple of 8).
+// The decode form of moe_expert_gemm_block (BF16 weights and inputs): block (x, y = slot j)
+// finds the expert e whose slots hold j (the last e with offsets[e] <= j: a binary search over
+// the E + 1 offsets) and, if j is e's first slot, computes output rows [8x, 8x + 8) of W_e for
+// all of e's slots, which must number at most kGemvMaxN (the launcher's contract: at most that
+// many tokens). x rows as there (16-byte aligned: ld_x a multiple of 8).
 template <class Block, class Out>
-PITH_HD void moe_expert_gemv_block(const Block& blk, GemvShared& sh, const Bf16* w, uint32_t rows,
-                                   uint32_t cols, const Bf16* x, size_t ld_x,
+PITH_HD void moe_expert_gemv_block(const Block& blk, GemvShared& sh, const Bf16* w, uint32_t E,
+                                   uint32_t rows, uint32_t cols, const Bf16* x, size_t ld_x,
                                    const uint32_t* slot_token, bool gather, const uint32_t* offsets,
                                    Out* y, size_t ld_y) {
-  const uint32_t e = blk.block_y, s0 = offsets[e], n = offsets[e + 1] - s0;
+  const uint32_t j = blk.block_y;
+  uint32_t lo = 0, hi = E;  // the last e in [0, E) with offsets[e] <= j
+  while (hi - lo > 1) {
+    const uint32_t mid = (lo + hi) / 2;
+    if (offsets[mid] <= j)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  const uint32_t e = lo, s0 = offsets[e], n = offsets[e + 1] - s0;
   const uint32_t first_row = blk.block_x * kGemvRowsPerBlock;
-  if (n == 0 || n > kGemvMaxN || first_row >= rows) return;  // uniform over the block
+  if (j != s0 || n == 0 || n > kGemvMaxN || first_row >= rows) return;  // uniform over the block
   gemv_rows_block<kGemvMaxN>(
       blk, sh, w + size_t{e} * rows * cols, rows, cols, first_row, n,
       [&](uint32_t r) { return x + size_t{gather ? slot_token[s0 + r] : s0 + r} * ld_x; },
