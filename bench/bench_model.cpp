@@ -222,7 +222,8 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   auto backend = make_backend(weights, eo);
   Backend& engine = *backend;
 
-  const size_t wbytes = decode_token_cost(*weights).bytes;
+  // As the backend holds them: a GPU keeps BF16 copies of quantised weights.
+  const size_t wbytes = decode_token_cost(*weights, engine.info().name == "cuda").bytes;
   const KvDType kv_dtype = engine.info().kv_dtype;
   fmt::print(
       "model bench: {} ({} layers, d_model {}, vocab {}), {} threads, KV {}, median of {} runs\n",

@@ -212,16 +212,28 @@ PeakRate measure_weight_peak(ThreadPool& pool, DType weights, int reps) {
   return {measure_peak_gflop_s(pool, reps), "f32 FMA"};
 }
 
-DecodeTokenCost decode_token_cost(const ModelWeights& w) {
+DecodeTokenCost decode_token_cost(const ModelWeights& w, bool as_bf16) {
   DecodeTokenCost c;
-  auto add = [&](const WeightMatrix& m) {
-    c.bytes += m.rows * m.row_bytes();
-    c.flops += 2.0 * double(m.rows) * double(m.cols);
+  // `share` of the matrix: the fraction of a mixture's experts one token reads.
+  auto add = [&](const WeightMatrix& m, double share = 1.0) {
+    if (!m.data) return;
+    const size_t bytes =
+        as_bf16 ? m.rows * m.cols * (m.dtype == DType::F32 ? 4 : 2) : m.rows * m.row_bytes();
+    c.bytes += static_cast<size_t>(double(bytes) * share);
+    c.flops += 2.0 * double(m.rows) * double(m.cols) * share;
   };
-  for (const auto& l : w.layers)
-    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down,
-                                  &l.ssm_qkv, &l.ssm_gate, &l.ssm_beta, &l.ssm_alpha, &l.ssm_out})
-      if (m->data) add(*m);
+  const ModelConfig& cfg = w.config;
+  const double expert_share =
+      cfg.n_experts > 0 ? double(cfg.n_experts_used) / double(cfg.n_experts) : 0.0;
+  for (const auto& l : w.layers) {
+    for (const WeightMatrix* m :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.ssm_qkv, &l.ssm_gate,
+          &l.ssm_beta, &l.ssm_alpha, &l.ssm_out, &l.router, &l.sh_gate, &l.sh_up, &l.sh_down,
+          &l.ple_gate, &l.ple_proj})
+      add(*m);
+    for (const auto* experts : {&l.exp_gate, &l.exp_up, &l.exp_down})
+      for (const WeightMatrix& m : *experts) add(m, expert_share);
+  }
   add(w.output);
   // Hybrid models also read and write one sequence's recurrent state per step.
   c.bytes += 2 * w.config.recurrent_state_floats() * sizeof(float);

@@ -37,14 +37,16 @@ double measure_read_bandwidth_gb_s(ThreadPool& pool, size_t bytes, int reps);
 double measure_peak_gflop_s(ThreadPool& pool, int reps);
 
 // What one decode token costs a model's matrices: the bytes it streams when it runs alone
-// (every layer matrix and the LM head; one embedding row is negligible) and its FLOPs. With
-// the probes above these give the decode floor (bandwidth / bytes) and the batched ceiling
-// (peak / FLOPs).
+// (every layer matrix, of a mixture of experts the router, the shared expert and n_used
+// experts' worth, the per-layer input projections, and the LM head; one embedding row is
+// negligible) and its FLOPs. With the probes above these give the decode floor (bandwidth /
+// bytes) and the batched ceiling (peak / FLOPs). `as_bf16`: the matrices as a GPU holds them
+// (quantised and 16-bit types as BF16, F32 as F32) instead of as stored.
 struct DecodeTokenCost {
   size_t bytes = 0;
   double flops = 0;
 };
-DecodeTokenCost decode_token_cost(const ModelWeights& w);
+DecodeTokenCost decode_token_cost(const ModelWeights& w, bool as_bf16 = false);
 
 // The multiply-add peak of the kernels that multiply `weights` (ops/s, 2 per multiply-add) on
 // this CPU within the ISA cap: int8 dot products for the quantised types (vpdpbusd, else
