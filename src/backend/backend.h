@@ -56,6 +56,9 @@ struct BackendOptions {
   // with their activation fused, where each measured faster (engine/cuda/gemm.h); off keeps
   // every product on cuBLASLt (the A/B baseline).
   bool cuda_gemv = true;
+  // CUDA, tests: the own GEMV and the fused gate wherever they fit, untimed (so tiny models,
+  // whose matrices are never timed, run them too).
+  bool cuda_gemv_always = false;
 };
 
 // What a backend reports about itself (startup log, /metrics, `pith bench` JSON).

@@ -106,7 +106,8 @@ struct Param {
   std::string name;
   std::string path;  // empty: generated_model(arch)
   bool f32;
-  std::string arch = "";  // the generated model's family ("": llama)
+  std::string arch = "";     // the generated model's family ("": llama)
+  bool gemv_always = false;  // the own GEMV and fused gate on every product that fits
 };
 
 class CudaVsCpu : public ::testing::TestWithParam<Param> {
@@ -124,6 +125,7 @@ class CudaVsCpu : public ::testing::TestWithParam<Param> {
     bo.kv_page_size = kPageSize;
     bo.kv_memory_bytes = eo.kv_memory_bytes;
     bo.max_embeds = eo.max_embeds;
+    bo.cuda_gemv_always = p.gemv_always;
     gpu_ = make_cuda_backend(weights_, bo, 0);
   }
 
@@ -558,7 +560,14 @@ INSTANTIATE_TEST_SUITE_P(
                       // the dense FFN (moe)
                       Param{"generated_gemma4", "", false, "gemma4"},
                       Param{"generated_gemma4_e2b", "", false, "gemma4-e2b"},
-                      Param{"generated_gemma4_moe", "", false, "gemma4-moe"}),
+                      Param{"generated_gemma4_moe", "", false, "gemma4-moe"},
+                      // the own GEMV and the fused gate on every decode product (the
+                      // tiny matrices are otherwise never timed into them): SwiGLU, GELU,
+                      // a shared expert
+                      Param{"tiny_bf16_gemv", "models/tiny-bf16.gguf", false, "", true},
+                      Param{"generated_llama3_vocab_gemv", "", false, "", true},
+                      Param{"generated_gemma3_gemv", "", false, "gemma3", true},
+                      Param{"generated_qwen2moe_gemv", "", false, "qwen2moe", true}),
     [](const auto& info) { return info.param.name; });
 
 // Hybrid models (qwen3.5 and qwen3.5 MoE: Gated DeltaNet layers with recurrent states beside

@@ -115,7 +115,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
   per_layer_->ensure(kPlannedTokens);
   embed_tokens_.assign(options.max_embeds, -1);
   gemm_ = std::make_unique<Gemm>();
-  if (!options.cuda_gemv) gemm_->set_skinny(Gemm::Skinny::Cublas);
+  if (!options.cuda_gemv)
+    gemm_->set_skinny(Gemm::Skinny::Cublas);
+  else if (options.cuda_gemv_always)
+    gemm_->set_skinny(Gemm::Skinny::Own);
   attention_ = std::make_unique<PagedAttention>(layout_, c.n_heads, kPlannedTokens, kPlannedSeqs);
   ws_.ensure(c, act_, kPlannedTokens, kLmChunkRows);
   spdlog::info(

@@ -123,8 +123,9 @@ void Gemm::run(const DeviceMatrix& w, const void* x, uint32_t n, void* y, DType 
   PITH_CHECK(y_type == DType::F32 || y_type == w.dtype);
   const Key key{w.rows,       w.cols,      n, ldy, int(w.dtype), int(y_type), alignment(w.data),
                 alignment(x), alignment(y)};
+  const bool big = size_t{w.rows} * w.cols * elem_bytes(w.dtype) >= kTimedMinBytes;
   if (w.dtype == DType::BF16 && skinny_ != Skinny::Cublas && gemv_bf16_fits(n, w.cols, w.data, x) &&
-      (skinny_ == Skinny::Own || own_gemv(key, w, x, n, y, y_type, ldy, stream))) {
+      (skinny_ == Skinny::Own || (big && own_gemv(key, w, x, n, y, y_type, ldy, stream)))) {
     gemv_bf16(w.data, w.rows, w.cols, x, n, y, y_type, ldy, stream);
     return;
   }
@@ -162,7 +163,9 @@ void Gemm::run_gated(const DeviceMatrix& w, const void* x, uint32_t n, void* out
                      w.dtype, act, stream);
   };
   auto fused = [&] { gemv_gated_bf16(w.data, ff, w.cols, x, n, out, w.dtype, act, stream); };
-  if (w.dtype != DType::BF16 || skinny_ == Skinny::Cublas || !gemv_bf16_fits(n, w.cols, w.data, x))
+  const bool big = size_t{w.rows} * w.cols * e >= kTimedMinBytes;
+  if (w.dtype != DType::BF16 || skinny_ == Skinny::Cublas ||
+      !gemv_bf16_fits(n, w.cols, w.data, x) || (skinny_ == Skinny::Timed && !big))
     return unfused();
   if (skinny_ == Skinny::Own) return fused();
   const Key key{w.rows,       w.cols,        n, w.rows, int(w.dtype), int(act), alignment(w.data),

@@ -11,6 +11,9 @@
 // outside a graph capture both are timed on it (interleaved, L2 flushed before each run, so
 // the weights come from memory as in a real step) and the GEMV is kept where it was at least 5 %
 // faster; the margin keeps the choice, and so the results' rounding, from flipping on noise.
+// Matrices under kTimedMinBytes stay on cuBLASLt untimed: they read in about a microsecond,
+// where launch latency decides and a timed choice could go either way from one process to the
+// next (two servers on one model would then round differently).
 // run_gated does the same for a gate/up projection and its gated activation: the GEMV with the
 // activation as its epilogue against the product (either kernel) followed by gated_activation.
 #pragma once
@@ -44,6 +47,7 @@ class Gemm {
   // How skinny products are run: timed per shape (the default), always cuBLASLt, or always the
   // own GEMV where it fits (the last two for A/B measurements and tests).
   enum class Skinny { Timed, Cublas, Own };
+  static constexpr size_t kTimedMinBytes = size_t{4} << 20;
   struct SkinnyStats {
     uint32_t own = 0;      // shapes decided for the own GEMV
     uint32_t cublas = 0;   // shapes decided for cuBLASLt
