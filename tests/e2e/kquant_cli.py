@@ -26,9 +26,10 @@ def run(args, expect_rc=0):
 
 
 def all_logits(pith, model, tokens):
-    """[position][token id] -> logit, every id of the 1000-token vocabulary."""
+    """[position][token id] -> logit, every id of the 1000-token vocabulary. On the CPU, whose
+    K-quant kernels the bound was measured on (a GPU multiplies BF16 copies in BF16)."""
     out, _ = run([pith, "logits", "-m", model, "--tokens", ",".join(map(str, tokens)), "--no-bos",
-                  "--top", "1000", "--json", "-t", "2"])
+                  "--top", "1000", "--json", "-t", "2", "--device", "cpu"])
     rows = []
     for p in json.loads(out)["positions"]:
         row = {t["id"]: t["logit"] for t in p["top"]}
