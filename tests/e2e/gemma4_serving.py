@@ -23,7 +23,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pith_harness import Server, model_gen_args  # noqa: E402
 
 # The CUDA backend does not run this family yet (engine/cuda/family_support.h).
-GEMMA4_ON_CPU = "gemma4's per-layer attention shapes, V norms and layer scales have no CUDA path yet"
 
 pith, vocab, oracle_dir = sys.argv[1], sys.argv[2], sys.argv[3]
 variant = sys.argv[4] if len(sys.argv) > 4 else "gemma4"
@@ -51,8 +50,7 @@ def main():
                         "gguf", "--dtype", "f32", "--seed", "5", "--vocab", vocab, "-q", "-o",
                         model] + options, check=True)
 
-        with Server(pith, model, "--no-prefix-cache", "--max-batch-tokens", "16",
-                    cpu_only=GEMMA4_ON_CPU) as s:
+        with Server(pith, model, "--no-prefix-cache", "--max-batch-tokens", "16") as s:
             runs = [complete(s, p) for p in PROMPTS]
             single = [text for text, _ in runs]
             lengths = [u["prompt_tokens"] for _, u in runs]
@@ -62,7 +60,7 @@ def main():
             print(f"{variant}: 8 concurrent completions (prompts of {min(lengths)}..{max(lengths)} "
                   "tokens, 16-token chunks) equal their single outputs")
 
-        with Server(pith, model, cpu_only=GEMMA4_ON_CPU) as s:
+        with Server(pith, model) as s:
             prompt = PROMPTS[5]
             first, u1 = complete(s, prompt)
             hits = s.metric("pith_prefix_cache_hit_tokens_total")
@@ -78,9 +76,9 @@ def main():
         # on the variant's layer shapes: a 64 MiB pool of P pages bounds it within 1/P, so 12.5
         # times 64 MiB / P holds exactly 12 pages.
         probe_bytes = 64 << 20
-        with Server(pith, model, "--kv-memory", str(probe_bytes), cpu_only=GEMMA4_ON_CPU) as probe:
+        with Server(pith, model, "--kv-memory", str(probe_bytes)) as probe:
             budget = str(int(12.5 * probe_bytes / probe.metric("pith_kv_pages_total")))
-        with Server(pith, model, "--no-prefix-cache", "--kv-memory", budget, cpu_only=GEMMA4_ON_CPU) as s:
+        with Server(pith, model, "--no-prefix-cache", "--kv-memory", budget) as s:
             pages = s.metric("pith_kv_pages_total")
             assert pages == 12, pages
             together = concurrently(s)
