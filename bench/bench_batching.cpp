@@ -27,6 +27,9 @@ struct RunResult {
   double seconds = 0;
   double mean_batch = 0;
   uint64_t tokens = 0;
+  // The backend's own measures of its memory and matrix products (0: the host's, probed here).
+  std::string backend;
+  double device_bandwidth_gb_s = 0, device_peak_gflop_s = 0;
 };
 
 RunResult run_once(const BatchingBenchOptions& o, const std::string& policy,
@@ -81,6 +84,9 @@ RunResult run_once(const BatchingBenchOptions& o, const std::string& policy,
   r.seconds = secs;
   r.mean_batch = batches ? double(calls) / double(batches) : 0;
   r.tokens = uint64_t(o.instances) * uint64_t(o.max_tokens);
+  r.backend = stack.backend().info().name;
+  r.device_bandwidth_gb_s = stack.backend().weight_memory_bandwidth_gb_s(size_t{1} << 30);
+  r.device_peak_gflop_s = stack.backend().matmul_peak_gflop_s();
   return r;
 }
 
@@ -98,12 +104,14 @@ nlohmann::json run_batching_bench(const BatchingBenchOptions& o) {
   fmt::print("{:<10} {:>10} {:>12} {:>12} {:>10}\n", "policy", "req/s", "tok/s", "mean batch",
              "seconds");
   nlohmann::json per_policy = nlohmann::json::object();
+  RunResult last;
   for (const auto& p : policies) {
     std::vector<double> secs, batch;
     for (int r = 0; r < o.runs; ++r) {
       auto res = run_once(o, p, wasm);
       secs.push_back(res.seconds);
       batch.push_back(res.mean_batch);
+      last = res;
     }
     double s = median(secs);
     double rps = o.instances / s;
@@ -126,18 +134,23 @@ nlohmann::json run_batching_bench(const BatchingBenchOptions& o) {
   // The roofline of batching on this machine, measured now: alone, a token streams every
   // weight (bandwidth-bound); batched, the weights are shared and the token costs its FLOPs
   // (compute-bound at best at the FMA peak). Their quotient bounds what any dispatch policy can
-  // gain over eager, whatever the scheduler does.
+  // gain over eager, whatever the scheduler does. A GPU backend measures its own memory and
+  // its own matrix products (cuBLASLt in the compute type); the CPU's are probed here.
   ThreadPool pool(static_cast<size_t>(o.threads));
-  const double bw = measure_read_bandwidth_gb_s(pool, size_t{1} << 30, 3);
+  const bool device = last.device_bandwidth_gb_s > 0 && last.device_peak_gflop_s > 0;
+  const double bw =
+      device ? last.device_bandwidth_gb_s : measure_read_bandwidth_gb_s(pool, size_t{1} << 30, 3);
   auto weights = load_model(o.model, LoadOptions{.quiet = true});
   // The batched ceiling is set by the kernels this weight format multiplies with (int8 or BF16
   // dot products do 2-4x an f32 FMA's work), read off the FFN's gate matrix.
   const DType format = weights->layers.front().w_gate.rows > 0
                            ? weights->layers.front().w_gate.dtype
                            : weights->output.dtype;
-  const PeakRate peak_rate = measure_weight_peak(pool, format, 3);
+  const PeakRate peak_rate =
+      device ? PeakRate{last.device_peak_gflop_s, last.backend + " GEMM in its compute type"}
+             : measure_weight_peak(pool, format, 3);
   const double peak = peak_rate.gops;
-  const DecodeTokenCost cost = decode_token_cost(*weights);
+  const DecodeTokenCost cost = decode_token_cost(*weights, last.backend == "cuda");
   const double eager_floor = bw * 1e9 / double(cost.bytes),
                batched_ceiling = peak * 1e9 / cost.flops;
   const double bound = batched_ceiling / std::min(eager_floor, batched_ceiling);

@@ -25,6 +25,10 @@ double Backend::weight_memory_bandwidth_gb_s(size_t bytes) {
   return 0;
 }
 
+double Backend::matmul_peak_gflop_s() {
+  return 0;
+}
+
 SlotPool& Backend::state_slots() {
   return no_states_;
 }

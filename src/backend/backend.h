@@ -139,6 +139,10 @@ class Backend {
   // `bytes` through it; 0 when the backend leaves that to the caller (the host's memory, which
   // `pith bench` probes with its own threads).
   virtual double weight_memory_bandwidth_gb_s(size_t bytes);
+  // The multiply-add rate of the backend's own matrix products in its compute type (GFLOP/s, 2
+  // per multiply-add), measured now on a large square product; 0 when the backend leaves that to
+  // the caller (the CPU, whose kernels `pith bench` probes per weight format).
+  virtual double matmul_peak_gflop_s();
 
  private:
   SlotPool no_states_{0, "recurrent states"};

@@ -524,13 +524,18 @@ TEST_P(CudaVsCpu, ProfiledStepsAreChargedPerOpAndStillMatchTheCpu) {
   EXPECT_EQ(prof.forwards, 4u);
 }
 
-TEST(CudaBackendBandwidth, DeviceCopyBandwidthIsMeasured) {
+TEST(CudaBackendMeasures, DeviceBandwidthAndMatmulPeak) {
   auto w = load(data_path("models/tiny-f32.gguf"));
   auto gpu = make_cuda_backend(w, BackendOptions{}, 0);
   const double gb_s = gpu->weight_memory_bandwidth_gb_s(size_t{256} << 20);
   // Any CUDA GPU's memory copies faster than 50 GB/s; none of today's beyond 10 TB/s.
   EXPECT_GT(gb_s, 50.0);
   EXPECT_LT(gb_s, 10000.0);
+  // This model computes in F32 (no TF32): more than a TFLOP/s on any GPU, under a PFLOP/s.
+  const double gflop_s = gpu->matmul_peak_gflop_s();
+  EXPECT_GT(gflop_s, 1000.0);
+  EXPECT_LT(gflop_s, 1e6);
+  std::printf("{\"device_copy_gb_s\":%.0f,\"f32_matmul_gflop_s\":%.0f}\n", gb_s, gflop_s);
 }
 
 INSTANTIATE_TEST_SUITE_P(

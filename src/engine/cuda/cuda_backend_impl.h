@@ -90,6 +90,8 @@ class CudaBackend final : public Backend {
   // Device-to-device copies of `bytes` (bytes read + bytes written over the time, the median
   // of five): the bandwidth the decode floor divides by.
   double weight_memory_bandwidth_gb_s(size_t bytes) override;
+  // A [4096][4096] x [4096][4096] product on cuBLASLt in the compute type (median of five).
+  double matmul_peak_gflop_s() override;
 
   CudaStepTime last_step_time() const { return last_step_; }
   CudaGemmChoices gemm_choices() const {
