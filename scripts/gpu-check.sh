@@ -6,7 +6,7 @@
 #                                       the build tree (pith, the GPU test binaries, inferlets,
 #                                       ctest files) plus the shared libraries the GPU machine
 #                                       lacks, and BUILD/gpu-pack.tar.xz of it (the binaries carry
-#                                       device code for two architectures: ~75 MB, ~16 MB packed)
+#                                       device code for two architectures: ~115 MB, ~22 MB packed)
 #   scripts/gpu-check.sh pack-llama BIN [OUT.tar.xz]
 #                                       llama.cpp's CUDA build folder BIN (llama-bench,
 #                                       llama-server and their shared libraries) -> one tarball
