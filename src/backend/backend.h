@@ -130,7 +130,8 @@ class Backend {
   virtual void load_adapter(uint32_t id, std::shared_ptr<const LoraAdapter> adapter);
   virtual void unload_adapter(uint32_t id);
 
-  // Measurement hooks of `pith bench model`, called between forwards from the handlers' thread.
+  // Measurement hooks of `pith bench`, called while no handler runs (between forwards, or on an
+  // idle stack).
   // set_profile: every later forward adds its time per operation to *profile (nullptr: off);
   // false when the backend cannot break its forwards down (the default). A backend may run its
   // forwards differently while profiled (the CUDA backend launches every kernel, no graphs).
