@@ -32,8 +32,9 @@ struct RunResult {
   double device_bandwidth_gb_s = 0, device_peak_gflop_s = 0;
 };
 
+// `measure`: also take the backend's own measures (once a benchmark: they do not change).
 RunResult run_once(const BatchingBenchOptions& o, const std::string& policy,
-                   const std::string& wasm) {
+                   const std::string& wasm, bool measure) {
   ServingOptions so = bench_serving_options(o.model, o.device, o.threads, o.cache_dir);
   so.control.policy = policy;
   {
@@ -85,8 +86,10 @@ RunResult run_once(const BatchingBenchOptions& o, const std::string& policy,
   r.mean_batch = batches ? double(calls) / double(batches) : 0;
   r.tokens = uint64_t(o.instances) * uint64_t(o.max_tokens);
   r.backend = stack.backend().info().name;
-  r.device_bandwidth_gb_s = stack.backend().weight_memory_bandwidth_gb_s(size_t{1} << 30);
-  r.device_peak_gflop_s = stack.backend().matmul_peak_gflop_s();
+  if (measure) {
+    r.device_bandwidth_gb_s = stack.backend().weight_memory_bandwidth_gb_s(size_t{1} << 30);
+    r.device_peak_gflop_s = stack.backend().matmul_peak_gflop_s();
+  }
   return r;
 }
 
@@ -104,14 +107,15 @@ nlohmann::json run_batching_bench(const BatchingBenchOptions& o) {
   fmt::print("{:<10} {:>10} {:>12} {:>12} {:>10}\n", "policy", "req/s", "tok/s", "mean batch",
              "seconds");
   nlohmann::json per_policy = nlohmann::json::object();
-  RunResult last;
+  RunResult measured;  // the first run's, with the backend's measures
   for (const auto& p : policies) {
     std::vector<double> secs, batch;
     for (int r = 0; r < o.runs; ++r) {
-      auto res = run_once(o, p, wasm);
+      const bool first = measured.backend.empty();
+      auto res = run_once(o, p, wasm, first);
       secs.push_back(res.seconds);
       batch.push_back(res.mean_batch);
-      last = res;
+      if (first) measured = res;
     }
     double s = median(secs);
     double rps = o.instances / s;
@@ -137,20 +141,20 @@ nlohmann::json run_batching_bench(const BatchingBenchOptions& o) {
   // gain over eager, whatever the scheduler does. A GPU backend measures its own memory and
   // its own matrix products (cuBLASLt in the compute type); the CPU's are probed here.
   ThreadPool pool(static_cast<size_t>(o.threads));
-  const bool device = last.device_bandwidth_gb_s > 0 && last.device_peak_gflop_s > 0;
-  const double bw =
-      device ? last.device_bandwidth_gb_s : measure_read_bandwidth_gb_s(pool, size_t{1} << 30, 3);
+  const bool device = measured.device_bandwidth_gb_s > 0 && measured.device_peak_gflop_s > 0;
+  const double bw = device ? measured.device_bandwidth_gb_s
+                           : measure_read_bandwidth_gb_s(pool, size_t{1} << 30, 3);
   auto weights = load_model(o.model, LoadOptions{.quiet = true});
   // The batched ceiling is set by the kernels this weight format multiplies with (int8 or BF16
   // dot products do 2-4x an f32 FMA's work), read off the FFN's gate matrix.
   const DType format = weights->layers.front().w_gate.rows > 0
                            ? weights->layers.front().w_gate.dtype
                            : weights->output.dtype;
-  const PeakRate peak_rate =
-      device ? PeakRate{last.device_peak_gflop_s, last.backend + " GEMM in its compute type"}
-             : measure_weight_peak(pool, format, 3);
+  const PeakRate peak_rate = device ? PeakRate{measured.device_peak_gflop_s,
+                                               measured.backend + " GEMM in its compute type"}
+                                    : measure_weight_peak(pool, format, 3);
   const double peak = peak_rate.gops;
-  const DecodeTokenCost cost = decode_token_cost(*weights, last.backend == "cuda");
+  const DecodeTokenCost cost = decode_token_cost(*weights, measured.backend == "cuda");
   const double eager_floor = bw * 1e9 / double(cost.bytes),
                batched_ceiling = peak * 1e9 / cost.flops;
   const double bound = batched_ceiling / std::min(eager_floor, batched_ceiling);

@@ -84,6 +84,15 @@ def main():
         weights_only = dm["bandwidth_gb_s"] * 1e9 / dm["weight_bytes_per_token"]
         assert dm["decode_floor_tok_s"] < weights_only, (dm, weights_only)
         positive(dm, "pp_tok_s", "tg_tok_s")
+        # A mixture's decode token reads n_used experts: twice as many of them, more bytes.
+        moe_bytes = []
+        for k in (2, 4):
+            moe = os.path.join(cache, f"moe{k}.gguf")
+            subprocess.run([pith, "model", "gen", "--preset", "tiny", "--arch", "qwen3moe", "--option",
+                            f"num_experts_per_tok={k}", "--vocab", model, "-q", "-o", moe], check=True)
+            mm = bench(pith, "model", "-m", moe, "-p", "4", "-n", "2", "-r", "1", "--bandwidth-mib", "16")
+            moe_bytes.append(mm["weight_bytes_per_token"])
+        assert moe_bytes[1] > moe_bytes[0], moe_bytes
         bad = subprocess.run([pith, "bench", "model", "-m", model, "--isa", "sse9"],
                              capture_output=True, text=True, timeout=60)
         assert bad.returncode != 0 and "sse9" in bad.stderr, (bad.returncode, bad.stderr)

@@ -273,13 +273,14 @@ TEST_P(BackendContract, NoOutputsStillWritesKv) {
               ref[7], "decode after a forward without outputs");
 }
 
-// bench model's hooks: the engine breaks its forwards down per op and leaves the bandwidth of
-// host memory to the caller; the fake has neither (the defaults).
+// bench's hooks: the engine breaks its forwards down per op and leaves the bandwidth and the
+// matmul peak of the host to the caller; the fake has none of them (the defaults).
 TEST_P(BackendContract, ProfileHooks) {
   ForwardProfile prof;
   const bool cpu = GetParam() == "cpu";
   EXPECT_EQ(b().set_profile(&prof), cpu);
   EXPECT_EQ(b().weight_memory_bandwidth_gb_s(size_t{1} << 20), 0.0);
+  EXPECT_EQ(b().matmul_peak_gflop_s(), 0.0);
   auto tokens = random_tokens(6, 3);
   prefill(tokens);
   b().set_profile(nullptr);

@@ -163,6 +163,21 @@ PITH_HD float rank_value(uint64_t key) {
   return key_logit(static_cast<uint32_t>(key >> 32));
 }
 
+// The last i in [0, n) with sorted[i] <= v (0 when none is): the group that holds item v when
+// sorted[] are the groups' ascending first items (a sequence's first row, an expert's first
+// slot); empty groups share their successor's first item and lose to it.
+PITH_HD uint32_t last_at_most(const uint32_t* sorted, uint32_t n, uint32_t v) {
+  uint32_t lo = 0, hi = n;
+  while (hi - lo > 1) {
+    const uint32_t mid = (lo + hi) / 2;
+    if (sorted[mid] <= v)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 // ---- launch geometry ----------------------------------------------------------------------
 
 PITH_HD uint32_t ceil_div(size_t a, uint32_t b) {

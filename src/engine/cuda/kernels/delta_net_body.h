@@ -78,17 +78,10 @@ PITH_HD void causal_conv_silu_rows_body(uint32_t block, uint32_t n_blocks, uint3
                                         uint32_t K) {
   grid_stride(block, n_blocks, t, kActivationThreads, size_t{n_rows} * C, [&](size_t i) {
     const uint32_t row = static_cast<uint32_t>(i / C), c = static_cast<uint32_t>(i % C);
-    uint32_t lo = 0, hi = seqs.n_seqs;  // the last s with first[s] <= row
-    while (hi - lo > 1) {
-      const uint32_t mid = (lo + hi) / 2;
-      if (seqs.first[mid] <= row)
-        lo = mid;
-      else
-        hi = mid;
-    }
-    const uint32_t j = row - seqs.first[lo], hist = K - 1;
-    const float* window = seqs.state(lo) + c;  // rows C apart
-    const size_t x0 = size_t{seqs.first[lo]} * C + c;
+    const uint32_t s = last_at_most(seqs.first, seqs.n_seqs, row);  // row's sequence
+    const uint32_t j = row - seqs.first[s], hist = K - 1;
+    const float* window = seqs.state(s) + c;  // rows C apart
+    const size_t x0 = size_t{seqs.first[s]} * C + c;
     float acc = 0;
     for (uint32_t r = 0; r < hist; ++r) {  // x_ext row j + r: the window's, then the inputs'
       const uint32_t m = j + r;

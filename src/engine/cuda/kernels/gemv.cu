@@ -1,5 +1,7 @@
 // Launcher of the skinny BF16 GEMM (gemv_body.h): Gemm (gemm.h) runs it instead of cuBLASLt for
 // the shapes where it measured faster.
+#include <type_traits>
+
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/kernels/gemv_body.h"
 #include "engine/cuda/kernels/launch_check.h"
@@ -24,29 +26,6 @@ void launch(const void* w, uint32_t rows, uint32_t cols, const void* x, void* y,
       static_cast<Out*>(y), ldy);
 }
 
-template <class Out>
-void launch_n(uint32_t n, const void* w, uint32_t rows, uint32_t cols, const void* x, void* y,
-              size_t ldy, cudaStream_t stream) {
-  switch (n) {
-    case 1:
-      return launch<1, Out>(w, rows, cols, x, y, ldy, stream);
-    case 2:
-      return launch<2, Out>(w, rows, cols, x, y, ldy, stream);
-    case 3:
-      return launch<3, Out>(w, rows, cols, x, y, ldy, stream);
-    case 4:
-      return launch<4, Out>(w, rows, cols, x, y, ldy, stream);
-    case 5:
-      return launch<5, Out>(w, rows, cols, x, y, ldy, stream);
-    case 6:
-      return launch<6, Out>(w, rows, cols, x, y, ldy, stream);
-    case 7:
-      return launch<7, Out>(w, rows, cols, x, y, ldy, stream);
-    default:
-      return launch<8, Out>(w, rows, cols, x, y, ldy, stream);
-  }
-}
-
 template <uint32_t N, bool kGelu, class Out>
 __global__ void __launch_bounds__(kern::kGemvThreads)
     gemv_gated_kernel(const kern::Bf16* w, uint32_t ff, uint32_t cols, const kern::Bf16* x,
@@ -69,28 +48,30 @@ void launch_gated(const void* w, uint32_t ff, uint32_t cols, const void* x, void
         <<<blocks, kern::kGemvThreads, 0, stream>>>(wb, ff, cols, xb, static_cast<Out*>(out));
 }
 
-template <class Out>
-void launch_gated_n(uint32_t n, const void* w, uint32_t ff, uint32_t cols, const void* x, void* out,
-                    bool gelu, cudaStream_t stream) {
+// f(std::integral_constant<uint32_t, n>{}) for n in [1, kGemvMaxN]: the kernels are
+// instantiated per activation-row count.
+template <class F>
+void with_rows(uint32_t n, F&& f) {
   switch (n) {
     case 1:
-      return launch_gated<1, Out>(w, ff, cols, x, out, gelu, stream);
+      return f(std::integral_constant<uint32_t, 1>{});
     case 2:
-      return launch_gated<2, Out>(w, ff, cols, x, out, gelu, stream);
+      return f(std::integral_constant<uint32_t, 2>{});
     case 3:
-      return launch_gated<3, Out>(w, ff, cols, x, out, gelu, stream);
+      return f(std::integral_constant<uint32_t, 3>{});
     case 4:
-      return launch_gated<4, Out>(w, ff, cols, x, out, gelu, stream);
+      return f(std::integral_constant<uint32_t, 4>{});
     case 5:
-      return launch_gated<5, Out>(w, ff, cols, x, out, gelu, stream);
+      return f(std::integral_constant<uint32_t, 5>{});
     case 6:
-      return launch_gated<6, Out>(w, ff, cols, x, out, gelu, stream);
+      return f(std::integral_constant<uint32_t, 6>{});
     case 7:
-      return launch_gated<7, Out>(w, ff, cols, x, out, gelu, stream);
+      return f(std::integral_constant<uint32_t, 7>{});
     default:
-      return launch_gated<8, Out>(w, ff, cols, x, out, gelu, stream);
+      return f(std::integral_constant<uint32_t, 8>{});
   }
 }
+static_assert(kern::kGemvMaxN == 8, "with_rows covers 1..8");
 
 }  // namespace
 
@@ -104,10 +85,12 @@ void gemv_bf16(const void* w, uint32_t rows, uint32_t cols, const void* x, uint3
   require(ldy >= rows, "gemv_bf16", "output rows overlap");
   require(rows <= 0xffffffffu - kern::kGemvRowsPerBlock, "gemv_bf16", "too many rows");
   if (rows == 0) return;
-  if (y_type == DType::F32)
-    launch_n<float>(n, w, rows, cols, x, y, ldy, stream);
-  else
-    launch_n<kern::Bf16>(n, w, rows, cols, x, y, ldy, stream);
+  with_rows(n, [&](auto N) {
+    if (y_type == DType::F32)
+      launch<N(), float>(w, rows, cols, x, y, ldy, stream);
+    else
+      launch<N(), kern::Bf16>(w, rows, cols, x, y, ldy, stream);
+  });
   check_launch("gemv_bf16");
 }
 
@@ -117,10 +100,12 @@ void gemv_gated_bf16(const void* w, uint32_t ff, uint32_t cols, const void* x, u
   require(ff <= 0xffffffffu - kern::kGemvRowsPerBlock, "gemv_gated_bf16", "too many rows");
   if (ff == 0) return;
   const bool gelu = act == FfnActivation::GeluTanh;
-  if (out_type == DType::F32)
-    launch_gated_n<float>(n, w, ff, cols, x, out, gelu, stream);
-  else
-    launch_gated_n<kern::Bf16>(n, w, ff, cols, x, out, gelu, stream);
+  with_rows(n, [&](auto N) {
+    if (out_type == DType::F32)
+      launch_gated<N(), float>(w, ff, cols, x, out, gelu, stream);
+    else
+      launch_gated<N(), kern::Bf16>(w, ff, cols, x, out, gelu, stream);
+  });
   check_launch("gemv_gated_bf16");
 }
 

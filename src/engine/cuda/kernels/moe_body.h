@@ -226,15 +226,7 @@ PITH_HD void moe_expert_gemv_block(const Block& blk, GemvShared& sh, const Bf16*
                                    const uint32_t* slot_token, bool gather, const uint32_t* offsets,
                                    Out* y, size_t ld_y) {
   const uint32_t j = blk.block_y;
-  uint32_t lo = 0, hi = E;  // the last e in [0, E) with offsets[e] <= j
-  while (hi - lo > 1) {
-    const uint32_t mid = (lo + hi) / 2;
-    if (offsets[mid] <= j)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  const uint32_t e = lo, s0 = offsets[e], n = offsets[e + 1] - s0;
+  const uint32_t e = last_at_most(offsets, E, j), s0 = offsets[e], n = offsets[e + 1] - s0;
   const uint32_t first_row = blk.block_x * kGemvRowsPerBlock;
   if (j != s0 || n == 0 || n > kGemvMaxN || first_row >= rows) return;  // uniform over the block
   gemv_rows_block<kGemvMaxN>(
