@@ -123,6 +123,7 @@ double median_ms(DeviceProblem& d, const DeltaBatch& pr, bool chunked) {
 }
 
 TEST(DeltaRuleGpu, ChunkedAgainstRecurrentTimes) {
+  PITH_SKIP_TIMING_ON_SIM();
   struct Case {
     const char* name;
     std::vector<uint32_t> counts;

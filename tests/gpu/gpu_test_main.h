@@ -1,5 +1,6 @@
 // main() of the GPU test executables: without a CUDA device they print why and exit 77, which
-// ctest reports as skipped (SKIP_RETURN_CODE 77), never as passed.
+// ctest reports as skipped (SKIP_RETURN_CODE 77), never as passed. (Built against the host
+// simulation they always find its one device.)
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,6 +10,14 @@
 #include <cstring>
 
 #include "engine/cuda/cuda_backend.h"
+
+// A test that times the device: skipped on the host simulation (src/engine/cuda/sim), whose
+// times are the CPU's.
+#if PITH_CUDA_SIM
+#define PITH_SKIP_TIMING_ON_SIM() GTEST_SKIP() << "times the device: not on the host simulation"
+#else
+#define PITH_SKIP_TIMING_ON_SIM() (void)0
+#endif
 
 #define PITH_GPU_TEST_MAIN()                                             \
   int main(int argc, char** argv) {                                      \

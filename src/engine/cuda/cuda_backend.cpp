@@ -65,8 +65,6 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
   if (n_pages == 0)
     fail("KV pool: a budget of {} bytes does not hold one page of {} bytes ({} tokens)",
          options.kv_memory_bytes, page_bytes, options.kv_page_size);
-  // Page numbers are int32 in the attention plans (FlashInfer's indices too); + the pad page.
-  if (n_pages >= INT32_MAX) fail("KV pool: {} pages is too many", n_pages);
   if (options.max_embeds == 0) fail("cuda: Embed slot capacity must be at least 1");
 
   // Everything this backend will hold, checked before the first allocation.
@@ -95,6 +93,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
         device_name_, device, mib(weight_bytes), mib(kv_bytes), n_pages, mib(state_bytes),
         mib(workspace_bytes), mib(need), fraction * 100, mib(device_memory_), mib(cap),
         mib(free_bytes));
+  // Page numbers are int32 in the attention plans (FlashInfer's indices too); + the pad page.
+  // (After the memory check: a budget this large fails there first on any GPU of today.)
+  if (n_pages >= INT32_MAX)
+    fail("KV pool: {} pages is too many (at most {}); lower --kv-memory", n_pages, INT32_MAX - 1);
 
   dev_weights_ = std::make_unique<DeviceWeights>(*weights_, act_, stream_.get());
   kv_pool_.reserve(kv_bytes);

@@ -3,6 +3,7 @@
 
 #include "engine/cuda/attention/attention_error.h"
 #include "engine/cuda/attention/own_attention.h"
+#include "engine/cuda/kernels/launch.h"
 
 namespace pith::cuda {
 
@@ -11,32 +12,33 @@ namespace {
 template <class T, uint32_t D>
 __global__ void __launch_bounds__(attn::kThreads) own_attention_kernel(attn::KernelParams p) {
   __shared__ attn::SharedTile<D> tile;
-  attn::ThreadState<D> state;
-  attn::ThreadState<D>* mine = &state;
+  kern::ThreadStates<attn::ThreadState<D>> states;
+  auto* mine = &states;
   attn::attention_block<T, D>(
       p, blockIdx.x, blockIdx.y, blockIdx.z, tile,
       [&](auto&& phase) {
-        phase(threadIdx.x);
+        PITH_EACH_THREAD(t) phase(t);
         __syncthreads();
       },
-      [mine](uint32_t) -> attn::ThreadState<D>& { return *mine; });
+      [mine](uint32_t t) -> attn::ThreadState<D>& { return (*mine)(t); });
 }
 
 // Split-K's second launch: block (row task, head).
 template <class T>
 __global__ void __launch_bounds__(attn::kThreads) merge_splits_kernel(attn::KernelParams p) {
-  attn::merge_splits<T>(p, blockIdx.x, blockIdx.y, threadIdx.x);
+  PITH_EACH_THREAD(t) attn::merge_splits<T>(p, blockIdx.x, blockIdx.y, t);
 }
 
 template <class T>
 void launch_typed(const attn::KernelParams& params, uint32_t n_rows, cudaStream_t stream) {
   const dim3 grid(n_rows, params.n_heads / params.heads_per_block, params.n_splits);
   if (attn::dims_per_thread(params.head_dim) == 2)
-    own_attention_kernel<T, 2><<<grid, attn::kThreads, 0, stream>>>(params);
+    kern::launch(grid, attn::kThreads, stream, PITH_KERNEL(own_attention_kernel<T, 2>))(params);
   else
-    own_attention_kernel<T, 4><<<grid, attn::kThreads, 0, stream>>>(params);
+    kern::launch(grid, attn::kThreads, stream, PITH_KERNEL(own_attention_kernel<T, 4>))(params);
   if (params.n_splits > 1)
-    merge_splits_kernel<T><<<dim3(n_rows, params.n_heads), attn::kThreads, 0, stream>>>(params);
+    kern::launch(dim3(n_rows, params.n_heads), attn::kThreads, stream,
+                 PITH_KERNEL(merge_splits_kernel<T>))(params);
 }
 
 }  // namespace

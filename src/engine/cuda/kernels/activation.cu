@@ -3,6 +3,7 @@
 // soft-capping. 16-byte vectors when rows and pointers allow.
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/kernels/activation_body.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/launch_check.h"
 
 namespace pith::cuda {
@@ -11,31 +12,32 @@ namespace {
 template <uint32_t N, bool kGelu, class T>
 __global__ void __launch_bounds__(kern::kActivationThreads)
     swiglu_kernel(const T* gate, const T* up, uint32_t n, uint32_t ff, uint32_t ld, T* out) {
-  kern::swiglu_body<N, kGelu>(blockIdx.x, gridDim.x, threadIdx.x, gate, up, n, ff, ld, out);
+  PITH_EACH_THREAD(t)
+  kern::swiglu_body<N, kGelu>(blockIdx.x, gridDim.x, t, gate, up, n, ff, ld, out);
 }
 
 template <uint32_t N, class T>
 __global__ void __launch_bounds__(kern::kActivationThreads)
     add_bias_kernel(T* x, const float* bias, uint32_t n, uint32_t d) {
-  kern::add_bias_body<N>(blockIdx.x, gridDim.x, threadIdx.x, x, bias, n, d);
+  PITH_EACH_THREAD(t) kern::add_bias_body<N>(blockIdx.x, gridDim.x, t, x, bias, n, d);
 }
 
 template <uint32_t N>
 __global__ void __launch_bounds__(kern::kActivationThreads)
     scale_kernel(float* x, size_t total, float s, float softcap) {
-  kern::scale_body<N>(blockIdx.x, gridDim.x, threadIdx.x, x, total, s, softcap);
+  PITH_EACH_THREAD(t) kern::scale_body<N>(blockIdx.x, gridDim.x, t, x, total, s, softcap);
 }
 
 template <uint32_t N, class T>
 __global__ void __launch_bounds__(kern::kActivationThreads)
     add_rows_kernel(float* residual, const T* x, size_t total) {
-  kern::add_rows_body<N>(blockIdx.x, gridDim.x, threadIdx.x, residual, x, total);
+  PITH_EACH_THREAD(t) kern::add_rows_body<N>(blockIdx.x, gridDim.x, t, residual, x, total);
 }
 
 template <uint32_t N, class T>
 __global__ void __launch_bounds__(kern::kActivationThreads)
     convert_rows_kernel(const float* src, size_t total, T* dst) {
-  kern::convert_rows_body<N>(blockIdx.x, gridDim.x, threadIdx.x, src, total, dst);
+  PITH_EACH_THREAD(t) kern::convert_rows_body<N>(blockIdx.x, gridDim.x, t, src, total, dst);
 }
 
 uint32_t blocks_for(size_t steps) {
@@ -49,11 +51,11 @@ void swiglu_typed(const T* gate, const T* up, uint32_t n, uint32_t ff, uint32_t 
   size_t total = size_t{n} * ff;
   if (kern::vector_ok<V>(gate, ff, ld) && kern::vector_ok<V>(up, ff, ld) &&
       kern::vector_ok<V>(out, ff, ff))
-    swiglu_kernel<V, kGelu>
-        <<<blocks_for(total / V), kern::kActivationThreads, 0, stream>>>(gate, up, n, ff, ld, out);
+    kern::launch(blocks_for(total / V), kern::kActivationThreads, stream,
+                 PITH_KERNEL(swiglu_kernel<V, kGelu>))(gate, up, n, ff, ld, out);
   else
-    swiglu_kernel<1, kGelu>
-        <<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(gate, up, n, ff, ld, out);
+    kern::launch(blocks_for(total), kern::kActivationThreads, stream,
+                 PITH_KERNEL(swiglu_kernel<1, kGelu>))(gate, up, n, ff, ld, out);
 }
 
 template <class T>
@@ -70,42 +72,43 @@ void add_bias_typed(T* x, const float* bias, uint32_t n, uint32_t d, cudaStream_
   constexpr uint32_t V = kern::kVec<T>;
   size_t total = size_t{n} * d;
   if (kern::vector_ok<V>(x, d, d) && kern::vector_ok<V>(bias, d, d))
-    add_bias_kernel<V>
-        <<<blocks_for(total / V), kern::kActivationThreads, 0, stream>>>(x, bias, n, d);
+    kern::launch(blocks_for(total / V), kern::kActivationThreads, stream,
+                 PITH_KERNEL(add_bias_kernel<V>))(x, bias, n, d);
   else
-    add_bias_kernel<1><<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(x, bias, n, d);
+    kern::launch(blocks_for(total), kern::kActivationThreads, stream,
+                 PITH_KERNEL(add_bias_kernel<1>))(x, bias, n, d);
 }
 
 void scale_launch(float* x, size_t total, float s, float softcap, cudaStream_t stream) {
   constexpr uint32_t V = kern::kVec<float>;
   if (kern::vector_ok<V>(x, total, total))
-    scale_kernel<V>
-        <<<blocks_for(total / V), kern::kActivationThreads, 0, stream>>>(x, total, s, softcap);
+    kern::launch(blocks_for(total / V), kern::kActivationThreads, stream,
+                 PITH_KERNEL(scale_kernel<V>))(x, total, s, softcap);
   else
-    scale_kernel<1>
-        <<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(x, total, s, softcap);
+    kern::launch(blocks_for(total), kern::kActivationThreads, stream, PITH_KERNEL(scale_kernel<1>))(
+        x, total, s, softcap);
 }
 
 template <class T>
 void add_rows_typed(float* residual, const T* x, size_t total, cudaStream_t stream) {
   constexpr uint32_t V = kern::kVec<T>;
   if (kern::vector_ok<V>(x, total, total) && kern::vector_ok<V>(residual, total, total))
-    add_rows_kernel<V>
-        <<<blocks_for(total / V), kern::kActivationThreads, 0, stream>>>(residual, x, total);
+    kern::launch(blocks_for(total / V), kern::kActivationThreads, stream,
+                 PITH_KERNEL(add_rows_kernel<V>))(residual, x, total);
   else
-    add_rows_kernel<1>
-        <<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(residual, x, total);
+    kern::launch(blocks_for(total), kern::kActivationThreads, stream,
+                 PITH_KERNEL(add_rows_kernel<1>))(residual, x, total);
 }
 
 template <class T>
 void convert_rows_typed(const float* src, size_t total, T* dst, cudaStream_t stream) {
   constexpr uint32_t V = kern::kVec<T>;
   if (kern::vector_ok<V>(src, total, total) && kern::vector_ok<V>(dst, total, total))
-    convert_rows_kernel<V>
-        <<<blocks_for(total / V), kern::kActivationThreads, 0, stream>>>(src, total, dst);
+    kern::launch(blocks_for(total / V), kern::kActivationThreads, stream,
+                 PITH_KERNEL(convert_rows_kernel<V>))(src, total, dst);
   else
-    convert_rows_kernel<1>
-        <<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(src, total, dst);
+    kern::launch(blocks_for(total), kern::kActivationThreads, stream,
+                 PITH_KERNEL(convert_rows_kernel<1>))(src, total, dst);
 }
 
 }  // namespace

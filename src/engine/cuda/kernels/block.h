@@ -27,6 +27,9 @@
 #define PITH_HD inline
 #define PITH_UNROLL
 #endif
+#if PITH_CUDA_SIM
+#include "engine/cuda/sim/launch.h"  // blockIdx, blockDim
+#endif
 
 namespace pith::cuda::kern {
 
@@ -89,6 +92,17 @@ PITH_HD void store_n(T* p, const float* in) {
   *reinterpret_cast<Pack<N, T>*>(p) = pk;
 #else
   for (uint32_t i = 0; i < N; ++i) store_f32(p + i, in[i]);
+#endif
+}
+
+// N consecutive elements moved as they are (bits kept: a NaN's payload too), a vector at once
+// on the GPU.
+template <uint32_t N, class T>
+PITH_HD void copy_n(const T* src, T* dst) {
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<Pack<N, T>*>(dst) = *reinterpret_cast<const Pack<N, T>*>(src);
+#else
+  for (uint32_t i = 0; i < N; ++i) dst[i] = src[i];
 #endif
 }
 
@@ -357,5 +371,12 @@ struct HostBlock {
     values[0] = butterfly(warp_totals, n_warps, op);
   }
 };
+
+#if PITH_CUDA_SIM
+// The host simulation's block (engine/cuda/sim): a HostBlock at the simulated launch's indices.
+struct DeviceBlock : HostBlock {
+  static DeviceBlock current() { return {{blockIdx.x, blockIdx.y, blockDim.x}}; }
+};
+#endif
 
 }  // namespace pith::cuda::kern

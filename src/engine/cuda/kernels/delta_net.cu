@@ -3,6 +3,7 @@
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/kernels/delta_chunked_body.h"
 #include "engine/cuda/kernels/delta_net_body.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/launch_check.h"
 
 namespace pith::cuda {
@@ -16,21 +17,22 @@ template <class T>
 __global__ void __launch_bounds__(kern::kActivationThreads)
     conv_kernel(kern::DeltaSequences seqs, const float* weight_t, const T* x, float* out,
                 uint32_t C, uint32_t K) {
-  kern::causal_conv_silu_body(blockIdx.x, gridDim.x, threadIdx.x, seqs, weight_t, x, out, C, K);
+  PITH_EACH_THREAD(t)
+  kern::causal_conv_silu_body(blockIdx.x, gridDim.x, t, seqs, weight_t, x, out, C, K);
 }
 
 template <class T>
 __global__ void __launch_bounds__(kern::kActivationThreads)
     conv_rows_kernel(kern::DeltaSequences seqs, const float* weight_t, const T* x, float* out,
                      uint32_t n_rows, uint32_t C, uint32_t K) {
-  kern::causal_conv_silu_rows_body(blockIdx.x, gridDim.x, threadIdx.x, seqs, weight_t, x, out,
-                                   n_rows, C, K);
+  PITH_EACH_THREAD(t)
+  kern::causal_conv_silu_rows_body(blockIdx.x, gridDim.x, t, seqs, weight_t, x, out, n_rows, C, K);
 }
 
 template <class T>
 __global__ void __launch_bounds__(kern::kActivationThreads)
     conv_window_kernel(kern::DeltaSequences seqs, const T* x, uint32_t C, uint32_t K) {
-  kern::causal_conv_window_body(blockIdx.x, gridDim.x, threadIdx.x, seqs, x, C, K);
+  PITH_EACH_THREAD(t) kern::causal_conv_window_body(blockIdx.x, gridDim.x, t, seqs, x, C, K);
 }
 
 template <class T>
@@ -38,14 +40,14 @@ void conv_typed(const kern::DeltaSequences& seqs, const float* weight_t, const T
                 uint32_t n_rows, uint32_t C, uint32_t K, cudaStream_t stream) {
   const size_t per_sequence = size_t{seqs.n_seqs} * C;
   if (n_rows <= seqs.n_seqs) {  // a token a sequence (decode): each thread has one row anyway
-    conv_kernel<<<blocks_for(per_sequence), kern::kActivationThreads, 0, stream>>>(seqs, weight_t,
-                                                                                   x, out, C, K);
+    kern::launch(blocks_for(per_sequence), kern::kActivationThreads, stream,
+                 PITH_KERNEL(conv_kernel))(seqs, weight_t, x, out, C, K);
     return;
   }
-  conv_rows_kernel<<<blocks_for(size_t{n_rows} * C), kern::kActivationThreads, 0, stream>>>(
-      seqs, weight_t, x, out, n_rows, C, K);
-  conv_window_kernel<<<blocks_for(per_sequence), kern::kActivationThreads, 0, stream>>>(seqs, x, C,
-                                                                                        K);
+  kern::launch(blocks_for(size_t{n_rows} * C), kern::kActivationThreads, stream,
+               PITH_KERNEL(conv_rows_kernel))(seqs, weight_t, x, out, n_rows, C, K);
+  kern::launch(blocks_for(per_sequence), kern::kActivationThreads, stream,
+               PITH_KERNEL(conv_window_kernel))(seqs, x, C, K);
 }
 
 __global__ void __launch_bounds__(kern::kHeadNormThreads)
@@ -58,28 +60,29 @@ template <class T>
 __global__ void __launch_bounds__(kern::kActivationThreads)
     gates_kernel(const T* b, const T* a, const float* dt_bias, const float* A, size_t total,
                  uint32_t Hv, float* beta, float* g) {
-  kern::delta_gates_body(blockIdx.x, gridDim.x, threadIdx.x, b, a, dt_bias, A, total, Hv, beta, g);
+  PITH_EACH_THREAD(t)
+  kern::delta_gates_body(blockIdx.x, gridDim.x, t, b, a, dt_bias, A, total, Hv, beta, g);
 }
 
 template <class T>
 __global__ void __launch_bounds__(kern::kDeltaThreads) delta_rule_kernel(kern::DeltaRuleParams p) {
   __shared__ kern::DeltaShared sh;
-  kern::DeltaThread st;
-  kern::DeltaThread* mine = &st;  // (a pointer: nvcc misreads a reference capture here)
+  kern::ThreadStates<kern::DeltaThread> states;
+  auto* mine = &states;  // (a pointer: nvcc misreads a reference capture here)
   kern::delta_rule_block<T>(
       p, blockIdx.x, blockIdx.y, sh,
       [&](auto&& phase) {
-        phase(threadIdx.x);
+        PITH_EACH_THREAD(t) phase(t);
         __syncthreads();
       },
-      [mine](uint32_t) -> kern::DeltaThread& { return *mine; });
+      [mine](uint32_t t) -> kern::DeltaThread& { return (*mine)(t); });
 }
 
 __global__ void __launch_bounds__(kern::kChunkThreads)
     delta_chunk_prep_kernel(kern::DeltaRuleParams p, kern::DeltaChunkScratch x) {
   __shared__ kern::DeltaPrepShared sh;
   kern::delta_chunk_prep_block(p, x, blockIdx.x, blockIdx.y, sh, [&](auto&& phase) {
-    phase(threadIdx.x);
+    PITH_EACH_THREAD(t) phase(t);
     __syncthreads();
   });
 }
@@ -89,7 +92,7 @@ __global__ void __launch_bounds__(kern::kChunkThreads)
     delta_chunk_state_kernel(kern::DeltaRuleParams p, kern::DeltaChunkScratch x) {
   __shared__ kern::DeltaChunkShared sh;
   kern::delta_chunk_state_block<T>(p, x, blockIdx.x, blockIdx.y, sh, [&](auto&& phase) {
-    phase(threadIdx.x);
+    PITH_EACH_THREAD(t) phase(t);
     __syncthreads();
   });
 }
@@ -97,13 +100,14 @@ __global__ void __launch_bounds__(kern::kChunkThreads)
 template <class T>
 __global__ void __launch_bounds__(kern::kActivationThreads)
     split_kernel(const T* src, size_t n_rows, uint32_t hd, T* q, T* gate) {
-  kern::split_query_gate_body(blockIdx.x, gridDim.x, threadIdx.x, src, n_rows, hd, q, gate);
+  PITH_EACH_THREAD(t)
+  kern::split_query_gate_body(blockIdx.x, gridDim.x, t, src, n_rows, hd, q, gate);
 }
 
 template <class T>
 __global__ void __launch_bounds__(kern::kActivationThreads)
     sigmoid_gate_kernel(T* x, const T* gate, size_t total) {
-  kern::sigmoid_gate_body(blockIdx.x, gridDim.x, threadIdx.x, x, gate, total);
+  PITH_EACH_THREAD(t) kern::sigmoid_gate_body(blockIdx.x, gridDim.x, t, x, gate, total);
 }
 
 }  // namespace
@@ -125,8 +129,8 @@ void l2norm_heads(float* mixed, uint32_t n, uint32_t C, uint32_t heads, uint32_t
   const size_t rows = size_t{n} * heads;
   if (rows == 0) return;
   require(rows <= 0x7fffffffu, "l2norm_heads", "too many rows");
-  l2norm_kernel<<<static_cast<uint32_t>(rows), kern::kHeadNormThreads, 0, stream>>>(mixed, C, heads,
-                                                                                    dk, eps);
+  kern::launch(static_cast<uint32_t>(rows), kern::kHeadNormThreads, stream,
+               PITH_KERNEL(l2norm_kernel))(mixed, C, heads, dk, eps);
   check_launch("l2norm_heads");
 }
 
@@ -135,10 +139,10 @@ void delta_gates(const void* b, const void* a, DType type, const float* dt_bias,
   const size_t total = size_t{n} * Hv;
   if (total == 0) return;
   if (type == DType::F32)
-    gates_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
+    kern::launch(blocks_for(total), kern::kActivationThreads, stream, PITH_KERNEL(gates_kernel))(
         static_cast<const float*>(b), static_cast<const float*>(a), dt_bias, A, total, Hv, beta, g);
   else
-    gates_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
+    kern::launch(blocks_for(total), kern::kActivationThreads, stream, PITH_KERNEL(gates_kernel))(
         static_cast<const kern::Bf16*>(b), static_cast<const kern::Bf16*>(a), dt_bias, A, total, Hv,
         beta, g);
   check_launch("delta_gates");
@@ -150,9 +154,9 @@ void delta_rule(const kern::DeltaRuleParams& p, DType out_type, cudaStream_t str
   require(size_t{p.seqs.n_seqs} * p.Hv <= 0x7fffffffu, "delta_rule", "too many blocks");
   const dim3 grid(p.seqs.n_seqs * p.Hv, (p.dv + kern::kDeltaRows - 1) / kern::kDeltaRows);
   if (out_type == DType::F32)
-    delta_rule_kernel<float><<<grid, kern::kDeltaThreads, 0, stream>>>(p);
+    kern::launch(grid, kern::kDeltaThreads, stream, PITH_KERNEL(delta_rule_kernel<float>))(p);
   else
-    delta_rule_kernel<kern::Bf16><<<grid, kern::kDeltaThreads, 0, stream>>>(p);
+    kern::launch(grid, kern::kDeltaThreads, stream, PITH_KERNEL(delta_rule_kernel<kern::Bf16>))(p);
   check_launch("delta_rule");
 }
 
@@ -163,13 +167,16 @@ void delta_rule_chunked(const kern::DeltaRuleParams& p, const kern::DeltaChunkSc
   require(size_t{p.seqs.n_seqs} * p.Hv <= 0x7fffffffu, "delta_rule_chunked", "too many blocks");
   require(max_chunks <= 65535, "delta_rule_chunked", "too many chunks in one sequence");
   const uint32_t heads = p.seqs.n_seqs * p.Hv;
-  delta_chunk_prep_kernel<<<dim3(heads, max_chunks), kern::kChunkThreads, 0, stream>>>(p, scratch);
+  kern::launch(dim3(heads, max_chunks), kern::kChunkThreads, stream,
+               PITH_KERNEL(delta_chunk_prep_kernel))(p, scratch);
   check_launch("delta_rule_chunked (prep)");
   const dim3 grid(heads, (p.dv + kern::kChunkRows - 1) / kern::kChunkRows);
   if (out_type == DType::F32)
-    delta_chunk_state_kernel<float><<<grid, kern::kChunkThreads, 0, stream>>>(p, scratch);
+    kern::launch(grid, kern::kChunkThreads, stream, PITH_KERNEL(delta_chunk_state_kernel<float>))(
+        p, scratch);
   else
-    delta_chunk_state_kernel<kern::Bf16><<<grid, kern::kChunkThreads, 0, stream>>>(p, scratch);
+    kern::launch(grid, kern::kChunkThreads, stream,
+                 PITH_KERNEL(delta_chunk_state_kernel<kern::Bf16>))(p, scratch);
   check_launch("delta_rule_chunked");
 }
 
@@ -178,11 +185,11 @@ void split_query_gate(const void* src, DType type, uint32_t n_rows, uint32_t hd,
   const size_t total = size_t{n_rows} * hd;
   if (total == 0) return;
   if (type == DType::F32)
-    split_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
+    kern::launch(blocks_for(total), kern::kActivationThreads, stream, PITH_KERNEL(split_kernel))(
         static_cast<const float*>(src), n_rows, hd, static_cast<float*>(q),
         static_cast<float*>(gate));
   else
-    split_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
+    kern::launch(blocks_for(total), kern::kActivationThreads, stream, PITH_KERNEL(split_kernel))(
         static_cast<const kern::Bf16*>(src), n_rows, hd, static_cast<kern::Bf16*>(q),
         static_cast<kern::Bf16*>(gate));
   check_launch("split_query_gate");
@@ -191,11 +198,13 @@ void split_query_gate(const void* src, DType type, uint32_t n_rows, uint32_t hd,
 void sigmoid_gate(void* x, const void* gate, DType type, size_t total, cudaStream_t stream) {
   if (total == 0) return;
   if (type == DType::F32)
-    sigmoid_gate_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
-        static_cast<float*>(x), static_cast<const float*>(gate), total);
+    kern::launch(blocks_for(total), kern::kActivationThreads, stream,
+                 PITH_KERNEL(sigmoid_gate_kernel))(static_cast<float*>(x),
+                                                   static_cast<const float*>(gate), total);
   else
-    sigmoid_gate_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(
-        static_cast<kern::Bf16*>(x), static_cast<const kern::Bf16*>(gate), total);
+    kern::launch(blocks_for(total), kern::kActivationThreads, stream,
+                 PITH_KERNEL(sigmoid_gate_kernel))(static_cast<kern::Bf16*>(x),
+                                                   static_cast<const kern::Bf16*>(gate), total);
   check_launch("sigmoid_gate");
 }
 

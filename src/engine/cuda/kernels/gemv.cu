@@ -4,6 +4,7 @@
 
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/kernels/gemv_body.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/launch_check.h"
 
 namespace pith::cuda {
@@ -21,7 +22,7 @@ template <uint32_t N, class Out>
 void launch(const void* w, uint32_t rows, uint32_t cols, const void* x, void* y, size_t ldy,
             cudaStream_t stream) {
   const uint32_t blocks = kern::ceil_div(rows, kern::kGemvRowsPerBlock);
-  gemv_kernel<N, Out><<<blocks, kern::kGemvThreads, 0, stream>>>(
+  kern::launch(blocks, kern::kGemvThreads, stream, PITH_KERNEL(gemv_kernel<N, Out>))(
       static_cast<const kern::Bf16*>(w), rows, cols, static_cast<const kern::Bf16*>(x),
       static_cast<Out*>(y), ldy);
 }
@@ -41,11 +42,11 @@ void launch_gated(const void* w, uint32_t ff, uint32_t cols, const void* x, void
   const auto* wb = static_cast<const kern::Bf16*>(w);
   const auto* xb = static_cast<const kern::Bf16*>(x);
   if (gelu)
-    gemv_gated_kernel<N, true, Out>
-        <<<blocks, kern::kGemvThreads, 0, stream>>>(wb, ff, cols, xb, static_cast<Out*>(out));
+    kern::launch(blocks, kern::kGemvThreads, stream, PITH_KERNEL(gemv_gated_kernel<N, true, Out>))(
+        wb, ff, cols, xb, static_cast<Out*>(out));
   else
-    gemv_gated_kernel<N, false, Out>
-        <<<blocks, kern::kGemvThreads, 0, stream>>>(wb, ff, cols, xb, static_cast<Out*>(out));
+    kern::launch(blocks, kern::kGemvThreads, stream, PITH_KERNEL(gemv_gated_kernel<N, false, Out>))(
+        wb, ff, cols, xb, static_cast<Out*>(out));
 }
 
 // f(std::integral_constant<uint32_t, n>{}) for n in [1, kGemvMaxN]: the kernels are

@@ -2,6 +2,7 @@
 // 16-byte vectors when kv_dim and the pointers allow (every real model: kv_dim = heads * 64+).
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/kernels/kv_body.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/launch_check.h"
 
 namespace pith::cuda {
@@ -11,16 +12,17 @@ template <uint32_t N, class T>
 __global__ void __launch_bounds__(kern::kKvThreads)
     kv_append_kernel(const T* k, const T* v, uint32_t n, const uint32_t* pages,
                      const uint32_t* slots, uint32_t layer, kern::KvGeometry g, T* pool) {
-  kern::kv_append_body<N>(blockIdx.x, gridDim.x, threadIdx.x, k, v, n, pages, slots, layer, g,
-                          pool);
+  PITH_EACH_THREAD(t)
+  kern::kv_append_body<N>(blockIdx.x, gridDim.x, t, k, v, n, pages, slots, layer, g, pool);
 }
 
 template <uint32_t N, class T>
 __global__ void __launch_bounds__(kern::kKvThreads)
     kv_copy_kernel(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint32_t dst_slot,
                    uint32_t n, kern::KvGeometry g, T* pool) {
-  kern::kv_copy_body<N>(blockIdx.x, gridDim.x, threadIdx.x, src_page, dst_page, src_slot, dst_slot,
-                        n, g, pool);
+  PITH_EACH_THREAD(t)
+  kern::kv_copy_body<N>(blockIdx.x, gridDim.x, t, src_page, dst_page, src_slot, dst_slot, n, g,
+                        pool);
 }
 
 uint32_t blocks_for(size_t steps) {
@@ -37,11 +39,11 @@ void kv_append_typed(const T* k, const T* v, uint32_t n, const uint32_t* pages,
   // kv_dim, page_elems and base all multiples of V suffice.
   if (kern::vector_ok<V>(k, g.kv_dim, g.kv_dim) && kern::vector_ok<V>(v, g.kv_dim, g.kv_dim) &&
       kern::vector_ok<V>(pool, g.kv_dim, g.page_elems) && g.base % V == 0)
-    kv_append_kernel<V><<<blocks_for(total / V), kern::kKvThreads, 0, stream>>>(
+    kern::launch(blocks_for(total / V), kern::kKvThreads, stream, PITH_KERNEL(kv_append_kernel<V>))(
         k, v, n, pages, slots, layer, g, pool);
   else
-    kv_append_kernel<1>
-        <<<blocks_for(total), kern::kKvThreads, 0, stream>>>(k, v, n, pages, slots, layer, g, pool);
+    kern::launch(blocks_for(total), kern::kKvThreads, stream, PITH_KERNEL(kv_append_kernel<1>))(
+        k, v, n, pages, slots, layer, g, pool);
 }
 
 template <class T>
@@ -50,10 +52,10 @@ void kv_copy_typed(uint32_t src_page, uint32_t dst_page, uint32_t src_slot, uint
   constexpr uint32_t V = kern::kVec<T>;
   size_t columns = size_t{g.n_layers} * 2 * g.kv_dim;
   if (kern::vector_ok<V>(pool, g.kv_dim, g.page_elems) && g.base % V == 0)
-    kv_copy_kernel<V><<<blocks_for(columns / V), kern::kKvThreads, 0, stream>>>(
+    kern::launch(blocks_for(columns / V), kern::kKvThreads, stream, PITH_KERNEL(kv_copy_kernel<V>))(
         src_page, dst_page, src_slot, dst_slot, n, g, pool);
   else
-    kv_copy_kernel<1><<<blocks_for(columns), kern::kKvThreads, 0, stream>>>(
+    kern::launch(blocks_for(columns), kern::kKvThreads, stream, PITH_KERNEL(kv_copy_kernel<1>))(
         src_page, dst_page, src_slot, dst_slot, n, g, pool);
 }
 

@@ -36,11 +36,8 @@ PITH_HD void kv_append_body(uint32_t block, uint32_t n_blocks, uint32_t t, const
   grid_stride(block, n_blocks, t, kKvThreads, size_t{n} * g.kv_dim / N, [&](size_t grp) {
     size_t i = grp * N, row = i / g.kv_dim, col = i % g.kv_dim;
     size_t k_at = g.offset(pages[row], layer, 0, slots[row]) + col;
-    float x[N];
-    load_n<N>(k + i, x);
-    store_n<N>(pool + k_at, x);
-    load_n<N>(v + i, x);
-    store_n<N>(pool + k_at + g.block_elems, x);  // the V block follows the K block
+    copy_n<N>(k + i, pool + k_at);
+    copy_n<N>(v + i, pool + k_at + g.block_elems);  // the V block follows the K block
   });
 }
 
@@ -61,9 +58,7 @@ PITH_HD void kv_copy_body(uint32_t block, uint32_t n_blocks, uint32_t t, uint32_
     T* dst = pool + g.offset(dst_page, block_index / 2, block_index % 2, dst_slot) + col;
     for (uint32_t s = 0; s < n; ++s) {
       size_t r = backwards ? n - 1 - s : s;
-      float x[N];
-      load_n<N>(src + r * g.kv_dim, x);
-      store_n<N>(dst + r * g.kv_dim, x);
+      copy_n<N>(src + r * g.kv_dim, dst + r * g.kv_dim);  // bits kept, as the CPU pool's memmove
     }
   });
 }

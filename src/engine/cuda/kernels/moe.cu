@@ -1,5 +1,6 @@
 // Launchers of the mixture-of-experts kernels (moe_body.h).
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/launch_check.h"
 #include "engine/cuda/kernels/moe_body.h"
 
@@ -34,7 +35,7 @@ __global__ void __launch_bounds__(kern::kMoeThreads)
   __shared__ kern::MoeGemmShared sh;
   kern::moe_expert_gemm_block(blockIdx.x, blockIdx.y, w, rows, cols, x, ld_x, slot_token, gather,
                               offsets, y, ld_y, sh, [&](auto&& phase) {
-                                phase(threadIdx.x);
+                                PITH_EACH_THREAD(t) phase(t);
                                 __syncthreads();
                               });
 }
@@ -42,12 +43,13 @@ __global__ void __launch_bounds__(kern::kMoeThreads)
 __global__ void __launch_bounds__(kern::kActivationThreads)
     combine_kernel(const float* y, const uint32_t* slot_of, const float* weights, uint32_t T,
                    uint32_t K, uint32_t d, float* out) {
-  kern::moe_combine_body(blockIdx.x, gridDim.x, threadIdx.x, y, slot_of, weights, T, K, d, out);
+  PITH_EACH_THREAD(t)
+  kern::moe_combine_body(blockIdx.x, gridDim.x, t, y, slot_of, weights, T, K, d, out);
 }
 
 __global__ void __launch_bounds__(kern::kActivationThreads)
     add_gated_kernel(const float* ysh, const float* g, uint32_t T, uint32_t d, float* out) {
-  kern::moe_add_gated_body(blockIdx.x, gridDim.x, threadIdx.x, ysh, g, T, d, out);
+  PITH_EACH_THREAD(t) kern::moe_add_gated_body(blockIdx.x, gridDim.x, t, ysh, g, T, d, out);
 }
 
 template <class Out>
@@ -65,7 +67,7 @@ void launch_gemv(uint32_t E, uint32_t n_slots, const void* w, uint32_t rows, uin
                  const void* x, size_t ld_x, const uint32_t* slot_token, bool gather,
                  const uint32_t* offsets, void* y, size_t ld_y, cudaStream_t stream) {
   const dim3 grid(kern::ceil_div(rows, kern::kGemvRowsPerBlock), n_slots);
-  expert_gemv_kernel<Out><<<grid, kern::kGemvThreads, 0, stream>>>(
+  kern::launch(grid, kern::kGemvThreads, stream, PITH_KERNEL(expert_gemv_kernel<Out>))(
       static_cast<const kern::Bf16*>(w), E, rows, cols, static_cast<const kern::Bf16*>(x), ld_x,
       slot_token, gather, offsets, static_cast<Out*>(y), ld_y);
 }
@@ -74,7 +76,7 @@ template <class W, class X, class Out>
 void launch_gemm(dim3 grid, const void* w, uint32_t rows, uint32_t cols, const void* x, size_t ld_x,
                  const uint32_t* slot_token, bool gather, const uint32_t* offsets, void* y,
                  size_t ld_y, cudaStream_t stream) {
-  expert_gemm_kernel<W, X, Out><<<grid, kern::kMoeThreads, 0, stream>>>(
+  kern::launch(grid, kern::kMoeThreads, stream, PITH_KERNEL(expert_gemm_kernel<W, X, Out>))(
       static_cast<const W*>(w), rows, cols, static_cast<const X*>(x), ld_x, slot_token, gather,
       offsets, static_cast<Out*>(y), ld_y);
 }
@@ -85,15 +87,16 @@ void moe_route(float* logits, uint32_t T, uint32_t E, uint32_t K, bool norm_top_
                const float* expert_scale, uint32_t* experts, float* weights, cudaStream_t stream) {
   require(K >= 1 && K <= kern::kMoeMaxUsed && K <= E, "moe_route", "unsupported experts per token");
   if (T == 0) return;
-  route_kernel<<<T, kern::kMoeRouteThreads, 0, stream>>>(logits, E, K, norm_top_k, expert_scale,
-                                                         experts, weights);
+  kern::launch(T, kern::kMoeRouteThreads, stream, PITH_KERNEL(route_kernel))(
+      logits, E, K, norm_top_k, expert_scale, experts, weights);
   check_launch("moe_route");
 }
 
 void moe_sort(const uint32_t* experts, uint32_t T, uint32_t E, uint32_t K, uint32_t* offsets,
               uint32_t* slot_token, uint32_t* slot_of, cudaStream_t stream) {
   if (T == 0) return;
-  sort_kernel<<<E, kern::kMoeThreads, 0, stream>>>(experts, T, E, K, offsets, slot_token, slot_of);
+  kern::launch(E, kern::kMoeThreads, stream, PITH_KERNEL(sort_kernel))(experts, T, E, K, offsets,
+                                                                       slot_token, slot_of);
   check_launch("moe_sort");
 }
 
@@ -139,8 +142,8 @@ void moe_combine(const float* y, const uint32_t* slot_of, const float* weights, 
                  uint32_t K, uint32_t d, float* out, cudaStream_t stream) {
   const size_t total = size_t{T} * d;
   if (total == 0) return;
-  combine_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(y, slot_of, weights, T,
-                                                                             K, d, out);
+  kern::launch(blocks_for(total), kern::kActivationThreads, stream, PITH_KERNEL(combine_kernel))(
+      y, slot_of, weights, T, K, d, out);
   check_launch("moe_combine");
 }
 
@@ -148,7 +151,8 @@ void moe_add_gated(const float* ysh, const float* g, uint32_t T, uint32_t d, flo
                    cudaStream_t stream) {
   const size_t total = size_t{T} * d;
   if (total == 0) return;
-  add_gated_kernel<<<blocks_for(total), kern::kActivationThreads, 0, stream>>>(ysh, g, T, d, out);
+  kern::launch(blocks_for(total), kern::kActivationThreads, stream, PITH_KERNEL(add_gated_kernel))(
+      ysh, g, T, d, out);
   check_launch("moe_add_gated");
 }
 

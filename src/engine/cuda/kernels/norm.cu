@@ -1,6 +1,7 @@
 // Launchers of the fused residual add + RMSNorm and the in-place row RMSNorm (norm_body.h): one
 // block per row.
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/launch_check.h"
 #include "engine/cuda/kernels/norm_body.h"
 
@@ -22,11 +23,11 @@ void add_rmsnorm_typed(float* residual, const float* delta, const float* weight,
   bool vec = kern::vector_ok<V>(residual, d, d) && kern::vector_ok<V>(weight, d, d) &&
              kern::vector_ok<V>(out, d, d) && (!delta || kern::vector_ok<V>(delta, d, d));
   if (vec)
-    add_rmsnorm_kernel<V>
-        <<<n, kern::kNormThreads, 0, stream>>>(residual, delta, weight, d, eps, out);
+    kern::launch(n, kern::kNormThreads, stream, PITH_KERNEL(add_rmsnorm_kernel<V>))(
+        residual, delta, weight, d, eps, out);
   else
-    add_rmsnorm_kernel<1>
-        <<<n, kern::kNormThreads, 0, stream>>>(residual, delta, weight, d, eps, out);
+    kern::launch(n, kern::kNormThreads, stream, PITH_KERNEL(add_rmsnorm_kernel<1>))(
+        residual, delta, weight, d, eps, out);
 }
 
 template <class T>
@@ -43,11 +44,11 @@ void rmsnorm_rows(void* x, DType type, uint32_t n, uint32_t d, const float* weig
   if (n == 0 || d == 0) return;
   require(n <= 0x7fffffffu, "rmsnorm_rows", "too many rows");
   if (type == DType::F32)
-    rmsnorm_rows_kernel<<<n, kern::kHeadNormThreads, 0, stream>>>(static_cast<float*>(x), weight, d,
-                                                                  eps);
+    kern::launch(n, kern::kHeadNormThreads, stream, PITH_KERNEL(rmsnorm_rows_kernel))(
+        static_cast<float*>(x), weight, d, eps);
   else
-    rmsnorm_rows_kernel<<<n, kern::kHeadNormThreads, 0, stream>>>(static_cast<kern::Bf16*>(x),
-                                                                  weight, d, eps);
+    kern::launch(n, kern::kHeadNormThreads, stream, PITH_KERNEL(rmsnorm_rows_kernel))(
+        static_cast<kern::Bf16*>(x), weight, d, eps);
   check_launch("rmsnorm_rows");
 }
 

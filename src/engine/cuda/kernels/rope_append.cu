@@ -1,5 +1,6 @@
 // Launcher of the fused RoPE + KV append (rope_append_body.h).
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/launch_check.h"
 #include "engine/cuda/kernels/rope_append_body.h"
 
@@ -10,7 +11,7 @@ template <class T>
 __global__ void __launch_bounds__(kern::kRopeThreads)
     rope_append_kernel(const T* q_src, T* q_dst, const T* k, const T* v, kern::RopeAppendArgs a,
                        T* pool) {
-  kern::rope_append_body(blockIdx.x, gridDim.x, threadIdx.x, q_src, q_dst, k, v, a, pool);
+  PITH_EACH_THREAD(t) kern::rope_append_body(blockIdx.x, gridDim.x, t, q_src, q_dst, k, v, a, pool);
 }
 
 }  // namespace
@@ -49,12 +50,12 @@ void rope_append(const QkvRows& src, void* q_dst, DType type, uint32_t n, uint32
   if (a.items() == 0) return;
   const uint32_t blocks = kern::elementwise_blocks(a.items(), kern::kRopeThreads);
   if (type == DType::F32)
-    rope_append_kernel<<<blocks, kern::kRopeThreads, 0, stream>>>(
+    kern::launch(blocks, kern::kRopeThreads, stream, PITH_KERNEL(rope_append_kernel))(
         static_cast<const float*>(src.q), static_cast<float*>(q_dst),
         static_cast<const float*>(src.k), static_cast<const float*>(src.v), a,
         static_cast<float*>(pool));
   else
-    rope_append_kernel<<<blocks, kern::kRopeThreads, 0, stream>>>(
+    kern::launch(blocks, kern::kRopeThreads, stream, PITH_KERNEL(rope_append_kernel))(
         static_cast<const kern::Bf16*>(src.q), static_cast<kern::Bf16*>(q_dst),
         static_cast<const kern::Bf16*>(src.k), static_cast<const kern::Bf16*>(src.v), a,
         static_cast<kern::Bf16*>(pool));

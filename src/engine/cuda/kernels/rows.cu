@@ -1,6 +1,7 @@
 // Launchers of the row-moving kernels (rows_body.h): embedding, gather, scatter. 16-byte
 // vectors when rows and pointers allow.
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/launch_check.h"
 #include "engine/cuda/kernels/rows_body.h"
 
@@ -10,19 +11,19 @@ namespace {
 template <uint32_t N, class T>
 __global__ void __launch_bounds__(kern::kRowThreads)
     embed_rows_kernel(const T* table, const int32_t* tokens, uint32_t n, uint32_t d, float* out) {
-  kern::embed_rows_body<N>(blockIdx.x, gridDim.x, threadIdx.x, table, tokens, n, d, out);
+  PITH_EACH_THREAD(t) kern::embed_rows_body<N>(blockIdx.x, gridDim.x, t, table, tokens, n, d, out);
 }
 
 template <uint32_t N>
 __global__ void __launch_bounds__(kern::kRowThreads)
     gather_rows_kernel(const float* src, const uint32_t* idx, uint32_t n, uint32_t d, float* dst) {
-  kern::gather_rows_body<N>(blockIdx.x, gridDim.x, threadIdx.x, src, idx, n, d, dst);
+  PITH_EACH_THREAD(t) kern::gather_rows_body<N>(blockIdx.x, gridDim.x, t, src, idx, n, d, dst);
 }
 
 template <uint32_t N>
 __global__ void __launch_bounds__(kern::kRowThreads)
     scatter_rows_kernel(const float* src, const uint32_t* idx, uint32_t n, uint32_t d, float* dst) {
-  kern::scatter_rows_body<N>(blockIdx.x, gridDim.x, threadIdx.x, src, idx, n, d, dst);
+  PITH_EACH_THREAD(t) kern::scatter_rows_body<N>(blockIdx.x, gridDim.x, t, src, idx, n, d, dst);
 }
 
 uint32_t blocks_for(size_t steps) {
@@ -35,11 +36,11 @@ void embed_typed(const T* table, const int32_t* tokens, uint32_t n, uint32_t d, 
   constexpr uint32_t V = kern::kVec<T>;
   size_t total = size_t{n} * d;
   if (kern::vector_ok<V>(table, d, d) && kern::vector_ok<V>(out, d, d))
-    embed_rows_kernel<V>
-        <<<blocks_for(total / V), kern::kRowThreads, 0, stream>>>(table, tokens, n, d, out);
+    kern::launch(blocks_for(total / V), kern::kRowThreads, stream,
+                 PITH_KERNEL(embed_rows_kernel<V>))(table, tokens, n, d, out);
   else
-    embed_rows_kernel<1>
-        <<<blocks_for(total), kern::kRowThreads, 0, stream>>>(table, tokens, n, d, out);
+    kern::launch(blocks_for(total), kern::kRowThreads, stream, PITH_KERNEL(embed_rows_kernel<1>))(
+        table, tokens, n, d, out);
 }
 
 constexpr uint32_t kF32Vec = kern::kVec<float>;
@@ -65,10 +66,11 @@ void gather_rows(const float* src, const uint32_t* idx, uint32_t n, uint32_t d, 
   if (n == 0 || d == 0) return;
   size_t total = size_t{n} * d;
   if (rows_vector_ok(src, dst, d))
-    gather_rows_kernel<kF32Vec>
-        <<<blocks_for(total / kF32Vec), kern::kRowThreads, 0, stream>>>(src, idx, n, d, dst);
+    kern::launch(blocks_for(total / kF32Vec), kern::kRowThreads, stream,
+                 PITH_KERNEL(gather_rows_kernel<kF32Vec>))(src, idx, n, d, dst);
   else
-    gather_rows_kernel<1><<<blocks_for(total), kern::kRowThreads, 0, stream>>>(src, idx, n, d, dst);
+    kern::launch(blocks_for(total), kern::kRowThreads, stream, PITH_KERNEL(gather_rows_kernel<1>))(
+        src, idx, n, d, dst);
   check_launch("gather_rows");
 }
 
@@ -77,11 +79,11 @@ void scatter_rows(const float* src, const uint32_t* idx, uint32_t n, uint32_t d,
   if (n == 0 || d == 0) return;
   size_t total = size_t{n} * d;
   if (rows_vector_ok(src, dst, d))
-    scatter_rows_kernel<kF32Vec>
-        <<<blocks_for(total / kF32Vec), kern::kRowThreads, 0, stream>>>(src, idx, n, d, dst);
+    kern::launch(blocks_for(total / kF32Vec), kern::kRowThreads, stream,
+                 PITH_KERNEL(scatter_rows_kernel<kF32Vec>))(src, idx, n, d, dst);
   else
-    scatter_rows_kernel<1>
-        <<<blocks_for(total), kern::kRowThreads, 0, stream>>>(src, idx, n, d, dst);
+    kern::launch(blocks_for(total), kern::kRowThreads, stream, PITH_KERNEL(scatter_rows_kernel<1>))(
+        src, idx, n, d, dst);
   check_launch("scatter_rows");
 }
 

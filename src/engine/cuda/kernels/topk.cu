@@ -1,6 +1,7 @@
 // Launchers of the LM-head reduction (topk_body.h): phase 1 over (chunk, row) blocks, phase 2
 // one block per row, both on `stream`, meeting in the caller's workspace.
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/launch_check.h"
 #include "engine/cuda/kernels/topk_body.h"
 
@@ -38,10 +39,11 @@ void softmax_topk(const float* logits, uint32_t rows, uint32_t vocab, const uint
   if (rows == 0 || vocab == 0) return;
   kern::TopKWorkspace w = kern::topk_workspace(rows, vocab, k_max);
   auto* ws = static_cast<unsigned char*>(workspace);
-  topk_chunk_kernel<<<dim3(w.n_chunks, rows), kern::kTopKThreads, 0, stream>>>(logits, vocab, ks, w,
-                                                                               ws);
+  kern::launch(dim3(w.n_chunks, rows), kern::kTopKThreads, stream, PITH_KERNEL(topk_chunk_kernel))(
+      logits, vocab, ks, w, ws);
   check_launch("softmax_topk (chunks)");
-  topk_merge_kernel<<<rows, kern::kMergeThreads, 0, stream>>>(vocab, ks, w, ws, out_ids, out_probs);
+  kern::launch(rows, kern::kMergeThreads, stream, PITH_KERNEL(topk_merge_kernel))(
+      vocab, ks, w, ws, out_ids, out_probs);
   check_launch("softmax_topk (merge)");
 }
 
