@@ -1,15 +1,21 @@
 # The CUDA backend (src/engine/cuda, docs/gpu.md). PITH_CUDA:
 #   AUTO (default): build it when nvcc is found; otherwise the CPU build is unchanged.
 #   ON:  require nvcc (configure fails without it).  OFF: never build it.
+#   SIM: no nvcc; `--device cuda` runs the backend's host simulation (src/engine/cuda/sim), a
+#        developer build for running the e2e suite through the backend's host logic on a CPU.
 # Sets PITH_CUDA_ENABLED. Device code is built for Hopper (sm_90a) and one portable target
 # (sm_80 SASS + compute_80 PTX, which newer GPUs JIT-compile). The CUDA runtime is linked
 # statically (one binary copies to a GPU machine); cuBLASLt is found there at run time.
-set(PITH_CUDA AUTO CACHE STRING "Build the CUDA backend: AUTO, ON or OFF")
-set_property(CACHE PITH_CUDA PROPERTY STRINGS AUTO ON OFF)
+set(PITH_CUDA AUTO CACHE STRING "Build the CUDA backend: AUTO, ON, OFF or SIM")
+set_property(CACHE PITH_CUDA PROPERTY STRINGS AUTO ON OFF SIM)
 string(TOUPPER "${PITH_CUDA}" _pith_cuda)
 set(PITH_CUDA_ENABLED OFF)
+set(PITH_CUDA_SIM_BACKEND OFF)
 
-if(NOT _pith_cuda STREQUAL "OFF")
+if(_pith_cuda STREQUAL "SIM")
+  set(PITH_CUDA_SIM_BACKEND ON)
+  message(STATUS "CUDA backend: the host simulation serves --device cuda (PITH_CUDA=SIM)")
+elseif(NOT _pith_cuda STREQUAL "OFF")
   # The toolkit's default location is not on every PATH.
   if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc CACHE FILEPATH "CUDA compiler")

@@ -2,7 +2,6 @@
 // (src/server/api_server.h). Every option can also come from a PITH_* environment variable
 // (PITH_PORT, PITH_API_KEY, ...) or a key of the TOML file (port = 8080, api_key = ["k"], ...;
 // dashes or underscores). Precedence: flag > environment > file > default.
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <toml++/toml.h>
 
@@ -192,10 +191,7 @@ void add_serve_commands(CLI::App& app) {
     if (!config_file->empty()) apply_toml(*cmd, *config_file);
     if (cfg->model.empty())
       fail("no model: pass -m MODEL (or PITH_MODEL, or model = \"...\" in the config file)");
-    // A server logs to stderr (stdout stays free for whatever supervises it).
-    auto logger = spdlog::stderr_color_mt("pith-serve");
-    spdlog::set_default_logger(logger);
-    spdlog::set_pattern("%^%L%$ %H:%M:%S.%e %v");
+    // (Logs go to stderr, main.cpp: stdout stays free for whatever supervises the server.)
     if (*verbose) spdlog::set_level(spdlog::level::debug);
     server::ApiServer server(*cfg);  // checks every option before anything listens
     int code = server.run();

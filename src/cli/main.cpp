@@ -1,4 +1,5 @@
 // pith: a programmable LLM serving system. Entry point of the single `pith` binary.
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -10,6 +11,9 @@ int main(int argc, char** argv) {
   CLI::App app{"pith: a programmable LLM serving system (inferlets in WebAssembly)", "pith"};
   app.require_subcommand(1);
   app.set_version_flag("--version", PITH_VERSION);
+  // Logs go to stderr: stdout is the commands' output (--json objects, tables, generated text),
+  // which a backend's start-up lines (the CUDA backend logs its device and memory) would break.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("pith"));
   spdlog::set_pattern("%^%L%$ %H:%M:%S.%e %v");
 
   pith::cli::add_model_commands(app);
