@@ -3,8 +3,8 @@
 # the OpenAI SDK tests; DEPS=0 skips that), configures, builds and runs.
 # SAN=1 builds with ASan + UBSan into a separate build folder, at -O1 with line tables (the
 # sanitizers' recommended speed/report trade-off), without the CUDA backend (the sanitizers do
-# not see into device code) and without the `pith bench` suites (not part of the unit and e2e
-# suites).
+# not see into device code; its host simulation, src/engine/cuda/sim, is built and tested there)
+# and without the `pith bench` suites (not part of the unit and e2e suites).
 
 JOBS    ?= $(shell nproc)
 SAN     ?= 0
