@@ -28,6 +28,7 @@
 #if PITH_CUDA_SIM
 #include "engine/cuda/sim/launch.h"
 #endif
+#include "backend_test_models.h"
 #include "engine/engine.h"
 #include "engine/lora_adapter.h"
 #include "engine/model_loader.h"
@@ -39,71 +40,6 @@ namespace pith {
 namespace {
 
 constexpr uint32_t kPageSize = 4;  // small pages: many page boundaries
-
-// PITH_TEST_DATA in the environment wins: the GPU check runs a build made on another machine.
-std::string data_path(const std::string& rel) {
-  const char* env = std::getenv("PITH_TEST_DATA");
-  return std::string(env && *env ? env : PITH_TEST_DATA) + "/" + rel;
-}
-
-std::shared_ptr<const ModelWeights> load(const std::string& path) {
-  LoadOptions opt;
-  opt.quiet = true;
-  return load_model(path, opt);
-}
-
-// A generated tiny BF16 model, once per test process and family (or a variant of
-// tests/data/oracle/arch/variants.json, e.g. qwen3-yarn): "" is llama with the 128k Llama 3
-// vocabulary; another family (model_gen's generic tiny shape of it, with small sliding
-// windows and soft-caps so short prompts reach them) takes tiny-f32's 1000-token vocabulary.
-std::string generated_model(const std::string& arch, DType dtype = DType::BF16) {
-  static std::map<std::string, std::string> paths;
-  const std::string key = (arch.empty() ? "llama" : arch) + (dtype == DType::F32 ? "-f32" : "");
-  auto it = paths.find(key);
-  if (it != paths.end()) return it->second;
-  std::string p = (std::filesystem::temp_directory_path() /
-                   ("pith-gpu-test-" + std::to_string(getpid()) + "-" + key + ".gguf"))
-                      .string();
-  ModelGenOptions o;
-  o.preset = "tiny";
-  o.arch = arch;
-  // A variant of the oracle models (a family's preset with config options changed).
-  std::ifstream in(data_path("oracle/arch/variants.json"));
-  const nlohmann::json variants = nlohmann::json::parse(in);
-  if (variants.contains(arch)) {
-    o.arch = variants[arch]["arch"].get<std::string>();
-    o.options = variants[arch]["options"].get<std::vector<std::string>>();
-  }
-  o.dtype = dtype;  // the same seed: an F32 model holds the BF16 one's weights before rounding
-  o.vocab_path = arch.empty() ? data_path("tokenizer/ggml-vocab-llama-bpe.gguf")
-                              : data_path("models/tiny-f32.gguf");
-  o.output = p;
-  o.seed = 7;
-  o.quiet = true;
-  ThreadPool pool(2);
-  generate_model(o, pool);
-  if (paths.empty())
-    std::atexit([] {
-      for (const auto& [a, path] : paths) std::filesystem::remove(path);
-    });
-  paths[key] = p;
-  return p;
-}
-
-std::vector<int32_t> random_tokens(size_t n, uint32_t seed, int32_t vocab) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, std::min(vocab, 30000) - 1);
-  std::vector<int32_t> t{1};
-  while (t.size() < n) t.push_back(d(rng));
-  return t;
-}
-
-uint32_t pages_for(uint32_t n, uint32_t ps) {
-  return (n + ps - 1) / ps;
-}
-uint32_t last_len(uint32_t n, uint32_t ps) {
-  return n - (pages_for(n, ps) - 1) * ps;
-}
 
 struct Param {
   std::string name;
