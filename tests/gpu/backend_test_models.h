@@ -35,9 +35,9 @@ inline std::shared_ptr<const ModelWeights> load(const std::string& path) {
 }
 
 // A generated tiny model (BF16 unless told), once per test process, family (or a variant of
-// tests/data/oracle/arch/variants.json, e.g. qwen3-yarn) and dtype: "" is llama with the 128k Llama 3
-// vocabulary; another family (model_gen's generic tiny shape of it, with small sliding
-// windows and soft-caps so short prompts reach them) takes tiny-f32's 1000-token vocabulary.
+// tests/data/oracle/arch/variants.json, e.g. qwen3-yarn) and dtype: "" is llama with the 128k Llama
+// 3 vocabulary; another family (model_gen's generic tiny shape of it, with small sliding windows
+// and soft-caps so short prompts reach them) takes tiny-f32's 1000-token vocabulary.
 inline std::string generated_model(const std::string& arch, DType dtype = DType::BF16) {
   static std::map<std::string, std::string> paths;
   const std::string key = (arch.empty() ? "llama" : arch) + (dtype == DType::F32 ? "-f32" : "");

@@ -99,6 +99,7 @@ TEST_F(Sim, ASynchronisingCallBreaksACaptureAndGraphsReplay) {
   ASSERT_EQ(cudaMemcpyAsync(pinned, dev, 64 * sizeof(float), cudaMemcpyDeviceToHost, stream),
             cudaSuccess);
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  EXPECT_EQ(pith::cuda::sim::stats().captures, before.captures + 1);
   cudaGraphExec_t exec = nullptr;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   scale = 9.0f;  // kernel arguments were copied at capture

@@ -35,19 +35,17 @@ size_t elem(cudaDataType_t t) {
   return t == CUDA_R_32F ? 4 : 2;
 }
 
+// F32 or BF16, the types supported() admits.
 float load(const void* base, cudaDataType_t t, size_t i) {
   if (t == CUDA_R_32F) return static_cast<const float*>(base)[i];
-  const uint16_t bits = static_cast<const uint16_t*>(base)[i];
-  return t == CUDA_R_16BF ? pith::bf16_to_f32(bits) : pith::f16_to_f32(bits);
+  return pith::bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
 }
 
 void store(void* base, cudaDataType_t t, size_t i, float v) {
   if (t == CUDA_R_32F)
     static_cast<float*>(base)[i] = v;
-  else if (t == CUDA_R_16BF)
-    static_cast<uint16_t*>(base)[i] = pith::f32_to_bf16(v);
   else
-    static_cast<uint16_t*>(base)[i] = pith::f32_to_f16(v);
+    static_cast<uint16_t*>(base)[i] = pith::f32_to_bf16(v);
 }
 
 // op(M)'s (rows, cols) for a stored layout.

@@ -28,11 +28,9 @@ bool is_device(const void* p, size_t bytes = 0);
 // Runs `block` for every block of `grid` with the index variables set.
 void run_grid(dim3 grid, dim3 threads, const std::function<void()>& block);
 
-// What the simulation counted since the process started, for tests that check the backend's
-// use of the runtime (no capture broken by a synchronising call, graphs actually replayed).
+// Graph captures since the process started, for tests that check the backend's use of the
+// runtime (no capture broken by a synchronising call).
 struct Stats {
-  uint64_t launches = 0;
-  uint64_t graph_launches = 0;
   uint64_t captures = 0;              // captures ended with a graph
   uint64_t invalidated_captures = 0;  // captures a prohibited call broke
 };

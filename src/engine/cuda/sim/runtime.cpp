@@ -213,7 +213,6 @@ cudaError_t release(std::map<uintptr_t, size_t>& m, void* ptr, bool device) {
 
 void enqueue(cudaStream_t stream, std::function<void()> work) {
   Lock lock(state().mu);
-  ++state().stats.launches;
   push(stream, std::move(work));
 }
 
@@ -302,10 +301,6 @@ cudaError_t cudaDeviceSynchronize() {
 
 cudaError_t cudaGetLastError() {
   return std::exchange(last_error, cudaSuccess);
-}
-
-cudaError_t cudaPeekAtLastError() {
-  return last_error;
 }
 
 const char* cudaGetErrorName(cudaError_t error) {
@@ -556,18 +551,10 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   Lock lock(state().mu);
   if (!state().events.count(event)) return fail(cudaErrorInvalidResourceHandle);
-  if (event->in_capture || breaks_capture()) {
-    breaks_capture();
-    return fail(cudaErrorStreamCaptureUnsupported);
-  }
+  // (Waiting for an event recorded into a capture is never allowed.)
+  if (breaks_capture() || event->in_capture) return fail(cudaErrorStreamCaptureUnsupported);
   if (event->recorded) run_until(event->seq);
   return cudaSuccess;
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t event) {
-  // A poll is answered by running the queue to the event: the simulated device is infinitely
-  // fast, so a loop polling for completion ends.
-  return cudaEventSynchronize(event);
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
@@ -602,7 +589,6 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   Lock lock(state().mu);
   if (!exec) return fail(cudaErrorInvalidValue);
-  ++state().stats.graph_launches;
   for (const Node& n : exec->nodes) {
     const uint64_t seq = push(stream, n.run);
     if (n.event && seq) {
