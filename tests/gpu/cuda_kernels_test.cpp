@@ -321,6 +321,7 @@ void check_topk(const std::vector<float>& logits, uint32_t rows, uint32_t vocab,
 TEST(CudaKernels, SoftmaxTopKMatchesCpu) {
   for (uint32_t vocab : {1u, 2049u, 32000u, 128256u, 151936u})
     for (uint32_t rows : {1u, 7u, 64u}) {
+      if (kOnHostSimulation && rows == 64 && vocab >= 32000) continue;  // minutes there
       std::vector<float> logits = random_floats(size_t{rows} * vocab, vocab + rows, 4.0f);
       std::vector<uint32_t> ks(rows);
       for (uint32_t r = 0; r < rows; ++r) ks[r] = r % 4 == 0 ? 1 : (r * 131) % 1025;
@@ -331,7 +332,8 @@ TEST(CudaKernels, SoftmaxTopKMatchesCpu) {
 }
 
 TEST(CudaKernels, SoftmaxTopKTies) {
-  const uint32_t rows = 256, vocab = 128256;
+  // 24 rows still meet every (k, whole-row tie) combination (rows repeat every 12).
+  const uint32_t rows = kOnHostSimulation ? 24 : 256, vocab = 128256;
   std::vector<float> logits = random_floats(size_t{rows} * vocab, 9, 2.0f);
   for (auto& x : logits) x = std::round(x * 2) / 2;  // thousands of exact ties
   for (uint32_t r = 0; r < rows; r += 3)             // whole rows of one value: the first k ids

@@ -19,7 +19,7 @@ namespace {
 using pith::cuda::sim::launch;
 
 void fill_kernel(float* out, float v) {
-  for (uint32_t t = 0; t < blockDim.x; ++t) out[blockIdx.x * blockDim.x + t] = v;
+  out[blockIdx.x * blockDim.x + threadIdx.x] = v;
 }
 
 struct Sim : ::testing::Test {

@@ -19,6 +19,14 @@
 #define PITH_SKIP_TIMING_ON_SIM() (void)0
 #endif
 
+// Whether the tests run on the host simulation, which runs every GPU thread in turn on the CPU:
+// there sizes that only matter to a GPU's speed shrink to what still reaches the same paths.
+#if PITH_CUDA_SIM
+inline constexpr bool kOnHostSimulation = true;
+#else
+inline constexpr bool kOnHostSimulation = false;
+#endif
+
 #define PITH_GPU_TEST_MAIN()                                             \
   int main(int argc, char** argv) {                                      \
     if (::pith::cuda_device_count() == 0) {                              \

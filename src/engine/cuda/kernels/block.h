@@ -10,7 +10,8 @@
 // state that lives across a sync() is kept in the body's shared-memory struct, code outside
 // threads() only reads (it runs in every GPU thread) and control flow outside threads() is
 // uniform over the block. Reductions and scans are Block members: warp shuffles on the GPU,
-// the same butterfly in the same order on the CPU, so both give bit-identical results.
+// the same butterfly in the same order on the CPU, so both give bit-identical results. The
+// backend's host simulation (engine/cuda/sim) runs DeviceBlock, every GPU thread on a fiber.
 #pragma once
 
 #include <cmath>
@@ -28,7 +29,7 @@
 #define PITH_UNROLL
 #endif
 #if PITH_CUDA_SIM
-#include "engine/cuda/sim/launch.h"  // blockIdx, blockDim
+#include "engine/cuda/sim/device_syntax.h"  // DeviceBlock's built-ins, simulated
 #endif
 
 namespace pith::cuda::kern {
@@ -216,7 +217,7 @@ PITH_HD void grid_stride(uint32_t block, uint32_t n_blocks, uint32_t t, uint32_t
 
 // ---- blocks -------------------------------------------------------------------------------
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || PITH_CUDA_SIM
 struct DeviceBlock {
   uint32_t block_x = 0, block_y = 0, n_threads = 0;
 
@@ -308,7 +309,7 @@ struct DeviceBlock {
     __syncthreads();
   }
 };
-#endif  // __CUDACC__
+#endif  // __CUDACC__ || PITH_CUDA_SIM
 
 // The CPU's version of a block, for the unit tests: threads run one after another.
 struct HostBlock {
@@ -371,12 +372,5 @@ struct HostBlock {
     values[0] = butterfly(warp_totals, n_warps, op);
   }
 };
-
-#if PITH_CUDA_SIM
-// The host simulation's block (engine/cuda/sim): a HostBlock at the simulated launch's indices.
-struct DeviceBlock : HostBlock {
-  static DeviceBlock current() { return {{blockIdx.x, blockIdx.y, blockDim.x}}; }
-};
-#endif
 
 }  // namespace pith::cuda::kern

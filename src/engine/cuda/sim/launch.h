@@ -2,7 +2,7 @@
 // checks the launch configuration as the runtime does (an invalid one sets the sticky error
 // cudaGetLastError reports), checks that every pointer argument is null or device memory, copies
 // the arguments and queues the grid on the stream. When the queue runs, the kernel function runs
-// once per block with blockIdx/blockDim/gridDim set, its per-thread code looping over threads.
+// once per thread of every block, blockIdx/blockDim/gridDim/threadIdx set (block_threads.h).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -12,10 +12,13 @@
 #include <tuple>
 #include <type_traits>
 
-// The built-in index variables, per host thread (the queue runs on the thread that waits).
-extern thread_local dim3 blockIdx;
-extern thread_local dim3 blockDim;
-extern thread_local dim3 gridDim;
+#include "engine/cuda/sim/block_threads.h"  // threadIdx
+
+// The built-in index variables, per host thread (the queue runs on the thread that waits;
+// threadIdx: block_threads.h).
+extern constinit thread_local dim3 blockIdx;
+extern constinit thread_local dim3 blockDim;
+extern constinit thread_local dim3 gridDim;
 
 namespace pith::cuda::sim {
 
@@ -25,8 +28,8 @@ void enqueue(cudaStream_t stream, std::function<void()> work);
 void set_launch_error(cudaError_t error);
 // Whether [p, p + bytes) lies in one live device allocation.
 bool is_device(const void* p, size_t bytes = 0);
-// Runs `block` for every block of `grid` with the index variables set.
-void run_grid(dim3 grid, dim3 threads, const std::function<void()>& block);
+// Runs `thread_main` for every thread of every block of `grid` with the index variables set.
+void run_grid(dim3 grid, dim3 threads, const std::function<void()>& thread_main);
 
 // Graph captures since the process started, for tests that check the backend's use of the
 // runtime (no capture broken by a synchronising call).

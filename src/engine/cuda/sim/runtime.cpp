@@ -25,11 +25,12 @@
 #include <utility>
 #include <vector>
 
+#include "engine/cuda/sim/block_threads.h"
 #include "engine/cuda/sim/launch.h"
 
-thread_local dim3 blockIdx;
-thread_local dim3 blockDim;
-thread_local dim3 gridDim;
+constinit thread_local dim3 blockIdx;
+constinit thread_local dim3 blockDim;
+constinit thread_local dim3 gridDim;
 
 using Clock = std::chrono::steady_clock;
 
@@ -225,15 +226,21 @@ bool is_device(const void* p, size_t bytes) {
   return in_range(state().device, p, bytes);
 }
 
-void run_grid(dim3 grid, dim3 threads, const std::function<void()>& block) {
+// Blocks run one after another, in reverse order every other grid (a block that reads what
+// another block of the same grid writes sees it in one order only), and a block's threads take
+// turns in ascending and descending order alternately (block_threads.h).
+void run_grid(dim3 grid, dim3 threads, const std::function<void()>& thread_main) {
+  static thread_local uint64_t grids = 0;
+  const bool reversed = grids++ % 2 == 1;
   gridDim = grid;
   blockDim = threads;
-  for (uint32_t z = 0; z < grid.z; ++z)
-    for (uint32_t y = 0; y < grid.y; ++y)
-      for (uint32_t x = 0; x < grid.x; ++x) {
-        blockIdx = dim3(x, y, z);
-        block();
-      }
+  const uint64_t n = uint64_t{grid.x} * grid.y * grid.z;
+  for (uint64_t k = 0; k < n; ++k) {
+    const uint64_t b = reversed ? n - 1 - k : k;
+    blockIdx = dim3(static_cast<uint32_t>(b % grid.x), static_cast<uint32_t>(b / grid.x % grid.y),
+                    static_cast<uint32_t>(b / (uint64_t{grid.x} * grid.y)));
+    run_block_threads(thread_main, (k + reversed) % 2 == 1);
+  }
 }
 
 Stats stats() {
