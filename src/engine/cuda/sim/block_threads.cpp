@@ -33,13 +33,16 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
-#if !defined(__x86_64__)
+// The hand-written switch on x86-64; ucontext elsewhere (and with PITH_SIM_UCONTEXT, to test it).
+#if defined(__x86_64__) && !defined(PITH_SIM_UCONTEXT)
+#define PITH_SIM_ASM_SWITCH 1
+#else
 #include <ucontext.h>
 #endif
 
 constinit thread_local dim3 threadIdx;
 
-#if defined(__x86_64__)
+#if PITH_SIM_ASM_SWITCH
 // pith_sim_switch(&save_sp, next_sp): pushes the callee-saved registers, saves the stack
 // pointer, loads `next_sp` and pops the same frame from there. The MXCSR and x87 control words
 // are not switched: nothing in a kernel changes them.
@@ -91,7 +94,7 @@ enum class Wait { ready, barrier, warp, done };
 // A GPU thread: its stack and where it waits.
 struct Fiber {
   char* stack = nullptr;  // kGuardBytes of guard, then kStackBytes of stack
-#if defined(__x86_64__)
+#if PITH_SIM_ASM_SWITCH
   void* sp = nullptr;
 #else
   ucontext_t context;
@@ -120,7 +123,7 @@ struct Scheduler {
   bool descending = false;
   Fiber* running = nullptr;
   const std::function<void()>* main = nullptr;
-#if defined(__x86_64__)
+#if PITH_SIM_ASM_SWITCH
   void* sp = nullptr;
 #else
   ucontext_t context;
@@ -158,7 +161,7 @@ void switch_to(Fiber* from, Fiber* to, bool finished = false) {
 #else
   (void)finished;
 #endif
-#if defined(__x86_64__)
+#if PITH_SIM_ASM_SWITCH
   pith_sim_switch(from ? &from->sp : &sched->sp, to ? to->sp : sched->sp);
 #else
   swapcontext(from ? &from->context : &sched->context, to ? &to->context : &sched->context);
@@ -190,7 +193,7 @@ void fiber_main(Fiber* f) {
   yield(*f, true);
 }
 
-#if !defined(__x86_64__)
+#if !PITH_SIM_ASM_SWITCH
 void fiber_main_ucontext(unsigned hi, unsigned lo) {
   fiber_main(reinterpret_cast<Fiber*>(uintptr_t{hi} << 32 | lo));
 }
@@ -210,7 +213,7 @@ void start(Fiber& f) {
   __asan_unpoison_memory_region(f.bottom(), kStackBytes);
 #endif
   f.wait = Wait::ready;
-#if defined(__x86_64__)
+#if PITH_SIM_ASM_SWITCH
   // The frame pith_sim_switch pops, below the return address: r15, r14, r13 (fiber_main), r12
   // (its argument), rbx, rbp. `ret` leaves the stack pointer at `top`, so it is 16-byte
   // aligned at pith_sim_fiber_entry's call, as the ABI requires.
