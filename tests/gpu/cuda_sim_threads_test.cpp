@@ -183,6 +183,10 @@ void partial_warp_shuffle_kernel(float* out) {
   out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
 }
 
+void partial_mask_shuffle_kernel(float* out) {
+  out[threadIdx.x] = __shfl_xor_sync(0x0000ffffu, 1.0f, 1);
+}
+
 TEST(SimThreadsDeathTest, BarriersAndShufflesNotEveryThreadReachesStopTheProcess) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
@@ -201,6 +205,15 @@ TEST(SimThreadsDeathTest, BarriersAndShufflesNotEveryThreadReachesStopTheProcess
         cudaDeviceSynchronize();
       },
       "a warp shuffle in the block's partial last warp");
+  EXPECT_DEATH(
+      {
+        float* d_out = nullptr;
+        cudaMalloc(&d_out, 32 * 4);
+        launch(dim3(1), dim3(32), nullptr,
+               [](auto... a) { partial_mask_shuffle_kernel(a...); })(d_out);
+        cudaDeviceSynchronize();
+      },
+      "a warp shuffle with a partial mask");
 }
 
 }  // namespace

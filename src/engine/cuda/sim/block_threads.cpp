@@ -86,8 +86,9 @@ pith_sim_fiber_entry:
 namespace pith::cuda::sim {
 namespace {
 
-constexpr size_t kStackBytes = size_t{256} << 10;  // ASan's frames are several times larger
-constexpr size_t kGuardBytes = size_t{4} << 10;    // an overflow faults instead of corrupting
+constexpr size_t kStackBytes = size_t{256} << 10;       // ASan's frames are several times larger
+constexpr size_t kGuardBytes = size_t{4} << 10;         // an overflow faults instead of corrupting
+constexpr size_t kEntryFramesBytes = size_t{16} << 10;  // fiber_main down to the last switch
 
 enum class Wait { ready, barrier, warp, done };
 
@@ -206,11 +207,12 @@ void start(Fiber& f) {
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) fail("no memory for a thread's stack");
     f.stack = static_cast<char*>(p);
-    mprotect(f.stack, kGuardBytes, PROT_NONE);
+    if (mprotect(f.stack, kGuardBytes, PROT_NONE) != 0) fail("cannot protect a stack's guard page");
   }
 #if PITH_SIM_ASAN
-  // The previous thread's last frame (fiber_main's) never returned: clear its poison.
-  __asan_unpoison_memory_region(f.bottom(), kStackBytes);
+  // The previous thread's last frames (fiber_main's and the final switch's, at the top of the
+  // stack) never returned: clear their poison. Everything the kernel called below them did.
+  __asan_unpoison_memory_region(f.bottom() + kStackBytes - kEntryFramesBytes, kEntryFramesBytes);
 #endif
   f.wait = Wait::ready;
 #if PITH_SIM_ASM_SWITCH
