@@ -152,28 +152,34 @@ TEST(CudaKernels, RopeSwigluAddConvert) {
   got = dx2.read();
   for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-6f) << i;
 
-  for (uint32_t ff : {1000u, 1001u}) {  // 16-byte vectors, then the element path
-    const uint32_t ld = 2 * ff;
-    std::vector<float> gu = random_floats(size_t{n} * ld, 4, 3.0f);
+  // 16-byte vectors, the element path for a width that does not divide, and for rows that
+  // start one element past a vector boundary (a 16-byte access there faults on the GPU).
+  struct GatedCase {
+    uint32_t ff, shift;
+  };
+  for (const GatedCase c : {GatedCase{1000, 0}, GatedCase{1001, 0}, GatedCase{1000, 1}}) {
+    const uint32_t ff = c.ff, ld = 2 * ff;
+    std::vector<float> gu = random_floats(c.shift + size_t{n} * ld, 4, 3.0f);
     std::vector<uint16_t> gu16 = to_bf16(gu);
-    Dev<float> dgu(gu), dout(size_t{n} * ff);
-    Dev<uint16_t> dgu16(gu16), dout16(size_t{n} * ff);
-    gated_activation(dgu.get(), dgu.get() + ff, n, ff, ld, dout.get(), DType::F32,
-                     FfnActivation::Silu, nullptr);
-    gated_activation(dgu16.get(), dgu16.get() + ff, n, ff, ld, dout16.get(), DType::BF16,
-                     FfnActivation::Silu, nullptr);
+    Dev<float> dgu(gu), dout(c.shift + size_t{n} * ff);
+    Dev<uint16_t> dgu16(gu16), dout16(c.shift + size_t{n} * ff);
+    gated_activation(dgu.get() + c.shift, dgu.get() + c.shift + ff, n, ff, ld, dout.get() + c.shift,
+                     DType::F32, FfnActivation::Silu, nullptr);
+    gated_activation(dgu16.get() + c.shift, dgu16.get() + c.shift + ff, n, ff, ld,
+                     dout16.get() + c.shift, DType::BF16, FfnActivation::Silu, nullptr);
     std::vector<float> s = dout.read(), s16 = from_bf16(dout16.read());
     for (uint32_t i = 0; i < n; ++i) {
+      const size_t row = c.shift + size_t{i} * ld, out_row = c.shift + size_t{i} * ff;
       std::vector<float> w(ff), w16(ff), g16(ff), u16(ff);
-      pith::swiglu(gu.data() + size_t{i} * ld, gu.data() + size_t{i} * ld + ff, w.data(), ff);
+      pith::swiglu(gu.data() + row, gu.data() + row + ff, w.data(), ff);
       for (uint32_t j = 0; j < ff; ++j) {
-        g16[j] = bf16_to_f32(gu16[size_t{i} * ld + j]);
-        u16[j] = bf16_to_f32(gu16[size_t{i} * ld + ff + j]);
+        g16[j] = bf16_to_f32(gu16[row + j]);
+        u16[j] = bf16_to_f32(gu16[row + ff + j]);
       }
       pith::swiglu(g16.data(), u16.data(), w16.data(), ff);
       for (uint32_t j = 0; j < ff; ++j) {
-        ASSERT_NEAR(s[size_t{i} * ff + j], w[j], 1e-5f * (1 + std::fabs(w[j])));
-        ASSERT_TRUE(bf16_near(s16[size_t{i} * ff + j], bf16_to_f32(f32_to_bf16(w16[j]))));
+        ASSERT_NEAR(s[out_row + j], w[j], 1e-5f * (1 + std::fabs(w[j]))) << "shift " << c.shift;
+        ASSERT_TRUE(bf16_near(s16[out_row + j], bf16_to_f32(f32_to_bf16(w16[j]))));
       }
     }
   }

@@ -3,7 +3,8 @@
 // scan and histogram, run thread by thread, give the bits of the CPU's HostBlock (which the
 // kernels' unit tests check against plain loops); a missing barrier changes a result, and so
 // does a block reading what another block of the grid writes; a barrier or shuffle that not
-// every thread reaches stops the process with the threads' whereabouts.
+// every thread reaches stops the process with the threads' whereabouts; shared memory holds
+// 0xff bytes at each block's start.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -36,7 +37,7 @@ struct CollectiveShared {
 
 // One block's collectives over in[block][t] and bins[block][t], written to out[block].
 void collectives_kernel(const float* in, const uint32_t* bins, Results* out) {
-  __shared__ CollectiveShared sh;
+  PITH_SHARED(CollectiveShared, sh);
   const DeviceBlock blk = DeviceBlock::current();
   const uint32_t t = threadIdx.x, at = blockIdx.x * blk.n_threads + t;
   sh.sums[t] = sh.maxes[t] = sh.warp[t] = in[at];
@@ -117,8 +118,10 @@ TEST(SimThreads, WarpShuffleCollectivesGiveTheHostBlocksBits) {
 }
 
 // Thread t publishes stamp + t, then reads its neighbour's slot: right only after a barrier.
+using Slots = uint32_t[64];
+
 void neighbour_kernel(uint32_t* out, uint32_t stamp, bool barrier) {
-  __shared__ uint32_t slots[64];
+  PITH_SHARED(Slots, slots);
   const uint32_t t = threadIdx.x;
   slots[t] = stamp + t;
   if (barrier) __syncthreads();
@@ -175,6 +178,58 @@ TEST(SimThreads, BlocksRunInBothOrders) {
   cudaFree(d_copies);
 }
 
+// Thread t reads its slot before any thread of the block wrote it (undefined on a GPU), then
+// after writing it.
+void read_before_write_kernel(uint32_t* out) {
+  PITH_SHARED(Slots, slots);
+  const uint32_t t = threadIdx.x, at = blockIdx.x * 2 * blockDim.x;
+  out[at + t] = slots[t];
+  __syncthreads();
+  slots[t] = blockIdx.x * 100 + t;
+  __syncthreads();
+  out[at + blockDim.x + t] = slots[t];
+}
+
+// A shared variable declared in a device function keeps its contents from one call to the next
+// within a block; only a new block starts undefined.
+__device__ uint32_t add_to_block_total(uint32_t v) {
+  PITH_SHARED(uint32_t, total);
+  if (threadIdx.x == 0) total = (total == 0xffffffffu ? 0 : total) + v;
+  __syncthreads();
+  const uint32_t seen = total;
+  __syncthreads();
+  return seen;
+}
+
+void block_total_kernel(uint32_t* out) {
+  add_to_block_total(5);
+  const uint32_t second = add_to_block_total(7);
+  if (threadIdx.x == 0) out[blockIdx.x] = second;
+}
+
+TEST(SimThreads, SharedMemoryStartsEachBlockPoisoned) {
+  constexpr uint32_t kBlocks = 3, kThreads = 64;
+  uint32_t* d_out;
+  ASSERT_EQ(cudaMalloc(&d_out, kBlocks * 2 * kThreads * 4), cudaSuccess);
+  for (int run = 0; run < 2; ++run) {  // the second launch would find the first one's values
+    launch(dim3(kBlocks), dim3(kThreads), nullptr,
+           [](auto... a) { read_before_write_kernel(a...); })(d_out);
+    std::vector<uint32_t> out(kBlocks * 2 * kThreads);
+    ASSERT_EQ(cudaMemcpy(out.data(), d_out, out.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (uint32_t b = 0; b < kBlocks; ++b)
+      for (uint32_t t = 0; t < kThreads; ++t) {
+        EXPECT_EQ(out[b * 2 * kThreads + t], 0xffffffffu) << "run " << run << " block " << b;
+        EXPECT_EQ(out[b * 2 * kThreads + kThreads + t], b * 100 + t);
+      }
+  }
+  launch(dim3(kBlocks), dim3(kThreads), nullptr,
+         [](auto... a) { block_total_kernel(a...); })(d_out);
+  std::vector<uint32_t> totals(kBlocks);
+  ASSERT_EQ(cudaMemcpy(totals.data(), d_out, kBlocks * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (uint32_t b = 0; b < kBlocks; ++b) EXPECT_EQ(totals[b], 12u) << "block " << b;
+  cudaFree(d_out);
+}
+
 void divergent_barrier_kernel() {
   if (threadIdx.x < 16) __syncthreads();
 }
@@ -185,6 +240,43 @@ void partial_warp_shuffle_kernel(float* out) {
 
 void partial_mask_shuffle_kernel(float* out) {
   out[threadIdx.x] = __shfl_xor_sync(0x0000ffffu, 1.0f, 1);
+}
+
+// Thread t reads 4 floats at in + offset + 4t: 16-byte vectors, aligned only for offset % 4 == 0.
+void vector_load_kernel(const float* in, uint32_t offset, float* out) {
+  float v[4];
+  pith::cuda::kern::load_n<4>(in + offset + 4 * threadIdx.x, v);
+  out[threadIdx.x] = v[0] + v[1] + v[2] + v[3];
+}
+
+TEST(SimThreads, AlignedVectorAccessesRun) {
+  float *d_in, *d_out;
+  ASSERT_EQ(cudaMalloc(&d_in, 260 * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_out, 64 * 4), cudaSuccess);
+  std::vector<float> in(260);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
+  ASSERT_EQ(cudaMemcpy(d_in, in.data(), in.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  launch(dim3(1), dim3(64), nullptr, [](auto... a) { vector_load_kernel(a...); })(d_in, 4u, d_out);
+  std::vector<float> out(64);
+  ASSERT_EQ(cudaMemcpy(out.data(), d_out, 64 * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (uint32_t t = 0; t < 64; ++t) EXPECT_EQ(out[t], 16.0f * t + 22.0f) << t;
+  cudaFree(d_in);
+  cudaFree(d_out);
+}
+
+TEST(SimThreadsDeathTest, AMisalignedVectorAccessStopsTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        float* d_in = nullptr;
+        float* d_out = nullptr;
+        cudaMalloc(&d_in, 260 * 4);
+        cudaMalloc(&d_out, 64 * 4);
+        launch(dim3(1), dim3(64), nullptr, [](auto... a) { vector_load_kernel(a...); })(d_in, 2u,
+                                                                                        d_out);
+        cudaDeviceSynchronize();
+      },
+      "thread \\(0,0,0\\): a 16-byte vector access at .*, not 16-byte aligned");
 }
 
 TEST(SimThreadsDeathTest, BarriersAndShufflesNotEveryThreadReachesStopTheProcess) {

@@ -11,7 +11,7 @@ namespace {
 
 template <class T, uint32_t D>
 __global__ void __launch_bounds__(attn::kThreads) own_attention_kernel(attn::KernelParams p) {
-  __shared__ attn::SharedTile<D> tile;
+  PITH_SHARED(attn::SharedTile<D>, tile);
   kern::ThreadStates<attn::ThreadState<D>> states;
   auto* mine = &states;
   attn::attention_block<T, D>(

@@ -245,6 +245,7 @@ PITH_HD void load8(const T* p, float out[8]) {
     out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
   }
 #else
+  PITH_VECTOR_ACCESS(p, 16);
   for (int i = 0; i < 8; ++i) out[i] = to_float(p[i]);
 #endif
 }

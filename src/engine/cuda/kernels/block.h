@@ -32,6 +32,27 @@
 #include "engine/cuda/sim/device_syntax.h"  // DeviceBlock's built-ins, simulated
 #endif
 
+// PITH_SHARED(Type, name); declares a block's shared-memory variable (`__shared__ Type name;`).
+// A GPU leaves its contents undefined at each block's start; the host simulation fills it with
+// 0xff bytes then (sim::poison_shared), so a read before the block's first write shows.
+#if defined(__CUDACC__)
+#define PITH_SHARED(Type, name) __shared__ Type name
+#elif PITH_CUDA_SIM
+#define PITH_SHARED(Type, name)                    \
+  static thread_local Type name;                   \
+  static thread_local uint64_t name##_poisoned_in; \
+  ::pith::cuda::sim::poison_shared(&name, sizeof(name), name##_poisoned_in)
+#endif
+
+// PITH_VECTOR_ACCESS(p, bytes): a GPU faults on a vector load or store that is not aligned to
+// its size (cudaErrorMisalignedAddress); the host, which moves the elements one by one, does
+// not, so the simulation checks each vector access's address.
+#if PITH_CUDA_SIM
+#define PITH_VECTOR_ACCESS(p, bytes) ::pith::cuda::sim::check_vector_aligned(p, bytes)
+#else
+#define PITH_VECTOR_ACCESS(p, bytes) ((void)0)
+#endif
+
 namespace pith::cuda::kern {
 
 inline constexpr uint32_t kWarp = 32;
@@ -81,6 +102,7 @@ PITH_HD void load_n(const T* p, float* out) {
   Pack<N, T> pk = *reinterpret_cast<const Pack<N, T>*>(p);
   for (uint32_t i = 0; i < N; ++i) out[i] = to_f32(pk.v[i]);
 #else
+  PITH_VECTOR_ACCESS(p, sizeof(Pack<N, T>));
   for (uint32_t i = 0; i < N; ++i) out[i] = to_f32(p[i]);
 #endif
 }
@@ -92,6 +114,7 @@ PITH_HD void store_n(T* p, const float* in) {
   for (uint32_t i = 0; i < N; ++i) store_f32(&pk.v[i], in[i]);
   *reinterpret_cast<Pack<N, T>*>(p) = pk;
 #else
+  PITH_VECTOR_ACCESS(p, sizeof(Pack<N, T>));
   for (uint32_t i = 0; i < N; ++i) store_f32(p + i, in[i]);
 #endif
 }
@@ -103,6 +126,8 @@ PITH_HD void copy_n(const T* src, T* dst) {
 #if defined(__CUDA_ARCH__)
   *reinterpret_cast<Pack<N, T>*>(dst) = *reinterpret_cast<const Pack<N, T>*>(src);
 #else
+  PITH_VECTOR_ACCESS(src, sizeof(Pack<N, T>));
+  PITH_VECTOR_ACCESS(dst, sizeof(Pack<N, T>));
   for (uint32_t i = 0; i < N; ++i) dst[i] = src[i];
 #endif
 }
@@ -261,7 +286,8 @@ struct DeviceBlock {
       if (lane >= off) inclusive += up;
     }
     __syncthreads();  // everyone has read values[] before the warp totals overwrite it
-    __shared__ uint32_t warp_totals[kWarp + 1];
+    using WarpTotals = uint32_t[kWarp + 1];
+    PITH_SHARED(WarpTotals, warp_totals);
     if (lane == kWarp - 1) warp_totals[warp] = inclusive;
     __syncthreads();
     if (warp == 0) {

@@ -52,7 +52,7 @@ void conv_typed(const kern::DeltaSequences& seqs, const float* weight_t, const T
 
 __global__ void __launch_bounds__(kern::kHeadNormThreads)
     l2norm_kernel(float* mixed, uint32_t C, uint32_t heads, uint32_t dk, float eps) {
-  __shared__ kern::NormShared sh;
+  PITH_SHARED(kern::NormShared, sh);
   kern::l2norm_heads_body(kern::DeviceBlock::current(), sh, mixed, C, heads, dk, eps);
 }
 
@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(kern::kActivationThreads)
 
 template <class T>
 __global__ void __launch_bounds__(kern::kDeltaThreads) delta_rule_kernel(kern::DeltaRuleParams p) {
-  __shared__ kern::DeltaShared sh;
+  PITH_SHARED(kern::DeltaShared, sh);
   kern::ThreadStates<kern::DeltaThread> states;
   auto* mine = &states;  // (a pointer: nvcc misreads a reference capture here)
   kern::delta_rule_block<T>(
@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(kern::kDeltaThreads) delta_rule_kernel(kern::D
 
 __global__ void __launch_bounds__(kern::kChunkThreads)
     delta_chunk_prep_kernel(kern::DeltaRuleParams p, kern::DeltaChunkScratch x) {
-  __shared__ kern::DeltaPrepShared sh;
+  PITH_SHARED(kern::DeltaPrepShared, sh);
   kern::delta_chunk_prep_block(p, x, blockIdx.x, blockIdx.y, sh, [&](auto&& phase) {
     PITH_EACH_THREAD(t) phase(t);
     __syncthreads();
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kern::kChunkThreads)
 template <class T>
 __global__ void __launch_bounds__(kern::kChunkThreads)
     delta_chunk_state_kernel(kern::DeltaRuleParams p, kern::DeltaChunkScratch x) {
-  __shared__ kern::DeltaChunkShared sh;
+  PITH_SHARED(kern::DeltaChunkShared, sh);
   kern::delta_chunk_state_block<T>(p, x, blockIdx.x, blockIdx.y, sh, [&](auto&& phase) {
     PITH_EACH_THREAD(t) phase(t);
     __syncthreads();

@@ -14,7 +14,7 @@ template <uint32_t N, class Out>
 __global__ void __launch_bounds__(kern::kGemvThreads)
     gemv_kernel(const kern::Bf16* w, uint32_t rows, uint32_t cols, const kern::Bf16* x, Out* y,
                 size_t ldy) {
-  __shared__ kern::GemvShared sh;
+  PITH_SHARED(kern::GemvShared, sh);
   kern::gemv_block<N>(kern::DeviceBlock::current(), sh, w, rows, cols, x, y, ldy);
 }
 
@@ -31,7 +31,7 @@ template <uint32_t N, bool kGelu, class Out>
 __global__ void __launch_bounds__(kern::kGemvThreads)
     gemv_gated_kernel(const kern::Bf16* w, uint32_t ff, uint32_t cols, const kern::Bf16* x,
                       Out* out) {
-  __shared__ kern::GemvGatedShared sh;
+  PITH_SHARED(kern::GemvGatedShared, sh);
   kern::gemv_gated_block<N, kGelu>(kern::DeviceBlock::current(), sh, w, ff, cols, x, out);
 }
 

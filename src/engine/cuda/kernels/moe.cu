@@ -14,7 +14,7 @@ uint32_t blocks_for(size_t steps) {
 __global__ void __launch_bounds__(kern::kMoeRouteThreads)
     route_kernel(float* logits, uint32_t E, uint32_t K, bool norm, const float* expert_scale,
                  uint32_t* experts, float* weights) {
-  __shared__ kern::MoeRouteShared sh;
+  PITH_SHARED(kern::MoeRouteShared, sh);
   kern::moe_route_block(kern::DeviceBlock::current(), sh, logits, E, K, norm, expert_scale, experts,
                         weights);
 }
@@ -22,7 +22,7 @@ __global__ void __launch_bounds__(kern::kMoeRouteThreads)
 __global__ void __launch_bounds__(kern::kMoeThreads)
     sort_kernel(const uint32_t* experts, uint32_t T, uint32_t E, uint32_t K, uint32_t* offsets,
                 uint32_t* slot_token, uint32_t* slot_of) {
-  __shared__ kern::MoeSortShared sh;
+  PITH_SHARED(kern::MoeSortShared, sh);
   kern::moe_sort_body(kern::DeviceBlock::current(), sh, experts, T, E, K, offsets, slot_token,
                       slot_of);
 }
@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(kern::kMoeThreads)
     expert_gemm_kernel(const W* w, uint32_t rows, uint32_t cols, const X* x, size_t ld_x,
                        const uint32_t* slot_token, bool gather, const uint32_t* offsets, Out* y,
                        size_t ld_y) {
-  __shared__ kern::MoeGemmShared sh;
+  PITH_SHARED(kern::MoeGemmShared, sh);
   kern::moe_expert_gemm_block(blockIdx.x, blockIdx.y, w, rows, cols, x, ld_x, slot_token, gather,
                               offsets, y, ld_y, sh, [&](auto&& phase) {
                                 PITH_EACH_THREAD(t) phase(t);
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kern::kGemvThreads)
     expert_gemv_kernel(const kern::Bf16* w, uint32_t E, uint32_t rows, uint32_t cols,
                        const kern::Bf16* x, size_t ld_x, const uint32_t* slot_token, bool gather,
                        const uint32_t* offsets, Out* y, size_t ld_y) {
-  __shared__ kern::GemvShared sh;
+  PITH_SHARED(kern::GemvShared, sh);
   kern::moe_expert_gemv_block(kern::DeviceBlock::current(), sh, w, E, rows, cols, x, ld_x,
                               slot_token, gather, offsets, y, ld_y);
 }

@@ -12,7 +12,7 @@ template <uint32_t N, class T>
 __global__ void __launch_bounds__(kern::kNormThreads)
     add_rmsnorm_kernel(float* residual, const float* delta, const float* weight, uint32_t d,
                        float eps, T* out) {
-  __shared__ kern::NormShared sh;
+  PITH_SHARED(kern::NormShared, sh);
   kern::add_rmsnorm_body<N>(kern::DeviceBlock::current(), sh, residual, delta, weight, d, eps, out);
 }
 
@@ -33,7 +33,7 @@ void add_rmsnorm_typed(float* residual, const float* delta, const float* weight,
 template <class T>
 __global__ void __launch_bounds__(kern::kHeadNormThreads)
     rmsnorm_rows_kernel(T* x, const float* weight, uint32_t d, float eps) {
-  __shared__ kern::NormShared sh;
+  PITH_SHARED(kern::NormShared, sh);
   kern::rmsnorm_rows_body(kern::DeviceBlock::current(), sh, x, weight, d, eps);
 }
 

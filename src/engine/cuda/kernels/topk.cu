@@ -11,14 +11,14 @@ namespace {
 __global__ void __launch_bounds__(kern::kTopKThreads)
     topk_chunk_kernel(const float* logits, uint32_t vocab, const uint32_t* ks,
                       kern::TopKWorkspace w, unsigned char* workspace) {
-  __shared__ kern::TopKChunkShared sh;
+  PITH_SHARED(kern::TopKChunkShared, sh);
   kern::topk_chunk_body(kern::DeviceBlock::current(), sh, logits, vocab, ks, w, workspace);
 }
 
 __global__ void __launch_bounds__(kern::kMergeThreads)
     topk_merge_kernel(uint32_t vocab, const uint32_t* ks, kern::TopKWorkspace w,
                       const unsigned char* workspace, int32_t* out_ids, float* out_probs) {
-  __shared__ kern::TopKMergeShared sh;
+  PITH_SHARED(kern::TopKMergeShared, sh);
   kern::topk_merge_body(kern::DeviceBlock::current(), sh, vocab, ks, w, workspace, out_ids,
                         out_probs);
 }

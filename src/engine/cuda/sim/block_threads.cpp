@@ -133,6 +133,7 @@ struct Scheduler {
   void* stack_bottom = nullptr;  // the host thread's stack, for ASan
   size_t stack_size = 0;
   uint32_t at_barrier = 0, done = 0;
+  uint64_t block_serial = 0;  // blocks run on this host thread, this one included
   // Per warp: lanes waiting at its exchange, their offered values, and the values of the last
   // completed exchange (read by each lane after it resumes, before its next exchange).
   std::vector<uint32_t> arrived;
@@ -303,6 +304,7 @@ void run_block_threads(const std::function<void()>& thread_main, bool descending
   sched->descending = descending;
   sched->main = &thread_main;
   sched->at_barrier = sched->done = 0;
+  ++sched->block_serial;
   for (uint32_t i = 0; i < n; ++i) {
     Fiber& f = *sched->fibers[i];
     start(f);
@@ -335,6 +337,22 @@ void sync_block() {
   f.wait = Wait::barrier;
   ++sched->at_barrier;
   yield(f);
+}
+
+void poison_shared(void* variable, size_t bytes, uint64_t& poisoned_in) {
+  running();  // only a kernel's thread declares shared memory
+  if (poisoned_in == sched->block_serial) return;
+  std::memset(variable, 0xff, bytes);
+  poisoned_in = sched->block_serial;
+}
+
+void misaligned_vector(const void* p, size_t bytes) {
+  char what[160];
+  std::snprintf(what, sizeof what,
+                "thread (%u,%u,%u): a %zu-byte vector access at %p, not %zu-byte aligned (a "
+                "misaligned address fault on the GPU)",
+                threadIdx.x, threadIdx.y, threadIdx.z, bytes, p, bytes);
+  fail(what);
 }
 
 const uint64_t* exchange_in_warp(uint32_t mask, uint64_t mine) {

@@ -12,6 +12,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 
@@ -28,6 +29,21 @@ void run_block_threads(const std::function<void()>& thread_main, bool descending
 
 // __syncthreads: returns once every thread of the block has called it.
 void sync_block();
+
+// A shared-memory variable's declaration reached by a thread (PITH_SHARED, kernels/block.h):
+// the first thread of each block to reach it fills the variable with 0xff bytes (NaN in F32
+// and BF16, ~0 in integers), as a GPU gives a block shared memory whose contents are undefined,
+// so a read of what the block has not written shows in the results instead of finding the
+// previous block's value or a static's zero. `poisoned_in`: the variable's own record of the
+// block that last did.
+void poison_shared(void* variable, size_t bytes, uint64_t& poisoned_in);
+
+// A vector load or store of `bytes` (PITH_VECTOR_ACCESS, kernels/block.h) at `p`: one not
+// aligned to its size faults on a GPU, so here it stops the process, naming the thread.
+[[noreturn]] void misaligned_vector(const void* p, size_t bytes);
+inline void check_vector_aligned(const void* p, size_t bytes) {
+  if (reinterpret_cast<uintptr_t>(p) % bytes != 0) misaligned_vector(p, bytes);
+}
 
 // Every lane of the calling thread's warp offers `mine` (a full `mask` only: partial warps are
 // not simulated); returns once all 32 have, the warp's 32 values, valid until the caller's next

@@ -1,8 +1,9 @@
 // CUDA host simulation: what nvcc gives a .cu file implicitly, for the host compiler. The
 // simulation targets force-include this header into the backend's .cu files (compiled as C++).
 // A __global__ function becomes a host function run once per GPU thread, each on its own fiber
-// (block_threads.h); shared memory is static per host thread, which holds because one host
-// thread runs a block's threads and blocks run one after another. The warp intrinsics the
+// (block_threads.h); shared memory (PITH_SHARED) is static per host thread, which holds because
+// one host thread runs a block's threads and blocks run one after another, and is filled with
+// 0xff bytes at each block's start. The warp intrinsics the
 // kernels use exchange values through the fibers of one warp.
 #pragma once
 
@@ -20,7 +21,11 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__ static thread_local
+// Shared memory is declared with PITH_SHARED (kernels/block.h), which the simulation poisons
+// per block; a bare __shared__ would escape that.
+// clang-format off
+#define __shared__ ; static_assert(false, "declare shared memory with PITH_SHARED(Type, name)");
+// clang-format on
 
 inline void __syncthreads() {
   pith::cuda::sim::sync_block();
