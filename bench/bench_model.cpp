@@ -10,12 +10,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <random>
 
 #include "backend/backend.h"
 #include "bench/machine_baselines.h"
+#include "bench/transformers_baseline.h"
 #include "common/error.h"
 #include "engine/model_loader.h"
 
@@ -195,6 +197,15 @@ LlamaBenchResult run_llama_bench(const ModelBenchOptions& o, KvDType kv) {
 
 nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   if (o.n_prompt == 0 && o.n_gen == 0) fail("bench model: nothing to run (-p 0 -n 0)");
+  const std::string hf_folder = o.transformers_model.empty() ? o.model_path : o.transformers_model;
+  if (!o.transformers.empty()) {  // checked before minutes of pith's own tests
+    if (o.depth > 0) fail("bench model: --transformers measures from an empty context (-d 0)");
+    if (!std::filesystem::is_directory(hf_folder))
+      fail(
+          "bench model: transformers reads Hugging Face folders, and {} is not one: pass "
+          "--transformers-model DIR (`pith model gen --format hf` writes one)",
+          hf_folder);
+  }
   auto weights = load_model(o.model_path, LoadOptions{.quiet = true});
   const ModelConfig& c = weights->config;
 
@@ -339,6 +350,21 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
                       {"kv_dtype", kv_dtype_name(lb_kv)}};
     j["pp_vs_llama_cpp"] = lb.pp_tok_s > 0 ? pp / lb.pp_tok_s : 0.0;
     j["tg_vs_llama_cpp"] = lb.tg_tok_s > 0 ? tg / lb.tg_tok_s : 0.0;
+  }
+  if (!o.transformers.empty()) {
+    TransformersRun run;
+    run.python = o.transformers;
+    run.model = hf_folder;
+    const bool gpu = engine.info().name == "cuda";
+    run.device = !gpu ? "cpu" : o.device.starts_with("cuda") ? o.device : "cuda";
+    run.threads = gpu ? 0 : o.threads;
+    run.n_prompt = o.n_prompt;
+    run.n_gen = o.n_gen;
+    run.batch_sizes = o.batch_sizes;
+    run.batch_steps = o.batch_steps;
+    run.reps = o.reps;
+    backend.reset();  // the device memory pith held goes back before torch takes its own
+    j.update(compare_with_transformers(run, pp, tg, batch));
   }
   if (o.profile) {
     backend.reset();  // the profile builds its own, with a pool sized for its cases

@@ -11,7 +11,9 @@
 // Each figure is the median of `reps` runs after a warm-up. The same run measures the memory
 // read bandwidth with the same thread count, and from it the decode floor: bandwidth divided
 // by the weight bytes one decode step streams (every layer matrix and the LM head).
-// Optionally runs llama.cpp's llama-bench on the same file in the same run for the ratios.
+// Optionally runs llama.cpp's llama-bench on the same file in the same run for the ratios, and
+// the same tests through transformers' generate on the same device (a Python user's baseline;
+// bench/transformers_baseline.h).
 #pragma once
 
 #include <cstddef>
@@ -35,6 +37,8 @@ struct ModelBenchOptions {
   int reps = 3;
   size_t bandwidth_bytes = size_t{2} << 30;
   std::string llama_bench;           // path of llama-bench to run beside (empty: not run)
+  std::string transformers;          // a Python with torch + transformers (empty: not run)
+  std::string transformers_model;    // its Hugging Face folder (empty: model_path, a folder)
   std::string device = "auto";       // cpu | cuda | cuda:N | auto (engine/backend.h)
   bool profile = false;              // per-op time of a decode step and a prefill chunk (CPU)
   uint32_t profile_context = 128;    // tokens already in KV for the profile

@@ -38,7 +38,9 @@
 #   8. only when GPU_CHECKS names it: issue 17's model numbers: pith bench model --device cuda on
 #      the 1B, 3B and 8B shapes (BF16) against the decode floor (device-to-device bandwidth
 #      measured in the same run), beside llama.cpp's CUDA llama-bench on the same file when
-#      LLAMA_CUDA_BIN names a folder holding it; the per-op profile (CUDA events) of the 1B shape;
+#      LLAMA_CUDA_BIN names a folder holding it, and for the 1B shape beside transformers'
+#      generate on the same weights (an HF folder) and GPU; the per-op profile (CUDA events) of
+#      the 1B shape;
 #      with llama-server there too, 64 and 256 concurrent OpenAI streams on both servers
 # Exit status: 0 when every check passed, 1 otherwise.
 set -uo pipefail
@@ -402,7 +404,15 @@ run() {
         continue
       fi
       extra=()
-      [[ $preset == llama3.2-1b ]] && extra=(--profile --profile-context 512)
+      if [[ $preset == llama3.2-1b ]]; then
+        extra=(--profile --profile-context 512)
+        # A Python user's baseline on the same weights: transformers' generate on the GPU.
+        if [[ -d $work/llama3.2-1b-hf ]] ||
+           "$pith" model gen --preset llama3.2-1b --dtype bf16 --format hf --vocab "$vocab" \
+             --seed 16 -q -o "$work/llama3.2-1b-hf" > "$OUT/gen-1b-hf.txt" 2>&1; then
+          extra+=(--transformers "$python" --transformers-model "$work/llama3.2-1b-hf")
+        fi
+      fi
       stamp "8 bench model $preset"
       if "$pith" bench model -m "$f" --device cuda --batch 1,16,64,256 --batch-steps 32 \
            "${lb[@]}" "${extra[@]}" --json > "$OUT/bench-$preset.txt" 2>&1; then
@@ -413,6 +423,12 @@ out = "tg %.0f tok/s = %.2f of the floor (%.0f GB/s), pp512 %.0f tok/s" % (
     j["tg_tok_s"], j["tg_over_floor"], j["bandwidth_gb_s"], j["pp_tok_s"])
 if "llama_cpp" in j:
     out += ", vs llama.cpp: tg %.2fx pp %.2fx" % (j["tg_vs_llama_cpp"], j["pp_vs_llama_cpp"])
+if "transformers" in j:
+    out += ", vs transformers: tg %.2fx pp %.2fx batch %s" % (
+        j["tg_vs_transformers"], j["pp_vs_transformers"],
+        " ".join("%s:%.1fx" % kv for kv in j["batch_vs_transformers"].items()))
+elif "transformers_error" in j:
+    out += ", transformers failed (see the file)"
 print(out)')"
       else
         record "bench-$preset" FAIL "see bench-$preset.txt"

@@ -173,6 +173,11 @@ void add_model_suite(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--llama-bench", args->o.llama_bench,
                   "path of llama.cpp's llama-bench, run on the same file in the same run");
+  cmd->add_option("--transformers", args->o.transformers,
+                  "a Python with torch and transformers: the same tests through transformers' "
+                  "generate on the same device in the same run (a Python user's baseline)");
+  cmd->add_option("--transformers-model", args->o.transformers_model,
+                  "the Hugging Face folder --transformers loads (default: -m, when a folder)");
   cmd->add_option("--isa", args->isa,
                   "CPU: cap the kernel level (scalar, avx2, avx512), e.g. to measure the AVX2 "
                   "path on an AVX-512 host");

@@ -6,6 +6,7 @@ sizes so the whole file takes seconds; plus the checks that hold whatever the ma
 
 usage: bench_suites.py PITH TINY_MODEL INFERLET_DIR
 """
+import importlib.util
 import json
 import os
 import socket
@@ -96,6 +97,25 @@ def main():
         bad = subprocess.run([pith, "bench", "model", "-m", model, "--isa", "sse9"],
                              capture_output=True, text=True, timeout=60)
         assert bad.returncode != 0 and "sse9" in bad.stderr, (bad.returncode, bad.stderr)
+        # The Python user's baseline: the same tests through transformers' generate, run by the
+        # interpreter named (this one). Where it has torch and transformers the ratios come back;
+        # where not, pith's own figures come back with the interpreter's error beside them.
+        hf = os.path.join(cache, "tiny-hf")
+        subprocess.run([pith, "model", "gen", "--preset", "tiny", "--format", "hf", "--vocab", model,
+                        "-q", "-o", hf], check=True)
+        tf = bench(pith, "model", "-m", model, "--transformers", sys.executable,
+                   "--transformers-model", hf, "-p", "8", "-n", "2", "-r", "1", "--batch", "2",
+                   "--batch-steps", "2", "--bandwidth-mib", "16")
+        positive(tf, "pp_tok_s", "tg_tok_s")
+        if importlib.util.find_spec("torch") and importlib.util.find_spec("transformers"):
+            need(tf, "transformers", "pp_vs_transformers", "tg_vs_transformers")
+            positive(tf, "pp_vs_transformers", "tg_vs_transformers")
+            assert set(tf["batch_vs_transformers"]) == {"2"}, tf
+        else:
+            assert "No module named" in tf["transformers_error"], tf["transformers_error"]
+        gguf = subprocess.run([pith, "bench", "model", "-m", model, "--transformers", sys.executable],
+                              capture_output=True, text=True, timeout=60)
+        assert gguf.returncode != 0 and "--transformers-model" in gguf.stderr, gguf.stderr
 
         lo = bench(pith, "lora", "-m", model, "--batch", "4", "--adapters", "2", "--rank", "4",
                    "--context", "8", "--steps", "2", "--rounds", "2")
