@@ -368,7 +368,7 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   }
   if (o.profile) {
     backend.reset();  // the profile builds its own, with a pool sized for its cases
-    j["profile"] = run_forward_profile(weights, eo, o.profile_context, o.reps);
+    j["profile"] = run_forward_profile(weights, eo, o.profile_context, o.reps, o.profile_cases);
   }
   return j;
 }

@@ -36,12 +36,13 @@ struct ModelBenchOptions {
   size_t batch_steps = 16;
   int reps = 3;
   size_t bandwidth_bytes = size_t{2} << 30;
-  std::string llama_bench;           // path of llama-bench to run beside (empty: not run)
-  std::string transformers;          // a Python with torch + transformers (empty: not run)
-  std::string transformers_model;    // its Hugging Face folder (empty: model_path, a folder)
-  std::string device = "auto";       // cpu | cuda | cuda:N | auto (engine/backend.h)
-  bool profile = false;              // per-op time of a decode step and a prefill chunk (CPU)
-  uint32_t profile_context = 128;    // tokens already in KV for the profile
+  std::string llama_bench;                 // path of llama-bench to run beside (empty: not run)
+  std::string transformers;                // a Python with torch + transformers (empty: not run)
+  std::string transformers_model;          // its Hugging Face folder (empty: model_path, a folder)
+  std::string device = "auto";             // cpu | cuda | cuda:N | auto (engine/backend.h)
+  bool profile = false;                    // per-op time of a decode step and a prefill chunk (CPU)
+  uint32_t profile_context = 128;          // tokens already in KV for the profile
+  std::vector<std::string> profile_cases;  // the profile's cases to run (empty: all four)
   bool cpu_weight_panels = true;     // BackendOptions::cpu_weight_panels (off: the A/B baseline)
   bool cuda_graphs = true;           // BackendOptions::cuda_graphs (off: every launch eager)
   bool cuda_gemv = true;             // BackendOptions::cuda_gemv (off: cuBLASLt for every product)

@@ -1,7 +1,9 @@
 #include "bench/model_profile.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <random>
 
 #include "backend/forward_profile.h"
@@ -19,15 +21,35 @@ struct Case {
   uint32_t tokens;  // new tokens per sequence
 };
 
+constexpr Case kCases[] = {{"decode_b1", 1, 1},
+                           {"decode_b32", 32, 1},
+                           {"prefill512_b1", 1, 512},
+                           {"prefill512_b32", 32, 16}};
+
 }  // namespace
 
+const std::vector<std::string>& forward_profile_cases() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const Case& k : kCases) v.push_back(k.name);
+    return v;
+  }();
+  return names;
+}
+
 nlohmann::json run_forward_profile(std::shared_ptr<const ModelWeights> weights,
-                                   const BackendOptions& options, uint32_t context, int reps) {
+                                   const BackendOptions& options, uint32_t context, int reps,
+                                   const std::vector<std::string>& only) {
   const ModelConfig& c = weights->config;
-  const Case cases[] = {{"decode_b1", 1, 1},
-                        {"decode_b32", 32, 1},
-                        {"prefill512_b1", 1, 512},
-                        {"prefill512_b32", 32, 16}};
+  for (const std::string& name : only)
+    if (std::find(forward_profile_cases().begin(), forward_profile_cases().end(), name) ==
+        forward_profile_cases().end())
+      fail("bench model: no profile case '{}' (cases: {})", name,
+           fmt::join(forward_profile_cases(), ", "));
+  std::vector<Case> cases;
+  for (const Case& k : kCases)
+    if (only.empty() || std::find(only.begin(), only.end(), k.name) != only.end())
+      cases.push_back(k);
   BackendOptions eo = options;
   const uint32_t ps = eo.kv_page_size;
   const uint32_t max_ctx = context + 512 + ps;

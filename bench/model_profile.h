@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,9 +20,15 @@ struct ModelWeights;
 
 namespace pith::bench {
 
+// The cases' names, in the order they run.
+const std::vector<std::string>& forward_profile_cases();
+
 // Builds its own backend from `options` (device, threads, KV type; the KV pool and the state
-// pool are sized here for the cases).
+// pool are sized here for the cases). `only`: the cases to run (empty: all). The profiled
+// forwards are also what an external profiler started with its collection off sees (the CUDA
+// backend brackets them with cudaProfilerStart/Stop: `ncu --profile-from-start off`).
 nlohmann::json run_forward_profile(std::shared_ptr<const ModelWeights> weights,
-                                   const BackendOptions& options, uint32_t context, int reps);
+                                   const BackendOptions& options, uint32_t context, int reps,
+                                   const std::vector<std::string>& only = {});
 
 }  // namespace pith::bench

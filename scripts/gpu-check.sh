@@ -42,6 +42,9 @@
 #      generate on the same weights (an HF folder) and GPU; the per-op profile (CUDA events) of
 #      the 1B shape;
 #      with llama-server there too, 64 and 256 concurrent OpenAI streams on both servers
+#   9. only when GPU_CHECKS names it: Nsight Compute's counters on the profiled decode forwards
+#      (batch 1 and 32 on the 1B shape): per kernel time, DRAM traffic and rate
+#      (tools/ncu_summary.py), against the copy bandwidth measured in the same run
 # Exit status: 0 when every check passed, 1 otherwise.
 set -uo pipefail
 
@@ -457,6 +460,47 @@ print(out)')"
       fi
       kill "$lpid" 2> /dev/null
       wait "$lpid" 2> /dev/null
+    fi
+  fi
+
+  # 9. Where a decode step's GPU time goes by hardware counters (issue 17's ncu profile): Nsight
+  #    Compute on the profiled forwards of `pith bench model --profile` (the backend brackets
+  #    them with cudaProfilerStart/Stop), at batch 1 and 32 after 512 tokens of context, each
+  #    kernel's time and DRAM traffic against the copy bandwidth measured in the same run.
+  if want 9; then
+    stamp "9 ncu"
+    local f=$work/llama3.2-1b-bf16.gguf ncu_bin case bw
+    ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | tail -1)
+    if [[ -z $ncu_bin ]]; then
+      record ncu SKIP "no ncu on this machine"
+    elif [[ ! -f $f ]] &&
+         ! "$pith" model gen --preset llama3.2-1b --dtype bf16 --vocab "$vocab" --seed 16 -q -o "$f" \
+             > "$OUT/gen-1b-ncu.txt" 2>&1; then
+      record ncu FAIL "gen failed, see gen-1b-ncu.txt"
+    else
+      for case in decode_b1 decode_b32; do
+        stamp "9 ncu $case"
+        if "$ncu_bin" --clock-control none --profile-from-start off --target-processes all \
+             --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed \
+             -f -o "$OUT/ncu-$case" \
+             "$pith" bench model -m "$f" --device cuda -p 16 -n 4 -r 2 --profile \
+               --profile-context 512 --profile-cases "$case" --json \
+             > "$OUT/ncu-$case.txt" 2>&1 &&
+           "$ncu_bin" --import "$OUT/ncu-$case.ncu-rep" --csv --page raw \
+             > "$OUT/ncu-$case.csv" 2>> "$OUT/ncu-$case.txt"; then
+          bw=$(grep '^{' "$OUT/ncu-$case.txt" | tail -1 |
+               $python -c 'import json, sys; print(json.load(sys.stdin)["bandwidth_gb_s"])')
+          if $python "$SRC/tools/ncu_summary.py" "$OUT/ncu-$case.csv" --forwards 2 \
+               --bandwidth-gb-s "${bw:-0}" --json "$OUT/ncu-$case.json" \
+               > "$OUT/ncu-$case-summary.txt" 2>&1; then
+            record "ncu-$case" PASS "$(tail -1 "$OUT/ncu-$case-summary.txt")"
+          else
+            record "ncu-$case" FAIL "see ncu-$case-summary.txt"
+          fi
+        else
+          record "ncu-$case" FAIL "see ncu-$case.txt"
+        fi
+      done
     fi
   fi
 

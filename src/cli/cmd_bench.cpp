@@ -1,7 +1,9 @@
 // pith bench SUITE: performance suites (implementations in bench/). Each prints a readable
 // report; with --json the last line of stdout is one JSON object with the numbers.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "bench/bench_soak.h"
 #include "bench/bench_techniques.h"
 #include "bench/bench_tokenizer.h"
+#include "bench/model_profile.h"
 #include "cli/commands.h"
 #include "common/error.h"
 
@@ -152,6 +155,10 @@ void add_model_suite(CLI::App& bench) {
                 "between eager launches, no graphs)");
   cmd->add_option("--profile-context", args->o.profile_context,
                   "tokens already in every sequence's KV for --profile");
+  cmd->add_option("--profile-cases", args->o.profile_cases,
+                  "the --profile cases to run (decode_b1, decode_b32, prefill512_b1, "
+                  "prefill512_b32; default: all), e.g. to bring one under ncu")
+      ->delimiter(',');
   cmd->add_flag("!--no-weight-panels", args->o.cpu_weight_panels,
                 "CPU: multiply Q8_0 / Q4_K / BF16 weights from their mapped rows instead "
                 "of panels repacked at load (the kernels before the panels, for A/B runs)");
@@ -188,6 +195,10 @@ void add_model_suite(CLI::App& bench) {
     if (args->o.threads == 0) fail("--threads must be at least 1");
     if (args->o.reps < 1) fail("--reps must be at least 1");
     if (args->o.batch_steps == 0 && !args->batch.empty()) fail("--batch-steps must be at least 1");
+    const auto& cases = bench::forward_profile_cases();
+    for (const std::string& name : args->o.profile_cases)
+      if (std::find(cases.begin(), cases.end(), name) == cases.end())
+        fail("--profile-cases: no case '{}' (cases: {})", name, fmt::join(cases, ", "));
     args->o.batch_sizes = args->batch;
     if (args->bandwidth_mib < 16) fail("--bandwidth-mib must be at least 16");
     args->o.bandwidth_bytes = args->bandwidth_mib << 20;

@@ -68,6 +68,15 @@ def main():
             assert abs(sum(ops.values()) - case["ms_per_forward"]) <= 1e-6 * max(1, case["ms_per_forward"]), case
             assert ops["ffn_gate_up"] > 0 and ops["lora"] == 0, ops
         assert pm["profile"]["decode_b32"]["tokens"] == 32, pm["profile"]["decode_b32"]
+        # --profile-cases: only those (what an external profiler such as ncu is then given).
+        pc = bench(pith, "model", "-m", model, "-p", "8", "-n", "2", "-r", "1",
+                   "--bandwidth-mib", "16", "--profile", "--profile-context", "16",
+                   "--profile-cases", "decode_b1,prefill512_b32")
+        assert set(pc["profile"]) == {"decode_b1", "prefill512_b32"}, pc["profile"]
+        bad_case = subprocess.run([pith, "bench", "model", "-m", model, "--profile",
+                                   "--profile-cases", "decode_b2"],
+                                  capture_output=True, text=True, timeout=60)
+        assert bad_case.returncode != 0 and "decode_b2" in bad_case.stderr, bad_case.stderr
         # --isa caps the CPU kernels (the lower paths measured on a higher host), and says so.
         assert m["kernel_isa"] in ("scalar", "avx2", "avx512"), m["kernel_isa"]
         sc = bench(pith, "model", "-m", model, "-p", "8", "-n", "2", "-r", "1",

@@ -3,6 +3,8 @@
 // Backend calls: embeddings, KV and state copies and images, adapters, next_dist).
 #pragma once
 
+#include <cuda_profiler_api.h>
+
 #include <array>
 #include <map>
 #include <mutex>
@@ -82,8 +84,12 @@ class CudaBackend final : public Backend {
   void load_adapter(uint32_t id, std::shared_ptr<const LoraAdapter> adapter) override;
   void unload_adapter(uint32_t id) override;
 
-  // Profiled forwards run eagerly (no graphs), an event after each op (op_events.h).
+  // Profiled forwards run eagerly (no graphs), an event after each op (op_events.h). They are
+  // also the range an external profiler whose collection starts off sees (cudaProfilerStart /
+  // Stop; `ncu --profile-from-start off`), so it measures the same kernels.
   bool set_profile(ForwardProfile* profile) override {
+    if ((profile != nullptr) != (profile_ != nullptr))
+      PITH_CUDA_CHECK(profile ? cudaProfilerStart() : cudaProfilerStop());
     profile_ = profile;
     return true;
   }
