@@ -40,7 +40,8 @@
 #      measured in the same run), beside llama.cpp's CUDA llama-bench on the same file when
 #      LLAMA_CUDA_BIN names a folder holding it, and for the 1B shape beside transformers'
 #      generate on the same weights (an HF folder) and GPU; the per-op profile (CUDA events) of
-#      the 1B shape;
+#      the 1B shape; Table 4 (inferlet TPOT vs a fused loop, 128 concurrent) at the 3B and 8B
+#      shapes;
 #      with llama-server there too, 64 and 256 concurrent OpenAI streams on both servers
 #   9. only when GPU_CHECKS names it: Nsight Compute's counters on the profiled decode forwards
 #      (batch 1 and 32 on the 1B shape): per kernel time, DRAM traffic and rate
@@ -435,6 +436,21 @@ elif "transformers_error" in j:
 print(out)')"
       else
         record "bench-$preset" FAIL "see bench-$preset.txt"
+      fi
+      # Table 4 at the larger shapes (the 1B shape's is in step 7's paper run): the
+      # text-completion inferlet's TPOT beside a fused C++ greedy loop, 128 concurrent.
+      if [[ $preset != llama3.2-1b ]]; then
+        stamp "8 table 4 $preset"
+        if "$pith" bench overhead -m "$f" --device cuda --instances 128 --decode-tokens 32 \
+             --runs 1 --inferlets "$pack/inferlets" --json > "$OUT/overhead-$preset.txt" 2>&1; then
+          record "table4-$preset" PASS "$(tail -1 "$OUT/overhead-$preset.txt" | $python -c '
+import json, sys
+j = json.load(sys.stdin)
+print("TPOT inferlet %.3f ms vs fused %.3f ms: %+.1f%%, forward call %.1f us" % (
+    j["tpot_inferlet_ms"], j["tpot_fused_ms"], j["overhead_pct"], j["forward_call_us"]))')"
+        else
+          record "table4-$preset" FAIL "see overhead-$preset.txt"
+        fi
       fi
       [[ $preset == llama3.2-1b ]] || rm -f "$f"
     done
