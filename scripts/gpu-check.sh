@@ -40,8 +40,8 @@
 #      measured in the same run), beside llama.cpp's CUDA llama-bench on the same file when
 #      LLAMA_CUDA_BIN names a folder holding it, and for the 1B shape beside transformers'
 #      generate on the same weights (an HF folder) and GPU; the per-op profile (CUDA events) of
-#      the 1B shape; Table 4 (inferlet TPOT vs a fused loop, 128 concurrent) at the 3B and 8B
-#      shapes;
+#      the 1B shape; warm launch and forward dispatch at 1 000 inferlets; Table 4 (inferlet
+#      TPOT vs a fused loop, 128 concurrent) at the 3B and 8B shapes;
 #      with llama-server there too, 64 and 256 concurrent OpenAI streams on both servers
 #   9. only when GPU_CHECKS names it: Nsight Compute's counters on the profiled decode forwards
 #      (batch 1 and 32 on the 1B shape): per kernel time, DRAM traffic and rate
@@ -436,6 +436,28 @@ elif "transformers_error" in j:
 print(out)')"
       else
         record "bench-$preset" FAIL "see bench-$preset.txt"
+      fi
+      # Launch and dispatch at 1 000 inferlets on this machine (issue 17: warm launch p50 <= 1
+      # ms, forward dispatch overhead <= 20 us): inferlet launches with 1 000 instances resident,
+      # and the wall time outside the GPU's forwards per forward call with 1 000 concurrent
+      # text-completion inferlets on the 1B shape.
+      if [[ $preset == llama3.2-1b ]]; then
+        stamp "8 launch and dispatch at 1000"
+        if "$pith" bench launch --inferlets "$pack/inferlets" --instances 1000 --json \
+             > "$OUT/launch-1000.txt" 2>&1 &&
+           "$pith" bench overhead -m "$f" --device cuda --instances 1000 --decode-tokens 32 \
+             --runs 1 --inferlets "$pack/inferlets" --json > "$OUT/overhead-1000.txt" 2>&1; then
+          record launch-dispatch-1000 PASS "$( (tail -1 "$OUT/launch-1000.txt";
+                                               tail -1 "$OUT/overhead-1000.txt") | $python -c '
+import json, sys
+launch, over = (json.loads(l) for l in sys.stdin.read().splitlines())
+print("warm launch p50 %.3f ms (p99 %.3f), 1000 instances started in %.0f ms; forward dispatch "
+      "%.1f us per call at 1000 (mean batch %.0f)" % (
+    launch["warm_p50_ms"], launch["warm_p99_ms"], launch["instances_start_ms"],
+    over["forward_call_us"], over["mean_batch"]))')"
+        else
+          record launch-dispatch-1000 FAIL "see launch-1000.txt, overhead-1000.txt"
+        fi
       fi
       # Table 4 at the larger shapes (the 1B shape's is in step 7's paper run): the
       # text-completion inferlet's TPOT beside a fused C++ greedy loop, 128 concurrent.
