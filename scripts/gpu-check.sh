@@ -85,10 +85,41 @@ pack() {
       [[ $name =~ $skip ]] || cp -L "$path" "$pack/lib/$name"
     done
   done
-  printf 'BUILD=%s\nSRC=%s\n' "$build" "$SRC" > "$pack/ORIGIN"
+  # The OpenAI SDK test's Python packages (e2e_openai_sdk: openai, pydantic, pytest and what they
+  # need, at scripts/setup-python.sh's pins) as wheels for the GPU machine's python3, which has
+  # neither openai nor pydantic and no network; run() installs them beside the pack. (Not the
+  # router e2e_scale_out puts in front of replicas: 30 MB, and that test is the CPU's.)
+  local venv
+  venv=$(sed -n 's/^add_test(\[=\[e2e_openai_sdk\]=\] "\(.*\)\/bin\/python" .*/\1/p' \
+           "$build/tests/CTestTestfile.cmake")
+  if [[ -n $venv ]]; then
+    local pins
+    mapfile -t pins < <(sdk_pins)
+    python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+      --python-version "${GPU_PYTHON_VERSION:-3.12}" --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+      --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+      --platform manylinux1_x86_64 -d "$pack/wheels" "${pins[@]}" ||
+      die "cannot download the SDK test's wheels (${pins[*]})"
+  else
+    echo "gpu-check: this build has no OpenAI SDK venv (scripts/setup-python.sh): e2e_openai_sdk" \
+         "will fail on the GPU machine" >&2
+  fi
+  printf 'BUILD=%s\nSRC=%s\nVENV=%s\n' "$build" "$SRC" "$venv" > "$pack/ORIGIN"
   (cd "$build" && XZ_OPT='-T0 -3' tar -cJf gpu-pack.tar.xz gpu-pack)
   echo "gpu-check: packed $(du -sh "$pack" | cut -f1) into $pack," \
        "$(du -sh "$build/gpu-pack.tar.xz" | cut -f1) as $build/gpu-pack.tar.xz"
+}
+
+# scripts/setup-python.sh's pins of the OpenAI SDK test's packages and everything they import.
+sdk_pins() {
+  local wanted=" openai pydantic pydantic_core pytest anyio httpx2 httpcore2 h11 idna truststore "
+  wanted+="jiter annotated-types typing-inspection typing_extensions sniffio iniconfig packaging "
+  wanted+="pluggy Pygments "
+  sed -n '/^PINS=(/,/^)/p' "$SRC/scripts/setup-python.sh" | tr -s ' \t' '\n' |
+    while read -r pin; do
+      [[ $pin == *==* && $wanted == *" ${pin%%==*} "* ]] && echo "$pin"
+    done
 }
 
 # llama.cpp's CUDA binaries for step 8: what llama-bench and llama-server load from their own
@@ -153,13 +184,34 @@ run() {
 
   # Paths inside the ctest files point at the build machine: rewrite them to this machine once.
   # shellcheck disable=SC1091
-  local orig_build orig_src
+  local orig_build orig_src orig_venv
   orig_build=$(sed -n 's/^BUILD=//p' "$pack/ORIGIN")
   orig_src=$(sed -n 's/^SRC=//p' "$pack/ORIGIN")
-  if [[ $orig_build != "$pack" ]]; then
+  orig_venv=$(sed -n 's/^VENV=//p' "$pack/ORIGIN")
+  local python=python3
+  [[ -x /opt/torch/.venv/bin/python ]] && python=/opt/torch/.venv/bin/python
+  # The SDK test's venv: the carried wheels in a folder of the pack, and an interpreter that is
+  # this machine's python3 with that folder first on its path (torch's own steps never see it).
+  local sdk=$pack/sdk-venv
+  if [[ -d $pack/wheels && ! -x $sdk/bin/python ]]; then
+    if $python -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target \
+         "$pack/sdk-site" "$pack"/wheels/*.whl > "$pack/sdk-install.txt" 2>&1; then
+      mkdir -p "$sdk/bin"
+      printf '#!/bin/sh\nPYTHONPATH=%s${PYTHONPATH:+:$PYTHONPATH} exec %s "$@"\n' \
+        "$pack/sdk-site" "$python" > "$sdk/bin/python"
+      chmod +x "$sdk/bin/python"
+    else
+      echo "gpu-check: the SDK test's wheels did not install (see $pack/sdk-install.txt)" >&2
+    fi
+  fi
+  local new_venv=$orig_venv
+  [[ -x $sdk/bin/python ]] && new_venv=$sdk
+  if [[ $orig_build != "$pack" || $orig_venv != "$new_venv" ]]; then
+    local edits=(-e "s#$orig_build#$pack#g" -e "s#$orig_src#$SRC#g")
+    [[ -n $orig_venv ]] && edits+=(-e "s#$orig_venv/bin/python#$new_venv/bin/python#g")
     find "$pack" \( -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name '*_tests.cmake' \) \
-      -exec sed -i -e "s#$orig_build#$pack#g" -e "s#$orig_src#$SRC#g" {} +
-    printf 'BUILD=%s\nSRC=%s\n' "$pack" "$SRC" > "$pack/ORIGIN"
+      -exec sed -i "${edits[@]}" {} +
+    printf 'BUILD=%s\nSRC=%s\nVENV=%s\n' "$pack" "$SRC" "$new_venv" > "$pack/ORIGIN"
   fi
 
   local cublas_dirs=/usr/local/cuda/lib64
@@ -170,8 +222,6 @@ run() {
   export PITH_TEST_DATA=$SRC/tests/data
   export PATH=$PATH:/usr/local/cuda/bin
   local pith=$pack/bin/pith
-  local python=python3
-  [[ -x /opt/torch/.venv/bin/python ]] && python=/opt/torch/.venv/bin/python
 
   { nvidia-smi; echo; git -C "$SRC" log -1 --format='commit %H %s' 2>/dev/null; date -u; } \
     > "$OUT/machine.txt" 2>&1
