@@ -24,10 +24,21 @@ std::string default_cache_dir() {
 }
 
 namespace {
+// The tools found when pith was built, unless the environment names others: PITH_CC and
+// PITH_WASM2C, for a machine whose C compiler or wabt lives elsewhere than on the build machine
+// (a GPU machine running a packed build; wasm-rt.h is then found through the compiler's own
+// CPATH).
+std::string tool(const std::string& configured, const char* plain, const char* env,
+                 const char* built) {
+  if (!configured.empty() && configured != plain) return configured;
+  const char* e = std::getenv(env);
+  return e != nullptr && *e != '\0' ? e : built;
+}
+
 NativeCompilerConfig with_defaults(NativeCompilerConfig c) {
   if (c.cache_dir.empty()) c.cache_dir = default_cache_dir();
-  if (c.cc.empty() || c.cc == "cc") c.cc = PITH_DEFAULT_CC;
-  if (c.wasm2c.empty() || c.wasm2c == "wasm2c") c.wasm2c = PITH_DEFAULT_WASM2C;
+  c.cc = tool(c.cc, "cc", "PITH_CC", PITH_DEFAULT_CC);
+  c.wasm2c = tool(c.wasm2c, "wasm2c", "PITH_WASM2C", PITH_DEFAULT_WASM2C);
   return c;
 }
 }  // namespace

@@ -477,6 +477,32 @@ TEST(RuntimeTiers, AutoStartsInTheInterpreterAndSwitchesToNative) {
   fs::remove_all(cache);
 }
 
+// PITH_WASM2C and PITH_CC name the native tier's tools where the configuration keeps the plain
+// names (a machine whose wabt or C compiler is not where the build machine's was); a configured
+// path wins over them.
+TEST(RuntimeToolchain, TheEnvironmentNamesTheToolsTheConfigurationLeavesPlain) {
+  const std::string cache =
+      fs::temp_directory_path() / ("pith-toolchain-test-" + std::to_string(getpid()));
+  RuntimeConfig c;
+  c.compiler.cache_dir = cache;
+  const std::string built_wasm2c = Runtime(c).compiler().config().wasm2c;
+  ASSERT_EQ(setenv("PITH_WASM2C", "/opt/wabt/bin/wasm2c", 1), 0);
+  ASSERT_EQ(setenv("PITH_CC", "/opt/gcc/bin/gcc", 1), 0);
+  {
+    Runtime rt(c);
+    EXPECT_EQ(rt.compiler().config().wasm2c, "/opt/wabt/bin/wasm2c");
+    EXPECT_EQ(rt.compiler().config().cc, "/opt/gcc/bin/gcc");
+  }
+  RuntimeConfig named = c;
+  named.compiler.wasm2c = "/usr/local/bin/wasm2c";
+  EXPECT_EQ(Runtime(named).compiler().config().wasm2c, "/usr/local/bin/wasm2c");
+  unsetenv("PITH_WASM2C");
+  unsetenv("PITH_CC");
+  EXPECT_EQ(Runtime(c).compiler().config().wasm2c, built_wasm2c);
+  EXPECT_NE(built_wasm2c, "/opt/wabt/bin/wasm2c");
+  fs::remove_all(cache);
+}
+
 TEST(RuntimeSignals, HostFaultsAreNotTurnedIntoTraps) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
