@@ -7,6 +7,10 @@
 #                                       ctest files) plus the shared libraries the GPU machine
 #                                       lacks, and BUILD/gpu-pack.tar.xz of it (the binaries carry
 #                                       device code for two architectures: ~115 MB, ~22 MB packed)
+#   scripts/gpu-check.sh pack-bench [BUILD]
+#                                       BUILD/gpu-pack-bench.tar.xz: pith, its libraries, the
+#                                       inferlets and the native tier's tools only (~13 MB), for
+#                                       steps 7-9 in a call that also brings llama.cpp's tarball
 #   scripts/gpu-check.sh pack-llama BIN [OUT.tar.xz]
 #                                       llama.cpp's CUDA build folder BIN (llama-bench,
 #                                       llama-server and their shared libraries) -> one tarball
@@ -14,8 +18,18 @@
 #                                       LLAMA_CUDA_BIN (the folder or the tarball)
 #   scripts/gpu-check.sh run [PACK]     on the GPU machine, from the source tree's root: every
 #                                       check; PACK is the folder or the .tar.xz (unpacked beside
-#                                       it); results under $OUT (default PACK/results);
+#                                       it); results in PACK/results, and where $OUT is set
+#                                       (the GPU machine's tool, which returns 8 files at most)
+#                                       summary.txt, timing.txt and results.tar.gz of them there;
 #                                       GPU_CHECKS=1,2,... runs only those steps (default all)
+#   scripts/gpu-check.sh slim checks|bench / unslim
+#                                       what travels to the GPU machine is capped at 64 MiB, the
+#                                       tracked tree included (~57 MiB, mostly tokenizer test
+#                                       vocabularies): slim leaves the current branch for a
+#                                       detached commit without tests/data/tokenizer (checks) or
+#                                       without tests/data (bench), the files it needs packed
+#                                       into .gpu/data.tar.xz (ignored; name it in carry), which
+#                                       run unpacks; unslim returns to the branch
 #
 # run does, writing one file per check, summary.txt (PASS/FAIL/SKIP per check) and timing.txt
 # (when each step began):
@@ -53,22 +67,35 @@ die() { echo "gpu-check: $*" >&2; exit 2; }
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 
 # ---------------------------------------------------------------------------------------------
-pack() {
-  local build=${1:-build}
+pack() {  # BUILD [bench]
+  local build=${1:-build} kind=${2:-full}
   build=$(cd "$build" && pwd) || die "no build folder $1"
-  local pack=$build/gpu-pack
+  # The bench pack (steps 7-9 only: pith, its libraries, the inferlets and the native tier's
+  # tools, ~13 MB) is staged apart and unpacks to the same gpu-pack folder, so it fits beside
+  # llama.cpp's tarball where what travels to the GPU machine is capped.
+  local stage=$build tarball=gpu-pack.tar.xz
+  if [[ $kind == bench ]]; then
+    stage=$build/gpu-pack-bench.d
+    tarball=gpu-pack-bench.tar.xz
+  elif [[ $kind != full ]]; then
+    die "pack: unknown kind $kind (full or bench)"
+  fi
+  local pack=$stage/gpu-pack
   [[ -x $build/bin/pith ]] || die "$build/bin/pith is missing: build the project first"
   [[ -x $build/tests/gpu/cuda_backend_test ]] ||
     die "$build/tests/gpu/cuda_backend_test is missing: configure with CUDA (PITH_CUDA=ON) and build"
   rm -rf "$pack"
   mkdir -p "$pack/lib"
-  # ctest files and gtest's discovered-test lists, at their relative paths.
-  (cd "$build" && find . -path ./gpu-pack -prune -o \( -name CTestTestfile.cmake \
-      -o -name '*_include.cmake' -o -name '*_tests.cmake' \) -print) |
-    while read -r f; do mkdir -p "$pack/$(dirname "$f")"; cp "$build/$f" "$pack/$f"; done
-  local bins=(bin/pith tests/gpu/cuda_backend_test tests/gpu/cuda_kernels_test
-              tests/gpu/paged_attention_gpu_test tests/gpu/delta_rule_gpu_test
-              tests/gpu/gemm_gpu_test tests/gpu/cuda_step_timing)
+  local bins=(bin/pith)
+  if [[ $kind == full ]]; then
+    # ctest files and gtest's discovered-test lists, at their relative paths.
+    (cd "$build" && find . \( -path ./gpu-pack -o -path ./gpu-pack-bench.d \) -prune -o \
+        \( -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name '*_tests.cmake' \) -print) |
+      while read -r f; do mkdir -p "$pack/$(dirname "$f")"; cp "$build/$f" "$pack/$f"; done
+    bins+=(tests/gpu/cuda_backend_test tests/gpu/cuda_kernels_test
+           tests/gpu/paged_attention_gpu_test tests/gpu/delta_rule_gpu_test
+           tests/gpu/gemm_gpu_test tests/gpu/cuda_step_timing)
+  fi
   for b in "${bins[@]}"; do
     mkdir -p "$pack/$(dirname "$b")"
     strip --strip-debug -o "$pack/$b" "$build/$b"
@@ -103,7 +130,9 @@ pack() {
   local venv
   venv=$(sed -n 's/^add_test(\[=\[e2e_openai_sdk\]=\] "\(.*\)\/bin\/python" .*/\1/p' \
            "$build/tests/CTestTestfile.cmake")
-  if [[ -n $venv ]]; then
+  if [[ $kind == bench ]]; then
+    venv=  # the e2e suite is not in it
+  elif [[ -n $venv ]]; then
     local pins
     mapfile -t pins < <(sdk_pins)
     python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
@@ -118,9 +147,46 @@ pack() {
   fi
   printf 'BUILD=%s\nSRC=%s\nVENV=%s\nWASM2C=%s\nCC=%s\n' "$build" "$SRC" "$venv" "$wasm2c" "$cc" \
     > "$pack/ORIGIN"
-  (cd "$build" && XZ_OPT='-T0 -3' tar -cJf gpu-pack.tar.xz gpu-pack)
+  (cd "$stage" && XZ_OPT='-T0 -3' tar -cJf "$build/$tarball" gpu-pack)
   echo "gpu-check: packed $(du -sh "$pack" | cut -f1) into $pack," \
-       "$(du -sh "$build/gpu-pack.tar.xz" | cut -f1) as $build/gpu-pack.tar.xz"
+       "$(du -sh "$build/$tarball" | cut -f1) as $build/$tarball"
+}
+
+# ---------------------------------------------------------------------------------------------
+# A smaller tree to travel: a detached commit without the test data the GPU steps need only a
+# part of, that part in .gpu/data.tar.xz.
+slim() {
+  local set=${1:?usage: $0 slim checks|bench}
+  cd "$SRC" || die "no $SRC"
+  [[ -z $(git status --porcelain --untracked-files=no) ]] || die "slim: commit or stash first"
+  [[ -e .gpu/branch ]] && die "slim: already slim (run $0 unslim first)"
+  local drop keep=()
+  case $set in
+    checks) drop=tests/data/tokenizer; keep=(tests/data/tokenizer) ;;
+    bench) drop=tests/data; keep=(tests/data/tokenizer/ggml-vocab-llama-bpe.gguf) ;;
+    *) die "slim: checks or bench, not $set" ;;
+  esac
+  mkdir -p .gpu
+  XZ_OPT='-T0 -9' tar -cJf .gpu/data.tar.xz "${keep[@]}" || die "slim: cannot pack ${keep[*]}"
+  git symbolic-ref -q --short HEAD > .gpu/branch || git rev-parse HEAD > .gpu/branch
+  git checkout -q --detach &&
+    git rm -r -q "$drop" &&
+    git -c user.name=gpu-check -c user.email=gpu-check@localhost commit -q \
+      -m "gpu-check slim $set: $drop travels as .gpu/data.tar.xz" ||
+    die "slim: could not make the slim commit (unslim returns to $(cat .gpu/branch))"
+  echo "gpu-check: slim ($set): tracked tree $(git ls-files -z | du -cb --files0-from=- |
+    tail -1 | cut -f1) bytes, .gpu/data.tar.xz $(stat -c %s .gpu/data.tar.xz) bytes;" \
+    "$0 unslim returns to $(cat .gpu/branch)"
+}
+
+unslim() {
+  cd "$SRC" || die "no $SRC"
+  [[ -f .gpu/branch ]] || die "unslim: not slim"
+  # What run unpacked here (untracked in the slim commit) comes back with the branch.
+  tar -tJf .gpu/data.tar.xz | while read -r f; do [[ -f $f ]] && rm -f "$f"; done
+  git checkout -q "$(cat .gpu/branch)" || die "unslim: cannot check out $(cat .gpu/branch)"
+  rm -f .gpu/branch .gpu/data.tar.xz
+  echo "gpu-check: back on $(git symbolic-ref -q --short HEAD || git rev-parse HEAD)"
 }
 
 # scripts/setup-python.sh's pins of the OpenAI SDK test's packages and everything they import.
@@ -172,12 +238,28 @@ FAILED=0
 want() { [[ ,${GPU_CHECKS:-1,2,3,4,4b,5,6}, == *,$1,* ]]; }
 
 # When each step began (timing.txt): what a time-limited GPU machine spent where.
-stamp() { echo "$(date -u +%T) $*" >> "$OUT/timing.txt"; }
+stamp() {
+  echo "$(date -u +%T) $*" >> "$OUT/timing.txt"
+  publish
+}
+
+# Where the results go back from: the GPU machine returns at most 8 files from its $OUT, so the
+# checks write into their own folder and, after every step and record, the summary so far, the
+# step times and one tarball of everything land in DEST (a run killed at its time limit still
+# returns what it had).
+publish() {
+  [[ -n ${DEST:-} ]] || return 0
+  printf '%s\n' "${SUMMARY[@]}" > "$DEST/summary.txt"
+  cp "$OUT/timing.txt" "$DEST/timing.txt" 2> /dev/null
+  tar -czf "$DEST/results.tar.gz.part" -C "$(dirname "$OUT")" "$(basename "$OUT")" 2> /dev/null &&
+    mv "$DEST/results.tar.gz.part" "$DEST/results.tar.gz"
+}
 
 record() {  # name status detail
   SUMMARY+=("$(printf '%-28s %-5s %s' "$1" "$2" "$3")")
   [[ $2 == FAIL ]] && FAILED=1
   echo "gpu-check: $1: $2 $3"
+  publish
 }
 
 run() {
@@ -189,8 +271,22 @@ run() {
   fi
   pack=$(cd "$pack" && pwd) || die "no pack folder $pack (make one with: $0 pack)"
   [[ -f $pack/ORIGIN ]] || die "$pack is not a gpu-pack (no ORIGIN)"
-  OUT=${OUT:-$pack/results}
-  mkdir -p "$OUT"
+  # A slim tree (slim above) brought its test data packed: unpack what is missing.
+  if [[ -f $SRC/.gpu/data.tar.xz ]]; then
+    python3 -c '
+import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    try:
+        t.extractall(sys.argv[2], filter="data")
+    except TypeError:  # a Python without extraction filters
+        t.extractall(sys.argv[2])' "$SRC/.gpu/data.tar.xz" "$SRC" ||
+      die "cannot unpack $SRC/.gpu/data.tar.xz"
+  fi
+  # $OUT, where the GPU machine's tool collects files (at most 8 come back), becomes DEST.
+  DEST=${OUT:-}
+  OUT=$pack/results
+  rm -rf "$OUT"
+  mkdir -p "$OUT" ${DEST:+"$DEST"}
   local work
   work=$(mktemp -d /tmp/pith-gpu-check.XXXXXX)
 
@@ -630,13 +726,19 @@ print("TPOT inferlet %.3f ms vs fused %.3f ms: %+.1f%%, forward call %.1f us" % 
 
   stamp "end"
   printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
+  publish
   rm -rf "$work"
   exit $FAILED
 }
 
 case ${1:-} in
+  slim) shift; slim "$@" ;;
+  unslim) unslim ;;
   pack) shift; pack "$@" ;;
+  pack-bench) shift; pack "${1:-build}" bench ;;
   pack-llama) shift; pack_llama "$@" ;;
   run) shift; run "$@" ;;
-  *) echo "usage: $0 pack [BUILD] | pack-llama BIN [OUT.tar.xz] | run [PACK]" >&2; exit 2 ;;
+  *) echo "usage: $0 pack [BUILD] | pack-bench [BUILD] | pack-llama BIN [OUT.tar.xz] | run [PACK]" \
+          "| slim checks|bench | unslim" >&2
+     exit 2 ;;
 esac
