@@ -343,6 +343,9 @@ with tarfile.open(sys.argv[1]) as t:
   done
   export LD_LIBRARY_PATH=$pack/lib:$cublas_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export PITH_TEST_DATA=$SRC/tests/data
+  # As make test-gpu: a GPU test that finds no device fails instead of reporting itself skipped,
+  # and every e2e server runs on the CUDA backend by name, not by auto-detection.
+  export PITH_REQUIRE_GPU=1 PITH_TEST_DEVICE=cuda
   export PATH=$PATH:/usr/local/cuda/bin
   local pith=$pack/bin/pith
 
