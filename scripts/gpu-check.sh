@@ -419,27 +419,33 @@ with tarfile.open(sys.argv[1]) as t:
   if want 2; then
     stamp "2 compute-sanitizer"
     if command -v compute-sanitizer > /dev/null; then
+      # The five executables side by side (each under its own sanitizer process: the wall time
+      # is the slowest one's, not the sum), then the race check.
       local t filter rc
-      for t in cuda_backend_test cuda_kernels_test paged_attention_gpu_test delta_rule_gpu_test \
-               gemm_gpu_test; do
+      local tests=(cuda_backend_test cuda_kernels_test paged_attention_gpu_test
+                   delta_rule_gpu_test gemm_gpu_test)
+      for t in "${tests[@]}"; do
         filter='*'
         [[ $t == cuda_backend_test ]] &&
           filter='*tiny_f32*:*tiny_bf16*:CudaTopK.*:CudaBackendStartup.*'
         [[ $t == delta_rule_gpu_test ]] && filter='*Matches*'
         [[ $t == paged_attention_gpu_test || $t == gemm_gpu_test ]] && filter='*:-*Times*'
-        compute-sanitizer --tool memcheck --error-exitcode 3 "$pack/tests/gpu/$t" \
-          --gtest_filter="$filter" > "$OUT/memcheck-$t.txt" 2>&1
-        rc=$?
-        if [[ $rc == 0 ]]; then
-          record "memcheck-$t" PASS "$(grep 'ERROR SUMMARY' "$OUT/memcheck-$t.txt" | tail -1)"
-        else
-          record "memcheck-$t" FAIL "exit $rc, see memcheck-$t.txt"
-        fi
+        (compute-sanitizer --tool memcheck --error-exitcode 3 "$pack/tests/gpu/$t" \
+           --gtest_filter="$filter" > "$OUT/memcheck-$t.txt" 2>&1
+         echo $? > "$OUT/memcheck-$t.rc") &
       done
       # Shared-memory races of the block-phased kernels (the chunked delta rule's five phases).
       compute-sanitizer --tool racecheck --error-exitcode 3 "$pack/tests/gpu/delta_rule_gpu_test" \
         --gtest_filter='*Matches*' > "$OUT/racecheck-delta_rule.txt" 2>&1
       rc=$?
+      wait
+      for t in "${tests[@]}"; do
+        if [[ $(cat "$OUT/memcheck-$t.rc" 2> /dev/null) == 0 ]]; then
+          record "memcheck-$t" PASS "$(grep 'ERROR SUMMARY' "$OUT/memcheck-$t.txt" | tail -1)"
+        else
+          record "memcheck-$t" FAIL "exit $(cat "$OUT/memcheck-$t.rc" 2> /dev/null), see memcheck-$t.txt"
+        fi
+      done
       if [[ $rc == 0 ]]; then
         record racecheck-delta_rule PASS "$(grep 'RACECHECK SUMMARY' "$OUT/racecheck-delta_rule.txt" | tail -1)"
       else
