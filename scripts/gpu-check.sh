@@ -256,6 +256,11 @@ publish() {
 }
 
 record() {  # name status detail
+  # A check running in the background (a subshell) hands its records to the parent in a file.
+  if [[ -n ${RECORD_TO:-} ]]; then
+    printf '%s\t%s\t%s\n' "$1" "$2" "${3//$'\n'/ }" >> "$RECORD_TO"
+    return
+  fi
   SUMMARY+=("$(printf '%-28s %-5s %s' "$1" "$2" "$3")")
   [[ $2 == FAIL ]] && FAILED=1
   echo "gpu-check: $1: $2 $3"
@@ -499,38 +504,55 @@ with tarfile.open(sys.argv[1]) as t:
     fi
   fi
 
-  # 4b. The other families (docs/gpu.md "Families"): GGUF CPU vs CUDA, HF CUDA vs transformers.
+  # 4b. The other families (docs/gpu.md "Families"): GGUF CPU vs CUDA, HF CUDA vs transformers,
+  #     the four side by side (the GPU holds them all; their records go through files).
+  family_check() {  # preset
+    local preset=$1 qvocab
+    qvocab=$SRC/tests/data/tokenizer/ggml-vocab-qwen2.gguf
+    [[ $preset == qwen3.5-* ]] && qvocab=$SRC/tests/data/tokenizer/ggml-vocab-qwen35.gguf
+    if "$pith" model gen --preset "$preset" --dtype bf16 --vocab "$qvocab" --seed 16 -q \
+         -o "$work/$preset.gguf" > "$OUT/gen-$preset.txt" 2>&1; then
+      compare_devices "$preset-bf16" "$work/$preset.gguf" bf16 --prompt "$prompt"
+    else
+      record "logits-$preset-bf16" FAIL "gen failed, see gen-$preset.txt"
+    fi
+    if "$pith" model gen --preset "$preset" --dtype bf16 --format hf --vocab "$qvocab" --seed 16 \
+         -q -o "$work/$preset-hf" > "$OUT/gen-$preset-hf.txt" 2>&1 &&
+       "$pith" logits -m "$work/$preset-hf" --prompt "$prompt" --top 50 --json --device cuda \
+         > "$OUT/logits-$preset-hf-cuda.json" 2> "$OUT/logits-$preset-hf-cuda.err"; then
+      local toks="" line=""
+      toks=$($python -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['tokens'])))" \
+               "$OUT/logits-$preset-hf-cuda.json")
+      if $python "$SRC/tools/hf_logits_reference.py" "$work/$preset-hf" --tokens "$toks" --top 50 \
+           > "$OUT/logits-$preset-hf-transformers.json" 2> "$OUT/logits-$preset-hf-transformers.err" &&
+         line=$($python "$SRC/tools/compare_logits.py" "$OUT/logits-$preset-hf-transformers.json" \
+                  "$OUT/logits-$preset-hf-cuda.json" --tol-mode bf16 --label "$preset-hf-vs-transformers" \
+                  --out "$OUT/logits-$preset-hf.result.json"); then
+        record "$preset-hf-vs-transformers" PASS "$line"
+      else
+        record "$preset-hf-vs-transformers" FAIL "${line:-transformers failed, see logits-$preset-hf-transformers.err}"
+      fi
+    else
+      record "$preset-hf-vs-transformers" FAIL "gen or pith logits failed, see gen-$preset-hf.txt"
+    fi
+  }
   if want 4b; then
     stamp "4b families"
-    local preset qvocab
+    local preset
     for preset in qwen2.5-0.5b qwen3-0.6b gemma3-1b qwen3.5-0.8b; do
-      qvocab=$SRC/tests/data/tokenizer/ggml-vocab-qwen2.gguf
-      [[ $preset == qwen3.5-* ]] && qvocab=$SRC/tests/data/tokenizer/ggml-vocab-qwen35.gguf
-      if "$pith" model gen --preset "$preset" --dtype bf16 --vocab "$qvocab" --seed 16 -q \
-           -o "$work/$preset.gguf" > "$OUT/gen-$preset.txt" 2>&1; then
-        compare_devices "$preset-bf16" "$work/$preset.gguf" bf16 --prompt "$prompt"
-      else
-        record "logits-$preset-bf16" FAIL "gen failed, see gen-$preset.txt"
+      rm -f "$OUT/records-$preset.tsv"
+      (RECORD_TO=$OUT/records-$preset.tsv family_check "$preset") &
+    done
+    wait
+    for preset in qwen2.5-0.5b qwen3-0.6b gemma3-1b qwen3.5-0.8b; do
+      local name status detail
+      if [[ ! -f $OUT/records-$preset.tsv ]]; then
+        record "family-$preset" FAIL "its check recorded nothing"
+        continue
       fi
-      if "$pith" model gen --preset "$preset" --dtype bf16 --format hf --vocab "$qvocab" --seed 16 \
-           -q -o "$work/$preset-hf" > "$OUT/gen-$preset-hf.txt" 2>&1 &&
-         "$pith" logits -m "$work/$preset-hf" --prompt "$prompt" --top 50 --json --device cuda \
-           > "$OUT/logits-$preset-hf-cuda.json" 2> "$OUT/logits-$preset-hf-cuda.err"; then
-        local toks="" line=""
-        toks=$($python -c "import json,sys; print(','.join(map(str, json.load(open(sys.argv[1]))['tokens'])))" \
-                 "$OUT/logits-$preset-hf-cuda.json")
-        if $python "$SRC/tools/hf_logits_reference.py" "$work/$preset-hf" --tokens "$toks" --top 50 \
-             > "$OUT/logits-$preset-hf-transformers.json" 2> "$OUT/logits-$preset-hf-transformers.err" &&
-           line=$($python "$SRC/tools/compare_logits.py" "$OUT/logits-$preset-hf-transformers.json" \
-                    "$OUT/logits-$preset-hf-cuda.json" --tol-mode bf16 --label "$preset-hf-vs-transformers" \
-                    --out "$OUT/logits-$preset-hf.result.json"); then
-          record "$preset-hf-vs-transformers" PASS "$line"
-        else
-          record "$preset-hf-vs-transformers" FAIL "${line:-transformers failed, see logits-$preset-hf-transformers.err}"
-        fi
-      else
-        record "$preset-hf-vs-transformers" FAIL "gen or pith logits failed, see gen-$preset-hf.txt"
-      fi
+      while IFS=$'\t' read -r name status detail; do
+        record "$name" "$status" "$detail"
+      done < "$OUT/records-$preset.tsv"
     done
   fi
 
