@@ -197,6 +197,10 @@ LlamaBenchResult run_llama_bench(const ModelBenchOptions& o, KvDType kv) {
 
 nlohmann::json run_model_bench(const ModelBenchOptions& o) {
   if (o.n_prompt == 0 && o.n_gen == 0) fail("bench model: nothing to run (-p 0 -n 0)");
+  check_profile_cases(o.profile_cases);  // before minutes of tests, not after them
+  if (!o.profile_cases.empty() && !o.profile) fail("bench model: --profile-cases needs --profile");
+  if (!o.transformers_model.empty() && o.transformers.empty())
+    fail("bench model: --transformers-model needs --transformers PYTHON");
   const std::string hf_folder = o.transformers_model.empty() ? o.model_path : o.transformers_model;
   if (!o.transformers.empty()) {  // checked before minutes of pith's own tests
     if (o.depth > 0) fail("bench model: --transformers measures from an empty context (-d 0)");

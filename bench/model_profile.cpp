@@ -37,15 +37,18 @@ const std::vector<std::string>& forward_profile_cases() {
   return names;
 }
 
+void check_profile_cases(const std::vector<std::string>& only) {
+  const auto& cases = forward_profile_cases();
+  for (const std::string& name : only)
+    if (std::find(cases.begin(), cases.end(), name) == cases.end())
+      fail("--profile-cases: no case '{}' (cases: {})", name, fmt::join(cases, ", "));
+}
+
 nlohmann::json run_forward_profile(std::shared_ptr<const ModelWeights> weights,
                                    const BackendOptions& options, uint32_t context, int reps,
                                    const std::vector<std::string>& only) {
   const ModelConfig& c = weights->config;
-  for (const std::string& name : only)
-    if (std::find(forward_profile_cases().begin(), forward_profile_cases().end(), name) ==
-        forward_profile_cases().end())
-      fail("bench model: no profile case '{}' (cases: {})", name,
-           fmt::join(forward_profile_cases(), ", "));
+  check_profile_cases(only);
   std::vector<Case> cases;
   for (const Case& k : kCases)
     if (only.empty() || std::find(only.begin(), only.end(), k.name) != only.end())

@@ -22,6 +22,8 @@ namespace pith::bench {
 
 // The cases' names, in the order they run.
 const std::vector<std::string>& forward_profile_cases();
+// Fails, naming the cases there are, unless every name in `only` is one of them.
+void check_profile_cases(const std::vector<std::string>& only);
 
 // Builds its own backend from `options` (device, threads, KV type; the KV pool and the state
 // pool are sized here for the cases). `only`: the cases to run (empty: all). The profiled

@@ -1,99 +1,79 @@
 #include "bench/transformers_baseline.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <unistd.h>
+#include <stdlib.h>
+#include <sys/resource.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <memory>
-#include <sstream>
 #include <string_view>
 
+#include "common/atomic_file.h"
 #include "common/error.h"
+#include "runtime/subprocess.h"
 
 namespace pith::bench {
 
 std::string_view transformers_bench_script();  // bench/transformers_bench.py (EmbedFile.cmake)
 
-namespace {
-
-// A file under the temporary directory, removed with this object.
-class TempFile {
- public:
-  explicit TempFile(const std::string& pattern) {
-    std::string path = (std::filesystem::temp_directory_path() / pattern).string();
-    const int fd = mkstemps(path.data(), static_cast<int>(pattern.size() - pattern.find('.')));
-    if (fd < 0) fail("cannot create a temporary file {}", path);
-    close(fd);
-    path_ = path;
-  }
-  ~TempFile() {
-    std::error_code ec;
-    std::filesystem::remove(path_, ec);
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-std::string quoted(const std::string& s) {  // for the shell: single quotes, ' as '\''
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string tail_of(const std::string& path, size_t bytes) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string all = ss.str();
-  return all.size() > bytes ? "..." + all.substr(all.size() - bytes) : all;
-}
-
-}  // namespace
+namespace fs = std::filesystem;
 
 TransformersResult run_transformers_bench(const TransformersRun& run) {
-  TempFile script("pith-transformers-bench-XXXXXX.py"),
-      errors("pith-transformers-bench-XXXXXX.log");
-  {
-    std::ofstream out(script.path(), std::ios::binary);
-    const std::string_view text = transformers_bench_script();
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    if (!out) fail("cannot write {}", script.path());
-  }
-  const std::string cmd = fmt::format(
-      "{} {} --model {} --device {} --threads {} --n-prompt {} --n-gen {} --batch={} "
-      "--batch-steps {} --reps {} 2>{}",
-      quoted(run.python), quoted(script.path()), quoted(run.model), quoted(run.device), run.threads,
-      run.n_prompt, run.n_gen, fmt::join(run.batch_sizes, ","), run.batch_steps, run.reps,
-      quoted(errors.path()));
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
-  if (!p) fail("cannot run {}", run.python);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p.get())) > 0) out.append(buf, n);
-  const int status = pclose(p.release());
+  // The script in a folder of its own (the tool's working directory), removed afterwards.
+  std::string dir = (fs::temp_directory_path() / "pith-transformers-XXXXXX").string();
+  if (!mkdtemp(dir.data())) fail("cannot create a temporary folder for the transformers baseline");
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{dir};
+  const std::string script = dir + "/transformers_bench.py";
+  write_file_atomically(script, transformers_bench_script());
+
+  std::string batch;
+  for (size_t b : run.batch_sizes) batch += (batch.empty() ? "" : ",") + std::to_string(b);
+  const std::vector<std::string> argv = {run.python,
+                                         script,
+                                         "--model",
+                                         run.model,
+                                         "--device",
+                                         run.device,
+                                         "--threads",
+                                         std::to_string(run.threads),
+                                         "--n-prompt",
+                                         std::to_string(run.n_prompt),
+                                         "--n-gen",
+                                         std::to_string(run.n_gen),
+                                         "--batch=" + batch,
+                                         "--batch-steps",
+                                         std::to_string(run.batch_steps),
+                                         "--reps",
+                                         std::to_string(run.reps)};
+  // torch reserves far more address space than a compiler (CUDA maps the device's memory) and
+  // keeps every core busy: only the wall clock bounds it.
+  runtime::ProcessLimits limits;
+  limits.cpu_seconds = RLIM_INFINITY;
+  limits.address_space = RLIM_INFINITY;
+  limits.wall_seconds = 3600;
+  const runtime::ProcessResult r = runtime::run_limited(argv, dir, limits);
+
+  // Its output (stderr too: transformers' warnings and progress come first) ends with the JSON.
+  std::string out = r.output;
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  const size_t line = out.find_last_of('\n');  // the JSON is the last line
+  const size_t line = out.find_last_of('\n');
   nlohmann::json j =
       nlohmann::json::parse(line == std::string::npos ? out : out.substr(line + 1), nullptr, false);
-  if (status != 0 || !j.is_object())
-    fail("the transformers baseline failed (exit status {}; command: {}):\n{}", status, cmd,
-         tail_of(errors.path(), 2000));
-  TransformersResult r;
-  r.pp_tok_s = j.value("pp_tok_s", 0.0);
-  r.tg_tok_s = j.value("tg_tok_s", 0.0);
+  if (!r.ok() || !j.is_object())
+    fail("the transformers baseline failed ({}; {} {}):\n{}", r.describe(), run.python, script,
+         r.output);
+  TransformersResult t;
+  t.pp_tok_s = j.value("pp_tok_s", 0.0);
+  t.tg_tok_s = j.value("tg_tok_s", 0.0);
   if (j.contains("batch_tg_tok_s"))
-    for (const auto& [b, v] : j["batch_tg_tok_s"].items()) r.batch_tg_tok_s[std::stoul(b)] = v;
-  r.report = j;
-  return r;
+    for (const auto& [b, v] : j["batch_tg_tok_s"].items()) t.batch_tg_tok_s[std::stoul(b)] = v;
+  t.report = j;
+  return t;
 }
 
 nlohmann::json compare_with_transformers(const TransformersRun& run, double pp, double tg,

@@ -1,9 +1,7 @@
 // pith bench SUITE: performance suites (implementations in bench/). Each prints a readable
 // report; with --json the last line of stdout is one JSON object with the numbers.
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
-#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,7 +22,6 @@
 #include "bench/bench_soak.h"
 #include "bench/bench_techniques.h"
 #include "bench/bench_tokenizer.h"
-#include "bench/model_profile.h"
 #include "cli/commands.h"
 #include "common/error.h"
 
@@ -195,10 +192,6 @@ void add_model_suite(CLI::App& bench) {
     if (args->o.threads == 0) fail("--threads must be at least 1");
     if (args->o.reps < 1) fail("--reps must be at least 1");
     if (args->o.batch_steps == 0 && !args->batch.empty()) fail("--batch-steps must be at least 1");
-    const auto& cases = bench::forward_profile_cases();
-    for (const std::string& name : args->o.profile_cases)
-      if (std::find(cases.begin(), cases.end(), name) == cases.end())
-        fail("--profile-cases: no case '{}' (cases: {})", name, fmt::join(cases, ", "));
     args->o.batch_sizes = args->batch;
     if (args->bandwidth_mib < 16) fail("--bandwidth-mib must be at least 16");
     args->o.bandwidth_bytes = args->bandwidth_mib << 20;

@@ -77,6 +77,9 @@ def main():
                                    "--profile-cases", "decode_b2"],
                                   capture_output=True, text=True, timeout=60)
         assert bad_case.returncode != 0 and "decode_b2" in bad_case.stderr, bad_case.stderr
+        no_profile = subprocess.run([pith, "bench", "model", "-m", model, "--profile-cases",
+                                     "decode_b1"], capture_output=True, text=True, timeout=60)
+        assert no_profile.returncode != 0 and "needs --profile" in no_profile.stderr, no_profile.stderr
         # --isa caps the CPU kernels (the lower paths measured on a higher host), and says so.
         assert m["kernel_isa"] in ("scalar", "avx2", "avx512"), m["kernel_isa"]
         sc = bench(pith, "model", "-m", model, "-p", "8", "-n", "2", "-r", "1",
@@ -125,6 +128,9 @@ def main():
         gguf = subprocess.run([pith, "bench", "model", "-m", model, "--transformers", sys.executable],
                               capture_output=True, text=True, timeout=60)
         assert gguf.returncode != 0 and "--transformers-model" in gguf.stderr, gguf.stderr
+        alone = subprocess.run([pith, "bench", "model", "-m", model, "--transformers-model", hf],
+                               capture_output=True, text=True, timeout=60)
+        assert alone.returncode != 0 and "needs --transformers" in alone.stderr, alone.stderr
 
         lo = bench(pith, "lora", "-m", model, "--batch", "4", "--adapters", "2", "--rank", "4",
                    "--context", "8", "--steps", "2", "--rounds", "2")
