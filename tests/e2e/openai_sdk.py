@@ -1,23 +1,13 @@
-"""End-to-end: the official `openai` Python SDK against a real `pith serve` (one server, started
-with an API key, for the whole module), the way real clients use the OpenAI-compatible endpoints.
-
-Run by ctest (e2e_openai_sdk) with the venv of scripts/setup-python.sh, which pins the SDK:
-    PITH_BIN=build/bin/pith PITH_MODEL=tests/data/models/tiny-f32.gguf \\
-    PITH_INFERLET_DIR=build/inferlets ~/.cache/pith/venv/bin/python -m pytest \\
-    tests/e2e/openai_sdk.py
-The expectations come from outside the server where they can: the model's name and context length
-from `pith model info --json`, prompt token counts from `pith tokenize`. The model has random
-weights, so texts are noise; the tests check what the API guarantees about them (seeds, stop
-strings, logprob order, token counts), never particular words.
-
-The last section tests features that are being added to the server; it is skipped until they land.
+"""End-to-end: the official `openai` Python SDK against a real `pith serve`, the way real clients
+use the OpenAI-compatible endpoints: models, completions, chat, streams, logprobs, seeds and stop
+strings, typed errors, structured output, sampling controls, tools and reasoning. The server,
+the client and the helpers are openai_sdk_common.py's (which says how to run this); the Responses
+API's tests are openai_sdk_responses.py.
 """
 import asyncio
 import json
 import math
 import os
-import subprocess
-import sys
 import time
 from typing import Literal, Optional
 
@@ -25,79 +15,9 @@ import openai
 import pydantic
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pith_harness import Server  # noqa: E402
-
-API_KEY = "sdk-test-key"
-CHAT = [{"role": "user", "content": "Tell me something."}]
-
-
-def pith_bin():
-    pith = os.environ.get("PITH_BIN")
-    if not pith or not os.environ.get("PITH_MODEL"):
-        pytest.fail("set PITH_BIN and PITH_MODEL (ctest does: ctest -R e2e_openai_sdk)",
-                    pytrace=False)
-    return pith
-
-
-def pith_cli(*args):
-    return subprocess.run([pith_bin(), *args], check=True, capture_output=True, text=True).stdout
-
-
-def tokenize(text, bos=True):
-    """Token ids from `pith tokenize`, the tokenizer the server uses, run outside the server."""
-    extra = [] if bos else ["--no-bos"]
-    return json.loads(pith_cli("tokenize", "--json", *extra, "-m", os.environ["PITH_MODEL"], text))
-
-
-def detokenize(token_id):
-    return pith_cli("detokenize", "-m", os.environ["PITH_MODEL"], str(token_id)).rstrip("\n")
-
-
-@pytest.fixture(scope="module")
-def info():
-    """The served model as `pith model info --json` describes it (name, context_length, ...)."""
-    return json.loads(pith_cli("model", "info", "--json", os.environ["PITH_MODEL"]))
-
-
-@pytest.fixture(scope="module")
-def server():
-    s = Server(pith_bin(), os.environ["PITH_MODEL"], api_key=API_KEY)
-    s.start()
-    yield s
-    code = s.stop()
-    assert code == 0, f"pith serve exited with {code}"
-
-
-def make_client(server, api_key=API_KEY, cls=openai.OpenAI):
-    # No retries: a failing request must fail the test at once, not after backoff.
-    return cls(base_url=f"http://127.0.0.1:{server.port}/v1", api_key=api_key, max_retries=0,
-               timeout=120)
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    c = make_client(server)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
-def model(info):
-    # The server names the model as its file does, or after the file when it has no name.
-    return info["name"] or os.path.splitext(os.path.basename(os.environ["PITH_MODEL"]))[0]
-
-
-def chat(client, model, **kw):
-    kw.setdefault("messages", CHAT)
-    return client.chat.completions.create(model=model, **kw)
-
-
-def assert_usage(usage, completion_tokens=None):
-    assert usage.prompt_tokens > 0
-    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
-    if completion_tokens is not None:
-        assert usage.completion_tokens == completion_tokens
+from openai_sdk_common import (API_KEY, CHAT, R1_TEMPLATE, GetWeather, Server, Verdict,
+                               assert_usage, chat, detokenize, make_client, pith_bin, pith_cli,
+                               tokenize)
 
 
 def ascii_stop_string(text):
@@ -535,17 +455,7 @@ def test_echo_and_prompt_logprobs_score_a_text(client, model):
     assert streamed == r.choices[0].text
 
 
-# ==================================================================================================
-# Features being added to the server. Skipped until they land; un-skip each as it does.
-# ==================================================================================================
-in_progress = pytest.mark.skip(reason="lead: feature in progress")
-
-
-class Verdict(pydantic.BaseModel):
-    # Only bounded fields, so a random model's constrained output ends within a few tokens.
-    answer: Literal["yes", "no", "maybe"]
-    confident: bool
-
+# ------------------------------------------------------------------------- structured output
 
 def test_structured_output_parse(client, model):
     r = client.chat.completions.parse(model=model, messages=CHAT, response_format=Verdict,
@@ -606,6 +516,8 @@ def test_json_object(client, model):
     assert r.choices[0].finish_reason == "stop"
     assert isinstance(json.loads(r.choices[0].message.content), dict)
 
+
+# ---------------------------------------------------------------------------- sampling controls
 
 def test_logit_bias_forces_token(client, model):
     token = 300
@@ -669,6 +581,8 @@ def test_stop_token_ids_and_min_tokens(client, model):
     assert 4 <= r.usage.completion_tokens <= 5
 
 
+# ------------------------------------------------------------------------ tokenize / detokenize
+
 def test_tokenize_detokenize(server, model, info):
     root = openai.OpenAI(base_url=f"http://127.0.0.1:{server.port}", api_key=API_KEY, max_retries=0)
     text = "hello world"
@@ -683,10 +597,8 @@ def test_tokenize_detokenize(server, model, info):
     assert d["prompt"] == text
 
 
-class GetWeather(pydantic.BaseModel):
-    city: Literal["Paris", "Tokyo", "Lima"]
-    unit: Literal["celsius", "fahrenheit"]
 
+# ---------------------------------------------------------------------------------------- tools
 
 def test_tool_choice_required(client, model):
     tool = openai.pydantic_function_tool(GetWeather, name="get_weather")
@@ -770,11 +682,8 @@ def test_tool_results_in_the_history(client, model):
     assert e.value.body["param"] == "messages"
 
 
-# DeepSeek R1's template shape: the generation prompt opens the thought.
-R1_TEMPLATE = ("{% for m in messages %}{% if m['role'] == 'assistant' %}"
-               "{{ m['content'].split('</think>')[-1] }}{% else %}{{ m['content'] }}{% endif %}"
-               "{% endfor %}{% if add_generation_prompt %}<|Assistant|><think>\n{% endif %}")
 
+# ------------------------------------------------------------------------------------ reasoning
 
 def test_reasoning_content_of_a_thinking_template(tmp_path, model):
     # The random model never closes the thought: everything it writes is reasoning, streamed as
@@ -799,262 +708,3 @@ def test_reasoning_content_of_a_thinking_template(tmp_path, model):
         assert "reasoning (deepseek_r1)" in s.server_log()
     finally:
         assert s.stop() == 0
-
-
-# ------------------------------------------------------------------------------ Responses API
-
-def respond(client, model, **kw):
-    kw.setdefault("input", "Tell me something.")
-    return client.responses.create(model=model, **kw)
-
-
-def weather_tool(**kw):
-    """GetWeather as a Responses function tool (flat: name and parameters at the top)."""
-    fn = openai.pydantic_function_tool(GetWeather, name="get_weather")["function"]
-    return {"type": "function", "name": fn["name"], "parameters": fn["parameters"],
-            "strict": True, **kw}
-
-
-def test_responses_create(client, model):
-    r = respond(client, model, max_output_tokens=8, temperature=1.0)
-    assert r.object == "response" and r.model == model and r.id.startswith("resp_")
-    assert r.status in ("completed", "incomplete")
-    if r.status == "incomplete":
-        assert r.incomplete_details.reason == "max_output_tokens"
-    assert isinstance(r.output_text, str)
-    assert r.usage.output_tokens <= 8 and r.usage.input_tokens > 0
-    assert r.usage.total_tokens == r.usage.input_tokens + r.usage.output_tokens
-    assert r.usage.output_tokens_details.reasoning_tokens == 0
-    assert r.max_output_tokens == 8 and r.temperature == 1.0 and r.tool_choice == "auto"
-    assert [item.type for item in r.output] == ["message"]
-    assert r.output[0].role == "assistant" and r.output[0].content[0].type == "output_text"
-
-
-def test_responses_is_the_chat_request_it_translates_to(client, model):
-    # instructions + input are the system and user messages of the same chat request: the same
-    # prompt tokens, and greedy decoding gives the same text.
-    r = respond(client, model, instructions="Be brief.", max_output_tokens=6, temperature=0)
-    c = chat(client, model, max_completion_tokens=6, temperature=0,
-             messages=[{"role": "system", "content": "Be brief."}] + CHAT)
-    assert r.usage.input_tokens == c.usage.prompt_tokens
-    assert r.output_text == c.choices[0].message.content
-    assert r.usage.output_tokens == c.usage.completion_tokens
-    assert (r.status == "incomplete") == (c.choices[0].finish_reason == "length")
-    items = respond(client, model, max_output_tokens=6, temperature=0, input=[
-        {"role": "developer", "content": "Be brief."},
-        {"role": "user", "content": [{"type": "input_text", "text": CHAT[0]["content"]}]}])
-    assert items.output_text == r.output_text
-
-
-def test_responses_stream_events(client, model):
-    # Raw events: the order and numbering the SDK's accumulator relies on, and deltas that add up
-    # to the text of the same request unstreamed.
-    with client.responses.stream(model=model, input="Tell me something.", max_output_tokens=8,
-                                 temperature=0) as s:
-        events = list(s)
-    types = [e.type for e in events]
-    assert [e.sequence_number for e in events] == list(range(len(events)))
-    assert types[:4] == ["response.created", "response.in_progress",
-                         "response.output_item.added", "response.content_part.added"]
-    assert types[-4:-1] == ["response.output_text.done", "response.content_part.done",
-                            "response.output_item.done"]
-    assert types[-1] in ("response.completed", "response.incomplete")
-    deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
-    final = events[-1].response
-    assert "".join(deltas) == final.output_text
-    assert events[-4].text == final.output_text
-    item_id = events[2].item.id
-    assert all(e.item_id == item_id for e in events if e.type == "response.output_text.delta")
-    assert final.output[0].id == item_id
-    unstreamed = respond(client, model, max_output_tokens=8, temperature=0)
-    assert unstreamed.output_text == final.output_text and unstreamed.status == final.status
-    assert final.usage.output_tokens == unstreamed.usage.output_tokens
-
-
-def test_responses_parse_structured_output(client, model):
-    r = client.responses.parse(model=model, input="Tell me something.", text_format=Verdict,
-                               max_output_tokens=64, temperature=1.0)
-    assert r.status == "completed"
-    assert isinstance(r.output_parsed, Verdict)
-    assert Verdict.model_validate_json(r.output_text) == r.output_parsed
-    # Streamed, to the end: response.completed, so the SDK hands back the parsed response.
-    with client.responses.stream(model=model, input="Tell me something.", text_format=Verdict,
-                                 max_output_tokens=64, temperature=1.0) as s:
-        deltas = [e.delta for e in s if e.type == "response.output_text.delta"]
-        final = s.get_final_response()
-    assert isinstance(final.output_parsed, Verdict)
-    assert "".join(deltas) == final.output_text
-
-
-def test_responses_json_object(client, model):
-    r = respond(client, model, text={"format": {"type": "json_object"}}, max_output_tokens=1024,
-                temperature=1.0)
-    assert r.status == "completed"
-    assert isinstance(json.loads(r.output_text), dict)
-
-
-def test_responses_function_tool_round_trip(client, model):
-    tools = [weather_tool()]
-    r = respond(client, model, tools=tools, tool_choice="required", max_output_tokens=64,
-                temperature=1.0)
-    calls = [item for item in r.output if item.type == "function_call"]
-    assert calls and r.status == "completed"
-    call = calls[0]
-    assert call.name == "get_weather" and call.call_id and call.id.startswith("fc_")
-    GetWeather.model_validate(json.loads(call.arguments))
-    # The caller runs the function and sends its output back with the call, statelessly...
-    history = [{"role": "user", "content": "Tell me something."}, call.model_dump(
-        include={"type", "call_id", "name", "arguments"}),
-        {"type": "function_call_output", "call_id": call.call_id, "output": "21 degrees"}]
-    after = respond(client, model, input=history, tools=tools, tool_choice="none",
-                    max_output_tokens=4, temperature=0)
-    assert after.status in ("completed", "incomplete") and after.output[0].type == "message"
-    # ... or through previous_response_id: the same conversation, the same prompt.
-    chained = respond(client, model, previous_response_id=r.id, tools=tools, tool_choice="none",
-                      max_output_tokens=4, temperature=0, input=[history[-1]])
-    assert chained.usage.input_tokens == after.usage.input_tokens
-    assert chained.output_text == after.output_text
-    # As the chat endpoint sees the same round trip.
-    c = chat(client, model, tools=[openai.pydantic_function_tool(GetWeather, name="get_weather")],
-             tool_choice="none", max_completion_tokens=4, temperature=0, messages=CHAT + [
-                 {"role": "assistant", "content": None,
-                  "tool_calls": [{"id": call.call_id, "type": "function",
-                                  "function": {"name": call.name, "arguments": call.arguments}}]},
-                 {"role": "tool", "tool_call_id": call.call_id, "content": "21 degrees"}])
-    assert c.usage.prompt_tokens == after.usage.input_tokens
-
-
-def test_responses_function_call_stream(client, model):
-    tools = [weather_tool()]
-    with client.responses.stream(model=model, input="Tell me something.", tools=tools,
-                                 tool_choice={"type": "function", "name": "get_weather"},
-                                 max_output_tokens=64, temperature=1.0) as s:
-        events = list(s)
-        final = s.get_final_response()
-    types = [e.type for e in events]
-    assert "response.function_call_arguments.delta" in types
-    done = next(e for e in events if e.type == "response.function_call_arguments.done")
-    call = next(item for item in final.output if item.type == "function_call")
-    assert done.arguments == call.arguments and call.name == "get_weather"
-    # A strict tool's arguments are parsed by the SDK (a dict: the tool was given as a dict).
-    assert GetWeather.model_validate(call.parsed_arguments) == GetWeather.model_validate_json(
-        call.arguments)
-
-
-def test_responses_previous_response_id(client, model):
-    first = respond(client, model, max_output_tokens=4, temperature=0)
-    second = respond(client, model, previous_response_id=first.id, input="And then?",
-                     max_output_tokens=4, temperature=0)
-    assert second.previous_response_id == first.id
-    c = chat(client, model, max_completion_tokens=4, temperature=0, messages=CHAT + [
-        {"role": "assistant", "content": first.output_text},
-        {"role": "user", "content": "And then?"}])
-    assert second.usage.input_tokens == c.usage.prompt_tokens
-    assert second.output_text == c.choices[0].message.content
-    # A third turn carries both earlier ones.
-    third = respond(client, model, previous_response_id=second.id, input="Why?",
-                    max_output_tokens=2, temperature=0)
-    assert third.usage.input_tokens > second.usage.input_tokens + second.usage.output_tokens
-
-
-def test_responses_retrieve_and_delete(client, model):
-    r = respond(client, model, max_output_tokens=4, metadata={"run": "e2e"}, user="tester")
-    got = client.responses.retrieve(r.id)
-    assert got.id == r.id and got.output_text == r.output_text and got.usage == r.usage
-    assert got.metadata == {"run": "e2e"} and got.user == "tester"
-    client.responses.delete(r.id)
-    with pytest.raises(openai.NotFoundError):
-        client.responses.retrieve(r.id)
-    with pytest.raises(openai.NotFoundError):
-        client.responses.delete(r.id)
-    with pytest.raises(openai.NotFoundError) as e:
-        respond(client, model, previous_response_id=r.id, max_output_tokens=1)
-    assert e.value.body["param"] == "previous_response_id"
-    # store: false keeps nothing.
-    unstored = respond(client, model, max_output_tokens=2, store=False)
-    with pytest.raises(openai.NotFoundError):
-        client.responses.retrieve(unstored.id)
-
-
-def test_responses_abort_mid_stream_ends_the_generation(client, model, server, info):
-    max_tokens = info["context_length"] // 2 - 11  # finds the request's instance below
-    stream = client.responses.create(model=model, input="Tell me something.", stream=True,
-                                     max_output_tokens=max_tokens, temperature=1.0)
-    seen = 0
-    for event in stream:
-        seen += event.type == "response.output_text.delta"
-        if seen >= 3:
-            break
-    stream.close()
-
-    def instance():
-        _, listing = server.request("GET", "/v1/instances")
-        mine = [i for i in listing["instances"] if "--max-tokens" in i["args"]
-                and i["args"][i["args"].index("--max-tokens") + 1] == str(max_tokens)]
-        assert len(mine) == 1, listing
-        return mine[0]
-
-    deadline = time.time() + 10
-    while instance()["state"] != "finished" and time.time() < deadline:
-        time.sleep(0.1)
-    ended = instance()
-    assert ended["state"] == "finished", "the aborted generation kept running"
-    assert "client disconnected" in ended["exit"]["reason"]
-    assert respond(client, model, max_output_tokens=2).usage.output_tokens <= 2
-
-
-def test_responses_reasoning_item_of_a_thinking_template(tmp_path, model):
-    # The random model never closes its thought: a reasoning item holding what chat returns as
-    # reasoning_content, then an empty message; streamed as response.reasoning_text.delta.
-    template = tmp_path / "r1.jinja"
-    template.write_text(R1_TEMPLATE)
-    s = Server(pith_bin(), os.environ["PITH_MODEL"], "--chat-template", str(template),
-               api_key=API_KEY)
-    s.start()
-    try:
-        c = make_client(s)
-        r = respond(c, model, max_output_tokens=8, temperature=0)
-        assert [item.type for item in r.output] == ["reasoning", "message"]
-        thought = r.output[0].content[0].text
-        assert thought and r.output_text == "" and r.status == "incomplete"
-        ref = chat(c, model, max_completion_tokens=8, temperature=0).choices[0].message
-        assert thought == ref.reasoning_content
-        with c.responses.stream(model=model, input="Tell me something.", max_output_tokens=8,
-                                temperature=0) as st:
-            events = list(st)
-        streamed = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
-        assert streamed == thought
-        assert events[-1].response.output[0].content[0].text == thought
-        # Sent back as input (input += output), the reasoning item is accepted.
-        again = respond(c, model, max_output_tokens=2, input=[
-            {"role": "user", "content": "Tell me something."},
-            *[item.model_dump(exclude_none=True) for item in r.output],
-            {"role": "user", "content": "Go on."}])
-        assert again.status in ("completed", "incomplete")
-        c.close()
-    finally:
-        assert s.stop() == 0
-
-
-@pytest.mark.parametrize("kw, exc, param", [
-    ({"reasoning": {"effort": "low"}}, openai.BadRequestError, "reasoning"),
-    ({"truncation": "auto"}, openai.BadRequestError, "truncation"),
-    ({"temperature": 5}, openai.BadRequestError, "temperature"),
-    ({"max_output_tokens": 10 ** 8}, openai.BadRequestError, "max_output_tokens"),
-    ({"input": [{"type": "web_search_call", "id": "ws_1"}]}, openai.BadRequestError, "input[0]"),
-    ({"tools": [{"type": "web_search"}]}, openai.BadRequestError, "tools"),
-    ({"text": {"format": {"type": "json_schema", "name": "x",
-                          "schema": {"type": "array", "uniqueItems": True}}}},
-     openai.BadRequestError, "text"),
-    ({"model": "no-such-model"}, openai.NotFoundError, "model"),
-    ({"previous_response_id": "resp_missing"}, openai.NotFoundError, "previous_response_id"),
-])
-def test_responses_typed_errors(client, model, kw, exc, param):
-    kw = {"model": model, "input": "Tell me something.", "max_output_tokens": 2, **kw}
-    with pytest.raises(exc) as e:
-        client.responses.create(**kw)
-    err = e.value.response.json()["error"]
-    assert err["param"] == param and err["message"] and err["type"] == "invalid_request_error"
-    # Worded in the Responses request's terms, never in those of the chat request behind it.
-    for chat_name in ("max_completion_tokens", "max_tokens", "response_format", "messages"):
-        assert chat_name not in err["message"]
