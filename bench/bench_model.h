@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
 #include "backend/kv_dtype.h"
 
 namespace pith::bench {
@@ -43,9 +44,11 @@ struct ModelBenchOptions {
   bool profile = false;                    // per-op time of a decode step and a prefill chunk (CPU)
   uint32_t profile_context = 128;          // tokens already in KV for the profile
   std::vector<std::string> profile_cases;  // the profile's cases to run (empty: all four)
-  bool cpu_weight_panels = true;     // BackendOptions::cpu_weight_panels (off: the A/B baseline)
-  bool cuda_graphs = true;           // BackendOptions::cuda_graphs (off: every launch eager)
-  bool cuda_gemv = true;             // BackendOptions::cuda_gemv (off: cuBLASLt for every product)
+  bool cpu_weight_panels = true;  // BackendOptions::cpu_weight_panels (off: the A/B baseline)
+  bool cuda_graphs = true;        // BackendOptions::cuda_graphs (off: every launch eager)
+  bool cuda_gemv = true;          // BackendOptions::cuda_gemv (off: cuBLASLt for every product)
+  // BackendOptions::cuda_attention (pith: the own kernel, the A/B baseline of FlashInfer's)
+  CudaAttention cuda_attention = CudaAttention::Auto;
   KvDType kv_dtype = KvDType::Auto;  // BackendOptions::kv_dtype; llama-bench gets the same type
 };
 

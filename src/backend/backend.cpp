@@ -1,9 +1,27 @@
-// The defaults of Backend's optional capabilities (backend.h).
+// The defaults of Backend's optional capabilities, and the names of CudaAttention (backend.h).
 #include "backend/backend.h"
 
 #include "common/error.h"
 
 namespace pith {
+
+std::string_view cuda_attention_name(CudaAttention a) {
+  switch (a) {
+    case CudaAttention::Auto:
+      return "auto";
+    case CudaAttention::FlashInfer:
+      return "flashinfer";
+    case CudaAttention::Pith:
+      return "pith";
+  }
+  return "?";
+}
+
+CudaAttention parse_cuda_attention(std::string_view name) {
+  for (CudaAttention a : {CudaAttention::Auto, CudaAttention::FlashInfer, CudaAttention::Pith})
+    if (name == cuda_attention_name(a)) return a;
+  fail("--cuda-attention: '{}' is not one of auto, flashinfer, pith", name);
+}
 
 void Backend::load_adapter(uint32_t id, std::shared_ptr<const LoraAdapter> adapter) {
   (void)id;

@@ -21,6 +21,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/forward_batch.h"
@@ -33,6 +34,17 @@ namespace pith {
 struct ModelWeights;
 struct LoraAdapter;
 struct ForwardProfile;  // backend/forward_profile.h
+
+// CUDA: which kernel runs paged attention (--cuda-attention). Auto: FlashInfer's templates
+// where the build has them and the pool's layout fits them (BF16, one head shape FlashInfer is
+// instantiated for), the own kernel elsewhere and for layers with a soft-cap or a window; Pith:
+// the own kernel for every layer (the A/B baseline, and a way around a FlashInfer problem);
+// FlashInfer: as Auto, but a clear startup error where FlashInfer cannot run the model.
+enum class CudaAttention : uint8_t { Auto, FlashInfer, Pith };
+// "auto", "flashinfer", "pith".
+std::string_view cuda_attention_name(CudaAttention a);
+// The inverse of cuda_attention_name; throws pith::Error naming the accepted values.
+CudaAttention parse_cuda_attention(std::string_view name);
 
 // Options every backend understands; fields a backend has no use for are ignored.
 struct BackendOptions {
@@ -59,6 +71,7 @@ struct BackendOptions {
   // CUDA, tests: the own GEMV and the fused gate wherever they fit, untimed (so tiny models,
   // whose matrices are never timed, run them too).
   bool cuda_gemv_always = false;
+  CudaAttention cuda_attention = CudaAttention::Auto;
 };
 
 // What a backend reports about itself (startup log, /metrics, `pith bench` JSON).
@@ -71,6 +84,7 @@ struct BackendInfo {
   KvDType kv_dtype = KvDType::Auto;  // its element type (Auto: the backend does not say)
   size_t state_bytes = 0;            // the recurrent state pool (hybrid models)
   size_t workspace_bytes = 0;        // activations, scratch, Embed slots
+  std::string attention;             // CUDA: the kernel of paged attention ("flashinfer", "pith")
 };
 
 class Backend {

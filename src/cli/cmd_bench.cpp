@@ -126,6 +126,7 @@ struct ModelArgs {
   std::vector<size_t> batch;
   std::string isa;
   std::string kv_dtype = "auto";
+  std::string cuda_attention = "auto";
   bool json = false;
 };
 
@@ -168,6 +169,7 @@ void add_model_suite(CLI::App& bench) {
                   "its fused activation) where each measured faster (false: cuBLASLt always, "
                   "the A/B baseline)")
       ->capture_default_str();
+  add_cuda_attention_option(*cmd, args->cuda_attention);
   cmd->add_option("--batch-steps", args->o.batch_steps, "decode steps per batch run")
       ->capture_default_str();
   cmd->add_option("-r,--reps", args->o.reps, "timed runs per test (the median is reported)")
@@ -189,6 +191,7 @@ void add_model_suite(CLI::App& bench) {
   cmd->callback([args] {
     if (!args->isa.empty()) set_isa_cap(parse_isa(args->isa));
     args->o.kv_dtype = parse_kv_dtype(args->kv_dtype);
+    args->o.cuda_attention = parse_cuda_attention(args->cuda_attention);
     if (args->o.threads == 0) fail("--threads must be at least 1");
     if (args->o.reps < 1) fail("--reps must be at least 1");
     if (args->o.batch_steps == 0 && !args->batch.empty()) fail("--batch-steps must be at least 1");

@@ -38,6 +38,7 @@ struct LogitsArgs {
   uint32_t page_size = 16;
   std::string device = "auto";
   std::string kv_dtype = "auto";
+  std::string cuda_attention = "auto";
   std::string lora;  // adapter path, applied to the whole prompt
 };
 
@@ -120,6 +121,7 @@ void run_logits(const LogitsArgs& a) {
   eo.kv_memory_bytes = kv_shape_for(c, a.page_size, KvDType::F32).page_bytes() * n_pages;
   eo.state_memory_bytes = c.recurrent_state_floats() * sizeof(float);  // one sequence's
   eo.device = a.device;
+  eo.cuda_attention = parse_cuda_attention(a.cuda_attention);
   auto backend = make_backend(weights, eo);
   Backend& engine = *backend;
 
@@ -182,6 +184,7 @@ void add_logits_commands(CLI::App& app) {
       ->default_val(16)
       ->check(CLI::Range(1, 4096));
   add_device_option(*cmd, args.device);
+  add_cuda_attention_option(*cmd, args.cuda_attention);
   add_kv_dtype_option(*cmd, args.kv_dtype);
   cmd->callback([] { run_logits(args); });
 }

@@ -34,6 +34,7 @@ struct RunArgs {
   bool no_stdin = false;
   bool verbose = false;
   std::string device = "auto";
+  std::string cuda_attention = "auto";
 };
 
 int run(const RunArgs& a) {
@@ -45,6 +46,7 @@ int run(const RunArgs& a) {
   so.engine.kv_memory_bytes = parse_byte_size(a.kv_memory);
   so.engine.kv_page_size = a.kv_page_size;
   so.engine.kv_dtype = parse_kv_dtype(a.kv_dtype);
+  so.engine.cuda_attention = parse_cuda_attention(a.cuda_attention);
   so.runtime.compiler.cache_dir = a.cache_dir;
   so.control.policy = a.batch_policy;
   so.control.max_batch_tokens = a.max_batch_tokens;
@@ -79,6 +81,7 @@ void add_run_commands(CLI::App& app) {
   run_cmd->add_option("args", a->args, "arguments passed to the inferlet (after --)");
   run_cmd->add_option("-t,--threads", a->threads, "engine threads (0: one per core)");
   add_device_option(*run_cmd, a->device);
+  add_cuda_attention_option(*run_cmd, a->cuda_attention);
   run_cmd->add_option("--kv-memory", a->kv_memory, "KV cache budget, e.g. 256M, 2G");
   run_cmd->add_option("--kv-page-size", a->kv_page_size, "tokens per KV page");
   add_kv_dtype_option(*run_cmd, a->kv_dtype);

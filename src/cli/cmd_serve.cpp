@@ -95,6 +95,7 @@ void add_serve_commands(CLI::App& app) {
                       "CUDA: let decode-sized products run the own GEMV (and gate/up projections "
                       "their fused activation) where each measured faster (false: cuBLASLt "
                       "always)"));
+  add(add_cuda_attention_option(*cmd, cfg->cuda_attention));
   add(cmd->add_option("-t,--threads", cfg->threads, "engine threads (0: one per core)"));
   add(cmd->add_option("--kv-memory", cfg->kv_memory, "KV cache budget, e.g. 512M, 2G"));
   add(cmd->add_option("--kv-page-size", cfg->kv_page_size, "tokens per KV page"));

@@ -34,6 +34,19 @@ inline CLI::Option* add_device_option(CLI::App& cmd, std::string& device) {
       ->default_val("auto");
 }
 
+// `--cuda-attention auto|flashinfer|pith` (BackendOptions::cuda_attention), its default from
+// PITH_CUDA_ATTENTION (as vLLM's attention-backend variable: one setting for every server and
+// tool a test or benchmark starts); parsed with parse_cuda_attention where options are resolved.
+inline CLI::Option* add_cuda_attention_option(CLI::App& cmd, std::string& choice) {
+  return cmd
+      .add_option("--cuda-attention", choice,
+                  "CUDA: the paged-attention kernel: auto (FlashInfer where built and the "
+                  "model fits it, else the own kernel), flashinfer (an error where it cannot "
+                  "run), pith (the own kernel everywhere)")
+      ->envname("PITH_CUDA_ATTENTION")
+      ->default_val("auto");
+}
+
 // `--kv-dtype auto|f32|f16|bf16` beside --kv-memory (backend/kv_dtype.h); parsed with
 // parse_kv_dtype where the options are resolved.
 inline CLI::Option* add_kv_dtype_option(CLI::App& cmd, std::string& kv_dtype) {

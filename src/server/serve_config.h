@@ -16,7 +16,9 @@ struct ServeConfig {
   bool cpu_weight_panels = true;     // CPU: Q8_0 / BF16 repacked at load (BackendOptions)
   bool cuda_graphs = true;           // CUDA: decode steps replayed as graphs (BackendOptions)
   bool cuda_gemv = true;             // CUDA: the own GEMV where it measured faster (BackendOptions)
-  size_t threads = 0;                // engine threads (0: one per core)
+  // CUDA: the paged-attention kernel, auto | flashinfer | pith (BackendOptions)
+  std::string cuda_attention = "auto";
+  size_t threads = 0;  // engine threads (0: one per core)
   std::string kv_memory = "512M";
   uint32_t kv_page_size = 16;
   std::string kv_dtype = "auto";  // auto | f32 | f16 | bf16 (backend/kv_dtype.h)

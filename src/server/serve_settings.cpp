@@ -97,6 +97,7 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   const size_t kv_bytes = byte_size_option("--kv-memory", c.kv_memory);
   require(kv_bytes > 0, "--kv-memory", "must be more than 0 bytes");
   const KvDType kv_dtype = parse_kv_dtype(c.kv_dtype);
+  const CudaAttention cuda_attention = parse_cuda_attention(c.cuda_attention);
   const size_t state_bytes =
       c.state_memory.empty() ? 0 : byte_size_option("--state-memory", c.state_memory);
   require(c.state_memory.empty() || state_bytes > 0, "--state-memory", "must be more than 0 bytes");
@@ -181,6 +182,7 @@ ServeSettings resolve_serve_config(ServeConfig c) {
   so.engine.cpu_weight_panels = c.cpu_weight_panels;
   so.engine.cuda_graphs = c.cuda_graphs;
   so.engine.cuda_gemv = c.cuda_gemv;
+  so.engine.cuda_attention = cuda_attention;
   so.engine.n_threads = c.threads;
   so.engine.kv_memory_bytes = kv_bytes;
   so.engine.kv_page_size = c.kv_page_size;

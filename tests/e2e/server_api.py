@@ -391,6 +391,8 @@ def bad_options(pith, model):
              (["--batch-policy", "sometimes"], {}, "--batch-policy"),
              (["--kv-memory", "lots"], {}, "--kv-memory"),
              (["--kv-dtype", "q8"], {}, "--kv-dtype"),
+             (["--cuda-attention", "triton"], {}, "--cuda-attention"),
+             ([], {"PITH_CUDA_ATTENTION": "xformers"}, "--cuda-attention"),
              (["--device", "tpu"], {}, "--device"),
              ([], {"PITH_DEVICE": "cuda:x"}, "--device"),
              (["--gpu-memory-fraction", "1.5"], {}, "--gpu-memory-fraction"),
@@ -412,7 +414,8 @@ def bad_options(pith, model):
         cfg = os.path.join(d, "pith.toml")
         with open(cfg, "w") as f:
             f.write('gpu_memory_fraction = 0.5\n')
-        with Server(pith, model, "--config", cfg, "--device", "cpu", env={"PITH_GPU_MEMORY_FRACTION": "0.8"}) as s:
+        with Server(pith, model, "--config", cfg, "--device", "cpu", "--cuda-attention", "pith",
+                    env={"PITH_GPU_MEMORY_FRACTION": "0.8"}) as s:
             check(s.request("GET", "/health")[0] == 200, "serving with --device cpu")
             log = s.server_log()
             check("backend cpu on" in log and "weights" in log and "KV pool" in log,

@@ -37,17 +37,20 @@ inline std::shared_ptr<const ModelWeights> load(const std::string& path) {
 // A generated tiny model (BF16 unless told), once per test process, family (or a variant of
 // tests/data/oracle/arch/variants.json, e.g. qwen3-yarn) and dtype: "" is llama with the 128k Llama
 // 3 vocabulary; another family (model_gen's generic tiny shape of it, with small sliding windows
-// and soft-caps so short prompts reach them) takes tiny-f32's 1000-token vocabulary.
-inline std::string generated_model(const std::string& arch, DType dtype = DType::BF16) {
+// and soft-caps so short prompts reach them) takes tiny-f32's 1000-token vocabulary. `preset`
+// picks another of model_gen's tiny shapes (tiny256: head_dim 64, a size FlashInfer runs).
+inline std::string generated_model(const std::string& arch, DType dtype = DType::BF16,
+                                   const std::string& preset = "tiny") {
   static std::map<std::string, std::string> paths;
-  const std::string key = (arch.empty() ? "llama" : arch) + (dtype == DType::F32 ? "-f32" : "");
+  const std::string key = (arch.empty() ? "llama" : arch) + (dtype == DType::F32 ? "-f32" : "") +
+                          (preset == "tiny" ? "" : "-" + preset);
   auto it = paths.find(key);
   if (it != paths.end()) return it->second;
   std::string p = (std::filesystem::temp_directory_path() /
                    ("pith-gpu-test-" + std::to_string(getpid()) + "-" + key + ".gguf"))
                       .string();
   ModelGenOptions o;
-  o.preset = "tiny";
+  o.preset = preset;
   o.arch = arch;
   // A variant of the oracle models (a family's preset with config options changed).
   std::ifstream in(data_path("oracle/arch/variants.json"));

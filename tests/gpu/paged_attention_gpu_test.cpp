@@ -14,8 +14,11 @@
 #include <cmath>
 #include <random>
 
+#include "backend_test_models.h"
+#include "common/error.h"
 #include "engine/attention.h"
 #include "engine/cuda/attention/paged_attention_kernel.h"
+#include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/paged_attention.h"
 #include "gpu_test_main.h"
 
@@ -23,6 +26,12 @@ namespace pith::cuda {
 namespace {
 
 using Mask = std::vector<std::vector<uint32_t>>;
+
+#if PITH_HAVE_FLASHINFER
+constexpr bool kFlashInferBuilt = true;
+#else
+constexpr bool kFlashInferBuilt = false;
+#endif
 
 #define CHECK_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
 
@@ -315,6 +324,62 @@ TEST(PagedAttentionGpuTimes, DecodeSplitsAgainstOneSplit) {
         cudaFree(out);
         EXPECT_GT(split, 0.0);
       }
+}
+
+// --cuda-attention at the backend: pith keeps every layer on the own kernel; flashinfer runs a
+// model FlashInfer fits (BF16, head_dim 64) where the build has it, with auto's next-token
+// distribution, and is otherwise a startup error saying why (an F32 model in any build).
+TEST(CudaAttentionChoice, PithFlashInferAndAuto) {
+  const auto bf16 = load(generated_model("llama", pith::DType::BF16, "tiny256"));
+  ASSERT_EQ(bf16->config.head_dim, 64u);
+  BackendOptions bo;
+  bo.kv_memory_bytes = size_t{4} << 20;
+  auto refused = [&](std::shared_ptr<const ModelWeights> w, const char* why) {
+    try {
+      make_cuda_backend(w, bo, 0);
+      ADD_FAILURE() << "--cuda-attention flashinfer was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("--cuda-attention flashinfer: ") + why),
+                std::string::npos)
+          << e.what();
+    }
+  };
+  bo.cuda_attention = CudaAttention::Pith;
+  auto own = make_cuda_backend(bf16, bo, 0);
+  EXPECT_EQ(own->info().attention, "pith");
+  bo.cuda_attention = CudaAttention::Auto;
+  EXPECT_EQ(make_cuda_backend(load(data_path("models/tiny-f32.gguf")), bo, 0)->info().attention,
+            "pith");
+  bo.cuda_attention = CudaAttention::FlashInfer;
+  refused(load(data_path("models/tiny-f32.gguf")),
+          kFlashInferBuilt ? "FlashInfer is instantiated for BF16" : "this build has no");
+  if (!kFlashInferBuilt) {
+    refused(bf16, "this build has no FlashInfer");
+    return;
+  }
+  auto fi = make_cuda_backend(bf16, bo, 0);
+  EXPECT_EQ(fi->info().attention, "flashinfer");
+  // A 40-token prefill (three pages) on each: FlashInfer's distribution is the own kernel's.
+  const uint32_t n = 40, ps = bo.kv_page_size;
+  SequenceInput s;
+  s.tokens = random_tokens(n, 3, static_cast<int32_t>(bf16->config.vocab_size));
+  for (uint32_t i = 0; i < n; ++i) s.positions.push_back(i);
+  s.last_page_len = last_len(n, ps);
+  s.outputs = {{n - 1, OutputKind::TopK, 8, 0}};
+  s.kv_pages = own->page_slots().allocate(pages_for(n, ps));
+  const auto a = own->forward({s});
+  s.kv_pages = fi->page_slots().allocate(pages_for(n, ps));
+  const auto b = fi->forward({s});
+  const auto& da = a[0].outputs[0].dist;
+  const auto& db = b[0].outputs[0].dist;
+  ASSERT_EQ(da.ids.size(), 8u);
+  EXPECT_EQ(da.ids[0], db.ids[0]);
+  for (size_t i = 0; i < db.ids.size(); ++i) {
+    const auto it = std::find(da.ids.begin(), da.ids.end(), db.ids[i]);
+    if (it != da.ids.end()) {
+      EXPECT_NEAR(db.probs[i], da.probs[it - da.ids.begin()], 2e-2);
+    }
+  }
 }
 
 }  // namespace

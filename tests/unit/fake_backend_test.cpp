@@ -659,5 +659,19 @@ TEST(FakeBackend, DelayFailureInjectionAndCounters) {
   EXPECT_EQ(c.rejected, 0u);
 }
 
+// --cuda-attention's names: each parses back to itself; anything else is refused naming the
+// option and the accepted values (what every CLI command and the TOML config report).
+TEST(BackendOptions, CudaAttentionNames) {
+  for (CudaAttention a : {CudaAttention::Auto, CudaAttention::FlashInfer, CudaAttention::Pith})
+    EXPECT_EQ(parse_cuda_attention(cuda_attention_name(a)), a);
+  EXPECT_EQ(BackendOptions{}.cuda_attention, CudaAttention::Auto);
+  try {
+    parse_cuda_attention("FlashInfer");
+    FAIL() << "a wrongly cased name was accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--cuda-attention: 'FlashInfer' is not one of auto, flashinfer, pith");
+  }
+}
+
 }  // namespace
 }  // namespace pith

@@ -60,6 +60,10 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
     for (uint32_t l = 0; l < c.n_layers; ++l)
       if (c.layer_has_kv(l)) layout_.layers.push_back({c.kv_heads_of(l), c.head_dim_of(l)});
   if (options.kv_page_size == 0) fail("cuda: KV page size must be at least 1");
+  if (options.cuda_attention == CudaAttention::FlashInfer) {
+    const std::string why = PagedAttention::flashinfer_unsuitable(layout_, c.n_heads);
+    if (!why.empty()) fail("--cuda-attention flashinfer: {}; auto or pith run the own kernel", why);
+  }
   const size_t page_bytes = layout_.page_elems() * layout_.elem_bytes();
   const size_t n_pages = options.kv_memory_bytes / page_bytes;
   if (n_pages == 0)
@@ -121,7 +125,8 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
     gemm_->set_skinny(Gemm::Skinny::Cublas);
   else if (options.cuda_gemv_always)
     gemm_->set_skinny(Gemm::Skinny::Own);
-  attention_ = std::make_unique<PagedAttention>(layout_, c.n_heads, kPlannedTokens, kPlannedSeqs);
+  attention_ = std::make_unique<PagedAttention>(layout_, c.n_heads, kPlannedTokens, kPlannedSeqs,
+                                                options.cuda_attention != CudaAttention::Pith);
   ws_.ensure(c, act_, kPlannedTokens, kLmChunkRows);
   spdlog::info(
       "cuda: {} (cuda:{}, {} MiB): weights {} MiB, KV pool {} MiB ({} pages of {} "
@@ -150,6 +155,7 @@ BackendInfo CudaBackend::info() const {
   i.kv_bytes = kv_pool_.bytes();
   i.kv_dtype = layout_.dtype == DType::F32 ? KvDType::F32 : KvDType::BF16;
   i.state_bytes = states_->bytes();
+  i.attention = attention_->implementation();
   i.workspace_bytes = ws_.bytes() + mixer_->bytes() + moe_->bytes() + per_layer_->bytes() +
                       embed_store_.bytes() + gemm_->workspace_bytes() + staging_.device_bytes() +
                       lora_.scratch_bytes();

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "engine/cuda/attention/paged_kv.h"
 
@@ -60,6 +61,9 @@ class PagedAttention {
   // The own kernel's former chunk reductions (attn::KernelParams::rescan_chunk), for timing.
   void set_chunk_rescan(bool on);
 
+  // Why FlashInfer cannot run a pool of this layout (not built in, F32, mixed head shapes, a
+  // head_dim it is not instantiated for), or empty when it can.
+  static std::string flashinfer_unsuitable(const KvPoolLayout& layout, uint32_t n_heads);
   // Which implementation run() uses for this layout ("flashinfer" or "pith"), for logs. A batch
   // whose query rows are not packed per sequence in plan order runs on the own kernel.
   const char* implementation() const;

@@ -288,14 +288,7 @@ PagedAttention::PagedAttention(const KvPoolLayout& layout, uint32_t n_heads, uin
   Impl& m = *impl_;
   m.layout = layout;
   m.n_heads = n_heads;
-#if PITH_HAVE_FLASHINFER
-  // FlashInfer keeps the page stride in 32 bits, and is planned for one head shape.
-  m.flashinfer = allow_flashinfer && layout.dtype == DType::BF16 && layout.uniform() &&
-                 fi::prefill_supports(layout.head_dim, n_heads, layout.n_kv_heads) &&
-                 layout.page_elems() <= UINT32_MAX;
-#else
-  (void)allow_flashinfer;
-#endif
+  m.flashinfer = allow_flashinfer && flashinfer_unsuitable(layout, n_heads).empty();
   check(cudaEventCreateWithFlags(&m.staged, cudaEventDisableTiming), "event creation");
   int device = 0, sms = 0;
   check(cudaGetDevice(&device), "device query");
@@ -341,6 +334,25 @@ void PagedAttention::set_max_kv_splits(uint32_t n) {
 
 void PagedAttention::set_chunk_rescan(bool on) {
   impl_->rescan_chunk = on;
+}
+
+std::string PagedAttention::flashinfer_unsuitable(const KvPoolLayout& layout, uint32_t n_heads) {
+#if PITH_HAVE_FLASHINFER
+  // FlashInfer is planned for one head shape and keeps the page stride in 32 bits.
+  if (layout.dtype != DType::BF16)
+    return "FlashInfer is instantiated for BF16 and this model runs in F32";
+  if (!layout.uniform()) return "the layers' head shapes differ (FlashInfer is planned for one)";
+  if (!fi::prefill_supports(layout.head_dim, n_heads, layout.n_kv_heads))
+    return "head_dim " + std::to_string(layout.head_dim) +
+           " is not one FlashInfer is instantiated for (64, 128)";
+  if (layout.page_elems() > UINT32_MAX) return "a KV page holds more than 2^32 elements";
+  return {};
+#else
+  (void)layout;
+  (void)n_heads;
+  return "this build has no FlashInfer (scripts/setup-flashinfer.sh, then configure with "
+         "-DPITH_FLASHINFER=ON)";
+#endif
 }
 
 const char* PagedAttention::implementation() const {
