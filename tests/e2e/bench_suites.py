@@ -93,6 +93,8 @@ def main():
         cpu = m["backend"] == "cpu"
         assert dm["kv_dtype"] == "f32" and dm["depth"] == 40, dm
         assert m["kv_dtype"] == ("f16" if cpu else "f32"), m
+        # The paged-attention kernel on a GPU (FlashInfer runs BF16 only: the own one for F32).
+        assert m["attention"] == (None if cpu else "pith"), m
         assert m["kv_bytes_per_token_at_depth"] == 0 < dm["kv_bytes_per_token_at_depth"], dm
         weights_only = dm["bandwidth_gb_s"] * 1e9 / dm["weight_bytes_per_token"]
         assert dm["decode_floor_tok_s"] < weights_only, (dm, weights_only)
