@@ -319,33 +319,35 @@ nlohmann::json run_model_bench(const ModelBenchOptions& o) {
                pp > 0 ? fmt::format(" = {:.2f} of prefill", agg / pp) : "");
   }
 
-  nlohmann::json j = {
-      {"suite", "model"},
-      {"model", o.model_path},
-      {"threads", o.threads},
-      {"n_prompt", o.n_prompt},
-      {"n_gen", o.n_gen},
-      {"reps", o.reps},
-      {"pp_tok_s", pp},
-      {"pp_tok_per_cpu_s", pp_cpu},
-      {"tg_tok_s", tg},
-      {"batch_tg_tok_s", batch},
-      {"batch_steps", o.batch_steps},
-      {"bandwidth_gb_s", bw},
-      {"bandwidth_samples_gb_s", bw_samples},
-      {"bandwidth_probe", device_bw ? "device_copy" : "host_read"},
-      {"weight_bytes_per_token", wbytes},
-      {"depth", o.depth},
-      {"kv_bytes_per_token_at_depth", kv_bytes},
-      {"weight_panels", o.cpu_weight_panels},
-      {"cuda_graphs", o.cuda_graphs},
-      {"cuda_gemv", o.cuda_gemv},
-      {"attention", engine.info().attention.empty() ? nlohmann::json(nullptr)
-                                                    : nlohmann::json(engine.info().attention)},
-      {"kv_dtype", kv_dtype_name(kv_dtype)},
-      {"backend", engine.info().name},
-      {"decode_floor_tok_s", floor},
-      {"tg_over_floor", tg / floor}};
+  nlohmann::json j = {{"suite", "model"},
+                      {"model", o.model_path},
+                      {"threads", o.threads},
+                      {"n_prompt", o.n_prompt},
+                      {"n_gen", o.n_gen},
+                      {"reps", o.reps},
+                      {"pp_tok_s", pp},
+                      {"pp_tok_per_cpu_s", pp_cpu},
+                      {"tg_tok_s", tg},
+                      {"batch_tg_tok_s", batch},
+                      {"batch_steps", o.batch_steps},
+                      {"bandwidth_gb_s", bw},
+                      {"bandwidth_samples_gb_s", bw_samples},
+                      {"bandwidth_probe", device_bw ? "device_copy" : "host_read"},
+                      {"weight_bytes_per_token", wbytes},
+                      {"depth", o.depth},
+                      {"kv_bytes_per_token_at_depth", kv_bytes},
+                      {"weight_panels", o.cpu_weight_panels},
+                      {"cuda_graphs", o.cuda_graphs},
+                      {"cuda_gemv", o.cuda_gemv},
+                      {"kv_dtype", kv_dtype_name(kv_dtype)},
+                      {"backend", engine.info().name},
+                      {"decode_floor_tok_s", floor},
+                      {"tg_over_floor", tg / floor}};
+  // The paged-attention kernel a GPU ran (null on the CPU).
+  if (const std::string attention = engine.info().attention; !attention.empty())
+    j["attention"] = attention;
+  else
+    j["attention"] = nullptr;
   if (!o.llama_bench.empty()) {
     const KvDType lb_kv = llama_bench_kv(kv_dtype, engine.info().name == "cuda");
     LlamaBenchResult lb = run_llama_bench(o, lb_kv);
