@@ -4,7 +4,8 @@
 // (a tree draft, a mask hiding whole chunks), rows out of plan order (own kernel fallback), and
 // the families' query scale, soft-cap and sliding window, and gemma4's head_dim 512 in a pool
 // whose layers differ in shape.
-// The tiny test models have head_dim 16, so this is what exercises FlashInfer directly. Long
+// The tiny test models have head_dim 16, so this is what exercises FlashInfer directly (and
+// CudaAttentionChoice, a generated head_dim-64 model through the backend on either kernel). Long
 // decodes run the own kernel with and without split-K; PagedAttentionGpuTimes times both, and
 // the chunk reductions from partials against the former per-thread rescans.
 #include <cuda_runtime_api.h>
