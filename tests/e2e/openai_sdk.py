@@ -8,7 +8,6 @@ import asyncio
 import json
 import math
 import os
-import time
 from typing import Literal, Optional
 
 import openai
@@ -16,8 +15,8 @@ import pydantic
 import pytest
 
 from openai_sdk_common import (API_KEY, CHAT, R1_TEMPLATE, GetWeather, Server, Verdict,
-                               assert_usage, chat, detokenize, make_client, pith_bin, pith_cli,
-                               tokenize)
+                               assert_usage, chat, detokenize, finished_instance, make_client,
+                               pith_bin, pith_cli, tokenize)
 
 
 def ascii_stop_string(text):
@@ -368,17 +367,7 @@ def test_abort_mid_stream_then_next_request(client, model, server, info):
 
     # The server notices the closed connection and ends the generation (it would otherwise run
     # for seconds: thousands of tokens, unless the model samples its end token).
-    def instance():
-        _, listing = server.request("GET", "/v1/instances")
-        mine = [i for i in listing["instances"] if "--seed" in i["args"]
-                and i["args"][i["args"].index("--seed") + 1] == str(seed)]
-        assert len(mine) == 1, listing
-        return mine[0]
-
-    deadline = time.time() + 10
-    while instance()["state"] != "finished" and time.time() < deadline:
-        time.sleep(0.1)
-    ended = instance()
+    ended = finished_instance(server, "--seed", seed)
     assert ended["state"] == "finished", "the aborted generation kept running"
     assert ended["exit"]["kind"] == "killed" and "client disconnected" in ended["exit"]["reason"]
     r = chat(client, model, max_tokens=4, seed=52)

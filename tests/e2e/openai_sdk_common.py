@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from typing import Literal
 
 import openai
@@ -89,6 +90,22 @@ def model(info):
 def chat(client, model, **kw):
     kw.setdefault("messages", CHAT)
     return client.chat.completions.create(model=model, **kw)
+
+
+def finished_instance(server, flag, value, timeout=10):
+    """The one instance whose args hold `flag value` (a request's own inferlet, found by what the
+    request set), once it has finished or `timeout` seconds have passed, whichever is first."""
+    def instance():
+        _, listing = server.request("GET", "/v1/instances")
+        mine = [i for i in listing["instances"] if flag in i["args"]
+                and i["args"][i["args"].index(flag) + 1] == str(value)]
+        assert len(mine) == 1, listing
+        return mine[0]
+
+    deadline = time.time() + timeout
+    while instance()["state"] != "finished" and time.time() < deadline:
+        time.sleep(0.1)
+    return instance()
 
 
 def assert_usage(usage, completion_tokens=None):

@@ -5,13 +5,12 @@ translates to where there is one. Server, client and helpers: openai_sdk_common.
 """
 import json
 import os
-import time
 
 import openai
 import pytest
 
 from openai_sdk_common import (API_KEY, CHAT, R1_TEMPLATE, GetWeather, Server, Verdict, chat,
-                               make_client, pith_bin)
+                               finished_instance, make_client, pith_bin)
 
 
 def respond(client, model, **kw):
@@ -198,17 +197,7 @@ def test_responses_abort_mid_stream_ends_the_generation(client, model, server, i
             break
     stream.close()
 
-    def instance():
-        _, listing = server.request("GET", "/v1/instances")
-        mine = [i for i in listing["instances"] if "--max-tokens" in i["args"]
-                and i["args"][i["args"].index("--max-tokens") + 1] == str(max_tokens)]
-        assert len(mine) == 1, listing
-        return mine[0]
-
-    deadline = time.time() + 10
-    while instance()["state"] != "finished" and time.time() < deadline:
-        time.sleep(0.1)
-    ended = instance()
+    ended = finished_instance(server, "--max-tokens", max_tokens)
     assert ended["state"] == "finished", "the aborted generation kept running"
     assert "client disconnected" in ended["exit"]["reason"]
     assert respond(client, model, max_output_tokens=2).usage.output_tokens <= 2
