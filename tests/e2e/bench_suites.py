@@ -4,7 +4,8 @@ line holding the keys the issues name (other tools parse them), on the tiny mode
 sizes so the whole file takes seconds; plus the checks that hold whatever the machine's speed
 (the prefix cache computes fewer prompt tokens, the roofline bound is >= 1, rates are > 0).
 
-usage: bench_suites.py PITH TINY_MODEL INFERLET_DIR
+usage: bench_suites.py PITH TINY_MODEL INFERLET_DIR [engine|serving]
+The optional part runs half of the suites (ctest runs the two halves side by side); none runs all.
 """
 import importlib.util
 import json
@@ -13,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 
 def free_port():
@@ -22,7 +24,9 @@ def free_port():
 
 
 def bench(pith, *args):
+    started = time.monotonic()
     p = subprocess.run([pith, "bench", *args, "--json"], capture_output=True, text=True, timeout=600)
+    print(f"pith bench {args[0]}: {time.monotonic() - started:.1f} s", flush=True)
     if p.returncode != 0:
         sys.exit(f"FAIL: pith bench {' '.join(args)} exited {p.returncode}\n{p.stdout}\n{p.stderr}")
     lines = [l for l in p.stdout.splitlines() if l.strip()]
@@ -44,8 +48,10 @@ def positive(out, *keys):
         assert isinstance(out[k], (int, float)) and out[k] > 0, f"{out['suite']}: {k} = {out[k]}"
 
 
-def main():
-    pith, model, inferlets = sys.argv[1], sys.argv[2], sys.argv[3]
+def engine_suites(pith, model, inferlets):
+    """model, lora, batching, techniques, paper, agents, overhead (the paper suite and
+    techniques are most of the time; run side by side they slowed each other down)."""
+    paper_suite(pith, model, inferlets)
     with tempfile.TemporaryDirectory(prefix="pith_bench_") as cache:
         m = bench(pith, "model", "-m", model, "-p", "16", "-n", "4", "-r", "1", "--batch", "1,2",
                   "--batch-steps", "2", "--bandwidth-mib", "64")
@@ -166,6 +172,23 @@ def main():
             assert w["latency_p99_ms"] >= w["latency_p50_ms"], w
         assert t["workloads"][0]["vs_text_completion"] == 1.0, t["workloads"][0]
 
+        # Fig. 6 on its own, one workload: the options reach it (2 swarms of 3 workers).
+        ag = bench(pith, "agents", "-m", model, "--workloads", "swarm", "--agents", "2",
+                   "--swarm-size", "3", "--step-tokens", "2", "--inferlets", inferlets,
+                   "--cache-dir", cache)
+        need(ag, "workloads", "ratio")
+        assert [w["workload"] for w in ag["workloads"]] == ["swarm"], ag
+        for side in ("inferlet", "client"):
+            assert ag["workloads"][0][side]["actions"] == 6, ag
+
+        o = bench(pith, "overhead", "-m", model, "--instances", "8", "--decode-tokens", "4",
+                  "--runs", "1", "--inferlets", inferlets, "--cache-dir", cache)
+        need(o, "control_call_us", "forward_call_us", "tpot_inferlet_ms", "tpot_fused_ms", "overhead_pct")
+        positive(o, "control_call_us", "tpot_inferlet_ms", "tpot_fused_ms")
+
+
+def paper_suite(pith, model, inferlets):
+    with tempfile.TemporaryDirectory(prefix="pith_bench_") as cache:
         # The paper's Tables 4, 5 and Fig. 8 in one command: JSON of every suite and the charts.
         out_dir = os.path.join(cache, "paper")
         pa = bench(pith, "paper", "-m", model, "--out", out_dir, "--concurrency", "4", "--tokens",
@@ -189,20 +212,9 @@ def main():
             svg = os.path.join(out_dir, name + ".svg")
             assert os.path.exists(svg) and open(svg).read().startswith("<svg"), svg
 
-        # Fig. 6 on its own, one workload: the options reach it (2 swarms of 3 workers).
-        ag = bench(pith, "agents", "-m", model, "--workloads", "swarm", "--agents", "2",
-                   "--swarm-size", "3", "--step-tokens", "2", "--inferlets", inferlets,
-                   "--cache-dir", cache)
-        need(ag, "workloads", "ratio")
-        assert [w["workload"] for w in ag["workloads"]] == ["swarm"], ag
-        for side in ("inferlet", "client"):
-            assert ag["workloads"][0][side]["actions"] == 6, ag
 
-        o = bench(pith, "overhead", "-m", model, "--instances", "8", "--decode-tokens", "4",
-                  "--runs", "1", "--inferlets", inferlets, "--cache-dir", cache)
-        need(o, "control_call_us", "forward_call_us", "tpot_inferlet_ms", "tpot_fused_ms", "overhead_pct")
-        positive(o, "control_call_us", "tpot_inferlet_ms", "tpot_fused_ms")
-
+def serving_suites(pith, model, inferlets):
+    """prefix-cache, chunked-prefill, contention, soak, serving."""
     p = bench(pith, "prefix-cache", "-m", model, "--requests", "6", "--system-tokens", "64",
               "--question-tokens", "8", "--max-tokens", "2", "--concurrency", "2")
     need(p, "prefill_tokens_on", "prefill_tokens_off", "speedup")
@@ -275,7 +287,18 @@ def main():
     finally:
         other.terminate()
         other.wait(30)
-    print("bench suites: JSON contracts hold")
+
+
+def main():
+    pith, model, inferlets = sys.argv[1], sys.argv[2], sys.argv[3]
+    part = sys.argv[4] if len(sys.argv) > 4 else "all"
+    if part not in ("all", "engine", "serving"):
+        sys.exit(f"unknown part {part!r} (engine, serving)")
+    if part in ("all", "engine"):
+        engine_suites(pith, model, inferlets)
+    if part in ("all", "serving"):
+        serving_suites(pith, model, inferlets)
+    print(f"bench suites ({part}): JSON contracts hold")
 
 
 if __name__ == "__main__":
