@@ -5,7 +5,7 @@ sizes so the whole file takes seconds; plus the checks that hold whatever the ma
 (the prefix cache computes fewer prompt tokens, the roofline bound is >= 1, rates are > 0).
 
 usage: bench_suites.py PITH TINY_MODEL INFERLET_DIR [engine|serving]
-The optional part runs half of the suites (ctest runs the two halves side by side); none runs all.
+The optional part runs half of the suites (to rerun one half); none runs all, as ctest does.
 """
 import importlib.util
 import json
