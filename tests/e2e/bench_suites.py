@@ -4,8 +4,7 @@ line holding the keys the issues name (other tools parse them), on the tiny mode
 sizes so the whole file takes seconds; plus the checks that hold whatever the machine's speed
 (the prefix cache computes fewer prompt tokens, the roofline bound is >= 1, rates are > 0).
 
-usage: bench_suites.py PITH TINY_MODEL INFERLET_DIR [engine|serving]
-The optional part runs half of the suites (to rerun one half); none runs all, as ctest does.
+usage: bench_suites.py PITH TINY_MODEL INFERLET_DIR
 """
 import importlib.util
 import json
@@ -49,8 +48,7 @@ def positive(out, *keys):
 
 
 def engine_suites(pith, model, inferlets):
-    """model, lora, batching, techniques, paper, agents, overhead (the paper suite and
-    techniques are most of the time; run side by side they slowed each other down)."""
+    """model, lora, batching, techniques, paper, agents, overhead."""
     paper_suite(pith, model, inferlets)
     with tempfile.TemporaryDirectory(prefix="pith_bench_") as cache:
         m = bench(pith, "model", "-m", model, "-p", "16", "-n", "4", "-r", "1", "--batch", "1,2",
@@ -291,14 +289,9 @@ def serving_suites(pith, model, inferlets):
 
 def main():
     pith, model, inferlets = sys.argv[1], sys.argv[2], sys.argv[3]
-    part = sys.argv[4] if len(sys.argv) > 4 else "all"
-    if part not in ("all", "engine", "serving"):
-        sys.exit(f"unknown part {part!r} (engine, serving)")
-    if part in ("all", "engine"):
-        engine_suites(pith, model, inferlets)
-    if part in ("all", "serving"):
-        serving_suites(pith, model, inferlets)
-    print(f"bench suites ({part}): JSON contracts hold")
+    engine_suites(pith, model, inferlets)
+    serving_suites(pith, model, inferlets)
+    print("bench suites: JSON contracts hold")
 
 
 if __name__ == "__main__":
