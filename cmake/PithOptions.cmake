@@ -19,7 +19,12 @@ if(PITH_FUZZ)
     -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   target_link_options(pith_options INTERFACE -fsanitize=address,undefined)
 elseif(PITH_SANITIZE)
+  # Without UBSan's pointer-overflow check: it reports pointer arithmetic that wraps around the
+  # address space, which here could only precede an out-of-bounds access that ASan reports, and
+  # it costs about a tenth of the compile time (GCC 12, openai_routes.cpp: 36 -> 33 CPU-s, two
+  # runs each, alternated).
   target_compile_options(pith_options INTERFACE
-    -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+    -fsanitize=address,undefined -fno-sanitize=pointer-overflow -fno-omit-frame-pointer
+    -fno-sanitize-recover=undefined)
   target_link_options(pith_options INTERFACE -fsanitize=address,undefined)
 endif()

@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/; clang, ASan + UBSan) in build-fuzz and runs each on its
-# seed corpus: scripts/fuzz.sh [TARGET|all] [SECONDS] [--ci]
+# seed corpus: scripts/fuzz.sh [TARGET|all] [SECONDS] [--quick]
 # Seeds: fuzz/corpus/TARGET (committed, small) plus files from the test data (GGUF models and
 # vocabularies, chat templates) and, for wasm_module, inferlets built here. The corpus grows in
 # build-fuzz/corpus/TARGET. Findings (crash-*, leak-*, timeout-*, oom-*) land in
-# build-fuzz/findings/TARGET/ and make the script fail. --ci (what .ci/run does): build-fuzz-ci,
-# an -O0 build without debug info, a fresh corpus from the seeds only: it builds in about a third
-# of the CPU time of -O1 but runs 2-37x fewer inputs per second (docs/reliability.md has the
-# figures); every seed still runs. Longer runs use the -O1 build.
+# build-fuzz/findings/TARGET/ and make the script fail. --quick: build-fuzz-quick, an -O0 build
+# without debug info, a fresh corpus from the seeds only: it builds in about a third of the CPU
+# time of -O1 but runs 2-37x fewer inputs per second (docs/reliability.md has the figures).
+# Longer runs use the -O1 build. (CI replays the seeds in its sanitizer build instead: the
+# fuzz_corpus_* tests, fuzz/CMakeLists.txt.)
 # Targets run FUZZ_JOBS at a time (default: one per core; each libFuzzer process uses one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:-all}
 seconds=${2:-60}
-ci=0
-[ "${3:-}" = --ci ] && ci=1
+quick=0
+[ "${3:-}" = --quick ] && quick=1
 build=build-fuzz
 all=(gguf safetensors hf_config tokenizer_json chat_template grammar json_schema openai_request
   http_request sse wasm_module)
@@ -22,7 +23,7 @@ targets=("${all[@]}")
 [ "$target" != all ] && targets=("$target")
 
 config=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
-[ $ci = 1 ] && build=build-fuzz-ci && config=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O0 -DNDEBUG"
+[ $quick = 1 ] && build=build-fuzz-quick && config=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O0 -DNDEBUG"
   "-DCMAKE_C_FLAGS_RELEASE=-O0 -DNDEBUG")
 # A folder configured with another compiler is reconfigured from scratch (CMake would drop the
 # other options while switching).
@@ -37,7 +38,7 @@ cmake --build $build -j "$(nproc)" --target "${build_targets[@]}"
 
 seed() {
   local t=$1 dir=$build/corpus/$1
-  [ $ci = 1 ] && rm -rf "$dir"
+  [ $quick = 1 ] && rm -rf "$dir"
   mkdir -p "$dir"
   [ -d fuzz/corpus/$t ] && cp fuzz/corpus/$t/* "$dir"/
   case $t in

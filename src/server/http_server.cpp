@@ -282,9 +282,13 @@ asio::awaitable<void> HttpServer::session(tcp::socket socket) {
     }
     if (!failure.empty() && ex.responded())
       break;  // mid-stream: the connection is in an unknown state
-    if (!ex.responded())
-      co_await ex.error(http::status::internal_server_error, "internal",
-                        failure.empty() ? "no response" : failure);
+    if (!ex.responded()) {
+      // A named string, not a ?: temporary in the co_await: GCC 12 freed that temporary's
+      // storage wrongly (an invalid free whenever a handler threw; found by replaying
+      // fuzz_http_request's seeds under the GCC sanitizer build).
+      const std::string message = failure.empty() ? "no response" : failure;
+      co_await ex.error(http::status::internal_server_error, "internal", message);
+    }
     if (!ex.keep_alive || ex.client_gone()) break;
   }
   beast::error_code ec;
