@@ -15,6 +15,16 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pith_harness import shared_native_cache  # noqa: E402
+
+
+def native_cache(pith, scratch):
+    """The suites' native-code cache (--cache-dir): the e2e suite's shared one, so each
+    inferlet is compiled once per build rather than once per suite (the paper suite runs the
+    techniques, agents and overhead suites' inferlets again), else the suite's scratch folder."""
+    return shared_native_cache(pith) or scratch
+
 
 def free_port():
     with socket.socket() as sock:
@@ -146,7 +156,7 @@ def engine_suites(pith, model, inferlets):
 
         b = bench(pith, "batching", "-m", model, "--policy", "adaptive", "--instances", "4",
                   "--prompt-tokens", "4", "--max-tokens", "2", "--runs", "1",
-                  "--inferlets", inferlets, "--cache-dir", cache)
+                  "--inferlets", inferlets, "--cache-dir", native_cache(pith, cache))
         need(b, "req_per_s", "ratio_vs_eager", "per_policy", "roofline_ratio_bound",
              "eager_floor_tok_s", "batched_ceiling_tok_s")
         positive(b, "req_per_s", "ratio_vs_eager", "eager_floor_tok_s", "batched_ceiling_tok_s")
@@ -158,7 +168,7 @@ def engine_suites(pith, model, inferlets):
         # Fig. 8: every technique workload runs to a clean exit (the bench fails otherwise),
         # against the CPU backend too so the interleaved comparison's shape is checked.
         t = bench(pith, "techniques", "-m", model, "--instances", "2", "--max-tokens", "4",
-                  "--against-device", "cpu", "--inferlets", inferlets, "--cache-dir", cache)
+                  "--against-device", "cpu", "--inferlets", inferlets, "--cache-dir", native_cache(pith, cache))
         need(t, "workloads", "baseline", "instances", "against_device")
         assert [w["workload"] for w in t["workloads"]] == [
             "text_completion", "prefix_tree", "tree_of_thought", "recursion_of_thought",
@@ -173,14 +183,14 @@ def engine_suites(pith, model, inferlets):
         # Fig. 6 on its own, one workload: the options reach it (2 swarms of 3 workers).
         ag = bench(pith, "agents", "-m", model, "--workloads", "swarm", "--agents", "2",
                    "--swarm-size", "3", "--step-tokens", "2", "--inferlets", inferlets,
-                   "--cache-dir", cache)
+                   "--cache-dir", native_cache(pith, cache))
         need(ag, "workloads", "ratio")
         assert [w["workload"] for w in ag["workloads"]] == ["swarm"], ag
         for side in ("inferlet", "client"):
             assert ag["workloads"][0][side]["actions"] == 6, ag
 
         o = bench(pith, "overhead", "-m", model, "--instances", "8", "--decode-tokens", "4",
-                  "--runs", "1", "--inferlets", inferlets, "--cache-dir", cache)
+                  "--runs", "1", "--inferlets", inferlets, "--cache-dir", native_cache(pith, cache))
         need(o, "control_call_us", "forward_call_us", "tpot_inferlet_ms", "tpot_fused_ms", "overhead_pct")
         positive(o, "control_call_us", "tpot_inferlet_ms", "tpot_fused_ms")
 
@@ -190,7 +200,7 @@ def paper_suite(pith, model, inferlets):
         # The paper's Tables 4, 5 and Fig. 8 in one command: JSON of every suite and the charts.
         out_dir = os.path.join(cache, "paper")
         pa = bench(pith, "paper", "-m", model, "--out", out_dir, "--concurrency", "4", "--tokens",
-                   "4", "--runs", "1", "--inferlets", inferlets, "--cache-dir", cache)
+                   "4", "--runs", "1", "--inferlets", inferlets, "--cache-dir", native_cache(pith, cache))
         need(pa, "table4_overhead", "table5_batching", "fig8_techniques", "fig6_agents", "files")
         positive(dict(pa["table4_overhead"], suite="paper"), "tpot_inferlet_ms", "tpot_fused_ms")
         positive(dict(pa["table5_batching"], suite="paper"), "ratio_vs_eager")
@@ -252,7 +262,7 @@ def serving_suites(pith, model, inferlets):
         # The same mix through a real `pith serve` over HTTP, with OpenAI streams (6 of 20).
         s = bench(pith, "soak", "-m", model, "--instances", "6", "--seconds", "3", "--server",
                   "--openai-share", "6", "--kv-memory", "256K", "--inferlets", inferlets,
-                  "--cache-dir", cache)
+                  "--cache-dir", cache)  # a server's whole cache folder (programs too): its own
         assert s["server"] is True, s
         assert s["pages_leaked"] == 0 and s["instances_left"] == 0, s
         assert s["unexpected"] == 0, s["kinds"]
