@@ -19,6 +19,7 @@ namespace {
 
 bool read_whole(const std::filesystem::path& path, std::vector<char>& bytes) {
   std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
   bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   return !in.bad();
 }

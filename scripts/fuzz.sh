@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets (fuzz/; clang, ASan + UBSan) in build-fuzz and runs each on its
 # seed corpus: scripts/fuzz.sh [TARGET|all] [SECONDS] [--quick]
 # Seeds: fuzz/corpus/TARGET (committed, small) plus files from the test data (GGUF models and
-# vocabularies, chat templates) and, for wasm_module, inferlets built here. The corpus grows in
+# vocabularies, chat templates) and, for wasm_module, inferlets built here: the list
+# fuzz/CMakeLists.txt writes to $build/fuzz/seeds_TARGET.txt (the fuzz_corpus_* tests' inputs). The corpus grows in
 # build-fuzz/corpus/TARGET. Findings (crash-*, leak-*, timeout-*, oom-*) land in
 # build-fuzz/findings/TARGET/ and make the script fail. --quick: build-fuzz-quick, an -O0 build
 # without debug info, a fresh corpus from the seeds only: it builds in about a third of the CPU
@@ -40,12 +41,11 @@ seed() {
   local t=$1 dir=$build/corpus/$1
   [ $quick = 1 ] && rm -rf "$dir"
   mkdir -p "$dir"
-  [ -d fuzz/corpus/$t ] && cp fuzz/corpus/$t/* "$dir"/
-  case $t in
-    gguf) cp tests/data/models/tiny-q8_0.gguf tests/data/tokenizer/ggml-vocab-phi-3.gguf "$dir"/ ;;
-    chat_template) cp tests/data/templates/*.jinja "$dir"/ ;;
-    wasm_module) cp $build/inferlets/{spin,traps,echo}.wasm "$dir"/ ;;
-  esac
+  local s
+  while IFS= read -r s; do
+    [ -z "$s" ] && continue
+    if [ -d "$s" ]; then cp "$s"/* "$dir"/; else cp "$s" "$dir"/; fi
+  done <"$build/fuzz/seeds_$t.txt"
 }
 max_len() {
   case $1 in
