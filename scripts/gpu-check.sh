@@ -51,7 +51,8 @@
 #   5. the e2e suite (ctest -L e2e) on the CUDA backend (--device defaults
 #      to cuda when a GPU is present)
 #   6. per-step GPU time vs wall time of decode at batch 1, 8 and 64 on the 1B shape (CUDA events),
-#      decode CUDA graphs on and off, the own GEMV allowed or not (the A/B of each)
+#      decode CUDA graphs on and off, the own GEMV allowed or not (the A/B of each); graphs on
+#      and off at batch 1 and 64 on step 4b's qwen3.5-0.8b shape (hybrid: recurrent layers)
 #   7. only when GPU_CHECKS names it: pith bench paper on the 1B shape, Fig. 8 beside the CPU
 #   8. only when GPU_CHECKS names it: issue 17's model numbers: pith bench model --device cuda on
 #      the 1B, 3B and 8B shapes (BF16) against the decode floor (device-to-device bandwidth
@@ -302,10 +303,10 @@ with tarfile.open(sys.argv[1]) as t:
   if want 2; then
     stamp "2 compute-sanitizer"
     if command -v compute-sanitizer > /dev/null; then
-      # The five executables side by side (each under its own sanitizer process: the wall time
+      # The six executables side by side (each under its own sanitizer process: the wall time
       # is the slowest one's, not the sum), then the race check.
       local t filter rc
-      local tests=(cuda_backend_test cuda_kernels_test paged_attention_gpu_test
+      local tests=(cuda_backend_test cuda_hybrid_test cuda_kernels_test paged_attention_gpu_test
                    delta_rule_gpu_test gemm_gpu_test)
       for t in "${tests[@]}"; do
         filter='*'
@@ -471,6 +472,15 @@ with tarfile.open(sys.argv[1]) as t:
       record step-timing PASS "$(cat "$OUT/step-timing.json")"
     else
       record step-timing FAIL "see step-timing.err"
+    fi
+    # The hybrid 0.8B shape (step 4b's model): its decode graphs hold the recurrent layers too.
+    if [[ -f $work/qwen3.5-0.8b.gguf ]]; then
+      if "$pack/tests/gpu/cuda_step_timing" "$work/qwen3.5-0.8b.gguf" --batch 1,64 --prompt 128 \
+           --steps 32 --gemv 1 > "$OUT/step-timing-qwen35.json" 2> "$OUT/step-timing-qwen35.err"; then
+        record step-timing-qwen35 PASS "$(cat "$OUT/step-timing-qwen35.json")"
+      else
+        record step-timing-qwen35 FAIL "see step-timing-qwen35.err"
+      fi
     fi
   fi
 

@@ -27,7 +27,7 @@ pack() {  # BUILD [bench]
     (cd "$build" && find . \( -path ./gpu-pack -o -path ./gpu-pack-bench.d \) -prune -o \
         \( -name CTestTestfile.cmake -o -name '*_include.cmake' -o -name '*_tests.cmake' \) -print) |
       while read -r f; do mkdir -p "$pack/$(dirname "$f")"; cp "$build/$f" "$pack/$f"; done
-    bins+=(tests/gpu/cuda_backend_test tests/gpu/cuda_kernels_test
+    bins+=(tests/gpu/cuda_backend_test tests/gpu/cuda_hybrid_test tests/gpu/cuda_kernels_test
            tests/gpu/paged_attention_gpu_test tests/gpu/delta_rule_gpu_test
            tests/gpu/gemm_gpu_test tests/gpu/cuda_step_timing)
   fi

@@ -31,7 +31,6 @@ from pith_harness import Server  # noqa: E402
 
 pith, vocab = sys.argv[1], sys.argv[2]
 arch = sys.argv[3] if len(sys.argv) > 3 else "qwen35"
-# The CUDA backend runs qwen3.5 but not mixture-of-experts layers yet (cuda/family_support.h).
 WORDS = "the river city north light stone garden paper window music early winter".split()
 PROMPTS = [" ".join(WORDS[(i * 5 + j * 7) % len(WORDS)] for j in range(6 + 7 * i)) for i in range(8)]
 SYSTEM = " ".join(WORDS[(j * 5) % len(WORDS)] for j in range(30))

@@ -177,9 +177,9 @@ TEST(DecodeGraphPlan, OnlyPureDecodeStepsQualify) {
   SequenceInput adapted = a;
   adapted.adapter = 2;
   EXPECT_FALSE(graphable({adapted}));
-  SequenceInput hybrid = a;
+  SequenceInput hybrid = a;  // a recurrent state's slot comes from the staged inputs
   hybrid.state_slot = 0;
-  EXPECT_FALSE(graphable({hybrid}));
+  EXPECT_TRUE(graphable({hybrid, b}));
   SequenceInput embed;
   embed.embed_slots = {3};
   embed.positions = {6};
@@ -225,6 +225,25 @@ TEST(DecodeGraphPlan, PaddingRowsWriteAndReadOnlyThePadPage) {
   pad_decode_plan(q, decode_graph_bucket(4), pad);
   EXPECT_EQ(q.n_tokens, 4u);
   EXPECT_EQ(q.topk_rows.size(), 4u);
+}
+
+TEST(DecodeGraphPlan, PaddingRowsAdvanceTheSpareStateSlot) {
+  std::vector<SequenceInput> batch{decode_seq(5, 6, {3, 1}, 8), decode_seq(7, 0, {2}, 1),
+                                   decode_seq(9, 4, {0, 6}, 16)};
+  batch[0].state_slot = 4;
+  batch[1].state_slot = 0;
+  batch[2].state_slot = 2;
+  const StateRows padded = state_rows(batch, decode_graph_bucket(3), 7);
+  EXPECT_EQ(padded.first, (std::vector<uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(padded.count, (std::vector<uint32_t>{1, 1, 1, 1}));
+  EXPECT_EQ(padded.slot, (std::vector<uint32_t>{4, 0, 2, 7}));
+  // An eager step: multi-token sequences, no padding.
+  SequenceInput prefill = tokens_seq({1, 2, 3}, 0, {5}, 3);
+  prefill.state_slot = 1;
+  const StateRows eager = state_rows({batch[1], prefill, batch[2]}, 5, 7);
+  EXPECT_EQ(eager.first, (std::vector<uint32_t>{0, 1, 4}));
+  EXPECT_EQ(eager.count, (std::vector<uint32_t>{1, 3, 1}));
+  EXPECT_EQ(eager.slot, (std::vector<uint32_t>{0, 1, 2}));
 }
 
 }  // namespace

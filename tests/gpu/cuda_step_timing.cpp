@@ -77,8 +77,11 @@ int run(int argc, char** argv) {
   const uint32_t ps = bo.kv_page_size;
   const uint32_t pages_per_seq = (prompt + steps + ps - 1) / ps;
   const ModelConfig& c = weights->config;
-  const size_t page_bytes = size_t{c.n_layers} * 2 * ps * c.kv_dim() * 4;  // F32: an upper bound
+  // F32 K/V of every layer at the widest head shape: an upper bound.
+  const size_t page_bytes = size_t{c.n_layers} * 2 * ps * c.max_kv_dim() * 4;
   bo.kv_memory_bytes = page_bytes * pages_per_seq * max_b;
+  // Hybrid models: a recurrent state per sequence of the largest batch.
+  bo.state_memory_bytes = c.recurrent_state_floats() * sizeof(float) * max_b;
   std::string rows, device;
   for (uint32_t setting = 0; setting < graph_settings.size() * gemv_settings.size(); ++setting) {
     bo.cuda_graphs = graph_settings[setting / gemv_settings.size()] != 0;
@@ -88,9 +91,16 @@ int run(int argc, char** argv) {
     for (uint32_t B : batches) {
       std::vector<std::vector<uint32_t>> pages(B);
       for (auto& p : pages) p = backend->page_slots().allocate(pages_per_seq);
+      // A hybrid model's sequences each own a recurrent state (cleared: a fresh sequence).
+      std::vector<uint32_t> states;
+      if (c.hybrid()) {
+        states = backend->state_slots().allocate(B);
+        backend->clear_states(states);
+      }
       std::vector<SequenceInput> batch(B);
       for (uint32_t b = 0; b < B; ++b) {  // prefill, one sequence at a time
         SequenceInput s;
+        if (c.hybrid()) s.state_slot = batch[b].state_slot = states[b];
         for (uint32_t i = 0; i < prompt; ++i) {
           s.tokens.push_back(static_cast<int32_t>((7 + 131 * (i + b)) % vocab));
           s.positions.push_back(i);
@@ -118,6 +128,7 @@ int run(int argc, char** argv) {
         }
       }
       for (auto& p : pages) backend->page_slots().free(p);
+      if (!states.empty()) backend->state_slots().free(states);
       const double g = median(gpu), w = median(wall);
       const CudaGraphStats gs = cuda_graph_stats(*backend);
       const CudaGemmChoices gc = cuda_gemm_choices(*backend);

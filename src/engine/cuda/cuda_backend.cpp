@@ -105,14 +105,14 @@ CudaBackend::CudaBackend(std::shared_ptr<const ModelWeights> weights, const Back
   dev_weights_ = std::make_unique<DeviceWeights>(*weights_, act_, stream_.get());
   kv_pool_.reserve(kv_bytes);
   pad_page_[0] = static_cast<uint32_t>(n_pages);
-  // Graphs hold the decode steps of the dense families and of experts beside a dense FFN
-  // (gemma4 26B-A4B: routed on the device, its buffers in the fingerprint); the MoE-only
-  // families, the recurrent layers and the per-layer inputs keep their eager launches.
-  graphs_on_ = options.cuda_graphs && c.dense_ffn() && !c.hybrid() && c.d_per_layer_input == 0;
+  // Graphs hold the decode steps of every family the backend runs: experts are routed on the
+  // device, recurrent layers take their states' slots from the staged inputs (padding rows
+  // share a spare slot), and every workspace address is in the launch fingerprint.
+  graphs_on_ = options.cuda_graphs;
   embed_store_.reserve(size_t{options.max_embeds} * c.d_model * 4);
   pages_ = std::make_unique<SlotPool>(static_cast<uint32_t>(n_pages), "KV pages");
   embeds_ = std::make_unique<SlotPool>(options.max_embeds, "Embed slots");
-  states_ = std::make_unique<DeviceStatePool>(c, state_budget);
+  states_ = std::make_unique<DeviceStatePool>(c, state_budget, stream_.get());
   mixer_ = std::make_unique<DeltaNetMixer>(c, act_);
   mixer_->ensure(kPlannedTokens);
   moe_ = std::make_unique<MoeFfn>(c, act_);
@@ -204,7 +204,9 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   const size_t n_idx = 2 * plan_.token_rows.size() + 2 * plan_.embed_rows.size() + 2 * T +
                        2 * plan_.embed_out_rows.size() + 2 * R;
   const size_t angle_floats = 2 * size_t{T} * (np + (sliding_rope ? np_s : 0));
-  const size_t n_state_idx = c.hybrid() ? 3 * batch.size() : 0;
+  // Graph steps: every array's length depends on the bucket alone (padding rows included).
+  const StateRows states = c.hybrid() ? state_rows(batch, T, states_->pad_slot()) : StateRows{};
+  const size_t n_state_idx = 3 * states.slot.size();
   const size_t n_ple_tokens = c.d_per_layer_input > 0 ? T : 0;
   staging_.begin((n_idx + angle_floats + n_state_idx + n_ple_tokens) * 4 + lora_bytes);
   const int32_t* tokens = staging_.put<int32_t>(plan_.tokens);
@@ -229,25 +231,17 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
                            sin_sh + size_t{t} * np_s);
   }
   if (c.hybrid()) {  // each sequence's rows and state slot, for the recurrent layers
-    const auto n = static_cast<uint32_t>(batch.size());
-    uint32_t* first_h = staging_.alloc<uint32_t>(n);
-    uint32_t* count_h = staging_.alloc<uint32_t>(n);
-    uint32_t* slot_h = staging_.alloc<uint32_t>(n);
-    uint32_t row = 0;
-    for (uint32_t si = 0; si < n; ++si) {
-      first_h[si] = row;
-      count_h[si] = static_cast<uint32_t>(batch[si].n_inputs());
-      slot_h[si] = batch[si].state_slot;
-      row += count_h[si];
-    }
-    mixer_->set_sequences(staging_.device_ptr(first_h), staging_.device_ptr(count_h),
-                          staging_.device_ptr(slot_h), n, *states_);
+    const uint32_t* first = staging_.put<uint32_t>(states.first);
+    const uint32_t* count = staging_.put<uint32_t>(states.count);
+    const uint32_t* slot = staging_.put<uint32_t>(states.slot);
+    mixer_->set_sequences(first, count, slot, static_cast<uint32_t>(states.slot.size()), *states_);
   }
   // Per-layer token embeddings: every row's token, an Embed row's that of its slot (0 for a
-  // hidden state, as llama.cpp and the CPU engine).
+  // hidden state, as llama.cpp and the CPU engine, and for a graph step's padding rows).
   int32_t* ple_tokens_h = nullptr;
   if (c.d_per_layer_input > 0) {
     ple_tokens_h = staging_.alloc<int32_t>(T);
+    std::fill(ple_tokens_h, ple_tokens_h + T, 0);
     uint32_t row = 0;
     for (const SequenceInput& seq : batch)
       for (size_t i = 0; i < seq.n_inputs(); ++i, ++row) {
@@ -565,7 +559,10 @@ uint64_t CudaBackend::step_fingerprint(const StepInputs& in) const {
         &ws_.gate, &ws_.gate_up, &ws_.ff, &ws_.out_x, &ws_.out_h, &ws_.logits, &ws_.topk_ids,
         &ws_.topk_probs, &ws_.topk_scratch})
     f.mix(b->get());
-  moe_->mix_addresses(f);  // they move when a longer eager batch grows them
+  // The layers' own workspaces move when a longer eager batch grows them.
+  moe_->mix_addresses(f);
+  mixer_->mix_addresses(f);
+  per_layer_->mix_addresses(f);
   return f.h;
 }
 

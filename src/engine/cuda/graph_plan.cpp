@@ -30,8 +30,7 @@ bool is_graphable_decode(const std::vector<SequenceInput>& batch, const BatchPla
   if (batch.empty() || decode_graph_bucket(static_cast<uint32_t>(batch.size())) == 0) return false;
   for (const SequenceInput& s : batch) {
     if (s.tokens.size() != 1 || !s.embed_slots.empty() || !s.mask.empty() || s.adapter != 0 ||
-        s.state_slot != SequenceInput::kNoState || s.outputs.size() != 1 ||
-        s.outputs[0].kind != OutputKind::TopK)
+        s.outputs.size() != 1 || s.outputs[0].kind != OutputKind::TopK)
       return false;
   }
   // Every output on the device's top-K (k within its limit), nothing else asked for.
@@ -57,6 +56,24 @@ void pad_decode_plan(BatchPlan& plan, uint32_t bucket, std::span<const uint32_t,
     plan.topk_rows.push_back(LmHeadRow{row, kPaddingSequence, 0, 1});
   }
   plan.n_tokens = std::max(plan.n_tokens, bucket);
+}
+
+StateRows state_rows(const std::vector<SequenceInput>& batch, uint32_t n_rows, uint32_t pad_state) {
+  StateRows out;
+  uint32_t row = 0;
+  for (const SequenceInput& s : batch) {
+    out.first.push_back(row);
+    out.count.push_back(static_cast<uint32_t>(s.n_inputs()));
+    out.slot.push_back(s.state_slot);
+    row += out.count.back();
+  }
+  PITH_CHECK(row <= n_rows);
+  for (; row < n_rows; ++row) {
+    out.first.push_back(row);
+    out.count.push_back(1);
+    out.slot.push_back(pad_state);
+  }
+  return out;
 }
 
 }  // namespace pith::cuda

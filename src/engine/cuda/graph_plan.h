@@ -4,9 +4,10 @@
 //
 // A graph replays the exact launches it captured, so it fits a step only if every launch's
 // shape and by-value arguments are the same: T = bucket rows, one top-K row per row, the same
-// k_max, causal attention over whatever pages the device arrays name. That is a pure decode
-// batch: one token input per sequence, a causal mask, one top-K output that the device
-// reduction takes, no adapter and no recurrent state. Everything else runs eagerly.
+// k_max, causal attention over whatever pages the device arrays name, the recurrent layers'
+// single-step form over whatever state slots they name. That is a pure decode batch: one token
+// input per sequence, a causal mask, one top-K output that the device reduction takes, no
+// adapter. Everything else runs eagerly.
 #pragma once
 
 #include <cstdint>
@@ -46,5 +47,14 @@ uint32_t graph_top_k(uint32_t k_max, uint32_t vocab_size);
 // alone, with a top-1 output row of sequence kPaddingSequence. `pad_page` must outlive the
 // plan's use (the attention views point into it).
 void pad_decode_plan(BatchPlan& plan, uint32_t bucket, std::span<const uint32_t, 1> pad_page);
+
+// The recurrent layers' view of a step (hybrid models): each sequence's first input row, its
+// number of inputs and its state slot, then, where a graph step was padded to n_rows, one
+// single-row sequence per padding row on `pad_state` (a state slot outside the control layer's
+// pool, which every padding row shares: their outputs are dropped).
+struct StateRows {
+  std::vector<uint32_t> first, count, slot;
+};
+StateRows state_rows(const std::vector<SequenceInput>& batch, uint32_t n_rows, uint32_t pad_state);
 
 }  // namespace pith::cuda

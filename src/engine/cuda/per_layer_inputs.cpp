@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "engine/cuda/decode_graphs.h"
 #include "engine/cuda/kernels.h"
 
 namespace pith::cuda {
@@ -34,6 +35,10 @@ size_t PerLayerInputs::bytes() const {
   size_t n = 0;
   for (const DeviceBuffer* b : {&x_act_, &proj_, &rows_, &in_, &gate_, &mixed_}) n += b->bytes();
   return n;
+}
+
+void PerLayerInputs::mix_addresses(Fingerprint& f) const {
+  for (const DeviceBuffer* b : {&x_act_, &proj_, &rows_, &in_, &gate_, &mixed_}) f.mix(b->get());
 }
 
 void PerLayerInputs::prepare(const DeviceWeights& w, const float* x, const int32_t* tokens,

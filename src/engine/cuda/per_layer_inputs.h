@@ -20,6 +20,8 @@
 
 namespace pith::cuda {
 
+struct Fingerprint;  // decode_graphs.h
+
 class PerLayerInputs {
  public:
   PerLayerInputs(const ModelConfig& config, DType act);
@@ -28,6 +30,8 @@ class PerLayerInputs {
   static size_t token_bytes(const ModelConfig& config, DType act);
   void ensure(uint32_t n_tokens);
   size_t bytes() const;
+  // The workspace's device addresses (they move when ensure() grows it), for launch fingerprints.
+  void mix_addresses(Fingerprint& f) const;
 
   // The forward's per-layer inputs, from x (F32 [T][d], the scaled token embeddings or Embed
   // rows) and tokens (device [T]: each row's token, 0 for a row with none).

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "engine/cuda/cuda_check.h"
+#include "engine/cuda/decode_graphs.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/kernels/delta_chunked_body.h"
 #include "engine/cuda/kernels/delta_net_body.h"
@@ -12,17 +13,20 @@
 
 namespace pith::cuda {
 
-DeviceStatePool::DeviceStatePool(const ModelConfig& c, size_t memory_bytes)
+DeviceStatePool::DeviceStatePool(const ModelConfig& c, size_t memory_bytes, cudaStream_t stream)
     : layer_floats_(c.delta_net.layer_state_floats()),
       slot_floats_(c.recurrent_state_floats()),
       slots_(
           std::make_unique<SlotPool>(state_slots_in_budget(c, memory_bytes), "recurrent states")) {
-  if (slots_->capacity() > 0) memory_.reserve(size_t{slots_->capacity()} * slot_bytes());
+  if (slots_->capacity() == 0) return;
+  memory_.reserve((size_t{slots_->capacity()} + 1) * slot_bytes());
+  const uint32_t pad = pad_slot();
+  clear(std::span<const uint32_t>(&pad, 1), stream);
 }
 
 size_t DeviceStatePool::bytes_for(const ModelConfig& c, size_t memory_bytes) {
-  return size_t{state_slots_in_budget(c, memory_bytes)} * c.recurrent_state_floats() *
-         sizeof(float);
+  const uint32_t n = state_slots_in_budget(c, memory_bytes);
+  return n == 0 ? 0 : (size_t{n} + 1) * c.recurrent_state_floats() * sizeof(float);
 }
 
 void DeviceStatePool::clear(std::span<const uint32_t> slots, cudaStream_t stream) {
@@ -96,6 +100,17 @@ void DeltaNetMixer::set_sequences(const uint32_t* first, const uint32_t* count,
   slot_ = slot;
   n_seqs_ = n;
   pool_ = &pool;
+}
+
+void DeltaNetMixer::mix_addresses(Fingerprint& f) const {
+  for (const DeviceBuffer* b :
+       {&qkv_, &z_, &b_, &a_, &o_, &mixed_, &beta_, &g_, &chunk_g_, &chunk_qk_, &chunk_tinv_})
+    f.mix(b->get());
+  f.mix(first_);
+  f.mix(count_);
+  f.mix(slot_);
+  f.mix(uint64_t{n_seqs_});
+  f.mix(pool_ ? static_cast<const void*>(pool_->data()) : nullptr);
 }
 
 void DeltaNetMixer::run(const DeviceLayer& L, uint32_t r, const void* h, uint32_t T, float* delta,

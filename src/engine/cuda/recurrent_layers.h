@@ -6,8 +6,8 @@
 //   q, k heads L2-normed; beta = sigmoid(b); g = softplus(a + dt_bias) * A
 //   o = the recurrent delta rule per (sequence, value head)      delta_rule (state in the pool)
 //   o = rmsnorm(o per head) * w_norm * silu(z); delta = W_out o  rmsnorm_rows, gated_activation
-// The delta rule runs token by token on the GPU for prefill too (one warp per state row, the
-// row in registers); the CPU's chunked form is not ported yet (docs/gpu.md).
+// Decode steps take the recurrent form of the delta rule (one warp per state row, the row in
+// registers), forwards with a multi-token sequence its chunked form (docs/gpu.md).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -25,14 +25,19 @@
 
 namespace pith::cuda {
 
+struct Fingerprint;  // decode_graphs.h
+
 class DeviceStatePool {
  public:
-  // state_slots_in_budget(config, memory_bytes) slots (none without recurrent layers).
-  DeviceStatePool(const ModelConfig& config, size_t memory_bytes);
+  // state_slots_in_budget(config, memory_bytes) slots (none without recurrent layers), and one
+  // more past them: the padding rows of decode graph steps advance it (cleared here, on
+  // `stream`); the control layer never sees it.
+  DeviceStatePool(const ModelConfig& config, size_t memory_bytes, cudaStream_t stream);
   // The device bytes such a pool takes (for the startup budget, before allocating).
   static size_t bytes_for(const ModelConfig& config, size_t memory_bytes);
 
   SlotPool& slots() { return *slots_; }
+  uint32_t pad_slot() const { return slots_->capacity(); }
   size_t slot_floats() const { return slot_floats_; }
   size_t slot_bytes() const { return slot_floats_ * sizeof(float); }
   size_t layer_floats() const { return layer_floats_; }
@@ -64,6 +69,9 @@ class DeltaNetMixer {
   // state slot), from the backend's staging.
   void set_sequences(const uint32_t* first, const uint32_t* count, const uint32_t* slot, uint32_t n,
                      DeviceStatePool& pool);
+  // Every device address and by-value argument run() launches with beyond its inputs (the
+  // workspace moves when ensure() grows it), for launch fingerprints.
+  void mix_addresses(Fingerprint& f) const;
 
   // delta (F32 [T][d_model]) = the mixer of recurrent layer number `recurrent_index` over h
   // (act [T][d_model]), advancing every sequence's state.
