@@ -171,7 +171,7 @@ TEST_P(CudaHybrid, StatesPrefillDecodeForkAndImagesMatchTheCpu) {
 // Batches of changing size (3 of them padded to bucket 4: the spare slot is advanced beside
 // real ones), a prefill that grows the staging in between (a recapture), a fork taken between
 // graph steps, each step against the CPU engine; then the states the graphs left equal the
-// CPU's, and a slot the control layer freed and handed out again starts clean.
+// CPU's (a padding row that advanced a real slot fails that).
 TEST_P(CudaHybrid, DecodeStepsAsCudaGraphs) {
   const int32_t V = vocab();
   std::vector<Seq> seqs;
