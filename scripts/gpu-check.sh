@@ -39,7 +39,8 @@
 #   1. ctest -L gpu (CUDA backend vs the CPU engine on the same batches), and the chunked delta
 #      rule's kernel time against the recurrent one's (delta-rule-gpu.txt), the own attention
 #      kernel's split-K decode against one split (attention-splits-gpu.txt), the own skinny GEMV
-#      against cuBLASLt on the 1B shapes (gemv-gpu.txt)
+#      against cuBLASLt on the 1B shapes (gemv-gpu.txt), the experts' prefill GEMM on tensor
+#      cores against its CUDA-core tiles (moe-gemm-gpu.txt)
 #   2. compute-sanitizer --tool memcheck on the GPU unit tests, racecheck on the delta rule
 #   3. pith logits --device cpu vs --device cuda on the oracle models (tests/data/models) and a
 #      generated llama3.2-1b-shape BF16 model (FlashInfer's attention where built, and again
@@ -285,6 +286,13 @@ with tarfile.open(sys.argv[1]) as t:
     else
       record delta-rule-gpu FAIL "see delta-rule-gpu.txt"
     fi
+    # The experts' prefill GEMM on tensor cores against its CUDA-core tiles (Qwen3-30B-A3B's
+    # gate/up shape, a 512-token chunk; one JSON line).
+    if "$pack/tests/gpu/cuda_kernels_test" --gtest_filter='*MoeExpertGemmTiming*' > "$OUT/moe-gemm-gpu.txt" 2>&1; then
+      record moe-gemm-gpu PASS "$(grep -o '"tiles_ms":[0-9.]*\|"tensor_cores_ms":[0-9.]*\|"tensor_cores_tflop_s":[0-9.]*\|"speedup":[0-9.]*' "$OUT/moe-gemm-gpu.txt" | tr '\n' ' ')"
+    else
+      record moe-gemm-gpu FAIL "see moe-gemm-gpu.txt"
+    fi
     # The own attention kernel's decode with split-K against one split (and FlashInfer's).
     # The own GEMV's time against cuBLASLt's on the 1B shapes, cold L2 (one JSON line per shape).
     if "$pack/tests/gpu/gemm_gpu_test" --gtest_filter='*Times*' > "$OUT/gemv-gpu.txt" 2>&1; then
@@ -314,6 +322,7 @@ with tarfile.open(sys.argv[1]) as t:
           filter='*tiny_f32*:*tiny_bf16*:CudaTopK.*:CudaBackendStartup.*'
         [[ $t == delta_rule_gpu_test ]] && filter='*Matches*'
         [[ $t == paged_attention_gpu_test || $t == gemm_gpu_test ]] && filter='*:-*Times*'
+        [[ $t == cuda_kernels_test ]] && filter='*:-*Timing*'  # the MoE timing's 0.8 GB of experts
         (compute-sanitizer --tool memcheck --error-exitcode 3 "$pack/tests/gpu/$t" \
            --gtest_filter="$filter" > "$OUT/memcheck-$t.txt" 2>&1
          echo $? > "$OUT/memcheck-$t.rc") &

@@ -5,7 +5,8 @@
 // sizes the backend runs (1..256 rows, vocabularies up to 152k, k up to 1024). The CPU unit test
 // (tests/unit/cuda_kernels_host_test.cpp) checks the same bodies' arithmetic; this one checks
 // the launches, the synchronisation and the device's rounding. It also prints the top-K
-// reduction's time (CUDA events) at batch 1, 64 and 256, and the decode graphs' fallback from a
+// reduction's time (CUDA events) at batch 1, 64 and 256, the experts' GEMM on tensor cores
+// against its CUDA-core tiles (both checked and timed), and the decode graphs' fallback from a
 // failed capture. Needs a GPU (skips with 77).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -376,6 +377,105 @@ TEST(CudaKernels, SoftmaxTopKTiming) {
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
   }
+}
+
+// The experts' GEMM of a prefill (more tokens than the decode GEMV takes), routed as moe_sort
+// leaves it: slots grouped by expert, tokens in order within an expert (here by a counting
+// sort on the host). T tokens each choose K distinct experts; the last expert gets none.
+struct ExpertRouting {
+  std::vector<uint32_t> offsets, slot_token;
+  ExpertRouting(uint32_t T, uint32_t E, uint32_t K, uint32_t seed) : offsets(E + 1, 0) {
+    std::mt19937 rng(seed);
+    std::vector<std::vector<uint32_t>> tokens_of(E);
+    for (uint32_t t = 0; t < T; ++t) {
+      std::vector<uint32_t> pool(E - 1);
+      for (uint32_t e = 0; e + 1 < E; ++e) pool[e] = e;
+      std::shuffle(pool.begin(), pool.end(), rng);
+      for (uint32_t k = 0; k < K; ++k) tokens_of[pool[k]].push_back(t);
+    }
+    for (uint32_t e = 0; e < E; ++e) {
+      offsets[e + 1] = offsets[e] + static_cast<uint32_t>(tokens_of[e].size());
+      slot_token.insert(slot_token.end(), tokens_of[e].begin(), tokens_of[e].end());
+    }
+  }
+};
+
+// moe_expert_gemm over the routing, gathered, F32 out [T K][rows]; tensor cores or the tiles.
+std::vector<float> expert_gemm(bool tensor_cores, const Dev<uint16_t>& w, const Dev<uint16_t>& x,
+                               const Dev<uint32_t>& offsets, const Dev<uint32_t>& slot_token,
+                               uint32_t T, uint32_t E, uint32_t K, uint32_t rows, uint32_t cols,
+                               size_t ld_x) {
+  Dev<float> y(size_t{T} * K * rows);
+  set_moe_tensor_cores(tensor_cores);
+  moe_expert_gemm(w.get(), DType::BF16, E, rows, cols, x.get(), DType::BF16, ld_x, slot_token.get(),
+                  true, offsets.get(), y.get(), DType::F32, rows, T, K, nullptr);
+  set_moe_tensor_cores(true);
+  PITH_CUDA_CHECK(cudaDeviceSynchronize());
+  return y.read();
+}
+
+// Tensor cores against the CUDA-core tiles on the device (the same BF16 products; F32 sums in
+// another order): an expert with more slots than one pass, row and column tails, and rows
+// without 16-byte vectors.
+TEST(CudaKernels, MoeExpertGemmTensorCoresMatchTheTiles) {
+  struct Shape {
+    uint32_t T, E, K, rows, cols, x_pad;
+  };
+  for (const Shape& sh : {Shape{100, 4, 2, 200, 136, 8}, Shape{40, 6, 3, 64, 45, 3}}) {
+    const ExpertRouting r(sh.T, sh.E, sh.K, sh.T);
+    const size_t ld_x = sh.cols + sh.x_pad;
+    Dev<uint16_t> w(to_bf16(random_floats(size_t{sh.E} * sh.rows * sh.cols, 1, 0.2f)));
+    Dev<uint16_t> x(to_bf16(random_floats(size_t{sh.T} * ld_x, 2)));
+    Dev<uint32_t> offsets(r.offsets), slot_token(r.slot_token);
+    const std::vector<float> tiles =
+        expert_gemm(false, w, x, offsets, slot_token, sh.T, sh.E, sh.K, sh.rows, sh.cols, ld_x);
+    const std::vector<float> mma =
+        expert_gemm(true, w, x, offsets, slot_token, sh.T, sh.E, sh.K, sh.rows, sh.cols, ld_x);
+    for (size_t i = 0; i < tiles.size(); ++i)
+      ASSERT_NEAR(mma[i], tiles[i], 1e-4f * (1 + std::fabs(tiles[i])))
+          << "cols " << sh.cols << " at " << i;
+  }
+}
+
+// Both forms timed (CUDA events) on a Qwen3-30B-A3B layer's gate/up product over a 512-token
+// prefill chunk: 128 experts, 8 per token, d 2048, 2 x 768 rows. One JSON line.
+TEST(CudaKernels, MoeExpertGemmTiming) {
+  PITH_SKIP_TIMING_ON_SIM();
+  const uint32_t T = 512, E = 128, K = 8, rows = 2 * 768, cols = 2048;
+  const ExpertRouting r(T, E, K, 7);
+  Dev<uint16_t> w(to_bf16(random_floats(size_t{E} * rows * cols, 1, 0.2f)));
+  Dev<uint16_t> x(to_bf16(random_floats(size_t{T} * cols, 2)));
+  Dev<uint32_t> offsets(r.offsets), slot_token(r.slot_token);
+  Dev<float> y(size_t{T} * K * rows);
+  cudaEvent_t start, stop;
+  CUDA_OK(cudaEventCreate(&start));
+  CUDA_OK(cudaEventCreate(&stop));
+  double ms[2] = {0, 0};
+  const int iters = 10;
+  for (int tc = 0; tc < 2; ++tc) {
+    set_moe_tensor_cores(tc == 1);
+    auto run = [&] {
+      moe_expert_gemm(w.get(), DType::BF16, E, rows, cols, x.get(), DType::BF16, cols,
+                      slot_token.get(), true, offsets.get(), y.get(), DType::F32, rows, T, K,
+                      nullptr);
+    };
+    run();  // warm-up
+    CUDA_OK(cudaEventRecord(start));
+    for (int i = 0; i < iters; ++i) run();
+    CUDA_OK(cudaEventRecord(stop));
+    CUDA_OK(cudaEventSynchronize(stop));
+    float t = 0;
+    CUDA_OK(cudaEventElapsedTime(&t, start, stop));
+    ms[tc] = double(t) / iters;
+  }
+  set_moe_tensor_cores(true);
+  const double flop = 2.0 * T * K * rows * cols;
+  std::printf(
+      "{\"moe_expert_gemm\":\"T=%u E=%u K=%u rows=%u cols=%u\",\"tiles_ms\":%.3f,"
+      "\"tensor_cores_ms\":%.3f,\"tensor_cores_tflop_s\":%.1f,\"speedup\":%.2f}\n",
+      T, E, K, rows, cols, ms[0], ms[1], flop / ms[1] / 1e9, ms[0] / ms[1]);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
 }
 
 // A capture invalidated by a call a graph cannot hold (here a wait on the capturing stream)

@@ -16,6 +16,7 @@
 #include "common/thread_pool.h"
 #include "cuda_kernels_host_util.h"
 #include "engine/cuda/kernels/moe_body.h"
+#include "engine/cuda/kernels/moe_mma_body.h"
 #include "engine/kernels/vector_ops.h"
 #include "engine/moe_ffn.h"
 
@@ -294,6 +295,65 @@ TEST(CudaMoeHost, ExpertGemvOfDecodeStepsEqualsTheTiledGemm) {
   check_expert_gemv<float>(1, 16, 4, 24, 64, true);   // one token: a slot per chosen expert
   check_expert_gemv<float>(8, 8, 3, 13, 200, false);  // 8 tokens among 4 experts, slot order
   check_expert_gemv<Bf16>(5, 12, 2, 40, 1032, true);  // BF16 out, a column tail mid-group
+}
+
+// The prefill form on tensor cores (BF16): the MMA blocks give the tiled GEMM's outputs (the
+// same BF16 products, F32 sums in another order), gathered and in slot order, with experts of
+// more slots than one pass, experts with none, row and column tails, and rows that do not
+// allow 16-byte vectors (their elements staged one by one).
+template <class Out>
+void check_expert_mma(uint32_t T, uint32_t E, uint32_t K, uint32_t rows, uint32_t cols, bool gather,
+                      uint32_t x_pad) {
+  std::mt19937 rng(T * 17 + E);
+  std::vector<uint32_t> experts(T * K);
+  for (uint32_t t = 0; t < T; ++t) {    // K distinct experts per token, the low ones favoured
+    std::vector<uint32_t> pool(E - 1);  // the last expert gets no token
+    for (uint32_t e = 0; e + 1 < E; ++e) pool[e] = e;
+    std::shuffle(pool.begin(), pool.end(), rng);
+    if (t % 3 != 2) std::swap(pool[0], *std::find(pool.begin(), pool.end(), 0u));
+    for (uint32_t k = 0; k < K; ++k) experts[t * K + k] = pool[k];
+  }
+  std::vector<uint32_t> offsets(E + 1), slot_token(T * K), slot_of(T * K);
+  sort_choices(experts, T, E, K, offsets, slot_token, slot_of);
+  ASSERT_EQ(offsets[E - 1], offsets[E]) << "the last expert has slots";
+  const std::vector<Bf16> w = to_bf16(random_floats(size_t{E} * rows * cols, 5, 0.2f));
+  const uint32_t n_x = gather ? T : T * K, ld_x = cols + x_pad;
+  const std::vector<Bf16> x = to_bf16(random_floats(size_t{n_x} * ld_x, 6));
+  const size_t ld_y = rows + 3;
+  std::vector<Out> tiled(T * K * ld_y), mma(T * K * ld_y);
+  auto gsh = std::make_unique<kern::MoeGemmShared>();
+  auto phases = [](auto&& phase) {
+    for (uint32_t t = 0; t < kern::kMoeThreads; ++t) phase(t);
+  };
+  for (uint32_t e = 0; e < E; ++e)
+    for (uint32_t by = 0; by < kern::ceil_div(rows, kern::kMoeRows); ++by)
+      kern::moe_expert_gemm_block(e, by, w.data(), rows, cols, x.data(), ld_x, slot_token.data(),
+                                  gather, offsets.data(), tiled.data(), ld_y, *gsh, phases);
+  auto msh = std::make_unique<kern::MoeMmaShared>();
+  const bool vec = kern::vector_ok<kern::kMoeMmaVec>(w.data(), cols, cols) &&
+                   kern::vector_ok<kern::kMoeMmaVec>(x.data(), cols, ld_x);
+  EXPECT_EQ(vec, cols % 8 == 0 && x_pad % 8 == 0);
+  for (uint32_t e = 0; e < E; ++e)
+    for (uint32_t by = 0; by < kern::ceil_div(rows, kern::kMoeMmaRows); ++by)
+      kern::moe_expert_mma_block(kern::HostBlock{e, by, kern::kMoeMmaThreads}, *msh, w.data(), rows,
+                                 cols, x.data(), ld_x, slot_token.data(), gather, offsets.data(),
+                                 mma.data(), ld_y, vec);
+  for (uint32_t s = 0; s < T * K; ++s)
+    for (uint32_t o = 0; o < rows; ++o) {
+      const float a = f(tiled[s * ld_y + o]), b = f(mma[s * ld_y + o]);
+      if (sizeof(Out) == 2)
+        expect_bf16_near(b, a, "bf16 expert mma", s * ld_y + o);
+      else
+        ASSERT_NEAR(b, a, 1e-5f * (1 + std::fabs(a))) << "slot " << s << " row " << o;
+    }
+}
+
+TEST(CudaMoeHost, ExpertMmaOfPrefillsEqualsTheTiledGemm) {
+  // 150 tokens, expert 0 in two of three: 100 slots, two passes of 64.
+  check_expert_mma<float>(150, 6, 2, 72, 136, true, 8);
+  check_expert_mma<float>(40, 5, 3, 130, 64, false, 0);  // slot order, two row tiles and a tail
+  check_expert_mma<Bf16>(33, 4, 2, 48, 100, true, 8);    // a column tail past the last vector
+  check_expert_mma<float>(20, 4, 1, 20, 45, true, 3);    // no vectors: elements one by one
 }
 
 }  // namespace

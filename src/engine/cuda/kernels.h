@@ -148,7 +148,9 @@ void delta_rule_chunked(const kern::DeltaRuleParams& p, const kern::DeltaChunkSc
 // slot_token[slot] when gather, else row slot; W and x of one type, y that type or F32);
 // out[t] = sum_k weights[t][k] y[slot_of[t][k]] (F32 [T][d]); out[t] += sigmoid(g[t]) ysh[t].
 // moe_expert_gemm's n_tokens (the step's T) bounds any expert's slots: at most 8 with BF16
-// weights takes the GEMV (kernels/gemv_body.h), over the T k_used slots.
+// weights takes the GEMV (kernels/gemv_body.h), over the T k_used slots; more, tensor cores
+// (kernels/moe_mma_body.h), unless set_moe_tensor_cores(false) (timing A/B: the CUDA-core tiles
+// of the F32 weights then run BF16 too).
 void moe_route(float* logits, uint32_t T, uint32_t E, uint32_t K, bool norm_top_k,
                const float* expert_scale, uint32_t* experts, float* weights, cudaStream_t stream);
 void moe_sort(const uint32_t* experts, uint32_t T, uint32_t E, uint32_t K, uint32_t* offsets,
@@ -157,6 +159,7 @@ void moe_expert_gemm(const void* w, DType w_type, uint32_t E, uint32_t rows, uin
                      const void* x, DType x_type, size_t ld_x, const uint32_t* slot_token,
                      bool gather, const uint32_t* offsets, void* y, DType y_type, size_t ld_y,
                      uint32_t n_tokens, uint32_t k_used, cudaStream_t stream);
+void set_moe_tensor_cores(bool on);
 void moe_combine(const float* y, const uint32_t* slot_of, const float* weights, uint32_t T,
                  uint32_t K, uint32_t d, float* out, cudaStream_t stream);
 void moe_add_gated(const float* ysh, const float* g, uint32_t T, uint32_t d, float* out,

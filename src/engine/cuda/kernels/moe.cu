@@ -1,11 +1,17 @@
 // Launchers of the mixture-of-experts kernels (moe_body.h).
 #include "engine/cuda/kernels.h"
+
+#include <atomic>
+
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/launch_check.h"
 #include "engine/cuda/kernels/moe_body.h"
+#include "engine/cuda/kernels/moe_mma_body.h"
 
 namespace pith::cuda {
 namespace {
+
+std::atomic<bool> moe_tensor_cores{true};
 
 uint32_t blocks_for(size_t steps) {
   return kern::elementwise_blocks(steps, kern::kActivationThreads);
@@ -60,6 +66,30 @@ __global__ void __launch_bounds__(kern::kGemvThreads)
   PITH_SHARED(kern::GemvShared, sh);
   kern::moe_expert_gemv_block(kern::DeviceBlock::current(), sh, w, E, rows, cols, x, ld_x,
                               slot_token, gather, offsets, y, ld_y);
+}
+
+template <class Out>
+__global__ void __launch_bounds__(kern::kMoeMmaThreads)
+    expert_mma_kernel(const kern::Bf16* w, uint32_t rows, uint32_t cols, const kern::Bf16* x,
+                      size_t ld_x, const uint32_t* slot_token, bool gather, const uint32_t* offsets,
+                      Out* y, size_t ld_y, bool vec) {
+  PITH_SHARED(kern::MoeMmaShared, sh);
+  kern::moe_expert_mma_block(kern::DeviceBlock::current(), sh, w, rows, cols, x, ld_x, slot_token,
+                             gather, offsets, y, ld_y, vec);
+}
+
+template <class Out>
+void launch_mma(uint32_t E, const void* w, uint32_t rows, uint32_t cols, const void* x, size_t ld_x,
+                const uint32_t* slot_token, bool gather, const uint32_t* offsets, void* y,
+                size_t ld_y, cudaStream_t stream) {
+  const dim3 grid(E, kern::ceil_div(rows, kern::kMoeMmaRows));
+  require(grid.y <= 65535, "moe_expert_gemm", "too many rows");
+  const auto* wb = static_cast<const kern::Bf16*>(w);
+  const auto* xb = static_cast<const kern::Bf16*>(x);
+  const bool vec = kern::vector_ok<kern::kMoeMmaVec>(wb, cols, cols) &&
+                   kern::vector_ok<kern::kMoeMmaVec>(xb, cols, ld_x);
+  kern::launch(grid, kern::kMoeMmaThreads, stream, PITH_KERNEL(expert_mma_kernel<Out>))(
+      wb, rows, cols, xb, ld_x, slot_token, gather, offsets, static_cast<Out*>(y), ld_y, vec);
 }
 
 template <class Out>
@@ -121,6 +151,17 @@ void moe_expert_gemm(const void* w, DType w_type, uint32_t E, uint32_t rows, uin
     check_launch("moe_expert_gemm");
     return;
   }
+  // BF16 beyond decode sizes (prefills): tensor cores. The CUDA-core tiles below stay for F32
+  // weights (F32 mode runs without TF32) and as the checked reference of the tensor-core form.
+  if (w_type == DType::BF16 && moe_tensor_cores) {
+    if (y_type == DType::F32)
+      launch_mma<float>(E, w, rows, cols, x, ld_x, slot_token, gather, offsets, y, ld_y, stream);
+    else
+      launch_mma<kern::Bf16>(E, w, rows, cols, x, ld_x, slot_token, gather, offsets, y, ld_y,
+                             stream);
+    check_launch("moe_expert_gemm");
+    return;
+  }
   const dim3 grid(E, (rows + kern::kMoeRows - 1) / kern::kMoeRows);
   require(grid.y <= 65535, "moe_expert_gemm", "too many rows");
   using kern::Bf16;
@@ -136,6 +177,10 @@ void moe_expert_gemm(const void* w, DType w_type, uint32_t E, uint32_t rows, uin
   else
     require(false, "moe_expert_gemm", "unsupported type combination");
   check_launch("moe_expert_gemm");
+}
+
+void set_moe_tensor_cores(bool on) {
+  moe_tensor_cores = on;
 }
 
 void moe_combine(const float* y, const uint32_t* slot_of, const float* weights, uint32_t T,
