@@ -249,7 +249,12 @@ def serving_suites(pith, model, inferlets):
     swap = next(r for r in suspend if r["preemption"] == "swap")
     recompute = next(r for r in suspend if r["preemption"] == "recompute")
     assert swap["pages_dropped"] == 0 and swap["tokens_recomputed"] == 0, swap
-    assert recompute["pages_swapped_out"] <= swap["pages_swapped_out"], (recompute, swap)
+    # Recompute rebuilds pages instead of saving them. The two runs interleave differently, so
+    # their suspensions may differ in number (2 against 1 in one CI run): saved pages compare
+    # only between runs that suspended alike.
+    assert recompute["suspensions"] == 0 or recompute["pages_dropped"] > 0, recompute
+    if recompute["suspensions"] == swap["suspensions"]:
+        assert recompute["pages_swapped_out"] <= swap["pages_swapped_out"], (recompute, swap)
     assert kill[0]["completed"] + kill[0]["killed"] <= 6, kill[0]
 
     with tempfile.TemporaryDirectory(prefix="pith_bench_") as cache:
