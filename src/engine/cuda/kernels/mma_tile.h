@@ -23,14 +23,19 @@ namespace pith::cuda::kern {
 inline constexpr uint32_t kMmaTile = 16;
 
 #if defined(__CUDACC__)
+// After a collective store, before a lane reads what another lane stored.
+PITH_MMA_FN void mma_warp_sync() {
+  __syncwarp();
+}
+
 struct MmaAcc {
   nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> f;
 };
 
-// acc (i, j) = p[j * ld + i] (column-major).
-PITH_MMA_FN void mma_load_acc(MmaAcc& acc, const float* p, uint32_t ld) {
-  nvcuda::wmma::load_matrix_sync(acc.f, p, ld, nvcuda::wmma::mem_col_major);
+PITH_MMA_FN void mma_zero(MmaAcc& acc) {
+  nvcuda::wmma::fill_fragment(acc.f, 0.0f);
 }
+// p[j * ld + i] = acc (i, j) (column-major).
 PITH_MMA_FN void mma_store_acc(float* p, uint32_t ld, const MmaAcc& acc) {
   nvcuda::wmma::store_matrix_sync(p, acc.f, ld, nvcuda::wmma::mem_col_major);
 }
@@ -45,15 +50,17 @@ PITH_MMA_FN void mma_bf16(MmaAcc& acc, const Bf16* a, uint32_t lda, const Bf16* 
   wmma::mma_sync(acc.f, fa, fb, acc.f);
 }
 #else
+PITH_MMA_FN void mma_warp_sync() {}
+
 struct MmaAcc {
   float v[kMmaTile][kMmaTile];  // (i, j)
 };
 
-PITH_MMA_FN void mma_load_acc(MmaAcc& acc, const float* p, uint32_t ld) {
-  PITH_VECTOR_ACCESS(p, 32);
-  for (uint32_t j = 0; j < kMmaTile; ++j)
-    for (uint32_t i = 0; i < kMmaTile; ++i) acc.v[i][j] = p[size_t{j} * ld + i];
+PITH_MMA_FN void mma_zero(MmaAcc& acc) {
+  for (auto& row : acc.v)
+    for (float& x : row) x = 0.0f;
 }
+
 PITH_MMA_FN void mma_store_acc(float* p, uint32_t ld, const MmaAcc& acc) {
   PITH_VECTOR_ACCESS(p, 32);
   for (uint32_t j = 0; j < kMmaTile; ++j)
