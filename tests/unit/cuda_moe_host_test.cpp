@@ -246,6 +246,40 @@ TEST(CudaMoeHost, SortGroupsChoicesByExpertInTokenOrder) {
   }
 }
 
+// The expert GEMM's CUDA-core tiles over their whole grid: the reference of its other forms,
+// y [n_slots][ld_y].
+template <class Out>
+std::vector<Out> tiled_expert_gemm(const std::vector<Bf16>& w, uint32_t E, uint32_t rows,
+                                   uint32_t cols, const std::vector<Bf16>& x, uint32_t ld_x,
+                                   const std::vector<uint32_t>& slot_token, bool gather,
+                                   const std::vector<uint32_t>& offsets, size_t ld_y) {
+  std::vector<Out> y(slot_token.size() * ld_y);
+  auto sh = std::make_unique<kern::MoeGemmShared>();
+  auto phases = [](auto&& phase) {
+    for (uint32_t t = 0; t < kern::kMoeThreads; ++t) phase(t);
+  };
+  for (uint32_t e = 0; e < E; ++e)
+    for (uint32_t by = 0; by < kern::ceil_div(rows, kern::kMoeRows); ++by)
+      kern::moe_expert_gemm_block(e, by, w.data(), rows, cols, x.data(), ld_x, slot_token.data(),
+                                  gather, offsets.data(), y.data(), ld_y, *sh, phases);
+  return y;
+}
+
+// Every slot's rows of `got` against the tiles' `want` (F32 sums in another order; BF16 outputs
+// within a rounding step).
+template <class Out>
+void expect_same_outputs(const std::vector<Out>& want, const std::vector<Out>& got,
+                         uint32_t n_slots, uint32_t rows, size_t ld_y, const char* form) {
+  for (uint32_t s = 0; s < n_slots; ++s)
+    for (uint32_t o = 0; o < rows; ++o) {
+      const float a = f(want[s * ld_y + o]), b = f(got[s * ld_y + o]);
+      if (sizeof(Out) == 2)
+        expect_bf16_near(b, a, form, s * ld_y + o);
+      else
+        ASSERT_NEAR(b, a, 1e-5f * (1 + std::fabs(a))) << form << ": slot " << s << " row " << o;
+    }
+}
+
 // The decode form of the expert GEMM (at most 8 tokens, BF16): the GEMV blocks give the tiled
 // GEMM's outputs (F32 sums in another order; BF16 outputs within a rounding step), gathered
 // and in slot order, on experts with several slots and experts with none.
@@ -266,29 +300,16 @@ void check_expert_gemv(uint32_t T, uint32_t E, uint32_t K, uint32_t rows, uint32
   const uint32_t n_x = gather ? T : T * K, ld_x = cols + 8;  // rows ld_x apart
   const std::vector<Bf16> x = to_bf16(random_floats(size_t{n_x} * ld_x, 4));
   const size_t ld_y = rows + 3;
-  std::vector<Out> tiled(T * K * ld_y), gemv(T * K * ld_y);
-  auto gsh = std::make_unique<kern::MoeGemmShared>();
-  auto phases = [](auto&& phase) {
-    for (uint32_t t = 0; t < kern::kMoeThreads; ++t) phase(t);
-  };
-  for (uint32_t e = 0; e < E; ++e)
-    for (uint32_t by = 0; by < kern::ceil_div(rows, kern::kMoeRows); ++by)
-      kern::moe_expert_gemm_block(e, by, w.data(), rows, cols, x.data(), ld_x, slot_token.data(),
-                                  gather, offsets.data(), tiled.data(), ld_y, *gsh, phases);
+  const std::vector<Out> tiled =
+      tiled_expert_gemm<Out>(w, E, rows, cols, x, ld_x, slot_token, gather, offsets, ld_y);
+  std::vector<Out> gemv(T * K * ld_y);
   auto vsh = std::make_unique<kern::GemvShared>();
   for (uint32_t j = 0; j < T * K; ++j)  // the launcher's grid: a row of blocks per slot
     for (uint32_t bx = 0; bx < kern::ceil_div(rows, kern::kGemvRowsPerBlock); ++bx)
       kern::moe_expert_gemv_block(kern::HostBlock{bx, j, kern::kGemvThreads}, *vsh, w.data(), E,
                                   rows, cols, x.data(), ld_x, slot_token.data(), gather,
                                   offsets.data(), gemv.data(), ld_y);
-  for (uint32_t s = 0; s < T * K; ++s)
-    for (uint32_t o = 0; o < rows; ++o) {
-      const float a = f(tiled[s * ld_y + o]), b = f(gemv[s * ld_y + o]);
-      if (sizeof(Out) == 2)
-        expect_bf16_near(b, a, "bf16 expert gemv", s * ld_y + o);
-      else
-        ASSERT_NEAR(b, a, 1e-5f * (1 + std::fabs(a))) << "slot " << s << " row " << o;
-    }
+  expect_same_outputs(tiled, gemv, T * K, rows, ld_y, "expert gemv");
 }
 
 TEST(CudaMoeHost, ExpertGemvOfDecodeStepsEqualsTheTiledGemm) {
@@ -320,15 +341,9 @@ void check_expert_mma(uint32_t T, uint32_t E, uint32_t K, uint32_t rows, uint32_
   const uint32_t n_x = gather ? T : T * K, ld_x = cols + x_pad;
   const std::vector<Bf16> x = to_bf16(random_floats(size_t{n_x} * ld_x, 6));
   const size_t ld_y = rows + 3;
-  std::vector<Out> tiled(T * K * ld_y), mma(T * K * ld_y);
-  auto gsh = std::make_unique<kern::MoeGemmShared>();
-  auto phases = [](auto&& phase) {
-    for (uint32_t t = 0; t < kern::kMoeThreads; ++t) phase(t);
-  };
-  for (uint32_t e = 0; e < E; ++e)
-    for (uint32_t by = 0; by < kern::ceil_div(rows, kern::kMoeRows); ++by)
-      kern::moe_expert_gemm_block(e, by, w.data(), rows, cols, x.data(), ld_x, slot_token.data(),
-                                  gather, offsets.data(), tiled.data(), ld_y, *gsh, phases);
+  const std::vector<Out> tiled =
+      tiled_expert_gemm<Out>(w, E, rows, cols, x, ld_x, slot_token, gather, offsets, ld_y);
+  std::vector<Out> mma(T * K * ld_y);
   auto msh = std::make_unique<kern::MoeMmaShared>();
   const bool vec = kern::vector_ok<kern::kMoeMmaVec>(w.data(), cols, cols) &&
                    kern::vector_ok<kern::kMoeMmaVec>(x.data(), cols, ld_x);
@@ -338,14 +353,7 @@ void check_expert_mma(uint32_t T, uint32_t E, uint32_t K, uint32_t rows, uint32_
       kern::moe_expert_mma_block(kern::HostBlock{e, by, kern::kMoeMmaThreads}, *msh, w.data(), rows,
                                  cols, x.data(), ld_x, slot_token.data(), gather, offsets.data(),
                                  mma.data(), ld_y, vec);
-  for (uint32_t s = 0; s < T * K; ++s)
-    for (uint32_t o = 0; o < rows; ++o) {
-      const float a = f(tiled[s * ld_y + o]), b = f(mma[s * ld_y + o]);
-      if (sizeof(Out) == 2)
-        expect_bf16_near(b, a, "bf16 expert mma", s * ld_y + o);
-      else
-        ASSERT_NEAR(b, a, 1e-5f * (1 + std::fabs(a))) << "slot " << s << " row " << o;
-    }
+  expect_same_outputs(tiled, mma, T * K, rows, ld_y, "expert mma");
 }
 
 TEST(CudaMoeHost, ExpertMmaOfPrefillsEqualsTheTiledGemm) {

@@ -11,7 +11,9 @@
 //      from the tokens' rows or read in slot order; with BF16 weights and at most 8 tokens in
 //      the step (so at most 8 slots an expert: decode) the GEMV of gemv_body.h instead, blocks
 //      of 8 output rows for each slot of which only the expert's first slot's do the work (a
-//      grid over the T K slots, not over all E experts: most of those have no token);
+//      grid over the T K slots, not over all E experts: most of those have no token); with
+//      BF16 weights and more tokens, the tensor-core form of moe_mma_body.h (these CUDA-core
+//      tiles then serve F32 weights and are the tests' reference);
 //   4. moe_combine: out[t] = sum_k w[t][k] y[slot of (t, k)], in the choices' order; the shared
 //      expert, where present, then adds sigmoid(g[t]) ysh[t] (moe_add_gated).
 // Between the gate/up GEMM and the down GEMM the family's gated activation (swiglu_body) runs
