@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -59,17 +60,47 @@ struct RequestResult {
   uint64_t completion_tokens = 0, prompt_tokens = 0;
 };
 
+// What every request of a run carries besides its prompt: the endpoint and the sampling.
+struct RequestShape {
+  bool chat = false;
+  json response_format;  // null: none
+  double temperature = 0;
+};
+
+RequestShape request_shape(const HttpLoadOptions& o) {
+  RequestShape s{o.chat || !o.response_format.empty(), nullptr, o.temperature};
+  if (o.response_format == "json_object") {
+    s.response_format = {{"type", "json_object"}};
+  } else if (!o.response_format.empty()) {
+    std::ifstream f(o.response_format);
+    json schema = json::parse(f, nullptr, false);
+    if (!f || schema.is_discarded())
+      fail("serving: --response-format {} is neither json_object nor a JSON Schema file",
+           o.response_format);
+    s.response_format = {{"type", "json_schema"},
+                         {"json_schema", {{"name", "bench"}, {"schema", schema}}}};
+  }
+  return s;
+}
+
 RequestResult one_request(const cli::ServerClient& client, const std::string& model,
-                          const std::string& prompt, int max_tokens) {
+                          const std::string& prompt, int max_tokens, const RequestShape& shape,
+                          int seed) {
   json body = {{"model", model},
-               {"prompt", prompt},
                {"max_tokens", max_tokens},
-               {"temperature", 0},
+               {"temperature", shape.temperature},
                {"ignore_eos", true},
                {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
+  if (shape.chat)
+    body["messages"] = json::array({{{"role", "user"}, {"content", prompt}}});
+  else
+    body["prompt"] = prompt;
+  if (!shape.response_format.is_null()) body["response_format"] = shape.response_format;
+  if (shape.temperature > 0) body["seed"] = seed;
   cli::HttpRequest r =
-      cli::http_request("POST", "/v1/completions", body.dump(), "application/json");
+      cli::http_request("POST", shape.chat ? "/v1/chat/completions" : "/v1/completions",
+                        body.dump(), "application/json");
   r.idle_timeout_s = 600;
   RequestResult out;
   const auto start = Clock::now();
@@ -92,8 +123,16 @@ RequestResult one_request(const cli::ServerClient& client, const std::string& mo
         out.completion_tokens = u->value("completion_tokens", uint64_t{0});
         out.prompt_tokens = u->value("prompt_tokens", uint64_t{0});
       }
+      auto text_of = [&](const json& choice) {
+        if (!shape.chat) return choice.value("text", std::string());
+        auto d = choice.find("delta");
+        return d != choice.end() && d->is_object() && d->contains("content") &&
+                       (*d)["content"].is_string()
+                   ? (*d)["content"].get<std::string>()
+                   : std::string();
+      };
       if (chunk.contains("choices") && chunk["choices"].is_array() && !chunk["choices"].empty() &&
-          !chunk["choices"][0].value("text", std::string()).empty()) {
+          !text_of(chunk["choices"][0]).empty()) {
         const auto now = Clock::now();
         if (!last)
           out.ttft_ms = std::chrono::duration<double, std::milli>(now - start).count();
@@ -141,7 +180,8 @@ RunStats run_load(const cli::ServerClient& client, const std::string& model,
   for (int c = 0; c < concurrency; ++c)
     threads.emplace_back([&] {
       for (int i; (i = next.fetch_add(1)) < requests;)
-        results[i] = one_request(client, model, prompt_text(o, run, i), o.max_tokens);
+        results[i] =
+            one_request(client, model, prompt_text(o, run, i), o.max_tokens, request_shape(o), i);
     });
   for (auto& t : threads) t.join();
   RunStats s;
@@ -246,19 +286,23 @@ json run_http_load_bench(const HttpLoadOptions& o) {
     servers.push_back({"against", std::make_unique<cli::ServerClient>(o.against, o.api_key), ""});
   for (auto& s : servers) s.model = served_model(*s.client);
 
+  const RequestShape shape = request_shape(o);
   fmt::print(
-      "serving: {} requests per run of {} distinct words{} + {} generated tokens "
-      "(ignore_eos, greedy), {} round(s) alternating order\n",
-      o.requests ? fmt::format("{}", o.requests) : "2 x concurrency", o.prompt_words,
+      "serving: {} {}requests per run of {} distinct words{} + {} generated tokens "
+      "(ignore_eos, {}{}), {} round(s) alternating order\n",
+      o.requests ? fmt::format("{}", o.requests) : "2 x concurrency", shape.chat ? "chat " : "",
+      o.prompt_words,
       o.shared_prefix_words ? fmt::format(" after a {}-word shared prefix", o.shared_prefix_words)
                             : "",
-      o.max_tokens, o.rounds);
+      o.max_tokens,
+      o.temperature > 0 ? fmt::format("temperature {}", o.temperature) : std::string("greedy"),
+      o.response_format.empty() ? "" : ", response_format " + o.response_format, o.rounds);
   for (const auto& s : servers)
     fmt::print("  {:<8} {} (model {})\n", s.name, s.client->url(), s.model);
 
   // Warm both (native builds, first pages, caches of the prompt format) outside the timing.
   for (auto& s : servers) {
-    RequestResult w = one_request(*s.client, s.model, "warm up", 4);
+    RequestResult w = one_request(*s.client, s.model, "warm up", 4, shape, 0);
     if (!w.ok) fail("serving: warm-up request to {} failed: {}", s.client->url(), w.error);
   }
 
@@ -268,6 +312,9 @@ json run_http_load_bench(const HttpLoadOptions& o) {
   out["shared_prefix_words"] = o.shared_prefix_words;
   out["max_tokens"] = o.max_tokens;
   out["rounds"] = o.rounds;
+  out["chat"] = shape.chat;
+  out["response_format"] = o.response_format;
+  out["temperature"] = o.temperature;
   out["servers"] = json::object();
   for (const auto& s : servers)
     out["servers"][s.name] = {{"url", s.client->url()}, {"model", s.model}};

@@ -5,7 +5,9 @@
 // ignore_eos, greedy); a run ends after --requests requests. Per server and concurrency:
 // generated tok/s (completion tokens / wall time), time to first token and inter-token latency
 // (p50, p99), failed requests. Rounds alternate the order (AB, BA, ...) because a shared machine
-// drifts; medians over rounds are reported.
+// drifts; medians over rounds are reported. --chat sends /v1/chat/completions (the prompt as one
+// user message) and --response-format a structured-output constraint with them (json_object, or
+// a JSON Schema file as json_schema): its per-token cost against another server or build.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -27,6 +29,9 @@ struct HttpLoadOptions {
   int max_tokens = 64;
   int rounds = 1;
   unsigned seed = 1;
+  bool chat = false;            // /v1/chat/completions instead of /v1/completions
+  std::string response_format;  // "": none; "json_object"; else a JSON Schema file (chat)
+  double temperature = 0;       // > 0: sampled, request i with seed i
   // For the started server.
   size_t threads = 0;
   std::string device = "auto";

@@ -5,6 +5,8 @@
 // exit), forward tokens per request and the mean batch. Baselines in the same run: the text
 // completion row (every workload's throughput as a ratio of it), and with `against_device` the
 // whole table again on that backend (e.g. the CPU beside a GPU), interleaved per workload.
+// `ebnf_masked` runs only when named: the EBNF row with the grammar's mask sent down with each
+// step (the server's top-256 of the allowed tokens) instead of the whole vocabulary brought up.
 #pragma once
 
 #include <string>

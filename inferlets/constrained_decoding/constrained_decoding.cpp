@@ -1,10 +1,12 @@
 // constrained_decoding: generation that always parses under a grammar (GBNF, or the built-in
-// JSON and arithmetic grammars). Each step masks the model's full-vocabulary distribution with
-// the grammar (pith/constrained.hpp), so any model at any temperature produces valid output.
+// JSON and arithmetic grammars). Each step restricts the model's next-token distribution to the
+// grammar's mask (pith/constrained.hpp), so any model at any temperature produces valid output:
+// greedy steps (and --top-k K) send the mask with the step and get the best allowed tokens back;
+// sampling over every allowed token brings the whole vocabulary up.
 //
 //   constrained_decoding [--grammar json|json-object|arith] [--gbnf TEXT] [--prompt TEXT]
-//   [--max-tokens N]
-//                        [--temperature T] [--seed S] [--no-bos]
+//                        [--max-tokens N] [--temperature T] [--top-k K] [--whole-vocabulary]
+//                        [--seed S] [--no-bos]
 //
 // Messages: the generated text, then one JSON line of statistics:
 //   {"tokens","sampled","forced","finish","vocab","excluded","trie_nodes","mask_us","allowed_mean","setup_ms"}
@@ -46,6 +48,10 @@ pith::Status constrained_decoding(pith::Flags& flags) {
                              "token budget (the grammar is completed at its end)");
   cfg.temperature =
       flags.f32("--temperature", cfg.temperature, "0 = greedy among the allowed tokens");
+  cfg.top_k = flags.u32("--top-k", cfg.top_k,
+                        "sample among the K best allowed tokens (0 = every allowed token)");
+  cfg.whole_vocabulary = flags.flag("--whole-vocabulary",
+                                    "mask the whole vocabulary here every step, greedy ones too");
   cfg.seed = flags.u64("--seed", cfg.seed, "sampling seed");
   bool bos = !flags.flag("--no-bos", "do not start with the model's BOS token");
   PITH_TRY(flags.done());

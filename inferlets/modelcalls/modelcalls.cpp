@@ -59,7 +59,20 @@ int main() {
                   " p=" + std::to_string(static_cast<int>(p * 100))))
     return 1;
 
-  pith_status_t s = pith_kvpage_dealloc(queue->handle(), pages->data(), 3);
+  // The same forward with a token mask per output (3 words here; the fake checks them).
+  const uint64_t allowed[3] = {0x5, 0, 0x8000000000000000ull};
+  pith_future_t af = 0;
+  pith_status_t s = pith_forward_tokens_allowed(queue->handle(), &args, allowed, 3, &af);
+  if (s != PITH_OK) return (void)pith::send("allowed: " + status(s)), 1;
+  auto masked = pith::Future(af).get();
+  if (!masked) return (void)pith::send("allowed: " + status(masked.status())), 1;
+  memcpy(&top, masked->data() + 4, 4);
+  if (!pith::send("allowed: top=" + std::to_string(top))) return 1;
+  s = pith_forward_tokens_allowed(queue->handle(), &args,
+                                  reinterpret_cast<const uint64_t*>(0xfffffff0u), 3, &af);
+  if (!pith::send("allowed out of memory: " + status(s))) return 1;
+
+  s = pith_kvpage_dealloc(queue->handle(), pages->data(), 3);
   if (!pith::send("dealloc: " + status(s))) return 1;
   s = pith_kvpage_dealloc(queue->handle(), pages->data(), 1);  // already freed
   if (!pith::send("double dealloc: " + status(s))) return 1;

@@ -306,10 +306,17 @@ int main() {
       Choice& c = choices[i];
       if (c.done) continue;
       // The last prompt token is computed by the first step (flush left the distribution unread).
-      uint32_t k = c.grammar ? c.sampler.whole_vocabulary() : c.sampler.candidates();
+      // A grammar's mask goes down with the step and the server ranks only allowed tokens;
+      // penalties and biases (which need every logit) and top_logprobs (the model's own
+      // alternatives, allowed or not) take the whole vocabulary instead.
+      const size_t left = req.stop.max_tokens - c.generated.size();
+      const std::vector<uint64_t>* allowed = c.grammar ? &c.grammar->mask(eos) : nullptr;
+      const bool masked_step = allowed && want == 0 && !c.sampler.config().adjusts_logits();
+      uint32_t k =
+          c.grammar && !masked_step ? c.sampler.whole_vocabulary() : c.sampler.candidates();
       if (k < want) k = want;
       if (k < 1) k = 1;
-      auto d = c.ctx.decode_step(k);
+      auto d = masked_step ? c.ctx.decode_step(k, *allowed) : c.ctx.decode_step(k);
       if (!d) return fail(d.status(), std::string("decode: ") + pith::status_name(d.status()));
       const uint32_t group = i / req.n;
       if (!usage_sent[group]) {  // the prefix-cache lookup happened in the first computation
@@ -317,9 +324,7 @@ int main() {
         if (!send_usage(static_cast<uint32_t>(req.prompts[group].size()), c.ctx.cached_tokens()))
           return 1;
       }
-      const size_t left = req.stop.max_tokens - c.generated.size();
-      const std::vector<uint64_t>* allowed = c.grammar ? &c.grammar->mask(eos) : nullptr;
-      uint32_t tok = c.sampler.sample(*d, allowed);
+      uint32_t tok = c.sampler.sample(*d, masked_step ? nullptr : allowed);
       if (c.grammar && tok != UINT32_MAX) tok = c.grammar->choose(tok, left, eos);
       if (tok == UINT32_MAX) {  // the grammar is complete and nothing may follow
         c.done = true;

@@ -63,6 +63,13 @@ void validate_batch(const std::vector<SequenceInput>& batch, const ModelConfig& 
         fail("forward: sequence {}: output {} reads input {} of {}", si, o, spec.input_index, n);
       if (spec.kind == OutputKind::TopK && spec.top_k == 0)
         fail("forward: sequence {}: output {} asks for top-0", si, o);
+      if (spec.allowed && spec.kind != OutputKind::TopK)
+        fail("forward: sequence {}: output {} has a token mask but is not a top-K output", si, o);
+      if (spec.allowed && spec.allowed->size() != (uint64_t{c.vocab_size} + 63) / 64)
+        fail(
+            "forward: sequence {}: output {}'s token mask has {} words; a vocabulary of {} "
+            "needs {}",
+            si, o, spec.allowed->size(), c.vocab_size, (uint64_t{c.vocab_size} + 63) / 64);
       if (spec.kind == OutputKind::Embed) {
         if (!embeds.allocated(spec.embed_slot))
           fail("forward: sequence {}: output Embed slot {} is not allocated", si, spec.embed_slot);

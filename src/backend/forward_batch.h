@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace pith {
@@ -22,11 +23,23 @@ enum class OutputKind : uint8_t {
   Embed,   // the final hidden state (before the output norm) into an Embed slot
 };
 
+// Which tokens a TopK output may return (a grammar's mask, sent down instead of the whole
+// vocabulary sent up): bit i % 64 of word i / 64 set = token i allowed; ceil(vocab / 64) words.
+using TokenMask = std::vector<uint64_t>;
+
+inline bool token_allowed(const uint64_t* mask, uint32_t id) {
+  return (mask[id / 64] >> (id % 64)) & 1;
+}
+
 struct OutputSpec {
   uint32_t input_index = 0;  // which input of the sequence produces this output
   OutputKind kind = OutputKind::TopK;
   uint32_t top_k = 256;
   uint32_t embed_slot = 0;  // for OutputKind::Embed
+  // TopK only; null = every token. The distribution holds the min(top_k, allowed) best allowed
+  // tokens (none when none is allowed); their probabilities stay the softmax over the whole
+  // vocabulary, as without a mask, so a sampler renormalises and logprobs are the model's.
+  std::shared_ptr<const TokenMask> allowed = nullptr;
 };
 
 // One sequence of a batch.

@@ -490,6 +490,10 @@ void add_http_load_suite(CLI::App& bench) {  // pith bench serving (bench/bench_
   c->add_option("--max-tokens", o->max_tokens, "tokens generated per request (ignore_eos)");
   c->add_option("--rounds", o->rounds, "runs per server, alternating the order; medians");
   c->add_option("--seed", o->seed, "prompt words");
+  c->add_flag("--chat", o->chat, "send /v1/chat/completions (the prompt as one user message)");
+  c->add_option("--response-format", o->response_format,
+                "json_object, or a JSON Schema file sent as json_schema (implies --chat)");
+  c->add_option("--temperature", o->temperature, "0: greedy; else sampled, request i seed i");
   c->add_option("-t,--threads", o->threads, "-m: engine threads (0: one per core)");
   c->add_option("--kv-memory", o->kv_memory, "-m: the KV pool");
   add_kv_dtype_option(*c, o->kv_dtype);

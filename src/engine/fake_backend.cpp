@@ -192,7 +192,8 @@ std::vector<SequenceResult> FakeBackend::forward(const std::vector<SequenceInput
       switch (o.kind) {
         case OutputKind::TopK: {
           const std::vector<float> l = logits_for(view, script);
-          r.dist = top_k_distribution(l.data(), l.size(), o.top_k);
+          r.dist = top_k_distribution(l.data(), l.size(), o.top_k,
+                                      o.allowed ? o.allowed->data() : nullptr);
           break;
         }
         case OutputKind::Logits:

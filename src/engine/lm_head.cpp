@@ -7,7 +7,8 @@
 namespace pith {
 
 void lm_head_top_k(ThreadPool& pool, const WeightMatrix& w, const float* h, size_t n_rows,
-                   const uint32_t* ks, LmHeadScratch& s, TokenDistribution* out, float softcap) {
+                   const uint32_t* ks, LmHeadScratch& s, TokenDistribution* out, float softcap,
+                   const uint64_t* const* allowed) {
   if (n_rows == 0) return;
   const size_t vocab = w.rows;
   const size_t n_blocks = (vocab + kMatmulBlockRows - 1) / kMatmulBlockRows;
@@ -30,7 +31,11 @@ void lm_head_top_k(ThreadPool& pool, const WeightMatrix& w, const float* h, size
       }
       const size_t r = b.t0 + t;
       s.partials[r * n_blocks + block] = softmax_partial(logits, b.n_rows);
-      s.selectors[b.worker * n_rows + r].scan(logits, b.n_rows, static_cast<int32_t>(b.r0));
+      TopKSelector& sel = s.selectors[b.worker * n_rows + r];
+      if (allowed && allowed[r])
+        sel.scan_allowed(logits, b.n_rows, static_cast<int32_t>(b.r0), allowed[r]);
+      else
+        sel.scan(logits, b.n_rows, static_cast<int32_t>(b.r0));
     }
   });
 

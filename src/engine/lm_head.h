@@ -27,10 +27,11 @@ struct LmHeadScratch {
 
 // out[r] = top-min(ks[r], vocab) distribution of softmax(W h[r]) for r < n_rows; h is
 // [n_rows][w.cols] (already normed), ks[r] >= 1. softcap > 0 caps every logit first:
-// softcap * tanh(logit / softcap) (gemma2's final_logit_softcapping).
+// softcap * tanh(logit / softcap) (gemma2's final_logit_softcapping). allowed (null, or one
+// entry per row, null for a row without one): the row's TokenMask, which only its top-K obeys.
 void lm_head_top_k(ThreadPool& pool, const WeightMatrix& w, const float* h, size_t n_rows,
                    const uint32_t* ks, LmHeadScratch& scratch, TokenDistribution* out,
-                   float softcap = 0);
+                   float softcap = 0, const uint64_t* const* allowed = nullptr);
 
 // In place: x[i] = softcap * tanh(x[i] / softcap).
 void soft_cap(float* x, size_t n, float softcap);

@@ -68,7 +68,25 @@ size_t scan_ge_avx2(const float* x, size_t n, Threshold&& threshold, OnHit&& on_
   }
   return i;
 }
+// Bit j of the result: logits x[j] >= threshold, for j < 64 (n == 64).
+uint64_t ge_bits_avx2(const float* x, float threshold) {
+  const __m256 th = _mm256_set1_ps(threshold);
+  uint64_t bits = 0;
+  for (unsigned j = 0; j < 64; j += 8)
+    bits |= uint64_t(
+                unsigned(_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + j), th, _CMP_GE_OQ))))
+            << j;
+  return bits;
+}
 #pragma GCC pop_options
+
+// `n` (<= 64) bits of `mask` starting at bit `at`.
+uint64_t mask_bits(const uint64_t* mask, size_t at, size_t n) {
+  const size_t w = at / 64, shift = at % 64;
+  uint64_t bits = mask[w] >> shift;
+  if (shift != 0 && shift + n > 64) bits |= mask[w + 1] << (64 - shift);
+  return n == 64 ? bits : bits & ((uint64_t{1} << n) - 1);
+}
 
 }  // namespace
 
@@ -132,6 +150,27 @@ void TopKSelector::scan(const float* logits, size_t n, int32_t first_id) {
     if (logits[i] >= heap_.front().logit) offer(logits[i], first_id + static_cast<int32_t>(i));
 }
 
+void TopKSelector::scan_allowed(const float* logits, size_t n, int32_t first_id,
+                                const uint64_t* allowed) {
+  if (k_ == 0) return;
+  const bool avx2 = best_isa() != KernelIsa::Scalar;
+  // 64 tokens at a time: skipped when none is allowed (a grammar usually allows few), else
+  // only the allowed ones at or above the threshold are offered, once the heap is full.
+  for (size_t i = 0; i < n; i += 64) {
+    const size_t len = std::min<size_t>(64, n - i);
+    uint64_t hits = mask_bits(allowed, static_cast<size_t>(first_id) + i, len);
+    if (hits == 0) continue;
+    if (heap_.size() == k_ && len == 64 && avx2)
+      hits &= ge_bits_avx2(logits + i, heap_.front().logit);
+    while (hits != 0) {
+      const size_t j = i + static_cast<size_t>(__builtin_ctzll(hits));
+      hits &= hits - 1;
+      if (heap_.size() < k_ || logits[j] >= heap_.front().logit)
+        offer(logits[j], first_id + static_cast<int32_t>(j));
+    }
+  }
+}
+
 void TopKSelector::merge(const TopKSelector& other) {
   for (const Entry& e : other.heap_) offer(e.logit, e.id);
 }
@@ -154,9 +193,13 @@ TokenDistribution TopKSelector::distribution(double lse) const {
   return d;
 }
 
-TokenDistribution top_k_distribution(const float* logits, size_t n, uint32_t k) {
+TokenDistribution top_k_distribution(const float* logits, size_t n, uint32_t k,
+                                     const uint64_t* allowed) {
   TopKSelector sel(static_cast<uint32_t>(std::min<size_t>(k, n)));
-  sel.scan(logits, n, 0);
+  if (allowed)
+    sel.scan_allowed(logits, n, 0, allowed);
+  else
+    sel.scan(logits, n, 0);
   return sel.distribution(logsumexp(logits, n));
 }
 

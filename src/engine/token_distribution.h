@@ -21,8 +21,11 @@ namespace pith {
 double logsumexp(const float* logits, size_t n);
 
 // The min(k, n) most likely tokens. Cost O(n + k log k) for the usual case where few logits
-// beat the running K-th best (a vectorised threshold scan), O(n log k) at worst.
-TokenDistribution top_k_distribution(const float* logits, size_t n, uint32_t k);
+// beat the running K-th best (a vectorised threshold scan), O(n log k) at worst. With `allowed`
+// (a TokenMask of n bits), the min(k, allowed) most likely allowed tokens; probabilities are
+// still over all n.
+TokenDistribution top_k_distribution(const float* logits, size_t n, uint32_t k,
+                                     const uint64_t* allowed = nullptr);
 
 // Softmax normaliser of one block of logits: sum = Σ exp(x - max). Blocks combine exactly in
 // any grouping; `combine_logsumexp` folds a sequence of them in the order given (so a fixed
@@ -50,6 +53,8 @@ class TopKSelector {
 
   // Offers logits[i] as token first_id + i.
   void scan(const float* logits, size_t n, int32_t first_id);
+  // The same for the tokens `allowed` (a TokenMask over the whole vocabulary) lets through.
+  void scan_allowed(const float* logits, size_t n, int32_t first_id, const uint64_t* allowed);
   void merge(const TopKSelector& other);
   // The kept entries, best first.
   std::vector<Entry> sorted() const;

@@ -618,6 +618,22 @@ class ControlSession final : public ModelSession {
     const OutputKind kind =
         args.top_k == PITH_TOP_K_ALL || raw_logits ? OutputKind::Logits : OutputKind::TopK;
     for (uint32_t i : args.output_indices) seq.outputs.push_back({i, kind, k, 0});
+    if (!args.allowed.empty()) {
+      const size_t words = (size_t{ctl_.model_config().vocab_size} + 63) / 64;
+      if (kind != OutputKind::TopK)
+        return reject("forward_tokens", PITH_ERR_BAD_ARGUMENT,
+                      "token masks need an ordinary top_k (PITH_TOP_K_ALL and PITH_TOP_K_LOGITS "
+                      "already return every token)");
+      if (args.allowed.size() != args.output_indices.size() * words)
+        return reject(
+            "forward_tokens", PITH_ERR_BAD_ARGUMENT,
+            fmt::format("{} mask words; {} outputs over a vocabulary of {} need {}",
+                        args.allowed.size(), args.output_indices.size(),
+                        ctl_.model_config().vocab_size, args.output_indices.size() * words));
+      for (size_t o = 0; o < seq.outputs.size(); ++o)
+        seq.outputs[o].allowed = std::make_shared<const TokenMask>(
+            args.allowed.begin() + o * words, args.allowed.begin() + (o + 1) * words);
+    }
     pith_status_t ms = apply_page_masks("forward_tokens", seq);
     if (ms != PITH_OK) return ms;
     auto err = q->deferred_error;

@@ -63,6 +63,8 @@ struct ForwardTokensArgs {
   std::vector<uint32_t> output_indices;
   uint32_t top_k = 0;
   uint32_t adapter = 0;
+  // forward_tokens_allowed: one token mask per output, back to back; empty = every token.
+  std::vector<uint64_t> allowed;
 };
 
 class ModelSession {

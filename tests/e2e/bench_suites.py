@@ -292,6 +292,14 @@ def serving_suites(pith, model, inferlets):
                 assert r["ok"] == 2 * 4 and r["failed"] == 0, row  # 2 rounds x 4 requests
                 positive(dict(r, suite="serving"), "gen_tok_s", "ttft_p50_ms", "prompt_tokens_mean")
             need(row["ratio"], "gen_tok_s", "ttft_p50", "itl_p50")
+        # Structured output through the chat endpoint: both servers answer every request.
+        j = bench(pith, "serving", "-m", model, "--against", f"http://127.0.0.1:{port}",
+                  "--response-format", "json_object", "--temperature", "1", "--concurrency", "2",
+                  "--requests", "3", "--prompt-words", "8", "--max-tokens", "6")
+        assert j["chat"] is True and j["response_format"] == "json_object", j
+        assert j["failed_requests"] is False, j
+        for side in ("pith", "against"):
+            assert j["results"][0][side]["ok"] == 3, j["results"][0]
         # A baseline that is not there is an error, not a ratio against nothing.
         p = subprocess.run([pith, "bench", "serving", "-m", model, "--against",
                             f"http://127.0.0.1:{free_port()}", "--concurrency", "1"],

@@ -6,9 +6,11 @@ Usage: constrained_decoding.py PITH VOCAB_GGUF INFERLET_DIR SPM_MODEL
 
 For many seeds and temperatures (greedy included), every output of the JSON grammars (any value;
 an object at the top) parses with Python's json module and every output of the arithmetic grammar parses with the recursive-descent
-parser below (and evaluates, / by zero aside). The inferlet masks the whole vocabulary: it reports
-the 128256-token vocabulary and, inside JSON strings, far more allowed tokens per step than any
-top-K request (256) could hold. A custom --gbnf grammar is honoured; a broken one is refused
+parser below (and evaluates, / by zero aside). Sampling masks the whole vocabulary: the inferlet
+reports the 128256-token vocabulary and, inside JSON strings, far more allowed tokens per step than
+any top-K request (256) could hold. Greedy steps and --top-k send the mask down instead and get the
+best allowed tokens back: greedy output equals --whole-vocabulary greedy output token for token,
+and --top-k output parses too. A custom --gbnf grammar is honoured; a broken one is refused
 with the parser's message. On a SentencePiece model (SPM_MODEL, 1000 tokens) JSON still parses
 and exactly the control/unknown tokens of its GGUF (read by the test) are excluded from masks.
 """
@@ -146,8 +148,18 @@ def main():
                     for t in TEMPERATURES:
                         jobs.append(["--grammar", grammar, "--prompt", prompt, "--seed", str(seed),
                                      "--temperature", t, "--max-tokens", max_tokens])
+                    jobs.append(["--grammar", grammar, "--prompt", prompt, "--seed", str(seed),
+                                 "--temperature", "1.0", "--max-tokens", max_tokens, "--top-k", "64"])
+                # Greedy with the mask sent down (above) against the whole vocabulary brought up.
+                jobs.append(["--grammar", grammar, "--prompt", prompt, "--seed", "1",
+                             "--temperature", "0", "--max-tokens", max_tokens, "--whole-vocabulary"])
             with ThreadPoolExecutor(max_workers=4) as pool:
                 results = list(pool.map(case, jobs))
+            for args, text, stats in results:
+                if "--whole-vocabulary" in args:
+                    masked = [r for r in results if r[0] == args[:-1]]
+                    assert len(masked) == 1, args
+                    assert masked[0][1] == text, (args, masked[0][1], text)
 
             string_steps = 0
             for args, text, stats in results:

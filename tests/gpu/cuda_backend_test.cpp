@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -365,6 +366,61 @@ TEST_P(CudaVsCpu, CustomMasks) {
   t.outputs = {{0, OutputKind::Logits, 0, 0}};
   auto [c2, g2] = both({t});
   expect_logits_close(c2[0].outputs[0].logits, g2[0].outputs[0].logits, "hidden middle run");
+}
+
+// Token masks (a grammar's) on top-K outputs: a prefill whose outputs mix masked and plain
+// top-K (one beyond the device's k limit, on the host), then decode steps as CUDA graphs where
+// masks change every step and some sequences have none. Each masked distribution holds only
+// allowed tokens, min(k, allowed) of them, like the CPU engine's.
+TEST_P(CudaVsCpu, TokenMasksOnTopKOutputs) {
+  const uint32_t V = vocab();
+  auto mask = [&](uint32_t seed) {  // a sparse set, a different one per seed
+    auto m = std::make_shared<TokenMask>((V + 63) / 64, 0);
+    for (uint32_t i = seed % 5; i < V; i += 3 + seed % 11) (*m)[i / 64] |= uint64_t{1} << (i % 64);
+    return m;
+  };
+  auto none = std::make_shared<TokenMask>((V + 63) / 64, 0);
+  auto one = std::make_shared<TokenMask>((V + 63) / 64, 0);
+  (*one)[(V - 1) / 64] |= uint64_t{1} << ((V - 1) % 64);
+  auto check = [&](const std::vector<SequenceInput>& batch, const std::string& where) {
+    auto [c, g] = both(batch);
+    for (size_t b = 0; b < batch.size(); ++b)
+      for (size_t o = 0; o < batch[b].outputs.size(); ++o) {
+        const OutputSpec& spec = batch[b].outputs[o];
+        const TokenDistribution& d = g[b].outputs[o].dist;
+        const std::string at =
+            where + " sequence " + std::to_string(b) + " output " + std::to_string(o);
+        if (spec.allowed) {
+          size_t allowed = 0;
+          for (uint64_t w : *spec.allowed) allowed += std::popcount(w);
+          EXPECT_EQ(d.ids.size(), std::min<size_t>(spec.top_k, allowed)) << at;
+          for (int32_t id : d.ids)
+            EXPECT_TRUE(token_allowed(spec.allowed->data(), static_cast<uint32_t>(id))) << at;
+        }
+        expect_dist_close(c[b].outputs[o].dist, d, at);
+      }
+  };
+  auto tokens = random_tokens(40, 12, V);
+  std::vector<std::vector<uint32_t>> pages;
+  for (int i = 0; i < 3; ++i) pages.push_back(alloc_pages(pages_for(40, kPageSize)));
+  SequenceInput p = prefill({tokens.begin(), tokens.begin() + 9}, pages[0]);
+  p.outputs = {{2, OutputKind::TopK, 16, 0, mask(1)}, {5, OutputKind::TopK, 16, 0},
+               {8, OutputKind::TopK, 1, 0, mask(2)},  {8, OutputKind::TopK, 1500, 0, mask(3)},
+               {8, OutputKind::TopK, 4, 0, none},     {8, OutputKind::TopK, 4, 0, one}};
+  check({p}, "prefill");
+  for (int i = 1; i < 3; ++i) both({prefill({tokens.begin(), tokens.begin() + 9}, pages[i])});
+  const uint64_t replays_before = cuda_graph_stats(*gpu_).replays;
+  for (uint32_t pos = 9; pos < 15; ++pos) {
+    std::vector<SequenceInput> batch;
+    for (uint32_t i = 0; i < 3; ++i) {
+      SequenceInput s = prefill({tokens[pos + i]}, pages[i], pos);
+      s.outputs = {{0, OutputKind::TopK, i == 1 ? 1u : 8u, 0}};
+      if (i != 2 || pos % 2) s.outputs[0].allowed = mask(pos * 3 + i);
+      batch.push_back(std::move(s));
+    }
+    check(batch, "decode at " + std::to_string(pos));
+  }
+  EXPECT_GE(cuda_graph_stats(*gpu_).replays, replays_before + 3) << "masked steps replay graphs";
 }
 
 // A fork shares the parent's full pages and copies its partial last page, then both decode.

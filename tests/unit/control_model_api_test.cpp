@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <mutex>
@@ -128,19 +129,26 @@ TEST(ControlModelApi, VocabularyTrieIsBuiltOnceAndLeavesSpecialTokensOut) {
     }
 }
 
-TEST(ControlModelApi, RejectedCallsLogWhyAndReturnTheCode) {
-  auto backend = fake_backend();
-  Controller ctl(*backend, {});
-  ControlModelApi api(ctl, tokenizer(), "tiny");
-  auto session = api.open_session(1);
+// A session on the fake backend with a queue and one KV page; its log lines in `log`.
+class SessionWithAPage : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    session->set_error_log(log.fn());
+    uint32_t model = 0;
+    ASSERT_EQ(session->open_model("", &model), PITH_OK);
+    ASSERT_EQ(session->create_queue(model, &queue), PITH_OK);
+    ASSERT_EQ(session->alloc_kvpages(queue, 1, &pages), PITH_OK);
+  }
+  std::unique_ptr<FakeBackend> backend = fake_backend();
+  Controller ctl{*backend, {}};
+  ControlModelApi api{ctl, tokenizer(), "tiny"};
+  std::unique_ptr<ModelSession> session = api.open_session(1);
   Log log;
-  session->set_error_log(log.fn());
-  uint32_t model = 0, queue = 0;
-  ASSERT_EQ(session->open_model("", &model), PITH_OK);
-  ASSERT_EQ(session->create_queue(model, &queue), PITH_OK);
+  uint32_t queue = 0;
   std::vector<uint32_t> pages;
-  ASSERT_EQ(session->alloc_kvpages(queue, 1, &pages), PITH_OK);
+};
 
+TEST_F(SessionWithAPage, RejectedCallsLogWhyAndReturnTheCode) {
   // Three inputs cannot fit a context of two slots: the controller's reason reaches the log.
   ForwardTokensArgs args;
   args.tokens = {1, 2, 3};
@@ -165,6 +173,60 @@ TEST(ControlModelApi, RejectedCallsLogWhyAndReturnTheCode) {
             PITH_OK);
   EXPECT_EQ(synced.get_future().get(), PITH_ERR_BACKEND);
   EXPECT_TRUE(log.has("copy_kvpage: backend out of memory", 5s));
+}
+
+// forward_tokens_allowed: each output's top-K holds only its mask's tokens (fewer entries when
+// fewer are allowed); masks of the wrong size, or on a whole-vocabulary call, are rejected.
+TEST_F(SessionWithAPage, TokenMasksRestrictEachOutputsTopK) {
+  const size_t vocab = tokenizer().vocab_size(), words = (vocab + 63) / 64;
+
+  ForwardTokensArgs args;
+  args.tokens = {1, 2, 3};
+  args.positions = {0, 1, 2};
+  args.kv_pages = pages;
+  args.last_page_len = 3;
+  args.output_indices = {1, 2};
+  args.top_k = 8;
+  args.allowed.assign(2 * words, 0);
+  const std::vector<uint32_t> first = {3, 70, 71, 200, 201, 202, 203, 204, 205, 206};
+  for (uint32_t t : first) args.allowed[t / 64] |= uint64_t{1} << (t % 64);
+  args.allowed[words + 5 / 64] |= uint64_t{1} << 5;  // the second output: token 5 only
+  std::promise<std::pair<pith_status_t, std::string>> got;
+  ASSERT_EQ(session->forward_tokens(queue, args,
+                                    [&](pith_status_t st, std::string b) {
+                                      got.set_value({st, b});
+                                    }),
+            PITH_OK);
+  auto [st, bytes] = got.get_future().get();
+  ASSERT_EQ(st, PITH_OK);
+  std::vector<std::vector<uint32_t>> ids;
+  for (size_t at = 0; at + 4 <= bytes.size();) {
+    uint32_t k;
+    std::memcpy(&k, bytes.data() + at, 4);
+    ids.emplace_back(k);
+    std::memcpy(ids.back().data(), bytes.data() + at + 4, size_t{k} * 4);
+    at += 4 + size_t{k} * 8;
+  }
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0].size(), 8u);
+  for (uint32_t t : ids[0])
+    EXPECT_NE(std::find(first.begin(), first.end(), t), first.end()) << t << " is not allowed";
+  EXPECT_EQ(ids[1], std::vector<uint32_t>{5});
+
+  auto rejected = [&](const ForwardTokensArgs& a) {
+    return session->forward_tokens(queue, a, [](pith_status_t, std::string) {});
+  };
+  ForwardTokensArgs short_mask = args;
+  short_mask.allowed.pop_back();
+  EXPECT_EQ(rejected(short_mask), PITH_ERR_BAD_ARGUMENT);
+  EXPECT_TRUE(
+      log.has(fmt::format("forward_tokens: {} mask words; 2 outputs over a vocabulary of "
+                          "{} need {}",
+                          2 * words - 1, vocab, 2 * words)));
+  ForwardTokensArgs whole = args;
+  whole.top_k = PITH_TOP_K_ALL;
+  EXPECT_EQ(rejected(whole), PITH_ERR_BAD_ARGUMENT);
+  EXPECT_TRUE(log.has("token masks need an ordinary top_k"));
 }
 
 TEST(ControlModelApi, AnInferletsRejectedCallReachesItsLogStream) {

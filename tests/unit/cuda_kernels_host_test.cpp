@@ -534,9 +534,29 @@ struct TopKResult {
   std::vector<float> probs;
 };
 
-// softmax_topk's two phases over their whole grids.
+// Token masks as softmax_topk takes them: a word offset per row (kNone: none), the words.
+struct StagedMasks {
+  std::vector<uint32_t> at, words;
+  kern::TokenMasks view() const { return {at.empty() ? nullptr : at.data(), words.data()}; }
+};
+StagedMasks stage_masks(const std::vector<TokenMask>& masks) {
+  StagedMasks s;
+  for (const TokenMask& m : masks) {
+    s.at.push_back(m.empty() ? kern::TokenMasks::kNone : static_cast<uint32_t>(s.words.size()));
+    for (uint64_t w : m) {
+      s.words.push_back(static_cast<uint32_t>(w));
+      s.words.push_back(static_cast<uint32_t>(w >> 32));
+    }
+  }
+  return s;
+}
+
+// softmax_topk's two phases over their whole grids. masks: empty, or one per row (an empty
+// mask: none).
 TopKResult run_topk(const std::vector<float>& logits, uint32_t rows, uint32_t vocab,
-                    const std::vector<uint32_t>& ks, uint32_t k_max) {
+                    const std::vector<uint32_t>& ks, uint32_t k_max,
+                    const std::vector<TokenMask>& masks = {}) {
+  const StagedMasks staged = stage_masks(masks);
   kern::TopKWorkspace w = kern::topk_workspace(rows, vocab, k_max);
   const size_t guard = 256;  // past the layout's end: must stay untouched
   std::vector<unsigned char> ws(w.bytes + guard, 0xcd);
@@ -544,24 +564,33 @@ TopKResult run_topk(const std::vector<float>& logits, uint32_t rows, uint32_t vo
   for (uint32_t row = 0; row < rows; ++row)
     for (uint32_t c = 0; c < w.n_chunks; ++c)
       kern::topk_chunk_body(kern::HostBlock{c, row, kern::kTopKThreads}, *chunk_sh, logits.data(),
-                            vocab, ks.data(), w, ws.data());
+                            vocab, ks.data(), staged.view(), w, ws.data());
   TopKResult r{std::vector<int32_t>(size_t{rows} * k_max, -1),
                std::vector<float>(size_t{rows} * k_max, -1.0f)};
   auto merge_sh = std::make_unique<kern::TopKMergeShared>();
   for (uint32_t row = 0; row < rows; ++row)
     kern::topk_merge_body(kern::HostBlock{row, 0, kern::kMergeThreads}, *merge_sh, vocab, ks.data(),
-                          w, ws.data(), r.ids.data(), r.probs.data());
+                          staged.view(), w, ws.data(), r.ids.data(), r.probs.data());
   for (size_t i = w.bytes; i < ws.size(); ++i) EXPECT_EQ(ws[i], 0xcd) << "workspace overrun";
   return r;
 }
 
 void check_topk(const std::vector<float>& logits, uint32_t rows, uint32_t vocab,
-                const std::vector<uint32_t>& ks, uint32_t k_max) {
-  TopKResult got = run_topk(logits, rows, vocab, ks, k_max);
+                const std::vector<uint32_t>& ks, uint32_t k_max,
+                const std::vector<TokenMask>& masks = {}) {
+  TopKResult got = run_topk(logits, rows, vocab, ks, k_max, masks);
   for (uint32_t r = 0; r < rows; ++r) {
     const float* row = logits.data() + size_t{r} * vocab;
-    TokenDistribution want = top_k_distribution(row, vocab, std::min(ks[r], k_max));
+    const bool masked = !masks.empty() && !masks[r].empty();
+    TokenDistribution want =
+        top_k_distribution(row, vocab, std::min(ks[r], k_max), masked ? masks[r].data() : nullptr);
     size_t k = want.ids.size();
+    // A masked row with fewer allowed tokens than its k ends in -1 entries of probability 0.
+    const size_t row_k = masked ? std::min<size_t>({ks[r], k_max, vocab}) : k;
+    for (size_t i = k; i < row_k; ++i) {
+      ASSERT_EQ(got.ids[size_t{r} * k_max + i], -1) << "row " << r << " entry " << i;
+      ASSERT_EQ(got.probs[size_t{r} * k_max + i], 0.0f) << "row " << r << " entry " << i;
+    }
     std::vector<int32_t> ids(got.ids.begin() + size_t{r} * k_max,
                              got.ids.begin() + size_t{r} * k_max + k);
     ASSERT_EQ(ids, want.ids) << "row " << r << " k " << ks[r] << " vocab " << vocab;
@@ -569,8 +598,43 @@ void check_topk(const std::vector<float>& logits, uint32_t rows, uint32_t vocab,
       ASSERT_NEAR(got.probs[size_t{r} * k_max + i], want.probs[i], 2e-6 + 1e-5 * want.probs[i])
           << "row " << r << " entry " << i;
     // Entries past the row's k are left alone.
-    for (size_t i = k; i < k_max; ++i) ASSERT_EQ(got.ids[size_t{r} * k_max + i], -1);
+    for (size_t i = row_k; i < k_max; ++i) ASSERT_EQ(got.ids[size_t{r} * k_max + i], -1);
   }
+}
+
+TEST(CudaKernelsHost, TopKKeepsOnlyAllowedTokens) {
+  // Chunks of 2048: masks allowing nothing, one token, fewer than k, tokens in one chunk
+  // only, most tokens, every token; an unmasked row between masked ones; greedy rows whose
+  // best token is disallowed; ties among allowed tokens.
+  const uint32_t rows = 9, vocab = 10000, words = (vocab + 63) / 64;
+  std::vector<float> logits = random_floats(size_t{rows} * vocab, 81, 3.0f);
+  for (uint32_t i = 0; i < vocab; i += 7) logits[size_t{8} * vocab + i] = 1.5f;  // ties, row 8
+  auto mask = [&](auto allow) {
+    TokenMask m(words, 0);
+    for (uint32_t i = 0; i < vocab; ++i)
+      if (allow(i)) m[i / 64] |= uint64_t{1} << (i % 64);
+    return m;
+  };
+  auto best = [&](uint32_t r) {
+    return static_cast<uint32_t>(std::max_element(logits.begin() + size_t{r} * vocab,
+                                                  logits.begin() + size_t{r + 1} * vocab) -
+                                 (logits.begin() + size_t{r} * vocab));
+  };
+  const uint32_t best5 = best(5);
+  std::vector<TokenMask> masks = {
+      mask([](uint32_t) { return false; }),
+      mask([](uint32_t i) { return i == 4321; }),
+      mask([](uint32_t i) { return i % 997 == 3; }),        // 11 tokens, k 64
+      mask([](uint32_t i) { return i >= 8192 && i % 2; }),  // the last chunk only
+      {},
+      mask([=](uint32_t i) { return i != best5; }),  // greedy, the best one disallowed
+      mask([](uint32_t i) { return i % 10 != 0; }),
+      mask([](uint32_t) { return true; }),
+      mask([](uint32_t i) { return i % 3 == 0; }),
+  };
+  check_topk(logits, rows, vocab, {5, 5, 64, 300, 64, 1, 1000, 50, 200}, 1024, masks);
+  // The same rows with their k at the limit of a smaller call.
+  check_topk(logits, rows, vocab, std::vector<uint32_t>(rows, 1), 1, masks);
 }
 
 TEST(CudaKernelsHost, TopKMatchesCpuOnRandomRowsWithDifferentK) {

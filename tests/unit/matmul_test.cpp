@@ -544,13 +544,21 @@ TEST(Matmul, FusedLmHeadMatchesUnfused) {
       auto h = make_acts(n * cols, rng);
       std::vector<uint32_t> ks(n);
       for (size_t r = 0; r < n; ++r) ks[r] = r % 3 == 0 ? 1 : (r % 3 == 1 ? 50 : 100000);
+      // Token masks on every other row, each allowing a different sparse set.
+      std::vector<TokenMask> masks(n, TokenMask((vocab + 63) / 64, 0));
+      std::vector<const uint64_t*> allowed(n, nullptr);
+      for (size_t r = 1; r < n; r += 2) {
+        for (size_t i = r; i < vocab; i += 3 + r) masks[r][i / 64] |= uint64_t{1} << (i % 64);
+        allowed[r] = masks[r].data();
+      }
       std::vector<TokenDistribution> got(n);
       LmHeadScratch scratch;
-      lm_head_top_k(pool, w, h.data(), n, ks.data(), scratch, got.data());
+      lm_head_top_k(pool, w, h.data(), n, ks.data(), scratch, got.data(), 0, allowed.data());
       std::vector<float> logits(n * vocab);
       matmul(pool, w, h.data(), n, logits.data());
       for (size_t r = 0; r < n; ++r) {
-        const TokenDistribution ref = top_k_distribution(logits.data() + r * vocab, vocab, ks[r]);
+        const TokenDistribution ref =
+            top_k_distribution(logits.data() + r * vocab, vocab, ks[r], allowed[r]);
         ASSERT_EQ(got[r].ids, ref.ids) << "row " << r;
         for (size_t i = 0; i < ref.probs.size(); ++i)
           ASSERT_NEAR(got[r].probs[i], ref.probs[i], 1e-6f * ref.probs[i] + 1e-12f);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -146,7 +147,13 @@ class FakeSession final : public ModelSession {
       return PITH_ERR_BAD_ARGUMENT;
     // The result: k = 2, ids {last token + 1, 42}, probs {0.75, 0.25}; completed later, from
     // another thread, as the control layer would.
-    uint32_t ids[2] = {a.tokens[a.output_indices[0]] + 1, 42};
+    // With token masks: the top id tells the words and set bits the host decoded.
+    uint32_t bits = 0;
+    for (uint64_t w : a.allowed) bits += static_cast<uint32_t>(std::popcount(w));
+    uint32_t ids[2] = {a.allowed.empty() ? a.tokens[a.output_indices[0]] + 1
+                                         : static_cast<uint32_t>(a.allowed.size()) * 1000 + bits +
+                                               (a.allowed.back() >> 63 ? 100 : 0),
+                       42};
     float probs[2] = {0.75f, 0.25f};
     std::string r(4 + 8 + 8, '\0');
     uint32_t k = 2;
@@ -222,6 +229,8 @@ TEST_P(RuntimeModelTest, CallsAreDecodedRoutedAndAnswered) {
                    "pages: 100,102",
                    "too many: out of KV pages",
                    "dist: k=2 top=112 p=75",
+                   "allowed: top=3103",
+                   "allowed out of memory: bad pointer",
                    "dealloc: ok",
                    "double dealloc: bad handle",
                    "bad pointer: bad pointer",

@@ -101,6 +101,50 @@ TEST(TokenDistribution, MaskedLogits) {
   EXPECT_TRUE(std::isinf(combine_logsumexp(nullptr, 0)));
 }
 
+// A token mask (a grammar's): the top-K holds only allowed tokens, by a full sort of them,
+// with the whole vocabulary's probabilities; the streaming scan over blocks that start off a
+// 64-token boundary gives the same; the scalar path too.
+TEST(TokenDistribution, AllowedTokensOnly) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> nd(0, 3);
+  const size_t n = 5003;
+  std::vector<float> lg(n);
+  for (auto& x : lg) x = std::round(nd(rng) * 4) / 4;  // exact ties
+  const double lse = logsumexp(lg.data(), n);
+  auto masked = [&](auto allow) {
+    TokenMask m((n + 63) / 64, 0);
+    for (size_t i = 0; i < n; ++i)
+      if (allow(i)) m[i / 64] |= uint64_t{1} << (i % 64);
+    return m;
+  };
+  const std::vector<TokenMask> masks = {
+      masked([](size_t) { return false; }), masked([](size_t i) { return i == 4999; }),
+      masked([](size_t i) { return i % 401 == 7; }), masked([](size_t i) { return i % 5 != 0; }),
+      masked([](size_t) { return true; })};
+  for (const TokenMask& m : masks)
+    for (uint32_t k : {1u, 7u, 64u, 6000u}) {
+      std::vector<int32_t> want;
+      for (size_t i = 0; i < n; ++i)
+        if (token_allowed(m.data(), static_cast<uint32_t>(i))) want.push_back(int32_t(i));
+      std::sort(want.begin(), want.end(),
+                [&](int32_t a, int32_t b) { return lg[a] > lg[b] || (lg[a] == lg[b] && a < b); });
+      if (want.size() > k) want.resize(k);
+      const TokenDistribution d = top_k_distribution(lg.data(), n, k, m.data());
+      ASSERT_EQ(d.ids, want) << "k=" << k;
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_NEAR(d.probs[i], std::exp(lg[want[i]] - lse), 1e-6 * d.probs[i]);
+      TopKSelector a(k), b(k);
+      for (size_t b0 = 0, i = 0; b0 < n; b0 += 300, ++i)  // 300: blocks straddle mask words
+        (i % 2 ? a : b)
+            .scan_allowed(lg.data() + b0, std::min<size_t>(300, n - b0), static_cast<int32_t>(b0),
+                          m.data());
+      a.merge(b);
+      EXPECT_EQ(a.distribution(lse).ids, want) << "blocks, k=" << k;
+      ScopedIsaCap cap(KernelIsa::Scalar);
+      EXPECT_EQ(top_k_distribution(lg.data(), n, k, m.data()).ids, want) << "scalar, k=" << k;
+    }
+}
+
 // The selector's scan and the partial softmax pick a SIMD or a scalar loop from best_isa(): the
 // scalar loop (capped) gives the same ids, ties included, and the same sums as the host's.
 TEST(TokenDistribution, ScalarPathMatchesHostPath) {

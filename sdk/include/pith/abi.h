@@ -426,6 +426,20 @@ typedef struct pith_forward_tokens_args_t {
 PITH_IMPORT(forward_tokens) pith_status_t pith_forward_tokens(
     pith_queue_t queue, const pith_forward_tokens_args_t* args, pith_future_t* future);
 
+/* forward_tokens whose top-K may only hold allowed tokens: a grammar's mask goes down with the
+ * step instead of the whole vocabulary coming up (16 KB down instead of 1 MB up per output for a
+ * 128k vocabulary, and no partial sort in the guest). allowed: output_count masks back to back,
+ * each ceil(vocab_size / 64) words; bit i % 64 of word i / 64 set = token i allowed.
+ * allowed_words = output_count * ceil(vocab_size / 64) (0: no masks, as forward_tokens). Each
+ * output's distribution holds its min(top_k, allowed) most likely allowed tokens, sorted as
+ * next_dist's (fewer than top_k entries when fewer are allowed, k = 0 when none is);
+ * probabilities stay the softmax over the whole vocabulary, so a sampler renormalises over them
+ * and logprobs are the model's. top_k must be an ordinary K (not PITH_TOP_K_ALL /
+ * PITH_TOP_K_LOGITS: those already send every token). */
+PITH_IMPORT(forward_tokens_allowed) pith_status_t pith_forward_tokens_allowed(
+    pith_queue_t queue, const pith_forward_tokens_args_t* args, const uint64_t* allowed,
+    uint32_t allowed_words, pith_future_t* future);
+
 #if defined(__wasm32__)
 _Static_assert(sizeof(pith_forward_args_t) == 28, "wasm32 layout");
 _Static_assert(sizeof(pith_forward_tokens_args_t) == 48, "wasm32 layout");

@@ -111,6 +111,26 @@ inline uint32_t sample_masked(const Distribution& d, const std::vector<uint64_t>
   return best;
 }
 
+// Samples from a distribution the server already restricted to allowed tokens (decode_step
+// with a mask: sorted, best first): the first when temperature <= 0, else weights p^(1/T) over
+// its entries, as sample_masked. Returns UINT32_MAX if it is empty.
+inline uint32_t sample_ranked(const Distribution& d, float temperature, Rng& rng) {
+  if (d.ids.empty()) return UINT32_MAX;
+  if (temperature <= 0 || d.probs[0] <= 0)
+    return temperature <= 0 ? d.ids[0] : d.ids[static_cast<size_t>(rng.uniform() * d.ids.size())];
+  const double inv_t = 1.0 / double(temperature), log_best = ::log(double(d.probs[0]));
+  std::vector<double> weight(d.ids.size(), 0.0);
+  double total = 0;
+  for (size_t i = 0; i < d.ids.size(); ++i)
+    if (d.probs[i] > 0) total += weight[i] = ::exp((::log(double(d.probs[i])) - log_best) * inv_t);
+  double r = rng.uniform() * total;
+  for (size_t i = 0; i < d.ids.size(); ++i) {
+    r -= weight[i];
+    if (r <= 0 && weight[i] > 0) return d.ids[i];
+  }
+  return d.ids[0];
+}
+
 // A grammar constraint for a sampling loop of one's own (e.g. the OpenAI inferlet's choices,
 // with Sampler::sample's `allowed`), which also keeps the output within a token budget: a
 // sampled token is taken only if a completion of the grammar still fits in the tokens left
@@ -197,6 +217,13 @@ class GrammarConstraint {
 struct ConstrainedConfig {
   uint32_t max_tokens = 64;
   float temperature = 0.0f;  // 0: greedy among the allowed tokens
+  // temperature > 0: sample among the top_k most likely allowed tokens, which the server ranks
+  // under the step's mask; 0: among every allowed token (the whole vocabulary comes up each
+  // step). Greedy steps always send the mask and take the best allowed token.
+  uint32_t top_k = 0;
+  // Every step brings the whole vocabulary up and masks it in the inferlet, greedy ones too
+  // (how steps ran before masks went down with them: a baseline for benchmarks).
+  bool whole_vocabulary = false;
   uint64_t seed = 0;
   bool stop_at_eos = true;  // the end token is allowed once the input is a complete sentence
 };
@@ -242,17 +269,21 @@ inline ConstrainedGeneration generate_constrained(Context& ctx, grammar::Automat
       g.finish_reason = "budget";
       return g;
     }
-    Result<Distribution> d = ctx.decode_step(PITH_TOP_K_ALL);
+    const uint64_t t0 = now_ns();
+    m.fill_mask(mask, c.stop_at_eos ? eos : UINT32_MAX);
+    g.mask_ns += now_ns() - t0;
+    for (uint64_t w : mask) g.allowed_total += static_cast<uint64_t>(__builtin_popcountll(w));
+    // The server applies the mask and ranks the allowed tokens.
+    const bool ranked = !c.whole_vocabulary && (c.temperature <= 0 || c.top_k > 0);
+    Result<Distribution> d = ranked ? ctx.decode_step(c.temperature <= 0 ? 1 : c.top_k, mask)
+                                    : ctx.decode_step(PITH_TOP_K_ALL);
     if (!d) {
       g.finish_reason = status_name(d.status());
       g.error = std::move(d).take_error();
       return g;
     }
-    const uint64_t t0 = now_ns();
-    m.fill_mask(mask, c.stop_at_eos ? eos : UINT32_MAX);
-    g.mask_ns += now_ns() - t0;
-    for (uint64_t w : mask) g.allowed_total += static_cast<uint64_t>(__builtin_popcountll(w));
-    const uint32_t tok = sample_masked(*d, mask, c.temperature, rng);
+    const uint32_t tok = ranked ? sample_ranked(*d, c.temperature, rng)
+                                : sample_masked(*d, mask, c.temperature, rng);
     if (tok == UINT32_MAX) {  // complete and nothing may follow (eos not wanted)
       g.finish_reason = "complete";
       return g;

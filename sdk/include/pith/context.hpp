@@ -144,12 +144,28 @@ class Context {
     return first_of(run(1, top_k));
   }
 
+  // decode_step restricted to the tokens `allowed` (a grammar's mask: bit t % 64 of word t / 64
+  // set = token t allowed; tokens past its end are not): the server ranks only those, so the
+  // result holds the min(top_k, allowed) most likely allowed tokens, with probabilities over the
+  // whole vocabulary (empty when none is allowed). What a whole-vocabulary step (PITH_TOP_K_ALL)
+  // restricted in the inferlet gives, without moving the vocabulary (abi.h
+  // forward_tokens_allowed).
+  Result<Distribution> decode_step(uint32_t top_k, const std::vector<uint64_t>& allowed) {
+    if (computed() == tokens_.size()) return no_pending("decode_step");
+    PITH_TRY(begin_run(1, top_k, false, nullptr, &allowed));
+    return first_of(end_run());
+  }
+
   // decode_step in two halves, so that the forwards of several contexts are in flight together
   // and batch on the server (e.g. the beams of a beam search): start_step queues the forward,
   // finish_step waits for it. Call nothing else on this context in between.
   Status start_step(uint32_t top_k = 256) {
     if (computed() == tokens_.size()) return no_pending("start_step");
     return begin_run(1, top_k);
+  }
+  Status start_step(uint32_t top_k, const std::vector<uint64_t>& allowed) {
+    if (computed() == tokens_.size()) return no_pending("start_step");
+    return begin_run(1, top_k, false, nullptr, &allowed);
   }
   Result<Distribution> finish_step() { return first_of(end_run()); }
 
@@ -581,7 +597,8 @@ class Context {
   // The first half of run(): queues the forward over the pending tokens (the host copies the
   // arguments, so the context may change afterwards) and keeps its future in pending_.
   Status begin_run(uint32_t n_out, uint32_t top_k, bool every_input = false,
-                   const AttentionMask* mask = nullptr) {
+                   const AttentionMask* mask = nullptr,
+                   const std::vector<uint64_t>* allowed = nullptr) {
     if (pending_.valid())
       return Error(PITH_ERR_BAD_ARGUMENT, "a step is already in flight (finish_step first)");
     if (stale_state_) {
@@ -631,7 +648,20 @@ class Context {
       a.attn_mask_len = static_cast<uint32_t>(mask->bytes().size());
     }
     pith_future_t f = 0;
-    PITH_TRY(check(pith_forward_tokens(queue_.handle(), &a, &f), "forward"));
+    if (allowed) {  // one output: its mask, sized to the model's vocabulary
+      const size_t words = (size_t{info_.vocab_size} + 63) / 64;
+      const std::vector<uint64_t>* m = allowed;
+      if (allowed->size() != words) {
+        allowed_.assign(allowed->begin(), allowed->begin() + std::min(words, allowed->size()));
+        allowed_.resize(words, 0);
+        m = &allowed_;
+      }
+      PITH_TRY(check(pith_forward_tokens_allowed(queue_.handle(), &a, m->data(),
+                                                 static_cast<uint32_t>(words), &f),
+                     "forward"));
+    } else {
+      PITH_TRY(check(pith_forward_tokens(queue_.handle(), &a, &f), "forward"));
+    }
     pending_ = Future(f);
     pending_total_ = total;
     pending_first_ = first && !mask && default_positions(total);  // may feed the prefix cache
@@ -746,7 +776,8 @@ class Context {
   bool inserted_ = false;
   uint32_t prefilled_ = 0;
   uint32_t forwarded_ = 0;
-  Future pending_;  // the forward of a started step (begin_run .. end_run)
+  Future pending_;                 // the forward of a started step (begin_run .. end_run)
+  std::vector<uint64_t> allowed_;  // a token mask resized to the vocabulary (begin_run)
   size_t pending_total_ = 0;
   bool pending_first_ = false;
   bool pending_every_ = false;  // the started forward has an output per input (decode_all)

@@ -16,6 +16,7 @@ void BatchPlan::build(const std::vector<SequenceInput>& batch, uint32_t page_siz
   topk_rows.clear();
   logits_rows.clear();
   max_top_k = 0;
+  n_masked = 0;
 
   uint32_t row = 0;
   for (size_t si = 0; si < batch.size(); ++si) {
@@ -40,7 +41,7 @@ void BatchPlan::build(const std::vector<SequenceInput>& batch, uint32_t page_siz
       const OutputSpec& o = s.outputs[oi];
       const uint32_t r = row + o.input_index;
       const LmHeadRow lm{r, static_cast<uint32_t>(si), static_cast<uint32_t>(oi),
-                         std::min(o.top_k, vocab_size)};
+                         std::min(o.top_k, vocab_size), o.allowed.get()};
       switch (o.kind) {
         case OutputKind::Embed:
           embed_out_rows.push_back(r);
@@ -50,12 +51,13 @@ void BatchPlan::build(const std::vector<SequenceInput>& batch, uint32_t page_siz
           if (lm.top_k <= max_device_k) {
             topk_rows.push_back(lm);
             max_top_k = std::max(max_top_k, lm.top_k);
+            n_masked += lm.allowed != nullptr;
           } else {
             logits_rows.push_back(lm);
           }
           break;
         case OutputKind::Logits:
-          logits_rows.push_back(LmHeadRow{r, lm.sequence, lm.output, 0});
+          logits_rows.push_back(LmHeadRow{r, lm.sequence, lm.output, 0, nullptr});
           break;
       }
     }

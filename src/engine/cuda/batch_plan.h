@@ -23,6 +23,7 @@ struct LmHeadRow {
   uint32_t sequence = 0;  // batch index
   uint32_t output = 0;    // index in SequenceInput::outputs
   uint32_t top_k = 0;     // 0: full logits wanted; else a top-K distribution of min(k, vocab)
+  const TokenMask* allowed = nullptr;  // the output's token mask (top-K only), null: none
 };
 
 struct BatchPlan {
@@ -51,6 +52,7 @@ struct BatchPlan {
   std::vector<LmHeadRow> topk_rows;
   std::vector<LmHeadRow> logits_rows;
   uint32_t max_top_k = 0;  // largest k among topk_rows
+  uint32_t n_masked = 0;   // top-K rows on the device with a token mask
 
   bool all_rows_are_tokens() const { return embed_rows.empty(); }
   // Every LM-head row, topk_rows then logits_rows.

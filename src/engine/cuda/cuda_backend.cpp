@@ -208,7 +208,10 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   const StateRows states = c.hybrid() ? state_rows(batch, T, states_->pad_slot()) : StateRows{};
   const size_t n_state_idx = 3 * states.slot.size();
   const size_t n_ple_tokens = c.d_per_layer_input > 0 ? T : 0;
-  staging_.begin((n_idx + angle_floats + n_state_idx + n_ple_tokens) * 4 + lora_bytes);
+  // Token masks as 32-bit words (the bytes of the 64-bit ones on a little-endian host).
+  const size_t mask_words = (size_t{c.vocab_size} + 63) / 64 * 2;
+  const size_t n_mask_idx = n_topk + plan_.n_masked * mask_words;
+  staging_.begin((n_idx + angle_floats + n_state_idx + n_ple_tokens + n_mask_idx) * 4 + lora_bytes);
   const int32_t* tokens = staging_.put<int32_t>(plan_.tokens);
   const uint32_t* token_rows = staging_.put<uint32_t>(plan_.token_rows);
   const uint32_t* embed_slots = staging_.put<uint32_t>(plan_.embed_slots);
@@ -256,6 +259,15 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
     ks_h[j] = plan_.topk_rows[j].top_k;
   }
   for (uint32_t j = 0; j < n_logits; ++j) lm_rows_h[n_topk + j] = plan_.logits_rows[j].row;
+  // Always staged (a graph step's masks change without a recapture): the masks go last, so
+  // their start is fixed by the bucket.
+  uint32_t* mask_at_h = staging_.alloc<uint32_t>(n_topk);
+  uint32_t* masks_h = staging_.alloc<uint32_t>(plan_.n_masked * mask_words);
+  for (uint32_t j = 0, m = 0; j < n_topk; ++j) {
+    const TokenMask* allowed = plan_.topk_rows[j].allowed;
+    mask_at_h[j] = allowed ? static_cast<uint32_t>(m * mask_words) : kNoTokenMask;
+    if (allowed) std::memcpy(masks_h + size_t{m++} * mask_words, allowed->data(), mask_words * 4);
+  }
   if (!lora_.empty())
     lora_.stage(staging_, std::max({c.d_model, c.max_d_ff(), c.max_q_dim()}),
                 std::max({c.d_model, c.max_d_ff(), c.max_q_dim()}), act_);
@@ -280,6 +292,8 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   in.ple_tokens = ple_tokens_h ? staging_.device_ptr(ple_tokens_h) : nullptr;
   in.lm_rows = staging_.device_ptr(lm_rows_h);
   in.ks = staging_.device_ptr(ks_h);
+  in.mask_at = staging_.device_ptr(mask_at_h);
+  in.masks = staging_.device_ptr(masks_h);
   in.lora = lora_.empty() ? nullptr : &lora_;
   // The LM head's pinned results grow here, never inside a capture.
   host_out_.reserve(
@@ -309,8 +323,13 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
     const LmHeadRow& r = plan_.topk_rows[j];
     if (r.sequence == kPaddingSequence) continue;
     TokenDistribution& dist = results[r.sequence].outputs[r.output].dist;
-    dist.ids.assign(ids + size_t{j} * k_max, ids + size_t{j} * k_max + r.top_k);
-    dist.probs.assign(probs + size_t{j} * k_max, probs + size_t{j} * k_max + r.top_k);
+    const int32_t* row_ids = ids + size_t{j} * k_max;
+    // A masked row ends at its first -1 when fewer than k tokens were allowed.
+    const uint32_t n =
+        r.allowed ? static_cast<uint32_t>(std::find(row_ids, row_ids + r.top_k, -1) - row_ids)
+                  : r.top_k;
+    dist.ids.assign(row_ids, row_ids + n);
+    dist.probs.assign(probs + size_t{j} * k_max, probs + size_t{j} * k_max + n);
   }
   const float* logits = host_logits(n_topk, k_max);
   for (uint32_t j = 0; j < n_logits; ++j) {
@@ -320,7 +339,8 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
     if (r.top_k == 0)
       out.logits.assign(row, row + c.vocab_size);
     else  // top-K beyond the device reduction's limit (batch_plan.h)
-      out.dist = top_k_distribution(row, c.vocab_size, r.top_k);
+      out.dist =
+          top_k_distribution(row, c.vocab_size, r.top_k, r.allowed ? r.allowed->data() : nullptr);
   }
   last_step_.gpu_ms = step_end_.elapsed_since(step_start_);
   last_step_.wall_ms =
@@ -538,7 +558,7 @@ void CudaBackend::enqueue_step(const StepInputs& in) {
   }
   if (R > 0) {
     gather_rows(x, in.lm_rows, R, d, ws_.out_x.as<float>(), s);
-    lm_head(n_topk, n_logits, in.ks, in.k_max);
+    lm_head(in);
   }
   op_done(P::Output);
 }
@@ -551,8 +571,8 @@ uint64_t CudaBackend::step_fingerprint(const StepInputs& in) const {
   const void* addresses[] = {in.tokens,      in.token_rows,  in.embed_slots, in.embed_in_rows,
                              in.write_pages, in.write_slots, in.out_rows,    in.out_slots,
                              in.cos,         in.sin,         in.cos_sliding, in.sin_sliding,
-                             in.ple_tokens,  in.lm_rows,     in.ks,          in.lora,
-                             host_out_.get()};
+                             in.ple_tokens,  in.lm_rows,     in.ks,          in.mask_at,
+                             in.masks,       in.lora,        host_out_.get()};
   for (const void* p : addresses) f.mix(p);
   for (const DeviceBuffer* b :
        {&ws_.x, &ws_.delta, &ws_.tmp, &ws_.h, &ws_.attn, &ws_.q, &ws_.k, &ws_.v, &ws_.q_gate,
@@ -566,7 +586,8 @@ uint64_t CudaBackend::step_fingerprint(const StepInputs& in) const {
   return f.h;
 }
 
-void CudaBackend::lm_head(uint32_t n_topk, uint32_t n_logits, const uint32_t* ks, uint32_t k_max) {
+void CudaBackend::lm_head(const StepInputs& in) {
+  const uint32_t n_topk = in.n_topk, n_logits = in.n_logits, k_max = in.k_max;
   const ModelConfig& c = config();
   cudaStream_t s = stream_.get();
   const uint32_t R = n_topk + n_logits, V = c.vocab_size;
@@ -584,9 +605,9 @@ void CudaBackend::lm_head(uint32_t n_topk, uint32_t n_logits, const uint32_t* ks
     const uint32_t n = std::min(kLmChunkRows, n_topk - r0);
     gemm_->run(head, hidden(r0), n, logits, DType::F32, s);
     if (c.final_softcap > 0) soft_cap(logits, size_t{n} * V, c.final_softcap, s);
-    softmax_topk(logits, n, V, ks + r0, k_max, ws_.topk_scratch.get(),
+    softmax_topk(logits, n, V, in.ks + r0, k_max, ws_.topk_scratch.get(),
                  ws_.topk_ids.as<int32_t>() + size_t{r0} * k_max,
-                 ws_.topk_probs.as<float>() + size_t{r0} * k_max, s);
+                 ws_.topk_probs.as<float>() + size_t{r0} * k_max, s, in.mask_at + r0, in.masks);
   }
   if (n_topk > 0) {
     const size_t bytes = size_t{n_topk} * k_max * 4;

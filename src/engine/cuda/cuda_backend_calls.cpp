@@ -126,7 +126,12 @@ TokenDistribution CudaBackend::next_dist(uint32_t embed_slot, uint32_t top_k) {
   const uint32_t* ks = staging_.put(std::span<const uint32_t>(&k, 1));
   staging_.upload(s);
   gather_rows(embed_store_.as<float>(), slot, 1, c.d_model, ws_.out_x.as<float>(), s);
-  lm_head(on_device ? 1 : 0, on_device ? 0 : 1, ks, on_device ? k : 0);
+  StepInputs in;
+  in.n_topk = on_device ? 1 : 0;
+  in.n_logits = on_device ? 0 : 1;
+  in.ks = ks;
+  in.k_max = on_device ? k : 0;
+  lm_head(in);
   done_.record(s);
   done_.synchronize();
   if (!on_device) return top_k_distribution(host_logits(0, 0), c.vocab_size, k);

@@ -119,6 +119,8 @@ class CudaBackend final : public Backend {
     const float *cos = nullptr, *sin = nullptr, *cos_sliding = nullptr, *sin_sliding = nullptr;
     const int32_t* ple_tokens = nullptr;  // per-layer token ids (gemma4 E2B/E4B), else null
     const uint32_t *lm_rows = nullptr, *ks = nullptr;
+    // Token masks of the top-K rows (kernels.h softmax_topk): a word offset per row, the words.
+    const uint32_t *mask_at = nullptr, *masks = nullptr;
     LoraStep* lora = nullptr;
   };
   // The step's device work, from the embeddings to the LM head's copies into host_out_: only
@@ -131,8 +133,8 @@ class CudaBackend final : public Backend {
   // Everything enqueue_step's launches take by value or address (decode_graphs.h).
   uint64_t step_fingerprint(const StepInputs& in) const;
   // Output norm + LM head over ws_.out_x's first n_topk + n_logits rows (top-K rows first);
-  // ks: device [n_topk]. Enqueues the copies of the results into host_out_.
-  void lm_head(uint32_t n_topk, uint32_t n_logits, const uint32_t* ks, uint32_t k_max);
+  // in.ks, in.mask_at: device [n_topk]. Enqueues the copies of the results into host_out_.
+  void lm_head(const StepInputs& in);
   const int32_t* host_topk_ids() const { return host_out_.as<int32_t>(); }
   const float* host_topk_probs(uint32_t n_topk, uint32_t k_max) const {
     return host_out_.as<float>() + size_t{n_topk} * k_max;

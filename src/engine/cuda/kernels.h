@@ -189,10 +189,15 @@ void gemv_gated_bf16(const void* w, uint32_t ff, uint32_t cols, const void* x, u
 // min(ks[r], vocab) entries, best first (ks: device array [rows], each <= k_max).
 // k_max <= kTopKMax. `workspace` (device) of topk_workspace_bytes(rows, vocab, k_max) bytes,
 // which also covers every call with fewer rows or a smaller k_max (size it once).
+// Token masks (forward_batch.h TokenMask, as 32-bit words; null mask_at: none): row r with
+// mask_at[r] != kNoTokenMask keeps only tokens whose bit is set in the mask at
+// masks + mask_at[r]; when fewer than its k are, the rest of its entries are id -1, prob 0.
 inline constexpr uint32_t kTopKMax = 1024;
+inline constexpr uint32_t kNoTokenMask = 0xFFFFFFFFu;
 size_t topk_workspace_bytes(uint32_t rows, uint32_t vocab, uint32_t k_max);
 void softmax_topk(const float* logits, uint32_t rows, uint32_t vocab, const uint32_t* ks,
                   uint32_t k_max, void* workspace, int32_t* out_ids, float* out_probs,
-                  cudaStream_t stream);
+                  cudaStream_t stream, const uint32_t* mask_at = nullptr,
+                  const uint32_t* masks = nullptr);
 
 }  // namespace pith::cuda

@@ -69,29 +69,53 @@ u32 Z_pithZ_next_dist(Z_pith_instance_t* c, u32 queue, u32 emb, u32 top_k, u32 f
   });
 }
 
+namespace {
+
+ForwardTokensArgs read_forward_tokens_args(const GuestMemory& mem, u32 args) {
+  mem.bytes(args, sizeof(pith_forward_tokens_args_t));
+  auto field = [&](int i) { return mem.load<uint32_t>(args + 4 * i); };
+  ForwardTokensArgs a;
+  uint32_t n = field(2), kv_n = field(4), mask_len = field(7), out_n = field(9);
+  check_count(n);
+  check_count(kv_n);
+  if (out_n > n) throw GuestError{PITH_ERR_BAD_ARGUMENT};
+  a.tokens = mem.u32s(field(0), n);
+  a.positions = mem.u32s(field(1), n);
+  a.kv_pages = mem.u32s(field(3), kv_n);
+  a.last_page_len = field(5);
+  if (uint32_t mask = field(6)) {  // the session checks mask_len against the context length
+    const uint8_t* m = mem.bytes(mask, mask_len);
+    a.attn_mask.assign(m, m + mask_len);
+  }
+  a.output_indices = mem.u32s(field(8), out_n);
+  for (uint32_t i : a.output_indices)
+    if (i >= n) throw GuestError{PITH_ERR_BAD_ARGUMENT};
+  a.top_k = field(10);
+  a.adapter = field(11);
+  return a;
+}
+
+}  // namespace
+
 u32 Z_pithZ_forward_tokens(Z_pith_instance_t* c, u32 queue, u32 args, u32 future_out) {
   return host_call(c, [&](Instance& inst) -> pith_status_t {
+    ForwardTokensArgs a = read_forward_tokens_args(GuestMemory(inst), args);
+    ModelSession& s = session_of(inst);
+    return start_future(inst, future_out, [&](Completion done) {
+      return s.forward_tokens(queue, a, std::move(done));
+    });
+  });
+}
+
+u32 Z_pithZ_forward_tokens_allowed(Z_pith_instance_t* c, u32 queue, u32 args, u32 allowed,
+                                   u32 allowed_words, u32 future_out) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
     GuestMemory mem(inst);
-    mem.bytes(args, sizeof(pith_forward_tokens_args_t));
-    auto field = [&](int i) { return mem.load<uint32_t>(args + 4 * i); };
-    ForwardTokensArgs a;
-    uint32_t n = field(2), kv_n = field(4), mask_len = field(7), out_n = field(9);
-    check_count(n);
-    check_count(kv_n);
-    if (out_n > n) return PITH_ERR_BAD_ARGUMENT;
-    a.tokens = mem.u32s(field(0), n);
-    a.positions = mem.u32s(field(1), n);
-    a.kv_pages = mem.u32s(field(3), kv_n);
-    a.last_page_len = field(5);
-    if (uint32_t mask = field(6)) {  // the session checks mask_len against the context length
-      const uint8_t* m = mem.bytes(mask, mask_len);
-      a.attn_mask.assign(m, m + mask_len);
-    }
-    a.output_indices = mem.u32s(field(8), out_n);
-    for (uint32_t i : a.output_indices)
-      if (i >= n) return PITH_ERR_BAD_ARGUMENT;
-    a.top_k = field(10);
-    a.adapter = field(11);
+    ForwardTokensArgs a = read_forward_tokens_args(mem, args);
+    // The session checks the word count against the vocabulary and the outputs.
+    const uint8_t* words = mem.bytes(allowed, uint64_t{allowed_words} * 8);
+    a.allowed.resize(allowed_words);
+    if (allowed_words) std::memcpy(a.allowed.data(), words, size_t{allowed_words} * 8);
     ModelSession& s = session_of(inst);
     return start_future(inst, future_out, [&](Completion done) {
       return s.forward_tokens(queue, a, std::move(done));

@@ -10,22 +10,24 @@ namespace {
 
 __global__ void __launch_bounds__(kern::kTopKThreads)
     topk_chunk_kernel(const float* logits, uint32_t vocab, const uint32_t* ks,
-                      kern::TopKWorkspace w, unsigned char* workspace) {
+                      kern::TokenMasks masks, kern::TopKWorkspace w, unsigned char* workspace) {
   PITH_SHARED(kern::TopKChunkShared, sh);
-  kern::topk_chunk_body(kern::DeviceBlock::current(), sh, logits, vocab, ks, w, workspace);
+  kern::topk_chunk_body(kern::DeviceBlock::current(), sh, logits, vocab, ks, masks, w, workspace);
 }
 
 __global__ void __launch_bounds__(kern::kMergeThreads)
-    topk_merge_kernel(uint32_t vocab, const uint32_t* ks, kern::TopKWorkspace w,
-                      const unsigned char* workspace, int32_t* out_ids, float* out_probs) {
+    topk_merge_kernel(uint32_t vocab, const uint32_t* ks, kern::TokenMasks masks,
+                      kern::TopKWorkspace w, const unsigned char* workspace, int32_t* out_ids,
+                      float* out_probs) {
   PITH_SHARED(kern::TopKMergeShared, sh);
-  kern::topk_merge_body(kern::DeviceBlock::current(), sh, vocab, ks, w, workspace, out_ids,
+  kern::topk_merge_body(kern::DeviceBlock::current(), sh, vocab, ks, masks, w, workspace, out_ids,
                         out_probs);
 }
 
 }  // namespace
 
 static_assert(kTopKMax == kern::kTopKLimit);
+static_assert(kNoTokenMask == kern::TokenMasks::kNone);
 
 size_t topk_workspace_bytes(uint32_t rows, uint32_t vocab, uint32_t k_max) {
   return kern::topk_workspace_bound(rows, vocab, k_max);
@@ -33,17 +35,18 @@ size_t topk_workspace_bytes(uint32_t rows, uint32_t vocab, uint32_t k_max) {
 
 void softmax_topk(const float* logits, uint32_t rows, uint32_t vocab, const uint32_t* ks,
                   uint32_t k_max, void* workspace, int32_t* out_ids, float* out_probs,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, const uint32_t* mask_at, const uint32_t* masks) {
   require(k_max <= kTopKMax, "softmax_topk", "k_max above 1024");
   require(rows <= 65535, "softmax_topk", "more than 65535 rows");
   if (rows == 0 || vocab == 0) return;
   kern::TopKWorkspace w = kern::topk_workspace(rows, vocab, k_max);
   auto* ws = static_cast<unsigned char*>(workspace);
+  const kern::TokenMasks tm{mask_at, masks};
   kern::launch(dim3(w.n_chunks, rows), kern::kTopKThreads, stream, PITH_KERNEL(topk_chunk_kernel))(
-      logits, vocab, ks, w, ws);
+      logits, vocab, ks, tm, w, ws);
   check_launch("softmax_topk (chunks)");
   kern::launch(rows, kern::kMergeThreads, stream, PITH_KERNEL(topk_merge_kernel))(
-      vocab, ks, w, ws, out_ids, out_probs);
+      vocab, ks, tm, w, ws, out_ids, out_probs);
   check_launch("softmax_topk (merge)");
 }
 

@@ -13,6 +13,10 @@
 //
 // Ranking = token_distribution.h's: higher logit first, ties by lower id; k beyond the number
 // of distinct values is fine (ties fill it by id). Work per row O(vocab) plus O(k log² k).
+//
+// Token masks: a masked row's disallowed tokens take the lowest key (0) in both selects, so
+// every allowed token ranks above them, and sort to the end with key 0, where they are written
+// as id -1. The softmax statistics still cover the whole vocabulary.
 #pragma once
 
 #include "engine/cuda/kernels/block.h"
@@ -79,6 +83,21 @@ PITH_HD size_t topk_workspace_bound(uint32_t rows, uint32_t vocab, uint32_t k_ma
   }
   return bytes;
 }
+
+// The rows' token masks (kernels.h softmax_topk): null `at`, or a word offset per row.
+struct TokenMasks {
+  static constexpr uint32_t kNone = 0xFFFFFFFFu;
+  const uint32_t* at = nullptr;
+  const uint32_t* words = nullptr;
+
+  // Row `row`'s mask, null when it has none.
+  PITH_HD const uint32_t* of(uint32_t row) const {
+    return at && at[row] != kNone ? words + at[row] : nullptr;
+  }
+  PITH_HD static bool allows(const uint32_t* mask, uint32_t id) {
+    return !mask || ((mask[id >> 5] >> (id & 31)) & 1u);
+  }
+};
 
 // How many a row keeps: its k (capped by k_max and the vocabulary).
 PITH_HD uint32_t row_k(const uint32_t* ks, uint32_t row, uint32_t k_max, uint32_t n) {
@@ -187,6 +206,7 @@ struct TopKChunkShared {
   float padded[kChunkMax + kChunkMax / kWarp];
   PITH_HD float& logit(uint32_t j) { return padded[j + j / kWarp]; }
   float partial[kTopKThreads];
+  uint64_t best[kTopKThreads];  // a masked greedy row's best key per thread
   RadixShared radix;
   uint32_t scan_a[kTopKThreads + 1];
   uint32_t scan_b[kTopKThreads + 1];
@@ -195,7 +215,7 @@ struct TopKChunkShared {
 // Phase 1: block (x = chunk, y = row).
 template <class Block>
 PITH_HD void topk_chunk_body(const Block& blk, TopKChunkShared& sh, const float* logits,
-                             uint32_t vocab, const uint32_t* ks, TopKWorkspace w,
+                             uint32_t vocab, const uint32_t* ks, TokenMasks masks, TopKWorkspace w,
                              unsigned char* workspace) {
   uint32_t chunk = blk.block_x, row = blk.block_y;
   uint32_t begin = chunk * w.chunk;
@@ -231,11 +251,31 @@ PITH_HD void topk_chunk_body(const Block& blk, TopKChunkShared& sh, const float*
 
   uint32_t k = row_k(ks, row, w.k_max, len);
   if (k == 0) return;
-  auto key_at = [&](uint32_t j) { return order_key(sh.logit(j)); };
-  if (k == 1) {  // greedy rows: the threshold is the max already found
+  const uint32_t* mask = masks.of(row);
+  auto key_at = [&](uint32_t j) {
+    return TokenMasks::allows(mask, begin + j) ? order_key(sh.logit(j)) : 0u;
+  };
+  if (k == 1 && !mask) {  // greedy rows: the threshold is the max already found
     blk.threads([&](uint32_t t) {
       if (t == 0) {
         sh.radix.prefix = order_key(max);
+        sh.radix.k_rem = 1;
+      }
+    });
+    blk.sync();
+  } else if (k == 1) {  // masked greedy rows: the best key (0 when nothing is allowed)
+    blk.threads([&](uint32_t t) {
+      uint64_t b = 0;
+      for (uint32_t j = t; j < len; j += kTopKThreads) {
+        uint64_t e = key_at(j);
+        b = e > b ? e : b;
+      }
+      sh.best[t] = b;
+    });
+    blk.reduce_max(sh.best);
+    blk.threads([&](uint32_t t) {
+      if (t == 0) {
+        sh.radix.prefix = static_cast<uint32_t>(sh.best[0]);
         sh.radix.k_rem = 1;
       }
     });
@@ -266,8 +306,8 @@ struct TopKMergeShared {
 // Phase 2: block x = row. out_ids/out_probs [rows][k_max].
 template <class Block>
 PITH_HD void topk_merge_body(const Block& blk, TopKMergeShared& sh, uint32_t vocab,
-                             const uint32_t* ks, TopKWorkspace w, const unsigned char* workspace,
-                             int32_t* out_ids, float* out_probs) {
+                             const uint32_t* ks, TokenMasks masks, TopKWorkspace w,
+                             const unsigned char* workspace, int32_t* out_ids, float* out_probs) {
   uint32_t row = blk.block_x, nt = blk.n_threads;
   const float* stats =
       reinterpret_cast<const float*>(workspace + w.stats_at) + size_t{row} * w.n_chunks * 2;
@@ -296,10 +336,14 @@ PITH_HD void topk_merge_body(const Block& blk, TopKMergeShared& sh, uint32_t voc
   size_t at = size_t{row} * w.row_candidates();
   const float* cand_logits = reinterpret_cast<const float*>(workspace + w.logits_at) + at;
   const int32_t* cand_ids = reinterpret_cast<const int32_t*>(workspace + w.ids_at) + at;
-  auto key_at = [&](uint32_t j) { return order_key(cand_logits[j]); };
+  const uint32_t* mask = masks.of(row);
+  auto allowed = [&](uint32_t j) {
+    return TokenMasks::allows(mask, static_cast<uint32_t>(cand_ids[j]));
+  };
+  auto key_at = [&](uint32_t j) { return allowed(j) ? order_key(cand_logits[j]) : 0u; };
   radix_select(blk, sh.radix, sh.scan_a, n_cand, k, key_at);
   take_selected(blk, sh.radix, sh.scan_a, sh.scan_b, n_cand, key_at, [&](uint32_t j, uint32_t p) {
-    sh.sort_keys[p] = rank_key(cand_logits[j], static_cast<uint32_t>(cand_ids[j]));
+    sh.sort_keys[p] = allowed(j) ? rank_key(cand_logits[j], static_cast<uint32_t>(cand_ids[j])) : 0;
   });
 
   // Bitonic sort, descending, of the k entries padded to a power of two with zeros (below
@@ -330,8 +374,8 @@ PITH_HD void topk_merge_body(const Block& blk, TopKMergeShared& sh, uint32_t voc
     for (uint32_t i = t; i < k; i += nt) {
       uint64_t e = sh.sort_keys[i];
       float logit = rank_value(e);
-      out_ids[size_t{row} * w.k_max + i] = static_cast<int32_t>(rank_id(e));
-      out_probs[size_t{row} * w.k_max + i] = exp_f32(logit - max) / sum;
+      out_ids[size_t{row} * w.k_max + i] = e == 0 ? -1 : static_cast<int32_t>(rank_id(e));
+      out_probs[size_t{row} * w.k_max + i] = e == 0 ? 0.0f : exp_f32(logit - max) / sum;
     }
   });
 }
