@@ -373,6 +373,12 @@ TEST_P(CudaVsCpu, CustomMasks) {
 // masks change every step and some sequences have none. Each masked distribution holds only
 // allowed tokens, min(k, allowed) of them, like the CPU engine's.
 TEST_P(CudaVsCpu, TokenMasksOnTopKOutputs) {
+  // Masks act in the LM head alone: on the host simulation the LM heads that differ (F32, BF16,
+  // the own GEMV, a soft cap, per-layer inputs in graph steps) stand for every family.
+  const std::string name = GetParam().name;
+  if (kOnHostSimulation && name != "tiny_f32" && name != "tiny_bf16" && name != "tiny_bf16_gemv" &&
+      name != "generated_gemma2" && name != "generated_gemma4_e2b")
+    GTEST_SKIP() << "its LM head is one of the five the host simulation runs this test on";
   const uint32_t V = vocab();
   auto mask = [&](uint32_t seed) {  // a sparse set, a different one per seed
     auto m = std::make_shared<TokenMask>((V + 63) / 64, 0);
