@@ -172,7 +172,8 @@ struct RunStats {
 
 // One closed-loop run: `concurrency` clients, `requests` requests in all.
 RunStats run_load(const cli::ServerClient& client, const std::string& model,
-                  const HttpLoadOptions& o, int run, int concurrency, int requests) {
+                  const HttpLoadOptions& o, const RequestShape& shape, int run, int concurrency,
+                  int requests) {
   std::vector<RequestResult> results(requests);
   std::atomic<int> next{0};
   const auto start = Clock::now();
@@ -180,8 +181,7 @@ RunStats run_load(const cli::ServerClient& client, const std::string& model,
   for (int c = 0; c < concurrency; ++c)
     threads.emplace_back([&] {
       for (int i; (i = next.fetch_add(1)) < requests;)
-        results[i] =
-            one_request(client, model, prompt_text(o, run, i), o.max_tokens, request_shape(o), i);
+        results[i] = one_request(client, model, prompt_text(o, run, i), o.max_tokens, shape, i);
     });
   for (auto& t : threads) t.join();
   RunStats s;
@@ -327,7 +327,8 @@ json run_http_load_bench(const HttpLoadOptions& o) {
     for (int r = 0; r < o.rounds; ++r, ++run)
       for (size_t k = 0; k < servers.size(); ++k) {
         const size_t i = r % 2 == 0 ? k : servers.size() - 1 - k;  // AB, BA, ...
-        runs[i].push_back(run_load(*servers[i].client, servers[i].model, o, run, c, requests));
+        runs[i].push_back(
+            run_load(*servers[i].client, servers[i].model, o, shape, run, c, requests));
       }
     fmt::print("  concurrency {} ({} requests per run):\n", c, requests);
     json row = {{"concurrency", c}, {"requests", requests}};

@@ -1,10 +1,12 @@
 // The SDK's sampler and stop conditions, compiled natively from <pith/sampling.hpp>: logit
 // biases, presence / frequency / repetition penalties (vLLM's semantics), min_tokens holding
-// back ending tokens, and the stop rules that go with them.
+// back ending tokens, and the stop rules that go with them; <pith/masked_sampling.hpp>'s two
+// grammar samplers (the whole vocabulary masked here, or the server's masked top-K) drawing alike.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <pith/masked_sampling.hpp>
 #include <pith/sampling.hpp>
 
 namespace pith {
@@ -167,6 +169,43 @@ TEST(Distribution, ParsesLogitsFlag) {
   EXPECT_TRUE(d[0].logits);
   EXPECT_FLOAT_EQ(d[0].probs[0], -3.5f);
   EXPECT_FALSE(parse_distributions(bytes)[0].logits);
+}
+
+// sample_masked over the whole vocabulary (id order) and sample_ranked over the same allowed
+// tokens as the server ranks them (sorted) draw from one distribution: p^(1/T) over the allowed
+// tokens, the best one when greedy, uniform when every probability underflowed, nothing when
+// nothing is allowed.
+TEST(GrammarSamplers, MaskedAndRankedDrawAlike) {
+  Distribution whole;
+  const std::vector<float> p = {0.05f, 0.3f, 0.1f, 0.2f, 0.15f, 0.2f};
+  for (uint32_t i = 0; i < p.size(); ++i) whole.ids.push_back(i);
+  whole.probs = p;
+  const std::vector<uint64_t> mask = {0b101110};  // tokens 1, 2, 3, 5
+  const Distribution ranked = top_k({1, 3, 5, 2}, {0.3f, 0.2f, 0.2f, 0.1f});
+  Rng rng(3);
+  EXPECT_EQ(sample_masked(whole, mask, 0, rng), 1u);
+  EXPECT_EQ(sample_ranked(ranked, 0, rng), 1u);
+  EXPECT_EQ(sample_masked(whole, {0}, 1, rng), UINT32_MAX);
+  EXPECT_EQ(sample_ranked(Distribution{}, 1, rng), UINT32_MAX);
+  for (float t : {1.0f, 0.5f}) {
+    double want[6] = {}, total = 0;
+    for (uint32_t i : {1u, 2u, 3u, 5u}) total += want[i] = std::pow(double(p[i]), 1.0 / t);
+    const int n = 40000;
+    double masked[6] = {}, from_ranked[6] = {};
+    for (int k = 0; k < n; ++k) {
+      masked[sample_masked(whole, mask, t, rng)] += 1.0 / n;
+      from_ranked[sample_ranked(ranked, t, rng)] += 1.0 / n;
+    }
+    for (uint32_t i = 0; i < 6; ++i) {
+      EXPECT_NEAR(masked[i], want[i] / total, 0.01) << "masked, T " << t << ", token " << i;
+      EXPECT_NEAR(from_ranked[i], want[i] / total, 0.01) << "ranked, T " << t << ", token " << i;
+    }
+  }
+  // Every allowed probability underflowed: uniform over the allowed tokens.
+  const Distribution zeros = top_k({7, 8}, {0.0f, 0.0f});
+  int sevens = 0;
+  for (int k = 0; k < 2000; ++k) sevens += sample_ranked(zeros, 1, rng) == 7;
+  EXPECT_NEAR(sevens / 2000.0, 0.5, 0.05);
 }
 
 }  // namespace

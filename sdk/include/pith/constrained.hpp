@@ -20,6 +20,7 @@
 #include <optional>
 #include <pith/context.hpp>
 #include <pith/grammar_matcher.hpp>
+#include <pith/masked_sampling.hpp>
 #include <pith/rng.hpp>
 #include <string>
 #include <vector>
@@ -55,80 +56,6 @@ inline Result<TokenTrie> vocabulary_trie(const Model& model) {
     for (size_t i = 0; i < vocab->size(); ++i) excluded[i] = looks_special((*vocab)[i]);
   }
   return TokenTrie(*vocab, excluded);
-}
-
-// Samples from a full-vocabulary distribution (ids in id order, as PITH_TOP_K_ALL returns it)
-// restricted to the tokens whose mask bit is set: the arg max when temperature <= 0 (ties: the
-// lower id, as the engine orders them), else weights p^(1/T) over the allowed tokens. Tokens
-// whose probability underflowed to 0 are drawn uniformly only if every allowed one did.
-// Returns UINT32_MAX if the mask allows nothing.
-inline uint32_t sample_masked(const Distribution& d, const std::vector<uint64_t>& mask,
-                              float temperature, Rng& rng) {
-  const size_t n = d.probs.size();
-  uint32_t best = UINT32_MAX, first = UINT32_MAX;
-  float best_p = -1.0f;
-  size_t count = 0;
-  for (size_t w = 0; w < mask.size(); ++w) {
-    for (uint64_t bits = mask[w]; bits; bits &= bits - 1) {
-      const size_t i = w * 64 + static_cast<size_t>(__builtin_ctzll(bits));
-      if (i >= n) break;
-      if (first == UINT32_MAX) first = static_cast<uint32_t>(i);
-      ++count;
-      if (d.probs[i] > best_p) {
-        best_p = d.probs[i];
-        best = static_cast<uint32_t>(i);
-      }
-    }
-  }
-  if (best == UINT32_MAX || temperature <= 0) return best;
-  if (best_p <= 0) {  // every allowed probability underflowed: uniform over the allowed ones
-    size_t k = static_cast<size_t>(rng.uniform() * double(count));
-    for (size_t w = 0; w < mask.size(); ++w)
-      for (uint64_t bits = mask[w]; bits; bits &= bits - 1)
-        if (k-- == 0)
-          return static_cast<uint32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits)));
-    return first;
-  }
-  // p^(1/T) relative to the best allowed token: exp(log(p / p_best) / T), no overflow.
-  const double inv_t = 1.0 / double(temperature), log_best = ::log(double(best_p));
-  double total = 0;
-  std::vector<double> weight;
-  std::vector<uint32_t> ids;
-  for (size_t w = 0; w < mask.size(); ++w)
-    for (uint64_t bits = mask[w]; bits; bits &= bits - 1) {
-      const size_t i = w * 64 + static_cast<size_t>(__builtin_ctzll(bits));
-      if (i >= n || d.probs[i] <= 0) continue;
-      double x = ::exp((::log(double(d.probs[i])) - log_best) * inv_t);
-      total += x;
-      weight.push_back(x);
-      ids.push_back(static_cast<uint32_t>(i));
-    }
-  double r = rng.uniform() * total;
-  for (size_t k = 0; k < ids.size(); ++k) {
-    r -= weight[k];
-    if (r <= 0) return ids[k];
-  }
-  return best;
-}
-
-// Samples from a distribution the server already restricted to allowed tokens (decode_step
-// with a mask: sorted, best first): the first when temperature <= 0, else weights p^(1/T) over
-// its entries, as sample_masked. Returns UINT32_MAX if it is empty.
-inline uint32_t sample_ranked(const Distribution& d, float temperature, Rng& rng) {
-  if (d.ids.empty()) return UINT32_MAX;
-  if (temperature <= 0 || d.probs[0] <= 0)
-    return temperature <= 0 ? d.ids[0] : d.ids[static_cast<size_t>(rng.uniform() * d.ids.size())];
-  const double inv_t = 1.0 / double(temperature), log_best = ::log(double(d.probs[0]));
-  std::vector<double> weight(d.ids.size(), 0.0);
-  double total = 0;
-  for (size_t i = 0; i < d.ids.size(); ++i)
-    if (d.probs[i] > 0) total += weight[i] = ::exp((::log(double(d.probs[i])) - log_best) * inv_t);
-  double r = rng.uniform() * total;
-  for (size_t i = 0; i < d.ids.size(); ++i) {
-    r -= weight[i];
-    if (r <= 0 && weight[i] > 0) return d.ids[i];
-  }
-  return d.ids[0];
 }
 
 // A grammar constraint for a sampling loop of one's own (e.g. the OpenAI inferlet's choices,
