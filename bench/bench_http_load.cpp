@@ -65,10 +65,12 @@ struct RequestShape {
   bool chat = false;
   json response_format;  // null: none
   double temperature = 0;
+  double presence_penalty = 0, frequency_penalty = 0;
 };
 
 RequestShape request_shape(const HttpLoadOptions& o) {
-  RequestShape s{o.chat || !o.response_format.empty(), nullptr, o.temperature};
+  RequestShape s{o.chat || !o.response_format.empty(), nullptr, o.temperature, o.presence_penalty,
+                 o.frequency_penalty};
   if (o.response_format == "json_object") {
     s.response_format = {{"type", "json_object"}};
   } else if (!o.response_format.empty()) {
@@ -98,6 +100,8 @@ RequestResult one_request(const cli::ServerClient& client, const std::string& mo
     body["prompt"] = prompt;
   if (!shape.response_format.is_null()) body["response_format"] = shape.response_format;
   if (shape.temperature > 0) body["seed"] = seed;
+  if (shape.presence_penalty != 0) body["presence_penalty"] = shape.presence_penalty;
+  if (shape.frequency_penalty != 0) body["frequency_penalty"] = shape.frequency_penalty;
   cli::HttpRequest r =
       cli::http_request("POST", shape.chat ? "/v1/chat/completions" : "/v1/completions",
                         body.dump(), "application/json");
@@ -289,14 +293,19 @@ json run_http_load_bench(const HttpLoadOptions& o) {
   const RequestShape shape = request_shape(o);
   fmt::print(
       "serving: {} {}requests per run of {} distinct words{} + {} generated tokens "
-      "(ignore_eos, {}{}), {} round(s) alternating order\n",
+      "(ignore_eos, {}{}{}), {} round(s) alternating order\n",
       o.requests ? fmt::format("{}", o.requests) : "2 x concurrency", shape.chat ? "chat " : "",
       o.prompt_words,
       o.shared_prefix_words ? fmt::format(" after a {}-word shared prefix", o.shared_prefix_words)
                             : "",
       o.max_tokens,
       o.temperature > 0 ? fmt::format("temperature {}", o.temperature) : std::string("greedy"),
-      o.response_format.empty() ? "" : ", response_format " + o.response_format, o.rounds);
+      o.response_format.empty() ? "" : ", response_format " + o.response_format,
+      o.presence_penalty != 0 || o.frequency_penalty != 0
+          ? fmt::format(", presence_penalty {} frequency_penalty {}", o.presence_penalty,
+                        o.frequency_penalty)
+          : "",
+      o.rounds);
   for (const auto& s : servers)
     fmt::print("  {:<8} {} (model {})\n", s.name, s.client->url(), s.model);
 
@@ -315,6 +324,8 @@ json run_http_load_bench(const HttpLoadOptions& o) {
   out["chat"] = shape.chat;
   out["response_format"] = o.response_format;
   out["temperature"] = o.temperature;
+  out["presence_penalty"] = o.presence_penalty;
+  out["frequency_penalty"] = o.frequency_penalty;
   out["servers"] = json::object();
   for (const auto& s : servers)
     out["servers"][s.name] = {{"url", s.client->url()}, {"model", s.model}};

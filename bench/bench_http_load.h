@@ -7,7 +7,8 @@
 // (p50, p99), failed requests. Rounds alternate the order (AB, BA, ...) because a shared machine
 // drifts; medians over rounds are reported. --chat sends /v1/chat/completions (the prompt as one
 // user message) and --response-format a structured-output constraint with them (json_object, or
-// a JSON Schema file as json_schema): its per-token cost against another server or build.
+// a JSON Schema file as json_schema): its per-token cost against another server or build;
+// --presence-penalty / --frequency-penalty the same for OpenAI's penalties.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -32,6 +33,8 @@ struct HttpLoadOptions {
   bool chat = false;            // /v1/chat/completions instead of /v1/completions
   std::string response_format;  // "": none; "json_object"; else a JSON Schema file (chat)
   double temperature = 0;       // > 0: sampled, request i with seed i
+  double presence_penalty = 0;  // sent when not 0 (OpenAI's penalties: applied by the server)
+  double frequency_penalty = 0;
   // For the started server.
   size_t threads = 0;
   std::string device = "auto";

@@ -72,6 +72,19 @@ int main() {
                                   reinterpret_cast<const uint64_t*>(0xfffffff0u), 3, &af);
   if (!pith::send("allowed out of memory: " + status(s))) return 1;
 
+  // With logit adjustments (no masks); the fake reports the fields it received.
+  const pith_logit_adjust_t adjusts[2] = {{0, 7, 1.5f, 2.0f, 0.25f}, {0, 9, -1.0f, 1.0f, 3.0f}};
+  s = pith_forward_tokens_adjusted(queue->handle(), &args, nullptr, 0, adjusts, 2, &af);
+  if (s != PITH_OK) return (void)pith::send("adjusted: " + status(s)), 1;
+  auto adjusted = pith::Future(af).get();
+  if (!adjusted) return (void)pith::send("adjusted: " + status(adjusted.status())), 1;
+  memcpy(&top, adjusted->data() + 4, 4);
+  if (!pith::send("adjusted: top=" + std::to_string(top))) return 1;
+  s = pith_forward_tokens_adjusted(queue->handle(), &args, nullptr, 0,
+                                   reinterpret_cast<const pith_logit_adjust_t*>(0xfffffff0u), 2,
+                                   &af);
+  if (!pith::send("adjusted out of memory: " + status(s))) return 1;
+
   s = pith_kvpage_dealloc(queue->handle(), pages->data(), 3);
   if (!pith::send("dealloc: " + status(s))) return 1;
   s = pith_kvpage_dealloc(queue->handle(), pages->data(), 1);  // already freed

@@ -17,7 +17,8 @@
 // --grammar constrains every choice to a sentence of the grammar (structured outputs: the server
 // turns a response_format's JSON Schema into GBNF); near the end of max_tokens only a shortest
 // completion is allowed, so the output is complete whenever the budget can hold one.
-// Logprobs are the model's own (before penalties and biases), as vLLM reports them.
+// Logprobs are the model's own (before penalties and biases), as vLLM reports them; without
+// them, penalties, biases and grammars are applied by the server (Sampler::shaping).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,17 +307,16 @@ int main() {
       Choice& c = choices[i];
       if (c.done) continue;
       // The last prompt token is computed by the first step (flush left the distribution unread).
-      // A grammar's mask goes down with the step and the server ranks only allowed tokens;
-      // penalties and biases (which need every logit) and top_logprobs (the model's own
-      // alternatives, allowed or not) take the whole vocabulary instead.
+      // A grammar's mask, penalties and biases go down with the step and the server ranks the
+      // allowed tokens by their adjusted logits; top_logprobs (the model's own alternatives,
+      // allowed or not, before penalties) take the whole vocabulary instead.
       const size_t left = req.stop.max_tokens - c.generated.size();
       const std::vector<uint64_t>* allowed = c.grammar ? &c.grammar->mask(eos) : nullptr;
-      const bool masked_step = allowed && want == 0 && !c.sampler.config().adjusts_logits();
-      uint32_t k =
-          c.grammar && !masked_step ? c.sampler.whole_vocabulary() : c.sampler.candidates();
+      const bool shaped = want == 0;
+      uint32_t k = c.grammar ? c.sampler.whole_vocabulary() : c.sampler.candidates();
       if (k < want) k = want;
-      if (k < 1) k = 1;
-      auto d = masked_step ? c.ctx.decode_step(k, *allowed) : c.ctx.decode_step(k);
+      auto d = shaped ? c.ctx.decode_step(c.sampler.step_top_k(), c.sampler.shaping(allowed))
+                      : c.ctx.decode_step(k);
       if (!d) return fail(d.status(), std::string("decode: ") + pith::status_name(d.status()));
       const uint32_t group = i / req.n;
       if (!usage_sent[group]) {  // the prefix-cache lookup happened in the first computation
@@ -324,7 +324,7 @@ int main() {
         if (!send_usage(static_cast<uint32_t>(req.prompts[group].size()), c.ctx.cached_tokens()))
           return 1;
       }
-      uint32_t tok = c.sampler.sample(*d, masked_step ? nullptr : allowed);
+      uint32_t tok = shaped ? c.sampler.sample_step(*d) : c.sampler.sample(*d, allowed);
       if (c.grammar && tok != UINT32_MAX) tok = c.grammar->choose(tok, left, eos);
       if (tok == UINT32_MAX) {  // the grammar is complete and nothing may follow
         c.done = true;
@@ -335,7 +335,7 @@ int main() {
         continue;
       }
       proto::TokenMessage msg{i, static_cast<int32_t>(tok), -9999.0, {}};
-      if (d->logits || c.grammar) {
+      if (d->logits || (c.grammar && !shaped)) {  // the whole vocabulary, in id order
         model_logprobs(*d, tok, want, msg);
       } else {
         for (size_t j = 0; j < d->ids.size(); ++j) {

@@ -2,10 +2,40 @@
 #include "backend/batch_validation.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/error.h"
 
 namespace pith {
+
+namespace {
+
+// Sorted, unique, in the vocabulary, finite (a ban is kLogitBanPenalty, never an infinity: the
+// softmax needs a finite maximum), and a repetition penalty that divides.
+void check_adjustments(const LogitAdjustments& adjust, OutputKind kind, uint32_t vocab, size_t si,
+                       size_t o) {
+  if (kind != OutputKind::TopK)
+    fail("forward: sequence {}: output {} has logit adjustments but is not a top-K output", si, o);
+  for (size_t i = 0; i < adjust.size(); ++i) {
+    const LogitAdjustment& a = adjust[i];
+    if (a.token >= vocab)
+      fail("forward: sequence {}: output {}: adjusted token {} outside the vocabulary of {}", si, o,
+           a.token, vocab);
+    if (i > 0 && a.token <= adjust[i - 1].token)
+      fail(
+          "forward: sequence {}: output {}: logit adjustments must be sorted by token, each "
+          "token once ({} after {})",
+          si, o, a.token, adjust[i - 1].token);
+    if (!std::isfinite(a.bias) || !std::isfinite(a.penalty) || !std::isfinite(a.repetition) ||
+        a.repetition <= 0)
+      fail(
+          "forward: sequence {}: output {}: token {}'s adjustment (bias {}, repetition {}, "
+          "penalty {}) needs finite values and a repetition penalty above 0",
+          si, o, a.token, a.bias, a.repetition, a.penalty);
+  }
+}
+
+}  // namespace
 
 void validate_batch(const std::vector<SequenceInput>& batch, const ModelConfig& c, uint32_t ps,
                     const SlotPool& pages, const SlotPool& embeds) {
@@ -70,6 +100,7 @@ void validate_batch(const std::vector<SequenceInput>& batch, const ModelConfig& 
             "forward: sequence {}: output {}'s token mask has {} words; a vocabulary of {} "
             "needs {}",
             si, o, spec.allowed->size(), c.vocab_size, (uint64_t{c.vocab_size} + 63) / 64);
+      if (spec.adjust) check_adjustments(*spec.adjust, spec.kind, c.vocab_size, si, o);
       if (spec.kind == OutputKind::Embed) {
         if (!embeds.allocated(spec.embed_slot))
           fail("forward: sequence {}: output Embed slot {} is not allocated", si, spec.embed_slot);

@@ -31,6 +31,29 @@ inline bool token_allowed(const uint64_t* mask, uint32_t id) {
   return (mask[id / 64] >> (id % 64)) & 1;
 }
 
+// Sampling penalties and biases applied to one token's logit before a TopK output ranks and
+// normalises (OpenAI / vLLM semantics: logit_bias first, then repetition_penalty, then presence
+// and frequency penalties): l' = rep(l + bias) - penalty, rep(x) = x / repetition for x > 0, else
+// x * repetition. A few hundred of them go down instead of the whole vocabulary coming up.
+struct LogitAdjustment {
+  uint32_t token = 0;
+  float bias = 0;
+  float repetition = 1;  // > 0
+  float penalty = 0;     // kLogitBanPenalty: ranked last with probability 0
+};
+// Sorted by token, each token once.
+using LogitAdjustments = std::vector<LogitAdjustment>;
+
+// A penalty that leaves a token's logit near -1e30: exp() of it underflows to 0 against any real
+// logit, yet it stays finite, so a token that is banned but the only one allowed keeps its rank.
+inline constexpr float kLogitBanPenalty = 1e30f;
+
+inline float adjust_logit(float logit, const LogitAdjustment& a) {
+  float x = logit + a.bias;
+  if (a.repetition != 1.0f) x = x > 0 ? x / a.repetition : x * a.repetition;
+  return x - a.penalty;
+}
+
 struct OutputSpec {
   uint32_t input_index = 0;  // which input of the sequence produces this output
   OutputKind kind = OutputKind::TopK;
@@ -40,6 +63,10 @@ struct OutputSpec {
   // tokens (none when none is allowed); their probabilities stay the softmax over the whole
   // vocabulary, as without a mask, so a sampler renormalises and logprobs are the model's.
   std::shared_ptr<const TokenMask> allowed = nullptr;
+  // TopK only; null = none. The top-K ranks the adjusted logits and its probabilities are the
+  // softmax of the adjusted logits over the whole vocabulary (the distribution a sampler draws
+  // from). A mask, if any, applies after the adjustments.
+  std::shared_ptr<const LogitAdjustments> adjust = nullptr;
 };
 
 // One sequence of a batch.

@@ -494,6 +494,9 @@ void add_http_load_suite(CLI::App& bench) {  // pith bench serving (bench/bench_
   c->add_option("--response-format", o->response_format,
                 "json_object, or a JSON Schema file sent as json_schema (implies --chat)");
   c->add_option("--temperature", o->temperature, "0: greedy; else sampled, request i seed i");
+  c->add_option("--presence-penalty", o->presence_penalty, "OpenAI presence_penalty (0: not sent)");
+  c->add_option("--frequency-penalty", o->frequency_penalty,
+                "OpenAI frequency_penalty (0: not sent)");
   c->add_option("-t,--threads", o->threads, "-m: engine threads (0: one per core)");
   c->add_option("--kv-memory", o->kv_memory, "-m: the KV pool");
   add_kv_dtype_option(*c, o->kv_dtype);

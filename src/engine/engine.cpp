@@ -65,6 +65,7 @@ struct Engine::Scratch {
   std::vector<std::pair<uint32_t, uint32_t>> output_jobs;  // (sequence, output) of LM-head rows
   std::vector<uint32_t> top_ks;                            // k of each top-K row
   std::vector<const uint64_t*> allowed;                    // token mask of each (null: none)
+  std::vector<const LogitAdjustments*> adjust;             // logit adjustments of each (null)
   std::vector<TokenDistribution> dists;                    // results of the top-K rows
   LmHeadScratch lm_head;
   std::vector<size_t> seq_base;  // first flattened input of each sequence
@@ -492,16 +493,20 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
   if (n_topk > 0) {
     s.top_ks.resize(n_topk);
     s.allowed.assign(n_topk, nullptr);
-    bool masked = false;
+    s.adjust.assign(n_topk, nullptr);
+    bool masked = false, adjusted = false;
     for (size_t j = 0; j < n_topk; ++j) {
       const OutputSpec& o = batch[jobs[j].first].outputs[jobs[j].second];
       s.top_ks[j] = o.top_k;
       if (o.allowed) s.allowed[j] = o.allowed->data();
+      s.adjust[j] = o.adjust.get();
       masked |= o.allowed != nullptr;
+      adjusted |= o.adjust != nullptr;
     }
     s.dists.resize(n_topk);
     lm_head_top_k(pool_, w.output, out_h, n_topk, s.top_ks.data(), s.lm_head, s.dists.data(),
-                  c.final_softcap, masked ? s.allowed.data() : nullptr);
+                  c.final_softcap, masked ? s.allowed.data() : nullptr,
+                  adjusted ? s.adjust.data() : nullptr);
     for (size_t j = 0; j < n_topk; ++j)
       results[jobs[j].first].outputs[jobs[j].second].dist = std::move(s.dists[j]);
   }

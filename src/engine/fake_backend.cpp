@@ -193,7 +193,7 @@ std::vector<SequenceResult> FakeBackend::forward(const std::vector<SequenceInput
         case OutputKind::TopK: {
           const std::vector<float> l = logits_for(view, script);
           r.dist = top_k_distribution(l.data(), l.size(), o.top_k,
-                                      o.allowed ? o.allowed->data() : nullptr);
+                                      o.allowed ? o.allowed->data() : nullptr, o.adjust.get());
           break;
         }
         case OutputKind::Logits:

@@ -20,18 +20,21 @@
 namespace pith {
 
 struct LmHeadScratch {
-  std::vector<SoftmaxPartial> partials;    // [R][n_blocks]
-  std::vector<TopKSelector> selectors;     // [worker][R]
-  std::vector<std::vector<float>> capped;  // [worker] soft-capped logits of one block
+  std::vector<SoftmaxPartial> partials;   // [R][n_blocks]
+  std::vector<TopKSelector> selectors;    // [worker][R]
+  std::vector<std::vector<float>> block;  // [worker] one block's soft-capped/adjusted logits
 };
 
 // out[r] = top-min(ks[r], vocab) distribution of softmax(W h[r]) for r < n_rows; h is
 // [n_rows][w.cols] (already normed), ks[r] >= 1. softcap > 0 caps every logit first:
 // softcap * tanh(logit / softcap) (gemma2's final_logit_softcapping). allowed (null, or one
 // entry per row, null for a row without one): the row's TokenMask, which only its top-K obeys.
+// adjust (the same way): the row's LogitAdjustments, applied after the cap to the logits both
+// the top-K and the softmax see.
 void lm_head_top_k(ThreadPool& pool, const WeightMatrix& w, const float* h, size_t n_rows,
                    const uint32_t* ks, LmHeadScratch& scratch, TokenDistribution* out,
-                   float softcap = 0, const uint64_t* const* allowed = nullptr);
+                   float softcap = 0, const uint64_t* const* allowed = nullptr,
+                   const LogitAdjustments* const* adjust = nullptr);
 
 // In place: x[i] = softcap * tanh(x[i] / softcap).
 void soft_cap(float* x, size_t n, float softcap);

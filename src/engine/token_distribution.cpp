@@ -194,7 +194,14 @@ TokenDistribution TopKSelector::distribution(double lse) const {
 }
 
 TokenDistribution top_k_distribution(const float* logits, size_t n, uint32_t k,
-                                     const uint64_t* allowed) {
+                                     const uint64_t* allowed, const LogitAdjustments* adjust) {
+  std::vector<float> adjusted;
+  if (adjust && !adjust->empty()) {
+    adjusted.assign(logits, logits + n);
+    for (const LogitAdjustment& a : *adjust)
+      if (a.token < n) adjusted[a.token] = adjust_logit(adjusted[a.token], a);
+    logits = adjusted.data();
+  }
   TopKSelector sel(static_cast<uint32_t>(std::min<size_t>(k, n)));
   if (allowed)
     sel.scan_allowed(logits, n, 0, allowed);

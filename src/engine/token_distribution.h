@@ -23,9 +23,10 @@ double logsumexp(const float* logits, size_t n);
 // The min(k, n) most likely tokens. Cost O(n + k log k) for the usual case where few logits
 // beat the running K-th best (a vectorised threshold scan), O(n log k) at worst. With `allowed`
 // (a TokenMask of n bits), the min(k, allowed) most likely allowed tokens; probabilities are
-// still over all n.
+// still over all n. With `adjust`, the distribution of the adjusted logits (OutputSpec::adjust).
 TokenDistribution top_k_distribution(const float* logits, size_t n, uint32_t k,
-                                     const uint64_t* allowed = nullptr);
+                                     const uint64_t* allowed = nullptr,
+                                     const LogitAdjustments* adjust = nullptr);
 
 // Softmax normaliser of one block of logits: sum = Σ exp(x - max). Blocks combine exactly in
 // any grouping; `combine_logsumexp` folds a sequence of them in the order given (so a fixed

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "runtime/distribution_bytes.h"
+#include "runtime/logit_adjustments.h"
 
 namespace pith::runtime {
 
@@ -573,6 +574,14 @@ class ControlSession final : public ModelSession {
       for (size_t o = 0; o < seq.outputs.size(); ++o)
         seq.outputs[o].allowed = std::make_shared<const TokenMask>(
             args.allowed.begin() + o * words, args.allowed.begin() + (o + 1) * words);
+    }
+    if (!args.adjust.empty()) {
+      if (kind != OutputKind::TopK)
+        return reject("forward_tokens", PITH_ERR_BAD_ARGUMENT,
+                      "logit adjustments need an ordinary top_k (PITH_TOP_K_ALL and "
+                      "PITH_TOP_K_LOGITS return the model's own logits)");
+      std::string why = adjustments_by_output(args.adjust, ctl_.model_config().vocab_size, seq);
+      if (!why.empty()) return reject("forward_tokens", PITH_ERR_BAD_ARGUMENT, why);
     }
     pith_status_t ms = apply_page_masks("forward_tokens", seq);
     if (ms != PITH_OK) return ms;

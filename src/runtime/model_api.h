@@ -65,6 +65,8 @@ struct ForwardTokensArgs {
   uint32_t adapter = 0;
   // forward_tokens_allowed: one token mask per output, back to back; empty = every token.
   std::vector<uint64_t> allowed;
+  // forward_tokens_adjusted: logit adjustments as the guest sent them (the session checks them).
+  std::vector<pith_logit_adjust_t> adjust;
 };
 
 class ModelSession {

@@ -539,6 +539,28 @@ def test_repetition_penalty_reduces_repeats(client, model):
     assert repeats(client, model, extra_body={"repetition_penalty": 5.0}) < without // 2
 
 
+@pytest.mark.parametrize("sampling", [
+    {"presence_penalty": 2.0},
+    {"frequency_penalty": 1.5, "logit_bias": {"300": 4, "301": -100}},
+    {"extra_body": {"repetition_penalty": 5.0}},
+    {"presence_penalty": 0.5, "extra_body": {"min_tokens": 6, "stop_token_ids": [300]},
+     "logit_bias": {"300": 8}},
+    {"frequency_penalty": 1.0, "temperature": 1.0, "seed": 66},
+])
+def test_penalties_applied_by_the_server_match_the_inferlets(client, model, sampling):
+    # Without logprobs the penalties and biases go down with every step and the server ranks the
+    # adjusted logits; with them the inferlet applies them to the whole vocabulary's logits
+    # (logprobs are the model's own). Both draw the same tokens.
+    params = {"max_tokens": 32, "temperature": 0, **sampling}
+    shaped = chat(client, model, **params)
+    whole = chat(client, model, logprobs=True, **params)
+    assert shaped.choices[0].message.content == whole.choices[0].message.content
+    assert shaped.usage.completion_tokens == whole.usage.completion_tokens
+    plain = chat(client, model, max_tokens=32,
+                 **{k: v for k, v in params.items() if k in ("temperature", "seed")})
+    assert shaped.choices[0].message.content != plain.choices[0].message.content
+
+
 def eos_token():
     ids = json.loads(pith_cli("tokenize", "--json", "--no-bos", "--parse-special", "-m",
                               os.environ["PITH_MODEL"], "</s>"))

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -227,6 +228,72 @@ TEST_F(SessionWithAPage, TokenMasksRestrictEachOutputsTopK) {
   whole.top_k = PITH_TOP_K_ALL;
   EXPECT_EQ(rejected(whole), PITH_ERR_BAD_ARGUMENT);
   EXPECT_TRUE(log.has("token masks need an ordinary top_k"));
+}
+
+// forward_tokens_adjusted: each output's top-K ranks its adjusted logits (a +100 bias comes
+// first, a banned token goes last), probabilities are the adjusted softmax; bad lists are refused
+// with the reason.
+TEST_F(SessionWithAPage, LogitAdjustmentsShapeEachOutputsTopK) {
+  const uint32_t vocab = static_cast<uint32_t>(tokenizer().vocab_size());
+  ForwardTokensArgs args;
+  args.tokens = {1, 2, 3};
+  args.positions = {0, 1, 2};
+  args.kv_pages = pages;
+  args.last_page_len = 3;
+  args.output_indices = {1, 2};
+  args.top_k = 4;
+  auto run = [&](const ForwardTokensArgs& a) {
+    std::promise<std::pair<pith_status_t, std::string>> got;
+    EXPECT_EQ(session->forward_tokens(queue, a,
+                                      [&](pith_status_t st, std::string b) {
+                                        got.set_value({st, b});
+                                      }),
+              PITH_OK);
+    auto [st, bytes] = got.get_future().get();
+    EXPECT_EQ(st, PITH_OK);
+    std::vector<std::pair<std::vector<uint32_t>, std::vector<float>>> out;
+    for (size_t at = 0; at + 4 <= bytes.size();) {
+      uint32_t k;
+      std::memcpy(&k, bytes.data() + at, 4);
+      out.emplace_back(std::vector<uint32_t>(k), std::vector<float>(k));
+      std::memcpy(out.back().first.data(), bytes.data() + at + 4, size_t{k} * 4);
+      std::memcpy(out.back().second.data(), bytes.data() + at + 4 + size_t{k} * 4, size_t{k} * 4);
+      at += 4 + size_t{k} * 8;
+    }
+    return out;
+  };
+  const auto plain = run(args);
+  ASSERT_EQ(plain.size(), 2u);
+  const uint32_t top = plain[0].first[0], boost = vocab - 1;
+  ASSERT_NE(top, boost);
+  // Output 0: its best token banned, the vocabulary's last one boosted; output 1: untouched.
+  args.adjust = {{0, top, 0, 1, PITH_LOGIT_BAN}, {0, boost, 100, 1, 0}};
+  const auto adjusted = run(args);
+  ASSERT_EQ(adjusted.size(), 2u);
+  EXPECT_EQ(adjusted[0].first[0], boost);
+  EXPECT_GT(adjusted[0].second[0], 0.999f);  // the adjusted softmax: +100 takes the mass
+  EXPECT_EQ(std::find(adjusted[0].first.begin(), adjusted[0].first.end(), top),
+            adjusted[0].first.end());
+  EXPECT_EQ(adjusted[1], plain[1]);
+
+  auto rejected = [&](std::vector<pith_logit_adjust_t> list, uint32_t top_k, const char* why) {
+    ForwardTokensArgs a = args;
+    a.adjust = std::move(list);
+    a.top_k = top_k;
+    EXPECT_EQ(session->forward_tokens(queue, a, [](pith_status_t, std::string) {}),
+              PITH_ERR_BAD_ARGUMENT)
+        << why;
+    EXPECT_TRUE(log.has(why)) << why;
+  };
+  rejected({{0, 9, 1, 1, 0}, {0, 8, 1, 1, 0}}, 4, "must be sorted by token, each once (8 after 9)");
+  rejected({{0, 9, 1, 1, 0}, {0, 9, 1, 1, 0}}, 4, "must be sorted by token, each once (9 after 9)");
+  rejected({{1, 9, 1, 1, 0}, {0, 8, 1, 1, 0}}, 4, "must be sorted by output (0 after 1)");
+  rejected({{2, 9, 1, 1, 0}}, 4, "logit adjustment 0 is for output 2 of 2");
+  rejected({{0, vocab, 1, 1, 0}}, 4,
+           fmt::format("token {} outside the vocabulary of {}", vocab, vocab).c_str());
+  rejected({{0, 9, NAN, 1, 0}}, 4, "values must be finite and repetition above 0");
+  rejected({{0, 9, 0, 0, 0}}, 4, "values must be finite and repetition above 0");
+  rejected({{0, 9, 0, 1, 0}}, PITH_TOP_K_LOGITS, "logit adjustments need an ordinary top_k");
 }
 
 TEST(ControlModelApi, AnInferletsRejectedCallReachesItsLogStream) {

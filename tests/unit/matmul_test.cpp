@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -551,14 +552,32 @@ TEST(Matmul, FusedLmHeadMatchesUnfused) {
         for (size_t i = r; i < vocab; i += 3 + r) masks[r][i / 64] |= uint64_t{1} << (i % 64);
         allowed[r] = masks[r].data();
       }
+      // Logit adjustments on every third row (some with masks too): tokens spread over the
+      // blocks, at block edges and the vocabulary's last token.
+      std::vector<LogitAdjustments> adjusts(n);
+      std::vector<const LogitAdjustments*> adjust(n, nullptr);
+      for (size_t r = 0; r < n; r += 3) {
+        for (size_t i = r % 7; i < vocab; i += 97 + r)
+          adjusts[r].push_back(
+              {static_cast<uint32_t>(i), 3.0f, 1.5f, i % 2 ? kLogitBanPenalty : 0});
+        for (size_t edge : {kMatmulBlockRows - 1, kMatmulBlockRows, vocab - 1})
+          if (std::none_of(adjusts[r].begin(), adjusts[r].end(),
+                           [&](const LogitAdjustment& a) { return a.token == edge; }))
+            adjusts[r].push_back({static_cast<uint32_t>(edge), 50.0f, 1, 0});
+        std::sort(
+            adjusts[r].begin(), adjusts[r].end(),
+            [](const LogitAdjustment& a, const LogitAdjustment& b) { return a.token < b.token; });
+        adjust[r] = &adjusts[r];
+      }
       std::vector<TokenDistribution> got(n);
       LmHeadScratch scratch;
-      lm_head_top_k(pool, w, h.data(), n, ks.data(), scratch, got.data(), 0, allowed.data());
+      lm_head_top_k(pool, w, h.data(), n, ks.data(), scratch, got.data(), 0, allowed.data(),
+                    adjust.data());
       std::vector<float> logits(n * vocab);
       matmul(pool, w, h.data(), n, logits.data());
       for (size_t r = 0; r < n; ++r) {
         const TokenDistribution ref =
-            top_k_distribution(logits.data() + r * vocab, vocab, ks[r], allowed[r]);
+            top_k_distribution(logits.data() + r * vocab, vocab, ks[r], allowed[r], adjust[r]);
         ASSERT_EQ(got[r].ids, ref.ids) << "row " << r;
         for (size_t i = 0; i < ref.probs.size(); ++i)
           ASSERT_NEAR(got[r].probs[i], ref.probs[i], 1e-6f * ref.probs[i] + 1e-12f);

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -154,6 +155,16 @@ class FakeSession final : public ModelSession {
                                          : static_cast<uint32_t>(a.allowed.size()) * 1000 + bits +
                                                (a.allowed.back() >> 63 ? 100 : 0),
                        42};
+    // With logit adjustments: the fields the host decoded (outputs, tokens, and the values).
+    if (!a.adjust.empty()) {
+      float values = 0;
+      ids[0] = 9000000;
+      for (const pith_logit_adjust_t& e : a.adjust) {
+        ids[0] += e.token + 100000 * e.output;
+        values += e.bias + e.repetition + e.penalty;
+      }
+      ids[0] += static_cast<uint32_t>(std::lround(100 * values)) * 100;
+    }
     float probs[2] = {0.75f, 0.25f};
     std::string r(4 + 8 + 8, '\0');
     uint32_t k = 2;
@@ -231,6 +242,8 @@ TEST_P(RuntimeModelTest, CallsAreDecodedRoutedAndAnswered) {
                    "dist: k=2 top=112 p=75",
                    "allowed: top=3103",
                    "allowed out of memory: bad pointer",
+                   "adjusted: top=9067516",
+                   "adjusted out of memory: bad pointer",
                    "dealloc: ok",
                    "double dealloc: bad handle",
                    "bad pointer: bad pointer",

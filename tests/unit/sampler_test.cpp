@@ -4,10 +4,12 @@
 // grammar samplers (the whole vocabulary masked here, or the server's masked top-K) drawing alike.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <pith/masked_sampling.hpp>
 #include <pith/sampling.hpp>
+#include <random>
 
 namespace pith {
 namespace {
@@ -133,6 +135,82 @@ TEST(Sampler, MinTokensHoldsBackEndingTokensOnBothPaths) {
   b.suppress_until(1, {0});
   EXPECT_EQ(b.sample(logits({5.0f, 1.0f})), 1u);
   EXPECT_EQ(b.sample(logits({5.0f, 1.0f})), 0u);
+}
+
+// What the server does with a shaped step (abi.h forward_tokens_adjusted), in double: each
+// logit adjusted, the allowed tokens ranked (ties by lower id), probabilities the softmax of the
+// adjusted logits over the whole vocabulary, the best k kept.
+Distribution server_step(const std::vector<float>& logits, uint32_t k, const StepShaping& sh) {
+  std::vector<double> l(logits.begin(), logits.end());
+  if (sh.adjust)
+    for (const pith_logit_adjust_t& a : *sh.adjust) {  // in float, as the engine adjusts
+      float x = logits[a.token] + a.bias;
+      if (a.repetition != 1) x = x > 0 ? x / a.repetition : x * a.repetition;
+      l[a.token] = x - a.penalty;
+    }
+  double max = -INFINITY, sum = 0;
+  for (double x : l) max = std::max(max, x);
+  for (double x : l) sum += std::exp(x - max);
+  std::vector<uint32_t> ids;
+  for (uint32_t t = 0; t < l.size(); ++t)
+    if (!sh.allowed || ((*sh.allowed)[t / 64] >> (t % 64)) & 1) ids.push_back(t);
+  std::stable_sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) { return l[a] > l[b]; });
+  if (ids.size() > k) ids.resize(k);
+  Distribution d;
+  d.ids = ids;
+  for (uint32_t t : ids) d.probs.push_back(float(std::exp(l[t] - max) / sum));
+  return d;
+}
+
+// A sampler whose penalties, biases and held-back tokens the server applies (shaping, then
+// sample_step on the step's top candidates) draws the very tokens of one that applies them to
+// the whole vocabulary's logits itself, step after step as the penalties grow: greedy and
+// sampled, truncated by top_k / top_p, with and without a grammar's mask.
+TEST(Sampler, ShapedStepsDrawAsTheWholeVocabulary) {
+  const uint32_t V = 300;  // above the default 256 candidates: truncation matters
+  std::mt19937 rng(41);
+  std::normal_distribution<float> nd(0, 2);
+  std::vector<uint32_t> prompt = {3, 4, 5, 250, 4};
+  for (float t : {0.0f, 0.8f})
+    for (int variant = 0; variant < 3; ++variant) {
+      SamplerConfig c;
+      c.temperature = t;
+      c.seed = 11 + variant;
+      c.presence_penalty = 0.5f;
+      c.frequency_penalty = variant == 1 ? 0.3f : 0;
+      c.repetition_penalty = variant == 2 ? 1.2f : 1;
+      c.logit_bias = {{5, 3.0f}, {17, -2.0f}, {5, 1.0f}};  // a repeated id: the biases add up
+      if (variant == 1) c.top_p = 0.9f;
+      if (variant == 2) c.top_k = 20;
+      Sampler whole(c), shaped(c);
+      for (Sampler* s : {&whole, &shaped}) {
+        s->observe_prompt(prompt);
+        s->suppress_until(4, {0, 1});
+      }
+      std::vector<uint64_t> mask((V + 63) / 64);
+      for (int step = 0; step < 200; ++step) {
+        std::vector<float> l(V);
+        for (float& x : l) x = nd(rng);
+        l[0] = l[1] = 9;       // held back for the first 4 tokens, then likely
+        l[7 + step % 5] += 4;  // a few tokens recur and pile up penalties
+        const bool masked = step % 3 == 0;
+        for (auto& w : mask) w = (uint64_t{rng()} << 32) | rng();
+        const std::vector<uint64_t>* allowed = masked ? &mask : nullptr;
+        const uint32_t a = whole.sample(logits(l), allowed);
+        const StepShaping sh = shaped.shaping(allowed);
+        const uint32_t b = shaped.sample_step(server_step(l, shaped.step_top_k(), sh));
+        ASSERT_EQ(a, b) << "T " << t << " variant " << variant << " step " << step;
+      }
+    }
+  EXPECT_EQ(Sampler().step_top_k(), 1u);
+  EXPECT_EQ(Sampler(greedy_with([](SamplerConfig& c) { c.presence_penalty = 1; })).step_top_k(),
+            1u);
+  SamplerConfig hot;
+  hot.temperature = 1;
+  hot.frequency_penalty = 1;
+  EXPECT_EQ(Sampler(hot).step_top_k(), 256u);  // the candidates, not the whole vocabulary
+  EXPECT_EQ(Sampler(hot).shaping().adjust->size(), 0u);
+  EXPECT_EQ(Sampler().shaping().adjust, nullptr);  // nothing to adjust: a plain step
 }
 
 TEST(Stop, MinTokensStopTokensAndIgnoreEos) {

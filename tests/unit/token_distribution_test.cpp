@@ -145,6 +145,68 @@ TEST(TokenDistribution, AllowedTokensOnly) {
     }
 }
 
+// Logit adjustments (OutputSpec::adjust): the top-K and the probabilities are those of the
+// adjusted logits, computed here from scratch in double: bias, then the repetition penalty by
+// the sign of the biased logit, then the penalty; a banned token only when nothing else is left.
+TEST(TokenDistribution, AdjustedLogits) {
+  std::mt19937 rng(29);
+  std::normal_distribution<float> nd(0, 3);
+  const size_t n = 4099;
+  std::vector<float> lg(n);
+  for (auto& x : lg) x = nd(rng);
+  LogitAdjustments adjust;
+  for (uint32_t t = 0; t < n; t += 1 + static_cast<uint32_t>(rng() % 37)) {
+    LogitAdjustment a{t, 0, 1, 0};
+    switch (t % 5) {
+      case 0:
+        a.bias = 2.5f;
+        break;
+      case 1:
+        a.repetition = 1.3f;
+        break;  // positive logits shrink, negative ones grow
+      case 2:
+        a.penalty = 0.4f + float(t % 3);
+        break;
+      case 3:
+        a = {t, -1.0f, 0.7f, 0.25f};
+        break;
+      default:
+        a.penalty = kLogitBanPenalty;
+        break;
+    }
+    adjust.push_back(a);
+  }
+  std::vector<double> want_l(lg.begin(), lg.end());
+  for (const LogitAdjustment& a : adjust) {
+    double x = double(lg[a.token]) + a.bias;
+    if (a.repetition != 1) x = x > 0 ? x / a.repetition : x * a.repetition;
+    want_l[a.token] = x - a.penalty;
+  }
+  double max = -INFINITY, sum = 0;
+  for (double x : want_l) max = std::max(max, x);
+  for (double x : want_l) sum += std::exp(x - max);
+  TokenMask every_other((n + 63) / 64, 0x5555555555555555ull);
+  for (const TokenMask* m : std::initializer_list<const TokenMask*>{nullptr, &every_other})
+    for (uint32_t k : {1u, 40u, 4099u}) {
+      std::vector<int32_t> want;
+      for (size_t i = 0; i < n; ++i)
+        if (!m || token_allowed(m->data(), static_cast<uint32_t>(i))) want.push_back(int32_t(i));
+      std::stable_sort(want.begin(), want.end(),
+                       [&](int32_t a, int32_t b) { return want_l[a] > want_l[b]; });
+      if (want.size() > k) want.resize(k);
+      const TokenDistribution d =
+          top_k_distribution(lg.data(), n, k, m ? m->data() : nullptr, &adjust);
+      ASSERT_EQ(d.ids, want) << "k=" << k << (m ? " masked" : "");
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_NEAR(d.probs[i], std::exp(want_l[want[i]] - max) / sum, 1e-6 * d.probs[i] + 1e-30);
+    }
+  // Banned tokens rank last, probability 0: the top-(n) ends with them in id order.
+  const TokenDistribution all = top_k_distribution(lg.data(), n, uint32_t(n), nullptr, &adjust);
+  size_t banned = 0;
+  for (const LogitAdjustment& a : adjust) banned += a.penalty == kLogitBanPenalty;
+  for (size_t i = n - banned; i < n; ++i) EXPECT_EQ(all.probs[i], 0.0f) << i;
+}
+
 // The selector's scan and the partial softmax pick a SIMD or a scalar loop from best_isa(): the
 // scalar loop (capped) gives the same ids, ties included, and the same sums as the host's.
 TEST(TokenDistribution, ScalarPathMatchesHostPath) {

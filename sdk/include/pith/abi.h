@@ -440,7 +440,32 @@ PITH_IMPORT(forward_tokens_allowed) pith_status_t pith_forward_tokens_allowed(
     pith_queue_t queue, const pith_forward_tokens_args_t* args, const uint64_t* allowed,
     uint32_t allowed_words, pith_future_t* future);
 
+/* forward_tokens_allowed whose outputs also adjust logits before ranking: OpenAI's logit_bias,
+ * repetition, presence and frequency penalties go down with the step (a few hundred entries)
+ * instead of the whole vocabulary's logits coming up (PITH_TOP_K_LOGITS, 512 KB per output for a
+ * 128k vocabulary). Each entry changes one logit of one output:
+ *   l' = rep(l + bias) - penalty, rep(x) = x / repetition if x > 0, else x * repetition;
+ * then the output's top-K ranks l' and its probabilities are softmax(l') over the whole
+ * vocabulary: the distribution to sample from (so logprobs are the adjusted ones). A token mask,
+ * if any, applies after. Entries are sorted by output, then token, each (output, token) once;
+ * values finite, repetition > 0. penalty = PITH_LOGIT_BAN keeps a token out of the top-K while
+ * others remain (probability 0): min_tokens' held-back tokens. allowed/allowed_words as
+ * forward_tokens_allowed (0 words: no masks); top_k an ordinary K. */
+typedef struct pith_logit_adjust_t {
+  uint32_t output; /* index into output_indices */
+  uint32_t token;
+  float bias;
+  float repetition; /* 1: none */
+  float penalty;
+} pith_logit_adjust_t;
+#define PITH_LOGIT_BAN 1e30f
+PITH_IMPORT(forward_tokens_adjusted) pith_status_t pith_forward_tokens_adjusted(
+    pith_queue_t queue, const pith_forward_tokens_args_t* args, const uint64_t* allowed,
+    uint32_t allowed_words, const pith_logit_adjust_t* adjusts, uint32_t adjust_count,
+    pith_future_t* future);
+
 #if defined(__wasm32__)
+_Static_assert(sizeof(pith_logit_adjust_t) == 20, "wasm32 layout");
 _Static_assert(sizeof(pith_forward_args_t) == 28, "wasm32 layout");
 _Static_assert(sizeof(pith_forward_tokens_args_t) == 48, "wasm32 layout");
 _Static_assert(sizeof(pith_model_info_t) == 24, "wasm32 layout");

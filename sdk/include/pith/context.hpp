@@ -144,16 +144,18 @@ class Context {
     return first_of(run(1, top_k));
   }
 
-  // decode_step restricted to the tokens `allowed` (a grammar's mask: bit t % 64 of word t / 64
-  // set = token t allowed; tokens past its end are not): the server ranks only those, so the
-  // result holds the min(top_k, allowed) most likely allowed tokens, with probabilities over the
-  // whole vocabulary (empty when none is allowed). What a whole-vocabulary step (PITH_TOP_K_ALL)
-  // restricted in the inferlet gives, without moving the vocabulary (abi.h
-  // forward_tokens_allowed).
-  Result<Distribution> decode_step(uint32_t top_k, const std::vector<uint64_t>& allowed) {
+  // decode_step shaped on the server (step_shaping.hpp), without moving the vocabulary:
+  // restricted to the tokens `shaping.allowed` allows (the min(top_k, allowed) most likely, with
+  // probabilities over the whole vocabulary; empty when none is: abi.h forward_tokens_allowed),
+  // and ranked by the logits `shaping.adjust` adjusts (probabilities those of the adjusted
+  // logits: forward_tokens_adjusted; Sampler::shaping and sample_step go with it).
+  Result<Distribution> decode_step(uint32_t top_k, const StepShaping& shaping) {
     if (computed() == tokens_.size()) return no_pending("decode_step");
-    PITH_TRY(begin_run(1, top_k, false, nullptr, &allowed));
+    PITH_TRY(begin_run(1, top_k, false, nullptr, &shaping));
     return first_of(end_run());
+  }
+  Result<Distribution> decode_step(uint32_t top_k, const std::vector<uint64_t>& allowed) {
+    return decode_step(top_k, StepShaping{&allowed, nullptr});
   }
 
   // decode_step in two halves, so that the forwards of several contexts are in flight together
@@ -163,9 +165,12 @@ class Context {
     if (computed() == tokens_.size()) return no_pending("start_step");
     return begin_run(1, top_k);
   }
-  Status start_step(uint32_t top_k, const std::vector<uint64_t>& allowed) {
+  Status start_step(uint32_t top_k, const StepShaping& shaping) {
     if (computed() == tokens_.size()) return no_pending("start_step");
-    return begin_run(1, top_k, false, nullptr, &allowed);
+    return begin_run(1, top_k, false, nullptr, &shaping);
+  }
+  Status start_step(uint32_t top_k, const std::vector<uint64_t>& allowed) {
+    return start_step(top_k, StepShaping{&allowed, nullptr});
   }
   Result<Distribution> finish_step() { return first_of(end_run()); }
 
@@ -216,13 +221,13 @@ class Context {
     // not O(tokens so far); the whole text is decoded once, at the end.
     const size_t stop_bytes = stop.max_string_bytes();
     for (;;) {
-      Result<Distribution> d = decode_step(sampler.candidates());
+      Result<Distribution> d = decode_step(sampler.step_top_k(), sampler.shaping());
       if (!d) {
         g.finish_reason = status_name(d.status());
         g.error = std::move(d).take_error();
         break;
       }
-      uint32_t tok = sampler.sample(*d);
+      uint32_t tok = sampler.sample_step(*d);
       generated.push_back(tok);
       fill_tokens({tok});
       Result<std::string> tail =
@@ -597,8 +602,7 @@ class Context {
   // The first half of run(): queues the forward over the pending tokens (the host copies the
   // arguments, so the context may change afterwards) and keeps its future in pending_.
   Status begin_run(uint32_t n_out, uint32_t top_k, bool every_input = false,
-                   const AttentionMask* mask = nullptr,
-                   const std::vector<uint64_t>* allowed = nullptr) {
+                   const AttentionMask* mask = nullptr, const StepShaping* shaping = nullptr) {
     if (pending_.valid())
       return Error(PITH_ERR_BAD_ARGUMENT, "a step is already in flight (finish_step first)");
     if (stale_state_) {
@@ -648,20 +652,10 @@ class Context {
       a.attn_mask_len = static_cast<uint32_t>(mask->bytes().size());
     }
     pith_future_t f = 0;
-    if (allowed) {  // one output: its mask, sized to the model's vocabulary
-      const size_t words = (size_t{info_.vocab_size} + 63) / 64;
-      const std::vector<uint64_t>* m = allowed;
-      if (allowed->size() != words) {
-        allowed_.assign(allowed->begin(), allowed->begin() + std::min(words, allowed->size()));
-        allowed_.resize(words, 0);
-        m = &allowed_;
-      }
-      PITH_TRY(check(pith_forward_tokens_allowed(queue_.handle(), &a, m->data(),
-                                                 static_cast<uint32_t>(words), &f),
-                     "forward"));
-    } else {
-      PITH_TRY(check(pith_forward_tokens(queue_.handle(), &a, &f), "forward"));
-    }
+    const StepShaping none;
+    PITH_TRY(check(
+        (shaping ? *shaping : none).forward(queue_.handle(), a, info_.vocab_size, allowed_, &f),
+        "forward"));
     pending_ = Future(f);
     pending_total_ = total;
     pending_first_ = first && !mask && default_positions(total);  // may feed the prefix cache

@@ -48,14 +48,14 @@ inline Generation generate_windowed(Context& ctx, Sampler sampler, Stop stop, Kv
   Generation g;
   if (stop.eos_ids.empty()) stop.eos_ids = ctx.eos_tokens();
   for (;;) {
-    Result<Distribution> d = ctx.decode_step(sampler.candidates());
+    Result<Distribution> d = ctx.decode_step(sampler.step_top_k(), sampler.shaping());
     if (!d) {
       g.finish_reason = status_name(d.status());
       g.error = std::move(d).take_error();
       break;
     }
     if (max_pages && ctx.pages().size() > *max_pages) *max_pages = ctx.pages().size();
-    uint32_t tok = sampler.sample(*d);
+    uint32_t tok = sampler.sample_step(*d);
     g.tokens.push_back(tok);
     ctx.fill_tokens({tok});
     if (Status s = w.apply(ctx); !s) {

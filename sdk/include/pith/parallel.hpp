@@ -81,7 +81,7 @@ inline ParallelStats generate_parallel(std::vector<Branch>& bs) {
     std::vector<Branch*> live;
     for (Branch& b : bs) {
       if (b.done) continue;
-      Status s = b.ctx ? b.ctx->start_step(b.sampler.candidates())
+      Status s = b.ctx ? b.ctx->start_step(b.sampler.step_top_k(), b.sampler.shaping())
                        : Status(Error(PITH_ERR_BAD_ARGUMENT, "branch without a context"));
       if (!s) {
         detail::end_with_error(b, std::move(s).take_error());
@@ -99,7 +99,7 @@ inline ParallelStats generate_parallel(std::vector<Branch>& bs) {
         detail::end_with_error(*b, std::move(d).take_error());
         continue;
       }
-      uint32_t tok = b->sampler.sample(*d);
+      uint32_t tok = b->sampler.sample_step(*d);
       b->logprob += detail::logprob_of(*d, tok);
       b->out.tokens.push_back(tok);
       b->ctx->fill_tokens({tok});

@@ -9,6 +9,7 @@
 #include <pith/abi.h>
 #include <stdint.h>
 #include <string.h>
+#include <pith/step_shaping.hpp>
 
 #include <algorithm>
 #include <string>
@@ -58,8 +59,9 @@ struct SamplerConfig {
   float typical_p = 1.0f;    // locally typical sampling
   uint64_t seed = 0;
   // Penalties and biases with OpenAI / vLLM semantics, applied to the logits before everything
-  // above. Setting any of them makes candidates() ask for the whole vocabulary's logits
-  // (PITH_TOP_K_LOGITS: about 4 bytes per vocabulary entry per step).
+  // above: on the server with a shaped step (step_top_k, shaping, sample_step: a few hundred
+  // adjusted logits go down), or in the inferlet over the whole vocabulary's logits that
+  // candidates() then asks for (PITH_TOP_K_LOGITS: 4 bytes per vocabulary entry per step).
   float presence_penalty = 0.0f;    // subtracted once from every token this sampler returned
   float frequency_penalty = 0.0f;   // subtracted once per time this sampler returned the token
   float repetition_penalty = 1.0f;  // tokens of the prompt (observe_prompt) or returned so far:
@@ -102,6 +104,26 @@ class Sampler {
     uint32_t k = c_.temperature <= 0 ? 1 : (c_.top_k ? c_.top_k : kDefaultCandidates);
     if (suppressing()) k += static_cast<uint32_t>(suppressed_.size());
     return k;
+  }
+
+  // A step the server shapes (Context::decode_step(step_top_k(), shaping(allowed)), then
+  // sample_step): the penalties, biases and held-back tokens go down as logit adjustments and
+  // `allowed` (a grammar's mask, null: none) as the step's mask, so the step returns the top
+  // candidates of the very distribution sample() would build from the whole vocabulary.
+  uint32_t step_top_k() const { return c_.adjusts_logits() ? keep_count(SIZE_MAX) : candidates(); }
+  StepShaping shaping(const std::vector<uint64_t>* allowed = nullptr) {
+    if (!c_.adjusts_logits()) return StepShaping{allowed, nullptr};
+    build_adjustments();
+    return StepShaping{allowed, &adjust_};
+  }
+  // Samples from a shaped step's distribution and records the token; UINT32_MAX (nothing
+  // recorded) when the step's mask allowed no token.
+  uint32_t sample_step(const Distribution& d) {
+    if (!c_.adjusts_logits()) return sample(d);
+    if (d.ids.empty()) return UINT32_MAX;
+    const uint32_t tok = sample_sorted(d);
+    record(tok);
+    return tok;
   }
 
   // The prompt's tokens, which repetition_penalty also discourages (vLLM's semantics).
@@ -167,6 +189,47 @@ class Sampler {
       if (tok >= counts_.size()) counts_.resize(size_t{tok} + 1, 0);
       if (counts_[tok]++ == 0) returned_.push_back(tok);
     }
+  }
+
+  // The adjustments adjusted() applies, as one sorted list for the server: the biased tokens,
+  // the prompt's and returned tokens (repetition; presence and frequency), the held-back ones
+  // (banned: ranked last, probability 0, as -infinity is in adjusted()).
+  void build_adjustments() {
+    adjust_.clear();
+    auto entry = [&](uint32_t t) -> pith_logit_adjust_t& {
+      adjust_.push_back(pith_logit_adjust_t{0, t, 0.0f, 1.0f, 0.0f});
+      return adjust_.back();
+    };
+    for (const auto& [id, bias] : c_.logit_bias) entry(id).bias = bias;
+    if (c_.repetition_penalty != 1)
+      for (uint32_t t : prompt_tokens_) entry(t).repetition = c_.repetition_penalty;
+    for (uint32_t t : returned_) {
+      pith_logit_adjust_t& e = entry(t);
+      if (c_.repetition_penalty != 1) e.repetition = c_.repetition_penalty;
+      e.penalty = c_.presence_penalty + c_.frequency_penalty * float(counts_[t]);
+    }
+    if (suppressing())
+      for (uint32_t t : suppressed_) entry(t).penalty = PITH_LOGIT_BAN;
+    // One entry per token: sorted, then merged (a bias, repetition and penalty of one token
+    // came in separately; repeated biases add up as adjusted()'s loop does).
+    std::stable_sort(adjust_.begin(), adjust_.end(),
+                     [](const pith_logit_adjust_t& a, const pith_logit_adjust_t& b) {
+                       return a.token < b.token;
+                     });
+    size_t out = 0;
+    for (size_t i = 0; i < adjust_.size(); ++i) {
+      if (out > 0 && adjust_[out - 1].token == adjust_[i].token) {
+        pith_logit_adjust_t& m = adjust_[out - 1];
+        m.bias += adjust_[i].bias;
+        if (adjust_[i].repetition != 1) m.repetition = adjust_[i].repetition;
+        if (m.penalty != PITH_LOGIT_BAN)
+          m.penalty = adjust_[i].penalty == PITH_LOGIT_BAN ? PITH_LOGIT_BAN
+                                                           : m.penalty + adjust_[i].penalty;
+      } else {
+        adjust_[out++] = adjust_[i];
+      }
+    }
+    adjust_.resize(out);
   }
 
   // A top-K distribution without the held-back tokens (the server sent room for them).
@@ -279,6 +342,7 @@ class Sampler {
     double sum = 0;
     for (size_t i = 0; i < n; ++i)
       sum += (w[i] = ::pow(double(d.probs[i]), 1.0 / double(c_.temperature)));
+    if (!(sum > 0)) return d.ids[0];  // every candidate at probability 0 (all held back)
     for (auto& x : w) x /= sum;
     if (c_.min_p > 0) {
       double floor = double(c_.min_p) * w[0];
@@ -346,6 +410,7 @@ class Sampler {
   std::vector<uint32_t> returned_;       // distinct tokens returned, in first-seen order
   std::vector<float> scratch_;
   std::vector<uint32_t> order_;
+  std::vector<pith_logit_adjust_t> adjust_;  // shaping()'s logit adjustments
 };
 
 // When generation ends: any of max tokens, an end-of-generation token, a stop token, a stop

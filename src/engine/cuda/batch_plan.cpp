@@ -17,6 +17,7 @@ void BatchPlan::build(const std::vector<SequenceInput>& batch, uint32_t page_siz
   logits_rows.clear();
   max_top_k = 0;
   n_masked = 0;
+  n_adjusts = 0;
 
   uint32_t row = 0;
   for (size_t si = 0; si < batch.size(); ++si) {
@@ -40,8 +41,12 @@ void BatchPlan::build(const std::vector<SequenceInput>& batch, uint32_t page_siz
     for (size_t oi = 0; oi < s.outputs.size(); ++oi) {
       const OutputSpec& o = s.outputs[oi];
       const uint32_t r = row + o.input_index;
-      const LmHeadRow lm{r, static_cast<uint32_t>(si), static_cast<uint32_t>(oi),
-                         std::min(o.top_k, vocab_size), o.allowed.get()};
+      const LmHeadRow lm{r,
+                         static_cast<uint32_t>(si),
+                         static_cast<uint32_t>(oi),
+                         std::min(o.top_k, vocab_size),
+                         o.allowed.get(),
+                         o.adjust.get()};
       switch (o.kind) {
         case OutputKind::Embed:
           embed_out_rows.push_back(r);
@@ -52,12 +57,13 @@ void BatchPlan::build(const std::vector<SequenceInput>& batch, uint32_t page_siz
             topk_rows.push_back(lm);
             max_top_k = std::max(max_top_k, lm.top_k);
             n_masked += lm.allowed != nullptr;
+            n_adjusts += lm.adjust ? static_cast<uint32_t>(lm.adjust->size()) : 0;
           } else {
             logits_rows.push_back(lm);
           }
           break;
         case OutputKind::Logits:
-          logits_rows.push_back(LmHeadRow{r, lm.sequence, lm.output, 0, nullptr});
+          logits_rows.push_back(LmHeadRow{r, lm.sequence, lm.output, 0, nullptr, nullptr});
           break;
       }
     }

@@ -23,7 +23,8 @@ struct LmHeadRow {
   uint32_t sequence = 0;  // batch index
   uint32_t output = 0;    // index in SequenceInput::outputs
   uint32_t top_k = 0;     // 0: full logits wanted; else a top-K distribution of min(k, vocab)
-  const TokenMask* allowed = nullptr;  // the output's token mask (top-K only), null: none
+  const TokenMask* allowed = nullptr;        // the output's token mask (top-K only), null: none
+  const LogitAdjustments* adjust = nullptr;  // the output's logit adjustments, null: none
 };
 
 struct BatchPlan {
@@ -53,6 +54,7 @@ struct BatchPlan {
   std::vector<LmHeadRow> logits_rows;
   uint32_t max_top_k = 0;  // largest k among topk_rows
   uint32_t n_masked = 0;   // top-K rows on the device with a token mask
+  uint32_t n_adjusts = 0;  // logit adjustments of the top-K rows on the device, all together
 
   bool all_rows_are_tokens() const { return embed_rows.empty(); }
   // Every LM-head row, topk_rows then logits_rows.

@@ -211,7 +211,10 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   // Token masks as 32-bit words (the bytes of the 64-bit ones on a little-endian host).
   const size_t mask_words = (size_t{c.vocab_size} + 63) / 64 * 2;
   const size_t n_mask_idx = n_topk + plan_.n_masked * mask_words;
-  staging_.begin((n_idx + angle_floats + n_state_idx + n_ple_tokens + n_mask_idx) * 4 + lora_bytes);
+  const size_t n_adjust_idx = 2 * size_t{n_topk} + 4 * size_t{plan_.n_adjusts};
+  staging_.begin((n_idx + angle_floats + n_state_idx + n_ple_tokens + n_mask_idx + n_adjust_idx) *
+                     4 +
+                 lora_bytes);
   const int32_t* tokens = staging_.put<int32_t>(plan_.tokens);
   const uint32_t* token_rows = staging_.put<uint32_t>(plan_.token_rows);
   const uint32_t* embed_slots = staging_.put<uint32_t>(plan_.embed_slots);
@@ -259,14 +262,27 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
     ks_h[j] = plan_.topk_rows[j].top_k;
   }
   for (uint32_t j = 0; j < n_logits; ++j) lm_rows_h[n_topk + j] = plan_.logits_rows[j].row;
-  // Always staged (a graph step's masks change without a recapture): the masks go last, so
-  // their start is fixed by the bucket.
+  // Always staged (a graph step's masks and adjustments change without a recapture): the
+  // per-row offsets first, then the variable-length arrays, so every start but theirs is fixed
+  // by the bucket, and the adjustments are found from the masks' fixed start.
   uint32_t* mask_at_h = staging_.alloc<uint32_t>(n_topk);
+  uint32_t* adjust_at_h = staging_.alloc<uint32_t>(2 * size_t{n_topk});
   uint32_t* masks_h = staging_.alloc<uint32_t>(plan_.n_masked * mask_words);
   for (uint32_t j = 0, m = 0; j < n_topk; ++j) {
     const TokenMask* allowed = plan_.topk_rows[j].allowed;
     mask_at_h[j] = allowed ? static_cast<uint32_t>(m * mask_words) : kNoTokenMask;
     if (allowed) std::memcpy(masks_h + size_t{m++} * mask_words, allowed->data(), mask_words * 4);
+  }
+  auto* adjusts_h = staging_.alloc<LogitAdjustment>(plan_.n_adjusts);
+  for (uint32_t j = 0, a = 0; j < n_topk; ++j) {
+    const LogitAdjustments* adjust = plan_.topk_rows[j].adjust;
+    const uint32_t n = adjust ? static_cast<uint32_t>(adjust->size()) : 0;
+    adjust_at_h[2 * j] = static_cast<uint32_t>(
+        (reinterpret_cast<const char*>(adjusts_h + a) - reinterpret_cast<const char*>(masks_h)) /
+        4);
+    adjust_at_h[2 * j + 1] = n;
+    if (n) std::memcpy(adjusts_h + a, adjust->data(), n * sizeof(LogitAdjustment));
+    a += n;
   }
   if (!lora_.empty())
     lora_.stage(staging_, std::max({c.d_model, c.max_d_ff(), c.max_q_dim()}),
@@ -294,6 +310,8 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   in.ks = staging_.device_ptr(ks_h);
   in.mask_at = staging_.device_ptr(mask_at_h);
   in.masks = staging_.device_ptr(masks_h);
+  in.adjust_at = staging_.device_ptr(adjust_at_h);
+  in.adjusted = plan_.n_adjusts > 0;
   in.lora = lora_.empty() ? nullptr : &lora_;
   // The LM head's pinned results grow here, never inside a capture.
   host_out_.reserve(
@@ -304,8 +322,10 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   attention_->plan(plan_.attention, s, graph);
   if (graph) {
     // Key: bucket, k of the top-K, and the context class the attention splits were chosen for.
+    // and whether the step adjusts logits (one kernel more).
     const uint64_t key = uint64_t{T} | uint64_t{k_max} << 16 |
-                         uint64_t{graph_context_class(max_context_len(plan_))} << 32;
+                         uint64_t{graph_context_class(max_context_len(plan_))} << 32 |
+                         uint64_t{in.adjusted} << 63;
     if (!graphs_.run(key, step_fingerprint(in), s, [&] { enqueue_step(in); })) enqueue_step(in);
   } else {
     enqueue_step(in);
@@ -339,8 +359,8 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
     if (r.top_k == 0)
       out.logits.assign(row, row + c.vocab_size);
     else  // top-K beyond the device reduction's limit (batch_plan.h)
-      out.dist =
-          top_k_distribution(row, c.vocab_size, r.top_k, r.allowed ? r.allowed->data() : nullptr);
+      out.dist = top_k_distribution(row, c.vocab_size, r.top_k,
+                                    r.allowed ? r.allowed->data() : nullptr, r.adjust);
   }
   last_step_.gpu_ms = step_end_.elapsed_since(step_start_);
   last_step_.wall_ms =
@@ -566,13 +586,13 @@ void CudaBackend::enqueue_step(const StepInputs& in) {
 uint64_t CudaBackend::step_fingerprint(const StepInputs& in) const {
   Fingerprint f;
   for (uint64_t v : {uint64_t{in.T}, uint64_t{in.n_topk}, uint64_t{in.n_logits}, uint64_t{in.k_max},
-                     attention_->launch_fingerprint()})
+                     uint64_t{in.adjusted}, attention_->launch_fingerprint()})
     f.mix(v);
   const void* addresses[] = {in.tokens,      in.token_rows,  in.embed_slots, in.embed_in_rows,
                              in.write_pages, in.write_slots, in.out_rows,    in.out_slots,
                              in.cos,         in.sin,         in.cos_sliding, in.sin_sliding,
                              in.ple_tokens,  in.lm_rows,     in.ks,          in.mask_at,
-                             in.masks,       in.lora,        host_out_.get()};
+                             in.masks,       in.adjust_at,   in.lora,        host_out_.get()};
   for (const void* p : addresses) f.mix(p);
   for (const DeviceBuffer* b :
        {&ws_.x, &ws_.delta, &ws_.tmp, &ws_.h, &ws_.attn, &ws_.q, &ws_.k, &ws_.v, &ws_.q_gate,
@@ -605,6 +625,7 @@ void CudaBackend::lm_head(const StepInputs& in) {
     const uint32_t n = std::min(kLmChunkRows, n_topk - r0);
     gemm_->run(head, hidden(r0), n, logits, DType::F32, s);
     if (c.final_softcap > 0) soft_cap(logits, size_t{n} * V, c.final_softcap, s);
+    if (in.adjusted) adjust_logits(logits, n, V, in.adjust_at + 2 * size_t{r0}, in.masks, s);
     softmax_topk(logits, n, V, in.ks + r0, k_max, ws_.topk_scratch.get(),
                  ws_.topk_ids.as<int32_t>() + size_t{r0} * k_max,
                  ws_.topk_probs.as<float>() + size_t{r0} * k_max, s, in.mask_at + r0, in.masks);

@@ -121,6 +121,10 @@ class CudaBackend final : public Backend {
     const uint32_t *lm_rows = nullptr, *ks = nullptr;
     // Token masks of the top-K rows (kernels.h softmax_topk): a word offset per row, the words.
     const uint32_t *mask_at = nullptr, *masks = nullptr;
+    // Logit adjustments of the top-K rows (kernels.h adjust_logits): [n_topk][2] (word offset
+    // from `masks`, count); `adjusted`: some row has any (the kernel runs).
+    const uint32_t* adjust_at = nullptr;
+    bool adjusted = false;
     LoraStep* lora = nullptr;
   };
   // The step's device work, from the embeddings to the LM head's copies into host_out_: only

@@ -183,6 +183,12 @@ void gemv_bf16(const void* w, uint32_t rows, uint32_t cols, const void* x, uint3
 void gemv_gated_bf16(const void* w, uint32_t ff, uint32_t cols, const void* x, uint32_t n,
                      void* out, DType out_type, FfnActivation act, cudaStream_t stream);
 
+// Logit adjustments (forward_batch.h LogitAdjustment, in place, before softmax_topk): row r of
+// logits [rows][vocab] gets adjust_at[2r + 1] adjustments, 16-byte LogitAdjustment entries at
+// word adjust_at[2r] of `tail` (a count of 0: none).
+void adjust_logits(float* logits, uint32_t rows, uint32_t vocab, const uint32_t* adjust_at,
+                   const uint32_t* tail, cudaStream_t stream);
+
 // LM-head reduction over logits [rows][vocab] (F32): per row the softmax max and sum over the
 // full vocabulary and the top-k (ties by lower id), probabilities = exp(l - max) / sum.
 // Writes out_ids [rows][k_max] and out_probs [rows][k_max]: row r writes its first

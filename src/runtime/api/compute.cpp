@@ -123,4 +123,25 @@ u32 Z_pithZ_forward_tokens_allowed(Z_pith_instance_t* c, u32 queue, u32 args, u3
   });
 }
 
+u32 Z_pithZ_forward_tokens_adjusted(Z_pith_instance_t* c, u32 queue, u32 args, u32 allowed,
+                                    u32 allowed_words, u32 adjusts, u32 adjust_count,
+                                    u32 future_out) {
+  return host_call(c, [&](Instance& inst) -> pith_status_t {
+    GuestMemory mem(inst);
+    ForwardTokensArgs a = read_forward_tokens_args(mem, args);
+    const uint8_t* words = mem.bytes(allowed, uint64_t{allowed_words} * 8);
+    a.allowed.resize(allowed_words);
+    if (allowed_words) std::memcpy(a.allowed.data(), words, size_t{allowed_words} * 8);
+    check_count(adjust_count);
+    static_assert(sizeof(pith_logit_adjust_t) == 20);  // the wasm32 layout: five 4-byte fields
+    const uint8_t* bytes = mem.bytes(adjusts, uint64_t{adjust_count} * 20);
+    a.adjust.resize(adjust_count);
+    if (adjust_count) std::memcpy(a.adjust.data(), bytes, size_t{adjust_count} * 20);
+    ModelSession& s = session_of(inst);
+    return start_future(inst, future_out, [&](Completion done) {
+      return s.forward_tokens(queue, a, std::move(done));
+    });
+  });
+}
+
 }  // extern "C"

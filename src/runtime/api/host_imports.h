@@ -93,7 +93,8 @@ typedef double f64;
   X(forward_with_adapter, u32, (u32, u32, u32))                             \
   X(next_dist, u32, (u32, u32, u32, u32))                                   \
   X(forward_tokens, u32, (u32, u32, u32))                                   \
-  X(forward_tokens_allowed, u32, (u32, u32, u32, u32, u32))
+  X(forward_tokens_allowed, u32, (u32, u32, u32, u32, u32))                 \
+  X(forward_tokens_adjusted, u32, (u32, u32, u32, u32, u32, u32, u32))
 
 // WASI preview 1: the full function list, so any wasi-libc program links; unsupported ones
 // return ENOSYS/EBADF (see api/wasi.cpp).

@@ -1,5 +1,8 @@
 // Launchers of the LM-head reduction (topk_body.h): phase 1 over (chunk, row) blocks, phase 2
 // one block per row, both on `stream`, meeting in the caller's workspace.
+#include <cstddef>
+
+#include "backend/forward_batch.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/launch_check.h"
@@ -24,9 +27,28 @@ __global__ void __launch_bounds__(kern::kMergeThreads)
                         out_probs);
 }
 
+__global__ void __launch_bounds__(kern::kAdjustThreads)
+    adjust_logits_kernel(float* logits, uint32_t vocab, kern::LogitAdjusts a) {
+  PITH_EACH_THREAD(t)
+  kern::adjust_logits_body(blockIdx.x, t, kern::kAdjustThreads, logits, vocab, a);
+}
+
 }  // namespace
 
 static_assert(kTopKMax == kern::kTopKLimit);
+static_assert(sizeof(kern::LogitAdjust) == sizeof(LogitAdjustment));
+static_assert(offsetof(kern::LogitAdjust, bias) == offsetof(LogitAdjustment, bias));
+static_assert(offsetof(kern::LogitAdjust, repetition) == offsetof(LogitAdjustment, repetition));
+static_assert(offsetof(kern::LogitAdjust, penalty) == offsetof(LogitAdjustment, penalty));
+
+void adjust_logits(float* logits, uint32_t rows, uint32_t vocab, const uint32_t* adjust_at,
+                   const uint32_t* tail, cudaStream_t stream) {
+  if (rows == 0 || vocab == 0) return;
+  require(rows <= 65535, "adjust_logits", "more than 65535 rows");
+  kern::launch(rows, kern::kAdjustThreads, stream, PITH_KERNEL(adjust_logits_kernel))(
+      logits, vocab, kern::LogitAdjusts{adjust_at, tail});
+  check_launch("adjust_logits");
+}
 static_assert(kNoTokenMask == kern::TokenMasks::kNone);
 
 size_t topk_workspace_bytes(uint32_t rows, uint32_t vocab, uint32_t k_max) {

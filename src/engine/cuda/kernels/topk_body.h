@@ -23,10 +23,11 @@
 
 namespace pith::cuda::kern {
 
-inline constexpr uint32_t kTopKThreads = 256;   // phase 1 block
-inline constexpr uint32_t kMergeThreads = 512;  // phase 2 block: half the largest sort
-inline constexpr uint32_t kTopKLimit = 1024;    // largest k
-inline constexpr uint32_t kChunkMax = 8192;     // largest phase-1 chunk
+inline constexpr uint32_t kTopKThreads = 256;    // phase 1 block
+inline constexpr uint32_t kMergeThreads = 512;   // phase 2 block: half the largest sort
+inline constexpr uint32_t kAdjustThreads = 128;  // logit adjustments: one block per row
+inline constexpr uint32_t kTopKLimit = 1024;     // largest k
+inline constexpr uint32_t kChunkMax = 8192;      // largest phase-1 chunk
 inline constexpr uint32_t kRadixBins = 256;
 
 // Vocabulary entries per phase-1 block. Larger k needs larger chunks for phase 1 to thin the
@@ -98,6 +99,35 @@ struct TokenMasks {
     return !mask || ((mask[id >> 5] >> (id & 31)) & 1u);
   }
 };
+
+// One LogitAdjustment (forward_batch.h) as the device reads it: the same 16 bytes.
+struct LogitAdjust {
+  uint32_t token;
+  float bias, repetition, penalty;
+};
+
+// The rows' logit adjustments (kernels.h adjust_logits): row r's are the at[2r + 1] entries
+// starting at word at[2r] of `tail` (offsets from a fixed base, so a replayed graph finds a
+// step's entries wherever the variable-length arrays before them ended).
+struct LogitAdjusts {
+  const uint32_t* at = nullptr;
+  const uint32_t* tail = nullptr;
+};
+
+// Thread t of n_threads applies its share of row `row`'s adjustments to logits [rows][vocab]:
+// l' = rep(l + bias) - penalty, the CPU engine's adjust_logit. Each token appears once per
+// row, so no two threads write one logit.
+PITH_HD void adjust_logits_body(uint32_t row, uint32_t t, uint32_t n_threads, float* logits,
+                                uint32_t vocab, LogitAdjusts a) {
+  const uint32_t n = a.at[2 * row + 1];
+  const auto* e = reinterpret_cast<const LogitAdjust*>(a.tail + a.at[2 * row]);
+  for (uint32_t i = t; i < n; i += n_threads) {
+    float& l = logits[size_t{row} * vocab + e[i].token];
+    float x = l + e[i].bias;
+    if (e[i].repetition != 1.0f) x = x > 0 ? x / e[i].repetition : x * e[i].repetition;
+    l = x - e[i].penalty;
+  }
+}
 
 // How many a row keeps: its k (capped by k_max and the vocabulary).
 PITH_HD uint32_t row_k(const uint32_t* ks, uint32_t row, uint32_t k_max, uint32_t n) {
