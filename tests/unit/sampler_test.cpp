@@ -211,6 +211,11 @@ TEST(Sampler, ShapedStepsDrawAsTheWholeVocabulary) {
   EXPECT_EQ(Sampler(hot).step_top_k(), 256u);  // the candidates, not the whole vocabulary
   EXPECT_EQ(Sampler(hot).shaping().adjust->size(), 0u);
   EXPECT_EQ(Sampler().shaping().adjust, nullptr);  // nothing to adjust: a plain step
+  // A mask that allowed nothing: an empty step, no token, nothing recorded.
+  for (Sampler s : {Sampler(), Sampler(hot)}) {
+    EXPECT_EQ(s.sample_step(Distribution{}), UINT32_MAX);
+    EXPECT_EQ(s.sampled(), 0u);
+  }
 }
 
 TEST(Stop, MinTokensStopTokensAndIgnoreEos) {

@@ -109,7 +109,8 @@ class Sampler {
   // A step the server shapes (Context::decode_step(step_top_k(), shaping(allowed)), then
   // sample_step): the penalties, biases and held-back tokens go down as logit adjustments and
   // `allowed` (a grammar's mask, null: none) as the step's mask, so the step returns the top
-  // candidates of the very distribution sample() would build from the whole vocabulary.
+  // candidates of the very distribution sample() would build from the whole vocabulary. The
+  // shaping points into this sampler: valid until its next shaping() or sample.
   uint32_t step_top_k() const { return c_.adjusts_logits() ? keep_count(SIZE_MAX) : candidates(); }
   StepShaping shaping(const std::vector<uint64_t>* allowed = nullptr) {
     if (!c_.adjusts_logits()) return StepShaping{allowed, nullptr};
@@ -119,8 +120,8 @@ class Sampler {
   // Samples from a shaped step's distribution and records the token; UINT32_MAX (nothing
   // recorded) when the step's mask allowed no token.
   uint32_t sample_step(const Distribution& d) {
-    if (!c_.adjusts_logits()) return sample(d);
     if (d.ids.empty()) return UINT32_MAX;
+    if (!c_.adjusts_logits()) return sample(d);
     const uint32_t tok = sample_sorted(d);
     record(tok);
     return tok;
