@@ -67,7 +67,7 @@ class Staging {
 
  private:
   static constexpr size_t kAlign = 16;
-  static constexpr size_t kArrays = 24;  // alignment padding between arrays (a forward has 18)
+  static constexpr size_t kArrays = 32;  // alignment padding between arrays (a forward has 22)
   PinnedBuffer host_;
   DeviceBuffer device_;
   Event consumed_;
