@@ -65,12 +65,16 @@ struct RequestShape {
   bool chat = false;
   json response_format;  // null: none
   double temperature = 0;
-  double presence_penalty = 0, frequency_penalty = 0;
+  double presence_penalty = 0, frequency_penalty = 0, repetition_penalty = 1;
 };
 
 RequestShape request_shape(const HttpLoadOptions& o) {
-  RequestShape s{o.chat || !o.response_format.empty(), nullptr, o.temperature, o.presence_penalty,
-                 o.frequency_penalty};
+  RequestShape s{o.chat || !o.response_format.empty(),
+                 nullptr,
+                 o.temperature,
+                 o.presence_penalty,
+                 o.frequency_penalty,
+                 o.repetition_penalty};
   if (o.response_format == "json_object") {
     s.response_format = {{"type", "json_object"}};
   } else if (!o.response_format.empty()) {
@@ -102,6 +106,7 @@ RequestResult one_request(const cli::ServerClient& client, const std::string& mo
   if (shape.temperature > 0) body["seed"] = seed;
   if (shape.presence_penalty != 0) body["presence_penalty"] = shape.presence_penalty;
   if (shape.frequency_penalty != 0) body["frequency_penalty"] = shape.frequency_penalty;
+  if (shape.repetition_penalty != 1) body["repetition_penalty"] = shape.repetition_penalty;
   cli::HttpRequest r =
       cli::http_request("POST", shape.chat ? "/v1/chat/completions" : "/v1/completions",
                         body.dump(), "application/json");
@@ -301,9 +306,9 @@ json run_http_load_bench(const HttpLoadOptions& o) {
       o.max_tokens,
       o.temperature > 0 ? fmt::format("temperature {}", o.temperature) : std::string("greedy"),
       o.response_format.empty() ? "" : ", response_format " + o.response_format,
-      o.presence_penalty != 0 || o.frequency_penalty != 0
-          ? fmt::format(", presence_penalty {} frequency_penalty {}", o.presence_penalty,
-                        o.frequency_penalty)
+      o.presence_penalty != 0 || o.frequency_penalty != 0 || o.repetition_penalty != 1
+          ? fmt::format(", presence_penalty {} frequency_penalty {} repetition_penalty {}",
+                        o.presence_penalty, o.frequency_penalty, o.repetition_penalty)
           : "",
       o.rounds);
   for (const auto& s : servers)
@@ -326,6 +331,7 @@ json run_http_load_bench(const HttpLoadOptions& o) {
   out["temperature"] = o.temperature;
   out["presence_penalty"] = o.presence_penalty;
   out["frequency_penalty"] = o.frequency_penalty;
+  out["repetition_penalty"] = o.repetition_penalty;
   out["servers"] = json::object();
   for (const auto& s : servers)
     out["servers"][s.name] = {{"url", s.client->url()}, {"model", s.model}};

@@ -8,7 +8,7 @@
 // drifts; medians over rounds are reported. --chat sends /v1/chat/completions (the prompt as one
 // user message) and --response-format a structured-output constraint with them (json_object, or
 // a JSON Schema file as json_schema): its per-token cost against another server or build;
-// --presence-penalty / --frequency-penalty the same for OpenAI's penalties.
+// --presence-penalty / --frequency-penalty / --repetition-penalty the same for the penalties.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -35,6 +35,7 @@ struct HttpLoadOptions {
   double temperature = 0;       // > 0: sampled, request i with seed i
   double presence_penalty = 0;  // sent when not 0 (OpenAI's penalties: applied by the server)
   double frequency_penalty = 0;
+  double repetition_penalty = 1;  // sent when not 1 (vLLM's; it covers the prompt's tokens too)
   // For the started server.
   size_t threads = 0;
   std::string device = "auto";

@@ -497,6 +497,8 @@ void add_http_load_suite(CLI::App& bench) {  // pith bench serving (bench/bench_
   c->add_option("--presence-penalty", o->presence_penalty, "OpenAI presence_penalty (0: not sent)");
   c->add_option("--frequency-penalty", o->frequency_penalty,
                 "OpenAI frequency_penalty (0: not sent)");
+  c->add_option("--repetition-penalty", o->repetition_penalty,
+                "vLLM repetition_penalty (1: not sent)");
   c->add_option("-t,--threads", o->threads, "-m: engine threads (0: one per core)");
   c->add_option("--kv-memory", o->kv_memory, "-m: the KV pool");
   add_kv_dtype_option(*c, o->kv_dtype);
