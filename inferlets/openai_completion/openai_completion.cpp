@@ -313,10 +313,9 @@ int main() {
       const size_t left = req.stop.max_tokens - c.generated.size();
       const std::vector<uint64_t>* allowed = c.grammar ? &c.grammar->mask(eos) : nullptr;
       const bool shaped = want == 0;
-      uint32_t k = c.grammar ? c.sampler.whole_vocabulary() : c.sampler.candidates();
-      if (k < want) k = want;
       auto d = shaped ? c.ctx.decode_step(c.sampler.step_top_k(), c.sampler.shaping(allowed))
-                      : c.ctx.decode_step(k);
+                      : c.ctx.decode_step(std::max(want, c.grammar ? c.sampler.whole_vocabulary()
+                                                                   : c.sampler.candidates()));
       if (!d) return fail(d.status(), std::string("decode: ") + pith::status_name(d.status()));
       const uint32_t group = i / req.n;
       if (!usage_sent[group]) {  // the prefix-cache lookup happened in the first computation

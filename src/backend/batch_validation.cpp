@@ -2,7 +2,6 @@
 #include "backend/batch_validation.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "common/error.h"
 
@@ -10,8 +9,7 @@ namespace pith {
 
 namespace {
 
-// Sorted, unique, in the vocabulary, finite (a ban is kLogitBanPenalty, never an infinity: the
-// softmax needs a finite maximum), and a repetition penalty that divides.
+// Sorted, unique, in the vocabulary, values adjustment_values_ok.
 void check_adjustments(const LogitAdjustments& adjust, OutputKind kind, uint32_t vocab, size_t si,
                        size_t o) {
   if (kind != OutputKind::TopK)
@@ -26,8 +24,7 @@ void check_adjustments(const LogitAdjustments& adjust, OutputKind kind, uint32_t
           "forward: sequence {}: output {}: logit adjustments must be sorted by token, each "
           "token once ({} after {})",
           si, o, a.token, adjust[i - 1].token);
-    if (!std::isfinite(a.bias) || !std::isfinite(a.penalty) || !std::isfinite(a.repetition) ||
-        a.repetition <= 0)
+    if (!adjustment_values_ok(a))
       fail(
           "forward: sequence {}: output {}: token {}'s adjustment (bias {}, repetition {}, "
           "penalty {}) needs finite values and a repetition penalty above 0",

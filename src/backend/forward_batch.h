@@ -3,6 +3,7 @@
 // batch, each with its own KV pages, explicit positions and attention mask.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -47,6 +48,13 @@ using LogitAdjustments = std::vector<LogitAdjustment>;
 // A penalty that leaves a token's logit near -1e30: exp() of it underflows to 0 against any real
 // logit, yet it stays finite, so a token that is banned but the only one allowed keeps its rank.
 inline constexpr float kLogitBanPenalty = 1e30f;
+
+// Finite values (a ban is kLogitBanPenalty, never an infinity: the softmax needs a finite
+// maximum) and a repetition penalty that divides.
+inline bool adjustment_values_ok(const LogitAdjustment& a) {
+  return std::isfinite(a.bias) && std::isfinite(a.penalty) && std::isfinite(a.repetition) &&
+         a.repetition > 0;
+}
 
 inline float adjust_logit(float logit, const LogitAdjustment& a) {
   float x = logit + a.bias;

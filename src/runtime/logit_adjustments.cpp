@@ -1,12 +1,13 @@
 // Guest logit adjustments to OutputSpec::adjust. See logit_adjustments.h.
 #include "runtime/logit_adjustments.h"
 
-#include <cmath>
 #include <memory>
 
 #include <fmt/format.h>
 
 namespace pith::runtime {
+
+static_assert(PITH_LOGIT_BAN == kLogitBanPenalty, "the ABI's ban is the backend's");
 
 std::string adjustments_by_output(const std::vector<pith_logit_adjust_t>& entries,
                                   uint32_t vocab_size, SequenceInput& seq) {
@@ -29,13 +30,13 @@ std::string adjustments_by_output(const std::vector<pith_logit_adjust_t>& entrie
         return fmt::format(
             "logit adjustments of output {} must be sorted by token, each once ({} after {})", o,
             e.token, list->back().token);
-      if (!std::isfinite(e.bias) || !std::isfinite(e.penalty) || !std::isfinite(e.repetition) ||
-          e.repetition <= 0)
+      const LogitAdjustment a{e.token, e.bias, e.repetition, e.penalty};
+      if (!adjustment_values_ok(a))
         return fmt::format(
             "logit adjustment of token {} (bias {}, repetition {}, penalty {}): values must be "
             "finite and repetition above 0",
             e.token, e.bias, e.repetition, e.penalty);
-      list->push_back(LogitAdjustment{e.token, e.bias, e.repetition, e.penalty});
+      list->push_back(a);
     }
     seq.outputs[o].adjust = std::move(list);
   }

@@ -147,6 +147,32 @@ class SessionWithAPage : public ::testing::Test {
   Log log;
   uint32_t queue = 0;
   std::vector<uint32_t> pages;
+
+  // One forward_tokens through the session, waited for: each output's (ids, probabilities).
+  struct Dist {
+    std::vector<uint32_t> ids;
+    std::vector<float> probs;
+  };
+  std::vector<Dist> forward(const ForwardTokensArgs& a) {
+    std::promise<std::pair<pith_status_t, std::string>> got;
+    EXPECT_EQ(session->forward_tokens(queue, a,
+                                      [&](pith_status_t st, std::string b) {
+                                        got.set_value({st, b});
+                                      }),
+              PITH_OK);
+    auto [st, bytes] = got.get_future().get();
+    EXPECT_EQ(st, PITH_OK);
+    std::vector<Dist> out;
+    for (size_t at = 0; at + 4 <= bytes.size();) {
+      uint32_t k;
+      std::memcpy(&k, bytes.data() + at, 4);
+      out.push_back({std::vector<uint32_t>(k), std::vector<float>(k)});
+      std::memcpy(out.back().ids.data(), bytes.data() + at + 4, size_t{k} * 4);
+      std::memcpy(out.back().probs.data(), bytes.data() + at + 4 + size_t{k} * 4, size_t{k} * 4);
+      at += 4 + size_t{k} * 8;
+    }
+    return out;
+  }
 };
 
 TEST_F(SessionWithAPage, RejectedCallsLogWhyAndReturnTheCode) {
@@ -192,27 +218,12 @@ TEST_F(SessionWithAPage, TokenMasksRestrictEachOutputsTopK) {
   const std::vector<uint32_t> first = {3, 70, 71, 200, 201, 202, 203, 204, 205, 206};
   for (uint32_t t : first) args.allowed[t / 64] |= uint64_t{1} << (t % 64);
   args.allowed[words + 5 / 64] |= uint64_t{1} << 5;  // the second output: token 5 only
-  std::promise<std::pair<pith_status_t, std::string>> got;
-  ASSERT_EQ(session->forward_tokens(queue, args,
-                                    [&](pith_status_t st, std::string b) {
-                                      got.set_value({st, b});
-                                    }),
-            PITH_OK);
-  auto [st, bytes] = got.get_future().get();
-  ASSERT_EQ(st, PITH_OK);
-  std::vector<std::vector<uint32_t>> ids;
-  for (size_t at = 0; at + 4 <= bytes.size();) {
-    uint32_t k;
-    std::memcpy(&k, bytes.data() + at, 4);
-    ids.emplace_back(k);
-    std::memcpy(ids.back().data(), bytes.data() + at + 4, size_t{k} * 4);
-    at += 4 + size_t{k} * 8;
-  }
-  ASSERT_EQ(ids.size(), 2u);
-  EXPECT_EQ(ids[0].size(), 8u);
-  for (uint32_t t : ids[0])
+  const auto dists = forward(args);
+  ASSERT_EQ(dists.size(), 2u);
+  EXPECT_EQ(dists[0].ids.size(), 8u);
+  for (uint32_t t : dists[0].ids)
     EXPECT_NE(std::find(first.begin(), first.end(), t), first.end()) << t << " is not allowed";
-  EXPECT_EQ(ids[1], std::vector<uint32_t>{5});
+  EXPECT_EQ(dists[1].ids, std::vector<uint32_t>{5});
 
   auto rejected = [&](const ForwardTokensArgs& a) {
     return session->forward_tokens(queue, a, [](pith_status_t, std::string) {});
@@ -242,39 +253,19 @@ TEST_F(SessionWithAPage, LogitAdjustmentsShapeEachOutputsTopK) {
   args.last_page_len = 3;
   args.output_indices = {1, 2};
   args.top_k = 4;
-  auto run = [&](const ForwardTokensArgs& a) {
-    std::promise<std::pair<pith_status_t, std::string>> got;
-    EXPECT_EQ(session->forward_tokens(queue, a,
-                                      [&](pith_status_t st, std::string b) {
-                                        got.set_value({st, b});
-                                      }),
-              PITH_OK);
-    auto [st, bytes] = got.get_future().get();
-    EXPECT_EQ(st, PITH_OK);
-    std::vector<std::pair<std::vector<uint32_t>, std::vector<float>>> out;
-    for (size_t at = 0; at + 4 <= bytes.size();) {
-      uint32_t k;
-      std::memcpy(&k, bytes.data() + at, 4);
-      out.emplace_back(std::vector<uint32_t>(k), std::vector<float>(k));
-      std::memcpy(out.back().first.data(), bytes.data() + at + 4, size_t{k} * 4);
-      std::memcpy(out.back().second.data(), bytes.data() + at + 4 + size_t{k} * 4, size_t{k} * 4);
-      at += 4 + size_t{k} * 8;
-    }
-    return out;
-  };
-  const auto plain = run(args);
+  const auto plain = forward(args);
   ASSERT_EQ(plain.size(), 2u);
-  const uint32_t top = plain[0].first[0], boost = vocab - 1;
+  const uint32_t top = plain[0].ids[0], boost = vocab - 1;
   ASSERT_NE(top, boost);
   // Output 0: its best token banned, the vocabulary's last one boosted; output 1: untouched.
   args.adjust = {{0, top, 0, 1, PITH_LOGIT_BAN}, {0, boost, 100, 1, 0}};
-  const auto adjusted = run(args);
+  const auto adjusted = forward(args);
   ASSERT_EQ(adjusted.size(), 2u);
-  EXPECT_EQ(adjusted[0].first[0], boost);
-  EXPECT_GT(adjusted[0].second[0], 0.999f);  // the adjusted softmax: +100 takes the mass
-  EXPECT_EQ(std::find(adjusted[0].first.begin(), adjusted[0].first.end(), top),
-            adjusted[0].first.end());
-  EXPECT_EQ(adjusted[1], plain[1]);
+  EXPECT_EQ(adjusted[0].ids[0], boost);
+  EXPECT_GT(adjusted[0].probs[0], 0.999f);  // the adjusted softmax: +100 takes the mass
+  EXPECT_EQ(std::find(adjusted[0].ids.begin(), adjusted[0].ids.end(), top), adjusted[0].ids.end());
+  EXPECT_EQ(adjusted[1].ids, plain[1].ids);
+  EXPECT_EQ(adjusted[1].probs, plain[1].probs);
 
   auto rejected = [&](std::vector<pith_logit_adjust_t> list, uint32_t top_k, const char* why) {
     ForwardTokensArgs a = args;

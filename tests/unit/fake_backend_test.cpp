@@ -578,6 +578,28 @@ TEST(FakeBackend, ValidationErrorsMatchTheEngine) {
     s.kv_pages = good_pages;
     bad.push_back(s);
   }
+  // Token masks and logit adjustments: the wrong size, on a full-logits output, out of order,
+  // outside the vocabulary, non-finite, a repetition penalty that does not divide.
+  const uint32_t vocab = tiny_config().vocab_size;
+  auto with_output = [&](OutputSpec o) {
+    auto s = base();
+    s.outputs.push_back(std::move(o));
+    bad.push_back(s);
+  };
+  with_output({5, OutputKind::TopK, 4, 0, std::make_shared<TokenMask>(1, ~uint64_t{0})});
+  with_output(
+      {5, OutputKind::Logits, 0, 0, std::make_shared<TokenMask>((vocab + 63) / 64, ~uint64_t{0})});
+  auto adjusted = [&](LogitAdjustments a, OutputKind kind = OutputKind::TopK) {
+    with_output({5, kind, kind == OutputKind::TopK ? 4u : 0u, 0, nullptr,
+                 std::make_shared<const LogitAdjustments>(std::move(a))});
+  };
+  adjusted({{3, 1, 1, 0}}, OutputKind::Logits);
+  adjusted({{9, 1, 1, 0}, {8, 1, 1, 0}});
+  adjusted({{9, 1, 1, 0}, {9, 1, 1, 0}});
+  adjusted({{vocab, 1, 1, 0}});
+  adjusted({{3, NAN, 1, 0}});
+  adjusted({{3, 0, 1, INFINITY}});
+  adjusted({{3, 0, 0, 0}});
   auto message = [](auto&& call) -> std::string {
     try {
       call();

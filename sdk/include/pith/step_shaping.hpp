@@ -18,8 +18,6 @@ struct StepShaping {
   // Output 0's adjustments, sorted by token (abi.h pith_logit_adjust_t). Null or empty: none.
   const std::vector<pith_logit_adjust_t>* adjust = nullptr;
 
-  bool empty() const { return !allowed && (!adjust || adjust->empty()); }
-
   // Queues forward `a` shaped by this: forward_tokens, forward_tokens_allowed or
   // forward_tokens_adjusted. A mask of another length than the vocabulary's is copied into
   // `scratch`, cut or padded with disallowed tokens.

@@ -95,6 +95,15 @@ ForwardTokensArgs read_forward_tokens_args(const GuestMemory& mem, u32 args) {
   return a;
 }
 
+// forward_tokens_allowed / _adjusted: the token masks' words (the session checks their count
+// against the vocabulary and the outputs).
+void read_token_masks(const GuestMemory& mem, u32 allowed, u32 allowed_words,
+                      ForwardTokensArgs& a) {
+  const uint8_t* words = mem.bytes(allowed, uint64_t{allowed_words} * 8);
+  a.allowed.resize(allowed_words);
+  if (allowed_words) std::memcpy(a.allowed.data(), words, size_t{allowed_words} * 8);
+}
+
 }  // namespace
 
 u32 Z_pithZ_forward_tokens(Z_pith_instance_t* c, u32 queue, u32 args, u32 future_out) {
@@ -112,10 +121,7 @@ u32 Z_pithZ_forward_tokens_allowed(Z_pith_instance_t* c, u32 queue, u32 args, u3
   return host_call(c, [&](Instance& inst) -> pith_status_t {
     GuestMemory mem(inst);
     ForwardTokensArgs a = read_forward_tokens_args(mem, args);
-    // The session checks the word count against the vocabulary and the outputs.
-    const uint8_t* words = mem.bytes(allowed, uint64_t{allowed_words} * 8);
-    a.allowed.resize(allowed_words);
-    if (allowed_words) std::memcpy(a.allowed.data(), words, size_t{allowed_words} * 8);
+    read_token_masks(mem, allowed, allowed_words, a);
     ModelSession& s = session_of(inst);
     return start_future(inst, future_out, [&](Completion done) {
       return s.forward_tokens(queue, a, std::move(done));
@@ -129,9 +135,7 @@ u32 Z_pithZ_forward_tokens_adjusted(Z_pith_instance_t* c, u32 queue, u32 args, u
   return host_call(c, [&](Instance& inst) -> pith_status_t {
     GuestMemory mem(inst);
     ForwardTokensArgs a = read_forward_tokens_args(mem, args);
-    const uint8_t* words = mem.bytes(allowed, uint64_t{allowed_words} * 8);
-    a.allowed.resize(allowed_words);
-    if (allowed_words) std::memcpy(a.allowed.data(), words, size_t{allowed_words} * 8);
+    read_token_masks(mem, allowed, allowed_words, a);
     check_count(adjust_count);
     static_assert(sizeof(pith_logit_adjust_t) == 20);  // the wasm32 layout: five 4-byte fields
     const uint8_t* bytes = mem.bytes(adjusts, uint64_t{adjust_count} * 20);
