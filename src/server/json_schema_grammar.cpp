@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "server/json_schema_pattern.h"
 #include "server/json_schema_scalars.h"
 
 namespace pith::server {
@@ -87,7 +88,7 @@ const std::set<std::string> kAnnotations = {
 const std::set<std::string> kObjectKeywords = {"properties", "required", "additionalProperties"};
 const std::set<std::string> kArrayKeywords = {"items",    "prefixItems", "additionalItems",
                                               "minItems", "maxItems",    "uniqueItems"};
-const std::set<std::string> kStringKeywords = {"minLength", "maxLength", "format"};
+const std::set<std::string> kStringKeywords = {"minLength", "maxLength", "format", "pattern"};
 const std::set<std::string> kNumberKeywords = {"minimum", "maximum", "exclusiveMinimum",
                                                "exclusiveMaximum"};
 const std::set<std::string> kOtherKeywords = {"type",  "enum",  "const", "$ref",       "anyOf",
@@ -448,32 +449,23 @@ class Converter {
     return seq({literal(compact(Json(key), path)), "ws \":\" ws"});
   }
 
+  // limit: the largest count a grammar repetition can take (kUnbounded: a bound that is only
+  // compared, like a length beside a pattern).
   static uint64_t count(const Json& s, const char* keyword, const std::string& path,
-                        uint64_t otherwise) {
+                        uint64_t otherwise, uint64_t limit = kMaxCount) {
     if (!s.contains(keyword)) return otherwise;
     const Json& v = s[keyword];
     if (!is_integral(v) || v.get<double>() < 0)
       malformed(keyword, path, "must be a non-negative integer");
     const uint64_t n = v.get<uint64_t>();
-    if (n > kMaxCount) unsupported(keyword, path, fmt::format(" above {} (here {})", kMaxCount, n));
+    if (n > limit) unsupported(keyword, path, fmt::format(" above {} (here {})", limit, n));
     return n;
   }
 
   std::string string(const Json& s, const std::string& path) {
-    if (gemma_ && s.contains("format")) return use("string");  // formats: JSON strings only
-    if (s.contains("format")) {
-      if (!s["format"].is_string()) malformed("format", path, "must be a string");
-      const std::string format = s["format"].get<std::string>();
-      for (const char* length : {"minLength", "maxLength"})
-        if (s.contains(length)) unsupported(length, path, " beside 'format'");
-      const std::optional<std::string> body = string_format_gbnf(format);
-      if (!body)
-        unsupported("format", path,
-                    fmt::format(" for '{}' (supported: date, time, date-time, uuid)", format));
-      const std::string name = "format-" + name_part(format);
-      if (taken_.insert(name).second) define(name, {*body});
-      return name;
-    }
+    const bool patterned = s.contains("format") || s.contains("pattern");
+    if (gemma_ && patterned) return use("string");  // formats, patterns: JSON strings only
+    if (patterned) return pattern_string(s, path);
     if (!s.contains("minLength") && !s.contains("maxLength")) return use("string");
     const uint64_t lo = count(s, "minLength", path, 0);
     const uint64_t hi = count(s, "maxLength", path, kUnbounded);
@@ -482,6 +474,44 @@ class Converter {
     if (gemma_)  // bounded Gemma 4 strings hold no '<' (keeps each character one atom)
       return seq({"(", literal(kGemmaQuote), repeated(c, lo, hi), literal(kGemmaQuote), ")"});
     return seq({"( \"\\\"\"", repeated(c, lo, hi), "\"\\\"\" )"});
+  }
+
+  // A string of a `pattern` or a `format` (its regular expression), within minLength and
+  // maxLength (json_schema_pattern.h says which bounds are exact).
+  std::string pattern_string(const Json& s, const std::string& path) {
+    const std::string keyword = s.contains("pattern") ? "pattern" : "format";
+    if (keyword == "pattern" && s.contains("format"))
+      unsupported("format", path, " beside 'pattern'");
+    if (!s[keyword].is_string()) malformed(keyword, path, "must be a string");
+    const std::string text = s[keyword].get<std::string>();
+    std::string regex = text;
+    if (keyword == "format") {
+      const std::optional<std::string> r = string_format_regex(text);
+      if (!r)
+        unsupported("format", path,
+                    fmt::format(" for '{}' (supported: {})", text, string_format_names()));
+      regex = *r;
+    }
+    const uint64_t lo = count(s, "minLength", path, 0, kUnbounded);
+    const uint64_t hi = count(s, "maxLength", path, kUnbounded, kUnbounded);
+    const std::string key = fmt::format("{}\n{}\n{}", regex, lo, hi);
+    if (auto known = pattern_rules_.find(key); known != pattern_rules_.end()) return known->second;
+    const std::string name =
+        fresh(keyword == "format" ? "format-" + name_part(text) : std::string("pattern"));
+    try {
+      StringPattern pattern(regex);
+      if (lo > 0 || hi != kUnbounded)
+        pattern.limit_length(lo, hi == kUnbounded ? std::nullopt : std::optional<uint64_t>(hi));
+      const std::string expr = pattern.gbnf(
+          [&](const std::string& body) { return define(fresh(name + "-chars"), {body}); });
+      define(name, {expr});
+    } catch (const PatternError& e) {
+      if (e.unsupported)
+        unsupported(keyword, path, fmt::format(" here: {} ('{}')", e.what(), text));
+      malformed(keyword, path, fmt::format("('{}'): {}", text, e.what()));
+    }
+    pattern_rules_.emplace(key, name);
+    return name;
   }
 
   // integer, number, boolean or null; bounds on integers become a range rule.
@@ -695,7 +725,8 @@ class Converter {
   std::vector<std::pair<std::string, std::string>> rules_;  // in definition order
   std::set<std::string> taken_;
   std::set<std::string> used_;
-  std::map<std::string, std::string> ref_names_;  // $ref -> rule
+  std::map<std::string, std::string> ref_names_;      // $ref -> rule
+  std::map<std::string, std::string> pattern_rules_;  // regex and length bounds -> rule
 };
 
 }  // namespace

@@ -12,14 +12,16 @@
 //   and their names are not checked against the declared names);
 //   arrays: items (a schema, or a list = prefixItems), prefixItems, additionalItems, minItems,
 //   maxItems (at most 1000), uniqueItems: false;
-//   strings: minLength, maxLength (at most 1000; an escape counts as one character), format
-//   date, time, date-time, uuid (json_schema_scalars.h; not beside minLength / maxLength);
+//   strings: minLength, maxLength (at most 1000; an escape counts as one character), pattern
+//   (ECMA-262 regular expressions, json_schema_pattern.h), format date, time, date-time,
+//   duration, uuid, email, hostname, ipv4, ipv6, uri (json_schema_scalars.h); minLength and
+//   maxLength beside a pattern or format as json_schema_pattern.h's limit_length says;
 //   integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, within +-1e18).
 // Accepted and ignored (annotations): title, description, default, examples, $schema, $id,
 //   $comment, deprecated, readOnly, writeOnly, discriminator (the oneOf branches constrain).
 // Everything else is rejected with a pith::Error naming the keyword and its JSON pointer, e.g.
-//   "response_format.json_schema.schema: keyword 'pattern' at /properties/a is not supported"
-// (pattern, other formats, bounds on non-integer numbers, multipleOf, patternProperties,
+//   "response_format.json_schema.schema: keyword 'not' at /properties/a is not supported"
+// (other formats, bounds on non-integer numbers, multipleOf, patternProperties,
 // propertyNames, minProperties, maxProperties, dependentRequired, not, if, contains,
 // uniqueItems: true, remote $refs, ...).
 //
@@ -51,7 +53,8 @@ struct SchemaGrammar {
 
 // The text the grammar writes: JSON, or the value syntax of Gemma 4's tool calls (strings
 // quoted by <|"|>, object keys bare, the rest as JSON; tool_calls_gemma4.cpp reads it back).
-// In the Gemma 4 syntax a string's `format` is not enforced and bounded strings hold no '<'.
+// In the Gemma 4 syntax a string's `format` and `pattern` are not enforced and bounded strings hold
+// no '<'.
 enum class ValueSyntax { Json, Gemma4 };
 
 // Throws pith::Error for an unsupported or malformed schema, and for one no finite JSON value

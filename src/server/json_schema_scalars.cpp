@@ -1,4 +1,4 @@
-// Integer ranges and string formats as GBNF (see json_schema_scalars.h).
+// Integer ranges as GBNF and string formats as regular expressions (see json_schema_scalars.h).
 //
 // Ranges use the construction regex generators use for numeric ranges: split [lo, hi] by digit
 // count, then split each equal-length range at its first differing digit into "low edge",
@@ -85,18 +85,6 @@ std::string join(const std::vector<std::string>& parts) {
   return out;
 }
 
-// Month and day together, so each month gets its own number of days.
-constexpr const char* kDate =
-    R"([0-9]{4} "-" ( ( "0" [13578] | "1" [02] ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] ) | )"
-    R"(( "0" [469] | "11" ) "-" ( "0" [1-9] | [12] [0-9] | "30" ) | )"
-    R"("02-" ( "0" [1-9] | [12] [0-9] ) ))";
-constexpr const char* kTime =
-    R"(( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ":" ( [0-5] [0-9] | "60" ) ( "." [0-9]+ )? )"
-    R"(( [zZ] | [-+] ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))";
-constexpr const char* kUuid =
-    R"([0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" )"
-    R"([0-9a-fA-F]{12})";
-
 }  // namespace
 
 std::string integer_range_gbnf(std::optional<int64_t> lo, std::optional<int64_t> hi) {
@@ -122,19 +110,92 @@ std::string integer_range_gbnf(std::optional<int64_t> lo, std::optional<int64_t>
   return join(alts);
 }
 
-std::optional<std::string> string_format_gbnf(const std::string& format) {
+namespace {
+
+// Years 0001-9999 (0000 is no year for most date types); February 29 only in leap years
+// (divisible by 4, centuries by 400).
+constexpr const char* kYear = R"((?:000[1-9]|00[1-9]\d|0[1-9]\d\d|[1-9]\d{3}))";
+constexpr const char* kLeapYear =
+    R"((?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00))";
+// Month and day together, so each month gets its own number of days.
+constexpr const char* kMonthDay =
+    R"((?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\d|30)|)"
+    R"(02-(?:0[1-9]|1\d|2[0-8])))";
+// Seconds 00-59, at most 6 fraction digits (microseconds), upper-case T and Z: what every
+// date-time type and parser takes.
+constexpr const char* kTime =
+    R"((?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?(?:Z|[-+](?:[01]\d|2[0-3]):[0-5]\d))";
+// Y M D, then T with H M S; at least one field, each of at most 6 digits (so the total fits
+// a timedelta), seconds with at most 6 fraction digits; or weeks.
+constexpr const char* kDuration =
+    R"(P(?:(?:N+Y(?:N+M)?(?:N+D)?|N+M(?:N+D)?|N+D)(?:T(?:N+H(?:N+M)?(?:N+F?S)?|)"
+    R"(N+M(?:N+F?S)?|N+F?S))?|T(?:N+H(?:N+M)?(?:N+F?S)?|N+M(?:N+F?S)?|N+F?S)|N+W))";
+constexpr const char* kUuid =
+    R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})";
+constexpr const char* kLabel = R"([A-Za-z0-9](?:[A-Za-z0-9-]{0,60}[A-Za-z0-9])?)";
+// A host's last label starts with a letter: URL parsers read a numeric one as an IPv4 part.
+constexpr const char* kTopLabel = R"([A-Za-z](?:[A-Za-z0-9-]{0,60}[A-Za-z0-9])?)";
+constexpr const char* kPort =
+    R"((?:\d{1,4}|[1-5]\d{4}|6[0-4]\d{3}|65[0-4]\d\d|655[0-2]\d|6553[0-5]))";
+constexpr const char* kAtext = R"([A-Za-z0-9!#$%&'*+/=?^_`{|}~-])";
+constexpr const char* kOctet = R"((?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))";
+constexpr const char* kHex4 = R"([0-9a-fA-F]{1,4})";
+// RFC 3986 unreserved, sub-delims and %HH.
+constexpr const char* kUriChar = R"((?:[A-Za-z0-9\-._~!$&'()*+,;=]|%[0-9a-fA-F]{2}))";
+
+std::string ipv6() {
+  const std::string h = kHex4;
+  return fmt::format(
+      "(?:(?:{0}:){{7}}{0}|(?:{0}:){{1,7}}:|(?:{0}:){{1,6}}:{0}|(?:{0}:){{1,5}}(?::{0}){{1,2}}|"
+      "(?:{0}:){{1,4}}(?::{0}){{1,3}}|(?:{0}:){{1,3}}(?::{0}){{1,4}}|"
+      "(?:{0}:){{1,2}}(?::{0}){{1,5}}|{0}:(?::{0}){{1,6}}|:(?:(?::{0}){{1,7}}|:))",
+      h);
+}
+
+}  // namespace
+
+std::optional<std::string> string_format_regex(const std::string& format) {
   std::string body;
-  if (format == "date")
-    body = kDate;
-  else if (format == "time")
+  const std::string date = fmt::format("(?:{}-{}|{}-02-29)", kYear, kMonthDay, kLeapYear);
+  if (format == "date") {
+    body = date;
+  } else if (format == "time") {
     body = kTime;
-  else if (format == "date-time")
-    body = fmt::format("{} [tT] {}", kDate, kTime);
-  else if (format == "uuid")
+  } else if (format == "date-time") {
+    body = fmt::format("{}T{}", date, kTime);
+  } else if (format == "duration") {
+    body = kDuration;
+    for (size_t at; (at = body.find("N+")) != std::string::npos;) body.replace(at, 2, "\\d{1,6}");
+    for (size_t at; (at = body.find("F?")) != std::string::npos;)
+      body.replace(at, 2, "(?:\\.\\d{1,6})?");
+  } else if (format == "uuid") {
     body = kUuid;
-  else
+  } else if (format == "email") {
+    // At most 64 characters before the @ and 254 in all (RFC 5321's limits).
+    body = fmt::format(R"({0}{{1,32}}(?:\.{0}{{1,31}})?@(?:{1}\.){{1,2}}[A-Za-z]{{2,63}})", kAtext,
+                       kLabel);
+  } else if (format == "hostname") {
+    body = fmt::format(R"({0}(?:\.{0}){{0,3}})", kLabel);  // at most 251 characters
+  } else if (format == "ipv4") {
+    body = fmt::format(R"((?:{0}\.){{3}}{0})", kOctet);
+  } else if (format == "ipv6") {
+    body = ipv6();
+  } else if (format == "uri") {
+    // The path, query and fragment are each one flat repetition, so a maxLength caps them
+    // alike; the host is a hostname as above or a bracketed IPv6 address; no user info.
+    const std::string pchar = fmt::format("(?:{}|[:@/])", kUriChar);
+    body =
+        fmt::format(R"([A-Za-z][A-Za-z0-9+.\-]{{0,31}}://(?:(?:{0}\.){{0,3}}{1}|\[{2}\])(?::{3})?)"
+                    R"((?:/{4}*)?(?:\?(?:{4}|\?)*)?(?:#(?:{4}|\?)*)?)",
+                    kLabel, kTopLabel, ipv6(), kPort, pchar);
+  } else {
     return std::nullopt;
-  return fmt::format("\"\\\"\" {} \"\\\"\"", body);
+  }
+  return "^(?:" + body + ")$";
+}
+
+const char* string_format_names() {
+  return "date, time, date-time, duration, uuid, email, hostname, ipv4, ipv6, uri";
 }
 
 }  // namespace pith::server

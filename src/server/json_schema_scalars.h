@@ -1,5 +1,6 @@
 // GBNF for constrained JSON scalars, used by the JSON Schema converter (json_schema_grammar.cpp):
-// integers within bounds (minimum / maximum) and strings of a `format`.
+// integers within bounds (minimum / maximum), and the regular expressions of string `format`s
+// (json_schema_pattern.h turns them into grammar).
 #pragma once
 
 #include <cstdint>
@@ -13,11 +14,28 @@ namespace pith::server {
 // Requires lo <= hi when both are set. Disjoint alternatives, so the matcher keeps one stack.
 std::string integer_range_gbnf(std::optional<int64_t> lo, std::optional<int64_t> hi);
 
-// GBNF for the JSON string (quotes included) of a supported `format`, or nullopt:
-//   date       RFC 3339 full-date, days per month (February 29 in every year)
-//   time       RFC 3339 full-time: hh:mm:ss, optional fraction, Z or a numeric offset
-//   date-time  date "T" time (RFC 3339 date-time; t and z also lower case)
+// The (anchored) regular expression of a supported `format`, or nullopt:
+//   date       RFC 3339 full-date, years 0001-9999, days per month, February 29 in leap years
+//   time       RFC 3339 full-time: hh:mm:ss (no leap second), up to 6 fraction digits, Z or a
+//              numeric offset
+//   date-time  date "T" time (upper-case T and Z only)
+//   duration   ISO 8601 / RFC 3339 duration: P1Y2M3DT4H5M6S, PT0.5S, P2W; fields of up to 6
+//              digits, seconds with up to 6 fraction digits (so it fits a timedelta)
 //   uuid       RFC 4122 text: 8-4-4-4-12 hex digits
-std::optional<std::string> string_format_gbnf(const std::string& format);
+//   email      a dot-atom local part (at most one dot, 64 characters) "@" one or two LDH labels
+//              and a letters-only top-level label: RFC 5321 without quoted local parts or
+//              address literals, within its 254 characters
+//   hostname   RFC 1123: up to 4 LDH labels of up to 62 characters (within 253 in all)
+//   ipv4       dotted quad without leading zeros
+//   ipv6       RFC 4291 hex groups with at most one "::" (no embedded IPv4)
+//   uri        RFC 3986 scheme "://" host (a hostname whose last label starts with a letter, or
+//              [IPv6]) port (0-65535)? path? query? fragment?, its characters and %HH
+//              escapes; no user info
+// Each is a subset of what the format's validators (and Python's date, time, timedelta and URL
+// types) accept, so every match validates.
+std::optional<std::string> string_format_regex(const std::string& format);
+
+// The names string_format_regex knows, comma separated (for error messages).
+const char* string_format_names();
 
 }  // namespace pith::server

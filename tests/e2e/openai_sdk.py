@@ -5,6 +5,8 @@ the client and the helpers are openai_sdk_common.py's (which says how to run thi
 API's tests are openai_sdk_responses.py.
 """
 import asyncio
+import datetime
+import ipaddress
 import json
 import math
 import os
@@ -480,6 +482,29 @@ def test_structured_output_holds_for_every_seed_and_temperature(client, model, t
         assert c.finish_reason == "stop", (seed, c.message.content)
         assert isinstance(c.message.parsed, Order)
         assert Order.model_validate_json(c.message.content) == c.message.parsed
+
+
+class Listing(pydantic.BaseModel):
+    sku: str = pydantic.Field(pattern=r"^[A-Z]{3}-\d{4}$")
+    slug: str = pydantic.Field(min_length=3, max_length=12, pattern=r"^[a-z0-9-]+$")
+    site: pydantic.AnyUrl
+    ttl: datetime.timedelta
+    ip: ipaddress.IPv4Address
+    at: datetime.datetime
+    note: Optional[str] = pydantic.Field(default=None, pattern=r"^[^<>]*$")
+
+
+def test_structured_output_patterns_and_formats(client, model):
+    # Regular-expression patterns, length bounds beside a pattern and the regular formats
+    # (uri, duration, ipv4, date-time), as Pydantic writes them: Pydantic's own parsers (URL,
+    # timedelta, IP address, datetime) accept every seed's document.
+    for seed in range(6):
+        r = client.chat.completions.parse(model=model, messages=CHAT, response_format=Listing,
+                                          max_tokens=600, seed=seed, temperature=1.0)
+        c = r.choices[0]
+        assert c.finish_reason == "stop", (seed, c.message.content)
+        assert isinstance(c.message.parsed, Listing), c.message.content
+        assert 3 <= len(c.message.parsed.slug) <= 12
 
 
 def test_structured_output_fits_a_tight_budget(client, model):

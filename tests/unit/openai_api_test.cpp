@@ -99,8 +99,8 @@ TEST(OpenAiRequest, UnknownAndUnsupportedFieldsAreRefusedByName) {
   expect_rejected({{"messages", chat_msgs}, {"response_format", {{"type", "regex"}}}}, true,
                   "response_format");
   const json pattern_schema = json::parse(
-      R"({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string",
-          "pattern": "a+"}}})");
+      R"j({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string",
+          "pattern": "a(?=b)"}}})j");
   expect_rejected({{"messages", chat_msgs}, {"response_format", pattern_schema}}, true,
                   "response_format");  // a keyword the grammar cannot enforce
   expect_rejected({{"messages", chat_msgs}, {"audio", {{"voice", "alloy"}}}}, true, "audio");
