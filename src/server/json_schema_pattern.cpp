@@ -93,8 +93,8 @@ uint64_t mul(uint64_t a, uint64_t b) {
 
 struct StringPattern::Node {
   enum class Kind { Chars, Concat, Alt, Repeat } kind = Kind::Concat;
-  CodeSet set;             // Chars
-  std::vector<Node> kids;  // Concat, Alt; Repeat: one
+  CodeSet set;              // Chars
+  std::vector<Node> kids;   // Concat, Alt; Repeat: one
   uint64_t lo = 0, hi = 0;  // Repeat; hi kUnbounded: no upper bound
 
   static Node chars(CodeSet s) {
@@ -121,8 +121,10 @@ struct StringPattern::Node {
 
   uint64_t min_len() const {
     switch (kind) {
-      case Kind::Chars: return 1;
-      case Kind::Repeat: return mul(lo, kids[0].min_len());
+      case Kind::Chars:
+        return 1;
+      case Kind::Repeat:
+        return mul(lo, kids[0].min_len());
       case Kind::Alt: {
         uint64_t m = kUnbounded;
         for (const Node& k : kids) m = std::min(m, k.min_len());
@@ -139,7 +141,8 @@ struct StringPattern::Node {
   // cap: the count an unbounded repetition stops at (kUnbounded: none).
   uint64_t max_len(uint64_t cap = kUnbounded) const {
     switch (kind) {
-      case Kind::Chars: return 1;
+      case Kind::Chars:
+        return 1;
       case Kind::Repeat: {
         const uint64_t k = kids[0].max_len(cap);
         if (k == 0) return 0;
@@ -162,7 +165,8 @@ struct StringPattern::Node {
   bool drop_empty() {
     if (min_len() > 0) return true;
     switch (kind) {
-      case Kind::Chars: return true;
+      case Kind::Chars:
+        return true;
       case Kind::Repeat:  // (x\e){1,hi}: a nullable x's copies may as well be non-empty
         if (!kids[0].drop_empty()) return false;
         lo = 1;
@@ -230,7 +234,9 @@ class Parser {
   }
 
  private:
-  static Node any_repeat() { return Node::repeat(Node::chars({{0, kMaxCodePoint}}), 0, kUnbounded); }
+  static Node any_repeat() {
+    return Node::repeat(Node::chars({{0, kMaxCodePoint}}), 0, kUnbounded);
+  }
 
   static std::vector<uint32_t> decode(const std::string& s) {
     std::vector<uint32_t> out;
@@ -276,7 +282,8 @@ class Parser {
     seq.kind = Node::Kind::Concat;
     while (!at_end() && peek() != '|' && peek() != ')') {
       const uint32_t c = peek();
-      if (c == '^') unsupported("'^' anchors only the start of the pattern or of a top-level '|' branch");
+      if (c == '^')
+        unsupported("'^' anchors only the start of the pattern or of a top-level '|' branch");
       if (c == '$') {
         ++i_;
         if (end_anchor && (at_end() || peek() == '|' || peek() == ')')) {
@@ -350,13 +357,18 @@ class Parser {
   Node atom(int depth) {
     const uint32_t c = take();
     switch (c) {
-      case '.': return Node::chars(complement(kLineTerminators));
-      case '[': return char_class();
-      case '\\': return escape();
-      case '(': return group(depth);
+      case '.':
+        return Node::chars(complement(kLineTerminators));
+      case '[':
+        return char_class();
+      case '\\':
+        return escape();
+      case '(':
+        return group(depth);
       case '*':
       case '+':
-      case '?': malformed(fmt::format("'{}' has nothing to repeat", static_cast<char>(c)));
+      case '?':
+        malformed(fmt::format("'{}' has nothing to repeat", static_cast<char>(c)));
       case '{': {
         --i_;
         uint64_t lo, hi;
@@ -364,7 +376,8 @@ class Parser {
         ++i_;
         return Node::chars({{c, c}});
       }
-      default: return Node::chars({{c, c}});
+      default:
+        return Node::chars({{c, c}});
     }
   }
 
@@ -411,23 +424,36 @@ class Parser {
   CodeSet escape_set(bool in_class) {
     const uint32_t e = take();
     switch (e) {
-      case 'd': return kDigits;
-      case 'D': return complement(kDigits);
-      case 'w': return kWord;
-      case 'W': return complement(kWord);
-      case 's': return kSpace;
-      case 'S': return complement(kSpace);
-      case 'f': return {{0x0C, 0x0C}};
-      case 'n': return {{0x0A, 0x0A}};
-      case 'r': return {{0x0D, 0x0D}};
-      case 't': return {{0x09, 0x09}};
-      case 'v': return {{0x0B, 0x0B}};
+      case 'd':
+        return kDigits;
+      case 'D':
+        return complement(kDigits);
+      case 'w':
+        return kWord;
+      case 'W':
+        return complement(kWord);
+      case 's':
+        return kSpace;
+      case 'S':
+        return complement(kSpace);
+      case 'f':
+        return {{0x0C, 0x0C}};
+      case 'n':
+        return {{0x0A, 0x0A}};
+      case 'r':
+        return {{0x0D, 0x0D}};
+      case 't':
+        return {{0x09, 0x09}};
+      case 'v':
+        return {{0x0B, 0x0B}};
       case 'b':
         if (in_class) return {{0x08, 0x08}};
         unsupported("word boundaries (\\b)");
-      case 'B': unsupported("word boundaries (\\B)");
+      case 'B':
+        unsupported("word boundaries (\\B)");
       case 'p':
-      case 'P': unsupported("Unicode property escapes (\\p{...})");
+      case 'P':
+        unsupported("Unicode property escapes (\\p{...})");
       case 'k':
         if (peek() == '<') unsupported("backreferences");
         return {{e, e}};
@@ -541,7 +567,8 @@ std::string repeated(const std::string& atom, uint64_t lo, uint64_t hi) {
 // syntax), the rest as fixed-width \u / \U escapes (parsers that read \x greedily, like
 // xgrammar's, would take a following hex digit into \xHH).
 std::string class_char(uint32_t c) {
-  if (c == ']' || c == '\\' || c == '-' || c == '[') return std::string("\\") + static_cast<char>(c);
+  if (c == ']' || c == '\\' || c == '-' || c == '[')
+    return std::string("\\") + static_cast<char>(c);
   if (c == '^') return "\\u005E";  // would negate the class as its first character
   if (c >= 0x20 && c <= 0x7E) return std::string(1, static_cast<char>(c));
   if (c <= 0xFFFF) return fmt::format("\\u{:04X}", c);
@@ -593,8 +620,10 @@ class Emitter {
   // An expression safe to follow with a postfix operator or another expression.
   std::string atom(const Node& n) {
     switch (n.kind) {
-      case Node::Kind::Chars: return chars(n.set);
-      case Node::Kind::Repeat: return "( " + repeated(atom(n.kids[0]), n.lo, n.hi) + " )";
+      case Node::Kind::Chars:
+        return chars(n.set);
+      case Node::Kind::Repeat:
+        return "( " + repeated(atom(n.kids[0]), n.lo, n.hi) + " )";
       case Node::Kind::Concat: {
         std::string out;
         for (const Node& k : n.kids) out += (out.empty() ? "" : " ") + atom(k);
@@ -739,11 +768,13 @@ void StringPattern::limit_length(uint64_t lo, std::optional<uint64_t> hi_opt) {
     if (!raise_to(alt, lo))
       unsupported(fmt::format(
           "minLength {} beside this pattern: its matches can be shorter and no repetition "
-          "reaches that length", lo));
+          "reaches that length",
+          lo));
     if (!cap_to(alt, hi))
-      unsupported(fmt::format(
-          "maxLength {} beside this pattern: its matches can be longer and capping its "
-          "repetitions does not keep them within it", hi));
+      unsupported(
+          fmt::format("maxLength {} beside this pattern: its matches can be longer and capping its "
+                      "repetitions does not keep them within it",
+                      hi));
     if (alt.min_len() > hi) continue;
     kept.push_back(std::move(alt));
   }

@@ -133,8 +133,6 @@ constexpr const char* kDuration =
 constexpr const char* kUuid =
     R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})";
 constexpr const char* kLabel = R"([A-Za-z0-9](?:[A-Za-z0-9-]{0,60}[A-Za-z0-9])?)";
-// A host's last label starts with a letter: URL parsers read a numeric one as an IPv4 part.
-constexpr const char* kTopLabel = R"([A-Za-z](?:[A-Za-z0-9-]{0,60}[A-Za-z0-9])?)";
 constexpr const char* kPort =
     R"((?:\d{1,4}|[1-5]\d{4}|6[0-4]\d{3}|65[0-4]\d\d|655[0-2]\d|6553[0-5]))";
 constexpr const char* kAtext = R"([A-Za-z0-9!#$%&'*+/=?^_`{|}~-])";
@@ -182,12 +180,14 @@ std::optional<std::string> string_format_regex(const std::string& format) {
     body = ipv6();
   } else if (format == "uri") {
     // The path, query and fragment are each one flat repetition, so a maxLength caps them
-    // alike; the host is a hostname as above or a bracketed IPv6 address; no user info.
+    // alike; the host is up to 4 LDH labels or a bracketed IPv6 address; no user info. Labels
+    // and the scheme have no length limit (URL parsers set none): a counted repetition costs
+    // the matcher a context per count, and only a maxLength needs them.
     const std::string pchar = fmt::format("(?:{}|[:@/])", kUriChar);
-    body =
-        fmt::format(R"([A-Za-z][A-Za-z0-9+.\-]{{0,31}}://(?:(?:{0}\.){{0,3}}{1}|\[{2}\])(?::{3})?)"
-                    R"((?:/{4}*)?(?:\?(?:{4}|\?)*)?(?:#(?:{4}|\?)*)?)",
-                    kLabel, kTopLabel, ipv6(), kPort, pchar);
+    body = fmt::format(R"([A-Za-z][A-Za-z0-9+.\-]*://(?:(?:{0}\.){{0,3}}{1}|\[{2}\])(?::{3})?)"
+                       R"((?:/{4}*)?(?:\?(?:{4}|\?)*)?(?:#(?:{4}|\?)*)?)",
+                       "[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?",
+                       "[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?", ipv6(), kPort, pchar);
   } else {
     return std::nullopt;
   }

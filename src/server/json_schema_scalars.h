@@ -28,9 +28,9 @@ std::string integer_range_gbnf(std::optional<int64_t> lo, std::optional<int64_t>
 //   hostname   RFC 1123: up to 4 LDH labels of up to 62 characters (within 253 in all)
 //   ipv4       dotted quad without leading zeros
 //   ipv6       RFC 4291 hex groups with at most one "::" (no embedded IPv4)
-//   uri        RFC 3986 scheme "://" host (a hostname whose last label starts with a letter, or
-//              [IPv6]) port (0-65535)? path? query? fragment?, its characters and %HH
-//              escapes; no user info
+//   uri        RFC 3986 scheme "://" host (up to 4 LDH labels, the last starting with a letter
+//              as URL parsers need, or [IPv6]) port (0-65535)? path? query? fragment?, its
+//              characters and %HH escapes; no user info
 // Each is a subset of what the format's validators (and Python's date, time, timedelta and URL
 // types) accept, so every match validates.
 std::optional<std::string> string_format_regex(const std::string& format);
