@@ -9,7 +9,9 @@
 //   - timed pass: a second walk with another seed (`us_per_token`: its mean, plus p50/p99);
 //   - baseline, same run: the naive mask (every token matched from scratch against the parser
 //     stacks, as llama.cpp's GBNF sampler does) on the first --naive-steps states of the timed
-//     walk; the masks must be identical, and `speedup_vs_naive` is the ratio of mean costs.
+//     walk; the masks must be identical, and `speedup_vs_naive` is the ratio of mean costs;
+//   - the cold pass's tokens replayed on two fresh automata in turn, with and without sharing
+//     a bounded repetition's classifications along its chain (`chain_sharing_speedup`).
 // --schema FILE benchmarks the grammar the server makes from a response_format JSON Schema;
 // --replay-out FILE saves the timed walk so bench/xgrammar_replay.py can time xgrammar on the
 // same vocabulary, grammar (or schema) and tokens.

@@ -287,6 +287,36 @@ TEST(GrammarMask, EqualsNaiveOnSyntheticVocabulary) {
   }
 }
 
+// Bounded repetitions compile to chains of links, one context per count left; a lower link's
+// context copies the short tokens from its chain top's and walks only the deeper subtrees.
+// Masks must stay the naive ones at every count (counts left below and above the tokens'
+// lengths), for x of one byte, of several bytes (UTF-8, escapes), chains nested in chains and
+// chains in the frames below the top.
+TEST(GrammarMask, EqualsNaiveOnBoundedRepetitionsAtEveryCount) {
+  std::vector<std::string> vocab = byte_vocab();
+  const std::string pieces[] = {"a", "b", "0", "-", "\\", "\"",
+                                ",", "[", "]", "<", ">",  "\xC3\xA9"};
+  std::mt19937 rng(17);
+  for (int i = 0; i < 4000; ++i) {  // mostly [ab0-], so the string chain's contexts are broad
+    std::string t;
+    for (size_t len = 1 + rng() % (i % 3 == 0 ? 24 : 5); t.size() < len;)
+      t += pieces[rng() % 5 ? rng() % 4 : rng() % std::size(pieces)];
+    vocab.push_back(t);
+  }
+  TokenTrie trie(vocab);
+  const char* text = R"gbnf(
+    root  ::= "\"" [a-z0-9-]{0,30} "\"" | "<" ( [0-9] | "\\" [ab] ){2,12} ">"
+            | "[" ( [ab]{0,6} "," ){0,9} "]" | "\u00E9"{1,7} "-" chars{0,20} "\""
+    chars ::= [^"\\] | "\\" ["\\]
+  )gbnf";
+  Grammar g = compile(text);
+  for (uint32_t frames : {1u, 2u, 3u, 5u}) {
+    Automaton a(g, trie, frames);
+    for (uint32_t seed = 1; seed <= 6; ++seed) expect_masks_match(a, seed * 31 + frames, 120);
+    EXPECT_GT(a.derived_context_count(), 10u) << "frames " << frames;
+  }
+}
+
 // The flat form a host hands a guest (pith_vocab_trie) is the whole trie: a trie rebuilt from a
 // copy of its words answers every query as the original, and words that are not a trie of this
 // version are refused.
@@ -390,6 +420,25 @@ TEST(GrammarMask, EqualsNaiveOnLlama3Vocabulary) {
   EXPECT_TRUE(m.is_complete());
   m.fill_mask(fast, eot);
   EXPECT_TRUE(Matcher::allowed(fast, eot)) << "a complete document allows the end token";
+
+  // A bounded string (maxLength 300 as the JSON Schema converter writes it): each count left
+  // is a context of its own, classified from the chain top's; masks equal the naive ones.
+  Grammar bounded =
+      compile(R"gbnf(root ::= "\"" ( [^"\\\x00-\x1F] | "\\" ["\\/bfnrt] ){0,300} "\"")gbnf");
+  Automaton b(bounded, trie);
+  Matcher bm(b);
+  const std::string text = "\"The quick brown fox, \\\"jumps\\\" over 12 lazy dogs; caf\xC3\xA9.\"";
+  for (size_t pos = 0; pos < text.size();) {
+    bm.fill_mask(fast);
+    b.fill_mask_naive(bm.state(), naive.data());
+    ASSERT_EQ(fast, naive) << "after " << text.substr(0, pos);
+    const int32_t t = trie.longest_prefix(text.substr(pos));
+    ASSERT_GE(t, 0);
+    ASSERT_TRUE(bm.accept_token(static_cast<uint32_t>(t)));
+    pos += vocab[static_cast<size_t>(t)].size();
+  }
+  EXPECT_TRUE(bm.is_complete());
+  EXPECT_GT(b.derived_context_count(), 5u);
   EXPECT_GT(steps, 10u);
 }
 

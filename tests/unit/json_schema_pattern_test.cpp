@@ -139,7 +139,7 @@ std::vector<std::string> candidates(const Case& c, std::mt19937& rng) {
     for (size_t i = 0; i <= e.size(); ++i) {
       for (int k = 0; k < 3; ++k) {
         const char x = alphabet[rng() % alphabet.size()];
-        out.push_back(e.substr(0, i) + x + e.substr(i));                      // insert
+        out.push_back(e.substr(0, i) + x + e.substr(i));                        // insert
         if (i < e.size()) out.push_back(e.substr(0, i) + x + e.substr(i + 1));  // replace
       }
       if (i < e.size()) out.push_back(e.substr(0, i) + e.substr(i + 1));  // delete
@@ -246,8 +246,7 @@ TEST(JsonSchemaPattern, UnsupportedAndMalformedPatternsAreNamed) {
       error_of(Json::parse(R"j({"properties": {"a": {"type": "string", "pattern": "(?=x)"}}})j"));
   EXPECT_NE(nested.find("keyword 'pattern' at /properties/a is not supported"), std::string::npos)
       << nested;
-  EXPECT_NE(error_of(Json::parse(R"({"pattern": 5})")).find("must be a string"),
-            std::string::npos);
+  EXPECT_NE(error_of(Json::parse(R"({"pattern": 5})")).find("must be a string"), std::string::npos);
   EXPECT_NE(error_of(Json::parse(R"({"pattern": "a", "format": "date"})"))
                 .find("keyword 'format' at (root) is not supported beside 'pattern'"),
             std::string::npos);
@@ -255,9 +254,10 @@ TEST(JsonSchemaPattern, UnsupportedAndMalformedPatternsAreNamed) {
 
 // Any pattern text compiles or is refused with a pith::Error: no crash, no runaway grammar.
 TEST(JsonSchemaPattern, RandomPatternTextIsCompiledOrRefused) {
-  const std::string pieces[] = {"(", ")", "(?:", "|", "*", "+", "?", "{2}", "{1,3}", "{2,}",
-                                "[", "]", "^", "$", "-", "\\", "a", "b", ".", "\\d", "\\w",
-                                "[^a]", "é", "{", "}", "\\u0041", "(?<n>", "\\1"};
+  const std::string pieces[] = {"(",    ")",     "(?:",  "|", "*",       "+",     "?",
+                                "{2}",  "{1,3}", "{2,}", "[", "]",       "^",     "$",
+                                "-",    "\\",    "a",    "b", ".",       "\\d",   "\\w",
+                                "[^a]", "é",     "{",    "}", "\\u0041", "(?<n>", "\\1"};
   std::mt19937 rng(5);
   int compiled = 0, refused = 0;
   for (int k = 0; k < 3000; ++k) {
@@ -297,9 +297,8 @@ TEST(JsonSchemaPattern, LengthBoundsBesideAPattern) {
     bool exact;  // else: a non-empty subset of the matches within the bounds
   };
   const Bounded cases[] = {
-      {"^[a-c]+$", 3, 5, true},       {R"(^\d{2}-[abc]*$)", 5, 6, true},
-      {"^(ab|c)*$|^b$", 2, 4, false},  {"abc", 5, 1000, false},
-      {"^(ab|c)+$", 0, 5, false},      {"^a(bc){0,3}$", 3, 5, true},
+      {"^[a-c]+$", 3, 5, true}, {R"(^\d{2}-[abc]*$)", 5, 6, true}, {"^(ab|c)*$|^b$", 2, 4, false},
+      {"abc", 5, 1000, false},  {"^(ab|c)+$", 0, 5, false},        {"^a(bc){0,3}$", 3, 5, true},
       {"^(a|bc)$", 1, 2, true},  // already within the bounds
   };
   for (const Bounded& c : cases) {
@@ -329,8 +328,7 @@ TEST(JsonSchemaPattern, LengthBoundsBesideAPattern) {
       error_of(Json::parse(R"({"pattern": "^(a|bbbb)c*$", "maxLength": 3})"));
   EXPECT_NE(max_err.find("maxLength 3 beside this pattern"), std::string::npos) << max_err;
   const std::string none = error_of(Json::parse(R"({"pattern": "^\\d{4}$", "maxLength": 3})"));
-  EXPECT_NE(none.find("no string matches it with a length from 0 to 3"), std::string::npos)
-      << none;
+  EXPECT_NE(none.find("no string matches it with a length from 0 to 3"), std::string::npos) << none;
   // Pydantic's HttpUrl: a format with bounds far above what the grammar repeats.
   const StringSchema url(
       Json::parse(R"({"type": "string", "format": "uri", "minLength": 1, "maxLength": 2083})"));

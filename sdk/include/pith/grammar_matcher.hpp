@@ -25,7 +25,11 @@
 //     the deferred subtrees from the real continuation (the expansion of the stack below the
 //     context), pruning dead prefixes through the DFA.
 // Contexts repeat constantly (inside a string, between members of an object), so after the
-// first visits a mask costs a few bitset ORs plus short subtree walks. The walks give the same
+// first visits a mask costs a few bitset ORs plus short subtree walks. A bounded repetition
+// x{0,n} compiles to a chain of rules R_k ::= x R_k-1 | ε, one context per count; a context in
+// link k classifies every token of at most k bytes as the chain's top link does (each link takes
+// at least one byte, so no such token reaches the chain's end), so it copies those from the
+// top's context and walks only the trie's deeper subtrees. The walks give the same
 // answer as matching each token from scratch (fill_mask_naive, the baseline and the oracle of
 // the tests): a token is allowed iff some stack survives all of its bytes.
 #pragma once
@@ -51,8 +55,10 @@ class Automaton {
   static constexpr uint32_t kDead = 0;      // state id: no stack survives
 
   // g and trie must outlive the automaton. context_frames: stack nodes per context (more:
-  // fewer deferred subtrees per mask, more contexts to classify).
-  Automaton(const Grammar& g, const TokenTrie& trie, uint32_t context_frames = 3)
+  // fewer deferred subtrees per mask, more contexts to classify). share_chains: classify a
+  // bounded repetition's lower links from its top (off: the previous design, for benchmarks).
+  Automaton(const Grammar& g, const TokenTrie& trie, uint32_t context_frames = 3,
+            bool share_chains = true)
       : g_(g), trie_(trie), frames_(context_frames ? context_frames : 1) {
     nodes_.push_back({UINT32_MAX, 0});  // kEmpty
     nodes_.push_back({UINT32_MAX, 0});  // kSentinel
@@ -63,6 +69,8 @@ class Automaton {
     for (uint32_t a : g_.alternatives(g_.root())) expand(a, kEmpty, start);
     initial_ = intern(start);
     walk_.assign(trie_.max_depth() + 2, 0);
+    links_.assign(g_.rule_count(), Link{});
+    if (share_chains) find_chains();
   }
   Automaton(const Automaton&) = delete;
   Automaton& operator=(const Automaton&) = delete;
@@ -150,6 +158,8 @@ class Automaton {
   size_t state_count() const { return states_.size(); }
   size_t stack_count() const { return nodes_.size(); }
   size_t context_count() const { return contexts_.size(); }
+  // Contexts classified from a chain top's context plus a walk of the deeper subtrees only.
+  size_t derived_context_count() const { return derived_; }
   // Deferred subtrees over all contexts: the work left to mask time.
   size_t deferred_count() const {
     size_t n = 0;
@@ -169,10 +179,17 @@ class Automaton {
   struct Context {
     std::vector<uint64_t> accept;    // tokens matched inside the context
     std::vector<uint32_t> deferred;  // trie nodes to continue from the stack below
+    uint32_t walked = 0;             // trie nodes its classification stepped through
   };
   struct StackInfo {
     uint32_t context;
     uint32_t rest;  // the stack below the context (kEmpty: the context is the whole stack)
+  };
+  static constexpr uint32_t kChainWorthATop = 16;  // links
+  struct Link {
+    uint32_t k = 0;             // links left from here on, this one included
+    uint32_t start = 0;         // the position of x in this link
+    uint32_t top = UINT32_MAX;  // the chain's first link (UINT32_MAX: not a link)
   };
 
   uint32_t push(uint32_t pos, uint32_t parent) {
@@ -265,9 +282,183 @@ class Automaton {
       follow = &g_.follow(g_.rule_of(nodes_[chain.back()].pos));
     }
     auto c = context_ids_.find(key);
-    si.context = c != context_ids_.end() ? c->second : classify(key, follow);
+    if (c != context_ids_.end()) {
+      si.context = c->second;
+    } else {
+      // The same frames with every chain link moved to its chain's top, and the fewest links
+      // any of them has left: tokens up to that many bytes classify alike in both contexts.
+      uint32_t top_key = cur != kEmpty ? kSentinel : kEmpty;
+      uint32_t left = UINT32_MAX, longest = 0;
+      for (size_t i = chain.size(); i-- > 0;) {
+        uint32_t pos = nodes_[chain[i]].pos;
+        const Link& l = links_[g_.rule_of(pos)];
+        if (l.top != UINT32_MAX && l.k < links_[l.top].k) {
+          const uint32_t offset = pos - l.start;
+          left = std::min(left, l.k - offset);
+          longest = std::max(longest, links_[l.top].k);
+          pos = links_[l.top].start + offset;
+        }
+        top_key = push(pos, top_key);
+      }
+      if (left == UINT32_MAX || left < 2 || top_key == key) {
+        si.context = classify(key, follow);
+      } else {
+        // A top not met yet is classified for chains long enough to repay it.
+        auto t = context_ids_.find(top_key);
+        const uint32_t top = t != context_ids_.end()      ? t->second
+                             : longest >= kChainWorthATop ? classify(top_key, follow)
+                                                          : UINT32_MAX;
+        // Deriving costs about two steps per token longer than `left` (trimming the top's
+        // verdicts, walking their subtrees); a full walk, what the top's walk cost. A context
+        // few tokens fit is walked in full.
+        si.context = top != UINT32_MAX && contexts_[top].walked > 2 * longer_than(left)
+                         ? classify_below(key, follow, top, left)
+                         : classify(key, follow);
+      }
+    }
     stack_info_.emplace(id, si);
     return si;
+  }
+
+  // Chains of bounded repetitions (grammar.hpp's repeat): rules R with two alternatives, x R'
+  // and nothing, where R' is a link of the same x, down to a last link x | ε; x takes at least
+  // one byte. links_[R]: the links left from R on (itself included), the start of its x
+  // alternative and the top of a chain it is in (UINT32_MAX: not a link).
+  void find_chains() {
+    const uint32_t rules = static_cast<uint32_t>(g_.rule_count());
+    struct Shape {
+      bool ok = false, last = false;
+      uint32_t next = UINT32_MAX, start = 0;
+      Elem x{Op::End, 0};
+    };
+    std::vector<Shape> sh(rules);
+    for (uint32_t r = 0; r < rules; ++r) {
+      const std::vector<uint32_t>& alts = g_.alternatives(r);
+      if (alts.size() != 2) continue;
+      const bool first_empty = g_.at(alts[0]).op == Op::End;
+      if (first_empty == (g_.at(alts[1]).op == Op::End)) continue;
+      const uint32_t body = first_empty ? alts[1] : alts[0];
+      const Elem x = g_.at(body);
+      if (x.op == Op::Rule && g_.nullable(x.arg)) continue;
+      const Elem second = g_.at(body + 1);
+      if (second.op == Op::End) {
+        sh[r].last = true;
+      } else if (second.op == Op::Rule && g_.at(body + 2).op == Op::End) {
+        sh[r].next = second.arg;
+      } else {
+        continue;
+      }
+      sh[r].ok = true;
+      sh[r].x = x;
+      sh[r].start = body;
+    }
+    // Counts from the last link up (0: not a link); iterative, chains are up to 1000 long.
+    std::vector<uint32_t> count(rules, 0);
+    std::vector<uint8_t> seen(rules, 0);  // 1 on the current path, 2 done
+    std::vector<uint32_t> path;
+    for (uint32_t r = 0; r < rules; ++r) {
+      if (!sh[r].ok || seen[r]) continue;
+      path.clear();
+      bool valid = false;
+      uint32_t k = 0;
+      for (uint32_t at = r;;) {
+        if (seen[at] == 2) {
+          valid = count[at] > 0;
+          k = count[at];
+          break;
+        }
+        if (seen[at] == 1) break;  // a cycle: not a chain
+        seen[at] = 1;
+        path.push_back(at);
+        if (sh[at].last) {
+          valid = true;
+          break;
+        }
+        const uint32_t n = sh[at].next;
+        if (!sh[n].ok || sh[n].x.op != sh[at].x.op || sh[n].x.arg != sh[at].x.arg) break;
+        at = n;
+      }
+      for (size_t i = path.size(); i-- > 0;) {
+        count[path[i]] = valid ? ++k : 0;
+        seen[path[i]] = 2;
+      }
+    }
+    std::vector<uint32_t> up(rules, UINT32_MAX);  // a link whose next link this is
+    for (uint32_t r = 0; r < rules; ++r)
+      if (count[r] > 1 && up[sh[r].next] == UINT32_MAX) up[sh[r].next] = r;
+    for (uint32_t r = 0; r < rules; ++r) {
+      if (!count[r]) continue;
+      uint32_t top = r;
+      while (up[top] != UINT32_MAX) top = up[top];  // counts grow upwards: this ends
+      links_[r] = Link{count[r], sh[r].start, top};
+    }
+  }
+
+  // A context below a chain top's context (see info): the tokens of at most `left` bytes as
+  // the top classified them, then a walk of the trie's subtrees that hold longer tokens.
+  // Usable tokens of more than `bytes` bytes (long_first_ holds them first).
+  uint32_t longer_than(uint32_t bytes) {
+    if (long_first_.empty()) {  // a counting sort by length, longest first
+      const size_t depth = trie_.max_depth();
+      longer_.assign(depth + 2, 0);
+      for (uint32_t t = 0; t < trie_.vocab_size(); ++t)
+        if (trie_.usable(t)) ++longer_[depth - trie_.bytes(t).size() + 1];
+      for (size_t d = 1; d < longer_.size(); ++d) longer_[d] += longer_[d - 1];
+      std::vector<uint32_t> at = longer_;
+      long_first_.resize(longer_.back());
+      for (uint32_t t = 0; t < trie_.vocab_size(); ++t)
+        if (trie_.usable(t)) long_first_[at[depth - trie_.bytes(t).size()]++] = t;
+    }
+    // longer_[depth - b] = tokens of more than b bytes
+    return bytes >= trie_.max_depth() ? 0 : longer_[trie_.max_depth() - bytes];
+  }
+
+  uint32_t classify_below(uint32_t key, const ByteSet* follow, uint32_t top, uint32_t left) {
+    left = std::min<uint32_t>(left, static_cast<uint32_t>(trie_.max_depth()));
+    if (subtree_depth_.empty()) {
+      subtree_depth_.resize(trie_.nodes());
+      for (uint32_t i = trie_.nodes(); i-- > 0;) {
+        uint16_t d = trie_.depth(i);
+        for (uint32_t ch = i + 1; ch < trie_.end(i); ch = trie_.end(ch))
+          d = std::max(d, subtree_depth_[ch]);
+        subtree_depth_[i] = d;
+      }
+    }
+    Context c;
+    c.accept = contexts_[top].accept;
+    for (uint32_t i = 0, n = longer_than(left); i < n; ++i) {  // the top's verdicts on longer
+      const uint32_t t = long_first_[i];                       // tokens do not carry over
+      c.accept[t >> 6] &= ~(uint64_t{1} << (t & 63));
+    }
+    for (uint32_t ch : contexts_[top].deferred)
+      if (trie_.depth(ch) <= left + 1) c.deferred.push_back(ch);
+    std::vector<uint32_t> one{key};
+    walk_[0] = intern(one);
+    for (uint32_t i = 0, n = trie_.nodes(); i < n;) {
+      if (subtree_depth_[i] <= left) {  // every token and deferral below was copied
+        i = trie_.end(i);
+        continue;
+      }
+      const uint16_t d = trie_.depth(i);
+      const uint32_t s = step(walk_[d - 1], trie_.byte(i));
+      if (s == kDead) {
+        i = trie_.end(i);
+        continue;
+      }
+      walk_[d] = s;
+      if (d > left) {
+        add_tokens(i, c.accept.data());
+        if (follow && states_[s].sentinel)
+          for (uint32_t ch = i + 1; ch < trie_.end(i); ch = trie_.end(ch))
+            if (follow->has(trie_.byte(ch))) c.deferred.push_back(ch);
+      }
+      ++i;
+    }
+    uint32_t id = static_cast<uint32_t>(contexts_.size());
+    contexts_.push_back(std::move(c));
+    context_ids_.emplace(key, id);
+    ++derived_;
+    return id;
   }
 
   // One walk over the whole trie from the context's own state (see the file comment).
@@ -284,6 +475,7 @@ class Automaton {
         continue;
       }
       walk_[d] = s;
+      ++c.walked;
       add_tokens(i, c.accept.data());
       if (follow && states_[s].sentinel)
         for (uint32_t ch = i + 1; ch < trie_.end(i); ch = trie_.end(ch))
@@ -348,6 +540,11 @@ class Automaton {
   std::unordered_set<uint64_t> seen_;
   std::vector<uint32_t> walk_;  // state per trie depth during a walk
   uint32_t initial_ = 0;
+  std::vector<Link> links_;              // per rule
+  std::vector<uint16_t> subtree_depth_;  // per trie node: its deepest descendant's depth
+  std::vector<uint32_t> long_first_;     // usable tokens by byte length, longest first
+  std::vector<uint32_t> longer_;         // [max_depth - b]: tokens of more than b bytes
+  size_t derived_ = 0;
 };
 
 // One generation's position in the grammar.
