@@ -520,10 +520,7 @@ class Converter {
     bool bounded = false;
     for (const std::string& k : kNumberKeywords) bounded |= s.contains(k);
     if (!bounded || (type != "integer" && type != "number")) return use(type);
-    if (type == "number") {
-      for (const std::string& k : kNumberKeywords)
-        if (s.contains(k)) unsupported(k, path, " on numbers (only on integers)");
-    }
+    if (type == "number") return number_range(s, path, hint);
     std::optional<int64_t> lo, hi;
     auto raise = [](std::optional<int64_t>& b, int64_t v, bool up) {
       b = !b ? v : up ? std::max(*b, v) : std::min(*b, v);
@@ -549,6 +546,36 @@ class Converter {
       fail("{}: no integer at {} lies between the bounds {} and {}", kWhere, pointer_text(path),
            *lo, *hi);
     return define(fresh(hint + "-range"), {integer_range_gbnf(lo, hi)});
+  }
+
+  // Bounds on a `number`: exact decimal comparison against the bounds as the schema writes
+  // them (json_schema_scalars.h), the tightest bound of each side.
+  std::string number_range(const Json& s, const std::string& path, const std::string& hint) {
+    std::optional<DecimalBound> lo, hi;
+    for (const std::string& k : kNumberKeywords) {
+      if (!s.contains(k)) continue;
+      const Json& v = s[k];
+      if (v.is_boolean())
+        unsupported(k, path, " in draft 4's boolean form (give the bound as a number)");
+      if (!v.is_number()) malformed(k, path, "must be a number");
+      const bool exclusive = k.rfind("exclusive", 0) == 0;
+      const std::optional<DecimalBound> d = decimal_bound(v.dump(), exclusive);
+      if (!d || std::fabs(v.get<double>()) > 1e15)
+        unsupported(k, path, " beyond +-1e15 or with more than 40 fraction digits");
+      const bool lower = k == "minimum" || k == "exclusiveMinimum";
+      std::optional<DecimalBound>& side = lower ? lo : hi;
+      const int c = side ? compare_decimals(*d, *side) : 0;
+      if (!side || (lower ? c > 0 : c < 0) || (c == 0 && exclusive)) side = d;
+    }
+    // At most 15 significant digits, so a number distinct from a bound stays distinct as a
+    // double: the integer part has at most the larger bound's digits.
+    size_t whole = 1;
+    for (const auto& b : {lo, hi})
+      if (b) whole = std::max(whole, b->whole.size());
+    const std::string body = number_range_gbnf(lo, hi, whole < 15 ? 15 - whole : 1);
+    if (body.empty())
+      fail("{}: no number at {} lies between its bounds", kWhere, pointer_text(path));
+    return define(fresh(hint + "-range"), {body});
   }
 
   // ---- objects -----------------------------------------------------------------------------

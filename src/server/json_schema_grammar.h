@@ -16,12 +16,14 @@
 //   (ECMA-262 regular expressions, json_schema_pattern.h), format date, time, date-time,
 //   duration, uuid, email, hostname, ipv4, ipv6, uri (json_schema_scalars.h); minLength and
 //   maxLength beside a pattern or format as json_schema_pattern.h's limit_length says;
-//   integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, within +-1e18).
+//   integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, within +-1e18);
+//   numbers: the same bounds (within +-1e15), compared exactly as decimals; bounded numbers are
+//   written without exponent, with at most 15 significant digits (json_schema_scalars.h).
 // Accepted and ignored (annotations): title, description, default, examples, $schema, $id,
 //   $comment, deprecated, readOnly, writeOnly, discriminator (the oneOf branches constrain).
 // Everything else is rejected with a pith::Error naming the keyword and its JSON pointer, e.g.
 //   "response_format.json_schema.schema: keyword 'not' at /properties/a is not supported"
-// (other formats, bounds on non-integer numbers, multipleOf, patternProperties,
+// (other formats, multipleOf, patternProperties,
 // propertyNames, minProperties, maxProperties, dependentRequired, not, if, contains,
 // uniqueItems: true, remote $refs, ...).
 //

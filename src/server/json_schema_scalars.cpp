@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 namespace pith::server {
@@ -108,6 +109,214 @@ std::string integer_range_gbnf(std::optional<int64_t> lo, std::optional<int64_t>
     non_negative(lo && *lo > 0 ? static_cast<uint64_t>(*lo) : 0, b, alts);
   }
   return join(alts);
+}
+
+// ---- decimal ranges --------------------------------------------------------------------------
+
+std::optional<DecimalBound> decimal_bound(const std::string& text, bool exclusive) {
+  DecimalBound d;
+  d.exclusive = exclusive;
+  size_t i = 0;
+  if (i < text.size() && text[i] == '-') d.negative = true, ++i;
+  std::string digits;  // mantissa digits, the point after `point` of them
+  size_t point = std::string::npos;
+  for (; i < text.size() && text[i] != 'e' && text[i] != 'E'; ++i) {
+    if (text[i] == '.') {
+      point = digits.size();
+    } else if (text[i] >= '0' && text[i] <= '9') {
+      digits += text[i];
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (digits.empty()) return std::nullopt;
+  if (point == std::string::npos) point = digits.size();
+  long exponent = 0;
+  if (i < text.size()) {
+    try {
+      exponent = std::stol(text.substr(i + 1));
+    } catch (...) {
+      return std::nullopt;
+    }
+  }
+  if (exponent > 40 || exponent < -40) return std::nullopt;
+  const long at = static_cast<long>(point) + exponent;  // the point's place in `digits`
+  if (at <= 0) {
+    d.whole = "0";
+    d.fraction = std::string(static_cast<size_t>(-at), '0') + digits;
+  } else if (static_cast<size_t>(at) >= digits.size()) {
+    d.whole = digits + std::string(static_cast<size_t>(at) - digits.size(), '0');
+  } else {
+    d.whole = digits.substr(0, static_cast<size_t>(at));
+    d.fraction = digits.substr(static_cast<size_t>(at));
+  }
+  d.whole.erase(0, std::min(d.whole.find_first_not_of('0'), d.whole.size() - 1));
+  while (!d.fraction.empty() && d.fraction.back() == '0') d.fraction.pop_back();
+  if (d.whole.size() > 16 || d.fraction.size() > 40) return std::nullopt;
+  if (d.whole == "0" && d.fraction.empty()) d.negative = false;  // -0 is 0
+  return d;
+}
+
+namespace {
+
+// Magnitudes compared (signs ignored).
+int compare_magnitudes(const DecimalBound& a, const DecimalBound& b) {
+  if (a.whole.size() != b.whole.size()) return a.whole.size() < b.whole.size() ? -1 : 1;
+  if (a.whole != b.whole) return a.whole < b.whole ? -1 : 1;
+  const size_t n = std::max(a.fraction.size(), b.fraction.size());
+  const std::string fa = a.fraction + std::string(n - a.fraction.size(), '0');
+  const std::string fb = b.fraction + std::string(n - b.fraction.size(), '0');
+  return fa == fb ? 0 : fa < fb ? -1 : 1;
+}
+
+// Fraction digit strings F (1..max_len digits) with lo <= 0.F <= hi, each bound optional and
+// possibly strict, as one GBNF expression built by walking F's digits: `lo_at` / `hi_at` are
+// the digits of lo / hi that F still equals (npos: that side no longer binds).
+struct FractionRange {
+  const std::string* lo;
+  const std::string* hi;
+  bool lo_strict, hi_strict;
+  size_t max_len;
+
+  static constexpr size_t kFree = std::string::npos;
+
+  // May F end here (its remaining digits zeros)?
+  bool can_end(size_t lo_at, size_t hi_at) const {
+    const bool lo_ok = lo_at == kFree || (lo_at >= lo->size() && !lo_strict);
+    const bool hi_ok = hi_at == kFree || hi_at < hi->size() || !hi_strict;
+    return lo_ok && hi_ok;
+  }
+
+  // Digits from position `used` on (at least one); "" if none can follow.
+  std::string digits_from(size_t used, size_t lo_at, size_t hi_at) const {
+    if (lo_at == kFree && hi_at == kFree)
+      return used + 1 == max_len ? "[0-9]" : fmt::format("[0-9]{{1,{}}}", max_len - used);
+    const int ld = lo_at == kFree ? 0 : lo_at < lo->size() ? (*lo)[lo_at] - '0' : 0;
+    const int hd = hi_at == kFree ? 9 : hi_at < hi->size() ? (*hi)[hi_at] - '0' : 0;
+    if (ld > hd) return "";
+    std::vector<std::string> alts;
+    auto add = [&](int a, int b, size_t next_lo, size_t next_hi) {
+      if (a > b) return;
+      const std::string cls = a == b ? fmt::format("\"{}\"", a) : fmt::format("[{}-{}]", a, b);
+      const bool end = can_end(next_lo, next_hi);
+      const std::string more = used + 1 < max_len ? digits_from(used + 1, next_lo, next_hi) : "";
+      if (more.empty()) {
+        if (end) alts.push_back(cls);
+      } else {
+        alts.push_back(fmt::format("{} {}{}", cls,
+                                   more.find(' ') == std::string::npos ? more : "( " + more + " )",
+                                   end ? "?" : ""));
+      }
+    };
+    const size_t lo_next = lo_at == kFree ? kFree : lo_at + 1;
+    const size_t hi_next = hi_at == kFree ? kFree : hi_at + 1;
+    if (ld == hd) {
+      add(ld, ld, lo_next, hi_next);
+    } else {
+      add(ld, ld, lo_next, kFree);
+      add(ld + 1, hd - 1, kFree, kFree);
+      add(hd, hd, kFree, hi_next);
+    }
+    if (alts.empty()) return "";
+    std::string out;
+    for (const std::string& a : alts) out += (out.empty() ? "" : " | ") + a;
+    return alts.size() == 1 ? out : "( " + out + " )";
+  }
+};
+
+// "WHOLE" then an optional fraction, for integer part `whole` and the fraction constraints.
+void whole_with_fraction(const std::string& whole, const std::string* lo, bool lo_strict,
+                         const std::string* hi, bool hi_strict, size_t max_fraction,
+                         std::vector<std::string>& out) {
+  static const std::string kNone;
+  FractionRange f{lo ? lo : &kNone, hi ? hi : &kNone, lo_strict, hi_strict, max_fraction};
+  // An inclusive bound of no fraction binds nothing below it: every F is >= 0.
+  const bool lo_binds = lo && !(lo->empty() && !lo_strict);
+  const size_t lo_at = lo_binds ? 0 : FractionRange::kFree;
+  const size_t hi_at = hi ? 0 : FractionRange::kFree;
+  const std::string digits = f.digits_from(0, lo_at, hi_at);
+  const bool bare = f.can_end(lo_at, hi_at);  // WHOLE itself, i.e. WHOLE.0
+  const std::string head = fmt::format("\"{}\"", whole);
+  if (digits.empty()) {
+    if (bare) out.push_back(head);
+    return;
+  }
+  out.push_back(fmt::format("{} ( \".\" {} ){}", head, digits, bare ? "?" : ""));
+}
+
+// Alternatives for magnitudes in [a, b] (b nullopt: unbounded), a <= b, non-negative.
+void magnitudes(const DecimalBound& a, const std::optional<DecimalBound>& b, size_t max_fraction,
+                std::vector<std::string>& out) {
+  const std::string any_fraction = fmt::format("( \".\" [0-9]{{1,{}}} )?", max_fraction);
+  const int64_t A = std::stoll(a.whole);
+  if (!b) {
+    whole_with_fraction(a.whole, &a.fraction, a.exclusive, nullptr, false, max_fraction, out);
+    const std::string above = integer_range_gbnf(A + 1, std::nullopt);
+    out.push_back(fmt::format("( {} ) {}", above, any_fraction));
+    return;
+  }
+  const int64_t B = std::stoll(b->whole);
+  if (A == B) {
+    whole_with_fraction(a.whole, &a.fraction, a.exclusive, &b->fraction, b->exclusive, max_fraction,
+                        out);
+    return;
+  }
+  whole_with_fraction(a.whole, &a.fraction, a.exclusive, nullptr, false, max_fraction, out);
+  if (A + 1 <= B - 1)
+    out.push_back(fmt::format("( {} ) {}", integer_range_gbnf(A + 1, B - 1), any_fraction));
+  whole_with_fraction(b->whole, nullptr, false, &b->fraction, b->exclusive, max_fraction, out);
+}
+
+}  // namespace
+
+int compare_decimals(const DecimalBound& a, const DecimalBound& b) {
+  if (a.negative != b.negative) return a.negative ? -1 : 1;
+  const int m = compare_magnitudes(a, b);
+  return a.negative ? -m : m;
+}
+
+std::string number_range_gbnf(const std::optional<DecimalBound>& lo,
+                              const std::optional<DecimalBound>& hi, size_t max_fraction) {
+  if (lo && hi) {
+    const int c = compare_decimals(*lo, *hi);
+    if (c > 0 || (c == 0 && (lo->exclusive || hi->exclusive))) return "";
+  }
+  std::vector<std::string> alts;
+  DecimalBound zero;
+  // Non-negative values: [max(lo, 0), hi].
+  const bool hi_below_zero =
+      hi && (hi->negative || (compare_decimals(*hi, zero) == 0 && hi->exclusive));
+  if (!hi_below_zero) {
+    DecimalBound from = zero;
+    if (lo && !lo->negative) from = *lo;
+    magnitudes(from, hi, max_fraction, alts);
+  }
+  // Negative values: "-" and magnitudes in (max(-hi, 0), -lo], 0 itself left out.
+  if (!lo || lo->negative) {
+    DecimalBound from = zero;
+    from.exclusive = true;
+    if (hi && hi->negative) {
+      from = *hi;
+      from.negative = false;
+    }
+    std::optional<DecimalBound> to;
+    if (lo) {
+      to = *lo;
+      to->negative = false;
+    }
+    std::vector<std::string> negative;
+    if (!to || compare_magnitudes(from, *to) < 0 ||
+        (compare_magnitudes(from, *to) == 0 && !from.exclusive && !to->exclusive))
+      magnitudes(from, to, max_fraction, negative);
+    if (!negative.empty()) {
+      std::string body;
+      for (const std::string& n : negative) body += (body.empty() ? "" : " | ") + n;
+      alts.push_back("\"-\" ( " + body + " )");
+    }
+  }
+  std::string out;
+  for (const std::string& a : alts) out += (out.empty() ? "" : " | ") + a;
+  return out;
 }
 
 namespace {

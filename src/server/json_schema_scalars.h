@@ -14,6 +14,30 @@ namespace pith::server {
 // Requires lo <= hi when both are set. Disjoint alternatives, so the matcher keeps one stack.
 std::string integer_range_gbnf(std::optional<int64_t> lo, std::optional<int64_t> hi);
 
+// A bound of a `number` range, as a decimal: its digits without exponent.
+struct DecimalBound {
+  bool negative = false;
+  std::string whole = "0";  // integer digits, no leading zeros
+  std::string fraction;     // fraction digits, no trailing zeros
+  bool exclusive = false;
+};
+
+// The decimal a JSON number's text spells ("0.1", "1e-05", "-2.5E+3"; what nlohmann's dump
+// writes for a double is its shortest round-trip form), or nullopt beyond 16 integer or 40
+// fraction digits.
+std::optional<DecimalBound> decimal_bound(const std::string& json_number, bool exclusive);
+
+// -1, 0, 1 as a's value is below, equal to or above b's (exclusive flags ignored).
+int compare_decimals(const DecimalBound& a, const DecimalBound& b);
+
+// GBNF alternatives matching the JSON numbers in [lo, hi] (nullopt: unbounded; exclusive bounds
+// left out) written without exponent and with at most max_fraction fraction digits: exact
+// decimal comparison, so every match is in range for any validator that parses numbers as
+// doubles (max_fraction keeps them at 15 significant digits, where distinct decimals stay
+// distinct doubles). "" when no number is in range.
+std::string number_range_gbnf(const std::optional<DecimalBound>& lo,
+                              const std::optional<DecimalBound>& hi, size_t max_fraction);
+
 // The (anchored) regular expression of a supported `format`, or nullopt:
 //   date       RFC 3339 full-date, years 0001-9999, days per month, February 29 in leap years
 //   time       RFC 3339 full-time: hh:mm:ss (no leap second), up to 6 fraction digits, Z or a

@@ -492,12 +492,16 @@ class Listing(pydantic.BaseModel):
     ip: ipaddress.IPv4Address
     at: datetime.datetime
     note: Optional[str] = pydantic.Field(default=None, pattern=r"^[^<>]*$")
+    confidence: float = pydantic.Field(ge=0, le=1)
+    price: pydantic.PositiveFloat
+    delta: Optional[float] = pydantic.Field(default=None, gt=-2.5, lt=2.5)
 
 
 def test_structured_output_patterns_and_formats(client, model):
-    # Regular-expression patterns, length bounds beside a pattern and the regular formats
-    # (uri, duration, ipv4, date-time), as Pydantic writes them: Pydantic's own parsers (URL,
-    # timedelta, IP address, datetime) accept every seed's document.
+    # Regular-expression patterns, length bounds beside a pattern, the regular formats (uri,
+    # duration, ipv4, date-time) and bounded floats, as Pydantic writes them: Pydantic's own
+    # parsers and checks (URL, timedelta, IP address, datetime, ge/le/gt/lt) accept every
+    # seed's document.
     for seed in range(6):
         r = client.chat.completions.parse(model=model, messages=CHAT, response_format=Listing,
                                           max_tokens=600, seed=seed, temperature=1.0)
