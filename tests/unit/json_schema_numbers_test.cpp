@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <pith/grammar_matcher.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -77,8 +78,11 @@ std::optional<Fixed> fixed_of(const std::string& s, size_t* fraction_digits) {
   if (i < s.size() && s[i] == '-') neg = true, ++i;
   if (i >= s.size() || s[i] < '0' || s[i] > '9') return std::nullopt;
   if (s[i] == '0' && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '9') return std::nullopt;
+  // Integer parts beyond 17 digits saturate at 10^17: above every bound here, and no overflow.
   Fixed whole = 0;
-  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) whole = whole * 10 + (s[i] - '0');
+  const Fixed kHuge = static_cast<Fixed>(100000000000000000LL);
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i)
+    whole = std::min(whole * 10 + (s[i] - '0'), kHuge);
   Fixed frac = 0;
   size_t nf = 0;
   if (i < s.size() && s[i] == '.') {
