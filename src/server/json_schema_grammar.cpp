@@ -19,6 +19,7 @@
 
 #include "common/error.h"
 #include "server/json_schema_pattern.h"
+#include "server/json_schema_rules.h"
 #include "server/json_schema_scalars.h"
 
 namespace pith::server {
@@ -26,66 +27,20 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 using Alternatives = std::vector<std::string>;
+using json_schema_rules::kShared;
+using json_schema_rules::SharedRule;
 
 constexpr const char* kWhere = "response_format.json_schema.schema";
 constexpr uint64_t kUnbounded = std::numeric_limits<uint64_t>::max();
 constexpr uint64_t kMaxCount = 1000;  // the GBNF parser's largest {m,n} bound
 
-// Whitespace between tokens: nothing, one space, or a newline and up to 20 blanks of indentation
-// (pretty-printing with 2-space indents to depth 10). Bounded, because a masked model that likes
-// spaces could otherwise emit them until max_tokens; the same shape as json_gbnf()'s `ws`.
-constexpr const char* kWs = R"(( " " | "\n" [ \t]{0,20} )?)";
-
-// Shared rules, emitted when used; `needs` lists the shared rules each refers to.
-struct SharedRule {
-  const char* name;
-  const char* body;
-  std::vector<const char*> needs;
-};
-const SharedRule kShared[] = {
-    {"ws", kWs, {}},
-    {"string", R"("\"" char* "\"")", {"char"}},
-    {"char", R"([^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ))", {}},
-    {"integer", R"("-"? ( "0" | [1-9] [0-9]* ))", {}},
-    {"number", R"("-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?)", {}},
-    {"boolean", R"("true" | "false")", {}},
-    {"null", R"("null")", {}},
-    {"any-value",
-     "any-object | any-array | string | number | boolean | null",
-     {"any-object", "any-array", "string", "number", "boolean", "null"}},
-    {"any-object", R"("{" ws ( any-member ( "," ws any-member )* )? "}")", {"any-member", "ws"}},
-    {"any-member", R"(string ws ":" ws any-value ws)", {"string", "any-value", "ws"}},
-    {"any-array", R"("[" ws ( any-value ws ( "," ws any-value ws )* )? "]")", {"any-value", "ws"}},
-    // Gemma 4's tool-call values (ValueSyntax::Gemma4): strings are <|"|>-quoted and hold any
-    // text without <|"|> (a regular expression over the states after '<', "<|", "<|\"" and
-    // "<|\"|"), object keys are unquoted up to ':'.
-    {"gemma-string", R"("<|\"|>" gemma-text "<|\"|>")", {"gemma-text"}},
-    {"gemma-text",
-     R"(( [^<] | "<" gemma-lt-stay* gemma-lt-leave )* ( "<" gemma-lt-stay* ( "|" ( "\"" "|"? )? )? )?)",
-     {"gemma-lt-stay", "gemma-lt-leave"}},
-    {"gemma-lt-stay", R"("<" | "|<" | "|\"<" | "|\"|<")", {}},
-    {"gemma-lt-leave", R"([^<|] | "|" [^<"] | "|\"" [^<|] | "|\"|" [^<>])", {}},
-    {"gemma-char", R"([^<])", {}},
-    {"gemma-any-value",
-     "gemma-any-object | gemma-any-array | gemma-string | number | boolean | null",
-     {"gemma-any-object", "gemma-any-array", "gemma-string", "number", "boolean", "null"}},
-    {"gemma-any-object",
-     R"("{" ws ( gemma-any-member ( "," ws gemma-any-member )* )? "}")",
-     {"gemma-any-member", "ws"}},
-    {"gemma-any-member",
-     R"(gemma-key ":" ws gemma-any-value ws)",
-     {"gemma-key", "gemma-any-value", "ws"}},
-    {"gemma-any-array",
-     R"("[" ws ( gemma-any-value ws ( "," ws gemma-any-value ws )* )? "]")",
-     {"gemma-any-value", "ws"}},
-    {"gemma-key", R"([^:}<, \n] [^:}<]*)", {}},
-};
-
 const std::set<std::string> kAnnotations = {
     "title",    "description", "default",  "examples",  "$schema",       "$id",
     "$comment", "deprecated",  "readOnly", "writeOnly", "discriminator",
 };
-const std::set<std::string> kObjectKeywords = {"properties", "required", "additionalProperties"};
+const std::set<std::string> kObjectKeywords = {
+    "properties",    "required",      "additionalProperties", "propertyNames",
+    "minProperties", "maxProperties", "patternProperties"};
 const std::set<std::string> kArrayKeywords = {"items",    "prefixItems", "additionalItems",
                                               "minItems", "maxItems",    "uniqueItems"};
 const std::set<std::string> kStringKeywords = {"minLength", "maxLength", "format", "pattern"};
@@ -604,15 +559,40 @@ class Converter {
     std::string extra;
     const bool open = s.contains("additionalProperties") ? s["additionalProperties"] != Json(false)
                                                          : !s.contains("properties");
-    if (open) {
-      const std::string at = child(path, "additionalProperties");
-      const Json& extra_schema =
-          s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
+    // A dictionary (no declared properties) may constrain its keys and their count, as
+    // Pydantic writes Dict[constr(...), V] with min_length / max_length.
+    for (const char* kw : {"propertyNames", "minProperties", "maxProperties", "patternProperties"})
+      if (s.contains(kw) && !props.empty()) unsupported(kw, path, " beside 'properties'");
+    // One patternProperties entry (Pydantic's Dict[constr(pattern=...), V]): every member's key
+    // matches it and its value follows the entry's schema; other keys are not written (a subset
+    // of what additionalProperties would allow).
+    std::optional<std::pair<std::string, Json>> by_pattern;
+    if (s.contains("patternProperties")) {
+      const Json& pp = s["patternProperties"];
+      if (!pp.is_object()) malformed("patternProperties", path, "must be an object");
+      if (pp.size() != 1 || s.contains("propertyNames"))
+        unsupported("patternProperties", path, " but with one pattern and no propertyNames");
+      by_pattern.emplace(pp.begin().key(), pp.begin().value());
+    }
+    const uint64_t min_members = count(s, "minProperties", path, 0);
+    const uint64_t max_members = count(s, "maxProperties", path, kUnbounded);
+    if (max_members < min_members)
+      malformed("maxProperties", path, "is below minProperties: no object satisfies both");
+    if ((open || by_pattern) &&
+        !(s.contains("propertyNames") && s["propertyNames"] == Json(false))) {
+      const std::string at = by_pattern ? child(child(path, "patternProperties"), by_pattern->first)
+                                        : child(path, "additionalProperties");
+      const Json& extra_schema = by_pattern                           ? by_pattern->second
+                                 : s.contains("additionalProperties") ? s["additionalProperties"]
+                                                                      : Json(true);
       const std::string value = atom(schema(extra_schema, at, name + "-extra"), name + "-extra");
       extra = define(fresh(name + "-member"),
                      {gemma_ ? seq({use("gemma-key"), "\":\" ws", value, "ws"})
-                             : seq({use("string"), "ws \":\" ws", value, "ws"})});
+                             : seq({key_rule(s, path, name), "ws \":\" ws", value, "ws"})});
     }
+    if (min_members > 0 && extra.empty())
+      fail("{}: the object at {} needs {} members but admits none", kWhere, pointer_text(path),
+           min_members);
 
     struct Member {
       std::string text;  // key ws ":" ws value ws
@@ -677,8 +657,37 @@ class Converter {
       }
       body = first[0];
     }
+    if (members.empty() && !extra.empty() && (min_members > 0 || max_members != kUnbounded)) {
+      const std::string more =
+          repeated(fmt::format("( \",\" ws {} )", extra), min_members > 0 ? min_members - 1 : 0,
+                   max_members == kUnbounded ? kUnbounded : max_members - 1);
+      body = max_members == 0 ? "" : seq({extra, more});
+      if (min_members == 0 && max_members > 0) body = "( " + body + " )?";
+    }
     rules_[slot].second = seq({"\"{\" ws", body, "\"}\""});
     return name;
+  }
+
+  // A dictionary member's key: any JSON string, or one its `propertyNames` admits (a string
+  // schema: type, pattern, format, lengths, enum, const and annotations).
+  std::string key_rule(const Json& s, const std::string& path, const std::string& name) {
+    if (s.contains("patternProperties")) {
+      const Json names = {{"type", "string"}, {"pattern", s["patternProperties"].begin().key()}};
+      return atom(schema(names, child(path, "patternProperties"), name + "-key"), name + "-key");
+    }
+    if (!s.contains("propertyNames") || s["propertyNames"] == Json(true)) return use("string");
+    const std::string at = child(path, "propertyNames");
+    Json names = s["propertyNames"];
+    if (!names.is_object()) malformed("propertyNames", path, "must be a schema");
+    for (const auto& [key, value] : names.items()) {
+      const bool stringy = kStringKeywords.count(key) || kAnnotations.count(key) || key == "enum" ||
+                           key == "const" || key == "type";
+      if (!stringy) unsupported(key, at, " in propertyNames (only string keywords)");
+    }
+    if (names.contains("type") && names["type"] != Json("string"))
+      unsupported("type", at, " in propertyNames other than \"string\"");
+    names["type"] = "string";  // keys are strings (an enum keeps its string values)
+    return atom(schema(names, at, name + "-key"), name + "-key");
   }
 
   // ---- arrays ------------------------------------------------------------------------------

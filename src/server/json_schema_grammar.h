@@ -9,7 +9,9 @@
 //   $defs / definitions, boolean schemas;
 //   objects: properties (emitted in the order the schema object holds them), required,
 //   additionalProperties (false, true or a schema; extra members come after the declared ones
-//   and their names are not checked against the declared names);
+//   and their names are not checked against the declared names); for dictionaries (no
+//   properties): propertyNames (a string schema), minProperties, maxProperties, and one
+//   patternProperties entry (keys matching it, values of its schema);
 //   arrays: items (a schema, or a list = prefixItems), prefixItems, additionalItems, minItems,
 //   maxItems (at most 1000), uniqueItems: false;
 //   strings: minLength, maxLength (at most 1000; an escape counts as one character), pattern
@@ -23,9 +25,8 @@
 //   $comment, deprecated, readOnly, writeOnly, discriminator (the oneOf branches constrain).
 // Everything else is rejected with a pith::Error naming the keyword and its JSON pointer, e.g.
 //   "response_format.json_schema.schema: keyword 'not' at /properties/a is not supported"
-// (other formats, multipleOf, patternProperties,
-// propertyNames, minProperties, maxProperties, dependentRequired, not, if, contains,
-// uniqueItems: true, remote $refs, ...).
+// (other formats, multipleOf, the dictionary keywords beside properties, dependentRequired,
+// not, if, contains, uniqueItems: true, remote $refs, ...).
 //
 // Choices where JSON Schema leaves room:
 //  - An object that declares `properties` but no additionalProperties allows no other members

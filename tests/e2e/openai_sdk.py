@@ -10,7 +10,7 @@ import ipaddress
 import json
 import math
 import os
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 import openai
 import pydantic
@@ -495,6 +495,9 @@ class Listing(pydantic.BaseModel):
     confidence: float = pydantic.Field(ge=0, le=1)
     price: pydantic.PositiveFloat
     delta: Optional[float] = pydantic.Field(default=None, gt=-2.5, lt=2.5)
+    stock: dict[Annotated[str, pydantic.StringConstraints(pattern=r"^[a-z]{2,8}$")], int] = \
+        pydantic.Field(max_length=2)
+    levels: dict[Literal["low", "high"], float]
 
 
 def test_structured_output_patterns_and_formats(client, model):

@@ -439,4 +439,40 @@ TEST(JsonSchemaPattern, PydanticConstrainedStrings) {
       R"( "note": "<b>"})"));
 }
 
+// Dictionaries with constrained keys and sizes, as Pydantic writes Dict[K, V] (propertyNames
+// from a constr or Literal key type, min_length / max_length as minProperties / maxProperties).
+TEST(JsonSchemaPattern, DictionaryKeysAndSizes) {
+  const StringSchema codes(Json::parse(R"({"type": "object", "additionalProperties":
+      {"type": "integer"}, "propertyNames": {"pattern": "^[A-Z]{2}$"}, "minProperties": 1,
+      "maxProperties": 3})"));
+  for (const char* doc : {R"({"US": 1})", R"({"US": 1, "FR": 2, "DE": 3})"})
+    EXPECT_TRUE(codes.accepts_text(doc)) << doc;
+  for (const char* doc : {"{}", R"({"us": 1})", R"({"USA": 1})", R"({"US": "x"})",
+                          R"({"US": 1, "FR": 2, "DE": 3, "IT": 4})"})
+    EXPECT_FALSE(codes.accepts_text(doc)) << doc;
+  const StringSchema levels(Json::parse(R"({"additionalProperties": {"type": "number"},
+      "propertyNames": {"enum": ["low", "high", 3]}, "maxProperties": 2})"));
+  EXPECT_TRUE(levels.accepts_text(R"({"low": 0.5, "high": 2})"));
+  EXPECT_TRUE(levels.accepts_text("{}"));
+  EXPECT_FALSE(levels.accepts_text(R"({"mid": 1})"));
+  EXPECT_FALSE(levels.accepts_text(R"({"3": 1})"));
+  EXPECT_FALSE(levels.accepts_text(R"({"low": 1, "high": 2, "low": 3})"));
+  // Pydantic's Dict[constr(pattern=...), int] with max_length: patternProperties.
+  const StringSchema tags(Json::parse(R"({"type": "object", "maxProperties": 2,
+      "patternProperties": {"^[a-z]+$": {"type": "integer"}}})"));
+  EXPECT_TRUE(tags.accepts_text(R"({"ab": 1, "c": -2})"));
+  EXPECT_FALSE(tags.accepts_text(R"({"Ab": 1})"));
+  EXPECT_FALSE(tags.accepts_text(R"({"ab": 1.5})"));
+  EXPECT_FALSE(tags.accepts_text(R"({"a": 1, "b": 2, "c": 3})"));
+  EXPECT_NE(error_of(Json::parse(R"({"patternProperties": {"^a": {}, "^b": {}}})"))
+                .find("but with one pattern"),
+            std::string::npos);
+  const StringSchema none(Json::parse(R"({"type": "object", "maxProperties": 0})"));
+  EXPECT_TRUE(none.accepts_text("{}"));
+  EXPECT_FALSE(none.accepts_text(R"({"a": 1})"));
+  EXPECT_NE(error_of(Json::parse(R"({"additionalProperties": false, "minProperties": 1})"))
+                .find("needs 1 members but admits none"),
+            std::string::npos);
+}
+
 }  // namespace

@@ -1,0 +1,60 @@
+// The GBNF rules the JSON Schema converter (json_schema_grammar.cpp) shares between schemas:
+// whitespace, strings, numbers, any JSON value, and Gemma 4's tool-call value syntax. Each is
+// emitted once, when a schema uses it.
+#pragma once
+
+#include <vector>
+
+namespace pith::server::json_schema_rules {
+
+// Whitespace between tokens: nothing, one space, or a newline and up to 20 blanks of indentation
+// (pretty-printing with 2-space indents to depth 10). Bounded, because a masked model that likes
+// spaces could otherwise emit them until max_tokens; the same shape as json_gbnf()'s `ws`.
+constexpr const char* kWs = R"(( " " | "\n" [ \t]{0,20} )?)";
+
+// Shared rules, emitted when used; `needs` lists the shared rules each refers to.
+struct SharedRule {
+  const char* name;
+  const char* body;
+  std::vector<const char*> needs;
+};
+const SharedRule kShared[] = {
+    {"ws", kWs, {}},
+    {"string", R"("\"" char* "\"")", {"char"}},
+    {"char", R"([^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ))", {}},
+    {"integer", R"("-"? ( "0" | [1-9] [0-9]* ))", {}},
+    {"number", R"("-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?)", {}},
+    {"boolean", R"("true" | "false")", {}},
+    {"null", R"("null")", {}},
+    {"any-value",
+     "any-object | any-array | string | number | boolean | null",
+     {"any-object", "any-array", "string", "number", "boolean", "null"}},
+    {"any-object", R"("{" ws ( any-member ( "," ws any-member )* )? "}")", {"any-member", "ws"}},
+    {"any-member", R"(string ws ":" ws any-value ws)", {"string", "any-value", "ws"}},
+    {"any-array", R"("[" ws ( any-value ws ( "," ws any-value ws )* )? "]")", {"any-value", "ws"}},
+    // Gemma 4's tool-call values (ValueSyntax::Gemma4): strings are <|"|>-quoted and hold any
+    // text without <|"|> (a regular expression over the states after '<', "<|", "<|\"" and
+    // "<|\"|"), object keys are unquoted up to ':'.
+    {"gemma-string", R"("<|\"|>" gemma-text "<|\"|>")", {"gemma-text"}},
+    {"gemma-text",
+     R"(( [^<] | "<" gemma-lt-stay* gemma-lt-leave )* ( "<" gemma-lt-stay* ( "|" ( "\"" "|"? )? )? )?)",
+     {"gemma-lt-stay", "gemma-lt-leave"}},
+    {"gemma-lt-stay", R"("<" | "|<" | "|\"<" | "|\"|<")", {}},
+    {"gemma-lt-leave", R"([^<|] | "|" [^<"] | "|\"" [^<|] | "|\"|" [^<>])", {}},
+    {"gemma-char", R"([^<])", {}},
+    {"gemma-any-value",
+     "gemma-any-object | gemma-any-array | gemma-string | number | boolean | null",
+     {"gemma-any-object", "gemma-any-array", "gemma-string", "number", "boolean", "null"}},
+    {"gemma-any-object",
+     R"("{" ws ( gemma-any-member ( "," ws gemma-any-member )* )? "}")",
+     {"gemma-any-member", "ws"}},
+    {"gemma-any-member",
+     R"(gemma-key ":" ws gemma-any-value ws)",
+     {"gemma-key", "gemma-any-value", "ws"}},
+    {"gemma-any-array",
+     R"("[" ws ( gemma-any-value ws ( "," ws gemma-any-value ws )* )? "]")",
+     {"gemma-any-value", "ws"}},
+    {"gemma-key", R"([^:}<, \n] [^:}<]*)", {}},
+};
+
+}  // namespace pith::server::json_schema_rules
