@@ -28,6 +28,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 using Alternatives = std::vector<std::string>;
 using json_schema_rules::kShared;
+using json_schema_rules::repeated;
 using json_schema_rules::SharedRule;
 
 constexpr const char* kWhere = "response_format.json_schema.schema";
@@ -118,19 +119,6 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep) 
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
   return out;
-}
-
-// "x{lo,hi}" in GBNF ("" when it matches only the empty string).
-std::string repeated(const std::string& atom, uint64_t lo, uint64_t hi) {
-  if (hi == 0) return "";
-  if (hi == kUnbounded) {
-    if (lo == 0) return atom + "*";
-    if (lo == 1) return atom + "+";
-    return fmt::format("{}{{{},}}", atom, lo);
-  }
-  if (lo == hi) return lo == 1 ? atom : fmt::format("{}{{{}}}", atom, lo);
-  if (lo == 0 && hi == 1) return atom + "?";
-  return fmt::format("{}{{{},{}}}", atom, lo, hi);
 }
 
 std::string seq(std::initializer_list<std::string> parts) {

@@ -6,6 +6,8 @@
 // unanchored sides, and each set is written as the JSON spellings of its characters.
 #include "server/json_schema_pattern.h"
 
+#include "server/json_schema_rules.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -206,6 +208,7 @@ struct StringPattern::Node {
 namespace {
 
 using Node = StringPattern::Node;
+using json_schema_rules::repeated;
 
 // Recursive descent over the pattern's code points (ECMA-262 syntax with Annex B's leniency
 // for a '{', '}' or ']' that starts nothing).
@@ -550,18 +553,6 @@ class Parser {
   std::vector<uint32_t> cps_;
   size_t i_ = 0;
 };
-
-// "x{lo,hi}" in GBNF.
-std::string repeated(const std::string& atom, uint64_t lo, uint64_t hi) {
-  if (hi == kUnbounded) {
-    if (lo == 0) return atom + "*";
-    if (lo == 1) return atom + "+";
-    return fmt::format("{}{{{},}}", atom, lo);
-  }
-  if (lo == hi) return lo == 1 ? atom : fmt::format("{}{{{}}}", atom, lo);
-  if (lo == 0 && hi == 1) return atom + "?";
-  return fmt::format("{}{{{},{}}}", atom, lo, hi);
-}
 
 // A code point inside a GBNF class: printable ASCII as itself (escaping the class's own
 // syntax), the rest as fixed-width \u / \U escapes (parsers that read \x greedily, like

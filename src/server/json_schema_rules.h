@@ -3,6 +3,11 @@
 // emitted once, when a schema uses it.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
 #include <vector>
 
 namespace pith::server::json_schema_rules {
@@ -56,5 +61,18 @@ const SharedRule kShared[] = {
      {"gemma-any-value", "ws"}},
     {"gemma-key", R"([^:}<, \n] [^:}<]*)", {}},
 };
+
+// "x{lo,hi}" in GBNF ("" when it matches only the empty string); hi = UINT64_MAX: unbounded.
+inline std::string repeated(const std::string& atom, uint64_t lo, uint64_t hi) {
+  if (hi == 0) return "";
+  if (hi == std::numeric_limits<uint64_t>::max()) {
+    if (lo == 0) return atom + "*";
+    if (lo == 1) return atom + "+";
+    return fmt::format("{}{{{},}}", atom, lo);
+  }
+  if (lo == hi) return lo == 1 ? atom : fmt::format("{}{{{}}}", atom, lo);
+  if (lo == 0 && hi == 1) return atom + "?";
+  return fmt::format("{}{{{},{}}}", atom, lo, hi);
+}
 
 }  // namespace pith::server::json_schema_rules

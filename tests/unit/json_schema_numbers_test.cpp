@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "json_schema_test_support.h"
 #include "server/json_schema_grammar.h"
 
 namespace {
@@ -27,45 +28,14 @@ using pith::grammar::Automaton;
 using pith::grammar::Grammar;
 using pith::grammar::Matcher;
 using pith::server::json_schema_to_gbnf;
+using pith::server::testing::ByteGrammar;
 
-std::vector<std::string> byte_vocab() {
-  std::vector<std::string> v;
-  for (int b = 0; b < 256; ++b) v.emplace_back(1, static_cast<char>(b));
-  return v;
-}
-
-struct Compiled {
-  explicit Compiled(const Json& schema) : trie(byte_vocab()) {
-    gbnf = json_schema_to_gbnf(schema).gbnf;
-    std::string err;
-    EXPECT_TRUE(Grammar::parse(gbnf, &g, &err)) << err << "\n" << gbnf;
-    a = std::make_unique<Automaton>(g, trie);
-  }
-  bool accepts(const std::string& doc) const {
-    Matcher m(*a);
-    return m.accept_bytes(doc) && m.is_complete();
-  }
+struct Compiled : ByteGrammar {
+  explicit Compiled(const Json& schema) : ByteGrammar(schema) {}
+  bool accepts(const std::string& doc) const { return accepts_text(doc); }
   std::optional<std::string> walk(std::mt19937& rng) const {
-    Matcher m(*a);
-    std::string doc;
-    std::vector<uint64_t> mask;
-    for (int step = 0; step < 60; ++step) {
-      if (m.is_complete() && !doc.empty() && rng() % 3 == 0) return doc;
-      m.fill_mask(mask);
-      std::vector<uint32_t> next;
-      for (uint32_t b = 0; b < 128; ++b)
-        if (Matcher::allowed(mask, b) && b != ' ' && b != '\n' && b != '\t') next.push_back(b);
-      if (next.empty()) return m.is_complete() ? std::optional<std::string>(doc) : std::nullopt;
-      const uint32_t b = next[rng() % next.size()];
-      m.accept_token(b);
-      doc += static_cast<char>(b);
-    }
-    return m.is_complete() ? std::optional<std::string>(doc) : std::nullopt;
+    return ByteGrammar::walk(rng, 60, true);
   }
-  std::string gbnf;
-  Grammar g;
-  TokenTrie trie;
-  std::unique_ptr<Automaton> a;
 };
 
 using Fixed = __int128;  // value * 10^20

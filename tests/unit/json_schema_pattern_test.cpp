@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "json_schema_test_support.h"
 #include "server/json_schema_grammar.h"
 
 namespace {
@@ -28,64 +29,20 @@ using pith::grammar::Automaton;
 using pith::grammar::Grammar;
 using pith::grammar::Matcher;
 using pith::server::json_schema_to_gbnf;
+using pith::server::testing::ByteGrammar;
+using pith::server::testing::error_of;
 
-std::vector<std::string> byte_vocab() {
-  std::vector<std::string> v;
-  for (int b = 0; b < 256; ++b) v.emplace_back(1, static_cast<char>(b));
-  return v;
-}
-
-// A string schema's grammar over the 256 single-byte tokens.
-struct StringSchema {
-  explicit StringSchema(const Json& schema) : trie(byte_vocab()) {
-    gbnf = json_schema_to_gbnf(schema).gbnf;
-    std::string err;
-    EXPECT_TRUE(Grammar::parse(gbnf, &g, &err)) << err << "\n" << gbnf;
-    a = std::make_unique<Automaton>(g, trie);
-  }
-  // Whether the JSON text of s (the document) is accepted.
+// A string schema's grammar; accepts() takes the string, not its JSON text.
+struct StringSchema : ByteGrammar {
+  explicit StringSchema(const Json& schema) : ByteGrammar(schema) {}
   bool accepts(const std::string& s) const { return accepts_text(Json(s).dump()); }
-  bool accepts_text(std::string_view doc) const {
-    Matcher m(*a);
-    return m.accept_bytes(doc) && m.is_complete();
-  }
-  // A random document of the grammar, walking ASCII bytes only (the std::regex oracle works on
-  // bytes); nullopt if the walk got stuck or ran long.
   std::optional<std::string> walk(std::mt19937& rng) const {
-    Matcher m(*a);
-    std::string doc;
-    std::vector<uint64_t> mask;
-    for (int step = 0; step < 400; ++step) {
-      if (m.is_complete() && doc.size() > 1 && rng() % 3 == 0) return doc;
-      m.fill_mask(mask);
-      std::vector<uint32_t> next;
-      for (uint32_t b = 0; b < 128; ++b)
-        if (Matcher::allowed(mask, b)) next.push_back(b);
-      if (next.empty()) return m.is_complete() ? std::optional<std::string>(doc) : std::nullopt;
-      const uint32_t b = next[rng() % next.size()];
-      EXPECT_TRUE(m.accept_token(b));
-      doc += static_cast<char>(b);
-    }
-    return std::nullopt;
+    return ByteGrammar::walk(rng, 400, false);
   }
-  std::string gbnf;
-  Grammar g;
-  TokenTrie trie;
-  std::unique_ptr<Automaton> a;
 };
 
 Json pattern_schema(const std::string& pattern) {
   return Json{{"type", "string"}, {"pattern", pattern}};
-}
-
-std::string error_of(const Json& schema) {
-  try {
-    json_schema_to_gbnf(schema);
-  } catch (const pith::Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error for " << schema.dump();
-  return "";
 }
 
 struct Case {
