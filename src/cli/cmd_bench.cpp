@@ -17,6 +17,7 @@
 #include "bench/bench_model.h"
 #include "bench/bench_overhead.h"
 #include "bench/bench_paper.h"
+#include "bench/bench_prediction.h"
 #include "bench/bench_runtime.h"
 #include "bench/bench_serving.h"
 #include "bench/bench_soak.h"
@@ -335,6 +336,27 @@ void add_agents_suite(CLI::App& bench) {  // pith bench agents (bench/bench_agen
   });
 }
 
+void add_prediction_suite(CLI::App& bench) {  // pith bench prediction (bench/bench_prediction.h)
+  auto o = std::make_shared<bench::PredictionBenchOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto* cmd = bench.add_subcommand(
+      "prediction",
+      "OpenAI predicted outputs: greedy completions with and without a prediction, alternated");
+  cmd->add_option("-m,--model", o->model, "model file (GGUF or HF folder)")->required();
+  cmd->add_option("--prompts", o->prompts, "distinct prompts (each one's greedy text predicted)");
+  cmd->add_option("--max-tokens", o->max_tokens, "tokens generated per request");
+  cmd->add_option("--runs", o->runs, "alternated runs (the median is reported)");
+  cmd->add_flag("--ascii-only", o->ascii_only,
+                "logit_bias -100 on tokens 128-255 (a byte vocabulary's non-ASCII bytes)");
+  cmd->add_option("-t,--threads", o->threads, "engine threads");
+  add_device_option(*cmd, o->device);
+  cmd->add_flag("--json", *json, "print a JSON summary as the last line");
+  cmd->callback([o, json] {
+    auto result = bench::run_prediction_bench(*o);
+    if (*json) fmt::print("{}\n", result.dump());
+  });
+}
+
 void add_paper_suite(CLI::App& bench) {  // pith bench paper (bench/bench_paper.h)
   auto o = std::make_shared<bench::PaperBenchOptions>();
   auto json = std::make_shared<bool>(false);
@@ -548,6 +570,7 @@ void add_bench_commands(CLI::App& app) {
   add_overhead_suite(*bench);
   add_techniques_suite(*bench);
   add_agents_suite(*bench);
+  add_prediction_suite(*bench);
   add_paper_suite(*bench);
   add_serving_suites(*bench);
   add_contention_suite(*bench);

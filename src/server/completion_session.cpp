@@ -139,10 +139,16 @@ uint32_t CompletionSession::completion_tokens() const {
 
 json CompletionSession::usage() const {
   uint32_t completion = completion_tokens();
-  return {{"prompt_tokens", prompt_tokens_},
-          {"completion_tokens", completion},
-          {"total_tokens", prompt_tokens_ + completion},
-          {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+  json u = {{"prompt_tokens", prompt_tokens_},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt_tokens_ + completion},
+            {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+  // OpenAI's fields for predicted outputs: draft tokens the completion took, and those verified
+  // and discarded (computed, so they cost as generated tokens do).
+  if (!req_.prediction.empty())
+    u["completion_tokens_details"] = {{"accepted_prediction_tokens", accepted_prediction_},
+                                      {"rejected_prediction_tokens", rejected_prediction_}};
+  return u;
 }
 
 json CompletionSession::chunk(json choices) const {
@@ -237,6 +243,11 @@ std::vector<json> CompletionSession::on_message(std::string_view m) {
   if (index >= choices_.size())
     fail("completion inferlet sent choice {} of {}", index, choices_.size());
   Choice& c = choices_[index];
+  if (auto* p = std::get_if<proto::PredictionMessage>(&msg)) {
+    accepted_prediction_ += p->accepted;
+    rejected_prediction_ += p->rejected;
+    return out;
+  }
   if (auto* t = std::get_if<proto::TokenMessage>(&msg)) {
     const int32_t token = t->token;
     if (token < 0 || static_cast<size_t>(token) >= tok_.vocab_size())

@@ -69,6 +69,8 @@ class CompletionSession {
   bool all_done() const;  // every choice finished (the instance may be ended early)
   uint32_t prompt_tokens() const { return prompt_tokens_; }
   uint32_t cached_tokens() const { return cached_tokens_; }
+  uint64_t accepted_prediction_tokens() const { return accepted_prediction_; }
+  uint64_t rejected_prediction_tokens() const { return rejected_prediction_; }
   uint32_t completion_tokens() const;
   bool saw_token() const { return saw_token_; }
   uint64_t token_messages() const { return token_messages_; }  // every tok message so far
@@ -121,6 +123,7 @@ class CompletionSession {
   int64_t created_;
   std::vector<Choice> choices_;
   uint32_t prompt_tokens_ = 0, cached_tokens_ = 0;
+  uint64_t accepted_prediction_ = 0, rejected_prediction_ = 0;  // predicted outputs' drafts
   bool usage_seen_ = false;  // usage messages (one per prompt) replace the initial count
   bool saw_token_ = false;
   uint64_t token_messages_ = 0;

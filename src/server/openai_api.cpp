@@ -54,6 +54,38 @@ std::vector<int32_t> tokens_of(const json& arr, const Tokenizer& tok, const char
   return out;
 }
 
+// A predicted output's text ({"type": "content", "content": text or text parts}); at most a
+// context's worth of tokens.
+std::string prediction_text(const json& p, const Tokenizer& tok, uint32_t context_length) {
+  if (!p.is_object()) bad("prediction", "'prediction' must be an object");
+  for (const auto& [key, value] : p.items())
+    if (key != "type" && key != "content")
+      bad("prediction", "unrecognized field '{}' in 'prediction'", key);
+  if (string_or(p, "type") != "content") bad("prediction", "'prediction.type' must be \"content\"");
+  auto it = p.find("content");
+  if (it == p.end() || !(it->is_string() || it->is_array()))
+    bad("prediction", "'prediction.content' must be a string or an array of text parts");
+  std::string text;
+  if (it->is_string()) {
+    text = it->get<std::string>();
+  } else {
+    for (const auto& part : *it) {
+      if (!part.is_object() || string_or(part, "type") != "text" || !part.contains("text") ||
+          !part["text"].is_string())
+        bad("prediction",
+            "'prediction.content' parts must be {{\"type\": \"text\", \"text\": ...}}");
+      text += part["text"].get<std::string>();
+    }
+  }
+  if (text.find('\0') != std::string::npos)
+    bad("prediction", "'prediction.content' may not contain NUL characters");
+  const size_t tokens = tok.encode(text, /*add_special=*/false, /*parse_special=*/false).size();
+  if (tokens > context_length)
+    bad("prediction", "the prediction has {} tokens; this model's context is {} tokens", tokens,
+        context_length);
+  return text;
+}
+
 }  // namespace
 
 std::string message_text(const json& m) {
@@ -128,7 +160,7 @@ constexpr FieldRule kFields[] = {
     {"response_format", Field::Used, true, false},
     {"audio", Field::Unsupported, true, false},
     {"modalities", Field::Unsupported, true, false},
-    {"prediction", Field::Unsupported, true, false},
+    {"prediction", Field::Used, true, true},
     {"reasoning_effort", Field::Unsupported, true, false},
     {"chat_template_kwargs", Field::Used, true, false},
     {"verbosity", Field::Unsupported, true, false},
@@ -235,6 +267,7 @@ std::vector<std::string> CompletionRequest::inferlet_args() const {
   if (ignore_eos) a.insert(a.end(), {"--ignore-eos", "1"});
   if (!grammar.empty()) a.insert(a.end(), {"--grammar", grammar});
   if (!adapter.empty()) a.insert(a.end(), {"--adapter", adapter});
+  if (!prediction.empty()) a.insert(a.end(), {"--prediction", prediction});
   if (!stop_token_ids.empty()) {
     std::string ids;
     for (int32_t t : stop_token_ids) ids += fmt::format("{}{}", ids.empty() ? "" : ",", t);
@@ -405,6 +438,8 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
       if (auto o = ordered_body->find("response_format"); o != ordered_body->end()) ordered = &*o;
     r.grammar = response_format_grammar(*it, ordered);
   }
+  if (auto it = body.find("prediction"); it != body.end() && !it->is_null())
+    r.prediction = prediction_text(*it, tok, context_length);
   if (r.tools.forced()) {
     if (!r.grammar.empty())
       bad("response_format", "'response_format' cannot be combined with a forced tool_choice");

@@ -57,7 +57,8 @@ struct CompletionRequest {
   uint32_t min_tokens = 0;
   bool ignore_eos = false;
   std::vector<int32_t> stop_token_ids;
-  std::string grammar;  // GBNF from response_format or a forced tool call; empty: unconstrained
+  std::string grammar;     // GBNF from response_format or a forced tool call; empty: unconstrained
+  std::string prediction;  // a predicted output's text (drafts from it); empty: none
   ToolRequest tools;
   ToolCallFormat tool_format = ToolCallFormat::Hermes;
   ReasoningFormat reasoning = ReasoningFormat::None;  // chat: how thoughts are told apart

@@ -413,6 +413,16 @@ asio::awaitable<OpenAiRoutes::Generation> OpenAiRoutes::generate(
       .counter("pith_prompt_tokens_cached_total",
                "Prompt tokens of OpenAI requests served by the prefix cache")
       .inc(session->cached_tokens());
+  if (session->accepted_prediction_tokens() + session->rejected_prediction_tokens() > 0) {
+    metrics
+        .counter("pith_prediction_accepted_tokens_total",
+                 "Draft tokens of predicted outputs that completions took")
+        .inc(session->accepted_prediction_tokens());
+    metrics
+        .counter("pith_prediction_rejected_tokens_total",
+                 "Draft tokens of predicted outputs verified and discarded")
+        .inc(session->rejected_prediction_tokens());
+  }
   if (failure)
     metrics.counter("pith_openai_failures_total", "OpenAI requests that failed during generation")
         .inc();

@@ -234,7 +234,7 @@ def paper_suite(pith, model, inferlets):
 
 
 def serving_suites(pith, model, inferlets):
-    """prefix-cache, chunked-prefill, contention, soak, serving."""
+    """prefix-cache, prediction, chunked-prefill, contention, soak, serving."""
     p = bench(pith, "prefix-cache", "-m", model, "--requests", "6", "--system-tokens", "64",
               "--question-tokens", "8", "--max-tokens", "2", "--concurrency", "2")
     need(p, "prefill_tokens_on", "prefill_tokens_off", "speedup")
@@ -242,6 +242,13 @@ def serving_suites(pith, model, inferlets):
     # by the first 2 concurrent requests only.
     assert p["prefill_tokens_off"] == 6 * 72, p
     assert p["prefill_tokens_on"] < p["prefill_tokens_off"], p
+
+    pr = bench(pith, "prediction", "-m", model, "--prompts", "1", "--max-tokens", "8", "--runs", "1")
+    need(pr, "kinds", "speedup_exact")
+    assert [k["prediction"] for k in pr["kinds"]] == ["exact", "edited", "unrelated"], pr
+    for k in pr["kinds"]:
+        positive(dict(k, suite="prediction"), "plain_tokens_per_s", "predicted_tokens_per_s", "speedup")
+        assert k["outputs"] == 1 and 0 <= k["identical_outputs"] <= 1, k
 
     c = bench(pith, "chunked-prefill", "-m", model, "--long-tokens", "300", "--short-requests", "3",
               "--short-tokens", "8", "--decoders", "1", "--decode-tokens", "4", "--max-batch-tokens", "64")

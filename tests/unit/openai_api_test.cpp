@@ -2,6 +2,8 @@
 // streaming, and CompletionSession turning inferlet messages into responses and chunks.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "chat_template/chat_template.h"
@@ -117,6 +119,35 @@ TEST(OpenAiRequest, UnknownAndUnsupportedFieldsAreRefusedByName) {
                          {"tools", nullptr},
                          {"response_format", nullptr}},
                         true));
+}
+
+TEST(OpenAiRequest, PredictedOutputs) {
+  const json msgs = {{{"role", "user"}, {"content", "x"}}};
+  CompletionRequest r =
+      parse({{"messages", msgs}, {"prediction", {{"type", "content"}, {"content", "a b"}}}}, true);
+  EXPECT_EQ(r.prediction, "a b");
+  auto args = r.inferlet_args();
+  auto at = std::find(args.begin(), args.end(), "--prediction");
+  ASSERT_NE(at, args.end());
+  EXPECT_EQ(*(at + 1), "a b");
+  const json parts = {{{"type", "text"}, {"text", "one "}}, {{"type", "text"}, {"text", "two"}}};
+  EXPECT_EQ(parse({{"prompt", "x"}, {"prediction", {{"type", "content"}, {"content", parts}}}})
+                .prediction,
+            "one two");  // completions too, and text parts joined
+  EXPECT_TRUE(parse({{"prompt", "x"}, {"prediction", nullptr}}).prediction.empty());
+  const auto no_arg = parse({{"prompt", "x"}}).inferlet_args();
+  EXPECT_EQ(std::find(no_arg.begin(), no_arg.end(), "--prediction"), no_arg.end());
+  auto bad = [&](const json& p) {
+    expect_rejected({{"prompt", "x"}, {"prediction", p}}, false, "prediction");
+  };
+  bad("text");
+  bad({{"type", "text"}, {"content", "a"}});
+  bad({{"type", "content"}});
+  bad({{"type", "content"}, {"content", 3}});
+  bad({{"type", "content"}, {"content", {{{"type", "image_url"}}}}});
+  bad({{"type", "content"}, {"content", "a"}, {"extra", 1}});
+  bad({{"type", "content"}, {"content", std::string("a\0b", 3)}});
+  bad({{"type", "content"}, {"content", std::string(2000, 'x') + " y z"}});  // > the context
 }
 
 TEST(OpenAiRequest, BatchedPromptsAndEcho) {
@@ -262,6 +293,28 @@ TEST(CompletionSession, MessagesBecomeAResponse) {
   EXPECT_THROW(s.on_message("tok 5 1 -1"), Error);  // no such choice
   EXPECT_THROW(s.on_message("bogus"), Error);
   EXPECT_THROW(s.on_message("error out of KV pages"), Error);
+  EXPECT_FALSE(j["usage"].contains("completion_tokens_details"));  // no prediction
+}
+
+TEST(CompletionSession, PredictionTalliesAddUpInUsage) {
+  CompletionRequest r = parse({{"prompt", "Hi"},
+                               {"n", 2},
+                               {"max_tokens", 3},
+                               {"prediction", {{"type", "content"}, {"content", " one"}}}});
+  CompletionSession s(r, tok(), "cmpl-1", "tiny", 7);
+  s.on_message("usage 2 0");
+  const int32_t id = ids_of(" one")[0];
+  for (int choice = 0; choice < 2; ++choice) {
+    s.on_message(fmt::format("pred {} {} {}", choice, 1 + choice, 4));
+    s.on_message(fmt::format("tok {} {} -0.5", choice, id));
+    s.on_message(fmt::format("end {} stop 1", choice));
+  }
+  s.finish();
+  const json u = s.response()["usage"];
+  EXPECT_EQ(u["completion_tokens_details"]["accepted_prediction_tokens"], 3);
+  EXPECT_EQ(u["completion_tokens_details"]["rejected_prediction_tokens"], 8);
+  EXPECT_EQ(u["completion_tokens"], 2);
+  EXPECT_THROW(s.on_message("pred 2 1 1"), Error);  // no such choice
 }
 
 TEST(CompletionSession, ErrorMessagesKeepTheirStatusCode) {

@@ -60,6 +60,17 @@ TEST(OpenAiProtocol, EndRoundTripsBothReasons) {
   EXPECT_EQ(encode(length), "end 0 length 16");
 }
 
+TEST(OpenAiProtocol, PredictionTallyRoundTrips) {
+  auto p = std::get<PredictionMessage>(round_trip(PredictionMessage{2, 15, 3}));
+  EXPECT_EQ(p.choice, 2u);
+  EXPECT_EQ(p.accepted, 15u);
+  EXPECT_EQ(p.rejected, 3u);
+  EXPECT_EQ(encode(PredictionMessage{0, 1, 0}), "pred 0 1 0");
+  EXPECT_NE(rejection("pred 0 1").find("rejected"), std::string::npos);
+  EXPECT_NE(rejection("pred 0 -1 2").find("accepted"), std::string::npos);
+  EXPECT_NE(rejection("pred 0 1 2 3").find("trailing"), std::string::npos);
+}
+
 TEST(OpenAiProtocol, ErrorCarriesItsStatusCodeAndFreeText) {
   auto e = std::get<ErrorMessage>(
       round_trip(ErrorMessage{PITH_ERR_OUT_OF_KV_PAGES, "decode: out of KV pages"}));

@@ -137,6 +137,53 @@ TEST(Sampler, MinTokensHoldsBackEndingTokensOnBothPaths) {
   EXPECT_EQ(b.sample(logits({5.0f, 1.0f})), 0u);
 }
 
+// Speculative sampling against a draft token (predicted outputs): the token's law is sample()'s
+// whatever the draft, checked by frequency over many draws (fixed seeds: deterministic) on a
+// distribution truncated by temperature, top_p and min_p; greedy returns the argmax; held-back
+// and penalised tokens are treated as sample() treats them.
+TEST(Sampler, SampleDraftKeepsSamplesLaw) {
+  const Distribution d = top_k({5, 3, 9, 1, 7}, {0.4f, 0.3f, 0.15f, 0.1f, 0.05f});
+  SamplerConfig c;
+  c.temperature = 0.9f;
+  c.top_p = 0.9f;  // drops the last token
+  c.min_p = 0.05f;
+  constexpr int kDraws = 200000;
+  auto frequencies = [&](uint32_t draft, uint64_t seed) {
+    c.seed = seed;
+    Sampler s(c);
+    std::vector<double> f(10, 0);
+    for (int i = 0; i < kDraws; ++i)
+      ++f[draft == UINT32_MAX ? s.sample(d) : s.sample_draft(d, draft)];
+    for (double& x : f) x /= kDraws;
+    return f;
+  };
+  const std::vector<double> law = frequencies(UINT32_MAX, 1);
+  EXPECT_EQ(law[7], 0.0);  // cut by top_p
+  for (uint32_t draft : {5u, 3u, 9u, 1u, 7u, 8u}) {
+    const std::vector<double> got = frequencies(draft, 2 + draft);
+    for (uint32_t t = 0; t < 10; ++t) {
+      const double sigma = std::sqrt(std::max(law[t], 1e-6) * (1 - law[t]) / kDraws);
+      EXPECT_NEAR(got[t], law[t], 5 * sigma * std::sqrt(2.0) + 1e-9)
+          << "draft " << draft << ", token " << t;
+    }
+  }
+
+  Sampler greedy;
+  EXPECT_EQ(greedy.sample_draft(d, 3), 5u);  // the argmax, whatever the draft
+  EXPECT_EQ(greedy.sample_draft(d, 5), 5u);
+
+  Sampler held;
+  held.suppress_until(1, {5});
+  EXPECT_EQ(held.sample_draft(d, 5), 3u);  // a held-back draft is never taken
+  EXPECT_EQ(held.sampled(), 1u);
+
+  // Penalties apply to the whole vocabulary's logits as in sample(), and the drafted token
+  // counts once it is returned.
+  Sampler pen(greedy_with([](SamplerConfig& x) { x.presence_penalty = 2.0f; }));
+  EXPECT_EQ(pen.sample_draft(logits({3.0f, 2.0f}), 0), 0u);
+  EXPECT_EQ(pen.sample_draft(logits({3.0f, 2.0f}), 0), 1u);  // 3 - 2 < 2
+}
+
 // What the server does with a shaped step (abi.h forward_tokens_adjusted), in double: each
 // logit adjusted, the allowed tokens ranked (ties by lower id), probabilities the softmax of the
 // adjusted logits over the whole vocabulary, the best k kept.

@@ -6,6 +6,7 @@
 //   usage <prompt_tokens> <cached_tokens>                  (one per prompt; they add up)
 //   ptok <prompt> <token> <logprob|none> [<id>:<logprob>,...] (echo: a prompt token's logprob)
 //   tok <choice> <token> <logprob> [<id>:<logprob>,...]   (alternatives only when asked for)
+//   pred <choice> <accepted> <rejected>                  (a predicted output's draft verified)
 //   end <choice> <stop|length> <completion_tokens>
 //   error <code> <text>                                    (code: a pith_status_t, see abi.h)
 //
@@ -57,6 +58,14 @@ struct PromptTokenMessage {
   std::vector<TokenAlternative> top;
 };
 
+// One verified draft of a predicted output: how many of its tokens the completion took and how
+// many it rejected; sent before the step's tok messages. The server sums them for usage.
+struct PredictionMessage {
+  uint32_t choice = 0;
+  uint32_t accepted = 0;
+  uint32_t rejected = 0;
+};
+
 struct EndMessage {
   uint32_t choice = 0;
   FinishReason reason = FinishReason::Stop;
@@ -68,8 +77,8 @@ struct ErrorMessage {
   std::string text;
 };
 
-using Message =
-    std::variant<UsageMessage, TokenMessage, PromptTokenMessage, EndMessage, ErrorMessage>;
+using Message = std::variant<UsageMessage, TokenMessage, PromptTokenMessage, PredictionMessage,
+                             EndMessage, ErrorMessage>;
 
 inline const char* finish_reason_name(FinishReason r) {
   return r == FinishReason::Length ? "length" : "stop";
@@ -104,6 +113,11 @@ inline std::string encode(const PromptTokenMessage& m) {
     s += std::to_string(m.top[i].token) + ":" + encode_logprob(m.top[i].logprob);
   }
   return s;
+}
+
+inline std::string encode(const PredictionMessage& m) {
+  return "pred " + std::to_string(m.choice) + " " + std::to_string(m.accepted) + " " +
+         std::to_string(m.rejected);
 }
 
 inline std::string encode(const EndMessage& m) {
@@ -235,6 +249,16 @@ inline bool parse(std::string_view text, Message& out, std::string& error) {
       return malformed(error, "ptok: bad logprob", lp);
     if (!detail::parse_alternatives(rest, text, "ptok", m.top, error)) return false;
     out = std::move(m);
+    return true;
+  }
+  if (kind == "pred") {
+    PredictionMessage m;
+    std::string_view c = next_word(rest), a = next_word(rest), r = next_word(rest);
+    if (!detail::parse_u32(c, m.choice)) return malformed(error, "pred: bad choice", c);
+    if (!detail::parse_u32(a, m.accepted)) return malformed(error, "pred: bad accepted", a);
+    if (!detail::parse_u32(r, m.rejected)) return malformed(error, "pred: bad rejected", r);
+    if (!next_word(rest).empty()) return malformed(error, "pred: trailing text in", text);
+    out = m;
     return true;
   }
   if (kind == "end") {

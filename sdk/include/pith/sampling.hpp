@@ -153,26 +153,42 @@ class Sampler {
   // choice; `d` must then cover the whole vocabulary (whole_vocabulary()). Returns UINT32_MAX,
   // recording nothing, when the mask allows no token.
   uint32_t sample(const Distribution& d, const std::vector<uint64_t>* allowed = nullptr) {
-    uint32_t tok;
-    if (d.logits) {
-      Distribution a = adjusted(d, allowed);
-      if (a.ids.empty()) return UINT32_MAX;
-      tok = sample_sorted(a);
-    } else if (allowed) {
-      Distribution r = restricted(d, *allowed);
-      if (r.ids.empty()) return UINT32_MAX;
-      tok = sample_sorted(r);
-    } else if (suppressing()) {
-      tok = sample_sorted(without_suppressed(d));
-    } else {
-      tok = sample_sorted(d);
-    }
-    record(tok);
-    return tok;
+    return sample_against(d, allowed, kNoDraft);
+  }
+
+  // sample() against a draft token (speculative decoding with a deterministic draft, such as a
+  // predicted output's next token): returns `draft` with the probability sample() would return
+  // it, else a token drawn from the rest of the distribution renormalised, so the token's law is
+  // sample()'s (Leviathan et al. 2023 with a one-hot draft); greedy returns the argmax. The
+  // caller keeps the draft's continuation only when the result is `draft`.
+  uint32_t sample_draft(const Distribution& d, uint32_t draft,
+                        const std::vector<uint64_t>* allowed = nullptr) {
+    return sample_against(d, allowed, draft);
   }
 
  private:
   static constexpr uint32_t kDefaultCandidates = 256;
+  static constexpr uint32_t kNoDraft = UINT32_MAX;
+
+  uint32_t sample_against(const Distribution& d, const std::vector<uint64_t>* allowed,
+                          uint32_t draft) {
+    uint32_t tok;
+    if (d.logits) {
+      Distribution a = adjusted(d, allowed);
+      if (a.ids.empty()) return UINT32_MAX;
+      tok = sample_sorted(a, draft);
+    } else if (allowed) {
+      Distribution r = restricted(d, *allowed);
+      if (r.ids.empty()) return UINT32_MAX;
+      tok = sample_sorted(r, draft);
+    } else if (suppressing()) {
+      tok = sample_sorted(without_suppressed(d), draft);
+    } else {
+      tok = sample_sorted(d, draft);
+    }
+    record(tok);
+    return tok;
+  }
 
   bool suppressing() const { return suppress_left_ > 0 && !suppressed_.empty(); }
   bool is_suppressed(uint32_t t) const {
@@ -332,8 +348,9 @@ class Sampler {
     return out;
   }
 
-  // Samples from a distribution sorted by decreasing probability.
-  uint32_t sample_sorted(const Distribution& d) {
+  // Samples from a distribution sorted by decreasing probability; against a draft token (not
+  // kNoDraft) as sample_draft() says.
+  uint32_t sample_sorted(const Distribution& d, uint32_t draft = kNoDraft) {
     if (d.ids.empty()) return 0;
     if (c_.temperature <= 0) return d.ids[0];  // sorted: the first is the argmax
     size_t n = d.ids.size();
@@ -361,11 +378,24 @@ class Sampler {
     }
     double total = 0;
     for (size_t i = 0; i < n; ++i) total += w[i];
+    if (draft != kNoDraft) {
+      // Accept with probability w(draft) / total; else draw from the others renormalised.
+      size_t at = 0;
+      while (at < n && d.ids[at] != draft) ++at;
+      if (at < n && w[at] > 0) {
+        if (uniform() * total < w[at]) return draft;
+        total -= w[at];
+        w[at] = 0;
+        if (!(total > 0)) return draft;
+      }
+    }
     double r = uniform() * total;
     for (size_t i = 0; i < n; ++i) {
       r -= w[i];
-      if (r <= 0) return d.ids[i];
+      if (r <= 0 && w[i] > 0) return d.ids[i];
     }
+    for (size_t i = n; i-- > 0;)  // rounding left r above 0: the last token with weight
+      if (w[i] > 0) return d.ids[i];
     return d.ids[n - 1];
   }
 

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Writes a vocabulary-only GGUF whose tokens are the 256 bytes (GPT-2's byte-to-unicode
+spelling, no merges) plus Llama 3's chat control tokens. Every text has exactly one
+tokenization under it, so a random-weight model generated with it (`pith model gen --vocab`)
+writes text that tokenizes back into its own tokens, as a trained model's text does: what a
+predicted output's drafts (tokenized text) need to be measured on random weights.
+
+    tools/make_byte_vocab.py tests/data/tokenizer/byte-vocab.gguf
+"""
+import struct
+import sys
+
+SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+            "<|eot_id|>"]
+
+
+def byte_spelling():
+    """GPT-2's reversible map from bytes to printable characters."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    spelled = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in spelled:
+            spelled[b] = chr(256 + extra)
+            extra += 1
+    return [spelled[b] for b in range(256)]
+
+
+def gguf_string(s):
+    data = s.encode("utf-8")
+    return struct.pack("<Q", len(data)) + data
+
+
+def kv(key, type_id, payload):
+    return gguf_string(key) + struct.pack("<I", type_id) + payload
+
+
+def main(path):
+    tokens = byte_spelling() + SPECIALS
+    types = [1] * 256 + [3] * len(SPECIALS)  # normal, control
+    STRING, ARRAY, UINT32, INT32, BOOL = 8, 9, 4, 5, 7
+    kvs = [
+        kv("general.architecture", STRING, gguf_string("llama")),
+        kv("tokenizer.ggml.model", STRING, gguf_string("gpt2")),
+        kv("tokenizer.ggml.pre", STRING, gguf_string("default")),
+        kv("tokenizer.ggml.tokens", ARRAY,
+           struct.pack("<IQ", STRING, len(tokens)) + b"".join(gguf_string(t) for t in tokens)),
+        kv("tokenizer.ggml.token_type", ARRAY,
+           struct.pack("<IQ", INT32, len(types)) + b"".join(struct.pack("<i", t) for t in types)),
+        kv("tokenizer.ggml.merges", ARRAY, struct.pack("<IQ", STRING, 0)),
+        kv("tokenizer.ggml.bos_token_id", UINT32, struct.pack("<I", 256)),
+        kv("tokenizer.ggml.eos_token_id", UINT32, struct.pack("<I", 256 + SPECIALS.index("<|eot_id|>"))),
+        kv("tokenizer.ggml.add_bos_token", BOOL, struct.pack("<?", True)),
+    ]
+    header = b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs))
+    body = header + b"".join(kvs)
+    body += b"\0" * (-len(body) % 32)  # general.alignment (no tensors follow)
+    with open(path, "wb") as f:
+        f.write(body)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
