@@ -32,7 +32,8 @@ std::string edited(const std::string& text) {
     while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
     return std::min(at, text.size());
   };
-  const size_t a = boundary(text.size() / 3), a_end = boundary(a + 6), b = boundary(2 * text.size() / 3);
+  const size_t a = boundary(text.size() / 3), a_end = boundary(a + 6),
+               b = boundary(2 * text.size() / 3);
   return text.substr(0, a) + " (edited) " + text.substr(a_end, b - a_end) +
          " and one more sentence here. " + text.substr(b);
 }
@@ -75,14 +76,14 @@ json run_prediction_bench(const PredictionBenchOptions& o) {
   const std::string model = client.get("/v1/models").at("data").at(0).at("id");
 
   auto request = [&](int prompt, const std::string* prediction) {
-    json body = {{"model", model},
-                 {"messages",
-                  {{{"role", "user"},
-                    {"content", fmt::format("Rewrite document {} with the requested changes.",
-                                            prompt)}}}},
-                 {"max_tokens", o.max_tokens},
-                 {"temperature", 0},
-                 {"ignore_eos", true}};
+    json body = {
+        {"model", model},
+        {"messages",
+         {{{"role", "user"},
+           {"content", fmt::format("Rewrite document {} with the requested changes.", prompt)}}}},
+        {"max_tokens", o.max_tokens},
+        {"temperature", 0},
+        {"ignore_eos", true}};
     if (prediction) body["prediction"] = {{"type", "content"}, {"content", *prediction}};
     if (o.ascii_only) {  // the byte vocabulary's bytes 0x80-0xFF: random picks are not UTF-8
       json bias = json::object();
@@ -115,14 +116,9 @@ json run_prediction_bench(const PredictionBenchOptions& o) {
   fmt::print("{:<10} {:>12} {:>14} {:>8} {:>10} {:>14} {:>9}\n", "prediction", "plain tok/s",
              "predicted tok/s", "speedup", "accepted", "rejected/tok", "identical");
 
-  json out = {{"suite", "prediction"},
-              {"model", o.model},
-              {"device", o.device},
-              {"prompts", o.prompts},
-              {"max_tokens", o.max_tokens},
-              {"runs", o.runs},
-              {"ascii_only", o.ascii_only},
-              {"kinds", json::array()}};
+  json out = {{"suite", "prediction"},      {"model", o.model},           {"device", o.device},
+              {"prompts", o.prompts},       {"max_tokens", o.max_tokens}, {"runs", o.runs},
+              {"ascii_only", o.ascii_only}, {"kinds", json::array()}};
   for (Kind kind : kKinds) {
     Tally t;
     for (int run = 0; run < o.runs; ++run) {

@@ -4,8 +4,8 @@
 // and stays in step when the completion tokenizes the same text differently.
 #include <gtest/gtest.h>
 
-#include <pith/prediction_drafter.hpp>
 #include <cctype>
+#include <pith/prediction_drafter.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,7 +51,7 @@ struct Tally {
   size_t steps = 0, accepted = 0, drafted = 0;
 };
 Tally generate(PredictionDrafter& d, Words& w, const std::vector<uint32_t>& target,
-             size_t max_draft_limit = 1000) {
+               size_t max_draft_limit = 1000) {
   Tally r;
   size_t at = 0;
   while (at < target.size()) {
@@ -102,7 +102,8 @@ TEST(PredictionDrafter, InsertionsAndDeletionsKeepTheRestDrafted) {
   Words w;
   std::string edited = kText;
   edited.insert(edited.find(" and then"), " and barks twice at the moon");
-  edited.erase(edited.find(" where the other"), std::string(" where the other animals live").size());
+  edited.erase(edited.find(" where the other"),
+               std::string(" where the other animals live").size());
   PredictionDrafter d(kText, 32);
   const std::vector<uint32_t> target = w(edited);
   const Tally r = generate(d, w, target);

@@ -127,7 +127,7 @@ class PredictionDrafter {
   size_t length_ = kFirstDraft;
   size_t misses_ = 0;  // drafts rejected outright in a row
   size_t pause_ = 0;   // plain steps left before the next draft
-  std::string tail_;  // the completion's last kTail bytes
+  std::string tail_;   // the completion's last kTail bytes
 };
 
 }  // namespace pith
