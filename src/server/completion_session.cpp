@@ -151,7 +151,7 @@ json CompletionSession::usage() const {
   return u;
 }
 
-json CompletionSession::chunk(json choices) const {
+json CompletionSession::chunk(json choices) {
   json c = {{"id", id_},
             {"object", req_.chat ? "chat.completion.chunk" : "text_completion"},
             {"created", created_},
@@ -159,6 +159,10 @@ json CompletionSession::chunk(json choices) const {
             {"system_fingerprint", nullptr},
             {"choices", std::move(choices)}};
   if (req_.include_usage) c["usage"] = nullptr;
+  if (req_.return_token_ids && req_.chat && !sent_prompt_ids_) {
+    c["prompt_token_ids"] = req_.prompts.at(0);
+    sent_prompt_ids_ = true;
+  }
   return c;
 }
 
@@ -168,6 +172,7 @@ json CompletionSession::choice_delta(uint32_t index, const std::string& text, co
   Choice& c = choices_[index];
   json fr = finish_reason.empty() ? json(nullptr) : json(finish_reason);
   json lp = logprobs ? *logprobs : json(nullptr);
+  json out;
   if (req_.chat) {
     json delta = json::object();
     if (!c.sent_role) {
@@ -176,9 +181,19 @@ json CompletionSession::choice_delta(uint32_t index, const std::string& text, co
     }
     if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
     if (!text.empty() || (finish_reason.empty() && reasoning.empty())) delta["content"] = text;
-    return {{"index", index}, {"delta", delta}, {"logprobs", lp}, {"finish_reason", fr}};
+    out = {{"index", index}, {"delta", delta}, {"logprobs", lp}, {"finish_reason", fr}};
+  } else {
+    out = {{"index", index}, {"text", text}, {"logprobs", lp}, {"finish_reason", fr}};
   }
-  return {{"index", index}, {"text", text}, {"logprobs", lp}, {"finish_reason", fr}};
+  if (req_.return_token_ids) {  // the tokens since the choice's last chunk (text may lag them)
+    out["token_ids"] = std::move(c.unsent_ids);
+    c.unsent_ids.clear();
+    if (!req_.chat && !c.sent_prompt_ids) {
+      out["prompt_token_ids"] = req_.prompts.at(index / req_.n);
+      c.sent_prompt_ids = true;
+    }
+  }
+  return out;
 }
 
 json CompletionSession::logprob_entry(int32_t token, double logprob,
@@ -264,6 +279,10 @@ std::vector<json> CompletionSession::on_message(std::string_view m) {
     saw_token_ = true;
     emit_echo(index, out);
     ++c.tokens;
+    if (req_.return_token_ids) {
+      c.token_ids.push_back(token);
+      c.unsent_ids.push_back(token);
+    }
     std::string delta = c.text.push(token);
     const std::string released = delta;  // text_offset counts it, tools or not
     ReasoningSplitter::Delta split = c.reasoning.push(delta);
@@ -404,15 +423,20 @@ json CompletionSession::response() const {
                          {"text", c.text.text()},
                          {"logprobs", lp},
                          {"finish_reason", c.finish_reason}});
+      if (req_.return_token_ids) choices.back()["prompt_token_ids"] = req_.prompts.at(i / req_.n);
     }
+    if (req_.return_token_ids) choices.back()["token_ids"] = c.token_ids;
   }
-  return {{"id", id_},
-          {"object", req_.chat ? "chat.completion" : "text_completion"},
-          {"created", created_},
-          {"model", model_},
-          {"system_fingerprint", nullptr},
-          {"choices", std::move(choices)},
-          {"usage", usage()}};
+  json r = {{"id", id_},
+            {"object", req_.chat ? "chat.completion" : "text_completion"},
+            {"created", created_},
+            {"model", model_},
+            {"system_fingerprint", nullptr},
+            {"choices", std::move(choices)},
+            {"usage", usage()}};
+  // vLLM's return_token_ids: chat has one prompt, at the top; completions per choice (above).
+  if (req_.return_token_ids && req_.chat) r["prompt_token_ids"] = req_.prompts.at(0);
+  return r;
 }
 
 }  // namespace pith::server

@@ -97,6 +97,9 @@ class CompletionSession {
     std::string held_for_tools = {};  // text held back while it may still be a tool call
     std::vector<StoredToolCall> tool_calls = {};
     std::string content = {};  // with tool calls: the text outside them
+    // return_token_ids: every token counted (token_ids), and those no chunk has carried yet.
+    std::vector<int32_t> token_ids = {}, unsent_ids = {};
+    bool sent_prompt_ids = false;  // stream, completions: the choice's prompt_token_ids went out
     bool tools_forced() const;
   };
   // Text to stream now: with tools, held back while it may still be a call.
@@ -109,7 +112,7 @@ class CompletionSession {
   void emit_echo(uint32_t index, std::vector<nlohmann::json>& out);
   void on_prompt_token(const openai_protocol::PromptTokenMessage& m);
   nlohmann::json tool_calls_delta(uint32_t index);
-  nlohmann::json chunk(nlohmann::json choices) const;
+  nlohmann::json chunk(nlohmann::json choices);
   nlohmann::json choice_delta(uint32_t index, const std::string& text,
                               const nlohmann::json* logprobs, const std::string& finish_reason,
                               const std::string& reasoning = "");
@@ -124,7 +127,8 @@ class CompletionSession {
   std::vector<Choice> choices_;
   uint32_t prompt_tokens_ = 0, cached_tokens_ = 0;
   uint64_t accepted_prediction_ = 0, rejected_prediction_ = 0;  // predicted outputs' drafts
-  bool usage_seen_ = false;  // usage messages (one per prompt) replace the initial count
+  bool sent_prompt_ids_ = false;  // stream, chat: the first chunk carried prompt_token_ids
+  bool usage_seen_ = false;       // usage messages (one per prompt) replace the initial count
   bool saw_token_ = false;
   uint64_t token_messages_ = 0;
   std::optional<openai_protocol::ErrorMessage> failure_;

@@ -144,6 +144,7 @@ constexpr FieldRule kFields[] = {
     {"ignore_eos", Field::Used, true, true},
     {"stop_token_ids", Field::Used, true, true},
     {"echo", Field::Used, false, true},
+    {"return_token_ids", Field::Used, true, true},
     // No effect on the output: annotations and storage/routing hints of OpenAI's platform.
     {"user", Field::Accepted, true, true},
     {"metadata", Field::Accepted, true, true},
@@ -299,6 +300,7 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
     }
   }
   r.echo = bool_field(body, "echo").value_or(false);
+  r.return_token_ids = bool_field(body, "return_token_ids").value_or(false);
 
   if (chat) {
     auto it = body.find("messages");

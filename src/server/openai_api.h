@@ -59,6 +59,8 @@ struct CompletionRequest {
   std::vector<int32_t> stop_token_ids;
   std::string grammar;     // GBNF from response_format or a forced tool call; empty: unconstrained
   std::string prediction;  // a predicted output's text (drafts from it); empty: none
+  // vLLM's return_token_ids: the prompt's and each choice's token ids in the response.
+  bool return_token_ids = false;
   ToolRequest tools;
   ToolCallFormat tool_format = ToolCallFormat::Hermes;
   ReasoningFormat reasoning = ReasoningFormat::None;  // chat: how thoughts are told apart

@@ -296,6 +296,56 @@ TEST(CompletionSession, MessagesBecomeAResponse) {
   EXPECT_FALSE(j["usage"].contains("completion_tokens_details"));  // no prediction
 }
 
+TEST(CompletionSession, ReturnTokenIdsLikeVllm) {
+  const auto ids = ids_of(" one two three");
+  auto feed = [&](CompletionSession& s, uint32_t choices) {
+    std::vector<json> chunks;
+    auto add = [&](std::vector<json> v) { chunks.insert(chunks.end(), v.begin(), v.end()); };
+    add(s.on_message("usage 2 0"));
+    for (uint32_t c = 0; c < choices; ++c) {
+      for (int32_t id : ids) add(s.on_message(fmt::format("tok {} {} -0.5", c, id)));
+      add(s.on_message(fmt::format("end {} length {}", c, ids.size())));
+    }
+    add(s.finish());
+    return chunks;
+  };
+  // Completions: prompt and generated ids on every choice.
+  CompletionRequest r =
+      parse({{"prompt", {"Hi", "Ho"}}, {"max_tokens", 3}, {"return_token_ids", true}});
+  CompletionSession s(r, tok(), "cmpl-1", "tiny", 7);
+  feed(s, 2);
+  json j = s.response();
+  EXPECT_FALSE(j.contains("prompt_token_ids"));
+  EXPECT_EQ(j["choices"][1]["prompt_token_ids"], r.prompts[1]);
+  EXPECT_EQ(j["choices"][0]["token_ids"], ids);
+  // Chat, streamed: the prompt on the first chunk only; the chunks' ids add up to the tokens.
+  CompletionRequest c = parse({{"messages", {{{"role", "user"}, {"content", "x"}}}},
+                               {"max_tokens", 3},
+                               {"stream", true},
+                               {"return_token_ids", true}},
+                              true);
+  CompletionSession cs(c, tok(), "chat-1", "tiny", 7);
+  std::vector<json> chunks = feed(cs, 1);
+  ASSERT_FALSE(chunks.empty());
+  EXPECT_EQ(chunks[0]["prompt_token_ids"], c.prompts[0]);
+  std::vector<int32_t> streamed;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (i > 0) {
+      EXPECT_FALSE(chunks[i].contains("prompt_token_ids"));
+    }
+    for (const json& ch : chunks[i]["choices"])
+      for (int32_t id : ch["token_ids"]) streamed.push_back(id);
+  }
+  EXPECT_EQ(streamed, ids);
+  EXPECT_EQ(cs.response()["prompt_token_ids"], c.prompts[0]);
+  // Without the flag, no such fields.
+  CompletionRequest plain = parse({{"prompt", "Hi"}, {"max_tokens", 3}});
+  CompletionSession ps(plain, tok(), "cmpl-2", "tiny", 7);
+  feed(ps, 1);
+  EXPECT_FALSE(ps.response()["choices"][0].contains("token_ids"));
+  expect_rejected({{"prompt", "x"}, {"return_token_ids", "yes"}}, false, "return_token_ids");
+}
+
 TEST(CompletionSession, PredictionTalliesAddUpInUsage) {
   CompletionRequest r = parse({{"prompt", "Hi"},
                                {"n", 2},
