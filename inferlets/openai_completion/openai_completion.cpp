@@ -11,7 +11,7 @@
 //                     [--stop-token-ids ID,...] [--ignore-eos 1] [--n N] [--logprobs K]
 //                     [--presence-penalty X] [--frequency-penalty X] [--repetition-penalty X]
 //                     [--logit-bias ID:BIAS,...] [--grammar GBNF] [--adapter NAME]
-//                     [--prediction TEXT] [--max-draft N]
+//                     [--prediction TEXT]
 // Each --tokens is one prompt with n choices of its own (choice index = prompt * n + j);
 // --prompt-logprobs reports every prompt token's logprob (ptok messages, for echo); max_tokens
 // may then be 0 (scoring a text without generating).
@@ -49,7 +49,6 @@ struct Request {
   bool prompt_logprobs = false;  // echo: the logprob of every prompt token (ptok messages)
   std::string adapter;           // LoRA adapter name (the request's model); empty: the base
   std::string prediction;        // a predicted output's text (drafts); empty: none
-  uint32_t max_draft = 32;       // the longest draft verified in one forward
 };
 
 bool parse_tokens(const std::string& s, std::vector<uint32_t>& out) {
@@ -130,14 +129,11 @@ const char* parse_args(Request& r) {
       r.adapter = v;
     else if (k == "--prediction")
       r.prediction = v;
-    else if (k == "--max-draft")
-      r.max_draft = static_cast<uint32_t>(strtoul(v.c_str(), nullptr, 10));
     else
       return "unknown argument";
   }
   if (r.prompts.empty()) return "--tokens is required";
   if (r.n == 0) return "--n must be at least 1";
-  if (r.max_draft == 0 || r.max_draft > 256) return "--max-draft must be 1..256";
   return nullptr;
 }
 
@@ -496,7 +492,7 @@ int main() {
   Generator gen{req, *model, compiled.trie, eos};
   if (drafting) gen.space_prefix = Generator::adds_space_prefix(*model, compiled.trie);
   if (drafting)  // a hybrid model's recurrent state cannot roll back drafts: no drafts there
-    for (Choice& c : choices) c.drafter = pith::PredictionDrafter(req.prediction, req.max_draft);
+    for (Choice& c : choices) c.drafter = pith::PredictionDrafter(req.prediction);
 
   uint32_t live = total;
   while (live > 0) {
