@@ -346,10 +346,14 @@ void CompletionSession::end_choice(uint32_t index, std::string reason, std::vect
     for (auto& call : parsed.calls)
       c.tool_calls.push_back(
           {"call_" + random_hex(24), std::move(call.name), std::move(call.arguments)});
-    // OpenAI: "tool_calls" when the model chose to call, "stop" when the request named the
-    // function.
+    // The legacy function_call holds one call: the first, as one-call-per-turn models write.
+    if (req_.legacy_functions && c.tool_calls.size() > 1) c.tool_calls.resize(1);
+    // OpenAI: "tool_calls" ("function_call" for legacy functions) when the model chose to call,
+    // "stop" when the request named the function.
     if (!c.tool_calls.empty())
-      reason = req_.tools.choice == ToolRequest::Choice::Named ? "stop" : "tool_calls";
+      reason = req_.tools.choice == ToolRequest::Choice::Named ? "stop"
+               : req_.legacy_functions                         ? "function_call"
+                                                               : "tool_calls";
   }
   c.finish_reason = std::move(reason);
   if (!req_.stream) return;
@@ -357,6 +361,11 @@ void CompletionSession::end_choice(uint32_t index, std::string reason, std::vect
     out.push_back(chunk(json::array({choice_delta(index, rest, nullptr, "", reasoning_rest)})));
   if (!c.tool_calls.empty()) out.push_back(chunk(json::array({tool_calls_delta(index)})));
   out.push_back(chunk(json::array({choice_delta(index, "", nullptr, c.finish_reason)})));
+}
+
+json CompletionSession::legacy_function_call(const Choice& c) const {
+  const StoredToolCall& t = c.tool_calls.at(0);
+  return {{"name", t.name}, {"arguments", t.arguments}};
 }
 
 json CompletionSession::tool_calls_json(const Choice& c, bool streaming) const {
@@ -374,7 +383,8 @@ json CompletionSession::tool_calls_json(const Choice& c, bool streaming) const {
 
 json CompletionSession::tool_calls_delta(uint32_t index) {
   Choice& c = choices_[index];
-  json delta = {{"tool_calls", tool_calls_json(c, true)}};
+  json delta = req_.legacy_functions ? json{{"function_call", legacy_function_call(c)}}
+                                     : json{{"tool_calls", tool_calls_json(c, true)}};
   if (!c.sent_role) {
     delta["role"] = "assistant";
     delta["content"] = nullptr;
@@ -412,7 +422,10 @@ json CompletionSession::response() const {
             c.reasoning.reasoning().empty() ? json(nullptr) : json(c.reasoning.reasoning());
       if (!c.tool_calls.empty()) {
         message["content"] = c.content.empty() ? json(nullptr) : json(c.content);
-        message["tool_calls"] = tool_calls_json(c, false);
+        if (req_.legacy_functions)
+          message["function_call"] = legacy_function_call(c);
+        else
+          message["tool_calls"] = tool_calls_json(c, false);
       }
       choices.push_back({{"index", i},
                          {"message", std::move(message)},

@@ -108,6 +108,7 @@ class CompletionSession {
   // adds the last chunks (stream mode).
   void end_choice(uint32_t index, std::string reason, std::vector<nlohmann::json>& out);
   nlohmann::json tool_calls_json(const Choice& c, bool streaming) const;
+  nlohmann::json legacy_function_call(const Choice& c) const;  // {name, arguments}, the first
   // Stream mode: the echoed prompt (and its logprobs) as the choice's first chunk.
   void emit_echo(uint32_t index, std::vector<nlohmann::json>& out);
   void on_prompt_token(const openai_protocol::PromptTokenMessage& m);

@@ -7,6 +7,7 @@
 
 #include "chat_template/chat_template.h"
 #include "common/error.h"
+#include "server/legacy_functions.h"
 #include "server/response_format.h"
 
 namespace pith::server {
@@ -156,8 +157,8 @@ constexpr FieldRule kFields[] = {
     {"tools", Field::Used, true, false},
     {"tool_choice", Field::Used, true, false},
     {"parallel_tool_calls", Field::Used, true, false},
-    {"functions", Field::Unsupported, true, false},
-    {"function_call", Field::Unsupported, true, false},
+    {"functions", Field::Used, true, false},  // legacy_functions.h: rewritten as tools
+    {"function_call", Field::Used, true, false},
     {"response_format", Field::Used, true, false},
     {"audio", Field::Unsupported, true, false},
     {"modalities", Field::Unsupported, true, false},
@@ -166,7 +167,7 @@ constexpr FieldRule kFields[] = {
     {"chat_template_kwargs", Field::Used, true, false},
     {"verbosity", Field::Unsupported, true, false},
     {"web_search_options", Field::Unsupported, true, false},
-    {"suffix", Field::Unsupported, false, true},
+    {"suffix", Field::Used, false, true},
     {"best_of", Field::Unsupported, false, true},
     // Extensions routers send with their defaults: stop strings are trimmed from the text,
     // special tokens are left out of it, no hidden states, the generation prompt opens a new
@@ -198,6 +199,43 @@ void check_fields(const json& body, bool chat) {
             rule->default_value);
     }
   }
+}
+
+// The text after the insertion point of a fill-in-the-middle completion, or nullopt for a plain
+// one: a model without FIM markers cannot fill in before a text (an empty suffix asks for
+// nothing after the prompt, which a plain completion is).
+std::optional<std::string> fim_suffix(const json& body, const Tokenizer& tok) {
+  auto it = body.find("suffix");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string()) bad("suffix", "'suffix' must be a string");
+  const Vocab& v = tok.vocab();
+  if (v.fim_pre_id < 0) {
+    if (it->get<std::string>().empty()) return std::nullopt;
+    bad("suffix",
+        "'suffix' needs a model with fill-in-the-middle tokens (such as <|fim_prefix|>, "
+        "<|fim_suffix|> and <|fim_middle|>); this model has none");
+  }
+  if (bool_field(body, "echo").value_or(false))
+    bad("echo", "'echo' cannot be combined with 'suffix'");
+  return it->get<std::string>();
+}
+
+// A fill-in-the-middle prompt in the prefix-suffix-middle order code models are trained on:
+// [BOS] <PRE> prefix <SUF> suffix <MID>, the model writing the middle next. Each text is
+// tokenized on its own (a SentencePiece vocabulary's space prefix on each, as llama.cpp's
+// /infill does); token-id prefixes are taken as sent.
+std::vector<int32_t> fim_prompt(const Tokenizer& tok, std::vector<int32_t> prefix,
+                                const std::string& suffix) {
+  const Vocab& v = tok.vocab();
+  std::vector<int32_t> ids;
+  if (tok.add_bos()) ids.push_back(tok.bos_id());
+  ids.push_back(v.fim_pre_id);
+  ids.insert(ids.end(), prefix.begin(), prefix.end());
+  ids.push_back(v.fim_suf_id);
+  for (int32_t id : tok.encode(suffix, /*add_special=*/false, /*parse_special=*/false))
+    ids.push_back(id);
+  ids.push_back(v.fim_mid_id);
+  return ids;
 }
 
 }  // namespace
@@ -283,6 +321,29 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
                                            const nlohmann::ordered_json* ordered_body,
                                            ToolCallFormat tool_format) {
   if (!body.is_object()) bad("", "the request body must be a JSON object");
+  if (chat && uses_legacy_functions(body)) {
+    json modern = body;
+    nlohmann::ordered_json modern_ordered =
+        ordered_body && ordered_body->is_object() ? *ordered_body : nlohmann::ordered_json(body);
+    legacy_functions_as_tools(modern, modern_ordered);
+    const bool functions = body.contains("functions") && !body["functions"].is_null();
+    try {
+      CompletionRequest r =
+          parse_completion_request(modern, chat, tok, chat_template, context_length, default_seed,
+                                   &modern_ordered, tool_format);
+      r.legacy_functions = functions;
+      return r;
+    } catch (const InvalidRequest& e) {
+      // What tool calling found wrong, named as the client wrote it.
+      if (!functions || (e.param() != "tools" && e.param() != "tool_choice")) throw;
+      std::string message = e.what();
+      for (auto [modern_name, legacy_name] :
+           {std::pair{"'tools'", "'functions'"}, std::pair{"'tool_choice'", "'function_call'"}})
+        for (size_t at; (at = message.find(modern_name)) != std::string::npos;)
+          message.replace(at, std::string_view(modern_name).size(), legacy_name);
+      throw InvalidRequest(e.param() == "tools" ? "functions" : "function_call", message);
+    }
+  }
   check_fields(body, chat);
   CompletionRequest r;
   r.chat = chat;
@@ -319,15 +380,20 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
   } else {
     auto it = body.find("prompt");
     if (it == body.end() || it->is_null()) bad("prompt", "'prompt' is required");
-    // A string, token ids, or a batch of either (one set of n choices per prompt).
+    const std::optional<std::string> suffix = fim_suffix(body, tok);
+    // A string, token ids, or a batch of either (one set of n choices per prompt); with a
+    // suffix, each prompt is the text before the insertion point.
     auto one = [&](const json& p) {
       if (p.is_string()) {
-        r.prompts.push_back(
-            tok.encode(p.get<std::string>(), /*add_special=*/true, /*parse_special=*/false));
-        r.echo_texts.push_back(p.get<std::string>());
+        const std::string& text = p.get_ref<const std::string&>();
+        r.prompts.push_back(suffix ? fim_prompt(tok, tok.encode(text, false, false), *suffix)
+                                   : tok.encode(text, /*add_special=*/true,
+                                                /*parse_special=*/false));
+        r.echo_texts.push_back(text);
       } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
         r.prompts.push_back(tokens_of(p, tok, "prompt"));
         r.echo_texts.push_back(tok.decode(r.prompts.back()));
+        if (suffix) r.prompts.back() = fim_prompt(tok, std::move(r.prompts.back()), *suffix);
       } else {
         bad("prompt", "'prompt' must be a string, token ids, or an array of either");
       }

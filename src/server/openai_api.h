@@ -62,6 +62,9 @@ struct CompletionRequest {
   // vLLM's return_token_ids: the prompt's and each choice's token ids in the response.
   bool return_token_ids = false;
   ToolRequest tools;
+  // The tools came as the deprecated `functions`: the response names its one call as
+  // message.function_call (legacy_functions.h).
+  bool legacy_functions = false;
   ToolCallFormat tool_format = ToolCallFormat::Hermes;
   ReasoningFormat reasoning = ReasoningFormat::None;  // chat: how thoughts are told apart
   // Chat: the rendered prompt ends inside an open <think> (the template opened the thought,

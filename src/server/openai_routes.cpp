@@ -250,7 +250,8 @@ asio::awaitable<void> OpenAiRoutes::completion(HttpExchange& ex, bool chat,
                                 "the body is not valid JSON");
   // Parsed again with members in the order sent, for response_format's property order.
   nlohmann::ordered_json ordered;
-  if (body.is_object() && (body.contains("response_format") || body.contains("tools")))
+  if (body.is_object() &&
+      (body.contains("response_format") || body.contains("tools") || body.contains("functions")))
     ordered = nlohmann::ordered_json::parse(ex.req.body(), nullptr, false);
   auto req = co_await completion_request(ex, body, &ordered, chat, nullptr);
   if (!req) co_return;

@@ -93,8 +93,16 @@ std::vector<int32_t> assign_token_roles(Vocab& v, const TokenIndex& index) {
     v.types[id] = TokenType::Control;
     eog.push_back(id);
   }
-  for (Texts list : {Texts(kFimPrefix), Texts(kFimSuffix), Texts(kFimMiddle)})
-    if (int32_t id = first_present(index, list); id >= 0) v.types[id] = TokenType::Control;
+  // The FIM markers the file does not declare, by text (each a control token); the model can
+  // fill in the middle only with all three.
+  for (auto [list, id] :
+       {std::pair{Texts(kFimPrefix), &v.fim_pre_id}, std::pair{Texts(kFimSuffix), &v.fim_suf_id},
+        std::pair{Texts(kFimMiddle), &v.fim_mid_id}}) {
+    if (*id < 0) *id = first_present(index, list);
+    if (*id >= 0) v.types[*id] = TokenType::Control;
+  }
+  if (v.fim_pre_id < 0 || v.fim_suf_id < 0 || v.fim_mid_id < 0)
+    v.fim_pre_id = v.fim_suf_id = v.fim_mid_id = -1;
   if (harmony) {
     if (int32_t end = lookup(index, "<|end|>"); end >= 0) {
       eog.erase(std::remove(eog.begin(), eog.end(), end), eog.end());

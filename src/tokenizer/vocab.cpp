@@ -29,6 +29,9 @@ void Vocab::validate(const std::string& source) const {
   check_id(fim_pad_id, "FIM pad");
   check_id(fim_rep_id, "FIM repo");
   check_id(fim_sep_id, "FIM separator");
+  check_id(fim_pre_id, "FIM prefix");
+  check_id(fim_suf_id, "FIM suffix");
+  check_id(fim_mid_id, "FIM middle");
   check_id(unk_id, "UNK");
   check_id(pad_id, "PAD");
   for (const auto* ids : {&lstrip_ids, &rstrip_ids}) {
@@ -123,6 +126,14 @@ Vocab vocab_from_gguf(const GGUFFile& f) {
   v.fim_pad_id = id_or(f, "tokenizer.ggml.fim_pad_token_id");
   v.fim_rep_id = id_or(f, "tokenizer.ggml.fim_rep_token_id");
   v.fim_sep_id = id_or(f, "tokenizer.ggml.fim_sep_token_id");
+  // Older converters (CodeLlama files) wrote the FIM markers as prefix/suffix/middle.
+  auto fim_id = [&](const char* key, const char* old_key) {
+    int32_t id = id_or(f, key);
+    return id >= 0 ? id : id_or(f, old_key);
+  };
+  v.fim_pre_id = fim_id("tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id");
+  v.fim_suf_id = fim_id("tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id");
+  v.fim_mid_id = fim_id("tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id");
   v.unk_id = id_or(f, "tokenizer.ggml.unknown_token_id");
   v.pad_id = id_or(f, "tokenizer.ggml.padding_token_id");
   // llama.cpp's defaults when the file does not say: SentencePiece adds BOS; byte-level BPE

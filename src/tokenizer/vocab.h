@@ -53,6 +53,11 @@ struct Vocab {
   int32_t fim_pad_id = -1;  // fill-in-the-middle padding, repository and file separator:
   int32_t fim_rep_id = -1;  // code models stop there
   int32_t fim_sep_id = -1;
+  // Fill-in-the-middle markers: a prompt <PRE> prefix <SUF> suffix <MID> asks a code model for
+  // the text between (-1 when the model has none; found by text when the file does not say).
+  int32_t fim_pre_id = -1;
+  int32_t fim_suf_id = -1;
+  int32_t fim_mid_id = -1;
   int32_t unk_id = -1;
   int32_t pad_id = -1;
   bool add_bos = false;

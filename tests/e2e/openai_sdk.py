@@ -725,6 +725,79 @@ def test_tool_results_in_the_history(client, model):
     assert e.value.body["param"] == "messages"
 
 
+def legacy_function():
+    """GetWeather as a deprecated `functions` entry (name, description, parameters)."""
+    fn = dict(openai.pydantic_function_tool(GetWeather, name="get_weather")["function"])
+    fn.pop("strict", None)
+    return fn
+
+
+def test_legacy_function_call(client, model):
+    # The deprecated fields are the tool-calling request rewritten: the same forced call, named
+    # as message.function_call, whole and streamed.
+    fn = legacy_function()
+    kw = dict(max_tokens=64, seed=66)
+    r = chat(client, model, functions=[fn], function_call={"name": "get_weather"}, **kw)
+    c = r.choices[0]
+    assert c.finish_reason == "stop"  # a named function, as OpenAI
+    assert c.message.tool_calls is None
+    assert c.message.function_call.name == "get_weather"
+    GetWeather.model_validate(json.loads(c.message.function_call.arguments))
+    modern = chat(client, model, tools=[{"type": "function", "function": fn}],
+                  tool_choice={"type": "function", "function": {"name": "get_weather"}},
+                  parallel_tool_calls=False, **kw)
+    assert modern.choices[0].message.tool_calls[0].function.arguments == \
+        c.message.function_call.arguments
+    name, arguments, reasons = None, "", []
+    for chunk in chat(client, model, functions=[fn], function_call={"name": "get_weather"},
+                      stream=True, **kw):
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        assert not delta.tool_calls
+        if delta.function_call:
+            name = delta.function_call.name or name
+            arguments += delta.function_call.arguments or ""
+        if chunk.choices[0].finish_reason:
+            reasons.append(chunk.choices[0].finish_reason)
+    assert (name, arguments, reasons) == ("get_weather", c.message.function_call.arguments,
+                                          ["stop"])
+    # function_call "none": the model is not told about the function and answers in text.
+    plain = chat(client, model, functions=[fn], function_call="none", max_tokens=4, seed=66)
+    assert plain.choices[0].message.function_call is None
+    assert plain.choices[0].finish_reason in ("stop", "length")
+
+
+def test_legacy_function_history_renders_as_tool_calls(client, model):
+    fn = legacy_function()
+    arguments = "{\"city\": \"Paris\", \"unit\": \"celsius\"}"
+    legacy = CHAT + [
+        {"role": "assistant", "content": None,
+         "function_call": {"name": "get_weather", "arguments": arguments}},
+        {"role": "function", "name": "get_weather", "content": "21 degrees"}]
+    modern = CHAT + [
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "call_legacy_0", "type": "function",
+                         "function": {"name": "get_weather", "arguments": arguments}}]},
+        {"role": "tool", "tool_call_id": "call_legacy_0", "name": "get_weather",
+         "content": "21 degrees"}]
+    ids = {"extra_body": {"return_token_ids": True}}
+    a = client.chat.completions.create(model=model, messages=legacy, functions=[fn],
+                                       max_tokens=4, seed=73, **ids)
+    b = client.chat.completions.create(model=model, messages=modern,
+                                       tools=[{"type": "function", "function": fn}],
+                                       parallel_tool_calls=False, max_tokens=4, seed=73, **ids)
+    assert a.model_extra["prompt_token_ids"] == b.model_extra["prompt_token_ids"]
+    assert a.choices[0].finish_reason in ("stop", "length", "function_call")
+    for kw, param in ((dict(functions=[fn], tools=[{"type": "function", "function": fn}]),
+                       "functions"),
+                      (dict(functions=[fn], function_call={"name": "elsewhere"}), "function_call"),
+                      (dict(function_call="auto"), "function_call")):
+        with pytest.raises(openai.BadRequestError) as e:
+            chat(client, model, max_tokens=4, **kw)
+        assert e.value.body["param"] == param, e.value.body
+
+
 
 # ------------------------------------------------------------------------------------ reasoning
 

@@ -150,6 +150,47 @@ TEST(OpenAiRequest, PredictedOutputs) {
   bad({{"type", "content"}, {"content", std::string(2000, 'x') + " y z"}});  // > the context
 }
 
+// `suffix` on a code model: [BOS] <PRE> prompt <SUF> suffix <MID>, for text and token-id
+// prompts, batched; on a model without FIM markers only an empty suffix (a plain completion).
+TEST(OpenAiRequest, SuffixFillsInTheMiddle) {
+  for (const char* vocab : {"ggml-vocab-starcoder.gguf", "ggml-vocab-deepseek-coder.gguf"}) {
+    SCOPED_TRACE(vocab);
+    const Tokenizer coder =
+        Tokenizer::load(std::string(PITH_TEST_DATA) + "/tokenizer/" + std::string(vocab));
+    const Vocab& v = coder.vocab();
+    ASSERT_GE(v.fim_pre_id, 0);
+    auto fim = [&](const json& body) {
+      return parse_completion_request(body, false, coder, tmpl(), 128, 42);
+    };
+    auto text = [&](const char* s) { return coder.encode(s, false, false); };
+    std::vector<int32_t> want;
+    if (coder.add_bos()) want.push_back(coder.bos_id());
+    want.push_back(v.fim_pre_id);
+    for (int32_t id : text("def add(a, b):\n    ")) want.push_back(id);
+    want.push_back(v.fim_suf_id);
+    for (int32_t id : text("\n\nprint(add(1, 2))\n")) want.push_back(id);
+    want.push_back(v.fim_mid_id);
+    CompletionRequest r = fim({{"prompt", {"def add(a, b):\n    ", text("def add(a, b):\n    ")}},
+                               {"suffix", "\n\nprint(add(1, 2))\n"}});
+    ASSERT_EQ(r.prompts.size(), 2u);
+    EXPECT_EQ(r.prompts[0], want);
+    EXPECT_EQ(r.prompts[1], want);  // token ids: the same prefix
+    EXPECT_EQ(r.echo_texts[0], "def add(a, b):\n    ");
+    EXPECT_EQ(fim({{"prompt", "x"}, {"suffix", ""}}).prompts[0].back(), v.fim_mid_id);
+    EXPECT_EQ(fim({{"prompt", "x"}, {"suffix", nullptr}}).prompts[0],
+              coder.encode("x", true, false));
+    try {
+      fim({{"prompt", "x"}, {"suffix", "y"}, {"echo", true}});
+      ADD_FAILURE() << "echo with a suffix was accepted";
+    } catch (const InvalidRequest& e) {
+      EXPECT_EQ(e.param(), "echo");
+    }
+  }
+  // A plain model: an empty suffix is a plain completion; any other one is refused by name.
+  EXPECT_EQ(parse({{"prompt", "x"}, {"suffix", ""}}).prompts[0], tok().encode("x", true, false));
+  expect_rejected({{"prompt", "x"}, {"suffix", 3}}, false, "suffix");
+}
+
 TEST(OpenAiRequest, BatchedPromptsAndEcho) {
   CompletionRequest r = parse(
       {{"prompt", {"a b", "c"}}, {"n", 2}, {"echo", true}, {"logprobs", 2}, {"max_tokens", 0}});

@@ -183,5 +183,41 @@ TEST(TokenizerFamilies, HarmonyEndIsNotEndOfGeneration) {
   EXPECT_TRUE(phi_like.is_eog(256));
 }
 
+// Fill-in-the-middle markers: found by text in StarCoder's and DeepSeek Coder's files (neither
+// declares them), control tokens; none for a vocabulary without all three; declared ids win.
+TEST(TokenizerFamilies, FillInTheMiddleMarkers) {
+  Tokenizer star = load("ggml-vocab-starcoder.gguf");
+  EXPECT_EQ(star.vocab().fim_pre_id, star.find_token("<fim_prefix>"));
+  EXPECT_EQ(star.vocab().fim_suf_id, star.find_token("<fim_suffix>"));
+  EXPECT_EQ(star.vocab().fim_mid_id, star.find_token("<fim_middle>"));
+  EXPECT_TRUE(star.is_special(star.vocab().fim_mid_id));
+  EXPECT_FALSE(star.is_eog(star.vocab().fim_mid_id));  // the middle follows it
+  Tokenizer deepseek = load("ggml-vocab-deepseek-coder.gguf");
+  EXPECT_EQ(deepseek.vocab().fim_pre_id, deepseek.find_token("<｜fim▁begin｜>"));
+  EXPECT_EQ(deepseek.vocab().fim_suf_id, deepseek.find_token("<｜fim▁hole｜>"));
+  EXPECT_EQ(deepseek.vocab().fim_mid_id, deepseek.find_token("<｜fim▁end｜>"));
+  for (const char* plain : {"ggml-vocab-qwen2.gguf", "ggml-vocab-llama-bpe.gguf"})
+    EXPECT_EQ(load(plain).vocab().fim_pre_id, -1) << plain;
+
+  auto make = [](int32_t declared_pre, bool with_middle) {
+    Vocab v;
+    v.kind = VocabKind::BytePairBPE;
+    v.pre = "gpt2";
+    for (int b = 0; b < 256; ++b)
+      v.tokens.push_back(std::string(1, char('!' + b % 90)) + "_" + std::to_string(b));
+    for (const char* t : {"<PRE>", "<SUF>", "<MID>", "<|fim_prefix|>"})
+      if (with_middle || std::string(t) != "<MID>") v.tokens.push_back(t);
+    v.types.assign(v.tokens.size(), TokenType::Normal);
+    v.fim_pre_id = declared_pre;
+    return Tokenizer::from_vocab(std::move(v), "synthetic");
+  };
+  EXPECT_EQ(make(-1, true).vocab().fim_pre_id, 259);  // <|fim_prefix|> is listed before <PRE>
+  EXPECT_EQ(make(256, true).vocab().fim_pre_id, 256);
+  EXPECT_EQ(make(256, true).vocab().fim_mid_id, 258);
+  Tokenizer partial = make(-1, false);  // no middle marker: no FIM, <PRE> still a control token
+  EXPECT_EQ(partial.vocab().fim_pre_id, -1);
+  EXPECT_TRUE(partial.is_special(partial.find_token("<SUF>")));
+}
+
 }  // namespace
 }  // namespace pith

@@ -2,14 +2,19 @@
 // byte by byte through the SDK's matcher), parsing model output back into calls, and tool
 // conversations rendered through real chat templates exactly as Hugging Face renders them
 // (tests/data/templates/tool_conversations.json, made by tools/make_tool_template_cases.py).
+// The deprecated `functions` / `function_call` fields, served as tools, from request to response.
 #include <gtest/gtest.h>
 #include <pith/grammar_matcher.hpp>
+
+#include <fmt/format.h>
 
 #include <fstream>
 #include <memory>
 #include <sstream>
 
 #include "chat_template/chat_template.h"
+#include "server/completion_session.h"
+#include "server/legacy_functions.h"
 #include "server/openai_api.h"
 #include "server/tool_calls.h"
 
@@ -378,6 +383,153 @@ TEST(ToolConversation, RendersLikeHuggingFace) {
     EXPECT_EQ(tmpl.render(ChatTemplate::variables_for(vars)), c["output"].get<std::string>())
         << c["template"] << " / " << c["name"];
   }
+}
+
+// Legacy function calling: the request's fields and messages rewritten as tools (ids pairing
+// each function message with its function's latest call), and refusals named as sent.
+TEST(LegacyFunctions, RewrittenAsTools) {
+  json body = json::parse(R"({
+    "functions": [{"name": "get_weather", "parameters": {"type": "object"}}, {"name": "noop"}],
+    "function_call": {"name": "get_weather"},
+    "messages": [
+      {"role": "user", "content": "Weather?"},
+      {"role": "assistant", "content": null,
+       "function_call": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+      {"role": "function", "name": "get_weather", "content": "sunny"},
+      {"role": "assistant", "content": null, "function_call": {"name": "get_weather"}},
+      {"role": "function", "name": "get_weather", "content": "rain"}]})");
+  EXPECT_TRUE(uses_legacy_functions(body));
+  ordered_json ordered = body;
+  legacy_functions_as_tools(body, ordered);
+  EXPECT_FALSE(uses_legacy_functions(body));
+  EXPECT_FALSE(body.contains("functions") || body.contains("function_call"));
+  EXPECT_EQ(body["tools"][1], json::parse(R"({"type": "function", "function": {"name": "noop"}})"));
+  EXPECT_EQ(body["tool_choice"],
+            json::parse(R"({"type": "function", "function": {"name": "get_weather"}})"));
+  EXPECT_EQ(body["parallel_tool_calls"], false);
+  const json& m = body["messages"];
+  EXPECT_EQ(m[1]["tool_calls"][0]["id"], "call_legacy_0");
+  EXPECT_EQ(m[1]["tool_calls"][0]["function"]["arguments"], "{\"city\": \"Paris\"}");
+  EXPECT_FALSE(m[1].contains("function_call"));
+  EXPECT_EQ(m[2]["role"], "tool");
+  EXPECT_EQ(m[2]["tool_call_id"], "call_legacy_0");
+  EXPECT_EQ(m[4]["tool_call_id"], "call_legacy_1");
+  EXPECT_EQ(ordered["messages"][4]["tool_call_id"], "call_legacy_1");
+  EXPECT_FALSE(uses_legacy_functions(json::parse(R"({"messages": [{"role": "tool"}]})")));
+
+  auto param_of = [](const char* text) {
+    json b = json::parse(text);
+    ordered_json o = b;
+    try {
+      legacy_functions_as_tools(b, o);
+    } catch (const InvalidRequest& e) {
+      return e.param();
+    }
+    return std::string("accepted");
+  };
+  const char* kFn = R"("functions": [{"name": "f"}])";
+  EXPECT_EQ(param_of(R"({"functions": [], "messages": []})"), "functions");
+  EXPECT_EQ(param_of(R"({"functions": [{"name": ""}]})"), "functions");
+  EXPECT_EQ(param_of(R"({"functions": [{"name": "f", "strict": true}]})"), "functions");
+  EXPECT_EQ(param_of(R"({"functions": [{"name": "f", "parameters": 1}]})"), "functions");
+  EXPECT_EQ(param_of(R"({"functions": [{"name": "f"}], "tools": []})"), "functions");
+  EXPECT_EQ(param_of(R"({"function_call": "auto"})"), "function_call");
+  EXPECT_EQ(param_of(fmt::format(R"({{{}, "function_call": "required"}})", kFn).c_str()),
+            "function_call");
+  EXPECT_EQ(
+      param_of(
+          fmt::format(R"({{{}, "function_call": "auto", "tool_choice": "auto"}})", kFn).c_str()),
+      "function_call");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "function", "content": "x"}]})"), "messages");
+  EXPECT_EQ(param_of(R"({"messages": [{"role": "user", "function_call": {"name": "f"}}]})"),
+            "messages");
+  EXPECT_EQ(param_of(fmt::format(R"({{{}, "function_call": "none"}})", kFn).c_str()), "accepted");
+}
+
+const Tokenizer& llama_tokenizer() {
+  static const Tokenizer t =
+      Tokenizer::load(std::string(PITH_TEST_DATA) + "/tokenizer/ggml-vocab-llama-bpe.gguf");
+  return t;
+}
+
+// A template that shows what it was given: tools, calls with their ids' answers.
+const ChatTemplate& showing_template() {
+  static const ChatTemplate t(
+      "{% if tools %}tools:{% for t in tools %}{{ t.function.name }};{% endfor %}\n{% endif %}"
+      "{% for m in messages %}{{ m.role }}:{{ m.content }}{% if m.tool_calls %}{% for c in "
+      "m.tool_calls %}<tool_call>{{ c.function.name }}{{ c.function.arguments | tojson }}"
+      "</tool_call>{% endfor %}{% endif %}{% if m.tool_call_id %}({{ m.tool_call_id }}){% endif "
+      "%}\n{% endfor %}assistant:");
+  return t;
+}
+
+// Through the request parser and a session: the template sees tools and tool messages; the
+// response holds the first call as message.function_call, finish_reason "function_call" (or
+// "stop" for a named function), streamed as delta.function_call.
+TEST(LegacyFunctions, RequestAndResponse) {
+  auto parse = [](const json& extra) {
+    json body = {{"messages", json::parse(R"([{"role": "user", "content": "Weather?"},
+                    {"role": "assistant", "function_call": {"name": "get_weather",
+                      "arguments": "{\"city\": \"Paris\"}"}},
+                    {"role": "function", "name": "get_weather", "content": "sunny"}])")},
+                 {"functions", json::parse(R"([{"name": "get_weather", "parameters":
+                    {"type": "object", "properties": {"city": {"type": "string"}}}}])")}};
+    body.update(extra);
+    return parse_completion_request(body, true, llama_tokenizer(), showing_template(), 4096, 1);
+  };
+  CompletionRequest r = parse(json::object());
+  EXPECT_TRUE(r.legacy_functions);
+  EXPECT_EQ(r.tools.choice, ToolRequest::Choice::Auto);
+  EXPECT_FALSE(r.tools.parallel);
+  EXPECT_EQ(llama_tokenizer().decode(r.prompts[0]),
+            "tools:get_weather;user:Weather?assistant:<tool_call>get_weather{\"city\": "
+            "\"Paris\"}</tool_call>tool:sunny(call_legacy_0)assistant:");  // (trim_blocks)
+  try {
+    parse({{"function_call", {{"name", "other"}}}});
+    ADD_FAILURE() << "an undeclared function was accepted";
+  } catch (const InvalidRequest& e) {
+    EXPECT_EQ(e.param(), "function_call");
+    EXPECT_NE(std::string(e.what()).find("'functions'"), std::string::npos) << e.what();
+  }
+
+  const std::string two_calls =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n"
+      "</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Rome\"}}\n</tool_call>";
+  auto run = [&](const CompletionRequest& req) {
+    CompletionSession s(req, llama_tokenizer(), "chat-1", "tiny", 7);
+    std::vector<json> chunks;
+    auto add = [&](std::vector<json> v) { chunks.insert(chunks.end(), v.begin(), v.end()); };
+    add(s.on_message("usage 5 0"));
+    const auto ids = llama_tokenizer().encode(two_calls, false, false);
+    for (int32_t id : ids) add(s.on_message(fmt::format("tok 0 {} -0.5", id)));
+    add(s.on_message(fmt::format("end 0 stop {}", ids.size())));
+    add(s.finish());
+    return std::pair{s.response(), chunks};
+  };
+  auto [whole, _] = run(r);
+  const json& choice = whole["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "function_call");
+  EXPECT_FALSE(choice["message"].contains("tool_calls"));
+  EXPECT_EQ(choice["message"]["function_call"],
+            json::parse(R"({"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"})"));
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+
+  json streamed_call;
+  std::string last_reason;
+  for (const json& c : run(parse({{"stream", true}})).second)
+    for (const json& ch : c["choices"]) {
+      if (ch["delta"].contains("tool_calls")) ADD_FAILURE() << ch.dump();
+      if (ch["delta"].contains("function_call")) streamed_call = ch["delta"]["function_call"];
+      if (!ch["finish_reason"].is_null()) last_reason = ch["finish_reason"];
+    }
+  EXPECT_EQ(streamed_call, choice["message"]["function_call"]);
+  EXPECT_EQ(last_reason, "function_call");
+
+  CompletionRequest named = parse({{"function_call", {{"name", "get_weather"}}}});
+  EXPECT_EQ(named.tools.choice, ToolRequest::Choice::Named);
+  EXPECT_FALSE(named.grammar.empty());
+  EXPECT_EQ(run(named).first["choices"][0]["finish_reason"], "stop");
 }
 
 }  // namespace
