@@ -279,6 +279,7 @@ std::vector<json> CompletionSession::on_message(std::string_view m) {
     saw_token_ = true;
     emit_echo(index, out);
     ++c.tokens;
+    c.logprob_sum += lp;
     if (req_.return_token_ids) {
       c.token_ids.push_back(token);
       c.unsent_ids.push_back(token);
@@ -408,9 +409,30 @@ std::vector<json> CompletionSession::finish() {
   return out;
 }
 
+std::vector<uint32_t> CompletionSession::returned_choices() const {
+  std::vector<uint32_t> order(choices_.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (req_.returned_n == 0 || req_.returned_n >= req_.n) return order;
+  // best_of: per prompt, the candidates with the highest mean token log-probability (OpenAI's
+  // "highest log probability per token"), the earlier one first on a tie.
+  auto mean = [&](uint32_t i) {
+    const Choice& c = choices_[i];
+    return c.tokens ? c.logprob_sum / c.tokens : 0.0;
+  };
+  std::vector<uint32_t> kept;
+  for (auto first = order.begin(); first != order.end(); first += req_.n) {
+    std::stable_sort(first, first + req_.n,
+                     [&](uint32_t a, uint32_t b) { return mean(a) > mean(b); });
+    kept.insert(kept.end(), first, first + req_.returned_n);
+  }
+  return kept;
+}
+
 json CompletionSession::response() const {
   json choices = json::array();
-  for (uint32_t i = 0; i < choices_.size(); ++i) {
+  const std::vector<uint32_t> returned = returned_choices();
+  for (uint32_t k = 0; k < returned.size(); ++k) {
+    const uint32_t i = returned[k];
     const Choice& c = choices_[i];
     json lp = req_.logprobs ? c.logprobs : json(nullptr);
     if (req_.chat) {
@@ -427,12 +449,12 @@ json CompletionSession::response() const {
         else
           message["tool_calls"] = tool_calls_json(c, false);
       }
-      choices.push_back({{"index", i},
+      choices.push_back({{"index", k},
                          {"message", std::move(message)},
                          {"logprobs", lp},
                          {"finish_reason", c.finish_reason}});
     } else {
-      choices.push_back({{"index", i},
+      choices.push_back({{"index", k},
                          {"text", c.text.text()},
                          {"logprobs", lp},
                          {"finish_reason", c.finish_reason}});

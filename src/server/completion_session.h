@@ -99,6 +99,7 @@ class CompletionSession {
     std::string content = {};  // with tool calls: the text outside them
     // return_token_ids: every token counted (token_ids), and those no chunk has carried yet.
     std::vector<int32_t> token_ids = {}, unsent_ids = {};
+    double logprob_sum = 0;        // of the counted tokens: best_of ranks by its mean
     bool sent_prompt_ids = false;  // stream, completions: the choice's prompt_token_ids went out
     bool tools_forced() const;
   };
@@ -109,6 +110,8 @@ class CompletionSession {
   void end_choice(uint32_t index, std::string reason, std::vector<nlohmann::json>& out);
   nlohmann::json tool_calls_json(const Choice& c, bool streaming) const;
   nlohmann::json legacy_function_call(const Choice& c) const;  // {name, arguments}, the first
+  // The choices the response holds, in order: all, or best_of's best per prompt.
+  std::vector<uint32_t> returned_choices() const;
   // Stream mode: the echoed prompt (and its logprobs) as the choice's first chunk.
   void emit_echo(uint32_t index, std::vector<nlohmann::json>& out);
   void on_prompt_token(const openai_protocol::PromptTokenMessage& m);

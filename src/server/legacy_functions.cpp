@@ -90,7 +90,8 @@ void rewrite_messages(Json& body) {
       if (set(call, "arguments")) function["arguments"] = call["arguments"];
       const std::string id = fmt::format("call_legacy_{}", calls++);
       latest_call[name] = id;
-      m["tool_calls"] = Json::array({Json{{"id", id}, {"type", "function"}, {"function", function}}});
+      m["tool_calls"] =
+          Json::array({Json{{"id", id}, {"type", "function"}, {"function", function}}});
     }
     m.erase("function_call");
     if (role == "function") {

@@ -118,7 +118,8 @@ struct FieldRule {
   const char* name;
   Field what;
   bool chat, completions;
-  bool default_value = false;  // AtDefault: the only value accepted
+  bool default_value = false;          // AtDefault: the only value accepted
+  const char* default_json = nullptr;  // AtDefault for a non-boolean field: that value as JSON
 };
 constexpr FieldRule kFields[] = {
     {"model", Field::Used, true, true},
@@ -161,14 +162,16 @@ constexpr FieldRule kFields[] = {
     {"function_call", Field::Used, true, false},
     {"response_format", Field::Used, true, false},
     {"audio", Field::Unsupported, true, false},
-    {"modalities", Field::Unsupported, true, false},
+    // Output modalities: text only, so ["text"] (the default) is what this server does.
+    {"modalities", Field::AtDefault, true, false, false, R"(["text"])"},
     {"prediction", Field::Used, true, true},
-    {"reasoning_effort", Field::Unsupported, true, false},
+    {"reasoning_effort", Field::Used, true, false},
     {"chat_template_kwargs", Field::Used, true, false},
-    {"verbosity", Field::Unsupported, true, false},
+    // GPT-5's answer length; "medium" (the default) leaves the model's output as it is.
+    {"verbosity", Field::AtDefault, true, false, false, R"("medium")"},
     {"web_search_options", Field::Unsupported, true, false},
     {"suffix", Field::Used, false, true},
-    {"best_of", Field::Unsupported, false, true},
+    {"best_of", Field::Used, false, true},
     // Extensions routers send with their defaults: stop strings are trimmed from the text,
     // special tokens are left out of it, no hidden states, the generation prompt opens a new
     // assistant turn, reasoning is told apart from the answer and streamed as it comes.
@@ -192,7 +195,11 @@ void check_fields(const json& body, bool chat) {
           chat ? "/v1/chat/completions" : "/v1/completions");
     if (rule->what == Field::Unsupported && !value.is_null())
       bad(key, "'{}' is not supported by this server", key);
-    if (rule->what == Field::AtDefault && !value.is_null()) {
+    if (rule->what == Field::AtDefault && !value.is_null() && rule->default_json) {
+      if (value != json::parse(rule->default_json))
+        bad(key, "'{}': {} is not supported by this server (only {})", key, value.dump(),
+            rule->default_json);
+    } else if (rule->what == Field::AtDefault && !value.is_null()) {
       if (!value.is_boolean()) bad(key, "'{}' must be a boolean", key);
       if (value.get<bool>() != rule->default_value)
         bad(key, "'{}': {} is not supported by this server (only {})", key, value.get<bool>(),
@@ -236,6 +243,34 @@ std::vector<int32_t> fim_prompt(const Tokenizer& tok, std::vector<int32_t> prefi
     ids.push_back(id);
   ids.push_back(v.fim_mid_id);
   return ids;
+}
+
+// chat_template_kwargs, with reasoning_effort turned into the template's thinking switch as vLLM
+// turns it: enable_thinking (false only for "none") and reasoning_effort itself (for templates
+// that grade the effort), unless chat_template_kwargs sets them. A template that reads neither
+// cannot act on the field: a 400, as OpenAI answers it for models that do not reason.
+json template_kwargs(const json& body, const ChatTemplate& chat_template) {
+  json kwargs = nullptr;
+  if (auto it = body.find("chat_template_kwargs"); it != body.end()) kwargs = *it;
+  auto effort = body.find("reasoning_effort");
+  if (effort == body.end() || effort->is_null()) return kwargs;
+  static constexpr std::string_view kEfforts[] = {"none", "minimal", "low", "medium",
+                                                  "high", "xhigh",   "max"};
+  if (!effort->is_string() || std::find(std::begin(kEfforts), std::end(kEfforts),
+                                        effort->get<std::string>()) == std::end(kEfforts))
+    bad("reasoning_effort",
+        "'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh, max");
+  const std::string& source = chat_template.source();
+  if (source.find("enable_thinking") == std::string::npos &&
+      source.find("reasoning_effort") == std::string::npos)
+    bad("reasoning_effort",
+        "'reasoning_effort' is not supported by this model: its chat template has no reasoning "
+        "switch (it reads neither enable_thinking nor reasoning_effort)");
+  if (kwargs.is_null()) kwargs = json::object();
+  if (!kwargs.is_object()) return kwargs;  // chat_prompt_tokens refuses it by name
+  if (!kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = *effort != "none";
+  if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = *effort;
+  return kwargs;
 }
 
 }  // namespace
@@ -370,12 +405,12 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
         body, ordered_body && ordered_body->is_object() ? ordered_body : nullptr);
     r.tool_format = tool_format;
     // The template sees the tools unless tool_choice is none (then the model is not told).
-    auto kwargs = body.find("chat_template_kwargs");
+    const json kwargs = template_kwargs(body, chat_template);
     std::string rendered;
     r.prompts.push_back(chat_prompt_tokens(*it, tok, chat_template,
                                            /*add_generation_prompt=*/true,
                                            r.tools.active() ? &r.tools.template_tools : nullptr,
-                                           kwargs == body.end() ? nullptr : &*kwargs, &rendered));
+                                           &kwargs, &rendered));
     r.prompt_opens_thought = prompt_opens_thought(rendered);
   } else {
     auto it = body.find("prompt");
@@ -438,9 +473,17 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
   auto seed = number_field<int64_t>(body, "seed", -9.2e18, 9.2e18);
   r.seed = seed ? static_cast<uint64_t>(*seed) : default_seed;
   r.n = number_field<uint32_t>(body, "n", 1, 16).value_or(1);
+  // best_of: that many candidates per prompt, the n with the highest log-probability per token
+  // returned (so the whole set must be seen before anything is sent).
+  if (auto best_of = number_field<uint32_t>(body, "best_of", 1, 16); best_of && *best_of != r.n) {
+    if (*best_of < r.n) bad("best_of", "'best_of' ({}) must be at least n ({})", *best_of, r.n);
+    if (r.stream) bad("best_of", "'best_of' results cannot be streamed");
+    r.returned_n = r.n;
+    r.n = *best_of;
+  }
   if (r.n * r.prompts.size() > 64)
-    bad("n", "{} prompts with n = {} make {} choices; at most 64", r.prompts.size(), r.n,
-        r.n * r.prompts.size());
+    bad(r.returned_n ? "best_of" : "n", "{} prompts with {} = {} make {} choices; at most 64",
+        r.prompts.size(), r.returned_n ? "best_of" : "n", r.n, r.n * r.prompts.size());
   if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
     if (it->is_string())
       r.stop.push_back(it->get<std::string>());

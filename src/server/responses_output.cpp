@@ -62,8 +62,8 @@ ojson ResponseBuilder::response() const {
               incomplete_ && finished_ ? ojson{{"reason", "max_output_tokens"}} : ojson(nullptr)},
              {"model", model_},
              {"output", finished_ ? output_ : ojson::array()}};
+  r["reasoning"] = {{"effort", nullptr}, {"summary", nullptr}};  // unless the request set it
   for (const auto& [key, value] : echo_.items()) r[key] = value;
-  r["reasoning"] = {{"effort", nullptr}, {"summary", nullptr}};
   r["truncation"] = "disabled";
   if (finished_) {
     r["usage"] = {{"input_tokens", usage_.input_tokens},

@@ -30,6 +30,7 @@ constexpr const char* kFields[] = {"model",
                                    "tools",
                                    "tool_choice",
                                    "parallel_tool_calls",
+                                   "reasoning",
                                    "previous_response_id",
                                    "store",
                                    "metadata",
@@ -208,6 +209,7 @@ void responses_wording(std::string& param, std::string& message) {
       {"max_completion_tokens", "max_output_tokens"},
       {"response_format", "text.format"},
       {"max_tokens", "max_output_tokens"},
+      {"reasoning_effort", "reasoning.effort"},
       {"messages", "input"}};
   for (const auto& [chat, responses] : kNames) {
     for (size_t at = message.find(chat); at != std::string::npos;
@@ -217,6 +219,7 @@ void responses_wording(std::string& param, std::string& message) {
   if (param == "messages") param = "input";
   if (param == "max_tokens" || param == "max_completion_tokens") param = "max_output_tokens";
   if (param == "response_format") param = "text";
+  if (param == "reasoning_effort") param = "reasoning";
 }
 
 ResponsesRequest translate_responses_request(const ojson& body, const ConversationLookup& lookup) {
@@ -281,6 +284,21 @@ ResponsesRequest translate_responses_request(const ojson& body, const Conversati
     if (ojson rf = chat_response_format(*t); !rf.is_null()) chat["response_format"] = rf;
   if (const ojson* t = field("tools")) chat["tools"] = chat_tools(*t);
   if (const ojson* c = field("tool_choice")) chat["tool_choice"] = chat_tool_choice(*c);
+  // reasoning.effort is chat's reasoning_effort; the thinking comes back whole as reasoning
+  // items, so a summary is asked for only as "auto" (whatever the server has).
+  if (const ojson* v = field("reasoning")) {
+    if (!v->is_object()) bad("reasoning", "'reasoning' must be an object");
+    for (const auto& [key, value] : v->items()) {
+      if (key == "effort") {
+        if (!value.is_null()) chat["reasoning_effort"] = value;
+      } else if (key == "summary") {
+        if (!value.is_null() && value != "auto")
+          bad("reasoning", "'reasoning.summary': only \"auto\" (the reasoning text as written)");
+      } else {
+        bad("reasoning", "unrecognized field '{}' in 'reasoning'", key);
+      }
+    }
+  }
   r.chat_body = std::move(chat);
 
   auto echo = [&](const char* key, ojson fallback) {
@@ -298,6 +316,7 @@ ResponsesRequest translate_responses_request(const ojson& body, const Conversati
   echo("metadata", ojson::object());
   echo("user", nullptr);
   echo("text", {{"format", {{"type", "text"}}}});
+  echo("reasoning", {{"effort", nullptr}, {"summary", nullptr}});
   r.echo["store"] = r.store;
   return r;
 }

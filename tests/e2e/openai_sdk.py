@@ -446,6 +446,28 @@ def test_echo_and_prompt_logprobs_score_a_text(client, model):
     assert streamed == r.choices[0].text
 
 
+def test_best_of_returns_the_most_likely_candidates(client, model):
+    # best_of=4, n=2: the four choices n=4 samples with the same seed, the two with the highest
+    # mean token logprob returned (renumbered); usage counts all four, as OpenAI bills them.
+    kw = dict(model=model, prompt=["Once upon a time", "A B C"], max_tokens=8, temperature=1.0,
+              seed=94, logprobs=0)
+    every = client.completions.create(n=4, **kw)
+    best = client.completions.create(n=2, best_of=4, **kw)
+
+    def mean(c):
+        return sum(c.logprobs.token_logprobs) / len(c.logprobs.token_logprobs)
+
+    for p in range(2):
+        candidates = sorted(every.choices[4 * p:4 * p + 4], key=lambda c: (-mean(c), c.index))
+        assert [c.text for c in best.choices[2 * p:2 * p + 2]] == \
+            [c.text for c in candidates[:2]]
+    assert [c.index for c in best.choices] == [0, 1, 2, 3]
+    assert best.usage.completion_tokens == every.usage.completion_tokens
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=model, prompt="x", best_of=3, max_tokens=2, stream=True)
+    assert e.value.body["param"] == "best_of"
+
+
 # ------------------------------------------------------------------------- structured output
 
 def test_structured_output_parse(client, model):
@@ -822,5 +844,40 @@ def test_reasoning_content_of_a_thinking_template(tmp_path, model):
         assert streamed == msg.reasoning_content
         c.close()
         assert "reasoning (deepseek_r1)" in s.server_log()
+    finally:
+        assert s.stop() == 0
+
+
+def test_reasoning_effort_switches_a_templates_thinking(model):
+    # Qwen3.5's template opens a thought unless enable_thinking is false; reasoning_effort is
+    # that switch ("none": off), in chat and as the Responses API's reasoning.effort. The random
+    # model never closes a thought: with thinking on all it writes is reasoning, off all content.
+    template = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
+                            "templates", "Qwen3.5-4B.jinja")
+    s = Server(pith_bin(), os.environ["PITH_MODEL"], "--chat-template", template, api_key=API_KEY)
+    s.start()
+    try:
+        c = make_client(s)
+        kw = dict(max_tokens=8, seed=82, temperature=1.0)
+        on = chat(c, model, reasoning_effort="high", **kw).choices[0].message
+        assert on.reasoning_content and not on.content
+        assert chat(c, model, **kw).choices[0].message.reasoning_content == on.reasoning_content
+        off = chat(c, model, reasoning_effort="none", **kw).choices[0].message
+        assert off.content and getattr(off, "reasoning_content", None) is None
+        explicit = chat(c, model, extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+                        **kw).choices[0].message
+        assert explicit.content == off.content
+        quiet = c.responses.create(model=model, input="Tell me something.", max_output_tokens=8,
+                                   temperature=0, reasoning={"effort": "none"})
+        assert [item.type for item in quiet.output] == ["message"] and quiet.output_text
+        assert quiet.reasoning.effort == "none"
+        thinking = c.responses.create(model=model, input="Tell me something.",
+                                      max_output_tokens=8, temperature=0,
+                                      reasoning={"effort": "low", "summary": "auto"})
+        assert [item.type for item in thinking.output] == ["reasoning", "message"]
+        with pytest.raises(openai.BadRequestError) as e:
+            chat(c, model, reasoning_effort="extreme", max_tokens=2)
+        assert e.value.body["param"] == "reasoning_effort"
+        c.close()
     finally:
         assert s.stop() == 0

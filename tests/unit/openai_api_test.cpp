@@ -106,6 +106,10 @@ TEST(OpenAiRequest, UnknownAndUnsupportedFieldsAreRefusedByName) {
   expect_rejected({{"messages", chat_msgs}, {"response_format", pattern_schema}}, true,
                   "response_format");  // a keyword the grammar cannot enforce
   expect_rejected({{"messages", chat_msgs}, {"audio", {{"voice", "alloy"}}}}, true, "audio");
+  expect_rejected({{"messages", chat_msgs}, {"modalities", {"text", "audio"}}}, true, "modalities");
+  expect_rejected({{"messages", chat_msgs}, {"verbosity", "low"}}, true, "verbosity");
+  EXPECT_NO_THROW(
+      parse({{"messages", chat_msgs}, {"modalities", {"text"}}, {"verbosity", "medium"}}, true));
   expect_rejected({{"prompt", "x"}, {"suffix", "y"}}, false, "suffix");
   expect_rejected({{"prompt", "x"}, {"echo", "yes"}}, false, "echo");
   expect_rejected({{"prompt", "x"}, {"messages", chat_msgs}}, false, "messages");
@@ -385,6 +389,43 @@ TEST(CompletionSession, ReturnTokenIdsLikeVllm) {
   feed(ps, 1);
   EXPECT_FALSE(ps.response()["choices"][0].contains("token_ids"));
   expect_rejected({{"prompt", "x"}, {"return_token_ids", "yes"}}, false, "return_token_ids");
+}
+
+// best_of: best_of candidates per prompt generated (the inferlet's n), the n with the highest
+// mean token log-probability returned per prompt, renumbered; usage counts every candidate.
+TEST(CompletionSession, BestOfReturnsTheMostLikelyCandidates) {
+  CompletionRequest r =
+      parse({{"prompt", {"Hi", "Ho"}}, {"n", 2}, {"best_of", 3}, {"max_tokens", 2}});
+  EXPECT_EQ(r.n, 3u);
+  EXPECT_EQ(r.returned_n, 2u);
+  auto args = r.inferlet_args();
+  EXPECT_EQ(*(std::find(args.begin(), args.end(), "--n") + 1), "3");
+  CompletionSession s(r, tok(), "cmpl-1", "tiny", 7);
+  s.on_message("usage 2 0");
+  // Mean log-probabilities: prompt 0 -> -1, -0.25, -0.5; prompt 1 -> -2, -2 (tie), -3.
+  const double lps[6][2] = {{-1, -1}, {-0.25, -0.25}, {-0.5, -0.5}, {-2, -2}, {-1, -3}, {-3, -3}};
+  const auto ids = ids_of(" a b c d e f");
+  for (uint32_t c = 0; c < 6; ++c) {
+    for (int t = 0; t < 2; ++t) s.on_message(fmt::format("tok {} {} {}", c, ids[c], lps[c][t]));
+    s.on_message(fmt::format("end {} length 2", c));
+  }
+  s.finish();
+  json j = s.response();
+  ASSERT_EQ(j["choices"].size(), 4u);
+  std::vector<std::string> texts;
+  for (uint32_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(j["choices"][k]["index"], k);
+    texts.push_back(j["choices"][k]["text"]);
+  }
+  auto twice = [&](int c) { return tok().decode(std::vector<int32_t>{ids[c], ids[c]}); };
+  EXPECT_EQ(texts, (std::vector<std::string>{twice(1), twice(2), twice(3), twice(4)}));
+  EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+
+  expect_rejected({{"prompt", "x"}, {"n", 3}, {"best_of", 2}}, false, "best_of");
+  expect_rejected({{"prompt", "x"}, {"best_of", 2}, {"stream", true}}, false, "best_of");
+  expect_rejected({{"prompt", {"a", "b", "c", "d", "e"}}, {"best_of", 16}}, false, "best_of");
+  CompletionRequest same = parse({{"prompt", "x"}, {"n", 2}, {"best_of", 2}, {"stream", true}});
+  EXPECT_EQ(same.returned_n, 0u);  // best_of = n: every candidate, streamable
 }
 
 TEST(CompletionSession, PredictionTalliesAddUpInUsage) {

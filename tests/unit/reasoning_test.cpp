@@ -181,6 +181,54 @@ TEST(ReasoningFormat, Qwen35TemplateAndEnableThinking) {
   EXPECT_FALSE(prompt_opens_thought("<think>\n\n</think>\n\n"));
 }
 
+ChatTemplate template_file(const std::string& name) {
+  std::ifstream in(std::string(PITH_TEST_DATA) + "/templates/" + name);
+  std::stringstream source;
+  source << in.rdbuf();
+  return ChatTemplate(source.str());
+}
+
+// reasoning_effort is the template's thinking switch, as vLLM maps it: "none" renders the prompt
+// of enable_thinking false, any other effort that of true (Gemma 4's template thinks only when
+// asked); chat_template_kwargs wins; templates without a switch refuse the field by name.
+TEST(ReasoningFormat, ReasoningEffortSwitchesThinking) {
+  auto prompt = [](const ChatTemplate& t, const json& extra) {
+    json body = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+    body.update(extra);
+    return parse_completion_request(body, true, tok(), t, 4096, 42).prompts[0];
+  };
+  auto kwargs = [](bool thinking) {
+    return json{{"chat_template_kwargs", {{"enable_thinking", thinking}}}};
+  };
+  for (const char* name : {"Qwen3.5-4B.jinja", "google-gemma-4-31B-it.jinja"}) {
+    SCOPED_TRACE(name);
+    const ChatTemplate t = template_file(name);
+    EXPECT_EQ(prompt(t, {{"reasoning_effort", "none"}}), prompt(t, kwargs(false)));
+    for (const char* effort : {"minimal", "low", "high", "max"})
+      EXPECT_EQ(prompt(t, {{"reasoning_effort", effort}}), prompt(t, kwargs(true))) << effort;
+    EXPECT_NE(prompt(t, kwargs(true)), prompt(t, kwargs(false)));
+    json both = kwargs(true);
+    both["reasoning_effort"] = "none";
+    EXPECT_EQ(prompt(t, both), prompt(t, kwargs(true)));  // the explicit switch wins
+    EXPECT_THROW(prompt(t, {{"reasoning_effort", "extreme"}}), InvalidRequest);
+    EXPECT_EQ(prompt(t, {{"reasoning_effort", nullptr}}), prompt(t, json::object()));
+  }
+  // Gemma 4 does not think by default: an effort turns thinking on.
+  const ChatTemplate gemma = template_file("google-gemma-4-31B-it.jinja");
+  EXPECT_NE(prompt(gemma, {{"reasoning_effort", "medium"}}), prompt(gemma, json::object()));
+  // A template that grades the effort sees the level itself.
+  const ChatTemplate graded(
+      "{{ 'Reasoning: ' + reasoning_effort }}{% for m in messages %}"
+      "{{ m['content'] }}{% endfor %}");
+  EXPECT_EQ(tok().decode(prompt(graded, {{"reasoning_effort", "high"}})), "Reasoning: highHi");
+  try {
+    prompt(template_file("meta-llama-Llama-3.1-8B-Instruct.jinja"), {{"reasoning_effort", "low"}});
+    ADD_FAILURE() << "a template without a reasoning switch accepted reasoning_effort";
+  } catch (const InvalidRequest& e) {
+    EXPECT_EQ(e.param(), "reasoning_effort");
+  }
+}
+
 TEST(CompletionSession, ReasoningContentStreamedAndWhole) {
   const std::string output = "<think>Two and two.</think>Four.";
   CompletionSession whole(chat_request(false), tok(), "chatcmpl-1", "tiny", 1);

@@ -96,6 +96,17 @@ TEST(ResponsesRequest, TextFormatToolsAndToolChoiceTakeTheChatShape) {
   EXPECT_EQ(translate(R"({"input": "x", "text": {"format": {"type": "text"}}})")
                 .chat_body["response_format"],
             ojson::parse(R"({"type": "text"})"));
+  // reasoning.effort is chat's reasoning_effort, echoed in the response.
+  ResponsesRequest effort =
+      translate(R"({"input": "x", "reasoning": {"effort": "low", "summary": "auto"}})");
+  EXPECT_EQ(effort.chat_body["reasoning_effort"], "low");
+  EXPECT_EQ(effort.echo["reasoning"]["effort"], "low");
+  EXPECT_FALSE(translate(R"({"input": "x", "reasoning": {"effort": null}})")
+                   .chat_body.contains("reasoning_effort"));
+  std::string param = "reasoning_effort", message = "'reasoning_effort' must be one of ...";
+  responses_wording(param, message);
+  EXPECT_EQ(param, "reasoning");
+  EXPECT_EQ(message, "'reasoning.effort' must be one of ...");
 }
 
 TEST(ResponsesRequest, PreviousResponseIdPutsTheStoredConversationFirst) {
@@ -141,7 +152,10 @@ TEST(ResponsesRequest, ReasoningItemsAreNotShownToTheNextTurn) {
 }
 
 TEST(ResponsesRequest, RefusesWhatItCannotHonourNamingTheField) {
-  EXPECT_EQ(refused_param(R"({"input": "x", "reasoning": {"effort": "low"}})"), "reasoning");
+  EXPECT_EQ(refused_param(R"({"input": "x", "reasoning": {"summary": "detailed"}})"), "reasoning");
+  EXPECT_EQ(refused_param(R"({"input": "x", "reasoning": {"effort": "low", "x": 1}})"),
+            "reasoning");
+  EXPECT_EQ(refused_param(R"({"input": "x", "reasoning": "low"})"), "reasoning");
   EXPECT_EQ(refused_param(R"({"input": "x", "truncation": "auto"})"), "truncation");
   EXPECT_EQ(refused_param(R"({"model": "m"})"), "input");
   EXPECT_EQ(refused_param(R"({"input": []})"), "input");
