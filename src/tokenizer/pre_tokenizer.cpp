@@ -33,6 +33,10 @@ constexpr const char* kQwen35 =
 // newlines and slashes. The tokenizer.json pattern as it is (PCRE2 has the classes and (?i:)).
 constexpr const char* kGpt4o =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Mistral's Tekken (NeMo, Mistral Small 3, Ministral, Devstral): GPT-4o's cased words without
+// the contraction suffixes, and single digits (the `pattern` of mistral-common's tekken JSON).
+constexpr const char* kTekken =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // Shared by both DeepSeek tokenizers: newlines alone, then CJK runs (the ranges DeepSeek's
 // tokenizer.json lists: CJK ideographs, U+0800..U+4E00, Hangul).
 constexpr const char* kNewline = R"([\r\n])";
@@ -80,6 +84,7 @@ std::vector<std::string> PreTokenizer::regexes_for(std::string_view pre) {
     return {kLlama3};
   if (one_of(pre, {"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez"})) return {kQwen2};
   if (pre == "qwen35") return {kQwen35};
+  if (pre == "tekken") return {kTekken};
   if (one_of(pre, {"gpt-4o", "llama4", "kanana2", "talkie"})) return {kGpt4o};
   if (one_of(pre, {"gpt2", "gpt-2", "phi-2", "mpt", "olmo", "roberta-bpe", "jais", "exaone4"}))
     return {kGpt2};
@@ -94,7 +99,8 @@ std::vector<std::string> PreTokenizer::regexes_for(std::string_view pre) {
   // llama.cpp's choice for byte-level vocabularies that name no pre-tokenizer.
   if (pre == "default") return {kPunctSymbolsNoBacktick, kGpt2, R"(\p{N}+)", kThreeDigits};
   fail(
-      "unsupported pre-tokenizer '{}' (supported: llama-bpe/llama3, qwen2, qwen35, gpt-4o, gpt2, "
+      "unsupported pre-tokenizer '{}' (supported: llama-bpe/llama3, qwen2, qwen35, gpt-4o, tekken, "
+      "gpt2, "
       "deepseek-llm, deepseek-coder, falcon, starcoder/command-r/refact, default and aliases; or "
       "give a tokenizer.json with explicit Split regexes)",
       pre);

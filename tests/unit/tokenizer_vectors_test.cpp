@@ -90,5 +90,11 @@ INSTANTIATE_TEST_SUITE_P(Families, TokenizerVectors,
                            return name;
                          });
 
+// Mistral's Tekken, written by tools/make_tekken_vocab.py from mistral-common's tekken JSON, its
+// expected ids from mistral-common's own Tekkenizer (tiktoken): llama.cpp ships no Tekken vectors.
+TEST(TokenizerVectors, TekkenMatchesMistralCommon) {
+  check_vectors("tekken-240911.gguf");
+}
+
 }  // namespace
 }  // namespace pith
