@@ -105,7 +105,7 @@ void add_serve_commands(CLI::App& app) {
   add(cmd->add_option(
       "--tool-call-parser", cfg->tool_call_parser,
       "tool-call format: auto (from the chat template), hermes, llama3_json, qwen3_coder, "
-      "gemma4"));
+      "gemma4, mistral"));
   add(cmd->add_option("--reasoning-parser", cfg->reasoning_parser,
                       "how reasoning is told apart: auto (from the chat template), none, "
                       "deepseek_r1, qwen3 (<think> blocks), gemma4 (<|channel>thought blocks)"));

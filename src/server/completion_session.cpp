@@ -23,8 +23,11 @@ std::string random_hex(size_t n) {
 
 // ---------------------------------------------------------------- ChoiceText
 
-ChoiceText::ChoiceText(const Tokenizer& tokenizer, std::vector<std::string> stops)
+ChoiceText::ChoiceText(const Tokenizer& tokenizer, std::vector<std::string> stops,
+                       std::vector<int32_t> kept)
     : decoder_(tokenizer, /*skip_special=*/true, /*at_text_start=*/false),
+      tokenizer_(&tokenizer),
+      kept_(std::move(kept)),
       stops_(std::move(stops)) {}
 
 std::string ChoiceText::release(std::string s) {
@@ -35,6 +38,8 @@ std::string ChoiceText::release(std::string s) {
 std::string ChoiceText::push(int32_t token) {
   if (stopped_) return "";
   held_ += decoder_.push(token);
+  if (std::binary_search(kept_.begin(), kept_.end(), token))     // nothing the decoder still holds
+    held_ += decoder_.flush() + tokenizer_->token_bytes(token);  // can complete across it
   size_t best = std::string::npos;
   for (const auto& s : stops_) best = std::min(best, held_.find(s));
   if (best != std::string::npos) {
@@ -73,8 +78,14 @@ CompletionSession::CompletionSession(const CompletionRequest& request, const Tok
       model_(std::move(model)),
       created_(created) {
   for (const auto& prompt : req_.prompts) prompt_tokens_ += static_cast<uint32_t>(prompt.size());
+  // Mistral's call markers are control tokens: their text stays for the tool-call parser.
+  std::vector<int32_t> kept;
+  if (req_.chat && req_.tools.active() && req_.tool_format == ToolCallFormat::Mistral)
+    for (const std::string& text : mistral_kept_tokens())
+      if (int32_t id = tok_.find_token(text); id >= 0 && tok_.is_special(id)) kept.push_back(id);
+  std::sort(kept.begin(), kept.end());
   for (uint32_t i = 0; i < req_.n * req_.prompts.size(); ++i) {
-    choices_.push_back(Choice{ChoiceText(tok_, req_.stop),
+    choices_.push_back(Choice{ChoiceText(tok_, req_.stop, kept),
                               ReasoningSplitter(req_.chat ? req_.reasoning : ReasoningFormat::None),
                               0, "", json(), 0, false});
     if (req_.chat && req_.tools.active()) choices_.back().tools = &req_.tools;
@@ -345,8 +356,10 @@ void CompletionSession::end_choice(uint32_t index, std::string reason, std::vect
     rest = parsed.content;
     c.content = parsed.content;
     for (auto& call : parsed.calls)
-      c.tool_calls.push_back(
-          {"call_" + random_hex(24), std::move(call.name), std::move(call.arguments)});
+      c.tool_calls.push_back({req_.tool_format == ToolCallFormat::Mistral
+                                  ? mistral_call_id()  // the only ids its templates read back
+                                  : "call_" + random_hex(24),
+                              std::move(call.name), std::move(call.arguments)});
     // The legacy function_call holds one call: the first, as one-call-per-turn models write.
     if (req_.legacy_functions && c.tool_calls.size() > 1) c.tool_calls.resize(1);
     // OpenAI: "tool_calls" ("function_call" for legacy functions) when the model chose to call,

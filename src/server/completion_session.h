@@ -33,7 +33,10 @@ FailureResponse failure_response(pith_status_t code);
 // Text of one choice as tokens arrive: UTF-8-safe streaming with stop-string hold-back.
 class ChoiceText {
  public:
-  ChoiceText(const Tokenizer& tokenizer, std::vector<std::string> stops);
+  // `kept`: sorted ids of control tokens whose text stays in the output (the tool-call markers
+  // a format's parser needs); other special tokens are left out.
+  ChoiceText(const Tokenizer& tokenizer, std::vector<std::string> stops,
+             std::vector<int32_t> kept = {});
   // Returns the text that became final. After a stop string matched, stopped() is true and
   // later tokens are ignored.
   std::string push(int32_t token);
@@ -46,6 +49,8 @@ class ChoiceText {
  private:
   std::string release(std::string s);
   StreamDecoder decoder_;
+  const Tokenizer* tokenizer_;
+  std::vector<int32_t> kept_;
   std::vector<std::string> stops_;
   std::string held_;  // decoded but not yet final (may be the start of a stop string)
   std::string text_;  // final text so far

@@ -406,8 +406,13 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
     r.tool_format = tool_format;
     // The template sees the tools unless tool_choice is none (then the model is not told).
     const json kwargs = template_kwargs(body, chat_template);
+    // Mistral's templates read back only 9-character call ids: others are mapped onto such.
+    json mistral_messages;
+    const json* messages = &*it;
+    if (tool_format == ToolCallFormat::Mistral)
+      messages = &(mistral_messages = mistral_tool_call_ids(*it));
     std::string rendered;
-    r.prompts.push_back(chat_prompt_tokens(*it, tok, chat_template,
+    r.prompts.push_back(chat_prompt_tokens(*messages, tok, chat_template,
                                            /*add_generation_prompt=*/true,
                                            r.tools.active() ? &r.tools.template_tools : nullptr,
                                            &kwargs, &rendered));

@@ -163,7 +163,7 @@ ServeSettings resolve_serve_config(ServeConfig c) {
 
   require(c.tool_call_parser == "auto" || parse_tool_call_format(c.tool_call_parser),
           "--tool-call-parser",
-          fmt::format("must be auto, hermes, llama3_json, qwen3_coder or gemma4, not '{}'",
+          fmt::format("must be auto, hermes, llama3_json, qwen3_coder, gemma4 or mistral, not '{}'",
                       c.tool_call_parser));
   require(c.reasoning_parser == "auto" || parse_reasoning_format(c.reasoning_parser),
           "--reasoning-parser",

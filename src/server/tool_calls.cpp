@@ -70,6 +70,8 @@ const char* tool_call_format_name(ToolCallFormat f) {
       return "qwen3_coder";
     case ToolCallFormat::Gemma4:
       return "gemma4";
+    case ToolCallFormat::Mistral:
+      return "mistral";
   }
   return "?";
 }
@@ -79,11 +81,13 @@ std::optional<ToolCallFormat> parse_tool_call_format(std::string_view name) {
   if (name == "llama3_json") return ToolCallFormat::Llama3Json;
   if (name == "qwen3_coder") return ToolCallFormat::Qwen3Coder;
   if (name == "gemma4") return ToolCallFormat::Gemma4;
+  if (name == "mistral") return ToolCallFormat::Mistral;
   return std::nullopt;
 }
 
 ToolCallFormat detect_tool_call_format(const std::string& source) {
   if (source.find("'<|tool_call>call:'") != std::string::npos) return ToolCallFormat::Gemma4;
+  if (source.find("[TOOL_CALLS]") != std::string::npos) return ToolCallFormat::Mistral;
   if (source.find("<function=") != std::string::npos &&
       source.find("<parameter=") != std::string::npos)
     return ToolCallFormat::Qwen3Coder;
@@ -164,6 +168,8 @@ std::string tool_call_grammar(const ToolRequest& r, ToolCallFormat f) {
   if (f == ToolCallFormat::Qwen3Coder)
     return xml_tool_call_grammar(r, many ? kMaxParallelCalls : 1);
   if (f == ToolCallFormat::Gemma4) return gemma4_tool_call_grammar(r, many ? kMaxParallelCalls : 1);
+  if (f == ToolCallFormat::Mistral)
+    return mistral_tool_call_grammar(r, many ? kMaxParallelCalls : 1);
   ordered_json schema;
   if (r.choice == ToolRequest::Choice::Named) {
     schema = call_schema(*find_function(r, r.named), f);
@@ -193,6 +199,7 @@ std::string tool_call_grammar(const ToolRequest& r, ToolCallFormat f) {
 ParsedToolOutput parse_tool_output(std::string_view text, ToolCallFormat f, const ToolRequest& r) {
   if (f == ToolCallFormat::Qwen3Coder) return parse_xml_tool_output(text, r);
   if (f == ToolCallFormat::Gemma4) return parse_gemma4_tool_output(text, r);
+  if (f == ToolCallFormat::Mistral) return parse_mistral_tool_output(text, r);
   ParsedToolOutput out;
   if (f == ToolCallFormat::Llama3Json) {
     std::string_view body = trim_space(text);
@@ -244,6 +251,7 @@ bool may_become_tool_call(std::string_view text, ToolCallFormat f) {
     return marker.substr(0, std::min(marker.size(), t.size())) == t.substr(0, marker.size());
   };
   if (f == ToolCallFormat::Gemma4) return prefix_of(kGemma4Open);
+  if (f == ToolCallFormat::Mistral) return may_become_mistral_tool_call(t);
   if (f != ToolCallFormat::Llama3Json) return prefix_of(kHermesOpen);
   return t.front() == '{' || prefix_of(kPythonTag);
 }

@@ -12,6 +12,9 @@
 //               </function>\n</tool_call>  (one or more; Qwen3-Coder, Qwen3.5; tool_calls_xml.cpp)
 //   gemma4      <|tool_call>call:NAME{ARG:VALUE,...}<tool_call|>  (one or more; Gemma 4, strings
 //               quoted as <|"|>text<|"|>; tool_calls_gemma4.cpp)
+//   mistral     [TOOL_CALLS][{"name": NAME, "arguments": {...}}, ...] or
+//   [TOOL_CALLS]NAME[ARGS]{...}
+//               (one or more; Mistral 7B v0.3, NeMo, Small 3.x, Devstral; tool_calls_mistral.cpp)
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -26,14 +29,15 @@
 
 namespace pith::server {
 
-enum class ToolCallFormat { Hermes, Llama3Json, Qwen3Coder, Gemma4 };
+enum class ToolCallFormat { Hermes, Llama3Json, Qwen3Coder, Gemma4, Mistral };
 
 const char* tool_call_format_name(ToolCallFormat f);
-// "hermes", "llama3_json", "qwen3_coder", "gemma4"; nullopt for anything else.
+// "hermes", "llama3_json", "qwen3_coder", "gemma4", "mistral"; nullopt for anything else.
 std::optional<ToolCallFormat> parse_tool_call_format(std::string_view name);
 // The format a chat template renders tool calls in: gemma4 for templates that write
-// '<|tool_call>call:', qwen3_coder for templates that write <function=...> and <parameter=...>,
-// llama3_json for templates that ask for {"name": ..., "parameters": ...}, hermes otherwise.
+// '<|tool_call>call:', mistral for templates that write [TOOL_CALLS], qwen3_coder for templates
+// that write <function=...> and <parameter=...>, llama3_json for templates that ask for {"name":
+// ..., "parameters": ...}, hermes otherwise.
 ToolCallFormat detect_tool_call_format(const std::string& template_source);
 
 struct ToolFunction {
@@ -98,6 +102,18 @@ std::string gemma4_tool_call_grammar(const ToolRequest& request, int max_calls);
 // answer after those into one assistant message.
 bool gemma4_needs_tool_turns(std::string_view template_source);
 nlohmann::ordered_json gemma4_tool_turns(const nlohmann::ordered_json& messages);
+// The mistral halves (tool_calls_mistral.cpp): its parser, its forced-call grammar (the bare
+// JSON array of at most max_calls calls), whether streamed text may still become a call, the
+// control tokens whose text the session keeps in the output for the parser, a new call id (9
+// letters and digits, all Mistral's templates accept), and a conversation's ids mapped onto
+// such ids (an id that already fits is kept; others map to the same 9 characters each time).
+ParsedToolOutput parse_mistral_tool_output(std::string_view text, const ToolRequest& request);
+std::string mistral_tool_call_grammar(const ToolRequest& request, int max_calls);
+bool may_become_mistral_tool_call(std::string_view text);
+std::vector<std::string> mistral_kept_tokens();
+std::string mistral_call_id();
+std::string mistral_id_for(const std::string& id);
+nlohmann::json mistral_tool_call_ids(const nlohmann::json& messages);
 // `s` as a GBNF string literal (quotes, backslashes and newlines escaped).
 std::string gbnf_literal(std::string_view s);
 // `s` without leading and trailing whitespace.

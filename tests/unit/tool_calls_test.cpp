@@ -359,7 +359,10 @@ TEST(ToolCallFormat, DetectedFromTheTemplate) {
   EXPECT_EQ(parse_tool_call_format("qwen3_coder"), ToolCallFormat::Qwen3Coder);
   EXPECT_EQ(parse_tool_call_format("hermes"), ToolCallFormat::Hermes);
   EXPECT_EQ(parse_tool_call_format("llama3_json"), ToolCallFormat::Llama3Json);
-  EXPECT_FALSE(parse_tool_call_format("mistral"));
+  EXPECT_EQ(detect_tool_call_format(read("mistralai-Mistral-Nemo-Instruct-2407")),
+            ToolCallFormat::Mistral);
+  EXPECT_EQ(parse_tool_call_format("mistral"), ToolCallFormat::Mistral);
+  EXPECT_FALSE(parse_tool_call_format("pythonic"));
 }
 
 TEST(ToolConversation, RendersLikeHuggingFace) {
@@ -530,6 +533,121 @@ TEST(LegacyFunctions, RequestAndResponse) {
   EXPECT_EQ(named.tools.choice, ToolRequest::Choice::Named);
   EXPECT_FALSE(named.grammar.empty());
   EXPECT_EQ(run(named).first["choices"][0]["finish_reason"], "stop");
+}
+
+std::string read_template(const std::string& name) {
+  std::ifstream in(std::string(PITH_TEST_DATA) + "/templates/" + name);
+  std::stringstream source;
+  source << in.rdbuf();
+  return source.str();
+}
+
+// Mistral: both generations of [TOOL_CALLS] output, the bare array a forced call writes, text
+// around them, and what stays content.
+TEST(ToolOutput, MistralCallsInBothShapes) {
+  const ToolRequest r = request(R"("auto")");
+  auto calls = [&](std::string_view text) {
+    ParsedToolOutput p = parse_tool_output(text, ToolCallFormat::Mistral, r);
+    std::string s = p.content + "|";
+    for (const auto& c : p.calls) s += c.name + c.arguments + ";";
+    return s;
+  };
+  EXPECT_EQ(
+      calls(
+          R"([TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}, {"name": "noop", "arguments": {}}])"),
+      R"(|get_weather{"city":"Paris","unit":"c"};noop{};)");
+  EXPECT_EQ(
+      calls(
+          R"(Let me check. [TOOL_CALLS] [{"name": "noop", "arguments": "{}", "id": "abc123XYZ"}]</s>)"),
+      "Let me check.|noop{};");
+  EXPECT_EQ(
+      calls(
+          R"([TOOL_CALLS]get_weather[ARGS]{"city": "Tokyo", "unit": "f"}[TOOL_CALLS]noop[CALL_ID]a1b2c3d4e[ARGS]{})"),
+      R"(|get_weather{"city":"Tokyo","unit":"f"};noop{};)");
+  EXPECT_EQ(calls(R"([{"name": "noop", "arguments": {}}])"), "|noop{};");  // a forced call
+  // Unknown functions, broken JSON and plain text stay content, whole.
+  for (const char* text :
+       {R"([TOOL_CALLS][{"name": "rm_rf", "arguments": {}}])",
+        R"([TOOL_CALLS]noop[ARGS]{"unclosed": )", "[TOOL_CALLS]noop", "Just an answer [1, 2]."})
+    EXPECT_EQ(calls(text), std::string(text) + "|") << text;
+  EXPECT_TRUE(may_become_tool_call(" [TOOL", ToolCallFormat::Mistral));
+  EXPECT_TRUE(may_become_tool_call("[TOOL_CALLS][{\"na", ToolCallFormat::Mistral));
+  EXPECT_FALSE(may_become_tool_call("Hello", ToolCallFormat::Mistral));
+}
+
+TEST(ToolCallGrammar, MistralForcedCallsAreAJsonArray) {
+  CallGrammar required(request(R"("required")"), ToolCallFormat::Mistral);
+  EXPECT_TRUE(required.matches(
+      R"([{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}])"));
+  EXPECT_TRUE(required.matches(
+      R"([{"name": "noop", "arguments": {}}, {"name": "noop", "arguments": {}}])"));
+  EXPECT_FALSE(
+      required.matches(R"([{"name": "get_weather", "arguments": {"city": "Rome", "unit": "c"}}])"));
+  EXPECT_FALSE(required.matches("[]"));
+  CallGrammar named(request(R"({"type": "function", "function": {"name": "noop"}})"),
+                    ToolCallFormat::Mistral);
+  EXPECT_TRUE(named.matches(R"([{"name": "noop", "arguments": {}}])"));
+  EXPECT_FALSE(
+      named.matches(R"([{"name": "noop", "arguments": {}}, {"name": "noop", "arguments": {}}])"));
+  EXPECT_FALSE(
+      named.matches(R"([{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}])"));
+}
+
+// Mistral's templates read only 9-character ids: new calls get one, a conversation's other ids
+// map onto the same 9 characters each time (so results still answer their calls).
+TEST(ToolConversation, MistralCallIds) {
+  auto fits = [](const std::string& id) {
+    return id.size() == 9 &&
+           std::all_of(id.begin(), id.end(), [](unsigned char c) { return std::isalnum(c) != 0; });
+  };
+  EXPECT_TRUE(fits(mistral_call_id()));
+  EXPECT_NE(mistral_call_id(), mistral_call_id());
+  EXPECT_EQ(mistral_id_for("abc123XYZ"), "abc123XYZ");
+  const std::string mapped = mistral_id_for("call_0123456789abcdef01234567");
+  EXPECT_TRUE(fits(mapped));
+  EXPECT_EQ(mistral_id_for("call_0123456789abcdef01234567"), mapped);
+  EXPECT_NE(mistral_id_for("call_0123456789abcdef01234568"), mapped);
+  json messages = json::parse(R"([{"role": "assistant", "tool_calls": [{"id": "call_1",
+      "type": "function", "function": {"name": "noop", "arguments": "{}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "done"}])");
+  json fixed = mistral_tool_call_ids(messages);
+  EXPECT_TRUE(fits(fixed[0]["tool_calls"][0]["id"]));
+  EXPECT_EQ(fixed[0]["tool_calls"][0]["id"], fixed[1]["tool_call_id"]);
+  // Through the request parser and Mistral NeMo's template (which refuses other ids).
+  const Tokenizer tekken =
+      Tokenizer::load(std::string(PITH_TEST_DATA) + "/tokenizer/tekken-240911.gguf");
+  const ChatTemplate nemo(read_template("mistralai-Mistral-Nemo-Instruct-2407.jinja"));
+  json body = {{"messages", json::array({{{"role", "user"}, {"content", "Weather?"}}})},
+               {"tools", json::parse(kTools)}};
+  for (const auto& m : messages) body["messages"].push_back(m);
+  body["messages"].push_back({{"role", "assistant"}, {"content", "Done."}});
+  body["messages"].push_back({{"role", "user"}, {"content", "Thanks"}});
+  CompletionRequest r =
+      parse_completion_request(body, true, tekken, nemo, 4096, 1, nullptr, ToolCallFormat::Mistral);
+  const std::string prompt = tekken.decode(r.prompts[0]);
+  EXPECT_NE(prompt.find("\"id\": \"" + mistral_id_for("call_1") + "\""), std::string::npos)
+      << prompt;
+  EXPECT_NE(prompt.find("\"call_id\": \"" + mistral_id_for("call_1") + "\""), std::string::npos);
+
+  // The session keeps the [TOOL_CALLS] control token's text for the parser; calls get 9-char ids.
+  body["messages"] = json::array({{{"role", "user"}, {"content", "Weather?"}}});
+  CompletionRequest ask =
+      parse_completion_request(body, true, tekken, nemo, 4096, 1, nullptr, ToolCallFormat::Mistral);
+  CompletionSession s(ask, tekken, "chat-1", "nemo", 7);
+  s.on_message("usage 5 0");
+  const auto ids = tekken.encode(
+      R"([TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}])",
+      false, /*parse_special=*/true);
+  ASSERT_TRUE(tekken.is_special(ids[0]));
+  for (int32_t id : ids) s.on_message(fmt::format("tok 0 {} -0.5", id));
+  s.on_message(fmt::format("end 0 stop {}", ids.size()));
+  s.finish();
+  const json choice = s.response()["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  EXPECT_TRUE(fits(choice["message"]["tool_calls"][0]["id"]));
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"],
+            R"({"city":"Paris","unit":"c"})");
 }
 
 }  // namespace
