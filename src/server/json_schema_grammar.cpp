@@ -46,7 +46,7 @@ const std::set<std::string> kArrayKeywords = {"items",    "prefixItems", "additi
                                               "minItems", "maxItems",    "uniqueItems"};
 const std::set<std::string> kStringKeywords = {"minLength", "maxLength", "format", "pattern"};
 const std::set<std::string> kNumberKeywords = {"minimum", "maximum", "exclusiveMinimum",
-                                               "exclusiveMaximum"};
+                                               "exclusiveMaximum", "multipleOf"};
 const std::set<std::string> kOtherKeywords = {"type",  "enum",  "const", "$ref",       "anyOf",
                                               "oneOf", "allOf", "$defs", "definitions"};
 const char* const kTypeNames[] = {"object",  "array",   "string", "number",
@@ -463,6 +463,7 @@ class Converter {
     bool bounded = false;
     for (const std::string& k : kNumberKeywords) bounded |= s.contains(k);
     if (!bounded || (type != "integer" && type != "number")) return use(type);
+    if (s.contains("multipleOf")) return multiple_of(s, path, type, hint);
     if (type == "number") return number_range(s, path, hint);
     std::optional<int64_t> lo, hi;
     auto raise = [](std::optional<int64_t>& b, int64_t v, bool up) {
@@ -489,6 +490,35 @@ class Converter {
       fail("{}: no integer at {} lies between the bounds {} and {}", kWhere, pointer_text(path),
            *lo, *hi);
     return define(fresh(hint + "-range"), {integer_range_gbnf(lo, hi)});
+  }
+
+  // multipleOf (json_schema_multiple_of.cpp), with bounds beside it only at 0 (Pydantic's ge=0,
+  // gt=0, le=0, lt=0): they fix the sign.
+  std::string multiple_of(const Json& s, const std::string& path, const std::string& type,
+                          const std::string& hint) {
+    const Json& v = s["multipleOf"];
+    if (!v.is_number() || !(v.get<double>() > 0))
+      malformed("multipleOf", path, "must be a number greater than 0");
+    int sign = 0;
+    bool zero = true;
+    for (const std::string& k : kNumberKeywords) {
+      if (k == "multipleOf" || !s.contains(k)) continue;
+      const int side = k.find("inimum") != std::string::npos ? 1 : -1;
+      if (!s[k].is_number() || s[k].get<double>() != 0 || sign == -side)
+        unsupported(k, path, " beside multipleOf, except 0 on one side (a sign)");
+      sign = side;
+      zero = zero && k.rfind("exclusive", 0) != 0;
+    }
+    const std::optional<DecimalBound> step = decimal_bound(v.dump(), false);
+    const std::string name = fresh(hint + "-multiple");
+    const auto rules = step ? multiple_of_gbnf(*step, name, type == "number", sign, zero)
+                            : std::vector<std::pair<std::string, std::string>>{};
+    if (rules.empty()) unsupported("multipleOf", path, " with more than 3 significant digits");
+    for (const auto& [rule, body] : rules) {
+      taken_.insert(rule);
+      rules_.emplace_back(rule, body);
+    }
+    return name;
   }
 
   // Bounds on a `number`: exact decimal comparison against the bounds as the schema writes

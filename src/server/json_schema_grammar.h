@@ -20,13 +20,14 @@
 //   maxLength beside a pattern or format as json_schema_pattern.h's limit_length says;
 //   integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, within +-1e18);
 //   numbers: the same bounds (within +-1e15), compared exactly as decimals; bounded numbers are
-//   written without exponent, with at most 15 significant digits (json_schema_scalars.h).
+//   written without exponent, with at most 15 significant digits (json_schema_scalars.h);
+//   multipleOf of up to 3 significant digits, beside a bound at 0 only (json_schema_scalars.h).
 // Accepted and ignored (annotations): title, description, default, examples, $schema, $id,
 //   $comment, deprecated, readOnly, writeOnly, discriminator (the oneOf branches constrain).
 // Everything else is rejected with a pith::Error naming the keyword and its JSON pointer, e.g.
 //   "response_format.json_schema.schema: keyword 'not' at /properties/a is not supported"
-// (other formats, multipleOf, the dictionary keywords beside properties, dependentRequired,
-// not, if, contains, uniqueItems: true, remote $refs, ...).
+// (other formats, longer multipleOf steps, the dictionary keywords beside properties,
+// dependentRequired, not, if, contains, uniqueItems: true, remote $refs, ...).
 //
 // Choices where JSON Schema leaves room:
 //  - An object that declares `properties` but no additionalProperties allows no other members

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace pith::server {
 
@@ -37,6 +39,18 @@ int compare_decimals(const DecimalBound& a, const DecimalBound& b);
 // distinct doubles). "" when no number is in range.
 std::string number_range_gbnf(const std::optional<DecimalBound>& lo,
                               const std::optional<DecimalBound>& hi, size_t max_fraction);
+
+// GBNF rules (name, body; the first is `name`, the entry) for the JSON numbers that are whole
+// multiples of `step` (> 0), written without exponent. With step = M / 10^d (d its fraction
+// digits), x is a multiple when x * 10^d is an integer divisible by M: the rules follow the
+// remainder mod M digit by digit (integer digits, then up to d fraction digits when `fraction`;
+// none for integers), so every match is an exact decimal multiple. `sign`: +1 non-negative,
+// -1 non-positive, 0 either; `zero`: whether 0 itself is allowed (exclusive bounds at 0).
+// Empty when M exceeds 1000 (more than 3 significant digits in the step).
+std::vector<std::pair<std::string, std::string>> multiple_of_gbnf(const DecimalBound& step,
+                                                                  const std::string& name,
+                                                                  bool fraction, int sign,
+                                                                  bool zero);
 
 // The (anchored) regular expression of a supported `format`, or nullopt:
 //   date       RFC 3339 full-date, years 0001-9999, days per month, February 29 in leap years

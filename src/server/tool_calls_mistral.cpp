@@ -52,8 +52,8 @@ ordered_json leading_json(std::string_view text, char last) {
 std::optional<ToolCall> call_of(std::string_view name, const ordered_json& args,
                                 const ToolRequest& r) {
   if (!find_function(r, name)) return std::nullopt;
-  ordered_json a = args.is_string() ? ordered_json::parse(args.get<std::string>(), nullptr, false)
-                                    : args;
+  ordered_json a =
+      args.is_string() ? ordered_json::parse(args.get<std::string>(), nullptr, false) : args;
   if (!a.is_object()) return std::nullopt;
   return ToolCall{std::string(name), a.dump()};
 }
@@ -102,7 +102,8 @@ ParsedToolOutput parse_mistral_tool_output(std::string_view text, const ToolRequ
   ParsedToolOutput out;
   const size_t at = text.find(kCalls);
   // No marker: a forced call's bare array, or content.
-  std::string_view body = trim_space(at == std::string_view::npos ? text : text.substr(at + kCalls.size()));
+  std::string_view body =
+      trim_space(at == std::string_view::npos ? text : text.substr(at + kCalls.size()));
   std::optional<std::vector<ToolCall>> calls;
   if (!body.empty() && body.front() == '[')
     calls = array_calls(body, r);

@@ -520,13 +520,15 @@ class Listing(pydantic.BaseModel):
     stock: dict[Annotated[str, pydantic.StringConstraints(pattern=r"^[a-z]{2,8}$")], int] = \
         pydantic.Field(max_length=2)
     levels: dict[Literal["low", "high"], float]
+    pack: int = pydantic.Field(multiple_of=5, ge=0)
+    step: float = pydantic.Field(multiple_of=0.25)
 
 
 def test_structured_output_patterns_and_formats(client, model):
     # Regular-expression patterns, length bounds beside a pattern, the regular formats (uri,
-    # duration, ipv4, date-time) and bounded floats, as Pydantic writes them: Pydantic's own
-    # parsers and checks (URL, timedelta, IP address, datetime, ge/le/gt/lt) accept every
-    # seed's document.
+    # duration, ipv4, date-time), bounded floats and multiples, as Pydantic writes them:
+    # Pydantic's own parsers and checks (URL, timedelta, IP address, datetime, ge/le/gt/lt,
+    # multiple_of) accept every seed's document.
     for seed in range(6):
         r = client.chat.completions.parse(model=model, messages=CHAT, response_format=Listing,
                                           max_tokens=600, seed=seed, temperature=1.0)

@@ -324,7 +324,7 @@ TEST(JsonSchemaGrammar, UnsupportedKeywordsAreNamedWithTheirPath) {
       {R"({"type": "integer", "maximum": 1e19})",
        "keyword 'maximum' at (root) is not supported "
        "beyond"},
-      {R"({"multipleOf": 2})", "keyword 'multipleOf'"},
+      {R"({"multipleOf": 0.12345})", "keyword 'multipleOf'"},
       {R"({"properties": {"a": {"type": "number", "maximum": 1e20}}})",
        "keyword 'maximum' at /properties/a is not supported beyond +-1e15"},
       {R"({"properties": {"a": {"patternProperties": {}}}})",

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "common/error.h"
 #include "json_schema_test_support.h"
 #include "server/json_schema_grammar.h"
@@ -199,6 +201,106 @@ TEST(JsonSchemaNumbers, PydanticFloatFields) {
   EXPECT_TRUE(obj.accepts(R"({"score": -0.25})"));
   EXPECT_TRUE(obj.accepts(R"({"score": null})"));
   EXPECT_FALSE(obj.accepts(R"({"score": 1.5})"));
+}
+
+// multipleOf (json_schema_multiple_of.cpp) against exact decimals: random steps (integers up to
+// 1000, decimal steps such as 0.01, 0.25, 2.5, 0.125), integer or number, with or without a
+// bound at 0 (a sign); a text is accepted iff it is written without exponent, with at most the
+// step's fraction digits (none for integers), and is a whole multiple of the step with the sign
+// allowed. Zero's spellings other than "0" are left out of the comparison (the grammar writes 0
+// as "0" where a sign is imposed). Random walks of the grammar are multiples too.
+TEST(JsonSchemaNumbers, MultipleOfAgreesWithExactDecimals) {
+  std::mt19937 rng(31);
+  const char* const kDecimalSteps[] = {"0.01",  "0.25", "2.5", "0.125", "0.5", "1.5",
+                                       "0.001", "0.2",  "7.5", "12",    "0.05"};
+  const char* const kSigns[] = {"", "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+  int inside = 0, outside = 0, walked = 0;
+  for (int round = 0; round < 90; ++round) {
+    const std::string step = round % 2 ? kDecimalSteps[rng() % std::size(kDecimalSteps)]
+                                       : std::to_string(1 + rng() % (round % 4 ? 1000 : 12));
+    const bool integer = rng() % 3 == 0;
+    const std::string bound = kSigns[rng() % std::size(kSigns)];
+    Json schema = {{"type", integer ? "integer" : "number"}, {"multipleOf", Json::parse(step)}};
+    if (!bound.empty()) schema[bound] = 0;
+    SCOPED_TRACE(schema.dump());
+    const Compiled c(schema);
+    size_t step_digits = 0;
+    const Fixed unit = *fixed_of(step, &step_digits);
+    const size_t max_fraction = integer ? 0 : step_digits;
+    const int sign = bound.find("inimum") != std::string::npos ? 1 : bound.empty() ? 0 : -1;
+    const bool zero = bound.rfind("exclusive", 0) != 0;
+    auto allowed = [&](Fixed v) {
+      return v % unit == 0 && (sign == 0 || (sign > 0 ? v >= 0 : v <= 0)) && (zero || v != 0);
+    };
+    std::vector<std::string> candidates;
+    for (int k = 0; k < 60; ++k) candidates.push_back(random_decimal(rng, 4, 4));
+    for (int k = 1; k < 8; ++k) {  // multiples and their neighbours, both signs
+      const long long n = static_cast<long long>(rng() % 2000) - 1000;
+      const std::string m = step.find('.') == std::string::npos
+                                ? std::to_string(n * std::stoll(step))
+                                : fmt::format("{:.{}f}", n * std::stod(step), step_digits);
+      for (const std::string& x : {m, m + (m.find('.') == std::string::npos ? ".5" : "1")})
+        candidates.push_back(x);
+    }
+    for (const char* odd : {"0", "1e2", "01", "1.", "-", "10", "-10", "100"})
+      candidates.push_back(odd);
+    for (const std::string& x : candidates) {
+      size_t digits = 0;
+      const std::optional<Fixed> v = fixed_of(x, &digits);
+      if (v && *v == 0 && x != "0") continue;
+      const bool expected = v && digits <= max_fraction && allowed(*v);
+      ASSERT_EQ(c.accepts(x), expected) << x << "\n" << c.gbnf;
+      (expected ? inside : outside)++;
+    }
+    // Walks may write long integer parts: checked digit by digit (N mod M, the step's digits
+    // as the integer M and N the document's digits scaled alike).
+    std::string step_int = step;
+    step_int.erase(std::remove(step_int.begin(), step_int.end(), '.'), step_int.end());
+    const long long m = std::stoll(step_int);
+    for (int k = 0; k < 8; ++k) {
+      const std::optional<std::string> doc = c.walk(rng);
+      if (!doc) continue;
+      const bool negative = (*doc)[0] == '-';
+      std::string digits = doc->substr(negative ? 1 : 0);
+      const size_t point = digits.find('.');
+      const size_t fraction = point == std::string::npos ? 0 : digits.size() - point - 1;
+      if (point != std::string::npos) digits.erase(point, 1);
+      digits.append(step_digits - std::min(step_digits, fraction), '0');
+      long long rem = 0;
+      bool nonzero = false;
+      for (char ch : digits) rem = (rem * 10 + (ch - '0')) % m, nonzero |= ch != '0';
+      ASSERT_TRUE(fraction <= max_fraction && rem == 0 && (zero || nonzero) &&
+                  (sign == 0 || !nonzero || (sign > 0) != negative))
+          << "generated " << *doc;
+      ++walked;
+    }
+  }
+  EXPECT_GT(inside, 300);
+  EXPECT_GT(outside, 2000);
+  EXPECT_GT(walked, 300);
+}
+
+// Pydantic's conint(multiple_of=5, ge=0), condecimal-like prices, and what stays a 400.
+TEST(JsonSchemaNumbers, MultipleOfFieldsAndRefusals) {
+  const Compiled fives(Json::parse(R"({"type": "integer", "multipleOf": 5, "minimum": 0})"));
+  for (const char* x : {"0", "5", "1230"}) EXPECT_TRUE(fives.accepts(x)) << x;
+  for (const char* x : {"-5", "7", "5.0", "05"}) EXPECT_FALSE(fives.accepts(x)) << x;
+  const Compiled cents(Json::parse(R"({"type": "number", "multipleOf": 0.01})"));
+  for (const char* x : {"19.99", "-0.5", "3", "0.07"}) EXPECT_TRUE(cents.accepts(x)) << x;
+  for (const char* x : {"19.999", "1e2", "0.001"}) EXPECT_FALSE(cents.accepts(x)) << x;
+  const Compiled positive(
+      Json::parse(R"({"type": "number", "multipleOf": 0.25, "exclusiveMinimum": 0})"));
+  for (const char* x : {"0.25", "0.5", "1.75", "2"}) EXPECT_TRUE(positive.accepts(x)) << x;
+  for (const char* x : {"0", "0.0", "0.1", "-0.25"}) EXPECT_FALSE(positive.accepts(x)) << x;
+  using pith::server::testing::error_of;
+  EXPECT_NE(error_of(Json::parse(R"({"type": "integer", "multipleOf": 5, "minimum": 10})"))
+                .find("keyword 'minimum'"),
+            std::string::npos);
+  EXPECT_NE(error_of(Json::parse(R"({"type": "number", "multipleOf": 0.0001234})"))
+                .find("keyword 'multipleOf'"),
+            std::string::npos);
+  EXPECT_NE(error_of(Json::parse(R"({"type": "number", "multipleOf": 0})")).find("multipleOf"),
+            std::string::npos);
 }
 
 }  // namespace
