@@ -118,8 +118,8 @@ class MultipleOf {
     if (tail[0] == 'f') {
       const size_t dash = tail.find('-');
       const uint32_t k = static_cast<uint32_t>(std::stoul(tail.substr(1, dash - 1)));
-      return alternatives(moves(static_cast<uint32_t>(std::stoul(tail.substr(dash + 1))), 0,
-                                false, k));
+      return alternatives(
+          moves(static_cast<uint32_t>(std::stoul(tail.substr(dash + 1))), 0, false, k));
     }
     const uint32_t k = static_cast<uint32_t>(std::stoul(tail.substr(1)));  // "zK"
     std::vector<std::string> alts = moves(0, 1, false, k);
