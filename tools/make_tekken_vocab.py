@@ -25,6 +25,9 @@ import sys
 import mistral_common
 from mistral_common.tokens.tokenizers.tekken import Tekkenizer
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_byte_vocab import byte_spelling, gguf_string, kv  # noqa: E402
+
 SEPARATOR = "\n__ggml_vocab_test__\n"
 # Inputs that reach what differs in Tekken: single digits, no contractions rule, CJK and accents,
 # code with newlines and slashes, the control tokens' spellings written as plain text.
@@ -38,19 +41,6 @@ EXTRA_INPUTS = [
     "   leading spaces and trailing   ",
     "emoji 🦙🔥 and mixed CamelCaseWords XMLHttpRequest",
 ]
-
-
-def byte_spelling():
-    """GPT-2's reversible map from bytes to printable characters."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    spelled = {b: chr(b) for b in printable}
-    extra = 0
-    for b in range(256):
-        if b not in spelled:
-            spelled[b] = chr(256 + extra)
-            extra += 1
-    return spelled
 
 
 def merge_of(token, ranks):
@@ -67,15 +57,6 @@ def merge_of(token, ranks):
             return None
         parts[at:at + 2] = [parts[at] + parts[at + 1]]
     return (parts[0], parts[1]) if len(parts) == 2 else None
-
-
-def gguf_string(s):
-    data = s.encode("utf-8")
-    return struct.pack("<Q", len(data)) + data
-
-
-def kv(key, type_id, payload):
-    return gguf_string(key) + struct.pack("<I", type_id) + payload
 
 
 def main(out_path, inputs_path):
