@@ -205,10 +205,11 @@ Result<void> Controller::alloc_pages(InstanceId id, uint32_t n, std::vector<uint
     result = spaces_.alloc_pages(
         id, n,
         [&](InstanceId victim, KillFn kill) {
-          release_instance_locked(victim, deferred);
+          // Killed before its pending calls complete as cancelled (end_instance_locked says why).
           if (kill)
             deferred.push_back(
                 [kill = std::move(kill)] { kill("KV memory needed by an older inferlet"); });
+          release_instance_locked(victim, deferred);
         },
         handles);
   }

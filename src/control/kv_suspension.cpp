@@ -287,9 +287,11 @@ void Controller::suspend_locked(InstanceId victim) {
 }
 
 void Controller::end_instance_locked(InstanceId id, const std::string& why, Deferred& deferred) {
+  // The kill runs before the completions release_instance_locked defers: a guest woken by a
+  // cancelled call must find itself already ended, not report the cancellation as its failure.
   KillFn kill = spaces_.take_on_kill(id);
-  release_instance_locked(id, deferred);
   if (kill) deferred.push_back([kill = std::move(kill), why] { kill(why); });
+  release_instance_locked(id, deferred);
 }
 
 bool Controller::resume_locked(InstanceId id, Deferred& deferred) {

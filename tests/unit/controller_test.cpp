@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "engine/model_loader.h"
@@ -277,6 +278,43 @@ TEST(Controller, ContentionTerminatesNewestInstancesAndQuotasRefuse) {
   ctl2.register_instance(1, nullptr);
   ASSERT_EQ(into(ctl2.alloc_pages(1, 3), p1), Status::Ok);
   EXPECT_EQ(into(ctl2.alloc_pages(1, 1), p2), Status::QuotaExceeded);
+}
+
+// A victim's queued calls complete as cancelled only after it was told it is killed: its guest,
+// woken by the cancellation, must already be ending rather than report the cancellation as its
+// own failure (a served request answered 500 "cancelled" instead of 503 with the kill's reason).
+TEST(Controller, ContentionKillsTheVictimBeforeCancellingItsCalls) {
+  auto backend = small_fake(6);
+  ControllerOptions opt;
+  opt.kv_pressure = KvPressure::Kill;
+  opt.policy = "t:200";  // hold the victim's call in its queue while the older one allocates
+  Controller ctl(*backend, opt);
+  std::mutex mu;
+  std::vector<std::string> order;
+  auto note = [&](std::string what) {
+    std::lock_guard lock(mu);
+    order.push_back(std::move(what));
+  };
+  ctl.register_instance(1, nullptr);
+  ctl.register_instance(2, [&](const std::string& why) { note("killed: " + why); });
+  std::vector<uint32_t> p1, p2;
+  ASSERT_EQ(into(ctl.alloc_pages(1, 2), p1), Status::Ok);
+  ASSERT_EQ(into(ctl.alloc_pages(2, 4), p2), Status::Ok);
+  QueueId q;
+  ASSERT_EQ(into(ctl.create_queue(2), q), Status::Ok);
+  std::promise<void> completed;
+  ASSERT_EQ(ctl.forward(2, q, prefill({1, 2}, 0, {p2[0]}, 2),
+                        [&](CallOutcome&& o) {
+                          note(std::string("call: ") + status_name(o.code()));
+                          completed.set_value();
+                        }),
+            Status::Ok);
+  std::vector<uint32_t> more;
+  ASSERT_EQ(into(ctl.alloc_pages(1, 3), more), Status::Ok);
+  completed.get_future().wait();
+  std::lock_guard lock(mu);
+  EXPECT_EQ(order, (std::vector<std::string>{"killed: KV memory needed by an older inferlet",
+                                             "call: terminated"}));
 }
 
 TEST(Controller, ReleasingAnInstanceFailsItsPendingCalls) {
