@@ -27,8 +27,12 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 using Alternatives = std::vector<std::string>;
+using json_schema_rules::join;
 using json_schema_rules::kShared;
+using json_schema_rules::literal;
+using json_schema_rules::name_part;
 using json_schema_rules::repeated;
+using json_schema_rules::seq;
 using json_schema_rules::SharedRule;
 
 constexpr const char* kWhere = "response_format.json_schema.schema";
@@ -86,46 +90,6 @@ std::string compact(const Json& v, const std::string& path) {
   } catch (const nlohmann::json::exception&) {
     fail("{}: a string at {} is not valid UTF-8", kWhere, pointer_text(path));
   }
-}
-
-// A GBNF string literal matching exactly these bytes (UTF-8 passes through as characters).
-std::string literal(const std::string& bytes) {
-  std::string out = "\"";
-  for (unsigned char c : bytes) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7F) {
-      out += fmt::format("\\x{:02X}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
-// Rule names keep to letters, digits and '-': the GBNF parser names its helper rules
-// `<rule>_<n>`, so an '_' from a property name could collide with one.
-std::string name_part(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    out += ok ? c : '-';
-  }
-  return out.empty() ? "x" : out.substr(0, 40);
-}
-
-std::string join(const std::vector<std::string>& parts, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
-  return out;
-}
-
-std::string seq(std::initializer_list<std::string> parts) {
-  std::string out;
-  for (const std::string& p : parts)
-    if (!p.empty()) out += (out.empty() ? "" : " ") + p;
-  return out;
 }
 
 class Converter {

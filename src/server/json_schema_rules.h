@@ -1,11 +1,12 @@
-// The GBNF rules the JSON Schema converter (json_schema_grammar.cpp) shares between schemas:
-// whitespace, strings, numbers, any JSON value, and Gemma 4's tool-call value syntax. Each is
-// emitted once, when a schema uses it.
+// The GBNF rules and text helpers the JSON Schema converter (json_schema_grammar.cpp) shares
+// between schemas: whitespace, strings, numbers, any JSON value, and Gemma 4's tool-call value
+// syntax. Each is emitted once, when a schema uses it.
 #pragma once
 
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <vector>
@@ -73,6 +74,46 @@ inline std::string repeated(const std::string& atom, uint64_t lo, uint64_t hi) {
   if (lo == hi) return lo == 1 ? atom : fmt::format("{}{{{}}}", atom, lo);
   if (lo == 0 && hi == 1) return atom + "?";
   return fmt::format("{}{{{},{}}}", atom, lo, hi);
+}
+
+// A GBNF string literal matching exactly these bytes (UTF-8 passes through as characters).
+inline std::string literal(const std::string& bytes) {
+  std::string out = "\"";
+  for (unsigned char c : bytes) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02X}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+// Rule names keep to letters, digits and '-': the GBNF parser names its helper rules
+// `<rule>_<n>`, so an '_' from a property name could collide with one.
+inline std::string name_part(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    out += ok ? c : '-';
+  }
+  return out.empty() ? "x" : out.substr(0, 40);
+}
+
+inline std::string join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
+  return out;
+}
+
+inline std::string seq(std::initializer_list<std::string> parts) {
+  std::string out;
+  for (const std::string& p : parts)
+    if (!p.empty()) out += (out.empty() ? "" : " ") + p;
+  return out;
 }
 
 }  // namespace pith::server::json_schema_rules
