@@ -4,14 +4,24 @@ spelling, no merges) plus Llama 3's chat control tokens. Every text has exactly 
 tokenization under it, so a random-weight model generated with it (`pith model gen --vocab`)
 writes text that tokenizes back into its own tokens, as a trained model's text does: what a
 predicted output's drafts (tokenized text) need to be measured on random weights.
+With `mistral`, Mistral's control tokens instead, first as in Tekken GGUFs (<unk>, <s>, </s>,
+[INST], ..., [TOOL_CALLS], [ARGS], [CALL_ID], [THINK], [/THINK]: the spellings of
+mistral-common's SpecialTokens), for the reasoning and tool-call markers of Magistral's
+templates, which the 2024 Tekken vocabulary in tests/data lacks.
 
     tools/make_byte_vocab.py tests/data/tokenizer/byte-vocab.gguf
+    tools/make_byte_vocab.py tests/data/tokenizer/byte-vocab-mistral.gguf mistral
 """
 import struct
 import sys
 
 SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
             "<|eot_id|>"]
+MISTRAL_SPECIALS = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]",
+                    "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CALLS]",
+                    "[IMG]", "<pad>", "[IMG_BREAK]", "[IMG_END]", "[PREFIX]", "[MIDDLE]",
+                    "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[TOOL_CONTENT]", "[ARGS]",
+                    "[CALL_ID]", "[THINK]", "[/THINK]"]
 
 
 def byte_spelling():
@@ -36,21 +46,27 @@ def kv(key, type_id, payload):
     return gguf_string(key) + struct.pack("<I", type_id) + payload
 
 
-def main(path):
-    tokens = byte_spelling() + SPECIALS
-    types = [1] * 256 + [3] * len(SPECIALS)  # normal, control
+def main(path, specials="llama3"):
+    if specials == "mistral":
+        tokens = MISTRAL_SPECIALS + byte_spelling()
+        types = [2] + [3] * (len(MISTRAL_SPECIALS) - 1) + [1] * 256  # unknown, control, normal
+        pre, bos, eos = "tekken", 1, 2
+    else:
+        tokens = byte_spelling() + SPECIALS
+        types = [1] * 256 + [3] * len(SPECIALS)  # normal, control
+        pre, bos, eos = "default", 256, 256 + SPECIALS.index("<|eot_id|>")
     STRING, ARRAY, UINT32, INT32, BOOL = 8, 9, 4, 5, 7
     kvs = [
         kv("general.architecture", STRING, gguf_string("llama")),
         kv("tokenizer.ggml.model", STRING, gguf_string("gpt2")),
-        kv("tokenizer.ggml.pre", STRING, gguf_string("default")),
+        kv("tokenizer.ggml.pre", STRING, gguf_string(pre)),
         kv("tokenizer.ggml.tokens", ARRAY,
            struct.pack("<IQ", STRING, len(tokens)) + b"".join(gguf_string(t) for t in tokens)),
         kv("tokenizer.ggml.token_type", ARRAY,
            struct.pack("<IQ", INT32, len(types)) + b"".join(struct.pack("<i", t) for t in types)),
         kv("tokenizer.ggml.merges", ARRAY, struct.pack("<IQ", STRING, 0)),
-        kv("tokenizer.ggml.bos_token_id", UINT32, struct.pack("<I", 256)),
-        kv("tokenizer.ggml.eos_token_id", UINT32, struct.pack("<I", 256 + SPECIALS.index("<|eot_id|>"))),
+        kv("tokenizer.ggml.bos_token_id", UINT32, struct.pack("<I", bos)),
+        kv("tokenizer.ggml.eos_token_id", UINT32, struct.pack("<I", eos)),
         kv("tokenizer.ggml.add_bos_token", BOOL, struct.pack("<?", True)),
     ]
     header = b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs))
@@ -61,4 +77,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

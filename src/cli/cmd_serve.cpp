@@ -108,7 +108,8 @@ void add_serve_commands(CLI::App& app) {
       "gemma4, mistral"));
   add(cmd->add_option("--reasoning-parser", cfg->reasoning_parser,
                       "how reasoning is told apart: auto (from the chat template), none, "
-                      "deepseek_r1, qwen3 (<think> blocks), gemma4 (<|channel>thought blocks)"));
+                      "deepseek_r1, qwen3 (<think> blocks), gemma4 (<|channel>thought blocks), "
+                      "mistral ([THINK] blocks)"));
   add(cmd->add_option("--batch-policy", cfg->batch_policy, "adaptive | eager | k[:K] | t[:MS]"));
   add(cmd->add_option("--max-batch-tokens", cfg->max_batch_tokens,
                       "token budget per batch (0: unlimited)"));

@@ -78,11 +78,17 @@ CompletionSession::CompletionSession(const CompletionRequest& request, const Tok
       model_(std::move(model)),
       created_(created) {
   for (const auto& prompt : req_.prompts) prompt_tokens_ += static_cast<uint32_t>(prompt.size());
-  // Mistral's call markers are control tokens: their text stays for the tool-call parser.
-  std::vector<int32_t> kept;
+  // Mistral's call and thought markers are control tokens: their text stays for the tool-call
+  // parser and the reasoning splitter.
+  std::vector<std::string> kept_texts;
   if (req_.chat && req_.tools.active() && req_.tool_format == ToolCallFormat::Mistral)
-    for (const std::string& text : mistral_kept_tokens())
-      if (int32_t id = tok_.find_token(text); id >= 0 && tok_.is_special(id)) kept.push_back(id);
+    kept_texts = mistral_kept_tokens();
+  if (req_.chat)
+    for (std::string& text : reasoning_kept_tokens(req_.reasoning))
+      kept_texts.push_back(std::move(text));
+  std::vector<int32_t> kept;
+  for (const std::string& text : kept_texts)
+    if (int32_t id = tok_.find_token(text); id >= 0 && tok_.is_special(id)) kept.push_back(id);
   std::sort(kept.begin(), kept.end());
   for (uint32_t i = 0; i < req_.n * req_.prompts.size(); ++i) {
     choices_.push_back(Choice{ChoiceText(tok_, req_.stop, kept),

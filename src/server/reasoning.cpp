@@ -15,6 +15,8 @@ constexpr std::string_view kClose = "</think>";
 constexpr std::string_view kChannelOpen = "<|channel>";
 constexpr std::string_view kChannelClose = "<channel|>";
 constexpr std::string_view kThoughtChannel = "thought";
+constexpr std::string_view kMistralOpen = "[THINK]";
+constexpr std::string_view kMistralClose = "[/THINK]";
 
 // The length of the longest suffix of `s` that is a proper prefix of `tag`.
 size_t partial_tag(std::string_view s, std::string_view tag) {
@@ -40,6 +42,8 @@ const char* reasoning_format_name(ReasoningFormat f) {
       return "qwen3";
     case ReasoningFormat::Gemma4:
       return "gemma4";
+    case ReasoningFormat::Mistral:
+      return "mistral";
     case ReasoningFormat::None:
       break;
   }
@@ -51,11 +55,13 @@ std::optional<ReasoningFormat> parse_reasoning_format(std::string_view name) {
   if (name == "deepseek_r1") return ReasoningFormat::DeepSeekR1;
   if (name == "qwen3") return ReasoningFormat::Qwen3;
   if (name == "gemma4") return ReasoningFormat::Gemma4;
+  if (name == "mistral") return ReasoningFormat::Mistral;
   return std::nullopt;
 }
 
 ReasoningFormat detect_reasoning_format(const ChatTemplate& t) {
   if (t.source().find(kChannelClose) != std::string::npos) return ReasoningFormat::Gemma4;
+  if (t.source().find(kMistralClose) != std::string::npos) return ReasoningFormat::Mistral;
   if (t.source().find(kClose) == std::string::npos) return ReasoningFormat::None;
   std::string prompt;
   try {
@@ -80,15 +86,23 @@ ReasoningFormat format_for_prompt(ReasoningFormat detected, bool opens_thought) 
   return opens_thought ? ReasoningFormat::DeepSeekR1 : ReasoningFormat::Qwen3;
 }
 
-// The <think> formats start by looking for an opening tag (DeepSeek R1 may repeat the one its
-// prompt ends with); without one, R1's text is already the thought and Qwen3's is the answer.
-// Gemma 4 starts in the answer and enters a thought at every <|channel>thought.
+std::vector<std::string> reasoning_kept_tokens(ReasoningFormat f) {
+  if (f != ReasoningFormat::Mistral) return {};
+  return {std::string(kMistralOpen), std::string(kMistralClose)};
+}
+
+// The <think> formats (and mistral's [THINK]) start by looking for an opening tag (DeepSeek R1 may
+// repeat the one its prompt ends with); without one, R1's text is already the thought and Qwen3's
+// is the answer. Gemma 4 starts in the answer and enters a thought at every <|channel>thought.
 ReasoningSplitter::ReasoningSplitter(ReasoningFormat f)
     : state_(f == ReasoningFormat::None || f == ReasoningFormat::Gemma4 ? State::Answer
                                                                         : State::Start),
       r1_(f == ReasoningFormat::DeepSeekR1),
       gemma4_(f == ReasoningFormat::Gemma4),
-      close_(gemma4_ ? kChannelClose : kClose) {}
+      open_(f == ReasoningFormat::Mistral ? kMistralOpen : kOpen),
+      close_(gemma4_                         ? kChannelClose
+             : f == ReasoningFormat::Mistral ? kMistralClose
+                                             : kClose) {}
 
 ReasoningSplitter::Delta ReasoningSplitter::release(std::string reasoning, std::string content) {
   reasoning_ += reasoning;
@@ -128,14 +142,14 @@ ReasoningSplitter::Delta ReasoningSplitter::push(std::string_view text) {
     }
     if (state_ == State::Start) {
       size_t at = 0;
-      if (starts_with_space_then(held_, kOpen, &at)) {
-        held_.erase(0, at + kOpen.size());
+      if (starts_with_space_then(held_, open_, &at)) {
+        held_.erase(0, at + open_.size());
         state_ = State::Thinking;
         continue;
       }
       // Still possibly the opening tag (or only whitespace so far): wait.
       std::string_view rest = std::string_view(held_).substr(at);
-      if (rest.size() < kOpen.size() && kOpen.substr(0, rest.size()) == rest) break;
+      if (rest.size() < open_.size() && open_.substr(0, rest.size()) == rest) break;
       state_ = r1_ ? State::Thinking : State::Answer;
       continue;
     }

@@ -12,12 +12,16 @@
 //                another name and a <channel|> that closes nothing are dropped (llama.cpp's
 //                peg-gemma4 format). The prompt never leaves a thought open: with thinking off,
 //                Gemma 4's template ends it with an empty one.
+//   mistral      Magistral and Ministral reasoning models: qwen3's rule with the control tokens
+//                [THINK] and [/THINK] (kept in the text for the splitter, as the tool-call
+//                markers are), which the model writes itself when its system prompt asks.
 // A thought cut short by max_tokens stays reasoning in both, streamed or not.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace pith {
 class ChatTemplate;
@@ -25,12 +29,13 @@ class ChatTemplate;
 
 namespace pith::server {
 
-enum class ReasoningFormat { None, DeepSeekR1, Qwen3, Gemma4 };
+enum class ReasoningFormat { None, DeepSeekR1, Qwen3, Gemma4, Mistral };
 
 const char* reasoning_format_name(ReasoningFormat f);
-// "none", "deepseek_r1", "qwen3", "gemma4"; nullopt for anything else.
+// "none", "deepseek_r1", "qwen3", "gemma4", "mistral"; nullopt for anything else.
 std::optional<ReasoningFormat> parse_reasoning_format(std::string_view name);
-// From the template: gemma4 when it writes <channel|>, deepseek_r1 when its generation prompt
+// From the template: gemma4 when it writes <channel|>, mistral when it writes [/THINK],
+// deepseek_r1 when its generation prompt
 // ends inside a thought, qwen3 when it knows </think> otherwise, none for templates without
 // thoughts.
 ReasoningFormat detect_reasoning_format(const ChatTemplate& chat_template);
@@ -41,6 +46,8 @@ bool prompt_opens_thought(std::string_view prompt);
 // The format one chat request's output is read in, for a format detected from the template:
 // the <think> formats follow prompt_opens_thought, the others stay as they are.
 ReasoningFormat format_for_prompt(ReasoningFormat detected, bool prompt_opens_thought);
+// The control tokens a format's splitter reads in the output text (mistral's [THINK], [/THINK]).
+std::vector<std::string> reasoning_kept_tokens(ReasoningFormat f);
 
 // Splits one choice's text, as it becomes final, into reasoning and content.
 class ReasoningSplitter {
@@ -69,6 +76,7 @@ class ReasoningSplitter {
   State state_;
   bool r1_ = false;  // deepseek_r1: text before any tag is already reasoning
   bool gemma4_ = false;
+  std::string_view open_;   // the tag that opens a thought (deepseek_r1, qwen3, mistral)
   std::string_view close_;  // the tag that ends a thought
   std::string held_;
   std::string reasoning_, content_;

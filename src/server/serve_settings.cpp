@@ -167,7 +167,7 @@ ServeSettings resolve_serve_config(ServeConfig c) {
                       c.tool_call_parser));
   require(c.reasoning_parser == "auto" || parse_reasoning_format(c.reasoning_parser),
           "--reasoning-parser",
-          fmt::format("must be auto, none, deepseek_r1, qwen3 or gemma4, not '{}'",
+          fmt::format("must be auto, none, deepseek_r1, qwen3, gemma4 or mistral, not '{}'",
                       c.reasoning_parser));
   if (!c.chat_template.empty()) {
     std::ifstream in(c.chat_template);

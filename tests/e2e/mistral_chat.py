@@ -3,7 +3,7 @@
 served random Mistral model whose vocabulary is Tekken (131 072 tokens, tests/data/tokenizer/
 tekken-240911.gguf) and whose chat template is Mistral NeMo's published one.
 
-Usage: mistral_chat.py PITH TEKKEN_VOCAB_GGUF TEMPLATE
+Usage: mistral_chat.py PITH TEKKEN_VOCAB_GGUF TEMPLATE [MISTRAL_BYTE_VOCAB MAGISTRAL_TEMPLATE]
 
 - [INST], [/INST] and [AVAILABLE_TOOLS] tokenize to single control tokens (the prompt is short);
 - the template selects the mistral tool-call format: a named or required tool_choice makes the
@@ -11,7 +11,11 @@ Usage: mistral_chat.py PITH TEKKEN_VOCAB_GGUF TEMPLATE
   schema and whose ids are the 9 letters and digits Mistral's templates read back; streamed, the
   same call arrives in pieces;
 - a conversation that sends those calls back (or calls with other ids, which the template itself
-  would refuse) renders and continues.
+  would refuse) renders and continues;
+- with Magistral's template (mistral-common's, Tekken v13) on a vocabulary holding [THINK] and
+  [/THINK] as control tokens, a thought sent back as reasoning_content renders as them, and a
+  model made to open a thought (logit_bias on [THINK]) has its output served as
+  reasoning_content, the markers' text kept for the parser.
 """
 import json
 import os
@@ -26,6 +30,32 @@ from pith_harness import Server  # noqa: E402
 from tool_chat import MESSAGES, TOOLS, WEATHER, chat, check_call, streamed_call  # noqa: E402
 
 pith, vocab, template = sys.argv[1], sys.argv[2], sys.argv[3]
+byte_vocab, magistral_template = (sys.argv[4], sys.argv[5]) if len(sys.argv) > 5 else (None, None)
+THOUGHT_SENT_BACK = [
+    {"role": "user", "content": "What is 2+2?"},
+    {"role": "assistant", "reasoning_content": "Two and two make four.", "content": "4"},
+    {"role": "user", "content": "And 3+3?"},
+]
+
+
+def magistral(tmp):
+    model = os.path.join(tmp, "magistral.gguf")
+    subprocess.run([pith, "model", "gen", "--preset", "tiny", "--arch", "mistral", "--dtype",
+                    "f32", "--seed", "6", "--vocab", byte_vocab, "-q", "-o", model], check=True)
+    with Server(pith, model, "--chat-template", magistral_template) as s:
+        tokens = s.request("POST", "/tokenize", {"messages": THOUGHT_SENT_BACK,
+                                                 "return_token_strs": True})[1]
+        strs = tokens["token_strs"]
+        assert strs.count("[THINK]") == 1 and strs.count("[/THINK]") == 1, strs
+        think = tokens["tokens"][strs.index("[THINK]")]
+        opened = chat(s, messages=THOUGHT_SENT_BACK, max_tokens=3,
+                      logit_bias={str(think): 100})["choices"][0]
+        # The first [THINK] opens the thought; the ones after it are the thought's text.
+        assert opened["message"].get("reasoning_content") == "[THINK]" * 2, opened
+        assert not opened["message"].get("content"), opened
+        assert opened["finish_reason"] == "length", opened
+    print("magistral: a thought sent back renders as [THINK] ... [/THINK] control tokens; an "
+          "opened thought is served as reasoning_content")
 MISTRAL_ID = re.compile(r"^[A-Za-z0-9]{9}$")
 
 
@@ -67,6 +97,8 @@ def main():
                     again
             print(f"named: get_weather({json.dumps(args)}) id {call['id']}, streamed alike; "
                   f"required: {len(calls)} call(s); histories with both ids render")
+        if byte_vocab:
+            magistral(tmp)
     print("1 passed, 0 failed")
 
 

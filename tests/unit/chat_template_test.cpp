@@ -51,7 +51,7 @@ class OracleTemplate : public ::testing::TestWithParam<std::string> {};
 TEST_P(OracleTemplate, EveryCaseMatchesHuggingFace) {
   pith::ChatTemplate tmpl(read_file(data(GetParam() + ".jinja")));
   ordered_json cases = ordered_json::parse(read_file(data(GetParam() + ".expected.json")));
-  ASSERT_EQ(cases.size(), 10u);
+  ASSERT_GE(cases.size(), 10u);  // the five conversations, more where a template needs them
   for (const auto& c : cases) {
     SCOPED_TRACE(c["name"].get<std::string>());
     ordered_json vars = pith::ChatTemplate::variables_for(c);
@@ -74,7 +74,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "Qwen-Qwen2.5-7B-Instruct", "mistralai-Mistral-Nemo-Instruct-2407",
                       "Qwen-Qwen3-0.6B", "google-gemma-2-2b-it", "microsoft-Phi-3.5-mini-instruct",
                       "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "Qwen3.5-4B",
-                      "google-gemma-4-31B-it"),
+                      "google-gemma-4-31B-it", "mistral-common-v13-thinking"),
     [](const auto& info) {
       std::string n = info.param;
       for (char& c : n)

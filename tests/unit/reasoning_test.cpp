@@ -3,6 +3,7 @@
 // a whole chat response carrying reasoning_content.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -102,6 +103,18 @@ TEST(ReasoningSplitter, Gemma4ThoughtChannels) {
   expect_split(g, "<think>x</think>y", "", "<think>x</think>y");
 }
 
+// Magistral and Ministral reasoning: qwen3's rule with [THINK] and [/THINK].
+TEST(ReasoningSplitter, MistralThinkBlocks) {
+  const auto m = ReasoningFormat::Mistral;
+  expect_split(m, "[THINK]Let me see.[/THINK]Paris.", "Let me see.", "Paris.");
+  expect_split(m, "Paris.", "", "Paris.");
+  expect_split(m, "[THINK]cut short by max_tokens", "cut short by max_tokens", "");
+  expect_split(m, "[THINK][/THINK]Done", "", "Done");
+  expect_split(m, "[THINKING] is not the tag", "", "[THINKING] is not the tag");
+  expect_split(m, "<think>x</think>y", "", "<think>x</think>y");
+  expect_split(m, "a [/THINK] b", "", "a [/THINK] b");
+}
+
 TEST(ReasoningSplitter, NoneLeavesTextAlone) {
   expect_split(ReasoningFormat::None, "<think>x</think>y", "", "<think>x</think>y");
 }
@@ -125,11 +138,13 @@ TEST(ReasoningFormat, DetectedFromTheTemplate) {
   EXPECT_EQ(detect_reasoning_format(q3), ReasoningFormat::Qwen3);
   EXPECT_EQ(parse_reasoning_format("deepseek_r1"), ReasoningFormat::DeepSeekR1);
   EXPECT_EQ(parse_reasoning_format("gemma4"), ReasoningFormat::Gemma4);
+  EXPECT_EQ(parse_reasoning_format("mistral"), ReasoningFormat::Mistral);
   EXPECT_FALSE(parse_reasoning_format("o1"));
   // Per prompt, only the <think> formats change.
   EXPECT_EQ(format_for_prompt(ReasoningFormat::Qwen3, true), ReasoningFormat::DeepSeekR1);
   EXPECT_EQ(format_for_prompt(ReasoningFormat::DeepSeekR1, false), ReasoningFormat::Qwen3);
   EXPECT_EQ(format_for_prompt(ReasoningFormat::Gemma4, false), ReasoningFormat::Gemma4);
+  EXPECT_EQ(format_for_prompt(ReasoningFormat::Mistral, true), ReasoningFormat::Mistral);
   EXPECT_EQ(format_for_prompt(ReasoningFormat::None, true), ReasoningFormat::None);
 }
 
@@ -253,6 +268,78 @@ TEST(CompletionSession, ReasoningContentStreamedAndWhole) {
   take(streamed.finish());
   EXPECT_EQ(reasoning, "Two and two.");
   EXPECT_EQ(content, "Four.");
+}
+
+// Magistral's template (as mistral-common generates it) selects the mistral format; its
+// [THINK] and [/THINK] are control tokens, kept in the output text for the splitter (other
+// special tokens are left out), and a thought sent back as reasoning_content renders as them.
+TEST(CompletionSession, MistralThoughtsBetweenControlTokens) {
+  std::ifstream in(std::string(PITH_TEST_DATA) + "/templates/mistral-common-v13-thinking.jinja");
+  std::stringstream source;
+  source << in.rdbuf();
+  const ChatTemplate magistral(source.str());
+  EXPECT_EQ(detect_reasoning_format(magistral), ReasoningFormat::Mistral);
+  const Tokenizer vocab =
+      Tokenizer::load(std::string(PITH_TEST_DATA) + "/tokenizer/byte-vocab-mistral.gguf");
+  const int32_t think = vocab.find_token("[THINK]"), end_think = vocab.find_token("[/THINK]");
+  ASSERT_TRUE(think >= 0 && vocab.is_special(think) && end_think >= 0 &&
+              vocab.is_special(end_think));
+
+  const json back = {
+      {"messages",
+       {{{"role", "user"}, {"content", "What is 2+2?"}},
+        {{"role", "assistant"}, {"reasoning_content", "Two and two."}, {"content", "4"}},
+        {{"role", "user"}, {"content", "And 3+3?"}}}}};
+  const CompletionRequest sent = parse_completion_request(back, true, vocab, magistral, 4096, 1);
+  const auto& prompt = sent.prompts[0];
+  EXPECT_EQ(std::count(prompt.begin(), prompt.end(), think), 1);
+  EXPECT_EQ(std::count(prompt.begin(), prompt.end(), end_think), 1);
+
+  auto request = [&](bool stream) {
+    CompletionRequest r = parse_completion_request(
+        {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"stream", stream}}, true, vocab,
+        magistral, 4096, 1);
+    r.reasoning = ReasoningFormat::Mistral;
+    return r;
+  };
+  std::vector<std::string> output;
+  auto emit = [&](const std::vector<int32_t>& ids) {
+    for (int32_t id : ids) output.push_back("tok 0 " + std::to_string(id) + " -0.5");
+  };
+  emit({think});
+  emit(vocab.encode("Two and two.", false, false));
+  emit({end_think});
+  emit(vocab.encode("Four.", false, false));
+
+  CompletionSession whole(request(false), vocab, "chatcmpl-1", "magistral", 1);
+  for (const auto& m : output) whole.on_message(m);
+  whole.finish();
+  const json message = whole.response()["choices"][0]["message"];
+  EXPECT_EQ(message["reasoning_content"], "Two and two.");
+  EXPECT_EQ(message["content"], "Four.");
+
+  CompletionSession streamed(request(true), vocab, "chatcmpl-2", "magistral", 1);
+  std::string reasoning, content;
+  auto take = [&](const std::vector<json>& chunks) {
+    for (const json& c : chunks) {
+      if (c["choices"].empty()) continue;
+      const json& d = c["choices"][0]["delta"];
+      reasoning += d.value("reasoning_content", "");
+      content += d.value("content", "");
+    }
+  };
+  for (const auto& m : output) take(streamed.on_message(m));
+  take(streamed.finish());
+  EXPECT_EQ(reasoning, "Two and two.");
+  EXPECT_EQ(content, "Four.");
+
+  // Without a reasoning format the markers are special tokens like any other: left out.
+  CompletionRequest plain = request(false);
+  plain.reasoning = ReasoningFormat::None;
+  CompletionSession none(plain, vocab, "chatcmpl-3", "magistral", 1);
+  for (const auto& m : output) none.on_message(m);
+  none.finish();
+  EXPECT_EQ(none.response()["choices"][0]["message"]["content"], "Two and two.Four.");
 }
 
 }  // namespace
