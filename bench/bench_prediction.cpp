@@ -85,8 +85,9 @@ json run_prediction_bench(const PredictionBenchOptions& o) {
         {"temperature", 0},
         {"ignore_eos", true}};
     if (prediction) body["prediction"] = {{"type", "content"}, {"content", *prediction}};
-    if (o.ascii_only) {  // the byte vocabulary's bytes 0x80-0xFF: random picks are not UTF-8
-      json bias = json::object();
+    if (o.ascii_only) {  // the byte vocabulary's bytes 0x80-0xFF (random picks are not UTF-8)
+      json bias = json::object();  // and NUL (a prediction may not hold it)
+      bias["0"] = -100;
       for (int t = 128; t < 256; ++t) bias[std::to_string(t)] = -100;
       body["logit_bias"] = bias;
     }

@@ -300,25 +300,36 @@ struct Generator {
 
   // One forward over [last token, draft...]; position j's token is sampled against draft[j]
   // (Sampler::sample_draft) and the run stops at the first token that differs, which is kept:
-  // the step yields 1 to draft.size() + 1 tokens. The rejected drafts are rolled back.
+  // the step yields 1 to draft.size() + 1 tokens. The rejected drafts are rolled back: on a
+  // hybrid model, whose recurrent state cannot be rewound, by a snapshot taken before the
+  // forward, which takes over with the accepted drafts pending (computed by the next step).
   pith::Status speculate(Choice& c, uint32_t i, const std::vector<uint32_t>& draft,
                          StepMessages& out) {
     const size_t base = c.ctx.tokens().size();
+    // Pending before the drafts: the last token, and after a snapshot took over, the accepted
+    // drafts and the token after them too; only the last one's distribution is read.
+    const size_t pending = base - c.ctx.computed();
+    std::optional<pith::Context> before;
+    if (model.recurrent()) {
+      auto snapshot = c.ctx.snapshot();
+      if (!snapshot) return single(c, i, out);  // no state free to keep one: a plain step
+      before.emplace(std::move(*snapshot));
+    }
     c.ctx.fill_tokens(draft);
     auto dists = c.ctx.decode_all(unshaped_top_k(c));
     if (!dists)
       return pith::Error(dists.status(),
                          std::string("decode: ") + pith::status_name(dists.status()));
-    if (dists->size() != draft.size() + 1)
+    if (pending == 0 || dists->size() != pending + draft.size())
       return pith::Error(PITH_ERR_INTERNAL, "decode_all returned " + std::to_string(dists->size()) +
                                                 " distributions for " +
-                                                std::to_string(draft.size() + 1) + " inputs");
+                                                std::to_string(pending + draft.size()) + " inputs");
     out.drafted = static_cast<uint32_t>(draft.size());
     uint32_t tok = UINT32_MAX;
     for (size_t j = 0;; ++j) {
       const size_t left = req.stop.max_tokens - c.generated.size();
       const std::vector<uint64_t>* allowed = c.grammar ? &c.grammar->mask(eos) : nullptr;
-      const pith::Distribution& d = (*dists)[j];
+      const pith::Distribution& d = (*dists)[pending - 1 + j];
       tok = j < draft.size() ? c.sampler.sample_draft(d, draft[j], allowed)
                              : c.sampler.sample(d, allowed);
       if (c.grammar && tok != UINT32_MAX) tok = c.grammar->choose(tok, left, eos);
@@ -327,7 +338,13 @@ struct Generator {
       if (kept) ++out.accepted;
       if (out.end || !kept) break;
     }
-    if (!out.end) {
+    if (out.end) return {};
+    if (before && out.accepted < draft.size()) {
+      std::vector<uint32_t> kept(draft.begin(), draft.begin() + out.accepted);
+      kept.push_back(tok);
+      before->fill_tokens(kept);
+      c.ctx = std::move(*before);
+    } else {
       c.ctx.truncate(base + out.accepted);  // keeps the accepted drafts, drops the rest
       c.ctx.fill_tokens({tok});
     }
@@ -413,7 +430,7 @@ int main() {
     if (!a) return fail(a.status(), a.error().what());
     adapter = *a;
   }
-  const bool drafting = !req.prediction.empty() && !model->recurrent();
+  const bool drafting = !req.prediction.empty();
   auto root = pith::Context::create(*model);
   if (!root) return fail(root.status());
   if (adapter != 0)
@@ -491,7 +508,7 @@ int main() {
       req.stop.stop_at_eos && !req.stop.eos_ids.empty() ? req.stop.eos_ids[0] : UINT32_MAX;
   Generator gen{req, *model, compiled.trie, eos};
   if (drafting) gen.space_prefix = Generator::adds_space_prefix(*model, compiled.trie);
-  if (drafting)  // a hybrid model's recurrent state cannot roll back drafts: no drafts there
+  if (drafting)
     for (Choice& c : choices) c.drafter = pith::PredictionDrafter(req.prediction);
 
   uint32_t live = total;

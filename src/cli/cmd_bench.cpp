@@ -347,7 +347,8 @@ void add_prediction_suite(CLI::App& bench) {  // pith bench prediction (bench/be
   cmd->add_option("--max-tokens", o->max_tokens, "tokens generated per request");
   cmd->add_option("--runs", o->runs, "alternated runs (the median is reported)");
   cmd->add_flag("--ascii-only", o->ascii_only,
-                "logit_bias -100 on tokens 128-255 (a byte vocabulary's non-ASCII bytes)");
+                "logit_bias -100 on tokens 0 and 128-255 (a byte vocabulary's NUL and non-ASCII "
+                "bytes)");
   cmd->add_option("-t,--threads", o->threads, "engine threads");
   add_device_option(*cmd, o->device);
   cmd->add_flag("--json", *json, "print a JSON summary as the last line");

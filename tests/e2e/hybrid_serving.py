@@ -17,6 +17,9 @@ Every request's sequence keeps a recurrent state beside its KV pages. Checked:
   the single ones;
 - a state pool for 3 sequences: the other requests wait for states (the prefix cache's
   checkpoints give way first) and the outputs still equal the single ones;
+- predicted outputs: drafts verified in one forward, the recurrent state of rejected ones undone
+  by the snapshot taken before it; the output is the greedy one whatever the prediction (exact:
+  drafts accepted; edited: drafts rejected too);
 - no state is left behind once the requests are done.
 """
 import concurrent.futures
@@ -39,10 +42,30 @@ SHARED = [SYSTEM + " " + " ".join(WORDS[(i + j * 3) % len(WORDS)] for j in range
 MAX_TOKENS = 12
 
 
-def complete(server, prompt):
-    _, body = server.request("POST", "/v1/completions", {
-        "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0})
+def complete(server, prompt, **extra):
+    body = {"prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0}
+    body.update(extra)
+    _, body = server.request("POST", "/v1/completions", body)
     return body["choices"][0]["text"], body["usage"]
+
+
+def predictions(server):
+    """(accepted, rejected) draft tokens of an exact and an edited prediction, each output
+    checked against the greedy one without a prediction."""
+    # A prompt whose random-weight output re-tokenizes into its own tokens (" time time ..."):
+    # an exact prediction of it is accepted.
+    prompt, kw = "Once upon a time", {"max_tokens": 32, "ignore_eos": True}
+    reference, _ = complete(server, prompt, **kw)
+    third = len(reference) // 3
+    edited = reference[:third] + " EDITED " + reference[third + 4:]
+    tallies = []
+    for text in (reference, edited):
+        got, usage = complete(server, prompt, prediction={"type": "content", "content": text},
+                              **kw)
+        assert got == reference, (got, reference)
+        d = usage["completion_tokens_details"]
+        tallies.append((d["accepted_prediction_tokens"], d["rejected_prediction_tokens"]))
+    return tallies
 
 
 def concurrently(server):
@@ -79,6 +102,12 @@ def main():
             assert used == 0, used
             print(f"{arch}: 8 concurrent completions (prompts of {min(lengths)}..{max(lengths)} "
                   "tokens, 16-token chunks) equal their single outputs")
+            (exact_in, _), (edited_in, edited_out) = predictions(s)
+            assert exact_in > 0 and edited_out > 0, (exact_in, edited_in, edited_out)
+            used = states_in_use(s)
+            assert used == 0, used
+            print(f"{arch}: predicted outputs equal the greedy one: exact {exact_in} draft tokens "
+                  f"taken, edited {edited_in} taken and {edited_out} undone")
 
         with Server(pith, model, "--no-prefix-cache") as s:
             shared_single = [complete(s, p)[0] for p in SHARED]

@@ -255,9 +255,29 @@ class Context {
   }
 
   // A child context sharing this one's computed pages (prefix sharing): full pages are
-  // shared, the partial last page is copied so both can append. Pending tokens are copied.
+  // shared, the partial last page is copied so both can append. Pending tokens are computed
+  // first, so the child shares them too.
   Result<Context> fork() {
     PITH_TRY(flush());
+    return copy_computed();
+  }
+
+  // A fork that leaves the pending tokens pending in both: a point to come back to, where the
+  // parent's next forward cannot be undone (a hybrid model's recurrent state after drafts that
+  // verification rejects: the child, with the accepted ones appended, takes over).
+  Result<Context> snapshot() {
+    if (pending_.valid()) return Error(PITH_ERR_BAD_ARGUMENT, "snapshot: a step is started");
+    if (redo_ > 0 || stale_state_)
+      return Error(PITH_ERR_BAD_ARGUMENT, "snapshot: truncate left the context to recompute");
+    Context c = PITH_TRY(copy_computed());
+    c.cached_ = cached_;  // the same context: its prompt's prefix-cache hit too
+    return c;
+  }
+
+ private:
+  // The child of fork() and snapshot(): this context's tokens, its computed pages (full ones
+  // shared, the partial last one copied) and its recurrent state (copied).
+  Result<Context> copy_computed() {
     Context c = PITH_TRY(Context::create(model_, &eos_tokens_));
     c.tokens_ = tokens_;
     c.positions_ = positions_;
@@ -295,6 +315,7 @@ class Context {
     return c;
   }
 
+ public:
   // Hides slots [begin, end) of the context from attention (mask_kvpage), e.g. a window or a
   // finished sub-task. drop_masked_pages() then frees pages whose every slot is hidden.
   Status mask(size_t begin, size_t end) {
