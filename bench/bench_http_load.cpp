@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "bench/bench_words.h"
 #include "bench/child_server.h"
 #include "bench/request_driver.h"
 #include "cli/server_client.h"
@@ -23,32 +24,16 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kWords[] = {
-    "river",  "mountain", "garden",  "window",   "silver", "engine",  "harbor",  "letter",
-    "forest", "candle",   "market",  "thunder",  "bridge", "pocket",  "lantern", "meadow",
-    "copper", "violet",   "island",  "whisper",  "castle", "rocket",  "pepper",  "anchor",
-    "winter", "summer",   "shadow",  "crystal",  "puzzle", "orchard", "falcon",  "marble",
-    "velvet", "compass",  "blanket", "horizon",  "signal", "canyon",  "ember",   "glacier",
-    "tunnel", "meteor",   "saddle",  "feather",  "quartz", "ribbon",  "timber",  "voyage",
-    "basket", "cobalt",   "dune",    "festival", "goblet", "hammock", "juniper", "kettle"};
-
 // Request i of run `run`: the shared prefix (the same for every request), then distinct words.
 // Both servers get the same prompts in a round; no prompt repeats across runs (a prefix cache
 // would otherwise serve later rounds from memory).
 std::string prompt_text(const HttpLoadOptions& o, int run, int i) {
-  constexpr size_t n = std::size(kWords);
   std::string text;
   uint64_t x = 0x9e3779b97f4a7c15ull * (o.seed + 1);
-  for (int w = 0; w < o.shared_prefix_words; ++w) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    text += std::string(w ? " " : "") + kWords[(x >> 33) % n];
-  }
+  append_words(text, x, o.shared_prefix_words);
   x ^= 0xda942042e4dd58b5ull *
        (static_cast<uint64_t>(run) * 1000003u + static_cast<uint64_t>(i) + 1);
-  for (int w = 0; w < o.prompt_words; ++w) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    text += std::string(text.empty() ? "" : " ") + kWords[(x >> 33) % n];
-  }
+  append_words(text, x, o.prompt_words);
   return text;
 }
 

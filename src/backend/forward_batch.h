@@ -22,6 +22,8 @@ enum class OutputKind : uint8_t {
   TopK,    // TokenDistribution with top_k entries
   Logits,  // all vocab_size logits
   Embed,   // the final hidden state (before the output norm) into an Embed slot
+  Hidden,  // the final hidden state after the output norm (what the LM head reads), d_model
+           // floats: the sequence's embedding for pooling (/v1/embeddings)
 };
 
 // Which tokens a TopK output may return (a grammar's mask, sent down instead of the whole
@@ -111,11 +113,12 @@ struct SequenceInput {
   size_t n_inputs() const { return tokens.empty() ? embed_slots.size() : tokens.size(); }
 };
 
-// Results in the order of SequenceInput::outputs; `dist` or `logits` is filled per kind
-// (Embed outputs go to their slot and leave both empty).
+// Results in the order of SequenceInput::outputs; `dist`, `logits` or `hidden` is filled per
+// kind (Embed outputs go to their slot and leave all empty).
 struct OutputResult {
   TokenDistribution dist;
   std::vector<float> logits;
+  std::vector<float> hidden;
 };
 
 struct SequenceResult {

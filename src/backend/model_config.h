@@ -85,6 +85,10 @@ struct ModelConfig {
   // whose own mscale includes it; LongRoPE's sqrt(1 + ln(scale) / ln(original context))).
   float rope_attn_factor = 1.0f;
   bool tied_output = false;  // LM head reuses token_embd
+  // How an embedding model pools its final hidden states into one vector, as its file says
+  // (GGUF <arch>.pooling_type; an HF folder's sentence-transformers 1_Pooling/config.json):
+  // "last", "mean", "cls", or "" when it says nothing (a generative model).
+  std::string pooling;
 
   // Family options (defaults are Llama's).
   RopeStyle rope_style = RopeStyle::AdjacentPairs;

@@ -10,6 +10,7 @@
 #include "bench/bench_batching.h"
 #include "bench/bench_contention.h"
 #include "bench/bench_delta_rule.h"
+#include "bench/bench_embeddings.h"
 #include "bench/bench_grammar.h"
 #include "bench/bench_http_load.h"
 #include "bench/bench_lora.h"
@@ -358,6 +359,37 @@ void add_prediction_suite(CLI::App& bench) {  // pith bench prediction (bench/be
   });
 }
 
+void add_embedding_suite(CLI::App& bench) {  // pith bench embeddings (bench/bench_embeddings.h)
+  auto o = std::make_shared<bench::EmbeddingBenchOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto* cmd = bench.add_subcommand(
+      "embeddings",
+      "/v1/embeddings: batched requests from concurrent clients vs one input per request, and "
+      "with --against URL vs another server on the same inputs (throughput, vectors' cosine)");
+  auto* url = cmd->add_option("--url", o->url, "the pith server to measure (instead of -m)");
+  cmd->add_option("-m,--model", o->model, "start `pith serve` on this model and measure it")
+      ->excludes(url);
+  cmd->add_option("--against", o->against,
+                  "another OpenAI-compatible server's URL (llama-server --embeddings, vLLM)");
+  cmd->add_option("--api-key", o->api_key, "bearer key sent to both");
+  cmd->add_option("--inputs", o->inputs, "inputs per run")->capture_default_str();
+  cmd->add_option("--batch", o->batch, "inputs per request")->capture_default_str();
+  cmd->add_option("--concurrency", o->concurrency, "requests at once")->capture_default_str();
+  cmd->add_option("--words", o->words, "distinct words per input")->capture_default_str();
+  cmd->add_option("--rounds", o->rounds, "runs of each kind, alternated; medians")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "input words");
+  cmd->add_option("-t,--threads", o->threads, "-m: engine threads (0: one per core)");
+  cmd->add_option("--kv-memory", o->kv_memory, "-m: the KV pool");
+  cmd->add_option("--pooling", o->pooling, "-m: pith serve --pooling (last, mean, cls)");
+  add_device_option(*cmd, o->device);
+  cmd->add_flag("--json", *json, "print a JSON summary as the last line");
+  cmd->callback([o, json] {
+    auto result = bench::run_embedding_bench(*o);
+    if (*json) fmt::print("{}\n", result.dump());
+  });
+}
+
 void add_paper_suite(CLI::App& bench) {  // pith bench paper (bench/bench_paper.h)
   auto o = std::make_shared<bench::PaperBenchOptions>();
   auto json = std::make_shared<bool>(false);
@@ -572,6 +604,7 @@ void add_bench_commands(CLI::App& app) {
   add_techniques_suite(*bench);
   add_agents_suite(*bench);
   add_prediction_suite(*bench);
+  add_embedding_suite(*bench);
   add_paper_suite(*bench);
   add_serving_suites(*bench);
   add_contention_suite(*bench);

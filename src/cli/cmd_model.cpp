@@ -87,6 +87,7 @@ void model_info(const std::string& path, bool as_json) {
                       {"beta_slow", c.yarn.beta_slow},
                       {"mscale", c.yarn.mscale}};
   j["tied_output"] = c.tied_output;
+  if (!c.pooling.empty()) j["pooling"] = c.pooling;  // an embedding model's
   j["dtype"] = dtype_summary(*w);
   j["n_params"] = w->n_params();
   j["weight_bytes"] = w->weight_bytes();
@@ -131,6 +132,7 @@ void model_info(const std::string& path, bool as_json) {
   fmt::print("weights: {}, {} parameters, {:.1f} MiB in matrices\n", dtype_summary(*w),
              w->n_params(), double(w->weight_bytes()) / (1 << 20));
   fmt::print("family options: {}\n", family_option_summary(c));
+  if (!c.pooling.empty()) fmt::print("embedding pooling: {}\n", c.pooling);
   if (c.sliding_window > 0) {
     uint32_t n = 0;
     for (uint32_t l = 0; l < c.n_layers; ++l) n += c.layer_slides(l);

@@ -110,6 +110,9 @@ void add_serve_commands(CLI::App& app) {
                       "how reasoning is told apart: auto (from the chat template), none, "
                       "deepseek_r1, qwen3 (<think> blocks), gemma4 (<|channel>thought blocks), "
                       "mistral ([THINK] blocks)"));
+  add(cmd->add_option("--pooling", cfg->pooling,
+                      "how /v1/embeddings pools the final hidden states: auto (as the model file "
+                      "says, else last), last, mean, cls"));
   add(cmd->add_option("--batch-policy", cfg->batch_policy, "adaptive | eager | k[:K] | t[:MS]"));
   add(cmd->add_option("--max-batch-tokens", cfg->max_batch_tokens,
                       "token budget per batch (0: unlimited)"));

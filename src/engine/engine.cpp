@@ -449,18 +449,19 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     if (c.layer_scale) scale(x, L.layer_scale, T * d);
   }
 
-  // Outputs. Embed outputs copy the final hidden state; the others share the LM head over
+  // Outputs. Embed outputs copy the final hidden state; the others share the output norm over
   // just the R rows that need it: top-K rows first (fused LM head, no logit matrix), then the
-  // rows that want full logits (one matmul).
+  // rows that want full logits (one matmul), then the rows that want the normed state itself.
   auto& jobs = s.output_jobs;
   jobs.clear();
-  size_t n_topk = 0;
-  for (OutputKind kind : {OutputKind::TopK, OutputKind::Logits}) {
+  size_t n_topk = 0, n_head = 0;
+  for (OutputKind kind : {OutputKind::TopK, OutputKind::Logits, OutputKind::Hidden}) {
     for (size_t si = 0; si < batch.size(); ++si)
       for (size_t oi = 0; oi < batch[si].outputs.size(); ++oi)
         if (batch[si].outputs[oi].kind == kind)
           jobs.push_back({static_cast<uint32_t>(si), static_cast<uint32_t>(oi)});
     if (kind == OutputKind::TopK) n_topk = jobs.size();
+    if (kind == OutputKind::Logits) n_head = jobs.size();
   }
   const size_t R = jobs.size();
   float* out_h = R ? grow(s.out_h, R * d) : nullptr;
@@ -510,8 +511,11 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
     for (size_t j = 0; j < n_topk; ++j)
       results[jobs[j].first].outputs[jobs[j].second].dist = std::move(s.dists[j]);
   }
-  if (n_topk < R) {
-    const size_t n_logits = R - n_topk;
+  for (size_t j = n_head; j < R; ++j)
+    results[jobs[j].first].outputs[jobs[j].second].hidden.assign(out_h + j * d,
+                                                                 out_h + (j + 1) * d);
+  if (n_topk < n_head) {
+    const size_t n_logits = n_head - n_topk;
     float* logits = grow(s.logits, n_logits * V);
     matmul(pool_, w.output, out_h + n_topk * d, n_logits, logits);
     pool_.parallel_for(n_logits, [&](size_t j, size_t) {

@@ -199,6 +199,9 @@ std::vector<SequenceResult> FakeBackend::forward(const std::vector<SequenceInput
         case OutputKind::Logits:
           r.logits = logits_for(view, script);
           break;
+        case OutputKind::Hidden:  // the fake's state is its logits row
+          r.hidden = logits_for(view, script);
+          break;
         case OutputKind::Embed: {
           EmbedRecord& rec = embed_records_[o.embed_slot];
           rec.entry = FakeEntry{-1, view.state, view.position, true};

@@ -215,6 +215,20 @@ ModelConfig gguf_model_config(const GGUFFile& f) {
   c.rms_eps = static_cast<float>(f.get_float_or(p + "attention.layer_norm_rms_epsilon", 1e-5));
   c.rope_theta = static_cast<float>(f.get_float_or(p + "rope.freq_base", 10000.0));
   c.context_length = get_u32_or(f, p + "context_length", 2048);
+  // llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last, 4 rank (a reranker's: not an embedding).
+  switch (get_u32_or(f, p + "pooling_type", 0)) {
+    case 1:
+      c.pooling = "mean";
+      break;
+    case 2:
+      c.pooling = "cls";
+      break;
+    case 3:
+      c.pooling = "last";
+      break;
+    default:
+      break;
+  }
 
   if (f.has(p + "vocab_size")) {
     c.vocab_size = get_u32(f, p + "vocab_size");

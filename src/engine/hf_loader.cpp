@@ -323,6 +323,21 @@ struct HfConfig {
   std::string prefix = "model.";
 };
 
+// An embedding checkpoint saved by sentence-transformers says how it pools in
+// 1_Pooling/config.json (pooling_mode_lasttoken / _mean_tokens / _cls_token); "" without one.
+std::string sentence_transformers_pooling(const std::string& folder) {
+  const std::string path = (fs::path(folder) / "1_Pooling" / "config.json").string();
+  if (!fs::exists(path)) return "";
+  const json j = read_json(path);
+  auto on = [&](const char* key) {
+    return j.is_object() && j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
+  };
+  if (on("pooling_mode_lasttoken")) return "last";
+  if (on("pooling_mode_mean_tokens")) return "mean";
+  if (on("pooling_mode_cls_token")) return "cls";
+  return "";
+}
+
 HfConfig read_hf_config(const std::string& folder) {
   const std::string path = (fs::path(folder) / "config.json").string();
   if (!fs::exists(path)) fail("{}: not a Hugging Face model folder (no config.json)", folder);
@@ -441,6 +456,7 @@ HfConfig read_hf_config(const std::string& folder) {
   }
   family->configure(c, HfKeys(j, path));
   validate_config(c, path);
+  c.pooling = sentence_transformers_pooling(folder);
   return out;
 }
 

@@ -349,6 +349,8 @@ void write_gguf(GenContext& ctx, const std::vector<GenTensor>& plan, const GGUFF
     w.set_u32(a + "block_count", c.n_layers);
     w.set_u32(a + "context_length", c.context_length);
     w.set_u32(a + "embedding_length", c.d_model);
+    if (!c.pooling.empty())  // llama.cpp's enum: 1 mean, 2 cls, 3 last
+      w.set_u32(a + "pooling_type", c.pooling == "mean" ? 1 : c.pooling == "cls" ? 2 : 3);
     // Per-layer sizes, as llama.cpp's converter writes them for gemma4 (global layers' head size
     // as key_length, the sliding ones' as key_length_swa; KV heads and FFN widths per layer;
     // the sliding layers as a bool array).
@@ -649,6 +651,15 @@ std::vector<std::string> write_hf(GenContext& ctx, const std::vector<GenTensor>&
   if (vocab.eos_id >= 0) cfg["eos_token_id"] = vocab.eos_id, cfg["pad_token_id"] = vocab.eos_id;
   write_text(dir / "config.json", cfg.dump(2) + "\n");
   files.push_back((dir / "config.json").string());
+  if (!c.pooling.empty()) {  // as sentence-transformers saves an embedding model's pooling
+    fs::create_directories(dir / "1_Pooling");
+    const nlohmann::json pooling = {{"word_embedding_dimension", c.d_model},
+                                    {"pooling_mode_cls_token", c.pooling == "cls"},
+                                    {"pooling_mode_mean_tokens", c.pooling == "mean"},
+                                    {"pooling_mode_lasttoken", c.pooling == "last"}};
+    write_text(dir / "1_Pooling" / "config.json", pooling.dump(2) + "\n");
+    files.push_back((dir / "1_Pooling" / "config.json").string());
+  }
 
   write_hf_tokenizer_folder(vocab, dir.string());
   files.push_back((dir / "tokenizer.json").string());

@@ -187,6 +187,12 @@ ModelPreset model_preset(const std::string& name, const std::string& arch_name,
   }
   if (options.contains("tie_word_embeddings"))
     c.tied_output = options["tie_word_embeddings"].get<bool>();
+  if (options.contains("pooling")) {  // an embedding model's (ModelConfig::pooling)
+    const nlohmann::json& v = options["pooling"];
+    if (!v.is_string() || (v != "last" && v != "mean" && v != "cls"))
+      fail("model option pooling must be last, mean or cls");
+    c.pooling = v.get<std::string>();
+  }
   arch->configure(c, *hf_config_keys(options, "preset " + name));
   if (options.contains("partial_rotary_factor"))
     c.rope_dim = static_cast<uint32_t>(options["partial_rotary_factor"].get<double>() * c.head_dim);

@@ -500,10 +500,12 @@ class ControlSession final : public ModelSession {
     QueueState* q = find(queue);
     if (!q) return PITH_ERR_BAD_HANDLE;
     const bool all = top_k == PITH_TOP_K_ALL;
-    if (top_k == PITH_TOP_K_LOGITS)
-      return reject("next_dist", PITH_ERR_UNSUPPORTED,
-                    "PITH_TOP_K_LOGITS is answered by forward_tokens only; next_dist gives "
-                    "probabilities (PITH_TOP_K_ALL)");
+    if (top_k == PITH_TOP_K_LOGITS || top_k == PITH_TOP_K_HIDDEN)
+      return reject(
+          "next_dist", PITH_ERR_UNSUPPORTED,
+          fmt::format("{} is answered by forward_tokens only; next_dist gives "
+                      "probabilities (PITH_TOP_K_ALL)",
+                      top_k == PITH_TOP_K_LOGITS ? "PITH_TOP_K_LOGITS" : "PITH_TOP_K_HIDDEN"));
     top_k = clamp_top_k(top_k);
     auto err = q->deferred_error;
     return check(
@@ -556,15 +558,17 @@ class ControlSession final : public ModelSession {
     }
     const uint32_t k = clamp_top_k(args.top_k);
     const bool raw_logits = args.top_k == PITH_TOP_K_LOGITS;
-    const OutputKind kind =
-        args.top_k == PITH_TOP_K_ALL || raw_logits ? OutputKind::Logits : OutputKind::TopK;
+    const bool hidden = args.top_k == PITH_TOP_K_HIDDEN;
+    const OutputKind kind = hidden                                       ? OutputKind::Hidden
+                            : args.top_k == PITH_TOP_K_ALL || raw_logits ? OutputKind::Logits
+                                                                         : OutputKind::TopK;
     for (uint32_t i : args.output_indices) seq.outputs.push_back({i, kind, k, 0});
     if (!args.allowed.empty()) {
       const size_t words = (size_t{ctl_.model_config().vocab_size} + 63) / 64;
       if (kind != OutputKind::TopK)
         return reject("forward_tokens", PITH_ERR_BAD_ARGUMENT,
                       "token masks need an ordinary top_k (PITH_TOP_K_ALL and PITH_TOP_K_LOGITS "
-                      "already return every token)");
+                      "already return every token; PITH_TOP_K_HIDDEN returns no token)");
       if (args.allowed.size() != args.output_indices.size() * words)
         return reject(
             "forward_tokens", PITH_ERR_BAD_ARGUMENT,
@@ -592,7 +596,9 @@ class ControlSession final : public ModelSession {
       if (int32_t e = err->exchange(PITH_OK)) return done(e, {});
       std::string bytes;
       for (const auto& out : o->forward.outputs) {
-        if (out.logits.empty())
+        if (!out.hidden.empty())
+          append_hidden(bytes, out.hidden);
+        else if (out.logits.empty())
           append_dist(bytes, out.dist);
         else if (raw_logits)
           append_raw_logits(bytes, out.logits);

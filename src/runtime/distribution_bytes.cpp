@@ -67,4 +67,12 @@ void append_dist_by_id(std::string& out, const TokenDistribution& d) {
   append_dist(out, byid);
 }
 
+void append_hidden(std::string& out, const std::vector<float>& hidden) {
+  const auto n = static_cast<uint32_t>(hidden.size());
+  const size_t at = out.size();
+  out.resize(at + 4 + 4 * size_t{n});
+  std::memcpy(out.data() + at, &n, 4);
+  std::memcpy(out.data() + at + 4, hidden.data(), 4 * size_t{n});
+}
+
 }  // namespace pith::runtime

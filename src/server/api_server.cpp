@@ -59,7 +59,8 @@ struct Route {
     Instances,
     Instance,
     Responses,
-    Response
+    Response,
+    Embeddings
   } kind = None;
   std::string id, action;
 };
@@ -94,6 +95,8 @@ Route match_route(const std::string& path) {
     r.kind = Route::ChatCompletions;
   else if (p.size() == 2 && p[1] == "responses")
     r.kind = Route::Responses;
+  else if (p.size() == 2 && p[1] == "embeddings")
+    r.kind = Route::Embeddings;
   else if (p.size() == 3 && p[1] == "responses")
     r.kind = Route::Response, r.id = p[2];
   else if (p.size() == 2 && p[1] == "programs")
@@ -165,6 +168,15 @@ void ApiServer::load_model() {
       spdlog::warn("built without the openai_completion inferlet: the OpenAI endpoints answer 503");
     else
       programs_->add_builtin(kCompletionProgram, std::string(builtin));
+    if (std::string_view e = builtin_openai_embedding_wasm(); !e.empty())
+      programs_->add_builtin(kEmbeddingProgram, std::string(e));
+    const std::string& file_pooling = stack_->weights().config.pooling;
+    served.pooling = cfg.pooling != "auto"  ? cfg.pooling
+                     : file_pooling.empty() ? "last"
+                                            : file_pooling;
+    if (!file_pooling.empty() || cfg.pooling != "auto")
+      spdlog::info("/v1/embeddings pools the final hidden states: {} ({})", served.pooling,
+                   cfg.pooling != "auto" ? "--pooling" : "as the model file says");
 
     context_.emplace(
         ServerContext{settings_, io_, metrics_, registry_, *stack_, *programs_, stopping_});
@@ -258,8 +270,9 @@ int ApiServer::run() {
 
 bool ApiServer::serves_request(const InstanceRecord& r) const {
   if (!programs_) return false;
-  auto hash = programs_->builtin_hash(kCompletionProgram);
-  return hash && r.program == *hash;
+  for (const char* name : {kCompletionProgram, kEmbeddingProgram})
+    if (auto hash = programs_->builtin_hash(name); hash && r.program == *hash) return true;
+  return false;
 }
 
 asio::awaitable<void> ApiServer::wait_until(std::function<bool()> done,
@@ -431,6 +444,9 @@ asio::awaitable<void> ApiServer::route(HttpExchange& ex, const std::string& key)
       co_return co_await openai_routes_->responses(ex, key);
     case Route::Response:
       co_return co_await openai_routes_->stored_response(ex, route.id);
+    case Route::Embeddings:
+      if (method != http::verb::post) co_return co_await method_not_allowed();
+      co_return co_await openai_routes_->embeddings(ex, key);
     case Route::Programs:
       if (method == http::verb::post) co_return co_await program_routes_->upload(ex);
       if (method == http::verb::get) co_return co_await program_routes_->list(ex);

@@ -7,5 +7,6 @@
 namespace pith::server {
 
 std::string_view builtin_openai_completion_wasm();
+std::string_view builtin_openai_embedding_wasm();
 
 }  // namespace pith::server

@@ -26,8 +26,9 @@ namespace pith::server {
 
 class ResponsesStore;
 
-// The built-in program's name in the program store.
+// The built-in programs' names in the program store.
 inline constexpr const char* kCompletionProgram = "openai_completion";
+inline constexpr const char* kEmbeddingProgram = "openai_embedding";
 // The stored responses (store: true) kept for previous_response_id: at most this many, in at most
 // this many bytes of JSON; the oldest goes first.
 inline constexpr size_t kStoredResponses = 1000;
@@ -40,6 +41,7 @@ struct ServedModel {
   ToolCallFormat tool_format = ToolCallFormat::Hermes;
   ReasoningFormat reasoning = ReasoningFormat::None;
   bool reasoning_from_template = false;  // --reasoning-parser auto: decided per rendered prompt
+  std::string pooling = "last";          // /v1/embeddings: last | mean | cls
 };
 
 class OpenAiRoutes {
@@ -61,6 +63,9 @@ class OpenAiRoutes {
   // /v1/responses/{id} on the stored ones.
   asio::awaitable<void> responses(HttpExchange& ex, const std::string& owner);
   asio::awaitable<void> stored_response(HttpExchange& ex, const std::string& id);
+  // POST /v1/embeddings (embedding_routes.cpp): the pooled final hidden states of each input,
+  // computed by the built-in openai_embedding inferlet.
+  asio::awaitable<void> embeddings(HttpExchange& ex, const std::string& owner);
 
  private:
   using Clock = std::chrono::steady_clock;

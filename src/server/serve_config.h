@@ -26,6 +26,8 @@ struct ServeConfig {
   std::string tool_call_parser =
       "auto";  // auto (from the template) | hermes | llama3_json | qwen3_coder
   std::string reasoning_parser = "auto";  // auto (from the template) | none | deepseek_r1 | qwen3
+  std::string pooling =
+      "auto";  // /v1/embeddings: auto (the model file's, else last) | last | mean | cls
 
   // Control layer.
   std::string batch_policy = "adaptive";

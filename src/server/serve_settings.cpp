@@ -169,6 +169,8 @@ ServeSettings resolve_serve_config(ServeConfig c) {
           "--reasoning-parser",
           fmt::format("must be auto, none, deepseek_r1, qwen3, gemma4 or mistral, not '{}'",
                       c.reasoning_parser));
+  require(c.pooling == "auto" || c.pooling == "last" || c.pooling == "mean" || c.pooling == "cls",
+          "--pooling", fmt::format("must be auto, last, mean or cls, not '{}'", c.pooling));
   if (!c.chat_template.empty()) {
     std::ifstream in(c.chat_template);
     if (!in) fail("cannot read chat template {}", c.chat_template);

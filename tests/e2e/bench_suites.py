@@ -234,7 +234,7 @@ def paper_suite(pith, model, inferlets):
 
 
 def serving_suites(pith, model, inferlets):
-    """prefix-cache, prediction, chunked-prefill, contention, soak, serving."""
+    """prefix-cache, prediction, chunked-prefill, contention, soak, serving, embeddings."""
     p = bench(pith, "prefix-cache", "-m", model, "--requests", "6", "--system-tokens", "64",
               "--question-tokens", "8", "--max-tokens", "2", "--concurrency", "2")
     need(p, "prefill_tokens_on", "prefill_tokens_off", "speedup")
@@ -323,6 +323,13 @@ def serving_suites(pith, model, inferlets):
         assert j["failed_requests"] is False, j
         for side in ("pith", "against"):
             assert j["results"][0][side]["ok"] == 3, j["results"][0]
+        # Embeddings: the same file and pooling on both sides give the same vectors.
+        e = bench(pith, "embeddings", "-m", model, "--against", f"http://127.0.0.1:{port}",
+                  "--inputs", "6", "--batch", "4", "--concurrency", "2", "--words", "12",
+                  "--rounds", "1")
+        positive(e, "batched_inputs_per_s", "batched_tokens_per_s", "one_by_one_inputs_per_s",
+                 "batched_vs_one_by_one", "against_inputs_per_s", "ratio_vs_against")
+        assert e["min_cosine_vs_against"] > 0.99999, e
         # A baseline that is not there is an error, not a ratio against nothing.
         p = subprocess.run([pith, "bench", "serving", "-m", model, "--against",
                             f"http://127.0.0.1:{free_port()}", "--concurrency", "1"],

@@ -166,14 +166,15 @@ def restart(pith, model):
     import tempfile
     with tempfile.TemporaryDirectory() as cache:
         native = os.path.join(cache, "native")
-        # Stopped at once, the upload's native build (and the built-in's) running: under the
-        # sanitizers, beside other tests, the two take longer than the default 30 s drain.
+        # Stopped at once, the upload's native build (and the built-ins') running: under the
+        # sanitizers, beside other tests, the three take longer than the default 30 s drain.
         s = Server(pith, model, "--drain-timeout", "150", cache_dir=cache)
         s.start()
         s.upload(W("text_completion"))
         check(s.stop(timeout=180) == 0, "a server stopped during native builds exits 0")
         built = [f for f in os.listdir(native) if f.endswith(".so")] if os.path.isdir(native) else []
-        check(len(built) == 2, f"native builds running at SIGTERM reach the cache: {built}")
+        # The upload's and the two built-ins' (completions/chat, embeddings).
+        check(len(built) == 3, f"native builds running at SIGTERM reach the cache: {built}")
         with Server(pith, model, cache_dir=cache) as s:
             h = s.upload(W("echo"))
             deadline = time.time() + 120

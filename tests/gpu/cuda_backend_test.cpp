@@ -545,6 +545,31 @@ TEST_P(CudaVsCpu, EmbedInputsOutputsAndNextDist) {
   expect_dist_close(c2[1].outputs[0].dist, g2[1].outputs[0].dist, "beside it");
 }
 
+// Hidden outputs (embeddings): the normed final state, read beside top-K and logits rows.
+TEST_P(CudaVsCpu, HiddenOutputsBesideTheLmHead) {
+  auto tokens = random_tokens(11, 9, vocab());
+  SequenceInput s = prefill(tokens, alloc_pages(pages_for(11, kPageSize)));
+  s.outputs = {{10, OutputKind::Hidden, 0, 0},
+               {10, OutputKind::TopK, 20, 0},
+               {3, OutputKind::Hidden, 0, 0},
+               {10, OutputKind::Logits, 0, 0}};
+  auto [c, g] = both({s});
+  for (size_t o : {size_t{0}, size_t{2}}) {
+    const auto &hc = c[0].outputs[o].hidden, &hg = g[0].outputs[o].hidden;
+    ASSERT_EQ(hc.size(), weights_->config.d_model);
+    ASSERT_EQ(hg.size(), hc.size());
+    if (GetParam().judged_by_f32_twin) continue;
+    float m = 0, worst = 0;
+    for (size_t i = 0; i < hc.size(); ++i) {
+      m = std::max(m, std::abs(hc[i]));
+      worst = std::max(worst, std::abs(hc[i] - hg[i]));
+    }
+    EXPECT_LE(worst, (GetParam().f32 ? 2e-3f : 3e-2f) * (1 + m)) << "output " << o;
+  }
+  expect_dist_close(c[0].outputs[1].dist, g[0].outputs[1].dist, "top-K beside hidden rows");
+  expect_logits_close(c[0].outputs[3].logits, g[0].outputs[3].logits, "logits beside hidden rows");
+}
+
 // LoRA adapters (engine/cuda/lora.h): a batch mixing the base and two adapters (one on every
 // projection, one on q/v/down only), prefill then a decode step, against the CPU engine.
 TEST_P(CudaVsCpu, LoraAdaptersMixedInOneBatch) {

@@ -67,14 +67,15 @@ TEST(CudaBatchPlan, EmbedInputsKeepTheirRows) {
   EXPECT_EQ(p.write_slots, (std::vector<uint32_t>{0, 1, 0, 1, 2, 0}));
 }
 
-TEST(CudaBatchPlan, OutputRowsTopKFirstThenLogits) {
+TEST(CudaBatchPlan, OutputRowsTopKFirstThenLogitsThenHidden) {
   SequenceInput a = tokens_seq({1, 2, 3}, 0, {0}, 3);
   a.outputs = {{2, OutputKind::Logits, 0, 0},
                {1, OutputKind::TopK, 5, 0},
                {0, OutputKind::Embed, 0, 9},
                {2, OutputKind::TopK, 5000, 0}};  // beyond the device limit: host top-K
   SequenceInput b = tokens_seq({4}, 3, {1}, 4);
-  b.outputs = {{0, OutputKind::TopK, 300, 0}, {0, OutputKind::TopK, 7, 0}};
+  b.outputs = {
+      {0, OutputKind::TopK, 300, 0}, {0, OutputKind::Hidden, 0, 0}, {0, OutputKind::TopK, 7, 0}};
   BatchPlan p;
   p.build({a, b}, 4, 2000, 1024);
   ASSERT_EQ(p.topk_rows.size(), 3u);
@@ -85,7 +86,7 @@ TEST(CudaBatchPlan, OutputRowsTopKFirstThenLogits) {
   EXPECT_EQ(p.topk_rows[1].row, 3u);
   EXPECT_EQ(p.topk_rows[1].sequence, 1u);
   EXPECT_EQ(p.topk_rows[1].top_k, 300u);
-  EXPECT_EQ(p.topk_rows[2].output, 1u);
+  EXPECT_EQ(p.topk_rows[2].output, 2u);
   EXPECT_EQ(p.max_top_k, 300u);
   ASSERT_EQ(p.logits_rows.size(), 2u);
   EXPECT_EQ(p.logits_rows[0].row, 2u);
@@ -95,7 +96,11 @@ TEST(CudaBatchPlan, OutputRowsTopKFirstThenLogits) {
   EXPECT_EQ(p.logits_rows[1].top_k, 2000u);  // capped at the vocabulary
   EXPECT_EQ(p.embed_out_rows, (std::vector<uint32_t>{0}));
   EXPECT_EQ(p.embed_out_slots, (std::vector<uint32_t>{9}));
-  EXPECT_EQ(p.n_lm_rows(), 5u);
+  ASSERT_EQ(p.hidden_rows.size(), 1u);  // after the LM-head rows: the normed state itself
+  EXPECT_EQ(p.hidden_rows[0].row, 3u);
+  EXPECT_EQ(p.hidden_rows[0].sequence, 1u);
+  EXPECT_EQ(p.hidden_rows[0].output, 1u);
+  EXPECT_EQ(p.n_lm_rows(), 6u);
 }
 
 TEST(CudaBatchPlan, RebuildClearsThePreviousBatch) {

@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "engine/hf_loader.h"
 #include "engine/kernels/cpu_features.h"
+#include "engine/kernels/matmul.h"
 #include "engine/token_distribution.h"
 #include "engine_test_util.h"
 #include "generated_model.h"
@@ -419,6 +420,41 @@ TEST_P(EngineForward, InvalidBatchesAreRejectedBeforeTouchingKv) {
   EXPECT_THROW(e().embed_tokens(tok, std::vector<uint32_t>{}, slot), Error);
   // The good sequence alone still runs.
   EXPECT_EQ(e().forward({good})[0].outputs.size(), 6u);
+}
+
+// Hidden outputs (embeddings) are the normed final state the LM head reads: the output matrix
+// times it gives the Logits output of the same input, in a batch that mixes every output kind.
+TEST_P(EngineForward, HiddenOutputIsWhatTheLmHeadReads) {
+  const ModelConfig& c = weights_->config;
+  auto tokens = random_tokens(13, 7);
+  auto pages = e().kv_pool().allocate(test::pages_for(13, kPageSize));
+  SequenceInput s = test::prefill_input(tokens, pages, kPageSize);
+  s.outputs = {{12, OutputKind::Hidden, 0, 0},
+               {12, OutputKind::TopK, 4, 0},
+               {5, OutputKind::Hidden, 0, 0},
+               {12, OutputKind::Logits, 0, 0},
+               {5, OutputKind::Logits, 0, 0}};
+  auto res = e().forward({s});
+  e().kv_pool().free(pages);
+  const auto& out = res[0].outputs;
+  for (size_t o : {size_t{0}, size_t{2}}) {
+    const std::vector<float>& h = out[o].hidden;
+    ASSERT_EQ(h.size(), c.d_model);
+    EXPECT_TRUE(out[o].logits.empty() && out[o].dist.ids.empty());
+    const std::vector<float>& want = out[o == 0 ? 3 : 4].logits;
+    std::vector<float> got(c.vocab_size);
+    matmul_reference(weights_->output, h.data(), 1, got.data());
+    if (c.final_softcap > 0)
+      for (float& l : got) l = c.final_softcap * std::tanh(l / c.final_softcap);
+    float scale = 1;
+    for (float l : want) scale = std::max(scale, std::abs(l));
+    EXPECT_LT(max_diff(got, want), 2e-3f * scale) << "output " << o;
+  }
+  EXPECT_GT(max_diff(out[0].hidden, out[2].hidden), 1e-3f);  // two positions, two states
+  EXPECT_TRUE(out[0].hidden.size() == out[2].hidden.size() && out[3].hidden.empty());
+  // The top-K beside them is the Logits output's argmax.
+  const auto& l12 = out[3].logits;
+  EXPECT_EQ(out[1].dist.ids[0], std::max_element(l12.begin(), l12.end()) - l12.begin());
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, EngineForward,

@@ -382,6 +382,25 @@ TEST(ModelGen, OptionsOverrideThePreset) {
   EXPECT_THROW(model_preset("tiny", "gemma4", {"num_kv_shared_layers=6"}), Error);
 }
 
+// An embedding model's pooling travels in both formats as llama.cpp and sentence-transformers
+// write it (GGUF <arch>.pooling_type, an HF folder's 1_Pooling/config.json) and loads back.
+TEST(ModelGen, EmbeddingPoolingRoundTripsInBothFormats) {
+  ThreadPool pool(2);
+  for (const char* pooling : {"last", "mean", "cls"}) {
+    for (const char* format : {"gguf", "hf"}) {
+      const std::string out = temp_path(std::string("pool-") + pooling + "." + format);
+      ModelGenOptions o = tiny(DType::F32, format, out);
+      o.options = {std::string("pooling=") + pooling};
+      generate_model(o, pool);
+      EXPECT_EQ(load_model(out, kQuiet)->config.pooling, pooling) << format;
+    }
+  }
+  const std::string plain = temp_path("pool-none.gguf");
+  generate_model(tiny(DType::F32, "gguf", plain), pool);
+  EXPECT_EQ(load_model(plain, kQuiet)->config.pooling, "");  // a generative model says nothing
+  EXPECT_THROW(model_preset("tiny", "llama", {"pooling=max"}), Error);
+}
+
 TEST(ModelGen, WeightsHaveTheRequestedDistribution) {
   std::string g = temp_path("dist.gguf");
   ThreadPool pool(2);

@@ -223,6 +223,14 @@ class Client:
             messages = [{"role": "user", "content": messages}]
         return self._openai("/v1/chat/completions", dict(params, messages=list(messages)), stream)
 
+    def embed(self, input, **params):
+        """POST /v1/embeddings. `input`: a str, token ids, or a list of either. Returns the list
+        of vectors (one per input, in order) as floats; params: dimensions, normalize,
+        truncate_prompt_tokens, add_special_tokens, model."""
+        body = dict(params, input=input, encoding_format="float")
+        data = self._json("POST", "/v1/embeddings", body)["data"]
+        return [d["embedding"] for d in sorted(data, key=lambda d: d["index"])]
+
     def _openai(self, path, body, stream):
         body["stream"] = bool(stream)
         if not stream:

@@ -206,6 +206,18 @@ def test_chat_stream_matches_non_stream(client):
     assert client.chat("Hi", max_tokens=2)["choices"][0]["message"]["role"] == "assistant"
 
 
+def test_embed_one_vector_per_input(client):
+    one, two, again = client.embed(["first text", "second text", "first text"])
+    assert len(one) == len(two) > 0
+    assert abs(sum(x * x for x in one) - 1) < 1e-4  # unit length
+    assert max(abs(a - b) for a, b in zip(one, again)) < 1e-5
+    assert max(abs(a - b) for a, b in zip(one, two)) > 1e-3
+    assert len(client.embed("first text", dimensions=4)[0]) == 4
+    with pytest.raises(PithError) as e:
+        client.embed("")
+    assert e.value.status == 400
+
+
 def test_openai_bad_request_is_raised_before_iteration(client):
     with pytest.raises(PithError) as e:
         client.complete("x", max_tokens=-3, stream=True)

@@ -399,6 +399,11 @@ PITH_IMPORT(forward_with_adapter) pith_status_t pith_forward_with_adapter(
  * the probabilities. Logit biases add to logits and a repetition penalty divides or multiplies
  * a logit by its sign, which probabilities (logits minus an unknown constant) cannot express. */
 #define PITH_TOP_K_LOGITS 0xFFFFFFFEu
+/* top_k = PITH_TOP_K_HIDDEN (forward_tokens only): each output is the model's final hidden state
+ * after its output norm (what the LM head reads), in place of a distribution: uint32 n, then n
+ * float32 (n = the model's hidden size). An embedding model's sequence embedding is this state
+ * at the last token (or the mean over every token), pooled and normalised by the caller. */
+#define PITH_TOP_K_HIDDEN 0xFFFFFFFDu
 PITH_IMPORT(next_dist) pith_status_t pith_next_dist(pith_queue_t queue, pith_emb_t emb,
                                                     uint32_t top_k, pith_future_t* future);
 

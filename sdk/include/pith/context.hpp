@@ -32,6 +32,7 @@
 #include <new>
 #include <optional>
 #include <pith/attention_mask.hpp>
+#include <pith/hidden_state.hpp>
 #include <pith/pith.hpp>
 #include <pith/sampling.hpp>
 #include <string>
@@ -180,6 +181,20 @@ class Context {
   Result<std::vector<Distribution>> decode_all(uint32_t top_k = 1) {
     if (computed() == tokens_.size()) return no_pending("decode_all");
     return run(0, top_k, true);
+  }
+
+  // Computes the pending tokens and returns the model's final hidden state (after its output
+  // norm) at the last one, or at each computed one (`every`; a prefix-cache hit computes none
+  // of its tokens: set_prefix_cache(false) to get them all): what an embedding is pooled from
+  // (pith/hidden_state.hpp). In two halves like start_step / finish_step.
+  Status start_hidden(bool every = false) {
+    if (computed() == tokens_.size()) return no_pending("start_hidden");
+    return begin_run(1, PITH_TOP_K_HIDDEN, every);
+  }
+  Result<std::vector<std::vector<float>>> finish_hidden() {
+    if (pending_top_k_ != PITH_TOP_K_HIDDEN)
+      return Error(PITH_ERR_BAD_ARGUMENT, "finish_hidden without start_hidden");
+    return parse_hidden_states(PITH_TRY(end_run_bytes()));
   }
 
   // Forgets the tokens from slot n on (computed or pending) and frees the pages past them; the
@@ -733,6 +748,12 @@ class Context {
 
   // The second half: waits for the queued forward and takes its result.
   Result<std::vector<Distribution>> end_run() {
+    if (pending_.valid() && pending_top_k_ == PITH_TOP_K_HIDDEN)
+      return Error(PITH_ERR_BAD_ARGUMENT, "finish_step after start_hidden (finish_hidden)");
+    std::string bytes = PITH_TRY(end_run_bytes());
+    return parse_distributions(bytes, pending_top_k_ == PITH_TOP_K_LOGITS);
+  }
+  Result<std::string> end_run_bytes() {
     if (!pending_.valid()) return Error(PITH_ERR_BAD_ARGUMENT, "finish_step without start_step");
     Result<std::string> bytes = pending_.get();
     pending_.reset();
@@ -773,7 +794,7 @@ class Context {
                            pages_.data(), full);
       offered_pages_ = full;
     }
-    return parse_distributions(*bytes, pending_top_k_ == PITH_TOP_K_LOGITS);
+    return bytes;
   }
 
   Model model_;

@@ -15,6 +15,7 @@ void BatchPlan::build(const std::vector<SequenceInput>& batch, uint32_t page_siz
   attention.clear();
   topk_rows.clear();
   logits_rows.clear();
+  hidden_rows.clear();
   max_top_k = 0;
   n_masked = 0;
   n_adjusts = 0;
@@ -64,6 +65,9 @@ void BatchPlan::build(const std::vector<SequenceInput>& batch, uint32_t page_siz
           break;
         case OutputKind::Logits:
           logits_rows.push_back(LmHeadRow{r, lm.sequence, lm.output, 0, nullptr, nullptr});
+          break;
+        case OutputKind::Hidden:
+          hidden_rows.push_back(LmHeadRow{r, lm.sequence, lm.output, 0, nullptr, nullptr});
           break;
       }
     }

@@ -52,13 +52,15 @@ struct BatchPlan {
   // logits row goes to the host (Logits outputs, and top-K beyond max_device_k).
   std::vector<LmHeadRow> topk_rows;
   std::vector<LmHeadRow> logits_rows;
+  // Rows whose normed hidden state itself goes to the host (Hidden outputs), after them.
+  std::vector<LmHeadRow> hidden_rows;
   uint32_t max_top_k = 0;  // largest k among topk_rows
   uint32_t n_masked = 0;   // top-K rows on the device with a token mask
   uint32_t n_adjusts = 0;  // logit adjustments of the top-K rows on the device, all together
 
   bool all_rows_are_tokens() const { return embed_rows.empty(); }
-  // Every LM-head row, topk_rows then logits_rows.
-  size_t n_lm_rows() const { return topk_rows.size() + logits_rows.size(); }
+  // Every row through the output norm: topk_rows, logits_rows, then hidden_rows.
+  size_t n_lm_rows() const { return topk_rows.size() + logits_rows.size() + hidden_rows.size(); }
 
   // Fills the plan for a batch that has passed validate_batch (engine/batch_validation.h).
   // Reuses the vectors' capacity.

@@ -27,6 +27,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+
+#include "common/fp16.h"
 
 namespace pith::cuda {
 
@@ -194,7 +197,8 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   const bool sliding_rope = c.rope_theta_local > 0;  // a second angle table for sliding layers
   const auto n_topk = static_cast<uint32_t>(plan_.topk_rows.size());
   const auto n_logits = static_cast<uint32_t>(plan_.logits_rows.size());
-  const uint32_t R = n_topk + n_logits;
+  const auto n_hidden = static_cast<uint32_t>(plan_.hidden_rows.size());
+  const uint32_t R = n_topk + n_logits + n_hidden;
   ws_.ensure(c, act_, T, R);
   mixer_->ensure(T);
   moe_->ensure(T);
@@ -262,6 +266,8 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
     ks_h[j] = plan_.topk_rows[j].top_k;
   }
   for (uint32_t j = 0; j < n_logits; ++j) lm_rows_h[n_topk + j] = plan_.logits_rows[j].row;
+  for (uint32_t j = 0; j < n_hidden; ++j)
+    lm_rows_h[n_topk + n_logits + j] = plan_.hidden_rows[j].row;
   // Always staged (a graph step's masks and adjustments change without a recapture): the
   // per-row offsets first, then the variable-length arrays, so every start but theirs is fixed
   // by the bucket, and the adjustments are found from the masks' fixed start.
@@ -292,6 +298,7 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   in.T = T;
   in.n_topk = n_topk;
   in.n_logits = n_logits;
+  in.n_hidden = n_hidden;
   in.k_max = k_max;
   in.tokens = tokens;
   in.token_rows = token_rows;
@@ -314,8 +321,7 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
   in.adjusted = plan_.n_adjusts > 0;
   in.lora = lora_.empty() ? nullptr : &lora_;
   // The LM head's pinned results grow here, never inside a capture.
-  host_out_.reserve(
-      std::max<size_t>(1, (2 * size_t{n_topk} * k_max + size_t{n_logits} * c.vocab_size) * 4));
+  host_out_.reserve(host_out_bytes(n_topk, k_max, n_logits, n_hidden));
   step_start_.record(s);
   if (profile_) op_events_.begin(s);
   staging_.upload(s);
@@ -362,6 +368,19 @@ std::vector<SequenceResult> CudaBackend::forward(const std::vector<SequenceInput
       out.dist = top_k_distribution(row, c.vocab_size, r.top_k,
                                     r.allowed ? r.allowed->data() : nullptr, r.adjust);
   }
+  const void* hidden = host_hidden(n_topk, k_max, n_logits);
+  for (uint32_t j = 0; j < n_hidden; ++j) {
+    const LmHeadRow& r = plan_.hidden_rows[j];
+    std::vector<float>& out = results[r.sequence].outputs[r.output].hidden;
+    out.resize(c.d_model);
+    if (act_ == DType::F32) {
+      std::memcpy(out.data(), static_cast<const float*>(hidden) + size_t{j} * c.d_model,
+                  c.d_model * sizeof(float));
+    } else {
+      const auto* row = static_cast<const uint16_t*>(hidden) + size_t{j} * c.d_model;
+      for (uint32_t i = 0; i < c.d_model; ++i) out[i] = bf16_to_f32(row[i]);
+    }
+  }
   last_step_.gpu_ms = step_end_.elapsed_since(step_start_);
   last_step_.wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_start)
@@ -374,7 +393,7 @@ void CudaBackend::enqueue_step(const StepInputs& in) {
   cudaStream_t s = stream_.get();
   const uint32_t T = in.T, d = c.d_model, np = rope_.n_pairs(), np_s = rope_sliding_.n_pairs();
   const bool sliding_rope = c.rope_theta_local > 0;
-  const uint32_t n_topk = in.n_topk, n_logits = in.n_logits, R = n_topk + n_logits;
+  const uint32_t n_topk = in.n_topk, n_logits = in.n_logits, R = n_topk + n_logits + in.n_hidden;
   const int32_t* tokens = in.tokens;
   const uint32_t *token_rows = in.token_rows, *embed_slots = in.embed_slots,
                  *embed_in_rows = in.embed_in_rows, *write_pages = in.write_pages,
@@ -585,8 +604,9 @@ void CudaBackend::enqueue_step(const StepInputs& in) {
 
 uint64_t CudaBackend::step_fingerprint(const StepInputs& in) const {
   Fingerprint f;
-  for (uint64_t v : {uint64_t{in.T}, uint64_t{in.n_topk}, uint64_t{in.n_logits}, uint64_t{in.k_max},
-                     uint64_t{in.adjusted}, attention_->launch_fingerprint()})
+  for (uint64_t v :
+       {uint64_t{in.T}, uint64_t{in.n_topk}, uint64_t{in.n_logits}, uint64_t{in.n_hidden},
+        uint64_t{in.k_max}, uint64_t{in.adjusted}, attention_->launch_fingerprint()})
     f.mix(v);
   const void* addresses[] = {in.tokens,      in.token_rows,  in.embed_slots, in.embed_in_rows,
                              in.write_pages, in.write_slots, in.out_rows,    in.out_slots,
@@ -610,12 +630,11 @@ void CudaBackend::lm_head(const StepInputs& in) {
   const uint32_t n_topk = in.n_topk, n_logits = in.n_logits, k_max = in.k_max;
   const ModelConfig& c = config();
   cudaStream_t s = stream_.get();
-  const uint32_t R = n_topk + n_logits, V = c.vocab_size;
+  const uint32_t R = n_topk + n_logits + in.n_hidden, V = c.vocab_size;
   const size_t e = elem_bytes(act_);
   add_rmsnorm(ws_.out_x.as<float>(), nullptr, dev_weights_->output_norm, R, c.d_model, c.rms_eps,
               ws_.out_h.get(), act_, s);
-  host_out_.reserve(
-      std::max<size_t>(1, (2 * size_t{n_topk} * k_max + size_t{n_logits} * V) * sizeof(float)));
+  host_out_.reserve(host_out_bytes(n_topk, k_max, n_logits, in.n_hidden));
   const DeviceMatrix& head = dev_weights_->output;
   float* logits = ws_.logits.as<float>();
   auto hidden = [&](uint32_t row) {
@@ -645,6 +664,10 @@ void CudaBackend::lm_head(const StepInputs& in) {
     PITH_CUDA_CHECK(cudaMemcpyAsync(host_logit_rows + size_t{r0} * V, logits,
                                     size_t{n} * V * sizeof(float), cudaMemcpyDeviceToHost, s));
   }
+  if (in.n_hidden > 0)  // the normed rows themselves (embeddings), in the activation type
+    PITH_CUDA_CHECK(cudaMemcpyAsync(const_cast<void*>(host_hidden(n_topk, k_max, n_logits)),
+                                    hidden(n_topk + n_logits), size_t{in.n_hidden} * c.d_model * e,
+                                    cudaMemcpyDeviceToHost, s));
 }
 
 }  // namespace pith::cuda

@@ -111,7 +111,7 @@ class CudaBackend final : public Backend {
  private:
   // Device addresses of one forward's staged inputs, and its shape.
   struct StepInputs {
-    uint32_t T = 0, n_topk = 0, n_logits = 0, k_max = 0;
+    uint32_t T = 0, n_topk = 0, n_logits = 0, n_hidden = 0, k_max = 0;
     const int32_t* tokens = nullptr;
     const uint32_t *token_rows = nullptr, *embed_slots = nullptr, *embed_in_rows = nullptr;
     const uint32_t *write_pages = nullptr, *write_slots = nullptr;
@@ -136,8 +136,9 @@ class CudaBackend final : public Backend {
   }
   // Everything enqueue_step's launches take by value or address (decode_graphs.h).
   uint64_t step_fingerprint(const StepInputs& in) const;
-  // Output norm + LM head over ws_.out_x's first n_topk + n_logits rows (top-K rows first);
-  // in.ks, in.mask_at: device [n_topk]. Enqueues the copies of the results into host_out_.
+  // Output norm over ws_.out_x's n_topk + n_logits + n_hidden rows (in that order), LM head
+  // over the first n_topk + n_logits; in.ks, in.mask_at: device [n_topk]. Enqueues the copies
+  // of the results into host_out_ (the hidden rows in the activation type).
   void lm_head(const StepInputs& in);
   const int32_t* host_topk_ids() const { return host_out_.as<int32_t>(); }
   const float* host_topk_probs(uint32_t n_topk, uint32_t k_max) const {
@@ -145,6 +146,16 @@ class CudaBackend final : public Backend {
   }
   const float* host_logits(uint32_t n_topk, uint32_t k_max) const {
     return host_out_.as<float>() + 2 * size_t{n_topk} * k_max;
+  }
+  const void* host_hidden(uint32_t n_topk, uint32_t k_max, uint32_t n_logits) const {
+    return host_logits(n_topk, k_max) + size_t{n_logits} * config().vocab_size;
+  }
+  // host_out_'s bytes for a step's results.
+  size_t host_out_bytes(uint32_t n_topk, uint32_t k_max, uint32_t n_logits,
+                        uint32_t n_hidden) const {
+    return std::max<size_t>(
+        1, (2 * size_t{n_topk} * k_max + size_t{n_logits} * config().vocab_size) * 4 +
+               size_t{n_hidden} * config().d_model * elem_bytes(act_));
   }
 
   std::shared_ptr<const ModelWeights> weights_;
