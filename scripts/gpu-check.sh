@@ -53,7 +53,8 @@
 #      to cuda when a GPU is present)
 #   6. per-step GPU time vs wall time of decode at batch 1, 8 and 64 on the 1B shape (CUDA events),
 #      decode CUDA graphs on and off, the own GEMV allowed or not (the A/B of each); graphs on
-#      and off at batch 1 and 64 on step 4b's qwen3.5-0.8b shape (hybrid: recurrent layers)
+#      and off at batch 1 and 64 on step 4b's qwen3.5-0.8b shape (hybrid: recurrent layers);
+#      /v1/embeddings on the 1B shape, a CUDA server's vectors against a CPU server's (cosine)
 #   7. only when GPU_CHECKS names it: pith bench paper on the 1B shape, Fig. 8 beside the CPU
 #   8. only when GPU_CHECKS names it: issue 17's model numbers: pith bench model --device cuda on
 #      the 1B, 3B and 8B shapes (BF16) against the decode floor (device-to-device bandwidth
@@ -490,6 +491,36 @@ with tarfile.open(sys.argv[1]) as t:
       else
         record step-timing-qwen35 FAIL "see step-timing-qwen35.err"
       fi
+    fi
+    # /v1/embeddings on the GPU (the model's Hidden output beside the LM head): a CUDA server's
+    # vectors for the 1B shape against a CPU server's on the same file (cosine; BF16 activations
+    # on the GPU), and batched requests against one input per request.
+    if [[ -f $work/llama3.2-1b-bf16.gguf ]]; then
+      local eport=18171 epid
+      "$pith" serve -m "$work/llama3.2-1b-bf16.gguf" --device cpu --port $eport \
+        > "$OUT/embeddings-cpu-server.log" 2>&1 &
+      epid=$!
+      for _ in $(seq 120); do
+        $python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+          "http://127.0.0.1:$eport/health" > /dev/null 2>&1 && break
+        sleep 1
+      done
+      if "$pith" bench embeddings -m "$work/llama3.2-1b-bf16.gguf" --device cuda \
+           --against "http://127.0.0.1:$eport" --inputs 32 --batch 8 --words 50 --rounds 1 \
+           --json > "$OUT/bench-embeddings.txt" 2>&1 &&
+         tail -1 "$OUT/bench-embeddings.txt" | $python -c '
+import json, sys
+j = json.loads(sys.stdin.read())
+print("cosine vs cpu min %.5f mean %.5f; cuda batched %.1f inputs/s, one by one %.1f (%.2fx)" % (
+    j["min_cosine_vs_against"], j["mean_cosine_vs_against"], j["batched_inputs_per_s"],
+    j["one_by_one_inputs_per_s"], j["batched_vs_one_by_one"]))
+sys.exit(0 if j["min_cosine_vs_against"] > 0.98 else 1)' > "$OUT/embeddings-summary.txt"; then
+        record embeddings-cuda PASS "$(cat "$OUT/embeddings-summary.txt")"
+      else
+        record embeddings-cuda FAIL "$(cat "$OUT/embeddings-summary.txt" 2> /dev/null) see bench-embeddings.txt"
+      fi
+      kill "$epid" 2> /dev/null
+      wait "$epid" 2> /dev/null
     fi
   fi
 
