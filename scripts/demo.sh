@@ -51,6 +51,12 @@ curl -sf "$URL/v1/chat/completions" -H 'Content-Type: application/json' \
   python3 -m json.tool
 
 echo
+echo "== POST $URL/v1/embeddings  (the model's final hidden state, pooled; 4 leading dimensions)"
+curl -sf "$URL/v1/embeddings" -H 'Content-Type: application/json' \
+  -d '{"input": ["Hello there.", "General Kenobi."], "dimensions": 4}' |
+  python3 -m json.tool
+
+echo
 echo "== stopping the server (SIGTERM)"
 stop_server
 trap - EXIT
