@@ -1,7 +1,7 @@
 // The bytes a distribution future resolves to (abi.h next_dist / forward_tokens): per output,
 // uint32 k, k uint32 token ids, k float32 values, back to back (a hidden state: uint32 n, n
-// float32). One writer per form the ABI asks
-// for: a top-K as the engine sorted it, the whole vocabulary by id (probabilities or raw logits).
+// float32). One writer per form the ABI asks for: a top-K as the engine sorted it, the whole
+// vocabulary by id (probabilities or raw logits), a hidden state.
 #pragma once
 
 #include <string>

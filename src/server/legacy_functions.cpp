@@ -14,11 +14,6 @@ using nlohmann::ordered_json;
 
 namespace {
 
-template <typename... Args>
-[[noreturn]] void bad(std::string param, fmt::format_string<Args...> f, Args&&... args) {
-  throw InvalidRequest(std::move(param), fmt::format(f, std::forward<Args>(args)...));
-}
-
 template <typename Json>
 bool set(const Json& object, const char* key) {
   auto it = object.find(key);
@@ -29,21 +24,23 @@ bool set(const Json& object, const char* key) {
 template <typename Json>
 void rewrite_functions(Json& body) {
   if (set(body, "functions")) {
-    if (set(body, "tools")) bad("functions", "'functions' cannot be combined with 'tools'");
+    if (set(body, "tools"))
+      refuse_request("functions", "'functions' cannot be combined with 'tools'");
     const Json& functions = body["functions"];
     if (!functions.is_array() || functions.empty())
-      bad("functions", "'functions' must be a non-empty array of functions");
+      refuse_request("functions", "'functions' must be a non-empty array of functions");
     Json tools = Json::array();
     for (const auto& fn : functions) {
-      if (!fn.is_object()) bad("functions", "every function must be an object with a 'name'");
+      if (!fn.is_object())
+        refuse_request("functions", "every function must be an object with a 'name'");
       for (const auto& [key, value] : fn.items())
         if (key != "name" && key != "description" && key != "parameters")
-          bad("functions", "unrecognized function field '{}'", key);
+          refuse_request("functions", "unrecognized function field '{}'", key);
       if (string_or(fn, "name").empty())
-        bad("functions", "every function needs a non-empty string 'name'");
+        refuse_request("functions", "every function needs a non-empty string 'name'");
       if (set(fn, "parameters") && !fn["parameters"].is_object())
-        bad("functions", "function '{}': 'parameters' must be an object",
-            fn["name"].template get<std::string>());
+        refuse_request("functions", "function '{}': 'parameters' must be an object",
+                       fn["name"].template get<std::string>());
       tools.push_back(Json{{"type", "function"}, {"function", fn}});
     }
     body["tools"] = std::move(tools);
@@ -52,8 +49,8 @@ void rewrite_functions(Json& body) {
   body.erase("functions");
   if (set(body, "function_call")) {
     if (set(body, "tool_choice"))
-      bad("function_call", "'function_call' cannot be combined with 'tool_choice'");
-    if (!set(body, "tools")) bad("function_call", "'function_call' needs 'functions'");
+      refuse_request("function_call", "'function_call' cannot be combined with 'tool_choice'");
+    if (!set(body, "tools")) refuse_request("function_call", "'function_call' needs 'functions'");
     const Json& call = body["function_call"];
     Json choice;
     if (call.is_string() && (call == "none" || call == "auto"))
@@ -61,7 +58,8 @@ void rewrite_functions(Json& body) {
     else if (call.is_object() && call.size() == 1 && !string_or(call, "name").empty())
       choice = Json{{"type", "function"}, {"function", {{"name", call["name"]}}}};
     else
-      bad("function_call", "'function_call' must be \"none\", \"auto\" or {{\"name\": ...}}");
+      refuse_request("function_call",
+                     "'function_call' must be \"none\", \"auto\" or {{\"name\": ...}}");
     body["tool_choice"] = std::move(choice);
   }
   body.erase("function_call");
@@ -80,12 +78,14 @@ void rewrite_messages(Json& body) {
     const std::string role = string_or(m, "role");
     if (set(m, "function_call")) {
       if (role != "assistant")
-        bad("messages", "'function_call' is allowed on assistant messages only");
+        refuse_request("messages", "'function_call' is allowed on assistant messages only");
       if (set(m, "tool_calls"))
-        bad("messages", "an assistant message cannot have both 'function_call' and 'tool_calls'");
+        refuse_request("messages",
+                       "an assistant message cannot have both 'function_call' and 'tool_calls'");
       const Json& call = m["function_call"];
       const std::string name = call.is_object() ? string_or(call, "name") : "";
-      if (name.empty()) bad("messages", "a message's 'function_call' needs a non-empty 'name'");
+      if (name.empty())
+        refuse_request("messages", "a message's 'function_call' needs a non-empty 'name'");
       Json function = {{"name", name}};
       if (set(call, "arguments")) function["arguments"] = call["arguments"];
       const std::string id = fmt::format("call_legacy_{}", calls++);
@@ -96,7 +96,8 @@ void rewrite_messages(Json& body) {
     m.erase("function_call");
     if (role == "function") {
       const std::string name = string_or(m, "name");
-      if (name.empty()) bad("messages", "a 'function' message needs the function's 'name'");
+      if (name.empty())
+        refuse_request("messages", "a 'function' message needs the function's 'name'");
       m["role"] = "tool";
       if (auto it = latest_call.find(name); it != latest_call.end()) m["tool_call_id"] = it->second;
     }

@@ -14,38 +14,35 @@ namespace pith::server {
 
 using nlohmann::json;
 
-namespace {
-
-template <typename... Args>
-[[noreturn]] void bad(std::string param, fmt::format_string<Args...> f, Args&&... args) {
-  throw InvalidRequest(std::move(param), fmt::format(f, std::forward<Args>(args)...));
+std::optional<bool> bool_field(const json& body, const char* key) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) refuse_request(key, "'{}' must be a boolean", key);
+  return it->get<bool>();
 }
+
+namespace {
 
 // Reads an optional number field with a range check.
 template <typename T>
 std::optional<T> number_field(const json& body, const char* key, double lo, double hi) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number()) bad(key, "'{}' must be a number", key);
+  if (!it->is_number()) refuse_request(key, "'{}' must be a number", key);
   double v = it->get<double>();
-  if (std::is_integral_v<T> && v != std::floor(v)) bad(key, "'{}' must be an integer", key);
-  if (!(v >= lo && v <= hi)) bad(key, "'{}' must be between {} and {}, got {}", key, lo, hi, v);
+  if (std::is_integral_v<T> && v != std::floor(v))
+    refuse_request(key, "'{}' must be an integer", key);
+  if (!(v >= lo && v <= hi))
+    refuse_request(key, "'{}' must be between {} and {}, got {}", key, lo, hi, v);
   return static_cast<T>(v);
 }
 
-std::optional<bool> bool_field(const json& body, const char* key) {
-  auto it = body.find(key);
-  if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_boolean()) bad(key, "'{}' must be a boolean", key);
-  return it->get<bool>();
-}
-
 int32_t token_id(const json& v, const Tokenizer& tok, const char* param) {
-  if (!v.is_number_integer()) bad(param, "'{}' must hold integer token ids", param);
+  if (!v.is_number_integer()) refuse_request(param, "'{}' must hold integer token ids", param);
   int64_t id = v.get<int64_t>();
   if (id < 0 || static_cast<size_t>(id) >= tok.vocab_size())
-    bad(param, "token {} in '{}' is outside the vocabulary of {} tokens", id, param,
-        tok.vocab_size());
+    refuse_request(param, "token {} in '{}' is outside the vocabulary of {} tokens", id, param,
+                   tok.vocab_size());
   return static_cast<int32_t>(id);
 }
 
@@ -58,14 +55,15 @@ std::vector<int32_t> tokens_of(const json& arr, const Tokenizer& tok, const char
 // A predicted output's text ({"type": "content", "content": text or text parts}); at most a
 // context's worth of tokens.
 std::string prediction_text(const json& p, const Tokenizer& tok, uint32_t context_length) {
-  if (!p.is_object()) bad("prediction", "'prediction' must be an object");
+  if (!p.is_object()) refuse_request("prediction", "'prediction' must be an object");
   for (const auto& [key, value] : p.items())
     if (key != "type" && key != "content")
-      bad("prediction", "unrecognized field '{}' in 'prediction'", key);
-  if (string_or(p, "type") != "content") bad("prediction", "'prediction.type' must be \"content\"");
+      refuse_request("prediction", "unrecognized field '{}' in 'prediction'", key);
+  if (string_or(p, "type") != "content")
+    refuse_request("prediction", "'prediction.type' must be \"content\"");
   auto it = p.find("content");
   if (it == p.end() || !(it->is_string() || it->is_array()))
-    bad("prediction", "'prediction.content' must be a string or an array of text parts");
+    refuse_request("prediction", "'prediction.content' must be a string or an array of text parts");
   std::string text;
   if (it->is_string()) {
     text = it->get<std::string>();
@@ -73,17 +71,17 @@ std::string prediction_text(const json& p, const Tokenizer& tok, uint32_t contex
     for (const auto& part : *it) {
       if (!part.is_object() || string_or(part, "type") != "text" || !part.contains("text") ||
           !part["text"].is_string())
-        bad("prediction",
-            "'prediction.content' parts must be {{\"type\": \"text\", \"text\": ...}}");
+        refuse_request("prediction",
+                       "'prediction.content' parts must be {{\"type\": \"text\", \"text\": ...}}");
       text += part["text"].get<std::string>();
     }
   }
   if (text.find('\0') != std::string::npos)
-    bad("prediction", "'prediction.content' may not contain NUL characters");
+    refuse_request("prediction", "'prediction.content' may not contain NUL characters");
   const size_t tokens = tok.encode(text, /*add_special=*/false, /*parse_special=*/false).size();
   if (tokens > context_length)
-    bad("prediction", "the prediction has {} tokens; this model's context is {} tokens", tokens,
-        context_length);
+    refuse_request("prediction", "the prediction has {} tokens; this model's context is {} tokens",
+                   tokens, context_length);
   return text;
 }
 
@@ -98,12 +96,12 @@ std::string message_text(const json& m) {
     for (const auto& part : *it) {
       if (!part.is_object() || string_or(part, "type") != "text" || !part.contains("text") ||
           !part["text"].is_string())
-        bad("messages", "only text content parts are supported by this model");
+        refuse_request("messages", "only text content parts are supported by this model");
       out += part["text"].get<std::string>();
     }
     return out;
   }
-  bad("messages", "message 'content' must be a string or an array of text parts");
+  refuse_request("messages", "message 'content' must be a string or an array of text parts");
 }
 
 namespace {
@@ -191,19 +189,19 @@ void check_fields(const json& body, bool chat) {
       if (key == f.name) rule = &f;
     const bool applies = rule && (chat ? rule->chat : rule->completions);
     if (!applies)
-      bad(key, "unrecognized request argument '{}' for {}", key,
-          chat ? "/v1/chat/completions" : "/v1/completions");
+      refuse_request(key, "unrecognized request argument '{}' for {}", key,
+                     chat ? "/v1/chat/completions" : "/v1/completions");
     if (rule->what == Field::Unsupported && !value.is_null())
-      bad(key, "'{}' is not supported by this server", key);
+      refuse_request(key, "'{}' is not supported by this server", key);
     if (rule->what == Field::AtDefault && !value.is_null() && rule->default_json) {
       if (value != json::parse(rule->default_json))
-        bad(key, "'{}': {} is not supported by this server (only {})", key, value.dump(),
-            rule->default_json);
+        refuse_request(key, "'{}': {} is not supported by this server (only {})", key, value.dump(),
+                       rule->default_json);
     } else if (rule->what == Field::AtDefault && !value.is_null()) {
-      if (!value.is_boolean()) bad(key, "'{}' must be a boolean", key);
+      if (!value.is_boolean()) refuse_request(key, "'{}' must be a boolean", key);
       if (value.get<bool>() != rule->default_value)
-        bad(key, "'{}': {} is not supported by this server (only {})", key, value.get<bool>(),
-            rule->default_value);
+        refuse_request(key, "'{}': {} is not supported by this server (only {})", key,
+                       value.get<bool>(), rule->default_value);
     }
   }
 }
@@ -214,16 +212,16 @@ void check_fields(const json& body, bool chat) {
 std::optional<std::string> fim_suffix(const json& body, const Tokenizer& tok) {
   auto it = body.find("suffix");
   if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_string()) bad("suffix", "'suffix' must be a string");
+  if (!it->is_string()) refuse_request("suffix", "'suffix' must be a string");
   const Vocab& v = tok.vocab();
   if (v.fim_pre_id < 0) {
     if (it->get<std::string>().empty()) return std::nullopt;
-    bad("suffix",
-        "'suffix' needs a model with fill-in-the-middle tokens (such as <|fim_prefix|>, "
-        "<|fim_suffix|> and <|fim_middle|>); this model has none");
+    refuse_request("suffix",
+                   "'suffix' needs a model with fill-in-the-middle tokens (such as <|fim_prefix|>, "
+                   "<|fim_suffix|> and <|fim_middle|>); this model has none");
   }
   if (bool_field(body, "echo").value_or(false))
-    bad("echo", "'echo' cannot be combined with 'suffix'");
+    refuse_request("echo", "'echo' cannot be combined with 'suffix'");
   return it->get<std::string>();
 }
 
@@ -258,12 +256,14 @@ json template_kwargs(const json& body, const ChatTemplate& chat_template) {
                                                   "high", "xhigh",   "max"};
   if (!effort->is_string() || std::find(std::begin(kEfforts), std::end(kEfforts),
                                         effort->get<std::string>()) == std::end(kEfforts))
-    bad("reasoning_effort",
+    refuse_request(
+        "reasoning_effort",
         "'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh, max");
   const std::string& source = chat_template.source();
   if (source.find("enable_thinking") == std::string::npos &&
       source.find("reasoning_effort") == std::string::npos)
-    bad("reasoning_effort",
+    refuse_request(
+        "reasoning_effort",
         "'reasoning_effort' is not supported by this model: its chat template has no reasoning "
         "switch (it reads neither enable_thinking nor reasoning_effort)");
   if (kwargs.is_null()) kwargs = json::object();
@@ -281,7 +281,7 @@ std::vector<int32_t> chat_prompt_tokens(const json& messages_field, const Tokeni
                                         const nlohmann::ordered_json* tools,
                                         const json* template_kwargs, std::string* rendered) {
   if (!messages_field.is_array() || messages_field.empty())
-    bad("messages", "'messages' must be a non-empty array");
+    refuse_request("messages", "'messages' must be a non-empty array");
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   for (const auto& m : messages_field) messages.push_back(template_message(m));
   if (gemma4_needs_tool_turns(chat_template.source())) messages = gemma4_tool_turns(messages);
@@ -292,17 +292,17 @@ std::vector<int32_t> chat_prompt_tokens(const json& messages_field, const Tokeni
   if (!tok.eos_text().empty()) vars["eos_token"] = tok.eos_text();
   if (template_kwargs && !template_kwargs->is_null()) {
     if (!template_kwargs->is_object())
-      bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+      refuse_request("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     for (const auto& [key, value] : template_kwargs->items())
       if (vars.contains(key) || key == "tools" || key == "documents")
-        bad("chat_template_kwargs", "'chat_template_kwargs' may not set '{}'", key);
+        refuse_request("chat_template_kwargs", "'chat_template_kwargs' may not set '{}'", key);
     vars["extra_context"] = *template_kwargs;
   }
   std::string text;
   try {
     text = chat_template.render(ChatTemplate::variables_for(vars));
   } catch (const std::exception& e) {
-    bad("messages", "chat template: {}", e.what());
+    refuse_request("messages", "chat template: {}", e.what());
   }
   if (rendered) *rendered = text;
   return tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
@@ -355,7 +355,7 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
                                            uint32_t context_length, uint64_t default_seed,
                                            const nlohmann::ordered_json* ordered_body,
                                            ToolCallFormat tool_format) {
-  if (!body.is_object()) bad("", "the request body must be a JSON object");
+  if (!body.is_object()) refuse_request("", "the request body must be a JSON object");
   if (chat && uses_legacy_functions(body)) {
     json modern = body;
     nlohmann::ordered_json modern_ordered =
@@ -383,15 +383,17 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
   CompletionRequest r;
   r.chat = chat;
   if (body.contains("model") && !body["model"].is_null()) {
-    if (!body["model"].is_string()) bad("model", "'model' must be a string");
+    if (!body["model"].is_string()) refuse_request("model", "'model' must be a string");
     r.model = body["model"].get<std::string>();
   }
   r.stream = bool_field(body, "stream").value_or(false);
   if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
-    if (!so->is_object()) bad("stream_options", "'stream_options' must be an object");
+    if (!so->is_object()) refuse_request("stream_options", "'stream_options' must be an object");
     for (const auto& [key, value] : so->items()) {
-      if (key != "include_usage") bad("stream_options", "unrecognized stream option '{}'", key);
-      if (!value.is_boolean()) bad("stream_options", "'include_usage' must be a boolean");
+      if (key != "include_usage")
+        refuse_request("stream_options", "unrecognized stream option '{}'", key);
+      if (!value.is_boolean())
+        refuse_request("stream_options", "'include_usage' must be a boolean");
       r.include_usage = value.get<bool>();
     }
   }
@@ -400,7 +402,7 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
 
   if (chat) {
     auto it = body.find("messages");
-    if (it == body.end()) bad("messages", "'messages' is required");
+    if (it == body.end()) refuse_request("messages", "'messages' is required");
     r.tools = parse_tool_request(
         body, ordered_body && ordered_body->is_object() ? ordered_body : nullptr);
     r.tool_format = tool_format;
@@ -419,7 +421,7 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
     r.prompt_opens_thought = prompt_opens_thought(rendered);
   } else {
     auto it = body.find("prompt");
-    if (it == body.end() || it->is_null()) bad("prompt", "'prompt' is required");
+    if (it == body.end() || it->is_null()) refuse_request("prompt", "'prompt' is required");
     const std::optional<std::string> suffix = fim_suffix(body, tok);
     // A string, token ids, or a batch of either (one set of n choices per prompt); with a
     // suffix, each prompt is the text before the insertion point.
@@ -435,12 +437,12 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
         r.echo_texts.push_back(tok.decode(r.prompts.back()));
         if (suffix) r.prompts.back() = fim_prompt(tok, std::move(r.prompts.back()), *suffix);
       } else {
-        bad("prompt", "'prompt' must be a string, token ids, or an array of either");
+        refuse_request("prompt", "'prompt' must be a string, token ids, or an array of either");
       }
     };
     const json& p = *it;
     if (p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array())) {
-      if (p.size() > 64) bad("prompt", "at most 64 prompts in one request");
+      if (p.size() > 64) refuse_request("prompt", "at most 64 prompts in one request");
       for (const auto& each : p) one(each);
     } else {
       one(p);
@@ -449,11 +451,11 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
   const char* prompt_field = chat ? "messages" : "prompt";
   size_t longest = 0;
   for (const auto& prompt : r.prompts) {
-    if (prompt.empty()) bad(prompt_field, "the prompt is empty");
+    if (prompt.empty()) refuse_request(prompt_field, "the prompt is empty");
     if (prompt.size() >= context_length)
-      bad(prompt_field,
-          "the prompt has {} tokens; this model's maximum context length is {} tokens",
-          prompt.size(), context_length);
+      refuse_request(prompt_field,
+                     "the prompt has {} tokens; this model's maximum context length is {} tokens",
+                     prompt.size(), context_length);
     longest = std::max(longest, prompt.size());
   }
   const uint32_t room = context_length - static_cast<uint32_t>(longest);
@@ -465,13 +467,14 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
   if (!max_tokens) max_tokens = number_field<uint32_t>(body, max_field = "max_tokens", least, 1e9);
   r.max_tokens = max_tokens.value_or(chat ? room : 16);
   if (r.max_tokens > room)
-    bad(max_field,
+    refuse_request(
+        max_field,
         "the prompt ({} tokens) plus max_tokens ({}) exceeds this model's maximum context length "
         "of {} tokens",
         longest, r.max_tokens, context_length);
   r.temperature = number_field<float>(body, "temperature", 0, 2).value_or(1.0f);
   r.top_p = number_field<float>(body, "top_p", 0, 1).value_or(1.0f);
-  if (r.top_p <= 0) bad("top_p", "'top_p' must be greater than 0");
+  if (r.top_p <= 0) refuse_request("top_p", "'top_p' must be greater than 0");
   int64_t top_k = number_field<int64_t>(body, "top_k", -1, 1e9).value_or(0);
   r.top_k = top_k < 0 ? 0 : static_cast<uint32_t>(top_k);
   r.min_p = number_field<float>(body, "min_p", 0, 1).value_or(0.0f);
@@ -481,32 +484,35 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
   // best_of: that many candidates per prompt, the n with the highest log-probability per token
   // returned (so the whole set must be seen before anything is sent).
   if (auto best_of = number_field<uint32_t>(body, "best_of", 1, 16); best_of && *best_of != r.n) {
-    if (*best_of < r.n) bad("best_of", "'best_of' ({}) must be at least n ({})", *best_of, r.n);
-    if (r.stream) bad("best_of", "'best_of' results cannot be streamed");
+    if (*best_of < r.n)
+      refuse_request("best_of", "'best_of' ({}) must be at least n ({})", *best_of, r.n);
+    if (r.stream) refuse_request("best_of", "'best_of' results cannot be streamed");
     r.returned_n = r.n;
     r.n = *best_of;
   }
   if (r.n * r.prompts.size() > 64)
-    bad(r.returned_n ? "best_of" : "n", "{} prompts with {} = {} make {} choices; at most 64",
-        r.prompts.size(), r.returned_n ? "best_of" : "n", r.n, r.n * r.prompts.size());
+    refuse_request(r.returned_n ? "best_of" : "n",
+                   "{} prompts with {} = {} make {} choices; at most 64", r.prompts.size(),
+                   r.returned_n ? "best_of" : "n", r.n, r.n * r.prompts.size());
   if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
     if (it->is_string())
       r.stop.push_back(it->get<std::string>());
     else if (it->is_array()) {
       for (const auto& s : *it) {
-        if (!s.is_string()) bad("stop", "'stop' must be a string or an array of strings");
+        if (!s.is_string())
+          refuse_request("stop", "'stop' must be a string or an array of strings");
         r.stop.push_back(s.get<std::string>());
       }
     } else
-      bad("stop", "'stop' must be a string or an array of strings");
-    if (r.stop.size() > 16) bad("stop", "at most 16 stop strings");
+      refuse_request("stop", "'stop' must be a string or an array of strings");
+    if (r.stop.size() > 16) refuse_request("stop", "at most 16 stop strings");
     std::erase(r.stop, std::string());
   }
   if (chat) {
     r.logprobs = bool_field(body, "logprobs").value_or(false);
     r.top_logprobs = number_field<uint32_t>(body, "top_logprobs", 0, 20).value_or(0);
     if (r.top_logprobs > 0 && !r.logprobs)
-      bad("top_logprobs", "'top_logprobs' requires 'logprobs': true");
+      refuse_request("top_logprobs", "'top_logprobs' requires 'logprobs': true");
   } else if (auto lp = number_field<uint32_t>(body, "logprobs", 0, 20)) {
     r.logprobs = true;
     r.top_logprobs = *lp;
@@ -516,11 +522,11 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
   r.frequency_penalty = number_field<float>(body, "frequency_penalty", -2, 2).value_or(0.0f);
   r.repetition_penalty = number_field<float>(body, "repetition_penalty", 0, 1e9).value_or(1.0f);
   if (r.repetition_penalty <= 0)
-    bad("repetition_penalty", "'repetition_penalty' must be greater than 0");
+    refuse_request("repetition_penalty", "'repetition_penalty' must be greater than 0");
   if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
     if (!it->is_object())
-      bad("logit_bias", "'logit_bias' must be an object mapping token ids to biases");
-    if (it->size() > 300) bad("logit_bias", "at most 300 entries in 'logit_bias'");
+      refuse_request("logit_bias", "'logit_bias' must be an object mapping token ids to biases");
+    if (it->size() > 300) refuse_request("logit_bias", "at most 300 entries in 'logit_bias'");
     for (const auto& [key, value] : it->items()) {
       size_t used = 0;
       long long id = -1;
@@ -530,22 +536,23 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
         used = 0;
       }
       if (used != key.size() || key.empty())
-        bad("logit_bias", "'logit_bias' key '{}' is not a token id", key);
+        refuse_request("logit_bias", "'logit_bias' key '{}' is not a token id", key);
       if (id < 0 || static_cast<size_t>(id) >= tok.vocab_size())
-        bad("logit_bias", "'logit_bias' token {} is outside the vocabulary of {} tokens", id,
-            tok.vocab_size());
+        refuse_request("logit_bias", "'logit_bias' token {} is outside the vocabulary of {} tokens",
+                       id, tok.vocab_size());
       if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
-        bad("logit_bias", "'logit_bias' values must be numbers between -100 and 100");
+        refuse_request("logit_bias", "'logit_bias' values must be numbers between -100 and 100");
       r.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
     }
   }
   r.min_tokens = number_field<uint32_t>(body, "min_tokens", 0, 1e9).value_or(0);
   if (r.min_tokens > r.max_tokens)
-    bad("min_tokens", "'min_tokens' ({}) is greater than max_tokens ({})", r.min_tokens,
-        r.max_tokens);
+    refuse_request("min_tokens", "'min_tokens' ({}) is greater than max_tokens ({})", r.min_tokens,
+                   r.max_tokens);
   r.ignore_eos = bool_field(body, "ignore_eos").value_or(false);
   if (auto it = body.find("stop_token_ids"); it != body.end() && !it->is_null()) {
-    if (!it->is_array()) bad("stop_token_ids", "'stop_token_ids' must be an array of token ids");
+    if (!it->is_array())
+      refuse_request("stop_token_ids", "'stop_token_ids' must be an array of token ids");
     r.stop_token_ids = tokens_of(*it, tok, "stop_token_ids");
   }
   if (auto it = body.find("response_format"); chat && it != body.end()) {
@@ -558,7 +565,8 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
     r.prediction = prediction_text(*it, tok, context_length);
   if (r.tools.forced()) {
     if (!r.grammar.empty())
-      bad("response_format", "'response_format' cannot be combined with a forced tool_choice");
+      refuse_request("response_format",
+                     "'response_format' cannot be combined with a forced tool_choice");
     r.grammar = tool_call_grammar(r.tools, r.tool_format);
   }
   return r;

@@ -3,6 +3,7 @@
 // CompletionSession (completion_session.h).
 #pragma once
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -33,6 +34,15 @@ class InvalidRequest : public std::runtime_error {
  private:
   std::string param_;
 };
+
+// Throws InvalidRequest for `param` with a formatted message.
+template <typename... Args>
+[[noreturn]] void refuse_request(std::string param, fmt::format_string<Args...> f, Args&&... args) {
+  throw InvalidRequest(std::move(param), fmt::format(f, std::forward<Args>(args)...));
+}
+
+// An optional boolean field: nullopt when absent or null; InvalidRequest when not a boolean.
+std::optional<bool> bool_field(const nlohmann::json& body, const char* key);
 
 struct CompletionRequest {
   bool chat = false;

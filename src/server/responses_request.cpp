@@ -13,11 +13,6 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-template <typename... Args>
-[[noreturn]] void bad(std::string param, fmt::format_string<Args...> f, Args&&... args) {
-  throw InvalidRequest(std::move(param), fmt::format(f, std::forward<Args>(args)...));
-}
-
 // Every field a Responses request may carry; anything else is refused by name.
 constexpr const char* kFields[] = {"model",
                                    "input",
@@ -46,14 +41,16 @@ bool known_field(const std::string& key) {
 std::string content_text(const ojson& content, const std::string& param,
                          const char* member = "content") {
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) bad(param, "'{}' must be a string or an array of text parts", member);
+  if (!content.is_array())
+    refuse_request(param, "'{}' must be a string or an array of text parts", member);
   std::string out;
   for (const auto& part : content) {
     const std::string type = part.is_object() ? string_or(part, "type") : "";
     if ((type != "input_text" && type != "output_text") || !part.contains("text") ||
         !part["text"].is_string())
-      bad(param, "only input_text and output_text content parts are supported by this model{}",
-          type.empty() ? "" : fmt::format(" (got '{}')", type));
+      refuse_request(param,
+                     "only input_text and output_text content parts are supported by this model{}",
+                     type.empty() ? "" : fmt::format(" (got '{}')", type));
     out += part["text"].get<std::string>();
   }
   return out;
@@ -67,7 +64,7 @@ std::string item_type(const ojson& item) {
 std::string string_member(const ojson& item, const char* key, const std::string& param) {
   auto it = item.find(key);
   if (it == item.end() || !it->is_string())
-    bad(param, "a '{}' item needs a string '{}'", item_type(item), key);
+    refuse_request(param, "a '{}' item needs a string '{}'", item_type(item), key);
   return it->get<std::string>();
 }
 
@@ -75,14 +72,15 @@ std::string string_member(const ojson& item, const char* key, const std::string&
 // item that does not reach the model.
 ojson normalize_item(const ojson& item, size_t index) {
   const std::string param = fmt::format("input[{}]", index);
-  if (!item.is_object()) bad(param, "input items must be objects");
+  if (!item.is_object()) refuse_request(param, "input items must be objects");
   const std::string type = item_type(item);
   if (type == "message") {
     const std::string role = string_member(item, "role", param);
     if (role != "user" && role != "system" && role != "developer" && role != "assistant")
-      bad(param, "unsupported message role '{}' (user, system, developer or assistant)", role);
+      refuse_request(param, "unsupported message role '{}' (user, system, developer or assistant)",
+                     role);
     auto c = item.find("content");
-    if (c == item.end()) bad(param, "a message item needs 'content'");
+    if (c == item.end()) refuse_request(param, "a message item needs 'content'");
     return {{"type", "message"}, {"role", role}, {"content", content_text(*c, param)}};
   }
   if (type == "function_call") {
@@ -94,7 +92,7 @@ ojson normalize_item(const ojson& item, size_t index) {
   }
   if (type == "function_call_output") {
     auto o = item.find("output");
-    if (o == item.end()) bad(param, "a 'function_call_output' item needs 'output'");
+    if (o == item.end()) refuse_request(param, "a 'function_call_output' item needs 'output'");
     return {{"type", "function_call_output"},
             {"call_id", string_member(item, "call_id", param)},
             {"output", content_text(*o, param, "output")}};
@@ -102,7 +100,7 @@ ojson normalize_item(const ojson& item, size_t index) {
   // A previous output's reasoning item, sent back as many clients do (input += output): its
   // thoughts are not shown to the model, as chat templates drop them from the history.
   if (type == "reasoning") return nullptr;
-  bad(param, "input items of type '{}' are not supported by this server", type);
+  refuse_request(param, "input items of type '{}' are not supported by this server", type);
 }
 
 // An output item of a stored response, as the input item the next turn sees (null: none; the
@@ -148,42 +146,44 @@ ojson chat_messages(const ojson& items) {
 }
 
 ojson chat_response_format(const ojson& text) {
-  if (!text.is_object()) bad("text", "'text' must be an object");
+  if (!text.is_object()) refuse_request("text", "'text' must be an object");
   for (const auto& [key, value] : text.items())
-    if (key != "format") bad("text", "unrecognized 'text' option '{}'", key);
+    if (key != "format") refuse_request("text", "unrecognized 'text' option '{}'", key);
   auto f = text.find("format");
   if (f == text.end() || f->is_null()) return nullptr;
   if (!f->is_object() || !f->contains("type") || !(*f)["type"].is_string())
-    bad("text.format", "'text.format' must be an object with a 'type'");
+    refuse_request("text.format", "'text.format' must be an object with a 'type'");
   const std::string type = (*f)["type"];
   if (type == "text" || type == "json_object") {
-    if (f->size() != 1) bad("text.format", "'{}' format takes no other members", type);
+    if (f->size() != 1) refuse_request("text.format", "'{}' format takes no other members", type);
     return {{"type", type}};
   }
   if (type != "json_schema")
-    bad("text.format", "unknown text format '{}' (text, json_object or json_schema)", type);
+    refuse_request("text.format", "unknown text format '{}' (text, json_object or json_schema)",
+                   type);
   ojson schema = ojson::object();
   for (const auto& [key, value] : f->items()) {
     if (key == "type") continue;
     if (key != "name" && key != "schema" && key != "strict" && key != "description")
-      bad("text.format", "unrecognized json_schema format member '{}'", key);
+      refuse_request("text.format", "unrecognized json_schema format member '{}'", key);
     schema[key] = value;
   }
   return {{"type", "json_schema"}, {"json_schema", std::move(schema)}};
 }
 
 ojson chat_tools(const ojson& tools) {
-  if (!tools.is_array()) bad("tools", "'tools' must be an array");
+  if (!tools.is_array()) refuse_request("tools", "'tools' must be an array");
   ojson out = ojson::array();
   for (const auto& t : tools) {
     if (!t.is_object() || string_or(t, "type") != "function")
-      bad("tools", "only function tools are supported by this server{}",
+      refuse_request(
+          "tools", "only function tools are supported by this server{}",
           t.is_object() && t.contains("type") ? fmt::format(" (got {})", t["type"].dump()) : "");
     ojson function = ojson::object();
     for (const auto& [key, value] : t.items()) {
       if (key == "type") continue;
       if (key != "name" && key != "description" && key != "parameters" && key != "strict")
-        bad("tools", "unrecognized function tool member '{}'", key);
+        refuse_request("tools", "unrecognized function tool member '{}'", key);
       if (!value.is_null()) function[key] = value;
     }
     out.push_back({{"type", "function"}, {"function", std::move(function)}});
@@ -195,9 +195,9 @@ ojson chat_tool_choice(const ojson& choice) {
   if (choice.is_string()) return choice;
   if (choice.is_object() && string_or(choice, "type") == "function" && choice.contains("name"))
     return {{"type", "function"}, {"function", {{"name", choice["name"]}}}};
-  bad("tool_choice",
-      "'tool_choice' must be none, auto, required or {{\"type\": \"function\", "
-      "\"name\": ...}}");
+  refuse_request("tool_choice",
+                 "'tool_choice' must be none, auto, required or {{\"type\": \"function\", "
+                 "\"name\": ...}}");
 }
 
 }  // namespace
@@ -223,9 +223,10 @@ void responses_wording(std::string& param, std::string& message) {
 }
 
 ResponsesRequest translate_responses_request(const ojson& body, const ConversationLookup& lookup) {
-  if (!body.is_object()) bad("", "the request body must be a JSON object");
+  if (!body.is_object()) refuse_request("", "the request body must be a JSON object");
   for (const auto& [key, value] : body.items())
-    if (!known_field(key)) bad(key, "unrecognized request argument '{}' for /v1/responses", key);
+    if (!known_field(key))
+      refuse_request(key, "unrecognized request argument '{}' for /v1/responses", key);
   auto field = [&body](const char* key) -> const ojson* {
     auto it = body.find(key);
     return it == body.end() || it->is_null() ? nullptr : &*it;
@@ -235,7 +236,8 @@ ResponsesRequest translate_responses_request(const ojson& body, const Conversati
   if (const ojson* m = field("model")) chat["model"] = *m;
 
   if (const ojson* p = field("previous_response_id")) {
-    if (!p->is_string()) bad("previous_response_id", "'previous_response_id' must be a string");
+    if (!p->is_string())
+      refuse_request("previous_response_id", "'previous_response_id' must be a string");
     std::optional<ojson> before = lookup(p->get<std::string>());
     if (!before)
       throw UnknownResponse(fmt::format("no stored response '{}'", p->get<std::string>()));
@@ -244,7 +246,7 @@ ResponsesRequest translate_responses_request(const ojson& body, const Conversati
     r.input_items = ojson::array();
   }
   const ojson* input = field("input");
-  if (!input) bad("input", "'input' is required");
+  if (!input) refuse_request("input", "'input' is required");
   if (input->is_string()) {
     r.input_items.push_back(
         {{"type", "message"}, {"role", "user"}, {"content", input->get<std::string>()}});
@@ -253,11 +255,11 @@ ResponsesRequest translate_responses_request(const ojson& body, const Conversati
       if (ojson item = normalize_item((*input)[i], i); !item.is_null())
         r.input_items.push_back(std::move(item));
   } else {
-    bad("input", "'input' must be a string or a non-empty array of input items");
+    refuse_request("input", "'input' must be a string or a non-empty array of input items");
   }
   ojson messages = ojson::array();
   if (const ojson* ins = field("instructions")) {
-    if (!ins->is_string()) bad("instructions", "'instructions' must be a string");
+    if (!ins->is_string()) refuse_request("instructions", "'instructions' must be a string");
     messages.push_back({{"role", "system"}, {"content", *ins}});
   }
   for (auto& m : chat_messages(r.input_items)) messages.push_back(std::move(m));
@@ -268,17 +270,17 @@ ResponsesRequest translate_responses_request(const ojson& body, const Conversati
     if (const ojson* v = field(key)) chat[key] = *v;
   if (const ojson* v = field("stream")) r.stream = v->is_boolean() && v->get<bool>();
   if (const ojson* v = field("store")) {
-    if (!v->is_boolean()) bad("store", "'store' must be a boolean");
+    if (!v->is_boolean()) refuse_request("store", "'store' must be a boolean");
     r.store = v->get<bool>();
   }
   if (const ojson* v = field("metadata")) {
     if (!v->is_object() || v->size() > 16)
-      bad("metadata", "'metadata' must be an object of at most 16 string values");
+      refuse_request("metadata", "'metadata' must be an object of at most 16 string values");
     for (const auto& [key, value] : v->items())
       if (!value.is_string() || key.size() > 64 || value.get<std::string>().size() > 512)
-        bad("metadata",
-            "'metadata' values must be strings (keys up to 64, values up to 512 "
-            "characters)");
+        refuse_request("metadata",
+                       "'metadata' values must be strings (keys up to 64, values up to 512 "
+                       "characters)");
   }
   if (const ojson* t = field("text"))
     if (ojson rf = chat_response_format(*t); !rf.is_null()) chat["response_format"] = rf;
@@ -287,15 +289,16 @@ ResponsesRequest translate_responses_request(const ojson& body, const Conversati
   // reasoning.effort is chat's reasoning_effort; the thinking comes back whole as reasoning
   // items, so a summary is asked for only as "auto" (whatever the server has).
   if (const ojson* v = field("reasoning")) {
-    if (!v->is_object()) bad("reasoning", "'reasoning' must be an object");
+    if (!v->is_object()) refuse_request("reasoning", "'reasoning' must be an object");
     for (const auto& [key, value] : v->items()) {
       if (key == "effort") {
         if (!value.is_null()) chat["reasoning_effort"] = value;
       } else if (key == "summary") {
         if (!value.is_null() && value != "auto")
-          bad("reasoning", "'reasoning.summary': only \"auto\" (the reasoning text as written)");
+          refuse_request("reasoning",
+                         "'reasoning.summary': only \"auto\" (the reasoning text as written)");
       } else {
-        bad("reasoning", "unrecognized field '{}' in 'reasoning'", key);
+        refuse_request("reasoning", "unrecognized field '{}' in 'reasoning'", key);
       }
     }
   }

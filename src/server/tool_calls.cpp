@@ -12,11 +12,6 @@ using nlohmann::ordered_json;
 
 namespace {
 
-template <typename... Args>
-[[noreturn]] void bad(std::string param, fmt::format_string<Args...> f, Args&&... args) {
-  throw InvalidRequest(std::move(param), fmt::format(f, std::forward<Args>(args)...));
-}
-
 constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
 constexpr std::string_view kGemma4Open = "<|tool_call>";
@@ -104,23 +99,27 @@ ToolRequest parse_tool_request(const json& body, const ordered_json* ordered) {
                                      : body.contains("tools") ? ordered_json(body["tools"])
                                                               : ordered_json();
   if (!tools_ordered.is_null()) {
-    if (!tools_ordered.is_array()) bad("tools", "'tools' must be an array");
-    if (tools_ordered.size() > 128) bad("tools", "at most 128 tools");
+    if (!tools_ordered.is_array()) refuse_request("tools", "'tools' must be an array");
+    if (tools_ordered.size() > 128) refuse_request("tools", "at most 128 tools");
     for (const auto& t : tools_ordered) {
       if (!t.is_object() || string_or(t, "type") != "function")
-        bad("tools", "every tool needs \"type\": \"function\" (the only type supported)");
+        refuse_request("tools",
+                       "every tool needs \"type\": \"function\" (the only type supported)");
       auto fn = t.find("function");
-      if (fn == t.end() || !fn->is_object()) bad("tools", "every tool needs a 'function' object");
+      if (fn == t.end() || !fn->is_object())
+        refuse_request("tools", "every tool needs a 'function' object");
       for (const auto& [key, value] : fn->items())
         if (key != "name" && key != "description" && key != "parameters" && key != "strict")
-          bad("tools", "unrecognized function field '{}'", key);
+          refuse_request("tools", "unrecognized function field '{}'", key);
       auto name = fn->find("name");
       if (name == fn->end() || !name->is_string() || name->get<std::string>().empty())
-        bad("tools", "every function needs a non-empty 'name'");
+        refuse_request("tools", "every function needs a non-empty 'name'");
       ToolFunction f{name->get<std::string>(), ordered_json{{"type", "object"}}};
-      if (find_function(r, f.name)) bad("tools", "function '{}' is declared twice", f.name);
+      if (find_function(r, f.name))
+        refuse_request("tools", "function '{}' is declared twice", f.name);
       if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null()) {
-        if (!p->is_object()) bad("tools", "function '{}': 'parameters' must be an object", f.name);
+        if (!p->is_object())
+          refuse_request("tools", "function '{}': 'parameters' must be an object", f.name);
         f.parameters = *p;
       }
       r.functions.push_back(std::move(f));
@@ -139,25 +138,27 @@ ToolRequest parse_tool_request(const json& body, const ordered_json* ordered) {
       else if (v == "required")
         r.choice = ToolRequest::Choice::Required;
       else
-        bad("tool_choice", "'tool_choice' must be none, auto, required or a function");
+        refuse_request("tool_choice", "'tool_choice' must be none, auto, required or a function");
     } else if (c->is_object() && string_or(*c, "type") == "function" && c->contains("function") &&
                (*c)["function"].is_object() && (*c)["function"].contains("name") &&
                (*c)["function"]["name"].is_string()) {
       r.choice = ToolRequest::Choice::Named;
       r.named = (*c)["function"]["name"].get<std::string>();
       if (!find_function(r, r.named))
-        bad("tool_choice", "'tool_choice' names function '{}', which 'tools' does not declare",
-            r.named);
+        refuse_request("tool_choice",
+                       "'tool_choice' names function '{}', which 'tools' does not declare",
+                       r.named);
     } else {
-      bad("tool_choice",
-          "'tool_choice' must be none, auto, required or {{\"type\": \"function\", "
-          "\"function\": {{\"name\": ...}}}}");
+      refuse_request("tool_choice",
+                     "'tool_choice' must be none, auto, required or {{\"type\": \"function\", "
+                     "\"function\": {{\"name\": ...}}}}");
     }
     if (r.choice != ToolRequest::Choice::None && !have_tools)
-      bad("tool_choice", "'tool_choice' needs 'tools'");
+      refuse_request("tool_choice", "'tool_choice' needs 'tools'");
   }
   if (auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
-    if (!p->is_boolean()) bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    if (!p->is_boolean())
+      refuse_request("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
     r.parallel = p->get<bool>();
   }
   return r;
@@ -182,11 +183,12 @@ std::string tool_call_grammar(const ToolRequest& r, ToolCallFormat f) {
   try {
     call = json_schema_to_gbnf(schema).gbnf;
   } catch (const std::exception& e) {
-    bad("tools", "{}", e.what());
+    refuse_request("tools", "{}", e.what());
   }
   // The converter's start rule becomes one call; the format wraps it.
   constexpr std::string_view kRoot = "root ::= ";
-  if (call.compare(0, kRoot.size(), kRoot) != 0) bad("tools", "internal: unexpected grammar");
+  if (call.compare(0, kRoot.size(), kRoot) != 0)
+    refuse_request("tools", "internal: unexpected grammar");
   call.replace(0, kRoot.size(), "tool-call-object ::= ");
   if (f == ToolCallFormat::Llama3Json) return "root ::= tool-call-object\n" + call;
   const std::string block = R"("<tool_call>\n" tool-call-object "\n</tool_call>")";
@@ -295,17 +297,17 @@ std::string gbnf_literal(std::string_view s) {
 
 ordered_json template_message(const json& m) {
   if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-    bad("messages", "every message needs a string 'role'");
+    refuse_request("messages", "every message needs a string 'role'");
   const std::string role = m["role"].get<std::string>();
   ordered_json out = {{"role", role}, {"content", message_text(m)}};
   if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
     if (role != "assistant" || !calls->is_array())
-      bad("messages", "'tool_calls' must be an array on an assistant message");
+      refuse_request("messages", "'tool_calls' must be an array on an assistant message");
     ordered_json list = ordered_json::array();
     for (const auto& c : *calls) {
       if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
           !c["function"].contains("name") || !c["function"]["name"].is_string())
-        bad("messages", "every tool call needs a function with a name");
+        refuse_request("messages", "every tool call needs a function with a name");
       const json& fn = c["function"];
       ordered_json args = ordered_json::object();
       if (auto a = fn.find("arguments"); a != fn.end() && !a->is_null()) {
@@ -313,8 +315,8 @@ ordered_json template_message(const json& m) {
         args = a->is_string() ? ordered_json::parse(a->get<std::string>(), nullptr, false)
                               : ordered_json(*a);
         if (args.is_discarded())
-          bad("messages", "tool call arguments of '{}' are not valid JSON",
-              fn["name"].get<std::string>());
+          refuse_request("messages", "tool call arguments of '{}' are not valid JSON",
+                         fn["name"].get<std::string>());
       }
       ordered_json call = {{"type", "function"},
                            {"function", {{"name", fn["name"]}, {"arguments", std::move(args)}}}};

@@ -164,6 +164,7 @@ TEST(ServeSettings, EachInvalidOptionIsNamed) {
   EXPECT_NE(with([](ServeConfig& c) { c.max_loras = 0; }).find("--max-loras"), std::string::npos);
   EXPECT_NE(with([](ServeConfig& c) { c.itl_target_ms = -1; }).find("--itl-target-ms"),
             std::string::npos);
+  EXPECT_NE(with([](ServeConfig& c) { c.pooling = "max"; }).find("--pooling"), std::string::npos);
   EXPECT_NE(with([](ServeConfig& c) { c.device = "tpu"; }).find("--device"), std::string::npos);
   EXPECT_NE(with([](ServeConfig& c) { c.device = "cuda:x"; }).find("--device"), std::string::npos);
   EXPECT_NE(with([](ServeConfig& c) { c.gpu_memory_fraction = 0; }).find("--gpu-memory-fraction"),
