@@ -14,6 +14,7 @@
 #include "common/thread_pool.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/matmul_kernels.h"
+#include "formats/iquants.h"
 #include "formats/kquants.h"
 #include "formats/legacy_quants.h"
 
@@ -79,6 +80,12 @@ std::vector<uint8_t> random_row(DType dtype, size_t cols, std::mt19937& rng) {
       break;
     case DType::Q6_K:
       quantize_q6_k(v.data(), reinterpret_cast<BlockQ6_K*>(out.data()), cols);
+      break;
+    case DType::IQ4_NL:
+      quantize_iq4_nl(v.data(), reinterpret_cast<BlockIQ4_NL*>(out.data()), cols);
+      break;
+    case DType::IQ4_XS:
+      quantize_iq4_xs(v.data(), reinterpret_cast<BlockIQ4_XS*>(out.data()), cols);
       break;
   }
   return out;

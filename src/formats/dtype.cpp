@@ -21,6 +21,8 @@ constexpr DTypeInfo kTypes[] = {
     {DType::Q4_K, "q4_k", kQK, sizeof(BlockQ4_K)},
     {DType::Q5_K, "q5_k", kQK, sizeof(BlockQ5_K)},
     {DType::Q6_K, "q6_k", kQK, sizeof(BlockQ6_K)},
+    {DType::IQ4_NL, "iq4_nl", 32, sizeof(BlockIQ4_NL)},
+    {DType::IQ4_XS, "iq4_xs", kQK, sizeof(BlockIQ4_XS)},
 };
 
 // ggml's type names by code (ggml.c's type traits), for error messages; codes 4 and 5 were

@@ -23,6 +23,8 @@ enum class DType : uint32_t {
   Q4_K = 12,
   Q5_K = 13,
   Q6_K = 14,
+  IQ4_NL = 20,
+  IQ4_XS = 23,
   BF16 = 30,
 };
 
@@ -145,5 +147,27 @@ struct BlockQ6_K {
   uint16_t d;
 };
 static_assert(sizeof(BlockQ6_K) == 210);
+
+// The non-linear 4-bit types: each 4-bit index selects one of 16 int8 levels (iquants.h:
+// kIq4nlLevels, spaced closer near zero, where most weights are) times the block's scale.
+// IQ4_NL: 32 indices with one f16 scale (18 bytes); index j < 16 is the low nibble of qs[j],
+// j + 16 the high one, as in Q4_0.
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockIQ4_NL) == 18);
+
+// IQ4_XS: 8 sub-blocks of 32 in a 256-element super-block (136 bytes). Sub-block j's scale is
+// d * (ls_j - 32), ls_j a 6-bit value: its low 4 bits are nibble j % 2 of scales_l[j / 2], its
+// top 2 bits bits 2j, 2j + 1 of scales_h. Sub-block j's indices are qs[16j .. 16j + 16) laid
+// out as IQ4_NL's.
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
+static_assert(sizeof(BlockIQ4_XS) == 136);
 
 }  // namespace pith

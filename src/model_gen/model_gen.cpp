@@ -18,6 +18,7 @@
 #include "engine/model_loader.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
+#include "formats/iquants.h"
 #include "formats/kquants.h"
 #include "formats/legacy_quants.h"
 #include "formats/safetensors.h"
@@ -198,6 +199,10 @@ void encode_row(DType dt, const float* x, size_t n, uint8_t* out) {
       return quantize_q5_k(x, reinterpret_cast<BlockQ5_K*>(out), n);
     case DType::Q6_K:
       return quantize_q6_k(x, reinterpret_cast<BlockQ6_K*>(out), n);
+    case DType::IQ4_NL:
+      return quantize_iq4_nl(x, reinterpret_cast<BlockIQ4_NL*>(out), n);
+    case DType::IQ4_XS:
+      return quantize_iq4_xs(x, reinterpret_cast<BlockIQ4_XS*>(out), n);
   }
   fail("cannot encode dtype {}", static_cast<uint32_t>(dt));
 }
@@ -324,6 +329,10 @@ uint32_t file_type_code(DType dt) {
       return 9;
     case DType::BF16:
       return 32;
+    case DType::IQ4_NL:
+      return 25;
+    case DType::IQ4_XS:
+      return 30;
   }
   return 0;
 }

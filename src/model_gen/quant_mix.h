@@ -1,5 +1,6 @@
-// llama.cpp's K-quant file types ("mixes") for `pith model gen --dtype q2_k|q3_k_s|q3_k_m|
-// q3_k_l|q4_k_s|q4_k_m|q5_k_m|q6_k`: which ggml type each tensor of a Llama model gets, following
+// llama.cpp's K-quant and IQ4 file types ("mixes") for `pith model gen --dtype q2_k|q3_k_s|
+// q3_k_m|q3_k_l|q4_k_s|q4_k_m|q5_k_m|q6_k|iq4_nl|iq4_xs`: which ggml type each tensor of a Llama
+// model gets, following
 // the rules of llama.cpp's quantiser (llama_tensor_get_type in src/llama-quant.cpp) for the llama
 // architecture, so that generated files have the tensor types of the files people download.
 #pragma once
@@ -14,10 +15,10 @@
 
 namespace pith {
 
-enum class QuantMix { Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_M, Q6_K };
+enum class QuantMix { Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_M, Q6_K, IQ4_NL, IQ4_XS };
 
-// "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m", "q5_k_m", "q6_k"; nullopt for
-// other names.
+// "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m", "q5_k_m", "q6_k", "iq4_nl",
+// "iq4_xs"; nullopt for other names.
 std::optional<QuantMix> quant_mix_from_name(std::string_view name);
 std::string_view quant_mix_name(QuantMix mix);
 // llama.cpp's general.file_type code (LLAMA_FTYPE_MOSTLY_*) of the mix.

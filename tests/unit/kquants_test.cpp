@@ -19,10 +19,14 @@
 #include "engine/kernels/matmul.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
+#include "quant_error.h"
+#include "random_floats.h"
 
 namespace pith {
 
 namespace {
+
+using test::rel_rms_error;
 
 // Sub-block scales and mins of the hand-built Q4_K/Q5_K blocks: values ≥ 16 exercise the
 // bytes' top two bits, 63 the largest.
@@ -87,14 +91,6 @@ float expect_q6k(const BlockQ6_K& b, int e) {
   return 0.5f * b.scales[e / 16] * (q - 32);
 }
 
-std::vector<float> normal(size_t n, float sigma, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, sigma);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
-
 // Quantises and dequantises through `dt`.
 std::vector<float> round_trip(DType dt, const std::vector<float>& x) {
   std::vector<uint8_t> q(row_bytes(dt, x.size()));
@@ -122,12 +118,6 @@ std::vector<float> round_trip(DType dt, const std::vector<float>& x) {
       break;
   }
   return y;
-}
-
-double rel_rms_error(const std::vector<float>& x, const std::vector<float>& y) {
-  double e = 0, s = 0;
-  for (size_t i = 0; i < x.size(); ++i) e += double(x[i] - y[i]) * (x[i] - y[i]), s += x[i] * x[i];
-  return std::sqrt(e / s);
 }
 
 }  // namespace
@@ -225,12 +215,12 @@ TEST(KQuants, Q6KDequantisesHandBuiltBlock) {
 // Q6_K 0.0165 with pith's quantiser (0.0722, 0.0363, 0.0166 at sigma 0.02); the bounds leave
 // ~15 % margin. A layout or scale bug gives errors near 1.
 TEST(KQuants, RoundTripErrorOnRandomData) {
-  const auto x = normal(64 * 1024, 1.0f, 3);
+  const auto x = cuda::random_floats(64 * 1024, 3, 1.0f);
   EXPECT_LT(rel_rms_error(x, round_trip(DType::Q4_K, x)), 0.082);
   EXPECT_LT(rel_rms_error(x, round_trip(DType::Q5_K, x)), 0.042);
   EXPECT_LT(rel_rms_error(x, round_trip(DType::Q6_K, x)), 0.019);
   // Scale-free: the same relative error at weight-like magnitudes.
-  const auto w = normal(16 * 1024, 0.02f, 4);
+  const auto w = cuda::random_floats(16 * 1024, 4, 0.02f);
   EXPECT_LT(rel_rms_error(w, round_trip(DType::Q4_K, w)), 0.083);
   EXPECT_LT(rel_rms_error(w, round_trip(DType::Q6_K, w)), 0.019);
 }
@@ -240,8 +230,8 @@ TEST(KQuants, RoundTripErrorOnRandomData) {
 // Q3_K: 0.146, 0.146, exact, 0.013, 0.013); the bounds leave ~15 % margin. The 2- and 3-bit
 // levels are the types' own limit (a layout or scale bug gives errors near 1).
 TEST(KQuants, LowBitRoundTrip) {
-  const auto x = normal(64 * 1024, 1.0f, 3);
-  const auto w = normal(16 * 1024, 0.02f, 4);
+  const auto x = cuda::random_floats(64 * 1024, 3, 1.0f);
+  const auto w = cuda::random_floats(16 * 1024, 4, 0.02f);
   std::vector<float> zeros(256, 0.0f), c(256, 0.75f), pos(256), neg(256), outlier(256);
   for (int i = 0; i < 256; ++i) {
     pos[i] = 1.0f + i / 256.0f;
@@ -293,14 +283,20 @@ TEST(KQuants, EdgeBlocks) {
 }
 
 // ggml's own Python package wrote tests/data/kquant/blocks.gguf (random blocks of the K-quants
-// Q2_K-Q6_K and of Q4_1, Q5_0, Q5_1) and
-// dequantized it into dequantized.gguf (see make_reference.py there): pith reads the first and
-// dequantizes it to the second, and its matmul kernels multiply it as the second's values do.
+// Q2_K-Q6_K and of Q4_1, Q5_0, Q5_1) and iquant_blocks.gguf (IQ4_NL, IQ4_XS), and
+// dequantized them into dequantized.gguf and iquant_dequantized.gguf (see make_reference.py
+// there): pith reads the first and dequantizes it to the second, and its matmul kernels
+// multiply it as the second's values do.
 TEST(KQuants, MatchesGgmlPythonReference) {
   const std::string dir = std::string(PITH_TEST_DATA) + "/kquant/";
-  GGUFFile blocks(dir + "blocks.gguf"), ref(dir + "dequantized.gguf");
+  GGUFFile kquants(dir + "blocks.gguf"), kquants_ref(dir + "dequantized.gguf");
+  GGUFFile iquants(dir + "iquant_blocks.gguf"), iquants_ref(dir + "iquant_dequantized.gguf");
   ThreadPool pool(2);
-  for (const char* name : {"q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q4_1", "q5_0", "q5_1"}) {
+  for (const char* name :
+       {"q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs"}) {
+    const bool iq = std::string(name).starts_with("iq");
+    const GGUFFile& blocks = iq ? iquants : kquants;
+    const GGUFFile& ref = iq ? iquants_ref : kquants_ref;
     const GGUFTensorInfo* q = blocks.find_tensor(name);
     const GGUFTensorInfo* r = ref.find_tensor(name);
     ASSERT_NE(q, nullptr) << name;
@@ -317,7 +313,7 @@ TEST(KQuants, MatchesGgmlPythonReference) {
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_EQ(got[i], want[i]) << name << " element " << i;  // bit-identical
     // Every kernel level against the reference values (activation rounding: 1e-2 of |w|·|x|).
-    const auto x = normal(4 * cols, 1.0f, 9);
+    const auto x = cuda::random_floats(4 * cols, 9, 1.0f);
     for (KernelIsa isa : {KernelIsa::Scalar, KernelIsa::Avx2, KernelIsa::Avx512}) {
       if (!isa_supported(isa)) continue;
       for (size_t n_tokens : {size_t{1}, size_t{4}}) {

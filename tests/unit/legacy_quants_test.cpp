@@ -16,10 +16,13 @@
 
 #include "common/fp16.h"
 #include "formats/gguf.h"
+#include "quant_error.h"
 
 namespace pith {
 
 namespace {
+
+using test::rel_rms_error;
 
 std::vector<uint8_t> quantize(DType dt, const std::vector<float>& x) {
   std::vector<uint8_t> q(row_bytes(dt, x.size()));
@@ -35,12 +38,6 @@ std::vector<float> dequantize(DType dt, const std::vector<uint8_t>& q, size_t n)
   if (dt == DType::Q5_0) dequantize_q5_0(reinterpret_cast<const BlockQ5_0*>(q.data()), y.data(), n);
   if (dt == DType::Q5_1) dequantize_q5_1(reinterpret_cast<const BlockQ5_1*>(q.data()), y.data(), n);
   return y;
-}
-
-double rel_rms_error(const std::vector<float>& x, const std::vector<float>& y) {
-  double e = 0, s = 0;
-  for (size_t i = 0; i < x.size(); ++i) e += double(x[i] - y[i]) * (x[i] - y[i]), s += x[i] * x[i];
-  return std::sqrt(e / s);
 }
 
 }  // namespace

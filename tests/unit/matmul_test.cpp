@@ -20,6 +20,7 @@
 #include "engine/kernels/matmul_kernels.h"
 #include "engine/lm_head.h"
 #include "engine/token_distribution.h"
+#include "formats/iquants.h"
 #include "formats/kquants.h"
 #include "formats/legacy_quants.h"
 
@@ -86,6 +87,12 @@ std::vector<uint8_t> make_weights(DType dtype, size_t rows, size_t cols, std::mt
         break;
       case DType::Q6_K:
         quantize_q6_k(v.data(), reinterpret_cast<BlockQ6_K*>(dst), cols);
+        break;
+      case DType::IQ4_NL:
+        quantize_iq4_nl(v.data(), reinterpret_cast<BlockIQ4_NL*>(dst), cols);
+        break;
+      case DType::IQ4_XS:
+        quantize_iq4_xs(v.data(), reinterpret_cast<BlockIQ4_XS*>(dst), cols);
         break;
     }
   }
@@ -184,7 +191,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(
         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0,
                           DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
-                          DType::Q4_K, DType::Q5_K, DType::Q6_K),
+                          DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS),
         ::testing::Values(size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{8}, size_t{33},
                           size_t{64}, size_t{70}, size_t{100}, size_t{130}),
         ::testing::Values(Shape{96, 256}, Shape{37, 96}, Shape{5, 33}, Shape{130, 520})));
@@ -220,8 +227,8 @@ TEST(Matmul, DecodeRowTasksCoverEveryRow) {
   std::mt19937 rng(10);
   const size_t rows = 1030;
   for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q5_1, DType::BF16, DType::F32, DType::Q2_K,
-                   DType::Q3_K, DType::Q4_K, DType::Q6_K}) {
-    const size_t cols = kernels::is_kquant(dt) ? 256 : 64;
+                   DType::Q3_K, DType::Q4_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+    const size_t cols = std::max<size_t>(64, dtype_info(dt).block_size);
     auto wbytes = make_weights(dt, rows, cols, rng);
     WeightMatrix w{dt, rows, cols, wbytes.data()};
     for (size_t n : {size_t{1}, size_t{2}}) {
@@ -343,8 +350,9 @@ TEST(Matmul, PanelGemmMatchesTheTiles) {
   std::mt19937 rng(31);
   ThreadPool pool(2);
   size_t cases = 0;
-  for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,
-                   DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::BF16}) {
+  for (DType dt :
+       {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
+        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::BF16, DType::IQ4_NL, DType::IQ4_XS}) {
     for (auto [rows, min_cols] : {std::pair<size_t, size_t>{1, 32},
                                   {15, 96},
                                   {17, 64},
@@ -397,7 +405,7 @@ std::vector<float> blocks_of(ThreadPool& pool, const WeightMatrix& w, const floa
 }
 
 // Panels packed once at load (WeightMatrix::panels: Q8_0, BF16, Q4_K and the 4/5-bit 32-block
-// types as nibbles) serve every token count,
+// types and IQ4_NL/IQ4_XS as nibbles) serve every token count,
 // decode included, through matmul and through matmul_blocks' row blocks, with the same math as
 // the tiles that read the rows.
 TEST(Matmul, LoadTimePanelsServeEveryTokenCount) {
@@ -406,8 +414,9 @@ TEST(Matmul, LoadTimePanelsServeEveryTokenCount) {
   ThreadPool pool(2);
   size_t cases = 0;
   for (DType dt : {DType::Q8_0, DType::BF16, DType::Q4_K, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                   DType::Q5_1}) {
-    const size_t rows = 2 * kMatmulBlockRows + 37, cols = kernels::is_kquant(dt) ? 512 : 96;
+                   DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS}) {
+    const size_t rows = 2 * kMatmulBlockRows + 37,
+                 cols = dtype_info(dt).block_size == 256 ? 512 : 96;
     auto wbytes = make_weights(dt, rows, cols, rng);
     WeightMatrix w{dt, rows, cols, wbytes.data()};
     auto panels = pack_weight_panels(pool, w);
@@ -503,9 +512,9 @@ TEST(Matmul, BlocksMatchMatmulExactly) {
   const size_t rows = 2 * kMatmulBlockRows + 37;
   for (KernelIsa isa : supported_isas())
     for (DType dt : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_1, DType::Q4_K, DType::Q5_K,
-                     DType::Q6_K}) {
+                     DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
       ScopedIsaCap cap(isa);
-      const size_t cols = kernels::is_kquant(dt) ? 256 : 64;
+      const size_t cols = std::max<size_t>(64, dtype_info(dt).block_size);
       auto wdata = make_weights(dt, rows, cols, rng);
       WeightMatrix w{dt, rows, cols, wdata.data()};
       for (size_t n : {size_t{1}, size_t{5}, size_t{30}, size_t{200}}) {

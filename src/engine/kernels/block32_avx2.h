@@ -1,9 +1,11 @@
-// Unpacking of ggml's 32-element quant blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) into one 32-byte
-// vector each, for the AVX2 and AVX-512 integer kernels and the AVX2 GEMM's dequantisation
-// (internal to engine/kernels; compiled for the includer's target, at least AVX2).
+// Unpacking of ggml's 32-element quant blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, and the
+// 32-element sub-blocks of IQ4_XS) into one 32-byte vector each, for the AVX2 and AVX-512
+// integer kernels and the AVX2 GEMM's dequantisation (internal to engine/kernels; compiled for
+// the includer's target, at least AVX2).
 //
-// The signed types (Q8_0, Q4_0, Q5_0) give their quants less the offset (q - 8, q - 16), so a
-// dot with int8 activations times d * d_a is the block's product. The "+ m" types (Q4_1, Q5_1)
+// The signed types (Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS) give their quants less the offset (q - 8,
+// q - 16; the IQ4 types their table's levels), so a dot with int8 activations times d * d_a is
+// the block's product. The "+ m" types (Q4_1, Q5_1)
 // give the unsigned levels q ≤ 31: their block product is d * d_a * Σ q·a + m * d_a * Σ a,
 // the second term from the activations' rounded block sum (ActQ8::s), as ggml's q4_1 x q8_1
 // dot computes it.
@@ -12,6 +14,7 @@
 #include <immintrin.h>
 
 #include "engine/kernels/matmul_kernels.h"
+#include "formats/iquants.h"
 #include "formats/legacy_quants.h"
 
 #pragma GCC push_options
@@ -19,12 +22,16 @@
 
 namespace pith::kernels {
 
+// Bytes per 32 elements (IQ4_XS: on average, for prefetch distances; load_block32 addresses
+// its sub-blocks).
 template <DType D>
-inline constexpr size_t kBlock32Bytes = D == DType::Q8_0   ? sizeof(BlockQ8_0)
-                                        : D == DType::Q4_0 ? sizeof(BlockQ4_0)
-                                        : D == DType::Q4_1 ? sizeof(BlockQ4_1)
-                                        : D == DType::Q5_0 ? sizeof(BlockQ5_0)
-                                                           : sizeof(BlockQ5_1);
+inline constexpr size_t kBlock32Bytes = D == DType::Q8_0     ? sizeof(BlockQ8_0)
+                                        : D == DType::Q4_0   ? sizeof(BlockQ4_0)
+                                        : D == DType::Q4_1   ? sizeof(BlockQ4_1)
+                                        : D == DType::Q5_0   ? sizeof(BlockQ5_0)
+                                        : D == DType::IQ4_NL ? sizeof(BlockIQ4_NL)
+                                        : D == DType::IQ4_XS ? sizeof(BlockIQ4_XS) / 8
+                                                             : sizeof(BlockQ5_1);
 
 // Σ q of an activation block's 32 int8 quants (sad against 0 sums q ^ 0x80 = q + 128).
 inline int32_t act_q8_sum(const ActQ8& a) {
@@ -54,11 +61,30 @@ inline __m256i nibbles32(const uint8_t* qs) {
   return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
 }
 
+// The IQ4 levels of 32 indices stored as nibbles: a byte shuffle looks each index up in the
+// 16-entry table, held in both 128-bit lanes.
+inline __m256i iq4_levels32(const uint8_t* qs) {
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlLevels)));
+  return _mm256_shuffle_epi8(table, nibbles32(qs));
+}
+
 // Block b of a row: its 32 quants (see above), scale *d and offset *m (0 for the signed types).
+// IQ4_NL and IQ4_XS give their signed levels; IQ4_XS's block b is sub-block b % 8 of super-block
+// b / 8, its scale d * (ls - 32) (exact in f32: 11 by 6 significant bits).
 template <DType D>
 inline __m256i load_block32(const uint8_t* row, size_t b, float* d, float* m) {
   const uint8_t* p = row + b * kBlock32Bytes<D>;
-  if constexpr (D == DType::Q8_0) {
+  if constexpr (D == DType::IQ4_NL) {
+    const auto* blk = reinterpret_cast<const BlockIQ4_NL*>(p);
+    *d = _cvtsh_ss(blk->d), *m = 0.0f;
+    return iq4_levels32(blk->qs);
+  } else if constexpr (D == DType::IQ4_XS) {
+    const auto* blk = reinterpret_cast<const BlockIQ4_XS*>(row) + b / 8;
+    const int s = static_cast<int>(b % 8);
+    *d = _cvtsh_ss(blk->d) * static_cast<float>(iq4xs_subblock_scale(*blk, s)), *m = 0.0f;
+    return iq4_levels32(blk->qs + 16 * s);
+  } else if constexpr (D == DType::Q8_0) {
     const auto* blk = reinterpret_cast<const BlockQ8_0*>(p);
     *d = _cvtsh_ss(blk->d), *m = 0.0f;
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk->qs));

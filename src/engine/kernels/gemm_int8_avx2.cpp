@@ -256,7 +256,8 @@ struct KquantFormat {
 //
 // Per panel and 32-block: the 8 groups of 32 bytes (group G: quants 4G..4G+3 of each row), then
 // d per row (f32) and for Q4_1/Q5_1 m per row (f32).
-//   Q8_0: the quants as stored. vpmaddubsw wants one unsigned operand: |w| against a with w's
+//   Q8_0 (and IQ4_NL, IQ4_XS: their levels, |level| ≤ 127): the quants as stored. vpmaddubsw wants
+//   one unsigned operand: |w| against a with w's
 //     sign (vpsignb), each pair sum at most 2 x 128 x 127 < 2^15, but two of them no longer
 //     fit int16, so each group is widened by a madd with ones.
 //   Q4_0, Q5_0: the unsigned levels q (value d (q - 8), d (q - 16)); the block's int32 sum
@@ -267,7 +268,7 @@ template <DType D>
 struct Block32Format {
   using Act = ActQ8;
   static constexpr size_t kCols = 32;
-  static constexpr bool kSigned = D == DType::Q8_0;
+  static constexpr bool kSigned = D == DType::Q8_0 || is_iq4(D);
   static constexpr bool kMin = has_block_min(D);
   static constexpr int32_t kOffset = D == DType::Q4_0 ? 8 : D == DType::Q5_0 ? 16 : 0;
   // 3 tokens per tile for Q8_0: 2-5 % over 4 and 6 (`bench matmul --dtype q8_0 --isa avx2`, 64
@@ -424,6 +425,10 @@ void gemm_int8_avx2_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_
       return rows_impl<Block32Format<DType::Q5_0>>(w, x.q8 + first, n, r_begin, r_end, y, ldy);
     case DType::Q5_1:
       return rows_impl<Block32Format<DType::Q5_1>>(w, x.q8 + first, n, r_begin, r_end, y, ldy);
+    case DType::IQ4_NL:
+      return rows_impl<Block32Format<DType::IQ4_NL>>(w, x.q8 + first, n, r_begin, r_end, y, ldy);
+    case DType::IQ4_XS:
+      return rows_impl<Block32Format<DType::IQ4_XS>>(w, x.q8 + first, n, r_begin, r_end, y, ldy);
     case DType::Q2_K:
       return rows_impl<KquantFormat<DType::Q2_K>>(w, x.q8k + first, n, r_begin, r_end, y, ldy);
     case DType::Q3_K:

@@ -1,5 +1,6 @@
 // The compute-bound path of matmul for the integer-dot quants on AVX512_VNNI CPUs (prefill and
-// large decode batches): the 32-block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) and the K-quants
+// large decode batches): the 32-block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS's
+// sub-blocks) and the K-quants
 // (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K).
 //
 // Why: the register tiles of matmul_avx512.cpp (and the AVX2 K-quant rows AVX-512 CPUs ran)
@@ -14,7 +15,8 @@
 //   row r the 4 bytes [4G, 4G + 4) (16 x 8 transposes of 32-bit words), then per scale unit the
 //   16 row scales (f32) and, where the type has them, the 16 row offsets.
 // vpdpbusd multiplies unsigned by signed bytes:
-//   - Q8_0, Q4_0, Q5_0 (signed levels): stored as q + 128 (q ^ 0x80); the accumulator starts at
+//   - Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS (signed levels): stored as q + 128 (q ^ 0x80); the
+//   accumulator starts at
 //     -128 * Σ a of the activation block (precomputed per call), so the int32 sums are exact.
 //   - Q4_1, Q5_1: levels 0..31 as stored; + m * s_a per block, as the tiles do.
 //   - K-quants: unsigned levels (Q3_K's q + 4 and Q6_K's q + 32 too); scale d * sc, offset dmin * m
@@ -30,6 +32,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -66,8 +69,11 @@ struct Block32Format {
   using Act = ActQ8;
   static constexpr bool kMin = has_block_min(D);
   static constexpr size_t kCols = 32;
-  // Per panel and block: the quants, then the 16 scales d (and offsets m) as stored, fp16.
-  static constexpr size_t kBytes = 8 * 64 + 32 + (kMin ? 32 : 0);
+  // Per panel and block: the quants, then the 16 scales d (and offsets m) as stored, fp16;
+  // IQ4_XS's sub-block scales d * (ls - 32) as f32 (fp16 cannot hold them exactly).
+  static constexpr bool kF32Scales = D == DType::IQ4_XS;
+  static constexpr size_t kScaleBytes = kF32Scales ? 64 : 32;
+  static constexpr size_t kBytes = 8 * 64 + kScaleBytes + (kMin ? 32 : 0);
   // 2 panels x 6 tokens: 12 int32 + 12 f32 accumulators; each activation broadcast feeds 2.
   static constexpr int kPanels = 2, kTokens = 6;
 
@@ -76,6 +82,7 @@ struct Block32Format {
     const __m256i pad = kMin ? _mm256_setzero_si256() : _mm256_set1_epi8(char(0x80));
     for (size_t b = 0; b < nb; ++b, dst += kBytes) {
       uint16_t* scales = reinterpret_cast<uint16_t*>(dst + 8 * 64);
+      float* scales_f32 = reinterpret_cast<float*>(dst + 8 * 64);
       __m256i rows[16];
       for (size_t r = 0; r < 16; ++r) {
         float d = 0.0f, m = 0.0f;
@@ -84,8 +91,12 @@ struct Block32Format {
           const __m256i q = load_block32<D>(w0 + r * w_stride, b, &d, &m);
           rows[r] = kMin ? q : _mm256_xor_si256(q, _mm256_set1_epi8(char(0x80)));
         }
-        scales[r] = _cvtss_sh(d, 0);  // exact: d and m were fp16
-        if constexpr (kMin) scales[16 + r] = _cvtss_sh(m, 0);
+        if constexpr (kF32Scales) {
+          scales_f32[r] = d;
+        } else {
+          scales[r] = _cvtss_sh(d, 0);  // exact: d and m were fp16
+          if constexpr (kMin) scales[16 + r] = _cvtss_sh(m, 0);
+        }
       }
       store_groups(rows, dst);
     }
@@ -126,7 +137,10 @@ struct Block32Format {
 #pragma GCC unroll 16
       for (int p = 0; p < P; ++p) {
         const uint8_t* sc = blk + p * panel_bytes + 8 * 64;
-        wd[p] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc)));
+        if constexpr (kF32Scales)
+          wd[p] = _mm512_loadu_ps(sc);
+        else
+          wd[p] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc)));
         if constexpr (kMin)
           wm[p] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + 32)));
       }
@@ -145,7 +159,7 @@ struct Block32Format {
   }
 };
 
-// ---- Q4_0, Q4_1, Q5_0, Q5_1 packed once at load: the quants stay nibbles ----
+// ---- Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS packed once at load: the quants stay nibbles ----
 //
 // Per panel and 32-block, exactly 16 x the file's block bytes (decode streams them): 4 groups of
 // 64 bytes, group G holding for each row the file's qs bytes [4G, 4G + 4) (low nibbles: quants
@@ -153,20 +167,55 @@ struct Block32Format {
 // G's low quants, then its high ones; bit 4r + k is row r's quant k of the group), added as 16
 // by one masked byte add; then the 16 d (fp16) and for Q4_1/Q5_1 the 16 m. The signed types'
 // offsets (8, 16) leave through the block's start value -offset * Σ a, as in Block32Format.
+// The IQ4 types look their nibbles up (one byte shuffle) as level + 128, offset 128. IQ4_XS
+// keeps its super-blocks: 8 sub-blocks of the 4 groups and the 16 signed multipliers ls - 32
+// (int8), then the 16 d as f32 (2240 bytes, 140 per row and 256 columns against the file's 136).
+// The IQ4 levels + 128 (1..241), for vpshufb lookups by nibble in each 128-bit lane.
+alignas(16) constexpr auto kIq4BiasedLevels = [] {
+  std::array<uint8_t, 16> biased{};
+  for (int i = 0; i < 16; ++i) biased[i] = static_cast<uint8_t>(kIq4nlLevels[i] + 128);
+  return biased;
+}();
+
 template <DType D, int kP, int kT>
 struct Block32NibbleFormat {
   using Act = ActQ8;
   static constexpr bool kMin = has_block_min(D);
   static constexpr bool kFifth = D == DType::Q5_0 || D == DType::Q5_1;
-  static constexpr int32_t kOffset = D == DType::Q4_0 ? 8 : D == DType::Q5_0 ? 16 : 0;
+  static constexpr bool kXs = D == DType::IQ4_XS;
+  static constexpr int32_t kOffset = D == DType::Q4_0   ? 8
+                                     : D == DType::Q5_0 ? 16
+                                     : is_iq4(D)        ? 128
+                                                        : 0;
   static constexpr size_t kCols = 32;
   static constexpr size_t kMasks = 256, kD = kMasks + (kFifth ? 64 : 0), kM = kD + 32;
-  static constexpr size_t kBytes = kM + (kMin ? 32 : 0);
-  static_assert(kBytes == 16 * kBlock32Bytes<D>);
+  // IQ4_XS: per sub-block the groups and the multipliers (kD: 16 int8); per super-block the d.
+  static constexpr size_t kSubBytes = 256 + 16, kSuperBytes = 8 * kSubBytes + 64;
+  static constexpr size_t kBytes = kXs ? kSuperBytes / 8 : kM + (kMin ? 32 : 0);
+  static_assert(kXs || kBytes == 16 * kBlock32Bytes<D>);
   static constexpr int kPanels = kP, kTokens = kT;
 
-  static void pack(const uint8_t* w0, size_t w_stride, size_t n_rows, size_t nb, uint8_t* dst) {
-    for (size_t b = 0; b < nb; ++b, dst += kBytes) {
+  // Where 32-block b of a panel starts (IQ4_XS: its sub-block), and where its row scales are.
+  static const uint8_t* block_at(const uint8_t* panel, size_t b) {
+    if constexpr (kXs) return panel + b / 8 * kSuperBytes + b % 8 * kSubBytes;
+    return panel + b * kBytes;
+  }
+  static uint8_t* block_at(uint8_t* panel, size_t b) {
+    return const_cast<uint8_t*>(block_at(static_cast<const uint8_t*>(panel), b));
+  }
+  static __m512 row_scales(const uint8_t* panel, size_t b) {
+    const uint8_t* blk = block_at(panel, b);
+    if constexpr (kXs) {
+      const __m512 d = _mm512_loadu_ps(panel + b / 8 * kSuperBytes + 8 * kSubBytes);
+      const __m128i ls = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kD));
+      return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(ls)));
+    }
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kD)));
+  }
+
+  static void pack(const uint8_t* w0, size_t w_stride, size_t n_rows, size_t nb, uint8_t* panel) {
+    for (size_t b = 0; b < nb; ++b) {
+      uint8_t* dst = block_at(panel, b);
       uint16_t* d = reinterpret_cast<uint16_t*>(dst + kD);
       uint16_t* m = reinterpret_cast<uint16_t*>(dst + kM);
       uint32_t high[16] = {};
@@ -175,7 +224,17 @@ struct Block32NibbleFormat {
         uint16_t dr = 0, mr = 0;  // a padded row: all zero
         if (r < n_rows) {
           const uint8_t* p = w0 + r * w_stride + b * kBlock32Bytes<D>;
-          if constexpr (D == DType::Q4_0) {
+          if constexpr (D == DType::IQ4_NL) {
+            const auto* blk = reinterpret_cast<const BlockIQ4_NL*>(p);
+            qs = blk->qs, dr = blk->d;
+          } else if constexpr (kXs) {
+            const auto* blk = reinterpret_cast<const BlockIQ4_XS*>(w0 + r * w_stride) + b / 8;
+            qs = blk->qs + 16 * (b % 8);
+            reinterpret_cast<int8_t*>(dst + kD)[r] =
+                static_cast<int8_t>(iq4xs_subblock_scale(*blk, static_cast<int>(b % 8)));
+            reinterpret_cast<float*>(panel + b / 8 * kSuperBytes + 8 * kSubBytes)[r] =
+                _cvtsh_ss(blk->d);
+          } else if constexpr (D == DType::Q4_0) {
             const auto* blk = reinterpret_cast<const BlockQ4_0*>(p);
             qs = blk->qs, dr = blk->d;
           } else if constexpr (D == DType::Q4_1) {
@@ -196,7 +255,14 @@ struct Block32NibbleFormat {
           else
             std::memset(out, 0, 4);
         }
-        d[r] = dr;
+        if constexpr (kXs) {
+          if (r >= n_rows) {
+            reinterpret_cast<int8_t*>(dst + kD)[r] = 0;
+            reinterpret_cast<float*>(panel + b / 8 * kSuperBytes + 8 * kSubBytes)[r] = 0.0f;
+          }
+        } else {
+          d[r] = dr;
+        }
         if constexpr (kMin) m[r] = mr;
       }
       if constexpr (kFifth) {
@@ -221,8 +287,10 @@ struct Block32NibbleFormat {
   static void tile(const uint8_t* panels, size_t panel_bytes, const ActQ8* x, const int32_t* corr,
                    size_t nb, __m512 (&accf)[P][T]) {
     const __m512i nibble = _mm512_set1_epi8(0x0f), fifth = _mm512_set1_epi8(0x10);
+    const __m512i levels = _mm512_broadcast_i32x4(
+        _mm_load_si128(reinterpret_cast<const __m128i*>(kIq4BiasedLevels.data())));
     for (size_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = panels + b * kBytes;
+      const uint8_t* blk = block_at(panels, b);
       // Two chains per output (low and high nibbles), 4 dots each.
       __m512i lo_acc[P][T], hi_acc[P][T];
 #pragma GCC unroll 16
@@ -240,6 +308,10 @@ struct Block32NibbleFormat {
           const __m512i wv = _mm512_loadu_si512(panel + g * 64);
           lo[p] = _mm512_and_si512(wv, nibble);
           hi[p] = _mm512_and_si512(_mm512_srli_epi16(wv, 4), nibble);
+          if constexpr (is_iq4(D)) {
+            lo[p] = _mm512_shuffle_epi8(levels, lo[p]);
+            hi[p] = _mm512_shuffle_epi8(levels, hi[p]);
+          }
           if constexpr (kFifth) {
             const uint64_t* masks = reinterpret_cast<const uint64_t*>(panel + kMasks);
             lo[p] = _mm512_mask_add_epi8(lo[p], _cvtu64_mask64(masks[2 * g]), lo[p], fifth);
@@ -264,7 +336,7 @@ struct Block32NibbleFormat {
 #pragma GCC unroll 16
       for (int p = 0; p < P; ++p) {
         const uint8_t* panel = blk + p * panel_bytes;
-        wd[p] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + kD)));
+        wd[p] = row_scales(panels + p * panel_bytes, b);
         if constexpr (kMin)
           wm[p] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + kM)));
       }
@@ -543,6 +615,8 @@ std::shared_ptr<const void> pack_panels_vnni_avx512(ThreadPool& pool, const Weig
   if (w.dtype == DType::Q4_1) return pack_all<Block32NibbleFormat<DType::Q4_1, 1, 1>>(pool, w);
   if (w.dtype == DType::Q5_0) return pack_all<Block32NibbleFormat<DType::Q5_0, 1, 1>>(pool, w);
   if (w.dtype == DType::Q5_1) return pack_all<Block32NibbleFormat<DType::Q5_1, 1, 1>>(pool, w);
+  if (w.dtype == DType::IQ4_NL) return pack_all<Block32NibbleFormat<DType::IQ4_NL, 1, 1>>(pool, w);
+  if (w.dtype == DType::IQ4_XS) return pack_all<Block32NibbleFormat<DType::IQ4_XS, 1, 1>>(pool, w);
   if (w.dtype == DType::Q4_K) return pack_all<Q4KNibbleFormat<1, 1>>(pool, w);
   return nullptr;
 }
@@ -584,6 +658,10 @@ void gemm_vnni_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedAct
       return gemm_block32<DType::Q5_0>(pool, w, x.q8, nb, n_tokens, y);
     case DType::Q5_1:
       return gemm_block32<DType::Q5_1>(pool, w, x.q8, nb, n_tokens, y);
+    case DType::IQ4_NL:
+      return gemm_block32<DType::IQ4_NL>(pool, w, x.q8, nb, n_tokens, y);
+    case DType::IQ4_XS:
+      return gemm_block32<DType::IQ4_XS>(pool, w, x.q8, nb, n_tokens, y);
     case DType::Q4_K:
       if (w.panels != nullptr) {
         if (n_tokens <= kDecodeTokens)

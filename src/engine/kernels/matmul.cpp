@@ -11,6 +11,7 @@
 #include "common/fp16.h"
 #include "engine/kernels/matmul_kernels.h"
 #include "engine/kernels/vector_ops.h"
+#include "formats/iquants.h"
 #include "formats/kquants.h"
 #include "formats/legacy_quants.h"
 
@@ -62,6 +63,10 @@ void dequantize_row(DType dtype, const void* src, float* dst, size_t n) {
       return dequantize_q5_k(static_cast<const BlockQ5_K*>(src), dst, n);
     case DType::Q6_K:
       return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n);
+    case DType::IQ4_NL:
+      return dequantize_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, n);
+    case DType::IQ4_XS:
+      return dequantize_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, n);
   }
   fail("dequantize_row: unsupported dtype {}", static_cast<uint32_t>(dtype));
 }
@@ -139,6 +144,20 @@ float block32_dot(DType dtype, const uint8_t* row, size_t b, const ActQ8& a) {
       const auto& blk = reinterpret_cast<const BlockQ5_1*>(row)[b];
       d = f16_to_f32(blk.d), m = f16_to_f32(blk.m);
       dot4(blk.qs, q5_high_bits(blk.qh), 0);
+      break;
+    }
+    case DType::IQ4_NL:
+    case DType::IQ4_XS: {
+      const uint8_t* qs;
+      if (dtype == DType::IQ4_NL) {
+        const auto& blk = reinterpret_cast<const BlockIQ4_NL*>(row)[b];
+        d = f16_to_f32(blk.d), qs = blk.qs;
+      } else {
+        const auto& blk = reinterpret_cast<const BlockIQ4_XS*>(row)[b / 8];
+        d = f16_to_f32(blk.d) * static_cast<float>(iq4xs_subblock_scale(blk, int(b % 8)));
+        qs = blk.qs + 16 * (b % 8);
+      }
+      for (size_t j = 0; j < 32; ++j) s += int32_t{kIq4nlLevels[nibble_quant(qs, j)]} * a.qs[j];
       break;
     }
     default:
@@ -248,7 +267,9 @@ std::shared_ptr<const void> pack_weight_panels(ThreadPool& pool, const WeightMat
 }
 
 size_t panel_row_bytes(DType dtype, size_t cols) {
-  return dtype == DType::Q4_K ? cols / kQK * 148 : row_bytes(dtype, cols);
+  if (dtype == DType::Q4_K) return cols / kQK * 148;
+  if (dtype == DType::IQ4_XS) return cols / kQK * 140;
+  return row_bytes(dtype, cols);
 }
 
 namespace {
@@ -300,7 +321,9 @@ kernels::PreparedActs prepare_acts(ThreadPool& pool, const WeightMatrix& w, cons
     case DType::Q4_0:
     case DType::Q4_1:
     case DType::Q5_0:
-    case DType::Q5_1: {
+    case DType::Q5_1:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS: {
       acts.blocks_per_token = cols / 32;
       kernels::ActQ8* q = scratch<kernels::ActQ8>(n_tokens * acts.blocks_per_token);
       const bool simd = isa != KernelIsa::Scalar;

@@ -11,7 +11,8 @@
 //
 // Activations are first converted to the weight's dot type, as llama.cpp does: rounded to bf16
 // for BF16 weights, quantised to int8 per 32-block (scale fp16(amax/127)) for the 32-block
-// types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), per 256-block (with per-16 sums) for the K-quants.
+// types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS's sub-blocks), per 256-block (with
+// per-16 sums) for the K-quants.
 // F32 and F16 weights use the f32 activations unchanged.
 #pragma once
 
@@ -69,10 +70,10 @@ void matmul_blocks(ThreadPool& pool, const WeightMatrix& w, const float* x, size
                    const MatmulBlockFn& consume);
 
 // Repacks w once for the panel kernels, where the panels take about the bytes of its rows
-// (Q8_0 and Q4_K on AVX512_VNNI CPUs, BF16 with 32-multiple columns on AVX512_BF16 ones, Q4_K
-// on AVX2 ones, whose decode reads them); null for other dtypes and CPUs. Setting w.panels to it
-// (kept alive as long as w) makes every product with w, decode included, stream 16-row panels
-// instead of rows and skip per-call packing.
+// (the 32-block types, IQ4_NL/IQ4_XS and Q4_K on AVX512_VNNI CPUs, BF16 with 32-multiple columns on
+// AVX512_BF16 ones, Q4_K on AVX2 ones, whose decode reads them); null for other dtypes and CPUs.
+// Setting w.panels to it (kept alive as long as w) makes every product with w, decode included,
+// stream 16-row panels instead of rows and skip per-call packing.
 std::shared_ptr<const void> pack_weight_panels(ThreadPool& pool, const WeightMatrix& w);
 // Whether pack_weight_panels packs w on this CPU (within the ISA cap), without packing it.
 bool weight_panels_apply(const WeightMatrix& w);

@@ -365,6 +365,10 @@ void for_dtype_tiles(DType dtype, Fn&& fn) {
       return fn.template operator()<DType::Q5_0, 4, 2>();
     case DType::Q5_1:
       return fn.template operator()<DType::Q5_1, 4, 2>();
+    case DType::IQ4_NL:
+      return fn.template operator()<DType::IQ4_NL, 4, 2>();
+    case DType::IQ4_XS:
+      return fn.template operator()<DType::IQ4_XS, 4, 2>();
     case DType::Q2_K:
       return fn.template operator()<DType::Q2_K, 1, kKquantTokens>();
     case DType::Q3_K:

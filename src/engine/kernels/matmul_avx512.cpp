@@ -308,6 +308,12 @@ void matmul_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& 
     case DType::Q5_1:
       return f.avx512vnni ? matmul_quant<DType::Q5_1, true>(pool, w, x, n_tokens, y)
                           : matmul_quant<DType::Q5_1, false>(pool, w, x, n_tokens, y);
+    case DType::IQ4_NL:
+      return f.avx512vnni ? matmul_quant<DType::IQ4_NL, true>(pool, w, x, n_tokens, y)
+                          : matmul_quant<DType::IQ4_NL, false>(pool, w, x, n_tokens, y);
+    case DType::IQ4_XS:
+      return f.avx512vnni ? matmul_quant<DType::IQ4_XS, true>(pool, w, x, n_tokens, y)
+                          : matmul_quant<DType::IQ4_XS, false>(pool, w, x, n_tokens, y);
     case DType::Q2_K:
     case DType::Q3_K:
     case DType::Q4_K:

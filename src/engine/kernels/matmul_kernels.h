@@ -11,6 +11,10 @@
 //                     ggml's q8_1 blocks (so pith's logits follow llama.cpp's to ~1e-7, where
 //                     the exact d * Σ q left ~1e-2 on tiny models).
 //                     The AVX2 f32 GEMM (many tokens) uses m * d * Σ q unrounded.
+//   IQ4_NL, IQ4_XS:   as Q8_0 (ActQ8 per 32-block): their levels are signed int8 from a table;
+//                     an IQ4_XS super-block is 8 such blocks with scales d * (ls - 32).
+//                     (llama.cpp multiplies IQ4_XS with per-256 activations; the per-32 scales
+//                     here round the activations more finely, so logits differ in low bits.)
 //   Q4_K, Q5_K, Q6_K: activations quantised per 256-block (ActQ8K) with the sums of each 16
 //                     quants, which turn the weights' per-sub-block mins / offsets into one
 //                     multiply per sub-block.
@@ -61,10 +65,17 @@ constexpr bool is_kquant(DType d) {
          d == DType::Q6_K;
 }
 
-// ggml's 32-element quant blocks, multiplied with ActQ8 activations.
+// The non-linear 4-bit types (formats/iquants.h): int8 levels looked up by 4-bit indices.
+constexpr bool is_iq4(DType d) {
+  return d == DType::IQ4_NL || d == DType::IQ4_XS;
+}
+
+// Weights multiplied as 32-element blocks with ActQ8 activations: ggml's 32-element quant
+// blocks, and IQ4_XS, whose 32-element sub-blocks each have their own scale
+// (block32_avx2.h: load_block32 finds sub-block b inside super-block b / 8).
 constexpr bool is_block32_quant(DType d) {
   return d == DType::Q8_0 || d == DType::Q4_0 || d == DType::Q4_1 || d == DType::Q5_0 ||
-         d == DType::Q5_1;
+         d == DType::Q5_1 || is_iq4(d);
 }
 // ... those of them with a per-block offset (value = d * q + m).
 constexpr bool has_block_min(DType d) {

@@ -6,6 +6,9 @@ scales random, the f16 scales in [1e-3, 0.1], the f16 offsets m in [-0.1, 0.1]) 
 by gguf-py's GGUFWriter; dequantized.gguf holds the same tensors as F32, dequantized by
 gguf-py's numpy implementation (gguf.quants.dequantize). pith must read the first file and
 dequantize it to the second: an independent check of the bit layouts and of the reader.
+iquant_blocks.gguf and iquant_dequantized.gguf do the same for the non-linear 4-bit types
+(IQ4_NL, IQ4_XS; f16 scales in [1e-3, 0.1], every other bit random), from their own random
+stream so that the files above stay as they were.
 quantized.gguf holds an F32 tensor "input" (3 rows x 512 columns, N(0, 1), with an all-zero,
 a constant and an all-negative block) and its quantisation to Q4_1, Q5_0 and Q5_1 by gguf-py's
 ports of llama.cpp's reference quantisers (gguf.quants.quantize), which pith's quantisers
@@ -38,12 +41,14 @@ TYPES = {
 }
 
 
-def main():
-    out = sys.argv[1]
-    rng = np.random.default_rng(20261124)
-    blocks = GGUFWriter(os.path.join(out, "blocks.gguf"), "llama")
-    ref = GGUFWriter(os.path.join(out, "dequantized.gguf"), "llama")
-    for name, (qtype, elems, size, scales) in TYPES.items():
+IQ_TYPES = {
+    "iq4_nl": (T.IQ4_NL, 32, 18, [(0, SCALE)]),
+    "iq4_xs": (T.IQ4_XS, 256, 136, [(0, SCALE)]),
+}
+
+
+def random_blocks(rng, types, blocks, ref):
+    for name, (qtype, elems, size, scales) in types.items():
         n_blocks = ROWS * COLS // elems
         raw = rng.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
         for at, (lo, hi) in scales:
@@ -52,6 +57,27 @@ def main():
         data = raw.reshape(ROWS, COLS // elems * size)
         blocks.add_tensor(name, data, raw_dtype=qtype)  # shape from the byte shape
         ref.add_tensor(name, dequantize(data, qtype).astype(np.float32).reshape(ROWS, COLS))
+
+
+def write_iquants(out):
+    rng = np.random.default_rng(20261202)
+    blocks = GGUFWriter(os.path.join(out, "iquant_blocks.gguf"), "llama")
+    ref = GGUFWriter(os.path.join(out, "iquant_dequantized.gguf"), "llama")
+    random_blocks(rng, IQ_TYPES, blocks, ref)
+    for w in (blocks, ref):
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+
+
+def main():
+    out = sys.argv[1]
+    write_iquants(out)
+    rng = np.random.default_rng(20261124)
+    blocks = GGUFWriter(os.path.join(out, "blocks.gguf"), "llama")
+    ref = GGUFWriter(os.path.join(out, "dequantized.gguf"), "llama")
+    random_blocks(rng, TYPES, blocks, ref)
     quantized = GGUFWriter(os.path.join(out, "quantized.gguf"), "llama")
     x = rng.standard_normal((ROWS, COLS)).astype(np.float32)
     x[0, 0:32] = 0
