@@ -241,7 +241,8 @@ class HfBuilder {
 // A family's option keys, read from config.json (null counts as absent).
 class HfKeys final : public ArchitectureKeys {
  public:
-  HfKeys(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+  HfKeys(const json& j, std::string path, std::set<std::string>* looked_up = nullptr)
+      : j_(j), path_(std::move(path)), looked_up_(looked_up) {}
   bool is_gguf() const override { return false; }
   const std::string& source() const override { return path_; }
   std::optional<double> number(ArchKey key) const override {
@@ -291,6 +292,7 @@ class HfKeys final : public ArchitectureKeys {
   // key.hf may name a nested value with dots ("rope_parameters.full_attention.rope_theta").
   const json* find(ArchKey key) const {
     if (key.hf.empty()) return nullptr;
+    if (looked_up_) looked_up_->insert(std::string(key.hf.substr(0, key.hf.find('.'))));
     const json* at = &j_;
     std::string_view rest = key.hf;
     while (!rest.empty()) {
@@ -306,12 +308,14 @@ class HfKeys final : public ArchitectureKeys {
   }
   const json& j_;
   std::string path_;
+  std::set<std::string>* looked_up_;
 };
 
 }  // namespace
 
-std::unique_ptr<ArchitectureKeys> hf_config_keys(const json& config, std::string path) {
-  return std::make_unique<HfKeys>(config, std::move(path));
+std::unique_ptr<ArchitectureKeys> hf_config_keys(const json& config, std::string path,
+                                                 std::set<std::string>* looked_up) {
+  return std::make_unique<HfKeys>(config, std::move(path), looked_up);
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -26,7 +27,9 @@ std::shared_ptr<ModelWeights> load_hf_model(const std::string& folder, const Loa
 // hf_row_for_pith_row(r) is the HF row that pith row r comes from; the inverse maps back.
 // A family's option keys read from a config.json object (null counts as absent); `path` names
 // it in errors. model gen configures its presets through the same reader.
-std::unique_ptr<ArchitectureKeys> hf_config_keys(const nlohmann::json& config, std::string path);
+// looked_up, when given, collects the top-level keys the family looked for (found or not).
+std::unique_ptr<ArchitectureKeys> hf_config_keys(const nlohmann::json& config, std::string path,
+                                                 std::set<std::string>* looked_up = nullptr);
 
 size_t hf_row_for_pith_row(size_t pith_row, uint32_t head_dim);
 size_t pith_row_for_hf_row(size_t hf_row, uint32_t head_dim);

@@ -117,8 +117,7 @@ void quantize_iq4_xs(const float* x, BlockIQ4_XS* blocks, size_t n) {
     blk.scales_h = 0;
     blk.scales_l[0] = blk.scales_l[1] = blk.scales_l[2] = blk.scales_l[3] = 0;
     for (int s = 0; s < 8; ++s) {
-      const int l =
-          d != 0.0f ? std::clamp(static_cast<int>(std::lround(sub[s] / d)), -32, 31) : 0;
+      const int l = d != 0.0f ? std::clamp(static_cast<int>(std::lround(sub[s] / d)), -32, 31) : 0;
       const int ls = l + 32;
       blk.scales_l[s / 2] = static_cast<uint8_t>(blk.scales_l[s / 2] | (ls & 15) << (4 * (s % 2)));
       blk.scales_h = static_cast<uint16_t>(blk.scales_h | (ls >> 4) << (2 * s));

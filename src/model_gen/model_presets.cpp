@@ -1,6 +1,7 @@
 // Model presets of `pith model gen`: the shapes of popular models and the generic tiny shapes
 // with each family's options at values that show on short prompts (see model_gen.h).
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/error.h"
 #include "engine/architectures/architecture.h"
@@ -153,8 +154,37 @@ ModelPreset model_preset(const std::string& name, const std::string& arch_name,
                : generic && family.starts_with("qwen35")                    ? 4
                                                                             : shape->n_layers;
   c.d_model = shape->d_model, c.n_heads = shape->n_heads, c.n_kv_heads = shape->n_kv_heads;
-  c.head_dim = shape->head_dim ? shape->head_dim : c.d_model / c.n_heads;
   c.d_ff = shape->d_ff;
+  // KEY=VALUE config.json options over the preset's (VALUE is JSON; a bare word is a string).
+  nlohmann::json user = nlohmann::json::object();
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    if (eq == std::string::npos || eq == 0)
+      fail("model option '{}' is not KEY=VALUE (a config.json key and a JSON value)", o);
+    const std::string key = o.substr(0, eq), text = o.substr(eq + 1);
+    nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    user[key] = value.is_discarded() ? nlohmann::json(text) : value;
+  }
+  // The shape's own sizes, before anything derived from them.
+  auto size_option = [&](const char* key, uint32_t& field) {
+    if (!user.contains(key)) return;
+    if (!user[key].is_number_unsigned() || user[key].get<uint32_t>() == 0)
+      fail("model option {} must be a positive integer", key);
+    field = user[key].get<uint32_t>();
+  };
+  uint32_t head_dim = shape->head_dim;
+  size_option("hidden_size", c.d_model);
+  size_option("num_attention_heads", c.n_heads);
+  size_option("num_key_value_heads", c.n_kv_heads);
+  size_option("intermediate_size", c.d_ff);
+  size_option("head_dim", head_dim);
+  if (c.n_heads % c.n_kv_heads != 0)
+    fail("model options: {} attention heads are not a multiple of {} KV heads", c.n_heads,
+         c.n_kv_heads);
+  if (!head_dim && c.d_model % c.n_heads != 0)
+    fail("model options: hidden_size {} is not a multiple of {} heads (or set head_dim)", c.d_model,
+         c.n_heads);
+  c.head_dim = head_dim ? head_dim : c.d_model / c.n_heads;
   c.tied_output = shape->tied;  // gemma's configure ties it whatever the shape says
   c.context_length = shape->context_length;
   c.rope_theta = shape->rope_theta > 0                              ? shape->rope_theta
@@ -170,15 +200,7 @@ ModelPreset model_preset(const std::string& name, const std::string& arch_name,
   }
   nlohmann::json options =
       generic ? tiny_family_options(family, c.head_dim) : nlohmann::json::parse(shape->options);
-  // KEY=VALUE config.json options over the preset's (VALUE is JSON; a bare word is a string).
-  for (const std::string& o : overrides) {
-    const size_t eq = o.find('=');
-    if (eq == std::string::npos || eq == 0)
-      fail("model option '{}' is not KEY=VALUE (a config.json key and a JSON value)", o);
-    const std::string key = o.substr(0, eq), text = o.substr(eq + 1);
-    nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    options[key] = value.is_discarded() ? nlohmann::json(text) : value;
-  }
+  for (const auto& [key, value] : user.items()) options[key] = value;
   if (options.contains("num_hidden_layers")) {
     if (!options["num_hidden_layers"].is_number_unsigned() ||
         options["num_hidden_layers"].get<uint32_t>() == 0)
@@ -193,7 +215,8 @@ ModelPreset model_preset(const std::string& name, const std::string& arch_name,
       fail("model option pooling must be last, mean or cls");
     c.pooling = v.get<std::string>();
   }
-  arch->configure(c, *hf_config_keys(options, "preset " + name));
+  std::set<std::string> read_by_family;
+  arch->configure(c, *hf_config_keys(options, "preset " + name, &read_by_family));
   if (options.contains("partial_rotary_factor"))
     c.rope_dim = static_cast<uint32_t>(options["partial_rotary_factor"].get<double>() * c.head_dim);
   if (options.contains("max_position_embeddings")) {
@@ -215,6 +238,26 @@ ModelPreset model_preset(const std::string& name, const std::string& arch_name,
     c.rope_freq_factors.clear();
     apply_rope_scaling(c, rs, "model option rope_scaling");
   }
+  // An option nothing above reads would be silently dropped: refuse it by name.
+  static const std::set<std::string> kReadHere = {"hidden_size",
+                                                  "num_attention_heads",
+                                                  "num_key_value_heads",
+                                                  "intermediate_size",
+                                                  "head_dim",
+                                                  "num_hidden_layers",
+                                                  "tie_word_embeddings",
+                                                  "pooling",
+                                                  "partial_rotary_factor",
+                                                  "max_position_embeddings",
+                                                  "rope_scaling",
+                                                  "original_max_position_embeddings"};
+  for (const auto& [key, value] : user.items())
+    if (!kReadHere.contains(key) && !read_by_family.contains(key))
+      fail(
+          "model option {} is not a {} option pith model gen reads (a config.json key of the "
+          "family, or a shape key: hidden_size, intermediate_size, num_attention_heads, "
+          "num_key_value_heads, head_dim, num_hidden_layers)",
+          key, family);
   return p;
 }
 

@@ -69,9 +69,9 @@ TEST(IQuants, IQ4NLDequantisesHandBuiltBlock) {
     EXPECT_EQ(y[j], 0.5f * kIq4nlLevels[j]) << j;
     EXPECT_EQ(y[16 + j], 0.5f * kIq4nlLevels[15 - j]) << j;
   }
-  EXPECT_EQ(y[0], -63.5f);   // index 0: -127
-  EXPECT_EQ(y[16], 56.5f);   // high nibble of qs[0] = 15: 113
-  EXPECT_EQ(y[8], 0.5f);     // index 8: 1
+  EXPECT_EQ(y[0], -63.5f);  // index 0: -127
+  EXPECT_EQ(y[16], 56.5f);  // high nibble of qs[0] = 15: 113
+  EXPECT_EQ(y[8], 0.5f);    // index 8: 1
 }
 
 // Sub-block scales ls_j = 63, 0, 32, 17, 46, 5, 31, 50 (multipliers 31, -32, 0, -15, 14, -27,
@@ -84,7 +84,8 @@ TEST(IQuants, IQ4XSDequantisesHandBuiltBlock) {
   b.scales_h = 0;
   for (int j = 0; j < 4; ++j)
     b.scales_l[j] = static_cast<uint8_t>((ls[2 * j] & 15) | ((ls[2 * j + 1] & 15) << 4));
-  for (int j = 0; j < 8; ++j) b.scales_h = static_cast<uint16_t>(b.scales_h | (ls[j] >> 4) << (2 * j));
+  for (int j = 0; j < 8; ++j)
+    b.scales_h = static_cast<uint16_t>(b.scales_h | (ls[j] >> 4) << (2 * j));
   EXPECT_EQ(b.scales_l[0], 0x0f);
   EXPECT_EQ(b.scales_h, (3 << 0) | (2 << 4) | (1 << 6) | (2 << 8) | (1 << 12) | (3 << 14));
   for (int i = 0; i < 128; ++i) b.qs[i] = static_cast<uint8_t>(i * 37 + 11);
@@ -93,7 +94,8 @@ TEST(IQuants, IQ4XSDequantisesHandBuiltBlock) {
   dequantize_iq4_xs(&b, y, 256);
   for (int e = 0; e < 256; ++e) {
     const int s = e / 32;
-    const float want = 0.25f * float(ls[s] - 32) * kIq4nlLevels[stored_index(b.qs + 16 * s, e % 32)];
+    const float want =
+        0.25f * float(ls[s] - 32) * kIq4nlLevels[stored_index(b.qs + 16 * s, e % 32)];
     ASSERT_EQ(y[e], want) << "element " << e;
   }
   // Worked: element 33 is index 1 of sub-block 1 (multiplier -32), the low nibble of qs[17] =

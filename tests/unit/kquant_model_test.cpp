@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <random>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/kernels/cpu_features.h"
 #include "engine_test_util.h"
@@ -78,6 +81,39 @@ DType tensor_type(const GGUFFile& f, const std::string& name) {
 }
 
 }  // namespace
+
+// Every mix on a 16-layer model with 4 query heads per KV head (the layer and GQA rules all
+// apply) gives each tensor the type llama.cpp's own quantiser gave it on the same f32 model
+// (tests/data/kquant/llama-cpp-mix-types.json, tools/make_mix_oracle.py).
+TEST(KQuantModel, MixesMatchLlamaCppQuantiser) {
+  std::ifstream in(std::string(PITH_TEST_DATA) + "/kquant/llama-cpp-mix-types.json");
+  ASSERT_TRUE(in) << "missing llama-cpp-mix-types.json";
+  const nlohmann::json ref = nlohmann::json::parse(in);
+  TempDir dir;
+  size_t compared = 0;
+  for (const auto& [mix, types] : ref["mixes"].items()) {
+    ModelGenOptions g;
+    g.preset = ref["preset"].get<std::string>();
+    g.options = ref["options"].get<std::vector<std::string>>();
+    g.vocab_path = test::model_path("tiny-f32");
+    g.quiet = true;
+    g.mix = *quant_mix_from_name(mix);
+    g.output = (dir.path / (mix + ".gguf")).string();
+    ThreadPool pool(2);
+    generate_model(g, pool);
+    GGUFFile f(g.output);
+    size_t quantised = 0;
+    for (const GGUFTensorInfo& t : f.tensors()) {
+      if (t.dtype == DType::F32) continue;
+      ++quantised;
+      ASSERT_TRUE(types.contains(t.name)) << mix << ": " << t.name << " is quantised";
+      EXPECT_EQ(dtype_info(t.dtype).name, types[t.name].get<std::string>()) << mix << " " << t.name;
+      ++compared;
+    }
+    EXPECT_EQ(quantised, types.size()) << mix;
+  }
+  EXPECT_EQ(compared, 10u * 113);  // 10 mixes x (16 layers x 7 matrices + the embedding)
+}
 
 TEST(KQuantModel, MixesGiveLlamaCppTensorTypes) {
   TempDir dir;

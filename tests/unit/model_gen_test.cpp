@@ -347,7 +347,8 @@ TEST(ModelGen, NamedPresetsKeepTheirFamily) {
 
 // --option KEY=VALUE changes a preset's config.json options: gemma4's E2B-style layers
 // (per-layer token embeddings, KV-sharing layers reading the last earlier layer of their kind,
-// double-wide FFNs there); malformed or inconsistent options are clear errors.
+// double-wide FFNs there), the shape's sizes; malformed, inconsistent or unread options are clear
+// errors.
 TEST(ModelGen, OptionsOverrideThePreset) {
   const std::vector<std::string> e2b = {
       "hidden_size_per_layer_input=8", "num_kv_shared_layers=2", "use_double_wide_mlp=true",
@@ -380,6 +381,30 @@ TEST(ModelGen, OptionsOverrideThePreset) {
   // Sharing from layer 4 on, with no global layer before it to read.
   EXPECT_THROW(model_preset("tiny", "gemma4", {"num_kv_shared_layers=2"}), Error);
   EXPECT_THROW(model_preset("tiny", "gemma4", {"num_kv_shared_layers=6"}), Error);
+  // The shape's sizes, and what is derived from them (head_dim, Llama 3's rope factors).
+  const ModelConfig s = model_preset("tiny256", "llama",
+                                     {"num_key_value_heads=1", "intermediate_size=512",
+                                      "hidden_size=512", "num_attention_heads=8"})
+                            .config;
+  EXPECT_EQ(s.n_kv_heads, 1u);
+  EXPECT_EQ(s.n_heads, 8u);
+  EXPECT_EQ(s.d_model, 512u);
+  EXPECT_EQ(s.d_ff, 512u);
+  EXPECT_EQ(s.head_dim, 64u);
+  EXPECT_EQ(s.rope_freq_factors.size(), 32u);
+  EXPECT_EQ(model_preset("tiny", "llama", {"head_dim=32"}).config.head_dim, 32u);
+  EXPECT_THROW(model_preset("tiny", "llama", {"num_key_value_heads=3"}), Error);  // 4 % 3
+  EXPECT_THROW(model_preset("tiny", "llama", {"hidden_size=70"}), Error);         // 70 % 4
+  EXPECT_THROW(model_preset("tiny", "llama", {"num_attention_heads=0"}), Error);
+  // An option nothing reads (a misspelling, another family's key) is refused by name.
+  try {
+    model_preset("tiny", "llama", {"num_key_vaue_heads=1"});
+    ADD_FAILURE() << "a misspelt option was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("num_key_vaue_heads"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(model_preset("tiny", "llama", {"num_kv_shared_layers=2"}), Error);
+  EXPECT_NO_THROW(model_preset("tiny", "qwen3moe", {"num_experts_per_tok=4"}));
 }
 
 // An embedding model's pooling travels in both formats as llama.cpp and sentence-transformers
