@@ -29,6 +29,9 @@ struct RunningTools {
   std::mutex mu;
   std::unordered_set<pid_t> groups;
   std::unordered_set<pid_t> ended;  // killed by end_running_tools(), not yet reaped
+  // Tools between the closed check and their group's registration: one that end_running_tools()
+  // closes in that window kills itself on registering, and is counted and waited for there.
+  size_t starting = 0;
   bool closed = false;
 };
 
@@ -50,12 +53,13 @@ size_t end_running_tools(std::chrono::milliseconds wait) {
       tools.ended.insert(g);
       ++n;
     }
+    n += tools.starting;
   }
   const auto deadline = std::chrono::steady_clock::now() + wait;
   while (std::chrono::steady_clock::now() < deadline) {
     {
       std::lock_guard lock(tools.mu);
-      if (tools.groups.empty()) break;
+      if (tools.groups.empty() && tools.starting == 0) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -88,6 +92,7 @@ ProcessResult run_limited(const std::vector<std::string>& argv, const std::strin
       close(log_fd);
       fail("cannot start {}: the server is stopping", argv[0]);
     }
+    ++tools.starting;
   }
 
   // Everything the child needs is prepared here: after vfork it may only make system calls.
@@ -121,12 +126,17 @@ ProcessResult run_limited(const std::vector<std::string>& argv, const std::strin
   if (devnull >= 0) close(devnull);
   if (pid < 0) {
     close(log_fd);
+    {
+      std::lock_guard lock(tools.mu);
+      --tools.starting;
+    }
     fail("cannot start {}: vfork: {}", argv[0], std::strerror(errno));
   }
   close(log_fd);
   {
     // vfork returned after the child's exec (or exit): its process group exists.
     std::lock_guard lock(tools.mu);
+    --tools.starting;
     tools.groups.insert(pid);
     if (tools.closed) {  // ended between the check above and now
       kill(-pid, SIGKILL);

@@ -36,7 +36,7 @@ ProcessResult run_limited(const std::vector<std::string>& argv, const std::strin
 // For a stopping server: kills every tool still running (its whole process group: cc1, as, ld
 // too), waits up to `wait` for them to be reaped, and refuses new ones. Without it a background
 // native build outlives the server and keeps writing into its cache directory. Returns how many
-// were ended.
+// were ended, those still starting included (they end themselves as they register).
 size_t end_running_tools(std::chrono::milliseconds wait);
 
 }  // namespace pith::runtime
