@@ -17,6 +17,7 @@
 #include "formats/iquants.h"
 #include "formats/kquants.h"
 #include "formats/legacy_quants.h"
+#include "formats/mxfp4.h"
 
 namespace pith::bench {
 
@@ -86,6 +87,9 @@ std::vector<uint8_t> random_row(DType dtype, size_t cols, std::mt19937& rng) {
       break;
     case DType::IQ4_XS:
       quantize_iq4_xs(v.data(), reinterpret_cast<BlockIQ4_XS*>(out.data()), cols);
+      break;
+    case DType::MXFP4:
+      quantize_mxfp4(v.data(), reinterpret_cast<BlockMXFP4*>(out.data()), cols);
       break;
   }
   return out;

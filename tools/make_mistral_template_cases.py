@@ -18,10 +18,11 @@ import os
 import sys
 
 import jinja2
-from jinja2.ext import loopcontrols
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 from mistral_common.integrations.chat_templates.chat_templates import generate_chat_template
 from mistral_common.tokens.tokenizers.base import TokenizerVersion
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_jinja import environment  # noqa: E402
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "templates")
 STEM = "mistral-common-v13-thinking"
@@ -32,21 +33,6 @@ THOUGHT_SENT_BACK = [
     {"role": "assistant", "reasoning_content": "Two and two make four.", "content": "4"},
     {"role": "user", "content": "And 3+3?"},
 ]
-
-
-def environment():
-    def raise_exception(message):
-        raise jinja2.exceptions.TemplateError(message)
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                          sort_keys=sort_keys)
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    return env
 
 
 def conversations():

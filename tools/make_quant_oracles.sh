@@ -11,7 +11,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 tokens=1,312,943,697,361,137,785,400,512,33,640,877
 # NAME PRESET ARCH DTYPES: the tiny qwen2 model (64-wide rows: the K-quant mixes fall back to the
-# 32-block types, IQ4_XS to IQ4_NL) and tiny256 Llama (256-wide rows: the mixes' own K-quant types).
+# 32-block types, IQ4_XS to IQ4_NL), tiny256 Llama (256-wide rows: the mixes' own K-quant types)
+# and tiny gpt-oss (GGUF-only family: f32 and its MXFP4 file type).
 while read -r name preset arch dtypes; do
   for dtype in $dtypes; do
     "$build/bin/pith" model gen --preset "$preset" --arch "$arch" --dtype "$dtype" --seed 5 \
@@ -22,4 +23,5 @@ while read -r name preset arch dtypes; do
 done <<EOF
 qwen2 tiny qwen2 ${QWEN2_DTYPES-q4_k_m q5_k_m q4_1 iq4_nl iq4_xs}
 llama256 tiny256 llama ${LLAMA256_DTYPES-q2_k q3_k_m q4_k_m q6_k iq4_xs}
+gpt-oss tiny gpt-oss ${GPT_OSS_DTYPES-f32 mxfp4_moe}
 EOF

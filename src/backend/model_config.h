@@ -16,8 +16,9 @@ namespace pith {
 // families (qwen2/3, phi3, gemma) rotate halves (i, i + head_dim/2) in both formats.
 enum class RopeStyle { AdjacentPairs, SplitHalf };
 
-// The gated feed-forward's activation: act(gate) * up.
-enum class FfnActivation { Silu, GeluTanh };
+// The gated feed-forward's activation: act(gate) * up. SwigluOai (gpt-oss): the gate clamped
+// to at most 7 and the up projection to [-7, 7], then g * sigmoid(1.702 g) * (u + 1).
+enum class FfnActivation { Silu, GeluTanh, SwigluOai };
 
 // Gated DeltaNet linear attention (the recurrent layers of hybrid models, qwen3.5): per layer
 // a short causal convolution over [q | k | v] and a gated delta rule over one k_dim x v_dim
@@ -93,7 +94,11 @@ struct ModelConfig {
   // Family options (defaults are Llama's).
   RopeStyle rope_style = RopeStyle::AdjacentPairs;
   FfnActivation ffn_activation = FfnActivation::Silu;
-  bool qkv_bias = false;      // Q/K/V projections add a bias (qwen2)
+  bool qkv_bias = false;       // Q/K/V projections add a bias (qwen2)
+  bool attn_out_bias = false;  // the attention output projection adds a bias (gpt-oss)
+  // gpt-oss: each query head's softmax has a learned sink logit in its denominator (a slot
+  // that absorbs attention and contributes no value).
+  bool attn_sinks = false;
   bool qk_norm = false;       // per-head RMSNorm of Q and K before RoPE (qwen3, gemma3)
   bool post_norms = false;    // attention and FFN outputs normed before the residual add (gemma2/3)
   float embed_scale = 1.0f;   // token embeddings are multiplied by this (gemma: sqrt(d_model))
@@ -119,6 +124,8 @@ struct ModelConfig {
   // scaled weightless norm of the residual, each expert's output scaled by its own factor, and
   // the two outputs normed before they are summed (engine.cpp).
   bool moe_beside_dense = false;
+  // gpt-oss: the router and each expert's three projections add biases.
+  bool moe_bias = false;
   // Partial rotary: RoPE turns the first rope_dim dimensions of each head, the rest pass
   // through (0: all of head_dim). rope_freq_factors then have rope_dim / 2 entries.
   uint32_t rope_dim = 0;

@@ -190,7 +190,7 @@ void model_gen(GenArgs& a) {
       fail(
           "unknown dtype '{}' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q3_k, q4_k, q5_k, or "
           "the llama.cpp mixes q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_m, q4_k_s, q5_k_m, q6_k, "
-          "iq4_nl, iq4_xs)",
+          "iq4_nl, iq4_xs, mxfp4_moe)",
           a.dtype);
     a.opt.dtype = *dt;
   }
@@ -252,7 +252,7 @@ void add_model_commands(CLI::App& app) {
                   "Matrix dtype: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, or "
                   "llama.cpp's "
                   "per-tensor K-quant mixes q2_k, q3_k_s, q3_k_m, q3_k_l, q4_k_m, q4_k_s, q5_k_m, "
-                  "q6_k and IQ4 mixes iq4_nl, iq4_xs (quantised: GGUF only)")
+                  "q6_k, IQ4 mixes iq4_nl, iq4_xs and gpt-oss's mxfp4_moe (quantised: GGUF only)")
       ->capture_default_str();
   gen->add_option("--vocab", g.opt.vocab_path, "GGUF file whose tokenizer.* metadata is copied")
       ->capture_default_str();

@@ -177,7 +177,11 @@ void attention(ThreadPool& pool, const KvPool& kv, uint32_t layer, uint32_t n_he
         float* row = sr[i * hpt + g];
         if (cap > 0)
           for (size_t j = 0; j < n_vis[i]; ++j) row[j] = cap * std::tanh(row[j] * inv_cap);
-        softmax(row, n_vis[i], isa);
+        const float log_z = softmax(row, n_vis[i], isa);
+        if (params.sinks) {  // p_j * Z / (Z + e^sink) = p_j / (1 + e^(sink - log Z))
+          const float keep = 1.0f / (1.0f + std::exp(params.sinks[task.head + g] - log_z));
+          for (size_t j = 0; j < n_vis[i]; ++j) row[j] *= keep;
+        }
         std::memset(ar[i * hpt + g], 0, hd * sizeof(float));
       }
     }

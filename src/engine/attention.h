@@ -62,6 +62,9 @@ struct AttentionParams {
   float softcap = 0;    // scores -> softcap * tanh(scores / softcap); 0: off
   uint32_t window = 0;  // a query sees only the `window` most recent slots (itself included)
                         // among those its mask allows; 0: no window
+  // [n_heads] sink logits (gpt-oss): head h's softmax denominator also sums exp(sinks[h]),
+  // a slot with no value, so its weights sum to less than 1. null: none.
+  const float* sinks = nullptr;
 };
 
 // Fills every sequence's `out` for one layer. Inputs are assumed validated (page ids in range,

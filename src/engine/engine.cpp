@@ -278,7 +278,6 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
   }
 
   const auto rotate = c.rope_style == RopeStyle::SplitHalf ? apply_rope_split_half : apply_rope;
-  const bool gelu = c.ffn_activation == FfnActivation::GeluTanh;
   using P = ForwardProfile;
   op(P::Embed);
   float* ple_in = dpl ? per_layer_inputs(x, T, ple_token) : nullptr;
@@ -368,7 +367,8 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
       });
       op(P::QkRopeKv);
       attention(pool_, kv_pool_, kl, c.n_heads, s.seqs, s.attention,
-                AttentionParams{c.attn_scale, c.attn_softcap, slides ? c.sliding_window : 0});
+                AttentionParams{c.attn_scale, c.attn_softcap, slides ? c.sliding_window : 0,
+                                L.sinks.empty() ? nullptr : L.sinks.data()});
       if (out_gate)
         for_each_token(pool_, T, [&](size_t i) {
           float* a = attn + i * q_dim;
@@ -382,6 +382,8 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
         lora->apply(pool_, l, LoraTarget::O, attn, q_dim, tmp, d);
         op(P::Lora);
       }
+      if (c.attn_out_bias)
+        for_each_token(pool_, T, [&](size_t i) { add(L.bo.data(), tmp + i * d, d); });
       if (c.post_norms) {
         for_each_token(pool_, T, [&](size_t i) {
           rmsnorm(tmp + i * d, L.post_attn_norm.data(), tmp + i * d, d, c.rms_eps);
@@ -410,10 +412,7 @@ std::vector<SequenceResult> Engine::forward(const std::vector<SequenceInput>& ba
         op(P::Lora);
       }
       for_each_token(pool_, T, [&](size_t i) {
-        if (gelu)
-          gelu_tanh_gate(gate + i * d_ff, up + i * d_ff, gate + i * d_ff, d_ff);
-        else
-          swiglu(gate + i * d_ff, up + i * d_ff, gate + i * d_ff, d_ff);
+        gated_activation(c.ffn_activation, gate + i * d_ff, up + i * d_ff, gate + i * d_ff, d_ff);
       });
       op(P::Activation);
       matmul(pool_, L.w_down, gate, T, tmp);

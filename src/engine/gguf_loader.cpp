@@ -312,7 +312,7 @@ std::shared_ptr<ModelWeights> load_gguf_model(const std::string& path, const Loa
         WeightMatrix stack = matrix(f, *w, t.gguf, t.rows, t.cols, t.experts);
         for (uint32_t e = 0; e < t.experts; ++e)
           place_layer_expert(l, t.role, e, {stack.dtype, t.rows, t.cols, stack.row(e * t.rows)}, c);
-      } else if (t.conv)
+      } else if (t.conv || t.f32_table)
         place_layer_vector(l, t.role, table_f32(f, t.gguf, t.rows, t.cols), c);
       else if (t.rows == 1)
         place_layer_vector(l, t.role, vector_f32(f, t.gguf, t.cols), c);

@@ -359,6 +359,9 @@ HfConfig read_hf_config(const std::string& folder) {
   if (!family)
     fail("{}: unsupported architecture '{}' (pith supports {})", path,
          arch.empty() ? model_type : arch, supported_hf_classes());
+  if (!family->hf_unsupported.empty())
+    fail("{}: {} Hugging Face checkpoints are not supported: {}", path, family->name,
+         family->hf_unsupported);
   HfConfig out;
   const json* text = &top;
   if (!arch.empty() && arch == family->hf_multimodal_class) {

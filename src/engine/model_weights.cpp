@@ -67,7 +67,13 @@ size_t ModelWeights::n_params() const {
                           &l.expert_scale,
                           &l.pre_ffn_norm2,
                           &l.post_ffn_norm1,
-                          &l.post_ffn_norm2})
+                          &l.post_ffn_norm2,
+                          &l.bo,
+                          &l.sinks,
+                          &l.router_bias,
+                          &l.exp_gate_bias,
+                          &l.exp_up_bias,
+                          &l.exp_down_bias})
       n += v->size();
   return n;
 }
@@ -75,7 +81,11 @@ size_t ModelWeights::n_params() const {
 std::string family_option_summary(const ModelConfig& c) {
   std::vector<std::string> used;
   if (c.rope_style != RopeStyle::AdjacentPairs) used.push_back("split-half RoPE");
-  if (c.ffn_activation != FfnActivation::Silu) used.push_back("GELU-tanh FFN");
+  if (c.ffn_activation == FfnActivation::GeluTanh) used.push_back("GELU-tanh FFN");
+  if (c.ffn_activation == FfnActivation::SwigluOai) used.push_back("clamped SwiGLU (gpt-oss)");
+  if (c.attn_out_bias) used.push_back("attention output bias");
+  if (c.attn_sinks) used.push_back("attention sinks");
+  if (c.moe_bias) used.push_back("expert biases");
   if (c.qkv_bias) used.push_back("Q/K/V bias");
   if (c.qk_norm) used.push_back("Q/K norms");
   if (c.post_norms) used.push_back("post-norms");
@@ -158,6 +168,24 @@ void place_layer_vector(LayerWeights& l, LayerTensor::Role role, std::vector<flo
       return;
     case R::ExpertScale:
       l.expert_scale = std::move(v);
+      return;
+    case R::AttnOutBias:
+      l.bo = std::move(v);
+      return;
+    case R::AttnSinks:
+      l.sinks = std::move(v);
+      return;
+    case R::RouterBias:
+      l.router_bias = std::move(v);
+      return;
+    case R::ExpertGateBias:
+      l.exp_gate_bias = std::move(v);
+      return;
+    case R::ExpertUpBias:
+      l.exp_up_bias = std::move(v);
+      return;
+    case R::ExpertDownBias:
+      l.exp_down_bias = std::move(v);
       return;
     case R::PreFfnNorm2:
       l.pre_ffn_norm2 = std::move(v);
@@ -380,6 +408,14 @@ void validate_model_shapes(const ModelWeights& w) {
     check_optional(L.pre_ffn_norm2, beside, c.d_model, "pre_ffw_norm_2");
     check_optional(L.post_ffn_norm1, beside, c.d_model, "post_ffw_norm_1");
     check_optional(L.post_ffn_norm2, beside, c.d_model, "post_ffw_norm_2");
+    check_optional(L.bo, c.attn_out_bias && !recurrent, c.d_model, "attn_output.bias");
+    check_optional(L.sinks, c.attn_sinks && !recurrent, c.n_heads, "attn_sinks");
+    const bool moe_bias = c.moe_bias && c.n_experts > 0;
+    const size_t e = c.n_experts;
+    check_optional(L.router_bias, moe_bias, e, "ffn_gate_inp.bias");
+    check_optional(L.exp_gate_bias, moe_bias, e * c.d_ff_expert, "ffn_gate_exps.bias");
+    check_optional(L.exp_up_bias, moe_bias, e * c.d_ff_expert, "ffn_up_exps.bias");
+    check_optional(L.exp_down_bias, moe_bias, e * c.d_model, "ffn_down_exps.bias");
     if (c.d_per_layer_input > 0) {
       check_matrix(L.ple_gate, c.d_per_layer_input, c.d_model, "inp_gate", l);
       check_matrix(L.ple_proj, c.d_model, c.d_per_layer_input, "proj", l);

@@ -28,6 +28,8 @@ struct LayerWeights {
   std::vector<float> bq, bk, bv;      // qkv_bias: [q_dim], [kv_dim], [kv_dim]
   std::vector<float> q_norm, k_norm;  // qk_norm: [head_dim]
   WeightMatrix wo;                    // [d_model][q_dim]
+  std::vector<float> bo;              // attn_out_bias: [d_model]
+  std::vector<float> sinks;           // attn_sinks: [n_heads]
   std::vector<float> post_attn_norm;  // post_norms: [d_model]
   std::vector<float> ffn_norm;        // [d_model]
   WeightMatrix w_gate;                // [d_ff][d_model]
@@ -40,6 +42,8 @@ struct LayerWeights {
       exp_down;                          // [n_experts] of [d_ff_expert][d] / [d][ff]
   WeightMatrix sh_gate, sh_up, sh_down;  // shared expert, [d_ff_shared] wide
   std::vector<float> sh_gate_inp;        // [d_model]: sigmoid(. h) scales it
+  // moe_bias: the router's [n_experts] and each expert's projection biases, [n_experts][width].
+  std::vector<float> router_bias, exp_gate_bias, exp_up_bias, exp_down_bias;
   // Gated DeltaNet (recurrent layers of hybrid models), instead of wq..wo and the norms of Q/K.
   WeightMatrix ssm_qkv;            // [conv_channels][d_model]: q | k | v before the conv
   WeightMatrix ssm_gate;           // [value_dim][d_model]: z, the output gate

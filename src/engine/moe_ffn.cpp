@@ -17,21 +17,31 @@ T* grow(std::vector<T>& v, size_t n) {
   return v.data();
 }
 
+// Per-row biases of one expert's projections (gpt-oss), null where the family has none.
+struct ExpertBiases {
+  const float *gate = nullptr, *up = nullptr, *down = nullptr;
+};
+
+void add_bias_rows(const float* bias, float* rows, size_t n, size_t width) {
+  if (bias)
+    for (size_t i = 0; i < n; ++i) add(bias, rows + i * width, width);
+}
+
 // The gated FFN of n gathered rows x [n][d] through one expert: y = Wd (act(Wg x) * Wu x), act
-// SiLU or GELU-tanh (the family's).
+// the family's (SiLU, GELU-tanh, clamped SwiGLU), with biases where it has them.
 void expert_ffn(ThreadPool& pool, const ModelConfig& c, const WeightMatrix& wg,
                 const WeightMatrix& wu, const WeightMatrix& wd, const float* x, size_t n,
-                MoeScratch& s, float* y) {
+                MoeScratch& s, float* y, const ExpertBiases& b = {}) {
   const size_t ff = wg.rows;
   float* g = grow(s.gate, n * ff);
   float* u = grow(s.up, n * ff);
   matmul(pool, wg, x, n, g);
   matmul(pool, wu, x, n, u);
-  if (c.ffn_activation == FfnActivation::GeluTanh)
-    gelu_tanh_gate(g, u, g, n * ff);
-  else
-    swiglu(g, u, g, n * ff);
+  add_bias_rows(b.gate, g, n, ff);
+  add_bias_rows(b.up, u, n, ff);
+  gated_activation(c.ffn_activation, g, u, g, n * ff);
   matmul(pool, wd, g, n, y);
+  add_bias_rows(b.down, y, n, wd.rows);
 }
 
 }  // namespace
@@ -45,6 +55,7 @@ void moe_ffn(ThreadPool& pool, const ModelConfig& c, const LayerWeights& L, cons
   for (auto& r : s.routed) r.clear();
   for (size_t t = 0; t < T; ++t) {
     float* p = logits + t * E;
+    if (!L.router_bias.empty()) add(L.router_bias.data(), p, E);
     softmax(p, E);
     s.order.resize(E);
     for (uint32_t e = 0; e < E; ++e) s.order[e] = {-p[e], e};  // ascending: largest prob first
@@ -68,7 +79,12 @@ void moe_ffn(ThreadPool& pool, const ModelConfig& c, const LayerWeights& L, cons
     for (size_t i = 0; i < n; ++i)
       std::memcpy(x + i * d, h + size_t{tokens[i].first} * d, d * sizeof(float));
     float* y = grow(s.y, n * d);
-    expert_ffn(pool, c, L.exp_gate[e], L.exp_up[e], L.exp_down[e], x, n, s, y);
+    ExpertBiases b;
+    if (!L.exp_gate_bias.empty())
+      b = {L.exp_gate_bias.data() + size_t{e} * c.d_ff_expert,
+           L.exp_up_bias.data() + size_t{e} * c.d_ff_expert,
+           L.exp_down_bias.data() + size_t{e} * d};
+    expert_ffn(pool, c, L.exp_gate[e], L.exp_up[e], L.exp_down[e], x, n, s, y, b);
     for (size_t i = 0; i < n; ++i)
       axpy(tokens[i].second, y + i * d, out + size_t{tokens[i].first} * d, d);
   }

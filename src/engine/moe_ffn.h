@@ -1,6 +1,7 @@
 // The mixture-of-experts feed-forward of one layer (qwen2moe, qwen3moe, qwen35moe, gemma4
-// 26B-A4B) on the CPU. Experts use the family's gated activation (SwiGLU, or GELU-tanh for
-// gemma4, whose router also reads its own input and whose experts scale their outputs).
+// 26B-A4B, gpt-oss) on the CPU. Experts use the family's gated activation (SwiGLU; GELU-tanh for
+// gemma4, whose router also reads its own input and whose experts scale their outputs; the
+// clamped SwiGLU for gpt-oss, whose router and experts add biases).
 //
 // Per token: router logits W_r h, softmax over all experts, the n_experts_used most probable
 // (ties: lower index), their probabilities renormalised to sum 1 where the family does. Then per

@@ -23,6 +23,7 @@ constexpr DTypeInfo kTypes[] = {
     {DType::Q6_K, "q6_k", kQK, sizeof(BlockQ6_K)},
     {DType::IQ4_NL, "iq4_nl", 32, sizeof(BlockIQ4_NL)},
     {DType::IQ4_XS, "iq4_xs", kQK, sizeof(BlockIQ4_XS)},
+    {DType::MXFP4, "mxfp4", 32, sizeof(BlockMXFP4)},
 };
 
 // ggml's type names by code (ggml.c's type traits), for error messages; codes 4 and 5 were

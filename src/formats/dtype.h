@@ -26,6 +26,7 @@ enum class DType : uint32_t {
   IQ4_NL = 20,
   IQ4_XS = 23,
   BF16 = 30,
+  MXFP4 = 39,
 };
 
 struct DTypeInfo {
@@ -169,5 +170,13 @@ struct BlockIQ4_XS {
   uint8_t qs[128];
 };
 static_assert(sizeof(BlockIQ4_XS) == 136);
+
+// MXFP4 (formats/mxfp4.h): 32 FP4 E2M1 codes sharing one E8M0 power-of-two exponent (17
+// bytes); code j < 16 is the low nibble of qs[j], j + 16 the high one, as in Q4_0.
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockMXFP4) == 17);
 
 }  // namespace pith

@@ -21,6 +21,7 @@
 #include "formats/iquants.h"
 #include "formats/kquants.h"
 #include "formats/legacy_quants.h"
+#include "formats/mxfp4.h"
 #include "formats/safetensors.h"
 #include "model_gen/normal_rng.h"
 #include "tokenizer/hf_tokenizer_json.h"
@@ -96,6 +97,7 @@ std::vector<GenTensor> plan_tensors(const ModelConfig& c) {
     for (const LayerTensor& l : layer_tensors(arch, c, i)) {
       const bool matrix = l.rows > 1 || l.experts > 0;
       const K kind = l.conv                                   ? K::Conv
+                     : l.f32_table                            ? K::Bias
                      : near_one(l.role)                       ? K::Norm
                      : l.hf_log_decay                         ? K::DecayRate
                      : l.role == LayerTensor::Role::SsmDtBias ? K::DtBias
@@ -203,6 +205,8 @@ void encode_row(DType dt, const float* x, size_t n, uint8_t* out) {
       return quantize_iq4_nl(x, reinterpret_cast<BlockIQ4_NL*>(out), n);
     case DType::IQ4_XS:
       return quantize_iq4_xs(x, reinterpret_cast<BlockIQ4_XS*>(out), n);
+    case DType::MXFP4:
+      return quantize_mxfp4(x, reinterpret_cast<BlockMXFP4*>(out), n);
   }
   fail("cannot encode dtype {}", static_cast<uint32_t>(dt));
 }
@@ -333,6 +337,8 @@ uint32_t file_type_code(DType dt) {
       return 25;
     case DType::IQ4_XS:
       return 30;
+    case DType::MXFP4:
+      return 38;  // llama.cpp's MXFP4 file type is MXFP4_MOE (other matrices Q8_0)
   }
   return 0;
 }
@@ -691,6 +697,10 @@ ModelGenResult generate_model(const ModelGenOptions& opt, ThreadPool& pool) {
         "dtype {} cannot be written to a Hugging Face folder (safetensors holds f32, f16, bf16); "
         "use --format gguf",
         dtype_info(opt.dtype).name);
+  if (const Architecture* arch = find_architecture(preset.config.architecture);
+      opt.format == "hf" && arch && !arch->hf_unsupported.empty())
+    fail("{} models cannot be written as a Hugging Face folder ({}); use --format gguf", arch->name,
+         arch->hf_unsupported);
   if (opt.output.empty()) fail("model gen: no output path");
   if (opt.vocab_path.empty()) fail("model gen: no vocabulary file (--vocab)");
   if (opt.shard_bytes == 0) fail("model gen: shard size must be positive");

@@ -50,6 +50,11 @@ constexpr ShapePreset kShapes[] = {
     {"gemma3-1b", "gemma3", 26, 1152, 4, 1, 256, 6912, true, 1e6, 32768,
      R"({"sliding_window": 512, "sliding_window_pattern": 6, "rope_local_base_freq": 10000.0,
          "query_pre_attn_scalar": 256})"},
+    {"gpt-oss-20b", "gpt-oss", 24, 2880, 64, 8, 64, 2880, false, 150000, 131072,
+     R"({"num_local_experts": 32, "num_experts_per_tok": 4, "intermediate_size": 2880,
+         "sliding_window": 128,
+         "rope_scaling": {"rope_type": "yarn", "factor": 32.0,
+                          "original_max_position_embeddings": 4096}})"},
     {"qwen3.5-0.8b", "qwen35", 24, 1024, 8, 2, 256, 3584, true, 1e7, 262144,
      R"({"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
          "linear_num_value_heads": 16, "linear_value_head_dim": 128,
@@ -95,6 +100,20 @@ nlohmann::json tiny_family_options(const std::string& arch, uint32_t head_dim) {
             {"num_experts_per_tok", 2},
             {"moe_intermediate_size", 32},
             {"norm_topk_prob", true}};
+  // gpt-oss: 8 experts of width d/2, 2 per token, a window of 4 on every other layer, and
+  // YaRN as the real model has it (factor 32 over 4096 positions), untied LM head.
+  if (arch == "gpt-oss")
+    return {{"num_local_experts", 8},
+            {"num_experts_per_tok", 2},
+            {"intermediate_size", 32},
+            {"sliding_window", 4},
+            {"tie_word_embeddings", false},
+            {"rope_scaling",
+             {{"rope_type", "yarn"},
+              {"factor", 32.0},
+              {"original_max_position_embeddings", 4096},
+              {"beta_fast", 32.0},
+              {"beta_slow", 1.0}}}};
   // (llama.cpp loads qwen2moe only with an LM head of its own, as the real checkpoints have.)
   if (arch == "qwen2moe")
     return {{"num_experts", 8},

@@ -16,7 +16,9 @@
 //   - a matrix whose rows are not a multiple of 256 (Qwen2.5-0.5B's 896, Gemma 3 1B's 1152)
 //     falls back to a 32-block type: Q2_K, Q3_K -> Q4_0, Q4_K -> Q5_0, Q5_K -> Q5_1,
 //     Q6_K -> Q8_0, IQ4_XS -> IQ4_NL (an IQ4_NL mix's own matrices need no fallback);
-//   - 1-D tensors (norms, rope factors) are not matrices and stay F32 (model_gen's choice).
+//   - 1-D tensors (norms, rope factors) are not matrices and stay F32 (model_gen's choice);
+//   - mxfp4_moe (gpt-oss's file type): the expert stacks MXFP4, every other matrix (the output
+//     and token embedding included) Q8_0.
 // Differences from llama.cpp:
 //   - the 70B rule (attn_v Q3_K/Q4_K -> Q5_K), the 8-expert rules and Falcon's are not
 //     implemented: the presets are dense Llama models of at most 8B;
@@ -48,6 +50,7 @@ constexpr MixInfo kMixes[] = {
     {QuantMix::Q6_K, "q6_k", DType::Q6_K, 18},
     {QuantMix::IQ4_NL, "iq4_nl", DType::IQ4_NL, 25},
     {QuantMix::IQ4_XS, "iq4_xs", DType::IQ4_XS, 30},
+    {QuantMix::MXFP4_MOE, "mxfp4_moe", DType::MXFP4, 38},
 };
 
 const MixInfo& info(QuantMix mix) {
@@ -84,6 +87,8 @@ DType quant_mix_tensor_dtype(QuantMix mix, const std::string& name, size_t cols,
   const int n = static_cast<int>(n_layers);
   const bool m_mix = mix == QuantMix::Q4_K_M || mix == QuantMix::Q5_K_M;
   const bool iq4_mix = mix == QuantMix::IQ4_NL || mix == QuantMix::IQ4_XS;
+  if (mix == QuantMix::MXFP4_MOE)  // expert stacks MXFP4, every other matrix Q8_0
+    return name.find("_exps.") != std::string::npos ? DType::MXFP4 : DType::Q8_0;
   if (name == "output.weight" || (tied_output && name == "token_embd.weight")) {
     t = DType::Q6_K;
   } else if (name.ends_with(".attn_v.weight")) {

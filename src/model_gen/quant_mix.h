@@ -15,10 +15,22 @@
 
 namespace pith {
 
-enum class QuantMix { Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_M, Q6_K, IQ4_NL, IQ4_XS };
+enum class QuantMix {
+  Q2_K,
+  Q3_K_S,
+  Q3_K_M,
+  Q3_K_L,
+  Q4_K_S,
+  Q4_K_M,
+  Q5_K_M,
+  Q6_K,
+  IQ4_NL,
+  IQ4_XS,
+  MXFP4_MOE
+};
 
 // "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m", "q5_k_m", "q6_k", "iq4_nl",
-// "iq4_xs"; nullopt for other names.
+// "iq4_xs", "mxfp4_moe"; nullopt for other names.
 std::optional<QuantMix> quant_mix_from_name(std::string_view name);
 std::string_view quant_mix_name(QuantMix mix);
 // llama.cpp's general.file_type code (LLAMA_FTYPE_MOSTLY_*) of the mix.

@@ -8,7 +8,10 @@ top-10 logit|), top-1 equal at every position). NAME picks the model:
     to a 32-block type (q4_k_m: Q5_0 and Q8_0; q5_k_m: Q5_1 and Q8_0; iq4_xs: IQ4_NL and Q8_0),
     as in llama.cpp's files of models whose rows are not multiples of 256;
   - llama256: the tiny256 Llama model, 256-wide rows: the mixes' own K-quant types (q2_k: Q2_K,
-    Q3_K and Q6_K; q3_k_m: Q3_K, Q4_K, Q5_K and Q6_K; iq4_xs: IQ4_XS and Q6_K).
+    Q3_K and Q6_K; q3_k_m: Q3_K, Q4_K, Q5_K and Q6_K; iq4_xs: IQ4_XS and Q6_K);
+  - gpt-oss: the tiny gpt-oss model (GGUF only: attention sinks, biases, sliding windows on
+    every other layer, YaRN, 8 experts with biases and the clamped SwiGLU), in f32 and in its
+    own file type mxfp4_moe (experts MXFP4, every other matrix Q8_0).
 
 Usage: quant_oracle.py PITH NAME DTYPE ORACLE_DIR VOCAB.gguf [TOL]"""
 import json
@@ -20,7 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from arch_oracle import run, worst_error  # noqa: E402
 
 # NAME -> (pith model gen preset, architecture); the same as tools/make_quant_oracles.sh.
-MODELS = {"qwen2": ("tiny", "qwen2"), "llama256": ("tiny256", "llama")}
+MODELS = {"qwen2": ("tiny", "qwen2"), "llama256": ("tiny256", "llama"),
+          "gpt-oss": ("tiny", "gpt-oss")}
 
 
 def main():

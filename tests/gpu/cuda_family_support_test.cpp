@@ -53,5 +53,19 @@ TEST(CudaFamilySupport, Gemma4VariantsRunEveryOptionTheyUse) {
   }
 }
 
+// gpt-oss's options are CPU-only for now: the backend names each of them, so `--device cuda`
+// refuses the model with what is missing and auto serves it on the CPU.
+TEST(CudaFamilySupport, GptOssIsRefusedByItsOptionNames) {
+  for (const char* name : {"tiny", "gpt-oss-20b"}) {
+    const ModelConfig c = model_preset(name, "gpt-oss").config;
+    const std::string missing = unsupported_family_options(c);
+    for (const char* option :
+         {"clamped SwiGLU (gpt-oss)", "attention output bias", "attention sinks", "expert biases"})
+      EXPECT_NE(missing.find(option), std::string::npos) << name << ": " << missing;
+    EXPECT_EQ(missing.find("YaRN"), std::string::npos) << missing;  // the backend has those
+    EXPECT_EQ(missing.find("mixture of experts"), std::string::npos) << missing;
+  }
+}
+
 }  // namespace
 }  // namespace pith::cuda

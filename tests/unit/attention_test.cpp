@@ -3,7 +3,7 @@
 // and without a 16-wide remainder) and the scalar path (not a multiple of 8), GQA groups,
 // shuffled pages, causal and run-length masks, and thread counts that switch between
 // per-group and per-head tasks; with a custom query scale, soft-capped scores and a sliding
-// window (clipping both causal and masked visibility).
+// window (clipping both causal and masked visibility), and with per-head sink logits (gpt-oss).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +15,9 @@
 
 namespace pith {
 namespace {
+
+// Sink logits for up to 8 heads: above, near and below the scores' range.
+constexpr float kSinks[8] = {0.5f, -1.0f, 2.0f, 0.0f, 3.0f, -2.0f, 1.0f, 0.25f};
 
 struct Shape {
   uint32_t head_dim, n_heads, n_kv_heads, page_size;
@@ -115,6 +118,7 @@ TEST_P(AttentionParity, MatchesDenseReference) {
           kv.read(pages[si][s / sh.page_size], layer, 1, kvh, s % sh.page_size, v.data());
           for (uint32_t d = 0; d < hd; ++d) out[d] += p * v[d];
         }
+        if (sh.params.sinks) sum += std::exp(double(sh.params.sinks[h]) - mx);
         const float* got = outs[si].data() + size_t{i} * q_dim + size_t{h} * hd;
         for (uint32_t d = 0; d < hd; ++d)
           ASSERT_NEAR(got[d], out[d] / sum, 2e-5)
@@ -138,7 +142,10 @@ INSTANTIATE_TEST_SUITE_P(
                                          // gemma2-style: scale, soft-cap and window together
                                          Shape{24, 6, 2, 5, 1, {0.3f, 1.5f, 9}},
                                          // soft-cap alone, scalar path
-                                         Shape{12, 4, 4, 3, 2, {0, 0.8f, 0}}),
+                                         Shape{12, 4, 4, 3, 2, {0, 0.8f, 0}},
+                                         // gpt-oss-style sinks: causal chunks, then a window
+                                         Shape{16, 8, 2, 4, 2, {0, 0, 0, kSinks}},
+                                         Shape{16, 4, 2, 4, 1, {0, 0, 6, kSinks}}),
                        ::testing::Values(KvDType::F32, KvDType::F16, KvDType::BF16),
                        ::testing::Values(KernelIsa::Avx512, KernelIsa::Avx2)),
     [](const ::testing::TestParamInfo<std::tuple<Shape, KvDType, KernelIsa>>& info) {
@@ -147,7 +154,8 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(s.n_kv_heads) + "_ps" + std::to_string(s.page_size) + "_t" +
              std::to_string(s.threads) +
              (s.params.window ? "_w" + std::to_string(s.params.window) : "") +
-             (s.params.softcap > 0 ? "_cap" : "") + (s.params.scale > 0 ? "_scale" : "") + "_" +
+             (s.params.softcap > 0 ? "_cap" : "") + (s.params.scale > 0 ? "_scale" : "") +
+             (s.params.sinks ? "_sinks" : "") + "_" +
              std::string(kv_dtype_name(std::get<1>(info.param))) + "_" +
              std::string(isa_name(std::get<2>(info.param)));
     });

@@ -283,20 +283,22 @@ TEST(KQuants, EdgeBlocks) {
 }
 
 // ggml's own Python package wrote tests/data/kquant/blocks.gguf (random blocks of the K-quants
-// Q2_K-Q6_K and of Q4_1, Q5_0, Q5_1) and iquant_blocks.gguf (IQ4_NL, IQ4_XS), and
-// dequantized them into dequantized.gguf and iquant_dequantized.gguf (see make_reference.py
+// Q2_K-Q6_K and of Q4_1, Q5_0, Q5_1), iquant_blocks.gguf (IQ4_NL, IQ4_XS) and mxfp4_blocks.gguf,
+// and dequantized them into dequantized.gguf, iquant_dequantized.gguf and
+// mxfp4_dequantized.gguf (see make_reference.py
 // there): pith reads the first and dequantizes it to the second, and its matmul kernels
 // multiply it as the second's values do.
 TEST(KQuants, MatchesGgmlPythonReference) {
   const std::string dir = std::string(PITH_TEST_DATA) + "/kquant/";
   GGUFFile kquants(dir + "blocks.gguf"), kquants_ref(dir + "dequantized.gguf");
   GGUFFile iquants(dir + "iquant_blocks.gguf"), iquants_ref(dir + "iquant_dequantized.gguf");
+  GGUFFile mxfp4(dir + "mxfp4_blocks.gguf"), mxfp4_ref(dir + "mxfp4_dequantized.gguf");
   ThreadPool pool(2);
-  for (const char* name :
-       {"q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs"}) {
-    const bool iq = std::string(name).starts_with("iq");
-    const GGUFFile& blocks = iq ? iquants : kquants;
-    const GGUFFile& ref = iq ? iquants_ref : kquants_ref;
+  for (const char* name : {"q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q4_1", "q5_0", "q5_1", "iq4_nl",
+                           "iq4_xs", "mxfp4"}) {
+    const bool iq = std::string(name).starts_with("iq"), fp4 = std::string(name) == "mxfp4";
+    const GGUFFile& blocks = fp4 ? mxfp4 : iq ? iquants : kquants;
+    const GGUFFile& ref = fp4 ? mxfp4_ref : iq ? iquants_ref : kquants_ref;
     const GGUFTensorInfo* q = blocks.find_tensor(name);
     const GGUFTensorInfo* r = ref.find_tensor(name);
     ASSERT_NE(q, nullptr) << name;

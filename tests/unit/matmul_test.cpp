@@ -23,6 +23,7 @@
 #include "formats/iquants.h"
 #include "formats/kquants.h"
 #include "formats/legacy_quants.h"
+#include "formats/mxfp4.h"
 
 namespace pith {
 
@@ -93,6 +94,9 @@ std::vector<uint8_t> make_weights(DType dtype, size_t rows, size_t cols, std::mt
         break;
       case DType::IQ4_XS:
         quantize_iq4_xs(v.data(), reinterpret_cast<BlockIQ4_XS*>(dst), cols);
+        break;
+      case DType::MXFP4:
+        quantize_mxfp4(v.data(), reinterpret_cast<BlockMXFP4*>(dst), cols);
         break;
     }
   }
@@ -191,7 +195,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(
         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0,
                           DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
-                          DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS),
+                          DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS,
+                          DType::MXFP4),
         ::testing::Values(size_t{1}, size_t{2}, size_t{3}, size_t{4}, size_t{8}, size_t{33},
                           size_t{64}, size_t{70}, size_t{100}, size_t{130}),
         ::testing::Values(Shape{96, 256}, Shape{37, 96}, Shape{5, 33}, Shape{130, 520})));
@@ -226,8 +231,9 @@ TEST(Matmul, SingleThreadPoolGivesSameResult) {
 TEST(Matmul, DecodeRowTasksCoverEveryRow) {
   std::mt19937 rng(10);
   const size_t rows = 1030;
-  for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q5_1, DType::BF16, DType::F32, DType::Q2_K,
-                   DType::Q3_K, DType::Q4_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+  for (DType dt :
+       {DType::Q8_0, DType::Q4_0, DType::Q5_1, DType::BF16, DType::F32, DType::Q2_K, DType::Q3_K,
+        DType::Q4_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4}) {
     const size_t cols = std::max<size_t>(64, dtype_info(dt).block_size);
     auto wbytes = make_weights(dt, rows, cols, rng);
     WeightMatrix w{dt, rows, cols, wbytes.data()};
@@ -350,9 +356,9 @@ TEST(Matmul, PanelGemmMatchesTheTiles) {
   std::mt19937 rng(31);
   ThreadPool pool(2);
   size_t cases = 0;
-  for (DType dt :
-       {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
-        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::BF16, DType::IQ4_NL, DType::IQ4_XS}) {
+  for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,
+                   DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::BF16, DType::IQ4_NL,
+                   DType::IQ4_XS, DType::MXFP4}) {
     for (auto [rows, min_cols] : {std::pair<size_t, size_t>{1, 32},
                                   {15, 96},
                                   {17, 64},
@@ -414,7 +420,7 @@ TEST(Matmul, LoadTimePanelsServeEveryTokenCount) {
   ThreadPool pool(2);
   size_t cases = 0;
   for (DType dt : {DType::Q8_0, DType::BF16, DType::Q4_K, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                   DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS}) {
+                   DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4}) {
     const size_t rows = 2 * kMatmulBlockRows + 37,
                  cols = dtype_info(dt).block_size == 256 ? 512 : 96;
     auto wbytes = make_weights(dt, rows, cols, rng);
@@ -512,7 +518,7 @@ TEST(Matmul, BlocksMatchMatmulExactly) {
   const size_t rows = 2 * kMatmulBlockRows + 37;
   for (KernelIsa isa : supported_isas())
     for (DType dt : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_1, DType::Q4_K, DType::Q5_K,
-                     DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+                     DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4}) {
       ScopedIsaCap cap(isa);
       const size_t cols = std::max<size_t>(64, dtype_info(dt).block_size);
       auto wdata = make_weights(dt, rows, cols, rng);

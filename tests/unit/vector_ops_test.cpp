@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -105,6 +106,31 @@ TEST(VectorOps, SwiGluIncludingExtremeGates) {
       for (size_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(g[i], out[i]);
     }
   }
+}
+
+// gpt-oss's clamped SwiGLU against its definition in double: the gate clamped above at 7, the
+// up projection to [-7, 7], then g * sigmoid(1.702 g) * (u + 1); and the family dispatch.
+TEST(VectorOps, SwigluOaiClampsAsGptOss) {
+  const std::vector<float> gate{-30.0f, -1.0f, 0.0f, 0.5f, 6.9f, 7.0f, 7.5f, 100.0f},
+      up{-9.0f, -7.0f, -0.5f, 0.0f, 1.0f, 7.0f, 12.0f, 3.0f};
+  std::vector<float> out(gate.size()), via(gate.size());
+  swiglu_oai(gate.data(), up.data(), out.data(), gate.size());
+  gated_activation(FfnActivation::SwigluOai, gate.data(), up.data(), via.data(), gate.size());
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const double g = std::min(double(gate[i]), 7.0), u = std::clamp(double(up[i]), -7.0, 7.0);
+    EXPECT_NEAR(out[i], g / (1.0 + std::exp(-1.702 * g)) * (u + 1.0),
+                1e-5 * (1 + std::fabs(out[i])))
+        << i;
+    EXPECT_EQ(out[i], via[i]) << i;
+  }
+  EXPECT_EQ(out[7], out[5] / 8.0f * 4.0f);  // both gates clamp to 7: only (u + 1) differs
+  std::vector<float> silu(gate.size()), gelu(gate.size()), ref(gate.size());
+  gated_activation(FfnActivation::Silu, gate.data(), up.data(), silu.data(), gate.size());
+  swiglu(gate.data(), up.data(), ref.data(), gate.size());
+  EXPECT_EQ(silu, ref);
+  gated_activation(FfnActivation::GeluTanh, gate.data(), up.data(), gelu.data(), gate.size());
+  gelu_tanh_gate(gate.data(), up.data(), ref.data(), gate.size());
+  EXPECT_EQ(gelu, ref);
 }
 
 TEST(VectorOps, SoftmaxWithMaskedEntries) {

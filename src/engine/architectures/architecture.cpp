@@ -19,13 +19,15 @@ extern const Architecture kQwen2MoeArchitecture;
 extern const Architecture kQwen3MoeArchitecture;
 extern const Architecture kQwen35Architecture;
 extern const Architecture kQwen35MoeArchitecture;
+extern const Architecture kGptOssArchitecture;
 
 const std::vector<const Architecture*>& architectures() {
   static const std::vector<const Architecture*> all = {
       &kLlamaArchitecture,  &kMistralArchitecture,   &kQwen2Architecture,
       &kQwen3Architecture,  &kPhi3Architecture,      &kGemma2Architecture,
       &kGemma3Architecture, &kQwen2MoeArchitecture,  &kQwen3MoeArchitecture,
-      &kQwen35Architecture, &kQwen35MoeArchitecture, &kGemma4Architecture};
+      &kQwen35Architecture, &kQwen35MoeArchitecture, &kGemma4Architecture,
+      &kGptOssArchitecture};
   return all;
 }
 
@@ -109,6 +111,10 @@ std::vector<LayerTensor> layer_tensors(const Architecture& arch, const ModelConf
       if (kv) vector(R::KNorm, "attn_k_norm.weight", "self_attn.k_norm.weight", hd, true);
     }
     matrix(R::AttnOut, "attn_output.weight", "self_attn.o_proj.weight", d, q_dim);
+    if (c.attn_out_bias)
+      vector(R::AttnOutBias, "attn_output.bias", "self_attn.o_proj.bias", d, false);
+    if (c.attn_sinks)
+      vector(R::AttnSinks, "attn_sinks.weight", "self_attn.sinks", c.n_heads, false);
     if (c.post_norms)
       vector(R::PostAttnNorm, "post_attention_norm.weight",
              std::string(arch.hf_names.post_attn_norm) + ".weight", d, true);
@@ -150,13 +156,21 @@ std::vector<LayerTensor> layer_tensors(const Architecture& arch, const ModelConf
   if (c.n_experts > 0 && !c.moe_beside_dense) {
     const size_t e = c.n_experts, ff = c.d_ff_expert, sh = c.d_ff_shared_expert;
     matrix(R::Router, "ffn_gate_inp.weight", "mlp.gate.weight", e, d);
+    if (c.moe_bias) vector(R::RouterBias, "ffn_gate_inp.bias", "mlp.router.bias", e, false);
     auto experts = [&](R role, std::string_view gg, std::string_view hh, size_t rows, size_t cols) {
       t.push_back(
           {role, g + std::string(gg), h + std::string(hh), rows, cols, false, false, c.n_experts});
     };
+    auto bias_table = [&](R role, std::string_view gg, size_t width) {
+      t.push_back({role, g + std::string(gg), h + std::string(gg), e, width});
+      t.back().f32_table = true;
+    };
     experts(R::ExpertGate, "ffn_gate_exps.weight", "mlp.experts.{}.gate_proj.weight", ff, d);
+    if (c.moe_bias) bias_table(R::ExpertGateBias, "ffn_gate_exps.bias", ff);
     experts(R::ExpertUp, "ffn_up_exps.weight", "mlp.experts.{}.up_proj.weight", ff, d);
+    if (c.moe_bias) bias_table(R::ExpertUpBias, "ffn_up_exps.bias", ff);
     experts(R::ExpertDown, "ffn_down_exps.weight", "mlp.experts.{}.down_proj.weight", d, ff);
+    if (c.moe_bias) bias_table(R::ExpertDownBias, "ffn_down_exps.bias", d);
     if (sh > 0) {
       t.push_back({R::SharedGateInp, g + "ffn_gate_inp_shexp.weight",
                    h + "mlp.shared_expert_gate.weight", 1, d, false, false, 0, true});
@@ -206,6 +220,14 @@ size_t hf_to_tiled_index(size_t i, size_t v_first, size_t v_block, const DeltaNe
   if (v_block == 0 || i < v_first || dn.k_heads == 0) return i;
   const size_t group = dn.v_heads / dn.k_heads, h = (i - v_first) / v_block;
   return v_first + ((h % group) * dn.k_heads + h / group) * v_block + (i - v_first) % v_block;
+}
+
+uint32_t required_size(const ArchitectureKeys& keys, ArchKey key) {
+  std::optional<double> v = keys.number(key);
+  if (!v) fail("{}: missing '{}'", keys.source(), keys.is_gguf() ? key.gguf : key.hf);
+  if (*v < 1 || *v > 65536 || *v != static_cast<uint32_t>(*v))
+    fail("{}: '{}' = {} is not a size", keys.source(), keys.is_gguf() ? key.gguf : key.hf, *v);
+  return static_cast<uint32_t>(*v);
 }
 
 void refuse_attention_bias(const ArchitectureKeys& keys) {

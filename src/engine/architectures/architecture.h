@@ -85,6 +85,9 @@ struct Architecture {
   void (*configure)(ModelConfig& config, const ArchitectureKeys& keys) = nullptr;
   // The option values a generated model of this family records (inverse of configure).
   std::vector<ArchValue> (*describe)(const ModelConfig& config) = nullptr;
+  // Loaded from GGUF only: its Hugging Face checkpoints store weights in a form pith's HF
+  // loader does not read (gpt-oss's MXFP4 expert blocks); the error says how to convert.
+  std::string_view hf_unsupported = "";
 };
 
 // Every supported family, llama first.
@@ -149,7 +152,15 @@ struct LayerTensor {
     ExpertScale,
     PreFfnNorm2,
     PostFfnNorm1,
-    PostFfnNorm2
+    PostFfnNorm2,
+    // gpt-oss: the output projection's bias, the per-head attention sinks, the router's bias
+    // and each expert's biases (a [experts][width] table per projection).
+    AttnOutBias,
+    AttnSinks,
+    RouterBias,
+    ExpertGateBias,
+    ExpertUpBias,
+    ExpertDownBias
   };
   Role role;
   std::string gguf, hf;  // full names for layer `layer`; an expert's HF name has "{}" for its index
@@ -165,6 +176,9 @@ struct LayerTensor {
   // A convolution kernel, read into f32 whatever its dtype (GGUF dims {cols, rows}, HF shape
   // [rows][1][cols]).
   bool conv = false;
+  // A small [rows][cols] table read into f32 values (gpt-oss's per-expert biases; GGUF dims
+  // {cols, rows}).
+  bool f32_table = false;
   bool hf_plain = false;      // a norm HF stores as is even where the family offsets its norms
   bool hf_log_decay = false;  // HF stores A_log; pith (like llama.cpp's GGUF) keeps -exp(A_log)
   // DeltaNet tensors indexed by value head: from row (or column, v_cols) v_first on, blocks of
@@ -184,6 +198,8 @@ std::vector<LayerTensor> layer_tensors(const Architecture& arch, const ModelConf
                                        uint32_t layer);
 
 // Shared option readers for families.
+// A positive size (1..65536) the file must have; throws naming the key otherwise.
+uint32_t required_size(const ArchitectureKeys& keys, ArchKey key);
 // Llama-layout HF configs may ask for biases on every attention projection (attention_bias,
 // o_proj included), which pith does not implement: refused by name instead of ignored.
 void refuse_attention_bias(const ArchitectureKeys& keys);

@@ -19,18 +19,6 @@ namespace pith {
 void configure_qwen35(ModelConfig& c, const ArchitectureKeys& keys);  // also for qwen35moe.cpp
 std::vector<ArchValue> describe_qwen35(const ModelConfig& c);
 
-namespace {
-
-uint32_t required(const ArchitectureKeys& keys, ArchKey key) {
-  std::optional<double> v = keys.number(key);
-  if (!v) fail("{}: missing '{}'", keys.source(), keys.is_gguf() ? key.gguf : key.hf);
-  if (*v < 1 || *v > 65536 || *v != static_cast<uint32_t>(*v))
-    fail("{}: '{}' = {} is not a size", keys.source(), keys.is_gguf() ? key.gguf : key.hf, *v);
-  return static_cast<uint32_t>(*v);
-}
-
-}  // namespace
-
 void configure_qwen35(ModelConfig& c, const ArchitectureKeys& keys) {
   c.rope_style = RopeStyle::SplitHalf;
   c.qk_norm = true;
@@ -42,18 +30,18 @@ void configure_qwen35(ModelConfig& c, const ArchitectureKeys& keys) {
         keys.source());
   refuse_attention_bias(keys);
   DeltaNetConfig& dn = c.delta_net;
-  dn.conv_kernel = required(keys, {"ssm.conv_kernel", "linear_conv_kernel_dim"});
-  dn.k_dim = required(keys, {"ssm.state_size", "linear_key_head_dim"});
-  dn.k_heads = required(keys, {"ssm.group_count", "linear_num_key_heads"});
-  dn.v_heads = required(keys, {"ssm.time_step_rank", "linear_num_value_heads"});
+  dn.conv_kernel = required_size(keys, {"ssm.conv_kernel", "linear_conv_kernel_dim"});
+  dn.k_dim = required_size(keys, {"ssm.state_size", "linear_key_head_dim"});
+  dn.k_heads = required_size(keys, {"ssm.group_count", "linear_num_key_heads"});
+  dn.v_heads = required_size(keys, {"ssm.time_step_rank", "linear_num_value_heads"});
   if (keys.is_gguf()) {
-    const uint32_t inner = required(keys, {"ssm.inner_size", ""});
+    const uint32_t inner = required_size(keys, {"ssm.inner_size", ""});
     if (inner % dn.v_heads != 0)
       fail("{}: ssm.inner_size {} is not a multiple of ssm.time_step_rank {}", keys.source(), inner,
            dn.v_heads);
     dn.v_dim = inner / dn.v_heads;
   } else {
-    dn.v_dim = required(keys, {"", "linear_value_head_dim"});
+    dn.v_dim = required_size(keys, {"", "linear_value_head_dim"});
   }
   if (dn.v_heads % dn.k_heads != 0)
     fail("{}: {} value heads are not a multiple of {} key heads", keys.source(), dn.v_heads,

@@ -10,7 +10,7 @@ std::string unsupported_family_options(const ModelConfig& config) {
   // names is missing. A new option added there is therefore unsupported until handled here.
   ModelConfig c = config;
   c.rope_style = RopeStyle::AdjacentPairs;
-  c.ffn_activation = FfnActivation::Silu;
+  if (c.ffn_activation == FfnActivation::GeluTanh) c.ffn_activation = FfnActivation::Silu;
   c.qkv_bias = false;
   c.qk_norm = false;
   c.post_norms = false;

@@ -1,4 +1,4 @@
-// Unpacking of ggml's 32-element quant blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, and the
+// Unpacking of ggml's 32-element quant blocks (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, and the
 // 32-element sub-blocks of IQ4_XS) into one 32-byte vector each, for the AVX2 and AVX-512
 // integer kernels and the AVX2 GEMM's dequantisation (internal to engine/kernels; compiled for
 // the includer's target, at least AVX2).
@@ -16,6 +16,7 @@
 #include "engine/kernels/matmul_kernels.h"
 #include "formats/iquants.h"
 #include "formats/legacy_quants.h"
+#include "formats/mxfp4.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
@@ -31,6 +32,7 @@ inline constexpr size_t kBlock32Bytes = D == DType::Q8_0     ? sizeof(BlockQ8_0)
                                         : D == DType::Q5_0   ? sizeof(BlockQ5_0)
                                         : D == DType::IQ4_NL ? sizeof(BlockIQ4_NL)
                                         : D == DType::IQ4_XS ? sizeof(BlockIQ4_XS) / 8
+                                        : D == DType::MXFP4  ? sizeof(BlockMXFP4)
                                                              : sizeof(BlockQ5_1);
 
 // Σ q of an activation block's 32 int8 quants (sad against 0 sums q ^ 0x80 = q + 128).
@@ -61,17 +63,20 @@ inline __m256i nibbles32(const uint8_t* qs) {
   return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
 }
 
-// The IQ4 levels of 32 indices stored as nibbles: a byte shuffle looks each index up in the
-// 16-entry table, held in both 128-bit lanes.
-inline __m256i iq4_levels32(const uint8_t* qs) {
+// The table levels of 32 indices stored as nibbles: a byte shuffle looks each index up in the
+// 16-entry table (IQ4's, or MXFP4's), held in both 128-bit lanes.
+inline __m256i table_levels32(const int8_t* levels, const uint8_t* qs) {
   const __m256i table =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlLevels)));
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels)));
   return _mm256_shuffle_epi8(table, nibbles32(qs));
+}
+inline __m256i iq4_levels32(const uint8_t* qs) {
+  return table_levels32(kIq4nlLevels, qs);
 }
 
 // Block b of a row: its 32 quants (see above), scale *d and offset *m (0 for the signed types).
-// IQ4_NL and IQ4_XS give their signed levels; IQ4_XS's block b is sub-block b % 8 of super-block
-// b / 8, its scale d * (ls - 32) (exact in f32: 11 by 6 significant bits).
+// IQ4_NL, IQ4_XS and MXFP4 give their signed levels; IQ4_XS's block b is sub-block b % 8 of
+// super-block b / 8, its scale d * (ls - 32) (exact in f32: 11 by 6 significant bits).
 template <DType D>
 inline __m256i load_block32(const uint8_t* row, size_t b, float* d, float* m) {
   const uint8_t* p = row + b * kBlock32Bytes<D>;
@@ -84,6 +89,10 @@ inline __m256i load_block32(const uint8_t* row, size_t b, float* d, float* m) {
     const int s = static_cast<int>(b % 8);
     *d = _cvtsh_ss(blk->d) * static_cast<float>(iq4xs_subblock_scale(*blk, s)), *m = 0.0f;
     return iq4_levels32(blk->qs + 16 * s);
+  } else if constexpr (D == DType::MXFP4) {
+    const auto* blk = reinterpret_cast<const BlockMXFP4*>(p);
+    *d = mxfp4_half_scale(blk->e), *m = 0.0f;
+    return table_levels32(kMxfp4Levels, blk->qs);
   } else if constexpr (D == DType::Q8_0) {
     const auto* blk = reinterpret_cast<const BlockQ8_0*>(p);
     *d = _cvtsh_ss(blk->d), *m = 0.0f;

@@ -76,6 +76,7 @@ void dequant_segment(DType dtype, const uint8_t* row, size_t k0, size_t n, float
     case DType::Q6_K:
     case DType::IQ4_NL:
     case DType::IQ4_XS:
+    case DType::MXFP4:
       break;  // the quantised dtypes take the integer GEMM (gemm_int8_avx2.cpp)
   }
   PITH_CHECK(false);

@@ -429,6 +429,8 @@ void gemm_int8_avx2_rows(const WeightMatrix& w, const PreparedActs& x, size_t t_
       return rows_impl<Block32Format<DType::IQ4_NL>>(w, x.q8 + first, n, r_begin, r_end, y, ldy);
     case DType::IQ4_XS:
       return rows_impl<Block32Format<DType::IQ4_XS>>(w, x.q8 + first, n, r_begin, r_end, y, ldy);
+    case DType::MXFP4:
+      return rows_impl<Block32Format<DType::MXFP4>>(w, x.q8 + first, n, r_begin, r_end, y, ldy);
     case DType::Q2_K:
       return rows_impl<KquantFormat<DType::Q2_K>>(w, x.q8k + first, n, r_begin, r_end, y, ldy);
     case DType::Q3_K:

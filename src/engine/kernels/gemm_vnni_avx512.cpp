@@ -1,5 +1,5 @@
 // The compute-bound path of matmul for the integer-dot quants on AVX512_VNNI CPUs (prefill and
-// large decode batches): the 32-block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS's
+// large decode batches): the 32-block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, IQ4_XS's
 // sub-blocks) and the K-quants
 // (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K).
 //
@@ -70,8 +70,9 @@ struct Block32Format {
   static constexpr bool kMin = has_block_min(D);
   static constexpr size_t kCols = 32;
   // Per panel and block: the quants, then the 16 scales d (and offsets m) as stored, fp16;
-  // IQ4_XS's sub-block scales d * (ls - 32) as f32 (fp16 cannot hold them exactly).
-  static constexpr bool kF32Scales = D == DType::IQ4_XS;
+  // IQ4_XS's sub-block scales d * (ls - 32) and MXFP4's powers of two as f32 (fp16 cannot
+  // hold them exactly).
+  static constexpr bool kF32Scales = D == DType::IQ4_XS || D == DType::MXFP4;
   static constexpr size_t kScaleBytes = kF32Scales ? 64 : 32;
   static constexpr size_t kBytes = 8 * 64 + kScaleBytes + (kMin ? 32 : 0);
   // 2 panels x 6 tokens: 12 int32 + 12 f32 accumulators; each activation broadcast feeds 2.
@@ -159,7 +160,7 @@ struct Block32Format {
   }
 };
 
-// ---- Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS packed once at load: the quants stay nibbles ----
+// ---- Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4 packed once at load: quants stay nibbles ----
 //
 // Per panel and 32-block, exactly 16 x the file's block bytes (decode streams them): 4 groups of
 // 64 bytes, group G holding for each row the file's qs bytes [4G, 4G + 4) (low nibbles: quants
@@ -170,12 +171,16 @@ struct Block32Format {
 // The IQ4 types look their nibbles up (one byte shuffle) as level + 128, offset 128. IQ4_XS
 // keeps its super-blocks: 8 sub-blocks of the 4 groups and the 16 signed multipliers ls - 32
 // (int8), then the 16 d as f32 (2240 bytes, 140 per row and 256 columns against the file's 136).
-// The IQ4 levels + 128 (1..241), for vpshufb lookups by nibble in each 128-bit lane.
-alignas(16) constexpr auto kIq4BiasedLevels = [] {
+// MXFP4 keeps its 16 exponent bytes in place of the d (16 x 17 bytes per block, as the file's).
+// The table levels + 128 (IQ4: 1..241, MXFP4: 116..140), for vpshufb lookups by nibble in each
+// 128-bit lane.
+constexpr std::array<uint8_t, 16> biased_levels(const int8_t (&levels)[16]) {
   std::array<uint8_t, 16> biased{};
-  for (int i = 0; i < 16; ++i) biased[i] = static_cast<uint8_t>(kIq4nlLevels[i] + 128);
+  for (int i = 0; i < 16; ++i) biased[i] = static_cast<uint8_t>(levels[i] + 128);
   return biased;
-}();
+}
+alignas(16) constexpr auto kIq4BiasedLevels = biased_levels(kIq4nlLevels);
+alignas(16) constexpr auto kMxfp4BiasedLevels = biased_levels(kMxfp4Levels);
 
 template <DType D, int kP, int kT>
 struct Block32NibbleFormat {
@@ -183,6 +188,7 @@ struct Block32NibbleFormat {
   static constexpr bool kMin = has_block_min(D);
   static constexpr bool kFifth = D == DType::Q5_0 || D == DType::Q5_1;
   static constexpr bool kXs = D == DType::IQ4_XS;
+  static constexpr bool kFp4 = D == DType::MXFP4;
   static constexpr int32_t kOffset = D == DType::Q4_0   ? 8
                                      : D == DType::Q5_0 ? 16
                                      : is_iq4(D)        ? 128
@@ -191,7 +197,7 @@ struct Block32NibbleFormat {
   static constexpr size_t kMasks = 256, kD = kMasks + (kFifth ? 64 : 0), kM = kD + 32;
   // IQ4_XS: per sub-block the groups and the multipliers (kD: 16 int8); per super-block the d.
   static constexpr size_t kSubBytes = 256 + 16, kSuperBytes = 8 * kSubBytes + 64;
-  static constexpr size_t kBytes = kXs ? kSuperBytes / 8 : kM + (kMin ? 32 : 0);
+  static constexpr size_t kBytes = kXs ? kSuperBytes / 8 : kFp4 ? kD + 16 : kM + (kMin ? 32 : 0);
   static_assert(kXs || kBytes == 16 * kBlock32Bytes<D>);
   static constexpr int kPanels = kP, kTokens = kT;
 
@@ -210,6 +216,14 @@ struct Block32NibbleFormat {
       const __m128i ls = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kD));
       return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(ls)));
     }
+    if constexpr (kFp4) {  // 2^(e - 128) (mxfp4_half_scale): exponent field e - 1, e < 2 subnormal
+      const __m512i e =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kD)));
+      const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+      const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+      const __mmask16 small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+      return _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, subnormal));
+    }
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kD)));
   }
 
@@ -227,6 +241,9 @@ struct Block32NibbleFormat {
           if constexpr (D == DType::IQ4_NL) {
             const auto* blk = reinterpret_cast<const BlockIQ4_NL*>(p);
             qs = blk->qs, dr = blk->d;
+          } else if constexpr (kFp4) {
+            const auto* blk = reinterpret_cast<const BlockMXFP4*>(p);
+            qs = blk->qs, dr = blk->e;  // the exponent byte, stored below
           } else if constexpr (kXs) {
             const auto* blk = reinterpret_cast<const BlockIQ4_XS*>(w0 + r * w_stride) + b / 8;
             qs = blk->qs + 16 * (b % 8);
@@ -260,6 +277,8 @@ struct Block32NibbleFormat {
             reinterpret_cast<int8_t*>(dst + kD)[r] = 0;
             reinterpret_cast<float*>(panel + b / 8 * kSuperBytes + 8 * kSubBytes)[r] = 0.0f;
           }
+        } else if constexpr (kFp4) {
+          dst[kD + r] = static_cast<uint8_t>(dr);
         } else {
           d[r] = dr;
         }
@@ -287,8 +306,8 @@ struct Block32NibbleFormat {
   static void tile(const uint8_t* panels, size_t panel_bytes, const ActQ8* x, const int32_t* corr,
                    size_t nb, __m512 (&accf)[P][T]) {
     const __m512i nibble = _mm512_set1_epi8(0x0f), fifth = _mm512_set1_epi8(0x10);
-    const __m512i levels = _mm512_broadcast_i32x4(
-        _mm_load_si128(reinterpret_cast<const __m128i*>(kIq4BiasedLevels.data())));
+    const __m512i levels = _mm512_broadcast_i32x4(_mm_load_si128(
+        reinterpret_cast<const __m128i*>((kFp4 ? kMxfp4BiasedLevels : kIq4BiasedLevels).data())));
     for (size_t b = 0; b < nb; ++b) {
       const uint8_t* blk = block_at(panels, b);
       // Two chains per output (low and high nibbles), 4 dots each.
@@ -617,6 +636,7 @@ std::shared_ptr<const void> pack_panels_vnni_avx512(ThreadPool& pool, const Weig
   if (w.dtype == DType::Q5_1) return pack_all<Block32NibbleFormat<DType::Q5_1, 1, 1>>(pool, w);
   if (w.dtype == DType::IQ4_NL) return pack_all<Block32NibbleFormat<DType::IQ4_NL, 1, 1>>(pool, w);
   if (w.dtype == DType::IQ4_XS) return pack_all<Block32NibbleFormat<DType::IQ4_XS, 1, 1>>(pool, w);
+  if (w.dtype == DType::MXFP4) return pack_all<Block32NibbleFormat<DType::MXFP4, 1, 1>>(pool, w);
   if (w.dtype == DType::Q4_K) return pack_all<Q4KNibbleFormat<1, 1>>(pool, w);
   return nullptr;
 }
@@ -662,6 +682,8 @@ void gemm_vnni_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedAct
       return gemm_block32<DType::IQ4_NL>(pool, w, x.q8, nb, n_tokens, y);
     case DType::IQ4_XS:
       return gemm_block32<DType::IQ4_XS>(pool, w, x.q8, nb, n_tokens, y);
+    case DType::MXFP4:
+      return gemm_block32<DType::MXFP4>(pool, w, x.q8, nb, n_tokens, y);
     case DType::Q4_K:
       if (w.panels != nullptr) {
         if (n_tokens <= kDecodeTokens)

@@ -14,6 +14,7 @@
 #include "formats/iquants.h"
 #include "formats/kquants.h"
 #include "formats/legacy_quants.h"
+#include "formats/mxfp4.h"
 
 namespace pith {
 
@@ -67,6 +68,8 @@ void dequantize_row(DType dtype, const void* src, float* dst, size_t n) {
       return dequantize_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, n);
     case DType::IQ4_XS:
       return dequantize_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, n);
+    case DType::MXFP4:
+      return dequantize_mxfp4(static_cast<const BlockMXFP4*>(src), dst, n);
   }
   fail("dequantize_row: unsupported dtype {}", static_cast<uint32_t>(dtype));
 }
@@ -158,6 +161,12 @@ float block32_dot(DType dtype, const uint8_t* row, size_t b, const ActQ8& a) {
         qs = blk.qs + 16 * (b % 8);
       }
       for (size_t j = 0; j < 32; ++j) s += int32_t{kIq4nlLevels[nibble_quant(qs, j)]} * a.qs[j];
+      break;
+    }
+    case DType::MXFP4: {
+      const auto& blk = reinterpret_cast<const BlockMXFP4*>(row)[b];
+      d = mxfp4_half_scale(blk.e);
+      for (size_t j = 0; j < 32; ++j) s += int32_t{kMxfp4Levels[nibble_quant(blk.qs, j)]} * a.qs[j];
       break;
     }
     default:
@@ -323,7 +332,8 @@ kernels::PreparedActs prepare_acts(ThreadPool& pool, const WeightMatrix& w, cons
     case DType::Q5_0:
     case DType::Q5_1:
     case DType::IQ4_NL:
-    case DType::IQ4_XS: {
+    case DType::IQ4_XS:
+    case DType::MXFP4: {
       acts.blocks_per_token = cols / 32;
       kernels::ActQ8* q = scratch<kernels::ActQ8>(n_tokens * acts.blocks_per_token);
       const bool simd = isa != KernelIsa::Scalar;

@@ -369,6 +369,8 @@ void for_dtype_tiles(DType dtype, Fn&& fn) {
       return fn.template operator()<DType::IQ4_NL, 4, 2>();
     case DType::IQ4_XS:
       return fn.template operator()<DType::IQ4_XS, 4, 2>();
+    case DType::MXFP4:
+      return fn.template operator()<DType::MXFP4, 4, 2>();
     case DType::Q2_K:
       return fn.template operator()<DType::Q2_K, 1, kKquantTokens>();
     case DType::Q3_K:

@@ -314,6 +314,9 @@ void matmul_avx512(ThreadPool& pool, const WeightMatrix& w, const PreparedActs& 
     case DType::IQ4_XS:
       return f.avx512vnni ? matmul_quant<DType::IQ4_XS, true>(pool, w, x, n_tokens, y)
                           : matmul_quant<DType::IQ4_XS, false>(pool, w, x, n_tokens, y);
+    case DType::MXFP4:
+      return f.avx512vnni ? matmul_quant<DType::MXFP4, true>(pool, w, x, n_tokens, y)
+                          : matmul_quant<DType::MXFP4, false>(pool, w, x, n_tokens, y);
     case DType::Q2_K:
     case DType::Q3_K:
     case DType::Q4_K:

@@ -11,8 +11,9 @@
 //                     ggml's q8_1 blocks (so pith's logits follow llama.cpp's to ~1e-7, where
 //                     the exact d * Σ q left ~1e-2 on tiny models).
 //                     The AVX2 f32 GEMM (many tokens) uses m * d * Σ q unrounded.
-//   IQ4_NL, IQ4_XS:   as Q8_0 (ActQ8 per 32-block): their levels are signed int8 from a table;
-//                     an IQ4_XS super-block is 8 such blocks with scales d * (ls - 32).
+//   IQ4_NL, IQ4_XS,   as Q8_0 (ActQ8 per 32-block): their levels are signed int8 from a table;
+//   MXFP4:            an IQ4_XS super-block is 8 such blocks with scales d * (ls - 32); MXFP4's
+//                     scale is a power of two (as llama.cpp's mxfp4 x q8_0 dot).
 //                     (llama.cpp multiplies IQ4_XS with per-256 activations; the per-32 scales
 //                     here round the activations more finely, so logits differ in low bits.)
 //   Q4_K, Q5_K, Q6_K: activations quantised per 256-block (ActQ8K) with the sums of each 16
@@ -65,9 +66,10 @@ constexpr bool is_kquant(DType d) {
          d == DType::Q6_K;
 }
 
-// The non-linear 4-bit types (formats/iquants.h): int8 levels looked up by 4-bit indices.
+// The 4-bit table types: int8 levels looked up by 4-bit indices, IQ4's non-linear ones
+// (formats/iquants.h) and MXFP4's doubled FP4 values (formats/mxfp4.h).
 constexpr bool is_iq4(DType d) {
-  return d == DType::IQ4_NL || d == DType::IQ4_XS;
+  return d == DType::IQ4_NL || d == DType::IQ4_XS || d == DType::MXFP4;
 }
 
 // Weights multiplied as 32-element blocks with ActQ8 activations: ggml's 32-element quant

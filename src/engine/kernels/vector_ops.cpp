@@ -247,6 +247,25 @@ void gelu_tanh_gate(const float* gate, const float* up, float* out, size_t n, Ke
   for (size_t i = 0; i < n; ++i) out[i] = scalar_gelu_tanh(gate[i]) * up[i];
 }
 
+void swiglu_oai(const float* gate, const float* up, float* out, size_t n) {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  for (size_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], kLimit), u = std::clamp(up[i], -kLimit, kLimit);
+    out[i] = g / (1.0f + std::exp(-kAlpha * g)) * (u + 1.0f);
+  }
+}
+
+void gated_activation(FfnActivation act, const float* gate, const float* up, float* out, size_t n) {
+  switch (act) {
+    case FfnActivation::Silu:
+      return swiglu(gate, up, out, n);
+    case FfnActivation::GeluTanh:
+      return gelu_tanh_gate(gate, up, out, n);
+    case FfnActivation::SwigluOai:
+      return swiglu_oai(gate, up, out, n);
+  }
+}
+
 float softmax(float* x, size_t n, KernelIsa isa) {
   if (n == 0) fail("softmax: empty input");
   return use_avx2(isa) ? vavx2::softmax(x, n) : scalar::softmax(x, n);

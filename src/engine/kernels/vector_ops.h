@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/model_config.h"
 #include "engine/kernels/cpu_features.h"
 
 namespace pith {
@@ -43,6 +44,13 @@ void swiglu(const float* gate, const float* up, float* out, size_t n, KernelIsa 
 // out may equal gate or up.
 void gelu_tanh_gate(const float* gate, const float* up, float* out, size_t n,
                     KernelIsa isa = best_isa());
+
+// gpt-oss's clamped SwiGLU (FfnActivation::SwigluOai), as ggml's swiglu_oai computes it:
+// g = min(gate, 7), u = clamp(up, -7, 7), out = g * sigmoid(1.702 g) * (u + 1). Scalar: the
+// experts' matmuls dominate. out may equal gate or up.
+void swiglu_oai(const float* gate, const float* up, float* out, size_t n);
+// The family's gated activation of n values (swiglu, gelu_tanh_gate or swiglu_oai).
+void gated_activation(FfnActivation act, const float* gate, const float* up, float* out, size_t n);
 
 // In place: x[i] = exp(x[i] - max) / sum. Returns log(sum_i exp(x[i])) of the input (the
 // log-partition, for log-probabilities). n must be > 0. Entries equal to -inf (masked) get 0.

@@ -8,7 +8,9 @@ gguf-py's numpy implementation (gguf.quants.dequantize). pith must read the firs
 dequantize it to the second: an independent check of the bit layouts and of the reader.
 iquant_blocks.gguf and iquant_dequantized.gguf do the same for the non-linear 4-bit types
 (IQ4_NL, IQ4_XS; f16 scales in [1e-3, 0.1], every other bit random), from their own random
-stream so that the files above stay as they were.
+stream so that the files above stay as they were. mxfp4_blocks.gguf and mxfp4_dequantized.gguf
+do the same for MXFP4 (every bit random but the E8M0 exponent byte, in [0, 250] so that no
+value overflows f32; 0 and 1 are ggml's subnormal scales), again from a stream of their own.
 quantized.gguf holds an F32 tensor "input" (3 rows x 512 columns, N(0, 1), with an all-zero,
 a constant and an all-negative block) and its quantisation to Q4_1, Q5_0 and Q5_1 by gguf-py's
 ports of llama.cpp's reference quantisers (gguf.quants.quantize), which pith's quantisers
@@ -71,9 +73,31 @@ def write_iquants(out):
         w.close()
 
 
+def write_mxfp4(out):
+    rng = np.random.default_rng(20261203)
+    n_blocks = ROWS * COLS // 32
+    raw = rng.integers(0, 256, size=(n_blocks, 17), dtype=np.uint8)
+    raw[:, 0] = rng.integers(0, 251, size=n_blocks, dtype=np.uint8)
+    raw[:4, 0] = (0, 1, 2, 250)
+    data = raw.reshape(ROWS, COLS // 32 * 17)
+    blocks = GGUFWriter(os.path.join(out, "mxfp4_blocks.gguf"), "llama")
+    ref = GGUFWriter(os.path.join(out, "mxfp4_dequantized.gguf"), "llama")
+    blocks.add_tensor("mxfp4", data, raw_dtype=T.MXFP4)
+    ref.add_tensor("mxfp4", dequantize(data, T.MXFP4).astype(np.float32).reshape(ROWS, COLS))
+    for w in (blocks, ref):
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+
+
 def main():
     out = sys.argv[1]
+    if len(sys.argv) > 2 and sys.argv[2] == "--mxfp4-only":  # gguf >= 0.20 knows MXFP4
+        write_mxfp4(out)
+        return
     write_iquants(out)
+    write_mxfp4(out)
     rng = np.random.default_rng(20261124)
     blocks = GGUFWriter(os.path.join(out, "blocks.gguf"), "llama")
     ref = GGUFWriter(os.path.join(out, "dequantized.gguf"), "llama")

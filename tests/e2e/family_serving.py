@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""End-to-end: a random tiny Gemma 4 served by the real `pith serve` through its OpenAI endpoint.
+"""End-to-end: a random tiny model of a family with its own layer kinds (Gemma 4, gpt-oss) served
+by the real `pith serve` through its OpenAI endpoint.
 
-Usage: gemma4_serving.py PITH VOCAB_GGUF ORACLE_DIR [VARIANT]
+Usage: family_serving.py PITH VOCAB_GGUF ORACLE_DIR [VARIANT]
 
 VARIANT is gemma4 (the 31B layout: sliding layers and a global layer with larger heads, fewer KV
-heads and V = K) or a variant of ORACLE_DIR/variants.json (gemma4-e2b: per-layer token
-embeddings, KV-sharing layers). The KV pool then holds layers of different shapes. Checked:
+heads and V = K; the KV pool then holds layers of different shapes), a variant of
+ORACLE_DIR/variants.json (gemma4-e2b: per-layer token embeddings, KV-sharing layers), or
+gpt-oss (attention sinks, windows of 4 on every other layer across the 16-token chunks, biased
+experts). Checked:
 - batching: 8 concurrent greedy completions, prefilled in chunks of 16 tokens beside each other's
   decode steps, equal their one-at-a-time outputs;
 - the prefix cache: a repeated prompt reuses its cached pages (`cached_tokens`) and gives the
@@ -22,7 +25,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pith_harness import Server, model_gen_args  # noqa: E402
 
-# The CUDA backend does not run this family yet (engine/cuda/family_support.h).
+# The CUDA backend does not run these families yet (engine/cuda/family_support.h).
 
 pith, vocab, oracle_dir = sys.argv[1], sys.argv[2], sys.argv[3]
 variant = sys.argv[4] if len(sys.argv) > 4 else "gemma4"
