@@ -8,9 +8,14 @@ With `mistral`, Mistral's control tokens instead, first as in Tekken GGUFs (<unk
 [INST], ..., [TOOL_CALLS], [ARGS], [CALL_ID], [THINK], [/THINK]: the spellings of
 mistral-common's SpecialTokens), for the reasoning and tool-call markers of Magistral's
 templates, which the 2024 Tekken vocabulary in tests/data lacks.
+With `harmony`, gpt-oss's o200k_harmony control tokens after the bytes (<|startoftext|>,
+<|endoftext|>, <|return|>, <|constrain|>, <|channel|>, <|start|>, <|end|>, <|message|>,
+<|call|>), pre-tokenizer gpt-4o and no BOS added, as gpt-oss GGUF files declare them: the
+harmony message format of its chat template and outputs.
 
     tools/make_byte_vocab.py tests/data/tokenizer/byte-vocab.gguf
     tools/make_byte_vocab.py tests/data/tokenizer/byte-vocab-mistral.gguf mistral
+    tools/make_byte_vocab.py tests/data/tokenizer/byte-vocab-harmony.gguf harmony
 """
 import struct
 import sys
@@ -22,6 +27,8 @@ MISTRAL_SPECIALS = ["<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOO
                     "[IMG]", "<pad>", "[IMG_BREAK]", "[IMG_END]", "[PREFIX]", "[MIDDLE]",
                     "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[TOOL_CONTENT]", "[ARGS]",
                     "[CALL_ID]", "[THINK]", "[/THINK]"]
+HARMONY_SPECIALS = ["<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>",
+                    "<|channel|>", "<|start|>", "<|end|>", "<|message|>", "<|call|>"]
 
 
 def byte_spelling():
@@ -51,6 +58,10 @@ def main(path, specials="llama3"):
         tokens = MISTRAL_SPECIALS + byte_spelling()
         types = [2] + [3] * (len(MISTRAL_SPECIALS) - 1) + [1] * 256  # unknown, control, normal
         pre, bos, eos = "tekken", 1, 2
+    elif specials == "harmony":
+        tokens = byte_spelling() + HARMONY_SPECIALS
+        types = [1] * 256 + [3] * len(HARMONY_SPECIALS)
+        pre, bos, eos = "gpt-4o", 256, 256 + HARMONY_SPECIALS.index("<|return|>")
     else:
         tokens = byte_spelling() + SPECIALS
         types = [1] * 256 + [3] * len(SPECIALS)  # normal, control
@@ -67,7 +78,7 @@ def main(path, specials="llama3"):
         kv("tokenizer.ggml.merges", ARRAY, struct.pack("<IQ", STRING, 0)),
         kv("tokenizer.ggml.bos_token_id", UINT32, struct.pack("<I", bos)),
         kv("tokenizer.ggml.eos_token_id", UINT32, struct.pack("<I", eos)),
-        kv("tokenizer.ggml.add_bos_token", BOOL, struct.pack("<?", True)),
+        kv("tokenizer.ggml.add_bos_token", BOOL, struct.pack("<?", specials != "harmony")),
     ]
     header = b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs))
     body = header + b"".join(kvs)

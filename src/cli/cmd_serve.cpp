@@ -105,11 +105,12 @@ void add_serve_commands(CLI::App& app) {
   add(cmd->add_option(
       "--tool-call-parser", cfg->tool_call_parser,
       "tool-call format: auto (from the chat template), hermes, llama3_json, qwen3_coder, "
-      "gemma4, mistral"));
+      "gemma4, mistral, harmony (gpt-oss; also 'openai')"));
   add(cmd->add_option("--reasoning-parser", cfg->reasoning_parser,
                       "how reasoning is told apart: auto (from the chat template), none, "
                       "deepseek_r1, qwen3 (<think> blocks), gemma4 (<|channel>thought blocks), "
-                      "mistral ([THINK] blocks)"));
+                      "mistral ([THINK] blocks), harmony (gpt-oss's analysis channel; also "
+                      "'openai_gptoss')"));
   add(cmd->add_option("--pooling", cfg->pooling,
                       "how /v1/embeddings pools the final hidden states: auto (as the model file "
                       "says, else last), last, mean, cls"));

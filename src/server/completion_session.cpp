@@ -341,8 +341,12 @@ bool CompletionSession::Choice::tools_forced() const {
   return tools && tools->forced();
 }
 
+const HarmonyReader* CompletionSession::harmony_calls(const Choice& c) const {
+  return req_.tool_format == ToolCallFormat::Harmony ? c.reasoning.harmony() : nullptr;
+}
+
 std::string CompletionSession::hold_for_tools(Choice& c, std::string delta) {
-  if (!c.tools || c.tools_decided) return delta;
+  if (!c.tools || c.tools_decided || harmony_calls(c)) return delta;
   c.held_for_tools += delta;
   if (c.tools->forced() || may_become_tool_call(c.held_for_tools, req_.tool_format)) return "";
   c.tools_decided = true;  // plain content after all: release what was held
@@ -356,12 +360,21 @@ void CompletionSession::end_choice(uint32_t index, std::string reason, std::vect
   ReasoningSplitter::Delta last = c.reasoning.finish();
   std::string rest = hold_for_tools(c, tail.content + last.content);
   const std::string reasoning_rest = tail.reasoning + last.reasoning;
-  if (c.tools && !c.tools_decided) {
-    ParsedToolOutput parsed = parse_tool_output(c.held_for_tools, req_.tool_format, req_.tools);
+  std::optional<ParsedToolOutput> parsed;
+  if (const HarmonyReader* harmony = harmony_calls(c)) {
+    // Messages addressed to functions the request declares are its calls; the text of any
+    // other addressed message is content, after the rest.
+    parsed = harmony_tool_calls(harmony->addressed(), c.tools);
+    if (!parsed->content.empty()) rest += c.reasoning.append_content(parsed->content).content;
+    parsed->content = std::string(trim_space(c.reasoning.content()));
+  } else if (c.tools && !c.tools_decided) {
+    parsed = parse_tool_output(c.held_for_tools, req_.tool_format, req_.tools);
     c.held_for_tools.clear();
-    rest = parsed.content;
-    c.content = parsed.content;
-    for (auto& call : parsed.calls)
+    rest = parsed->content;
+  }
+  if (parsed) {
+    c.content = parsed->content;
+    for (auto& call : parsed->calls)
       c.tool_calls.push_back({req_.tool_format == ToolCallFormat::Mistral
                                   ? mistral_call_id()  // the only ids its templates read back
                                   : "call_" + random_hex(24),

@@ -110,6 +110,9 @@ class CompletionSession {
   };
   // Text to stream now: with tools, held back while it may still be a call.
   std::string hold_for_tools(Choice& c, std::string delta);
+  // The harmony reader whose addressed messages are the choice's calls (harmony reasoning and
+  // tool formats), else null: calls are then never in the content, nothing is held back.
+  const HarmonyReader* harmony_calls(const Choice& c) const;
   // Ends a choice: releases held text or turns it into tool calls, sets the finish reason and
   // adds the last chunks (stream mode).
   void end_choice(uint32_t index, std::string reason, std::vector<nlohmann::json>& out);

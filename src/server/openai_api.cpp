@@ -270,6 +270,13 @@ json template_kwargs(const json& body, const ChatTemplate& chat_template) {
   if (!kwargs.is_object()) return kwargs;  // chat_prompt_tokens refuses it by name
   if (!kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = *effort != "none";
   if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = *effort;
+  // gpt-oss was trained on three efforts (its system message says "Reasoning: low" and so on)
+  // and always reasons: the others map onto the nearest.
+  if (is_harmony_template(source) && kwargs["reasoning_effort"].is_string()) {
+    const std::string e = kwargs["reasoning_effort"];
+    if (e == "none" || e == "minimal") kwargs["reasoning_effort"] = "low";
+    if (e == "xhigh" || e == "max") kwargs["reasoning_effort"] = "high";
+  }
   return kwargs;
 }
 
@@ -285,9 +292,15 @@ std::vector<int32_t> chat_prompt_tokens(const json& messages_field, const Tokeni
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   for (const auto& m : messages_field) messages.push_back(template_message(m));
   if (gemma4_needs_tool_turns(chat_template.source())) messages = gemma4_tool_turns(messages);
+  if (is_harmony_template(chat_template.source())) messages = harmony_turns(messages);
   nlohmann::ordered_json vars = {{"messages", messages},
                                  {"add_generation_prompt", add_generation_prompt}};
   if (tools && !tools->is_null()) vars["tools"] = *tools;
+  // gpt-oss's template writes every function's description, which OpenAI makes optional.
+  if (vars.contains("tools") && is_harmony_template(chat_template.source()))
+    for (auto& tool : vars["tools"])
+      if (tool.contains("function") && !tool["function"].contains("description"))
+        tool["function"]["description"] = "";
   if (!tok.bos_text().empty()) vars["bos_token"] = tok.bos_text();
   if (!tok.eos_text().empty()) vars["eos_token"] = tok.eos_text();
   if (template_kwargs && !template_kwargs->is_null()) {
@@ -560,6 +573,9 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const To
     if (ordered_body && ordered_body->is_object())
       if (auto o = ordered_body->find("response_format"); o != ordered_body->end()) ordered = &*o;
     r.grammar = response_format_grammar(*it, ordered);
+    // gpt-oss writes its answer as the final message, after its header (and any thought).
+    if (!r.grammar.empty() && is_harmony_template(chat_template.source()))
+      r.grammar = harmony_answer_grammar(std::move(r.grammar));
   }
   if (auto it = body.find("prediction"); it != body.end() && !it->is_null())
     r.prediction = prediction_text(*it, tok, context_length);

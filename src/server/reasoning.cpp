@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "chat_template/chat_template.h"
+#include "server/tool_calls.h"
 
 namespace pith::server {
 
@@ -17,13 +18,6 @@ constexpr std::string_view kChannelClose = "<channel|>";
 constexpr std::string_view kThoughtChannel = "thought";
 constexpr std::string_view kMistralOpen = "[THINK]";
 constexpr std::string_view kMistralClose = "[/THINK]";
-
-// The length of the longest suffix of `s` that is a proper prefix of `tag`.
-size_t partial_tag(std::string_view s, std::string_view tag) {
-  for (size_t k = std::min(tag.size() - 1, s.size()); k > 0; --k)
-    if (s.substr(s.size() - k) == tag.substr(0, k)) return k;
-  return 0;
-}
 
 bool starts_with_space_then(std::string_view s, std::string_view tag, size_t* at) {
   size_t i = 0;
@@ -44,6 +38,8 @@ const char* reasoning_format_name(ReasoningFormat f) {
       return "gemma4";
     case ReasoningFormat::Mistral:
       return "mistral";
+    case ReasoningFormat::Harmony:
+      return "harmony";
     case ReasoningFormat::None:
       break;
   }
@@ -56,10 +52,12 @@ std::optional<ReasoningFormat> parse_reasoning_format(std::string_view name) {
   if (name == "qwen3") return ReasoningFormat::Qwen3;
   if (name == "gemma4") return ReasoningFormat::Gemma4;
   if (name == "mistral") return ReasoningFormat::Mistral;
+  if (name == "harmony" || name == "openai_gptoss") return ReasoningFormat::Harmony;
   return std::nullopt;
 }
 
 ReasoningFormat detect_reasoning_format(const ChatTemplate& t) {
+  if (is_harmony_template(t.source())) return ReasoningFormat::Harmony;
   if (t.source().find(kChannelClose) != std::string::npos) return ReasoningFormat::Gemma4;
   if (t.source().find(kMistralClose) != std::string::npos) return ReasoningFormat::Mistral;
   if (t.source().find(kClose) == std::string::npos) return ReasoningFormat::None;
@@ -102,7 +100,9 @@ ReasoningSplitter::ReasoningSplitter(ReasoningFormat f)
       open_(f == ReasoningFormat::Mistral ? kMistralOpen : kOpen),
       close_(gemma4_                         ? kChannelClose
              : f == ReasoningFormat::Mistral ? kMistralClose
-                                             : kClose) {}
+                                             : kClose) {
+  if (f == ReasoningFormat::Harmony) harmony_ = std::make_unique<HarmonyReader>();
+}
 
 ReasoningSplitter::Delta ReasoningSplitter::release(std::string reasoning, std::string content) {
   reasoning_ += reasoning;
@@ -110,7 +110,15 @@ ReasoningSplitter::Delta ReasoningSplitter::release(std::string reasoning, std::
   return {std::move(reasoning), std::move(content)};
 }
 
+ReasoningSplitter::Delta ReasoningSplitter::append_content(std::string_view text) {
+  return release("", (content_.empty() ? "" : "\n\n") + std::string(text));
+}
+
 ReasoningSplitter::Delta ReasoningSplitter::push(std::string_view text) {
+  if (harmony_) {
+    HarmonyReader::Delta d = harmony_->push(text);
+    return release(std::move(d.reasoning), std::move(d.content));
+  }
   held_ += text;
   std::string reasoning, content;
   for (;;) {
@@ -161,7 +169,7 @@ ReasoningSplitter::Delta ReasoningSplitter::push(std::string_view text) {
       state_ = State::Answer;
       continue;
     }
-    const size_t keep = partial_tag(held_, close_);
+    const size_t keep = partial_marker(held_, close_);
     reasoning += held_.substr(0, held_.size() - keep);
     held_.erase(0, held_.size() - keep);
     break;
@@ -182,13 +190,18 @@ bool ReasoningSplitter::answer_until_channel(std::string& content) {
     if (opens) state_ = State::ChannelName;
     return true;
   }
-  const size_t keep = std::max(partial_tag(held_, kChannelOpen), partial_tag(held_, kChannelClose));
+  const size_t keep =
+      std::max(partial_marker(held_, kChannelOpen), partial_marker(held_, kChannelClose));
   content += held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
   return false;
 }
 
 ReasoningSplitter::Delta ReasoningSplitter::finish() {
+  if (harmony_) {
+    HarmonyReader::Delta d = harmony_->finish();
+    return release(std::move(d.reasoning), std::move(d.content));
+  }
   std::string rest = std::exchange(held_, std::string());
   if (state_ == State::Thinking || state_ == State::ThoughtSpace)
     return release(std::move(rest), "");

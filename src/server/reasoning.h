@@ -15,13 +15,19 @@
 //   mistral      Magistral and Ministral reasoning models: qwen3's rule with the control tokens
 //                [THINK] and [/THINK] (kept in the text for the splitter, as the tool-call
 //                markers are), which the model writes itself when its system prompt asks.
+//   harmony      gpt-oss: analysis messages are reasoning, final and commentary messages content,
+//                messages addressed to a tool are kept apart as calls (harmony.h); vLLM's
+//                "openai_gptoss".
 // A thought cut short by max_tokens stays reasoning in both, streamed or not.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "server/harmony.h"
 
 namespace pith {
 class ChatTemplate;
@@ -29,12 +35,14 @@ class ChatTemplate;
 
 namespace pith::server {
 
-enum class ReasoningFormat { None, DeepSeekR1, Qwen3, Gemma4, Mistral };
+enum class ReasoningFormat { None, DeepSeekR1, Qwen3, Gemma4, Mistral, Harmony };
 
 const char* reasoning_format_name(ReasoningFormat f);
-// "none", "deepseek_r1", "qwen3", "gemma4", "mistral"; nullopt for anything else.
+// "none", "deepseek_r1", "qwen3", "gemma4", "mistral", "harmony" (or "openai_gptoss"); nullopt
+// for anything else.
 std::optional<ReasoningFormat> parse_reasoning_format(std::string_view name);
-// From the template: gemma4 when it writes <channel|>, mistral when it writes [/THINK],
+// From the template: harmony for gpt-oss's, gemma4 when it writes <channel|>, mistral when it
+// writes [/THINK],
 // deepseek_r1 when its generation prompt
 // ends inside a thought, qwen3 when it knows </think> otherwise, none for templates without
 // thoughts.
@@ -62,8 +70,14 @@ class ReasoningSplitter {
   // At the end: whatever was held.
   Delta finish();
 
+  // Text that becomes content after the output (a harmony message that is not a call): after
+  // a blank line when content came before.
+  Delta append_content(std::string_view text);
+
   const std::string& reasoning() const { return reasoning_; }
   const std::string& content() const { return content_; }
+  // The harmony format's reader (its addressed messages), null for the others.
+  const HarmonyReader* harmony() const { return harmony_.get(); }
 
  private:
   // ChannelName and ThoughtSpace (gemma4 only): after "<|channel>", reading "thought" and the
@@ -80,6 +94,7 @@ class ReasoningSplitter {
   std::string_view close_;  // the tag that ends a thought
   std::string held_;
   std::string reasoning_, content_;
+  std::unique_ptr<HarmonyReader> harmony_;
 };
 
 }  // namespace pith::server

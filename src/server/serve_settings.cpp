@@ -161,14 +161,17 @@ ServeSettings resolve_serve_config(ServeConfig c) {
     }
   }
 
-  require(c.tool_call_parser == "auto" || parse_tool_call_format(c.tool_call_parser),
-          "--tool-call-parser",
-          fmt::format("must be auto, hermes, llama3_json, qwen3_coder, gemma4 or mistral, not '{}'",
-                      c.tool_call_parser));
-  require(c.reasoning_parser == "auto" || parse_reasoning_format(c.reasoning_parser),
-          "--reasoning-parser",
-          fmt::format("must be auto, none, deepseek_r1, qwen3, gemma4 or mistral, not '{}'",
-                      c.reasoning_parser));
+  require(
+      c.tool_call_parser == "auto" || parse_tool_call_format(c.tool_call_parser),
+      "--tool-call-parser",
+      fmt::format(
+          "must be auto, hermes, llama3_json, qwen3_coder, gemma4, mistral or harmony, not '{}'",
+          c.tool_call_parser));
+  require(
+      c.reasoning_parser == "auto" || parse_reasoning_format(c.reasoning_parser),
+      "--reasoning-parser",
+      fmt::format("must be auto, none, deepseek_r1, qwen3, gemma4, mistral or harmony, not '{}'",
+                  c.reasoning_parser));
   require(c.pooling == "auto" || c.pooling == "last" || c.pooling == "mean" || c.pooling == "cls",
           "--pooling", fmt::format("must be auto, last, mean or cls, not '{}'", c.pooling));
   if (!c.chat_template.empty()) {

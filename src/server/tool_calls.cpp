@@ -67,6 +67,8 @@ const char* tool_call_format_name(ToolCallFormat f) {
       return "gemma4";
     case ToolCallFormat::Mistral:
       return "mistral";
+    case ToolCallFormat::Harmony:
+      return "harmony";
   }
   return "?";
 }
@@ -77,10 +79,12 @@ std::optional<ToolCallFormat> parse_tool_call_format(std::string_view name) {
   if (name == "qwen3_coder") return ToolCallFormat::Qwen3Coder;
   if (name == "gemma4") return ToolCallFormat::Gemma4;
   if (name == "mistral") return ToolCallFormat::Mistral;
+  if (name == "harmony" || name == "openai") return ToolCallFormat::Harmony;
   return std::nullopt;
 }
 
 ToolCallFormat detect_tool_call_format(const std::string& source) {
+  if (is_harmony_template(source)) return ToolCallFormat::Harmony;
   if (source.find("'<|tool_call>call:'") != std::string::npos) return ToolCallFormat::Gemma4;
   if (source.find("[TOOL_CALLS]") != std::string::npos) return ToolCallFormat::Mistral;
   if (source.find("<function=") != std::string::npos &&
@@ -171,6 +175,7 @@ std::string tool_call_grammar(const ToolRequest& r, ToolCallFormat f) {
   if (f == ToolCallFormat::Gemma4) return gemma4_tool_call_grammar(r, many ? kMaxParallelCalls : 1);
   if (f == ToolCallFormat::Mistral)
     return mistral_tool_call_grammar(r, many ? kMaxParallelCalls : 1);
+  if (f == ToolCallFormat::Harmony) return harmony_tool_call_grammar(r);
   ordered_json schema;
   if (r.choice == ToolRequest::Choice::Named) {
     schema = call_schema(*find_function(r, r.named), f);
@@ -202,6 +207,7 @@ ParsedToolOutput parse_tool_output(std::string_view text, ToolCallFormat f, cons
   if (f == ToolCallFormat::Qwen3Coder) return parse_xml_tool_output(text, r);
   if (f == ToolCallFormat::Gemma4) return parse_gemma4_tool_output(text, r);
   if (f == ToolCallFormat::Mistral) return parse_mistral_tool_output(text, r);
+  if (f == ToolCallFormat::Harmony) return parse_harmony_tool_output(text, r);
   ParsedToolOutput out;
   if (f == ToolCallFormat::Llama3Json) {
     std::string_view body = trim_space(text);
@@ -254,6 +260,8 @@ bool may_become_tool_call(std::string_view text, ToolCallFormat f) {
   };
   if (f == ToolCallFormat::Gemma4) return prefix_of(kGemma4Open);
   if (f == ToolCallFormat::Mistral) return may_become_mistral_tool_call(t);
+  // A harmony call ends the turn, after any other messages; a final message ends it too.
+  if (f == ToolCallFormat::Harmony) return t.find("<|channel|>final") == std::string_view::npos;
   if (f != ToolCallFormat::Llama3Json) return prefix_of(kHermesOpen);
   return t.front() == '{' || prefix_of(kPythonTag);
 }
@@ -280,6 +288,24 @@ std::string schema_definition_rules(const nlohmann::ordered_json& defs, ValueSyn
   if (rules.compare(0, 5, "root ") != 0 || root_end == std::string::npos)
     throw InvalidRequest("tools", "internal: unexpected grammar");
   return rules.erase(0, root_end + 1);
+}
+
+ForcedCallRules forced_call_rules(const ToolRequest& r, std::string_view between,
+                                  ValueSyntax syntax) {
+  ordered_json defs = ordered_json::object();
+  ForcedCallRules out;
+  for (const auto& fn : r.functions) {
+    if (r.choice == ToolRequest::Choice::Named && fn.name != r.named) continue;
+    const std::string def = fmt::format("v{}", defs.size());
+    defs[def] = fn.parameters.is_object() && !fn.parameters.empty()
+                    ? fn.parameters
+                    : ordered_json{{"type", "object"}};
+    out.alternatives +=
+        fmt::format("{}{}{}{} def-{}", out.alternatives.empty() ? "" : " | ", gbnf_literal(fn.name),
+                    between.empty() ? "" : " ", between, def);
+  }
+  out.rules = schema_definition_rules(defs, syntax);
+  return out;
 }
 
 std::string gbnf_literal(std::string_view s) {

@@ -15,6 +15,8 @@
 //   mistral     [TOOL_CALLS][{"name": NAME, "arguments": {...}}, ...] or
 //   [TOOL_CALLS]NAME[ARGS]{...}
 //               (one or more; Mistral 7B v0.3, NeMo, Small 3.x, Devstral; tool_calls_mistral.cpp)
+//   harmony     <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}
+//               (one; gpt-oss; vLLM's "openai"; harmony.h, tool_calls_harmony.cpp)
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -25,16 +27,19 @@
 #include <string_view>
 #include <vector>
 
+#include "server/harmony.h"
 #include "server/json_schema_grammar.h"
 
 namespace pith::server {
 
-enum class ToolCallFormat { Hermes, Llama3Json, Qwen3Coder, Gemma4, Mistral };
+enum class ToolCallFormat { Hermes, Llama3Json, Qwen3Coder, Gemma4, Mistral, Harmony };
 
 const char* tool_call_format_name(ToolCallFormat f);
-// "hermes", "llama3_json", "qwen3_coder", "gemma4", "mistral"; nullopt for anything else.
+// "hermes", "llama3_json", "qwen3_coder", "gemma4", "mistral", "harmony" (or "openai"); nullopt
+// for anything else.
 std::optional<ToolCallFormat> parse_tool_call_format(std::string_view name);
-// The format a chat template renders tool calls in: gemma4 for templates that write
+// The format a chat template renders tool calls in: harmony for gpt-oss's (is_harmony_template),
+// gemma4 for templates that write
 // '<|tool_call>call:', mistral for templates that write [TOOL_CALLS], qwen3_coder for templates
 // that write <function=...> and <parameter=...>, llama3_json for templates that ask for {"name":
 // ..., "parameters": ...}, hermes otherwise.
@@ -114,6 +119,28 @@ std::vector<std::string> mistral_kept_tokens();
 std::string mistral_call_id();
 std::string mistral_id_for(const std::string& id);
 nlohmann::json mistral_tool_call_ids(const nlohmann::json& messages);
+// The harmony halves (tool_calls_harmony.cpp): whether a template writes harmony (<|channel|>
+// and <|call|>); the calls among a reader's addressed messages (functions the request declares,
+// JSON object arguments; without a request none), the bodies of the others as content; the
+// parser of a whole output; the forced-call grammar (one call); a response_format grammar (GBNF
+// with a root rule) wrapped as the final message's body; and a conversation in the shape
+// gpt-oss's template reads (reasoning_content as `thinking`, one call per assistant message).
+bool is_harmony_template(std::string_view template_source);
+ParsedToolOutput harmony_tool_calls(const std::vector<HarmonyReader::Addressed>& addressed,
+                                    const ToolRequest* request);
+ParsedToolOutput parse_harmony_tool_output(std::string_view text, const ToolRequest& request);
+std::string harmony_tool_call_grammar(const ToolRequest& request);
+std::string harmony_answer_grammar(std::string gbnf);
+nlohmann::ordered_json harmony_turns(const nlohmann::ordered_json& messages);
+// The calls a forced choice admits, for formats that write the name and then the arguments:
+// per function it may name (all, or the named one) the alternative `"NAME" BETWEEN def-vK`
+// (BETWEEN: GBNF, may be empty), joined by " | ", and the rules of the parameters schemas as
+// $defs (schema_definition_rules; any object for a function without one) in `syntax`.
+struct ForcedCallRules {
+  std::string alternatives, rules;
+};
+ForcedCallRules forced_call_rules(const ToolRequest& request, std::string_view between,
+                                  ValueSyntax syntax);
 // `s` as a GBNF string literal (quotes, backslashes and newlines escaped).
 std::string gbnf_literal(std::string_view s);
 // `s` without leading and trailing whitespace.

@@ -180,17 +180,7 @@ std::string gemma4_tool_call_grammar(const ToolRequest& r, int max_calls) {
   // Each function's parameters schema becomes a $def of one schema written in Gemma 4's value
   // syntax, so that the arguments of a forced call satisfy it (the converter names the rule of
   // "#/$defs/vN" def-vN); a function without parameters takes any object.
-  ordered_json defs = ordered_json::object();
-  std::string calls;
-  for (const auto& fn : r.functions) {
-    if (r.choice == ToolRequest::Choice::Named && fn.name != r.named) continue;
-    const std::string def = fmt::format("v{}", defs.size());
-    defs[def] = fn.parameters.is_object() && !fn.parameters.empty()
-                    ? fn.parameters
-                    : ordered_json{{"type", "object"}};
-    calls += fmt::format("{}{} def-{}", calls.empty() ? "" : " | ", gbnf_literal(fn.name), def);
-  }
-  const std::string values = schema_definition_rules(defs, ValueSyntax::Gemma4);
+  const auto [calls, values] = forced_call_rules(r, "", ValueSyntax::Gemma4);
   return fmt::format(
       "root ::= tool-call{}\n"
       "tool-call ::= \"<|tool_call>call:\" ({}) \"<tool_call|>\"\n{}",

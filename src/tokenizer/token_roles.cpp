@@ -103,11 +103,18 @@ std::vector<int32_t> assign_token_roles(Vocab& v, const TokenIndex& index) {
   }
   if (v.fim_pre_id < 0 || v.fim_suf_id < 0 || v.fim_mid_id < 0)
     v.fim_pre_id = v.fim_suf_id = v.fim_mid_id = -1;
+  // Harmony (gpt-oss; Solar Open's variant): <|end|> closes one message of a turn that goes on,
+  // so it does not end generation. It and gpt-oss's header markers are user-defined tokens, as
+  // llama.cpp types them: they stay in the decoded text (the harmony parser reads channels and
+  // recipients from it) and in grammars (a forced tool call is written as its header).
   if (harmony) {
     if (int32_t end = lookup(index, "<|end|>"); end >= 0) {
       eog.erase(std::remove(eog.begin(), eog.end(), end), eog.end());
       v.types[end] = TokenType::UserDefined;
     }
+    if (present("<|return|>"))
+      for (std::string_view text : {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>"})
+        if (int32_t id = lookup(index, text); id >= 0) v.types[id] = TokenType::UserDefined;
   }
   std::sort(eog.begin(), eog.end());
   eog.erase(std::unique(eog.begin(), eog.end()), eog.end());

@@ -5,6 +5,7 @@
 // tool_calls, malformed calls into plain content.
 #include <gtest/gtest.h>
 
+#include "chat_replay.h"
 #include "chat_template/chat_template.h"
 #include "common/read_file.h"
 #include "server/completion_session.h"
@@ -52,41 +53,8 @@ CompletionRequest chat(json body, bool stream) {
   return r;
 }
 
-struct Reply {
-  json message;          // whole response: choices[0].message
-  std::string finish;    // its finish_reason
-  std::string streamed;  // streamed: content deltas joined
-  std::string reasoning;
-  json tool_calls = json::array();
-};
-
-// Feeds `output` (tokenized as the model would emit it) through a session.
-Reply run(const CompletionRequest& r, const std::string& output) {
-  CompletionSession s(r, gemma(), "chatcmpl-g4", "gemma4", 1);
-  Reply reply;
-  auto take = [&](const std::vector<json>& chunks) {
-    for (const json& c : chunks) {
-      if (c["choices"].empty()) continue;
-      const json& choice = c["choices"][0];
-      const json& d = choice["delta"];
-      reply.streamed += d.value("content", "");
-      reply.reasoning += d.value("reasoning_content", "");
-      if (d.contains("tool_calls"))
-        for (const json& call : d["tool_calls"]) reply.tool_calls.push_back(call);
-      if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
-        reply.finish = choice["finish_reason"];
-    }
-  };
-  const auto ids = gemma().encode(output, false, true);
-  for (int32_t id : ids) take(s.on_message("tok 0 " + std::to_string(id) + " -0.1"));
-  take(s.on_message("end 0 stop " + std::to_string(ids.size())));
-  take(s.finish());
-  if (!r.stream) {
-    const json choice = s.response()["choices"][0];
-    reply.message = choice["message"];
-    reply.finish = choice["finish_reason"];
-  }
-  return reply;
+ChatReply run(const CompletionRequest& r, const std::string& output) {
+  return replay_chat(r, gemma(), output);
 }
 
 TEST(Gemma4Chat, FormatsComeFromTheTemplate) {
@@ -118,9 +86,9 @@ TEST(Gemma4Chat, PromptHasOneBosTheToolsAndAClosedThought) {
 
 TEST(Gemma4Chat, ThoughtAndToolCallWhole) {
   CompletionRequest r = chat({{"tools", {kWeather}}}, false);
-  Reply reply = run(r,
-                    "<|channel>thought\nNeed the weather.<channel|>"
-                    "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:2}<tool_call|>");
+  ChatReply reply = run(r,
+                        "<|channel>thought\nNeed the weather.<channel|>"
+                        "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:2}<tool_call|>");
   EXPECT_EQ(reply.finish, "tool_calls");
   EXPECT_EQ(reply.message["reasoning_content"], "Need the weather.");
   ASSERT_EQ(reply.message["tool_calls"].size(), 1u);
@@ -131,9 +99,9 @@ TEST(Gemma4Chat, ThoughtAndToolCallWhole) {
 
 TEST(Gemma4Chat, ThoughtAndToolCallStreamed) {
   CompletionRequest r = chat({{"tools", {kWeather}}}, true);
-  Reply reply = run(r,
-                    "<|channel>thought\nNeed the weather.<channel|>"
-                    "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|>");
+  ChatReply reply = run(r,
+                        "<|channel>thought\nNeed the weather.<channel|>"
+                        "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>}<tool_call|>");
   EXPECT_EQ(reply.reasoning, "Need the weather.");
   EXPECT_EQ(reply.streamed, "");  // no marker leaks into content
   ASSERT_EQ(reply.tool_calls.size(), 1u);
@@ -143,11 +111,11 @@ TEST(Gemma4Chat, ThoughtAndToolCallStreamed) {
 
 TEST(Gemma4Chat, PlainAnswerAndMalformedCallStayContent) {
   CompletionRequest r = chat({{"tools", {kWeather}}}, false);
-  Reply plain = run(r, "Sunny.<|channel>thought\n<channel|>");
+  ChatReply plain = run(r, "Sunny.<|channel>thought\n<channel|>");
   EXPECT_EQ(plain.message["content"], "Sunny.");
   EXPECT_EQ(plain.finish, "stop");
   const std::string broken = "<|tool_call>call:get_weather{city:Paris}<tool_call|>";
-  Reply bad = run(r, broken);
+  ChatReply bad = run(r, broken);
   EXPECT_EQ(bad.message["content"], broken);
   EXPECT_TRUE(!bad.message.contains("tool_calls") || bad.message["tool_calls"].empty());
   EXPECT_EQ(bad.finish, "stop");
@@ -206,7 +174,7 @@ TEST(Gemma4Chat, FirstTemplateGetsToolResultsOnTheCallingTurn) {
 TEST(Gemma4Chat, ForcedCallRunsUnderItsGrammar) {
   CompletionRequest r = chat({{"tools", {kWeather}}, {"tool_choice", "required"}}, false);
   EXPECT_NE(r.grammar.find("\"<|tool_call>call:\""), std::string::npos) << r.grammar;
-  Reply reply = run(r, "<|tool_call>call:get_weather{city:<|\"|>Oslo<|\"|>}<tool_call|>");
+  ChatReply reply = run(r, "<|tool_call>call:get_weather{city:<|\"|>Oslo<|\"|>}<tool_call|>");
   EXPECT_EQ(reply.finish, "tool_calls");
   ASSERT_EQ(reply.message["tool_calls"].size(), 1u);
 }

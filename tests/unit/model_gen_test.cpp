@@ -17,6 +17,7 @@
 #include "engine/kernels/matmul.h"
 #include "engine/model_loader.h"
 #include "formats/gguf.h"
+#include "formats/gguf_writer.h"
 #include "formats/safetensors.h"
 #include "model_gen/normal_rng.h"
 
@@ -290,6 +291,33 @@ TEST(ModelGen, GptOssGgufHasItsOptionsAndMxfp4Experts) {
     EXPECT_EQ(f.find_tensor("blk.0.ffn_gate_exps.bias")->dims, (std::vector<uint64_t>{32, 8}));
     EXPECT_EQ(f.find_tensor("blk.0.attn_sinks.weight")->dims, (std::vector<uint64_t>{c.n_heads}));
     EXPECT_NE(f.find_tensor("blk.0.post_attention_norm.weight"), nullptr);
+  }
+  // A base of the sliding layers' own (a key llama.cpp reads) is refused by name unless it is
+  // the global one.
+  const std::string src_path = temp_path("gpt-oss-f32.gguf");
+  GGUFFile src(src_path);
+  const double base = src.get_float_or("gpt-oss.rope.freq_base", 0);
+  ASSERT_GT(base, 0);
+  for (double swa : {base, base / 2}) {
+    const std::string path = temp_path("gpt-oss-swa.gguf");
+    {
+      GGUFWriter w(path);
+      for (const auto& [k, v] : src.metadata()) w.set(k, v);
+      w.set_f32("gpt-oss.rope.freq_base_swa", static_cast<float>(swa));
+      for (const auto& t : src.tensors()) w.add_tensor(t.name, t.dims, t.dtype);
+      for (const auto& t : src.tensors()) w.write(t.data, t.n_bytes);
+      w.finish();
+    }
+    if (swa == base) {
+      EXPECT_NO_THROW(load_model(path, kQuiet));
+    } else {
+      try {
+        load_model(path, kQuiet);
+        ADD_FAILURE() << "a different sliding base loaded";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("rope.freq_base_swa"), std::string::npos) << e.what();
+      }
+    }
   }
 }
 

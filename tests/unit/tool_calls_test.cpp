@@ -12,6 +12,7 @@
 #include <memory>
 #include <sstream>
 
+#include "byte_grammar.h"
 #include "chat_template/chat_template.h"
 #include "server/completion_session.h"
 #include "server/legacy_functions.h"
@@ -37,23 +38,8 @@ ToolRequest request(const std::string& choice_json, bool parallel = true) {
   return parse_tool_request(body, nullptr);
 }
 
-struct CallGrammar {
-  CallGrammar(const ToolRequest& r, ToolCallFormat f) : gbnf(tool_call_grammar(r, f)) {
-    std::vector<std::string> bytes;
-    for (int b = 0; b < 256; ++b) bytes.emplace_back(1, static_cast<char>(b));
-    trie = TokenTrie(bytes);
-    std::string err;
-    EXPECT_TRUE(grammar::Grammar::parse(gbnf, &g, &err)) << err << "\n" << gbnf;
-    a = std::make_unique<grammar::Automaton>(g, trie);
-  }
-  bool matches(std::string_view s) const {
-    grammar::Matcher m(*a);
-    return m.accept_bytes(s) && m.is_complete();
-  }
-  std::string gbnf;
-  grammar::Grammar g;
-  TokenTrie trie;
-  std::unique_ptr<grammar::Automaton> a;
+struct CallGrammar : ByteGrammar {
+  CallGrammar(const ToolRequest& r, ToolCallFormat f) : ByteGrammar(tool_call_grammar(r, f)) {}
 };
 
 const char* kParis = R"({"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}})";

@@ -38,6 +38,12 @@ void configure(ModelConfig& c, const ArchitectureKeys& keys) {
         "slides)",
         keys.source());
   read_sliding_window(c, keys, {"attention.sliding_window", "sliding_window"}, 2);
+  // llama.cpp reads an optional base of the sliding layers' own; gpt-oss's share the global one.
+  if (auto swa = keys.number({"rope.freq_base_swa", ""}); swa && float(*swa) != c.rope_theta)
+    fail(
+        "{}: rope.freq_base_swa {} differs from rope.freq_base {}: a base of the sliding layers' "
+        "own is not supported for gpt-oss",
+        keys.source(), *swa, c.rope_theta);
 }
 
 std::vector<ArchValue> describe(const ModelConfig& c) {
